@@ -1,0 +1,3 @@
+module github.com/batonlock/baton
+
+go 1.26
