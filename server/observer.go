@@ -1,0 +1,120 @@
+package server
+
+import (
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventConnected: a connection was accepted (Peer.Addr).
+	EventConnected EventKind = iota + 1
+	// EventDisconnected: a connection was closed.
+	EventDisconnected
+	// EventAcceptError: accept failed (Err); the server backs off and retries.
+	EventAcceptError
+	// EventTLSHandshakeError: a TLS handshake failed (Err).
+	EventTLSHandshakeError
+	// EventHeartbeat: a valid HEARTBEAT arrived.
+	EventHeartbeat
+	// EventErrorSent: an ERROR frame with Code was sent.
+	EventErrorSent
+	// EventDenied: the access-control list refused Peer the lock Lock.
+	EventDenied
+	// EventGranted: Peer became owner of Lock with Token after Waited.
+	EventGranted
+	// EventReleased: Peer stopped owning Lock (Token) after Held, for Reason.
+	EventReleased
+	// EventDequeued: waiting Peer left the queue of Lock, for Reason.
+	EventDequeued
+	// EventShutdown: graceful shutdown began.
+	EventShutdown
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventConnected:
+		return "connected"
+	case EventDisconnected:
+		return "disconnected"
+	case EventAcceptError:
+		return "accept_error"
+	case EventTLSHandshakeError:
+		return "tls_handshake_error"
+	case EventHeartbeat:
+		return "heartbeat"
+	case EventErrorSent:
+		return "error_sent"
+	case EventDenied:
+		return "denied"
+	case EventGranted:
+		return "granted"
+	case EventReleased:
+		return "released"
+	case EventDequeued:
+		return "dequeued"
+	case EventShutdown:
+		return "shutdown"
+	}
+	return "unknown"
+}
+
+// Event is one thing that happened in the server, for metrics, audit and
+// logs. Fields that do not apply to a kind are zero.
+type Event struct {
+	Kind   EventKind
+	Time   time.Time
+	Lock   string
+	Peer   locktable.Peer
+	Token  uint64
+	Reason locktable.Reason
+	Code   protocol.Code
+	Waited time.Duration
+	Held   time.Duration
+	Err    error
+}
+
+// Observer receives the server's events.
+//
+// Ownership events (granted, released, dequeued) are delivered while the
+// lock table is locked, so for each lock they arrive in exactly the order
+// they happened: a release always before the next grant. Observe must
+// therefore be quick, must not block, and must not call back into the
+// Server.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// Observers fans events out to several observers in order.
+type Observers []Observer
+
+// Observe passes e to every observer.
+func (o Observers) Observe(e Event) {
+	for _, x := range o {
+		x.Observe(e)
+	}
+}
+
+func fromTable(now time.Time, e locktable.Event) Event {
+	var kind EventKind
+	switch e.Kind {
+	case locktable.EventGranted:
+		kind = EventGranted
+	case locktable.EventReleased:
+		kind = EventReleased
+	case locktable.EventDequeued:
+		kind = EventDequeued
+	}
+	return Event{Kind: kind, Time: now, Lock: e.Lock, Peer: e.Peer, Token: e.Token,
+		Reason: e.Reason, Waited: e.Waited, Held: e.Held}
+}

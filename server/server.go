@@ -1,0 +1,277 @@
+// Package server is baton's I/O shell: it accepts connections, turns
+// frames into calls on the pure lock table and the table's results into
+// writes and closes. All lock semantics live in internal/locktable.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Defaults for the Server's configuration fields.
+const (
+	DefaultAddr      = "127.0.0.1:7070"
+	DefaultIOTimeout = 5 * time.Second
+)
+
+// ErrServerClosed is returned by Serve and ListenAndServe after Shutdown
+// or Close.
+var ErrServerClosed = errors.New("baton: server closed")
+
+// Authorizer decides whether a client identity may take a lock. The
+// server asks it for every ACQUIRE that passed validation.
+type Authorizer interface {
+	Allow(identity, lock string) bool
+}
+
+// Server is a baton lock server. Set its exported fields before calling
+// Serve or ListenAndServe and do not change them afterwards; the zero
+// value is ready to use.
+type Server struct {
+	// Addr is the TCP address ListenAndServe listens on; empty means
+	// DefaultAddr.
+	Addr string
+	// IOTimeout bounds the TLS handshake plus the whole first ACQUIRE
+	// (from accept), the rest of a started frame, and every write. Zero
+	// means DefaultIOTimeout.
+	IOTimeout time.Duration
+	// TLSConfig, when set, makes the protocol port speak TLS.
+	TLSConfig *tls.Config
+	// Authorizer, when set, is asked for every ACQUIRE; nil allows all.
+	Authorizer Authorizer
+	// Tokens issues fencing tokens; nil means locktable.ClockTokens.
+	Tokens locktable.TokenSource
+	// Observer receives events for metrics, audit and logs; may be nil.
+	Observer Observer
+	// Logger receives the server's logs; nil means slog.Default().
+	Logger *slog.Logger
+
+	initOnce   sync.Once
+	inShutdown atomic.Bool
+	sessionsWG sync.WaitGroup
+
+	// mu guards the table and every field below it. It is never held
+	// during network I/O.
+	mu        sync.Mutex
+	table     *locktable.Table
+	claims    map[locktable.ClaimID]*session // sessions with a claim in the table
+	sessions  map[*session]struct{}          // every open session
+	listeners map[*net.Listener]struct{}
+	nextID    uint64
+	closed    bool
+}
+
+func (srv *Server) init() {
+	srv.initOnce.Do(func() {
+		srv.table = locktable.New(srv.Tokens)
+		srv.claims = map[locktable.ClaimID]*session{}
+		srv.sessions = map[*session]struct{}{}
+		srv.listeners = map[*net.Listener]struct{}{}
+		if srv.Logger == nil {
+			srv.Logger = slog.Default()
+		}
+		if srv.IOTimeout <= 0 {
+			srv.IOTimeout = DefaultIOTimeout
+		}
+	})
+}
+
+// ListenAndServe listens on srv.Addr and calls Serve.
+func (srv *Server) ListenAndServe() error {
+	if srv.inShutdown.Load() {
+		return ErrServerClosed
+	}
+	addr := srv.Addr
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return srv.Serve(l)
+}
+
+// Serve accepts connections on l, one goroutine per session, until
+// Shutdown or Close; it then returns ErrServerClosed. When accept fails,
+// for example because the process ran out of file descriptors, Serve
+// backs off and retries; it returns only when l is closed.
+func (srv *Server) Serve(l net.Listener) error {
+	srv.init()
+	if !srv.trackListener(&l, true) {
+		l.Close()
+		return ErrServerClosed
+	}
+	defer srv.trackListener(&l, false)
+
+	var backoff time.Duration
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			if srv.inShutdown.Load() {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			srv.observe(Event{Kind: EventAcceptError, Time: time.Now(), Err: err})
+			srv.Logger.Warn("accept failed; retrying", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		s := srv.newSession(conn)
+		if s == nil {
+			conn.Close()
+			return ErrServerClosed
+		}
+		go s.serve()
+	}
+}
+
+func (srv *Server) trackListener(l *net.Listener, add bool) bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if add {
+		if srv.inShutdown.Load() {
+			return false
+		}
+		srv.listeners[l] = struct{}{}
+	} else {
+		delete(srv.listeners, l)
+	}
+	return true
+}
+
+func (srv *Server) newSession(conn net.Conn) *session {
+	if srv.TLSConfig != nil {
+		conn = tls.Server(conn, srv.TLSConfig)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.inShutdown.Load() {
+		return nil
+	}
+	srv.nextID++
+	s := &session{
+		srv:  srv,
+		conn: conn,
+		id:   locktable.ClaimID(srv.nextID),
+		peer: locktable.Peer{Addr: conn.RemoteAddr().String()},
+	}
+	srv.sessions[s] = struct{}{}
+	srv.sessionsWG.Add(1)
+	return s
+}
+
+// Shutdown stops the server gracefully: it stops accepting, stops
+// promoting (no waiter is granted a lock from now on), sends ERROR 0x01 to
+// every session, holders and waiters alike, and closes them. It returns
+// when every session has closed, or ctx.Err() when ctx ends first, after
+// closing whatever is left.
+func (srv *Server) Shutdown(ctx context.Context) error {
+	srv.init()
+	ds := srv.beginShutdown()
+	done := make(chan struct{})
+	go func() {
+		srv.deliverAll(ds)
+		srv.sessionsWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		srv.closeAll()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close closes the listeners and every connection at once, without ERROR
+// frames. Nobody is promoted.
+func (srv *Server) Close() error {
+	srv.init()
+	srv.beginShutdown()
+	srv.closeAll()
+	srv.sessionsWG.Wait()
+	return nil
+}
+
+// ShuttingDown reports whether Shutdown or Close has been called. Health
+// endpoints use it to answer 503 from the first moment of shutdown.
+func (srv *Server) ShuttingDown() bool { return srv.inShutdown.Load() }
+
+// beginShutdown closes the listeners and ends every claim in the table;
+// it returns the ERROR 0x01 deliveries for every open session.
+func (srv *Server) beginShutdown() []delivery {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.inShutdown.Swap(true) {
+		return nil
+	}
+	now := time.Now()
+	srv.notify(Event{Kind: EventShutdown, Time: now})
+	for l := range srv.listeners {
+		(*l).Close()
+	}
+	// Sessions without a claim yet (handshake, first frame) are told too.
+	var ds []delivery
+	for s := range srv.sessions {
+		if _, claimed := srv.claims[s.id]; !claimed {
+			ds = append(ds, delivery{to: s, send: locktable.Send{Kind: locktable.SendError, Claim: s.id, Code: protocol.CodeShuttingDown}})
+		}
+	}
+	return append(ds, srv.commit(now, srv.table.Shutdown(now))...)
+}
+
+func (srv *Server) closeAll() {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for s := range srv.sessions {
+		s.conn.Close()
+	}
+}
+
+// deliverAll sends many frames concurrently, so that one slow client
+// cannot hold up the others by a whole io-timeout each.
+func (srv *Server) deliverAll(ds []delivery) {
+	const workers = 64
+	if len(ds) <= 1 {
+		srv.deliver(ds)
+		return
+	}
+	ch := make(chan delivery)
+	var wg sync.WaitGroup
+	for range min(workers, len(ds)) {
+		wg.Go(func() {
+			for d := range ch {
+				srv.deliver([]delivery{d})
+			}
+		})
+	}
+	for _, d := range ds {
+		ch <- d
+	}
+	close(ch)
+	wg.Wait()
+}
+
+func (srv *Server) observe(e Event) {
+	if srv.Observer != nil {
+		srv.Observer.Observe(e)
+	}
+}
+
+// notify is observe for callers that hold srv.mu.
+func (srv *Server) notify(e Event) { srv.observe(e) }

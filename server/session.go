@@ -1,0 +1,293 @@
+package server
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// maxDrain bounds how much a closing session reads and discards while it
+// waits for the client to see its ERROR frame and hang up.
+const maxDrain = 64 << 10
+
+// session is one connection and its one claim. A single goroutine reads
+// the socket (serve); any goroutine may write to it through push and
+// closeWithError, serialized by wmu.
+type session struct {
+	srv  *Server
+	conn net.Conn
+	id   locktable.ClaimID
+	peer locktable.Peer
+	rbuf [1]byte // the reader's type byte; kept here so reads do not allocate
+
+	// closing is set once an ERROR frame has been (or is being) sent or
+	// the session is otherwise finished: nothing more is written, and the
+	// reader only drains.
+	closing atomic.Bool
+
+	wmu   sync.Mutex
+	state locktable.State // what the client has been told: 0, Waiting or Owner
+	token uint64
+	wbuf  [protocol.AcquiredLen]byte
+}
+
+// ended is run's result when the claim was ended by another goroutine.
+const ended locktable.Reason = 0
+
+func (s *session) serve() {
+	defer s.srv.sessionsWG.Done()
+	s.srv.observe(Event{Kind: EventConnected, Time: time.Now(), Peer: s.peer})
+	reason, code := s.run()
+	s.finish(reason, code)
+}
+
+// run reads frames until the session ends. It returns why, and the error
+// code to send the client, if any.
+func (s *session) run() (locktable.Reason, protocol.Code) {
+	srv := s.srv
+	// The TLS handshake and the whole first ACQUIRE must arrive within
+	// io-timeout of accept.
+	s.conn.SetDeadline(time.Now().Add(srv.IOTimeout))
+	if tc, ok := s.conn.(*tls.Conn); ok {
+		if err := tc.Handshake(); err != nil {
+			srv.observe(Event{Kind: EventTLSHandshakeError, Time: time.Now(), Peer: s.peer, Err: err})
+			srv.Logger.Info("TLS handshake failed", "remote_addr", s.peer.Addr, "err", err)
+			return locktable.ReasonGraceful, 0
+		}
+		s.peer.Identity = Identity(tc.ConnectionState())
+	}
+	if _, err := io.ReadFull(s.conn, s.rbuf[:]); err != nil {
+		return s.readFailure(err)
+	}
+	switch protocol.Type(s.rbuf[0]) {
+	case protocol.TypeAcquire:
+	case protocol.TypeHeartbeat:
+		return locktable.ReasonProtocolError, protocol.CodeFirstNotAcquire
+	default:
+		return locktable.ReasonProtocolError, protocol.CodeUnknownMessage
+	}
+	req, err := protocol.ReadAcquireBody(s.conn)
+	if err != nil {
+		if code, ok := protocol.CodeOf(err); ok {
+			return locktable.ReasonProtocolError, code
+		}
+		return s.readFailure(err)
+	}
+	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, req.Name) {
+		srv.observe(Event{Kind: EventDenied, Time: time.Now(), Lock: req.Name, Peer: s.peer})
+		srv.Logger.Info("ACQUIRE denied by ACL", "lock", req.Name, "identity", s.peer.Identity, "remote_addr", s.peer.Addr)
+		return locktable.ReasonProtocolError, protocol.CodeNotAuthorized
+	}
+	deadline, err := s.acquire(req)
+	if err != nil {
+		if errors.Is(err, locktable.ErrShutdown) {
+			return locktable.ReasonShutdown, protocol.CodeShuttingDown
+		}
+		return writeFailureReason(err), 0
+	}
+
+	for {
+		_, err := s.conn.Read(s.rbuf[:])
+		if s.closing.Load() {
+			return ended, 0
+		}
+		if err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				return locktable.ReasonGraceful, 0
+			}
+			if s.expire() {
+				return ended, 0
+			}
+			// The deadline fired a hair early for the table's strict
+			// "more than one lease" rule; look again shortly.
+			deadline = deadline.Add(time.Millisecond)
+			s.conn.SetReadDeadline(deadline)
+			continue
+		}
+		switch protocol.Type(s.rbuf[0]) {
+		case protocol.TypeHeartbeat:
+			if deadline, err = s.heartbeat(); err != nil {
+				if errors.Is(err, locktable.ErrNoClaim) {
+					return ended, 0
+				}
+				return writeFailureReason(err), 0
+			}
+		case protocol.TypeAcquire:
+			return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire
+		default:
+			return locktable.ReasonProtocolError, protocol.CodeUnknownMessage
+		}
+	}
+}
+
+func (s *session) readFailure(err error) (locktable.Reason, protocol.Code) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.srv.Logger.Debug("closing connection: no complete ACQUIRE within io-timeout", "remote_addr", s.peer.Addr)
+		return locktable.ReasonIOTimeout, 0
+	}
+	return locktable.ReasonGraceful, 0
+}
+
+// acquire enters the claim into the table and answers it. It holds wmu
+// throughout, so that a promotion push computed by another goroutine in
+// the meantime is written only after this reply.
+func (s *session) acquire(req protocol.Acquire) (deadline time.Time, err error) {
+	srv := s.srv
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+
+	srv.mu.Lock()
+	now := time.Now()
+	st, res, err := srv.table.Acquire(now, s.id, locktable.Request{Name: req.Name, Lease: req.Lease(), Peer: s.peer})
+	if err == nil {
+		srv.claims[s.id] = s
+		srv.commit(now, res) // an Acquire only ever reports its own grant
+	}
+	srv.mu.Unlock()
+	if err != nil {
+		return time.Time{}, err
+	}
+	s.state, s.token = st.State, st.Token
+	if err := s.writeStateLocked(); err != nil {
+		return time.Time{}, err
+	}
+	return st.Deadline, s.conn.SetReadDeadline(st.Deadline)
+}
+
+// heartbeat refreshes the lease and answers with the state the client has
+// been told, under wmu, so a push and a stale WAITING never reorder.
+func (s *session) heartbeat() (deadline time.Time, err error) {
+	srv := s.srv
+	srv.mu.Lock()
+	st, err := srv.table.Heartbeat(time.Now(), s.id)
+	srv.mu.Unlock()
+	if err != nil {
+		return time.Time{}, err
+	}
+	srv.observe(Event{Kind: EventHeartbeat, Time: time.Now(), Peer: s.peer})
+
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closing.Load() {
+		return time.Time{}, locktable.ErrNoClaim
+	}
+	if err := s.writeStateLocked(); err != nil {
+		return time.Time{}, err
+	}
+	return st.Deadline, s.conn.SetReadDeadline(st.Deadline)
+}
+
+// expire ends the claim if its lease has passed and reports whether it did.
+func (s *session) expire() bool {
+	srv := s.srv
+	srv.mu.Lock()
+	now := time.Now()
+	res, err := srv.table.Expire(now, s.id)
+	if errors.Is(err, locktable.ErrNotExpired) {
+		srv.mu.Unlock()
+		return false
+	}
+	ds := srv.commit(now, res)
+	srv.mu.Unlock()
+	s.closing.Store(true)
+	srv.deliver(ds)
+	return true
+}
+
+// push sends a promotion: ACQUIRED(token), unprompted.
+func (s *session) push(token uint64) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closing.Load() {
+		return nil
+	}
+	s.state, s.token = locktable.Owner, token
+	return s.writeStateLocked()
+}
+
+// writeStateLocked writes WAITING or ACQUIRED(token) as s.state says.
+func (s *session) writeStateLocked() error {
+	b := s.wbuf[:0]
+	if s.state == locktable.Owner {
+		b = protocol.AppendAcquired(b, s.token)
+	} else {
+		b = protocol.AppendWaiting(b)
+	}
+	return s.writeLocked(b)
+}
+
+func (s *session) writeLocked(b []byte) error {
+	if err := s.conn.SetWriteDeadline(time.Now().Add(s.srv.IOTimeout)); err != nil {
+		return err
+	}
+	_, err := s.conn.Write(b)
+	return err
+}
+
+// closeWithError sends ERROR(code) once, half-closes the connection and
+// bounds the reader's remaining wait; the reader then drains and closes.
+// Closing after the client has seen the frame, rather than at once,
+// avoids a TCP reset that could destroy the frame in flight.
+func (s *session) closeWithError(code protocol.Code) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closing.Swap(true) {
+		return nil
+	}
+	err := s.writeLocked(protocol.AppendError(make([]byte, 0, protocol.MaxErrorLen), code, ""))
+	if err == nil {
+		s.srv.observe(Event{Kind: EventErrorSent, Time: time.Now(), Peer: s.peer, Code: code})
+		if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+	}
+	s.conn.SetReadDeadline(time.Now().Add(s.srv.linger()))
+	return err
+}
+
+// finish ends the claim (promoting the next waiter), sends the error code
+// if there is one, and closes the connection.
+func (s *session) finish(reason locktable.Reason, code protocol.Code) {
+	srv := s.srv
+	if reason != ended {
+		srv.update(func(now time.Time, t *locktable.Table) locktable.Result {
+			return t.End(now, s.id, reason)
+		})
+	}
+	if code != 0 {
+		srv.Logger.Debug("closing connection with error", "remote_addr", s.peer.Addr, "code", code)
+		s.closeWithError(code)
+	}
+	if s.closing.Load() {
+		s.drain()
+	}
+	s.conn.Close()
+	srv.mu.Lock()
+	delete(srv.sessions, s)
+	srv.mu.Unlock()
+	srv.observe(Event{Kind: EventDisconnected, Time: time.Now(), Peer: s.peer})
+}
+
+// drain reads and discards until the client hangs up, the linger deadline
+// passes, or maxDrain bytes were read.
+func (s *session) drain() {
+	var buf [512]byte
+	for n := 0; n < maxDrain; {
+		m, err := s.conn.Read(buf[:])
+		n += m
+		if err != nil {
+			return
+		}
+	}
+}
+
+// linger is how long a closing session waits for its client to hang up.
+func (srv *Server) linger() time.Duration { return min(srv.IOTimeout, time.Second) }
