@@ -1,0 +1,126 @@
+package protocol_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/batonlock/baton/protocol"
+)
+
+// The error code table of PROTOCOL.md.
+var wantCodes = []struct {
+	code protocol.Code
+	byte uint8
+	err  error
+}{
+	{protocol.CodeShuttingDown, 0x01, protocol.ErrShuttingDown},
+	{protocol.CodeClosedByAdmin, 0x02, protocol.ErrClosedByAdmin},
+	{protocol.CodeUnsupportedVersion, 0x10, protocol.ErrUnsupportedVersion},
+	{protocol.CodeFirstNotAcquire, 0x11, protocol.ErrFirstNotAcquire},
+	{protocol.CodeDuplicateAcquire, 0x12, protocol.ErrDuplicateAcquire},
+	{protocol.CodeUnknownMessage, 0x13, protocol.ErrUnknownMessage},
+	{protocol.CodeEmptyName, 0x14, protocol.ErrEmptyName},
+	{protocol.CodeNameTooLong, 0x15, protocol.ErrNameTooLong},
+	{protocol.CodeInvalidName, 0x16, protocol.ErrInvalidName},
+	{protocol.CodeInvalidLease, 0x17, protocol.ErrInvalidLease},
+	{protocol.CodeNotAuthorized, 0x18, protocol.ErrNotAuthorized},
+}
+
+func TestCodeValues(t *testing.T) {
+	if len(protocol.Codes) != len(wantCodes) {
+		t.Fatalf("Codes has %d entries, PROTOCOL.md defines %d", len(protocol.Codes), len(wantCodes))
+	}
+	for i, w := range wantCodes {
+		if uint8(w.code) != w.byte {
+			t.Errorf("code constant %v is 0x%02x, want 0x%02x", w.code, uint8(w.code), w.byte)
+		}
+		if protocol.Codes[i] != w.code {
+			t.Errorf("Codes[%d] = %v, want %v", i, protocol.Codes[i], w.code)
+		}
+	}
+	if !slices.IsSorted(protocol.Codes) {
+		t.Errorf("Codes is not in numeric order: %v", protocol.Codes)
+	}
+}
+
+func TestCodeTemporaryByRange(t *testing.T) {
+	for i := 0; i < 256; i++ {
+		c := protocol.Code(i)
+		if want := i < 0x10; c.Temporary() != want {
+			t.Errorf("Code(0x%02x).Temporary() = %v, want %v", i, c.Temporary(), want)
+		}
+	}
+}
+
+func TestCodeErrRoundTrip(t *testing.T) {
+	for _, w := range wantCodes {
+		err := w.code.Err()
+		if err != w.err {
+			t.Errorf("%v.Err() = %v, want the sentinel %v", w.code, err, w.err)
+		}
+		if code, ok := protocol.CodeOf(err); !ok || code != w.code {
+			t.Errorf("CodeOf(%v) = %v, %v; want %v, true", err, code, ok, w.code)
+		}
+		wrapped := fmt.Errorf("session 7: %w", err)
+		if code, ok := protocol.CodeOf(wrapped); !ok || code != w.code {
+			t.Errorf("CodeOf(wrapped %v) = %v, %v; want %v, true", err, code, ok, w.code)
+		}
+		if !errors.Is(wrapped, w.err) {
+			t.Errorf("errors.Is(wrapped, %v) = false", w.err)
+		}
+		for _, other := range wantCodes {
+			if other.code != w.code && errors.Is(err, other.err) {
+				t.Errorf("%v matches the sentinel of %v", err, other.code)
+			}
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "baton: ") || !strings.HasSuffix(msg, w.code.Reason()) {
+			t.Errorf("%v.Err().Error() = %q, want \"baton: \" + %q", w.code, msg, w.code.Reason())
+		}
+	}
+}
+
+func TestUnknownCodes(t *testing.T) {
+	known := map[protocol.Code]bool{}
+	for _, c := range protocol.Codes {
+		known[c] = true
+	}
+	for i := 0; i < 256; i++ {
+		c := protocol.Code(i)
+		if known[c] {
+			continue
+		}
+		if err := c.Err(); err != nil {
+			t.Errorf("Code(0x%02x).Err() = %v, want nil", i, err)
+		}
+		want := "unknown client error"
+		if i < 0x10 {
+			want = "unknown server condition"
+		}
+		if got := c.Reason(); got != want {
+			t.Errorf("Code(0x%02x).Reason() = %q, want %q", i, got, want)
+		}
+	}
+	for _, err := range []error{nil, io.EOF, errors.New("baton: server shutting down")} {
+		if code, ok := protocol.CodeOf(err); ok {
+			t.Errorf("CodeOf(%v) = %v, true; want false", err, code)
+		}
+	}
+}
+
+func TestCodeString(t *testing.T) {
+	tests := map[protocol.Code]string{
+		protocol.CodeShuttingDown:  "0x01 (server shutting down)",
+		protocol.CodeNotAuthorized: "0x18 (not authorized for lock)",
+		protocol.Code(0x0f):        "0x0f (unknown server condition)",
+		protocol.Code(0xff):        "0xff (unknown client error)",
+	}
+	for c, want := range tests {
+		if got := c.String(); got != want {
+			t.Errorf("String() = %q, want %q", got, want)
+		}
+	}
+}
