@@ -1,0 +1,30 @@
+// Package baton is the Go client of the baton lock service.
+//
+// A claim on a named lock is one TCP (or TLS) connection to a baton
+// server. The client sends ACQUIRE with a lease of its choice, waits in the
+// lock's FIFO queue if another client holds it, and keeps the claim alive
+// with heartbeats. Closing the connection is the release.
+//
+// The lease is a failure detector, not a term: a lock is held as long as
+// heartbeats flow. The client is the pessimist: it gives up 0.8 of a lease
+// after the last heartbeat the server confirmed, before the server can
+// give the lock to anyone else, and then cancels the work it guards.
+//
+// Most programs need only Do:
+//
+//	c := baton.New(baton.Config{Address: "locks.internal:7070"})
+//	err := c.Do(ctx, "nightly-report", 2*time.Second, func(ctx context.Context, token uint64) error {
+//		// Runs only while the lock is confirmed held. ctx is cancelled
+//		// the moment that stops being true; pass token to any storage
+//		// that can reject writes from stale holders (fencing).
+//		return build(ctx, token)
+//	})
+//
+// DoRetry adds reconnection with backoff for transient failures, and
+// Acquire returns a *Lock for code that cannot be shaped as a callback.
+//
+// The wire protocol is specified in PROTOCOL.md; package protocol holds its
+// frames and error codes. Errors from the server are *ServerError values
+// that unwrap to the protocol's sentinels, so
+// errors.Is(err, protocol.ErrShuttingDown) works.
+package baton

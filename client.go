@@ -1,0 +1,176 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/batonlock/baton/internal/clientrule"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Dialer opens connections to the server. *net.Dialer and *tls.Dialer
+// satisfy it; a *tls.Dialer makes the client speak TLS (and present a
+// client certificate for mutual TLS if its Config has one).
+type Dialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Config configures a Client.
+type Config struct {
+	// Address is the server's host:port. Required.
+	Address string
+	// Dialer opens connections; nil means a plain &net.Dialer{}.
+	Dialer Dialer
+	// MinHeartbeatInterval is the floor of the heartbeat interval: however
+	// slow the link, heartbeats are not sent more often than this. Zero
+	// means 100ms. It is never above lease/4.
+	MinHeartbeatInterval time.Duration
+}
+
+// DefaultConfig returns a Config for the server at address with every
+// other field at its default.
+func DefaultConfig(address string) Config { return Config{Address: address} }
+
+// Client makes claims on locks of one server. It holds no connection of its
+// own: every claim is a connection of its own. A Client is safe for
+// concurrent use and cheap; there is nothing to close.
+type Client struct {
+	cfg Config
+}
+
+// New returns a Client for cfg.
+func New(cfg Config) *Client {
+	if cfg.Dialer == nil {
+		cfg.Dialer = &net.Dialer{}
+	}
+	return &Client{cfg: cfg}
+}
+
+// Acquire connects, claims the lock name with the given lease, and waits
+// in the lock's queue until it is held, the claim fails, or ctx is done.
+// ctx bounds only the acquisition: once Acquire has returned, the Lock
+// heartbeats until Release or loss, whatever happens to ctx.
+//
+// The lease is the failure detector: if the server hears nothing for a
+// lease, it ends the claim; the client gives up 0.8 of a lease after its
+// last confirmed heartbeat, first. A name or lease that the protocol
+// rejects is reported with the protocol's sentinel (for example
+// protocol.ErrEmptyName) without connecting.
+//
+// When ctx is done before the lock is held, Acquire closes the connection
+// (leaving the queue) and returns ctx.Err().
+func (c *Client) Acquire(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
+	return c.acquire(ctx, name, lease, false)
+}
+
+// TryAcquire is Acquire without waiting: if the server's first answer is
+// that the lock is held by someone else, it leaves the queue and returns
+// ErrBusy.
+func (c *Client) TryAcquire(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
+	return c.acquire(ctx, name, lease, true)
+}
+
+func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, noWait bool) (*Lock, error) {
+	if err := protocol.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := protocol.ValidateLease(lease); err != nil {
+		return nil, err
+	}
+	conn, err := c.cfg.Dialer.DialContext(ctx, "tcp", c.cfg.Address)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &dialError{err}
+	}
+	l := &Lock{
+		name:       name,
+		conn:       conn,
+		noWait:     noWait,
+		granted:    make(chan struct{}),
+		lost:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		rule:       clientrule.New(lease, c.cfg.MinHeartbeatInterval),
+	}
+	var buf [protocol.MaxAcquireLen]byte
+	frame := protocol.AppendAcquire(buf[:0], protocol.Acquire{
+		Version: protocol.Version, LeaseMS: protocol.LeaseMS(lease), Name: name,
+	})
+	// No other goroutine touches l yet: record the send, then write.
+	l.rule.SentAcquire(time.Now())
+	if err := conn.SetWriteDeadline(l.rule.Deadline()); err == nil {
+		_, err = conn.Write(frame)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, connErr(err)
+	}
+	go l.read()
+
+	select {
+	case <-l.granted:
+		return l, nil
+	case <-l.lost:
+		l.Release()
+		return nil, l.Err()
+	case <-ctx.Done():
+		l.Release()
+		// The grant may have raced with ctx: without it, the lock is gone.
+		return nil, ctx.Err()
+	}
+}
+
+// Do claims the lock name, waits in its queue as long as ctx allows, and
+// runs fn while the lock is held; it releases the lock when fn returns or
+// panics (a panic is re-raised after the release). It makes one attempt;
+// see DoRetry for retries.
+//
+// fn runs only while ownership is confirmed. fn's context is cancelled the
+// moment that stops being true (heartbeat timeout, connection loss, an
+// ERROR frame, a protocol violation; context.Cause tells which), or when
+// ctx is cancelled. fn must stop its guarded work then.
+//
+// Cancelling ctx while waiting returns ctx.Err() at once. Cancelling ctx
+// while fn runs only asks fn to stop: the lock stays held and heartbeats
+// go on until fn returns, and Do returns fn's result unchanged.
+//
+// If ownership was lost while fn ran, Do returns errors.Join(fnErr, cause),
+// which is non-nil even when fn returned nil: the work was not protected
+// throughout. If fn did not run, Do returns why: a validation sentinel, a
+// dial error, a *ServerError, ErrHeartbeatTimeout, ErrConnectionClosed,
+// ErrProtocolViolation or ctx.Err().
+func (c *Client) Do(ctx context.Context, name string, lease time.Duration, fn func(ctx context.Context, token uint64) error) error {
+	_, err := c.do(ctx, name, lease, fn)
+	return err
+}
+
+// do is Do, also reporting whether fn was called.
+func (c *Client) do(ctx context.Context, name string, lease time.Duration, fn func(ctx context.Context, token uint64) error) (ran bool, err error) {
+	l, err := c.acquire(ctx, name, lease, false)
+	if err != nil {
+		return false, err
+	}
+	defer l.Release() // also when fn panics
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	l.mu.Lock()
+	if l.done { // lost between the grant and now: fn must not start
+		l.mu.Unlock()
+		return false, l.Err()
+	}
+	l.onLost = cancel
+	token := l.rule.Token()
+	l.mu.Unlock()
+
+	fnErr := fn(fctx, token)
+	if cause := l.Err(); cause != nil {
+		return true, errors.Join(fnErr, cause)
+	}
+	return true, fnErr
+}

@@ -1,0 +1,62 @@
+package baton
+
+import (
+	"time"
+
+	"github.com/batonlock/baton/protocol"
+)
+
+// heartbeatFrame is shared read-only by every Lock.
+var heartbeatFrame = protocol.AppendHeartbeat(nil)
+
+// scheduleHeartbeat arms the timer for the next heartbeat if one may be
+// sent (none in flight). l.mu must be held.
+//
+// The timer is a time.AfterFunc: no goroutine exists between heartbeats,
+// and at most one heartbeat is ever in flight, so callbacks never overlap.
+func (l *Lock) scheduleHeartbeat() {
+	next, ok := l.rule.NextHeartbeat()
+	if !ok {
+		return
+	}
+	d := time.Until(next)
+	if l.timer == nil {
+		l.timer = time.AfterFunc(d, l.heartbeat)
+	} else {
+		l.timer.Reset(d)
+	}
+}
+
+// heartbeat sends one HEARTBEAT. The send is recorded before the write so
+// that its reply can never arrive first. The write may take until the
+// give-up deadline; a write that fails ends the claim (close on doubt).
+func (l *Lock) heartbeat() {
+	l.mu.Lock()
+	if l.done {
+		l.mu.Unlock()
+		return
+	}
+	next, ok := l.rule.NextHeartbeat()
+	if !ok {
+		l.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	if now.Before(next) { // timer fired early; try again when due
+		l.timer.Reset(next.Sub(now))
+		l.mu.Unlock()
+		return
+	}
+	l.rule.SentHeartbeat(now)
+	deadline := l.rule.Deadline()
+	l.writers.Add(1) // before done can be set, so Release waits for the write
+	l.mu.Unlock()
+	defer l.writers.Done()
+	if err := l.conn.SetWriteDeadline(deadline); err != nil {
+		l.finish(connErr(err))
+		return
+	}
+	if _, err := l.conn.Write(heartbeatFrame); err != nil {
+		l.finish(connErr(err))
+	}
+}

@@ -1,0 +1,181 @@
+package baton
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton/internal/clientrule"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Lock is a claim on a named lock, returned by Client.Acquire once it is
+// held. It keeps itself alive with heartbeats until Release or loss.
+//
+// A Lock runs one reader goroutine for the life of its connection and a
+// timer for heartbeats; Release stops both. Its methods are safe for
+// concurrent use.
+type Lock struct {
+	name       string
+	conn       net.Conn
+	noWait     bool          // TryAcquire: a first WAITING ends the claim with ErrBusy
+	granted    chan struct{} // closed when the claim becomes the owner
+	lost       chan struct{} // closed when the claim ends, for any reason
+	readerDone chan struct{}
+	writers    sync.WaitGroup // heartbeat writes in progress
+
+	mu     sync.Mutex
+	rule   clientrule.Rule
+	timer  *time.Timer // heartbeat timer, created at the first reply
+	done   bool        // the claim has ended
+	err    error       // why it ended; nil for Release
+	onLost func(error) // Do's cancel of fn's context
+}
+
+// Name returns the name of the lock.
+func (l *Lock) Name() string { return l.name }
+
+// Token returns the fencing token of the grant. Tokens of one lock increase
+// with every grant; pass the token to storage that can reject writes
+// carrying an older one.
+func (l *Lock) Token() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rule.Token()
+}
+
+// Lost returns a channel that is closed the moment ownership stops being
+// confirmed: on heartbeat timeout, connection loss, an ERROR frame from
+// the server, a protocol violation, or Release.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Err returns why the lock was lost, or nil while it is held and after a
+// Release that came first. The cause is ErrHeartbeatTimeout,
+// ErrConnectionClosed, ErrProtocolViolation (each possibly wrapped with
+// details) or a *ServerError.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Release gives the lock up by closing the connection; the server promotes
+// the next waiter at once. It waits until the Lock's goroutines have
+// stopped. It is idempotent and safe to call concurrently. It returns the
+// same as Err: nil, or the cause if the lock had been lost before it was
+// released, so a caller can tell whether the lock was held throughout.
+func (l *Lock) Release() error {
+	l.finish(nil)
+	l.writers.Wait()
+	<-l.readerDone
+	return l.Err()
+}
+
+// finish ends the claim once: records the cause, closes Lost, stops the
+// heartbeat timer, closes the connection and cancels Do's function.
+func (l *Lock) finish(cause error) {
+	l.mu.Lock()
+	if l.done {
+		l.mu.Unlock()
+		return
+	}
+	l.done, l.err = true, cause
+	l.rule.Close()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	onLost := l.onLost
+	l.mu.Unlock()
+	close(l.lost)
+	l.conn.Close()
+	if onLost != nil && cause != nil {
+		onLost(cause)
+	}
+}
+
+// read is the permanent reader (PROTOCOL.md, client obligation 1). The
+// read deadline is the give-up deadline, so the netpoller, not a timer,
+// enforces it; only a reply moves the deadline, and only here.
+func (l *Lock) read() {
+	defer close(l.readerDone)
+	l.mu.Lock()
+	deadline := l.rule.Deadline()
+	l.mu.Unlock()
+	for {
+		if err := l.conn.SetReadDeadline(deadline); err != nil {
+			l.finish(connErr(err))
+			return
+		}
+		f, err := protocol.ReadServerFrame(l.conn)
+		now := time.Now()
+		if err != nil {
+			l.finish(readErr(err))
+			return
+		}
+		if f.Type == protocol.TypeError {
+			l.finish(&ServerError{Code: f.Code, Reason: f.Reason})
+			return
+		}
+		if cause := l.received(f, now); cause != nil {
+			l.finish(cause)
+			return
+		}
+		l.mu.Lock()
+		if l.done {
+			l.mu.Unlock()
+			return
+		}
+		deadline = l.rule.Deadline()
+		l.mu.Unlock()
+	}
+}
+
+// received feeds a WAITING or ACQUIRED frame to the rule and acts on the
+// outcome. It returns the cause if the claim must end.
+func (l *Lock) received(f protocol.ServerFrame, now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return nil
+	}
+	prev := l.rule.State()
+	if err := l.rule.Received(f, now); err != nil {
+		if errors.Is(err, clientrule.ErrExpired) {
+			return ErrHeartbeatTimeout
+		}
+		return fmt.Errorf("%w: %v", ErrProtocolViolation, err)
+	}
+	switch state := l.rule.State(); {
+	case state == clientrule.Owner && prev != clientrule.Owner:
+		close(l.granted)
+	case state == clientrule.Waiting && prev == clientrule.Pending && l.noWait:
+		return ErrBusy
+	}
+	l.scheduleHeartbeat()
+	return nil
+}
+
+// readErr classifies an error from reading a frame.
+func readErr(err error) error {
+	switch {
+	case errors.Is(err, protocol.ErrMalformedFrame):
+		return fmt.Errorf("%w: %v", ErrProtocolViolation, err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return ErrHeartbeatTimeout
+	case errors.Is(err, io.EOF):
+		return ErrConnectionClosed
+	}
+	return connErr(err)
+}
+
+// connErr classifies a failed I/O call.
+func connErr(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return ErrHeartbeatTimeout
+	}
+	return fmt.Errorf("%w: %w", ErrConnectionClosed, err)
+}

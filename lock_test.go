@@ -1,0 +1,108 @@
+package baton
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/protocol"
+)
+
+func TestAcquireAndRelease(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	c := fake.client()
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := c.Acquire(t.Context(), "job", time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	fc, _ := fake.accept()
+	fc.acquired(11)
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if l.Name() != "job" || l.Token() != 11 || l.Err() != nil {
+		t.Errorf("Name %q Token %d Err %v", l.Name(), l.Token(), l.Err())
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("Lost closed while held")
+	default:
+	}
+	// Release is idempotent and safe concurrently.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := l.Release(); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	fc.waitEOF()
+	<-l.Lost()
+	if l.Err() != nil || l.Release() != nil {
+		t.Errorf("after Release: Err %v", l.Err())
+	}
+}
+
+func TestLockLost(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	c := fake.client()
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := c.Acquire(t.Context(), "job", time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	fc, _ := fake.accept()
+	fc.acquired(11)
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	fc.fail(protocol.CodeClosedByAdmin)
+	select {
+	case <-l.Lost():
+	case <-time.After(fakeTimeout):
+		t.Fatal("Lost not closed after ERROR")
+	}
+	if !errors.Is(l.Err(), protocol.ErrClosedByAdmin) {
+		t.Errorf("Err: %v", l.Err())
+	}
+	if err := l.Release(); !errors.Is(err, protocol.ErrClosedByAdmin) {
+		t.Errorf("Release after loss: %v, want the cause", err)
+	}
+}
+
+func TestTryAcquire(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	c := fake.client()
+	errc := make(chan error, 1)
+	go func() {
+		l, err := c.TryAcquire(t.Context(), "job", time.Second)
+		if l != nil {
+			l.Release()
+		}
+		errc <- err
+	}()
+	fc, _ := fake.accept()
+	fc.waiting()
+	if err := result(t, errc); err != ErrBusy {
+		t.Fatalf("TryAcquire: %v, want ErrBusy", err)
+	}
+	fc.waitEOF()
+	if Temporary(ErrBusy) {
+		t.Error("ErrBusy is Temporary")
+	}
+}

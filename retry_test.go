@@ -1,0 +1,161 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/protocol"
+)
+
+func TestDoRetry(t *testing.T) {
+	t.Parallel()
+
+	// 0x01: reconnect at once; 0x02: back off first.
+	for _, tc := range []struct {
+		code     protocol.Code
+		min, max time.Duration
+	}{
+		{protocol.CodeShuttingDown, 0, 40 * time.Millisecond},
+		{protocol.CodeClosedByAdmin, minBackoff/2 - 5*time.Millisecond, minBackoff + 100*time.Millisecond},
+	} {
+		t.Run(tc.code.Reason(), func(t *testing.T) {
+			t.Parallel()
+			fake := newFake(t)
+			c := fake.client()
+			runs := 0
+			done := make(chan error, 1)
+			go func() {
+				done <- c.DoRetry(t.Context(), "job", time.Second, func(context.Context, uint64) error {
+					runs++
+					return nil
+				})
+			}()
+			fc, _ := fake.accept()
+			fc.fail(tc.code)
+			sent := time.Now()
+			fc2, acq := fake.accept()
+			gap := acq.at.Sub(sent)
+			fc2.acquired(1)
+			if err := result(t, done); err != nil || runs != 1 {
+				t.Fatalf("DoRetry: %v after %d runs of fn, want nil after 1", err, runs)
+			}
+			if gap < tc.min || gap > tc.max {
+				t.Errorf("reconnected %v after ERROR %v; want within [%v, %v]", gap, tc.code, tc.min, tc.max)
+			}
+			t.Logf("reconnected %v after ERROR %v", gap, tc.code)
+		})
+	}
+
+	t.Run("permanent error returns at once", func(t *testing.T) {
+		t.Parallel()
+		fake := newFake(t)
+		c := fake.client()
+		done := make(chan error, 1)
+		go func() {
+			done <- c.DoRetry(t.Context(), "job", time.Second, func(context.Context, uint64) error {
+				t.Error("fn ran")
+				return nil
+			})
+		}()
+		fc, _ := fake.accept()
+		fc.fail(protocol.CodeNotAuthorized)
+		if err := result(t, done); !errors.Is(err, protocol.ErrNotAuthorized) {
+			t.Fatalf("DoRetry: %v, want ErrNotAuthorized", err)
+		}
+		// DoRetry has returned, so any second attempt would be queued.
+		if len(fake.conns) != 0 {
+			t.Error("DoRetry reconnected after a permanent error")
+		}
+	})
+
+	t.Run("dial errors and loss while waiting are retried", func(t *testing.T) {
+		t.Parallel()
+		fake := newFake(t)
+		d := &countingDialer{fails: 2}
+		c := New(Config{Address: fake.addr(), Dialer: d})
+		tokens := make(chan uint64, 2)
+		done := make(chan error, 1)
+		go func() {
+			done <- c.DoRetry(t.Context(), "job", time.Second, func(_ context.Context, token uint64) error {
+				tokens <- token
+				return nil
+			})
+		}()
+		fc, _ := fake.accept()
+		fc.waiting()
+		fc.c.Close() // lost while queued: fn has not run, so try again
+		fc2, _ := fake.accept()
+		fc2.acquired(5)
+		if err := result(t, done); err != nil {
+			t.Fatal(err)
+		}
+		if len(tokens) != 1 || <-tokens != 5 {
+			t.Error("fn did not run exactly once with token 5")
+		}
+		if n := d.count(); n != 4 {
+			t.Errorf("dialed %d times, want 2 failures + 2 connections", n)
+		}
+	})
+
+	t.Run("fn never runs twice", func(t *testing.T) {
+		t.Parallel()
+		fake := newFake(t)
+		c := fake.client()
+		runs := 0
+		started := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- c.DoRetry(t.Context(), "job", time.Second, func(ctx context.Context, _ uint64) error {
+				runs++
+				close(started)
+				<-ctx.Done()
+				return nil
+			})
+		}()
+		fc, _ := fake.accept()
+		fc.acquired(1)
+		<-started
+		fc.fail(protocol.CodeShuttingDown) // temporary, but fn already ran
+		err := result(t, done)
+		if !errors.Is(err, protocol.ErrShuttingDown) || runs != 1 {
+			t.Fatalf("DoRetry: %v after %d runs, want ErrShuttingDown after 1", err, runs)
+		}
+		if len(fake.conns) != 0 {
+			t.Error("DoRetry reconnected after fn ran")
+		}
+	})
+
+	t.Run("ctx ends the retries", func(t *testing.T) {
+		t.Parallel()
+		d := &countingDialer{fails: 1 << 30}
+		c := New(Config{Address: "127.0.0.1:1", Dialer: d})
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := c.DoRetry(ctx, "job", time.Second, func(context.Context, uint64) error { return nil })
+		took := time.Since(start)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("DoRetry: %v, want DeadlineExceeded", err)
+		}
+		if took > 400*time.Millisecond {
+			t.Errorf("DoRetry returned %v after start; ctx ended at 300ms", took)
+		}
+		// 100ms then 200ms backoff (with jitter): 2 to 4 dials in 300ms.
+		if n := d.count(); n < 2 || n > 4 {
+			t.Errorf("dialed %d times in 300ms; want exponential backoff from 100ms", n)
+		}
+		t.Logf("%d dials in %v: %v", d.count(), took, err)
+	})
+}
+
+func TestJitter(t *testing.T) {
+	for range 1000 {
+		for _, d := range []time.Duration{minBackoff, time.Second, maxBackoff} {
+			if j := jitter(d); j < d/2 || j > d {
+				t.Fatalf("jitter(%v) = %v, want within [%v, %v]", d, j, d/2, d)
+			}
+		}
+	}
+}
