@@ -43,9 +43,19 @@ type testServer struct {
 // Serve must then have returned ErrServerClosed.
 func startServer(t *testing.T, configure ...func(*server.Server)) *testServer {
 	t.Helper()
+	return startServerWrapped(t, nil, configure...)
+}
+
+// startServerWrapped is startServer with the listener wrapped by wrap,
+// when wrap is not nil.
+func startServerWrapped(t *testing.T, wrap func(net.Listener) net.Listener, configure ...func(*server.Server)) *testServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	ts := &testServer{
 		Server:   &server.Server{Logger: slog.New(slog.DiscardHandler)},
