@@ -14,8 +14,9 @@ package locktable_test
 //
 // Arguments are key=value. A value may be a Go-quoted string, optionally
 // repeated: lock="é"*128 is a 256-byte name. Times (t=) are offsets from
-// the scenario's epoch and default to the previous command's time; times
-// and leases are Go durations, a bare integer meaning milliseconds.
+// the scenario's epoch, never go back, and default to the previous
+// command's time. Times and leases are Go durations, a bare integer
+// meaning milliseconds.
 //
 // Commands (every table operation, plus setup and queries):
 //
@@ -259,7 +260,11 @@ func (a args) claim() locktable.ClaimID {
 // at advances the scenario's clock to t= when given.
 func (a args) at() time.Time {
 	if a.has("t") {
-		a.s.now = a.dur("t")
+		t := a.dur("t")
+		if t < a.s.now {
+			a.s.t.Fatalf("%s: t=%v is before the previous command's t=%v", a.s.where, t, a.s.now)
+		}
+		a.s.now = t
 	}
 	return epoch.Add(a.s.now)
 }
