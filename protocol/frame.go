@@ -11,8 +11,8 @@ import (
 )
 
 // ErrMalformedFrame reports bytes from a server that do not form a valid
-// frame, for example an ERROR frame whose reason is cut short by EOF or an
-// unknown frame type.
+// frame: an unknown frame type. A frame cut short by EOF is reported as
+// io.ErrUnexpectedEOF instead, like any stream that ends mid-record.
 var ErrMalformedFrame = errors.New("baton: malformed frame")
 
 // Acquire is the first frame of every connection: a claim on one lock.
