@@ -19,24 +19,44 @@ const (
 // DoRetry is Do with retries. Until fn has run, it retries every failure
 // that Temporary reports: dial errors, a connection lost or a claim given
 // up before the lock was held, and server conditions (ERROR codes below
-// 0x10). It waits between attempts with exponential backoff and jitter,
-// from 100ms doubling to 5s, except that it reconnects at once after
-// protocol.ErrShuttingDown (another server may be taking over), unless the
-// previous attempt ended the same way.
+// 0x10), waiting between attempts as Retry does. Each attempt is a new
+// connection at the back of the queue.
 //
 // It returns at once on a permanent error (a validation sentinel, a
 // *ServerError with code 0x10 or above, a protocol violation) and when ctx
 // is done (ctx.Err(), wrapped with the last failure if there was one).
-// Each attempt is a new connection at the back of the queue.
 //
 // fn runs at most once: once it has run, DoRetry returns what Do returned,
 // whatever it is.
 func (c *Client) DoRetry(ctx context.Context, name string, lease time.Duration, fn func(ctx context.Context, token uint64) error) error {
+	var result error
+	err := Retry(ctx, func() error {
+		ran, err := c.do(ctx, name, lease, fn)
+		if ran {
+			result = err
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return result
+}
+
+// Retry calls attempt until it returns nil or an error that Temporary
+// does not report, or until ctx is done; it returns that error, or
+// ctx.Err() wrapped with the last failure. It is DoRetry's policy, for
+// callers of Acquire and TryAcquire: between attempts it waits with
+// exponential backoff and jitter, from 100ms doubling to 5s, except that
+// it tries again at once after protocol.ErrShuttingDown (another server
+// may be taking over) unless the attempt before ended the same way.
+func Retry(ctx context.Context, attempt func() error) error {
 	backoff := minBackoff
 	shutdownBefore := false
 	for {
-		ran, err := c.do(ctx, name, lease, fn)
-		if ran || err == nil || !Temporary(err) {
+		err := attempt()
+		if err == nil || !Temporary(err) {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -77,5 +97,5 @@ func ctxErr(ctx context.Context, last error) error {
 	if last == nil || last == ctx.Err() {
 		return ctx.Err()
 	}
-	return fmt.Errorf("%w (last failure: %v)", ctx.Err(), last)
+	return fmt.Errorf("%w (last failure: %w)", ctx.Err(), last)
 }

@@ -159,3 +159,32 @@ func TestJitter(t *testing.T) {
 		}
 	}
 }
+
+// Retry's own contract: stop on nil, on a permanent error, and on ctx.
+func TestRetry(t *testing.T) {
+	t.Parallel()
+	n := 0
+	err := Retry(t.Context(), func() error {
+		n++
+		if n < 3 {
+			return &ServerError{Code: protocol.CodeShuttingDown}
+		}
+		return nil
+	})
+	// Two shutdowns in a row: the first retries at once, the second backs
+	// off; then success.
+	if err != nil || n != 3 {
+		t.Errorf("Retry: %v after %d attempts, want nil after 3", err, n)
+	}
+	n = 0
+	perm := &ServerError{Code: protocol.CodeInvalidLease}
+	if err := Retry(t.Context(), func() error { n++; return perm }); err != perm || n != 1 {
+		t.Errorf("Retry: %v after %d attempts, want the permanent error after 1", err, n)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err = Retry(ctx, func() error { return ErrConnectionClosed })
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrConnectionClosed) {
+		t.Errorf("Retry with a done ctx: %v, want Canceled wrapping the last failure", err)
+	}
+}
