@@ -1,0 +1,219 @@
+package ops
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/server"
+)
+
+// Source is what the gauges read at scrape time. *server.Server is one.
+type Source interface {
+	Counts() locktable.Counts
+	Sessions() int
+}
+
+// MetricsConfig configures NewMetrics.
+type MetricsConfig struct {
+	// Source feeds the connection, lock and waiter gauges; nil reports 0.
+	Source Source
+	// AuditDropped returns the number of audit events dropped so far; nil
+	// reports 0 (no audit log).
+	AuditDropped func() uint64
+	// Version is exported as the label of baton_build_info.
+	Version string
+}
+
+// Metrics is the Prometheus instrumentation of a baton server. It is a
+// server.Observer: install it in server.Server.Observer. Every update is
+// an atomic operation, so Observe never blocks. Its metrics live in a
+// private registry, not the global one.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	acquires       prometheus.Counter
+	releases       *prometheus.CounterVec
+	dequeues       *prometheus.CounterVec
+	protocolErrors *prometheus.CounterVec
+	accepted       prometheus.Counter
+	acceptErrors   prometheus.Counter
+	heartbeats     prometheus.Counter
+	aclDenials     prometheus.Counter
+	tlsErrors      prometheus.Counter
+	wait           prometheus.Histogram
+	hold           prometheus.Histogram
+
+	// The pre-created children, looked up without the vectors' locks.
+	// Read-only after NewMetrics.
+	releasesBy map[locktable.Reason]prometheus.Counter
+	dequeuesBy map[locktable.Reason]prometheus.Counter
+	errorsBy   map[protocol.Code]prometheus.Counter
+}
+
+// DurationBuckets are the buckets of baton_wait_seconds and
+// baton_hold_seconds: 20 exponential steps from 100 µs to 1 h.
+var DurationBuckets = prometheus.ExponentialBucketsRange(0.0001, 3600, 20)
+
+// NewMetrics creates the metrics and registers them, with the standard Go
+// runtime and process collectors, in a new private registry.
+func NewMetrics(cfg MetricsConfig) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		acquires: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_acquires_total",
+			Help: "Locks granted (first grants and promotions); equals the fencing tokens issued.",
+		}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_releases_total",
+			Help: "Locks that stopped being owned, by reason.",
+		}, []string{"reason"}),
+		dequeues: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_dequeues_total",
+			Help: "Waiters that left a queue without being granted the lock, by reason.",
+		}, []string{"reason"}),
+		protocolErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_protocol_errors_total",
+			Help: "ERROR frames with a client-error code (0x10 and above) sent, by code.",
+		}, []string{"code"}),
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_connections_accepted_total",
+			Help: "Protocol connections accepted.",
+		}),
+		acceptErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_accept_errors_total",
+			Help: "Failed accepts on the protocol port (for example out of file descriptors); the server backs off and retries.",
+		}),
+		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_heartbeats_total",
+			Help: "Valid HEARTBEAT frames received.",
+		}),
+		aclDenials: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_acl_denials_total",
+			Help: "ACQUIREs refused by the access-control list.",
+		}),
+		tlsErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_tls_handshake_errors_total",
+			Help: "Failed TLS handshakes on the protocol port.",
+		}),
+		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "baton_wait_seconds",
+			Help:    "Time from ACQUIRE to grant, observed at every grant (0 when granted at once).",
+			Buckets: DurationBuckets,
+		}),
+		hold: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "baton_hold_seconds",
+			Help:    "Time from grant to release, observed at every release.",
+			Buckets: DurationBuckets,
+		}),
+	}
+	// Pre-create every label value, so that rate() and alerts see a zero
+	// series before the first event rather than no series at all.
+	m.releasesBy = map[locktable.Reason]prometheus.Counter{}
+	m.dequeuesBy = map[locktable.Reason]prometheus.Counter{}
+	m.errorsBy = map[protocol.Code]prometheus.Counter{}
+	for _, r := range locktable.Reasons {
+		if r != locktable.ReasonKick { // a kick removes a waiter, never an owner
+			m.releasesBy[r] = m.releases.WithLabelValues(r.String())
+		}
+		if r != locktable.ReasonForce { // a force-release removes an owner
+			m.dequeuesBy[r] = m.dequeues.WithLabelValues(r.String())
+		}
+	}
+	for _, c := range protocol.Codes {
+		if !c.Temporary() {
+			m.errorsBy[c] = m.protocolErrors.WithLabelValues(codeLabel(c))
+		}
+	}
+
+	src := cfg.Source
+	gauge := func(name, help string, f func(Source) int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			if src == nil {
+				return 0
+			}
+			return float64(f(src))
+		})
+	}
+	auditDropped := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "baton_audit_dropped_total",
+		Help: "Audit events lost because the audit buffer was full or the write failed.",
+	}, func() float64 {
+		if cfg.AuditDropped == nil {
+			return 0
+		}
+		return float64(cfg.AuditDropped())
+	})
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "baton_build_info",
+		Help:        "Always 1; the label carries the server version.",
+		ConstLabels: prometheus.Labels{"version": cfg.Version},
+	})
+	buildInfo.Set(1)
+
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo,
+		gauge("baton_connections_active", "Open protocol connections.", func(s Source) int { return s.Sessions() }),
+		gauge("baton_locks_held", "Locks that have an owner.", func(s Source) int { return s.Counts().Locks }),
+		gauge("baton_waiters", "Claims waiting in a queue.", func(s Source) int { return s.Counts().Waiters }),
+		m.acquires, m.releases, m.dequeues, m.protocolErrors,
+		m.accepted, m.acceptErrors, m.heartbeats, m.aclDenials, m.tlsErrors,
+		auditDropped, m.wait, m.hold,
+	)
+	return m
+}
+
+func codeLabel(c protocol.Code) string { return fmt.Sprintf("0x%02x", uint8(c)) }
+
+// Registry returns the private registry holding every metric.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Observe updates the metrics for one server event. It only does atomic
+// updates, so it is safe under the server's table lock.
+func (m *Metrics) Observe(e server.Event) {
+	switch e.Kind {
+	case server.EventConnected:
+		m.accepted.Inc()
+	case server.EventAcceptError:
+		m.acceptErrors.Inc()
+	case server.EventTLSHandshakeError:
+		m.tlsErrors.Inc()
+	case server.EventHeartbeat:
+		m.heartbeats.Inc()
+	case server.EventDenied:
+		m.aclDenials.Inc()
+	case server.EventErrorSent:
+		if !e.Code.Temporary() {
+			child(m.errorsBy, e.Code, m.protocolErrors, codeLabel(e.Code)).Inc()
+		}
+	case server.EventGranted:
+		m.acquires.Inc()
+		m.wait.Observe(e.Waited.Seconds())
+	case server.EventReleased:
+		child(m.releasesBy, e.Reason, m.releases, e.Reason.String()).Inc()
+		m.hold.Observe(e.Held.Seconds())
+	case server.EventDequeued:
+		child(m.dequeuesBy, e.Reason, m.dequeues, e.Reason.String()).Inc()
+	}
+}
+
+// child returns the pre-created counter for k, or the vector's child for
+// a value that was not foreseen.
+func child[K comparable](pre map[K]prometheus.Counter, k K, vec *prometheus.CounterVec, label string) prometheus.Counter {
+	if c, ok := pre[k]; ok {
+		return c
+	}
+	return vec.WithLabelValues(label)
+}
