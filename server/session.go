@@ -115,10 +115,15 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		switch protocol.Type(s.rbuf[0]) {
 		case protocol.TypeHeartbeat:
 			if deadline, err = s.heartbeat(); err != nil {
-				if errors.Is(err, locktable.ErrNoClaim) {
-					return ended, 0
+				if !errors.Is(err, locktable.ErrNoClaim) {
+					return writeFailureReason(err), 0
 				}
-				return writeFailureReason(err), 0
+				// Another goroutine ended the claim (force-release,
+				// kick, shutdown) and is about to send the ERROR
+				// frame; closing now would lose it. Read on until
+				// that sender sets closing, for at most linger.
+				deadline = time.Now().Add(srv.linger())
+				s.conn.SetReadDeadline(deadline)
 			}
 		case protocol.TypeAcquire:
 			return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire
