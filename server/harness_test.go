@@ -159,6 +159,26 @@ func (l *eventLog) waitFor(limit time.Duration, match func(server.Event) bool) (
 	}
 }
 
+// waitCount waits up to waitLimit until n events match.
+func (l *eventLog) waitCount(t *testing.T, n int, match func(server.Event) bool) {
+	t.Helper()
+	timeout := time.After(waitLimit)
+	for {
+		l.mu.Lock()
+		changed := l.changed
+		l.mu.Unlock()
+		got := l.count(match)
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("%d matching events within %v, want %d", got, waitLimit, n)
+		}
+	}
+}
+
 // count returns how many events match.
 func (l *eventLog) count(match func(server.Event) bool) int {
 	n := 0
