@@ -1,12 +1,249 @@
+//go:build unix
+
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/protocol"
 )
 
-// runRun implements 'baton run'. Placeholder until the client lands.
+// Exit codes of 'baton run' besides the command's own. The sysexits(3)
+// codes say why no command ran; 76 is baton's own.
+const (
+	exitUnavailable = 69  // EX_UNAVAILABLE: server unreachable, connection lost or claim refused before COMMAND started
+	exitTempFail    = 75  // EX_TEMPFAIL: lock busy (--no-wait) or not acquired within --wait
+	exitLost        = 76  // lock lost while COMMAND ran
+	exitCannotExec  = 126 // COMMAND found but could not be executed
+	exitNotFound    = 127 // COMMAND not found
+)
+
+const runSynopsis = "baton run [flags] NAME -- COMMAND [ARGS...]"
+
+const runHelp = `
+Runs COMMAND while holding the lock NAME on a baton server: waits in the
+lock's queue, starts COMMAND in its own process group with BATON_LOCK and
+BATON_TOKEN (the fencing token) added to its environment, and releases the
+lock when COMMAND exits. Flags go before NAME.
+
+If the lock is lost while COMMAND runs, its process group gets SIGTERM,
+then SIGKILL after --grace. SIGINT, SIGTERM and SIGHUP sent to baton run
+are forwarded to COMMAND's process group; before COMMAND starts they stop
+the wait.
+
+Exit status:
+  N        COMMAND's own status, when it ran with the lock held throughout
+           (128+S if it was killed by signal S)
+  2        usage error (bad flag, NAME or lease; --wait with --no-wait)
+  69       EX_UNAVAILABLE: server unreachable, connection lost, or claim
+           refused by the server before COMMAND started
+  75       EX_TEMPFAIL: lock busy (--no-wait), or not acquired within --wait
+  76       lock lost while COMMAND ran, whatever COMMAND's own status
+  126      COMMAND could not be executed
+  127      COMMAND not found
+  128+S    baton run got signal S before COMMAND started
+`
+
+type runConfig struct {
+	server string
+	lease  time.Duration
+	wait   time.Duration
+	noWait bool
+	retry  bool
+	grace  time.Duration
+}
+
+func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
+	cfg := &runConfig{}
+	fs := newFlagSet("baton run", runSynopsis, stderr)
+	fs.StringVar(&cfg.server, "server", "BATON_SERVER", "127.0.0.1:7070", "lock server address (host:port)")
+	fs.DurationVar(&cfg.lease, "lease", "BATON_LEASE", 2*time.Second, "lease: silence after which the server frees the lock (heartbeats every lease/4)")
+	fs.DurationVar(&cfg.wait, "wait", "BATON_WAIT", 0, "give up (exit 75) if the lock is not held within this time; 0 waits forever")
+	fs.BoolVar(&cfg.noWait, "no-wait", "BATON_NO_WAIT", false, "exit 75 at once if another client holds the lock")
+	fs.BoolVar(&cfg.retry, "retry", "BATON_RETRY", false, "retry an unreachable or restarting server with backoff until the lock is held")
+	fs.DurationVar(&cfg.grace, "grace", "BATON_GRACE", 10*time.Second, "after a lost lock, time from SIGTERM to SIGKILL of COMMAND's process group")
+	return fs, cfg
+}
+
 func runRun(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "baton run: not implemented yet")
-	return exitError
+	fs, cfg := runFlags(stderr)
+	if code := fs.parseOrExit(args, stdout, stderr); code >= 0 {
+		if code == exitOK {
+			fmt.Fprint(stdout, runHelp)
+		}
+		return code
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "baton run: "+format+"\n", a...)
+		fmt.Fprintf(stderr, "Usage: %s\nRun 'baton run -h' for more.\n", runSynopsis)
+		return exitUsage
+	}
+	rest := fs.Args()
+	switch {
+	case len(rest) == 0:
+		return usage("missing NAME")
+	case len(rest) == 1 || rest[1] != "--":
+		return usage("missing -- between NAME and COMMAND (flags go before NAME)")
+	case len(rest) == 2:
+		return usage("missing COMMAND")
+	}
+	name, argv := rest[0], rest[2:]
+	waitSet := false
+	fs.Visit(func(f *flag.Flag) { waitSet = waitSet || f.Name == "wait" })
+	switch {
+	case cfg.noWait && waitSet:
+		return usage("--wait and --no-wait exclude each other")
+	case cfg.wait < 0:
+		return usage("--wait must not be negative, got %v", cfg.wait)
+	case cfg.grace < 0:
+		return usage("--grace must not be negative, got %v", cfg.grace)
+	}
+	if err := protocol.ValidateName(name); err != nil {
+		return usage("lock name %q: %v", name, err)
+	}
+	if err := protocol.ValidateLease(cfg.lease); err != nil {
+		return usage("--lease %v: %v", cfg.lease, err)
+	}
+
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	lock, code := runAcquire(cfg, name, sigs, stderr)
+	if lock == nil {
+		return code
+	}
+	return runCommand(cfg, lock, argv, sigs, stdout, stderr)
+}
+
+// runAcquire takes the lock, honouring --wait, --no-wait and --retry; a
+// signal stops it. It returns the lock, or nil and the exit code.
+func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Writer) (*baton.Lock, int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.wait > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), cfg.wait)
+	}
+	defer cancel()
+
+	// A signal while waiting cancels the wait and decides the exit code.
+	var sig os.Signal
+	stop, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig = <-sigs:
+			cancel()
+		case <-stop:
+		}
+	}()
+
+	c := baton.New(baton.Config{Address: cfg.server})
+	var lock *baton.Lock
+	attempt := func() (err error) {
+		if cfg.noWait {
+			lock, err = c.TryAcquire(ctx, name, cfg.lease)
+		} else {
+			lock, err = c.Acquire(ctx, name, cfg.lease)
+		}
+		return err
+	}
+	var err error
+	if cfg.retry {
+		err = baton.Retry(ctx, attempt)
+	} else {
+		err = attempt()
+	}
+	close(stop)
+	<-watched
+
+	switch {
+	case sig != nil:
+		if lock != nil {
+			lock.Release()
+		}
+		fmt.Fprintf(stderr, "baton run: %v while waiting for lock %q\n", sig, name)
+		return nil, 128 + int(sig.(syscall.Signal))
+	case err == nil:
+		return lock, 0
+	case errors.Is(err, baton.ErrBusy):
+		fmt.Fprintf(stderr, "baton run: lock %q is busy\n", name)
+		return nil, exitTempFail
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Fprintf(stderr, "baton run: lock %q not acquired within %v: %v\n", name, cfg.wait, err)
+		return nil, exitTempFail
+	}
+	fmt.Fprintf(stderr, "baton run: lock %q: %v\n", name, err)
+	return nil, exitUnavailable
+}
+
+// runCommand runs argv while lock is held, stops it if the lock is lost,
+// and returns the exit code.
+func runCommand(cfg *runConfig, lock *baton.Lock, argv []string, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
+	defer lock.Release()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = append(os.Environ(),
+		"BATON_LOCK="+lock.Name(),
+		"BATON_TOKEN="+strconv.FormatUint(lock.Token(), 10))
+	cmd.SysProcAttr = childSysProcAttr()
+	// The child's parent-death signal (Linux) is tied to the thread that
+	// forked it: keep that thread ours for the child's whole life.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "baton run: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotExec
+	}
+	pgid := cmd.Process.Pid // Setpgid: the child leads its own group
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+
+	lost := lock.Lost()
+	var kill <-chan time.Time
+	for running := true; running; {
+		select {
+		case s := <-sigs:
+			syscall.Kill(-pgid, s.(syscall.Signal))
+		case <-lost:
+			lost = nil
+			fmt.Fprintf(stderr, "baton run: lock %q lost: %v; sending SIGTERM to the command\n", lock.Name(), lock.Err())
+			syscall.Kill(-pgid, syscall.SIGTERM)
+			kill = time.After(cfg.grace)
+		case <-kill:
+			kill = nil
+			fmt.Fprintf(stderr, "baton run: command still running %v after SIGTERM; sending SIGKILL\n", cfg.grace)
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		case <-exited:
+			running = false
+		}
+	}
+	// Release reports a loss that happened before it, even one noticed
+	// only now: the command's work was not protected throughout.
+	if err := lock.Release(); err != nil {
+		if lost != nil {
+			fmt.Fprintf(stderr, "baton run: lock %q lost: %v\n", lock.Name(), err)
+		}
+		return exitLost
+	}
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }

@@ -1,0 +1,485 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/server"
+)
+
+// batonBin is the baton binary, built once by TestMain: 'baton run' is
+// about real processes, signals and process groups.
+var batonBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "baton-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	batonBin = filepath.Join(dir, "baton")
+	build := exec.Command("go", "build", "-o", batonBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building baton:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const testTimeout = 10 * time.Second // bound on any wait for an event
+
+// testServer is an in-process server that tells when some claim that is
+// not an owner heartbeats: proof that a second 'baton run' is queued.
+type testServer struct {
+	addr   string
+	srv    *server.Server
+	mu     sync.Mutex
+	owners map[string]bool // peer address -> has been granted
+	queued chan struct{}
+}
+
+func startServer(t *testing.T) *testServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{addr: ln.Addr().String(), owners: map[string]bool{}, queued: make(chan struct{}, 1)}
+	ts.srv = &server.Server{
+		Logger: slog.New(slog.DiscardHandler),
+		Observer: server.ObserverFunc(func(e server.Event) {
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			switch e.Kind {
+			case server.EventGranted:
+				ts.owners[e.Peer.Addr] = true
+			case server.EventHeartbeat:
+				if !ts.owners[e.Peer.Addr] {
+					select {
+					case ts.queued <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}),
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); ts.srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ts.srv.Shutdown(ctx)
+		<-served
+	})
+	return ts
+}
+
+// waitQueued waits until a claim that was never granted heartbeats.
+func (ts *testServer) waitQueued(t *testing.T) {
+	t.Helper()
+	select {
+	case <-ts.queued:
+	case <-time.After(testTimeout):
+		t.Fatal("no claim was queued")
+	}
+}
+
+// runProc is a running 'baton run' with its output read line by line.
+type runProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string
+	stderr *syncBuffer
+	exited chan struct{}
+	code   int
+	end    time.Time
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func startRun(t *testing.T, args ...string) *runProc {
+	t.Helper()
+	p := &runProc{t: t, lines: make(chan string, 64), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(batonBin, append([]string{"run"}, args...)...)
+	p.cmd.Env = cleanEnv()
+	p.cmd.Stderr = p.stderr
+	var err error
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		p.cmd.Wait() // after the output is read, as exec requires
+		p.end = time.Now()
+		p.code = p.cmd.ProcessState.ExitCode()
+		if ws := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() {
+			p.code = 128 + int(ws.Signal())
+		}
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// cleanEnv is the test's environment without BATON_* settings, so that a
+// developer's own environment cannot change the tests.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BATON_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// line waits for the next line of stdout.
+func (p *runProc) line() string {
+	p.t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			p.t.Fatalf("baton run exited before printing a line; stderr:\n%s", p.stderr)
+		}
+		return l
+	case <-time.After(testTimeout):
+		p.t.Fatalf("no output from baton run; stderr:\n%s", p.stderr)
+		return ""
+	}
+}
+
+// wait waits for baton run to exit and returns its exit code; the rest of
+// its stdout is returned too.
+func (p *runProc) wait() (int, string) {
+	p.t.Helper()
+	var rest []string
+	timeout := time.After(testTimeout)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if ok {
+				rest = append(rest, l)
+				continue
+			}
+			<-p.exited
+			return p.code, strings.Join(rest, "\n")
+		case <-timeout:
+			p.t.Fatalf("baton run did not exit; stderr:\n%s", p.stderr)
+		}
+	}
+}
+
+func (p *runProc) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// tokenOf parses "WORD TOKEN" lines printed by the test commands.
+func tokenOf(t *testing.T, line, word string) uint64 {
+	t.Helper()
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != word {
+		t.Fatalf("line %q, want %q and a token", line, word)
+	}
+	n, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil || n == 0 {
+		t.Fatalf("line %q: bad token", line)
+	}
+	return n
+}
+
+// A holder whose command waits for a line on stdin.
+const holdScript = `echo held $BATON_TOKEN; read x`
+
+func TestRunUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{},
+		{"job"},
+		{"job", "true"},
+		{"job", "--"},
+		{"--no-wait", "--wait", "1s", "job", "--", "true"},
+		{"--wait", "0", "--no-wait", "job", "--", "true"},
+		{"--lease", "0s", "job", "--", "true"},
+		{"--lease", "500us", "job", "--", "true"},
+		{"--wait", "-1s", "job", "--", "true"},
+		{"--grace", "-1s", "job", "--", "true"},
+		{"--bogus", "job", "--", "true"},
+		{strings.Repeat("x", 256), "--", "true"},
+		{"bad\xffname", "--", "true"},
+	} {
+		var out, errb bytes.Buffer
+		if code := runRun(args, &out, &errb); code != exitUsage {
+			t.Errorf("baton run %q: exit %d, want %d; stderr: %s", args, code, exitUsage, errb.String())
+		}
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	if code := runRun([]string{"-h"}, &out, &errb); code != exitOK {
+		t.Fatalf("baton run -h: exit %d", code)
+	}
+	for _, want := range []string{"BATON_SERVER", "BATON_LEASE", "BATON_WAIT", "BATON_NO_WAIT", "BATON_RETRY", "BATON_GRACE", "Exit status", "69", "75", "76", "126", "127"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("baton run -h does not mention %s:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := closed.Addr().String()
+	closed.Close()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"exit status", []string{"job", "--", "sh", "-c", "exit 3"}, 3},
+		{"success", []string{"job", "--", "true"}, 0},
+		{"killed by a signal", []string{"job", "--", "sh", "-c", "kill -KILL $$"}, 128 + 9},
+		{"environment", []string{"env-job", "--", "sh", "-c", `test "$BATON_LOCK" = env-job && test "$BATON_TOKEN" -gt 0`}, 0},
+		{"not found", []string{"job", "--", "/nonexistent/command"}, exitNotFound},
+		{"not executable", []string{"job", "--", "/"}, exitCannotExec},
+		{"server unreachable", []string{"--server", unreachable, "job", "--", "true"}, exitUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := tc.args
+			if args[0] != "--server" {
+				args = append([]string{"--server", ts.addr}, args...)
+			}
+			p := startRun(t, args...)
+			if code, _ := p.wait(); code != tc.want {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.want, p.stderr)
+			}
+		})
+	}
+}
+
+// A second run waits while the first holds the lock, then runs.
+func TestRunWaitsThenRuns(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	first := startRun(t, "--server", ts.addr, "job", "--", "sh", "-c", holdScript)
+	t1 := tokenOf(t, first.line(), "held")
+	second := startRun(t, "--server", ts.addr, "--lease", "400ms", "job", "--", "sh", "-c", "echo second $BATON_TOKEN")
+	ts.waitQueued(t)
+	if !second.running() {
+		t.Fatalf("second run exited while the first held the lock; stderr:\n%s", second.stderr)
+	}
+	io.WriteString(first.stdin, "done\n")
+	if code, _ := first.wait(); code != 0 {
+		t.Fatalf("first run: exit %d; stderr:\n%s", code, first.stderr)
+	}
+	t2 := tokenOf(t, second.line(), "second")
+	if code, _ := second.wait(); code != 0 {
+		t.Fatalf("second run: exit %d; stderr:\n%s", code, second.stderr)
+	}
+	if t2 <= t1 {
+		t.Errorf("tokens %d then %d: not increasing", t1, t2)
+	}
+	if !first.end.Before(second.end) {
+		t.Error("second run ended before the first")
+	}
+}
+
+// --no-wait exits busy at once; --wait gives up after its time.
+func TestRunBusy(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	first := startRun(t, "--server", ts.addr, "job", "--", "sh", "-c", holdScript)
+	first.line()
+
+	start := time.Now()
+	p := startRun(t, "--server", ts.addr, "--no-wait", "job", "--", "sh", "-c", "echo ran")
+	code, out := p.wait()
+	if code != exitTempFail || out != "" {
+		t.Errorf("--no-wait: exit %d, output %q; want %d and no command run; stderr:\n%s", code, out, exitTempFail, p.stderr)
+	}
+	t.Logf("--no-wait returned after %v", time.Since(start))
+
+	const wait = 300 * time.Millisecond
+	start = time.Now()
+	p = startRun(t, "--server", ts.addr, "--wait", wait.String(), "job", "--", "sh", "-c", "echo ran")
+	code, out = p.wait()
+	took := time.Since(start)
+	if code != exitTempFail || out != "" {
+		t.Errorf("--wait: exit %d, output %q; want %d and no command run; stderr:\n%s", code, out, exitTempFail, p.stderr)
+	}
+	if took < wait {
+		t.Errorf("--wait %v gave up after %v", wait, took)
+	}
+	io.WriteString(first.stdin, "done\n")
+	first.wait()
+}
+
+// SIGKILL of a holding 'baton run' frees the lock at once (its kernel
+// closes the connection), and its command dies with it.
+func TestRunHolderKilled(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	first := startRun(t, "--server", ts.addr, "--lease", "10s", "job", "--", "sh", "-c", "echo held $BATON_TOKEN $$; read x")
+	fields := strings.Fields(first.line())
+	childPID, _ := strconv.Atoi(fields[len(fields)-1])
+	second := startRun(t, "--server", ts.addr, "--lease", "400ms", "job", "--", "sh", "-c", "echo second $BATON_TOKEN")
+	ts.waitQueued(t)
+	killed := time.Now()
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	tokenOf(t, second.line(), "second")
+	if d := time.Since(killed); d > 2*time.Second {
+		t.Errorf("second ran %v after SIGKILL of the first; want at once (lease 10s)", d)
+	} else {
+		t.Logf("second ran %v after SIGKILL of the first", d)
+	}
+	if code, _ := second.wait(); code != 0 {
+		t.Errorf("second run: exit %d; stderr:\n%s", code, second.stderr)
+	}
+	if !processGone(childPID, testTimeout) {
+		t.Errorf("the killed run's command (pid %d) is still running", childPID)
+	}
+}
+
+// processGone waits until pid has exited (gone, or a zombie nobody reaped).
+func processGone(pid int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			if syscall.Kill(pid, 0) == syscall.ESRCH {
+				return true
+			}
+		} else if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond) // polling a process table; no event to wait on
+	}
+	return false
+}
+
+// A lost lock (server shutdown) sends SIGTERM to the command's group,
+// then SIGKILL after --grace; baton run exits 76.
+func TestRunLockLost(t *testing.T) {
+	t.Parallel()
+	const grace = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		script string
+		slow   bool // ignores SIGTERM: needs the SIGKILL
+	}{
+		{"command ignores SIGTERM", `trap '' TERM; echo ready; while :; do sleep 0.05; done`, true},
+		{"command stops on SIGTERM", `trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ts := startServer(t)
+			p := startRun(t, "--server", ts.addr, "--grace", grace.String(), "job", "--", "sh", "-c", tc.script)
+			if l := p.line(); l != "ready" {
+				t.Fatalf("command said %q", l)
+			}
+			lostAt := time.Now()
+			go ts.srv.Shutdown(context.Background())
+			code, _ := p.wait()
+			took := p.end.Sub(lostAt)
+			if code != exitLost {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitLost, p.stderr)
+			}
+			stderr := p.stderr.String()
+			if !strings.Contains(stderr, "SIGTERM") {
+				t.Errorf("stderr does not report the SIGTERM:\n%s", stderr)
+			}
+			if tc.slow {
+				if took < grace || took > grace+3*time.Second || !strings.Contains(stderr, "SIGKILL") {
+					t.Errorf("exited %v after the loss, want just after --grace %v and a SIGKILL; stderr:\n%s", took, grace, stderr)
+				}
+			} else if took >= grace || strings.Contains(stderr, "SIGKILL") {
+				t.Errorf("exited %v after the loss, want before --grace %v without SIGKILL; stderr:\n%s", took, grace, stderr)
+			}
+			t.Logf("exited %v after the loss", took)
+		})
+	}
+}
+
+// SIGTERM to baton run goes to the command, whose status baton run
+// returns; before the command starts, a signal stops the wait.
+func TestRunSignals(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	p := startRun(t, "--server", ts.addr, "job", "--", "sh", "-c",
+		`trap 'echo forwarded; exit 7' TERM; echo ready; while :; do sleep 0.05; done`)
+	if l := p.line(); l != "ready" {
+		t.Fatalf("command said %q", l)
+	}
+	waiter := startRun(t, "--server", ts.addr, "--lease", "400ms", "job", "--", "sh", "-c", "echo ran")
+	ts.waitQueued(t)
+	waiter.cmd.Process.Signal(syscall.SIGINT)
+	if code, out := waiter.wait(); code != 128+int(syscall.SIGINT) || out != "" {
+		t.Errorf("SIGINT while waiting: exit %d, output %q; want %d; stderr:\n%s", code, out, 128+int(syscall.SIGINT), waiter.stderr)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	code, out := p.wait()
+	if code != 7 || out != "forwarded" {
+		t.Errorf("SIGTERM: exit %d, output %q; want 7 and %q; stderr:\n%s", code, out, "forwarded", p.stderr)
+	}
+}
