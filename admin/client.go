@@ -1,0 +1,141 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// ErrNotFound matches (with errors.Is) an *Error for an unknown lock or
+// waiter.
+var ErrNotFound = errors.New("not found")
+
+// Error is an error answer of the API.
+type Error struct {
+	StatusCode int
+	Message    string // the "error" field of the body
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("admin API: %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	}
+	return "admin API: " + e.Message
+}
+
+// Is makes errors.Is(err, ErrNotFound) true for a 404.
+func (e *Error) Is(target error) bool {
+	return target == ErrNotFound && e.StatusCode == http.StatusNotFound
+}
+
+// Client calls the admin API of one server.
+type Client struct {
+	// BaseURL is the API's root, for example "http://127.0.0.1:7072".
+	BaseURL string
+	// HTTPClient makes the requests; nil means http.DefaultClient.
+	HTTPClient *http.Client
+}
+
+// NewClient returns a client for the admin API at addr, either host:port
+// or a URL such as http://host:port.
+func NewClient(addr string) (*Client, error) {
+	if addr == "" {
+		return nil, errors.New("admin: empty address")
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin: bad address: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("admin: bad address %q: want host:port or http(s)://host:port", addr)
+	}
+	return &Client{BaseURL: strings.TrimSuffix(u.String(), "/")}, nil
+}
+
+// LockPath returns the escaped API path of lock name, optionally followed
+// by more escaped segments.
+func LockPath(name string, more ...string) string {
+	p := "/api/locks/" + url.PathEscape(name)
+	for _, m := range more {
+		p += "/" + url.PathEscape(m)
+	}
+	return p
+}
+
+// Info returns the server's version, uptime, configuration and counts.
+func (c *Client) Info(ctx context.Context) (Info, error) {
+	var out Info
+	return out, c.do(ctx, http.MethodGet, "/api/info", &out)
+}
+
+// Locks returns every lock with an owner or a queue whose name matches
+// the glob pattern; an empty pattern returns all.
+func (c *Client) Locks(ctx context.Context, match string) ([]Lock, error) {
+	p := "/api/locks"
+	if match != "" {
+		p += "?match=" + url.QueryEscape(match)
+	}
+	var out LockList
+	err := c.do(ctx, http.MethodGet, p, &out)
+	return out.Locks, err
+}
+
+// Lock returns one lock; an error matching ErrNotFound when nobody holds
+// it.
+func (c *Client) Lock(ctx context.Context, name string) (Lock, error) {
+	var out Lock
+	return out, c.do(ctx, http.MethodGet, LockPath(name), &out)
+}
+
+// Release force-releases lock name: its owner receives ERROR 0x02 and the
+// next waiter is promoted.
+func (c *Client) Release(ctx context.Context, name string) (Released, error) {
+	var out Released
+	return out, c.do(ctx, http.MethodPost, LockPath(name, "release"), &out)
+}
+
+// Kick removes the waiter with remote address addr from the queue of lock
+// name; it receives ERROR 0x02.
+func (c *Client) Kick(ctx context.Context, name, addr string) (Kicked, error) {
+	var out Kicked
+	return out, c.do(ctx, http.MethodDelete, LockPath(name, "waiters", addr), &out)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, nil)
+	if err != nil {
+		return err
+	}
+	hc := c.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb ErrorBody
+		json.Unmarshal(body, &eb)
+		return &Error{StatusCode: resp.StatusCode, Message: eb.Error}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("admin API: bad answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}
