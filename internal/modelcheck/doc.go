@@ -1,0 +1,29 @@
+// Package modelcheck explores, breadth first, every interleaving of a
+// bounded configuration and checks baton's safety and liveness properties
+// in every reachable state.
+//
+// Two models are checked:
+//
+//   - The lock-table model (CheckTable) drives the real
+//     internal/locktable.Table, not a copy, through every interleaving of
+//     acquire, heartbeat, graceful end, lease expiry, force-release, kick
+//     and shutdown for a bounded number of sessions, locks and claims per
+//     session. The table has no Clone, so a state is rebuilt by replaying
+//     its breadth-first path from a fresh table; states are deduplicated by
+//     a canonical encoding that keeps owners, queues, lives used and the
+//     order of the owners' tokens, and drops absolute time and token
+//     values.
+//
+//   - The client-rule model (CheckClient) composes a client that follows
+//     PROTOCOL.md "Client obligations" 2-4, a server session and a channel
+//     with bounded but arbitrary delays, in discrete time steps, and checks
+//     that whenever the client considers itself owner, the server still
+//     has it as owner.
+//
+// A violation is reported with the shortest counterexample (breadth-first
+// order makes the first one found the shortest) as a readable trace; a
+// liveness violation is a lasso: a path to a cycle and the cycle.
+//
+// The package is test and tooling code: nothing in the server or the
+// client imports it.
+package modelcheck
