@@ -483,3 +483,17 @@ func TestRunSignals(t *testing.T) {
 		t.Errorf("SIGTERM: exit %d, output %q; want 7 and %q; stderr:\n%s", code, out, "forwarded", p.stderr)
 	}
 }
+
+// --wait and --no-wait exclude each other from any source.
+func TestRunUsageEnv(t *testing.T) {
+	t.Setenv("BATON_NO_WAIT", "true")
+	var out, errb bytes.Buffer
+	if code := runRun([]string{"--wait", "1s", "job", "--", "true"}, &out, &errb); code != exitUsage {
+		t.Errorf("BATON_NO_WAIT=true with --wait: exit %d, want %d", code, exitUsage)
+	}
+	t.Setenv("BATON_NO_WAIT", "false")
+	t.Setenv("BATON_LEASE", "0s")
+	if code := runRun([]string{"job", "--", "true"}, &out, &errb); code != exitUsage {
+		t.Errorf("BATON_LEASE=0s: exit %d, want %d", code, exitUsage)
+	}
+}
