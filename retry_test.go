@@ -17,7 +17,7 @@ func TestDoRetry(t *testing.T) {
 		code     protocol.Code
 		min, max time.Duration
 	}{
-		{protocol.CodeShuttingDown, 0, 40 * time.Millisecond},
+		{protocol.CodeShuttingDown, 0, minBackoff/2 - 5*time.Millisecond}, // below any backoff
 		{protocol.CodeClosedByAdmin, minBackoff/2 - 5*time.Millisecond, minBackoff + 100*time.Millisecond},
 	} {
 		t.Run(tc.code.Reason(), func(t *testing.T) {
