@@ -36,8 +36,8 @@ func DefaultClientConfig() ClientConfig {
 }
 
 func (c ClientConfig) String() string {
-	return fmt.Sprintf("lease %d steps, delays 0..%d steps, give-up %.2f·lease, timer lag ≤ %d steps",
-		c.Lease, c.MaxDelay, c.GiveUp, c.TimerLag)
+	return fmt.Sprintf("lease %s, delays 0..%d, give-up %.2f·lease, timer lag ≤ %s",
+		plural(c.Lease, "step"), c.MaxDelay, c.GiveUp, plural(c.TimerLag, "step"))
 }
 
 // Validate reports bounds the checker cannot explore.

@@ -21,7 +21,7 @@ func (r Report) String() string {
 	s := fmt.Sprintf("%s model %s: %d states, %d transitions, depth %d, %v",
 		r.Model, r.Config, r.States, r.Transitions, r.Depth, r.Elapsed.Round(time.Millisecond))
 	if r.Violation != nil {
-		s += "\n" + r.Violation.Error()
+		s += "\n" + strings.TrimRight(r.Violation.Error(), "\n")
 	}
 	return s
 }

@@ -70,7 +70,7 @@ func (c TableConfig) withDefaults() TableConfig {
 
 func (c TableConfig) String() string {
 	c = c.withDefaults()
-	return fmt.Sprintf("%d sessions × %d locks, %d claims per session", c.Sessions, c.Locks, c.Lives)
+	return fmt.Sprintf("%s × %s, %s per session", plural(c.Sessions, "session"), plural(c.Locks, "lock"), plural(c.Lives, "claim"))
 }
 
 // Validate reports bounds the checker cannot explore.
@@ -170,6 +170,13 @@ func newTableRun(cfg *TableConfig) *tableRun {
 		owner: make([]*claimRec, cfg.Locks),
 		queue: make([][]*claimRec, cfg.Locks),
 	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 var lockNames = [...]string{"a", "b", "c", "d", "e", "f", "g", "h"}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"-model=table", "-sessions=2", "-locks=1"}, 0, "ok: every property holds"},
+		{[]string{"-model=client"}, 0, "ok: every property holds"},
+		{[]string{"-model=client", "-giveup=1.0"}, 1, "counterexample, 15 steps"},
+		{[]string{"-model=nope"}, 2, ""},
+		{[]string{"-sessions=0"}, 2, ""},
+		{[]string{"-locks=9"}, 2, ""},
+		{[]string{"-model=client", "-giveup=0"}, 2, ""},
+		{[]string{"-bogus"}, 2, ""},
+		{[]string{"extra"}, 2, ""},
+		{[]string{"-h"}, 0, ""},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		if code != tc.code {
+			t.Errorf("modelcheck %v: exit %d, want %d\nstdout: %s\nstderr: %s", tc.args, code, tc.code, &stdout, &stderr)
+		}
+		if !strings.Contains(stdout.String(), tc.out) {
+			t.Errorf("modelcheck %v: output does not contain %q:\n%s", tc.args, tc.out, &stdout)
+		}
+		if tc.code == 2 && stderr.Len() == 0 {
+			t.Errorf("modelcheck %v: exit 2 without a message", tc.args)
+		}
+	}
+}
