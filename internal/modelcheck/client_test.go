@@ -1,8 +1,12 @@
 package modelcheck
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/clientrule"
 )
 
 func TestClientModel(t *testing.T) {
@@ -50,4 +54,25 @@ func TestClientModelCatchesTooLateGiveUp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The client model copies states by value, clientrule.Rule included; a
+// pointer, slice or map inside Rule would make copies share state.
+func TestRuleIsAPlainValue(t *testing.T) {
+	var walk func(reflect.Type, string)
+	walk = func(typ reflect.Type, path string) {
+		switch typ.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
+			if typ != reflect.TypeFor[*time.Location]() { // time.Time's location is shared read-only
+				t.Errorf("%s is a %v: the model cannot copy clientrule.Rule by value", path, typ.Kind())
+			}
+		case reflect.Struct:
+			for i := range typ.NumField() {
+				walk(typ.Field(i).Type, path+"."+typ.Field(i).Name)
+			}
+		case reflect.Array:
+			walk(typ.Elem(), path+"[]")
+		}
+	}
+	walk(reflect.TypeFor[clientrule.Rule](), "Rule")
 }
