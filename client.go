@@ -37,7 +37,8 @@ func DefaultConfig(address string) Config { return Config{Address: address} }
 // own: every claim is a connection of its own. A Client is safe for
 // concurrent use and cheap; there is nothing to close.
 type Client struct {
-	cfg Config
+	cfg        Config
+	minBackoff time.Duration // DoRetry's first backoff; 0 means minBackoff (tests set it)
 }
 
 // New returns a Client for cfg.

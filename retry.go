@@ -30,7 +30,7 @@ const (
 // whatever it is.
 func (c *Client) DoRetry(ctx context.Context, name string, lease time.Duration, fn func(ctx context.Context, token uint64) error) error {
 	var result error
-	err := Retry(ctx, func() error {
+	err := retry(ctx, c.minBackoff, func() error {
 		ran, err := c.do(ctx, name, lease, fn)
 		if ran {
 			result = err
@@ -52,7 +52,15 @@ func (c *Client) DoRetry(ctx context.Context, name string, lease time.Duration, 
 // it tries again at once after protocol.ErrShuttingDown (another server
 // may be taking over) unless the attempt before ended the same way.
 func Retry(ctx context.Context, attempt func() error) error {
-	backoff := minBackoff
+	return retry(ctx, 0, attempt)
+}
+
+// retry is Retry with the first backoff as a parameter (0: minBackoff), so
+// that tests can tell "at once" from "after a backoff" on a loaded machine.
+func retry(ctx context.Context, backoff time.Duration, attempt func() error) error {
+	if backoff <= 0 {
+		backoff = minBackoff
+	}
 	shutdownBefore := false
 	for {
 		err := attempt()
