@@ -36,18 +36,11 @@ func (l *Lock) heartbeat() {
 		l.mu.Unlock()
 		return
 	}
-	next, ok := l.rule.NextHeartbeat()
-	if !ok {
+	if _, ok := l.rule.NextHeartbeat(); !ok {
 		l.mu.Unlock()
 		return
 	}
-	now := time.Now()
-	if now.Before(next) { // timer fired early; try again when due
-		l.timer.Reset(next.Sub(now))
-		l.mu.Unlock()
-		return
-	}
-	l.rule.SentHeartbeat(now)
+	l.rule.SentHeartbeat(time.Now())
 	deadline := l.rule.Deadline()
 	l.writers.Add(1) // before done can be set, so Release waits for the write
 	l.mu.Unlock()

@@ -120,43 +120,37 @@ func (l *Lock) read() {
 			l.finish(&ServerError{Code: f.Code, Reason: f.Reason})
 			return
 		}
-		if cause := l.received(f, now); cause != nil {
-			l.finish(cause)
+		if deadline, err = l.received(f, now); err != nil {
+			l.finish(err)
 			return
 		}
-		l.mu.Lock()
-		if l.done {
-			l.mu.Unlock()
-			return
-		}
-		deadline = l.rule.Deadline()
-		l.mu.Unlock()
 	}
 }
 
 // received feeds a WAITING or ACQUIRED frame to the rule and acts on the
-// outcome. It returns the cause if the claim must end.
-func (l *Lock) received(f protocol.ServerFrame, now time.Time) error {
+// outcome. It returns the new give-up deadline, or the cause if the claim
+// must end.
+func (l *Lock) received(f protocol.ServerFrame, now time.Time) (time.Time, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.done {
-		return nil
+	if l.done { // released meanwhile: the close will end the read loop
+		return l.rule.Deadline(), nil
 	}
 	prev := l.rule.State()
 	if err := l.rule.Received(f, now); err != nil {
 		if errors.Is(err, clientrule.ErrExpired) {
-			return ErrHeartbeatTimeout
+			return time.Time{}, ErrHeartbeatTimeout
 		}
-		return fmt.Errorf("%w: %v", ErrProtocolViolation, err)
+		return time.Time{}, fmt.Errorf("%w: %v", ErrProtocolViolation, err)
 	}
 	switch state := l.rule.State(); {
 	case state == clientrule.Owner && prev != clientrule.Owner:
 		close(l.granted)
 	case state == clientrule.Waiting && prev == clientrule.Pending && l.noWait:
-		return ErrBusy
+		return time.Time{}, ErrBusy
 	}
 	l.scheduleHeartbeat()
-	return nil
+	return l.rule.Deadline(), nil
 }
 
 // readErr classifies an error from reading a frame.
