@@ -38,7 +38,7 @@ func (c *client) expectTimeoutClose(start time.Time) {
 // TestIdleConnectionTimesOut: a connection that sends nothing is closed
 // io-timeout after accept, without a frame.
 func TestIdleConnectionTimesOut(t *testing.T) {
-	t.Parallel()
+	// Not parallel: see testLease.
 	ts := startServer(t, withIOTimeout(ioTimeout))
 	start := time.Now() // before the dial, so before the accept
 	c := ts.dial(t)
@@ -49,7 +49,7 @@ func TestIdleConnectionTimesOut(t *testing.T) {
 // TestPartialAcquireTimesOut: the whole first ACQUIRE must arrive within
 // io-timeout; three bytes of it are not enough.
 func TestPartialAcquireTimesOut(t *testing.T) {
-	t.Parallel()
+	// Not parallel: see testLease.
 	ts := startServer(t, withIOTimeout(ioTimeout))
 	start := time.Now()
 	c := ts.dial(t)

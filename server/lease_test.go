@@ -12,9 +12,15 @@ import (
 	"github.com/batonlock/baton/server"
 )
 
+// The tests that assert timing do not call t.Parallel: Go runs them one
+// by one before any parallel test starts, so the CPU-heavy tests of this
+// package cannot delay the goroutines whose timing they measure.
 const (
 	// testLease is the lease of claims that are meant to expire.
 	testLease = 300 * time.Millisecond
+	// heartbeatLease is the lease of claims kept alive by heartbeats
+	// every heartbeatLease/4; the rest of the lease absorbs a late tick.
+	heartbeatLease = 400 * time.Millisecond
 	// expirySlack is how late after its lease a silent claim may be
 	// dropped.
 	expirySlack = 100 * time.Millisecond
@@ -46,7 +52,7 @@ func (c *client) expectExpiry(sent, replied time.Time, lease time.Duration) {
 // closed (no ERROR frame) once its lease has passed, and the waiter is
 // promoted.
 func TestSilentOwnerExpires(t *testing.T) {
-	t.Parallel()
+	// Not parallel: see testLease.
 	ts := startServer(t)
 	owner, waiter := ts.dial(t), ts.dial(t)
 	sent := time.Now()
@@ -72,17 +78,17 @@ func TestSilentOwnerExpires(t *testing.T) {
 // exactly one reply, the owner's always with its token, the waiter's
 // always WAITING; when the owner leaves, the waiter is promoted.
 func TestHeartbeatsKeepClaims(t *testing.T) {
-	t.Parallel()
+	// Not parallel: see testLease.
 	ts := startServer(t)
 	owner, waiter := ts.dial(t), ts.dial(t)
 	start := time.Now()
-	token := owner.mustOwn("hb", testLease)
-	waiter.mustWait("hb", testLease)
+	token := owner.mustOwn("hb", heartbeatLease)
+	waiter.mustWait("hb", heartbeatLease)
 
-	tick := time.NewTicker(testLease / 4)
+	tick := time.NewTicker(heartbeatLease / 4)
 	defer tick.Stop()
 	beats := 0
-	for time.Since(start) < 4*testLease+testLease/2 {
+	for time.Since(start) < 4*heartbeatLease+heartbeatLease/2 {
 		<-tick.C
 		owner.mustWrite(heartbeats(1))
 		waiter.mustWrite(heartbeats(1))
@@ -95,7 +101,7 @@ func TestHeartbeatsKeepClaims(t *testing.T) {
 		beats++
 	}
 	held := time.Since(start)
-	t.Logf("held for %v with %d heartbeats (lease %v)", held, beats, testLease)
+	t.Logf("held for %v with %d heartbeats (lease %v)", held, beats, heartbeatLease)
 
 	// Exactly one reply per heartbeat: after the owner half-closes, the
 	// server has nothing more for it than EOF.
@@ -105,8 +111,8 @@ func TestHeartbeatsKeepClaims(t *testing.T) {
 		t.Errorf("waiter got token %d, want > %d", tok, token)
 	}
 	e := ts.events.wait(t, "released", peerEvent(server.EventReleased, owner))
-	if e.Reason != locktable.ReasonGraceful || e.Held < 4*testLease {
-		t.Errorf("released %s after %v, want graceful after at least %v", formatEvent(e), e.Held, 4*testLease)
+	if e.Reason != locktable.ReasonGraceful || e.Held < 4*heartbeatLease {
+		t.Errorf("released %s after %v, want graceful after at least %v", formatEvent(e), e.Held, 4*heartbeatLease)
 	}
 	if n := ts.events.count(peerEvent(server.EventHeartbeat, owner)); n != beats {
 		t.Errorf("%d heartbeat events for the owner, want %d", n, beats)
@@ -117,7 +123,7 @@ func TestHeartbeatsKeepClaims(t *testing.T) {
 // after its lease; when the owner leaves, the waiter behind it is
 // promoted.
 func TestSilentWaiterExpires(t *testing.T) {
-	t.Parallel()
+	// Not parallel: see testLease.
 	ts := startServer(t)
 	owner, silent, next := ts.dial(t), ts.dial(t), ts.dial(t)
 	owner.mustOwn("queue", longLease)
