@@ -35,6 +35,11 @@ func commands() []command {
 	return []command{
 		{"serve", "run the lock server", runServe},
 		{"run", "run a command while holding a lock", runRun},
+		{"locks", "list held locks and their queues (admin API)", runLocks},
+		{"lock", "show a lock's holder and waiters (admin API)", runLock},
+		{"release", "force-release a lock (admin API)", runRelease},
+		{"kick", "remove a waiter from a lock's queue (admin API)", runKick},
+		{"info", "show the server's version, configuration and counts (admin API)", runInfo},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/batonlock/baton/admin"
+	"github.com/batonlock/baton/protocol"
+)
+
+// exitAdminNotFound is the exit status of the admin subcommands for an
+// unknown lock or waiter, so scripts can tell "nothing to do" from a
+// failure.
+const exitAdminNotFound = 3
+
+const adminHelp = `
+Talks to the admin API of a running 'baton serve -admin-listen ADDR'.
+Flags may come before or after the arguments; use -- before a lock name
+that starts with '-'.
+
+Exit status:
+  0  success
+  1  error: server unreachable, bad answer, timeout
+  2  usage error (bad flag, missing or extra argument)
+  3  not found: the lock is not held, or has no such waiter
+`
+
+// adminCommand describes one admin subcommand.
+type adminCommand struct {
+	name    string
+	args    []string // names of the positional arguments
+	summary string
+	match   bool // has --match
+	run     func(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error
+}
+
+type adminConfig struct {
+	addr    string
+	json    bool
+	timeout time.Duration
+	match   string
+}
+
+func adminCommands() []adminCommand {
+	return []adminCommand{
+		{name: "locks", summary: "list held locks and their queues", match: true, run: cmdLocks},
+		{name: "lock", args: []string{"NAME"}, summary: "show a lock's holder and waiters", run: cmdLock},
+		{name: "release", args: []string{"NAME"}, summary: "force-release a lock (its owner gets ERROR 0x02)", run: cmdRelease},
+		{name: "kick", args: []string{"NAME", "ADDR"}, summary: "remove waiter ADDR from a lock's queue", run: cmdKick},
+		{name: "info", summary: "show server version, uptime, configuration and counts", run: cmdInfo},
+	}
+}
+
+func adminCommandNamed(name string) adminCommand {
+	for _, c := range adminCommands() {
+		if c.name == name {
+			return c
+		}
+	}
+	panic("no admin command " + name)
+}
+
+func runLocks(args []string, stdout, stderr io.Writer) int {
+	return runAdmin(adminCommandNamed("locks"), args, stdout, stderr)
+}
+
+func runLock(args []string, stdout, stderr io.Writer) int {
+	return runAdmin(adminCommandNamed("lock"), args, stdout, stderr)
+}
+
+func runRelease(args []string, stdout, stderr io.Writer) int {
+	return runAdmin(adminCommandNamed("release"), args, stdout, stderr)
+}
+
+func runKick(args []string, stdout, stderr io.Writer) int {
+	return runAdmin(adminCommandNamed("kick"), args, stdout, stderr)
+}
+
+func runInfo(args []string, stdout, stderr io.Writer) int {
+	return runAdmin(adminCommandNamed("info"), args, stdout, stderr)
+}
+
+func adminFlags(ac adminCommand, stderr io.Writer) (*flagSet, *adminConfig) {
+	cfg := &adminConfig{}
+	synopsis := "baton " + ac.name + " [flags]"
+	if len(ac.args) > 0 {
+		synopsis += " " + strings.Join(ac.args, " ")
+	}
+	fs := newFlagSet("baton "+ac.name, synopsis, stderr)
+	fs.StringVar(&cfg.addr, "admin", "BATON_ADMIN_ADDRESS", defaultAdminAddr, "admin API of the server: host:port or http(s)://host:port")
+	fs.BoolVar(&cfg.json, "json", "BATON_JSON", false, "print the API's JSON answer instead of a table")
+	fs.DurationVar(&cfg.timeout, "timeout", "BATON_ADMIN_TIMEOUT", 10*time.Second, "give up on the request after this long")
+	if ac.match {
+		fs.StringVar(&cfg.match, "match", "BATON_LOCKS_MATCH", "", "only locks whose whole name matches this glob: '*' any run of characters (also '/'), '?' one character")
+	}
+	return fs, cfg
+}
+
+func runAdmin(ac adminCommand, args []string, stdout, stderr io.Writer) int {
+	fs, cfg := adminFlags(ac, stderr)
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "baton %s: "+format+"\n", append([]any{ac.name}, a...)...)
+		fmt.Fprintf(stderr, "Run 'baton %s -h' for usage.\n", ac.name)
+		return exitUsage
+	}
+	help := func() int {
+		fs.printUsage(stdout)
+		fmt.Fprint(stdout, adminHelp)
+		return exitOK
+	}
+	if code := fs.parseOrExit(args, stdout, stderr); code >= 0 {
+		if code == exitOK {
+			fmt.Fprint(stdout, adminHelp)
+		}
+		return code
+	}
+	pos, err := parseInterspersed(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return help()
+	case err != nil:
+		return usage("%v", strings.TrimSpace(err.Error()))
+	case len(pos) < len(ac.args):
+		return usage("missing %s", ac.args[len(pos)])
+	case len(pos) > len(ac.args):
+		return usage("unexpected argument %q", pos[len(ac.args)])
+	case cfg.timeout <= 0:
+		return usage("--timeout must be positive, got %v", cfg.timeout)
+	}
+	if len(pos) > 0 {
+		if err := protocol.ValidateName(pos[0]); err != nil {
+			return usage("lock name %q: %v", pos[0], err)
+		}
+	}
+	client, err := admin.NewClient(cfg.addr)
+	if err != nil {
+		return usage("--admin: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	defer cancel()
+	if err := ac.run(ctx, client, cfg, pos, stdout); err != nil {
+		fmt.Fprintf(stderr, "baton %s: %v\n", ac.name, err)
+		switch {
+		case errors.Is(err, admin.ErrNotFound):
+			return exitAdminNotFound
+		case errors.Is(err, syscall.ECONNREFUSED):
+			fmt.Fprintf(stderr, "Is 'baton serve -admin-listen %s' running? Set --admin or BATON_ADMIN_ADDRESS to its address.\n", cfg.addr)
+		}
+		return exitError
+	}
+	return exitOK
+}
+
+// parseInterspersed parses the flags that follow positional arguments
+// (the flag package stops at the first one) and returns the positional
+// arguments. After "--" everything is positional.
+// args are the arguments of the first parse, already done.
+func parseInterspersed(fs *flagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(nil)
+	var pos []string
+	rest := fs.Args()
+	if terminated(args, rest) {
+		return rest, nil
+	}
+	for len(rest) > 0 {
+		pos = append(pos, rest[0])
+		in := rest[1:]
+		if err := fs.FlagSet.Parse(in); err != nil {
+			return nil, err
+		}
+		rest = fs.Args()
+		if terminated(in, rest) {
+			return append(pos, rest...), nil
+		}
+	}
+	return pos, nil
+}
+
+// terminated reports whether parsing in stopped at "--", leaving rest.
+func terminated(in, rest []string) bool {
+	used := len(in) - len(rest)
+	return used > 0 && in[used-1] == "--"
+}
+
+func cmdLocks(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []string, out io.Writer) error {
+	locks, err := c.Locks(ctx, cfg.match)
+	if err != nil {
+		return err
+	}
+	if cfg.json {
+		return printJSON(out, admin.LockList{Locks: locks})
+	}
+	tw := newTable(out)
+	fmt.Fprintln(tw, "NAME\tHOLDER\tIDENTITY\tTOKEN\tSINCE\tLEASE\tWAITERS")
+	for _, l := range locks {
+		h := l.Holder
+		if h == nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%d\n", cell(l.Name), len(l.Waiters))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\n", cell(l.Name), cell(h.RemoteAddr), cell(h.Identity),
+			h.Token, timeCell(h.Since), leaseCell(h.LeaseMS), len(l.Waiters))
+	}
+	return tw.Flush()
+}
+
+func cmdLock(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error {
+	l, err := c.Lock(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if cfg.json {
+		return printJSON(out, l)
+	}
+	printLock(out, l)
+	return nil
+}
+
+// printLock prints the holder and then the waiters in queue order.
+func printLock(out io.Writer, l admin.Lock) {
+	fmt.Fprintf(out, "lock %s\n", cell(l.Name))
+	tw := newTable(out)
+	fmt.Fprintln(tw, "POSITION\tREMOTE_ADDR\tIDENTITY\tTOKEN\tSINCE\tLEASE")
+	if h := l.Holder; h != nil {
+		fmt.Fprintf(tw, "holder\t%s\t%s\t%d\t%s\t%s\n", cell(h.RemoteAddr), cell(h.Identity), h.Token, timeCell(h.Since), leaseCell(h.LeaseMS))
+	}
+	for i, w := range l.Waiters {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t-\t%s\t-\n", i+1, cell(w.RemoteAddr), cell(w.Identity), timeCell(w.QueuedAt))
+	}
+	tw.Flush()
+}
+
+func cmdRelease(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error {
+	r, err := c.Release(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if cfg.json {
+		return printJSON(out, r)
+	}
+	fmt.Fprintf(out, "released lock %s\n", cell(r.Released))
+	printAfter(out, r.Lock, r.Released)
+	return nil
+}
+
+func cmdKick(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error {
+	k, err := c.Kick(ctx, args[0], args[1])
+	if err != nil {
+		return err
+	}
+	if cfg.json {
+		return printJSON(out, k)
+	}
+	fmt.Fprintf(out, "removed waiter %s from lock %s\n", cell(k.Kicked), cell(args[0]))
+	printAfter(out, k.Lock, args[0])
+	return nil
+}
+
+// printAfter shows the lock as the server reported it right after an
+// action.
+func printAfter(out io.Writer, l *admin.Lock, name string) {
+	if l == nil {
+		fmt.Fprintf(out, "lock %s is now free\n", cell(name))
+		return
+	}
+	fmt.Fprintln(out)
+	printLock(out, *l)
+}
+
+func cmdInfo(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []string, out io.Writer) error {
+	info, err := c.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if cfg.json {
+		return printJSON(out, info)
+	}
+	tw := newTable(out)
+	uptime := (time.Duration(info.UptimeMS) * time.Millisecond).Round(time.Second)
+	fmt.Fprintf(tw, "version\t%s\n", cell(info.Version))
+	fmt.Fprintf(tw, "started\t%s\n", timeCell(info.StartedAt))
+	fmt.Fprintf(tw, "uptime\t%s\n", uptime)
+	fmt.Fprintf(tw, "shutting down\t%v\n", info.ShuttingDown)
+	fmt.Fprintf(tw, "connections\t%d\n", info.Counts.Connections)
+	fmt.Fprintf(tw, "locks held\t%d\n", info.Counts.Locks)
+	fmt.Fprintf(tw, "waiters\t%d\n", info.Counts.Waiters)
+	tw.Flush()
+	fmt.Fprintln(out)
+	tw = newTable(out)
+	fmt.Fprintln(tw, "SETTING\tVALUE")
+	keys := make([]string, 0, len(info.Config))
+	for k := range info.Config {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := info.Config[k]
+		if v == "" {
+			v = `""`
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", cell(k), cell(v))
+	}
+	return tw.Flush()
+}
+
+func newTable(out io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+}
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// cell makes s safe for a table cell: "-" when empty, Go-quoted when it
+// contains spaces or control characters that would break the columns.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) || r == '"' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+func timeCell(t admin.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(admin.TimeFormat)
+}
+
+func leaseCell(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
