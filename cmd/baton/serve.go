@@ -2,23 +2,59 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/batonlock/baton/admin"
+	"github.com/batonlock/baton/audit"
+	"github.com/batonlock/baton/ops"
 	"github.com/batonlock/baton/server"
 )
 
+// Addresses the documentation tells operators to use for the ops and
+// admin listeners; both are off unless set. defaultAdminAddr is also
+// where the admin subcommands look by default.
+const (
+	suggestedOpsAddr = "127.0.0.1:7071"
+	defaultAdminAddr = "127.0.0.1:7072"
+)
+
+const serveHelp = `
+Runs the lock server. Besides the protocol port it can serve, each on its
+own address: Prometheus metrics and health probes (-ops-listen), the admin
+API used by 'baton locks', 'baton lock', 'baton release', 'baton kick' and
+'baton info' (-admin-listen, no authentication: keep it on loopback), and
+a JSON audit log of every ownership change (-audit-log).
+
+Logs go to standard error; standard output is left to '-audit-log -'.
+
+Signals: SIGINT or SIGTERM shut down gracefully (a second one kills);
+SIGHUP reopens the audit log file (for logrotate).
+
+Exit status: 0 after a graceful shutdown, 1 on a runtime failure (for
+example an address in use), 2 on a bad flag or environment variable.
+
+See docs/operations.md.
+`
+
 // serveConfig is everything 'baton serve' reads from flags and env.
 type serveConfig struct {
-	listen    string
-	ioTimeout time.Duration
+	listen      string
+	ioTimeout   time.Duration
+	opsListen   string
+	adminListen string
+	auditLog    string
+	logLevel    string
+	logFormat   string
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -26,62 +62,247 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs := newFlagSet("baton serve", "baton serve [flags]", stderr)
 	fs.StringVar(&cfg.listen, "listen", "BATON_LISTEN_ADDRESS", server.DefaultAddr, "protocol address to listen on (host:port)")
 	fs.DurationVar(&cfg.ioTimeout, "io-timeout", "BATON_IO_TIMEOUT", server.DefaultIOTimeout, "bound on the handshake and first ACQUIRE, a started frame, and every write")
+	fs.StringVar(&cfg.opsListen, "ops-listen", "BATON_OPS_LISTEN_ADDRESS", "", "address for /metrics, /healthz and /readyz (host:port); empty: off")
+	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port), unauthenticated: keep it on loopback; empty: off")
+	fs.StringVar(&cfg.auditLog, "audit-log", "BATON_AUDIT_LOG", "", "append JSON audit lines to this file ('-': standard output); empty: off")
+	fs.StringVar(&cfg.logLevel, "log-level", "BATON_LOG_LEVEL", "info", "log level: "+strings.Join(ops.LogLevels, ", "))
+	fs.StringVar(&cfg.logFormat, "log-format", "BATON_LOG_FORMAT", "text", "log format on standard error: "+strings.Join(ops.LogFormats, ", "))
 	return fs, cfg
 }
 
-func (c *serveConfig) validate() error {
+// validate checks the values; fs names each flag's environment variable
+// in the message, since the bad value may have come from either.
+func (c *serveConfig) validate(fs *flagSet) error {
+	opt := func(name string) string { return "-" + name + " (" + fs.env[name] + ")" }
 	if c.ioTimeout <= 0 {
-		return fmt.Errorf("-io-timeout must be positive, got %v", c.ioTimeout)
+		return fmt.Errorf("%s must be positive, got %v", opt("io-timeout"), c.ioTimeout)
 	}
-	if _, _, err := net.SplitHostPort(c.listen); err != nil {
-		return fmt.Errorf("-listen %q: %v", c.listen, err)
+	for _, a := range []struct{ flag, addr string }{
+		{"listen", c.listen}, {"ops-listen", c.opsListen}, {"admin-listen", c.adminListen},
+	} {
+		if a.addr == "" && a.flag != "listen" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return fmt.Errorf("%s %q: want host:port: %v", opt(a.flag), a.addr, err)
+		}
+	}
+	if c.opsListen != "" && c.opsListen == c.adminListen && !strings.HasSuffix(c.opsListen, ":0") {
+		return fmt.Errorf("%s and %s must differ, both are %q", opt("ops-listen"), opt("admin-listen"), c.opsListen)
+	}
+	if _, err := ops.ParseLogLevel(c.logLevel); err != nil {
+		return fmt.Errorf("%s: %v", opt("log-level"), err)
+	}
+	if !slices.Contains(ops.LogFormats, c.logFormat) {
+		return fmt.Errorf("%s: unknown log format %q (want one of %s)", opt("log-format"), c.logFormat, strings.Join(ops.LogFormats, ", "))
 	}
 	return nil
+}
+
+// settings returns the effective value of every flag, for /api/info.
+func (fs *flagSet) settings() map[string]string {
+	m := map[string]string{}
+	for _, name := range fs.order {
+		m[name] = fs.Lookup(name).Value.String()
+	}
+	return m
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs, cfg := serveFlags(stderr)
 	if code := fs.parseOrExit(args, stdout, stderr); code >= 0 {
+		if code == exitOK {
+			fmt.Fprint(stdout, serveHelp)
+		}
 		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "baton serve: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validate(fs); err != nil {
 		fmt.Fprintf(stderr, "baton serve: %v\n", err)
 		return exitUsage
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
-
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		logger.Error("cannot listen", "addr", cfg.listen, "err", err)
-		return exitError
+	logger, err := ops.NewLogger(stderr, cfg.logLevel, cfg.logFormat)
+	if err != nil { // validate checked the values
+		fmt.Fprintf(stderr, "baton serve: %v\n", err)
+		return exitUsage
 	}
-	srv := &server.Server{IOTimeout: cfg.ioTimeout, Logger: logger}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return serve(ctx, cfg, serveEnv{
+		logger:   logger,
+		hup:      hup,
+		settings: fs.settings(),
+		stopped:  stop, // a second signal kills the process the default way
+	})
+}
+
+// serveEnv is what serve needs besides the configuration; tests supply
+// their own.
+type serveEnv struct {
+	logger   *slog.Logger
+	hup      <-chan os.Signal  // SIGHUP: reopen the audit log
+	settings map[string]string // the effective configuration, for /api/info
+	stopped  func()            // called once shutdown begins; may be nil
+	ready    func(serveAddrs)  // called once every listener is bound; may be nil
+	observer server.Observer   // an extra observer, for tests; may be nil
+}
+
+// serveAddrs are the bound addresses; ops and admin are empty when off.
+type serveAddrs struct{ protocol, ops, admin string }
+
+// serve runs the server until ctx ends, then shuts down: the protocol
+// side first (health probes turn 503 at once), then, once every session
+// has closed, the ops and admin HTTP servers, then the audit log.
+func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
+	logger := env.logger
+	started := time.Now()
+	srv := &server.Server{IOTimeout: cfg.ioTimeout, Logger: logger}
+	var observers server.Observers
+
+	var auditLog *audit.Logger
+	if cfg.auditLog != "" {
+		var err error
+		auditLog, err = audit.Open(cfg.auditLog, audit.Config{Logger: logger})
+		if err != nil {
+			logger.Error("cannot open the audit log", "path", cfg.auditLog, "err", err)
+			return exitError
+		}
+		defer func() {
+			if err := auditLog.Close(); err != nil {
+				logger.Error("closing the audit log", "err", err)
+			}
+		}()
+		observers = append(observers, auditLog)
+	}
+
+	var listeners []net.Listener
+	closeListeners := func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}
+	listen := func(what, addr string) (net.Listener, bool) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			logger.Error("cannot listen", "listener", what, "addr", addr, "err", err)
+			closeListeners()
+			return nil, false
+		}
+		listeners = append(listeners, l)
+		return l, true
+	}
+	var addrs serveAddrs
+	ln, ok := listen("protocol", cfg.listen)
+	if !ok {
+		return exitError
+	}
+	addrs.protocol = ln.Addr().String()
+
+	var httpServers []*http.Server
+	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+	startHTTP := func(l net.Listener, h http.Handler) {
+		hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog}
+		httpServers = append(httpServers, hs)
+		go hs.Serve(l)
+	}
+	if cfg.opsListen != "" {
+		l, ok := listen("ops", cfg.opsListen)
+		if !ok {
+			return exitError
+		}
+		addrs.ops = l.Addr().String()
+		var dropped func() uint64
+		if auditLog != nil {
+			dropped = auditLog.Dropped
+		}
+		metrics := ops.NewMetrics(ops.MetricsConfig{Source: srv, AuditDropped: dropped, Version: version})
+		observers = append(observers, metrics)
+		startHTTP(l, ops.Handler(metrics, srv))
+	}
+	if cfg.adminListen != "" {
+		l, ok := listen("admin", cfg.adminListen)
+		if !ok {
+			return exitError
+		}
+		addrs.admin = l.Addr().String()
+		if tcp, ok := l.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+			logger.Warn("the admin API has no authentication and is not bound to a loopback address; anyone who can reach it can release locks",
+				"addr", addrs.admin)
+		}
+		startHTTP(l, admin.Handler(admin.Config{Server: srv, Version: version, Started: started,
+			Settings: env.settings, Logger: logger}))
+	}
+	if env.observer != nil {
+		observers = append(observers, env.observer)
+	}
+	if len(observers) > 0 {
+		srv.Observer = observers
+	}
+
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("baton listening", "addr", ln.Addr().String(), "version", version, "io_timeout", cfg.ioTimeout)
-
-	select {
-	case err := <-serveErr:
-		logger.Error("server stopped", "err", err)
-		return exitError
-	case <-ctx.Done():
+	logger.Info("baton listening", "addr", addrs.protocol, "ops_addr", addrs.ops, "admin_addr", addrs.admin,
+		"audit_log", cfg.auditLog, "version", version, "io_timeout", cfg.ioTimeout)
+	if env.ready != nil {
+		env.ready(addrs)
 	}
-	stop() // a second signal kills the process the default way
+
+	code := exitOK
+wait:
+	for {
+		select {
+		case err := <-serveErr:
+			logger.Error("server stopped", "err", err)
+			serveErr <- err
+			code = exitError
+			break wait
+		case <-env.hup:
+			reopen(logger, auditLog, cfg.auditLog)
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	if env.stopped != nil {
+		env.stopped()
+	}
 	logger.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*cfg.ioTimeout)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		logger.Error("shutdown", "err", err)
-		return exitError
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("shutdown: sessions still open at the deadline were closed", "err", err)
 	}
 	<-serveErr
+	// The probes have answered 503 since Shutdown began; they stop only
+	// now that the protocol side is fully closed.
+	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelHTTP()
+	for _, hs := range httpServers {
+		if err := hs.Shutdown(httpCtx); err != nil {
+			hs.Close()
+		}
+	}
 	logger.Info("stopped")
-	return exitOK
+	return code
+}
+
+func reopen(logger *slog.Logger, l *audit.Logger, path string) {
+	switch {
+	case l == nil:
+		logger.Info("SIGHUP: no audit log to reopen")
+	case path == "-":
+		logger.Info("SIGHUP: the audit log is standard output; nothing to reopen")
+	default:
+		if err := l.Reopen(); err != nil {
+			logger.Error("SIGHUP: cannot reopen the audit log; still writing to the old file", "path", path, "err", err)
+			return
+		}
+		logger.Info("SIGHUP: audit log reopened", "path", path)
+	}
 }
