@@ -63,7 +63,6 @@ func (srv *Server) deliver(ds []delivery) {
 				err = d.to.closeWithError(d.send.Code)
 			}
 			if err != nil {
-				d.to.conn.Close()
 				failed = append(failed, failure{d.to, writeFailureReason(err)})
 			}
 		}
@@ -71,12 +70,17 @@ func (srv *Server) deliver(ds []delivery) {
 		if len(failed) == 0 {
 			return
 		}
+		// End the claims before closing the connections: a reader woken
+		// by the close would otherwise end its claim first, as graceful.
 		srv.mu.Lock()
 		now := time.Now()
 		for _, f := range failed {
 			ds = append(ds, srv.commit(now, srv.table.End(now, f.s.id, f.reason))...)
 		}
 		srv.mu.Unlock()
+		for _, f := range failed {
+			f.s.conn.Close()
+		}
 	}
 }
 
