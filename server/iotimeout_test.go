@@ -4,7 +4,11 @@ package server_test
 // a client that stops reading is dropped and its lock passes on.
 
 import (
+	"fmt"
 	"net"
+	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,4 +133,91 @@ func TestStoppedReaderIsDropped(t *testing.T) {
 		t.Errorf("dropped %v after the blocked write began, want about io-timeout %v", blocked, ioTimeout)
 	}
 	<-flood // the write fails once the server has closed the connection
+}
+
+// stallListener wraps accepted connections so a test can make the
+// server's writes to one client stall as if the client had stopped
+// reading with its buffers full: a stalled Write blocks until its write
+// deadline, then fails with a timeout, as the kernel would make it.
+type stallListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[string]*stallConn // by the client's address
+}
+
+func (l *stallListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return c, err
+	}
+	sc := &stallConn{TCPConn: c.(*net.TCPConn)}
+	l.mu.Lock()
+	l.conns[c.RemoteAddr().String()] = sc
+	l.mu.Unlock()
+	return sc, nil
+}
+
+// stall makes every later write to client c stall.
+func (l *stallListener) stall(t *testing.T, c *client) {
+	t.Helper()
+	l.mu.Lock()
+	sc := l.conns[c.addr()]
+	l.mu.Unlock()
+	if sc == nil {
+		t.Fatalf("no server connection for %s", c)
+	}
+	sc.stalled.Store(true)
+}
+
+type stallConn struct {
+	*net.TCPConn
+	stalled  atomic.Bool
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+func (c *stallConn) SetWriteDeadline(d time.Time) error {
+	c.mu.Lock()
+	c.deadline = d
+	c.mu.Unlock()
+	return c.TCPConn.SetWriteDeadline(d)
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	if !c.stalled.Load() {
+		return c.TCPConn.Write(b)
+	}
+	c.mu.Lock()
+	d := c.deadline
+	c.mu.Unlock()
+	time.Sleep(time.Until(d)) // the kernel's send buffer stays full
+	return 0, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.ErrDeadlineExceeded}
+}
+
+// TestStalledPushIsIOTimeout: when the promotion push cannot be written
+// within io-timeout, the promoted session ends with reason io_timeout and
+// the lock passes to the next waiter.
+func TestStalledPushIsIOTimeout(t *testing.T) {
+	t.Parallel()
+	for i := range 5 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			sl := &stallListener{conns: map[string]*stallConn{}}
+			ts := startServerWrapped(t, func(ln net.Listener) net.Listener { sl.Listener = ln; return sl }, withIOTimeout(ioTimeout))
+			owner, stuck, next := ts.dial(t), ts.dial(t), ts.dial(t)
+			owner.mustOwn("push", longLease)
+			stuck.mustWait("push", longLease)
+			next.mustWait("push", longLease)
+			sl.stall(t, stuck)
+
+			owner.close()
+			next.expectAcquired()
+			granted := ts.events.wait(t, "granted", peerEvent(server.EventGranted, stuck))
+			released := ts.events.wait(t, "released", peerEvent(server.EventReleased, stuck))
+			t.Logf("push stalled; released after %v", released.Time.Sub(granted.Time))
+			if released.Reason != locktable.ReasonIOTimeout {
+				t.Errorf("the session whose push timed out was released for %v, want io_timeout", released.Reason)
+			}
+			stuck.readUntilClosed()
+		})
+	}
 }
