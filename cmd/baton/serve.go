@@ -137,6 +137,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(hup)
 	return serve(ctx, cfg, serveEnv{
 		logger:   logger,
+		stdout:   stdout,
 		hup:      hup,
 		settings: fs.settings(),
 		stopped:  stop, // a second signal kills the process the default way
@@ -147,6 +148,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 // their own.
 type serveEnv struct {
 	logger   *slog.Logger
+	stdout   io.Writer         // where '-audit-log -' writes
 	hup      <-chan os.Signal  // SIGHUP: reopen the audit log
 	settings map[string]string // the effective configuration, for /api/info
 	stopped  func()            // called once shutdown begins; may be nil
@@ -169,7 +171,11 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	var auditLog *audit.Logger
 	if cfg.auditLog != "" {
 		var err error
-		auditLog, err = audit.Open(cfg.auditLog, audit.Config{Logger: logger})
+		if cfg.auditLog == "-" {
+			auditLog = audit.New(env.stdout, audit.Config{Logger: logger})
+		} else {
+			auditLog, err = audit.Open(cfg.auditLog, audit.Config{Logger: logger})
+		}
 		if err != nil {
 			logger.Error("cannot open the audit log", "path", cfg.auditLog, "err", err)
 			return exitError

@@ -51,6 +51,7 @@ type serveFixture struct {
 	addrs  serveAddrs
 	rec    *opstest.Recorder
 	logs   *lockedBuffer
+	stdout *lockedBuffer
 	cancel context.CancelFunc
 	done   chan int
 }
@@ -69,7 +70,7 @@ func startServe(t *testing.T, edit func(*serveConfig)) *serveFixture {
 	if err := cfg.validate(fs); err != nil {
 		t.Fatal(err)
 	}
-	f := &serveFixture{rec: &opstest.Recorder{}, logs: &lockedBuffer{}, done: make(chan int, 1)}
+	f := &serveFixture{rec: &opstest.Recorder{}, logs: &lockedBuffer{}, stdout: &lockedBuffer{}, done: make(chan int, 1)}
 	logger, err := ops.NewLogger(f.logs, "debug", "text")
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func startServe(t *testing.T, edit func(*serveConfig)) *serveFixture {
 	f.cancel = cancel
 	ready := make(chan serveAddrs, 1)
 	go func() {
-		f.done <- serve(ctx, cfg, serveEnv{logger: logger, settings: fs.settings(), observer: f.rec,
+		f.done <- serve(ctx, cfg, serveEnv{logger: logger, stdout: f.stdout, settings: fs.settings(), observer: f.rec,
 			ready: func(a serveAddrs) { ready <- a }})
 	}()
 	select {
@@ -281,6 +282,27 @@ func TestServeShutdownOrder(t *testing.T) {
 			c.Close()
 			t.Errorf("%s still accepts after serve returned", a)
 		}
+	}
+}
+
+// TestServeAuditStdout: '-audit-log -' writes JSON lines to standard
+// output, and logs stay on standard error.
+func TestServeAuditStdout(t *testing.T) {
+	f := startServe(t, func(c *serveConfig) { c.auditLog = "-" })
+	c := opstest.Dial(t, f.addrs.protocol)
+	c.Acquire("out", 10*time.Second)
+	c.Expect(protocol.TypeAcquired, 0)
+	c.Close()
+	f.rec.WaitCount(t, server.EventReleased, 1)
+	if code := f.stop(t); code != 0 {
+		t.Fatalf("serve exited with %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(f.stdout.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"event":"granted"`) || !strings.Contains(lines[1], `"event":"released"`) {
+		t.Errorf("stdout = %q, want the granted and released records", f.stdout.String())
+	}
+	if strings.Contains(f.logs.String(), `"event"`) || !strings.Contains(f.logs.String(), "baton listening") {
+		t.Errorf("stderr = %q", f.logs.String())
 	}
 }
 
