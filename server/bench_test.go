@@ -1,0 +1,337 @@
+package server_test
+
+// Benchmarks of the two latencies users feel, each measured beside its
+// raw-TCP floor in the same run so the ratio is meaningful on any machine:
+//
+//	go test -run '^$' -bench . -benchtime 2000x ./server
+//
+// and the memory of idle sessions, measured in a child process so that
+// the client side's sockets do not count:
+//
+//	go test -run '^$' -bench IdleSessionMemory ./server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/server"
+)
+
+func benchServer(b *testing.B) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &server.Server{}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// benchEcho is the raw floor: a goroutine per connection that echoes
+// every byte, the same shape as a baton session.
+func benchEcho(b *testing.B) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var buf [1]byte
+				for {
+					if _, err := c.Read(buf[:]); err != nil {
+						return
+					}
+					if _, err := c.Write(buf[:]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	b.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
+func benchAcquire(b *testing.B, addr, name string) (net.Conn, protocol.ServerFrame) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Write(protocol.AppendAcquire(nil, protocol.Acquire{Version: 1, LeaseMS: 60_000, Name: name})); err != nil {
+		b.Fatal(err)
+	}
+	f, err := protocol.ReadServerFrame(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, f
+}
+
+func p50(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+func p99(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)*99/100]
+}
+
+func report(b *testing.B, baton, floor []time.Duration, floorName string) {
+	b.ReportMetric(float64(p50(baton).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99(baton).Microseconds()), "p99-µs")
+	b.ReportMetric(float64(p50(floor).Microseconds()), floorName+"-p50-µs")
+	b.ReportMetric(float64(p50(baton))/float64(p50(floor)), "ratio-p50")
+}
+
+// benchCloseRelay is the raw floor of a close-triggered handover: a
+// connection that says "w" is parked; when a connection that said "o"
+// reaches EOF, the server writes one byte to the parked one. Each hello
+// is acknowledged so the client knows it was seen.
+func benchCloseRelay(b *testing.B) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	parked := make(chan net.Conn, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				var buf [1]byte
+				if _, err := c.Read(buf[:]); err != nil {
+					c.Close()
+					return
+				}
+				c.Write(buf[:])
+				if buf[0] == 'w' {
+					parked <- c
+					return
+				}
+				c.Read(buf[:]) // the owner's EOF
+				c.Close()
+				w := <-parked
+				w.Write(buf[:])
+				w.Close()
+			}()
+		}
+	}()
+	b.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
+func benchHello(b *testing.B, addr string, hello byte) net.Conn {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := []byte{hello}
+	c.Write(buf)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkHandover: the owner closes its connection; the clock stops when
+// the waiter has read ACQUIRED. Two floors are measured in the same run:
+// one echo round trip on an open connection, and the raw close-triggered
+// relay (close, peer sees EOF, writes one byte to another connection),
+// which includes the kernel's cost of the owner's close.
+func BenchmarkHandover(b *testing.B) {
+	addr, echoAddr, relayAddr := benchServer(b), benchEcho(b), benchCloseRelay(b)
+	echo, err := net.Dial("tcp", echoAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer echo.Close()
+
+	owner, _ := benchAcquire(b, addr, "handover")
+	handover := make([]time.Duration, 0, b.N)
+	rtt := make([]time.Duration, 0, b.N)
+	relay := make([]time.Duration, 0, b.N)
+	var one [1]byte
+	for b.Loop() {
+		waiter, f := benchAcquire(b, addr, "handover")
+		if f.Type != protocol.TypeWaiting {
+			b.Fatalf("waiter got %v", f)
+		}
+		start := time.Now()
+		owner.Close()
+		if f, err := protocol.ReadServerFrame(waiter); err != nil || f.Type != protocol.TypeAcquired {
+			b.Fatalf("push: %v %v", f, err)
+		}
+		handover = append(handover, time.Since(start))
+		owner = waiter
+
+		start = time.Now()
+		echo.Write(one[:])
+		if _, err := io.ReadFull(echo, one[:]); err != nil {
+			b.Fatal(err)
+		}
+		rtt = append(rtt, time.Since(start))
+
+		rw := benchHello(b, relayAddr, 'w')
+		ro := benchHello(b, relayAddr, 'o')
+		start = time.Now()
+		ro.Close()
+		if _, err := io.ReadFull(rw, one[:]); err != nil {
+			b.Fatal(err)
+		}
+		relay = append(relay, time.Since(start))
+		rw.Close()
+	}
+	owner.Close()
+	report(b, handover, rtt, "rtt")
+	b.ReportMetric(float64(p50(relay).Microseconds()), "close-relay-p50-µs")
+	b.ReportMetric(float64(p50(handover))/float64(p50(relay)), "ratio-to-close-relay")
+}
+
+// BenchmarkUncontendedAcquire: connect, ACQUIRE, read ACQUIRED, close.
+// Floor: connect, one echo round trip, close.
+func BenchmarkUncontendedAcquire(b *testing.B) {
+	addr, echoAddr := benchServer(b), benchEcho(b)
+	acquire := make([]time.Duration, 0, b.N)
+	raw := make([]time.Duration, 0, b.N)
+	var one [1]byte
+	// A fresh name each time: the server may not yet have seen the
+	// previous close, and this measures the free-lock path.
+	i := 0
+	for b.Loop() {
+		i++
+		name := "uncontended-" + strconv.Itoa(i)
+		start := time.Now()
+		c, f := benchAcquire(b, addr, name)
+		if f.Type != protocol.TypeAcquired {
+			b.Fatalf("got %v", f)
+		}
+		c.Close()
+		acquire = append(acquire, time.Since(start))
+
+		start = time.Now()
+		e, err := net.Dial("tcp", echoAddr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.Write(one[:])
+		if _, err := io.ReadFull(e, one[:]); err != nil {
+			b.Fatal(err)
+		}
+		e.Close()
+		raw = append(raw, time.Since(start))
+	}
+	report(b, acquire, raw, "connect-rtt-close")
+}
+
+// BenchmarkIdleSessionMemory holds 10,000 locks, each by its own idle
+// session, in a child server process and reports the child's heap plus
+// goroutine stacks per session.
+func BenchmarkIdleSessionMemory(b *testing.B) {
+	const sessions = 10_000
+	perSession := measureIdleSessions(b, sessions)
+	for b.Loop() {
+		// The measurement above is one experiment, not a loop body.
+	}
+	b.ReportMetric(perSession, "bytes/session")
+}
+
+// TestMain-free child mode: when BATON_BENCH_CHILD is set, the test binary
+// is a server that reports its memory on demand.
+func init() {
+	if os.Getenv("BATON_BENCH_CHILD") == "1" {
+		benchChild()
+		os.Exit(0)
+	}
+}
+
+func benchChild() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	srv := &server.Server{}
+	go srv.Serve(ln)
+	fmt.Println(ln.Addr())
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		switch in.Text() {
+		case "mem":
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Println(ms.HeapAlloc+ms.StackInuse, srv.Counts().Locks)
+		case "quit":
+			srv.Shutdown(context.Background())
+			return
+		}
+	}
+}
+
+func measureIdleSessions(b *testing.B, n int) float64 {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "BATON_BENCH_CHILD=1")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	out := bufio.NewScanner(stdout)
+	out.Scan()
+	addr := out.Text()
+	mem := func() (uint64, int) {
+		fmt.Fprintln(stdin, "mem")
+		out.Scan()
+		f := strings.Fields(out.Text())
+		m, _ := strconv.ParseUint(f[0], 10, 64)
+		locks, _ := strconv.Atoi(f[1])
+		return m, locks
+	}
+	before, _ := mem()
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range n {
+		c, f := benchAcquire(b, addr, "idle-"+strconv.Itoa(i))
+		if f.Type != protocol.TypeAcquired {
+			b.Fatalf("got %v", f)
+		}
+		conns = append(conns, c)
+	}
+	after, locks := mem()
+	if locks != n {
+		b.Fatalf("child holds %d locks, want %d", locks, n)
+	}
+	fmt.Fprintln(stdin, "quit")
+	return float64(after-before) / float64(n)
+}
