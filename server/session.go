@@ -62,7 +62,11 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 			srv.Logger.Info("TLS handshake failed", "remote_addr", s.peer.Addr, "err", err)
 			return locktable.ReasonGraceful, 0
 		}
-		s.peer.Identity = Identity(tc.ConnectionState())
+		// Under wmu: closeWithError (shutdown) may read s.peer meanwhile.
+		id := Identity(tc.ConnectionState())
+		s.wmu.Lock()
+		s.peer.Identity = id
+		s.wmu.Unlock()
 	}
 	if _, err := io.ReadFull(s.conn, s.rbuf[:]); err != nil {
 		return s.readFailure(err)
