@@ -1,0 +1,231 @@
+package server_test
+
+// The protocol over TLS, with the client's identity from its certificate.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/server"
+)
+
+// testPKI is a CA with a server and a client certificate, made fresh for
+// each test.
+type testPKI struct {
+	pool           *x509.CertPool
+	server, client tls.Certificate
+}
+
+func newPKI(t *testing.T, clientURI string) *testPKI {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "baton test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	leaf := func(serial int64, tmpl *x509.Certificate) tls.Certificate {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.SerialNumber = big.NewInt(serial)
+		tmpl.NotBefore, tmpl.NotAfter = caTmpl.NotBefore, caTmpl.NotAfter
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	}
+	u, err := url.Parse(clientURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &testPKI{pool: x509.NewCertPool()}
+	p.pool.AddCert(ca)
+	p.server = leaf(2, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "baton server"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	p.client = leaf(3, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "ignored when a URI SAN exists"},
+		URIs:        []*url.URL{u},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	return p
+}
+
+// tlsClient is a raw client over TLS.
+func (ts *testServer) dialTLS(t *testing.T, p *testPKI) (*tls.Conn, *client) {
+	t.Helper()
+	raw := ts.dial(t)
+	conn := tls.Client(raw.conn, &tls.Config{
+		RootCAs:      p.pool,
+		ServerName:   "127.0.0.1",
+		Certificates: []tls.Certificate{p.client},
+	})
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(waitLimit))
+	if err := conn.Handshake(); err != nil {
+		t.Fatalf("TLS handshake: %v", err)
+	}
+	return conn, raw
+}
+
+func readTLSFrame(t *testing.T, conn *tls.Conn) protocol.ServerFrame {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(waitLimit))
+	f, err := protocol.ReadServerFrame(conn)
+	if err != nil {
+		t.Fatalf("read over TLS: %v", err)
+	}
+	return f
+}
+
+// TestTLS: over mTLS a client acquires, its identity (the URI SAN of its
+// certificate) reaches the Authorizer and the events, and a session that
+// finished its handshake but sent nothing yet still gets ERROR 0x01 on
+// shutdown.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	const identity = "spiffe://baton.test/worker"
+	p := newPKI(t, identity)
+	authz := &identityRecorder{identities: make(chan string, 1)}
+	ts := startServer(t, func(s *server.Server) {
+		s.TLSConfig = &tls.Config{
+			Certificates: []tls.Certificate{p.server},
+			ClientCAs:    p.pool,
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+		}
+		s.Authorizer = authz
+	})
+
+	owner, ownerRaw := ts.dialTLS(t, p)
+	if _, err := owner.Write(acquireFrame("tls", longLease)); err != nil {
+		t.Fatal(err)
+	}
+	if f := readTLSFrame(t, owner); f.Type != protocol.TypeAcquired {
+		t.Fatalf("ACQUIRE over TLS answered %v, want ACQUIRED", f)
+	}
+	g := ts.events.wait(t, "granted", peerEvent(server.EventGranted, ownerRaw))
+	if g.Peer.Identity != identity {
+		t.Errorf("granted to identity %q, want %q", g.Peer.Identity, identity)
+	}
+	if got := authz.last(); got != identity {
+		t.Errorf("Authorizer asked about identity %q, want %q", got, identity)
+	}
+
+	// Handshake done, no ACQUIRE yet.
+	idle, _ := ts.dialTLS(t, p)
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- ts.Shutdown(context.Background()) }()
+	for _, c := range []*tls.Conn{owner, idle} {
+		if f := readTLSFrame(t, c); f.Type != protocol.TypeError || f.Code != protocol.CodeShuttingDown {
+			t.Errorf("got %v, want ERROR(0x01)", f)
+		}
+		c.Close()
+	}
+	if err := <-shutdown; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+type identityRecorder struct{ identities chan string }
+
+func (r *identityRecorder) Allow(identity, lock string) bool {
+	select {
+	case r.identities <- identity:
+	default:
+	}
+	return true
+}
+
+func (r *identityRecorder) last() string {
+	select {
+	case id := <-r.identities:
+		return id
+	default:
+		return ""
+	}
+}
+
+// TestTLSShutdownDuringHandshakes shuts the server down while clients
+// are in the middle of their TLS handshakes. A client may be refused or
+// cut off, but whatever it reads is at most ERROR 0x01; the race detector
+// checks that the shutdown's ERROR frames and the handshakes' end (which
+// records the client's identity) do not touch a session unsynchronized.
+func TestTLSShutdownDuringHandshakes(t *testing.T) {
+	t.Parallel()
+	p := newPKI(t, "spiffe://baton.test/racer")
+	for i := range 20 {
+		ts := startServer(t, func(s *server.Server) {
+			s.TLSConfig = &tls.Config{
+				Certificates: []tls.Certificate{p.server},
+				ClientCAs:    p.pool,
+				ClientAuth:   tls.RequireAndVerifyClientCert,
+			}
+		})
+		var wg sync.WaitGroup
+		errs := make(chan error, 10)
+		for range 10 {
+			wg.Go(func() {
+				raw, err := net.DialTimeout("tcp", ts.addr, waitLimit)
+				if err != nil {
+					return // refused: the listener is already closed
+				}
+				defer raw.Close()
+				c := tls.Client(raw, &tls.Config{RootCAs: p.pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{p.client}})
+				c.SetDeadline(time.Now().Add(waitLimit))
+				if c.Handshake() != nil {
+					return // cut off during the handshake
+				}
+				var frames []protocol.ServerFrame
+				for {
+					f, err := protocol.ReadServerFrame(c)
+					if err != nil {
+						break
+					}
+					frames = append(frames, f)
+				}
+				if len(frames) > 1 || len(frames) == 1 && (frames[0].Type != protocol.TypeError || frames[0].Code != protocol.CodeShuttingDown) {
+					errs <- fmt.Errorf("a client read %v, want at most ERROR(0x01)", frames)
+				}
+			})
+		}
+		time.Sleep(time.Duration(i%10) * time.Millisecond) // vary how far the handshakes got
+		if err := ts.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}
+}
