@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/ops"
 	"github.com/batonlock/baton/protocol"
@@ -301,4 +302,42 @@ func TestNewLogger(t *testing.T) {
 			t.Errorf("NewLogger(%q, %q) accepted", bad[0], bad[1])
 		}
 	}
+}
+
+// TestObserveRareEvents feeds events a loopback test cannot easily cause
+// (accept failures, TLS handshakes, ACL refusals) straight to Observe.
+func TestObserveRareEvents(t *testing.T) {
+	var dropped uint64 = 5
+	m := ops.NewMetrics(ops.MetricsConfig{AuditDropped: func() uint64 { return dropped }})
+	hs := httptest.NewServer(ops.Handler(m, nil))
+	defer hs.Close()
+	for _, e := range []server.Event{
+		{Kind: server.EventAcceptError},
+		{Kind: server.EventAcceptError},
+		{Kind: server.EventTLSHandshakeError},
+		{Kind: server.EventDenied},
+		{Kind: server.EventErrorSent, Code: protocol.CodeNotAuthorized},
+		{Kind: server.EventErrorSent, Code: protocol.CodeClosedByAdmin}, // a server condition: not counted
+		{Kind: server.EventErrorSent, Code: 0x7f},                       // unknown client error: its own series
+		{Kind: server.EventReleased, Reason: locktable.ReasonIOTimeout, Held: 2 * time.Second},
+		{Kind: server.EventDequeued, Reason: locktable.ReasonExpired},
+		{Kind: server.EventShutdown},
+		{Kind: server.EventDisconnected},
+	} {
+		m.Observe(e)
+	}
+	checkSamples(t, scrape(t, hs.URL), map[string]float64{
+		"baton_accept_errors_total":                         2,
+		"baton_tls_handshake_errors_total":                  1,
+		"baton_acl_denials_total":                           1,
+		`baton_protocol_errors_total{code="0x18"}`:          1,
+		`baton_protocol_errors_total{code="0x7f"}`:          1,
+		`baton_releases_total{reason="io_timeout"}`:         1,
+		`baton_dequeues_total{reason="expired"}`:            1,
+		"baton_hold_seconds_sum":                            2,
+		`baton_hold_seconds_bucket{le="2.369744084413866"}`: 1,
+		"baton_audit_dropped_total":                         5,
+		"baton_connections_active":                          0, // no Source
+		"baton_acquires_total":                              0,
+	})
 }
