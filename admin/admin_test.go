@@ -325,3 +325,16 @@ func TestNewClient(t *testing.T) {
 		t.Errorf("LockPath = %q", got)
 	}
 }
+
+// TestNotTheAdminAPI: a 404 from some other server at the address (say
+// the ops port) is an error, not "not found".
+func TestNotTheAdminAPI(t *testing.T) {
+	hs := httptest.NewServer(http.NotFoundHandler())
+	defer hs.Close()
+	c, _ := admin.NewClient(hs.URL)
+	_, err := c.Lock(context.Background(), "x")
+	var ae *admin.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 404 || errors.Is(err, admin.ErrNotFound) || !strings.Contains(err.Error(), "check the address") {
+		t.Errorf("error = %v", err)
+	}
+}

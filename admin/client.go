@@ -19,19 +19,24 @@ var ErrNotFound = errors.New("not found")
 // Error is an error answer of the API.
 type Error struct {
 	StatusCode int
-	Message    string // the "error" field of the body
+	// Message is the "error" field of the body; empty when the body was
+	// not the API's JSON, for example when the address is some other
+	// HTTP server.
+	Message string
 }
 
 func (e *Error) Error() string {
 	if e.Message == "" {
-		return fmt.Sprintf("admin API: %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+		return fmt.Sprintf("admin API: %d %s (not an answer of the baton admin API; check the address)",
+			e.StatusCode, http.StatusText(e.StatusCode))
 	}
 	return "admin API: " + e.Message
 }
 
-// Is makes errors.Is(err, ErrNotFound) true for a 404.
+// Is makes errors.Is(err, ErrNotFound) true for a 404 of the admin API
+// (not for a 404 of some other server at the address).
 func (e *Error) Is(target error) bool {
-	return target == ErrNotFound && e.StatusCode == http.StatusNotFound
+	return target == ErrNotFound && e.StatusCode == http.StatusNotFound && e.Message != ""
 }
 
 // Client calls the admin API of one server.
