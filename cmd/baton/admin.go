@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/batonlock/baton/admin"
+	"github.com/batonlock/baton/internal/tlsfiles"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -50,6 +52,29 @@ type adminConfig struct {
 	json    bool
 	timeout time.Duration
 	match   string
+	tls     *tlsfiles.ClientFiles
+}
+
+// newAdminClient connects the admin client to --admin, over HTTPS when a
+// --tls-* flag is given (the server serves its admin API with its TLS
+// certificate when it has one).
+func newAdminClient(cfg *adminConfig) (*admin.Client, error) {
+	addr := cfg.addr
+	tlsCfg, err := clientTLSConfig(cfg.tls, strings.TrimPrefix(strings.TrimPrefix(addr, "https://"), "http://"))
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil && !strings.Contains(addr, "://") {
+		addr = "https://" + addr
+	}
+	client, err := admin.NewClient(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--admin: %v", err)
+	}
+	if tlsCfg != nil {
+		client.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	}
+	return client, nil
 }
 
 func adminCommands() []adminCommand {
@@ -101,6 +126,7 @@ func adminFlags(ac adminCommand, stderr io.Writer) (*flagSet, *adminConfig) {
 	fs.StringVar(&cfg.addr, "admin", "BATON_ADMIN_ADDRESS", defaultAdminAddr, "admin API of the server: host:port or http(s)://host:port")
 	fs.BoolVar(&cfg.json, "json", "BATON_JSON", false, "print the API's JSON answer instead of a table")
 	fs.DurationVar(&cfg.timeout, "timeout", "BATON_ADMIN_TIMEOUT", 10*time.Second, "give up on the request after this long")
+	cfg.tls = clientTLSFlags(fs)
 	if ac.match {
 		fs.StringVar(&cfg.match, "match", "BATON_LOCKS_MATCH", "", "only locks whose whole name matches this glob: '*' any run of characters (also '/'), '?' one character")
 	}
@@ -143,9 +169,9 @@ func runAdmin(ac adminCommand, args []string, stdout, stderr io.Writer) int {
 			return usage("lock name %q: %v", pos[0], err)
 		}
 	}
-	client, err := admin.NewClient(cfg.addr)
+	client, err := newAdminClient(cfg)
 	if err != nil {
-		return usage("--admin: %v", err)
+		return usage("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/tlsfiles"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -63,6 +65,8 @@ type runConfig struct {
 	noWait bool
 	retry  bool
 	grace  time.Duration
+	tls    *tlsfiles.ClientFiles
+	dialer baton.Dialer // nil: plain TCP
 }
 
 func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
@@ -74,6 +78,7 @@ func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
 	fs.BoolVar(&cfg.noWait, "no-wait", "BATON_NO_WAIT", false, "exit 75 at once if another client holds the lock")
 	fs.BoolVar(&cfg.retry, "retry", "BATON_RETRY", false, "retry an unreachable or restarting server with backoff until the lock is held")
 	fs.DurationVar(&cfg.grace, "grace", "BATON_GRACE", 10*time.Second, "after a lost lock, time from SIGTERM to SIGKILL of COMMAND's process group")
+	cfg.tls = clientTLSFlags(fs)
 	return fs, cfg
 }
 
@@ -116,6 +121,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err := protocol.ValidateLease(cfg.lease); err != nil {
 		return usage("--lease %v: %v", cfg.lease, err)
 	}
+	tlsCfg, err := clientTLSConfig(cfg.tls, cfg.server)
+	if err != nil {
+		return usage("%v", err)
+	}
+	if tlsCfg != nil {
+		cfg.dialer = &tls.Dialer{Config: tlsCfg}
+	}
 
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -149,7 +161,7 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 		}
 	}()
 
-	c := baton.New(baton.Config{Address: cfg.server})
+	c := baton.New(baton.Config{Address: cfg.server, Dialer: cfg.dialer})
 	var lock *baton.Lock
 	attempt := func() (err error) {
 		if cfg.noWait {

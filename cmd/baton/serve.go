@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/audit"
+	"github.com/batonlock/baton/internal/tlsfiles"
 	"github.com/batonlock/baton/ops"
 	"github.com/batonlock/baton/server"
 )
@@ -38,7 +40,9 @@ a JSON audit log of every ownership change (-audit-log).
 Logs go to standard error; standard output is left to '-audit-log -'.
 
 Signals: SIGINT or SIGTERM shut down gracefully (a second one kills);
-SIGHUP reopens the audit log file (for logrotate).
+SIGHUP reopens the audit log file (for logrotate) and reloads the TLS
+certificate, key, client CA and ACL; a file that fails to load keeps the
+previous one in force.
 
 Exit status: 0 after a graceful shutdown, 1 on a runtime failure (for
 example an address in use), 2 on a bad flag or environment variable.
@@ -55,6 +59,8 @@ type serveConfig struct {
 	auditLog    string
 	logLevel    string
 	logFormat   string
+	tls         tlsfiles.ServerFiles
+	aclFile     string
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -67,6 +73,10 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.auditLog, "audit-log", "BATON_AUDIT_LOG", "", "append JSON audit lines to this file ('-': standard output); empty: off")
 	fs.StringVar(&cfg.logLevel, "log-level", "BATON_LOG_LEVEL", "info", "log level: "+strings.Join(ops.LogLevels, ", "))
 	fs.StringVar(&cfg.logFormat, "log-format", "BATON_LOG_FORMAT", "text", "log format on standard error: "+strings.Join(ops.LogFormats, ", "))
+	fs.StringVar(&cfg.tls.Cert, "tls-cert", "BATON_TLS_CERT", "", "server certificate (PEM); with -tls-key turns on TLS for the protocol and admin ports")
+	fs.StringVar(&cfg.tls.Key, "tls-key", "BATON_TLS_KEY", "", "server private key (PEM)")
+	fs.StringVar(&cfg.tls.ClientCA, "tls-client-ca", "BATON_TLS_CLIENT_CA", "", "CA bundle (PEM); requires every client to present a certificate it signed (mutual TLS)")
+	fs.StringVar(&cfg.aclFile, "acl-file", "BATON_ACL_FILE", "", "access-control list (JSON) from client identities to lock names; requires -tls-client-ca")
 	return fs, cfg
 }
 
@@ -89,6 +99,14 @@ func (c *serveConfig) validate(fs *flagSet) error {
 	}
 	if c.opsListen != "" && c.opsListen == c.adminListen && !strings.HasSuffix(c.opsListen, ":0") {
 		return fmt.Errorf("%s and %s must differ, both are %q", opt("ops-listen"), opt("admin-listen"), c.opsListen)
+	}
+	switch {
+	case (c.tls.Cert == "") != (c.tls.Key == ""):
+		return fmt.Errorf("%s and %s go together: give both or neither", opt("tls-cert"), opt("tls-key"))
+	case c.tls.ClientCA != "" && c.tls.Cert == "":
+		return fmt.Errorf("%s needs TLS: also give %s and %s", opt("tls-client-ca"), opt("tls-cert"), opt("tls-key"))
+	case c.aclFile != "" && c.tls.ClientCA == "":
+		return fmt.Errorf("%s needs client identities: also give %s (mutual TLS)", opt("acl-file"), opt("tls-client-ca"))
 	}
 	if _, err := ops.ParseLogLevel(c.logLevel); err != nil {
 		return fmt.Errorf("%s: %v", opt("log-level"), err)
@@ -149,7 +167,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 type serveEnv struct {
 	logger   *slog.Logger
 	stdout   io.Writer         // where '-audit-log -' writes
-	hup      <-chan os.Signal  // SIGHUP: reopen the audit log
+	hup      <-chan os.Signal  // SIGHUP: reopen the audit log, reload TLS and ACL
 	settings map[string]string // the effective configuration, for /api/info
 	stopped  func()            // called once shutdown begins; may be nil
 	ready    func(serveAddrs)  // called once every listener is bound; may be nil
@@ -167,6 +185,18 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	started := time.Now()
 	srv := &server.Server{IOTimeout: cfg.ioTimeout, Logger: logger}
 	var observers server.Observers
+
+	sec, err := loadSecurity(cfg)
+	if err != nil {
+		logger.Error("cannot load TLS or ACL files", "err", err)
+		return exitError
+	}
+	if sec.tls != nil {
+		srv.TLSConfig = sec.tls.Config()
+	}
+	if sec.acl != nil {
+		srv.Authorizer = sec.acl
+	}
 
 	var auditLog *audit.Logger
 	if cfg.auditLog != "" {
@@ -238,6 +268,9 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 			return exitError
 		}
 		addrs.admin = l.Addr().String()
+		if sec.tls != nil {
+			l = tls.NewListener(l, sec.tls.Config())
+		}
 		if tcp, ok := l.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
 			logger.Warn("the admin API has no authentication and is not bound to a loopback address; anyone who can reach it can release locks",
 				"addr", addrs.admin)
@@ -255,7 +288,8 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("baton listening", "addr", addrs.protocol, "ops_addr", addrs.ops, "admin_addr", addrs.admin,
-		"audit_log", cfg.auditLog, "version", version, "io_timeout", cfg.ioTimeout)
+		"audit_log", cfg.auditLog, "version", version, "io_timeout", cfg.ioTimeout,
+		"tls", sec.mode(), "acl_file", cfg.aclFile)
 	if env.ready != nil {
 		env.ready(addrs)
 	}
@@ -271,6 +305,7 @@ wait:
 			break wait
 		case <-env.hup:
 			reopen(logger, auditLog, cfg.auditLog)
+			sec.reload(logger)
 		case <-ctx.Done():
 			break wait
 		}
