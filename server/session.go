@@ -98,6 +98,10 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		return writeFailureReason(err), 0
 	}
 
+	// orphaned: another goroutine ended the claim (force-release, kick,
+	// shutdown) and is about to send the ERROR frame; closing now would
+	// lose it. Read on until that sender sets closing, for at most linger.
+	orphaned := false
 	for {
 		_, err := s.conn.Read(s.rbuf[:])
 		if s.closing.Load() {
@@ -107,12 +111,20 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
 				return locktable.ReasonGraceful, 0
 			}
-			if s.expire() {
+			if orphaned {
 				return ended, 0
 			}
-			// The deadline fired a hair early for the table's strict
-			// "more than one lease" rule; look again shortly.
-			deadline = deadline.Add(time.Millisecond)
+			switch err := s.expire(); {
+			case err == nil:
+				return ended, 0
+			case errors.Is(err, locktable.ErrNoClaim):
+				orphaned = true
+				deadline = time.Now().Add(srv.linger())
+			default:
+				// The deadline fired a hair early for the table's
+				// strict "more than one lease" rule; look again shortly.
+				deadline = deadline.Add(time.Millisecond)
+			}
 			s.conn.SetReadDeadline(deadline)
 			continue
 		}
@@ -122,10 +134,7 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 				if !errors.Is(err, locktable.ErrNoClaim) {
 					return writeFailureReason(err), 0
 				}
-				// Another goroutine ended the claim (force-release,
-				// kick, shutdown) and is about to send the ERROR
-				// frame; closing now would lose it. Read on until
-				// that sender sets closing, for at most linger.
+				orphaned = true
 				deadline = time.Now().Add(srv.linger())
 				s.conn.SetReadDeadline(deadline)
 			}
@@ -194,21 +203,23 @@ func (s *session) heartbeat() (deadline time.Time, err error) {
 	return st.Deadline, s.conn.SetReadDeadline(st.Deadline)
 }
 
-// expire ends the claim if its lease has passed and reports whether it did.
-func (s *session) expire() bool {
+// expire ends the claim if its lease has passed. It returns
+// locktable.ErrNotExpired if not, and locktable.ErrNoClaim if another
+// goroutine has ended the claim.
+func (s *session) expire() error {
 	srv := s.srv
 	srv.mu.Lock()
 	now := time.Now()
 	res, err := srv.table.Expire(now, s.id)
-	if errors.Is(err, locktable.ErrNotExpired) {
+	if err != nil {
 		srv.mu.Unlock()
-		return false
+		return err
 	}
 	ds := srv.commit(now, res)
 	srv.mu.Unlock()
 	s.closing.Store(true)
 	srv.deliver(ds)
-	return true
+	return nil
 }
 
 // push sends a promotion: ACQUIRED(token), unprompted.
@@ -276,6 +287,10 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) {
 		s.closeWithError(code)
 	}
 	if s.closing.Load() {
+		// Let an ERROR frame that another goroutine is writing go out
+		// first; closeWithError then also bounds the drain.
+		s.wmu.Lock()
+		s.wmu.Unlock()
 		s.drain()
 	}
 	s.conn.Close()
