@@ -272,3 +272,44 @@ func TestClose(t *testing.T) {
 		t.Errorf("%d ERROR frames sent by Close, want none", n)
 	}
 }
+
+// TestShutdownMeetsExpiry shuts down just as silent clients' leases run
+// out. Each claim ends one way or the other, and the client must learn
+// which: a claim the server ended for shutdown (as the observer reports)
+// gets ERROR 0x01, one that expired first gets a plain close.
+func TestShutdownMeetsExpiry(t *testing.T) {
+	t.Parallel()
+	const lease, clients = 50 * time.Millisecond, 30
+	for i := range 10 {
+		ts := startServer(t)
+		cs := make([]*client, clients)
+		for j := range cs {
+			cs[j] = ts.dial(t)
+			cs[j].mustOwn(fmt.Sprint("x", j), lease)
+		}
+		// Aim the shutdown at the leases' ends; the check below holds
+		// wherever it lands.
+		time.Sleep(lease - 5*time.Millisecond + time.Duration(i)*time.Millisecond)
+		results := (&scene{ts: ts, clients: cs}).readAll()
+		if err := ts.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		got := results()
+		for _, c := range cs {
+			e := ts.events.wait(t, "released", peerEvent(server.EventReleased, c))
+			r := got[c]
+			switch e.Reason {
+			case locktable.ReasonShutdown:
+				if len(r.frames) != 1 || r.frames[0].Code != protocol.CodeShuttingDown || r.end != nil {
+					t.Errorf("run %d: %s released for shutdown read %v then %v, want ERROR(0x01) then EOF", i, c, r.frames, r.end)
+				}
+			case locktable.ReasonExpired:
+				if len(r.frames) != 0 {
+					t.Errorf("run %d: %s released as expired read %v, want a plain close", i, c, r.frames)
+				}
+			default:
+				t.Errorf("run %d: %s released for %v", i, c, e.Reason)
+			}
+		}
+	}
+}
