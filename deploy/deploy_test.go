@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,8 +28,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/ops"
@@ -575,38 +574,41 @@ func serveWith(t *testing.T, config map[string]string) {
 // _count series), every label it groups by exists, and it shows what an
 // operator needs.
 func TestGrafanaDashboard(t *testing.T) {
-	families := map[string]*dto.MetricFamily{}
-	mfs, err := ops.NewMetrics(ops.MetricsConfig{Version: "test"}).Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
+	// The families, their types and label names, from the server's own
+	// exposition.
+	rec := httptest.NewRecorder()
+	ops.NewMetrics(ops.MetricsConfig{Version: "test"}).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	types := map[string]string{} // family -> type
+	labels := map[string]bool{}  // family + " " + label
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+			types[f[2]] = f[3]
+		} else if m := regexp.MustCompile(`^(\w+)\{(.*)\}`).FindStringSubmatch(line); m != nil {
+			for _, l := range regexp.MustCompile(`(\w+)="`).FindAllStringSubmatch(m[2], -1) {
+				labels[m[1]+" "+l[1]] = true
+			}
+		}
 	}
-	for _, mf := range mfs {
-		families[mf.GetName()] = mf
+	if types["baton_wait_seconds"] != "histogram" || types["baton_releases_total"] != "counter" {
+		t.Fatalf("could not read the metric types from /metrics:\n%s", rec.Body)
 	}
-	family := func(series string) *dto.MetricFamily {
-		if mf, ok := families[series]; ok {
-			return mf
+	// family returns the family of a series name, or "".
+	family := func(series string) string {
+		if _, ok := types[series]; ok {
+			return series
 		}
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if mf, ok := families[strings.TrimSuffix(series, suffix)]; ok && strings.HasSuffix(series, suffix) &&
-				mf.GetType() == dto.MetricType_HISTOGRAM {
-				return mf
+			if f, ok := strings.CutSuffix(series, suffix); ok && types[f] == "histogram" {
+				return f
 			}
 		}
-		return nil
+		return ""
 	}
-	hasLabel := func(mf *dto.MetricFamily, label string) bool {
+	hasLabel := func(family, label string) bool {
 		if label == "le" {
-			return mf.GetType() == dto.MetricType_HISTOGRAM
+			return types[family] == "histogram"
 		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label {
-					return true
-				}
-			}
-		}
-		return false
+		return labels[family+" "+label] || labels[family+"_bucket "+label]
 	}
 
 	var dash struct {
@@ -652,23 +654,23 @@ func TestGrafanaDashboard(t *testing.T) {
 			t.Errorf("panel %q has no queries", p.Title)
 		}
 		for _, target := range p.Targets {
-			var mfs []*dto.MetricFamily
+			var fams []string
 			for _, series := range metricRe.FindAllString(target.Expr, -1) {
-				mf := family(series)
-				if mf == nil {
+				f := family(series)
+				if f == "" {
 					t.Errorf("panel %q queries %s, which package ops does not register", p.Title, series)
 					continue
 				}
-				used[mf.GetName()] = true
-				mfs = append(mfs, mf)
+				used[f] = true
+				fams = append(fams, f)
 			}
 			for _, m := range byRe.FindAllStringSubmatch(target.Expr, -1) {
 				for _, item := range strings.Split(m[1]+","+m[2], ",") {
 					label := strings.TrimSpace(regexp.MustCompile(`[=!~].*`).ReplaceAllString(item, ""))
-					if label == "" || label == "job" || label == "instance" || len(mfs) == 0 {
+					if label == "" || label == "job" || label == "instance" || len(fams) == 0 {
 						continue
 					}
-					if !slices.ContainsFunc(mfs, func(mf *dto.MetricFamily) bool { return hasLabel(mf, label) }) {
+					if !slices.ContainsFunc(fams, func(f string) bool { return hasLabel(f, label) }) {
 						t.Errorf("panel %q uses label %q, which none of its baton metrics has: %s", p.Title, label, target.Expr)
 					}
 				}
