@@ -2,7 +2,8 @@ package server_test
 
 // The test harness: a server on 127.0.0.1 port 0 with an event log, and a
 // raw protocol client that writes bytes and reads frames under deadlines.
-// Tests synchronize on frames and observer events, never on sleeps.
+// Tests synchronize on frames and observer events, never on sleeps for
+// correctness.
 
 import (
 	"bytes"
