@@ -70,28 +70,32 @@ func main() {
 	name := flag.String("lock", "fenced-postgres-example", "the lock guarding the reports table")
 	flag.Parse()
 	log.SetFlags(0)
-
-	ctx := context.Background()
-	db, err := pgx.Connect(ctx, *dsn)
-	if err != nil {
+	if err := run(context.Background(), *server, *dsn, *name); err != nil {
 		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, server, dsn, name string) error {
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
 	}
 	defer db.Close(ctx)
 	if _, err := db.Exec(ctx, schema); err != nil {
-		log.Fatal(err)
+		return err
 	}
-	c := baton.New(baton.Config{Address: *server})
+	c := baton.New(baton.Config{Address: server})
 	const lease = 2 * time.Second
 
 	// 1. A takes the lock and writes.
-	a, err := c.Acquire(ctx, *name, lease)
+	a, err := c.Acquire(ctx, name, lease)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	tokenA := a.Token()
 	fmt.Printf("A: holds the lock, token %d\n", tokenA)
 	if err := fencedWrite(ctx, db, tokenA, "report by A"); err != nil {
-		log.Fatalf("A: %v", err)
+		return fmt.Errorf("A: %w", err)
 	}
 	fmt.Printf("A: write accepted (token %d)\n", tokenA)
 
@@ -101,7 +105,7 @@ func main() {
 
 	// 3. B takes the lock and writes. This is the usual shape of guarded
 	// work: Do runs the function only while the lock is held.
-	err = c.Do(ctx, *name, lease, func(ctx context.Context, token uint64) error {
+	err = c.Do(ctx, name, lease, func(ctx context.Context, token uint64) error {
 		fmt.Printf("B: holds the lock, token %d\n", token)
 		if err := fencedWrite(ctx, db, token, "report by B"); err != nil {
 			return err
@@ -110,17 +114,15 @@ func main() {
 		return nil
 	})
 	if err != nil {
-		log.Fatalf("B: %v", err)
+		return fmt.Errorf("B: %w", err)
 	}
 
 	// 4. A wakes up and writes with its old token.
 	fmt.Printf("A: wakes up, writes with token %d\n", tokenA)
-	switch err := fencedWrite(ctx, db, tokenA, "late report by A"); {
-	case errors.Is(err, errStale):
-		fmt.Printf("A: write refused: %v\n", err)
-	case err != nil:
-		log.Fatalf("A: %v", err)
-	default:
-		log.Fatal("A: the stale write was accepted")
+	err = fencedWrite(ctx, db, tokenA, "late report by A")
+	if !errors.Is(err, errStale) {
+		return fmt.Errorf("A: the stale write was not refused (%v)", err)
 	}
+	fmt.Printf("A: write refused: %v\n", err)
+	return nil
 }
