@@ -1,0 +1,445 @@
+//go:build linux
+
+package faultinject
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/batonlock/baton/audit"
+)
+
+// Fault kinds.
+const (
+	FaultDelay     = "delay"          // the proxy delays a worker's traffic
+	FaultFreeze    = "freeze"         // SIGSTOP, later SIGCONT, of a holder
+	FaultBlackhole = "blackhole"      // the proxy drops a holder's traffic
+	FaultReset     = "reset"          // the proxy resets a holder's connection
+	FaultKill      = "kill"           // SIGKILL of a holder
+	FaultRestart   = "server-restart" // SIGTERM of the server, then a new one
+	FaultCrash     = "server-crash"   // SIGKILL of the server, then a new one
+)
+
+// cutsOff reports whether a fault of this kind can leave a holder at work
+// after the server has given its lock to someone else: the holder cannot
+// learn in time that it lost the lock (frozen), or learns it only through
+// a connection the fault has cut. Only such a holder may overlap its
+// successor, and only its writes may be refused by the fence.
+func cutsOff(kind string) bool {
+	return kind == FaultFreeze || kind == FaultBlackhole || kind == FaultReset
+}
+
+// Fault is one fault the test injected, on Worker (empty for the server),
+// from Start to End (Mono).
+type Fault struct {
+	Kind       string
+	Worker     string
+	Start, End int64
+}
+
+// DBWrite is a row of fence_log: an accepted write.
+type DBWrite struct {
+	Seq    int64
+	Token  uint64
+	Worker string
+}
+
+// AuditLog is the audit file of one server process.
+type AuditLog struct {
+	Name    string
+	Data    []byte
+	Crashed bool // the server was killed: the end of the file may be lost
+}
+
+// Input is everything a run leaves behind.
+type Input struct {
+	Records  []Record         // every worker's log, in any order across workers
+	Killed   map[string]int64 // SIGKILLed worker → Mono just before the kill
+	Faults   []Fault
+	DB       []DBWrite // fence_log
+	DBWrites int64     // fence.writes at the end
+	Audit    []AuditLog
+}
+
+// Report is what Check found. Violations lists every broken property;
+// the other fields are the figures of the run.
+type Report struct {
+	Workers    int
+	Intervals  int            // ownership intervals the workers logged
+	Grants     int            // "granted" records in the audit logs
+	Handovers  int            // grants that followed a release of the same lock
+	Accepted   int            // writes the fence accepted
+	Rejected   int            // writes the fence refused: stale tokens
+	Failed     int            // writes without an answer from the database
+	Late       int            // writes sent after the holder's context was cancelled
+	RejectedBy map[string]int // refused writes, by the fault their holder suffered
+	Overlaps   map[string]int // intervals that overlapped a later one, by the fault that excuses them
+	Faults     map[string]int // faults injected, by kind
+
+	Violations []string
+}
+
+func (r *Report) violate(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+// String summarizes the report in a few lines.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "workers %d, ownership intervals %d, audit grants %d, handovers %d\n", r.Workers, r.Intervals, r.Grants, r.Handovers)
+	fmt.Fprintf(&b, "faults injected: %s\n", formatCounts(r.Faults))
+	fmt.Fprintf(&b, "writes: %d accepted, %d stale rejected by the fence (%s), %d failed; %d sent after the holder had lost the lock\n",
+		r.Accepted, r.Rejected, formatCounts(r.RejectedBy), r.Failed, r.Late)
+	fmt.Fprintf(&b, "holders whose ownership overlapped a successor's, all frozen or cut off: %s\n", formatCounts(r.Overlaps))
+	fmt.Fprintf(&b, "violations: %d", len(r.Violations))
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "\n  - %s", v)
+	}
+	return b.String()
+}
+
+func formatCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// interval is one worker's ownership of one grant, on the shared clock.
+type interval struct {
+	w          string
+	tok        uint64
+	start, end int64 // from fn's start to the first of: loss seen, fn's return, death
+}
+
+// Check checks the properties of a run:
+//
+//  1. the fence: in commit order, no write was accepted with a token lower
+//     than one accepted before it; the database's record and the workers'
+//     agree, and only holders wrote;
+//  2. mutual exclusion on the shared monotonic clock: no two ownership
+//     intervals overlap, and grants follow token order, except where the
+//     earlier holder was frozen or cut off during its interval;
+//  3. every write the fence refused came from a holder that was frozen or
+//     cut off, or that had already been told it lost the lock, and some
+//     were refused whenever such faults were injected;
+//  4. the audit log of every server process alternates strictly
+//     granted/released per lock, with matching and increasing tokens, and
+//     records every grant a worker saw (except in the lost tail of a
+//     killed server's log).
+func Check(in Input) *Report {
+	r := &Report{RejectedBy: map[string]int{}, Overlaps: map[string]int{}, Faults: map[string]int{}}
+	for _, f := range in.Faults {
+		r.Faults[f.Kind]++
+	}
+	ivs := intervals(in, r)
+	checkFence(in, ivs, r)
+	checkExclusion(in, ivs, r)
+	checkWrites(in, ivs, r)
+	checkAudit(in, ivs, r)
+	return r
+}
+
+type ivKey struct {
+	w   string
+	tok uint64
+}
+
+// intervals builds the ownership intervals from the workers' records.
+func intervals(in Input, r *Report) map[ivKey]*interval {
+	ivs := map[ivKey]*interval{}
+	last := map[string]int64{} // worker → time of its last record
+	workers := map[string]bool{}
+	for _, rec := range in.Records {
+		workers[rec.W] = true
+		last[rec.W] = max(last[rec.W], rec.T)
+		k := ivKey{rec.W, rec.Tok}
+		switch rec.Ev {
+		case "acquired":
+			if ivs[k] != nil {
+				r.violate("worker %s was granted token %d twice", rec.W, rec.Tok)
+				continue
+			}
+			ivs[k] = &interval{w: rec.W, tok: rec.Tok, start: rec.T, end: math.MaxInt64}
+		}
+	}
+	for _, rec := range in.Records {
+		if rec.Ev != "lost" && rec.Ev != "released" {
+			continue
+		}
+		iv := ivs[ivKey{rec.W, rec.Tok}]
+		if iv == nil {
+			r.violate("worker %s logged %q for token %d it was never granted", rec.W, rec.Ev, rec.Tok)
+			continue
+		}
+		iv.end = min(iv.end, rec.T)
+	}
+	for _, iv := range ivs {
+		if iv.end != math.MaxInt64 {
+			continue
+		}
+		if killed, ok := in.Killed[iv.w]; ok {
+			// It ended at its death, which came after its last record
+			// and after the kill was sent, and before the kernel closed
+			// its connection.
+			iv.end = max(killed, last[iv.w])
+			continue
+		}
+		r.violate("ownership of token %d by %s never ended (no released record)", iv.tok, iv.w)
+		iv.end = last[iv.w]
+	}
+	r.Workers, r.Intervals = len(workers), len(ivs)
+	return ivs
+}
+
+// cutFault returns the fault that cut off or froze worker w at some time
+// in [from, to], if any.
+func cutFault(in Input, w string, from, to int64) (Fault, bool) {
+	for _, f := range in.Faults {
+		if f.Worker == w && cutsOff(f.Kind) && f.Start <= to && f.End >= from {
+			return f, true
+		}
+	}
+	return Fault{}, false
+}
+
+// checkFence is property 1.
+func checkFence(in Input, ivs map[ivKey]*interval, r *Report) {
+	db := slices.Clone(in.DB)
+	slices.SortFunc(db, func(a, b DBWrite) int { return int(a.Seq - b.Seq) })
+	for i, w := range db {
+		if w.Seq != int64(i+1) {
+			r.violate("fence_log: sequence number %d at position %d, want %d (a gap or duplicate)", w.Seq, i+1, i+1)
+			break
+		}
+	}
+	if int64(len(db)) != in.DBWrites {
+		r.violate("fence_log has %d writes, the fence row counts %d", len(db), in.DBWrites)
+	}
+	var maxTok uint64
+	var maxSeq int64
+	for _, w := range db {
+		if w.Token < maxTok {
+			r.violate("STALE WRITE ACCEPTED: write %d by %s with token %d, after write %d with token %d", w.Seq, w.Worker, w.Token, maxSeq, maxTok)
+		}
+		if w.Token > maxTok {
+			maxTok, maxSeq = w.Token, w.Seq
+		}
+		if ivs[ivKey{w.Worker, w.Token}] == nil {
+			r.violate("write %d by %s with token %d, which %s was never granted", w.Seq, w.Worker, w.Token, w.Worker)
+		}
+	}
+	bySeq := map[int64]DBWrite{}
+	for _, w := range db {
+		bySeq[w.Seq] = w
+	}
+	logged := map[int64]bool{}
+	for _, rec := range in.Records {
+		if rec.Ev != "write" || !rec.OK {
+			continue
+		}
+		logged[rec.Seq] = true
+		if w, ok := bySeq[rec.Seq]; !ok || w.Token != rec.Tok || w.Worker != rec.W {
+			r.violate("worker %s logged write %d with token %d accepted; the database has %+v", rec.W, rec.Seq, rec.Tok, w)
+		}
+	}
+	for _, w := range db {
+		if _, killed := in.Killed[w.Worker]; !logged[w.Seq] && !killed {
+			r.violate("write %d by %s with token %d was accepted but %s never logged it", w.Seq, w.Worker, w.Token, w.Worker)
+		}
+	}
+}
+
+// checkExclusion is property 2.
+func checkExclusion(in Input, ivs map[ivKey]*interval, r *Report) {
+	byTok := slices.Collect(maps.Values(ivs))
+	slices.SortFunc(byTok, func(a, b *interval) int {
+		switch {
+		case a.tok < b.tok:
+			return -1
+		case a.tok > b.tok:
+			return 1
+		}
+		return strings.Compare(a.w, b.w)
+	})
+	for i := 1; i < len(byTok); i++ {
+		if byTok[i].tok == byTok[i-1].tok {
+			r.violate("token %d was granted to both %s and %s", byTok[i].tok, byTok[i-1].w, byTok[i].w)
+		}
+	}
+	// Every interval must end before any interval with a higher token
+	// begins; a later grant that starts first is an overlap too.
+	for i, a := range byTok {
+		overlapped := false
+		for _, b := range byTok[i+1:] {
+			if b.tok == a.tok || a.end <= b.start {
+				continue
+			}
+			if f, ok := cutFault(in, a.w, a.start, a.end); ok {
+				if !overlapped {
+					r.Overlaps[f.Kind]++
+					overlapped = true
+				}
+				continue
+			}
+			r.violate("OVERLAP: %s held token %d from %s to %s, %s held token %d from %s; %s was neither frozen nor cut off",
+				a.w, a.tok, ms(a.start, a.start), ms(a.start, a.end), b.w, b.tok, ms(a.start, b.start), a.w)
+		}
+	}
+}
+
+// ms formats t relative to origin in milliseconds.
+func ms(origin, t int64) string { return fmt.Sprintf("%+.3fms", float64(t-origin)/1e6) }
+
+// checkWrites is property 3.
+func checkWrites(in Input, ivs map[ivKey]*interval, r *Report) {
+	var maxTok uint64
+	for _, w := range in.DB {
+		maxTok = max(maxTok, w.Token)
+	}
+	for _, rec := range in.Records {
+		if rec.Ev != "write" {
+			continue
+		}
+		if rec.Late {
+			r.Late++
+		}
+		switch {
+		case rec.Err != "":
+			r.Failed++
+		case rec.OK:
+			r.Accepted++
+		default:
+			r.Rejected++
+			if rec.Tok >= maxTok {
+				r.violate("write by %s with token %d was refused, but no higher token was ever accepted", rec.W, rec.Tok)
+			}
+			iv := ivs[ivKey{rec.W, rec.Tok}]
+			if iv == nil {
+				continue // reported by intervals
+			}
+			if f, ok := cutFault(in, rec.W, iv.start, max(iv.end, rec.T)); ok {
+				r.RejectedBy[f.Kind]++
+			} else if rec.Late {
+				r.RejectedBy["lost without a fault"]++
+			} else {
+				r.violate("write by %s with token %d was refused while its holder still had the lock confirmed and was neither frozen nor cut off: the lock moved on under a live holder", rec.W, rec.Tok)
+			}
+		}
+	}
+	var cuts int
+	for _, f := range in.Faults {
+		if cutsOff(f.Kind) {
+			cuts++
+		}
+	}
+	if cuts > 0 && r.Rejected == 0 {
+		r.violate("%d holders were frozen or cut off but the fence refused no write: the scenario did not bite", cuts)
+	}
+}
+
+// checkAudit is property 4.
+func checkAudit(in Input, ivs map[ivKey]*interval, r *Report) {
+	granted := map[uint64]bool{}
+	var bounds []struct {
+		crashed  bool
+		min, max uint64 // tokens granted in the file
+	}
+	for _, f := range in.Audit {
+		held := map[string]uint64{} // lock → token of its holder
+		released := map[string]bool{}
+		var lastTok uint64
+		fmin, fmax := uint64(math.MaxUint64), uint64(0)
+		lines := bytes.SplitAfter(f.Data, []byte("\n"))
+		for i, line := range lines {
+			if len(line) == 0 {
+				continue
+			}
+			var rec audit.Record
+			if err := json.Unmarshal(line, &rec); err != nil {
+				if f.Crashed && i == len(lines)-1 && !bytes.HasSuffix(line, []byte("\n")) {
+					continue // cut short by the kill
+				}
+				r.violate("audit log %s line %d: %v", f.Name, i+1, err)
+				continue
+			}
+			switch rec.Event {
+			case audit.Granted:
+				r.Grants++
+				if tok, ok := held[rec.Lock]; ok {
+					r.violate("audit log %s line %d: lock %q granted (token %d) while held (token %d)", f.Name, i+1, rec.Lock, rec.Token, tok)
+				} else if released[rec.Lock] {
+					r.Handovers++
+				}
+				if rec.Token <= lastTok {
+					r.violate("audit log %s line %d: token %d granted after token %d", f.Name, i+1, rec.Token, lastTok)
+				}
+				held[rec.Lock], lastTok = rec.Token, rec.Token
+				granted[rec.Token] = true
+				fmin, fmax = min(fmin, rec.Token), max(fmax, rec.Token)
+			case audit.Released:
+				if tok, ok := held[rec.Lock]; !ok || tok != rec.Token {
+					r.violate("audit log %s line %d: lock %q released (token %d) but its holder is %d (0: none)", f.Name, i+1, rec.Lock, rec.Token, tok)
+				}
+				delete(held, rec.Lock)
+				released[rec.Lock] = true
+			}
+		}
+		if !f.Crashed {
+			for lock, tok := range held {
+				r.violate("audit log %s ends with lock %q held (token %d) though the server shut down", f.Name, lock, tok)
+			}
+		}
+		if len(bounds) > 0 && fmax > 0 && fmin <= bounds[len(bounds)-1].max {
+			r.violate("audit log %s: token %d granted after token %d of the previous server", f.Name, fmin, bounds[len(bounds)-1].max)
+		}
+		bounds = append(bounds, struct {
+			crashed  bool
+			min, max uint64
+		}{f.Crashed, fmin, fmax})
+	}
+	// Tokens a worker saw but no audit log records: only in the lost tail
+	// of a killed server's log, between its last record and the next
+	// server's first grant.
+	var missing []uint64
+	for k := range ivs {
+		if !granted[k.tok] {
+			missing = append(missing, k.tok)
+		}
+	}
+	sort.Slice(missing, func(i, j int) bool { return missing[i] < missing[j] })
+	for _, tok := range missing {
+		excused := false
+		var below uint64
+		for i, b := range bounds {
+			if b.max > 0 {
+				below = max(below, b.max)
+			}
+			if !b.crashed {
+				continue
+			}
+			above := uint64(math.MaxUint64)
+			for _, later := range bounds[i+1:] {
+				if later.max > 0 {
+					above = min(above, later.min)
+				}
+			}
+			if tok > below && tok < above {
+				excused = true
+			}
+		}
+		if !excused {
+			r.violate("token %d was granted to a worker but is in no audit log", tok)
+		}
+	}
+}

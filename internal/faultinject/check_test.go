@@ -1,0 +1,277 @@
+//go:build linux
+
+package faultinject_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/batonlock/baton/audit"
+	"github.com/batonlock/baton/internal/faultinject"
+)
+
+// history builds a synthetic run for Check: grants, writes and the audit
+// log, with times in milliseconds.
+type history struct {
+	in  faultinject.Input
+	seq int64
+	aud []audit.Record
+}
+
+func newHistory() *history {
+	return &history{in: faultinject.Input{Killed: map[string]int64{}}}
+}
+
+func (h *history) rec(ev, w string, tok uint64, ms int64) *faultinject.Record {
+	h.in.Records = append(h.in.Records, faultinject.Record{Ev: ev, W: w, Tok: tok, T: ms * 1e6})
+	return &h.in.Records[len(h.in.Records)-1]
+}
+
+// hold logs an interval of w with tok from start to end, with one
+// accepted write in it, and the audit grant and release.
+func (h *history) hold(w string, tok uint64, start, end int64) {
+	h.rec("acquired", w, tok, start)
+	h.write(w, tok, start+1, true)
+	h.rec("released", w, tok, end)
+	h.aud = append(h.aud, audit.Record{Event: audit.Granted, Lock: "r", Token: tok}, audit.Record{Event: audit.Released, Lock: "r", Token: tok})
+}
+
+// write logs a write; an accepted one goes into the database too.
+func (h *history) write(w string, tok uint64, ms int64, ok bool) *faultinject.Record {
+	r := h.rec("write", w, tok, ms)
+	r.T0, r.OK = r.T, ok
+	if ok {
+		h.seq++
+		r.Seq = h.seq
+		h.in.DB = append(h.in.DB, faultinject.DBWrite{Seq: h.seq, Token: tok, Worker: w})
+		h.in.DBWrites = h.seq
+	}
+	return r
+}
+
+func (h *history) fault(kind, w string, from, to int64) {
+	h.in.Faults = append(h.in.Faults, faultinject.Fault{Kind: kind, Worker: w, Start: from * 1e6, End: to * 1e6})
+}
+
+func auditData(recs []audit.Record) []byte {
+	var b []byte
+	for _, r := range recs {
+		line, _ := json.Marshal(r)
+		b = append(append(b, line...), '\n')
+	}
+	return b
+}
+
+func (h *history) check() *faultinject.Report {
+	in := h.in
+	if in.Audit == nil {
+		in.Audit = []faultinject.AuditLog{{Name: "audit", Data: auditData(h.aud)}}
+	}
+	return faultinject.Check(in)
+}
+
+// wantViolation requires exactly one violation, containing substr.
+func wantViolation(t *testing.T, r *faultinject.Report, substr string) {
+	t.Helper()
+	if len(r.Violations) != 1 || !strings.Contains(r.Violations[0], substr) {
+		t.Fatalf("violations %q; want one containing %q", r.Violations, substr)
+	}
+}
+
+func wantClean(t *testing.T, r *faultinject.Report) {
+	t.Helper()
+	if len(r.Violations) != 0 {
+		t.Fatalf("violations: %q", r.Violations)
+	}
+}
+
+func TestCheckClean(t *testing.T) {
+	h := newHistory()
+	h.hold("a", 10, 0, 10)
+	h.hold("b", 11, 10, 20)
+	h.hold("a", 12, 21, 30)
+	r := h.check()
+	wantClean(t, r)
+	if r.Intervals != 3 || r.Grants != 3 || r.Handovers != 2 || r.Accepted != 3 || r.Workers != 2 {
+		t.Fatalf("report:\n%s", r)
+	}
+}
+
+func TestCheckStaleWriteAccepted(t *testing.T) {
+	h := newHistory()
+	h.hold("a", 10, 0, 10)
+	h.hold("b", 11, 10, 20)
+	// The database accepted a's token 10 after b's 11: a broken fence.
+	h.in.DB = append(h.in.DB, faultinject.DBWrite{Seq: 3, Token: 10, Worker: "a"})
+	h.in.DBWrites = 3
+	h.in.Killed["a"] = 25 // so that a's not logging it is not the finding
+	wantViolation(t, h.check(), "STALE WRITE ACCEPTED")
+}
+
+func TestCheckDatabaseAndLogsAgree(t *testing.T) {
+	h := newHistory()
+	h.hold("a", 10, 0, 10)
+	h.in.DB = append(h.in.DB, faultinject.DBWrite{Seq: 2, Token: 10, Worker: "a"})
+	h.in.DBWrites = 2
+	wantViolation(t, h.check(), "never logged it")
+
+	h = newHistory()
+	h.hold("a", 10, 0, 10)
+	h.in.DBWrites = 2
+	wantViolation(t, h.check(), "fence row counts 2")
+
+	h = newHistory()
+	h.hold("a", 10, 0, 10)
+	h.in.DB = append(h.in.DB, faultinject.DBWrite{Seq: 2, Token: 11, Worker: "b"})
+	h.in.DBWrites = 2
+	h.in.Killed["b"] = 0
+	wantViolation(t, h.check(), "never granted")
+}
+
+func TestCheckOverlap(t *testing.T) {
+	h := newHistory()
+	h.hold("a", 10, 0, 15)
+	h.hold("b", 11, 10, 20)
+	h.write("a", 10, 14, false).Late = true // a's late write, refused
+	wantViolation(t, h.check(), "OVERLAP")
+
+	// The same, but a was frozen: excused and counted.
+	h.fault(faultinject.FaultFreeze, "a", 5, 14)
+	r := h.check()
+	wantClean(t, r)
+	if r.Overlaps[faultinject.FaultFreeze] != 1 {
+		t.Fatalf("overlaps %v, want one excused by a freeze", r.Overlaps)
+	}
+
+	// A fault of another worker, or of a kind that cannot cut a holder
+	// off, or outside a's interval, excuses nothing.
+	for _, f := range []faultinject.Fault{
+		{Kind: faultinject.FaultFreeze, Worker: "b", Start: 5e6, End: 14e6},
+		{Kind: faultinject.FaultDelay, Worker: "a", Start: 5e6, End: 14e6},
+		{Kind: faultinject.FaultBlackhole, Worker: "a", Start: 16e6, End: 18e6},
+	} {
+		h.in.Faults = []faultinject.Fault{f}
+		wantViolation(t, h.check(), "OVERLAP")
+	}
+}
+
+func TestCheckGrantOrder(t *testing.T) {
+	// b's higher token starts before a's lower one ends: the grant went
+	// to b while a still held, whichever started first.
+	h := newHistory()
+	h.rec("acquired", "b", 11, 0)
+	h.rec("released", "b", 11, 10)
+	h.rec("acquired", "a", 10, 5)
+	h.rec("released", "a", 10, 20)
+	h.aud = []audit.Record{
+		{Event: audit.Granted, Lock: "r", Token: 10}, {Event: audit.Released, Lock: "r", Token: 10},
+		{Event: audit.Granted, Lock: "r", Token: 11}, {Event: audit.Released, Lock: "r", Token: 11},
+	}
+	wantViolation(t, h.check(), "OVERLAP")
+
+	h = newHistory()
+	h.hold("a", 10, 0, 10)
+	h.hold("b", 10, 10, 20)
+	h.aud = h.aud[:2]
+	wantViolation(t, h.check(), "granted to both")
+}
+
+func TestCheckIntervalEnds(t *testing.T) {
+	h := newHistory()
+	h.rec("acquired", "a", 10, 0)
+	h.aud = []audit.Record{{Event: audit.Granted, Lock: "r", Token: 10}, {Event: audit.Released, Lock: "r", Token: 10}}
+	wantViolation(t, h.check(), "never ended")
+
+	// Killed: it ended at the kill (or its last record), before b began.
+	h.in.Killed["a"] = 8e6
+	h.hold("b", 11, 9, 20)
+	wantClean(t, h.check())
+	h.rec("check", "a", 10, 12) // it was still alive at 12ms
+	wantViolation(t, h.check(), "OVERLAP")
+
+	// A loss ends the interval even if fn returns later.
+	h = newHistory()
+	h.hold("a", 10, 0, 30)
+	h.rec("lost", "a", 10, 9)
+	h.hold("b", 11, 10, 20)
+	wantClean(t, h.check())
+}
+
+func TestCheckRejectedWrites(t *testing.T) {
+	base := func() *history {
+		h := newHistory()
+		h.hold("a", 10, 0, 10)
+		h.hold("b", 11, 10, 20)
+		return h
+	}
+	// A refused write of a live, unharmed holder: the lock moved under it.
+	h := base()
+	h.write("a", 10, 9, false)
+	wantViolation(t, h.check(), "still had the lock confirmed")
+
+	// The same write, from a holder cut off meanwhile: the fence at work.
+	h = base()
+	h.write("a", 10, 15, false)
+	h.fault(faultinject.FaultBlackhole, "a", 5, 16)
+	r := h.check()
+	wantClean(t, r)
+	if r.Rejected != 1 || r.RejectedBy[faultinject.FaultBlackhole] != 1 {
+		t.Fatalf("report:\n%s", r)
+	}
+
+	// From a holder that had been told it lost the lock.
+	h = base()
+	h.write("a", 10, 15, false).Late = true
+	r = h.check()
+	wantClean(t, r)
+	if r.Late != 1 || r.RejectedBy["lost without a fault"] != 1 {
+		t.Fatalf("report:\n%s", r)
+	}
+
+	// Refused with no higher token ever accepted: not a fence at all.
+	h = base()
+	h.write("b", 11, 15, false).Late = true
+	wantViolation(t, h.check(), "no higher token")
+
+	// Faults that cut holders off, and no write refused: no bite.
+	h = base()
+	h.fault(faultinject.FaultFreeze, "a", 1, 2)
+	wantViolation(t, h.check(), "did not bite")
+}
+
+func TestCheckAudit(t *testing.T) {
+	g := func(tok uint64) audit.Record { return audit.Record{Event: audit.Granted, Lock: "r", Token: tok} }
+	rel := func(tok uint64) audit.Record { return audit.Record{Event: audit.Released, Lock: "r", Token: tok} }
+	run := func(files ...faultinject.AuditLog) *faultinject.Report {
+		h := newHistory()
+		h.hold("a", 10, 0, 10)
+		h.in.Audit = files
+		return h.check()
+	}
+	file := func(crashed bool, recs ...audit.Record) faultinject.AuditLog {
+		return faultinject.AuditLog{Name: fmt.Sprint("audit", len(recs)), Data: auditData(recs), Crashed: crashed}
+	}
+
+	wantClean(t, run(file(false, g(10), rel(10), g(12), rel(12))))
+	wantViolation(t, run(file(false, g(10), g(12), rel(12))), "while held")
+	wantViolation(t, run(file(false, g(10), rel(9))), "released (token 9)")
+	wantViolation(t, run(file(false, g(10), rel(10), rel(10))), "released (token 10)")
+	wantViolation(t, run(file(false, g(12), rel(12), g(10), rel(10))), "granted after")
+	wantViolation(t, run(file(false, g(10), rel(10), g(12))), "ends with lock")
+	wantViolation(t, run(file(false, g(9), rel(9))), "in no audit log")
+	wantViolation(t, run(file(false, g(10), rel(10)), file(false, g(8), rel(8))), "previous server")
+
+	// A killed server: its log may end anywhere, even within a line, and
+	// the grants it lost (between its last record and the next server's
+	// first) are excused.
+	crashed := file(true, g(5), rel(5))
+	crashed.Data = append(crashed.Data, `{"event":"gra`...)
+	wantClean(t, run(crashed, file(false, g(20), rel(20))))
+	wantViolation(t, run(file(false, g(5), rel(5)), file(false, g(20), rel(20))), "in no audit log")
+	wantViolation(t, run(file(true, g(12), rel(12)), file(false, g(20), rel(20))), "in no audit log")
+	broken := file(false, g(10), rel(10))
+	broken.Data = append(broken.Data, `{"event":"gra`...)
+	wantViolation(t, run(broken), "line 3")
+}

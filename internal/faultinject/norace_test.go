@@ -1,0 +1,5 @@
+//go:build linux && !race
+
+package faultinject_test
+
+const raceEnabled = false
