@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The physical floor: what the same machine does with bare TCP, through
+// an echo server that is, like every server here, a process of its own
+// (the harness re-executed in echo mode: a goroutine per connection, the
+// same shape as a baton session).
+
+// The echo server also relays, for the handover floor that has baton's
+// shape: a connection that starts with relayReceiver waits; when a
+// connection that started with relaySender closes, the server writes one
+// byte to the waiting receiver.
+const (
+	relayReceiver = 'R'
+	relaySender   = 'S'
+)
+
+var relay struct {
+	sync.Mutex
+	to net.Conn
+}
+
+// echoMain serves "bench echo ADDR" until its parent dies.
+func echoMain(args []string) {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: bench echo HOST:PORT")
+		os.Exit(2)
+	}
+	ln, err := net.Listen("tcp", args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go func() {
+			defer c.Close()
+			var buf [64]byte
+			n, err := c.Read(buf[:])
+			if err != nil {
+				return
+			}
+			switch buf[0] {
+			case relayReceiver:
+				relay.Lock()
+				relay.to = c
+				relay.Unlock()
+				c.Read(buf[:]) // until the receiver hangs up
+				return
+			case relaySender:
+				for err == nil { // until the sender hangs up
+					_, err = c.Read(buf[:])
+				}
+				relay.Lock()
+				to := relay.to
+				relay.Unlock()
+				if to != nil {
+					to.Write([]byte{1})
+				}
+				return
+			}
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
+			for {
+				n, err := c.Read(buf[:])
+				if err != nil {
+					return
+				}
+				if _, err := c.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+func startEcho(self string) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := startProcess("echo", "", 0, 0, []string{self, "echo", addr}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitTCP(addr, p, 10*time.Second); err != nil {
+		p.stop(time.Second)
+		return nil, err
+	}
+	return &server{addr: addr, proc: p, version: "Go echo server (this harness)", memory: vmRSS(p),
+		stop: func() { p.stop(time.Second) }}, nil
+}
+
+// echoRoundTrip is one byte there and back on an established connection.
+func echoRoundTrip(c net.Conn) error {
+	var b [1]byte
+	if _, err := c.Write([]byte{0x42}); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(c, b[:])
+	return err
+}
+
+// floorRTT is the floor for handover: one round trip through a server,
+// after the same idle gap as the handover scenario leaves between
+// handovers (so both pay for waking sleeping threads alike).
+func floorRTT(addr string, n int, gap time.Duration) (*latency, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var ds []time.Duration
+	for i := 0; i < n+n/10; i++ {
+		if gap > 0 {
+			time.Sleep(gap)
+		}
+		t := time.Now()
+		if err := echoRoundTrip(c); err != nil {
+			return nil, err
+		}
+		if i >= n/10 {
+			ds = append(ds, time.Since(t))
+		}
+	}
+	return summarize(ds, 0), nil
+}
+
+// connectCycle is the floor of a baton acquire and release: connect, one
+// round trip, close.
+func connectCycle(addr string) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return echoRoundTrip(c)
+}
+
+func floorConnect(addr string, n int) (*latency, error) {
+	var ds []time.Duration
+	errs := 0
+	for i := 0; i < n+n/10; i++ {
+		t := time.Now()
+		if err := connectCycle(addr); err != nil {
+			errs++
+			continue
+		}
+		if i >= n/10 {
+			ds = append(ds, time.Since(t))
+		}
+	}
+	return summarize(ds, errs), nil
+}
+
+func floorThroughput(ctx context.Context, addr string, workers int, dur time.Duration) *throughputResult {
+	var done, errs atomic.Int64
+	start := time.Now()
+	end := start.Add(dur)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(end) && ctx.Err() == nil {
+				if err := connectCycle(addr); err != nil {
+					errs.Add(1)
+					continue
+				}
+				if !time.Now().After(end) {
+					done.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return &throughputResult{Workers: workers, Seconds: dur.Seconds(), Cycles: done.Load(),
+		PerSecond: float64(done.Load()) / dur.Seconds(), Errors: errs.Load()}
+}
+
+// floorRelay is the floor of baton's handover mechanism: an owner's
+// connection closes, the server notices and writes one byte to another
+// connection. The same idle gap precedes each close.
+func floorRelay(addr string, n int, gap time.Duration) (*latency, error) {
+	r, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if _, err := r.Write([]byte{relayReceiver}); err != nil {
+		return nil, err
+	}
+	var ds []time.Duration
+	for i := 0; i < n+n/10; i++ {
+		s, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.Write([]byte{relaySender}); err != nil {
+			s.Close()
+			return nil, err
+		}
+		time.Sleep(max(gap, 5*time.Millisecond)) // also lets the receiver register
+		t := time.Now()
+		s.Close()
+		var b [1]byte
+		r.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return nil, err
+		}
+		if i >= n/10 {
+			ds = append(ds, time.Since(t))
+		}
+	}
+	return summarize(ds, 0), nil
+}
