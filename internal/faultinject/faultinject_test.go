@@ -135,8 +135,8 @@ func TestFaultInjection(t *testing.T) {
 
 	h.progress(10)
 	scenario := time.Now()
-	for _, step := range plan {
-		h.inject(step)
+	for _, fault := range plan {
+		h.inject(fault)
 		h.progress(10)
 	}
 	scenarioTime := time.Since(scenario)
