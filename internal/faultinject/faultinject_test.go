@@ -100,7 +100,7 @@ func TestFaultInjection(t *testing.T) {
 	// Build the server while PostgreSQL starts. Without PostgreSQL,
 	// pgtest skips, or fails when CI=true: CI must not pass by skipping.
 	built := make(chan error, 1)
-	go func() { built <- h.build() }()
+	go func() { built <- h.build(ctx) }() // a skip cancels ctx, and the build
 	pg := pgtest.New(t)
 	h.pg = pg
 	if err := <-built; err != nil {
@@ -244,14 +244,14 @@ func (p *proc) wait(limit time.Duration) bool {
 // build compiles cmd/baton, with the race detector if this test has it:
 // then the build reuses the packages compiled for the test, and the
 // server runs under the detector too.
-func (h *harness) build() error {
+func (h *harness) build(ctx context.Context) error {
 	h.bin = filepath.Join(h.dir, "baton")
 	args := []string{"build", "-o", h.bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
 	args = append(args, "github.com/batonlock/baton/cmd/baton")
-	out, err := exec.Command(goTool(), args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, goTool(), args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
