@@ -77,7 +77,7 @@ func TestServeMutualTLSWithACL(t *testing.T) {
 		}
 	}
 	writeACL(`{"rules": [{"identity": "spiffe://test/importer", "locks": ["import/*"]}]}`)
-	proc := startBaton(t, batonBin, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-io-timeout", "1s",
+	proc := startBaton(t, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-io-timeout", "1s",
 		"-tls-cert", p.srvCert, "-tls-key", p.srvKey, "-tls-client-ca", p.ca, "-acl-file", aclPath)
 	rec := proc.waitLog(t, "baton listening")
 	addr, _ := rec["addr"].(string)

@@ -427,17 +427,6 @@ func TestDocsCoverFlagsAndMetrics(t *testing.T) {
 	}
 }
 
-// buildBaton builds the baton binary into a temporary directory.
-func buildBaton(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "baton")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // batonProc is a real 'baton serve' process with JSON logs.
 type batonProc struct {
 	cmd    *exec.Cmd
@@ -446,9 +435,17 @@ type batonProc struct {
 	exited chan struct{}
 }
 
-func startBaton(t *testing.T, bin string, args ...string) *batonProc {
+// startBaton runs 'baton serve -log-format json' with args, the built
+// binary of TestMain.
+func startBaton(t *testing.T, args ...string) *batonProc {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "-log-format", "json"}, args...)...)
+	return startBatonCmd(t, exec.Command(batonBin, append([]string{"serve", "-log-format", "json"}, args...)...))
+}
+
+// startBatonCmd starts cmd, which must run 'baton serve -log-format
+// json', with the BATON_* variables of the test's environment removed.
+func startBatonCmd(t *testing.T, cmd *exec.Cmd) *batonProc {
+	t.Helper()
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "BATON_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -525,10 +522,9 @@ func waitLines(t *testing.T, path string, n int) {
 // after logrotate renamed it, and SIGTERM shuts down protocol first, ops
 // last.
 func TestServeProcess(t *testing.T) {
-	bin := buildBaton(t)
 	dir := t.TempDir()
 	auditPath := filepath.Join(dir, "audit.log")
-	p := startBaton(t, bin, "-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-audit-log", auditPath)
+	p := startBaton(t, "-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-audit-log", auditPath)
 	rec := p.waitLog(t, "baton listening")
 	addr, _ := rec["addr"].(string)
 	opsAddr, _ := rec["ops_addr"].(string)
