@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,30 +27,12 @@ import (
 	"github.com/batonlock/baton/server"
 )
 
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // serveFixture is 'baton serve' running in-process on port 0 everywhere.
 type serveFixture struct {
 	addrs  serveAddrs
 	rec    *opstest.Recorder
-	logs   *lockedBuffer
-	stdout *lockedBuffer
+	logs   *syncBuffer
+	stdout *syncBuffer
 	cancel context.CancelFunc
 	done   chan int
 }
@@ -70,7 +51,7 @@ func startServe(t *testing.T, edit func(*serveConfig)) *serveFixture {
 	if err := cfg.validate(fs); err != nil {
 		t.Fatal(err)
 	}
-	f := &serveFixture{rec: &opstest.Recorder{}, logs: &lockedBuffer{}, stdout: &lockedBuffer{}, done: make(chan int, 1)}
+	f := &serveFixture{rec: &opstest.Recorder{}, logs: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan int, 1)}
 	logger, err := ops.NewLogger(f.logs, "debug", "text")
 	if err != nil {
 		t.Fatal(err)
@@ -431,7 +412,7 @@ func TestDocsCoverFlagsAndMetrics(t *testing.T) {
 type batonProc struct {
 	cmd    *exec.Cmd
 	logs   chan map[string]any
-	stderr *lockedBuffer
+	stderr *syncBuffer
 	exited chan struct{}
 }
 
@@ -458,7 +439,7 @@ func startBatonCmd(t *testing.T, cmd *exec.Cmd) *batonProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &batonProc{cmd: cmd, logs: make(chan map[string]any, 100), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &batonProc{cmd: cmd, logs: make(chan map[string]any, 100), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
