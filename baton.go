@@ -23,7 +23,7 @@
 // DoRetry adds reconnection with backoff for transient failures, and
 // Acquire returns a *Lock for code that cannot be shaped as a callback.
 //
-// The wire protocol is specified in PROTOCOL.md; package protocol holds its
+// The wire protocol is specified in docs/protocol.md; package protocol holds its
 // frames and error codes. Errors from the server are *ServerError values
 // that unwrap to the protocol's sentinels, so
 // errors.Is(err, protocol.ErrShuttingDown) works.

@@ -97,7 +97,7 @@ func (l *Lock) finish(cause error) {
 	}
 }
 
-// read is the permanent reader (PROTOCOL.md, client obligation 1). The
+// read is the permanent reader (docs/protocol.md, client obligation 1). The
 // read deadline is the give-up deadline, so the netpoller, not a timer,
 // enforces it; only a reply moves the deadline, and only here.
 func (l *Lock) read() {

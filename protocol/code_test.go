@@ -11,7 +11,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The error code table of PROTOCOL.md.
+// The error code table of docs/protocol.md.
 var wantCodes = []struct {
 	code protocol.Code
 	byte uint8
@@ -32,7 +32,7 @@ var wantCodes = []struct {
 
 func TestCodeValues(t *testing.T) {
 	if len(protocol.Codes) != len(wantCodes) {
-		t.Fatalf("Codes has %d entries, PROTOCOL.md defines %d", len(protocol.Codes), len(wantCodes))
+		t.Fatalf("Codes has %d entries, docs/protocol.md defines %d", len(protocol.Codes), len(wantCodes))
 	}
 	for i, w := range wantCodes {
 		if uint8(w.code) != w.byte {

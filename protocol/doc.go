@@ -1,7 +1,7 @@
 // Package protocol defines version 1 of the baton wire protocol: frame
 // types and their exact bytes, error codes, and the validation rules of
 // ACQUIRE. It uses only the standard library so that implementers of
-// clients in other languages can read it next to PROTOCOL.md.
+// clients in other languages can read it next to docs/protocol.md.
 //
 // All integers on the wire are unsigned and big endian. TCP is a byte
 // stream: the decoders here read fixed fields with io.ReadFull and never

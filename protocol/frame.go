@@ -25,7 +25,7 @@ type Acquire struct {
 // Lease returns the lease as a duration.
 func (a Acquire) Lease() time.Duration { return time.Duration(a.LeaseMS) * time.Millisecond }
 
-// Validate checks the frame in the order PROTOCOL.md prescribes and returns
+// Validate checks the frame in the order docs/protocol.md prescribes and returns
 // the sentinel of the first rule broken. The access-control check (0x18) is
 // the server's and is not part of it.
 func (a Acquire) Validate() error {
@@ -115,7 +115,7 @@ func truncateUTF8(s string, n int) string {
 
 // ReadAcquireBody reads the rest of an ACQUIRE frame whose type byte has
 // already been read, checking each field as soon as it arrives in the
-// order of PROTOCOL.md. On a rule broken it returns the sentinel together
+// order of docs/protocol.md. On a rule broken it returns the sentinel together
 // with the fields read so far and stops reading: a name is read only when
 // its declared length is valid, so it never allocates more than MaxNameLen
 // bytes. I/O errors are returned as they come (io.ErrUnexpectedEOF for a

@@ -21,7 +21,7 @@ func TestAppendAcquire(t *testing.T) {
 		in   protocol.Acquire
 		want string
 	}{
-		// The example of PROTOCOL.md, byte for byte.
+		// The example of docs/protocol.md, byte for byte.
 		{"protocol example", protocol.Acquire{Version: 1, LeaseMS: 2000, Name: "job"},
 			"01 01 00 00 07 d0 00 03 6a 6f 62"},
 		{"invalid fields encoded as given", protocol.Acquire{Version: 2, LeaseMS: 0, Name: ""},
@@ -85,7 +85,7 @@ func TestAppendFixedFrames(t *testing.T) {
 	}
 	if protocol.HeartbeatLen != 1 || protocol.WaitingLen != 1 || protocol.AcquiredLen != 9 ||
 		protocol.AcquireHeaderLen != 8 || protocol.MaxAcquireLen != 263 || protocol.MaxErrorLen != 258 {
-		t.Errorf("frame size constants disagree with PROTOCOL.md")
+		t.Errorf("frame size constants disagree with docs/protocol.md")
 	}
 }
 

@@ -54,7 +54,7 @@ func (c *client) expectErrorBytes(code protocol.Code) {
 }
 
 // TestFirstFrameErrors sends one bad first frame per case and expects the
-// code of the first rule it breaks, in PROTOCOL.md's order, then EOF.
+// code of the first rule it breaks, in the protocol's order, then EOF.
 func TestFirstFrameErrors(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t)

@@ -62,7 +62,7 @@ const (
 //
 //   - the server does not panic (a panic in a session kills the process);
 //   - its replies are well-formed frames and a prefix of what
-//     PROTOCOL.md prescribes for the input (one reply per valid frame,
+//     docs/protocol.md prescribes for the input (one reply per valid frame,
 //     WAITING for the held lock, ACQUIRED with one token otherwise, the
 //     ERROR of the first broken rule, last), and the whole of it when
 //     nothing can cut the session short;
@@ -260,7 +260,7 @@ func fuzzEventually(check func() error) error {
 	}
 }
 
-// fuzzExpect is what PROTOCOL.md prescribes for a connection that sends
+// fuzzExpect is what docs/protocol.md prescribes for a connection that sends
 // in and then ends: the replies in order (ACQUIRED with token 0, for any
 // token), and the lease of its ACQUIRE if it had a valid one.
 func fuzzExpect(in []byte) (replies []protocol.ServerFrame, lease time.Duration) {
@@ -370,7 +370,7 @@ func fuzzShort(in []byte) []byte {
 	return in
 }
 
-// fuzzSeeds are the interesting inputs of PROTOCOL.md; the files under
+// fuzzSeeds are the interesting inputs of docs/protocol.md; the files under
 // testdata/fuzz/FuzzSession add the ones found worth keeping.
 func fuzzSeeds() [][]byte {
 	acq := func(version uint8, leaseMS uint32, name string) []byte {
@@ -380,7 +380,7 @@ func fuzzSeeds() [][]byte {
 	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 	return [][]byte{
 		{},
-		acq(1, 2000, "job"),                      // the PROTOCOL.md example
+		acq(1, 2000, "job"),                      // the docs/protocol.md example
 		cat(acq(1, 60000, "a"), hb(3)),           // owner, heartbeats
 		cat(acq(1, 60000, fuzzHeld), hb(3)),      // waiter, heartbeats
 		cat(acq(1, 1, "short"), hb(50)),          // a lease that expires mid-stream

@@ -1,6 +1,6 @@
 // Package clientrule is the decision logic of one baton client connection,
 // free of sockets, goroutines and clocks: the client obligations of
-// PROTOCOL.md ("Client obligations", items 2 to 4) as a state machine.
+// docs/protocol.md ("Client obligations", items 2 to 4) as a state machine.
 //
 // The caller feeds it three kinds of input, each stamped with a monotonic
 // time it read itself:
@@ -73,7 +73,7 @@ var (
 	ErrExpired = errors.New("give-up deadline passed")
 )
 
-// DefaultMinInterval is the heartbeat floor of PROTOCOL.md.
+// DefaultMinInterval is the heartbeat floor of docs/protocol.md.
 const DefaultMinInterval = 100 * time.Millisecond
 
 // Rule is the state of one connection. The zero value is not usable; make

@@ -534,7 +534,7 @@ func (h *harness) inject(kind string) {
 			h.t.Errorf("%s: graceful shutdown ended with %v\n%s", h.srv.id, h.srv.cmd.ProcessState, tail(h.srv.stderr))
 		}
 		// Tokens keep increasing across restarts when grants are more
-		// than a second apart (PROTOCOL.md, "Tokens").
+		// than a second apart (docs/protocol.md, "Tokens").
 		time.Sleep(1100 * time.Millisecond)
 		h.startServer()
 		h.fault(kind, "", start)

@@ -17,7 +17,7 @@ import (
 
 // TestRandomOperations applies random operations to a Table and, after
 // every step, compares it with a small reference model written from
-// PROTOCOL.md rather than from the table's code: the exact status, error,
+// docs/protocol.md rather than from the table's code: the exact status, error,
 // sends and events of each operation, and the whole Snapshot. It also
 // checks the cross-cutting invariants by themselves, so that a failure
 // names the rule that broke. Each seed is a subtest:

@@ -11,7 +11,7 @@ import (
 )
 
 // ClientConfig bounds the client-rule model: one client following
-// internal/clientrule (PROTOCOL.md "Client obligations" 2-4), one server
+// internal/clientrule (docs/protocol.md "Client obligations" 2-4), one server
 // session and a FIFO channel each way, in discrete time steps.
 type ClientConfig struct {
 	// Lease is the claim's lease in time steps.
@@ -20,7 +20,7 @@ type ClientConfig struct {
 	// every frame is delivered after an arbitrary 0..MaxDelay steps.
 	MaxDelay int
 	// GiveUp is the give-up factor: the client gives up when now is after
-	// anchor + GiveUp·lease. PROTOCOL.md and clientrule use 0.8.
+	// anchor + GiveUp·lease. docs/protocol.md and clientrule use 0.8.
 	GiveUp float64
 	// TimerLag is how many steps late the client's give-up timer may fire
 	// (scheduling, a GC pause): it gives up at some step after its

@@ -15,7 +15,7 @@
 //     values.
 //
 //   - The client-rule model (CheckClient) composes a client that follows
-//     PROTOCOL.md "Client obligations" 2-4, a server session and a channel
+//     docs/protocol.md "Client obligations" 2-4, a server session and a channel
 //     with bounded but arbitrary delays, in discrete time steps, and checks
 //     that whenever the client considers itself owner, the server still
 //     has it as owner.
