@@ -117,29 +117,22 @@ func echoRoundTrip(c net.Conn) error {
 	return err
 }
 
-// floorRTT is the floor for handover: one round trip through a server,
-// after the same idle gap as the handover scenario leaves between
-// handovers (so both pay for waking sleeping threads alike).
-func floorRTT(addr string, n int, gap time.Duration) (*latency, error) {
+// rttProbe is the floor for handover: one round trip through a server on
+// an open connection, after the same idle gap as the handover scenario
+// leaves before each release (so both pay for waking sleeping threads).
+func rttProbe(addr string, gap time.Duration) (floorProbe, func(), error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer c.Close()
-	var ds []time.Duration
-	for i := 0; i < n+n/10; i++ {
-		if gap > 0 {
-			time.Sleep(gap)
-		}
+	return func() (time.Duration, error) {
+		time.Sleep(gap)
 		t := time.Now()
 		if err := echoRoundTrip(c); err != nil {
-			return nil, err
+			return 0, err
 		}
-		if i >= n/10 {
-			ds = append(ds, time.Since(t))
-		}
-	}
-	return summarize(ds, 0), nil
+		return time.Since(t), nil
+	}, func() { c.Close() }, nil
 }
 
 // connectCycle is the floor of a baton acquire and release: connect, one
@@ -153,20 +146,12 @@ func connectCycle(addr string) error {
 	return echoRoundTrip(c)
 }
 
-func floorConnect(addr string, n int) (*latency, error) {
-	var ds []time.Duration
-	errs := 0
-	for i := 0; i < n+n/10; i++ {
+func connectProbe(addr string) floorProbe {
+	return func() (time.Duration, error) {
 		t := time.Now()
-		if err := connectCycle(addr); err != nil {
-			errs++
-			continue
-		}
-		if i >= n/10 {
-			ds = append(ds, time.Since(t))
-		}
+		err := connectCycle(addr)
+		return time.Since(t), err
 	}
-	return summarize(ds, errs), nil
 }
 
 func floorThroughput(ctx context.Context, addr string, workers int, dur time.Duration) *throughputResult {
@@ -192,27 +177,26 @@ func floorThroughput(ctx context.Context, addr string, workers int, dur time.Dur
 		PerSecond: float64(done.Load()) / dur.Seconds(), Errors: errs.Load()}
 }
 
-// floorRelay is the floor of baton's handover mechanism: an owner's
+// relayProbe is the floor of baton's handover mechanism: an owner's
 // connection closes, the server notices and writes one byte to another
 // connection. The same idle gap precedes each close.
-func floorRelay(addr string, n int, gap time.Duration) (*latency, error) {
+func relayProbe(addr string, gap time.Duration) (floorProbe, func(), error) {
 	r, err := net.Dial("tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer r.Close()
 	if _, err := r.Write([]byte{relayReceiver}); err != nil {
-		return nil, err
+		r.Close()
+		return nil, nil, err
 	}
-	var ds []time.Duration
-	for i := 0; i < n+n/10; i++ {
+	return func() (time.Duration, error) {
 		s, err := net.Dial("tcp", addr)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		if _, err := s.Write([]byte{relaySender}); err != nil {
 			s.Close()
-			return nil, err
+			return 0, err
 		}
 		time.Sleep(max(gap, 5*time.Millisecond)) // also lets the receiver register
 		t := time.Now()
@@ -220,11 +204,8 @@ func floorRelay(addr string, n int, gap time.Duration) (*latency, error) {
 		var b [1]byte
 		r.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return nil, err
+			return 0, err
 		}
-		if i >= n/10 {
-			ds = append(ds, time.Since(t))
-		}
-	}
-	return summarize(ds, 0), nil
+		return time.Since(t), nil
+	}, func() { r.Close() }, nil
 }

@@ -62,7 +62,7 @@ func newPlan(quick bool) *plan {
 		// The waiter waits 150ms before each release: long enough that
 		// etcd has moved its watcher out of the "unsynced" set (served
 		// every 100ms), as it has for any waiter in real life.
-		p.handoverSettle, p.DeadTrials, p.deadCap = 150*time.Millisecond, 5, 10*time.Second
+		p.handoverSettle, p.DeadTrials, p.deadCap = 150*time.Millisecond, 7, 10*time.Second
 		p.CapacityCounts, p.capBudget, p.PostgresCount = []int{10000, 100000}, 100*time.Second, 1000
 		p.BatonTarget, p.batonBudget = 1000000, 5*time.Minute
 	}
@@ -137,6 +137,11 @@ func main() {
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 
+	// Paths below (the repository above, ../docs/benchmarks) are relative
+	// to this module's directory.
+	if b, err := os.ReadFile("go.mod"); err != nil || !strings.Contains(string(b), "module github.com/batonlock/baton/bench") {
+		log.Fatal("run the harness from the bench directory (cd bench && go run .), or use bench/run")
+	}
 	if *out == "" {
 		*out = "../docs/benchmarks"
 		if *quick {
@@ -210,28 +215,18 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 	}
 	log.Printf("plan: quick=%v; load average %s; file limit %d; data on %s", p.Quick, res.Meta.LoadBefore, limit, e.tmp)
 
-	// The floor.
-	if echo, err := startEcho(self); err != nil {
+	// The floor: an echo server for the whole run. The uncontended and
+	// handover floors are measured between baton's own cycles, so that
+	// both see the same load on this shared machine.
+	echo, err := startEcho(self)
+	if err != nil {
 		fail("echo server: %v", err)
 	} else {
-		log.Printf("%s: echo round trip, connect+round trip+close, throughput", floorName)
-		if l, err := floorRTT(echo.addr, p.HandoverN, p.handoverSettle); err == nil {
-			res.Handover[floorName] = l
-		} else {
-			fail("floor round trip: %v", err)
-		}
-		if l, err := floorRelay(echo.addr, p.HandoverN, p.handoverSettle); err == nil {
-			res.HandoverRelay = l
-		} else {
-			fail("floor relay: %v", err)
-		}
-		if l, err := floorConnect(echo.addr, p.UncontendedN); err == nil {
-			res.Uncontended[floorName] = l
-		}
+		defer echo.stop()
+		log.Printf("%s: throughput (connect, round trip, close)", floorName)
 		t := floorThroughput(ctx, echo.addr, p.Workers, time.Duration(p.ThroughputSecs*float64(time.Second)))
 		t.Note = "connect, 1-byte round trip, close"
 		res.Throughput[floorName] = t
-		echo.stop()
 	}
 
 	// Scenarios 1 to 4, one system at a time.
@@ -250,7 +245,11 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 		}
 		info.Version = srv.version
 		res.Systems = append(res.Systems, info)
-		scenarios14(ctx, p, self, s, srv, res, fail)
+		echoAddr := ""
+		if echo != nil && s.name == "baton" {
+			echoAddr = echo.addr
+		}
+		scenarios14(ctx, p, self, s, srv, echoAddr, res, fail)
 		srv.stop()
 	}
 
@@ -314,18 +313,39 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 	return nil
 }
 
-func scenarios14(ctx context.Context, p *plan, self string, s *system, srv *server, res *results, fail func(string, ...any)) {
+// scenarios14 runs scenarios 1 to 4 on one system; if echoAddr is set,
+// the floors are measured between its uncontended and handover cycles.
+func scenarios14(ctx context.Context, p *plan, self string, s *system, srv *server, echoAddr string, res *results, fail func(string, ...any)) {
+	var uFloors, hFloors *pairedFloors
+	if echoAddr != "" {
+		uFloors = newPairedFloors(connectProbe(echoAddr))
+		rtt, closeRTT, err1 := rttProbe(echoAddr, p.handoverSettle)
+		relay, closeRelay, err2 := relayProbe(echoAddr, p.handoverSettle)
+		if err1 == nil && err2 == nil {
+			defer closeRTT()
+			defer closeRelay()
+			hFloors = newPairedFloors(rtt, relay)
+		} else {
+			fail("floor probes: %v %v", err1, err2)
+		}
+	}
 	log.Printf("%s: uncontended acquire+release ×%d", s.name, p.UncontendedN)
-	if l, err := uncontended(ctx, s, srv.addr, p.UncontendedN); err != nil {
+	if l, err := uncontended(ctx, s, srv.addr, p.UncontendedN, uFloors); err != nil {
 		fail("%s uncontended: %v", s.name, err)
 	} else {
 		res.Uncontended[s.name] = l
+		if f := uFloors.results(); f != nil {
+			res.Uncontended[floorName] = f[0]
+		}
 	}
 	log.Printf("%s: handover ×%d", s.name, p.HandoverN)
-	if l, err := handover(ctx, s, srv.addr, p.HandoverN, p.handoverSettle); err != nil {
+	if l, err := handover(ctx, s, srv.addr, p.HandoverN, p.handoverSettle, hFloors); err != nil {
 		fail("%s handover: %v", s.name, err)
 	} else {
 		res.Handover[s.name] = l
+		if f := hFloors.results(); f != nil {
+			res.Handover[floorName], res.HandoverRelay = f[0], f[1]
+		}
 	}
 	dur := time.Duration(p.ThroughputSecs * float64(time.Second))
 	log.Printf("%s: throughput, %d workers over %d locks, %v", s.name, p.Workers, p.Locks, dur)

@@ -16,8 +16,50 @@ import (
 	"time"
 )
 
-// Scenario 1: one client, nobody else: acquire, release, again.
-func uncontended(ctx context.Context, s *system, addr string, n int) (*latency, error) {
+// floorProbe measures one floor sample; scenarios run it between their
+// own cycles so that both see the same machine load.
+type floorProbe func() (time.Duration, error)
+
+// pairedFloors runs every probe once and records its sample.
+type pairedFloors struct {
+	probes  []floorProbe
+	samples [][]time.Duration
+	errs    []int
+}
+
+func newPairedFloors(probes ...floorProbe) *pairedFloors {
+	return &pairedFloors{probes: probes, samples: make([][]time.Duration, len(probes)), errs: make([]int, len(probes))}
+}
+
+func (p *pairedFloors) run(record bool) {
+	if p == nil {
+		return
+	}
+	for i, probe := range p.probes {
+		d, err := probe()
+		switch {
+		case err != nil:
+			p.errs[i]++
+		case record:
+			p.samples[i] = append(p.samples[i], d)
+		}
+	}
+}
+
+func (p *pairedFloors) results() []*latency {
+	if p == nil {
+		return nil
+	}
+	var out []*latency
+	for i := range p.probes {
+		out = append(out, summarize(p.samples[i], p.errs[i]))
+	}
+	return out
+}
+
+// Scenario 1: one client, nobody else: acquire, release, again. floors,
+// if set, are measured between the cycles.
+func uncontended(ctx context.Context, s *system, addr string, n int, floors *pairedFloors) (*latency, error) {
 	l, err := s.dial(ctx, addr, clientOpts{})
 	if err != nil {
 		return nil, err
@@ -48,14 +90,16 @@ func uncontended(ctx context.Context, s *system, addr string, n int) (*latency, 
 		if i >= warm {
 			ds = append(ds, d)
 		}
+		floors.run(i >= warm)
 	}
 	return summarize(ds, errs), nil
 }
 
 // Scenario 2: A holds the lock, B waits for it; A releases. The latency
 // runs from the start of A's release call to the moment B's acquire call
-// returns holding the lock. Then the roles swap.
-func handover(ctx context.Context, s *system, addr string, n int, settle time.Duration) (*latency, error) {
+// returns holding the lock. Then the roles swap. floors, if set, are
+// measured after each handover (each probe brings its own idle gap).
+func handover(ctx context.Context, s *system, addr string, n int, settle time.Duration, floors *pairedFloors) (*latency, error) {
 	a, err := s.dial(ctx, addr, clientOpts{})
 	if err != nil {
 		return nil, err
@@ -118,6 +162,7 @@ func handover(ctx context.Context, s *system, addr string, n int, settle time.Du
 		}
 		held = g.h
 		a, b = b, a
+		floors.run(i >= warm)
 	}
 	held.unlock()
 	return summarize(ds, errs), nil
@@ -244,6 +289,15 @@ func sigName(sig syscall.Signal) string {
 }
 
 func deadTrial(ctx context.Context, self string, s *system, addr string, sig syscall.Signal, name string, capDur, settle time.Duration) (time.Duration, bool, error) {
+	// Renewals (heartbeats, extensions, keepalives, pings) run on a fixed
+	// period from the grant, so a signal at a fixed delay would always hit
+	// the same point of that period and favour whichever system happens
+	// to have renewed just before it. A random extra delay of up to one
+	// lease samples every phase alike.
+	var phase time.Duration
+	if s.deadLease > 0 {
+		phase = rand.N(s.deadLease)
+	}
 	cmd := exec.CommandContext(ctx, self, "holder", "-system", s.name, "-addr", addr, "-lock", name,
 		"-lease", s.deadLease.String())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -306,7 +360,7 @@ func deadTrial(ctx context.Context, self string, s *system, addr string, sig sys
 			return 0, false, errors.New("waiter acquired a lock that was held: mutual exclusion broken")
 		}
 		return 0, false, fmt.Errorf("waiter failed before the holder died: %w", g.err)
-	case <-time.After(settle):
+	case <-time.After(settle + phase):
 	}
 	t0 := time.Now()
 	if err := cmd.Process.Signal(sig); err != nil {
