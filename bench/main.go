@@ -134,6 +134,7 @@ func main() {
 	only := flag.String("systems", "", "comma-separated systems to run (default: all): baton,redis,etcd,postgres,zookeeper")
 	noCap := flag.Bool("no-capacity", false, "skip scenario 5 (capacity)")
 	batonBin := flag.String("baton-bin", "", "baton binary to benchmark (default: build ../cmd/baton)")
+	reportOnly := flag.Bool("report-only", false, "rewrite results.md and the charts in -out from its results.json, without running anything")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 
@@ -147,6 +148,20 @@ func main() {
 		if *quick {
 			*out = "results/tmp"
 		}
+	}
+	if *reportOnly {
+		b, err := os.ReadFile(filepath.Join(*out, "results.json"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		var res results
+		if err := json.Unmarshal(b, &res); err != nil {
+			log.Fatal(err)
+		}
+		if err := writeResults(*out, &res); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	p := newPlan(*quick)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -52,10 +52,12 @@ func fmtBytes(b float64) string {
 	switch {
 	case b <= 0:
 		return "–"
-	case b < 10*1024:
+	case b < 10000:
 		return fmt.Sprintf("%.0f B", b)
+	case b < 1e6:
+		return fmt.Sprintf("%.0f kB", b/1e3)
 	default:
-		return fmt.Sprintf("%.0f KiB", b/1024)
+		return fmt.Sprintf("%.2f MB", b/1e6)
 	}
 }
 
@@ -284,8 +286,8 @@ func writeCharts(dir string, res *results) error {
 	charts := []chart{
 		{"uncontended.svg", "Uncontended acquire + release, p50 (log scale, shorter is better)", true, rows[0], tickUs},
 		{"handover.svg", "Handover: release to next holder, p50 (log scale, shorter is better)", true, rows[2], tickUs},
-		{"throughput.svg", rows[4].name + " (cycles/s, longer is better)", false, rows[4], nil},
-		{"throughput-hot.svg", rows[5].name + " (cycles/s, log scale, longer is better)", true, rows[5], nil},
+		{"throughput.svg", fmt.Sprintf("Throughput: %d workers over %d locks (cycles/s, longer is better)", res.Meta.Plan.Workers, res.Meta.Plan.Locks), false, rows[4], nil},
+		{"throughput-hot.svg", fmt.Sprintf("Throughput: %d workers on one hot lock (cycles/s, log scale, longer is better)", res.Meta.Plan.Workers), true, rows[5], nil},
 		{"dead-sigkill.svg", "Killed holder (SIGKILL): time until another client holds the lock (log scale)", true, rows[6], tickMs},
 		{"dead-sigstop.svg", "Frozen holder (SIGSTOP): time until another client holds the lock (log scale)", true, rows[7], tickMs},
 	}
@@ -301,7 +303,7 @@ func writeCharts(dir string, res *results) error {
 			}
 			text := c.row.format(v)
 			if c.row.note != nil && c.row.note(s) != "" {
-				text = c.row.note(s)
+				text = "never (> " + text + ")"
 			}
 			label := s
 			if s == floorName {
@@ -316,12 +318,17 @@ func writeCharts(dir string, res *results) error {
 			return err
 		}
 	}
-	// Capacity: bytes per held lock at the largest count each system held.
+	// Capacity: bytes per held lock at the count every system reached
+	// (the first capacity count), or the one count PostgreSQL ran at.
 	var bars []bar
+	common := 0
+	if len(res.Meta.Plan.CapacityCounts) > 0 {
+		common = res.Meta.Plan.CapacityCounts[0]
+	}
 	for _, s := range append([]string{"baton"}, peersOrder...) {
 		var best *capPoint
 		for _, pt := range res.Capacity[s] {
-			if pt.Held > 0 && (best == nil || pt.Held > best.Held) {
+			if pt.Held > 0 && (best == nil || pt.Held == common) {
 				best = pt
 			}
 		}
@@ -381,7 +388,9 @@ func barChart(title string, bars []bar, logScale bool, tickFmt func(float64) str
 	var x func(v float64) float64
 	var ticks []float64
 	if logScale {
-		lo = math.Pow(10, math.Floor(math.Log10(lo)))
+		// The axis starts a whole decade below the shortest bar, so that
+		// no bar has zero length.
+		lo = math.Pow(10, math.Ceil(math.Log10(lo))-1)
 		hi = math.Pow(10, math.Ceil(math.Log10(hi)))
 		if hi <= lo {
 			hi = lo * 10
@@ -392,8 +401,6 @@ func barChart(title string, bars []bar, logScale bool, tickFmt func(float64) str
 		for t := lo; t <= hi*1.0001; t *= 10 {
 			ticks = append(ticks, t)
 		}
-		// A bar at the bottom decade would have no length: start the axis a
-		// decade lower when needed.
 	} else {
 		step := niceStep(hi / 4)
 		hi = math.Ceil(hi/step) * step
@@ -470,10 +477,10 @@ func tickMs(v float64) string { return tickUs(v * 1000) }
 
 func tickBytes(v float64) string {
 	switch {
-	case v >= 1<<20:
-		return fmt.Sprintf("%g MiB", math.Round(v/(1<<20)*10)/10)
-	case v >= 1<<10:
-		return fmt.Sprintf("%g KiB", math.Round(v/(1<<10)*10)/10)
+	case v >= 1e6:
+		return fmt.Sprintf("%g MB", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%g kB", v/1e3)
 	default:
 		return fmt.Sprintf("%g B", v)
 	}
