@@ -77,7 +77,7 @@ func capacity(ctx context.Context, s *system, srv *server, target int, budget ti
 	idle, method, _ := srv.memory()
 	pt := &capPoint{Target: target, IdleKiB: idle, Method: method}
 	dial := func(ctx context.Context) (locker, error) {
-		return s.dial(ctx, srv.addr, clientOpts{capacity: true, dialer: newSpreadDialerShared()})
+		return s.dial(ctx, srv.addr, clientOpts{capacity: true, dialer: capacityDialer})
 	}
 	var closePool func()
 	if s.capacityPool != nil {
@@ -184,6 +184,6 @@ func capacity(ctx context.Context, s *system, srv *server, target int, budget ti
 	return pt, teardown
 }
 
-var sharedSpread = newSpreadDialer(200)
-
-func newSpreadDialerShared() *spreadDialer { return sharedSpread }
+// capacityDialer spreads the capacity scenario's connections over 200
+// loopback source addresses.
+var capacityDialer = newSpreadDialer(200)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -338,5 +337,3 @@ func firstLine(argv ...string) string {
 	}
 	return s
 }
-
-var errNotSupported = errors.New("not supported by this system")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"os"
 	"time"
 )
 
@@ -108,8 +107,4 @@ func systemByName(name string) (*system, error) {
 		}
 	}
 	return nil, fmt.Errorf("unknown system %q", name)
-}
-
-func removeAllLater(dir string) func() {
-	return func() { os.RemoveAll(dir) }
 }
