@@ -398,8 +398,9 @@ func capacityPoint(ctx context.Context, p *plan, e *env, s *system, n int) (*cap
 	}
 	pt, teardown := capacity(ctx, s, srv, n, p.capBudget, p.MinAvailableMiB<<10)
 	// Stop the server first (no polite goodbyes from 100,000 sessions),
-	// then drop the client side.
-	srv.proc.stop(0)
+	// then drop the client side. The grace lets PostgreSQL remove its
+	// shared-memory segments, which a kill would leave in /dev/shm.
+	srv.proc.stop(5 * time.Second)
 	teardown()
 	srv.stop()
 	return pt, nil

@@ -54,10 +54,15 @@ func waitTCP(addr string, p *process, timeout time.Duration) error {
 // its output is kept in a bounded buffer for error messages.
 type process struct {
 	name string
-	cmd  *exec.Cmd
-	out  *tailBuffer
-	done chan struct{}
-	err  error
+	// stopSignal, when set, is sent to the main process alone to stop
+	// it (PostgreSQL: SIGINT, a fast shutdown that lets the postmaster
+	// stop its children and remove its shared memory); otherwise the
+	// whole process group gets SIGTERM.
+	stopSignal syscall.Signal
+	cmd        *exec.Cmd
+	out        *tailBuffer
+	done       chan struct{}
+	err        error
 }
 
 // startProcess starts a server. If uid is non-zero the child runs as
@@ -110,7 +115,11 @@ func (p *process) stop(grace time.Duration) {
 	if p == nil || p.exited() {
 		return
 	}
-	syscall.Kill(-p.pid(), syscall.SIGTERM)
+	if p.stopSignal != 0 {
+		syscall.Kill(p.pid(), p.stopSignal)
+	} else {
+		syscall.Kill(-p.pid(), syscall.SIGTERM)
+	}
 	select {
 	case <-p.done:
 		return

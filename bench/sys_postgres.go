@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,6 +84,7 @@ func startPostgres(ctx context.Context, e *env) (*server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	p.stopSignal = syscall.SIGINT
 	if err := waitTCP(addr, p, 60*time.Second); err != nil {
 		p.stop(time.Second)
 		os.RemoveAll(dir)
