@@ -332,11 +332,13 @@ func cmdInfo(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []string,
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		v := info.Config[k]
-		if v == "" {
-			v = `""`
+		// An empty setting is shown as "", not as cell's "-", which is
+		// a real value of some settings (-audit-log -).
+		v := `""`
+		if info.Config[k] != "" {
+			v = cell(info.Config[k])
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", cell(k), cell(v))
+		fmt.Fprintf(tw, "%s\t%s\n", cell(k), v)
 	}
 	return tw.Flush()
 }

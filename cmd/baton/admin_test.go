@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +105,9 @@ func TestAdminCLI(t *testing.T) {
 	code, out, _ = cli("info", adm)
 	if code != 0 || !strings.Contains(out, "locks held     2") || !strings.Contains(out, "admin-listen") || !strings.Contains(out, "version        dev") {
 		t.Errorf("info = %d\n%s", code, out)
+	}
+	if !regexp.MustCompile(`(?m)^tls-cert +""$`).MatchString(out) {
+		t.Errorf("info shows the empty -tls-cert other than as \"\":\n%s", out)
 	}
 	code, out, _ = cli("info", adm, "--json")
 	var info admin.Info
