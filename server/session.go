@@ -216,8 +216,11 @@ func (s *session) expire() error {
 		return err
 	}
 	ds := srv.commit(now, res)
-	srv.mu.Unlock()
+	// Mark the session closing before anyone else can see it without its
+	// claim: a shutdown starting now must not send 0x01 to a session
+	// whose lease has already run out (expiry closes with no frame).
 	s.closing.Store(true)
+	srv.mu.Unlock()
 	srv.deliver(ds)
 	return nil
 }
