@@ -9,8 +9,10 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-func TestAcquireAndRelease(t *testing.T) {
-	t.Parallel()
+// heldFromFake acquires "job" (lease 1s) from a fake server that grants
+// it with token 11, and returns the fake's side and the held Lock.
+func heldFromFake(t *testing.T) (*fakeConn, *Lock) {
+	t.Helper()
 	fake := newFake(t)
 	c := fake.client()
 	got := make(chan *Lock, 1)
@@ -27,6 +29,12 @@ func TestAcquireAndRelease(t *testing.T) {
 	if l == nil {
 		t.FailNow()
 	}
+	return fc, l
+}
+
+func TestAcquireAndRelease(t *testing.T) {
+	t.Parallel()
+	fc, l := heldFromFake(t)
 	if l.Name() != "job" || l.Token() != 11 || l.Err() != nil {
 		t.Errorf("Name %q Token %d Err %v", l.Name(), l.Token(), l.Err())
 	}
@@ -54,22 +62,7 @@ func TestAcquireAndRelease(t *testing.T) {
 
 func TestLockLost(t *testing.T) {
 	t.Parallel()
-	fake := newFake(t)
-	c := fake.client()
-	got := make(chan *Lock, 1)
-	go func() {
-		l, err := c.Acquire(t.Context(), "job", time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	fc, _ := fake.accept()
-	fc.acquired(11)
-	l := <-got
-	if l == nil {
-		t.FailNow()
-	}
+	fc, l := heldFromFake(t)
 	fc.fail(protocol.CodeClosedByAdmin)
 	select {
 	case <-l.Lost():
