@@ -184,13 +184,14 @@ func (s *session) acquire(req protocol.Acquire) (deadline time.Time, err error) 
 // been told, under wmu, so a push and a stale WAITING never reorder.
 func (s *session) heartbeat() (deadline time.Time, err error) {
 	srv := s.srv
+	now := time.Now()
 	srv.mu.Lock()
-	st, err := srv.table.Heartbeat(time.Now(), s.id)
+	st, err := srv.table.Heartbeat(now, s.id)
 	srv.mu.Unlock()
 	if err != nil {
 		return time.Time{}, err
 	}
-	srv.observe(Event{Kind: EventHeartbeat, Time: time.Now(), Peer: s.peer})
+	srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: s.peer})
 
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
