@@ -459,15 +459,23 @@ func TestValidationBeforeDial(t *testing.T) {
 		{"job", -time.Second, protocol.ErrInvalidLease},
 		{"job", 50 * 24 * time.Hour, protocol.ErrInvalidLease},
 	} {
-		if err := c.Do(t.Context(), tc.name, tc.lease, fn); err != tc.want {
-			t.Errorf("Do(%q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
+		// A call that validation lets through dials a closed port, and
+		// DoRetry retries that until its context ends: bound it, so that
+		// the test fails with the call's result instead of hanging.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		if err := c.Do(ctx, tc.name, tc.lease, fn); err != tc.want {
+			t.Errorf("Do(%.20q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
 		}
-		if err := c.DoRetry(t.Context(), tc.name, tc.lease, fn); err != tc.want {
-			t.Errorf("DoRetry(%q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
+		if err := c.DoRetry(ctx, tc.name, tc.lease, fn); err != tc.want {
+			t.Errorf("DoRetry(%.20q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
 		}
-		if _, err := c.Acquire(t.Context(), tc.name, tc.lease); err != tc.want {
-			t.Errorf("Acquire(%q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
+		if l, err := c.Acquire(ctx, tc.name, tc.lease); err != tc.want {
+			if l != nil {
+				l.Release()
+			}
+			t.Errorf("Acquire(%.20q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
 		}
+		cancel()
 	}
 	if n := d.count(); n != 0 {
 		t.Errorf("dialed %d times; validation must come first", n)
