@@ -734,3 +734,46 @@ func TestCancelBeforeClose(t *testing.T) {
 		})
 	}
 }
+
+// A claim lost between the grant and the start of fn: fn must not start,
+// or must see its context done at once. The fake sends ACQUIRED and ERROR
+// 0x02 in one write, so the loss usually lands while Do is between the
+// grant and fn; Do must check for it, since the cancel it arms for fn
+// would come too late to fire.
+func TestLossBeforeFnStarts(t *testing.T) {
+	t.Parallel()
+	const tries = 200
+	const limit = time.Second // fn's wait for its context to be done
+	fake := newFake(t)
+	c := fake.client()
+	frames := protocol.AppendError(protocol.AppendAcquired(nil, 1), protocol.CodeClosedByAdmin, "scripted")
+	deadline := time.Now().Add(30 * time.Second)
+	ran := 0
+	for i := range tries {
+		if time.Now().After(deadline) {
+			t.Logf("stopped after %d tries: time is up", i)
+			break
+		}
+		var live bool // fn's context was still live after limit
+		done := goDo(t.Context(), c, "job", time.Second, func(ctx context.Context, _ uint64) error {
+			ran++
+			select {
+			case <-ctx.Done():
+			case <-time.After(limit):
+				live = true
+			}
+			return nil
+		})
+		fc, _ := fake.accept()
+		fc.send(frames)
+		err := result(t, done)
+		if live {
+			t.Fatalf("try %d: fn ran and its context was still live %v after the claim was lost", i+1, limit)
+		}
+		if !errors.Is(err, protocol.ErrClosedByAdmin) {
+			t.Fatalf("try %d: Do: %v, want ErrClosedByAdmin", i+1, err)
+		}
+		fc.waitEOF()
+	}
+	t.Logf("fn ran (and saw the loss) in %d of %d tries", ran, tries)
+}
