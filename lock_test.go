@@ -14,23 +14,31 @@ import (
 // it with token 11, and returns the fake's side and the held Lock.
 func heldFromFake(t *testing.T) (*fakeConn, *Lock) {
 	t.Helper()
+	fc, l, _ := heldFromFakeLease(t, time.Second)
+	return fc, l
+}
+
+// heldFromFakeLease is heldFromFake with the given lease; it also returns
+// the ACQUIRE as the fake read it.
+func heldFromFakeLease(t *testing.T, lease time.Duration) (*fakeConn, *Lock, clientFrame) {
+	t.Helper()
 	fake := newFake(t)
 	c := fake.client()
 	got := make(chan *Lock, 1)
 	go func() {
-		l, err := c.Acquire(t.Context(), "job", time.Second)
+		l, err := c.Acquire(t.Context(), "job", lease)
 		if err != nil {
 			t.Error(err)
 		}
 		got <- l
 	}()
-	fc, _ := fake.accept()
+	fc, acq := fake.accept()
 	fc.acquired(11)
 	l := <-got
 	if l == nil {
 		t.FailNow()
 	}
-	return fc, l
+	return fc, l, acq
 }
 
 func TestAcquireAndRelease(t *testing.T) {
@@ -110,22 +118,7 @@ func TestLockGiveUpKeepsConnectionUntilCloseBy(t *testing.T) {
 	for _, release := range []bool{false, true} {
 		t.Run(fmt.Sprintf("release %v", release), func(t *testing.T) {
 			t.Parallel()
-			fake := newFake(t)
-			c := fake.client()
-			got := make(chan *Lock, 1)
-			go func() {
-				l, err := c.Acquire(t.Context(), "job", lease)
-				if err != nil {
-					t.Error(err)
-				}
-				got <- l
-			}()
-			fc, acq := fake.accept()
-			fc.acquired(3)
-			l := <-got
-			if l == nil {
-				t.FailNow()
-			}
+			fc, l, acq := heldFromFakeLease(t, lease)
 			r := fc.respond(0, func(int) []byte { return nil })
 			defer r.halt()
 			select {
