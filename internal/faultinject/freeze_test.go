@@ -141,6 +141,9 @@ func TestFreezeServerUnderQueue(t *testing.T) {
 			t.Errorf("token %d of client %d's function is not above the previous function's %d", sp.token, sp.client, prev.token)
 		}
 	}
+	if len(spans) < rounds+1 {
+		t.Fatalf("%d functions ran in %d rounds, want at least %d", len(spans), rounds, rounds+1)
+	}
 	for _, sp := range spans[:len(spans)-1] {
 		if !errors.Is(sp.cause, baton.ErrHeartbeatTimeout) {
 			t.Errorf("client %d's function (token %d) was cancelled by %v, want a give-up", sp.client, sp.token, sp.cause)
