@@ -8,7 +8,10 @@
 // The lease is a failure detector, not a term: a lock is held as long as
 // heartbeats flow. The client is the pessimist: it gives up 0.8 of a lease
 // after the last heartbeat the server confirmed, before the server can
-// give the lock to anyone else, and then cancels the work it guards.
+// give the lock to anyone else, and cancels the work it guards at once. It
+// closes the connection only once that work has stopped, and one lease
+// after the last confirmation at the latest, so the next holder cannot
+// start while the work is still stopping.
 //
 // Most programs need only Do:
 //

@@ -132,7 +132,11 @@ func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, 
 // fn runs only while ownership is confirmed. fn's context is cancelled the
 // moment that stops being true (heartbeat timeout, connection loss, an
 // ERROR frame, a protocol violation; context.Cause tells which), or when
-// ctx is cancelled. fn must stop its guarded work then.
+// ctx is cancelled. fn must stop its guarded work then. The cancellation
+// always comes before the connection is closed; after a heartbeat timeout
+// the connection stays open until fn returns, and at most until one lease
+// after the last confirmed heartbeat (Lock.CloseBy), so the server cannot
+// promote the next waiter while fn is still stopping.
 //
 // Cancelling ctx while waiting returns ctx.Err() at once. Cancelling ctx
 // while fn runs only asks fn to stop: the lock stays held and heartbeats

@@ -162,8 +162,9 @@ func TestOneHeartbeatInFlight(t *testing.T) {
 	r.halt()
 }
 
-// Give-up: when heartbeats stop being answered, the client closes and
-// cancels fn at anchor + 0.8 lease, before the server's lease can end.
+// Give-up: when heartbeats stop being answered, the client cancels fn at
+// anchor + 0.8 lease and closes once fn has returned, before the server's
+// lease can end.
 func TestGiveUpAtAnchor(t *testing.T) {
 	t.Parallel()
 	const lease = 500 * time.Millisecond
@@ -205,6 +206,75 @@ func TestGiveUpAtAnchor(t *testing.T) {
 		t.Errorf("client closed %v after the server's lease ended", eof.Sub(serverEnd))
 	}
 	t.Logf("gave up %v after the anchor; closed %v before the server's lease ended", giveUp, lastSeen.Add(lease).Sub(eof))
+}
+
+// After a give-up, Do keeps the connection open until fn has returned, so
+// that the server cannot promote the next waiter while fn is still
+// stopping (docs/protocol.md, client obligation 3): fn is told first, the
+// close comes after its return.
+func TestGiveUpClosesAfterFnReturns(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second   // give up at 800ms, close by 1s
+	const stopping = lease / 10 // how long fn takes to stop once told
+	fake := newFake(t)
+	c := fake.client()
+	var cancelled, returned time.Time
+	done := goDo(t.Context(), c, "job", lease, func(ctx context.Context, _ uint64) error {
+		<-ctx.Done()
+		cancelled = time.Now()
+		time.Sleep(stopping)
+		returned = time.Now()
+		return nil
+	})
+	fc, acq := fake.accept()
+	fc.acquired(1)
+	r := fc.respond(0, func(int) []byte { return nil }) // heartbeats go unanswered
+	eof := fc.waitEOF()
+	err := result(t, done)
+	r.halt()
+	if !errors.Is(err, ErrHeartbeatTimeout) {
+		t.Fatalf("Do: %v, want ErrHeartbeatTimeout", err)
+	}
+	if eof.Before(returned) {
+		t.Errorf("connection closed %v before fn returned (fn cancelled %v after ACQUIRE): the server could promote the next waiter while fn ran",
+			returned.Sub(eof), cancelled.Sub(acq.at))
+	}
+	if d := eof.Sub(acq.at); d > lease {
+		t.Errorf("connection closed %v after ACQUIRE, after anchor + lease", d)
+	}
+	t.Logf("fn cancelled %v after ACQUIRE, returned %v later; connection closed %v after its return",
+		cancelled.Sub(acq.at), returned.Sub(cancelled), eof.Sub(returned))
+}
+
+// A function that does not stop when told keeps the claim only until
+// anchor + lease: then Do closes the connection, fn still running.
+func TestGiveUpClosesByAnchorPlusLease(t *testing.T) {
+	t.Parallel()
+	const lease = 500 * time.Millisecond
+	fake := newFake(t)
+	c := fake.client()
+	release := make(chan struct{})
+	done := goDo(t.Context(), c, "job", lease, func(ctx context.Context, _ uint64) error {
+		<-ctx.Done()
+		<-release // ignores the cancellation until the test lets it go
+		return nil
+	})
+	fc, acq := fake.accept()
+	fc.acquired(1)
+	r := fc.respond(0, func(int) []byte { return nil })
+	eof := fc.waitEOF()
+	close(release)
+	err := result(t, done)
+	r.halt()
+	if !errors.Is(err, ErrHeartbeatTimeout) {
+		t.Fatalf("Do: %v, want ErrHeartbeatTimeout", err)
+	}
+	// The anchor is ACQUIRE's send time, a little before the fake read it;
+	// the old close at the give-up came at 0.8·lease, 100ms earlier.
+	if d := eof.Sub(acq.at); d < lease-50*time.Millisecond || d > lease+300*time.Millisecond {
+		t.Errorf("connection closed %v after ACQUIRE; want at anchor + lease, about %v", d, lease)
+	}
+	t.Logf("connection closed %v after ACQUIRE (lease %v) while fn still ran", eof.Sub(acq.at), lease)
 }
 
 // Before the first reply, the deadline is ACQUIRE's send time + 0.8 lease.
@@ -459,15 +529,23 @@ func TestValidationBeforeDial(t *testing.T) {
 		{"job", -time.Second, protocol.ErrInvalidLease},
 		{"job", 50 * 24 * time.Hour, protocol.ErrInvalidLease},
 	} {
-		if err := c.Do(t.Context(), tc.name, tc.lease, fn); err != tc.want {
-			t.Errorf("Do(%q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
+		// A call that validation lets through dials a closed port, and
+		// DoRetry retries that until its context ends: bound it, so that
+		// the test fails with the call's result instead of hanging.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		if err := c.Do(ctx, tc.name, tc.lease, fn); err != tc.want {
+			t.Errorf("Do(%.20q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
 		}
-		if err := c.DoRetry(t.Context(), tc.name, tc.lease, fn); err != tc.want {
-			t.Errorf("DoRetry(%q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
+		if err := c.DoRetry(ctx, tc.name, tc.lease, fn); err != tc.want {
+			t.Errorf("DoRetry(%.20q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
 		}
-		if _, err := c.Acquire(t.Context(), tc.name, tc.lease); err != tc.want {
-			t.Errorf("Acquire(%q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
+		if l, err := c.Acquire(ctx, tc.name, tc.lease); err != tc.want {
+			if l != nil {
+				l.Release()
+			}
+			t.Errorf("Acquire(%.20q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
 		}
+		cancel()
 	}
 	if n := d.count(); n != 0 {
 		t.Errorf("dialed %d times; validation must come first", n)
@@ -578,4 +656,125 @@ func (d *countingDialer) count() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.n
+}
+
+// closeWatcher is a Dialer whose connections record, when closed, whether
+// the context that check returns was already done at that moment.
+type closeWatcher struct {
+	check  func() context.Context
+	closed chan bool // ctx done at the close; one value per connection
+}
+
+func (w *closeWatcher) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &watchedConn{Conn: c, w: w}, nil
+}
+
+type watchedConn struct {
+	net.Conn
+	w    *closeWatcher
+	once sync.Once
+}
+
+func (c *watchedConn) Close() error {
+	c.once.Do(func() {
+		ctx := c.w.check()
+		c.w.closed <- ctx != nil && ctx.Err() != nil
+	})
+	return c.Conn.Close()
+}
+
+// Whatever ends the claim, fn's context is cancelled before the connection
+// is closed: the close lets the server promote the next waiter.
+func TestCancelBeforeClose(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		end  func(*fakeConn)
+		want error
+	}{
+		{"heartbeat timeout", func(fc *fakeConn) { t.Cleanup(fc.respond(0, func(int) []byte { return nil }).halt) }, ErrHeartbeatTimeout},
+		{"protocol violation", func(fc *fakeConn) { fc.waiting() }, ErrProtocolViolation},
+		{"ERROR 0x02", func(fc *fakeConn) { fc.fail(protocol.CodeClosedByAdmin) }, protocol.ErrClosedByAdmin},
+		{"EOF", func(fc *fakeConn) { fc.c.Close() }, ErrConnectionClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fake := newFake(t)
+			var mu sync.Mutex
+			var fnCtx context.Context
+			w := &closeWatcher{closed: make(chan bool, 1), check: func() context.Context {
+				mu.Lock()
+				defer mu.Unlock()
+				return fnCtx
+			}}
+			c := New(Config{Address: fake.addr(), Dialer: w, MinHeartbeatInterval: 10 * time.Millisecond})
+			started := make(chan struct{})
+			done := goDo(t.Context(), c, "job", 500*time.Millisecond, func(ctx context.Context, _ uint64) error {
+				mu.Lock()
+				fnCtx = ctx
+				mu.Unlock()
+				close(started)
+				<-ctx.Done()
+				return nil
+			})
+			fc, _ := fake.accept()
+			fc.acquired(5)
+			<-started
+			tc.end(fc)
+			if err := result(t, done); !errors.Is(err, tc.want) {
+				t.Fatalf("Do: %v, want %v", err, tc.want)
+			}
+			if cancelled := <-w.closed; !cancelled {
+				t.Error("the connection was closed before fn's context was cancelled")
+			}
+		})
+	}
+}
+
+// A claim lost between the grant and the start of fn: fn must not start,
+// or must see its context done at once. The fake sends ACQUIRED and ERROR
+// 0x02 in one write, so the loss usually lands while Do is between the
+// grant and fn; Do must check for it, since the cancel it arms for fn
+// would come too late to fire.
+func TestLossBeforeFnStarts(t *testing.T) {
+	t.Parallel()
+	const tries = 200
+	const limit = time.Second // fn's wait for its context to be done
+	fake := newFake(t)
+	c := fake.client()
+	frames := protocol.AppendError(protocol.AppendAcquired(nil, 1), protocol.CodeClosedByAdmin, "scripted")
+	deadline := time.Now().Add(30 * time.Second)
+	ran := 0
+	for i := range tries {
+		if time.Now().After(deadline) {
+			t.Logf("stopped after %d tries: time is up", i)
+			break
+		}
+		var live bool // fn's context was still live after limit
+		done := goDo(t.Context(), c, "job", time.Second, func(ctx context.Context, _ uint64) error {
+			ran++
+			select {
+			case <-ctx.Done():
+			case <-time.After(limit):
+				live = true
+			}
+			return nil
+		})
+		fc, _ := fake.accept()
+		fc.send(frames)
+		err := result(t, done)
+		if live {
+			t.Fatalf("try %d: fn ran and its context was still live %v after the claim was lost", i+1, limit)
+		}
+		if !errors.Is(err, protocol.ErrClosedByAdmin) {
+			t.Fatalf("try %d: Do: %v, want ErrClosedByAdmin", i+1, err)
+		}
+		fc.waitEOF()
+	}
+	t.Logf("fn ran (and saw the loss) in %d of %d tries", ran, tries)
 }

@@ -19,6 +19,15 @@ import (
 // A Lock runs one reader goroutine for the life of its connection and a
 // timer for heartbeats; Release stops both. Its methods are safe for
 // concurrent use.
+//
+// When the Lock gives up on its own (no confirmed heartbeat within 0.8 of
+// the lease, ErrHeartbeatTimeout), it stops believing at once (Lost is
+// closed, heartbeats stop) but keeps the connection open until Release or
+// CloseBy, whichever comes first: the server cannot hand the lock to the
+// next waiter while the connection is open and the lease runs, so the
+// guarded work has the lease's last fifth to stop. Every other end of the
+// claim (an ERROR frame, a protocol violation, a lost connection) closes
+// the connection at once.
 type Lock struct {
 	name       string
 	conn       net.Conn
@@ -27,13 +36,16 @@ type Lock struct {
 	lost       chan struct{} // closed when the claim ends, for any reason
 	readerDone chan struct{}
 	writers    sync.WaitGroup // heartbeat writes in progress
+	closers    sync.WaitGroup // a running callback of closeTimer
+	closeOnce  sync.Once
 
-	mu     sync.Mutex
-	rule   clientrule.Rule
-	timer  *time.Timer // heartbeat timer, created at the first reply
-	done   bool        // the claim has ended
-	err    error       // why it ended; nil for Release
-	onLost func(error) // Do's cancel of fn's context
+	mu         sync.Mutex
+	rule       clientrule.Rule
+	timer      *time.Timer // heartbeat timer, created at the first reply
+	closeTimer *time.Timer // after a give-up: closes the connection at CloseBy
+	done       bool        // the claim has ended
+	err        error       // why it ended; nil for Release
+	onLost     func(error) // Do's cancel of fn's context
 }
 
 // Name returns the name of the lock.
@@ -50,8 +62,22 @@ func (l *Lock) Token() uint64 {
 
 // Lost returns a channel that is closed the moment ownership stops being
 // confirmed: on heartbeat timeout, connection loss, an ERROR frame from
-// the server, a protocol violation, or Release.
+// the server, a protocol violation, or Release. The work the lock guards
+// must stop then; after a heartbeat timeout, call Release once it has
+// stopped (see CloseBy).
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// CloseBy returns the time by which the connection is closed after a
+// heartbeat timeout, whether or not Release was called: the confirmation
+// anchor + the lease (docs/protocol.md, client obligation 3). Until then
+// the server keeps the lock for this claim, so work that stops before
+// CloseBy and then calls Release is never overlapped by the next holder.
+// It is meaningful once Lost is closed by ErrHeartbeatTimeout.
+func (l *Lock) CloseBy() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rule.CloseBy()
+}
 
 // Err returns why the lock was lost, or nil while it is held and after a
 // Release that came first. The cause is ErrHeartbeatTimeout,
@@ -64,19 +90,34 @@ func (l *Lock) Err() error {
 }
 
 // Release gives the lock up by closing the connection; the server promotes
-// the next waiter at once. It waits until the Lock's goroutines have
-// stopped. It is idempotent and safe to call concurrently. It returns the
-// same as Err: nil, or the cause if the lock had been lost before it was
-// released, so a caller can tell whether the lock was held throughout.
+// the next waiter at once. After a heartbeat timeout it closes the
+// connection that was kept open for the work to stop. It waits until the
+// Lock's goroutines have stopped. It is idempotent and safe to call
+// concurrently. It returns the same as Err: nil, or the cause if the lock
+// had been lost before it was released, so a caller can tell whether the
+// lock was held throughout.
 func (l *Lock) Release() error {
 	l.finish(nil)
+	l.mu.Lock()
+	t := l.closeTimer
+	l.closeTimer = nil
+	l.mu.Unlock()
+	if t != nil && t.Stop() {
+		l.closers.Done() // its callback will not run
+	}
+	l.closeConn()
 	l.writers.Wait()
 	<-l.readerDone
+	l.closers.Wait()
 	return l.Err()
 }
 
-// finish ends the claim once: records the cause, closes Lost, stops the
-// heartbeat timer, closes the connection and cancels Do's function.
+// finish ends the claim once: records the cause, stops the heartbeat
+// timer, cancels Do's function and closes Lost, and only then closes the
+// connection, which lets the server promote the next waiter. A give-up on
+// timeout (ErrHeartbeatTimeout) leaves the connection open until Release
+// or CloseBy (docs/protocol.md, client obligation 3); every other cause
+// closes it at once.
 func (l *Lock) finish(cause error) {
 	l.mu.Lock()
 	if l.done {
@@ -89,13 +130,27 @@ func (l *Lock) finish(cause error) {
 		l.timer.Stop()
 	}
 	onLost := l.onLost
+	hold := errors.Is(cause, ErrHeartbeatTimeout)
+	if hold {
+		l.closers.Add(1)
+		l.closeTimer = time.AfterFunc(time.Until(l.rule.CloseBy()), func() {
+			defer l.closers.Done()
+			l.closeConn()
+		})
+	}
 	l.mu.Unlock()
-	close(l.lost)
-	l.conn.Close()
+	// Tell the work before anything can hand the lock on.
 	if onLost != nil && cause != nil {
 		onLost(cause)
 	}
+	close(l.lost)
+	if !hold {
+		l.closeConn()
+	}
 }
+
+// closeConn closes the connection once.
+func (l *Lock) closeConn() { l.closeOnce.Do(func() { l.conn.Close() }) }
 
 // read is the permanent reader (docs/protocol.md, client obligation 1). The
 // read deadline is the give-up deadline, so the netpoller, not a timer,

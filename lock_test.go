@@ -2,6 +2,7 @@ package baton
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -13,23 +14,31 @@ import (
 // it with token 11, and returns the fake's side and the held Lock.
 func heldFromFake(t *testing.T) (*fakeConn, *Lock) {
 	t.Helper()
+	fc, l, _ := heldFromFakeLease(t, time.Second)
+	return fc, l
+}
+
+// heldFromFakeLease is heldFromFake with the given lease; it also returns
+// the ACQUIRE as the fake read it.
+func heldFromFakeLease(t *testing.T, lease time.Duration) (*fakeConn, *Lock, clientFrame) {
+	t.Helper()
 	fake := newFake(t)
 	c := fake.client()
 	got := make(chan *Lock, 1)
 	go func() {
-		l, err := c.Acquire(t.Context(), "job", time.Second)
+		l, err := c.Acquire(t.Context(), "job", lease)
 		if err != nil {
 			t.Error(err)
 		}
 		got <- l
 	}()
-	fc, _ := fake.accept()
+	fc, acq := fake.accept()
 	fc.acquired(11)
 	l := <-got
 	if l == nil {
 		t.FailNow()
 	}
-	return fc, l
+	return fc, l, acq
 }
 
 func TestAcquireAndRelease(t *testing.T) {
@@ -97,5 +106,56 @@ func TestTryAcquire(t *testing.T) {
 	fc.waitEOF()
 	if Temporary(ErrBusy) {
 		t.Error("ErrBusy is Temporary")
+	}
+}
+
+// A bare Lock that gives up keeps its connection open until anchor +
+// lease, so that its holder can stop its work before the server hands the
+// lock on; a Release before that closes it at once.
+func TestLockGiveUpKeepsConnectionUntilCloseBy(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	for _, release := range []bool{false, true} {
+		t.Run(fmt.Sprintf("release %v", release), func(t *testing.T) {
+			t.Parallel()
+			fc, l, acq := heldFromFakeLease(t, lease)
+			r := fc.respond(0, func(int) []byte { return nil })
+			defer r.halt()
+			select {
+			case <-l.Lost():
+			case <-time.After(fakeTimeout):
+				t.Fatal("Lost not closed after the heartbeats went unanswered")
+			}
+			lostAt := time.Now()
+			if !errors.Is(l.Err(), ErrHeartbeatTimeout) {
+				t.Fatalf("Err: %v, want ErrHeartbeatTimeout", l.Err())
+			}
+			if d := l.CloseBy().Sub(acq.at); d < lease-100*time.Millisecond || d > lease {
+				t.Errorf("CloseBy is %v after ACQUIRE arrived, want anchor + lease, about %v", d, lease)
+			}
+			if fc.closed() {
+				t.Fatalf("connection closed at the give-up, %v after ACQUIRE; want it open until anchor + lease", lostAt.Sub(acq.at))
+			}
+			if release {
+				releasedAt := time.Now()
+				if err := l.Release(); !errors.Is(err, ErrHeartbeatTimeout) {
+					t.Errorf("Release: %v, want the cause", err)
+				}
+				eof := fc.waitEOF()
+				if eof.After(l.CloseBy()) {
+					t.Errorf("Release at %v after ACQUIRE closed only at %v", releasedAt.Sub(acq.at), eof.Sub(acq.at))
+				}
+				t.Logf("gave up %v after ACQUIRE, released and closed %v after it", lostAt.Sub(acq.at), eof.Sub(acq.at))
+				return
+			}
+			eof := fc.waitEOF()
+			if d := eof.Sub(acq.at); d < lease-100*time.Millisecond || d > lease+300*time.Millisecond {
+				t.Errorf("connection closed %v after ACQUIRE; want at anchor + lease, about %v", d, lease)
+			}
+			if err := l.Release(); !errors.Is(err, ErrHeartbeatTimeout) {
+				t.Errorf("Release after the close: %v, want the cause", err)
+			}
+			t.Logf("gave up %v after ACQUIRE, closed %v after it", lostAt.Sub(acq.at), eof.Sub(acq.at))
+		})
 	}
 }

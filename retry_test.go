@@ -37,8 +37,10 @@ func TestDoRetry(t *testing.T) {
 				})
 			}()
 			fc, _ := fake.accept()
-			fc.fail(tc.code)
+			// Stamp before the ERROR goes out: after 0x01 the client may
+			// reconnect before a stamp taken after the write.
 			sent := time.Now()
+			fc.fail(tc.code)
 			fc2, acq := fake.accept()
 			gap := acq.at.Sub(sent)
 			fc2.acquired(1)

@@ -41,9 +41,11 @@ BATON_TOKEN (the fencing token) added to its environment, and releases the
 lock when COMMAND exits. Flags go before NAME.
 
 If the lock is lost while COMMAND runs, its process group gets SIGTERM,
-then SIGKILL after --grace. SIGINT, SIGTERM and SIGHUP sent to baton run
-are forwarded to COMMAND's process group; before COMMAND starts they stop
-the wait.
+then SIGKILL after --grace. After a heartbeat timeout the claim is kept
+until COMMAND has exited, and at most until one lease after the last
+confirmed heartbeat, so that the next holder cannot start while COMMAND
+is stopping. SIGINT, SIGTERM and SIGHUP sent to baton run are forwarded
+to COMMAND's process group; before COMMAND starts they stop the wait.
 
 Exit status:
   N        COMMAND's own status, when it ran with the lock held throughout
@@ -244,8 +246,11 @@ func runCommand(cfg *runConfig, lock *baton.Lock, argv []string, sigs <-chan os.
 			running = false
 		}
 	}
-	// Release reports a loss that happened before it, even one noticed
-	// only now: the command's work was not protected throughout.
+	// Release closes the connection. After a heartbeat timeout the Lock
+	// kept it open while the command stopped, so the next holder could
+	// not start before the command had exited (or the Lock's CloseBy
+	// passed). Release reports a loss that happened before it, even one
+	// noticed only now: the command's work was not protected throughout.
 	if err := lock.Release(); err != nil {
 		if lost != nil {
 			fmt.Fprintf(stderr, "baton run: lock %q lost: %v\n", lock.Name(), err)

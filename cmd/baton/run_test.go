@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
 
@@ -497,5 +498,110 @@ func TestRunUsageEnv(t *testing.T) {
 	t.Setenv("BATON_LEASE", "0s")
 	if code := runRun([]string{"job", "--", "true"}, &out, &errb); code != exitUsage {
 		t.Errorf("BATON_LEASE=0s: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// silentServer grants the first claim and then answers nothing, so that
+// the client gives up; it reports when the ACQUIRE arrived and when the
+// client closed the connection.
+type silentServer struct {
+	addr      string
+	acquired  chan time.Time
+	closedAt  chan time.Time
+	closeConn func()
+}
+
+func startSilentServer(t *testing.T) *silentServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &silentServer{addr: ln.Addr().String(), acquired: make(chan time.Time, 1), closedAt: make(chan time.Time, 1)}
+	done := make(chan struct{})
+	var conn net.Conn
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		conn = c
+		var typ [1]byte
+		if _, err := io.ReadFull(c, typ[:]); err != nil || protocol.Type(typ[0]) != protocol.TypeAcquire {
+			t.Errorf("silent server: first frame %v, %v", typ, err)
+			return
+		}
+		if _, err := protocol.ReadAcquireBody(c); err != nil {
+			t.Errorf("silent server: %v", err)
+			return
+		}
+		s.acquired <- time.Now()
+		c.Write(protocol.AppendAcquired(nil, 1))
+		io.Copy(io.Discard, c) // heartbeats, unanswered, until the client closes
+		s.closedAt <- time.Now()
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		if conn != nil {
+			conn.Close()
+		}
+		<-done
+	})
+	return s
+}
+
+// After a heartbeat timeout, baton run keeps the connection (and so the
+// claim) until COMMAND has exited, or until anchor + lease if it takes
+// longer: the server cannot hand the lock on while COMMAND is stopping.
+func TestRunKeepsClaimUntilCommandExits(t *testing.T) {
+	t.Parallel()
+	const lease = 2 * time.Second // gives up at 1.6s, closes by 2s
+	const stop = 150 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		script string
+		exits  bool // COMMAND exits within the lease's last fifth
+	}{
+		{"command stops soon after SIGTERM", fmt.Sprintf(`trap 'sleep %g; echo stopped; exit 0' TERM; echo ready; while :; do sleep 0.05; done`, stop.Seconds()), true},
+		{"command ignores SIGTERM", `trap '' TERM; echo ready; while :; do sleep 0.05; done`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startSilentServer(t)
+			p := startRun(t, "--server", s.addr, "--lease", lease.String(), "--grace", "1500ms", "job", "--", "sh", "-c", tc.script)
+			if l := p.line(); l != "ready" {
+				t.Fatalf("command said %q", l)
+			}
+			acq := <-s.acquired
+			if tc.exits {
+				if l := p.line(); l != "stopped" {
+					t.Fatalf("command said %q, want stopped", l)
+				}
+			}
+			var closed time.Time
+			select {
+			case closed = <-s.closedAt:
+			case <-time.After(testTimeout):
+				t.Fatalf("baton run did not close its connection; stderr:\n%s", p.stderr)
+			}
+			if code, _ := p.wait(); code != exitLost {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitLost, p.stderr)
+			}
+			d := closed.Sub(acq)
+			if tc.exits {
+				// The give-up comes at 0.8·lease after ACQUIRE's send, a
+				// moment before the fake read it; COMMAND exits stop later.
+				if earliest := lease*4/5 + stop - 50*time.Millisecond; d < earliest {
+					t.Errorf("connection closed %v after ACQUIRE, before COMMAND can have stopped (%v after the give-up)", d, stop)
+				}
+				if d > lease+100*time.Millisecond {
+					t.Errorf("connection closed %v after ACQUIRE, after anchor + lease", d)
+				}
+			} else if d < lease-150*time.Millisecond || d > lease+500*time.Millisecond {
+				t.Errorf("connection closed %v after ACQUIRE; want at anchor + lease, about %v", d, lease)
+			}
+			t.Logf("connection closed %v after ACQUIRE (give-up at 0.8·lease = %v)", d, lease*4/5)
+		})
 	}
 }

@@ -10,10 +10,15 @@
 //	Received(f, t)      a WAITING or ACQUIRED frame arrived
 //
 // and reads back what to do: State, NextHeartbeat (when to send the next
-// heartbeat, if one may be sent), Deadline (when to give up) and the error
-// of Received (a protocol violation or an expired deadline). After any
-// error, or after Expire reports true, the state is Closed and the caller
-// must close the connection.
+// heartbeat, if one may be sent), Deadline (when to give up), CloseBy (when
+// the connection must be closed at the latest) and the error of Received
+// (a protocol violation or an expired deadline). After a protocol
+// violation the state is Closed and the caller must close the connection
+// at once. After a give-up (Expire reports true, or Received returns
+// ErrExpired) the state is Closed too, but the caller closes the
+// connection only once the guarded work has stopped, and at CloseBy at the
+// latest: the lease's last fifth is the margin in which the work is told
+// to stop while the server still keeps the lock for it.
 //
 // ERROR frames, read errors and local release are the caller's business:
 // they end the connection, and the caller reports that with Close.
@@ -90,6 +95,7 @@ type Rule struct {
 	replyAt  time.Time // arrival of the last reply
 	anchor   time.Time // confirmation anchor; zero before the first reply
 	deadline time.Time // give up when now is after it
+	closeBy  time.Time // close the connection by then: anchor + lease
 
 	srtt    time.Duration
 	sampled bool // srtt holds at least one sample
@@ -109,6 +115,13 @@ func New(lease, minInterval time.Duration) Rule {
 // GiveUpAfter is how long after the anchor a client gives up: 0.8·lease.
 func GiveUpAfter(lease time.Duration) time.Duration { return lease * 4 / 5 }
 
+// CloseAfter is how long after the anchor a client that gave up closes its
+// connection at the latest, whether or not its work has stopped: the
+// lease. The server cannot end the claim earlier, since its last-seen time
+// is never before the anchor; a close that waited longer would only keep
+// the lock from the next waiter.
+func CloseAfter(lease time.Duration) time.Duration { return lease }
+
 // State returns the current state.
 func (r *Rule) State() State { return r.state }
 
@@ -127,6 +140,15 @@ func (r *Rule) Anchor() (t time.Time, ok bool) { return r.anchor, !r.anchor.IsZe
 // reply it is ACQUIRE's send time + 0.8·lease, since a reply can only
 // confirm that send time. It is meaningful from SentAcquire on.
 func (r *Rule) Deadline() time.Time { return r.deadline }
+
+// CloseBy returns the latest time at which a client that gave up closes
+// its connection: anchor + lease, or ACQUIRE's send time + lease before the
+// first reply. Between Deadline and CloseBy the client no longer believes
+// it holds anything but keeps the connection open while its guarded work
+// stops, so that the server cannot hand the lock on before that. It is
+// meaningful from SentAcquire on and does not change once the Rule is
+// Closed.
+func (r *Rule) CloseBy() time.Time { return r.closeBy }
 
 // SRTT returns the smoothed round-trip time (EWMA, alpha 0.2, seeded by the
 // first sample), or 0 before the first reply.
@@ -151,6 +173,7 @@ func (r *Rule) SentAcquire(t time.Time) {
 	r.inflight = true
 	r.sentAt = t
 	r.deadline = t.Add(GiveUpAfter(r.lease))
+	r.closeBy = t.Add(CloseAfter(r.lease))
 }
 
 // NextHeartbeat returns when the next heartbeat is due:
@@ -248,6 +271,7 @@ func (r *Rule) reply(t time.Time) {
 	r.inflight = false
 	r.anchor = r.sentAt
 	r.deadline = r.anchor.Add(GiveUpAfter(r.lease))
+	r.closeBy = r.anchor.Add(CloseAfter(r.lease))
 	r.replyAt = t
 	rtt := max(t.Sub(r.sentAt), 0)
 	if r.sampled {

@@ -27,7 +27,7 @@ import (
 //	expect KEY=VALUE ...         check the outcome of the previous step and
 //	                             the Rule: err=(nil|violation|expired)
 //	                             expired=(true|false) state= token= anchor=
-//	                             (MS|none) deadline= next=(MS|none)
+//	                             (MS|none) deadline= closeby= next=(MS|none)
 //	                             inflight= interval= srtt=
 //
 // "#" starts a comment. A step with an error that no "expect err=" line
@@ -121,6 +121,8 @@ func runScenario(t *testing.T, file string) {
 					}
 				case "deadline":
 					got = msOf(r.Deadline())
+				case "closeby":
+					got = msOf(r.CloseBy())
 				case "next":
 					got = "none"
 					if n, ok := r.NextHeartbeat(); ok {

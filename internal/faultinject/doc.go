@@ -10,6 +10,9 @@
 // The pieces are small and separate: Proxy (proxy.go), the worker
 // (worker.go), the monotonic clock every process shares (clock.go),
 // Freeze (stop.go) and the checker (check.go); internal/pgtest provides
-// the private PostgreSQL. The scenario itself is TestFaultInjection.
+// the private PostgreSQL. The scenario itself is TestFaultInjection;
+// TestFreezeServerUnderQueue freezes the server under queued clients until
+// the holder gives up, and checks that the next holder's work never starts
+// before the previous holder's has stopped.
 // docs/verification.md describes the suite and the figures it measured.
 package faultinject

@@ -60,6 +60,13 @@ const (
 	writes   = 6                     // at most, per tenure
 	step     = 20 * time.Millisecond // between a write's check and its send
 	waitMax  = 30 * time.Second      // for anything that must happen
+	budget   = 3 * time.Minute       // for the whole scenario, which takes about a minute
+	// releaseMax bounds the time from a tenure's end ("released") to the
+	// end of its Do ("done"): Release closes the connection and returns at
+	// once. A Release that does not close waits for the give-up deadline
+	// instead (0.55 to 0.8 of a lease), and every handover then waits for
+	// the server's expiry: the suite would crawl to the test timeout.
+	releaseMax = lease / 4
 )
 
 // plan is the sequence of faults, with a few handovers of normal work
@@ -133,6 +140,7 @@ func TestFaultInjection(t *testing.T) {
 	}
 	t.Cleanup(h.killAll)
 
+	h.deadline = time.Now().Add(budget)
 	h.progress(10)
 	scenario := time.Now()
 	for _, fault := range plan {
@@ -202,7 +210,8 @@ type harness struct {
 	killed  map[string]int64
 	faults  []faultinject.Fault
 
-	steered, steeredRefused int // steered faults, and those whose late write was refused
+	steered, steeredRefused int       // steered faults, and those whose late write was refused
+	deadline                time.Time // the scenario's time budget ends; zero: no budget yet
 
 	mu       sync.Mutex
 	records  []faultinject.Record
@@ -387,10 +396,15 @@ func (h *harness) mark() int {
 }
 
 // waitFor returns the first record at or after index from that match
-// accepts, waiting up to limit; it fails the test if none comes.
+// accepts, waiting up to waitMax and not past the scenario's budget; it
+// fails the test if none comes.
 func (h *harness) waitFor(from int, what string, match func(faultinject.Record) bool) faultinject.Record {
 	h.t.Helper()
-	timeout := time.After(waitMax)
+	limit, why := waitMax, ""
+	if !h.deadline.IsZero() && time.Until(h.deadline) < limit {
+		limit, why = max(time.Until(h.deadline), 0), fmt.Sprintf(" (the scenario's budget of %v is used up)", budget)
+	}
+	timeout := time.After(limit)
 	for {
 		h.mu.Lock()
 		for ; from < len(h.records); from++ {
@@ -405,19 +419,46 @@ func (h *harness) waitFor(from int, what string, match func(faultinject.Record) 
 		select {
 		case <-changed:
 		case <-timeout:
-			h.t.Fatalf("no %s within %v", what, waitMax)
+			h.t.Fatalf("no %s within %v%s", what, limit, why)
 		}
 	}
 }
 
-// progress waits for n new grants, proof that the lock keeps moving.
+// progress waits for n new grants, proof that the lock keeps moving, and
+// checks that the releases among them were prompt.
 func (h *harness) progress(n int) {
 	h.t.Helper()
-	from := h.mark()
+	start := h.mark()
+	from := start
 	for i := range n {
 		rec := h.waitFor(from, fmt.Sprintf("grant (%d of %d after the last fault)", i+1, n),
 			func(r faultinject.Record) bool { return r.Ev == "acquired" })
 		from = h.indexAfter(rec)
+		h.checkReleases(start, from)
+	}
+}
+
+// checkReleases fails the test at once if a worker's Do, in records
+// [from, to), returned without error more than releaseMax after its
+// function did: Release did not hand the lock over at once. No fault is
+// injected while progress runs, so nothing else can delay it.
+func (h *harness) checkReleases(from, to int) {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	released := map[string]int64{}
+	for _, r := range h.records[from:to] {
+		switch r.Ev {
+		case "released":
+			released[r.W] = r.T
+		case "done":
+			at, ok := released[r.W]
+			delete(released, r.W)
+			if d := time.Duration(r.T - at); ok && r.Err == "" && d > releaseMax {
+				h.t.Fatalf("%s's Do returned %v after its function did (more than %v): Release must close the connection and return at once, not wait for the lease",
+					r.W, d.Round(time.Millisecond), releaseMax)
+			}
+		}
 	}
 }
 

@@ -11,8 +11,9 @@ import (
 )
 
 // ClientConfig bounds the client-rule model: one client following
-// internal/clientrule (docs/protocol.md "Client obligations" 2-4), one server
-// session and a FIFO channel each way, in discrete time steps.
+// internal/clientrule (docs/protocol.md "Client obligations" 2-4), the work
+// it guards, one server session and a FIFO channel each way, in discrete
+// time steps.
 type ClientConfig struct {
 	// Lease is the claim's lease in time steps.
 	Lease int
@@ -24,20 +25,53 @@ type ClientConfig struct {
 	GiveUp float64
 	// TimerLag is how many steps late the client's give-up timer may fire
 	// (scheduling, a GC pause): it gives up at some step after its
-	// deadline, at most TimerLag steps after the first one.
+	// deadline, at most TimerLag steps after the first one. The timer
+	// that closes the connection at anchor + lease lags the same.
 	TimerLag int
+	// WorkStop is the longest the guarded work takes to stop once told
+	// (fn's context cancelled, a child signalled): it stops after an
+	// arbitrary 0..WorkStop steps. Above 0.2·lease it outlasts the
+	// margin, and the close at anchor + lease ends the claim under it.
+	WorkStop int
+
+	// close is how the client closes after a give-up; only the mutation
+	// tests set anything but closeWhenStopped.
+	close closeRule
 }
 
+// closeRule is when a client that gave up closes its connection.
+type closeRule uint8
+
+const (
+	// closeWhenStopped: tell the work at once, close when it has stopped
+	// and at anchor + lease at the latest (docs/protocol.md, client
+	// obligation 3; baton.Lock.finish).
+	closeWhenStopped closeRule = iota
+	// closeAtGiveUp (a mutation): tell the work and close at once.
+	closeAtGiveUp
+	// closeBeforeCancel (a mutation): close at once, tell the work
+	// afterwards, as Lock.finish once did.
+	closeBeforeCancel
+)
+
 // DefaultClientConfig is the configuration CI checks: a lease of 10
-// steps, delays of 0 to 3 steps, a timer up to one step late and the
-// protocol's give-up factor, 0.8.
+// steps, delays of 0 to 3 steps, a timer up to one step late, the
+// protocol's give-up factor, 0.8, and work that takes up to 4 steps to
+// stop, twice the lease's last fifth.
 func DefaultClientConfig() ClientConfig {
-	return ClientConfig{Lease: 10, MaxDelay: 3, GiveUp: 0.8, TimerLag: 1}
+	return ClientConfig{Lease: 10, MaxDelay: 3, GiveUp: 0.8, TimerLag: 1, WorkStop: 4}
 }
 
 func (c ClientConfig) String() string {
-	return fmt.Sprintf("lease %s, delays 0..%d, give-up %.2f·lease, timer lag ≤ %s",
-		plural(c.Lease, "step"), c.MaxDelay, c.GiveUp, plural(c.TimerLag, "step"))
+	s := fmt.Sprintf("lease %s, delays 0..%d, give-up %.2f·lease, timer lag ≤ %s, work stops within %s",
+		plural(c.Lease, "step"), c.MaxDelay, c.GiveUp, plural(c.TimerLag, "step"), plural(c.WorkStop, "step"))
+	switch c.close {
+	case closeAtGiveUp:
+		s += ", mutation: close at give-up"
+	case closeBeforeCancel:
+		s += ", mutation: close before cancel"
+	}
+	return s
 }
 
 // Validate reports bounds the checker cannot explore.
@@ -49,6 +83,8 @@ func (c ClientConfig) Validate() error {
 		return fmt.Errorf("max delay must be 0..100 steps, not %d", c.MaxDelay)
 	case c.TimerLag < 0 || c.TimerLag > 100:
 		return fmt.Errorf("timer lag must be 0..100 steps, not %d", c.TimerLag)
+	case c.WorkStop < 0 || c.WorkStop > 100:
+		return fmt.Errorf("work stop must be 0..100 steps, not %d", c.WorkStop)
 	case !(c.GiveUp > 0 && c.GiveUp <= 2):
 		return fmt.Errorf("give-up factor must be in (0, 2], not %v", c.GiveUp)
 	}
@@ -58,6 +94,7 @@ func (c ClientConfig) Validate() error {
 // Property names reported by the client-rule model.
 const (
 	PropClientOwner   = "whenever the client considers itself owner, the server still has it as owner"
+	PropClientWork    = "the server never ends the claim while the client's work runs, unless anchor + lease has passed"
 	PropClientProto   = "a correct server never looks like a protocol violation to the client"
 	PropTimeAdvances  = "time can always advance"
 	PropClientPresent = "the client rule accepts every call the model makes"
@@ -125,6 +162,21 @@ func (s sessState) String() string {
 	return [...]string{"no session", "waiting", "owner", "ended"}[s]
 }
 
+// workState is the guarded work (Do's fn, baton run's command). It starts
+// the moment the client becomes owner, the earliest Do can start fn.
+type workState uint8
+
+const (
+	wNone    workState = iota // not started: the claim was never owner
+	wRunning                  // running, not told to stop
+	wTold                     // told to stop (context cancelled); still running
+	wStopped                  // returned
+)
+
+func (w workState) String() string {
+	return [...]string{"not started", "running", "told to stop but still running", "stopped"}[w]
+}
+
 // clientState is one state of the model. It is a plain value: copying it
 // copies everything, the clientrule.Rule included.
 type clientState struct {
@@ -132,6 +184,8 @@ type clientState struct {
 	rule     clientrule.Rule
 	sentAt   time.Time // send time of the frame in flight, the checker's record
 	closed   bool      // the client closed its connection (FIN sent or EOF seen)
+	work     workState
+	toldAt   time.Time // when the work was told to stop
 	up, down channel
 	sess     sessState
 	lastSeen time.Time
@@ -151,11 +205,15 @@ const (
 	aServerRecv                         // the server reads the next HEARTBEAT or FIN
 	aOtherEnds                          // the other owner ends; the server promotes and pushes
 	aServerExpire                       // the server expires the session
+	aWorkStops                          // the work told to stop returns
+	aCloseHeld                          // the client closes the connection it kept open after a give-up
+	aTellWork                           // mutation closeBeforeCancel: the work is told after the close
 )
 
 type clientModel struct {
-	cfg   ClientConfig
-	lease time.Duration // the server's lease
+	cfg    ClientConfig
+	lease  time.Duration // the server's lease
+	scaled time.Duration // the Rule's lease (see initial)
 }
 
 func (m *clientModel) initial() clientState {
@@ -163,13 +221,29 @@ func (m *clientModel) initial() clientState {
 	// is a Rule whose lease is scaled by f/0.8. The lease a Rule is given
 	// otherwise sets only its heartbeat schedule, which the model does not
 	// constrain (a heartbeat may go out at any step the rule allows one).
-	scaled := time.Duration(float64(m.lease) * m.cfg.GiveUp / 0.8)
-	return clientState{now: epoch, rule: clientrule.New(scaled, 0)}
+	// Its close-by time scales with it: the mutants that give up late also
+	// close late.
+	return clientState{now: epoch, rule: clientrule.New(m.scaled, 0)}
 }
 
 func (s *clientState) active() bool {
 	st := s.rule.State()
 	return st == clientrule.Pending || st == clientrule.Waiting || st == clientrule.Owner
+}
+
+// holding: the client gave up but keeps its connection open for the work
+// to stop.
+func (s *clientState) holding() bool {
+	return s.rule.State() == clientrule.Closed && !s.closed
+}
+
+// running: the work has started and not yet returned.
+func (s *clientState) running() bool { return s.work == wRunning || s.work == wTold }
+
+// mayCloseHeld: a client holding its connection may close it now, because
+// its work has stopped (or never started) or its close-by time has come.
+func (s *clientState) mayCloseHeld() bool {
+	return s.holding() && (!s.running() || !s.now.Before(s.rule.CloseBy()))
 }
 
 // enabled lists the actions possible in s.
@@ -201,6 +275,15 @@ func (m *clientModel) enabled(s *clientState) []clientAct {
 	if s.sess == sWaiting {
 		acts = append(acts, aOtherEnds)
 	}
+	if s.work == wTold {
+		acts = append(acts, aWorkStops)
+	}
+	if s.mayCloseHeld() {
+		acts = append(acts, aCloseHeld)
+	}
+	if s.work == wRunning && s.rule.State() == clientrule.Closed {
+		acts = append(acts, aTellWork) // only the closeBeforeCancel mutant gets here
+	}
 	if (s.sess == sWaiting || s.sess == sOwner) && s.now.Sub(s.lastSeen) > m.lease {
 		acts = append(acts, aServerExpire)
 	}
@@ -211,8 +294,10 @@ func (m *clientModel) enabled(s *clientState) []clientAct {
 }
 
 // canTick: time stands still while a frame has spent MaxDelay steps in
-// the channel (it must be delivered first) and while the client's give-up
-// timer is due (it fires at most TimerLag steps late).
+// the channel (it must be delivered first), while the client's give-up
+// timer or its close-by timer is due (each fires at most TimerLag steps
+// late), while told work has run for WorkStop steps (it stops first) and
+// while the closeBeforeCancel mutant has yet to tell its work.
 func (m *clientModel) canTick(s *clientState) bool {
 	for _, c := range []*channel{&s.up, &s.down} {
 		for i := range c.n {
@@ -222,7 +307,17 @@ func (m *clientModel) canTick(s *clientState) bool {
 		}
 	}
 	lag := time.Duration(m.cfg.TimerLag) * clientStep
-	return !(s.active() && s.now.Add(-lag).After(s.rule.Deadline()))
+	switch {
+	case s.active() && s.now.Add(-lag).After(s.rule.Deadline()):
+		return false
+	case s.holding() && !s.now.Add(-lag).Before(s.rule.CloseBy()):
+		return false
+	case s.work == wTold && s.now.Sub(s.toldAt) >= time.Duration(m.cfg.WorkStop)*clientStep:
+		return false
+	case s.work == wRunning && s.rule.State() == clientrule.Closed:
+		return false
+	}
+	return true
 }
 
 // apply performs act on a copy of s and returns it with a description
@@ -264,12 +359,27 @@ func (m *clientModel) apply(s clientState, act clientAct, describe bool) (client
 			if !s.rule.Expire(s.now) {
 				f = fail(PropClientPresent, "the rule refused to give up at t=%d, after its deadline t=%s", m.t(s.now), m.ts(s.rule.Deadline()))
 			}
-			m.clientClose(&s)
-			say("client's give-up timer fires (deadline t=%s): lock treated as lost, connection closed", m.ts(s.rule.Deadline()))
+			say("client's give-up timer fires (deadline t=%s): lock treated as lost, %s", m.ts(s.rule.Deadline()), m.giveUp(&s))
 		case aRelease:
 			s.rule.Close()
+			if s.work == wRunning {
+				s.work = wStopped
+			}
 			m.clientClose(&s)
-			say("client releases: closes the connection")
+			say("client is done (its work returned) and releases: closes the connection")
+		case aWorkStops:
+			s.work = wStopped
+			say("the work returns, %d steps after it was told to stop", m.t(s.now)-m.t(s.toldAt))
+		case aCloseHeld:
+			why := "its work has stopped"
+			if s.running() {
+				why = fmt.Sprintf("close-by time t=%s (anchor + lease) has come, work still %v", m.ts(s.rule.CloseBy()), s.work)
+			}
+			m.clientClose(&s)
+			say("client closes the connection it kept open: %s", why)
+		case aTellWork:
+			m.tell(&s)
+			say("client tells its work to stop, after the close")
 		case aClientRecv:
 			k := s.down.pop()
 			before := s.rule.State()
@@ -277,24 +387,29 @@ func (m *clientModel) apply(s clientState, act clientAct, describe bool) (client
 			case fEOF:
 				s.rule.Close()
 				s.closed = true
-				say("client reads EOF: lock treated as lost")
+				m.tell(&s)
+				say("client reads EOF: lock treated as lost, work told to stop")
 			default:
 				fr := protocol.ServerFrame{Type: protocol.TypeWaiting}
 				if k == fAcquired {
 					fr = protocol.ServerFrame{Type: protocol.TypeAcquired, Token: serverToken}
 				}
 				err := s.rule.Received(fr, s.now)
+				var then string
 				switch {
 				case errors.Is(err, clientrule.ErrViolation):
 					f = fail(PropClientProto, "the client took %v from a correct server as a protocol violation: %v", k, err)
-				case err != nil:
-					m.clientClose(&s)
+				case err != nil: // ErrExpired: a reply too late is a give-up
+					then = "; " + m.giveUp(&s)
+				case s.rule.State() == clientrule.Owner && s.work == wNone:
+					s.work = wRunning
+					then = "; work starts"
 				}
 				if a, ok := s.rule.Anchor(); ok && describe {
-					say("client reads %v: %v → %v (anchor t=%s, gives up after t=%s)%s", k, before, s.rule.State(),
-						m.ts(a), m.ts(s.rule.Deadline()), errSuffix(err))
+					say("client reads %v: %v → %v (anchor t=%s, gives up after t=%s)%s%s", k, before, s.rule.State(),
+						m.ts(a), m.ts(s.rule.Deadline()), errSuffix(err), then)
 				} else {
-					say("client reads %v: %v → %v%s", k, before, s.rule.State(), errSuffix(err))
+					say("client reads %v: %v → %v%s%s", k, before, s.rule.State(), errSuffix(err), then)
 				}
 			}
 		case aServerFree, aServerHeld:
@@ -315,8 +430,9 @@ func (m *clientModel) apply(s clientState, act clientAct, describe bool) (client
 			case s.sess == sEnded:
 				say("server ignores %v: the session has ended", k)
 			case k == fFIN:
+				f = m.overlap(&s)
 				s.sess = sEnded
-				say("server reads the client's close: session ended, lock released")
+				say("server reads the client's close: session ended, lock released (the next waiter would be promoted)")
 			default:
 				s.lastSeen = s.now
 				if s.sess == sOwner {
@@ -331,6 +447,7 @@ func (m *clientModel) apply(s clientState, act clientAct, describe bool) (client
 			s.down.push(fAcquired)
 			say("the other owner ends: server promotes the session and pushes ACQUIRED(1)")
 		case aServerExpire:
+			f = m.overlap(&s)
 			s.sess = sEnded
 			s.down.push(fEOF)
 			say("server expires the session (last seen t=%d, %d steps ago > lease %d): lock moves on, connection closed",
@@ -342,6 +459,49 @@ func (m *clientModel) apply(s clientState, act clientAct, describe bool) (client
 			m.t(s.now), m.anchor(&s), m.ts(s.rule.Deadline()), s.sess)
 	}
 	return s, line, f
+}
+
+// giveUp acts out a give-up (deadline passed: Expire, or a reply after
+// it) by the client's close rule and describes it.
+func (m *clientModel) giveUp(s *clientState) string {
+	switch m.cfg.close {
+	case closeAtGiveUp:
+		m.tell(s)
+		m.clientClose(s)
+		return "work told to stop, connection closed"
+	case closeBeforeCancel:
+		m.clientClose(s)
+		return "connection closed (the work is not told yet)"
+	}
+	m.tell(s)
+	if !s.running() {
+		m.clientClose(s)
+		return "no work started: connection closed"
+	}
+	return fmt.Sprintf("work told to stop, connection kept open until it stops or t=%s (anchor + lease)", m.ts(s.rule.CloseBy()))
+}
+
+// tell tells running work to stop.
+func (m *clientModel) tell(s *clientState) {
+	if s.work == wRunning {
+		s.work, s.toldAt = wTold, s.now
+	}
+}
+
+// overlap checks PropClientWork when the server is about to end the
+// session in s: an owner session must not end while the client's work
+// runs, unless anchor + lease has passed (then the claim ends under work
+// that ignored its cancellation, by design).
+func (m *clientModel) overlap(s *clientState) *failure {
+	if s.sess != sOwner || !s.running() {
+		return nil
+	}
+	a, ok := s.rule.Anchor()
+	if !ok || !s.now.Before(a.Add(m.lease)) {
+		return nil
+	}
+	return fail(PropClientWork, "at t=%d the server ends the owner session while the client's work is %v, before anchor t=%s + lease = t=%s",
+		m.t(s.now), s.work, m.ts(a), m.ts(a.Add(m.lease)))
 }
 
 func errSuffix(err error) string {
@@ -399,6 +559,19 @@ func (m *clientModel) key(s *clientState) string {
 			b = append(b, 0)
 		}
 	}
+	b = append(b, byte(s.work))
+	if s.work == wTold {
+		b = binary.AppendVarint(b, int64(min(s.now.Sub(s.toldAt), time.Duration(m.cfg.WorkStop)*clientStep)))
+	}
+	if s.running() || s.holding() {
+		// The close-by time of the client and the property's anchor +
+		// lease: once both have passed, how long ago does not matter.
+		late := time.Duration(m.cfg.TimerLag+1) * clientStep
+		b = binary.AppendVarint(b, int64(min(s.now.Sub(s.rule.CloseBy()), late)))
+		if a, ok := s.rule.Anchor(); ok {
+			b = binary.AppendVarint(b, int64(min(s.now.Sub(a.Add(m.lease)), late)))
+		}
+	}
 	if s.sess == sWaiting || s.sess == sOwner {
 		// Only whether the lease has passed matters, and it stays passed.
 		age := min(s.now.Sub(s.lastSeen), m.lease+clientStep)
@@ -415,11 +588,13 @@ func (m *clientModel) key(s *clientState) string {
 
 // CheckClient explores every behaviour of the client-rule model breadth
 // first and checks, in every state, that a client that considers itself
-// owner is owner at the server.
+// owner is owner at the server, and that the server never ends the claim
+// while the client's work runs unless anchor + lease has passed.
 func CheckClient(cfg ClientConfig) Report {
 	start := time.Now()
 	rep := Report{Model: "client", Config: cfg.String()}
 	m := &clientModel{cfg: cfg, lease: time.Duration(cfg.Lease) * clientStep}
+	m.scaled = time.Duration(float64(m.lease) * cfg.GiveUp / 0.8)
 	g := newGraph[clientAct](false)
 	s0 := m.initial()
 	g.add(m.key(&s0), -1, 0)

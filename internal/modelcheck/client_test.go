@@ -12,8 +12,13 @@ import (
 func TestClientModel(t *testing.T) {
 	for _, cfg := range []ClientConfig{
 		DefaultClientConfig(),
-		{Lease: 20, MaxDelay: 6, GiveUp: 0.8, TimerLag: 3},
-		{Lease: 10, MaxDelay: 0, GiveUp: 0.8, TimerLag: 1},
+		{Lease: 20, MaxDelay: 6, GiveUp: 0.8, TimerLag: 3, WorkStop: 8},
+		{Lease: 10, MaxDelay: 0, GiveUp: 0.8, TimerLag: 1, WorkStop: 4},
+		// Work that ignores its cancellation past anchor + lease: the
+		// close-by timer ends the claim under it, and the property
+		// exempts that by design.
+		{Lease: 10, MaxDelay: 3, GiveUp: 0.8, TimerLag: 1, WorkStop: 15},
+		{Lease: 10, MaxDelay: 3, GiveUp: 0.8, TimerLag: 1, WorkStop: 0},
 	} {
 		rep := CheckClient(cfg)
 		t.Log(rep)
@@ -51,6 +56,42 @@ func TestClientModelCatchesTooLateGiveUp(t *testing.T) {
 			}
 			if !strings.Contains(v.Error(), "server expires the session") {
 				t.Error("counterexample does not end with the server's expiry")
+			}
+		})
+	}
+}
+
+// The checker must catch a client that closes its connection at the
+// give-up, before its work has stopped: the server promotes the next
+// holder while the work still runs. Lock.finish once closed even before
+// cancelling fn.
+func TestClientModelCatchesEarlyClose(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		close   closeRule
+		steps   int
+		mention string
+	}{
+		{"close at give-up", closeAtGiveUp, 14, "told to stop but still running"},
+		{"close before cancel", closeBeforeCancel, 14, "work is running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultClientConfig()
+			cfg.close = tc.close
+			rep := CheckClient(cfg)
+			t.Log(rep)
+			v := rep.Violation
+			if v == nil {
+				t.Fatalf("no violation in %d states", rep.States)
+			}
+			if v.Property != PropClientWork {
+				t.Fatalf("violated %q, want %q", v.Property, PropClientWork)
+			}
+			if v.Steps() != tc.steps {
+				t.Errorf("counterexample has %d steps, want the shortest, %d", v.Steps(), tc.steps)
+			}
+			if !strings.Contains(v.Error(), "server reads the client's close") || !strings.Contains(v.Error(), tc.mention) {
+				t.Errorf("counterexample does not end with the server reading the close under work that %s", tc.mention)
 			}
 		})
 	}

@@ -15,10 +15,13 @@
 //     values.
 //
 //   - The client-rule model (CheckClient) composes a client that follows
-//     docs/protocol.md "Client obligations" 2-4, a server session and a channel
-//     with bounded but arbitrary delays, in discrete time steps, and checks
-//     that whenever the client considers itself owner, the server still
-//     has it as owner.
+//     docs/protocol.md "Client obligations" 2-4, the work it guards (which
+//     stops a bounded but arbitrary time after being told), a server
+//     session and a channel with bounded but arbitrary delays, in discrete
+//     time steps, and checks that whenever the client considers itself
+//     owner, the server still has it as owner, and that the server never
+//     ends the claim while the client's work runs unless anchor + lease
+//     has passed.
 //
 // A violation is reported with the shortest counterexample (breadth-first
 // order makes the first one found the shortest) as a readable trace; a

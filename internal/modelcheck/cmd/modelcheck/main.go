@@ -32,7 +32,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		lease    = fs.Int("lease", def.Lease, "client: lease, in time steps")
 		delay    = fs.Int("delay", def.MaxDelay, "client: longest delay of a frame in the channel, in time steps")
 		giveUp   = fs.Float64("giveup", def.GiveUp, "client: give-up factor; the client gives up after anchor + factor·lease")
-		lag      = fs.Int("lag", def.TimerLag, "client: how many steps late the client's give-up timer may fire")
+		lag      = fs.Int("lag", def.TimerLag, "client: how many steps late the client's give-up and close-by timers may fire")
+		workStop = fs.Int("workstop", def.WorkStop, "client: longest time, in steps, the guarded work takes to stop once told")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: modelcheck [flags]\n\nExplores every interleaving of a bounded configuration; exits 0 if every\nproperty holds, 1 on a violation (printing the shortest counterexample),\n2 on bad flags.\n\n")
@@ -59,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		rep = modelcheck.CheckTable(cfg)
 	case "client":
-		cfg := modelcheck.ClientConfig{Lease: *lease, MaxDelay: *delay, GiveUp: *giveUp, TimerLag: *lag}
+		cfg := modelcheck.ClientConfig{Lease: *lease, MaxDelay: *delay, GiveUp: *giveUp, TimerLag: *lag, WorkStop: *workStop}
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
 			return 2
