@@ -48,7 +48,12 @@ type Server struct {
 	TLSConfig *tls.Config
 	// Authorizer, when set, is asked for every ACQUIRE; nil allows all.
 	Authorizer Authorizer
-	// Tokens issues fencing tokens; nil means locktable.ClockTokens.
+	// Tokens issues fencing tokens; nil means a locktable.ClockTokens that
+	// began when this process started, so that tokens increase across a
+	// restart of any speed on a wall clock that does not step back: in
+	// the process's first second an ACQUIRE waits (up to a second) for
+	// the next. A source that is a locktable.Gate is waited for before
+	// the table is entered, never under the table's mutex.
 	Tokens locktable.TokenSource
 	// Observer receives events for metrics, audit and logs; may be nil.
 	Observer Observer
@@ -56,6 +61,8 @@ type Server struct {
 	Logger *slog.Logger
 
 	initOnce   sync.Once
+	initErr    error
+	gate       time.Time // no grant before this instant (locktable.Gate)
 	inShutdown atomic.Bool
 	sessionsWG sync.WaitGroup
 
@@ -70,9 +77,26 @@ type Server struct {
 	closed    bool
 }
 
-func (srv *Server) init() {
+// processStart is when this process started, as far as the server can
+// tell: a previous server process on the same port stopped before it.
+var processStart = time.Now()
+
+func (srv *Server) init() error {
 	srv.initOnce.Do(func() {
-		srv.table = locktable.New(srv.Tokens)
+		tokens := srv.Tokens
+		if tokens == nil {
+			ct, err := locktable.NewClockTokens(processStart)
+			if err != nil {
+				srv.initErr = err
+				tokens = &locktable.CounterTokens{} // never used: Serve fails
+			} else {
+				tokens = ct
+			}
+		}
+		if g, ok := tokens.(locktable.Gate); ok {
+			srv.gate = g.NotBefore()
+		}
+		srv.table = locktable.New(tokens)
 		srv.claims = map[locktable.ClaimID]*session{}
 		srv.sessions = map[*session]struct{}{}
 		srv.listeners = map[*net.Listener]struct{}{}
@@ -83,6 +107,7 @@ func (srv *Server) init() {
 			srv.IOTimeout = DefaultIOTimeout
 		}
 	})
+	return srv.initErr
 }
 
 // ListenAndServe listens on srv.Addr and calls Serve.
@@ -106,7 +131,10 @@ func (srv *Server) ListenAndServe() error {
 // for example because the process ran out of file descriptors, Serve
 // backs off and retries; it returns only when l is closed.
 func (srv *Server) Serve(l net.Listener) error {
-	srv.init()
+	if err := srv.init(); err != nil {
+		l.Close()
+		return err
+	}
 	if !srv.trackListener(&l, true) {
 		l.Close()
 		return ErrServerClosed

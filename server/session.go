@@ -159,6 +159,13 @@ func (s *session) readFailure(err error) (locktable.Reason, protocol.Code) {
 // the meantime is written only after this reply.
 func (s *session) acquire(req protocol.Acquire) (deadline time.Time, err error) {
 	srv := s.srv
+	// A token source that cannot issue yet (the process's first second)
+	// is waited for here, by this session alone, so that the wait is
+	// never under srv.mu. Promotions need no wait: they follow an
+	// ACQUIRE that has waited.
+	if d := time.Until(srv.gate); d > 0 {
+		time.Sleep(d)
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 
