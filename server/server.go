@@ -60,6 +60,11 @@ type Server struct {
 	// Logger receives the server's logs; nil means slog.Default().
 	Logger *slog.Logger
 
+	// afterTableEntry, when set by a test, runs between an ACQUIRE's
+	// entry into the table and the reply to it, with the session's write
+	// mutex held; it gets the client's address.
+	afterTableEntry func(addr string)
+
 	initOnce   sync.Once
 	initErr    error
 	gate       time.Time // no grant before this instant (locktable.Gate)

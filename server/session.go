@@ -180,6 +180,9 @@ func (s *session) acquire(req protocol.Acquire) (deadline time.Time, err error) 
 	if err != nil {
 		return time.Time{}, err
 	}
+	if h := srv.afterTableEntry; h != nil {
+		h(s.peer.Addr)
+	}
 	s.state, s.token = st.State, st.Token
 	if err := s.writeStateLocked(); err != nil {
 		return time.Time{}, err
