@@ -41,8 +41,9 @@ type Server struct {
 	// DefaultAddr.
 	Addr string
 	// IOTimeout bounds the TLS handshake plus the whole first ACQUIRE
-	// (from accept), the rest of a started frame, and every write. Zero
-	// means DefaultIOTimeout.
+	// (from accept), the rest of a started frame, and the total time the
+	// writes to one session may spend blocked (a client that does not
+	// read). Zero means DefaultIOTimeout.
 	IOTimeout time.Duration
 	// TLSConfig, when set, makes the protocol port speak TLS.
 	TLSConfig *tls.Config

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -36,7 +37,11 @@ type session struct {
 	wmu   sync.Mutex
 	state locktable.State // what the client has been told: 0, Waiting or Owner
 	token uint64
-	wbuf  [protocol.AcquiredLen]byte
+	// blocked is the total time writes to this session have spent
+	// blocked; with io-timeout it bounds how long a client that reads
+	// too little can keep a lock it may not know it holds.
+	blocked time.Duration
+	wbuf    [protocol.AcquiredLen]byte
 }
 
 // ended is run's result when the claim was ended by another goroutine.
@@ -258,11 +263,33 @@ func (s *session) writeStateLocked() error {
 	return s.writeLocked(b)
 }
 
+// writeStall is how long a write may take before it counts as blocked: a
+// client that reads keeps the few bytes of baton replies flowing through
+// its buffers, so a write that has to wait means the client is not
+// reading. Anything shorter is scheduling noise.
+const writeStall = time.Millisecond
+
+// errWriteBudget ends a session whose writes have been blocked for
+// io-timeout in total.
+var errWriteBudget = fmt.Errorf("server: writes to the session blocked for io-timeout in total: %w", os.ErrDeadlineExceeded)
+
+// writeLocked writes b within what is left of the session's budget of
+// blocked writes, io-timeout in total: a client that reads just enough
+// to let each write through before its deadline must not keep a lock
+// for many io-timeouts.
 func (s *session) writeLocked(b []byte) error {
-	if err := s.conn.SetWriteDeadline(time.Now().Add(s.srv.IOTimeout)); err != nil {
+	budget := s.srv.IOTimeout - s.blocked
+	if budget <= 0 {
+		return errWriteBudget
+	}
+	start := time.Now()
+	if err := s.conn.SetWriteDeadline(start.Add(budget)); err != nil {
 		return err
 	}
 	_, err := s.conn.Write(b)
+	if d := time.Since(start); d > writeStall {
+		s.blocked += d
+	}
 	return err
 }
 
