@@ -28,7 +28,8 @@ const (
 var ErrServerClosed = errors.New("baton: server closed")
 
 // Authorizer decides whether a client identity may take a lock. The
-// server asks it for every ACQUIRE that passed validation.
+// server asks it for every ACQUIRE that passed validation, and for every
+// claim in the table when Revoke is called.
 type Authorizer interface {
 	Allow(identity, lock string) bool
 }
@@ -65,6 +66,10 @@ type Server struct {
 	// entry into the table and the reply to it, with the session's write
 	// mutex held; it gets the client's address.
 	afterTableEntry func(addr string)
+
+	// authGen counts Revoke calls; an ACQUIRE checked against the
+	// Authorizer before a Revoke is checked again when it enters the table.
+	authGen atomic.Uint64
 
 	initOnce   sync.Once
 	initErr    error
@@ -206,6 +211,32 @@ func (srv *Server) newSession(conn net.Conn) *session {
 	srv.sessions[s] = struct{}{}
 	srv.sessionsWG.Add(1)
 	return s
+}
+
+// Revoke applies a changed Authorizer (after an ACL reload) to the claims
+// already in the table: every waiter it refuses is sent ERROR 0x18 (not
+// authorized) and closed, leaving its queue (release reason "revoked").
+// With holders, an owner it refuses is ended the same way and the next
+// permitted waiter is promoted; without, owners keep their locks. It
+// returns how many claims it ended; with no Authorizer it does nothing.
+func (srv *Server) Revoke(holders bool) int {
+	srv.init()
+	a := srv.Authorizer
+	if a == nil {
+		return 0
+	}
+	n := 0
+	srv.update(func(now time.Time, t *locktable.Table) locktable.Result {
+		srv.authGen.Add(1)
+		res := t.Revoke(now, func(p locktable.Peer, lock string) bool { return a.Allow(p.Identity, lock) }, holders)
+		for _, e := range res.Events {
+			if e.Reason == locktable.ReasonRevoked {
+				n++
+			}
+		}
+		return res
+	})
+	return n
 }
 
 // Shutdown stops the server gracefully: it stops accepting, stops

@@ -90,15 +90,17 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		}
 		return s.readFailure(err)
 	}
+	gen := srv.authGen.Load()
 	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, req.Name) {
-		srv.observe(Event{Kind: EventDenied, Time: time.Now(), Lock: req.Name, Peer: s.peer})
-		srv.Logger.Info("ACQUIRE denied by ACL", "lock", req.Name, "identity", s.peer.Identity, "remote_addr", s.peer.Addr)
-		return locktable.ReasonProtocolError, protocol.CodeNotAuthorized
+		return s.denied(req.Name)
 	}
-	deadline, err := s.acquire(req)
+	deadline, err := s.acquire(req, gen)
 	if err != nil {
 		if errors.Is(err, locktable.ErrShutdown) {
 			return locktable.ReasonShutdown, protocol.CodeShuttingDown
+		}
+		if errors.Is(err, errDenied) {
+			return s.denied(req.Name)
 		}
 		return writeFailureReason(err), 0
 	}
@@ -151,6 +153,17 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 	}
 }
 
+// errDenied is acquire's error when a Revoke since the ACQUIRE's check
+// changed the answer.
+var errDenied = errors.New("server: not authorized")
+
+func (s *session) denied(lock string) (locktable.Reason, protocol.Code) {
+	srv := s.srv
+	srv.observe(Event{Kind: EventDenied, Time: time.Now(), Lock: lock, Peer: s.peer})
+	srv.Logger.Info("ACQUIRE denied by ACL", "lock", lock, "identity", s.peer.Identity, "remote_addr", s.peer.Addr)
+	return locktable.ReasonProtocolError, protocol.CodeNotAuthorized
+}
+
 func (s *session) readFailure(err error) (locktable.Reason, protocol.Code) {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		s.srv.Logger.Debug("closing connection: no complete ACQUIRE within io-timeout", "remote_addr", s.peer.Addr)
@@ -162,7 +175,10 @@ func (s *session) readFailure(err error) (locktable.Reason, protocol.Code) {
 // acquire enters the claim into the table and answers it. It holds wmu
 // throughout, so that a promotion push computed by another goroutine in
 // the meantime is written only after this reply.
-func (s *session) acquire(req protocol.Acquire) (deadline time.Time, err error) {
+// authGen is srv.authGen when the Authorizer allowed req: if a Revoke
+// ran since, the Authorizer is asked again under srv.mu, so that no claim
+// the new rules refuse enters the table after Revoke has swept it.
+func (s *session) acquire(req protocol.Acquire, authGen uint64) (deadline time.Time, err error) {
 	srv := s.srv
 	// A token source that cannot issue yet (the process's first second)
 	// is waited for here, by this session alone, so that the wait is
@@ -175,6 +191,10 @@ func (s *session) acquire(req protocol.Acquire) (deadline time.Time, err error) 
 	defer s.wmu.Unlock()
 
 	srv.mu.Lock()
+	if a := srv.Authorizer; a != nil && srv.authGen.Load() != authGen && !a.Allow(s.peer.Identity, req.Name) {
+		srv.mu.Unlock()
+		return time.Time{}, errDenied
+	}
 	now := time.Now()
 	st, res, err := srv.table.Acquire(now, s.id, locktable.Request{Name: req.Name, Lease: req.Lease(), Peer: s.peer})
 	if err == nil {

@@ -44,7 +44,8 @@ Logs go to standard error; standard output is left to '-audit-log -'.
 Signals: SIGINT or SIGTERM shut down gracefully (a second one kills);
 SIGHUP reopens the audit log file (for logrotate) and reloads the TLS
 certificate, key, client CA and ACL; a file that fails to load keeps the
-previous one in force.
+previous one in force. Waiters the reloaded ACL refuses are removed with
+ERROR 0x18; holders keep their locks unless -acl-revoke-holders is set.
 
 Fencing tokens increase across restarts. Without -data-dir they come from
 the wall clock: in its first second a new process delays grants until the
@@ -71,6 +72,9 @@ type serveConfig struct {
 	tls         tlsfiles.ServerFiles
 	aclFile     string
 	dataDir     string
+	// aclRevokeHolders makes an ACL reload end holders the new rules
+	// refuse, not only waiters.
+	aclRevokeHolders bool
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -87,6 +91,7 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.tls.Key, "tls-key", "BATON_TLS_KEY", "", "server private key (PEM)")
 	fs.StringVar(&cfg.tls.ClientCA, "tls-client-ca", "BATON_TLS_CLIENT_CA", "", "CA bundle (PEM); requires every client to present a certificate it signed (mutual TLS)")
 	fs.StringVar(&cfg.aclFile, "acl-file", "BATON_ACL_FILE", "", "access-control list (JSON) from client identities to lock names; requires -tls-client-ca")
+	fs.BoolVar(&cfg.aclRevokeHolders, "acl-revoke-holders", "BATON_ACL_REVOKE_HOLDERS", false, "on an ACL reload, also end holders the new rules refuse (waiters they refuse are always removed)")
 	fs.StringVar(&cfg.dataDir, "data-dir", "BATON_DATA_DIR", "", "directory for durable state (the fencing-token high-water mark, DIR/tokens); empty: tokens from the wall clock")
 	return fs, cfg
 }
@@ -325,6 +330,10 @@ wait:
 		case <-env.hup:
 			reopen(logger, auditLog, cfg.auditLog)
 			sec.reload(logger)
+			if sec.acl != nil {
+				n := srv.Revoke(cfg.aclRevokeHolders)
+				logger.Info("SIGHUP: claims the ACL no longer allows ended with 0x18", "claims", n, "holders_too", cfg.aclRevokeHolders)
+			}
 		case <-ctx.Done():
 			break wait
 		}

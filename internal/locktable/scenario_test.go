@@ -31,6 +31,7 @@ package locktable_test
 //	expire [t=] c=
 //	force-release [t=] lock=
 //	kick [t=] lock= addr=
+//	revoke [t=] deny= [owners=yes]          end claims whose identity is deny (as an ACL reload)
 //	shutdown [t=]
 //	snapshot [prefix=]                      every lock (with that name prefix)
 //	lock name=                              one lock
@@ -334,6 +335,10 @@ func (s *scenario) run(line string) []string {
 		res, err := s.table.Kick(a.at(), a.str("lock"), a.str("addr"))
 		out.err(err)
 		out.result(res)
+	case "revoke":
+		deny := a.str("deny")
+		allow := func(p locktable.Peer, _ string) bool { return p.Identity != deny }
+		out.result(s.table.Revoke(a.at(), allow, a.has("owners") && a.str("owners") == "yes"))
 	case "shutdown":
 		out.result(s.table.Shutdown(a.at()))
 		if !s.table.ShuttingDown() {

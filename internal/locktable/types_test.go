@@ -37,6 +37,7 @@ func TestStrings(t *testing.T) {
 		{locktable.Reason(0).String(), "unknown"},
 		{locktable.ReasonIOTimeout.String(), "io_timeout"},
 		{locktable.ReasonProtocolError.String(), "protocol_error"},
+		{locktable.ReasonRevoked.String(), "revoked"},
 		{locktable.EventKind(0).String(), "unknown"},
 		{locktable.EventDequeued.String(), "dequeued"},
 	}
@@ -53,7 +54,7 @@ func TestStrings(t *testing.T) {
 			seen[s] = true
 		}
 	}
-	if len(locktable.Reasons) != 7 {
-		t.Errorf("Reasons has %d entries, want 7", len(locktable.Reasons))
+	if len(locktable.Reasons) != 8 {
+		t.Errorf("Reasons has %d entries, want 8", len(locktable.Reasons))
 	}
 }
