@@ -95,3 +95,42 @@ func TestRevokeHolders(t *testing.T) {
 		t.Errorf("revoked waiter was granted the lock %d times", n)
 	}
 }
+
+// gatedAuthz allows everything until deny is set; its first answer about
+// lock gate is held until release is closed, after telling checking.
+type gatedAuthz struct {
+	reloadableAuthz
+	gate              string
+	once              atomic.Bool
+	checking, release chan struct{}
+}
+
+func (a *gatedAuthz) Allow(id, lock string) bool {
+	ok := a.reloadableAuthz.Allow(id, lock)
+	if lock == a.gate && a.once.CompareAndSwap(false, true) {
+		close(a.checking)
+		<-a.release
+	}
+	return ok
+}
+
+// TestRevokeRacesAcquire: an ACQUIRE allowed under the old rules but
+// entered into the table after Revoke swept it is checked again, and
+// refused, instead of staying queued for good.
+func TestRevokeRacesAcquire(t *testing.T) {
+	t.Parallel()
+	authz := &gatedAuthz{gate: "secret/x", checking: make(chan struct{}), release: make(chan struct{})}
+	ts := startServer(t, func(s *server.Server) { s.Authorizer = authz })
+	holder, waiter := ts.dial(t), ts.dial(t)
+	authz.once.Store(true) // the holder passes at once
+	holder.mustOwn("secret/x", longLease)
+	authz.once.Store(false)
+	waiter.sendAcquire("secret/x", longLease)
+	<-authz.checking // the waiter's check has said yes under the old rules
+	authz.set("secret/")
+	if n := ts.Revoke(false); n != 0 {
+		t.Errorf("Revoke ended %d claims before the waiter entered, want 0", n)
+	}
+	close(authz.release)
+	waiter.expectError(protocol.CodeNotAuthorized)
+}
