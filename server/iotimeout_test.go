@@ -182,8 +182,8 @@ func (l *stallListener) Accept() (net.Conn, error) {
 	return sc, nil
 }
 
-// stall makes every later write to client c stall.
-func (l *stallListener) stall(t *testing.T, c *client) {
+// conn returns the server's connection to client c.
+func (l *stallListener) conn(t *testing.T, c *client) *stallConn {
 	t.Helper()
 	l.mu.Lock()
 	sc := l.conns[c.addr()]
@@ -191,21 +191,17 @@ func (l *stallListener) stall(t *testing.T, c *client) {
 	if sc == nil {
 		t.Fatalf("no server connection for %s", c)
 	}
-	sc.stalled.Store(true)
+	return sc
 }
+
+// stall makes every later write to client c stall.
+func (l *stallListener) stall(t *testing.T, c *client) { l.conn(t, c).stalled.Store(true) }
 
 // slow makes every later write to client c wait for d (or until its
 // deadline, if sooner, then fail) before it goes through, as if the client
 // read a little now and then.
 func (l *stallListener) slow(t *testing.T, c *client, d time.Duration) {
-	t.Helper()
-	l.mu.Lock()
-	sc := l.conns[c.addr()]
-	l.mu.Unlock()
-	if sc == nil {
-		t.Fatalf("no server connection for %s", c)
-	}
-	sc.slowFor.Store(int64(d))
+	l.conn(t, c).slowFor.Store(int64(d))
 }
 
 type stallConn struct {
