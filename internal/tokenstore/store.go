@@ -44,6 +44,14 @@ const magic = "baton-tokens 1\n"
 // a valid high-water mark.
 var ErrCorrupt = errors.New("tokenstore: corrupt high-water mark file")
 
+// ErrInUse is wrapped by Open's error when another process (or Store)
+// has the directory's tokens open: two sources on one mark would issue
+// the same tokens.
+var ErrInUse = errors.New("tokenstore: the token file is in use by another process")
+
+// LockName is the lock file beside FileName, held while a Store is open.
+const LockName = FileName + ".lock"
+
 // Options configure a Store; the zero value is ready to use.
 type Options struct {
 	// Block is how many tokens one write reserves; zero means
@@ -67,6 +75,7 @@ type Options struct {
 // mutex); Close from any.
 type Store struct {
 	path  string
+	lock  *os.File // flock'd while open; nil where unsupported
 	opts  Options
 	wmu   sync.Mutex // serializes writes of the file
 	mu    sync.Mutex // guards the fields below
@@ -93,24 +102,34 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("tokenstore: data directory: %w", err)
 	}
-	s := &Store{path: filepath.Join(dir, FileName), opts: opts}
+	lock, err := lockFile(filepath.Join(dir, LockName))
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Store, error) {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	s := &Store{path: filepath.Join(dir, FileName), lock: lock, opts: opts}
 	next, err := s.read()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		sec := opts.Now().Unix()
 		if sec < 0 {
-			return nil, fmt.Errorf("tokenstore: %s does not exist and the wall clock is before 1970: cannot choose a first token", s.path)
+			return fail(fmt.Errorf("tokenstore: %s does not exist and the wall clock is before 1970: cannot choose a first token", s.path))
 		}
 		next = uint64(sec+1) << 20
 	case err != nil:
-		return nil, err
+		return fail(err)
 	}
 	if next == 0 {
 		next = 1
 	}
 	s.prev, s.limit = next-1, next
 	if err := s.reserve(next + opts.Block); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	return s, nil
 }
@@ -148,14 +167,17 @@ func (s *Store) Next() uint64 {
 	return tok
 }
 
-// Close waits for a reservation in flight. The Store must not be used
-// afterwards.
+// Close waits for a reservation in flight and releases the directory.
+// The Store must not be used afterwards.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	ch := s.pending
 	s.mu.Unlock()
 	if ch != nil {
 		<-ch
+	}
+	if s.lock != nil {
+		return s.lock.Close()
 	}
 	return nil
 }
