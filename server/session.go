@@ -25,7 +25,7 @@ const maxDrain = 64 << 10
 const readBatch = 16
 
 // leaseFlush bounds how stale the table's record of when a claim was
-// last heard from may be (the admin API shows it): a heartbeat takes the
+// last heard from may be (Server.Snapshot reports it): a heartbeat takes the
 // table mutex only when the last one that did is this old, or a quarter
 // of the lease, whichever is shorter. Expiry always flushes first, so
 // the lease itself is exact.
