@@ -27,6 +27,9 @@ func (srv *Server) commit(now time.Time, res locktable.Result) []delivery {
 	}
 	for _, e := range res.Events {
 		if e.Kind != locktable.EventGranted {
+			if s := srv.claims[e.Claim]; s != nil {
+				s.gone.Store(true)
+			}
 			delete(srv.claims, e.Claim)
 		}
 		srv.notify(fromTable(now, e))

@@ -12,6 +12,7 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -22,6 +23,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +39,9 @@ func benchServer(b *testing.B) string {
 		b.Fatal(err)
 	}
 	srv := &server.Server{}
+	// Not the process's first second, in which ACQUIRE waits for the
+	// token rule.
+	time.Sleep(time.Until(server.TokenGate(srv)))
 	go srv.Serve(ln)
 	b.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
@@ -246,6 +252,119 @@ func BenchmarkUncontendedAcquire(b *testing.B) {
 		raw = append(raw, time.Since(start))
 	}
 	report(b, acquire, raw, "connect-rtt-close")
+}
+
+// BenchmarkAcquireUnderHeartbeatFlood: uncontended ACQUIREs (connect,
+// ACQUIRE, read ACQUIRED, close) while four other clients, each holding a
+// lock, send heartbeats as fast as they can (at most 1,024 unanswered
+// each) and read the replies. The same ACQUIREs with the flooders idle,
+// alternating in the same run, are the floor. It also reports how many
+// heartbeats per second the server answered during the flood.
+func BenchmarkAcquireUnderHeartbeatFlood(b *testing.B) {
+	const (
+		flooders = 4
+		chunk    = 256
+		window   = 1024
+	)
+	addr := benchServer(b)
+	var flooding atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	type flooder struct{ sent, answered atomic.Int64 }
+	fl := make([]*flooder, flooders)
+	idle := func() bool {
+		for _, f := range fl {
+			if f.answered.Load() < f.sent.Load() {
+				return false
+			}
+		}
+		return true
+	}
+	answered := func() (n int64) {
+		for _, f := range fl {
+			n += f.answered.Load()
+		}
+		return n
+	}
+	for i := range flooders {
+		c, f := benchAcquire(b, addr, "flood-"+strconv.Itoa(i))
+		if f.Type != protocol.TypeAcquired {
+			b.Fatalf("flooder got %v", f)
+		}
+		me := &flooder{}
+		fl[i] = me
+		beats := bytes.Repeat(protocol.AppendHeartbeat(nil), chunk)
+		wg.Go(func() { // reader: every reply is ACQUIRED
+			buf := make([]byte, 64<<10)
+			var got int64
+			for {
+				n, err := c.Read(buf)
+				got += int64(n)
+				me.answered.Store(got / protocol.AcquiredLen)
+				if err != nil {
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			defer c.Close()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !flooding.Load() || me.sent.Load()-me.answered.Load() > window-chunk {
+					time.Sleep(20 * time.Microsecond)
+					continue
+				}
+				me.sent.Add(chunk)
+				if _, err := c.Write(beats); err != nil {
+					return
+				}
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+
+	var quiet, flood []time.Duration
+	var floodTime time.Duration
+	var floodAnswered int64
+	i := 0
+	for b.Loop() {
+		i++
+		on := i%2 == 0
+		flooding.Store(on)
+		if on {
+			time.Sleep(time.Millisecond) // let the flood get going
+		} else {
+			for deadline := time.Now().Add(5 * time.Second); !idle() && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+		before := answered()
+		start := time.Now()
+		c, f := benchAcquire(b, addr, "flood-probe-"+strconv.Itoa(i))
+		if f.Type != protocol.TypeAcquired {
+			b.Fatalf("got %v", f)
+		}
+		c.Close()
+		d := time.Since(start)
+		if on {
+			flood = append(flood, d)
+			floodTime += d
+			floodAnswered += answered() - before
+		} else {
+			quiet = append(quiet, d)
+		}
+	}
+	if len(flood) == 0 || len(quiet) == 0 {
+		return
+	}
+	b.ReportMetric(float64(p50(flood).Microseconds()), "flood-p50-µs")
+	b.ReportMetric(float64(p99(flood).Microseconds()), "flood-p99-µs")
+	b.ReportMetric(float64(p50(quiet).Microseconds()), "quiet-p50-µs")
+	b.ReportMetric(float64(floodAnswered)/floodTime.Seconds(), "heartbeats/s")
 }
 
 // BenchmarkIdleSessionMemory holds 10,000 locks, each by its own idle

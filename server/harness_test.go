@@ -69,6 +69,10 @@ func startServerWrapped(t *testing.T, wrap func(net.Listener) net.Listener, conf
 	for _, f := range configure {
 		f(ts.Server)
 	}
+	// In the first second of the process the default token source makes
+	// ACQUIRE wait for the next second; tests that are not about that
+	// start after it (once per test binary).
+	time.Sleep(time.Until(server.TokenGate(ts.Server)))
 	go func() { ts.serveErr <- ts.Serve(ln) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)

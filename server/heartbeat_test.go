@@ -5,6 +5,8 @@ package server_test
 
 import (
 	"fmt"
+	"net"
+	"sync/atomic"
 	"testing"
 
 	"github.com/batonlock/baton/protocol"
@@ -14,9 +16,20 @@ import (
 // as it can while the owner leaves. It must read WAITING zero or more
 // times, then ACQUIRED for the rest, all with one token: exactly one
 // reply per heartbeat plus the one push, and nothing else. The owner
-// leaves at a different point in each of 200 runs.
+// leaves at a different point in each of 200 runs. The heartbeats go one
+// write each, or all in one write (the server then reads and answers them
+// in batches).
 func TestHeartbeatRepliesAroundPromotion(t *testing.T) {
 	t.Parallel()
+	for _, burst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("burst=%v", burst), func(t *testing.T) {
+			t.Parallel()
+			testHeartbeatRepliesAroundPromotion(t, burst)
+		})
+	}
+}
+
+func testHeartbeatRepliesAroundPromotion(t *testing.T, burst bool) {
 	const runs, beats = 200, 16
 	ts := startServer(t)
 	for i := range runs {
@@ -27,6 +40,10 @@ func TestHeartbeatRepliesAroundPromotion(t *testing.T) {
 
 		sent := make(chan error, 1)
 		go func() {
+			if burst {
+				sent <- waiter.write(heartbeats(beats))
+				return
+			}
 			for range beats {
 				if err := waiter.sendHeartbeat(); err != nil {
 					sent <- err
@@ -68,4 +85,54 @@ func TestHeartbeatRepliesAroundPromotion(t *testing.T) {
 		// One reply per heartbeat plus the push: nothing is left but EOF.
 		waiter.expectOnlyEOFAfterHalfClose()
 	}
+}
+
+// countingListener counts the server's reads and writes on its
+// connections.
+type countingListener struct {
+	net.Listener
+	reads, writes atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return c, err
+	}
+	return &countingConn{Conn: c, l: l}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	l *countingListener
+}
+
+func (c *countingConn) Read(b []byte) (int, error)  { c.l.reads.Add(1); return c.Conn.Read(b) }
+func (c *countingConn) Write(b []byte) (int, error) { c.l.writes.Add(1); return c.Conn.Write(b) }
+
+// TestHeartbeatBatch: heartbeats that arrive together are read with a
+// few reads and answered with a few writes, one reply each, rather than
+// one read and one write per byte (a flood of heartbeats cost each
+// session two system calls per heartbeat).
+func TestHeartbeatBatch(t *testing.T) {
+	t.Parallel()
+	const beats = 64
+	cl := &countingListener{}
+	ts := startServerWrapped(t, func(ln net.Listener) net.Listener { cl.Listener = ln; return cl })
+	c := ts.dial(t)
+	token := c.mustOwn("batch", longLease)
+	reads0, writes0 := cl.reads.Load(), cl.writes.Load()
+	c.mustWrite(heartbeats(beats))
+	for i := range beats {
+		f := c.mustRead()
+		if f.Type != protocol.TypeAcquired || f.Token != token {
+			t.Fatalf("reply %d: %v, want ACQUIRED(%d)", i, f, token)
+		}
+	}
+	reads, writes := cl.reads.Load()-reads0, cl.writes.Load()-writes0
+	t.Logf("%d heartbeats in one write: %d server reads, %d server writes", beats, reads, writes)
+	if writes > beats/4 || reads > beats/4+1 {
+		t.Errorf("%d heartbeats took %d reads and %d writes, want at most %d of each", beats, reads, writes, beats/4)
+	}
+	c.expectOnlyEOFAfterHalfClose()
 }

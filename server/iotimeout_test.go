@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
 
@@ -94,9 +95,9 @@ func (l smallSendBufListener) Accept() (net.Conn, error) {
 }
 
 // TestStoppedReaderIsDropped: an owner that floods heartbeats but stops
-// reading fills its socket buffers; the server's blocked reply write
-// times out after io-timeout, the session ends with reason io_timeout,
-// and the waiter is promoted.
+// reading fills its socket buffers; once the server's reply writes have
+// been blocked for io-timeout in total, the session ends with reason
+// io_timeout and the waiter is promoted.
 func TestStoppedReaderIsDropped(t *testing.T) {
 	t.Parallel()
 	retryTiming(t, func(late func(string, ...any)) {
@@ -112,6 +113,7 @@ func TestStoppedReaderIsDropped(t *testing.T) {
 		// Flood from another goroutine: once the server stops reading, this
 		// write blocks until the server closes the connection.
 		m := startStallMeter()
+		floodStart := time.Now()
 		flood := make(chan error, 1)
 		go func() {
 			chunk := heartbeats(64 << 10)
@@ -142,11 +144,14 @@ func TestStoppedReaderIsDropped(t *testing.T) {
 				beats++
 			}
 		}
-		blocked := released.Time.Sub(lastBeat.Time)
-		t.Logf("owner dropped %v after its last handled heartbeat (%d handled; io-timeout %v; process stalled up to %v)",
-			blocked, beats, ioTimeout, stall)
-		if blocked < ioTimeout {
-			t.Errorf("dropped %v after the blocked write began, before io-timeout %v", blocked, ioTimeout)
+		blocked, total := released.Time.Sub(lastBeat.Time), released.Time.Sub(floodStart)
+		t.Logf("owner dropped %v after its last handled heartbeat, %v after the flood began (%d handled; io-timeout %v; process stalled up to %v)",
+			blocked, total, beats, ioTimeout, stall)
+		// Earlier replies may have blocked for part of the budget, so the
+		// last write can be shorter than io-timeout; all of them together
+		// cannot have been.
+		if total < ioTimeout {
+			t.Errorf("dropped %v after the flood began, before io-timeout %v", total, ioTimeout)
 		}
 		if bound := ioTimeout + ioTimeoutSlack + stall; blocked > bound {
 			late("dropped %v after the blocked write began, want within io-timeout+%v+stall %v = %v", blocked, ioTimeoutSlack, stall, bound)
@@ -177,8 +182,8 @@ func (l *stallListener) Accept() (net.Conn, error) {
 	return sc, nil
 }
 
-// stall makes every later write to client c stall.
-func (l *stallListener) stall(t *testing.T, c *client) {
+// conn returns the server's connection to client c.
+func (l *stallListener) conn(t *testing.T, c *client) *stallConn {
 	t.Helper()
 	l.mu.Lock()
 	sc := l.conns[c.addr()]
@@ -186,11 +191,22 @@ func (l *stallListener) stall(t *testing.T, c *client) {
 	if sc == nil {
 		t.Fatalf("no server connection for %s", c)
 	}
-	sc.stalled.Store(true)
+	return sc
+}
+
+// stall makes every later write to client c stall.
+func (l *stallListener) stall(t *testing.T, c *client) { l.conn(t, c).stalled.Store(true) }
+
+// slow makes every later write to client c wait for d (or until its
+// deadline, if sooner, then fail) before it goes through, as if the client
+// read a little now and then.
+func (l *stallListener) slow(t *testing.T, c *client, d time.Duration) {
+	l.conn(t, c).slowFor.Store(int64(d))
 }
 
 type stallConn struct {
 	*net.TCPConn
+	slowFor  atomic.Int64 // a time.Duration
 	stalled  atomic.Bool
 	mu       sync.Mutex
 	deadline time.Time
@@ -204,12 +220,17 @@ func (c *stallConn) SetWriteDeadline(d time.Time) error {
 }
 
 func (c *stallConn) Write(b []byte) (int, error) {
-	if !c.stalled.Load() {
+	slow := time.Duration(c.slowFor.Load())
+	if !c.stalled.Load() && slow == 0 {
 		return c.TCPConn.Write(b)
 	}
 	c.mu.Lock()
 	d := c.deadline
 	c.mu.Unlock()
+	if slow > 0 && time.Until(d) > slow {
+		time.Sleep(slow) // the client makes room, late
+		return c.TCPConn.Write(b)
+	}
 	time.Sleep(time.Until(d)) // the kernel's send buffer stays full
 	return 0, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.ErrDeadlineExceeded}
 }
@@ -240,4 +261,43 @@ func TestStalledPushIsIOTimeout(t *testing.T) {
 			stuck.readUntilClosed()
 		})
 	}
+}
+
+// TestSlowReaderBoundedByIOTimeout: a client that reads just enough for
+// each write to get through shortly before its deadline (here every write
+// is held for 0.6 × io-timeout, then succeeds) is dropped once its writes
+// have been blocked for io-timeout in total, not after many io-timeouts.
+// The promotion push and the heartbeat replies that follow count together.
+func TestSlowReaderBoundedByIOTimeout(t *testing.T) {
+	t.Parallel()
+	sl := &stallListener{conns: map[string]*stallConn{}}
+	ts := startServerWrapped(t, func(ln net.Listener) net.Listener { sl.Listener = ln; return sl }, withIOTimeout(ioTimeout))
+	owner, slow, next := ts.dial(t), ts.dial(t), ts.dial(t)
+	owner.mustOwn("slow", longLease)
+	slow.mustWait("slow", longLease)
+	next.mustWait("slow", longLease)
+	sl.slow(t, slow, ioTimeout*6/10)
+	// The slow client keeps heartbeating: every reply is one more slow write.
+	for range 8 {
+		slow.mustWrite(protocol.AppendHeartbeat(nil))
+	}
+
+	m := startStallMeter()
+	owner.close()
+	granted := ts.events.wait(t, "granted", peerEvent(server.EventGranted, slow))
+	// Each write gets through, so without a session-wide budget the lock
+	// stays for good (the lease is long).
+	released, ok := ts.events.waitFor(2*time.Second, peerEvent(server.EventReleased, slow))
+	if !ok {
+		t.Fatalf("slow reader still holds the lock %v after it was granted (io-timeout %v)", time.Since(granted.Time), ioTimeout)
+	}
+	held, stall := released.Time.Sub(granted.Time), m.worst()
+	t.Logf("slow reader held the lock for %v (io-timeout %v, process stalled up to %v)", held, ioTimeout, stall)
+	if released.Reason != locktable.ReasonIOTimeout {
+		t.Errorf("released for %v, want io_timeout", released.Reason)
+	}
+	if bound := ioTimeout + ioTimeoutSlack + stall; held > bound {
+		t.Errorf("slow reader held the lock %v, want within io-timeout+%v+stall = %v", held, ioTimeoutSlack, bound)
+	}
+	next.expectAcquired()
 }

@@ -6,6 +6,7 @@ package server_test
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,4 +201,55 @@ func TestNoOverlap(t *testing.T) {
 	if entries != clients {
 		t.Errorf("%d clients held the lock, want %d", entries, clients)
 	}
+}
+
+// TestReplyBeforePush: a waiter promoted between its entry into the table
+// and the reply to its own ACQUIRE still sees WAITING first, then the
+// push. The hook stalls the reply while the owner leaves; nothing may
+// reach the waiter until the hook returns.
+func TestReplyBeforePush(t *testing.T) {
+	t.Parallel()
+	type setup struct {
+		ts            *testServer
+		owner, waiter *client
+	}
+	var armed atomic.Pointer[setup]
+	hooked := make(chan error, 1)
+	ts := startServer(t, func(srv *server.Server) {
+		server.SetAfterTableEntry(srv, func(addr string) {
+			su := armed.Load()
+			if su == nil || addr != su.waiter.addr() {
+				return
+			}
+			su.owner.close()
+			if _, ok := su.ts.events.waitFor(waitLimit, peerEvent(server.EventGranted, su.waiter)); !ok {
+				hooked <- fmt.Errorf("waiter not granted within %v of the owner's close", waitLimit)
+				return
+			}
+			// The push is computed; give it every chance to overtake.
+			if f, err := su.waiter.read(300 * time.Millisecond); err == nil {
+				hooked <- fmt.Errorf("waiter received %v before the reply to its ACQUIRE", f)
+				return
+			}
+			hooked <- nil
+		})
+	})
+	owner, waiter := ts.dial(t), ts.dial(t)
+	owner.mustOwn("order", longLease)
+	armed.Store(&setup{ts, owner, waiter})
+	if err := waiter.sendAcquire("order", longLease); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-hooked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * waitLimit):
+		t.Fatal("hook did not run")
+	}
+	if f, err := waiter.read(waitLimit); err != nil || f.Type != protocol.TypeWaiting {
+		t.Fatalf("first frame %v, %v; want WAITING", f, err)
+	}
+	waiter.expectAcquired()
 }

@@ -28,7 +28,8 @@ const (
 var ErrServerClosed = errors.New("baton: server closed")
 
 // Authorizer decides whether a client identity may take a lock. The
-// server asks it for every ACQUIRE that passed validation.
+// server asks it for every ACQUIRE that passed validation, and for every
+// claim in the table when Revoke is called.
 type Authorizer interface {
 	Allow(identity, lock string) bool
 }
@@ -41,21 +42,38 @@ type Server struct {
 	// DefaultAddr.
 	Addr string
 	// IOTimeout bounds the TLS handshake plus the whole first ACQUIRE
-	// (from accept), the rest of a started frame, and every write. Zero
-	// means DefaultIOTimeout.
+	// (from accept), the rest of a started frame, and the total time the
+	// writes to one session may spend blocked (a client that does not
+	// read). Zero means DefaultIOTimeout.
 	IOTimeout time.Duration
 	// TLSConfig, when set, makes the protocol port speak TLS.
 	TLSConfig *tls.Config
 	// Authorizer, when set, is asked for every ACQUIRE; nil allows all.
 	Authorizer Authorizer
-	// Tokens issues fencing tokens; nil means locktable.ClockTokens.
+	// Tokens issues fencing tokens; nil means a locktable.ClockTokens that
+	// began when this process started, so that tokens increase across a
+	// restart of any speed on a wall clock that does not step back: in
+	// the process's first second an ACQUIRE waits (up to a second) for
+	// the next. A source that is a locktable.Gate is waited for before
+	// the table is entered, never under the table's mutex.
 	Tokens locktable.TokenSource
 	// Observer receives events for metrics, audit and logs; may be nil.
 	Observer Observer
 	// Logger receives the server's logs; nil means slog.Default().
 	Logger *slog.Logger
 
+	// afterTableEntry, when set by a test, runs between an ACQUIRE's
+	// entry into the table and the reply to it, with the session's write
+	// mutex held; it gets the client's address.
+	afterTableEntry func(addr string)
+
+	// authGen counts Revoke calls; an ACQUIRE checked against the
+	// Authorizer before a Revoke is checked again when it enters the table.
+	authGen atomic.Uint64
+
 	initOnce   sync.Once
+	initErr    error
+	gate       time.Time // no grant before this instant (locktable.Gate)
 	inShutdown atomic.Bool
 	sessionsWG sync.WaitGroup
 
@@ -70,9 +88,26 @@ type Server struct {
 	closed    bool
 }
 
-func (srv *Server) init() {
+// processStart is when this process started, as far as the server can
+// tell: a previous server process on the same port stopped before it.
+var processStart = time.Now()
+
+func (srv *Server) init() error {
 	srv.initOnce.Do(func() {
-		srv.table = locktable.New(srv.Tokens)
+		tokens := srv.Tokens
+		if tokens == nil {
+			ct, err := locktable.NewClockTokens(processStart)
+			if err != nil {
+				srv.initErr = err
+				tokens = &locktable.CounterTokens{} // never used: Serve fails
+			} else {
+				tokens = ct
+			}
+		}
+		if g, ok := tokens.(locktable.Gate); ok {
+			srv.gate = g.NotBefore()
+		}
+		srv.table = locktable.New(tokens)
 		srv.claims = map[locktable.ClaimID]*session{}
 		srv.sessions = map[*session]struct{}{}
 		srv.listeners = map[*net.Listener]struct{}{}
@@ -83,6 +118,7 @@ func (srv *Server) init() {
 			srv.IOTimeout = DefaultIOTimeout
 		}
 	})
+	return srv.initErr
 }
 
 // ListenAndServe listens on srv.Addr and calls Serve.
@@ -106,7 +142,10 @@ func (srv *Server) ListenAndServe() error {
 // for example because the process ran out of file descriptors, Serve
 // backs off and retries; it returns only when l is closed.
 func (srv *Server) Serve(l net.Listener) error {
-	srv.init()
+	if err := srv.init(); err != nil {
+		l.Close()
+		return err
+	}
 	if !srv.trackListener(&l, true) {
 		l.Close()
 		return ErrServerClosed
@@ -172,6 +211,32 @@ func (srv *Server) newSession(conn net.Conn) *session {
 	srv.sessions[s] = struct{}{}
 	srv.sessionsWG.Add(1)
 	return s
+}
+
+// Revoke applies a changed Authorizer (after an ACL reload) to the claims
+// already in the table: every waiter it refuses is sent ERROR 0x18 (not
+// authorized) and closed, leaving its queue (release reason "revoked").
+// With holders, an owner it refuses is ended the same way and the next
+// permitted waiter is promoted; without, owners keep their locks. It
+// returns how many claims it ended; with no Authorizer it does nothing.
+func (srv *Server) Revoke(holders bool) int {
+	srv.init()
+	a := srv.Authorizer
+	if a == nil {
+		return 0
+	}
+	n := 0
+	srv.update(func(now time.Time, t *locktable.Table) locktable.Result {
+		srv.authGen.Add(1)
+		res := t.Revoke(now, func(p locktable.Peer, lock string) bool { return a.Allow(p.Identity, lock) }, holders)
+		for _, e := range res.Events {
+			if e.Reason == locktable.ReasonRevoked {
+				n++
+			}
+		}
+		return res
+	})
+	return n
 }
 
 // Shutdown stops the server gracefully: it stops accepting, stops

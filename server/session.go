@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -18,6 +19,18 @@ import (
 // waits for the client to see its ERROR frame and hang up.
 const maxDrain = 64 << 10
 
+// readBatch is how many bytes the reader takes per read once the claim
+// is in the table: up to that many heartbeats are answered with one
+// write. Small, because every session carries its buffers.
+const readBatch = 16
+
+// leaseFlush bounds how stale the table's record of when a claim was
+// last heard from may be (Server.Snapshot reports it): a heartbeat takes the
+// table mutex only when the last one that did is this old, or a quarter
+// of the lease, whichever is shorter. Expiry always flushes first, so
+// the lease itself is exact.
+const leaseFlush = 100 * time.Millisecond
+
 // session is one connection and its one claim. A single goroutine reads
 // the socket (serve); any goroutine may write to it through push and
 // closeWithError, serialized by wmu.
@@ -26,7 +39,16 @@ type session struct {
 	conn net.Conn
 	id   locktable.ClaimID
 	peer locktable.Peer
-	rbuf [1]byte // the reader's type byte; kept here so reads do not allocate
+	rbuf [readBatch]byte // the reader's bytes; kept here so reads do not allocate
+
+	// Owned by the reader goroutine once the claim is in the table.
+	lease   time.Duration
+	seen    time.Time // when the client was last heard from
+	flushed time.Time // the last seen the table has been told
+
+	// gone is set (under srv.mu) when the claim has left the table;
+	// a heartbeat reply is then not written.
+	gone atomic.Bool
 
 	// closing is set once an ERROR frame has been (or is being) sent or
 	// the session is otherwise finished: nothing more is written, and the
@@ -36,7 +58,11 @@ type session struct {
 	wmu   sync.Mutex
 	state locktable.State // what the client has been told: 0, Waiting or Owner
 	token uint64
-	wbuf  [protocol.AcquiredLen]byte
+	// blocked is the total time writes to this session have spent
+	// blocked; with io-timeout it bounds how long a client that reads
+	// too little can keep a lock it may not know it holds.
+	blocked time.Duration
+	wbuf    [readBatch * protocol.AcquiredLen]byte
 }
 
 // ended is run's result when the claim was ended by another goroutine.
@@ -68,7 +94,7 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		s.peer.Identity = id
 		s.wmu.Unlock()
 	}
-	if _, err := io.ReadFull(s.conn, s.rbuf[:]); err != nil {
+	if _, err := io.ReadFull(s.conn, s.rbuf[:1]); err != nil {
 		return s.readFailure(err)
 	}
 	switch protocol.Type(s.rbuf[0]) {
@@ -85,15 +111,17 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		}
 		return s.readFailure(err)
 	}
+	gen := srv.authGen.Load()
 	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, req.Name) {
-		srv.observe(Event{Kind: EventDenied, Time: time.Now(), Lock: req.Name, Peer: s.peer})
-		srv.Logger.Info("ACQUIRE denied by ACL", "lock", req.Name, "identity", s.peer.Identity, "remote_addr", s.peer.Addr)
-		return locktable.ReasonProtocolError, protocol.CodeNotAuthorized
+		return s.denied(req.Name)
 	}
-	deadline, err := s.acquire(req)
+	deadline, err := s.acquire(req, gen)
 	if err != nil {
 		if errors.Is(err, locktable.ErrShutdown) {
 			return locktable.ReasonShutdown, protocol.CodeShuttingDown
+		}
+		if errors.Is(err, errDenied) {
+			return s.denied(req.Name)
 		}
 		return writeFailureReason(err), 0
 	}
@@ -102,10 +130,39 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 	// shutdown) and is about to send the ERROR frame; closing now would
 	// lose it. Read on until that sender sets closing, for at most linger.
 	orphaned := false
+	orphan := func() {
+		if !orphaned {
+			orphaned = true
+			deadline = time.Now().Add(srv.linger())
+			s.conn.SetReadDeadline(deadline)
+		}
+	}
 	for {
-		_, err := s.conn.Read(s.rbuf[:])
+		n, err := s.conn.Read(s.rbuf[:])
 		if s.closing.Load() {
 			return ended, 0
+		}
+		// Heartbeats first, answered together; then whatever else came.
+		beats := 0
+		for beats < n && protocol.Type(s.rbuf[beats]) == protocol.TypeHeartbeat {
+			beats++
+		}
+		if beats > 0 && !orphaned {
+			d, herr := s.heartbeat(beats)
+			switch {
+			case herr == nil:
+				deadline = d
+			case errors.Is(herr, locktable.ErrNoClaim):
+				orphan()
+			default:
+				return writeFailureReason(herr), 0
+			}
+		}
+		if beats < n {
+			if protocol.Type(s.rbuf[beats]) == protocol.TypeAcquire {
+				return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire
+			}
+			return locktable.ReasonProtocolError, protocol.CodeUnknownMessage
 		}
 		if err != nil {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -118,32 +175,27 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 			case err == nil:
 				return ended, 0
 			case errors.Is(err, locktable.ErrNoClaim):
-				orphaned = true
-				deadline = time.Now().Add(srv.linger())
+				orphan()
+				continue
 			default:
 				// The deadline fired a hair early for the table's
 				// strict "more than one lease" rule; look again shortly.
 				deadline = deadline.Add(time.Millisecond)
 			}
 			s.conn.SetReadDeadline(deadline)
-			continue
-		}
-		switch protocol.Type(s.rbuf[0]) {
-		case protocol.TypeHeartbeat:
-			if deadline, err = s.heartbeat(); err != nil {
-				if !errors.Is(err, locktable.ErrNoClaim) {
-					return writeFailureReason(err), 0
-				}
-				orphaned = true
-				deadline = time.Now().Add(srv.linger())
-				s.conn.SetReadDeadline(deadline)
-			}
-		case protocol.TypeAcquire:
-			return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire
-		default:
-			return locktable.ReasonProtocolError, protocol.CodeUnknownMessage
 		}
 	}
+}
+
+// errDenied is acquire's error when a Revoke since the ACQUIRE's check
+// changed the answer.
+var errDenied = errors.New("server: not authorized")
+
+func (s *session) denied(lock string) (locktable.Reason, protocol.Code) {
+	srv := s.srv
+	srv.observe(Event{Kind: EventDenied, Time: time.Now(), Lock: lock, Peer: s.peer})
+	srv.Logger.Info("ACQUIRE denied by ACL", "lock", lock, "identity", s.peer.Identity, "remote_addr", s.peer.Addr)
+	return locktable.ReasonProtocolError, protocol.CodeNotAuthorized
 }
 
 func (s *session) readFailure(err error) (locktable.Reason, protocol.Code) {
@@ -157,21 +209,39 @@ func (s *session) readFailure(err error) (locktable.Reason, protocol.Code) {
 // acquire enters the claim into the table and answers it. It holds wmu
 // throughout, so that a promotion push computed by another goroutine in
 // the meantime is written only after this reply.
-func (s *session) acquire(req protocol.Acquire) (deadline time.Time, err error) {
+// authGen is srv.authGen when the Authorizer allowed req: if a Revoke
+// ran since, the Authorizer is asked again under srv.mu, so that no claim
+// the new rules refuse enters the table after Revoke has swept it.
+func (s *session) acquire(req protocol.Acquire, authGen uint64) (deadline time.Time, err error) {
 	srv := s.srv
+	// A token source that cannot issue yet (the process's first second)
+	// is waited for here, by this session alone, so that the wait is
+	// never under srv.mu. Promotions need no wait: they follow an
+	// ACQUIRE that has waited.
+	if d := time.Until(srv.gate); d > 0 {
+		time.Sleep(d)
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 
 	srv.mu.Lock()
+	if a := srv.Authorizer; a != nil && srv.authGen.Load() != authGen && !a.Allow(s.peer.Identity, req.Name) {
+		srv.mu.Unlock()
+		return time.Time{}, errDenied
+	}
 	now := time.Now()
 	st, res, err := srv.table.Acquire(now, s.id, locktable.Request{Name: req.Name, Lease: req.Lease(), Peer: s.peer})
 	if err == nil {
 		srv.claims[s.id] = s
 		srv.commit(now, res) // an Acquire only ever reports its own grant
+		s.lease, s.seen, s.flushed = req.Lease(), now, now
 	}
 	srv.mu.Unlock()
 	if err != nil {
 		return time.Time{}, err
+	}
+	if h := srv.afterTableEntry; h != nil {
+		h(s.peer.Addr)
 	}
 	s.state, s.token = st.State, st.Token
 	if err := s.writeStateLocked(); err != nil {
@@ -180,28 +250,42 @@ func (s *session) acquire(req protocol.Acquire) (deadline time.Time, err error) 
 	return st.Deadline, s.conn.SetReadDeadline(st.Deadline)
 }
 
-// heartbeat refreshes the lease and answers with the state the client has
-// been told, under wmu, so a push and a stale WAITING never reorder.
-func (s *session) heartbeat() (deadline time.Time, err error) {
+// heartbeat refreshes the lease for k heartbeats read together and
+// answers each with the state the client has been told, in one write under
+// wmu, so a push and a stale WAITING never reorder. The table is told
+// only every leaseFlush (see there), so a flood of heartbeats does not
+// contend for the table's mutex.
+func (s *session) heartbeat(k int) (deadline time.Time, err error) {
 	srv := s.srv
 	now := time.Now()
-	srv.mu.Lock()
-	st, err := srv.table.Heartbeat(now, s.id)
-	srv.mu.Unlock()
-	if err != nil {
-		return time.Time{}, err
+	s.seen = now
+	if now.Sub(s.flushed) >= min(leaseFlush, s.lease/4) {
+		srv.mu.Lock()
+		_, err := srv.table.Heartbeat(now, s.id)
+		srv.mu.Unlock()
+		if err != nil {
+			return time.Time{}, err
+		}
+		s.flushed = now
 	}
-	srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: s.peer})
+	for range k {
+		srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: s.peer})
+	}
 
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.closing.Load() {
+	if s.closing.Load() || s.gone.Load() {
 		return time.Time{}, locktable.ErrNoClaim
 	}
-	if err := s.writeStateLocked(); err != nil {
+	b := s.wbuf[:0]
+	for range k {
+		b = s.appendStateLocked(b)
+	}
+	if err := s.writeLocked(b); err != nil {
 		return time.Time{}, err
 	}
-	return st.Deadline, s.conn.SetReadDeadline(st.Deadline)
+	deadline = now.Add(s.lease)
+	return deadline, s.conn.SetReadDeadline(deadline)
 }
 
 // expire ends the claim if its lease has passed. It returns
@@ -210,6 +294,13 @@ func (s *session) heartbeat() (deadline time.Time, err error) {
 func (s *session) expire() error {
 	srv := s.srv
 	srv.mu.Lock()
+	if s.seen.After(s.flushed) {
+		if _, err := srv.table.Heartbeat(s.seen, s.id); err != nil {
+			srv.mu.Unlock()
+			return err
+		}
+		s.flushed = s.seen
+	}
 	now := time.Now()
 	res, err := srv.table.Expire(now, s.id)
 	if err != nil {
@@ -239,20 +330,43 @@ func (s *session) push(token uint64) error {
 
 // writeStateLocked writes WAITING or ACQUIRED(token) as s.state says.
 func (s *session) writeStateLocked() error {
-	b := s.wbuf[:0]
-	if s.state == locktable.Owner {
-		b = protocol.AppendAcquired(b, s.token)
-	} else {
-		b = protocol.AppendWaiting(b)
-	}
-	return s.writeLocked(b)
+	return s.writeLocked(s.appendStateLocked(s.wbuf[:0]))
 }
 
+func (s *session) appendStateLocked(b []byte) []byte {
+	if s.state == locktable.Owner {
+		return protocol.AppendAcquired(b, s.token)
+	}
+	return protocol.AppendWaiting(b)
+}
+
+// writeStall is how long a write may take before it counts as blocked: a
+// client that reads keeps the few bytes of baton replies flowing through
+// its buffers, so a write that has to wait means the client is not
+// reading. Anything shorter is scheduling noise.
+const writeStall = time.Millisecond
+
+// errWriteBudget ends a session whose writes have been blocked for
+// io-timeout in total.
+var errWriteBudget = fmt.Errorf("server: writes to the session blocked for io-timeout in total: %w", os.ErrDeadlineExceeded)
+
+// writeLocked writes b within what is left of the session's budget of
+// blocked writes, io-timeout in total: a client that reads just enough
+// to let each write through before its deadline must not keep a lock
+// for many io-timeouts.
 func (s *session) writeLocked(b []byte) error {
-	if err := s.conn.SetWriteDeadline(time.Now().Add(s.srv.IOTimeout)); err != nil {
+	budget := s.srv.IOTimeout - s.blocked
+	if budget <= 0 {
+		return errWriteBudget
+	}
+	start := time.Now()
+	if err := s.conn.SetWriteDeadline(start.Add(budget)); err != nil {
 		return err
 	}
 	_, err := s.conn.Write(b)
+	if d := time.Since(start); d > writeStall {
+		s.blocked += d
+	}
 	return err
 }
 

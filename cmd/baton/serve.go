@@ -17,7 +17,9 @@ import (
 
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/audit"
+	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/tlsfiles"
+	"github.com/batonlock/baton/internal/tokenstore"
 	"github.com/batonlock/baton/ops"
 	"github.com/batonlock/baton/server"
 )
@@ -42,7 +44,15 @@ Logs go to standard error; standard output is left to '-audit-log -'.
 Signals: SIGINT or SIGTERM shut down gracefully (a second one kills);
 SIGHUP reopens the audit log file (for logrotate) and reloads the TLS
 certificate, key, client CA and ACL; a file that fails to load keeps the
-previous one in force.
+previous one in force. Waiters the reloaded ACL refuses are removed with
+ERROR 0x18; holders keep their locks unless -acl-revoke-holders is set.
+
+Fencing tokens increase across restarts. Without -data-dir they come from
+the wall clock: in its first second a new process delays grants until the
+next second, and tokens stay increasing over any restart provided the
+clock does not step back. With -data-dir they come from a high-water mark
+synced to DIR/tokens before use and need no clock; a corrupt or unreadable
+file stops the server from starting.
 
 Exit status: 0 after a graceful shutdown, 1 on a runtime failure (for
 example an address in use), 2 on a bad flag or environment variable.
@@ -61,13 +71,17 @@ type serveConfig struct {
 	logFormat   string
 	tls         tlsfiles.ServerFiles
 	aclFile     string
+	dataDir     string
+	// aclRevokeHolders makes an ACL reload end holders the new rules
+	// refuse, not only waiters.
+	aclRevokeHolders bool
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	cfg := &serveConfig{}
 	fs := newFlagSet("baton serve", "baton serve [flags]", stderr)
 	fs.StringVar(&cfg.listen, "listen", "BATON_LISTEN_ADDRESS", server.DefaultAddr, "protocol address to listen on (host:port)")
-	fs.DurationVar(&cfg.ioTimeout, "io-timeout", "BATON_IO_TIMEOUT", server.DefaultIOTimeout, "bound on the handshake and first ACQUIRE, a started frame, and every write")
+	fs.DurationVar(&cfg.ioTimeout, "io-timeout", "BATON_IO_TIMEOUT", server.DefaultIOTimeout, "bound on the handshake and first ACQUIRE, a started frame, and the total blocked time of a session's writes")
 	fs.StringVar(&cfg.opsListen, "ops-listen", "BATON_OPS_LISTEN_ADDRESS", "", "address for /metrics, /healthz and /readyz (host:port); empty: off")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port), unauthenticated: keep it on loopback; empty: off")
 	fs.StringVar(&cfg.auditLog, "audit-log", "BATON_AUDIT_LOG", "", "append JSON audit lines to this file ('-': standard output); empty: off")
@@ -77,6 +91,8 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.tls.Key, "tls-key", "BATON_TLS_KEY", "", "server private key (PEM)")
 	fs.StringVar(&cfg.tls.ClientCA, "tls-client-ca", "BATON_TLS_CLIENT_CA", "", "CA bundle (PEM); requires every client to present a certificate it signed (mutual TLS)")
 	fs.StringVar(&cfg.aclFile, "acl-file", "BATON_ACL_FILE", "", "access-control list (JSON) from client identities to lock names; requires -tls-client-ca")
+	fs.BoolVar(&cfg.aclRevokeHolders, "acl-revoke-holders", "BATON_ACL_REVOKE_HOLDERS", false, "on an ACL reload, also end holders the new rules refuse (waiters they refuse are always removed)")
+	fs.StringVar(&cfg.dataDir, "data-dir", "BATON_DATA_DIR", "", "directory for durable state (the fencing-token high-water mark, DIR/tokens); empty: tokens from the wall clock")
 	return fs, cfg
 }
 
@@ -185,6 +201,14 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	started := time.Now()
 	srv := &server.Server{IOTimeout: cfg.ioTimeout, Logger: logger}
 	var observers server.Observers
+
+	tokens, closeTokens, err := openTokens(cfg.dataDir, logger)
+	if err != nil {
+		logger.Error("cannot start the fencing-token source", "data_dir", cfg.dataDir, "err", err)
+		return exitError
+	}
+	defer closeTokens()
+	srv.Tokens = tokens
 
 	sec, err := loadSecurity(cfg)
 	if err != nil {
@@ -306,6 +330,10 @@ wait:
 		case <-env.hup:
 			reopen(logger, auditLog, cfg.auditLog)
 			sec.reload(logger)
+			if sec.acl != nil {
+				n := srv.Revoke(cfg.aclRevokeHolders)
+				logger.Info("SIGHUP: claims the ACL no longer allows ended with 0x18", "claims", n, "holders_too", cfg.aclRevokeHolders)
+			}
 		case <-ctx.Done():
 			break wait
 		}
@@ -332,6 +360,33 @@ wait:
 	logger.Info("stopped")
 	return code
 }
+
+// openTokens returns the fencing-token source: the durable store in
+// dataDir, or the wall clock rule from the start of the process.
+func openTokens(dataDir string, logger *slog.Logger) (locktable.TokenSource, func(), error) {
+	if dataDir == "" {
+		ct, err := locktable.NewClockTokens(processStart)
+		return ct, func() {}, err
+	}
+	st, err := tokenstore.Open(dataDir, tokenstore.Options{
+		OnError: func(err error) {
+			logger.Error("cannot reserve fencing tokens ahead; retrying", "err", err)
+		},
+		Fatal: func(err error) {
+			logger.Error("stopping: no fencing token can be issued safely", "err", err)
+			os.Exit(exitError)
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	logger.Info("fencing tokens from the data directory", "path", st.Path())
+	return st, func() { st.Close() }, nil
+}
+
+// processStart is when this process started: a previous server on the
+// same port had stopped issuing tokens by then.
+var processStart = time.Now()
 
 func reopen(logger *slog.Logger, l *audit.Logger, path string) {
 	switch {

@@ -20,7 +20,10 @@ package locktable_test
 //
 // Commands (every table operation, plus setup and queries):
 //
-//	new [tokens=counter|clock] [wall=UNIX]  fresh table (a file starts with tokens=counter)
+//	new [tokens=counter|clock] [wall=UNIX] [start=UNIX]
+//	                                        fresh table (a file starts with tokens=counter);
+//	                                        clock tokens began at start (default 0) and
+//	                                        their waits advance the wall clock
 //	wall unix=UNIX                          set the wall clock of tokens=clock
 //	acquire [t=] c= lock= lease= [addr=] [id=]
 //	heartbeat [t=] c=
@@ -28,6 +31,7 @@ package locktable_test
 //	expire [t=] c=
 //	force-release [t=] lock=
 //	kick [t=] lock= addr=
+//	revoke [t=] deny= [owners=yes]          end claims whose identity is deny (as an ACL reload)
 //	shutdown [t=]
 //	snapshot [prefix=]                      every lock (with that name prefix)
 //	lock name=                              one lock
@@ -288,7 +292,12 @@ func (s *scenario) run(line string) []string {
 			if a.has("wall") {
 				s.wall = time.Unix(a.int("wall"), 0)
 			}
-			src = &locktable.ClockTokens{Now: func() time.Time { return s.wall }}
+			start := time.Unix(0, 0)
+			if a.has("start") {
+				start = time.Unix(a.int("start"), 0)
+			}
+			src = &locktable.ClockTokens{Now: func() time.Time { return s.wall }, Start: start,
+				Sleep: func(d time.Duration) { s.wall = s.wall.Add(d) }}
 		} else if a.has("tokens") && a.str("tokens") != "counter" {
 			s.t.Fatalf("%s: unknown token source %q", s.where, a.str("tokens"))
 		}
@@ -326,6 +335,10 @@ func (s *scenario) run(line string) []string {
 		res, err := s.table.Kick(a.at(), a.str("lock"), a.str("addr"))
 		out.err(err)
 		out.result(res)
+	case "revoke":
+		deny := a.str("deny")
+		allow := func(p locktable.Peer, _ string) bool { return p.Identity != deny }
+		out.result(s.table.Revoke(a.at(), allow, a.has("owners") && a.str("owners") == "yes"))
 	case "shutdown":
 		out.result(s.table.Shutdown(a.at()))
 		if !s.table.ShuttingDown() {

@@ -163,6 +163,38 @@ func (t *Table) Kick(now time.Time, name, addr string) (Result, error) {
 	return Result{}, ErrNoWaiter
 }
 
+// Revoke ends the claims that allow no longer permits, as after a reload
+// of an access-control list: every waiter that allow refuses is sent
+// ERROR(0x18) and leaves its queue, the others keep their order; with
+// owners, an owner that allow refuses is sent ERROR(0x18) and closed too,
+// and the (permitted) head of its queue is promoted. Each ended claim has
+// ReasonRevoked. Locks are visited in name order so the result is
+// deterministic.
+func (t *Table) Revoke(now time.Time, allow func(p Peer, lock string) bool, owners bool) Result {
+	var res Result
+	names := make([]string, 0, len(t.locks))
+	for name := range t.locks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	revoke := func(c *claim) {
+		res.send(Send{Kind: SendError, Claim: c.id, Code: protocol.CodeNotAuthorized})
+		t.end(now, c, ReasonRevoked, &res)
+	}
+	for _, name := range names {
+		l := t.locks[name]
+		for _, w := range l.queue() {
+			if !allow(w.peer, name) {
+				revoke(w)
+			}
+		}
+		if owners && !allow(l.owner.peer, name) {
+			revoke(l.owner)
+		}
+	}
+	return res
+}
+
 // Shutdown ends every claim without promoting anyone: each is sent
 // ERROR(0x01) and closed. Every later Acquire returns ErrShutdown.
 // Locks are visited in name order so the result is deterministic.

@@ -63,10 +63,11 @@ const (
 	ReasonShutdown                        // the server shut down
 	ReasonKick                            // an administrator removed the waiter
 	ReasonProtocolError                   // the client broke the protocol after ACQUIRE
+	ReasonRevoked                         // a reloaded access-control list no longer allows the claim
 )
 
 // Reasons lists every reason, for metrics that pre-create their labels.
-var Reasons = []Reason{ReasonGraceful, ReasonExpired, ReasonIOTimeout, ReasonForce, ReasonShutdown, ReasonKick, ReasonProtocolError}
+var Reasons = []Reason{ReasonGraceful, ReasonExpired, ReasonIOTimeout, ReasonForce, ReasonShutdown, ReasonKick, ReasonProtocolError, ReasonRevoked}
 
 func (r Reason) String() string {
 	switch r {
@@ -84,6 +85,8 @@ func (r Reason) String() string {
 		return "kick"
 	case ReasonProtocolError:
 		return "protocol_error"
+	case ReasonRevoked:
+		return "revoked"
 	}
 	return "unknown"
 }

@@ -7,10 +7,11 @@ import (
 	"github.com/batonlock/baton/internal/locktable"
 )
 
-// New(nil) issues tokens from the system clock, as the server does:
-// a first token is at least unix_seconds << 20.
+// New(nil) issues tokens from the system clock: a first token is above
+// the second in which the source began (so this test waits up to a
+// second, once).
 func TestNewNilUsesClockTokens(t *testing.T) {
-	before := uint64(time.Now().Unix()) << 20
+	before := uint64(time.Now().Unix()+1) << 20
 	table := locktable.New(nil)
 	st, _, err := table.Acquire(time.Now(), 1, locktable.Request{Name: "a", Lease: time.Second})
 	if err != nil {
@@ -19,8 +20,11 @@ func TestNewNilUsesClockTokens(t *testing.T) {
 	if st.Token < before {
 		t.Errorf("first token %d is below the clock floor %d", st.Token, before)
 	}
-	var c locktable.ClockTokens // zero value: system clock
-	if a, b := c.Next(), c.Next(); a < before || b != a+1 {
+	c, err := locktable.NewClockTokens(time.Unix(0, 0)) // began long ago: no wait
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := c.Next(), c.Next(); a < before-1<<20 || b != a+1 {
 		t.Errorf("ClockTokens{} gave %d then %d, want >= %d then +1", a, b, before)
 	}
 }
@@ -33,6 +37,7 @@ func TestStrings(t *testing.T) {
 		{locktable.Reason(0).String(), "unknown"},
 		{locktable.ReasonIOTimeout.String(), "io_timeout"},
 		{locktable.ReasonProtocolError.String(), "protocol_error"},
+		{locktable.ReasonRevoked.String(), "revoked"},
 		{locktable.EventKind(0).String(), "unknown"},
 		{locktable.EventDequeued.String(), "dequeued"},
 	}
@@ -49,7 +54,7 @@ func TestStrings(t *testing.T) {
 			seen[s] = true
 		}
 	}
-	if len(locktable.Reasons) != 7 {
-		t.Errorf("Reasons has %d entries, want 7", len(locktable.Reasons))
+	if len(locktable.Reasons) != 8 {
+		t.Errorf("Reasons has %d entries, want 8", len(locktable.Reasons))
 	}
 }

@@ -110,6 +110,17 @@ func (z *lostPromotion) ForceRelease(now time.Time, name string) (locktable.Resu
 	return z.Table.ForceRelease(now, name)
 }
 
+// Revoke leaves zombies alone (they are known by their unique address).
+func (z *lostPromotion) Revoke(now time.Time, allow func(locktable.Peer, string) bool, owners bool) locktable.Result {
+	zombie := map[string]bool{}
+	for _, li := range z.Table.Snapshot(nil) {
+		if z.zombies[li.Holder.Claim] {
+			zombie[li.Holder.Peer.Addr] = true
+		}
+	}
+	return z.Table.Revoke(now, func(p locktable.Peer, lock string) bool { return zombie[p.Addr] || allow(p, lock) }, owners)
+}
+
 func (z *lostPromotion) Shutdown(now time.Time) locktable.Result {
 	res := z.Table.Shutdown(now)
 	res.Events = slices.DeleteFunc(res.Events, func(e locktable.Event) bool { return z.zombies[e.Claim] })

@@ -23,6 +23,7 @@ type Table interface {
 	Expire(now time.Time, id locktable.ClaimID) (locktable.Result, error)
 	ForceRelease(now time.Time, name string) (locktable.Result, error)
 	Kick(now time.Time, name, addr string) (locktable.Result, error)
+	Revoke(now time.Time, allow func(p locktable.Peer, lock string) bool, owners bool) locktable.Result
 	Shutdown(now time.Time) locktable.Result
 	Snapshot(match func(name string) bool) []locktable.LockInfo
 	Counts() locktable.Counts
@@ -97,6 +98,8 @@ const (
 	opForce                       // an administrator force-releases lock l
 	opKick                        // an administrator kicks session s from its queue
 	opShutdown                    // the server shuts down
+	opRevoke                      // an ACL reload refuses session s: its waiting claim ends
+	opRevokeAll                   // the same with holders revoked too: its claim ends either way
 )
 
 type tableOp struct {
@@ -196,6 +199,10 @@ var peerAddrs = func() (a [8][8]string) {
 	return a
 }()
 
+// sessionIdentity is the client identity of session s, which Revoke
+// judges by.
+func sessionIdentity(s int) string { return fmt.Sprintf("s%d", s+1) }
+
 func claimID(s, life int) locktable.ClaimID { return locktable.ClaimID((s+1)*1000 + life + 1) }
 
 func (r *tableRun) claimName(id locktable.ClaimID) string {
@@ -220,7 +227,7 @@ func (r *tableRun) enabled() []tableOp {
 	}
 	for s := range r.cfg.Sessions {
 		if r.live[s] != nil {
-			for _, k := range []opKind{opHeartbeat, opEnd, opExpire, opKick} {
+			for _, k := range []opKind{opHeartbeat, opEnd, opExpire, opKick, opRevoke, opRevokeAll} {
 				ops = append(ops, tableOp{kind: k, s: int8(s)})
 			}
 		}
@@ -329,6 +336,25 @@ func (r *tableRun) step(op tableOp, full bool) (line string, f *failure) {
 			return line, fail(PropConsistent, "kick of waiter %s from %q failed: %v", c, lockName(c.lock), err)
 		}
 		line, f = r.ended(line, res, locktable.ReasonKick, protocol.CodeClosedByAdmin, c)
+	case opRevoke, opRevokeAll:
+		c := r.live[s]
+		all := op.kind == opRevokeAll
+		if r.describe {
+			line = fmt.Sprintf("an ACL reload refuses %s's identity (holders too: %v)", c, all)
+		}
+		deny := sessionIdentity(s)
+		res := r.t.Revoke(r.now, func(p locktable.Peer, _ string) bool { return p.Identity != deny }, all)
+		if c.where == owner && !all {
+			// Without holders, an owner keeps its lock.
+			if len(res.Events)+len(res.Sends) > 0 {
+				return line, fail(PropConsistent, "revoking waiters only ended owner %s: %s", c, formatResult(r, res))
+			}
+			if r.describe {
+				line += " → nothing (it is the owner)"
+			}
+			break
+		}
+		line, f = r.ended(line, res, locktable.ReasonRevoked, protocol.CodeNotAuthorized, c)
 	case opShutdown:
 		if r.describe {
 			line = "the server shuts down"
@@ -353,7 +379,7 @@ func (r *tableRun) acquire(s, l int) (line string, f *failure) {
 	lease := time.Duration(s+1) * time.Second
 	id := claimID(s, r.lives[s])
 	req := locktable.Request{Name: lockName(l), Lease: lease,
-		Peer: locktable.Peer{Addr: peerAddr(s, r.lives[s])}}
+		Peer: locktable.Peer{Addr: peerAddr(s, r.lives[s]), Identity: sessionIdentity(s)}}
 	if r.shutdown {
 		st, res, err := r.t.Acquire(r.now, id, req)
 		if r.describe {
@@ -701,6 +727,10 @@ func (op tableOp) String() string {
 		return fmt.Sprintf("admin kicks s%d", op.s+1)
 	case opShutdown:
 		return "the server shuts down"
+	case opRevoke:
+		return fmt.Sprintf("an ACL reload refuses s%d", op.s+1)
+	case opRevokeAll:
+		return fmt.Sprintf("an ACL reload refuses s%d, holders too", op.s+1)
 	}
 	return "no step"
 }
