@@ -160,7 +160,8 @@ func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("match") {
 		p, err := glob.Compile(q.Get("match"))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("bad match pattern: %v (at most %d bytes and %d runs of '*')",
+				err, glob.MaxLen, glob.MaxStars))
 			return
 		}
 		match = p.Match

@@ -8,11 +8,24 @@ import (
 
 // Snapshot describes every lock with an owner whose name match accepts
 // (nil accepts all), sorted by name.
+//
+// match runs after the table mutex is released, on a copy: a slow filter
+// (an administrator's pattern) never stalls acquires and heartbeats.
 func (srv *Server) Snapshot(match func(name string) bool) []locktable.LockInfo {
 	srv.init()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.table.Snapshot(match)
+	all := srv.table.Snapshot(nil)
+	srv.mu.Unlock()
+	if match == nil {
+		return all
+	}
+	out := all[:0]
+	for _, l := range all {
+		if match(l.Name) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // Lock describes one lock, or reports false when nobody holds it.
