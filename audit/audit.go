@@ -25,7 +25,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/server"
 )
 
@@ -34,8 +33,9 @@ const (
 	Granted      = "granted"       // a client became owner: token, wait_ms
 	Released     = "released"      // an owner stopped owning: token, held_ms, reason
 	Denied       = "denied"        // the ACL refused a client the lock
-	ForceRelease = "force_release" // an administrator took the lock from its owner: token
-	KickWaiter   = "kick_waiter"   // an administrator removed a waiter from the queue
+	ForceRelease = "force_release" // an administrator took the lock from its owner: token, admin_*
+	KickWaiter   = "kick_waiter"   // an administrator removed a waiter from the queue: admin_*
+	AdminDenied  = "admin_denied"  // the admin API refused an administrator an action: admin_*, action
 )
 
 // TimeFormat is the layout of the "time" field: RFC 3339 in UTC with
@@ -53,6 +53,12 @@ type Record struct {
 	WaitMS     *int64 `json:"wait_ms,omitempty"` // granted
 	HeldMS     *int64 `json:"held_ms,omitempty"` // released
 	Reason     string `json:"reason,omitempty"`  // released
+	// The administrator behind force_release, kick_waiter and
+	// admin_denied: certificate identity (empty without mTLS) and
+	// address. identity and remote_addr are the client affected.
+	AdminIdentity *string `json:"admin_identity,omitempty"`
+	AdminAddr     string  `json:"admin_addr,omitempty"`
+	Action        string  `json:"action,omitempty"` // admin_denied: read, release or kick
 }
 
 // DefaultBuffer is the number of events the Logger holds while its writer
@@ -151,18 +157,17 @@ func (l *Logger) Observe(e server.Event) {
 	case server.EventGranted:
 		l.enqueue(Granted, e)
 	case server.EventReleased:
-		// A force release is the administrative action followed by the
-		// ownership change it caused, like every other release.
-		if e.Reason == locktable.ReasonForce {
-			l.enqueue(ForceRelease, e)
-		}
 		l.enqueue(Released, e)
-	case server.EventDequeued:
-		if e.Reason == locktable.ReasonKick {
-			l.enqueue(KickWaiter, e)
-		}
+	case server.EventForceRelease:
+		// The administrative action; the ownership change it causes
+		// follows as "released" with reason "force".
+		l.enqueue(ForceRelease, e)
+	case server.EventKick:
+		l.enqueue(KickWaiter, e)
 	case server.EventDenied:
 		l.enqueue(Denied, e)
+	case server.EventAdminDenied:
+		l.enqueue(AdminDenied, e)
 	}
 }
 
@@ -324,6 +329,11 @@ func record(en entry) Record {
 		r.Reason = e.Reason.String()
 	case ForceRelease:
 		r.Token = e.Token
+	}
+	switch en.event {
+	case ForceRelease, KickWaiter, AdminDenied:
+		id := e.Admin.Identity
+		r.AdminIdentity, r.AdminAddr, r.Action = &id, e.Admin.Addr, e.Action
 	}
 	return r
 }

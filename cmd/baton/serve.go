@@ -34,8 +34,11 @@ const serveHelp = `
 Runs the lock server. Besides the protocol port it can serve, each on its
 own address: Prometheus metrics and health probes (-ops-listen), the admin
 API used by 'baton locks', 'baton lock', 'baton release', 'baton kick' and
-'baton info' (-admin-listen, no authentication: keep it on loopback), and
-a JSON audit log of every ownership change (-audit-log).
+'baton info' (-admin-listen; no authentication unless mutual TLS and an
+ACL with "admin" rules decide who may do what: keep it on loopback), and
+a JSON audit log of every ownership change and admin action (-audit-log).
+The admin API answers only to requests whose Host header is its own
+address, a loopback address or localhost (-admin-allowed-hosts adds more).
 
 Logs go to standard error; standard output is left to '-audit-log -'.
 
@@ -61,6 +64,9 @@ type serveConfig struct {
 	logFormat   string
 	tls         tlsfiles.ServerFiles
 	aclFile     string
+	// adminHosts is the comma-separated list of extra Host names the
+	// admin API answers to.
+	adminHosts string
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -70,6 +76,7 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.DurationVar(&cfg.ioTimeout, "io-timeout", "BATON_IO_TIMEOUT", server.DefaultIOTimeout, "bound on the handshake and first ACQUIRE, a started frame, and every write")
 	fs.StringVar(&cfg.opsListen, "ops-listen", "BATON_OPS_LISTEN_ADDRESS", "", "address for /metrics, /healthz and /readyz (host:port); empty: off")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port), unauthenticated: keep it on loopback; empty: off")
+	fs.StringVar(&cfg.adminHosts, "admin-allowed-hosts", "BATON_ADMIN_ALLOWED_HOSTS", "", "comma-separated host names the admin API also answers to in the Host header, besides its own address, loopback and localhost ('*': any)")
 	fs.StringVar(&cfg.auditLog, "audit-log", "BATON_AUDIT_LOG", "", "append JSON audit lines to this file ('-': standard output); empty: off")
 	fs.StringVar(&cfg.logLevel, "log-level", "BATON_LOG_LEVEL", "info", "log level: "+strings.Join(ops.LogLevels, ", "))
 	fs.StringVar(&cfg.logFormat, "log-format", "BATON_LOG_FORMAT", "text", "log format on standard error: "+strings.Join(ops.LogFormats, ", "))
@@ -115,6 +122,17 @@ func (c *serveConfig) validate(fs *flagSet) error {
 		return fmt.Errorf("%s: unknown log format %q (want one of %s)", opt("log-format"), c.logFormat, strings.Join(ops.LogFormats, ", "))
 	}
 	return nil
+}
+
+// allowedHosts splits -admin-allowed-hosts.
+func (c *serveConfig) allowedHosts() []string {
+	var out []string
+	for _, h := range strings.Split(c.adminHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // settings returns the effective value of every flag, for /api/info.
@@ -271,12 +289,23 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 		if sec.tls != nil {
 			l = tls.NewListener(l, sec.tls.Config())
 		}
-		if tcp, ok := l.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		if tcp, ok := l.Addr().(*net.TCPAddr); (!ok || !tcp.IP.IsLoopback()) && sec.acl == nil {
 			logger.Warn("the admin API has no authentication and is not bound to a loopback address; anyone who can reach it can release locks",
 				"addr", addrs.admin)
 		}
-		startHTTP(l, admin.Handler(admin.Config{Server: srv, Version: version, Started: started,
-			Settings: env.settings, Logger: logger}))
+		acfg := admin.Config{Server: srv, Version: version, Started: started,
+			Settings: env.settings, Logger: logger, AllowedHosts: cfg.allowedHosts()}
+		if auditLog != nil {
+			acfg.Observer = auditLog // refused admin requests
+		}
+		if sec.acl != nil {
+			acfg.Authorizer = sec.acl
+			if sec.acl.AdminLen() == 0 {
+				logger.Warn("the ACL has no admin rules: the admin API refuses every request (add \"admin\" rules to the ACL file; see docs/security.md)",
+					"acl_file", cfg.aclFile)
+			}
+		}
+		startHTTP(l, admin.Handler(acfg))
 	}
 	if env.observer != nil {
 		observers = append(observers, env.observer)
