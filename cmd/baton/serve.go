@@ -67,6 +67,8 @@ type serveConfig struct {
 	// adminHosts is the comma-separated list of extra Host names the
 	// admin API answers to.
 	adminHosts string
+	// httpMaxConns caps the open connections of each HTTP listener.
+	httpMaxConns int
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -77,6 +79,7 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.opsListen, "ops-listen", "BATON_OPS_LISTEN_ADDRESS", "", "address for /metrics, /healthz and /readyz (host:port); empty: off")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port), unauthenticated: keep it on loopback; empty: off")
 	fs.StringVar(&cfg.adminHosts, "admin-allowed-hosts", "BATON_ADMIN_ALLOWED_HOSTS", "", "comma-separated host names the admin API also answers to in the Host header, besides its own address, loopback and localhost ('*': any)")
+	fs.IntVar(&cfg.httpMaxConns, "http-max-connections", "BATON_HTTP_MAX_CONNECTIONS", ops.DefaultMaxConns, "most open connections on each of the ops and admin listeners; more wait in the listen backlog")
 	fs.StringVar(&cfg.auditLog, "audit-log", "BATON_AUDIT_LOG", "", "append JSON audit lines to this file ('-': standard output); empty: off")
 	fs.StringVar(&cfg.logLevel, "log-level", "BATON_LOG_LEVEL", "info", "log level: "+strings.Join(ops.LogLevels, ", "))
 	fs.StringVar(&cfg.logFormat, "log-format", "BATON_LOG_FORMAT", "text", "log format on standard error: "+strings.Join(ops.LogFormats, ", "))
@@ -103,6 +106,9 @@ func (c *serveConfig) validate(fs *flagSet) error {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			return fmt.Errorf("%s %q: want host:port: %v", opt(a.flag), a.addr, err)
 		}
+	}
+	if c.httpMaxConns <= 0 {
+		return fmt.Errorf("%s must be positive, got %d", opt("http-max-connections"), c.httpMaxConns)
 	}
 	if c.opsListen != "" && c.opsListen == c.adminListen && !strings.HasSuffix(c.opsListen, ":0") {
 		return fmt.Errorf("%s and %s must differ, both are %q", opt("ops-listen"), opt("admin-listen"), c.opsListen)
@@ -259,10 +265,12 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	}
 	addrs.protocol = ln.Addr().String()
 
+	// The HTTP servers have timeouts and a connection cap, so idle or
+	// slow HTTP clients can never take the descriptors the protocol
+	// port needs.
 	var httpServers []*http.Server
-	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	startHTTP := func(l net.Listener, h http.Handler) {
-		hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog}
+		hs := ops.NewHTTPServer(h, logger)
 		httpServers = append(httpServers, hs)
 		go hs.Serve(l)
 	}
@@ -272,6 +280,7 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 			return exitError
 		}
 		addrs.ops = l.Addr().String()
+		l = ops.LimitListener(l, cfg.httpMaxConns)
 		var dropped func() uint64
 		if auditLog != nil {
 			dropped = auditLog.Dropped
@@ -286,6 +295,7 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 			return exitError
 		}
 		addrs.admin = l.Addr().String()
+		l = ops.LimitListener(l, cfg.httpMaxConns)
 		if sec.tls != nil {
 			l = tls.NewListener(l, sec.tls.Config())
 		}
