@@ -8,7 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,5 +62,79 @@ func TestHTTPCannotStarveProtocol(t *testing.T) {
 	t.Logf("ACQUIRE answered in %v with %d idle ops connections under %d descriptors", took, idle, limit)
 	if err != nil || f.Type != protocol.TypeAcquired {
 		t.Fatalf("ACQUIRE with %d idle ops connections: %v %v after %v (the HTTP side took the descriptors)", idle, f, err, took)
+	}
+}
+
+// get fetches an ops URL and returns the status and body.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestStalledAuditSinkKeepsSignals: with the audit log on a FIFO whose
+// reader never reads, the writer stalls; /readyz says so (and /healthz
+// does not), the metric shows it, a SIGHUP does not freeze the main loop,
+// and SIGTERM still shuts the server down.
+func TestStalledAuditSinkKeepsSignals(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "audit.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	p := startBaton(t, "-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-audit-log", fifo, "-audit-stall-timeout", "1s")
+	rec := p.waitLog(t, "baton listening")
+	addr, _ := rec["addr"].(string)
+	opsAddr, _ := rec["ops_addr"].(string)
+
+	// Far more than the pipe's 64 KiB of records.
+	name := strings.Repeat("n", 250)
+	for i := range 300 {
+		c := fdAcquire(t, addr, fmt.Sprintf("%s%d", name, i))
+		if f, err := fdReply(c, 5*time.Second); err != nil || f.Type != protocol.TypeAcquired {
+			t.Fatalf("cycle %d: %v %v", i, f, err)
+		}
+		c.Close()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, body := get(t, "http://"+opsAddr+"/readyz")
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "audit log stalled") {
+			t.Logf("/readyz: %d %s", code, strings.TrimSpace(body))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz = %d %q, want 503 for the stalled audit log", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body := get(t, "http://"+opsAddr+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d %q: a stalled audit log must not fail liveness", code, body)
+	}
+	if m := scrape(t, opsAddr); m["baton_audit_waiting_seconds"] < 1 {
+		t.Errorf("baton_audit_waiting_seconds = %v, want >= 1", m["baton_audit_waiting_seconds"])
+	}
+
+	// A SIGHUP whose reopen cannot finish, then SIGTERM.
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.waitLog(t, "SIGHUP: cannot reopen the audit log; still writing to the old file")
+	start := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		t.Logf("exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	case <-time.After(20 * time.Second):
+		t.Fatal("SIGTERM after a SIGHUP on a stalled audit sink did not stop the server")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,6 +70,8 @@ type serveConfig struct {
 	adminHosts string
 	// httpMaxConns caps the open connections of each HTTP listener.
 	httpMaxConns int
+	// auditStall bounds every wait for the audit writer.
+	auditStall time.Duration
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -81,6 +84,7 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.adminHosts, "admin-allowed-hosts", "BATON_ADMIN_ALLOWED_HOSTS", "", "comma-separated host names the admin API also answers to in the Host header, besides its own address, loopback and localhost ('*': any)")
 	fs.IntVar(&cfg.httpMaxConns, "http-max-connections", "BATON_HTTP_MAX_CONNECTIONS", ops.DefaultMaxConns, "most open connections on each of the ops and admin listeners; more wait in the listen backlog")
 	fs.StringVar(&cfg.auditLog, "audit-log", "BATON_AUDIT_LOG", "", "append JSON audit lines to this file ('-': standard output); empty: off")
+	fs.DurationVar(&cfg.auditStall, "audit-stall-timeout", "BATON_AUDIT_STALL_TIMEOUT", audit.DefaultStallTimeout, "audit records waiting this long for a write make /readyz answer 503; also bounds every wait for the audit writer (reopen, shutdown)")
 	fs.StringVar(&cfg.logLevel, "log-level", "BATON_LOG_LEVEL", "info", "log level: "+strings.Join(ops.LogLevels, ", "))
 	fs.StringVar(&cfg.logFormat, "log-format", "BATON_LOG_FORMAT", "text", "log format on standard error: "+strings.Join(ops.LogFormats, ", "))
 	fs.StringVar(&cfg.tls.Cert, "tls-cert", "BATON_TLS_CERT", "", "server certificate (PEM); with -tls-key turns on TLS for the protocol and admin ports")
@@ -106,6 +110,9 @@ func (c *serveConfig) validate(fs *flagSet) error {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			return fmt.Errorf("%s %q: want host:port: %v", opt(a.flag), a.addr, err)
 		}
+	}
+	if c.auditStall <= 0 {
+		return fmt.Errorf("%s must be positive, got %v", opt("audit-stall-timeout"), c.auditStall)
 	}
 	if c.httpMaxConns <= 0 {
 		return fmt.Errorf("%s must be positive, got %d", opt("http-max-connections"), c.httpMaxConns)
@@ -225,10 +232,11 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	var auditLog *audit.Logger
 	if cfg.auditLog != "" {
 		var err error
+		acfg := audit.Config{Logger: logger, StallTimeout: cfg.auditStall}
 		if cfg.auditLog == "-" {
-			auditLog = audit.New(env.stdout, audit.Config{Logger: logger})
+			auditLog = audit.New(env.stdout, acfg)
 		} else {
-			auditLog, err = audit.Open(cfg.auditLog, audit.Config{Logger: logger})
+			auditLog, err = audit.Open(cfg.auditLog, acfg)
 		}
 		if err != nil {
 			logger.Error("cannot open the audit log", "path", cfg.auditLog, "err", err)
@@ -281,13 +289,15 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 		}
 		addrs.ops = l.Addr().String()
 		l = ops.LimitListener(l, cfg.httpMaxConns)
-		var dropped func() uint64
+		mcfg := ops.MetricsConfig{Source: srv, Version: version}
+		var checks []ops.ReadinessCheck
 		if auditLog != nil {
-			dropped = auditLog.Dropped
+			mcfg.AuditDropped, mcfg.AuditWaiting = auditLog.Dropped, auditLog.Waiting
+			checks = append(checks, auditLog.Stalled)
 		}
-		metrics := ops.NewMetrics(ops.MetricsConfig{Source: srv, AuditDropped: dropped, Version: version})
+		metrics := ops.NewMetrics(mcfg)
 		observers = append(observers, metrics)
-		startHTTP(l, ops.Handler(metrics, srv))
+		startHTTP(l, ops.Handler(metrics, srv, checks...))
 	}
 	if cfg.adminListen != "" {
 		l, ok := listen("admin", cfg.adminListen)
@@ -333,6 +343,9 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 		env.ready(addrs)
 	}
 
+	// The audit reopen runs beside the loop: a stalled sink must never
+	// hold up signals, reloads or shutdown. One at a time.
+	var reopening atomic.Bool
 	code := exitOK
 wait:
 	for {
@@ -343,7 +356,14 @@ wait:
 			code = exitError
 			break wait
 		case <-env.hup:
-			reopen(logger, auditLog, cfg.auditLog)
+			if reopening.CompareAndSwap(false, true) {
+				go func() {
+					defer reopening.Store(false)
+					reopen(logger, auditLog, cfg.auditLog)
+				}()
+			} else {
+				logger.Warn("SIGHUP: the previous audit log reopen has not finished; not starting another", "path", cfg.auditLog)
+			}
 			sec.reload(logger)
 		case <-ctx.Done():
 			break wait
