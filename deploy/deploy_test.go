@@ -412,7 +412,9 @@ func TestKubernetes(t *testing.T) {
 		`(?m)^\s+runAsNonRoot: true$`,
 		`(?m)^\s+readOnlyRootFilesystem: true$`,
 		`(?m)^\s+allowPrivilegeEscalation: false$`,
-		`livenessProbe:\n\s+httpGet:\n\s+path: /healthz\n\s+port: ops\n`,
+		// A TCP connect, which succeeds under descriptor exhaustion
+		// (cmd/baton TestLivenessUnderDescriptorExhaustion).
+		`livenessProbe:\n\s+tcpSocket:\n\s+port: ops\n`,
 		`readinessProbe:\n\s+httpGet:\n\s+path: /readyz\n\s+port: ops\n`,
 		`- name: baton\n\s+containerPort: 7070\n`,
 		`- name: ops\n\s+containerPort: 7071\n`,

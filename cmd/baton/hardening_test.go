@@ -138,3 +138,49 @@ func TestStalledAuditSinkKeepsSignals(t *testing.T) {
 		t.Fatal("SIGTERM after a SIGHUP on a stalled audit sink did not stop the server")
 	}
 }
+
+// TestProbesUnderDescriptorExhaustion: when protocol clients have taken
+// every descriptor, a TCP connect to the ops port still succeeds (the
+// liveness probe of deploy/kubernetes) and GET /healthz is still answered
+// through the ops listener's reserved descriptor, again and again.
+func TestProbesUnderDescriptorExhaustion(t *testing.T) {
+	t.Parallel()
+	const limit = 32
+	proc := startBatonCmd(t, exec.Command("sh", "-c",
+		fmt.Sprintf(`ulimit -n %d && exec "$0" serve -log-format json -listen 127.0.0.1:0 -ops-listen 127.0.0.1:0 -io-timeout 10s`, limit), batonBin))
+	rec := proc.waitLog(t, "baton listening")
+	addr, _ := rec["addr"].(string)
+	opsAddr, _ := rec["ops_addr"].(string)
+
+	// Exhaust: sessions until one ACQUIRE gets no answer.
+	exhausted := false
+	for i := 0; i <= limit && !exhausted; i++ {
+		c := fdAcquire(t, addr, fmt.Sprintf("fill-%d", i))
+		if _, err := fdReply(c, 500*time.Millisecond); err != nil {
+			exhausted = true
+		}
+	}
+	if !exhausted {
+		t.Fatalf("descriptors not exhausted under a limit of %d", limit)
+	}
+	proc.waitLog(t, "accept failed; retrying")
+
+	for i := range 3 {
+		c, err := net.DialTimeout("tcp", opsAddr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("TCP liveness probe %d: %v", i, err)
+		}
+		c.Close()
+		start := time.Now()
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := hc.Get("http://" + opsAddr + "/healthz")
+		if err != nil {
+			t.Fatalf("GET /healthz %d with descriptors exhausted: %v", i, err)
+		}
+		resp.Body.Close()
+		t.Logf("GET /healthz %d: %d in %v", i, resp.StatusCode, time.Since(start).Round(time.Millisecond))
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET /healthz %d = %d", i, resp.StatusCode)
+		}
+	}
+}

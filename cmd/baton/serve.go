@@ -288,6 +288,13 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 			return exitError
 		}
 		addrs.ops = l.Addr().String()
+		// A descriptor in reserve keeps the probes reachable when
+		// protocol clients have taken all the others.
+		if l, err = ops.ReserveListener(l); err != nil {
+			logger.Error("cannot reserve a descriptor for the ops listener", "err", err)
+			closeListeners()
+			return exitError
+		}
 		l = ops.LimitListener(l, cfg.httpMaxConns)
 		mcfg := ops.MetricsConfig{Source: srv, Version: version}
 		var checks []ops.ReadinessCheck
