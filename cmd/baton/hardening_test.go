@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -182,5 +183,98 @@ func TestProbesUnderDescriptorExhaustion(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET /healthz %d = %d", i, resp.StatusCode)
 		}
+	}
+}
+
+// TestAuditFileSizeLimit: a real 'baton serve' under RLIMIT_FSIZE (with
+// SIGXFSZ ignored, so writes past the limit are cut short and then fail
+// with EFBIG) counts exactly the records that did not reach the file, and
+// after a restart without the limit the next record starts on a fresh
+// line instead of being glued to the torn one.
+func TestAuditFileSizeLimit(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "audit.log")
+	proc := startBatonCmd(t, exec.Command("sh", "-c",
+		`trap '' XFSZ; ulimit -f 8 && exec "$0" serve -log-format json -listen 127.0.0.1:0 -ops-listen 127.0.0.1:0 -audit-log "$1"`, batonBin, path))
+	rec := proc.waitLog(t, "baton listening")
+	addr, _ := rec["addr"].(string)
+	opsAddr, _ := rec["ops_addr"].(string)
+
+	records := 0
+	for i := 0; scrape(t, opsAddr)["baton_audit_dropped_total"] == 0; i++ {
+		if i == 500 {
+			t.Fatalf("no audit record dropped after %d records under a file-size limit", records)
+		}
+		c := fdAcquire(t, addr, fmt.Sprintf("limited-%d", i))
+		if f, err := fdReply(c, 5*time.Second); err != nil || f.Type != protocol.TypeAcquired {
+			t.Fatalf("cycle %d: %v %v", i, f, err)
+		}
+		c.Close()
+		records += 2 // granted, released
+		waitAuditSettled(t, opsAddr, path, records)
+	}
+	complete, dropped := auditCounts(t, opsAddr, path)
+	t.Logf("%d records: %d complete lines in the file, %d dropped", records, complete, dropped)
+	proc.cmd.Process.Signal(syscall.SIGTERM)
+	<-proc.exited
+
+	b, _ := os.ReadFile(path)
+	if len(b) == 0 || b[len(b)-1] == '\n' {
+		t.Fatalf("the file-size limit did not tear a line: %q", b)
+	}
+	next := startBaton(t, "-listen", "127.0.0.1:0", "-audit-log", path)
+	addr, _ = next.waitLog(t, "baton listening")["addr"].(string)
+	c := fdAcquire(t, addr, "after-restart")
+	if f, err := fdReply(c, 5*time.Second); err != nil || f.Type != protocol.TypeAcquired {
+		t.Fatalf("after restart: %v %v", f, err)
+	}
+	c.Close()
+	next.cmd.Process.Signal(syscall.SIGTERM)
+	<-next.exited
+	b, _ = os.ReadFile(path)
+	ls := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var bad []string
+	after := 0
+	for _, l := range ls {
+		if !json.Valid([]byte(l)) {
+			bad = append(bad, l)
+		} else if strings.Contains(l, `"after-restart"`) {
+			after++
+		}
+	}
+	if len(bad) != 1 || after != 2 {
+		t.Fatalf("want exactly one torn line and the 2 records after the restart on lines of their own; torn lines %q, %d records after\nfile:\n%s", bad, after, b)
+	}
+}
+
+// auditCounts returns the complete lines of the audit file and the
+// server's dropped count.
+func auditCounts(t *testing.T, opsAddr, path string) (complete, dropped int) {
+	t.Helper()
+	dropped = int(scrape(t, opsAddr)["baton_audit_dropped_total"])
+	b, _ := os.ReadFile(path)
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if strings.HasSuffix(l, "\n") && json.Valid([]byte(l)) {
+			complete++
+		}
+	}
+	return complete, dropped
+}
+
+// waitAuditSettled waits until every one of the records observed is
+// either a complete line of the file or counted as dropped: exactly, not
+// more.
+func waitAuditSettled(t *testing.T, opsAddr, path string, records int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		complete, dropped := auditCounts(t, opsAddr, path)
+		if complete+dropped == records {
+			return
+		}
+		if complete+dropped > records || time.Now().After(deadline) {
+			t.Fatalf("%d records observed, but %d complete lines + %d dropped", records, complete, dropped)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
