@@ -45,19 +45,23 @@ func (d *shortDisk) setRoom(n int) {
 	d.mu.Unlock()
 }
 
+// recordLen is the length of the line of granted("a", n) for a one-digit
+// n, to place a cut.
+func recordLen() int {
+	var one bytes.Buffer
+	probe := audit.New(&one, audit.Config{})
+	probe.Observe(granted("a", 1))
+	probe.Close()
+	return one.Len()
+}
+
 func lines(b []byte) []string { return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") }
 
 // TestShortWrite: a write cut inside the second of three records loses
 // exactly two records, and the next record starts on a fresh line instead
 // of extending the torn one.
 func TestShortWrite(t *testing.T) {
-	// One record's line, to place the cut.
-	var one bytes.Buffer
-	probe := audit.New(&one, audit.Config{})
-	probe.Observe(granted("a", 1))
-	probe.Close()
-	lineLen := one.Len()
-
+	lineLen := recordLen()
 	d := &shortDisk{room: lineLen + lineLen/2}
 	al := audit.New(d, audit.Config{Logger: slog.New(slog.DiscardHandler)})
 	for i := range 3 {
@@ -87,12 +91,7 @@ func TestShortWrite(t *testing.T) {
 // TestShortWriteCountsRecords: the exact count, with the three records
 // surely in one batch.
 func TestShortWriteCountsRecords(t *testing.T) {
-	var one bytes.Buffer
-	probe := audit.New(&one, audit.Config{})
-	probe.Observe(granted("a", 1))
-	probe.Close()
-	lineLen := one.Len()
-
+	lineLen := recordLen()
 	gate := &gatedWriter{open: make(chan struct{}), started: make(chan struct{}, 1), next: &shortDisk{room: 1 << 20}}
 	al := audit.New(gate, audit.Config{Logger: slog.New(slog.DiscardHandler)})
 	al.Observe(granted("a", 1)) // written alone, held at the gate
