@@ -216,3 +216,38 @@ func TestAdminWithoutAdminRules(t *testing.T) {
 		t.Error("release allowed without admin rules")
 	}
 }
+
+// TestHostUnderTLS: under TLS a Host equal to the server name the client
+// asked for (and verified the certificate against) is accepted; another
+// Host is refused even over TLS.
+func TestHostUnderTLS(t *testing.T) {
+	m := startMTLS(t, nil)
+	pair, err := m.ca.Issue(testpki.Leaf{CommonName: "client", URIs: []string{"spiffe://test/sre"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(m.addr)
+	for _, tc := range []struct {
+		sni, host string
+		want      int
+	}{
+		{"baton.internal", "baton.internal:" + port, http.StatusOK},
+		{"baton.internal", "evil.example:" + port, http.StatusForbidden},
+		{"", "evil.example:" + port, http.StatusForbidden},
+	} {
+		// The test certificate covers only localhost: skip the client's
+		// verification to play a client that asked for baton.internal.
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			InsecureSkipVerify: true, ServerName: tc.sni, Certificates: []tls.Certificate{pair.TLS}}}}
+		req, _ := http.NewRequest("GET", "https://"+m.addr+"/api/locks", nil)
+		req.Host = tc.host
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("SNI %q, Host %q = %d, want %d", tc.sni, tc.host, resp.StatusCode, tc.want)
+		}
+	}
+}
