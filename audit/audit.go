@@ -274,7 +274,7 @@ func (l *Logger) Waiting() time.Duration {
 // readiness check.
 func (l *Logger) Stalled() error {
 	if w := l.Waiting(); w > l.stall {
-		return fmt.Errorf("audit log stalled: records have waited %v without a successful write", w.Round(time.Millisecond))
+		return fmt.Errorf("audit log stalled: the writer has made no progress for %v", w.Round(time.Millisecond))
 	}
 	return nil
 }
@@ -487,6 +487,12 @@ func (l *Logger) switchTo(f *os.File) {
 func (l *Logger) doReopen() error {
 	if l.path == "" {
 		return nil
+	}
+	// An open that hangs (a hung network mount) stalls the writer like
+	// a write that hangs: let Waiting see it.
+	now := time.Now().UnixNano()
+	if l.waitingSince.CompareAndSwap(0, now) {
+		defer l.waitingSince.CompareAndSwap(now, 0)
 	}
 	f, err := openFile(l.path)
 	if err != nil {
