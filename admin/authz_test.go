@@ -74,11 +74,16 @@ func TestHostHeaderDNSRebinding(t *testing.T) {
 
 	// The operator's list.
 	hs := httptest.NewServer(admin.Handler(admin.Config{Server: f.srv, Logger: slog.New(slog.DiscardHandler),
-		AllowedHosts: []string{"baton.internal"}}))
+		AllowedHosts: []string{"baton.internal", "proxy.internal:8443", "[fd00::7]"}}))
 	t.Cleanup(hs.Close)
 	other := strings.TrimPrefix(hs.URL, "http://")
 	if code, msg := rawRequest(t, other, "GET", "/api/locks", "Baton.Internal:7072"); code != http.StatusOK {
 		t.Errorf("configured host: %d %q", code, msg)
+	}
+	for _, host := range []string{"proxy.internal", "proxy.internal:443", "[fd00::7]:7072"} {
+		if code, msg := rawRequest(t, other, "GET", "/api/locks", host); code != http.StatusOK {
+			t.Errorf("configured host %q: %d %q", host, code, msg)
+		}
 	}
 	if code, _ := rawRequest(t, other, "GET", "/api/locks", "evil.example"); code != http.StatusForbidden {
 		t.Errorf("evil.example with a configured list = %d", code)

@@ -84,8 +84,9 @@ type Config struct {
 	// Logger records every administrative action; nil means
 	// slog.Default().
 	Logger *slog.Logger
-	// AllowedHosts are further host names or addresses (without port)
-	// that requests may name in their Host header; "*" allows any.
+	// AllowedHosts are further host names or addresses that requests
+	// may name in their Host header, with any port (a port given here is
+	// ignored); "*" allows any.
 	AllowedHosts []string
 	// Authorizer, when set, decides every request by the identity of the
 	// caller's verified client certificate; nil allows everything to
@@ -114,6 +115,9 @@ func Handler(cfg Config) http.Handler {
 	for _, a := range cfg.AllowedHosts {
 		if a == "*" {
 			h.allowAny = true
+		}
+		if host, _, err := net.SplitHostPort(a); err == nil {
+			a = host // any port: the check is about names
 		}
 		h.allowed[normalizeHost(a)] = true
 	}
