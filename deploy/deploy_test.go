@@ -345,7 +345,18 @@ func shutdownBound(t *testing.T, env map[string]string) time.Duration {
 			t.Fatalf("BATON_IO_TIMEOUT=%q: %v", v, err)
 		}
 	}
-	return 2*io + 5*time.Second
+	bound := 2*io + 5*time.Second
+	if env["BATON_AUDIT_LOG"] != "" { // a stalled audit log is waited for this long
+		stall := 10 * time.Second
+		if v, ok := env["BATON_AUDIT_STALL_TIMEOUT"]; ok {
+			var err error
+			if stall, err = time.ParseDuration(v); err != nil {
+				t.Fatalf("BATON_AUDIT_STALL_TIMEOUT=%q: %v", v, err)
+			}
+		}
+		bound += stall
+	}
+	return bound
 }
 
 func TestSystemdUnit(t *testing.T) {
