@@ -1,18 +1,40 @@
 // Package acl is baton's access-control list: which client identities may
-// take which locks.
+// take which locks, and which may use the admin API on which locks.
 //
 // The file is JSON:
 //
 //	{"rules": [
 //	  {"identity": "spiffe://prod/ns/batch/*", "locks": ["batch/*", "nightly-import"]},
 //	  {"identity": "deployer.example.com",     "locks": ["deploy/*"]}
+//	],
+//	 "admin": [
+//	  {"identity": "spiffe://prod/ns/sre/*", "actions": ["read", "release", "kick"], "locks": ["*"]},
+//	  {"identity": "dashboard.example.com",  "actions": ["read"],                    "locks": ["*"]}
 //	]}
 //
-// Deny by default: a lock is allowed when any rule whose identity pattern
-// matches the client has a lock pattern that matches the name. Rule order
-// does not matter. Patterns use the glob language of the admin API
-// ('*' any run of characters including '/', '?' one character, whole
-// string, case sensitive).
+// "rules" are for the lock protocol. Deny by default: a lock is allowed
+// when any rule whose identity pattern matches the client has a lock
+// pattern that matches the name. Rule order does not matter.
+//
+// "admin" (optional) is for the admin HTTP API, with the same deny by
+// default: an action on a lock is allowed when any admin rule whose
+// identity pattern matches the caller lists the action and has a lock
+// pattern that matches the name. The actions are
+//
+//	read      list locks (only the names the rule covers are shown), show a
+//	          lock, and /api/info (any read rule suffices)
+//	release   force-release the owner of a lock
+//	kick      remove a waiter from the queue of a lock
+//
+// A file without "admin" rules, like every file written before they
+// existed, still loads and still governs the protocol, and grants no admin
+// access at all: with an ACL in force the admin API refuses every request.
+// Being allowed to take a lock grants nothing in the admin API, and the
+// other way round.
+//
+// Patterns use the glob language of the admin API ('*' any run of
+// characters including '/', '?' one character, whole string, case
+// sensitive; see internal/glob for the limits on length and stars).
 package acl
 
 import (
@@ -21,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/batonlock/baton/internal/glob"
 )
@@ -29,6 +52,7 @@ import (
 // concurrent use.
 type ACL struct {
 	rules []rule
+	admin []adminRule
 }
 
 type rule struct {
@@ -36,9 +60,33 @@ type rule struct {
 	locks    []glob.Pattern
 }
 
+type adminRule struct {
+	rule
+	actions map[string]bool
+}
+
 // File is the JSON shape of an ACL file.
 type File struct {
-	Rules []Rule `json:"rules"`
+	Rules []Rule      `json:"rules"`
+	Admin []AdminRule `json:"admin,omitempty"`
+}
+
+// The admin actions of an AdminRule.
+const (
+	ActionRead    = "read"    // list and show locks, server info
+	ActionRelease = "release" // force-release an owner
+	ActionKick    = "kick"    // remove a waiter
+)
+
+// Actions lists every admin action.
+var Actions = []string{ActionRead, ActionRelease, ActionKick}
+
+// AdminRule grants the identities matching Identity the admin Actions on
+// the locks matching any of Locks.
+type AdminRule struct {
+	Identity string   `json:"identity"`
+	Actions  []string `json:"actions"`
+	Locks    []string `json:"locks"`
 }
 
 // Rule grants the identities matching Identity the locks matching any of
@@ -73,40 +121,102 @@ func Parse(data []byte) (*ACL, error) {
 	if dec.More() {
 		return nil, errors.New("invalid JSON: data after the top-level object")
 	}
-	if f.Rules == nil {
+	if f.Rules == nil && f.Admin == nil {
 		return nil, errors.New(`missing "rules"`)
 	}
-	return New(f.Rules)
+	a, err := New(f.Rules)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.addAdmin(f.Admin); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
-// New builds an ACL from rules.
+// New builds an ACL from rules; it has no admin rules.
 func New(rules []Rule) (*ACL, error) {
 	a := &ACL{rules: make([]rule, 0, len(rules))}
 	for i, r := range rules {
-		if r.Identity == "" {
-			return nil, fmt.Errorf("rule %d: no identity pattern", i+1)
-		}
-		if len(r.Locks) == 0 {
-			return nil, fmt.Errorf("rule %d (%q): no lock patterns", i+1, r.Identity)
-		}
-		id, err := glob.Compile(r.Identity)
+		cr, err := compileRule(fmt.Sprintf("rule %d", i+1), r.Identity, r.Locks)
 		if err != nil {
-			return nil, fmt.Errorf("rule %d: identity %q: %w", i+1, r.Identity, err)
-		}
-		cr := rule{identity: id}
-		for _, l := range r.Locks {
-			if l == "" {
-				return nil, fmt.Errorf("rule %d (%q): empty lock pattern", i+1, r.Identity)
-			}
-			p, err := glob.Compile(l)
-			if err != nil {
-				return nil, fmt.Errorf("rule %d (%q): lock %q: %w", i+1, r.Identity, l, err)
-			}
-			cr.locks = append(cr.locks, p)
+			return nil, err
 		}
 		a.rules = append(a.rules, cr)
 	}
 	return a, nil
+}
+
+// NewWithAdmin builds an ACL from protocol rules and admin rules.
+func NewWithAdmin(rules []Rule, admin []AdminRule) (*ACL, error) {
+	a, err := New(rules)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.addAdmin(admin); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *ACL) addAdmin(admin []AdminRule) error {
+	for i, r := range admin {
+		what := fmt.Sprintf("admin rule %d", i+1)
+		cr, err := compileRule(what, r.Identity, r.Locks)
+		if err != nil {
+			return err
+		}
+		if len(r.Actions) == 0 {
+			return fmt.Errorf("%s (%q): no actions (want some of %q)", what, r.Identity, Actions)
+		}
+		ar := adminRule{rule: cr, actions: map[string]bool{}}
+		for _, act := range r.Actions {
+			if !slices.Contains(Actions, act) {
+				return fmt.Errorf("%s (%q): unknown action %q (want some of %q)", what, r.Identity, act, Actions)
+			}
+			ar.actions[act] = true
+		}
+		a.admin = append(a.admin, ar)
+	}
+	return nil
+}
+
+func compileRule(what, identity string, locks []string) (rule, error) {
+	if identity == "" {
+		return rule{}, fmt.Errorf("%s: no identity pattern", what)
+	}
+	if len(locks) == 0 {
+		return rule{}, fmt.Errorf("%s (%q): no lock patterns", what, identity)
+	}
+	id, err := glob.Compile(identity)
+	if err != nil {
+		return rule{}, fmt.Errorf("%s: identity %q: %w", what, identity, err)
+	}
+	cr := rule{identity: id}
+	for _, l := range locks {
+		if l == "" {
+			return rule{}, fmt.Errorf("%s (%q): empty lock pattern", what, identity)
+		}
+		p, err := glob.Compile(l)
+		if err != nil {
+			return rule{}, fmt.Errorf("%s (%q): lock %q: %w", what, identity, l, err)
+		}
+		cr.locks = append(cr.locks, p)
+	}
+	return cr, nil
+}
+
+// matches reports whether r covers identity and lock.
+func (r rule) matches(identity, lock string) bool {
+	if !r.identity.Match(identity) {
+		return false
+	}
+	for _, p := range r.locks {
+		if p.Match(lock) {
+			return true
+		}
+	}
+	return false
 }
 
 // Allow reports whether identity may take lock. An empty identity (a
@@ -114,17 +224,36 @@ func New(rules []Rule) (*ACL, error) {
 // empty string, such as "*".
 func (a *ACL) Allow(identity, lock string) bool {
 	for _, r := range a.rules {
-		if !r.identity.Match(identity) {
-			continue
-		}
-		for _, p := range r.locks {
-			if p.Match(lock) {
-				return true
-			}
+		if r.matches(identity, lock) {
+			return true
 		}
 	}
 	return false
 }
 
-// Len returns the number of rules.
+// AllowAdmin reports whether identity may take the admin action on lock.
+func (a *ACL) AllowAdmin(identity, action, lock string) bool {
+	for _, r := range a.admin {
+		if r.actions[action] && r.matches(identity, lock) {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowAdminAny reports whether identity may take the admin action on
+// some lock: whether any admin rule for identity lists it.
+func (a *ACL) AllowAdminAny(identity, action string) bool {
+	for _, r := range a.admin {
+		if r.actions[action] && r.identity.Match(identity) {
+			return true
+		}
+	}
+	return false
+}
+
+// Len returns the number of protocol rules.
 func (a *ACL) Len() int { return len(a.rules) }
+
+// AdminLen returns the number of admin rules.
+func (a *ACL) AdminLen() int { return len(a.admin) }

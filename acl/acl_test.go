@@ -115,3 +115,78 @@ func TestReloadKeepsRulesOnError(t *testing.T) {
 		t.Fatalf("reload of a missing file: err=%v, old rules kept=%v", err, r.Allow("b", "x"))
 	}
 }
+
+func TestAdminRules(t *testing.T) {
+	a, err := Parse([]byte(`{"rules": [{"identity": "sre-1", "locks": ["*"]}],
+		"admin": [
+			{"identity": "sre-*", "actions": ["read", "release", "kick"], "locks": ["*"]},
+			{"identity": "dash", "actions": ["read"], "locks": ["*"]},
+			{"identity": "batch-ops", "actions": ["release"], "locks": ["batch/*"]}
+		]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.AdminLen() != 3 || a.Len() != 1 {
+		t.Errorf("AdminLen, Len = %d, %d", a.AdminLen(), a.Len())
+	}
+	for _, c := range []struct {
+		identity, action, lock string
+		want                   bool
+	}{
+		{"sre-1", ActionRelease, "deploy/prod", true},
+		{"sre-1", ActionKick, "x", true},
+		{"dash", ActionRead, "deploy/prod", true},
+		{"dash", ActionRelease, "deploy/prod", false},
+		{"dash", ActionKick, "deploy/prod", false},
+		{"batch-ops", ActionRelease, "batch/nightly", true},
+		{"batch-ops", ActionRelease, "deploy/prod", false},
+		{"batch-ops", ActionRead, "batch/nightly", false},
+		{"stranger", ActionRead, "x", false},
+		{"", ActionRead, "x", false},
+	} {
+		if got := a.AllowAdmin(c.identity, c.action, c.lock); got != c.want {
+			t.Errorf("AllowAdmin(%q, %q, %q) = %v, want %v", c.identity, c.action, c.lock, got, c.want)
+		}
+	}
+	if !a.AllowAdminAny("batch-ops", ActionRelease) || a.AllowAdminAny("batch-ops", ActionRead) || a.AllowAdminAny("nobody", ActionRead) {
+		t.Error("AllowAdminAny")
+	}
+	// The protocol rules and the admin rules are separate.
+	if a.Allow("dash", "x") {
+		t.Error("an admin rule granted a lock")
+	}
+}
+
+// TestOldFileHasNoAdmin: a file without "admin" loads as before and
+// grants no admin action to anyone.
+func TestOldFileHasNoAdmin(t *testing.T) {
+	a, err := Parse([]byte(`{"rules": [{"identity": "*", "locks": ["*"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Allow("x", "y") || a.AdminLen() != 0 {
+		t.Fatal("old file changed meaning")
+	}
+	for _, act := range Actions {
+		if a.AllowAdmin("x", act, "y") || a.AllowAdminAny("x", act) {
+			t.Errorf("a file without admin rules allows %s", act)
+		}
+	}
+	if b, err := Parse([]byte(`{"admin": [{"identity": "*", "actions": ["read"], "locks": ["*"]}]}`)); err != nil || b.Len() != 0 || b.AdminLen() != 1 {
+		t.Errorf("admin-only file: %v", err)
+	}
+}
+
+func TestAdminRuleErrors(t *testing.T) {
+	for _, c := range []struct{ json, want string }{
+		{`{"rules": [], "admin": [{"identity": "a", "actions": ["read"]}]}`, "admin rule 1 (\"a\"): no lock patterns"},
+		{`{"rules": [], "admin": [{"identity": "a", "locks": ["*"]}]}`, "no actions"},
+		{`{"rules": [], "admin": [{"identity": "a", "actions": ["delete"], "locks": ["*"]}]}`, `unknown action "delete"`},
+		{`{"rules": [], "admin": [{"actions": ["read"], "locks": ["*"]}]}`, "admin rule 1: no identity"},
+		{`{"rules": [], "admin": [{"identity": "a", "actions": ["read"], "locks": ["*"], "extra": 1}]}`, "unknown field"},
+	} {
+		if _, err := Parse([]byte(c.json)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%s) = %v, want %q", c.json, err, c.want)
+		}
+	}
+}

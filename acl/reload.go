@@ -31,5 +31,18 @@ func (r *Reloadable) Reload() error {
 // Allow asks the rules currently in force.
 func (r *Reloadable) Allow(identity, lock string) bool { return r.cur.Load().Allow(identity, lock) }
 
-// Len returns the number of rules currently in force.
+// Len returns the number of protocol rules currently in force.
 func (r *Reloadable) Len() int { return r.cur.Load().Len() }
+
+// AllowAdmin asks the admin rules currently in force.
+func (r *Reloadable) AllowAdmin(identity, action, lock string) bool {
+	return r.cur.Load().AllowAdmin(identity, action, lock)
+}
+
+// AllowAdminAny asks the admin rules currently in force.
+func (r *Reloadable) AllowAdminAny(identity, action string) bool {
+	return r.cur.Load().AllowAdminAny(identity, action)
+}
+
+// AdminLen returns the number of admin rules currently in force.
+func (r *Reloadable) AdminLen() int { return r.cur.Load().AdminLen() }

@@ -10,12 +10,24 @@
 //
 // Path segments are URL-encoded, so a name containing '/' is written with
 // %2F. Errors are JSON bodies {"error": "..."}: 404 for an unknown lock or
-// waiter, 405 for a wrong method, 400 for a bad request.
+// waiter, 405 for a wrong method, 400 for a bad request, 403 for a
+// request refused by one of the protections below.
 //
-// The API has no authentication of its own: serve it on a loopback
-// address or behind something that authenticates. Cross-origin browser
-// requests that change state are refused, so a web page cannot use a
-// browser on the same host to release locks.
+// Without an Authorizer the API has no authentication of its own: serve
+// it on a loopback address or behind something that authenticates.
+// Cross-origin browser requests that change state are refused, so a web
+// page cannot use a browser on the same host to release locks, and so are
+// requests whose Host header names some other host (DNS rebinding: a page
+// of evil.example whose name now resolves to 127.0.0.1). The API answers
+// only to a Host that is its listener's own address, a loopback address,
+// "localhost", the TLS server name the client asked for (which the client
+// verified against the certificate), or one of Config.AllowedHosts.
+//
+// With an Authorizer (mutual TLS and an ACL with admin rules), every
+// request is checked against the caller's certificate identity: "read"
+// for /api/info and the lock views (a listing shows only the locks the
+// caller may read), "release" and "kick" for the actions. Refusals are
+// 403, logged, and passed to Config.Observer as server.EventAdminDenied.
 package admin
 
 import (
@@ -23,13 +35,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/acl"
 	"github.com/batonlock/baton/internal/glob"
 	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/server"
 )
 
 // Backend is the server the API inspects and steers. *server.Server is
@@ -39,9 +54,20 @@ type Backend interface {
 	Lock(name string) (locktable.LockInfo, bool)
 	Counts() locktable.Counts
 	Sessions() int
-	ForceRelease(name string) error
-	Kick(name, addr string) error
+	ForceReleaseBy(name string, by locktable.Peer) error
+	KickBy(name, addr string, by locktable.Peer) error
 	ShuttingDown() bool
+}
+
+// Authorizer decides which admin actions (acl.ActionRead,
+// acl.ActionRelease, acl.ActionKick) a caller identity may take on which
+// locks. *acl.ACL and *acl.Reloadable are ones.
+type Authorizer interface {
+	// AllowAdmin reports whether identity may take action on lock.
+	AllowAdmin(identity, action, lock string) bool
+	// AllowAdminAny reports whether identity may take action on some
+	// lock.
+	AllowAdminAny(identity, action string) bool
 }
 
 // Config configures Handler.
@@ -58,9 +84,24 @@ type Config struct {
 	// Logger records every administrative action; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// AllowedHosts are further host names or addresses that requests
+	// may name in their Host header, with any port (a port given here is
+	// ignored); "*" allows any.
+	AllowedHosts []string
+	// Authorizer, when set, decides every request by the identity of the
+	// caller's verified client certificate; nil allows everything to
+	// everyone who reaches the API.
+	Authorizer Authorizer
+	// Observer receives an EventAdminDenied for every request the
+	// Authorizer refused, for the audit log; nil: none.
+	Observer server.Observer
 }
 
-type handler struct{ Config }
+type handler struct {
+	Config
+	allowed  map[string]bool
+	allowAny bool
+}
 
 // Handler returns the admin API.
 func Handler(cfg Config) http.Handler {
@@ -70,11 +111,110 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Settings == nil {
 		cfg.Settings = map[string]string{}
 	}
+	h := &handler{Config: cfg, allowed: map[string]bool{}}
+	for _, a := range cfg.AllowedHosts {
+		if a == "*" {
+			h.allowAny = true
+		}
+		if host, _, err := net.SplitHostPort(a); err == nil {
+			a = host // any port: the check is about names
+		}
+		h.allowed[normalizeHost(a)] = true
+	}
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "cross-origin request refused")
 	}))
-	return cop.Handler(&handler{cfg})
+	inner := cop.Handler(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.hostAllowed(r) {
+			h.Logger.Warn("admin: request refused: Host not allowed", "host", r.Host, "admin_addr", r.RemoteAddr)
+			writeError(w, http.StatusForbidden, fmt.Sprintf("Host %q is not allowed: the admin API answers only to its own address, "+
+				"loopback addresses and localhost (DNS rebinding protection); allow more names with "+
+				"'baton serve -admin-allowed-hosts' (BATON_ADMIN_ALLOWED_HOSTS)", r.Host))
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+}
+
+// normalizeHost lower-cases a host name and drops brackets and a
+// trailing dot.
+func normalizeHost(h string) string {
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
+
+// hostAllowed reports whether the Host header of r names this server.
+func (h *handler) hostAllowed(r *http.Request) bool {
+	if h.allowAny {
+		return true
+	}
+	host := r.Host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		host = hh
+	}
+	host = normalizeHost(host)
+	if host == "" {
+		return false
+	}
+	if host == "localhost" || h.allowed[host] {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.IsLoopback() {
+			return true
+		}
+		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			if tcp, ok := local.(*net.TCPAddr); ok && tcp.IP.Equal(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	// Under TLS the client checked the certificate against the name it
+	// asked for; a rebinding page's name would have failed that check.
+	return r.TLS != nil && r.TLS.ServerName != "" && normalizeHost(r.TLS.ServerName) == host
+}
+
+// caller returns who made r: the identity of its verified client
+// certificate (empty without one) and its address.
+func caller(r *http.Request) locktable.Peer {
+	p := locktable.Peer{Addr: r.RemoteAddr}
+	if r.TLS != nil {
+		p.Identity = server.Identity(*r.TLS)
+	}
+	return p
+}
+
+// authorize reports whether the caller of r may take action on lock (on
+// some lock when lock is empty and any is true), and answers 403
+// otherwise.
+func (h *handler) authorize(w http.ResponseWriter, r *http.Request, action, lock string, anyLock bool) bool {
+	if h.Authorizer == nil {
+		return true
+	}
+	by := caller(r)
+	ok := false
+	if anyLock {
+		ok = h.Authorizer.AllowAdminAny(by.Identity, action)
+	} else {
+		ok = h.Authorizer.AllowAdmin(by.Identity, action, lock)
+	}
+	if ok {
+		return true
+	}
+	h.Logger.Warn("admin: request denied by the ACL's admin rules", "identity", by.Identity, "admin_addr", by.Addr,
+		"action", action, "lock", lock, "path", r.URL.Path)
+	if h.Observer != nil {
+		h.Observer.Observe(server.Event{Kind: server.EventAdminDenied, Time: time.Now(), Lock: lock, Admin: by, Action: action})
+	}
+	what := fmt.Sprintf("lock %q", lock)
+	if anyLock {
+		what = "any lock"
+	}
+	writeError(w, http.StatusForbidden, fmt.Sprintf("identity %q may not %s %s: no admin rule of the ACL allows it", by.Identity, action, what))
+	return false
 }
 
 // ServeHTTP routes on the escaped path, segment by segment, so that an
@@ -88,23 +228,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case len(segs) == 2 && segs[1] == "info":
-		if allow(w, r, http.MethodGet) {
+		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, "", true) {
 			h.info(w)
 		}
 	case len(segs) == 2 && segs[1] == "locks":
-		if allow(w, r, http.MethodGet) {
+		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, "", true) {
 			h.locks(w, r)
 		}
 	case len(segs) == 3 && segs[1] == "locks":
-		if allow(w, r, http.MethodGet) {
+		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, segs[2], false) {
 			h.lock(w, segs[2])
 		}
 	case len(segs) == 4 && segs[1] == "locks" && segs[3] == "release":
-		if allow(w, r, http.MethodPost) {
+		if allow(w, r, http.MethodPost) && h.authorize(w, r, acl.ActionRelease, segs[2], false) {
 			h.release(w, r, segs[2])
 		}
 	case len(segs) == 5 && segs[1] == "locks" && segs[3] == "waiters":
-		if allow(w, r, http.MethodDelete) {
+		if allow(w, r, http.MethodDelete) && h.authorize(w, r, acl.ActionKick, segs[2], false) {
 			h.kick(w, r, segs[2], segs[4])
 		}
 	default:
@@ -160,10 +300,17 @@ func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("match") {
 		p, err := glob.Compile(q.Get("match"))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("bad match pattern: %v (at most %d bytes and %d runs of '*')",
+				err, glob.MaxLen, glob.MaxStars))
 			return
 		}
 		match = p.Match
+	}
+	if h.Authorizer != nil { // show only the locks the caller may read
+		id, pattern := caller(r).Identity, match
+		match = func(name string) bool {
+			return (pattern == nil || pattern(name)) && h.Authorizer.AllowAdmin(id, acl.ActionRead, name)
+		}
 	}
 	list := LockList{Locks: []Lock{}}
 	for _, l := range h.Server.Snapshot(match) {
@@ -182,20 +329,22 @@ func (h *handler) lock(w http.ResponseWriter, name string) {
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request, name string) {
-	if err := h.Server.ForceRelease(name); err != nil {
+	by := caller(r)
+	if err := h.Server.ForceReleaseBy(name, by); err != nil {
 		h.opError(w, err, name, "")
 		return
 	}
-	h.Logger.Warn("admin: lock force-released", "lock", name, "admin_addr", r.RemoteAddr)
+	h.Logger.Warn("admin: lock force-released", "lock", name, "admin_identity", by.Identity, "admin_addr", by.Addr)
 	writeJSON(w, http.StatusOK, Released{Released: name, Lock: h.current(name)})
 }
 
 func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, addr string) {
-	if err := h.Server.Kick(name, addr); err != nil {
+	by := caller(r)
+	if err := h.Server.KickBy(name, addr, by); err != nil {
 		h.opError(w, err, name, addr)
 		return
 	}
-	h.Logger.Warn("admin: waiter kicked", "lock", name, "remote_addr", addr, "admin_addr", r.RemoteAddr)
+	h.Logger.Warn("admin: waiter kicked", "lock", name, "remote_addr", addr, "admin_identity", by.Identity, "admin_addr", by.Addr)
 	writeJSON(w, http.StatusOK, Kicked{Kicked: addr, Lock: h.current(name)})
 }
 

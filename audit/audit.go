@@ -10,22 +10,38 @@
 //
 // When the disk is slow the buffer absorbs bursts; when it is full, new
 // events are dropped and counted (Dropped), never waited for. A write that
-// fails (a full disk) loses the events of that write, which are counted
-// the same way. Both are logged.
+// fails (a full disk) loses the records of that write that did not reach
+// the file, which are counted the same way, record by record. Both are
+// logged.
+//
+// Nothing waits for a stalled sink (a FIFO nobody reads, a hung network
+// mount) for longer than Config.StallTimeout: writes to a pipe or FIFO
+// carry that deadline, and Reopen, Flush and Close give up after it with
+// ErrStalled. Waiting reports how long records have waited without a
+// successful write, for readiness probes and metrics.
+//
+// A torn last line (a short write after a full disk or a file-size
+// limit, or a crash) is never glued to the next record: the file is
+// checked at open and reopen, and after a short write, and the next write
+// starts on a fresh line. A file that is deleted while open (its
+// directory removed, say) is noticed after the next write: those records
+// are counted as dropped, logged, and the Logger tries to create the file
+// at its path again after every write until it can.
 package audit
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/server"
 )
 
@@ -34,8 +50,9 @@ const (
 	Granted      = "granted"       // a client became owner: token, wait_ms
 	Released     = "released"      // an owner stopped owning: token, held_ms, reason
 	Denied       = "denied"        // the ACL refused a client the lock
-	ForceRelease = "force_release" // an administrator took the lock from its owner: token
-	KickWaiter   = "kick_waiter"   // an administrator removed a waiter from the queue
+	ForceRelease = "force_release" // an administrator took the lock from its owner: token, admin_*
+	KickWaiter   = "kick_waiter"   // an administrator removed a waiter from the queue: admin_*
+	AdminDenied  = "admin_denied"  // the admin API refused an administrator an action: admin_*, action
 )
 
 // TimeFormat is the layout of the "time" field: RFC 3339 in UTC with
@@ -53,6 +70,12 @@ type Record struct {
 	WaitMS     *int64 `json:"wait_ms,omitempty"` // granted
 	HeldMS     *int64 `json:"held_ms,omitempty"` // released
 	Reason     string `json:"reason,omitempty"`  // released
+	// The administrator behind force_release, kick_waiter and
+	// admin_denied: certificate identity (empty without mTLS) and
+	// address. identity and remote_addr are the client affected.
+	AdminIdentity *string `json:"admin_identity,omitempty"`
+	AdminAddr     string  `json:"admin_addr,omitempty"`
+	Action        string  `json:"action,omitempty"` // admin_denied: read, release or kick
 }
 
 // DefaultBuffer is the number of events the Logger holds while its writer
@@ -67,14 +90,23 @@ type Config struct {
 	// Logger receives the audit log's own problems; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// StallTimeout bounds every wait for the writer: a write to a pipe
+	// or FIFO, and Reopen, Flush and Close. Records that have waited this
+	// long without a successful write make the sink count as stalled.
+	// Zero means DefaultStallTimeout.
+	StallTimeout time.Duration
 }
+
+// DefaultStallTimeout is the default Config.StallTimeout.
+const DefaultStallTimeout = 10 * time.Second
 
 // Logger writes the audit log. Create it with New or Open, install it as
 // (one of) the server's observers, and Close it after the server has shut
 // down.
 type Logger struct {
-	path string // "" for New
-	log  *slog.Logger
+	path  string // "" for New
+	log   *slog.Logger
+	stall time.Duration
 
 	ch   chan entry
 	ctl  chan func() // run by the writer goroutine after a flush
@@ -83,7 +115,12 @@ type Logger struct {
 	once sync.Once
 
 	overflow atomic.Uint64 // dropped because the buffer was full
-	failed   atomic.Uint64 // lost in failed writes
+	failed   atomic.Uint64 // lost in failed or short writes
+	orphaned atomic.Uint64 // written to a file that had been deleted
+
+	// waitingSince is when the oldest record not yet written started to
+	// wait for the writer (unix nanoseconds), 0 when none waits.
+	waitingSince atomic.Int64
 
 	// Owned by the writer goroutine.
 	w         io.Writer
@@ -91,6 +128,9 @@ type Logger struct {
 	reported  uint64   // overflow already logged
 	failing   bool     // the last write failed
 	lastError string
+	needNL    bool  // the output ends inside a line: start the next write with '\n'
+	ends      []int // end offsets of the records in the batch buffer
+	unlinked  bool  // the open file has been deleted
 }
 
 // entry is an event as Observe copies it: no encoding under the table
@@ -116,11 +156,42 @@ func Open(path string, cfg Config) (*Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return start(f, f, path, cfg), nil
+	l := start(f, f, path, cfg)
+	return l, nil
 }
 
 func openFile(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	flags := os.O_WRONLY | os.O_APPEND | os.O_CREATE
+	if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+		// Opening a FIFO without a reader would block for good; without
+		// O_NONBLOCK it fails at once (ENXIO) instead, and writes go
+		// through the poller, with deadlines.
+		flags |= syscall.O_NONBLOCK
+	}
+	f, err := os.OpenFile(path, flags, 0o640)
+	if errors.Is(err, syscall.ENXIO) {
+		return nil, fmt.Errorf("%w (a FIFO with no reader)", err)
+	}
+	return f, err
+}
+
+// endsInsideLine reports whether f is a regular file whose last byte is
+// not a newline: a torn record the next write must not extend.
+func endsInsideLine(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return false
+	}
+	r, err := os.Open(f.Name())
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	b := make([]byte, 1)
+	if _, err := r.ReadAt(b, fi.Size()-1); err != nil {
+		return false
+	}
+	return b[0] != '\n'
 }
 
 func start(w io.Writer, f *os.File, path string, cfg Config) *Logger {
@@ -130,15 +201,22 @@ func start(w io.Writer, f *os.File, path string, cfg Config) *Logger {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultStallTimeout
+	}
 	l := &Logger{
-		path: path,
-		log:  cfg.Logger,
-		ch:   make(chan entry, cfg.Buffer),
-		ctl:  make(chan func()),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
-		w:    w,
-		file: f,
+		path:  path,
+		log:   cfg.Logger,
+		stall: cfg.StallTimeout,
+		ch:    make(chan entry, cfg.Buffer),
+		ctl:   make(chan func()),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+		w:     w,
+		file:  f,
+	}
+	if f != nil {
+		l.needNL = endsInsideLine(f)
 	}
 	go l.run()
 	return l
@@ -151,18 +229,17 @@ func (l *Logger) Observe(e server.Event) {
 	case server.EventGranted:
 		l.enqueue(Granted, e)
 	case server.EventReleased:
-		// A force release is the administrative action followed by the
-		// ownership change it caused, like every other release.
-		if e.Reason == locktable.ReasonForce {
-			l.enqueue(ForceRelease, e)
-		}
 		l.enqueue(Released, e)
-	case server.EventDequeued:
-		if e.Reason == locktable.ReasonKick {
-			l.enqueue(KickWaiter, e)
-		}
+	case server.EventForceRelease:
+		// The administrative action; the ownership change it causes
+		// follows as "released" with reason "force".
+		l.enqueue(ForceRelease, e)
+	case server.EventKick:
+		l.enqueue(KickWaiter, e)
 	case server.EventDenied:
 		l.enqueue(Denied, e)
+	case server.EventAdminDenied:
+		l.enqueue(AdminDenied, e)
 	}
 }
 
@@ -174,9 +251,37 @@ func (l *Logger) enqueue(event string, e server.Event) {
 	}
 }
 
-// Dropped returns the number of records lost so far, because the buffer
-// was full or a write failed.
-func (l *Logger) Dropped() uint64 { return l.overflow.Load() + l.failed.Load() }
+// Dropped returns the number of records lost so far: because the buffer
+// was full, a write failed or was cut short, or the file had been deleted.
+func (l *Logger) Dropped() uint64 {
+	return l.overflow.Load() + l.failed.Load() + l.orphaned.Load()
+}
+
+// Waiting returns how long the oldest record not yet written has waited
+// for a successful write; 0 when none waits. A sink that stalls (a FIFO
+// nobody reads, a hung mount, a full disk under steady traffic) makes it
+// grow.
+func (l *Logger) Waiting() time.Duration {
+	since := l.waitingSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return max(0, time.Since(time.Unix(0, since)))
+}
+
+// Stalled returns an error when records have waited longer than the
+// stall timeout for a successful write, nil otherwise. It suits a
+// readiness check.
+func (l *Logger) Stalled() error {
+	if w := l.Waiting(); w > l.stall {
+		return fmt.Errorf("audit log stalled: the writer has made no progress for %v", w.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// ErrStalled is returned by Reopen, Flush and Close when the writer did
+// not finish within the stall timeout (it goes on in the background).
+var ErrStalled = errors.New("audit: the writer is stalled")
 
 // Reopen writes the records observed so far to the current file, then
 // closes it and opens the file at its path anew, so that a log rotator can
@@ -184,40 +289,61 @@ func (l *Logger) Dropped() uint64 { return l.overflow.Load() + l.failed.Load() }
 // keeps writing to the old one and Reopen returns the error. For a Logger
 // writing to standard output or to a writer given to New, Reopen only
 // flushes.
+//
+// It waits at most the stall timeout; then it returns ErrStalled and the
+// reopen happens when the writer gets to it.
 func (l *Logger) Reopen() error {
-	var err error
-	if cerr := l.control(func() { err = l.doReopen() }); cerr != nil {
-		return cerr
+	errc := make(chan error, 1)
+	if err := l.control(func() { errc <- l.doReopen() }); err != nil {
+		return err
 	}
-	return err
+	return <-errc
 }
 
 // Flush returns once every record observed before the call has been
-// written (or lost to a failed write).
+// written (or lost to a failed write), or ErrStalled after the stall
+// timeout.
 func (l *Logger) Flush() error { return l.control(func() {}) }
 
 // ErrClosed is returned by Reopen and Flush after Close.
 var ErrClosed = errors.New("audit: logger closed")
 
 // control runs f on the writer goroutine after it has written everything
-// buffered.
+// buffered, waiting at most the stall timeout for it.
 func (l *Logger) control(f func()) error {
 	ran := make(chan struct{})
+	timer := time.NewTimer(l.stall)
+	defer timer.Stop()
 	select {
 	case l.ctl <- func() { f(); close(ran) }:
-		<-ran
-		return nil
 	case <-l.done:
 		return ErrClosed
+	case <-timer.C:
+		return ErrStalled
+	}
+	select {
+	case <-ran:
+		return nil
+	case <-timer.C:
+		return ErrStalled
 	}
 }
 
 // Close writes every record still buffered, closes the file (never
 // standard output or a writer given to New) and stops the Logger. Records
-// observed after Close are not written.
+// observed after Close are not written. When the writer does not finish
+// within the stall timeout, Close returns ErrStalled with the number of
+// records still buffered, which are lost, and leaves the file to the
+// process's exit.
 func (l *Logger) Close() error {
 	l.once.Do(func() { close(l.stop) })
-	<-l.done
+	timer := time.NewTimer(l.stall)
+	defer timer.Stop()
+	select {
+	case <-l.done:
+	case <-timer.C:
+		return fmt.Errorf("%w: gave up after %v with %d records not written", ErrStalled, l.stall, len(l.ch))
+	}
 	if l.file != nil {
 		return l.file.Close()
 	}
@@ -260,27 +386,53 @@ func (l *Logger) run() {
 // maxBatch records, and writes them in one call.
 func (l *Logger) writeBatch(buf *bytes.Buffer, enc *json.Encoder, en entry) {
 	buf.Reset()
-	n := 1
+	l.ends = l.ends[:0]
+	if l.needNL {
+		buf.WriteByte('\n')
+	}
 	enc.Encode(record(en))
+	l.ends = append(l.ends, buf.Len())
 more:
-	for n < maxBatch {
+	for len(l.ends) < maxBatch {
 		select {
 		case en := <-l.ch:
 			enc.Encode(record(en))
-			n++
+			l.ends = append(l.ends, buf.Len())
 		default:
 			break more
 		}
 	}
-	if _, err := l.w.Write(buf.Bytes()); err != nil {
-		l.failed.Add(uint64(n))
+	l.waitingSince.CompareAndSwap(0, time.Now().UnixNano())
+	b := buf.Bytes()
+	n, err := l.write(b)
+	written := 0
+	for _, end := range l.ends {
+		if end <= n {
+			written++
+		}
+	}
+	if n > 0 {
+		l.needNL = b[n-1] != '\n'
+	}
+	if err != nil {
+		lost := len(l.ends) - written
+		l.failed.Add(uint64(lost))
 		if !l.failing || err.Error() != l.lastError {
-			l.log.Error("audit log write failed; records are being lost", "err", err, "lost", n)
+			l.log.Error("audit log write failed; records are being lost", "err", err, "lost", lost, "written", written)
 		}
 		l.failing, l.lastError = true, err.Error()
-	} else if l.failing {
-		l.failing = false
-		l.log.Info("audit log writes succeed again", "dropped_total", l.Dropped())
+		if len(l.ch) == 0 {
+			l.waitingSince.Store(0) // nothing waits any more; what failed is counted
+		}
+	} else {
+		l.waitingSince.Store(0)
+		if l.failing {
+			l.failing = false
+			l.log.Info("audit log writes succeed again", "dropped_total", l.Dropped())
+		}
+	}
+	if written > 0 {
+		l.checkLinked(written)
 	}
 	if o := l.overflow.Load(); o != l.reported {
 		l.log.Warn("audit buffer full; records dropped", "dropped", o-l.reported, "dropped_total", l.Dropped())
@@ -288,19 +440,65 @@ more:
 	}
 }
 
+// write writes p, with a deadline of the stall timeout where the output
+// supports one (pipes and FIFOs, not regular files).
+func (l *Logger) write(p []byte) (int, error) {
+	if f, ok := l.w.(*os.File); ok {
+		if f.SetWriteDeadline(time.Now().Add(l.stall)) == nil {
+			defer f.SetWriteDeadline(time.Time{})
+		}
+	}
+	return l.w.Write(p)
+}
+
+// checkLinked counts the n records just written as dropped when the file
+// has been deleted, and tries to create it at its path again.
+func (l *Logger) checkLinked(n int) {
+	if l.file == nil || !deleted(l.file) {
+		l.unlinked = false
+		return
+	}
+	l.orphaned.Add(uint64(n))
+	f, err := openFile(l.path)
+	if err != nil {
+		if !l.unlinked {
+			l.log.Error("the audit log file was deleted and cannot be created again; records are being lost",
+				"path", l.path, "err", err, "lost", n)
+		}
+		l.unlinked = true
+		return
+	}
+	l.log.Error("the audit log file was deleted; created it again", "path", l.path, "lost", n,
+		"dropped_total", l.Dropped())
+	l.unlinked = false
+	l.switchTo(f)
+}
+
+// switchTo makes f the output and closes the old file.
+func (l *Logger) switchTo(f *os.File) {
+	old := l.file
+	l.w, l.file = f, f
+	l.needNL = endsInsideLine(f)
+	if err := old.Close(); err != nil {
+		l.log.Warn("closing the old audit log", "err", err)
+	}
+}
+
 func (l *Logger) doReopen() error {
 	if l.path == "" {
 		return nil
+	}
+	// An open that hangs (a hung network mount) stalls the writer like
+	// a write that hangs: let Waiting see it.
+	now := time.Now().UnixNano()
+	if l.waitingSince.CompareAndSwap(0, now) {
+		defer l.waitingSince.CompareAndSwap(now, 0)
 	}
 	f, err := openFile(l.path)
 	if err != nil {
 		return err
 	}
-	old := l.file
-	l.w, l.file = f, f
-	if err := old.Close(); err != nil {
-		l.log.Warn("closing the old audit log", "err", err)
-	}
+	l.switchTo(f)
 	return nil
 }
 
@@ -324,6 +522,11 @@ func record(en entry) Record {
 		r.Reason = e.Reason.String()
 	case ForceRelease:
 		r.Token = e.Token
+	}
+	switch en.event {
+	case ForceRelease, KickWaiter, AdminDenied:
+		id := e.Admin.Identity
+		r.AdminIdentity, r.AdminAddr, r.Action = &id, e.Admin.Addr, e.Action
 	}
 	return r
 }

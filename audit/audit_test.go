@@ -177,11 +177,12 @@ func TestAdminActions(t *testing.T) {
 	w2.Acquire("jobs/nightly", 10*time.Second)
 	w2.Expect(protocol.TypeWaiting, 0)
 
-	if err := srv.Kick("jobs/nightly", w2.Addr()); err != nil {
+	by := locktable.Peer{Identity: "spiffe://prod/sre", Addr: "127.0.0.1:50000"}
+	if err := srv.KickBy("jobs/nightly", w2.Addr(), by); err != nil {
 		t.Fatal(err)
 	}
 	w2.Expect(protocol.TypeError, protocol.CodeClosedByAdmin)
-	if err := srv.ForceRelease("jobs/nightly"); err != nil {
+	if err := srv.ForceReleaseBy("jobs/nightly", by); err != nil {
 		t.Fatal(err)
 	}
 	owner.Expect(protocol.TypeError, protocol.CodeClosedByAdmin)
@@ -214,6 +215,14 @@ func TestAdminActions(t *testing.T) {
 	}
 	if rs[4].WaitMS == nil || rs[0].WaitMS == nil || *rs[0].WaitMS != 0 {
 		t.Errorf("wait_ms: first grant %v, promotion %v", rs[0].WaitMS, rs[4].WaitMS)
+	}
+	for _, i := range []int{1, 2} {
+		if r := rs[i]; r.AdminIdentity == nil || *r.AdminIdentity != by.Identity || r.AdminAddr != by.Addr {
+			t.Errorf("record %d (%s) does not name the administrator %+v: %+v", i, r.Event, by, r)
+		}
+	}
+	if rs[3].AdminIdentity != nil || rs[3].AdminAddr != "" {
+		t.Errorf("released names an administrator: %+v", rs[3])
 	}
 	if rs[1].WaitMS != nil || rs[1].HeldMS != nil || rs[3].HeldMS == nil {
 		t.Errorf("fields that do not apply must be absent: %s", out.String())
@@ -409,28 +418,34 @@ func TestRecordShapes(t *testing.T) {
 	al := audit.New(&out, audit.Config{})
 	at := time.Date(2025, 3, 1, 12, 0, 0, 123456789, time.FixedZone("CET", 3600))
 	p := locktable.Peer{Identity: "spiffe://prod/worker", Addr: "10.0.0.7:41000"}
+	sre := locktable.Peer{Identity: "spiffe://prod/sre", Addr: "127.0.0.1:50000"}
 	for _, e := range []server.Event{
 		{Kind: server.EventConnected, Time: at, Peer: p},
 		{Kind: server.EventGranted, Time: at, Lock: "db<&>", Peer: p, Token: 7, Waited: 1500 * time.Millisecond},
 		{Kind: server.EventHeartbeat, Time: at, Peer: p},
 		{Kind: server.EventDequeued, Time: at, Lock: "db", Peer: p, Reason: locktable.ReasonGraceful},
+		{Kind: server.EventKick, Time: at, Lock: "db", Peer: p, Admin: sre},
 		{Kind: server.EventDequeued, Time: at, Lock: "db", Peer: p, Reason: locktable.ReasonKick},
 		{Kind: server.EventReleased, Time: at, Lock: "db", Peer: p, Token: 7, Reason: locktable.ReasonExpired, Held: 2 * time.Second},
+		{Kind: server.EventForceRelease, Time: at, Lock: "db", Peer: p, Token: 8, Admin: sre},
 		{Kind: server.EventReleased, Time: at, Lock: "db", Peer: p, Token: 8, Reason: locktable.ReasonForce, Held: 10 * time.Millisecond},
 		{Kind: server.EventDenied, Time: at, Lock: "secret", Peer: p},
+		{Kind: server.EventAdminDenied, Time: at, Lock: "deploy/prod", Admin: locktable.Peer{Addr: "127.0.0.1:50001"}, Action: "release"},
 	} {
 		al.Observe(e)
 	}
 	al.Close()
 	const common = `"time":"2025-03-01T11:00:00.123Z","event":`
 	const peer = `"identity":"spiffe://prod/worker","remote_addr":"10.0.0.7:41000"`
+	const admin = `"admin_identity":"spiffe://prod/sre","admin_addr":"127.0.0.1:50000"`
 	want := strings.Join([]string{
 		`{` + common + `"granted","lock":"db<&>",` + peer + `,"token":7,"wait_ms":1500}`,
-		`{` + common + `"kick_waiter","lock":"db",` + peer + `}`,
+		`{` + common + `"kick_waiter","lock":"db",` + peer + `,` + admin + `}`,
 		`{` + common + `"released","lock":"db",` + peer + `,"token":7,"held_ms":2000,"reason":"expired"}`,
-		`{` + common + `"force_release","lock":"db",` + peer + `,"token":8}`,
+		`{` + common + `"force_release","lock":"db",` + peer + `,"token":8,` + admin + `}`,
 		`{` + common + `"released","lock":"db",` + peer + `,"token":8,"held_ms":10,"reason":"force"}`,
 		`{` + common + `"denied","lock":"secret",` + peer + `}`,
+		`{` + common + `"admin_denied","lock":"deploy/prod","identity":"","remote_addr":"","admin_identity":"","admin_addr":"127.0.0.1:50001","action":"release"}`,
 	}, "\n") + "\n"
 	if got := out.String(); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)

@@ -345,7 +345,18 @@ func shutdownBound(t *testing.T, env map[string]string) time.Duration {
 			t.Fatalf("BATON_IO_TIMEOUT=%q: %v", v, err)
 		}
 	}
-	return 2*io + 5*time.Second
+	bound := 2*io + 5*time.Second
+	if env["BATON_AUDIT_LOG"] != "" { // a stalled audit log is waited for this long
+		stall := 10 * time.Second
+		if v, ok := env["BATON_AUDIT_STALL_TIMEOUT"]; ok {
+			var err error
+			if stall, err = time.ParseDuration(v); err != nil {
+				t.Fatalf("BATON_AUDIT_STALL_TIMEOUT=%q: %v", v, err)
+			}
+		}
+		bound += stall
+	}
+	return bound
 }
 
 func TestSystemdUnit(t *testing.T) {
@@ -412,7 +423,9 @@ func TestKubernetes(t *testing.T) {
 		`(?m)^\s+runAsNonRoot: true$`,
 		`(?m)^\s+readOnlyRootFilesystem: true$`,
 		`(?m)^\s+allowPrivilegeEscalation: false$`,
-		`livenessProbe:\n\s+httpGet:\n\s+path: /healthz\n\s+port: ops\n`,
+		// A TCP connect, which succeeds under descriptor exhaustion
+		// (cmd/baton TestLivenessUnderDescriptorExhaustion).
+		`livenessProbe:\n\s+tcpSocket:\n\s+port: ops\n`,
 		`readinessProbe:\n\s+httpGet:\n\s+path: /readyz\n\s+port: ops\n`,
 		`- name: baton\n\s+containerPort: 7070\n`,
 		`- name: ops\n\s+containerPort: 7071\n`,

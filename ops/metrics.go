@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -26,6 +27,9 @@ type MetricsConfig struct {
 	// AuditDropped returns the number of audit events dropped so far; nil
 	// reports 0 (no audit log).
 	AuditDropped func() uint64
+	// AuditWaiting returns how long audit records have waited for a
+	// successful write (audit.Logger.Waiting); nil reports 0.
+	AuditWaiting func() time.Duration
 	// Version is exported as the label of baton_build_info.
 	Version string
 }
@@ -149,6 +153,15 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		}
 		return float64(cfg.AuditDropped())
 	})
+	auditWaiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "baton_audit_waiting_seconds",
+		Help: "How long the oldest unwritten audit record has waited for a successful write; 0 when none waits. Grows while the audit sink is stalled.",
+	}, func() float64 {
+		if cfg.AuditWaiting == nil {
+			return 0
+		}
+		return cfg.AuditWaiting().Seconds()
+	})
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "baton_build_info",
 		Help:        "Always 1; the label carries the server version.",
@@ -165,7 +178,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		gauge("baton_waiters", "Claims waiting in a queue.", func(s Source) int { return s.Counts().Waiters }),
 		m.acquires, m.releases, m.dequeues, m.protocolErrors,
 		m.accepted, m.acceptErrors, m.heartbeats, m.aclDenials, m.tlsErrors,
-		auditDropped, m.wait, m.hold,
+		auditDropped, auditWaiting, m.wait, m.hold,
 	)
 	return m
 }

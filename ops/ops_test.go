@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -340,4 +342,36 @@ func TestObserveRareEvents(t *testing.T) {
 		"baton_connections_active":                          0, // no Source
 		"baton_acquires_total":                              0,
 	})
+}
+
+// TestReadinessChecks: a failing check turns /readyz to 503 with its
+// message and leaves /healthz alone; /readyz recovers with the check.
+func TestReadinessChecks(t *testing.T) {
+	var mu sync.Mutex
+	var failure error
+	check := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return failure
+	}
+	hs := httptest.NewServer(ops.Handler(nil, nil, check))
+	defer hs.Close()
+	if code, body := get(t, hs.URL+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d %q with the check passing", code, body)
+	}
+	mu.Lock()
+	failure = errors.New("audit log stalled: records have waited 12s")
+	mu.Unlock()
+	if code, body := get(t, hs.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "audit log stalled") {
+		t.Errorf("/readyz = %d %q, want 503 with the check's message", code, body)
+	}
+	if code, body := get(t, hs.URL+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d %q: readiness checks must not fail liveness", code, body)
+	}
+	mu.Lock()
+	failure = nil
+	mu.Unlock()
+	if code, _ := get(t, hs.URL+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d after the check recovered", code)
+	}
 }

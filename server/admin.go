@@ -8,11 +8,24 @@ import (
 
 // Snapshot describes every lock with an owner whose name match accepts
 // (nil accepts all), sorted by name.
+//
+// match runs after the table mutex is released, on a copy: a slow filter
+// (an administrator's pattern) never stalls acquires and heartbeats.
 func (srv *Server) Snapshot(match func(name string) bool) []locktable.LockInfo {
 	srv.init()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.table.Snapshot(match)
+	all := srv.table.Snapshot(nil)
+	srv.mu.Unlock()
+	if match == nil {
+		return all
+	}
+	out := all[:0]
+	for _, l := range all {
+		if match(l.Name) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // Lock describes one lock, or reports false when nobody holds it.
@@ -41,22 +54,55 @@ func (srv *Server) Sessions() int {
 
 // ForceRelease takes lock name from its owner, who receives ERROR 0x02 and
 // is closed; the next waiter is promoted at once. It returns
-// locktable.ErrNoLock when nobody holds the lock.
+// locktable.ErrNoLock when nobody holds the lock. It is ForceReleaseBy
+// with no administrator named.
 func (srv *Server) ForceRelease(name string) error {
+	return srv.ForceReleaseBy(name, locktable.Peer{})
+}
+
+// ForceReleaseBy is ForceRelease on behalf of administrator by, who is
+// named in the EventForceRelease that precedes the release.
+func (srv *Server) ForceReleaseBy(name string, by locktable.Peer) error {
 	return srv.adminOp(func(now time.Time, t *locktable.Table) (locktable.Result, error) {
-		return t.ForceRelease(now, name)
+		info, held := t.Lock(name)
+		res, err := t.ForceRelease(now, name)
+		if err == nil && held {
+			srv.notify(Event{Kind: EventForceRelease, Time: now, Lock: name,
+				Peer: info.Holder.Peer, Token: info.Holder.Token, Admin: by})
+		}
+		return res, err
 	})
 }
 
 // Kick removes the waiter with remote address addr from the queue of lock
 // name; it receives ERROR 0x02 and is closed, and the others keep their
-// order. It returns locktable.ErrNoLock or locktable.ErrNoWaiter.
+// order. It returns locktable.ErrNoLock or locktable.ErrNoWaiter. It is
+// KickBy with no administrator named.
 func (srv *Server) Kick(name, addr string) error {
+	return srv.KickBy(name, addr, locktable.Peer{})
+}
+
+// KickBy is Kick on behalf of administrator by, who is named in the
+// EventKick that precedes the waiter's EventDequeued.
+func (srv *Server) KickBy(name, addr string, by locktable.Peer) error {
 	return srv.adminOp(func(now time.Time, t *locktable.Table) (locktable.Result, error) {
-		return t.Kick(now, name, addr)
+		info, _ := t.Lock(name)
+		res, err := t.Kick(now, name, addr)
+		if err == nil {
+			peer := locktable.Peer{Addr: addr}
+			for _, w := range info.Waiters {
+				if w.Peer.Addr == addr {
+					peer = w.Peer
+				}
+			}
+			srv.notify(Event{Kind: EventKick, Time: now, Lock: name, Peer: peer, Admin: by})
+		}
+		return res, err
 	})
 }
 
+// adminOp runs op under the table mutex; events that op notifies reach
+// the observers before those of the result it returns.
 func (srv *Server) adminOp(op func(time.Time, *locktable.Table) (locktable.Result, error)) error {
 	srv.init()
 	var opErr error

@@ -33,6 +33,16 @@ const (
 	EventDequeued
 	// EventShutdown: graceful shutdown began.
 	EventShutdown
+	// EventForceRelease: administrator Admin took Lock (Token) from its
+	// owner Peer. It comes just before the EventReleased it causes.
+	EventForceRelease
+	// EventKick: administrator Admin removed waiter Peer from the queue
+	// of Lock. It comes just before the EventDequeued it causes.
+	EventKick
+	// EventAdminDenied: the admin API refused administrator Admin the
+	// Action on Lock (empty for a request about no lock in particular).
+	// The server itself never sends it; the admin API does.
+	EventAdminDenied
 )
 
 func (k EventKind) String() string {
@@ -59,6 +69,12 @@ func (k EventKind) String() string {
 		return "dequeued"
 	case EventShutdown:
 		return "shutdown"
+	case EventForceRelease:
+		return "force_release"
+	case EventKick:
+		return "kick"
+	case EventAdminDenied:
+		return "admin_denied"
 	}
 	return "unknown"
 }
@@ -76,6 +92,12 @@ type Event struct {
 	Waited time.Duration
 	Held   time.Duration
 	Err    error
+	// Admin is who asked for an administrative action: the caller's
+	// certificate identity (empty without mTLS) and address.
+	Admin locktable.Peer
+	// Action is the admin action refused (EventAdminDenied), such as
+	// "read", "release" or "kick".
+	Action string
 }
 
 // Observer receives the server's events.

@@ -45,7 +45,7 @@ func TestObserverScript(t *testing.T) {
 	want := map[*client][]string{
 		a: {"connected", "granted obs " + fmt.Sprint(tokA), "heartbeat",
 			"released obs " + fmt.Sprint(tokA) + " protocol_error", "error_sent 0x13", "disconnected"},
-		b: {"connected", "granted obs " + fmt.Sprint(tokB),
+		b: {"connected", "granted obs " + fmt.Sprint(tokB), "force_release",
 			"released obs " + fmt.Sprint(tokB) + " force", "error_sent 0x02", "disconnected"},
 		c: {"connected", "dequeued obs graceful", "disconnected"},
 	}
@@ -67,7 +67,7 @@ func TestObserverScript(t *testing.T) {
 		}
 	}
 	wantSeq := []string{"granted " + a.addr(), "dequeued " + c.addr(), "released " + a.addr(),
-		"granted " + b.addr(), "released " + b.addr()}
+		"granted " + b.addr(), "force_release " + b.addr(), "released " + b.addr()}
 	if !slices.Equal(lockSeq, wantSeq) {
 		t.Errorf("events of lock obs:\n\tgot  %q\n\twant %q", lockSeq, wantSeq)
 	}

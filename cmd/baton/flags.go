@@ -50,6 +50,11 @@ func (fs *flagSet) DurationVar(p *time.Duration, name, env string, value time.Du
 	fs.bindEnv(name, env)
 }
 
+func (fs *flagSet) IntVar(p *int, name, env string, value int, usage string) {
+	fs.FlagSet.IntVar(p, name, value, usage)
+	fs.bindEnv(name, env)
+}
+
 func (fs *flagSet) BoolVar(p *bool, name, env string, value bool, usage string) {
 	fs.FlagSet.BoolVar(p, name, value, usage)
 	fs.bindEnv(name, env)

@@ -76,7 +76,8 @@ func TestServeMutualTLSWithACL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeACL(`{"rules": [{"identity": "spiffe://test/importer", "locks": ["import/*"]}]}`)
+	writeACL(`{"rules": [{"identity": "spiffe://test/importer", "locks": ["import/*"]}],
+		"admin": [{"identity": "spiffe://test/importer", "actions": ["read"], "locks": ["import/*"]}]}`)
 	proc := startBaton(t, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-io-timeout", "1s",
 		"-tls-cert", p.srvCert, "-tls-key", p.srvKey, "-tls-client-ca", p.ca, "-acl-file", aclPath)
 	rec := proc.waitLog(t, "baton listening")
@@ -120,6 +121,17 @@ func TestServeMutualTLSWithACL(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "import/held") || !strings.Contains(out, "spiffe://test/importer") {
 		t.Fatalf("baton locks over TLS: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	// The admin rules allow the importer to read, not to release, and
+	// give the reporter nothing.
+	code, out, errOut = cli(append([]string{"release", "--admin", adminAddr, "import/held"}, p.tlsFlags("importer")...)...)
+	if code == 0 || !strings.Contains(errOut, `identity "spiffe://test/importer" may not release lock "import/held"`) {
+		t.Fatalf("baton release without the right: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = cli(append([]string{"locks", "--admin", adminAddr}, p.tlsFlags("reporter")...)...)
+	if code == 0 || !strings.Contains(errOut, "may not read") {
+		t.Fatalf("baton locks without admin rules: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	proc.waitLog(t, "admin: request denied by the ACL's admin rules")
 
 	// SIGHUP with a rotated server certificate and a new ACL.
 	next, err := p.caObj.Issue(testpki.Localhost("server-2"))

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,8 +37,11 @@ const serveHelp = `
 Runs the lock server. Besides the protocol port it can serve, each on its
 own address: Prometheus metrics and health probes (-ops-listen), the admin
 API used by 'baton locks', 'baton lock', 'baton release', 'baton kick' and
-'baton info' (-admin-listen, no authentication: keep it on loopback), and
-a JSON audit log of every ownership change (-audit-log).
+'baton info' (-admin-listen; no authentication unless mutual TLS and an
+ACL with "admin" rules decide who may do what: keep it on loopback), and
+a JSON audit log of every ownership change and admin action (-audit-log).
+The admin API answers only to requests whose Host header is its own
+address, a loopback address or localhost (-admin-allowed-hosts adds more).
 
 Logs go to standard error; standard output is left to '-audit-log -'.
 
@@ -75,6 +79,13 @@ type serveConfig struct {
 	// aclRevokeHolders makes an ACL reload end holders the new rules
 	// refuse, not only waiters.
 	aclRevokeHolders bool
+	// adminHosts is the comma-separated list of extra Host names the
+	// admin API answers to.
+	adminHosts string
+	// httpMaxConns caps the open connections of each HTTP listener.
+	httpMaxConns int
+	// auditStall bounds every wait for the audit writer.
+	auditStall time.Duration
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -83,8 +94,11 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.listen, "listen", "BATON_LISTEN_ADDRESS", server.DefaultAddr, "protocol address to listen on (host:port)")
 	fs.DurationVar(&cfg.ioTimeout, "io-timeout", "BATON_IO_TIMEOUT", server.DefaultIOTimeout, "bound on the handshake and first ACQUIRE, a started frame, and the total blocked time of a session's writes")
 	fs.StringVar(&cfg.opsListen, "ops-listen", "BATON_OPS_LISTEN_ADDRESS", "", "address for /metrics, /healthz and /readyz (host:port); empty: off")
-	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port), unauthenticated: keep it on loopback; empty: off")
+	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port); unauthenticated unless mutual TLS and the ACL's admin rules: keep it on loopback; empty: off")
+	fs.StringVar(&cfg.adminHosts, "admin-allowed-hosts", "BATON_ADMIN_ALLOWED_HOSTS", "", "comma-separated host names the admin API also answers to in the Host header, besides its own address, loopback and localhost ('*': any)")
+	fs.IntVar(&cfg.httpMaxConns, "http-max-connections", "BATON_HTTP_MAX_CONNECTIONS", ops.DefaultMaxConns, "most open connections on each of the ops and admin listeners; more wait in the listen backlog")
 	fs.StringVar(&cfg.auditLog, "audit-log", "BATON_AUDIT_LOG", "", "append JSON audit lines to this file ('-': standard output); empty: off")
+	fs.DurationVar(&cfg.auditStall, "audit-stall-timeout", "BATON_AUDIT_STALL_TIMEOUT", audit.DefaultStallTimeout, "audit records waiting this long for a write make /readyz answer 503; also bounds every wait for the audit writer (reopen, shutdown)")
 	fs.StringVar(&cfg.logLevel, "log-level", "BATON_LOG_LEVEL", "info", "log level: "+strings.Join(ops.LogLevels, ", "))
 	fs.StringVar(&cfg.logFormat, "log-format", "BATON_LOG_FORMAT", "text", "log format on standard error: "+strings.Join(ops.LogFormats, ", "))
 	fs.StringVar(&cfg.tls.Cert, "tls-cert", "BATON_TLS_CERT", "", "server certificate (PEM); with -tls-key turns on TLS for the protocol and admin ports")
@@ -113,6 +127,12 @@ func (c *serveConfig) validate(fs *flagSet) error {
 			return fmt.Errorf("%s %q: want host:port: %v", opt(a.flag), a.addr, err)
 		}
 	}
+	if c.auditStall <= 0 {
+		return fmt.Errorf("%s must be positive, got %v", opt("audit-stall-timeout"), c.auditStall)
+	}
+	if c.httpMaxConns <= 0 {
+		return fmt.Errorf("%s must be positive, got %d", opt("http-max-connections"), c.httpMaxConns)
+	}
 	if c.opsListen != "" && c.opsListen == c.adminListen && !strings.HasSuffix(c.opsListen, ":0") {
 		return fmt.Errorf("%s and %s must differ, both are %q", opt("ops-listen"), opt("admin-listen"), c.opsListen)
 	}
@@ -131,6 +151,17 @@ func (c *serveConfig) validate(fs *flagSet) error {
 		return fmt.Errorf("%s: unknown log format %q (want one of %s)", opt("log-format"), c.logFormat, strings.Join(ops.LogFormats, ", "))
 	}
 	return nil
+}
+
+// allowedHosts splits -admin-allowed-hosts.
+func (c *serveConfig) allowedHosts() []string {
+	var out []string
+	for _, h := range strings.Split(c.adminHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // settings returns the effective value of every flag, for /api/info.
@@ -225,10 +256,11 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	var auditLog *audit.Logger
 	if cfg.auditLog != "" {
 		var err error
+		acfg := audit.Config{Logger: logger, StallTimeout: cfg.auditStall}
 		if cfg.auditLog == "-" {
-			auditLog = audit.New(env.stdout, audit.Config{Logger: logger})
+			auditLog = audit.New(env.stdout, acfg)
 		} else {
-			auditLog, err = audit.Open(cfg.auditLog, audit.Config{Logger: logger})
+			auditLog, err = audit.Open(cfg.auditLog, acfg)
 		}
 		if err != nil {
 			logger.Error("cannot open the audit log", "path", cfg.auditLog, "err", err)
@@ -265,10 +297,12 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	}
 	addrs.protocol = ln.Addr().String()
 
+	// The HTTP servers have timeouts and a connection cap, so idle or
+	// slow HTTP clients can never take the descriptors the protocol
+	// port needs.
 	var httpServers []*http.Server
-	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	startHTTP := func(l net.Listener, h http.Handler) {
-		hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog}
+		hs := ops.NewHTTPServer(h, logger)
 		httpServers = append(httpServers, hs)
 		go hs.Serve(l)
 	}
@@ -278,13 +312,23 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 			return exitError
 		}
 		addrs.ops = l.Addr().String()
-		var dropped func() uint64
-		if auditLog != nil {
-			dropped = auditLog.Dropped
+		// A descriptor in reserve keeps the probes reachable when
+		// protocol clients have taken all the others.
+		if l, err = ops.ReserveListener(l); err != nil {
+			logger.Error("cannot reserve a descriptor for the ops listener", "err", err)
+			closeListeners()
+			return exitError
 		}
-		metrics := ops.NewMetrics(ops.MetricsConfig{Source: srv, AuditDropped: dropped, Version: version})
+		l = ops.LimitListener(l, cfg.httpMaxConns)
+		mcfg := ops.MetricsConfig{Source: srv, Version: version}
+		var checks []ops.ReadinessCheck
+		if auditLog != nil {
+			mcfg.AuditDropped, mcfg.AuditWaiting = auditLog.Dropped, auditLog.Waiting
+			checks = append(checks, auditLog.Stalled)
+		}
+		metrics := ops.NewMetrics(mcfg)
 		observers = append(observers, metrics)
-		startHTTP(l, ops.Handler(metrics, srv))
+		startHTTP(l, ops.Handler(metrics, srv, checks...))
 	}
 	if cfg.adminListen != "" {
 		l, ok := listen("admin", cfg.adminListen)
@@ -292,15 +336,27 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 			return exitError
 		}
 		addrs.admin = l.Addr().String()
+		l = ops.LimitListener(l, cfg.httpMaxConns)
 		if sec.tls != nil {
 			l = tls.NewListener(l, sec.tls.Config())
 		}
-		if tcp, ok := l.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		if tcp, ok := l.Addr().(*net.TCPAddr); (!ok || !tcp.IP.IsLoopback()) && sec.acl == nil {
 			logger.Warn("the admin API has no authentication and is not bound to a loopback address; anyone who can reach it can release locks",
 				"addr", addrs.admin)
 		}
-		startHTTP(l, admin.Handler(admin.Config{Server: srv, Version: version, Started: started,
-			Settings: env.settings, Logger: logger}))
+		acfg := admin.Config{Server: srv, Version: version, Started: started,
+			Settings: env.settings, Logger: logger, AllowedHosts: cfg.allowedHosts()}
+		if auditLog != nil {
+			acfg.Observer = auditLog // refused admin requests
+		}
+		if sec.acl != nil {
+			acfg.Authorizer = sec.acl
+			if sec.acl.AdminLen() == 0 {
+				logger.Warn("the ACL has no admin rules: the admin API refuses every request (add \"admin\" rules to the ACL file; see docs/security.md)",
+					"acl_file", cfg.aclFile)
+			}
+		}
+		startHTTP(l, admin.Handler(acfg))
 	}
 	if env.observer != nil {
 		observers = append(observers, env.observer)
@@ -318,6 +374,9 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 		env.ready(addrs)
 	}
 
+	// The audit reopen runs beside the loop: a stalled sink must never
+	// hold up signals, reloads or shutdown. One at a time.
+	var reopening atomic.Bool
 	code := exitOK
 wait:
 	for {
@@ -328,7 +387,14 @@ wait:
 			code = exitError
 			break wait
 		case <-env.hup:
-			reopen(logger, auditLog, cfg.auditLog)
+			if reopening.CompareAndSwap(false, true) {
+				go func() {
+					defer reopening.Store(false)
+					reopen(logger, auditLog, cfg.auditLog)
+				}()
+			} else {
+				logger.Warn("SIGHUP: the previous audit log reopen has not finished; not starting another", "path", cfg.auditLog)
+			}
 			sec.reload(logger)
 			if sec.acl != nil {
 				n := srv.Revoke(cfg.aclRevokeHolders)

@@ -205,6 +205,10 @@ func TestServeAdminActionsEverywhere(t *testing.T) {
 		if r.Lock != name {
 			t.Errorf("record for lock %q", r.Lock)
 		}
+		if admin := r.Event == "kick_waiter" || r.Event == "force_release"; admin != (r.AdminAddr != "") ||
+			admin && !strings.HasPrefix(r.AdminAddr, "127.0.0.1:") {
+			t.Errorf("%s record names admin_addr %q; want the CLI's address on admin records only", r.Event, r.AdminAddr)
+		}
 		got = append(got, ev{r.Event, r.RemoteAddr, r.Reason, r.Token})
 	}
 	want := []ev{

@@ -9,21 +9,40 @@
 // Every other character stands for itself; there is no escape and no
 // character class. A pattern matches the whole name, case sensitively.
 //
-// Matching never backtracks exponentially: a pattern is split at its stars
-// into literal segments, and each segment is placed at its leftmost
-// possible position, which is always the right choice. The time is at most
-// proportional to len(pattern)·len(name) and no more than linear in the
-// name for a fixed pattern.
+// A run of stars means the same as one star and is compiled as one. A
+// pattern is at most MaxLen bytes with at most MaxStars runs of stars;
+// Compile refuses longer or busier ones (ErrTooLong, ErrTooManyStars), so
+// that a pattern from an untrusted request costs a bounded amount of work.
+//
+// Matching never backtracks: a pattern is split at its stars into literal
+// segments, and each segment is placed at its leftmost possible position,
+// which is always the right choice. Each position of the name is tried at
+// most once per segment boundary, so a match costs at most
+// len(name)·(longest segment) + len(pattern) steps: linear in the name
+// for a given pattern, and never more than len(pattern)·len(name).
 package glob
 
 import (
 	"errors"
+	"fmt"
 	"unicode/utf8"
 )
 
-// ErrInvalidPattern is returned by Compile for a pattern that is not valid
-// UTF-8.
-var ErrInvalidPattern = errors.New("glob: pattern is not valid UTF-8")
+// Limits on a pattern.
+const (
+	// MaxLen is the longest pattern, in bytes. Lock names have at most
+	// 255 bytes; identities (URI SANs) rarely more than a few hundred.
+	MaxLen = 2048
+	// MaxStars is the most runs of '*' a pattern may have.
+	MaxStars = 64
+)
+
+// Errors returned by Compile.
+var (
+	ErrInvalidPattern = errors.New("glob: pattern is not valid UTF-8")
+	ErrTooLong        = fmt.Errorf("glob: pattern longer than %d bytes", MaxLen)
+	ErrTooManyStars   = fmt.Errorf("glob: pattern has more than %d runs of '*'", MaxStars)
+)
 
 // Pattern is a compiled pattern. The zero value matches only the empty
 // name.
@@ -35,20 +54,32 @@ type Pattern struct {
 	star bool // the pattern contains at least one '*'
 }
 
-// Compile parses pattern.
+// Compile parses pattern. It fails with ErrInvalidPattern, ErrTooLong or
+// ErrTooManyStars.
 func Compile(pattern string) (Pattern, error) {
+	if len(pattern) > MaxLen {
+		return Pattern{}, ErrTooLong
+	}
 	if !utf8.ValidString(pattern) {
 		return Pattern{}, ErrInvalidPattern
 	}
 	p := Pattern{src: pattern}
 	var cur []rune
+	prevStar := false
 	for _, r := range pattern {
 		if r == '*' {
-			p.star = true
-			p.segs = append(p.segs, cur)
-			cur = nil
+			if !prevStar { // "**" is "*"
+				p.star = true
+				p.segs = append(p.segs, cur)
+				cur = nil
+				if len(p.segs) > MaxStars {
+					return Pattern{}, ErrTooManyStars
+				}
+			}
+			prevStar = true
 			continue
 		}
+		prevStar = false
 		cur = append(cur, r)
 	}
 	p.segs = append(p.segs, cur)

@@ -1,6 +1,7 @@
 package glob
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -146,4 +147,54 @@ func FuzzMatch(f *testing.F) {
 			t.Fatalf("Match(%q, %q) = %v, reference says %v", p, s, got, want)
 		}
 	})
+}
+
+// TestLimits: over-long and star-heavy patterns are refused, and a run of
+// stars compiles to one star, so the worst accepted pattern is cheap.
+func TestLimits(t *testing.T) {
+	if _, err := Compile(strings.Repeat("*", 1_000_000)); !errors.Is(err, ErrTooLong) {
+		t.Errorf("a million stars: err = %v, want ErrTooLong", err)
+	}
+	if _, err := Compile(strings.Repeat("a", MaxLen+1)); !errors.Is(err, ErrTooLong) {
+		t.Errorf("MaxLen+1 bytes: err = %v, want ErrTooLong", err)
+	}
+	if _, err := Compile(strings.Repeat("*a", MaxStars+1)); !errors.Is(err, ErrTooManyStars) {
+		t.Errorf("MaxStars+1 runs: err = %v, want ErrTooManyStars", err)
+	}
+	if _, err := Compile(strings.Repeat("*a", MaxStars)); err != nil {
+		t.Errorf("MaxStars runs: %v", err)
+	}
+	run, err := Compile(strings.Repeat("*", MaxLen))
+	if err != nil {
+		t.Fatalf("one run of MaxLen stars: %v", err)
+	}
+	if len(run.segs) != 2 || !run.Match("anything") {
+		t.Errorf("a run of stars compiled to %d segments", len(run.segs))
+	}
+	if !Match("a**b***c", "aXbc") || Match("a**b", "ab/") {
+		t.Error("runs of stars must mean one star")
+	}
+
+	// The worst patterns within the limits against 3,000 names of 255
+	// bytes: bounded work, far below a second.
+	names := make([]string, 3000)
+	for i := range names {
+		names[i] = strings.Repeat("a", 254) + string(rune('b'+i%3))
+	}
+	for _, src := range []string{
+		strings.Repeat("*a", MaxStars-1) + "*c",
+		"*" + strings.Repeat("?", 127) + "c*d",
+		strings.Repeat("*", MaxLen),
+	} {
+		p := MustCompile(src)
+		start := time.Now()
+		for _, n := range names {
+			p.Match(n)
+		}
+		d := time.Since(start)
+		t.Logf("%.16q...: 3000 names in %v", src, d)
+		if d > 2*time.Second {
+			t.Errorf("%.16q...: 3000 names took %v", src, d)
+		}
+	}
 }
