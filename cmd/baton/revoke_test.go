@@ -4,8 +4,6 @@ package main
 
 import (
 	"crypto/tls"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -19,12 +17,8 @@ import (
 func TestServeACLReloadRevokes(t *testing.T) {
 	t.Parallel()
 	p := newSecurePKI(t)
-	aclPath := filepath.Join(p.dir, "acl.json")
-	writeACL := func(s string) {
-		if err := os.WriteFile(aclPath, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	aclPath := p.aclPath()
+	writeACL := func(s string) { p.writeACL(t, s) }
 	writeACL(`{"rules": [{"identity": "spiffe://test/*", "locks": ["import/*"]}]}`)
 	proc := startBaton(t, "-listen", "127.0.0.1:0", "-acl-revoke-holders",
 		"-tls-cert", p.srvCert, "-tls-key", p.srvKey, "-tls-client-ca", p.ca, "-acl-file", aclPath)

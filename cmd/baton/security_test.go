@@ -65,17 +65,24 @@ func (p *securePKI) clientConfig(t *testing.T, client string) *tls.Config {
 	return &tls.Config{RootCAs: p.caObj.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{pair}}
 }
 
+// aclPath is where writeACL puts the ACL file.
+func (p *securePKI) aclPath() string { return filepath.Join(p.dir, "acl.json") }
+
+// writeACL writes the ACL file (a reload needs SIGHUP).
+func (p *securePKI) writeACL(t *testing.T, acl string) {
+	t.Helper()
+	if err := os.WriteFile(p.aclPath(), []byte(acl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestServeMutualTLSWithACL runs a real 'baton serve' with mutual TLS
 // and an ACL, and real 'baton run' and admin clients with TLS flags.
 func TestServeMutualTLSWithACL(t *testing.T) {
 	t.Parallel()
 	p := newSecurePKI(t)
-	aclPath := filepath.Join(p.dir, "acl.json")
-	writeACL := func(s string) {
-		if err := os.WriteFile(aclPath, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	aclPath := p.aclPath()
+	writeACL := func(s string) { p.writeACL(t, s) }
 	writeACL(`{"rules": [{"identity": "spiffe://test/importer", "locks": ["import/*"]}],
 		"admin": [{"identity": "spiffe://test/importer", "actions": ["read"], "locks": ["import/*"]}]}`)
 	proc := startBaton(t, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-io-timeout", "1s",
