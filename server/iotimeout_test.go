@@ -301,3 +301,30 @@ func TestSlowReaderBoundedByIOTimeout(t *testing.T) {
 	}
 	next.expectAcquired()
 }
+
+// TestPromptWriteRefillsBudget: the budget bounds writes blocked one after
+// another, not over a session's life. A holder whose writes now and then
+// block for part of io-timeout, with prompt ones in between, keeps its
+// lock however much blocked time adds up.
+func TestPromptWriteRefillsBudget(t *testing.T) {
+	t.Parallel()
+	sl := &stallListener{conns: map[string]*stallConn{}}
+	ts := startServerWrapped(t, func(ln net.Listener) net.Listener { sl.Listener = ln; return sl }, withIOTimeout(ioTimeout))
+	owner := ts.dial(t)
+	token := owner.mustOwn("refill", longLease)
+	for i := range 4 { // 4 × 0.3 × io-timeout blocked in all
+		sl.slow(t, owner, ioTimeout*3/10)
+		owner.mustWrite(protocol.AppendHeartbeat(nil))
+		if f := owner.mustRead(); f.Type != protocol.TypeAcquired || f.Token != token {
+			t.Fatalf("slow heartbeat %d answered with %+v, want ACQUIRED(%d)", i, f, token)
+		}
+		sl.slow(t, owner, 0)
+		owner.mustWrite(protocol.AppendHeartbeat(nil))
+		if f := owner.mustRead(); f.Type != protocol.TypeAcquired || f.Token != token {
+			t.Fatalf("prompt heartbeat %d answered with %+v, want ACQUIRED(%d)", i, f, token)
+		}
+	}
+	if l, ok := ts.Lock("refill"); !ok || l.Holder.Token != token {
+		t.Fatalf("holder lost the lock after 1.2 × io-timeout of blocked writes spread between prompt ones: %+v", l)
+	}
+}

@@ -43,8 +43,9 @@ type Server struct {
 	Addr string
 	// IOTimeout bounds the TLS handshake plus the whole first ACQUIRE
 	// (from accept), the rest of a started frame, and the total time the
-	// writes to one session may spend blocked (a client that does not
-	// read). Zero means DefaultIOTimeout.
+	// writes to one session may spend blocked one after another (a client
+	// that does not read); a write that goes through at once starts the
+	// count anew. Zero means DefaultIOTimeout.
 	IOTimeout time.Duration
 	// TLSConfig, when set, makes the protocol port speak TLS.
 	TLSConfig *tls.Config

@@ -58,9 +58,10 @@ type session struct {
 	wmu   sync.Mutex
 	state locktable.State // what the client has been told: 0, Waiting or Owner
 	token uint64
-	// blocked is the total time writes to this session have spent
-	// blocked; with io-timeout it bounds how long a client that reads
-	// too little can keep a lock it may not know it holds.
+	// blocked is the time the writes to this session have spent blocked
+	// since the last one that went through at once; with io-timeout it
+	// bounds how long a client that reads too little can keep a lock it
+	// may not know it holds.
 	blocked time.Duration
 	wbuf    [readBatch * protocol.AcquiredLen]byte
 }
@@ -353,7 +354,9 @@ var errWriteBudget = fmt.Errorf("server: writes to the session blocked for io-ti
 // writeLocked writes b within what is left of the session's budget of
 // blocked writes, io-timeout in total: a client that reads just enough
 // to let each write through before its deadline must not keep a lock
-// for many io-timeouts.
+// for many io-timeouts. A write that goes through at once shows the
+// client reading and refills the budget, so a holder of many days never
+// loses its lock to scheduling noise that happened to slow a few writes.
 func (s *session) writeLocked(b []byte) error {
 	budget := s.srv.IOTimeout - s.blocked
 	if budget <= 0 {
@@ -366,6 +369,8 @@ func (s *session) writeLocked(b []byte) error {
 	_, err := s.conn.Write(b)
 	if d := time.Since(start); d > writeStall {
 		s.blocked += d
+	} else {
+		s.blocked = 0
 	}
 	return err
 }
