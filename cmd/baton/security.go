@@ -44,7 +44,7 @@ func (sec *security) reload(logger *slog.Logger) {
 		if err := sec.acl.Reload(); err != nil {
 			logger.Error("SIGHUP: cannot reload the ACL; keeping the previous rules", "err", err)
 		} else {
-			logger.Info("SIGHUP: ACL reloaded", "rules", sec.acl.Len())
+			logger.Info("SIGHUP: ACL reloaded", "rules", sec.acl.Len(), "admin_rules", sec.acl.AdminLen())
 		}
 	}
 }
