@@ -153,11 +153,16 @@ func TestProbesUnderDescriptorExhaustion(t *testing.T) {
 	addr, _ := rec["addr"].(string)
 	opsAddr, _ := rec["ops_addr"].(string)
 
+	// The first grant of a new process may wait up to a second for the
+	// token clock (docs/fencing.md): take it before the timed fill.
+	if f, err := fdReply(fdAcquire(t, addr, "first"), 5*time.Second); err != nil || f.Type != protocol.TypeAcquired {
+		t.Fatalf("first ACQUIRE: %v %v", f, err)
+	}
 	// Exhaust: sessions until one ACQUIRE gets no answer.
 	exhausted := false
 	for i := 0; i <= limit && !exhausted; i++ {
 		c := fdAcquire(t, addr, fmt.Sprintf("fill-%d", i))
-		if _, err := fdReply(c, 500*time.Millisecond); err != nil {
+		if _, err := fdReply(c, time.Second); err != nil {
 			exhausted = true
 		}
 	}
