@@ -92,14 +92,19 @@ func (e *HeldError) Error() string {
 	case e.Cause == ErrNoRecord:
 		return fmt.Sprintf("dirlock: %s: lock directory %s has no readable record; an operator must inspect it", e.Dir, LockName)
 	case e.Cause != nil:
-		return fmt.Sprintf("dirlock: %s: held by %v (%s): another host; only that host or an operator can free it", e.Dir, e.Owner, e.kind())
+		return fmt.Sprintf("dirlock: %s: held%s by %v: another host; only that host or an operator can free it", e.Dir, e.kind(), e.Owner)
 	}
-	return fmt.Sprintf("dirlock: %s: held by %v (%s), alive", e.Dir, e.Owner, e.kind())
+	return fmt.Sprintf("dirlock: %s: held%s by %v, alive", e.Dir, e.kind(), e.Owner)
 }
 
 func (e *HeldError) kind() string {
-	k, _, _ := strings.Cut(e.Entry, ".")
-	return k
+	switch k, _, _ := strings.Cut(e.Entry, "."); k {
+	case kindRelease:
+		return " (being released)"
+	case kindBreak:
+		return " (being broken)"
+	}
+	return ""
 }
 
 // Unwrap lets errors.Is match ErrBusy and the cause.
