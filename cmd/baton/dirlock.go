@@ -9,7 +9,7 @@ import (
 	"github.com/batonlock/baton/dirlock"
 )
 
-// exitDirlockRefused is 'baton dirlock break”s refusal: EX_TEMPFAIL,
+// exitDirlockRefused is the status of a refused 'baton dirlock break': EX_TEMPFAIL,
 // the code of a busy lock in 'baton run'.
 const exitDirlockRefused = 75
 
