@@ -159,15 +159,7 @@ func hook(point string) {
 func (m *Mutex) Lock(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.entry != "" {
-		return fmt.Errorf("dirlock: %s: Lock called on a Mutex that is already held", m.dir)
-	}
-	self, err := selfIdentity()
-	if err != nil {
-		return err
-	}
-	m.cleanGarbage(self)
-	staging, self, err := m.prepare(self)
+	staging, self, err := m.start("Lock")
 	if err != nil {
 		return err
 	}
@@ -207,15 +199,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 func (m *Mutex) TryLock() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.entry != "" {
-		return fmt.Errorf("dirlock: %s: TryLock called on a Mutex that is already held", m.dir)
-	}
-	self, err := selfIdentity()
-	if err != nil {
-		return err
-	}
-	m.cleanGarbage(self)
-	staging, self, err := m.prepare(self)
+	staging, self, err := m.start("TryLock")
 	if err != nil {
 		return err
 	}
@@ -224,6 +208,20 @@ func (m *Mutex) TryLock() error {
 		return err
 	}
 	return nil
+}
+
+// start begins an acquisition: it removes this host's dead leftovers and
+// prepares the staging directory. m.mu is held.
+func (m *Mutex) start(caller string) (string, Owner, error) {
+	if m.entry != "" {
+		return "", Owner{}, fmt.Errorf("dirlock: %s: %s called on a Mutex that is already held", m.dir, caller)
+	}
+	self, err := selfIdentity()
+	if err != nil {
+		return "", Owner{}, err
+	}
+	m.cleanGarbage(self)
+	return m.prepare(self)
 }
 
 // prepare makes this acquisition's staging directory with the record in
