@@ -94,6 +94,9 @@ func (e *HeldError) Error() string {
 	case e.Cause != nil:
 		return fmt.Sprintf("dirlock: %s: held%s by %v: another host; only that host or an operator can free it", e.Dir, e.kind(), e.Owner)
 	}
+	if e.Verdict == Dead {
+		return fmt.Sprintf("dirlock: %s: held%s by %v, dead; taking it back", e.Dir, e.kind(), e.Owner)
+	}
 	return fmt.Sprintf("dirlock: %s: held%s by %v, alive", e.Dir, e.kind(), e.Owner)
 }
 
