@@ -294,6 +294,7 @@ func (m *Mutex) try(staging string, self Owner) error {
 		if verdict != Dead {
 			return heldError(m.dir, entry, owner, verdict)
 		}
+		hook("judged-dead")
 		if err := breakLock(m.dir, entry, self); err != nil {
 			return err
 		}

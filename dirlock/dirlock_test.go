@@ -397,3 +397,49 @@ func TestCrashBetweenSteps(t *testing.T) {
 		})
 	}
 }
+
+// Two breakers of the same dead holder: the one that judged first but
+// claims last must find its entry gone and must not move the other's
+// new lock away (what the claim rename is for: the model's "no-claim"
+// mutation).
+func TestSlowBreakerDoesNotBreakNewLock(t *testing.T) {
+	dir := t.TempDir()
+	h := startHelper(t, "hold", dir)
+	h.expect(t, "HELD")
+	h.kill9(t)
+
+	judged, resume := make(chan struct{}), make(chan struct{})
+	first := true
+	testHook = func(point string) {
+		if point == "judged-dead" && first {
+			first = false
+			close(judged)
+			<-resume
+		}
+	}
+	defer func() { testHook = nil }()
+	slow := New(dir)
+	slowErr := make(chan error, 1)
+	go func() { slowErr <- slow.TryLock() }()
+	select {
+	case <-judged:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first breaker did not judge the holder dead within 10s")
+	}
+	fast := New(dir)
+	if err := fast.TryLock(); err != nil {
+		t.Fatalf("second breaker: %v", err)
+	}
+	close(resume)
+	err := <-slowErr
+	var he *HeldError
+	if !errors.As(err, &he) || he.Owner.PID != os.Getpid() || he.Verdict != Alive {
+		t.Fatalf("slow breaker: %v, want ErrBusy naming the new live holder", err)
+	}
+	if !fast.Held() {
+		t.Fatal("the new holder's lock was moved away")
+	}
+	if err := fast.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+}

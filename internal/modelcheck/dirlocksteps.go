@@ -14,13 +14,14 @@ import (
 //	release.ID  ID is releasing it
 //	break.ID    ID is breaking it (the previous entry's process is dead)
 //
-// Acquire (dirlock.(*Mutex).tryOnce): mkdir a staging directory of the
+// Acquire (dirlock.(*Mutex).prepare and try): mkdir a staging directory of the
 // caller's own, write the record owner.ID into it, rename the staging
 // directory to LOCK (fails if LOCK exists: a directory is never renamed
 // over a non-empty one). On failure, read LOCK's entry; if its process
 // is on this host and provably dead, claim the entry by renaming it to
 // break.ME (fails if that exact entry is gone), rename LOCK to a private
-// trash name, remove the trash, and retry. Release (Unlock): rename the
+// trash name, remove the trash, and retry (dirlock.breakLock). Release
+// (dirlock.(*Mutex).Unlock): rename the
 // own entry to release.ME, rename LOCK to a private trash name, remove
 // the trash. Staging and trash directories are private: a crash leaves
 // them as garbage that no step reads, so the model drops them.
