@@ -2,6 +2,7 @@
 //
 //	baton serve            run the server
 //	baton run NAME -- CMD  run a command while holding a lock
+//	baton dirlock status PATH  show the lock kept in a shared directory
 //	baton version          print the version
 //
 // Every flag also reads a BATON_* environment variable; a flag on the
@@ -35,6 +36,7 @@ func commands() []command {
 	return []command{
 		{"serve", "run the lock server", runServe},
 		{"run", "run a command while holding a lock", runRun},
+		{"dirlock", "show or break the lock kept in a shared directory (run --dir)", runDirlock},
 		{"locks", "list held locks and their queues (admin API)", runLocks},
 		{"lock", "show a lock's holder and waiters (admin API)", runLock},
 		{"release", "force-release a lock (admin API)", runRelease},

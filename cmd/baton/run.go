@@ -69,6 +69,7 @@ type runConfig struct {
 	grace  time.Duration
 	tls    *tlsfiles.ClientFiles
 	dialer baton.Dialer // nil: plain TCP
+	dir    string       // --dir: the shared-directory lock instead of a server (rundir.go)
 }
 
 func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
@@ -81,6 +82,7 @@ func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
 	fs.BoolVar(&cfg.retry, "retry", "BATON_RETRY", false, "retry an unreachable or restarting server with backoff until the lock is held")
 	fs.DurationVar(&cfg.grace, "grace", "BATON_GRACE", 10*time.Second, "after a lost lock, time from SIGTERM to SIGKILL of COMMAND's process group")
 	cfg.tls = clientTLSFlags(fs)
+	fs.StringVar(&cfg.dir, "dir", "BATON_DIR", "", "take the lock kept in this shared directory instead of a server's (no NAME; see docs/dirlock.md)")
 	return fs, cfg
 }
 
@@ -91,6 +93,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stdout, runHelp)
 		}
 		return code
+	}
+	if cfg.dir != "" {
+		return runDir(fs, cfg, args, stdout, stderr)
 	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "baton run: "+format+"\n", a...)

@@ -2,7 +2,7 @@
 // bounded configuration and checks baton's safety and liveness properties
 // in every reachable state.
 //
-// Two models are checked:
+// Four models are checked:
 //
 //   - The lock-table model (CheckTable) drives the real
 //     internal/locktable.Table, not a copy, through every interleaving of
@@ -22,6 +22,14 @@
 //     owner, the server still has it as owner, and that the server never
 //     ends the claim while the client's work runs unless anchor + lease
 //     has passed.
+//
+//   - The directory-lock models (CheckDirlockSeed, CheckDirlockSteps)
+//     check the serverless lock of package dirlock: the seed's model with
+//     an atomic acquire guarded by "no record, or stale and on the
+//     owner's host", and a model of the real file-system steps (mkdir,
+//     write, rename, remove) with a crash between any two. Their liveness
+//     properties are checked under fairness on the whole state graph.
+//     See docs/dirlock.md.
 //
 // A violation is reported with the shortest counterexample (breadth-first
 // order makes the first one found the shortest) as a readable trace; a

@@ -67,14 +67,21 @@ func (g *graph[S]) states() int { return len(g.parent) }
 // by the states for which in returns true, each as a list of states, and
 // only those with at least one edge inside (a cycle, possibly a self-loop).
 func (g *graph[S]) sccs(in func(int32) bool) [][]int32 {
-	n := len(g.parent)
-	const unvisited = -1
-	index := make([]int32, n)
-	low := make([]int32, n)
-	onStack := make([]bool, n)
-	for i := range index {
-		index[i] = unvisited
+	roots := make([]int32, len(g.parent))
+	for i := range roots {
+		roots[i] = int32(i)
 	}
+	return sccsOf(g, roots, in)
+}
+
+// sccsOf is sccs for the part of the subgraph reachable inside in from
+// roots, with bookkeeping proportional to that part rather than to the
+// whole graph: the directory-lock fair-cycle search splits small
+// components many times.
+func sccsOf[S any](g *graph[S], roots []int32, in func(int32) bool) [][]int32 {
+	type mark struct{ index, low int32 }
+	marks := map[int32]*mark{}
+	onStack := map[int32]bool{}
 	var stack []int32
 	var out [][]int32
 	next := int32(0)
@@ -82,15 +89,15 @@ func (g *graph[S]) sccs(in func(int32) bool) [][]int32 {
 		v int32
 		e int
 	}
-	for root := int32(0); root < int32(n); root++ {
-		if index[root] != unvisited || !in(root) {
+	for _, root := range roots {
+		if marks[root] != nil || !in(root) {
 			continue
 		}
-		call := []frame{{v: root}}
-		index[root], low[root] = next, next
+		marks[root] = &mark{next, next}
 		next++
 		stack = append(stack, root)
 		onStack[root] = true
+		call := []frame{{v: root}}
 		for len(call) > 0 {
 			f := &call[len(call)-1]
 			if f.e < len(g.edges[f.v]) {
@@ -99,14 +106,14 @@ func (g *graph[S]) sccs(in func(int32) bool) [][]int32 {
 				if !in(w) {
 					continue
 				}
-				if index[w] == unvisited {
-					index[w], low[w] = next, next
+				if marks[w] == nil {
+					marks[w] = &mark{next, next}
 					next++
 					stack = append(stack, w)
 					onStack[w] = true
 					call = append(call, frame{v: w})
 				} else if onStack[w] {
-					low[f.v] = min(low[f.v], index[w])
+					marks[f.v].low = min(marks[f.v].low, marks[w].index)
 				}
 				continue
 			}
@@ -114,23 +121,23 @@ func (g *graph[S]) sccs(in func(int32) bool) [][]int32 {
 			call = call[:len(call)-1]
 			if len(call) > 0 {
 				u := call[len(call)-1].v
-				low[u] = min(low[u], low[v])
+				marks[u].low = min(marks[u].low, marks[v].low)
 			}
-			if low[v] != index[v] {
+			if marks[v].low != marks[v].index {
 				continue
 			}
-			var comp []int32
+			var c []int32
 			for {
 				w := stack[len(stack)-1]
 				stack = stack[:len(stack)-1]
 				onStack[w] = false
-				comp = append(comp, w)
+				c = append(c, w)
 				if w == v {
 					break
 				}
 			}
-			if len(comp) > 1 || g.selfLoop(v) {
-				out = append(out, comp)
+			if len(c) > 1 || g.selfLoop(v) {
+				out = append(out, c)
 			}
 		}
 	}

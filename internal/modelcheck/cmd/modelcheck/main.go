@@ -4,6 +4,8 @@
 //
 //	modelcheck -model=table -sessions=3 -locks=2
 //	modelcheck -model=client -giveup=1.0
+//	modelcheck -model=dirlock-seed -hosts=3 -procs=1 [-mutation=tempting]
+//	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-mutation=no-claim]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
 // the shortest counterexample) and 2 on bad flags.
@@ -14,6 +16,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/batonlock/baton/internal/modelcheck"
 )
@@ -25,7 +29,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table) or client (the client rule)")
+		model    = fs.String("model", "table", "which model: table (the lock table), client (the client rule), dirlock-seed or dirlock-steps (the directory lock)")
 		sessions = fs.Int("sessions", 3, "table: number of sessions (1..8)")
 		locks    = fs.Int("locks", 2, "table: number of locks (1..8)")
 		lives    = fs.Int("lives", 2, "table: claims each session makes, one after another (1..8)")
@@ -34,6 +38,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		giveUp   = fs.Float64("giveup", def.GiveUp, "client: give-up factor; the client gives up after anchor + factor·lease")
 		lag      = fs.Int("lag", def.TimerLag, "client: how many steps late the client's give-up and close-by timers may fire")
 		workStop = fs.Int("workstop", def.WorkStop, "client: longest time, in steps, the guarded work takes to stop once told")
+		hosts    = fs.Int("hosts", 2, "dirlock: number of hosts (1..3)")
+		procs    = fs.Int("procs", 2, "dirlock: processes on each host (1..3)")
+		mutation = fs.String("mutation", "", "dirlock: drop one rule so that the check must fail; seed: "+
+			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", "))
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: modelcheck [flags]\n\nExplores every interleaving of a bounded configuration; exits 0 if every\nproperty holds, 1 on a violation (printing the shortest counterexample),\n2 on bad flags.\n\n")
@@ -66,8 +74,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rep = modelcheck.CheckClient(cfg)
+	case "dirlock-seed", "dirlock-steps":
+		cfg := modelcheck.DirlockConfig{Hosts: *hosts, ProcsPerHost: *procs, Mutation: *mutation}
+		muts, check := modelcheck.DirlockSeedMutations, modelcheck.CheckDirlockSeed
+		if *model == "dirlock-steps" {
+			muts, check = modelcheck.DirlockStepsMutations, modelcheck.CheckDirlockSteps
+		}
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		if *mutation != "" && !slices.Contains(muts, *mutation) {
+			fmt.Fprintf(stderr, "modelcheck: -mutation for %s must be one of %s, not %q\n", *model, strings.Join(muts, ", "), *mutation)
+			return 2
+		}
+		rep = check(cfg)
 	default:
-		fmt.Fprintf(stderr, "modelcheck: -model must be table or client, not %q\n", *model)
+		fmt.Fprintf(stderr, "modelcheck: -model must be table, client, dirlock-seed or dirlock-steps, not %q\n", *model)
 		return 2
 	}
 	fmt.Fprintln(stdout, rep)

@@ -1,0 +1,192 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/batonlock/baton/dirlock"
+)
+
+const runDirSynopsis = "baton run --dir PATH [flags] -- COMMAND [ARGS...]"
+
+// runDir is 'baton run --dir PATH -- COMMAND': the lock kept in the
+// shared directory PATH (package dirlock) instead of a server's. The exit
+// codes are run's; COMMAND gets BATON_LOCK=PATH (absolute) and no
+// BATON_TOKEN: a directory lock has no fencing token.
+func runDir(fs *flagSet, cfg *runConfig, args []string, stdout, stderr io.Writer) int {
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "baton run: "+format+"\n", a...)
+		fmt.Fprintf(stderr, "Usage: %s\nRun 'baton run -h' for more.\n", runDirSynopsis)
+		return exitUsage
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"server", "lease", "retry", "tls-ca", "tls-cert", "tls-key"} {
+		if set[name] {
+			return usage("--%s is for a lock server; --dir takes the lock in a directory", name)
+		}
+	}
+	argv := fs.Args()
+	switch {
+	case !terminated(args, argv):
+		return usage("missing -- before COMMAND (with --dir there is no NAME)")
+	case len(argv) == 0:
+		return usage("missing COMMAND")
+	case cfg.noWait && set["wait"]:
+		return usage("--wait and --no-wait exclude each other")
+	case cfg.wait < 0:
+		return usage("--wait must not be negative, got %v", cfg.wait)
+	case cfg.grace < 0:
+		return usage("--grace must not be negative, got %v", cfg.grace)
+	}
+	dir, err := filepath.Abs(cfg.dir)
+	if err != nil {
+		return usage("--dir %q: %v", cfg.dir, err)
+	}
+
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	m, code := runDirAcquire(cfg, dir, sigs, stderr)
+	if m == nil {
+		return code
+	}
+	return runDirCommand(cfg, m, argv, sigs, stdout, stderr)
+}
+
+// runDirAcquire takes the lock, honouring --wait and --no-wait; a signal
+// stops the wait. It returns the held lock, or nil and the exit code.
+func runDirAcquire(cfg *runConfig, dir string, sigs <-chan os.Signal, stderr io.Writer) (*dirlock.Mutex, int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.wait > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), cfg.wait)
+	}
+	defer cancel()
+	var sig os.Signal
+	stop, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig = <-sigs:
+			cancel()
+		case <-stop:
+		}
+	}()
+	m := dirlock.New(dir)
+	var err error
+	if cfg.noWait {
+		err = m.TryLock()
+	} else {
+		err = m.Lock(ctx)
+	}
+	close(stop)
+	<-watched
+
+	switch {
+	case sig != nil:
+		if err == nil {
+			m.Unlock()
+		}
+		fmt.Fprintf(stderr, "baton run: %v while waiting for the lock in %s\n", sig, dir)
+		return nil, 128 + int(sig.(syscall.Signal))
+	case err == nil:
+		return m, 0
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Fprintf(stderr, "baton run: lock in %s not acquired within %v: %v\n", dir, cfg.wait, err)
+		return nil, exitTempFail
+	case errors.Is(err, dirlock.ErrBusy):
+		fmt.Fprintf(stderr, "baton run: %v\n", err)
+		return nil, exitTempFail
+	}
+	fmt.Fprintf(stderr, "baton run: %v\n", err)
+	return nil, exitUnavailable
+}
+
+// runDirCommand runs argv while m is held, stops it if an operator breaks
+// the lock (the only way a directory lock is lost), and returns the exit
+// code. It follows runCommand.
+func runDirCommand(cfg *runConfig, m *dirlock.Mutex, argv []string, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
+	released := false
+	defer func() {
+		if !released {
+			m.Unlock()
+		}
+	}()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BATON_TOKEN=") && !strings.HasPrefix(kv, "BATON_LOCK=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "BATON_LOCK="+m.Dir())
+	cmd.SysProcAttr = childSysProcAttr()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "baton run: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotExec
+	}
+	pgid := cmd.Process.Pid
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+
+	check := time.NewTicker(runDirCheckInterval)
+	defer check.Stop()
+	var kill <-chan time.Time
+	lost := false
+	for running := true; running; {
+		select {
+		case s := <-sigs:
+			syscall.Kill(-pgid, s.(syscall.Signal))
+		case <-check.C:
+			if lost || m.Held() {
+				continue
+			}
+			lost = true
+			fmt.Fprintf(stderr, "baton run: lock in %s lost: its record was removed (broken by an operator); sending SIGTERM to the command\n", m.Dir())
+			syscall.Kill(-pgid, syscall.SIGTERM)
+			kill = time.After(cfg.grace)
+		case <-kill:
+			kill = nil
+			fmt.Fprintf(stderr, "baton run: command still running %v after SIGTERM; sending SIGKILL\n", cfg.grace)
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		case <-exited:
+			running = false
+		}
+	}
+	released = true
+	if err := m.Unlock(); err != nil {
+		if !lost {
+			fmt.Fprintf(stderr, "baton run: lock in %s lost: %v\n", m.Dir(), err)
+		}
+		return exitLost
+	}
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// runDirCheckInterval is how often 'baton run --dir' checks that the
+// lock's record is still its own (a variable for tests).
+var runDirCheckInterval = time.Second
