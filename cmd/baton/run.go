@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -144,7 +145,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if lock == nil {
 		return code
 	}
-	return runCommand(cfg, lock, argv, sigs, stdout, stderr)
+	return runCommand(cfg, serverLock(lock), argv, sigs, stdout, stderr)
 }
 
 // runAcquire takes the lock, honouring --wait, --no-wait and --retry; a
@@ -207,15 +208,53 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	return nil, exitUnavailable
 }
 
-// runCommand runs argv while lock is held, stops it if the lock is lost,
-// and returns the exit code.
-func runCommand(cfg *runConfig, lock *baton.Lock, argv []string, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
-	defer lock.Release()
+// heldLock is what runCommand needs of a held lock, whichever kind.
+type heldLock struct {
+	what string          // how messages name it: `lock "NAME"`, `lock in DIR`
+	env  []string        // BATON_* variables for the command
+	lost <-chan struct{} // closed when the lock is lost
+	// cause says why the lock was lost, once lost is closed.
+	cause func() string
+	// release gives the lock up once the command has exited; its error
+	// reports a loss, even one noticed only now.
+	release func() error
+}
+
+// serverLock is lock as runCommand needs it.
+func serverLock(lock *baton.Lock) heldLock {
+	return heldLock{
+		what: fmt.Sprintf("lock %q", lock.Name()),
+		env: []string{"BATON_LOCK=" + lock.Name(),
+			"BATON_TOKEN=" + strconv.FormatUint(lock.Token(), 10)},
+		lost:  lock.Lost(),
+		cause: func() string { return lock.Err().Error() },
+		// Release closes the connection. After a heartbeat timeout the
+		// Lock kept it open while the command stopped, so the next holder
+		// could not start before the command had exited (or the Lock's
+		// CloseBy passed).
+		release: lock.Release,
+	}
+}
+
+// runCommand runs argv while l is held, stops it if the lock is lost,
+// releases the lock once the command has exited, and returns the exit
+// code.
+func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
+	released := false
+	defer func() {
+		if !released {
+			l.release()
+		}
+	}()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	cmd.Env = append(os.Environ(),
-		"BATON_LOCK="+lock.Name(),
-		"BATON_TOKEN="+strconv.FormatUint(lock.Token(), 10))
+	env := []string{}
+	for _, kv := range os.Environ() { // none inherited from an outer baton run
+		if !strings.HasPrefix(kv, "BATON_TOKEN=") && !strings.HasPrefix(kv, "BATON_LOCK=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, l.env...)
 	cmd.SysProcAttr = childSysProcAttr()
 	// The child's parent-death signal (Linux) is tied to the thread that
 	// forked it: keep that thread ours for the child's whole life.
@@ -232,7 +271,7 @@ func runCommand(cfg *runConfig, lock *baton.Lock, argv []string, sigs <-chan os.
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 
-	lost := lock.Lost()
+	lost := l.lost
 	var kill <-chan time.Time
 	for running := true; running; {
 		select {
@@ -240,7 +279,7 @@ func runCommand(cfg *runConfig, lock *baton.Lock, argv []string, sigs <-chan os.
 			syscall.Kill(-pgid, s.(syscall.Signal))
 		case <-lost:
 			lost = nil
-			fmt.Fprintf(stderr, "baton run: lock %q lost: %v; sending SIGTERM to the command\n", lock.Name(), lock.Err())
+			fmt.Fprintf(stderr, "baton run: %s lost: %s; sending SIGTERM to the command\n", l.what, l.cause())
 			syscall.Kill(-pgid, syscall.SIGTERM)
 			kill = time.After(cfg.grace)
 		case <-kill:
@@ -251,14 +290,10 @@ func runCommand(cfg *runConfig, lock *baton.Lock, argv []string, sigs <-chan os.
 			running = false
 		}
 	}
-	// Release closes the connection. After a heartbeat timeout the Lock
-	// kept it open while the command stopped, so the next holder could
-	// not start before the command had exited (or the Lock's CloseBy
-	// passed). Release reports a loss that happened before it, even one
-	// noticed only now: the command's work was not protected throughout.
-	if err := lock.Release(); err != nil {
+	released = true
+	if err := l.release(); err != nil {
 		if lost != nil {
-			fmt.Fprintf(stderr, "baton run: lock %q lost: %v\n", lock.Name(), err)
+			fmt.Fprintf(stderr, "baton run: %s lost: %v\n", l.what, err)
 		}
 		return exitLost
 	}

@@ -9,11 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"syscall"
 	"time"
 
@@ -65,7 +62,7 @@ func runDir(fs *flagSet, cfg *runConfig, args []string, stdout, stderr io.Writer
 	if m == nil {
 		return code
 	}
-	return runDirCommand(cfg, m, argv, sigs, stdout, stderr)
+	return runCommand(cfg, dirLock(m), argv, sigs, stdout, stderr)
 }
 
 // runDirAcquire takes the lock, honouring --wait and --no-wait; a signal
@@ -116,75 +113,38 @@ func runDirAcquire(cfg *runConfig, dir string, sigs <-chan os.Signal, stderr io.
 	return nil, exitUnavailable
 }
 
-// runDirCommand runs argv while m is held, stops it if an operator breaks
-// the lock (the only way a directory lock is lost), and returns the exit
-// code. It follows runCommand.
-func runDirCommand(cfg *runConfig, m *dirlock.Mutex, argv []string, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
-	released := false
-	defer func() {
-		if !released {
-			m.Unlock()
+// dirLock is m as runCommand needs it. A directory lock is lost only
+// when an operator breaks it, which removes its record: it is checked
+// every runDirCheckInterval until release.
+func dirLock(m *dirlock.Mutex) heldLock {
+	lost, stop, stopped := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		check := time.NewTicker(runDirCheckInterval)
+		defer check.Stop()
+		for {
+			select {
+			case <-check.C:
+				if !m.Held() {
+					close(lost)
+					return
+				}
+			case <-stop:
+				return
+			}
 		}
 	}()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	env := []string{}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BATON_TOKEN=") && !strings.HasPrefix(kv, "BATON_LOCK=") {
-			env = append(env, kv)
-		}
+	return heldLock{
+		what:  "lock in " + m.Dir(),
+		env:   []string{"BATON_LOCK=" + m.Dir()}, // no fencing token
+		lost:  lost,
+		cause: func() string { return "its record was removed (broken by an operator)" },
+		release: func() error {
+			close(stop)
+			<-stopped
+			return m.Unlock()
+		},
 	}
-	cmd.Env = append(env, "BATON_LOCK="+m.Dir())
-	cmd.SysProcAttr = childSysProcAttr()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "baton run: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return exitNotFound
-		}
-		return exitCannotExec
-	}
-	pgid := cmd.Process.Pid
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-
-	check := time.NewTicker(runDirCheckInterval)
-	defer check.Stop()
-	var kill <-chan time.Time
-	lost := false
-	for running := true; running; {
-		select {
-		case s := <-sigs:
-			syscall.Kill(-pgid, s.(syscall.Signal))
-		case <-check.C:
-			if lost || m.Held() {
-				continue
-			}
-			lost = true
-			fmt.Fprintf(stderr, "baton run: lock in %s lost: its record was removed (broken by an operator); sending SIGTERM to the command\n", m.Dir())
-			syscall.Kill(-pgid, syscall.SIGTERM)
-			kill = time.After(cfg.grace)
-		case <-kill:
-			kill = nil
-			fmt.Fprintf(stderr, "baton run: command still running %v after SIGTERM; sending SIGKILL\n", cfg.grace)
-			syscall.Kill(-pgid, syscall.SIGKILL)
-		case <-exited:
-			running = false
-		}
-	}
-	released = true
-	if err := m.Unlock(); err != nil {
-		if !lost {
-			fmt.Fprintf(stderr, "baton run: lock in %s lost: %v\n", m.Dir(), err)
-		}
-		return exitLost
-	}
-	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ws.ExitStatus()
 }
 
 // runDirCheckInterval is how often 'baton run --dir' checks that the
