@@ -14,7 +14,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	req := locktable.Request{Name: "bench", Lease: time.Second, Peer: locktable.Peer{Addr: "10.0.0.1:1"}}
 	now := epoch
 	b.ReportAllocs()
-	var id locktable.ClaimID
+	var id locktable.SessionID
 	for b.Loop() {
 		id++
 		if st, _, err := table.Acquire(now, id, req); err != nil || st.State != locktable.Owner {
@@ -35,12 +35,12 @@ func BenchmarkHandover(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	var id locktable.ClaimID
+	var id locktable.SessionID
 	for b.Loop() {
 		if st, _, err := table.Acquire(now, id+1, req); err != nil || st.State != locktable.Waiting {
 			b.Fatalf("Acquire: %+v, %v", st, err)
 		}
-		if res := table.End(now, id, locktable.ReasonGraceful); len(res.Sends) != 1 || res.Sends[0].Claim != id+1 {
+		if res := table.End(now, id, locktable.ReasonGraceful); len(res.Sends) != 1 || res.Sends[0].Session != id+1 {
 			b.Fatalf("End did not promote %d: %+v", id+1, res)
 		}
 		id++

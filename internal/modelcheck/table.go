@@ -17,10 +17,10 @@ import (
 // tests can wrap it with deliberate mutations and prove that the checker
 // catches them.
 type Table interface {
-	Acquire(now time.Time, id locktable.ClaimID, req locktable.Request) (locktable.Status, locktable.Result, error)
-	Heartbeat(now time.Time, id locktable.ClaimID) (locktable.Status, error)
-	End(now time.Time, id locktable.ClaimID, reason locktable.Reason) locktable.Result
-	Expire(now time.Time, id locktable.ClaimID) (locktable.Result, error)
+	Acquire(now time.Time, id locktable.SessionID, req locktable.Request) (locktable.Status, locktable.Result, error)
+	Heartbeat(now time.Time, id locktable.SessionID) (locktable.Status, error)
+	End(now time.Time, id locktable.SessionID, reason locktable.Reason) locktable.Result
+	Expire(now time.Time, id locktable.SessionID) (locktable.Result, error)
 	ForceRelease(now time.Time, name string) (locktable.Result, error)
 	Kick(now time.Time, name, addr string) (locktable.Result, error)
 	Revoke(now time.Time, allow func(p locktable.Peer, lock string) bool, owners bool) locktable.Result
@@ -126,7 +126,7 @@ const (
 )
 
 type claimRec struct {
-	id       locktable.ClaimID
+	id       locktable.SessionID
 	s, life  int
 	lock     int
 	arrival  int
@@ -145,7 +145,7 @@ type tableRun struct {
 	cfg      *TableConfig
 	t        Table
 	now      time.Time
-	byID     map[locktable.ClaimID]*claimRec
+	byID     map[locktable.SessionID]*claimRec
 	live     []*claimRec   // per session: its live claim
 	lives    []int         // per session: claims made
 	owner    []*claimRec   // per lock, from the events
@@ -167,7 +167,7 @@ func newTableRun(cfg *TableConfig) *tableRun {
 		cfg:   cfg,
 		t:     cfg.New(),
 		now:   epoch,
-		byID:  map[locktable.ClaimID]*claimRec{},
+		byID:  map[locktable.SessionID]*claimRec{},
 		live:  make([]*claimRec, cfg.Sessions),
 		lives: make([]int, cfg.Sessions),
 		owner: make([]*claimRec, cfg.Locks),
@@ -203,9 +203,9 @@ var peerAddrs = func() (a [8][8]string) {
 // judges by.
 func sessionIdentity(s int) string { return fmt.Sprintf("s%d", s+1) }
 
-func claimID(s, life int) locktable.ClaimID { return locktable.ClaimID((s+1)*1000 + life + 1) }
+func claimID(s, life int) locktable.SessionID { return locktable.SessionID((s+1)*1000 + life + 1) }
 
-func (r *tableRun) claimName(id locktable.ClaimID) string {
+func (r *tableRun) claimName(id locktable.SessionID) string {
 	if c := r.byID[id]; c != nil {
 		return c.String()
 	}
@@ -443,13 +443,13 @@ func (r *tableRun) apply(res locktable.Result, answered *claimRec, reason lockta
 	var want []locktable.Send
 	if code != 0 {
 		for _, c := range targets {
-			want = append(want, locktable.Send{Kind: locktable.SendError, Claim: c.id, Code: code})
+			want = append(want, locktable.Send{Kind: locktable.SendError, Session: c.id, Code: code})
 		}
 	}
 	for _, ev := range res.Events {
-		c := r.byID[ev.Claim]
+		c := r.byID[ev.Session]
 		if c == nil {
-			return fail(PropConsistent, "event %v names unknown claim %d", ev.Kind, ev.Claim)
+			return fail(PropConsistent, "event %v names unknown claim %d", ev.Kind, ev.Session)
 		}
 		if ev.Lock != lockName(c.lock) {
 			return fail(PropOnePlace, "event %v for %s names lock %q, but it claimed %q", ev.Kind, c, ev.Lock, lockName(c.lock))
@@ -474,7 +474,7 @@ func (r *tableRun) apply(res locktable.Result, answered *claimRec, reason lockta
 			c.where, c.token = owner, ev.Token
 			r.owner[l] = c
 			if c != answered {
-				want = append(want, locktable.Send{Kind: locktable.SendAcquired, Claim: c.id, Token: ev.Token})
+				want = append(want, locktable.Send{Kind: locktable.SendAcquired, Session: c.id, Token: ev.Token})
 			}
 		case locktable.EventReleased, locktable.EventDequeued:
 			if ev.Kind == locktable.EventReleased && (c.where != owner || r.owner[l] != c || ev.Token != c.token) {
@@ -499,8 +499,8 @@ func (r *tableRun) apply(res locktable.Result, answered *claimRec, reason lockta
 	}
 	got := slices.Clone(res.Sends)
 	cmp := func(a, b locktable.Send) int {
-		if a.Claim != b.Claim {
-			return int(a.Claim) - int(b.Claim)
+		if a.Session != b.Session {
+			return int(a.Session) - int(b.Session)
 		}
 		return int(a.Kind) - int(b.Kind)
 	}
@@ -528,8 +528,8 @@ func (r *tableRun) checkStatus(c *claimRec, st locktable.Status) *failure {
 // have said: owners, queues in arrival order, tokens, leases, counts.
 func (r *tableRun) verify() *failure {
 	snap := r.t.Snapshot(nil)
-	seen := map[locktable.ClaimID]string{}
-	where := func(id locktable.ClaimID, as string) *failure {
+	seen := map[locktable.SessionID]string{}
+	where := func(id locktable.SessionID, as string) *failure {
 		if prev, ok := seen[id]; ok {
 			return fail(PropOnePlace, "%s is %s and also %s", r.claimName(id), prev, as)
 		}
@@ -541,18 +541,18 @@ func (r *tableRun) verify() *failure {
 	}
 	waiters := 0
 	for _, li := range snap {
-		if f := where(li.Holder.Claim, "owner of "+li.Name); f != nil {
+		if f := where(li.Holder.Session, "owner of "+li.Name); f != nil {
 			return f
 		}
 		for _, w := range li.Waiters {
-			if f := where(w.Claim, "waiting for "+li.Name); f != nil {
+			if f := where(w.Session, "waiting for "+li.Name); f != nil {
 				return f
 			}
 			waiters++
 		}
 		// Arrival order, judged by the checker's own record of arrivals.
 		for i := 1; i < len(li.Waiters); i++ {
-			a, b := r.byID[li.Waiters[i-1].Claim], r.byID[li.Waiters[i].Claim]
+			a, b := r.byID[li.Waiters[i-1].Session], r.byID[li.Waiters[i].Session]
 			if a != nil && b != nil && a.arrival > b.arrival {
 				return fail(PropFIFO, "queue of %q has %s before %s, who arrived earlier", li.Name, a, b)
 			}
@@ -573,9 +573,9 @@ func (r *tableRun) verify() *failure {
 		li := snap[i]
 		i++
 		h := li.Holder
-		if h.Claim != o.id || h.Token != o.token {
+		if h.Session != o.id || h.Token != o.token {
 			return fail(PropOneOwner, "the table lists %s (token %d) as owner of %q, its results said %s (token %d)",
-				r.claimName(h.Claim), h.Token, li.Name, o, o.token)
+				r.claimName(h.Session), h.Token, li.Name, o, o.token)
 		}
 		if h.Lease != o.lease || !h.LastSeen.Equal(o.lastSeen) {
 			return fail(PropLease, "owner %s of %q: lease %v last seen %v, want %v and %v",
@@ -586,7 +586,7 @@ func (r *tableRun) verify() *failure {
 		}
 		for j, w := range li.Waiters {
 			c := r.queue[l][j]
-			if w.Claim != c.id {
+			if w.Session != c.id {
 				return fail(PropFIFO, "queue of %q is %s, want %s in arrival order", li.Name, r.waiterNames(li.Waiters), r.queue[l])
 			}
 			if w.Lease != c.lease || !w.LastSeen.Equal(c.lastSeen) {
@@ -611,7 +611,7 @@ func (r *tableRun) verify() *failure {
 func (r *tableRun) waiterNames(ws []locktable.WaiterInfo) string {
 	names := make([]string, len(ws))
 	for i, w := range ws {
-		names[i] = r.claimName(w.Claim)
+		names[i] = r.claimName(w.Session)
 	}
 	return "[" + strings.Join(names, " ") + "]"
 }
@@ -679,11 +679,11 @@ func formatSends(r *tableRun, sends []locktable.Send) string {
 	for i, s := range sends {
 		switch s.Kind {
 		case locktable.SendAcquired:
-			parts[i] = fmt.Sprintf("push ACQUIRED(%d) to %s", s.Token, r.claimName(s.Claim))
+			parts[i] = fmt.Sprintf("push ACQUIRED(%d) to %s", s.Token, r.claimName(s.Session))
 		case locktable.SendError:
-			parts[i] = fmt.Sprintf("ERROR 0x%02x to %s", uint8(s.Code), r.claimName(s.Claim))
+			parts[i] = fmt.Sprintf("ERROR 0x%02x to %s", uint8(s.Code), r.claimName(s.Session))
 		default:
-			parts[i] = fmt.Sprintf("send kind %d to %s", s.Kind, r.claimName(s.Claim))
+			parts[i] = fmt.Sprintf("send kind %d to %s", s.Kind, r.claimName(s.Session))
 		}
 	}
 	return "[" + strings.Join(parts, "; ") + "]"
@@ -694,11 +694,11 @@ func formatResult(r *tableRun, res locktable.Result) string {
 	for _, ev := range res.Events {
 		switch ev.Kind {
 		case locktable.EventGranted:
-			parts = append(parts, fmt.Sprintf("%s granted %q, token %d", r.claimName(ev.Claim), ev.Lock, ev.Token))
+			parts = append(parts, fmt.Sprintf("%s granted %q, token %d", r.claimName(ev.Session), ev.Lock, ev.Token))
 		case locktable.EventReleased:
-			parts = append(parts, fmt.Sprintf("%s released %q (%v)", r.claimName(ev.Claim), ev.Lock, ev.Reason))
+			parts = append(parts, fmt.Sprintf("%s released %q (%v)", r.claimName(ev.Session), ev.Lock, ev.Reason))
 		case locktable.EventDequeued:
-			parts = append(parts, fmt.Sprintf("%s left the queue of %q (%v)", r.claimName(ev.Claim), ev.Lock, ev.Reason))
+			parts = append(parts, fmt.Sprintf("%s left the queue of %q (%v)", r.claimName(ev.Session), ev.Lock, ev.Reason))
 		}
 	}
 	if len(res.Sends) > 0 {
