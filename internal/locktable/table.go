@@ -29,7 +29,51 @@ type session struct {
 	peer     Peer
 	label    string
 	v1       bool // one claim: its end ends the session
-	claims   map[ClaimID]*claim
+	// A session's first claim lives in one, the others in claims, so a
+	// version 1 session (one claim) has no map.
+	one    *claim
+	claims map[ClaimID]*claim
+	// v1claim is the one claim of a version 1 session, allocated with it.
+	v1claim claim
+}
+
+func (s *session) get(id ClaimID) *claim {
+	if s.one != nil && s.one.id == id {
+		return s.one
+	}
+	return s.claims[id]
+}
+
+func (s *session) add(c *claim) {
+	if s.one == nil {
+		s.one = c
+		return
+	}
+	if s.claims == nil {
+		s.claims = map[ClaimID]*claim{}
+	}
+	s.claims[c.id] = c
+}
+
+func (s *session) remove(c *claim) {
+	if s.one == c {
+		s.one = nil
+		return
+	}
+	delete(s.claims, c.id)
+}
+
+// ids returns the session's claim ids in order.
+func (s *session) ids() []ClaimID {
+	ids := make([]ClaimID, 0, len(s.claims)+1)
+	if s.one != nil {
+		ids = append(ids, s.one.id)
+	}
+	for id := range s.claims {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, cmp.Compare)
+	return ids
 }
 
 type lock struct {
@@ -123,7 +167,7 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 		return Status{}, res, ErrInvalidMode
 	case req.Mode == Semaphore && req.Limit == 0:
 		return Status{}, res, ErrInvalidLimit
-	case s.claims[cid] != nil:
+	case s.get(cid) != nil:
 		return Status{}, res, ErrClaimExists
 	}
 	l := t.locks[req.Name]
@@ -142,7 +186,13 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 			l.limit = req.Limit
 		}
 	}
-	c := &claim{id: cid, sess: s, lock: l, mode: req.Mode, queuedAt: now}
+	var c *claim
+	if s.v1 && s.one == nil {
+		c = &s.v1claim // one allocation for a version 1 session and its claim
+	} else {
+		c = new(claim)
+	}
+	*c = claim{id: cid, sess: s, lock: l, mode: req.Mode, queuedAt: now}
 	switch {
 	case l.queue.head == nil && l.admits(c.mode):
 		if l.held == 0 {
@@ -156,10 +206,7 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 		l.waiters++
 		t.waiters++
 	}
-	if s.claims == nil {
-		s.claims = make(map[ClaimID]*claim, 1)
-	}
-	s.claims[cid] = c
+	s.add(c)
 	return c.status(), res, nil
 }
 
@@ -330,7 +377,7 @@ func (t *Table) ShuttingDown() bool { return t.shutdown }
 
 func (t *Table) claim(k Key) *claim {
 	if s := t.sessions[k.Session]; s != nil {
-		return s.claims[k.Claim]
+		return s.get(k.Claim)
 	}
 	return nil
 }
@@ -398,7 +445,7 @@ func (t *Table) end(now time.Time, c *claim, reason Reason, res *Result) {
 
 func (t *Table) endClaim(now time.Time, c *claim, reason Reason, promote bool, res *Result) {
 	s, l := c.sess, c.lock
-	delete(s.claims, c.id)
+	s.remove(c)
 	if s.v1 {
 		delete(t.sessions, s.id)
 	}
@@ -424,13 +471,8 @@ func (t *Table) endClaim(now time.Time, c *claim, reason Reason, promote bool, r
 }
 
 func (t *Table) closeSession(now time.Time, s *session, reason Reason, res *Result) {
-	ids := make([]ClaimID, 0, len(s.claims))
-	for id := range s.claims {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, cmp.Compare)
-	for _, id := range ids {
-		t.end(now, s.claims[id], reason, res)
+	for _, id := range s.ids() {
+		t.end(now, s.get(id), reason, res)
 	}
 	delete(t.sessions, s.id)
 }

@@ -49,7 +49,7 @@ func (t *Table) Heartbeat(now time.Time, id SessionID) (Status, error) {
 		return Status{}, ErrNoClaim
 	}
 	s.lastSeen = now
-	return s.claims[V1Claim].status(), nil
+	return s.one.status(), nil
 }
 
 // End ends session id and its claims for reason: a holder releases its
