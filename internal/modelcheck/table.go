@@ -651,7 +651,7 @@ func (r *tableRun) key() string {
 }
 
 // masks returns, per session bit, who is waiting and who owns a lock.
-func (r *tableRun) masks() (wait, own uint32) {
+func (r *tableRun) masks() (wait, own uint64) {
 	for s, c := range r.live {
 		switch {
 		case c == nil:
@@ -756,7 +756,7 @@ func CheckTable(cfg TableConfig) Report {
 	rep := Report{Model: "table", Config: cfg.String()}
 
 	g := newGraph[tableOp](true)
-	var waitMask, ownMask []uint32
+	var waitMask, ownMask []uint64
 	replay := func(path []tableOp) (*tableRun, *failure) {
 		r := newTableRun(&cfg)
 		for _, op := range path {
@@ -824,22 +824,44 @@ func finish[S any](rep *Report, g *graph[S], start time.Time) Report {
 // eventually end": a cycle in which one session owns a lock in every state
 // is unfair, because that owner's end stays enabled and is never taken.
 // Any other cycle during which a waiter keeps waiting is a violation.
-func tableLiveness(cfg *TableConfig, g *graph[tableOp], waitMask, ownMask []uint32) *Violation {
+func tableLiveness(cfg *TableConfig, g *graph[tableOp], waitMask, ownMask []uint64) *Violation {
+	w, stem, loop, ok := starvation(g, cfg.Sessions, waitMask, ownMask)
+	if !ok {
+		return nil
+	}
+	lines := describeTable(cfg, append(slices.Clone(stem), loop...))
+	return &Violation{
+		Property: PropLiveness,
+		Detail: fmt.Sprintf("session s%d waits forever: in the cycle below it never ends and is never granted, "+
+			"and no owner holds on throughout, so weak fairness (owners eventually end) does not exclude it", w+1),
+		Trace: lines[:len(stem)],
+		Loop:  lines[len(stem):],
+	}
+}
+
+// starvation looks for a reachable cycle in which waiter w (one of n, a
+// bit of waitMask) waits in every state and no holder (a bit of holdMask)
+// holds in every state: weak fairness ("holders eventually let go") does
+// not rule it out. It returns the shallowest such cycle as a stem (the
+// shortest path to its entry) and a loop back to the entry that visits,
+// for every holder in the cycle, a state where it does not hold, so the
+// loop is fair as printed.
+func starvation[S any](g *graph[S], n int, waitMask, holdMask []uint64) (w int, stem, loop []S, ok bool) {
 	type found struct {
 		w     int
 		entry int32
 		comp  []int32
 	}
 	var best *found
-	for w := range cfg.Sessions {
+	for w := range n {
 		in := func(v int32) bool { return waitMask[v]&(1<<w) != 0 }
 		for _, comp := range g.sccs(in) {
-			always := ^uint32(0)
+			always := ^uint64(0)
 			for _, v := range comp {
-				always &= ownMask[v]
+				always &= holdMask[v]
 			}
 			if always != 0 {
-				continue // unfair: an owner holds on throughout
+				continue // unfair: a holder holds on throughout
 			}
 			entry := comp[0]
 			for _, v := range comp {
@@ -853,23 +875,21 @@ func tableLiveness(cfg *TableConfig, g *graph[tableOp], waitMask, ownMask []uint
 		}
 	}
 	if best == nil {
-		return nil
+		return 0, nil, nil, false
 	}
 	members := map[int32]bool{}
-	var sometimes uint32
+	var sometimes uint64
 	for _, v := range best.comp {
 		members[v] = true
-		sometimes |= ownMask[v]
+		sometimes |= holdMask[v]
 	}
 	in := func(v int32) bool { return members[v] }
-	// The loop visits, for every session that owns a lock somewhere in the
-	// cycle, a state where it does not, so it is fair as printed.
 	waypoints := []int32{}
 	for sometimes != 0 {
-		o := bits.TrailingZeros32(sometimes)
+		o := bits.TrailingZeros64(sometimes)
 		sometimes &^= 1 << o
 		for _, v := range best.comp {
-			if ownMask[v]&(1<<o) == 0 {
+			if holdMask[v]&(1<<o) == 0 {
 				if !slices.Contains(waypoints, v) && v != best.entry {
 					waypoints = append(waypoints, v)
 				}
@@ -878,7 +898,6 @@ func tableLiveness(cfg *TableConfig, g *graph[tableOp], waitMask, ownMask []uint
 		}
 	}
 	waypoints = append(waypoints, best.entry)
-	var loop []tableOp
 	at := best.entry
 	for _, wp := range waypoints {
 		steps, ok := g.route(at, wp, in)
@@ -888,15 +907,7 @@ func tableLiveness(cfg *TableConfig, g *graph[tableOp], waitMask, ownMask []uint
 		loop = append(loop, steps...)
 		at = wp
 	}
-	stem := g.path(best.entry)
-	lines := describeTable(cfg, append(slices.Clone(stem), loop...))
-	return &Violation{
-		Property: PropLiveness,
-		Detail: fmt.Sprintf("session s%d waits forever: in the cycle below it never ends and is never granted, "+
-			"and no owner holds on throughout, so weak fairness (owners eventually end) does not exclude it", best.w+1),
-		Trace: lines[:len(stem)],
-		Loop:  lines[len(stem):],
-	}
+	return best.w, g.path(best.entry), loop, true
 }
 
 // describeTable replays steps on a fresh table and describes each one;
