@@ -167,7 +167,8 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 		return Status{}, res, ErrInvalidMode
 	case req.Mode == Semaphore && req.Limit == 0:
 		return Status{}, res, ErrInvalidLimit
-	case s.get(cid) != nil:
+	case s.get(cid) != nil || s.v1 && s.one != nil:
+		// A version 1 session has its one claim only.
 		return Status{}, res, ErrClaimExists
 	}
 	l := t.locks[req.Name]
