@@ -579,22 +579,7 @@ func (r *claimsRun) apply(res locktable.Result, answered *cRec, reason locktable
 			return fail(PropConsistent, "unknown event kind %v", ev.Kind)
 		}
 	}
-	got := slices.Clone(res.Sends)
-	cmp := func(a, b locktable.Send) int {
-		if a.Session != b.Session {
-			return int(a.Session) - int(b.Session)
-		}
-		if a.Claim != b.Claim {
-			return int(a.Claim) - int(b.Claim)
-		}
-		return int(a.Kind) - int(b.Kind)
-	}
-	slices.SortFunc(got, cmp)
-	slices.SortFunc(want, cmp)
-	if !slices.Equal(got, want) {
-		return fail(PropConsistent, "frames to send %s, want %s", r.formatSends(got), r.formatSends(want))
-	}
-	return nil
+	return checkSends(res.Sends, want, r.formatSends)
 }
 
 // withheld checks that no queue head could be granted: the table grants
@@ -613,16 +598,7 @@ func (r *claimsRun) withheld() *failure {
 }
 
 func (r *claimsRun) checkStatus(c *cRec, st locktable.Status) *failure {
-	ss := r.sess[c.s]
-	want := locktable.Status{State: locktable.Waiting, Deadline: ss.lastSeen.Add(claimsLease(c.s))}
-	if c.where == owner {
-		want.State, want.Token = locktable.Owner, c.token
-	}
-	if st != want {
-		return fail(PropConsistent, "%s was answered %s (deadline %v), want %s (deadline %v)",
-			c, statusString(st), st.Deadline.Sub(epoch), statusString(want), want.Deadline.Sub(epoch))
-	}
-	return nil
+	return checkStatus(c, c.where, c.token, r.sess[c.s].lastSeen.Add(claimsLease(c.s)), st)
 }
 
 // verify compares the table's introspection with the record: holders in
@@ -824,59 +800,11 @@ func CheckClaims(cfg ClaimsConfig) Report {
 	start := time.Now()
 	cfg = cfg.withDefaults()
 	rep := Report{Model: "claims", Config: cfg.String()}
-	g := newGraph[claimsOp](true)
-	var waitMask, holdMask []uint64
-	replay := func(path []claimsOp) (*claimsRun, *failure) {
-		r, f := newClaimsRun(&cfg)
-		if f != nil {
-			return r, f
-		}
-		for _, op := range path {
-			if _, f := r.step(op, false); f != nil {
-				return r, fail(PropDeterminism, "replaying a checked path failed: %s: %s", f.prop, f.detail)
-			}
-		}
-		return r, nil
-	}
-	violation := func(path []claimsOp, last *claimsOp, f *failure) {
-		steps := path
-		if last != nil {
-			steps = append(slices.Clone(path), *last)
-		}
-		rep.Violation = &Violation{Property: f.prop, Detail: f.detail, Trace: describeClaims(&cfg, steps)}
-	}
-	r0, f := newClaimsRun(&cfg)
-	if f == nil {
-		f = r0.verify()
-	}
+	fresh := func() (replayable[claimsOp], *failure) { return newClaimsRun(&cfg) }
+	g, waitMask, holdMask, steps, f := explore(fresh)
 	if f != nil {
-		violation(nil, nil, f)
+		rep.Violation = &Violation{Property: f.prop, Detail: f.detail, Trace: describeClaims(&cfg, steps)}
 		return finish(&rep, g, start)
-	}
-	g.add(r0.key(), -1, claimsOp{})
-	w, h := r0.masks()
-	waitMask, holdMask = append(waitMask, w), append(holdMask, h)
-	for id := int32(0); id < int32(g.states()); id++ {
-		path := g.path(id)
-		base, f := replay(path)
-		if f != nil {
-			violation(path, nil, f)
-			return finish(&rep, g, start)
-		}
-		for i, op := range base.enabled() {
-			r := base
-			if i > 0 {
-				r, _ = replay(path)
-			}
-			if _, f := r.step(op, true); f != nil {
-				violation(path, &op, f)
-				return finish(&rep, g, start)
-			}
-			if _, isNew := g.add(r.key(), id, op); isNew {
-				w, h := r.masks()
-				waitMask, holdMask = append(waitMask, w), append(holdMask, h)
-			}
-		}
 	}
 	slot, stem, loop, starved := starvation(g, cfg.Sessions*cfg.Claims, waitMask, holdMask)
 	if starved {

@@ -497,31 +497,11 @@ func (r *tableRun) apply(res locktable.Result, answered *claimRec, reason lockta
 			return fail(PropConsistent, "unknown event kind %v", ev.Kind)
 		}
 	}
-	got := slices.Clone(res.Sends)
-	cmp := func(a, b locktable.Send) int {
-		if a.Session != b.Session {
-			return int(a.Session) - int(b.Session)
-		}
-		return int(a.Kind) - int(b.Kind)
-	}
-	slices.SortFunc(got, cmp)
-	slices.SortFunc(want, cmp)
-	if !slices.Equal(got, want) {
-		return fail(PropConsistent, "frames to send %s, want %s", formatSends(r, got), formatSends(r, want))
-	}
-	return nil
+	return checkSends(res.Sends, want, func(s []locktable.Send) string { return formatSends(r, s) })
 }
 
 func (r *tableRun) checkStatus(c *claimRec, st locktable.Status) *failure {
-	want := locktable.Status{State: locktable.Waiting, Deadline: c.lastSeen.Add(c.lease)}
-	if c.where == owner {
-		want.State, want.Token = locktable.Owner, c.token
-	}
-	if st != want {
-		return fail(PropConsistent, "%s was answered %s (deadline %v), want %s (deadline %v)",
-			c, statusString(st), st.Deadline.Sub(epoch), statusString(want), want.Deadline.Sub(epoch))
-	}
-	return nil
+	return checkStatus(c, c.where, c.token, c.lastSeen.Add(c.lease), st)
 }
 
 // verify compares the table's own introspection with what its results
@@ -754,11 +734,38 @@ func CheckTable(cfg TableConfig) Report {
 	start := time.Now()
 	cfg = cfg.withDefaults()
 	rep := Report{Model: "table", Config: cfg.String()}
+	fresh := func() (replayable[tableOp], *failure) { return newTableRun(&cfg), nil }
+	g, waitMask, ownMask, steps, f := explore(fresh)
+	if f != nil {
+		rep.Violation = &Violation{Property: f.prop, Detail: f.detail, Trace: describeTable(&cfg, steps)}
+		return finish(&rep, g, start)
+	}
+	rep.Violation = tableLiveness(&cfg, g, waitMask, ownMask)
+	return finish(&rep, g, start)
+}
 
-	g := newGraph[tableOp](true)
-	var waitMask, ownMask []uint64
-	replay := func(path []tableOp) (*tableRun, *failure) {
-		r := newTableRun(&cfg)
+// replayable is one execution of a lock-table model: the real table and
+// the checker's record of it, rebuilt for each state by replaying the
+// state's path.
+type replayable[S any] interface {
+	enabled() []S
+	step(op S, full bool) (string, *failure)
+	verify() *failure
+	key() string
+	masks() (wait, hold uint64)
+}
+
+// explore visits, breadth first, every state reachable from fresh runs,
+// checking every transition fully. It returns the graph with each
+// state's wait and hold masks, or the first failure with the steps that
+// lead to it (the failing step last).
+func explore[S any](fresh func() (replayable[S], *failure)) (g *graph[S], wait, hold []uint64, steps []S, f *failure) {
+	g = newGraph[S](true)
+	replay := func(path []S) (replayable[S], *failure) {
+		r, f := fresh()
+		if f != nil {
+			return r, f
+		}
 		for _, op := range path {
 			if _, f := r.step(op, false); f != nil {
 				return r, fail(PropDeterminism, "replaying a checked path failed: %s: %s", f.prop, f.detail)
@@ -766,29 +773,22 @@ func CheckTable(cfg TableConfig) Report {
 		}
 		return r, nil
 	}
-	violation := func(path []tableOp, last tableOp, f *failure) {
-		steps := path
-		if last.kind != 0 {
-			steps = append(slices.Clone(path), last)
-		}
-		rep.Violation = &Violation{Property: f.prop, Detail: f.detail, Trace: describeTable(&cfg, steps)}
+	r0, f := fresh()
+	if f == nil {
+		f = r0.verify()
 	}
-
-	r0 := newTableRun(&cfg)
-	if f := r0.verify(); f != nil {
-		violation(nil, tableOp{}, f)
-		return finish(&rep, g, start)
+	if f != nil {
+		return g, nil, nil, nil, f
 	}
-	g.add(r0.key(), -1, tableOp{})
-	w, o := r0.masks()
-	waitMask, ownMask = append(waitMask, w), append(ownMask, o)
-
+	var zero S
+	g.add(r0.key(), -1, zero)
+	w, h := r0.masks()
+	wait, hold = append(wait, w), append(hold, h)
 	for id := int32(0); id < int32(g.states()); id++ {
 		path := g.path(id)
 		base, f := replay(path)
 		if f != nil {
-			violation(path, tableOp{}, f)
-			return finish(&rep, g, start)
+			return g, wait, hold, path, f
 		}
 		for i, op := range base.enabled() {
 			r := base
@@ -796,18 +796,49 @@ func CheckTable(cfg TableConfig) Report {
 				r, _ = replay(path)
 			}
 			if _, f := r.step(op, true); f != nil {
-				violation(path, op, f)
-				return finish(&rep, g, start)
+				return g, wait, hold, append(slices.Clone(path), op), f
 			}
 			if _, isNew := g.add(r.key(), id, op); isNew {
-				w, o := r.masks()
-				waitMask, ownMask = append(waitMask, w), append(ownMask, o)
+				w, h := r.masks()
+				wait, hold = append(wait, w), append(hold, h)
 			}
 		}
 	}
+	return g, wait, hold, nil, nil
+}
 
-	rep.Violation = tableLiveness(&cfg, g, waitMask, ownMask)
-	return finish(&rep, g, start)
+// checkStatus compares an answer with what the record says: WAITING, or
+// ACQUIRED with the grant's token, and the session's deadline.
+func checkStatus(c fmt.Stringer, where place, token uint64, deadline time.Time, st locktable.Status) *failure {
+	want := locktable.Status{State: locktable.Waiting, Deadline: deadline}
+	if where == owner {
+		want.State, want.Token = locktable.Owner, token
+	}
+	if st != want {
+		return fail(PropConsistent, "%s was answered %s (deadline %v), want %s (deadline %v)",
+			c, statusString(st), st.Deadline.Sub(epoch), statusString(want), want.Deadline.Sub(epoch))
+	}
+	return nil
+}
+
+// checkSends compares the frames to send, in any order, with want.
+func checkSends(got, want []locktable.Send, format func([]locktable.Send) string) *failure {
+	got = slices.Clone(got)
+	cmp := func(a, b locktable.Send) int {
+		if a.Session != b.Session {
+			return int(a.Session) - int(b.Session)
+		}
+		if a.Claim != b.Claim {
+			return int(a.Claim) - int(b.Claim)
+		}
+		return int(a.Kind) - int(b.Kind)
+	}
+	slices.SortFunc(got, cmp)
+	slices.SortFunc(want, cmp)
+	if !slices.Equal(got, want) {
+		return fail(PropConsistent, "frames to send %s, want %s", format(got), format(want))
+	}
+	return nil
 }
 
 func finish[S any](rep *Report, g *graph[S], start time.Time) Report {
