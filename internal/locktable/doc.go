@@ -49,8 +49,9 @@
 // session and its claim are one allocation, with no map. With its lock
 // and name, a held claim costs about 300 bytes of heap at a million
 // claims (BenchmarkHeldClaims). Every operation is O(1) in the number of claims, apart from the
-// grants a release makes, closing or expiring a session (its claims), and
-// Revoke, Shutdown and Snapshot, which visit what they report on.
+// grants a release makes, closing or expiring a session (its claims),
+// version 1's Kick by address (the queue), and Revoke, Shutdown and
+// Snapshot, which visit what they report on.
 //
 // A Table is not safe for concurrent use; callers serialize access.
 package locktable
