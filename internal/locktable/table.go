@@ -143,11 +143,11 @@ func (t *Table) Open(now time.Time, id SessionID, p SessionParams) error {
 	return nil
 }
 
-// Claim adds claim cid of session sid for req, which also counts as
-// hearing from the session. The claim is granted at once when it
-// conflicts with no holder and nobody waits for the name; otherwise it
-// joins the back of the queue, or, with NoWait, is answered Busy and not
-// kept. The errors are claim-level (the session lives on): ErrShutdown,
+// Claim adds claim cid of session sid for req. The claim is granted at
+// once when it conflicts with no holder and nobody waits for the name;
+// otherwise it joins the back of the queue, or, with NoWait, is answered
+// Busy and not kept. An answered claim counts as hearing from the session. The errors
+// are claim-level (the session lives on) and change nothing: ErrShutdown,
 // ErrNoSession, a protocol sentinel for an invalid name, ErrInvalidMode,
 // ErrInvalidLimit, ErrClaimExists, ErrModeConflict, ErrLimitMismatch.
 func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimRequest) (Status, Result, error) {
