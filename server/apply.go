@@ -21,16 +21,16 @@ type delivery struct {
 func (srv *Server) commit(now time.Time, res locktable.Result) []delivery {
 	var ds []delivery
 	for _, send := range res.Sends {
-		if s := srv.claims[send.Claim]; s != nil {
+		if s := srv.claims[send.Session]; s != nil {
 			ds = append(ds, delivery{to: s, send: send})
 		}
 	}
 	for _, e := range res.Events {
 		if e.Kind != locktable.EventGranted {
-			if s := srv.claims[e.Claim]; s != nil {
+			if s := srv.claims[e.Session]; s != nil {
 				s.gone.Store(true)
 			}
-			delete(srv.claims, e.Claim)
+			delete(srv.claims, e.Session)
 		}
 		srv.notify(fromTable(now, e))
 	}

@@ -82,8 +82,8 @@ type Server struct {
 	// during network I/O.
 	mu        sync.Mutex
 	table     *locktable.Table
-	claims    map[locktable.ClaimID]*session // sessions with a claim in the table
-	sessions  map[*session]struct{}          // every open session
+	claims    map[locktable.SessionID]*session // sessions with a claim in the table
+	sessions  map[*session]struct{}            // every open session
 	listeners map[*net.Listener]struct{}
 	nextID    uint64
 	closed    bool
@@ -109,7 +109,7 @@ func (srv *Server) init() error {
 			srv.gate = g.NotBefore()
 		}
 		srv.table = locktable.New(tokens)
-		srv.claims = map[locktable.ClaimID]*session{}
+		srv.claims = map[locktable.SessionID]*session{}
 		srv.sessions = map[*session]struct{}{}
 		srv.listeners = map[*net.Listener]struct{}{}
 		if srv.Logger == nil {
@@ -206,7 +206,7 @@ func (srv *Server) newSession(conn net.Conn) *session {
 	s := &session{
 		srv:  srv,
 		conn: conn,
-		id:   locktable.ClaimID(srv.nextID),
+		id:   locktable.SessionID(srv.nextID),
 		peer: locktable.Peer{Addr: conn.RemoteAddr().String()},
 	}
 	srv.sessions[s] = struct{}{}
@@ -295,7 +295,7 @@ func (srv *Server) beginShutdown() []delivery {
 	var ds []delivery
 	for s := range srv.sessions {
 		if _, claimed := srv.claims[s.id]; !claimed {
-			ds = append(ds, delivery{to: s, send: locktable.Send{Kind: locktable.SendError, Claim: s.id, Code: protocol.CodeShuttingDown}})
+			ds = append(ds, delivery{to: s, send: locktable.Send{Kind: locktable.SendError, Session: s.id, Code: protocol.CodeShuttingDown}})
 		}
 	}
 	return append(ds, srv.commit(now, srv.table.Shutdown(now))...)

@@ -37,7 +37,7 @@ const leaseFlush = 100 * time.Millisecond
 type session struct {
 	srv  *Server
 	conn net.Conn
-	id   locktable.ClaimID
+	id   locktable.SessionID
 	peer locktable.Peer
 	rbuf [readBatch]byte // the reader's bytes; kept here so reads do not allocate
 

@@ -62,7 +62,7 @@ func TestRandomOperations(t *testing.T) {
 }
 
 type mClaim struct {
-	id        locktable.ClaimID
+	id        locktable.SessionID
 	lock      string
 	peer      locktable.Peer
 	lease     time.Duration
@@ -80,7 +80,7 @@ type mLock struct {
 // model is the reference: locks by name, live claims by id.
 type model struct {
 	locks     map[string]*mLock
-	claims    map[locktable.ClaimID]*mClaim
+	claims    map[locktable.SessionID]*mClaim
 	shutdown  bool
 	lastToken uint64
 	clock     bool       // tokens from ClockTokens on wall, else a counter
@@ -111,10 +111,10 @@ func (m *model) grant(now time.Time, c *mClaim, res *locktable.Result) {
 	c.token = m.nextToken()
 	c.grantedAt = now
 	res.Events = append(res.Events, locktable.Event{Kind: locktable.EventGranted, Lock: c.lock,
-		Claim: c.id, Peer: c.peer, Token: c.token, Waited: now.Sub(c.queuedAt)})
+		Session: c.id, Mode: locktable.Exclusive, Peer: c.peer, Token: c.token, Waited: now.Sub(c.queuedAt)})
 }
 
-func (m *model) acquire(now time.Time, id locktable.ClaimID, req locktable.Request) (locktable.Status, locktable.Result, error) {
+func (m *model) acquire(now time.Time, id locktable.SessionID, req locktable.Request) (locktable.Status, locktable.Result, error) {
 	var res locktable.Result
 	if m.shutdown {
 		return locktable.Status{}, res, locktable.ErrShutdown
@@ -147,7 +147,7 @@ func (m *model) acquire(now time.Time, id locktable.ClaimID, req locktable.Reque
 	return m.status(c), res, nil
 }
 
-func (m *model) heartbeat(now time.Time, id locktable.ClaimID) (locktable.Status, error) {
+func (m *model) heartbeat(now time.Time, id locktable.SessionID) (locktable.Status, error) {
 	c := m.claims[id]
 	if c == nil {
 		return locktable.Status{}, locktable.ErrNoClaim
@@ -166,11 +166,11 @@ func (m *model) end(now time.Time, c *mClaim, reason locktable.Reason, res *lock
 		i := slices.Index(l.queue, c)
 		l.queue = slices.Delete(l.queue, i, i+1)
 		res.Events = append(res.Events, locktable.Event{Kind: locktable.EventDequeued, Lock: c.lock,
-			Claim: c.id, Peer: c.peer, Reason: reason})
+			Session: c.id, Mode: locktable.Exclusive, Peer: c.peer, Reason: reason})
 		return
 	}
 	res.Events = append(res.Events, locktable.Event{Kind: locktable.EventReleased, Lock: c.lock,
-		Claim: c.id, Peer: c.peer, Token: c.token, Reason: reason, Held: now.Sub(c.grantedAt)})
+		Session: c.id, Mode: locktable.Exclusive, Peer: c.peer, Token: c.token, Reason: reason, Held: now.Sub(c.grantedAt)})
 	l.owner = nil
 	if m.shutdown {
 		return
@@ -182,10 +182,10 @@ func (m *model) end(now time.Time, c *mClaim, reason locktable.Reason, res *lock
 	next := l.queue[0]
 	l.queue = l.queue[1:]
 	m.grant(now, next, res)
-	res.Sends = append(res.Sends, locktable.Send{Kind: locktable.SendAcquired, Claim: next.id, Token: next.token})
+	res.Sends = append(res.Sends, locktable.Send{Kind: locktable.SendAcquired, Session: next.id, Token: next.token})
 }
 
-func (m *model) endID(now time.Time, id locktable.ClaimID, reason locktable.Reason) locktable.Result {
+func (m *model) endID(now time.Time, id locktable.SessionID, reason locktable.Reason) locktable.Result {
 	var res locktable.Result
 	if c := m.claims[id]; c != nil {
 		m.end(now, c, reason, &res)
@@ -193,7 +193,7 @@ func (m *model) endID(now time.Time, id locktable.ClaimID, reason locktable.Reas
 	return res
 }
 
-func (m *model) expire(now time.Time, id locktable.ClaimID) (locktable.Result, error) {
+func (m *model) expire(now time.Time, id locktable.SessionID) (locktable.Result, error) {
 	var res locktable.Result
 	c := m.claims[id]
 	if c == nil {
@@ -212,7 +212,7 @@ func (m *model) forceRelease(now time.Time, name string) (locktable.Result, erro
 	if l == nil {
 		return res, locktable.ErrNoLock
 	}
-	res.Sends = append(res.Sends, locktable.Send{Kind: locktable.SendError, Claim: l.owner.id, Code: protocol.CodeClosedByAdmin})
+	res.Sends = append(res.Sends, locktable.Send{Kind: locktable.SendError, Session: l.owner.id, Code: protocol.CodeClosedByAdmin})
 	m.end(now, l.owner, locktable.ReasonForce, &res)
 	return res, nil
 }
@@ -225,7 +225,7 @@ func (m *model) kick(now time.Time, name, addr string) (locktable.Result, error)
 	}
 	for _, w := range l.queue {
 		if w.peer.Addr == addr {
-			res.Sends = append(res.Sends, locktable.Send{Kind: locktable.SendError, Claim: w.id, Code: protocol.CodeClosedByAdmin})
+			res.Sends = append(res.Sends, locktable.Send{Kind: locktable.SendError, Session: w.id, Code: protocol.CodeClosedByAdmin})
 			m.end(now, w, locktable.ReasonKick, &res)
 			return res, nil
 		}
@@ -244,7 +244,7 @@ func (m *model) shutdownAll(now time.Time) locktable.Result {
 	for _, name := range names {
 		l := m.locks[name]
 		for _, c := range append([]*mClaim{l.owner}, l.queue...) {
-			res.Sends = append(res.Sends, locktable.Send{Kind: locktable.SendError, Claim: c.id, Code: protocol.CodeShuttingDown})
+			res.Sends = append(res.Sends, locktable.Send{Kind: locktable.SendError, Session: c.id, Code: protocol.CodeShuttingDown})
 			m.end(now, c, locktable.ReasonShutdown, &res)
 		}
 		delete(m.locks, name)
@@ -256,11 +256,11 @@ func (m *model) snapshot() []locktable.LockInfo {
 	out := []locktable.LockInfo{}
 	for name, l := range m.locks {
 		o := l.owner
-		info := locktable.LockInfo{Name: name, Holder: locktable.HolderInfo{Claim: o.id, Peer: o.peer,
+		info := locktable.LockInfo{Name: name, Holder: locktable.HolderInfo{Session: o.id, Mode: locktable.Exclusive, Peer: o.peer,
 			Since: o.grantedAt, Lease: o.lease, Token: o.token, LastSeen: o.lastSeen},
 			Waiters: []locktable.WaiterInfo{}}
 		for _, w := range l.queue {
-			info.Waiters = append(info.Waiters, locktable.WaiterInfo{Claim: w.id, Peer: w.peer,
+			info.Waiters = append(info.Waiters, locktable.WaiterInfo{Session: w.id, Mode: locktable.Exclusive, Peer: w.peer,
 				QueuedAt: w.queuedAt, Lease: w.lease, LastSeen: w.lastSeen})
 		}
 		out = append(out, info)
@@ -277,9 +277,9 @@ type randomRun struct {
 	m      *model
 	now    time.Time
 	wall   time.Time
-	nextID locktable.ClaimID
-	ended  []locktable.ClaimID // ids that ended and were not reused
-	trace  []traceEntry        // operations so far, formatted only on failure
+	nextID locktable.SessionID
+	ended  []locktable.SessionID // ids that ended and were not reused
+	trace  []traceEntry          // operations so far, formatted only on failure
 	step   int
 	// shutdownAt is the step at which the table shuts down (half of the
 	// seeds), late enough for the queues to have filled; -1 for never.
@@ -294,7 +294,7 @@ var lockNames = []string{"a", "b", "c", "d", "é"}
 func newRandomRun(t *testing.T, seed uint64) *randomRun {
 	r := &randomRun{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x6261746f6e)), now: epoch,
 		wall: time.Unix(1_700_000_000, 0), nextID: 1, stats: map[string]int{}}
-	r.m = &model{locks: map[string]*mLock{}, claims: map[locktable.ClaimID]*mClaim{}, wall: &r.wall}
+	r.m = &model{locks: map[string]*mLock{}, claims: map[locktable.SessionID]*mClaim{}, wall: &r.wall}
 	var src locktable.TokenSource = &locktable.CounterTokens{}
 	if seed%2 == 1 {
 		r.m.clock = true
@@ -332,10 +332,10 @@ func (r *randomRun) log(format string, args ...any) {
 
 // someID picks a live claim most of the time, otherwise an ended or an
 // unknown id.
-func (r *randomRun) someID() locktable.ClaimID {
+func (r *randomRun) someID() locktable.SessionID {
 	switch n := r.rng.IntN(10); {
 	case n < 7 && len(r.m.claims) > 0:
-		ids := make([]locktable.ClaimID, 0, len(r.m.claims))
+		ids := make([]locktable.SessionID, 0, len(r.m.claims))
 		for id := range r.m.claims {
 			ids = append(ids, id)
 		}
@@ -424,8 +424,8 @@ func (r *randomRun) count(res locktable.Result) {
 	}
 }
 
-func maps(m map[locktable.ClaimID]*mClaim) map[locktable.ClaimID]bool {
-	out := make(map[locktable.ClaimID]bool, len(m))
+func maps(m map[locktable.SessionID]*mClaim) map[locktable.SessionID]bool {
+	out := make(map[locktable.SessionID]bool, len(m))
 	for id := range m {
 		out[id] = true
 	}
@@ -433,7 +433,7 @@ func maps(m map[locktable.ClaimID]*mClaim) map[locktable.ClaimID]bool {
 }
 
 func (r *randomRun) acquire() locktable.Result {
-	var id locktable.ClaimID
+	var id locktable.SessionID
 	switch n := r.rng.IntN(100); {
 	case n < 5:
 		id = r.someID() // often live: ErrClaimExists
@@ -469,7 +469,7 @@ func (r *randomRun) acquire() locktable.Result {
 	}
 	r.compareResult("Acquire", res, nil, wres, nil)
 	if err == nil {
-		r.ended = slices.DeleteFunc(r.ended, func(e locktable.ClaimID) bool { return e == id })
+		r.ended = slices.DeleteFunc(r.ended, func(e locktable.SessionID) bool { return e == id })
 	}
 	return res
 }
@@ -497,10 +497,10 @@ func (r *randomRun) compareResult(op string, got locktable.Result, err error, wa
 }
 
 // checkResult checks the rules every Result obeys, whatever the model.
-func (r *randomRun) checkResult(res locktable.Result, before map[locktable.ClaimID]bool) {
+func (r *randomRun) checkResult(res locktable.Result, before map[locktable.SessionID]bool) {
 	r.t.Helper()
 	r.count(res)
-	granted := map[locktable.ClaimID]uint64{}
+	granted := map[locktable.SessionID]uint64{}
 	for _, ev := range res.Events {
 		switch ev.Kind {
 		case locktable.EventGranted:
@@ -511,22 +511,22 @@ func (r *randomRun) checkResult(res locktable.Result, before map[locktable.Claim
 				r.fatalf("token %d granted after token %d", ev.Token, r.lastGrantToken())
 			}
 			r.grantTokens = append(r.grantTokens, ev.Token)
-			granted[ev.Claim] = ev.Token
+			granted[ev.Session] = ev.Token
 		case locktable.EventReleased, locktable.EventDequeued:
-			r.ended = append(r.ended, ev.Claim)
+			r.ended = append(r.ended, ev.Session)
 			// An ended claim holds nothing and answers no heartbeat.
-			if _, err := r.table.Heartbeat(r.now, ev.Claim); err != locktable.ErrNoClaim {
-				r.fatalf("Heartbeat of ended claim %d: err = %v, want ErrNoClaim", ev.Claim, err)
+			if _, err := r.table.Heartbeat(r.now, ev.Session); err != locktable.ErrNoClaim {
+				r.fatalf("Heartbeat of ended claim %d: err = %v, want ErrNoClaim", ev.Session, err)
 			}
 		}
 	}
 	for _, s := range res.Sends {
-		if !before[s.Claim] {
-			r.fatalf("send to claim %d, which did not exist: %+v", s.Claim, s)
+		if !before[s.Session] {
+			r.fatalf("send to claim %d, which did not exist: %+v", s.Session, s)
 		}
 		switch s.Kind {
 		case locktable.SendAcquired:
-			if tok, ok := granted[s.Claim]; !ok || tok != s.Token {
+			if tok, ok := granted[s.Session]; !ok || tok != s.Token {
 				r.fatalf("promotion push %+v without a matching granted event (%v)", s, granted)
 			}
 		case locktable.SendError:
@@ -552,17 +552,17 @@ func (r *randomRun) lastGrantToken() uint64 {
 
 // checkInvariants compares the whole table with the model and checks the
 // structural rules directly.
-func (r *randomRun) checkInvariants(before map[locktable.ClaimID]bool) {
+func (r *randomRun) checkInvariants(before map[locktable.SessionID]bool) {
 	r.t.Helper()
 	snap := r.table.Snapshot(nil)
 	if want := r.m.snapshot(); !sameLocks(snap, want) {
 		r.fatalf("Snapshot\n  %+v\nmodel says\n  %+v", snap, want)
 	}
-	seen := map[locktable.ClaimID]string{}
+	seen := map[locktable.SessionID]string{}
 	waiters := 0
 	for _, info := range snap {
 		// One owner per lock, and a claim is in one place only.
-		for _, id := range append([]locktable.ClaimID{info.Holder.Claim}, claimsOf(info.Waiters)...) {
+		for _, id := range append([]locktable.SessionID{info.Holder.Session}, claimsOf(info.Waiters)...) {
 			if where, dup := seen[id]; dup {
 				r.fatalf("claim %d is in lock %q and in lock %q", id, where, info.Name)
 			}
@@ -601,10 +601,10 @@ func sameLocks(a, b []locktable.LockInfo) bool {
 	})
 }
 
-func claimsOf(ws []locktable.WaiterInfo) []locktable.ClaimID {
-	ids := make([]locktable.ClaimID, len(ws))
+func claimsOf(ws []locktable.WaiterInfo) []locktable.SessionID {
+	ids := make([]locktable.SessionID, len(ws))
 	for i, w := range ws {
-		ids[i] = w.Claim
+		ids[i] = w.Session
 	}
 	return ids
 }

@@ -37,6 +37,25 @@ package locktable_test
 //	lock name=                              one lock
 //	counts
 //
+// and the general (version 2) operations, where s= is a session and c= a
+// claim of that session; mode= is exclusive (the default), shared or
+// semaphore (with limit=):
+//
+//	open [t=] s= lease= [addr=] [id=] [label=]
+//	claim [t=] s= c= lock= [mode=] [limit=] [nowait=yes]
+//	touch [t=] s=                           session heartbeat
+//	status s= c=
+//	release [t=] s= c=
+//	close [t=] s= [reason=]
+//	expire-session [t=] s=
+//	force-release [t=] lock= s= c=          ForceReleaseClaim
+//	kick [t=] lock= s= c=                   KickClaim
+//	sizes                                   Counts, Holders and Sessions
+//
+// In the output a version 1 claim is c=SESSION (its claim id is always
+// V1Claim), a version 2 claim s=SESSION c=CLAIM; modes other than
+// exclusive, labels and semaphore limits are printed when present.
+//
 // After every command the runner also checks that Counts, Snapshot and
 // Lock agree and that grant tokens only increase.
 //
@@ -253,13 +272,41 @@ func (a args) int(key string) int64 {
 	return n
 }
 
-func (a args) claim() locktable.ClaimID {
+func (a args) claim() locktable.SessionID {
 	n, err := strconv.ParseUint(a.str("c"), 10, 64)
 	if err != nil {
 		a.s.t.Fatalf("%s: bad claim c=%s", a.s.where, a.vals["c"])
 	}
-	return locktable.ClaimID(n)
+	return locktable.SessionID(n)
 }
+
+func (a args) session() locktable.SessionID { return locktable.SessionID(a.uint("s")) }
+
+func (a args) key() locktable.Key {
+	return locktable.Key{Session: a.session(), Claim: locktable.ClaimID(a.uint("c"))}
+}
+
+func (a args) uint(key string) uint64 {
+	n, err := strconv.ParseUint(a.str(key), 10, 64)
+	if err != nil {
+		a.s.t.Fatalf("%s: bad %s=%s", a.s.where, key, a.vals[key])
+	}
+	return n
+}
+
+func (a args) reason() locktable.Reason {
+	if !a.has("reason") {
+		return locktable.ReasonGraceful
+	}
+	r, ok := reasons[a.str("reason")]
+	if !ok {
+		a.s.t.Fatalf("%s: unknown reason %q", a.s.where, a.str("reason"))
+	}
+	return r
+}
+
+var modes = map[string]locktable.Mode{"exclusive": locktable.Exclusive, "shared": locktable.Shared,
+	"semaphore": locktable.Semaphore, "bogus": 99}
 
 // at advances the scenario's clock to t= when given.
 func (a args) at() time.Time {
@@ -314,27 +361,72 @@ func (s *scenario) run(line string) []string {
 		st, err := s.table.Heartbeat(a.at(), a.claim())
 		out.status(st, err)
 	case "end":
-		reason := locktable.ReasonGraceful
-		if a.has("reason") {
-			r, ok := reasons[a.str("reason")]
-			if !ok {
-				s.t.Fatalf("%s: unknown reason %q", s.where, a.str("reason"))
-			}
-			reason = r
-		}
-		out.result(s.table.End(a.at(), a.claim(), reason))
+		out.result(s.table.End(a.at(), a.claim(), a.reason()))
 	case "expire":
 		res, err := s.table.Expire(a.at(), a.claim())
 		out.err(err)
 		out.result(res)
 	case "force-release":
-		res, err := s.table.ForceRelease(a.at(), a.str("lock"))
+		var res locktable.Result
+		var err error
+		if a.has("s") {
+			res, err = s.table.ForceReleaseClaim(a.at(), a.str("lock"), a.key())
+		} else {
+			res, err = s.table.ForceRelease(a.at(), a.str("lock"))
+		}
 		out.err(err)
 		out.result(res)
 	case "kick":
-		res, err := s.table.Kick(a.at(), a.str("lock"), a.str("addr"))
+		var res locktable.Result
+		var err error
+		if a.has("s") {
+			res, err = s.table.KickClaim(a.at(), a.str("lock"), a.key())
+		} else {
+			res, err = s.table.Kick(a.at(), a.str("lock"), a.str("addr"))
+		}
 		out.err(err)
 		out.result(res)
+	case "open":
+		out.err(s.table.Open(a.at(), a.session(), locktable.SessionParams{Lease: a.dur("lease"),
+			Peer: locktable.Peer{Addr: a.vals["addr"], Identity: a.vals["id"]}, Label: a.vals["label"]}))
+	case "claim":
+		req := locktable.ClaimRequest{Name: a.str("lock"), Mode: locktable.Exclusive,
+			NoWait: a.has("nowait") && a.str("nowait") == "yes"}
+		if a.has("mode") {
+			m, ok := modes[a.str("mode")]
+			if !ok {
+				s.t.Fatalf("%s: unknown mode %q", s.where, a.str("mode"))
+			}
+			req.Mode = m
+		}
+		if a.has("limit") {
+			req.Limit = uint32(a.uint("limit"))
+		}
+		st, res, err := s.table.Claim(a.at(), a.session(), locktable.ClaimID(a.uint("c")), req)
+		out.status(st, err)
+		out.result(res)
+	case "touch":
+		d, err := s.table.Touch(a.at(), a.session())
+		out.err(err)
+		if err == nil {
+			out.add("deadline=" + rel(d))
+		}
+	case "status":
+		st, err := s.table.ClaimStatus(a.key())
+		out.status(st, err)
+	case "release":
+		res, err := s.table.Release(a.at(), a.key())
+		out.err(err)
+		out.result(res)
+	case "close":
+		out.result(s.table.CloseSession(a.at(), a.session(), a.reason()))
+	case "expire-session":
+		res, err := s.table.ExpireSession(a.at(), a.session())
+		out.err(err)
+		out.result(res)
+	case "sizes":
+		c := s.table.Counts()
+		out.add(fmt.Sprintf("sizes locks=%d holders=%d waiters=%d sessions=%d", c.Locks, s.table.Holders(), c.Waiters, s.table.Sessions()))
 	case "revoke":
 		deny := a.str("deny")
 		allow := func(p locktable.Peer, _ string) bool { return p.Identity != deny }
@@ -385,14 +477,18 @@ func (s *scenario) check(granted []uint64) {
 		s.lastToken = tok
 	}
 	snap := s.table.Snapshot(nil)
-	var waiters int
+	var waiters, holders int
 	for _, info := range snap {
 		waiters += len(info.Waiters)
+		holders += len(info.Holders)
 		if l, ok := s.table.Lock(info.Name); !ok || l.Name != info.Name || l.Holder != info.Holder || len(l.Waiters) != len(info.Waiters) {
 			s.t.Errorf("%s: Lock(%q) = %+v, %v; Snapshot has %+v", s.where, info.Name, l, ok, info)
 		}
+		if len(info.Holders) == 0 || info.Holders[0] != info.Holder {
+			s.t.Errorf("%s: lock %q: Holder %+v is not the first of Holders %+v", s.where, info.Name, info.Holder, info.Holders)
+		}
 	}
-	if c := s.table.Counts(); c.Locks != len(snap) || c.Waiters != waiters {
+	if c := s.table.Counts(); c.Locks != len(snap) || c.Waiters != waiters || s.table.Holders() != holders {
 		s.t.Errorf("%s: Counts() = %+v, Snapshot has %d locks and %d waiters", s.where, c, len(snap), waiters)
 	}
 }
@@ -429,15 +525,18 @@ func (o *output) result(res locktable.Result) {
 	for _, snd := range res.Sends {
 		switch snd.Kind {
 		case locktable.SendAcquired:
-			o.add(fmt.Sprintf("send acquired c=%d token=%d", snd.Claim, snd.Token))
+			o.add(fmt.Sprintf("send acquired %s token=%d", who(snd.Session, snd.Claim), snd.Token))
 		case locktable.SendError:
-			o.add(fmt.Sprintf("send error c=%d code=0x%02x", snd.Claim, uint8(snd.Code)))
+			o.add(fmt.Sprintf("send error %s code=0x%02x", who(snd.Session, snd.Claim), uint8(snd.Code)))
+		case locktable.SendSessionError:
+			o.add(fmt.Sprintf("send session-error s=%d code=0x%02x", snd.Session, uint8(snd.Code)))
 		default:
 			o.add(fmt.Sprintf("send %+v", snd))
 		}
 	}
 	for _, ev := range res.Events {
-		line := fmt.Sprintf("event %s lock=%s c=%d%s", ev.Kind, quote(ev.Lock), ev.Claim, peer(ev.Peer))
+		line := fmt.Sprintf("event %s lock=%s %s%s%s", ev.Kind, quote(ev.Lock), who(ev.Session, ev.Claim),
+			mode(ev.Mode), peer(ev.Peer, ev.Label))
 		switch ev.Kind {
 		case locktable.EventGranted:
 			line += fmt.Sprintf(" token=%d waited=%v", ev.Token, ev.Waited)
@@ -452,22 +551,52 @@ func (o *output) result(res locktable.Result) {
 }
 
 func (o *output) lock(info locktable.LockInfo) {
-	h := info.Holder
-	o.add(fmt.Sprintf("lock %s holder c=%d%s token=%d since=%s lease=%v last=%s",
-		quote(info.Name), h.Claim, peer(h.Peer), h.Token, rel(h.Since), h.Lease, rel(h.LastSeen)))
+	limit := ""
+	if info.Limit > 0 {
+		limit = fmt.Sprintf(" limit=%d", info.Limit)
+	}
+	for i, h := range info.Holders {
+		prefix := "lock " + quote(info.Name) + limit + " holder"
+		if i > 0 {
+			prefix = "  holder"
+		}
+		o.add(fmt.Sprintf("%s %s%s%s token=%d since=%s lease=%v last=%s", prefix,
+			who(h.Session, h.Claim), mode(h.Mode), peer(h.Peer, h.Label), h.Token, rel(h.Since), h.Lease, rel(h.LastSeen)))
+	}
 	for _, w := range info.Waiters {
-		o.add(fmt.Sprintf("  waiter c=%d%s queued=%s lease=%v last=%s",
-			w.Claim, peer(w.Peer), rel(w.QueuedAt), w.Lease, rel(w.LastSeen)))
+		o.add(fmt.Sprintf("  waiter %s%s%s queued=%s lease=%v last=%s",
+			who(w.Session, w.Claim), mode(w.Mode), peer(w.Peer, w.Label), rel(w.QueuedAt), w.Lease, rel(w.LastSeen)))
 	}
 }
 
-func peer(p locktable.Peer) string {
+// who names a claim: c=SESSION for a version 1 claim, s=SESSION c=CLAIM
+// otherwise.
+func who(s locktable.SessionID, c locktable.ClaimID) string {
+	if c == locktable.V1Claim {
+		return fmt.Sprintf("c=%d", s)
+	}
+	return fmt.Sprintf("s=%d c=%d", s, c)
+}
+
+func mode(m locktable.Mode) string {
+	if m == locktable.Exclusive {
+		return ""
+	}
+	return " mode=" + m.String()
+}
+
+func peer(p locktable.Peer, label ...string) string {
 	var s string
 	if p.Addr != "" {
 		s += " addr=" + p.Addr
 	}
 	if p.Identity != "" {
 		s += " id=" + quote(p.Identity)
+	}
+	for _, l := range label {
+		if l != "" {
+			s += " label=" + quote(l)
+		}
 	}
 	return s
 }

@@ -6,16 +6,23 @@ import (
 	"time"
 )
 
-// LockInfo describes one lock: its holder and its waiters in FIFO order.
+// LockInfo describes one lock: its holders and its waiters in FIFO order.
 type LockInfo struct {
-	Name    string
+	Name  string
+	Limit uint32 // the semaphore limit; 0 for an exclusive/shared lock
+	// Holder is the earliest granted of the holders: the one holder of an
+	// exclusive lock (and of every version 1 lock).
 	Holder  HolderInfo
+	Holders []HolderInfo // every holder, in grant order
 	Waiters []WaiterInfo
 }
 
-// HolderInfo describes the owner of a lock.
+// HolderInfo describes a holder of a lock.
 type HolderInfo struct {
+	Session  SessionID
 	Claim    ClaimID
+	Mode     Mode
+	Label    string
 	Peer     Peer
 	Since    time.Time // when it was granted
 	Lease    time.Duration
@@ -25,23 +32,33 @@ type HolderInfo struct {
 
 // WaiterInfo describes one waiter.
 type WaiterInfo struct {
+	Session  SessionID
 	Claim    ClaimID
+	Mode     Mode
+	Label    string
 	Peer     Peer
 	QueuedAt time.Time
 	Lease    time.Duration
 	LastSeen time.Time
 }
 
-// Counts are the table's sizes.
+// Counts are the table's sizes, as version 1 counts them.
 type Counts struct {
-	Locks   int // locks with an owner
+	Locks   int // locks with a holder
 	Waiters int // claims in a queue
 }
 
 // Counts returns the number of held locks and of waiters.
 func (t *Table) Counts() Counts { return Counts{Locks: len(t.locks), Waiters: t.waiters} }
 
-// Lock describes lock name, or reports false when nobody owns it.
+// Holders returns the number of claims holding a lock (several per lock
+// when shared or a semaphore).
+func (t *Table) Holders() int { return t.held }
+
+// Sessions returns the number of open sessions.
+func (t *Table) Sessions() int { return len(t.sessions) }
+
+// Lock describes lock name, or reports false when nobody holds it.
 func (t *Table) Lock(name string) (LockInfo, bool) {
 	l := t.locks[name]
 	if l == nil {
@@ -64,16 +81,24 @@ func (t *Table) Snapshot(match func(name string) bool) []LockInfo {
 }
 
 func (l *lock) info() LockInfo {
-	o := l.owner
 	info := LockInfo{
-		Name: l.name,
-		Holder: HolderInfo{Claim: o.id, Peer: o.peer, Since: o.grantedAt,
-			Lease: o.lease, Token: o.token, LastSeen: o.lastSeen},
+		Name:    l.name,
+		Limit:   l.limit,
+		Holders: make([]HolderInfo, 0, l.held),
 		Waiters: make([]WaiterInfo, 0, l.waiters),
 	}
-	for w := l.head; w != nil; w = w.next {
-		info.Waiters = append(info.Waiters, WaiterInfo{Claim: w.id, Peer: w.peer,
-			QueuedAt: w.queuedAt, Lease: w.lease, LastSeen: w.lastSeen})
+	for h := l.holders.head; h != nil; h = h.next {
+		s := h.sess
+		info.Holders = append(info.Holders, HolderInfo{Session: s.id, Claim: h.id, Mode: h.mode, Label: s.label,
+			Peer: s.peer, Since: h.grantedAt, Lease: s.lease, Token: h.token, LastSeen: s.lastSeen})
+	}
+	if len(info.Holders) > 0 {
+		info.Holder = info.Holders[0]
+	}
+	for w := l.queue.head; w != nil; w = w.next {
+		s := w.sess
+		info.Waiters = append(info.Waiters, WaiterInfo{Session: s.id, Claim: w.id, Mode: w.mode, Label: s.label,
+			Peer: s.peer, QueuedAt: w.queuedAt, Lease: s.lease, LastSeen: s.lastSeen})
 	}
 	return info
 }

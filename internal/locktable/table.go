@@ -1,47 +1,115 @@
 package locktable
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
 	"github.com/batonlock/baton/protocol"
 )
 
-// Table holds every lock that has an owner. A lock exists exactly while it
-// has an owner: when the owner ends, the head of the queue is promoted in
-// the same operation, so a queue is never left without an owner.
+// Table holds sessions, their claims and every lock that has a holder. A
+// lock exists exactly while it has a holder: when a claim ends, the
+// waiters at the head of its queue that can now be granted are granted in
+// the same operation, and the head of a queue always conflicts with a
+// holder, so a queue is never left without one.
 type Table struct {
 	tokens   TokenSource
 	locks    map[string]*lock
-	claims   map[ClaimID]*claim
-	waiters  int
+	sessions map[SessionID]*session
+	held     int // claims holding a lock
+	waiters  int // claims in a queue
 	shutdown bool
 }
 
-type lock struct {
-	name       string
-	owner      *claim
-	head, tail *claim // FIFO queue of waiters
-	waiters    int
+type session struct {
+	id       SessionID
+	lease    time.Duration
+	lastSeen time.Time
+	peer     Peer
+	label    string
+	v1       bool // one claim: its end ends the session
+	// A session's first claim lives in one, the others in claims, so a
+	// version 1 session (one claim) has no map.
+	one    *claim
+	claims map[ClaimID]*claim
+	// v1claim is the one claim of a version 1 session, allocated with it.
+	v1claim claim
 }
+
+func (s *session) get(id ClaimID) *claim {
+	if s.one != nil && s.one.id == id {
+		return s.one
+	}
+	return s.claims[id]
+}
+
+func (s *session) add(c *claim) {
+	if s.one == nil {
+		s.one = c
+		return
+	}
+	if s.claims == nil {
+		s.claims = map[ClaimID]*claim{}
+	}
+	s.claims[c.id] = c
+}
+
+func (s *session) remove(c *claim) {
+	if s.one == c {
+		s.one = nil
+		return
+	}
+	delete(s.claims, c.id)
+}
+
+// ids returns the session's claim ids in order.
+func (s *session) ids() []ClaimID {
+	ids := make([]ClaimID, 0, len(s.claims)+1)
+	if s.one != nil {
+		ids = append(ids, s.one.id)
+	}
+	for id := range s.claims {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, cmp.Compare)
+	return ids
+}
+
+type lock struct {
+	name string
+	// limit is the semaphore limit while the name is a semaphore, 0 while
+	// it is an exclusive/shared lock; fixed from the lock's first claim
+	// until it has neither holders nor waiters.
+	limit      uint32
+	held       int    // number of holders
+	holders    claims // in grant order
+	queue      claims // FIFO
+	waiters    int
+	exclusives int // exclusive holders (0 or 1)
+}
+
+// claims is an intrusive doubly linked list: a claim is in its lock's
+// holder list or in its queue, never both, so one pair of links serves.
+type claims struct{ head, tail *claim }
 
 type claim struct {
 	id         ClaimID
+	sess       *session
 	lock       *lock
-	peer       Peer
-	lease      time.Duration
-	lastSeen   time.Time
-	queuedAt   time.Time // when the ACQUIRE arrived
-	grantedAt  time.Time
+	mode       Mode
+	holding    bool
 	token      uint64
-	prev, next *claim // queue links while waiting
+	queuedAt   time.Time // when the claim arrived
+	grantedAt  time.Time
+	prev, next *claim
 }
 
-func (c *claim) owner() bool { return c.lock.owner == c }
+func (c *claim) key() Key { return Key{c.sess.id, c.id} }
 
 func (c *claim) status() Status {
-	st := Status{State: Waiting, Deadline: c.lastSeen.Add(c.lease)}
-	if c.owner() {
+	st := Status{State: Waiting, Deadline: c.sess.lastSeen.Add(c.sess.lease)}
+	if c.holding {
 		st.State, st.Token = Owner, c.token
 	}
 	return st
@@ -54,165 +122,253 @@ func New(tokens TokenSource) *Table {
 		tokens = &ClockTokens{}
 	}
 	return &Table{
-		tokens: tokens,
-		locks:  map[string]*lock{},
-		claims: map[ClaimID]*claim{},
+		tokens:   tokens,
+		locks:    map[string]*lock{},
+		sessions: map[SessionID]*session{},
 	}
 }
 
-// Acquire adds claim id for req: owner at once when the lock is free,
-// otherwise at the back of the lock's queue. It returns the status to
-// answer with (WAITING or ACQUIRED). After Shutdown it returns
-// ErrShutdown; an invalid name or lease returns the protocol sentinel.
-func (t *Table) Acquire(now time.Time, id ClaimID, req Request) (Status, Result, error) {
-	var res Result
+// Open starts session id at now. After Shutdown it returns ErrShutdown; a
+// lease that is not positive returns protocol.ErrInvalidLease.
+func (t *Table) Open(now time.Time, id SessionID, p SessionParams) error {
 	switch {
 	case t.shutdown:
+		return ErrShutdown
+	case p.Lease <= 0:
+		return protocol.ErrInvalidLease
+	case t.sessions[id] != nil:
+		return ErrSessionExists
+	}
+	t.sessions[id] = &session{id: id, lease: p.Lease, lastSeen: now, peer: p.Peer, label: p.Label}
+	return nil
+}
+
+// Claim adds claim cid of session sid for req. The claim is granted at
+// once when it conflicts with no holder and nobody waits for the name;
+// otherwise it joins the back of the queue, or, with NoWait, is answered
+// Busy and not kept. An answered claim counts as hearing from the session. The errors
+// are claim-level (the session lives on) and change nothing: ErrShutdown,
+// ErrNoSession, a protocol sentinel for an invalid name, ErrInvalidMode,
+// ErrInvalidLimit, ErrClaimExists, ErrModeConflict, ErrLimitMismatch.
+func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimRequest) (Status, Result, error) {
+	var res Result
+	if t.shutdown {
 		return Status{}, res, ErrShutdown
-	case req.Lease <= 0:
-		return Status{}, res, protocol.ErrInvalidLease
+	}
+	s := t.sessions[sid]
+	if s == nil {
+		return Status{}, res, ErrNoSession
 	}
 	if err := protocol.ValidateName(req.Name); err != nil {
 		return Status{}, res, err
 	}
-	if _, ok := t.claims[id]; ok {
+	switch {
+	case req.Mode < Exclusive || req.Mode > Semaphore:
+		return Status{}, res, ErrInvalidMode
+	case req.Mode == Semaphore && req.Limit == 0:
+		return Status{}, res, ErrInvalidLimit
+	case s.get(cid) != nil || s.v1 && s.one != nil:
+		// A version 1 session has its one claim only.
 		return Status{}, res, ErrClaimExists
 	}
-	c := &claim{id: id, peer: req.Peer, lease: req.Lease, lastSeen: now, queuedAt: now}
-	t.claims[id] = c
 	l := t.locks[req.Name]
+	if l != nil {
+		switch {
+		case (req.Mode == Semaphore) != (l.limit > 0):
+			return Status{}, res, ErrModeConflict
+		case req.Mode == Semaphore && req.Limit != l.limit:
+			return Status{}, res, ErrLimitMismatch
+		}
+	}
+	s.lastSeen = now
 	if l == nil {
 		l = &lock{name: req.Name}
-		t.locks[req.Name] = l
-		c.lock = l
-		t.grant(now, c, &res)
+		if req.Mode == Semaphore {
+			l.limit = req.Limit
+		}
+	}
+	var c *claim
+	if s.v1 && s.one == nil {
+		c = &s.v1claim // one allocation for a version 1 session and its claim
 	} else {
-		c.lock = l
-		l.enqueue(c)
+		c = new(claim)
+	}
+	*c = claim{id: cid, sess: s, lock: l, mode: req.Mode, queuedAt: now}
+	switch {
+	case l.queue.head == nil && l.admits(c.mode):
+		if l.held == 0 {
+			t.locks[req.Name] = l
+		}
+		t.grant(now, c, &res)
+	case req.NoWait:
+		return Status{State: Busy, Deadline: s.lastSeen.Add(s.lease)}, res, nil
+	default:
+		l.queue.push(c)
+		l.waiters++
 		t.waiters++
 	}
+	s.add(c)
 	return c.status(), res, nil
 }
 
-// Heartbeat records that claim id was heard from at now and returns its
-// status.
-func (t *Table) Heartbeat(now time.Time, id ClaimID) (Status, error) {
-	c := t.claims[id]
+// Touch records that session sid was heard from at now (a session-level
+// heartbeat) and returns its new deadline.
+func (t *Table) Touch(now time.Time, sid SessionID) (time.Time, error) {
+	s := t.sessions[sid]
+	if s == nil {
+		return time.Time{}, ErrNoSession
+	}
+	s.lastSeen = now
+	return s.lastSeen.Add(s.lease), nil
+}
+
+// ClaimStatus returns where claim k stands.
+func (t *Table) ClaimStatus(k Key) (Status, error) {
+	c := t.claim(k)
 	if c == nil {
 		return Status{}, ErrNoClaim
 	}
-	c.lastSeen = now
 	return c.status(), nil
 }
 
-// End removes claim id for reason: an owner releases its lock and the
-// head of the queue is promoted; a waiter leaves its queue. Ending an
-// unknown or already ended claim does nothing.
-func (t *Table) End(now time.Time, id ClaimID, reason Reason) Result {
+// Release ends claim k at its client's request (ReasonGraceful), which
+// also counts as hearing from the session: a holder releases its lock and
+// the waiters it was blocking are granted; a waiter leaves its queue.
+func (t *Table) Release(now time.Time, k Key) (Result, error) {
 	var res Result
-	if c := t.claims[id]; c != nil {
-		t.end(now, c, reason, &res)
+	c := t.claim(k)
+	if c == nil {
+		return res, ErrNoClaim
+	}
+	c.sess.lastSeen = now
+	t.end(now, c, ReasonGraceful, &res)
+	return res, nil
+}
+
+// CloseSession ends session sid and every claim it has, for reason, in
+// claim id order. Closing an unknown or ended session does nothing.
+func (t *Table) CloseSession(now time.Time, sid SessionID, reason Reason) Result {
+	var res Result
+	if s := t.sessions[sid]; s != nil {
+		t.closeSession(now, s, reason, &res)
 	}
 	return res
 }
 
-// Expire ends claim id with ReasonExpired if more than its lease has
-// passed since it was last heard from, and returns ErrNotExpired if not.
-func (t *Table) Expire(now time.Time, id ClaimID) (Result, error) {
-	c := t.claims[id]
-	if c == nil {
-		return Result{}, ErrNoClaim
+// ExpireSession ends session sid and all its claims with ReasonExpired if
+// more than its lease has passed since it was last heard from, and
+// returns ErrNotExpired if not. No frame is sent: the caller closes the
+// connection.
+func (t *Table) ExpireSession(now time.Time, sid SessionID) (Result, error) {
+	s := t.sessions[sid]
+	if s == nil {
+		return Result{}, ErrNoSession
 	}
-	if now.Sub(c.lastSeen) <= c.lease {
+	if now.Sub(s.lastSeen) <= s.lease {
 		return Result{}, ErrNotExpired
 	}
 	var res Result
-	t.end(now, c, ReasonExpired, &res)
+	t.closeSession(now, s, ReasonExpired, &res)
 	return res, nil
 }
 
-// ForceRelease takes the lock name from its owner, who is sent
-// ERROR(0x02) and closed; the head of the queue is promoted at once.
-func (t *Table) ForceRelease(now time.Time, name string) (Result, error) {
+// ForceReleaseClaim takes lock name from its holder k, which is sent
+// ERROR(0x02) (ending that claim; a version 1 session is closed with it);
+// the waiters it blocked are granted at once.
+func (t *Table) ForceReleaseClaim(now time.Time, name string, k Key) (Result, error) {
 	l := t.locks[name]
 	if l == nil {
 		return Result{}, ErrNoLock
 	}
+	c := t.claim(k)
+	if c == nil || c.lock != l || !c.holding {
+		return Result{}, ErrNoHolder
+	}
+	return t.adminEnd(now, c, ReasonForce), nil
+}
+
+// KickClaim removes waiter k from the queue of lock name; it is sent
+// ERROR(0x02) and the other waiters keep their order.
+func (t *Table) KickClaim(now time.Time, name string, k Key) (Result, error) {
+	l := t.locks[name]
+	if l == nil {
+		return Result{}, ErrNoLock
+	}
+	c := t.claim(k)
+	if c == nil || c.lock != l || c.holding {
+		return Result{}, ErrNoWaiter
+	}
+	return t.adminEnd(now, c, ReasonKick), nil
+}
+
+func (t *Table) adminEnd(now time.Time, c *claim, reason Reason) Result {
 	var res Result
-	owner := l.owner
-	res.send(Send{Kind: SendError, Claim: owner.id, Code: protocol.CodeClosedByAdmin})
-	t.end(now, owner, ReasonForce, &res)
-	return res, nil
-}
-
-// Kick removes the first waiter of lock name whose address is addr; it is
-// sent ERROR(0x02) and closed, and the other waiters keep their order.
-func (t *Table) Kick(now time.Time, name, addr string) (Result, error) {
-	l := t.locks[name]
-	if l == nil {
-		return Result{}, ErrNoLock
-	}
-	for w := l.head; w != nil; w = w.next {
-		if w.peer.Addr == addr {
-			var res Result
-			res.send(Send{Kind: SendError, Claim: w.id, Code: protocol.CodeClosedByAdmin})
-			t.end(now, w, ReasonKick, &res)
-			return res, nil
-		}
-	}
-	return Result{}, ErrNoWaiter
+	res.send(Send{Kind: SendError, Session: c.sess.id, Claim: c.id, Code: protocol.CodeClosedByAdmin})
+	t.end(now, c, reason, &res)
+	return res
 }
 
 // Revoke ends the claims that allow no longer permits, as after a reload
 // of an access-control list: every waiter that allow refuses is sent
 // ERROR(0x18) and leaves its queue, the others keep their order; with
-// owners, an owner that allow refuses is sent ERROR(0x18) and closed too,
-// and the (permitted) head of its queue is promoted. Each ended claim has
-// ReasonRevoked. Locks are visited in name order so the result is
+// owners, a holder that allow refuses is sent ERROR(0x18) too, and the
+// (permitted) waiters it blocked are granted. Each ended claim has
+// ReasonRevoked; a version 1 session ends with its claim, a version 2
+// session lives on. Locks are visited in name order so the result is
 // deterministic.
 func (t *Table) Revoke(now time.Time, allow func(p Peer, lock string) bool, owners bool) Result {
 	var res Result
-	names := make([]string, 0, len(t.locks))
-	for name := range t.locks {
-		names = append(names, name)
+	revoke := func(c *claim, promote bool) {
+		res.send(Send{Kind: SendError, Session: c.sess.id, Claim: c.id, Code: protocol.CodeNotAuthorized})
+		t.endClaim(now, c, ReasonRevoked, promote, &res)
 	}
-	slices.Sort(names)
-	revoke := func(c *claim) {
-		res.send(Send{Kind: SendError, Claim: c.id, Code: protocol.CodeNotAuthorized})
-		t.end(now, c, ReasonRevoked, &res)
-	}
-	for _, name := range names {
+	for _, name := range t.lockNames() {
 		l := t.locks[name]
-		for _, w := range l.queue() {
-			if !allow(w.peer, name) {
-				revoke(w)
+		// Waiters first, without promotion: a waiter granted in the
+		// middle would be judged as a holder.
+		for _, w := range l.queue.list(l.waiters) {
+			if !allow(w.sess.peer, name) {
+				revoke(w, false)
 			}
 		}
-		if owners && !allow(l.owner.peer, name) {
-			revoke(l.owner)
+		t.promote(now, l, &res)
+		if owners {
+			for _, h := range l.holders.list(l.held) {
+				if h.holding && !allow(h.sess.peer, name) {
+					revoke(h, true)
+				}
+			}
 		}
 	}
 	return res
 }
 
-// Shutdown ends every claim without promoting anyone: each is sent
-// ERROR(0x01) and closed. Every later Acquire returns ErrShutdown.
-// Locks are visited in name order so the result is deterministic.
+// Shutdown ends every claim without granting anyone. Each claim of a
+// version 1 session is sent ERROR(0x01) (and closed), lock by lock in
+// name order, holders first; then every version 2 session, in id order,
+// is sent one session-level ERROR(0x01) and closed. Every later Open,
+// Claim or Acquire returns ErrShutdown.
 func (t *Table) Shutdown(now time.Time) Result {
 	var res Result
 	t.shutdown = true
-	names := make([]string, 0, len(t.locks))
-	for name := range t.locks {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range t.lockNames() {
 		l := t.locks[name]
-		for _, c := range append([]*claim{l.owner}, l.queue()...) {
-			res.send(Send{Kind: SendError, Claim: c.id, Code: protocol.CodeShuttingDown})
-			t.end(now, c, ReasonShutdown, &res)
+		for _, c := range append(l.holders.list(l.held), l.queue.list(l.waiters)...) {
+			if c.sess.v1 {
+				res.send(Send{Kind: SendError, Session: c.sess.id, Claim: c.id, Code: protocol.CodeShuttingDown})
+			}
+			t.endClaim(now, c, ReasonShutdown, false, &res)
 		}
 		delete(t.locks, name)
+	}
+	ids := make([]SessionID, 0, len(t.sessions))
+	for id := range t.sessions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		res.send(Send{Kind: SendSessionError, Session: id, Code: protocol.CodeShuttingDown})
+		delete(t.sessions, id)
 	}
 	return res
 }
@@ -220,69 +376,136 @@ func (t *Table) Shutdown(now time.Time) Result {
 // ShuttingDown reports whether Shutdown was called.
 func (t *Table) ShuttingDown() bool { return t.shutdown }
 
+func (t *Table) claim(k Key) *claim {
+	if s := t.sessions[k.Session]; s != nil {
+		return s.get(k.Claim)
+	}
+	return nil
+}
+
+func (t *Table) lockNames() []string {
+	names := make([]string, 0, len(t.locks))
+	for name := range t.locks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// admits reports whether a claim of mode m conflicts with no holder of l.
+func (l *lock) admits(m Mode) bool {
+	switch m {
+	case Exclusive:
+		return l.held == 0
+	case Shared:
+		return l.exclusives == 0
+	}
+	return uint32(l.held) < l.limit
+}
+
 func (t *Table) grant(now time.Time, c *claim, res *Result) {
-	c.lock.owner = c
+	l := c.lock
+	l.holders.push(c)
+	l.held++
+	t.held++
+	if c.mode == Exclusive {
+		l.exclusives++
+	}
+	c.holding = true
 	c.token = t.tokens.Next()
 	c.grantedAt = now
-	res.event(Event{Kind: EventGranted, Lock: c.lock.name, Claim: c.id, Peer: c.peer,
-		Token: c.token, Waited: now.Sub(c.queuedAt)})
+	res.event(Event{Kind: EventGranted, Lock: l.name, Session: c.sess.id, Claim: c.id, Mode: c.mode,
+		Label: c.sess.label, Peer: c.sess.peer, Token: c.token, Waited: now.Sub(c.queuedAt)})
 }
 
-func (t *Table) end(now time.Time, c *claim, reason Reason, res *Result) {
-	delete(t.claims, c.id)
-	l := c.lock
-	if !c.owner() {
-		l.remove(c)
-		t.waiters--
-		res.event(Event{Kind: EventDequeued, Lock: l.name, Claim: c.id, Peer: c.peer, Reason: reason})
-		return
-	}
-	res.event(Event{Kind: EventReleased, Lock: l.name, Claim: c.id, Peer: c.peer,
-		Token: c.token, Reason: reason, Held: now.Sub(c.grantedAt)})
-	l.owner = nil
-	next := l.head
-	if next == nil || t.shutdown {
-		if next == nil {
-			delete(t.locks, l.name)
+// promote grants, in queue order, every waiter at the head of l's queue
+// that conflicts with no holder (so with no earlier waiter either), and
+// deletes l once it has neither holders nor waiters. Nobody is granted
+// after Shutdown.
+func (t *Table) promote(now time.Time, l *lock, res *Result) {
+	for !t.shutdown {
+		next := l.queue.head
+		if next == nil || !l.admits(next.mode) {
+			break
 		}
-		return
+		l.queue.remove(next)
+		l.waiters--
+		t.waiters--
+		t.grant(now, next, res)
+		res.send(Send{Kind: SendAcquired, Session: next.sess.id, Claim: next.id, Token: next.token})
 	}
-	l.remove(next)
-	t.waiters--
-	t.grant(now, next, res)
-	res.send(Send{Kind: SendAcquired, Claim: next.id, Token: next.token})
+	if l.held == 0 && l.waiters == 0 && t.locks[l.name] == l {
+		delete(t.locks, l.name)
+	}
 }
 
-func (l *lock) enqueue(c *claim) {
-	c.prev = l.tail
-	if l.tail != nil {
-		l.tail.next = c
+// end ends claim c for reason and grants the waiters it blocked.
+func (t *Table) end(now time.Time, c *claim, reason Reason, res *Result) {
+	t.endClaim(now, c, reason, true, res)
+}
+
+func (t *Table) endClaim(now time.Time, c *claim, reason Reason, promote bool, res *Result) {
+	s, l := c.sess, c.lock
+	s.remove(c)
+	if s.v1 {
+		delete(t.sessions, s.id)
+	}
+	ev := Event{Lock: l.name, Session: s.id, Claim: c.id, Mode: c.mode, Label: s.label, Peer: s.peer, Reason: reason}
+	if c.holding {
+		l.holders.remove(c)
+		l.held--
+		t.held--
+		if c.mode == Exclusive {
+			l.exclusives--
+		}
+		ev.Kind, ev.Token, ev.Held = EventReleased, c.token, now.Sub(c.grantedAt)
 	} else {
-		l.head = c
+		l.queue.remove(c)
+		l.waiters--
+		t.waiters--
+		ev.Kind = EventDequeued
 	}
-	l.tail = c
-	l.waiters++
+	res.event(ev)
+	if promote {
+		t.promote(now, l, res)
+	}
 }
 
-func (l *lock) remove(c *claim) {
+func (t *Table) closeSession(now time.Time, s *session, reason Reason, res *Result) {
+	for _, id := range s.ids() {
+		t.end(now, s.get(id), reason, res)
+	}
+	delete(t.sessions, s.id)
+}
+
+func (q *claims) push(c *claim) {
+	c.prev, c.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.next = c
+	} else {
+		q.head = c
+	}
+	q.tail = c
+}
+
+func (q *claims) remove(c *claim) {
 	if c.prev != nil {
 		c.prev.next = c.next
 	} else {
-		l.head = c.next
+		q.head = c.next
 	}
 	if c.next != nil {
 		c.next.prev = c.prev
 	} else {
-		l.tail = c.prev
+		q.tail = c.prev
 	}
 	c.prev, c.next = nil, nil
-	l.waiters--
 }
 
-func (l *lock) queue() []*claim {
-	q := make([]*claim, 0, l.waiters)
-	for w := l.head; w != nil; w = w.next {
-		q = append(q, w)
+func (q *claims) list(n int) []*claim {
+	out := make([]*claim, 0, n)
+	for c := q.head; c != nil; c = c.next {
+		out = append(out, c)
 	}
-	return q
+	return out
 }

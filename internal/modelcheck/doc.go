@@ -2,7 +2,7 @@
 // bounded configuration and checks baton's safety and liveness properties
 // in every reachable state.
 //
-// Four models are checked:
+// Five models are checked:
 //
 //   - The lock-table model (CheckTable) drives the real
 //     internal/locktable.Table, not a copy, through every interleaving of
@@ -13,6 +13,19 @@
 //     a canonical encoding that keeps owners, queues, lives used and the
 //     order of the owners' tokens, and drops absolute time and token
 //     values.
+//
+//   - The claims model (CheckClaims) drives the same real table through
+//     sessions that hold several claims at once, in exclusive, shared and
+//     semaphore modes, waiting or no-wait: claim, refused claim (a mode
+//     mix or another semaphore limit), session heartbeat, release, close,
+//     session expiry, force-release and kick of one claim, revoke and
+//     shutdown. It checks that holders never conflict, strict FIFO (a
+//     claim is granted only when it conflicts with no holder and no
+//     earlier waiter, so a reader never overtakes a queued writer), that
+//     no grant is withheld, tokens, leases and, on the whole graph, that
+//     no waiter starves while holders eventually let go. Mutations
+//     (NewClaimsMutant) show that it catches a reader overtaking a queued
+//     writer and a semaphore over its limit.
 //
 //   - The client-rule model (CheckClient) composes a client that follows
 //     docs/protocol.md "Client obligations" 2-4, the work it guards (which

@@ -36,14 +36,14 @@ func (p promoteTail) rewrite(res locktable.Result, before []locktable.LockInfo) 
 			continue
 		}
 		for _, li := range before {
-			if li.Name != ev.Lock || len(li.Waiters) < 2 || li.Waiters[0].Claim != ev.Claim {
+			if li.Name != ev.Lock || len(li.Waiters) < 2 || li.Waiters[0].Session != ev.Session {
 				continue
 			}
-			tail := li.Waiters[len(li.Waiters)-1].Claim
-			res.Events[i].Claim = tail
+			tail := li.Waiters[len(li.Waiters)-1].Session
+			res.Events[i].Session = tail
 			for j, s := range res.Sends {
-				if s.Kind == locktable.SendAcquired && s.Claim == ev.Claim {
-					res.Sends[j].Claim = tail
+				if s.Kind == locktable.SendAcquired && s.Session == ev.Session {
+					res.Sends[j].Session = tail
 				}
 			}
 		}
@@ -51,12 +51,12 @@ func (p promoteTail) rewrite(res locktable.Result, before []locktable.LockInfo) 
 	return res
 }
 
-func (p promoteTail) End(now time.Time, id locktable.ClaimID, reason locktable.Reason) locktable.Result {
+func (p promoteTail) End(now time.Time, id locktable.SessionID, reason locktable.Reason) locktable.Result {
 	before := p.Snapshot(nil)
 	return p.rewrite(p.Table.End(now, id, reason), before)
 }
 
-func (p promoteTail) Expire(now time.Time, id locktable.ClaimID) (locktable.Result, error) {
+func (p promoteTail) Expire(now time.Time, id locktable.SessionID) (locktable.Result, error) {
 	before := p.Snapshot(nil)
 	res, err := p.Table.Expire(now, id)
 	return p.rewrite(res, before), err
@@ -75,28 +75,28 @@ func (p promoteTail) ForceRelease(now time.Time, name string) (locktable.Result,
 // the liveness check can.
 type lostPromotion struct {
 	*locktable.Table
-	zombies map[locktable.ClaimID]bool
+	zombies map[locktable.SessionID]bool
 }
 
 func newLostPromotion() Table {
-	return &lostPromotion{Table: locktable.New(&locktable.CounterTokens{}), zombies: map[locktable.ClaimID]bool{}}
+	return &lostPromotion{Table: locktable.New(&locktable.CounterTokens{}), zombies: map[locktable.SessionID]bool{}}
 }
 
-func (z *lostPromotion) End(now time.Time, id locktable.ClaimID, reason locktable.Reason) locktable.Result {
+func (z *lostPromotion) End(now time.Time, id locktable.SessionID, reason locktable.Reason) locktable.Result {
 	if z.zombies[id] {
 		return locktable.Result{}
 	}
 	for _, li := range z.Table.Snapshot(nil) {
-		if li.Holder.Claim == id && len(li.Waiters) > 0 {
+		if li.Holder.Session == id && len(li.Waiters) > 0 {
 			z.zombies[id] = true
 			return locktable.Result{Events: []locktable.Event{{Kind: locktable.EventReleased,
-				Lock: li.Name, Claim: id, Peer: li.Holder.Peer, Token: li.Holder.Token, Reason: reason}}}
+				Lock: li.Name, Session: id, Peer: li.Holder.Peer, Token: li.Holder.Token, Reason: reason}}}
 		}
 	}
 	return z.Table.End(now, id, reason)
 }
 
-func (z *lostPromotion) Heartbeat(now time.Time, id locktable.ClaimID) (locktable.Status, error) {
+func (z *lostPromotion) Heartbeat(now time.Time, id locktable.SessionID) (locktable.Status, error) {
 	if z.zombies[id] {
 		return locktable.Status{}, locktable.ErrNoClaim
 	}
@@ -104,7 +104,7 @@ func (z *lostPromotion) Heartbeat(now time.Time, id locktable.ClaimID) (locktabl
 }
 
 func (z *lostPromotion) ForceRelease(now time.Time, name string) (locktable.Result, error) {
-	if li, ok := z.Table.Lock(name); ok && z.zombies[li.Holder.Claim] {
+	if li, ok := z.Table.Lock(name); ok && z.zombies[li.Holder.Session] {
 		return locktable.Result{}, locktable.ErrNoLock
 	}
 	return z.Table.ForceRelease(now, name)
@@ -114,7 +114,7 @@ func (z *lostPromotion) ForceRelease(now time.Time, name string) (locktable.Resu
 func (z *lostPromotion) Revoke(now time.Time, allow func(locktable.Peer, string) bool, owners bool) locktable.Result {
 	zombie := map[string]bool{}
 	for _, li := range z.Table.Snapshot(nil) {
-		if z.zombies[li.Holder.Claim] {
+		if z.zombies[li.Holder.Session] {
 			zombie[li.Holder.Peer.Addr] = true
 		}
 	}
@@ -123,13 +123,13 @@ func (z *lostPromotion) Revoke(now time.Time, allow func(locktable.Peer, string)
 
 func (z *lostPromotion) Shutdown(now time.Time) locktable.Result {
 	res := z.Table.Shutdown(now)
-	res.Events = slices.DeleteFunc(res.Events, func(e locktable.Event) bool { return z.zombies[e.Claim] })
-	res.Sends = slices.DeleteFunc(res.Sends, func(s locktable.Send) bool { return z.zombies[s.Claim] })
+	res.Events = slices.DeleteFunc(res.Events, func(e locktable.Event) bool { return z.zombies[e.Session] })
+	res.Sends = slices.DeleteFunc(res.Sends, func(s locktable.Send) bool { return z.zombies[s.Session] })
 	return res
 }
 
 func (z *lostPromotion) Snapshot(match func(string) bool) []locktable.LockInfo {
-	return slices.DeleteFunc(z.Table.Snapshot(match), func(li locktable.LockInfo) bool { return z.zombies[li.Holder.Claim] })
+	return slices.DeleteFunc(z.Table.Snapshot(match), func(li locktable.LockInfo) bool { return z.zombies[li.Holder.Session] })
 }
 
 func (z *lostPromotion) Counts() locktable.Counts {

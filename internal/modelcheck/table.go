@@ -17,10 +17,10 @@ import (
 // tests can wrap it with deliberate mutations and prove that the checker
 // catches them.
 type Table interface {
-	Acquire(now time.Time, id locktable.ClaimID, req locktable.Request) (locktable.Status, locktable.Result, error)
-	Heartbeat(now time.Time, id locktable.ClaimID) (locktable.Status, error)
-	End(now time.Time, id locktable.ClaimID, reason locktable.Reason) locktable.Result
-	Expire(now time.Time, id locktable.ClaimID) (locktable.Result, error)
+	Acquire(now time.Time, id locktable.SessionID, req locktable.Request) (locktable.Status, locktable.Result, error)
+	Heartbeat(now time.Time, id locktable.SessionID) (locktable.Status, error)
+	End(now time.Time, id locktable.SessionID, reason locktable.Reason) locktable.Result
+	Expire(now time.Time, id locktable.SessionID) (locktable.Result, error)
 	ForceRelease(now time.Time, name string) (locktable.Result, error)
 	Kick(now time.Time, name, addr string) (locktable.Result, error)
 	Revoke(now time.Time, allow func(p locktable.Peer, lock string) bool, owners bool) locktable.Result
@@ -126,7 +126,7 @@ const (
 )
 
 type claimRec struct {
-	id       locktable.ClaimID
+	id       locktable.SessionID
 	s, life  int
 	lock     int
 	arrival  int
@@ -145,7 +145,7 @@ type tableRun struct {
 	cfg      *TableConfig
 	t        Table
 	now      time.Time
-	byID     map[locktable.ClaimID]*claimRec
+	byID     map[locktable.SessionID]*claimRec
 	live     []*claimRec   // per session: its live claim
 	lives    []int         // per session: claims made
 	owner    []*claimRec   // per lock, from the events
@@ -167,7 +167,7 @@ func newTableRun(cfg *TableConfig) *tableRun {
 		cfg:   cfg,
 		t:     cfg.New(),
 		now:   epoch,
-		byID:  map[locktable.ClaimID]*claimRec{},
+		byID:  map[locktable.SessionID]*claimRec{},
 		live:  make([]*claimRec, cfg.Sessions),
 		lives: make([]int, cfg.Sessions),
 		owner: make([]*claimRec, cfg.Locks),
@@ -203,9 +203,9 @@ var peerAddrs = func() (a [8][8]string) {
 // judges by.
 func sessionIdentity(s int) string { return fmt.Sprintf("s%d", s+1) }
 
-func claimID(s, life int) locktable.ClaimID { return locktable.ClaimID((s+1)*1000 + life + 1) }
+func claimID(s, life int) locktable.SessionID { return locktable.SessionID((s+1)*1000 + life + 1) }
 
-func (r *tableRun) claimName(id locktable.ClaimID) string {
+func (r *tableRun) claimName(id locktable.SessionID) string {
 	if c := r.byID[id]; c != nil {
 		return c.String()
 	}
@@ -443,13 +443,13 @@ func (r *tableRun) apply(res locktable.Result, answered *claimRec, reason lockta
 	var want []locktable.Send
 	if code != 0 {
 		for _, c := range targets {
-			want = append(want, locktable.Send{Kind: locktable.SendError, Claim: c.id, Code: code})
+			want = append(want, locktable.Send{Kind: locktable.SendError, Session: c.id, Code: code})
 		}
 	}
 	for _, ev := range res.Events {
-		c := r.byID[ev.Claim]
+		c := r.byID[ev.Session]
 		if c == nil {
-			return fail(PropConsistent, "event %v names unknown claim %d", ev.Kind, ev.Claim)
+			return fail(PropConsistent, "event %v names unknown claim %d", ev.Kind, ev.Session)
 		}
 		if ev.Lock != lockName(c.lock) {
 			return fail(PropOnePlace, "event %v for %s names lock %q, but it claimed %q", ev.Kind, c, ev.Lock, lockName(c.lock))
@@ -474,7 +474,7 @@ func (r *tableRun) apply(res locktable.Result, answered *claimRec, reason lockta
 			c.where, c.token = owner, ev.Token
 			r.owner[l] = c
 			if c != answered {
-				want = append(want, locktable.Send{Kind: locktable.SendAcquired, Claim: c.id, Token: ev.Token})
+				want = append(want, locktable.Send{Kind: locktable.SendAcquired, Session: c.id, Token: ev.Token})
 			}
 		case locktable.EventReleased, locktable.EventDequeued:
 			if ev.Kind == locktable.EventReleased && (c.where != owner || r.owner[l] != c || ev.Token != c.token) {
@@ -497,39 +497,19 @@ func (r *tableRun) apply(res locktable.Result, answered *claimRec, reason lockta
 			return fail(PropConsistent, "unknown event kind %v", ev.Kind)
 		}
 	}
-	got := slices.Clone(res.Sends)
-	cmp := func(a, b locktable.Send) int {
-		if a.Claim != b.Claim {
-			return int(a.Claim) - int(b.Claim)
-		}
-		return int(a.Kind) - int(b.Kind)
-	}
-	slices.SortFunc(got, cmp)
-	slices.SortFunc(want, cmp)
-	if !slices.Equal(got, want) {
-		return fail(PropConsistent, "frames to send %s, want %s", formatSends(r, got), formatSends(r, want))
-	}
-	return nil
+	return checkSends(res.Sends, want, func(s []locktable.Send) string { return formatSends(r, s) })
 }
 
 func (r *tableRun) checkStatus(c *claimRec, st locktable.Status) *failure {
-	want := locktable.Status{State: locktable.Waiting, Deadline: c.lastSeen.Add(c.lease)}
-	if c.where == owner {
-		want.State, want.Token = locktable.Owner, c.token
-	}
-	if st != want {
-		return fail(PropConsistent, "%s was answered %s (deadline %v), want %s (deadline %v)",
-			c, statusString(st), st.Deadline.Sub(epoch), statusString(want), want.Deadline.Sub(epoch))
-	}
-	return nil
+	return checkStatus(c, c.where, c.token, c.lastSeen.Add(c.lease), st)
 }
 
 // verify compares the table's own introspection with what its results
 // have said: owners, queues in arrival order, tokens, leases, counts.
 func (r *tableRun) verify() *failure {
 	snap := r.t.Snapshot(nil)
-	seen := map[locktable.ClaimID]string{}
-	where := func(id locktable.ClaimID, as string) *failure {
+	seen := map[locktable.SessionID]string{}
+	where := func(id locktable.SessionID, as string) *failure {
 		if prev, ok := seen[id]; ok {
 			return fail(PropOnePlace, "%s is %s and also %s", r.claimName(id), prev, as)
 		}
@@ -541,18 +521,18 @@ func (r *tableRun) verify() *failure {
 	}
 	waiters := 0
 	for _, li := range snap {
-		if f := where(li.Holder.Claim, "owner of "+li.Name); f != nil {
+		if f := where(li.Holder.Session, "owner of "+li.Name); f != nil {
 			return f
 		}
 		for _, w := range li.Waiters {
-			if f := where(w.Claim, "waiting for "+li.Name); f != nil {
+			if f := where(w.Session, "waiting for "+li.Name); f != nil {
 				return f
 			}
 			waiters++
 		}
 		// Arrival order, judged by the checker's own record of arrivals.
 		for i := 1; i < len(li.Waiters); i++ {
-			a, b := r.byID[li.Waiters[i-1].Claim], r.byID[li.Waiters[i].Claim]
+			a, b := r.byID[li.Waiters[i-1].Session], r.byID[li.Waiters[i].Session]
 			if a != nil && b != nil && a.arrival > b.arrival {
 				return fail(PropFIFO, "queue of %q has %s before %s, who arrived earlier", li.Name, a, b)
 			}
@@ -573,9 +553,9 @@ func (r *tableRun) verify() *failure {
 		li := snap[i]
 		i++
 		h := li.Holder
-		if h.Claim != o.id || h.Token != o.token {
+		if h.Session != o.id || h.Token != o.token {
 			return fail(PropOneOwner, "the table lists %s (token %d) as owner of %q, its results said %s (token %d)",
-				r.claimName(h.Claim), h.Token, li.Name, o, o.token)
+				r.claimName(h.Session), h.Token, li.Name, o, o.token)
 		}
 		if h.Lease != o.lease || !h.LastSeen.Equal(o.lastSeen) {
 			return fail(PropLease, "owner %s of %q: lease %v last seen %v, want %v and %v",
@@ -586,7 +566,7 @@ func (r *tableRun) verify() *failure {
 		}
 		for j, w := range li.Waiters {
 			c := r.queue[l][j]
-			if w.Claim != c.id {
+			if w.Session != c.id {
 				return fail(PropFIFO, "queue of %q is %s, want %s in arrival order", li.Name, r.waiterNames(li.Waiters), r.queue[l])
 			}
 			if w.Lease != c.lease || !w.LastSeen.Equal(c.lastSeen) {
@@ -611,7 +591,7 @@ func (r *tableRun) verify() *failure {
 func (r *tableRun) waiterNames(ws []locktable.WaiterInfo) string {
 	names := make([]string, len(ws))
 	for i, w := range ws {
-		names[i] = r.claimName(w.Claim)
+		names[i] = r.claimName(w.Session)
 	}
 	return "[" + strings.Join(names, " ") + "]"
 }
@@ -651,7 +631,7 @@ func (r *tableRun) key() string {
 }
 
 // masks returns, per session bit, who is waiting and who owns a lock.
-func (r *tableRun) masks() (wait, own uint32) {
+func (r *tableRun) masks() (wait, own uint64) {
 	for s, c := range r.live {
 		switch {
 		case c == nil:
@@ -679,11 +659,11 @@ func formatSends(r *tableRun, sends []locktable.Send) string {
 	for i, s := range sends {
 		switch s.Kind {
 		case locktable.SendAcquired:
-			parts[i] = fmt.Sprintf("push ACQUIRED(%d) to %s", s.Token, r.claimName(s.Claim))
+			parts[i] = fmt.Sprintf("push ACQUIRED(%d) to %s", s.Token, r.claimName(s.Session))
 		case locktable.SendError:
-			parts[i] = fmt.Sprintf("ERROR 0x%02x to %s", uint8(s.Code), r.claimName(s.Claim))
+			parts[i] = fmt.Sprintf("ERROR 0x%02x to %s", uint8(s.Code), r.claimName(s.Session))
 		default:
-			parts[i] = fmt.Sprintf("send kind %d to %s", s.Kind, r.claimName(s.Claim))
+			parts[i] = fmt.Sprintf("send kind %d to %s", s.Kind, r.claimName(s.Session))
 		}
 	}
 	return "[" + strings.Join(parts, "; ") + "]"
@@ -694,11 +674,11 @@ func formatResult(r *tableRun, res locktable.Result) string {
 	for _, ev := range res.Events {
 		switch ev.Kind {
 		case locktable.EventGranted:
-			parts = append(parts, fmt.Sprintf("%s granted %q, token %d", r.claimName(ev.Claim), ev.Lock, ev.Token))
+			parts = append(parts, fmt.Sprintf("%s granted %q, token %d", r.claimName(ev.Session), ev.Lock, ev.Token))
 		case locktable.EventReleased:
-			parts = append(parts, fmt.Sprintf("%s released %q (%v)", r.claimName(ev.Claim), ev.Lock, ev.Reason))
+			parts = append(parts, fmt.Sprintf("%s released %q (%v)", r.claimName(ev.Session), ev.Lock, ev.Reason))
 		case locktable.EventDequeued:
-			parts = append(parts, fmt.Sprintf("%s left the queue of %q (%v)", r.claimName(ev.Claim), ev.Lock, ev.Reason))
+			parts = append(parts, fmt.Sprintf("%s left the queue of %q (%v)", r.claimName(ev.Session), ev.Lock, ev.Reason))
 		}
 	}
 	if len(res.Sends) > 0 {
@@ -754,11 +734,38 @@ func CheckTable(cfg TableConfig) Report {
 	start := time.Now()
 	cfg = cfg.withDefaults()
 	rep := Report{Model: "table", Config: cfg.String()}
+	fresh := func() (replayable[tableOp], *failure) { return newTableRun(&cfg), nil }
+	g, waitMask, ownMask, steps, f := explore(fresh)
+	if f != nil {
+		rep.Violation = &Violation{Property: f.prop, Detail: f.detail, Trace: describeTable(&cfg, steps)}
+		return finish(&rep, g, start)
+	}
+	rep.Violation = tableLiveness(&cfg, g, waitMask, ownMask)
+	return finish(&rep, g, start)
+}
 
-	g := newGraph[tableOp](true)
-	var waitMask, ownMask []uint32
-	replay := func(path []tableOp) (*tableRun, *failure) {
-		r := newTableRun(&cfg)
+// replayable is one execution of a lock-table model: the real table and
+// the checker's record of it, rebuilt for each state by replaying the
+// state's path.
+type replayable[S any] interface {
+	enabled() []S
+	step(op S, full bool) (string, *failure)
+	verify() *failure
+	key() string
+	masks() (wait, hold uint64)
+}
+
+// explore visits, breadth first, every state reachable from fresh runs,
+// checking every transition fully. It returns the graph with each
+// state's wait and hold masks, or the first failure with the steps that
+// lead to it (the failing step last).
+func explore[S any](fresh func() (replayable[S], *failure)) (g *graph[S], wait, hold []uint64, steps []S, f *failure) {
+	g = newGraph[S](true)
+	replay := func(path []S) (replayable[S], *failure) {
+		r, f := fresh()
+		if f != nil {
+			return r, f
+		}
 		for _, op := range path {
 			if _, f := r.step(op, false); f != nil {
 				return r, fail(PropDeterminism, "replaying a checked path failed: %s: %s", f.prop, f.detail)
@@ -766,29 +773,22 @@ func CheckTable(cfg TableConfig) Report {
 		}
 		return r, nil
 	}
-	violation := func(path []tableOp, last tableOp, f *failure) {
-		steps := path
-		if last.kind != 0 {
-			steps = append(slices.Clone(path), last)
-		}
-		rep.Violation = &Violation{Property: f.prop, Detail: f.detail, Trace: describeTable(&cfg, steps)}
+	r0, f := fresh()
+	if f == nil {
+		f = r0.verify()
 	}
-
-	r0 := newTableRun(&cfg)
-	if f := r0.verify(); f != nil {
-		violation(nil, tableOp{}, f)
-		return finish(&rep, g, start)
+	if f != nil {
+		return g, nil, nil, nil, f
 	}
-	g.add(r0.key(), -1, tableOp{})
-	w, o := r0.masks()
-	waitMask, ownMask = append(waitMask, w), append(ownMask, o)
-
+	var zero S
+	g.add(r0.key(), -1, zero)
+	w, h := r0.masks()
+	wait, hold = append(wait, w), append(hold, h)
 	for id := int32(0); id < int32(g.states()); id++ {
 		path := g.path(id)
 		base, f := replay(path)
 		if f != nil {
-			violation(path, tableOp{}, f)
-			return finish(&rep, g, start)
+			return g, wait, hold, path, f
 		}
 		for i, op := range base.enabled() {
 			r := base
@@ -796,18 +796,49 @@ func CheckTable(cfg TableConfig) Report {
 				r, _ = replay(path)
 			}
 			if _, f := r.step(op, true); f != nil {
-				violation(path, op, f)
-				return finish(&rep, g, start)
+				return g, wait, hold, append(slices.Clone(path), op), f
 			}
 			if _, isNew := g.add(r.key(), id, op); isNew {
-				w, o := r.masks()
-				waitMask, ownMask = append(waitMask, w), append(ownMask, o)
+				w, h := r.masks()
+				wait, hold = append(wait, w), append(hold, h)
 			}
 		}
 	}
+	return g, wait, hold, nil, nil
+}
 
-	rep.Violation = tableLiveness(&cfg, g, waitMask, ownMask)
-	return finish(&rep, g, start)
+// checkStatus compares an answer with what the record says: WAITING, or
+// ACQUIRED with the grant's token, and the session's deadline.
+func checkStatus(c fmt.Stringer, where place, token uint64, deadline time.Time, st locktable.Status) *failure {
+	want := locktable.Status{State: locktable.Waiting, Deadline: deadline}
+	if where == owner {
+		want.State, want.Token = locktable.Owner, token
+	}
+	if st != want {
+		return fail(PropConsistent, "%s was answered %s (deadline %v), want %s (deadline %v)",
+			c, statusString(st), st.Deadline.Sub(epoch), statusString(want), want.Deadline.Sub(epoch))
+	}
+	return nil
+}
+
+// checkSends compares the frames to send, in any order, with want.
+func checkSends(got, want []locktable.Send, format func([]locktable.Send) string) *failure {
+	got = slices.Clone(got)
+	cmp := func(a, b locktable.Send) int {
+		if a.Session != b.Session {
+			return int(a.Session) - int(b.Session)
+		}
+		if a.Claim != b.Claim {
+			return int(a.Claim) - int(b.Claim)
+		}
+		return int(a.Kind) - int(b.Kind)
+	}
+	slices.SortFunc(got, cmp)
+	slices.SortFunc(want, cmp)
+	if !slices.Equal(got, want) {
+		return fail(PropConsistent, "frames to send %s, want %s", format(got), format(want))
+	}
+	return nil
 }
 
 func finish[S any](rep *Report, g *graph[S], start time.Time) Report {
@@ -824,22 +855,44 @@ func finish[S any](rep *Report, g *graph[S], start time.Time) Report {
 // eventually end": a cycle in which one session owns a lock in every state
 // is unfair, because that owner's end stays enabled and is never taken.
 // Any other cycle during which a waiter keeps waiting is a violation.
-func tableLiveness(cfg *TableConfig, g *graph[tableOp], waitMask, ownMask []uint32) *Violation {
+func tableLiveness(cfg *TableConfig, g *graph[tableOp], waitMask, ownMask []uint64) *Violation {
+	w, stem, loop, ok := starvation(g, cfg.Sessions, waitMask, ownMask)
+	if !ok {
+		return nil
+	}
+	lines := describeTable(cfg, append(slices.Clone(stem), loop...))
+	return &Violation{
+		Property: PropLiveness,
+		Detail: fmt.Sprintf("session s%d waits forever: in the cycle below it never ends and is never granted, "+
+			"and no owner holds on throughout, so weak fairness (owners eventually end) does not exclude it", w+1),
+		Trace: lines[:len(stem)],
+		Loop:  lines[len(stem):],
+	}
+}
+
+// starvation looks for a reachable cycle in which waiter w (one of n, a
+// bit of waitMask) waits in every state and no holder (a bit of holdMask)
+// holds in every state: weak fairness ("holders eventually let go") does
+// not rule it out. It returns the shallowest such cycle as a stem (the
+// shortest path to its entry) and a loop back to the entry that visits,
+// for every holder in the cycle, a state where it does not hold, so the
+// loop is fair as printed.
+func starvation[S any](g *graph[S], n int, waitMask, holdMask []uint64) (w int, stem, loop []S, ok bool) {
 	type found struct {
 		w     int
 		entry int32
 		comp  []int32
 	}
 	var best *found
-	for w := range cfg.Sessions {
+	for w := range n {
 		in := func(v int32) bool { return waitMask[v]&(1<<w) != 0 }
 		for _, comp := range g.sccs(in) {
-			always := ^uint32(0)
+			always := ^uint64(0)
 			for _, v := range comp {
-				always &= ownMask[v]
+				always &= holdMask[v]
 			}
 			if always != 0 {
-				continue // unfair: an owner holds on throughout
+				continue // unfair: a holder holds on throughout
 			}
 			entry := comp[0]
 			for _, v := range comp {
@@ -853,23 +906,21 @@ func tableLiveness(cfg *TableConfig, g *graph[tableOp], waitMask, ownMask []uint
 		}
 	}
 	if best == nil {
-		return nil
+		return 0, nil, nil, false
 	}
 	members := map[int32]bool{}
-	var sometimes uint32
+	var sometimes uint64
 	for _, v := range best.comp {
 		members[v] = true
-		sometimes |= ownMask[v]
+		sometimes |= holdMask[v]
 	}
 	in := func(v int32) bool { return members[v] }
-	// The loop visits, for every session that owns a lock somewhere in the
-	// cycle, a state where it does not, so it is fair as printed.
 	waypoints := []int32{}
 	for sometimes != 0 {
-		o := bits.TrailingZeros32(sometimes)
+		o := bits.TrailingZeros64(sometimes)
 		sometimes &^= 1 << o
 		for _, v := range best.comp {
-			if ownMask[v]&(1<<o) == 0 {
+			if holdMask[v]&(1<<o) == 0 {
 				if !slices.Contains(waypoints, v) && v != best.entry {
 					waypoints = append(waypoints, v)
 				}
@@ -878,7 +929,6 @@ func tableLiveness(cfg *TableConfig, g *graph[tableOp], waitMask, ownMask []uint
 		}
 	}
 	waypoints = append(waypoints, best.entry)
-	var loop []tableOp
 	at := best.entry
 	for _, wp := range waypoints {
 		steps, ok := g.route(at, wp, in)
@@ -888,15 +938,7 @@ func tableLiveness(cfg *TableConfig, g *graph[tableOp], waitMask, ownMask []uint
 		loop = append(loop, steps...)
 		at = wp
 	}
-	stem := g.path(best.entry)
-	lines := describeTable(cfg, append(slices.Clone(stem), loop...))
-	return &Violation{
-		Property: PropLiveness,
-		Detail: fmt.Sprintf("session s%d waits forever: in the cycle below it never ends and is never granted, "+
-			"and no owner holds on throughout, so weak fairness (owners eventually end) does not exclude it", best.w+1),
-		Trace: lines[:len(stem)],
-		Loop:  lines[len(stem):],
-	}
+	return best.w, g.path(best.entry), loop, true
 }
 
 // describeTable replays steps on a fresh table and describes each one;

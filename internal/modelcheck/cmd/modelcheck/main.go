@@ -3,6 +3,7 @@
 // the time it took.
 //
 //	modelcheck -model=table -sessions=3 -locks=2
+//	modelcheck -model=claims -sessions=3 -claims=2 -rw=1 -sems=1 -limit=2 [-nowait] [-mutation=reader-overtakes]
 //	modelcheck -model=client -giveup=1.0
 //	modelcheck -model=dirlock-seed -hosts=3 -procs=1 [-mutation=tempting]
 //	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-mutation=no-claim]
@@ -29,8 +30,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table), client (the client rule), dirlock-seed or dirlock-steps (the directory lock)")
-		sessions = fs.Int("sessions", 3, "table: number of sessions (1..8)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), dirlock-seed or dirlock-steps (the directory lock)")
+		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
+		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
+		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
+		sems     = fs.Int("sems", 0, "claims: semaphore locks")
+		limit    = fs.Int("limit", 2, "claims: the semaphores' limit (1..4)")
+		noWait   = fs.Bool("nowait", false, "claims: also explore no-wait claims")
 		locks    = fs.Int("locks", 2, "table: number of locks (1..8)")
 		lives    = fs.Int("lives", 2, "table: claims each session makes, one after another (1..8)")
 		lease    = fs.Int("lease", def.Lease, "client: lease, in time steps")
@@ -40,7 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		workStop = fs.Int("workstop", def.WorkStop, "client: longest time, in steps, the guarded work takes to stop once told")
 		hosts    = fs.Int("hosts", 2, "dirlock: number of hosts (1..3)")
 		procs    = fs.Int("procs", 2, "dirlock: processes on each host (1..3)")
-		mutation = fs.String("mutation", "", "dirlock: drop one rule so that the check must fail; seed: "+
+		mutation = fs.String("mutation", "", "claims, dirlock: drop one rule so that the check must fail; claims: "+
+			strings.Join(modelcheck.ClaimsMutations, ", ")+"; dirlock seed: "+
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", "))
 	)
 	fs.Usage = func() {
@@ -67,6 +74,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rep = modelcheck.CheckTable(cfg)
+	case "claims":
+		cfg := modelcheck.ClaimsConfig{Sessions: *sessions, Claims: *claims, RW: *rw, Sems: *sems, Limit: *limit, NoWait: *noWait}
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		if *mutation != "" {
+			if cfg.New = modelcheck.NewClaimsMutant(*mutation); cfg.New == nil {
+				fmt.Fprintf(stderr, "modelcheck: -mutation for claims must be one of %s, not %q\n", strings.Join(modelcheck.ClaimsMutations, ", "), *mutation)
+				return 2
+			}
+		}
+		rep = modelcheck.CheckClaims(cfg)
 	case "client":
 		cfg := modelcheck.ClientConfig{Lease: *lease, MaxDelay: *delay, GiveUp: *giveUp, TimerLag: *lag, WorkStop: *workStop}
 		if err := cfg.Validate(); err != nil {
@@ -90,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		rep = check(cfg)
 	default:
-		fmt.Fprintf(stderr, "modelcheck: -model must be table, client, dirlock-seed or dirlock-steps, not %q\n", *model)
+		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, dirlock-seed or dirlock-steps, not %q\n", *model)
 		return 2
 	}
 	fmt.Fprintln(stdout, rep)

@@ -13,6 +13,11 @@ func TestExitCodes(t *testing.T) {
 		out  string
 	}{
 		{[]string{"-model=table", "-sessions=2", "-locks=1"}, 0, "ok: every property holds"},
+		{[]string{"-model=claims", "-sessions=2", "-claims=2"}, 0, "477 states"},
+		{[]string{"-model=claims", "-sessions=3", "-claims=1", "-mutation=reader-overtakes"}, 1, "counterexample, 3 steps"},
+		{[]string{"-model=claims", "-rw=0", "-sems=1", "-claims=1", "-mutation=semaphore-over-limit"}, 1, "no conflicting holders"},
+		{[]string{"-model=claims", "-mutation=no-claim"}, 2, ""},
+		{[]string{"-model=claims", "-claims=7"}, 2, ""},
 		{[]string{"-model=client"}, 0, "ok: every property holds"},
 		{[]string{"-model=client", "-giveup=1.0"}, 1, "counterexample, 15 steps"},
 		{[]string{"-model=dirlock-seed", "-hosts=3", "-procs=1"}, 0, "44 states"},
