@@ -273,7 +273,10 @@ func ReadHelloAnswer(r io.Reader) (Frame, error) {
 	}
 	if Type(b[0]) == TypeError {
 		sf, err := ReadServerFrame(io.MultiReader(bytes.NewReader(b[:]), r))
-		return Frame{Type: sf.Type, Code: sf.Code, Reason: sf.Reason}, err
+		if err != nil {
+			return Frame{}, err
+		}
+		return Frame{Type: sf.Type, Code: sf.Code, Reason: sf.Reason}, nil
 	}
 	return readFrame(r, fromServer, int(b[0]))
 }
