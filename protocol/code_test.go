@@ -11,12 +11,15 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The error code table of docs/protocol.md.
-var wantCodes = []struct {
+// codeRow is one row of an error code table of docs/protocol.md.
+type codeRow struct {
 	code protocol.Code
 	byte uint8
 	err  error
-}{
+}
+
+// The error code table of docs/protocol.md.
+var wantCodes = []codeRow{
 	{protocol.CodeShuttingDown, 0x01, protocol.ErrShuttingDown},
 	{protocol.CodeClosedByAdmin, 0x02, protocol.ErrClosedByAdmin},
 	{protocol.CodeUnsupportedVersion, 0x10, protocol.ErrUnsupportedVersion},
@@ -49,11 +52,7 @@ func TestCodeValues(t *testing.T) {
 
 // The error code table of docs/protocol.md, version 2: the version 1 codes
 // it shares, then its own.
-var wantCodesV2 = []struct {
-	code protocol.Code
-	byte uint8
-	err  error
-}{
+var wantCodesV2 = []codeRow{
 	{protocol.CodeShuttingDown, 0x01, protocol.ErrShuttingDown},
 	{protocol.CodeClosedByAdmin, 0x02, protocol.ErrClosedByAdmin},
 	{protocol.CodeUnsupportedVersion, 0x10, protocol.ErrUnsupportedVersion},

@@ -206,35 +206,8 @@ func TestV2Coalesced(t *testing.T) {
 		if h, err := protocol.ReadHello(r); err != nil || h.LeaseMS != 2000 || h.Label != "w1" {
 			t.Fatalf("ReadHello = %v, %v", h, err)
 		}
-		var got []protocol.Frame
-		for range len(wantClient) + 1 {
-			f, err := protocol.ReadClientFrame(r)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("ReadClientFrame after %d frames: %v", len(got), err)
-			}
-			got = append(got, f)
-		}
-		if !slices.Equal(got, wantClient) {
-			t.Errorf("client frames read back:\n%v\nwant\n%v", got, wantClient)
-		}
-		r = wrap(bytes.NewReader(server))
-		got = got[:0]
-		for range len(wantServer) + 1 {
-			f, err := protocol.ReadServerFrameV2(r)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("ReadServerFrameV2 after %d frames: %v", len(got), err)
-			}
-			got = append(got, f)
-		}
-		if !slices.Equal(got, wantServer) {
-			t.Errorf("server frames read back:\n%v\nwant\n%v", got, wantServer)
-		}
+		readAll(t, clientReader, r, wantClient)
+		readAll(t, serverReader, wrap(bytes.NewReader(server)), wantServer)
 	}
 	// The same with the buffer parsers, fed in pieces of every size.
 	for chunk := 1; chunk <= 64; chunk *= 2 {
@@ -262,6 +235,25 @@ func TestV2Coalesced(t *testing.T) {
 		if len(got) != len(wantClient)+1 || !slices.Equal(got[1:], wantClient) {
 			t.Errorf("chunk %d: parsed %v", chunk, got)
 		}
+	}
+}
+
+// readAll reads frames with rd until EOF and checks they are want.
+func readAll(t *testing.T, rd v2Reader, r io.Reader, want []protocol.Frame) {
+	t.Helper()
+	var got []protocol.Frame
+	for range len(want) + 1 {
+		f, err := rd.read(r)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s after %d frames: %v", rd.name, len(got), err)
+		}
+		got = append(got, f)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s read back:\n%v\nwant\n%v", rd.name, got, want)
 	}
 }
 
