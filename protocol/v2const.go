@@ -53,14 +53,14 @@ const (
 
 // Payload sizes of the fixed version 2 frames, type byte excluded.
 const (
-	helloFixedLen  = 4 + 1 + 1         // lease_ms, flags, label_len
-	pingLen        = 8                 // seq
-	claimFixedLen  = 4 + 1 + 1 + 4 + 1 // claim, flags, mode, limit, name_len
-	claimIDLen     = 4                 // claim
-	welcomeLen     = 8 + 1             // session, flags
-	grantLen       = 4 + 8             // claim, token
-	claimErrFixed  = 4 + 1 + 1         // claim, code, reason_len
-	sessionErrFixd = 1 + 1             // code, reason_len
+	helloFixedLen   = 4 + 1 + 1         // lease_ms, flags, label_len
+	pingLen         = 8                 // seq
+	claimFixedLen   = 4 + 1 + 1 + 4 + 1 // claim, flags, mode, limit, name_len
+	claimIDLen      = 4                 // claim
+	welcomeLen      = 8 + 1             // session, flags
+	grantLen        = 4 + 8             // claim, token
+	claimErrFixed   = 4 + 1 + 1         // claim, code, reason_len
+	sessionErrFixed = 1 + 1             // code, reason_len
 )
 
 // Mode is the kind of a claim: how it shares its lock with other claims.

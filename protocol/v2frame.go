@@ -477,14 +477,14 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 		f.Code = Code(p[4])
 		f.Reason = string(p[claimErrFixed:])
 	case TypeSessionError:
-		if len(p) < sessionErrFixd {
-			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), sessionErrFixd)
+		if len(p) < sessionErrFixed {
+			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), sessionErrFixed)
 		}
-		if err := payloadLen(f.Type, p, sessionErrFixd+int(p[1])); err != nil {
+		if err := payloadLen(f.Type, p, sessionErrFixed+int(p[1])); err != nil {
 			return f, err
 		}
 		f.Code = Code(p[0])
-		f.Reason = string(p[sessionErrFixd:])
+		f.Reason = string(p[sessionErrFixed:])
 	}
 	return f, nil
 }
