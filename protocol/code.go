@@ -27,12 +27,43 @@ const (
 	CodeNotAuthorized      Code = 0x18
 )
 
+// The error codes that protocol version 2 adds. Version 2 also uses the
+// version 1 codes whose meaning it shares (CodesV2 lists which).
+const (
+	CodeInvalidFrame       Code = 0x19 // session level
+	CodeFrameTooLong       Code = 0x1a // session level
+	CodeFirstNotHello      Code = 0x1b // session level
+	CodeDuplicateHello     Code = 0x1c // session level
+	CodeInvalidLabel       Code = 0x1d // session level
+	CodeUnsupportedFeature Code = 0x1e // session level in HELLO, claim level in CLAIM
+	CodeClaimInUse         Code = 0x1f // session level
+	CodeUnknownMode        Code = 0x20 // claim level
+	CodeInvalidLimit       Code = 0x21 // claim level
+	CodeLimitMismatch      Code = 0x22 // claim level
+	CodeModeConflict       Code = 0x23 // claim level
+)
+
 // Codes lists every code defined by protocol version 1, in numeric order.
+// A version 1 server sends only these (and, where version 1 and version 2
+// claims meet on one name, CodeModeConflict; docs/protocol.md).
 var Codes = []Code{
 	CodeShuttingDown, CodeClosedByAdmin,
 	CodeUnsupportedVersion, CodeFirstNotAcquire, CodeDuplicateAcquire,
 	CodeUnknownMessage, CodeEmptyName, CodeNameTooLong, CodeInvalidName,
 	CodeInvalidLease, CodeNotAuthorized,
+}
+
+// CodesV2 lists every code a version 2 session can carry, in numeric
+// order: the version 1 codes whose meaning version 2 shares, then the
+// codes it adds.
+var CodesV2 = []Code{
+	CodeShuttingDown, CodeClosedByAdmin,
+	CodeUnsupportedVersion, CodeUnknownMessage, CodeEmptyName,
+	CodeInvalidName, CodeInvalidLease, CodeNotAuthorized,
+	CodeInvalidFrame, CodeFrameTooLong, CodeFirstNotHello,
+	CodeDuplicateHello, CodeInvalidLabel, CodeUnsupportedFeature,
+	CodeClaimInUse, CodeUnknownMode, CodeInvalidLimit, CodeLimitMismatch,
+	CodeModeConflict,
 }
 
 // Temporary reports whether the code is a server condition, after which a
@@ -54,6 +85,18 @@ var (
 	ErrInvalidName        = &codeError{CodeInvalidName, "lock name is not valid UTF-8"}
 	ErrInvalidLease       = &codeError{CodeInvalidLease, "lease must be positive"}
 	ErrNotAuthorized      = &codeError{CodeNotAuthorized, "not authorized for lock"}
+
+	ErrInvalidFrame       = &codeError{CodeInvalidFrame, "malformed frame"}
+	ErrFrameTooLong       = &codeError{CodeFrameTooLong, "frame too long (> 512 bytes)"}
+	ErrFirstNotHello      = &codeError{CodeFirstNotHello, "first frame must be HELLO"}
+	ErrDuplicateHello     = &codeError{CodeDuplicateHello, "duplicate HELLO"}
+	ErrInvalidLabel       = &codeError{CodeInvalidLabel, "session label is not valid UTF-8"}
+	ErrUnsupportedFeature = &codeError{CodeUnsupportedFeature, "unsupported feature (reserved flag set)"}
+	ErrClaimInUse         = &codeError{CodeClaimInUse, "claim id in use"}
+	ErrUnknownMode        = &codeError{CodeUnknownMode, "unknown claim mode"}
+	ErrInvalidLimit       = &codeError{CodeInvalidLimit, "invalid semaphore limit for the mode"}
+	ErrLimitMismatch      = &codeError{CodeLimitMismatch, "semaphore limit differs from the lock's"}
+	ErrModeConflict       = &codeError{CodeModeConflict, "mode cannot be mixed with the lock's claims"}
 )
 
 // codeError is the type of the sentinels. It is unexported so that the
@@ -73,13 +116,16 @@ func init() {
 		ErrFirstNotAcquire, ErrDuplicateAcquire, ErrUnknownMessage,
 		ErrEmptyName, ErrNameTooLong, ErrInvalidName, ErrInvalidLease,
 		ErrNotAuthorized,
+		ErrInvalidFrame, ErrFrameTooLong, ErrFirstNotHello, ErrDuplicateHello,
+		ErrInvalidLabel, ErrUnsupportedFeature, ErrClaimInUse, ErrUnknownMode,
+		ErrInvalidLimit, ErrLimitMismatch, ErrModeConflict,
 	} {
 		sentinels[e.code] = e
 	}
 }
 
 // Err returns the sentinel error of a known code, or nil for a code that
-// protocol version 1 does not define.
+// neither protocol version 1 nor version 2 defines.
 func (c Code) Err() error {
 	if e, ok := sentinels[c]; ok {
 		return e

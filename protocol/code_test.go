@@ -11,12 +11,15 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The error code table of docs/protocol.md.
-var wantCodes = []struct {
+// codeRow is one row of an error code table of docs/protocol.md.
+type codeRow struct {
 	code protocol.Code
 	byte uint8
 	err  error
-}{
+}
+
+// The error code table of docs/protocol.md.
+var wantCodes = []codeRow{
 	{protocol.CodeShuttingDown, 0x01, protocol.ErrShuttingDown},
 	{protocol.CodeClosedByAdmin, 0x02, protocol.ErrClosedByAdmin},
 	{protocol.CodeUnsupportedVersion, 0x10, protocol.ErrUnsupportedVersion},
@@ -44,6 +47,70 @@ func TestCodeValues(t *testing.T) {
 	}
 	if !slices.IsSorted(protocol.Codes) {
 		t.Errorf("Codes is not in numeric order: %v", protocol.Codes)
+	}
+}
+
+// The error code table of docs/protocol.md, version 2: the version 1 codes
+// it shares, then its own.
+var wantCodesV2 = []codeRow{
+	{protocol.CodeShuttingDown, 0x01, protocol.ErrShuttingDown},
+	{protocol.CodeClosedByAdmin, 0x02, protocol.ErrClosedByAdmin},
+	{protocol.CodeUnsupportedVersion, 0x10, protocol.ErrUnsupportedVersion},
+	{protocol.CodeUnknownMessage, 0x13, protocol.ErrUnknownMessage},
+	{protocol.CodeEmptyName, 0x14, protocol.ErrEmptyName},
+	{protocol.CodeInvalidName, 0x16, protocol.ErrInvalidName},
+	{protocol.CodeInvalidLease, 0x17, protocol.ErrInvalidLease},
+	{protocol.CodeNotAuthorized, 0x18, protocol.ErrNotAuthorized},
+	{protocol.CodeInvalidFrame, 0x19, protocol.ErrInvalidFrame},
+	{protocol.CodeFrameTooLong, 0x1a, protocol.ErrFrameTooLong},
+	{protocol.CodeFirstNotHello, 0x1b, protocol.ErrFirstNotHello},
+	{protocol.CodeDuplicateHello, 0x1c, protocol.ErrDuplicateHello},
+	{protocol.CodeInvalidLabel, 0x1d, protocol.ErrInvalidLabel},
+	{protocol.CodeUnsupportedFeature, 0x1e, protocol.ErrUnsupportedFeature},
+	{protocol.CodeClaimInUse, 0x1f, protocol.ErrClaimInUse},
+	{protocol.CodeUnknownMode, 0x20, protocol.ErrUnknownMode},
+	{protocol.CodeInvalidLimit, 0x21, protocol.ErrInvalidLimit},
+	{protocol.CodeLimitMismatch, 0x22, protocol.ErrLimitMismatch},
+	{protocol.CodeModeConflict, 0x23, protocol.ErrModeConflict},
+}
+
+func TestCodeValuesV2(t *testing.T) {
+	if len(protocol.CodesV2) != len(wantCodesV2) {
+		t.Fatalf("CodesV2 has %d entries, docs/protocol.md defines %d", len(protocol.CodesV2), len(wantCodesV2))
+	}
+	for i, w := range wantCodesV2 {
+		if uint8(w.code) != w.byte {
+			t.Errorf("code constant %v is 0x%02x, want 0x%02x", w.code, uint8(w.code), w.byte)
+		}
+		if protocol.CodesV2[i] != w.code {
+			t.Errorf("CodesV2[%d] = %v, want %v", i, protocol.CodesV2[i], w.code)
+		}
+		if w.code.Err() != w.err {
+			t.Errorf("%v.Err() = %v, want the sentinel %v", w.code, w.code.Err(), w.err)
+		}
+		if c, ok := protocol.CodeOf(w.err); !ok || c != w.code {
+			t.Errorf("CodeOf(%v) = %v, %v", w.err, c, ok)
+		}
+		if !w.code.Temporary() && (w.err == protocol.ErrShuttingDown || w.err == protocol.ErrClosedByAdmin) {
+			t.Errorf("%v is a server condition", w.code)
+		}
+	}
+	if !slices.IsSorted(protocol.CodesV2) {
+		t.Errorf("CodesV2 is not in numeric order: %v", protocol.CodesV2)
+	}
+	// Version 1's code list is unchanged: the v2 codes are not in it.
+	for _, c := range protocol.Codes {
+		if c > protocol.CodeNotAuthorized {
+			t.Errorf("Codes holds %v, a version 2 code", c)
+		}
+	}
+	// Every v2 sentinel is distinct from every other.
+	for _, a := range wantCodesV2 {
+		for _, b := range wantCodesV2 {
+			if a.code != b.code && errors.Is(a.err, b.err) {
+				t.Errorf("%v matches the sentinel of %v", a.err, b.code)
+			}
+		}
 	}
 }
 
@@ -85,7 +152,7 @@ func TestCodeErrRoundTrip(t *testing.T) {
 
 func TestUnknownCodes(t *testing.T) {
 	known := map[protocol.Code]bool{}
-	for _, c := range protocol.Codes {
+	for _, c := range append(slices.Clone(protocol.Codes), protocol.CodesV2...) {
 		known[c] = true
 	}
 	for i := 0; i < 256; i++ {

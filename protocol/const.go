@@ -38,6 +38,34 @@ func (t Type) String() string {
 		return "ACQUIRED"
 	case TypeError:
 		return "ERROR"
+	case TypeHello:
+		return "HELLO"
+	case TypePing:
+		return "PING"
+	case TypeClaim:
+		return "CLAIM"
+	case TypeRelease:
+		return "RELEASE"
+	case TypeWelcome:
+		return "WELCOME"
+	case TypePong:
+		return "PONG"
+	case TypeGranted:
+		return "GRANTED"
+	case TypeQueued:
+		return "QUEUED"
+	case TypeBusy:
+		return "BUSY"
+	case TypePromoted:
+		return "PROMOTED"
+	case TypeReleased:
+		return "RELEASED"
+	case TypeRefused:
+		return "REFUSED"
+	case TypeRevoked:
+		return "REVOKED"
+	case TypeSessionError:
+		return "ERROR"
 	}
 	return "UNKNOWN"
 }

@@ -1,0 +1,101 @@
+package protocol
+
+// Version2 is the version byte of a version 2 opening (docs/protocol.md,
+// "Version 2").
+const Version2 = 2
+
+// PreambleLen is the size of the version 2 preamble, 01 02 00 00 00 00 00
+// 00: the shape of a version 1 ACQUIRE header with version 2, lease 0 and
+// an empty name, so that every version 1 server refuses it with ERROR 0x10
+// without waiting for more bytes.
+const PreambleLen = 8
+
+// Frame sizes of version 2. Every frame after the preamble, in both
+// directions, is a u16 length followed by that many bytes: the type byte
+// and the type's payload.
+const (
+	// FrameHeaderLen is the size of the length field.
+	FrameHeaderLen = 2
+	// MaxFrameLen is the largest value of the length field, a protocol
+	// constant. A larger value is refused with CodeFrameTooLong before
+	// any of the frame is read.
+	MaxFrameLen = 512
+	// MaxFrameSize is the most bytes one version 2 frame occupies.
+	MaxFrameSize = FrameHeaderLen + MaxFrameLen
+	// MaxLabelLen is the longest session label in bytes (its length
+	// field is a u8).
+	MaxLabelLen = 255
+)
+
+// Version 2 client-to-server frame types.
+const (
+	TypeHello   Type = 0x21
+	TypePing    Type = 0x22
+	TypeClaim   Type = 0x23
+	TypeRelease Type = 0x24
+)
+
+// Version 2 server-to-client frame types. TypeSessionError is the frame
+// docs/protocol.md calls ERROR in version 2; it is not version 1's
+// TypeError.
+const (
+	TypeWelcome      Type = 0x31
+	TypePong         Type = 0x32
+	TypeGranted      Type = 0x33
+	TypeQueued       Type = 0x34
+	TypeBusy         Type = 0x35
+	TypePromoted     Type = 0x36
+	TypeReleased     Type = 0x37
+	TypeRefused      Type = 0x38
+	TypeRevoked      Type = 0x39
+	TypeSessionError Type = 0x3a
+)
+
+// Payload sizes of the fixed version 2 frames, type byte excluded.
+const (
+	helloFixedLen   = 4 + 1 + 1         // lease_ms, flags, label_len
+	pingLen         = 8                 // seq
+	claimFixedLen   = 4 + 1 + 1 + 4 + 1 // claim, flags, mode, limit, name_len
+	claimIDLen      = 4                 // claim
+	welcomeLen      = 8 + 1             // session, flags
+	grantLen        = 4 + 8             // claim, token
+	claimErrFixed   = 4 + 1 + 1         // claim, code, reason_len
+	sessionErrFixed = 1 + 1             // code, reason_len
+)
+
+// Mode is the kind of a claim: how it shares its lock with other claims.
+type Mode uint8
+
+// The claim modes of version 2.
+const (
+	// ModeExclusive conflicts with every other claim: version 1's only
+	// mode.
+	ModeExclusive Mode = 0x01
+	// ModeShared conflicts with exclusive claims only.
+	ModeShared Mode = 0x02
+	// ModeSemaphore admits at most Limit holders of the lock.
+	ModeSemaphore Mode = 0x03
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeExclusive:
+		return "exclusive"
+	case ModeShared:
+		return "shared"
+	case ModeSemaphore:
+		return "semaphore"
+	}
+	return "unknown"
+}
+
+// ClaimNoWait is the CLAIM flag that asks for BUSY instead of a place in
+// the queue when the claim cannot be granted at once.
+const ClaimNoWait uint8 = 0x01
+
+// Reserved flag bits: set in a frame of this revision, they are refused
+// with CodeUnsupportedFeature (docs/protocol.md).
+const (
+	helloReservedFlags uint8 = 0xff
+	claimReservedFlags uint8 = ^ClaimNoWait
+)
