@@ -23,6 +23,10 @@ const (
 	exitUsage = 2 // bad flags, arguments or environment
 )
 
+// runInitName is the hidden subcommand that baton run starts as the first
+// process (init) of its command's own PID namespace (run_linux.go).
+const runInitName = "__run-init"
+
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
@@ -56,6 +60,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
+	case runInitName:
+		return runInit(args[1:], stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return exitOK

@@ -48,6 +48,10 @@ confirmed heartbeat, so that the next holder cannot start while COMMAND
 is stopping. SIGINT, SIGTERM and SIGHUP sent to baton run are forwarded
 to COMMAND's process group; before COMMAND starts they stop the wait.
 
+On Linux, COMMAND runs in a PID namespace of its own (--isolate), so that
+if baton run dies, even by SIGKILL, the kernel kills every process that
+COMMAND started, and none outlives the lock; see docs/cli.md for limits.
+
 Exit status:
   N        COMMAND's own status, when it ran with the lock held throughout
            (128+S if it was killed by signal S)
@@ -62,15 +66,16 @@ Exit status:
 `
 
 type runConfig struct {
-	server string
-	lease  time.Duration
-	wait   time.Duration
-	noWait bool
-	retry  bool
-	grace  time.Duration
-	tls    *tlsfiles.ClientFiles
-	dialer baton.Dialer // nil: plain TCP
-	dir    string       // --dir: the shared-directory lock instead of a server (rundir.go)
+	server  string
+	lease   time.Duration
+	wait    time.Duration
+	noWait  bool
+	retry   bool
+	grace   time.Duration
+	isolate bool
+	tls     *tlsfiles.ClientFiles
+	dialer  baton.Dialer // nil: plain TCP
+	dir     string       // --dir: the shared-directory lock instead of a server (rundir.go)
 }
 
 func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
@@ -82,6 +87,7 @@ func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
 	fs.BoolVar(&cfg.noWait, "no-wait", "BATON_NO_WAIT", false, "exit 75 at once if another client holds the lock")
 	fs.BoolVar(&cfg.retry, "retry", "BATON_RETRY", false, "retry an unreachable or restarting server with backoff until the lock is held")
 	fs.DurationVar(&cfg.grace, "grace", "BATON_GRACE", 10*time.Second, "after a lost lock, time from SIGTERM to SIGKILL of COMMAND's process group")
+	fs.BoolVar(&cfg.isolate, "isolate", "BATON_ISOLATE", true, "run COMMAND in a PID namespace of its own, so that all its processes die with baton run, even by SIGKILL (Linux; false: the host's)")
 	cfg.tls = clientTLSFlags(fs)
 	fs.StringVar(&cfg.dir, "dir", "BATON_DIR", "", "take the lock kept in this shared directory instead of a server's (no NAME; see docs/dirlock.md)")
 	return fs, cfg
@@ -255,12 +261,12 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 		}
 	}
 	cmd.Env = append(env, l.env...)
-	cmd.SysProcAttr = childSysProcAttr()
 	// The child's parent-death signal (Linux) is tied to the thread that
 	// forked it: keep that thread ours for the child's whole life.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
+	cmd, err := startCommand(cmd, cfg.isolate, stderr)
+	if err != nil {
 		fmt.Fprintf(stderr, "baton run: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitNotFound

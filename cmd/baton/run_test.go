@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	setRunInitPath(batonBin) // for baton run called in-process
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -136,9 +137,15 @@ func (b *syncBuffer) String() string {
 
 func startRun(t *testing.T, args ...string) *runProc {
 	t.Helper()
+	return startRunEnv(t, nil, args...)
+}
+
+// startRunEnv is startRun with env added to the clean environment.
+func startRunEnv(t *testing.T, env []string, args ...string) *runProc {
+	t.Helper()
 	p := &runProc{t: t, lines: make(chan string, 64), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(batonBin, append([]string{"run"}, args...)...)
-	p.cmd.Env = cleanEnv()
+	p.cmd.Env = append(cleanEnv(), env...)
 	p.cmd.Stderr = p.stderr
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
@@ -379,44 +386,88 @@ func TestRunBusy(t *testing.T) {
 }
 
 // SIGKILL of a holding 'baton run' frees the lock at once (its kernel
-// closes the connection), and its command dies with it.
+// closes the connection), and its command dies with it: the whole tree,
+// including a child that left the process group in a session of its own,
+// is dead (or has SIGKILL pending, which it cannot outrun) when the next
+// holder's command starts.
 func TestRunHolderKilled(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t)
-	first := startRun(t, "--server", ts.addr, "--lease", "10s", "job", "--", "sh", "-c", "echo held $BATON_TOKEN $$; read x")
-	fields := strings.Fields(first.line())
-	childPID, _ := strconv.Atoi(fields[len(fields)-1])
-	second := startRun(t, "--server", ts.addr, "--lease", "400ms", "job", "--", "sh", "-c", "echo second $BATON_TOKEN")
+	marker := fmt.Sprintf("BATON_TEST_TREE=%d", time.Now().UnixNano())
+	first := startRunEnv(t, []string{marker}, "--server", ts.addr, "--lease", "10s", "job", "--",
+		"sh", "-c", "sleep 300 & setsid sleep 300 & echo held $BATON_TOKEN; read x; wait")
+	t.Cleanup(func() { // before first's cleanup, which waits for its stdout to close
+		for _, pid := range treeProcs(marker) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	tokenOf(t, first.line(), "held")
+	before := treeProcs(marker)
+	if len(before) < 3 { // sh and its two sleeps (and baton's init if isolated)
+		t.Fatalf("found %d processes of the command's tree (%v), want at least 3", len(before), before)
+	}
+	second := startRun(t, "--server", ts.addr, "--lease", "400ms", "job", "--", "sh", "-c", "echo second $BATON_TOKEN; read x")
 	ts.waitQueued(t)
 	killed := time.Now()
 	first.cmd.Process.Signal(syscall.SIGKILL)
 	tokenOf(t, second.line(), "second")
+	if left := treeProcs(marker); len(left) > 0 {
+		t.Errorf("when the next holder started, processes %v of the killed run's command (of %v) were still alive", left, before)
+	}
 	if d := time.Since(killed); d > 2*time.Second {
 		t.Errorf("second ran %v after SIGKILL of the first; want at once (lease 10s)", d)
 	} else {
 		t.Logf("second ran %v after SIGKILL of the first", d)
 	}
+	io.WriteString(second.stdin, "done\n")
 	if code, _ := second.wait(); code != 0 {
 		t.Errorf("second run: exit %d; stderr:\n%s", code, second.stderr)
 	}
-	if !processGone(childPID, testTimeout) {
-		t.Errorf("the killed run's command (pid %d) is still running", childPID)
+	if strings.Contains(first.stderr.String(), "warning") {
+		t.Errorf("isolation unavailable as %d; stderr:\n%s", os.Getuid(), first.stderr)
 	}
 }
 
-// processGone waits until pid has exited (gone, or a zombie nobody reaped).
-func processGone(pid int, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// treeProcs lists the live processes whose environment holds marker: a
+// process that is a zombie or has SIGKILL pending does not count, since it
+// runs no more code.
+func treeProcs(marker string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
-			if syscall.Kill(pid, 0) == syscall.ESRCH {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || !bytes.Contains(append(append([]byte{0}, env...), 0), []byte("\x00"+marker+"\x00")) {
+			continue
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil || dying(string(status)) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// dying reports whether /proc/PID/status says a zombie, or SIGKILL
+// pending for the thread or its process.
+func dying(status string) bool {
+	for _, l := range strings.Split(status, "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			if strings.HasPrefix(v, "Z") || strings.HasPrefix(v, "X") {
 				return true
 			}
-		} else if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-			return true
+		case "SigPnd", "ShdPnd":
+			if mask, err := strconv.ParseUint(v, 16, 64); err == nil && mask&(1<<(uint(syscall.SIGKILL)-1)) != 0 {
+				return true
+			}
 		}
-		time.Sleep(10 * time.Millisecond) // polling a process table; no event to wait on
 	}
 	return false
 }
