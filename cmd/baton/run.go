@@ -21,6 +21,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/tlsfiles"
 	"github.com/batonlock/baton/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Exit codes of 'baton run' besides the command's own. The sysexits(3)
@@ -46,7 +47,11 @@ then SIGKILL after --grace. After a heartbeat timeout the claim is kept
 until COMMAND has exited, and at most until one lease after the last
 confirmed heartbeat, so that the next holder cannot start while COMMAND
 is stopping. SIGINT, SIGTERM and SIGHUP sent to baton run are forwarded
-to COMMAND's process group; before COMMAND starts they stop the wait.
+to COMMAND's process group; a second SIGINT, or any of them --grace after
+the first, sends SIGKILL instead. Before COMMAND starts they stop the
+wait. When stdin is the terminal baton run runs in the foreground of,
+COMMAND gets the terminal's foreground (it can prompt; Ctrl-C reaches it
+directly), and baton run takes it back when COMMAND exits.
 
 On Linux, COMMAND runs in a PID namespace of its own (--isolate), so that
 if baton run dies, even by SIGKILL, the kernel kills every process that
@@ -265,7 +270,10 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 	// forked it: keep that thread ours for the child's whole life.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cmd, err := startCommand(cmd, cfg.isolate, stderr)
+	// In a terminal, COMMAND gets the terminal's foreground, as with
+	// flock(1): a COMMAND that prompts would otherwise stop on SIGTTIN.
+	tty := foregroundTTY(os.Stdin)
+	cmd, err := startCommand(cmd, cfg.isolate, tty >= 0, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "baton run: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -279,10 +287,25 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 
 	lost := l.lost
 	var kill <-chan time.Time
+	var forwarded time.Time // when the first signal was forwarded
+	var last syscall.Signal
 	for running := true; running; {
 		select {
 		case s := <-sigs:
-			syscall.Kill(-pgid, s.(syscall.Signal))
+			sig := s.(syscall.Signal)
+			switch {
+			case forwarded.IsZero():
+				forwarded = time.Now()
+				fmt.Fprintf(stderr, "baton run: forwarded %s to the command (process group %d); a second SIGINT, or any signal after %v, sends SIGKILL\n", signalName(sig), pgid, cfg.grace)
+				syscall.Kill(-pgid, sig)
+			case sig == syscall.SIGINT && last == syscall.SIGINT, time.Since(forwarded) >= cfg.grace:
+				fmt.Fprintf(stderr, "baton run: got %s again; sending SIGKILL to the command (process group %d)\n", signalName(sig), pgid)
+				syscall.Kill(-pgid, syscall.SIGKILL)
+			default:
+				fmt.Fprintf(stderr, "baton run: forwarded %s to the command (process group %d)\n", signalName(sig), pgid)
+				syscall.Kill(-pgid, sig)
+			}
+			last = sig
 		case <-lost:
 			lost = nil
 			fmt.Fprintf(stderr, "baton run: %s lost: %s; sending SIGTERM to the command\n", l.what, l.cause())
@@ -296,6 +319,9 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 			running = false
 		}
 	}
+	if tty >= 0 {
+		takeForeground(tty)
+	}
 	released = true
 	if err := l.release(); err != nil {
 		if lost != nil {
@@ -308,4 +334,38 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// signalName is the SIGNAME of sig, as people type it.
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return sig.String()
+}
+
+// foregroundTTY returns f's descriptor if f is a terminal whose
+// foreground process group is ours (baton run runs in the foreground),
+// and -1 otherwise.
+func foregroundTTY(f *os.File) int {
+	fd := int(f.Fd())
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	if err != nil || pgrp != syscall.Getpgrp() {
+		return -1
+	}
+	return fd
+}
+
+// takeForeground makes our process group the terminal's foreground
+// again, once COMMAND has exited. A background group that sets the
+// foreground gets SIGTTOU unless it ignores it.
+func takeForeground(fd int) {
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, syscall.Getpgrp())
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // startCommand starts cmd, or the command that runs it, and returns the
-// one it started. With isolate, it runs cmd under 'baton
+// one it started; with foreground, in the foreground of the terminal on
+// its stdin. With isolate, it runs cmd under 'baton
 // __run-init' as the first process of a new PID namespace, with a
 // parent-death SIGKILL: when baton run dies, even by SIGKILL, the kernel
 // kills that init and with it every process of the namespace, however far
@@ -20,8 +21,8 @@ import (
 // inside a new user namespace (unprivileged users, where the kernel allows
 // it); when neither works it warns and starts cmd as before, where only
 // cmd itself gets the parent-death signal.
-func startCommand(cmd *exec.Cmd, isolate bool, stderr io.Writer) (*exec.Cmd, error) {
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+func startCommand(cmd *exec.Cmd, isolate, foreground bool, stderr io.Writer) (*exec.Cmd, error) {
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Foreground: foreground}
 	if !isolate || cmd.Err != nil {
 		cmd.SysProcAttr = attr
 		return cmd, cmd.Start()
@@ -34,6 +35,7 @@ func startCommand(cmd *exec.Cmd, isolate bool, stderr io.Writer) (*exec.Cmd, err
 			UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}},
 	} {
+		ns.Foreground = foreground
 		init := &exec.Cmd{
 			Path:        runInitPath,
 			Args:        append([]string{"baton", runInitName, cmd.Path}, cmd.Args...),

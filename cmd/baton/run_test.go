@@ -538,6 +538,59 @@ func TestRunSignals(t *testing.T) {
 	}
 }
 
+// Signals to baton run escalate: a second SIGINT, or any signal --grace
+// after the first, kills the command's group; stderr says what went where.
+func TestRunSignalEscalation(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	const script = `trap 'echo got' INT TERM HUP; echo ready; while :; do sleep 0.05; done`
+	t.Run("second SIGINT", func(t *testing.T) {
+		t.Parallel()
+		p := startRun(t, "--server", ts.addr, "second-int", "--", "sh", "-c", script)
+		if l := p.line(); l != "ready" {
+			t.Fatalf("command said %q", l)
+		}
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM, syscall.SIGINT} {
+			p.cmd.Process.Signal(sig)
+			if l := p.line(); l != "got" {
+				t.Fatalf("after %v the command said %q; stderr:\n%s", sig, l, p.stderr)
+			}
+		}
+		p.cmd.Process.Signal(syscall.SIGINT)
+		code, _ := p.wait()
+		if code != 128+int(syscall.SIGKILL) {
+			t.Errorf("exit %d, want %d (killed); stderr:\n%s", code, 128+int(syscall.SIGKILL), p.stderr)
+		}
+		stderr := p.stderr.String()
+		for _, want := range []string{"forwarded SIGTERM to the command (process group", "forwarded SIGINT", "got SIGINT again; sending SIGKILL"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr does not say %q:\n%s", want, stderr)
+			}
+		}
+	})
+	t.Run("signal after grace", func(t *testing.T) {
+		t.Parallel()
+		const grace = 200 * time.Millisecond
+		p := startRun(t, "--server", ts.addr, "--grace", grace.String(), "after-grace", "--", "sh", "-c", script)
+		if l := p.line(); l != "ready" {
+			t.Fatalf("command said %q", l)
+		}
+		first := time.Now()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if l := p.line(); l != "got" {
+			t.Fatalf("command said %q", l)
+		}
+		time.Sleep(grace - time.Since(first) + 50*time.Millisecond) // the point is that --grace has passed
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if code, _ := p.wait(); code != 128+int(syscall.SIGKILL) {
+			t.Errorf("exit %d, want %d (killed); stderr:\n%s", code, 128+int(syscall.SIGKILL), p.stderr)
+		}
+		if !strings.Contains(p.stderr.String(), "got SIGTERM again; sending SIGKILL") {
+			t.Errorf("stderr does not report the SIGKILL:\n%s", p.stderr)
+		}
+	})
+}
+
 // --wait and --no-wait exclude each other from any source.
 func TestRunUsageEnv(t *testing.T) {
 	t.Setenv("BATON_NO_WAIT", "true")

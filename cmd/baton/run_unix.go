@@ -13,11 +13,11 @@ import (
 // can signal all of it. Without Linux's PID namespaces and parent-death
 // signal, a command whose baton run is killed with SIGKILL keeps running:
 // say so unless isolation was turned off.
-func startCommand(cmd *exec.Cmd, isolate bool, stderr io.Writer) (*exec.Cmd, error) {
+func startCommand(cmd *exec.Cmd, isolate, foreground bool, stderr io.Writer) (*exec.Cmd, error) {
 	if isolate && cmd.Err == nil {
 		fmt.Fprintln(stderr, "baton run: warning: on this system the command is not killed if baton run is killed with SIGKILL, and can outlive the lock (--isolate=false silences this)")
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Foreground: foreground}
 	return cmd, cmd.Start()
 }
 
