@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,11 @@ func newAdminClient(cfg *adminConfig) (*admin.Client, error) {
 	client, err := admin.NewClient(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--admin: %v", err)
+	}
+	if u, err := url.Parse(client.BaseURL); err == nil {
+		if err := checkHostPort(u.Host); err != nil {
+			return nil, fmt.Errorf("--admin: %v", err)
+		}
 	}
 	if tlsCfg != nil {
 		client.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}

@@ -162,6 +162,8 @@ func TestAdminCLIUsageAndErrors(t *testing.T) {
 		{[]string{"lock", "--match", "x", "y"}, exitUsage, "-match"}, // only 'locks' filters
 		{[]string{"info", "--timeout", "0s"}, exitUsage, "--timeout must be positive"},
 		{[]string{"info", "--admin", "ftp://x:1"}, exitUsage, "--admin"},
+		{[]string{"locks", "--admin", "127.0.0.1"}, exitUsage, "want host:port"},
+		{[]string{"info", "--admin", "http://127.0.0.1:0"}, exitUsage, "port"},
 		{[]string{"lock", strings.Repeat("x", 256)}, exitUsage, "too long"},
 		{[]string{"lock", "-h"}, exitOK, "Usage: baton lock [flags] NAME"},
 		{[]string{"lock", "x", "-h"}, exitOK, "3  not found"},

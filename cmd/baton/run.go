@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -40,7 +41,7 @@ const runHelp = `
 Runs COMMAND while holding the lock NAME on a baton server: waits in the
 lock's queue, starts COMMAND in its own process group with BATON_LOCK and
 BATON_TOKEN (the fencing token) added to its environment, and releases the
-lock when COMMAND exits. Flags go before NAME.
+lock when COMMAND exits. Flags go before or after NAME, before --.
 
 If the lock is lost while COMMAND runs, its process group gets SIGTERM,
 then SIGKILL after --grace. After a heartbeat timeout the claim is kept
@@ -60,9 +61,11 @@ COMMAND started, and none outlives the lock; see docs/cli.md for limits.
 Exit status:
   N        COMMAND's own status, when it ran with the lock held throughout
            (128+S if it was killed by signal S)
-  2        usage error (bad flag, NAME or lease; --wait with --no-wait)
-  69       EX_UNAVAILABLE: server unreachable, connection lost, or claim
-           refused by the server before COMMAND started
+  2        usage error (bad flag, NAME, lease or --server; --wait with
+           --no-wait); never retried
+  69       EX_UNAVAILABLE: server unreachable (also when --wait ends while
+           --retry waits for it), connection lost, or claim refused by
+           the server before COMMAND started
   75       EX_TEMPFAIL: lock busy (--no-wait), or not acquired within --wait
   76       lock lost while COMMAND ran, whatever COMMAND's own status
   126      COMMAND could not be executed
@@ -115,11 +118,26 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	rest := fs.Args()
+	if len(rest) > 1 && rest[1] != "--" && strings.HasPrefix(rest[1], "-") {
+		// Flags after NAME, as the admin commands take them.
+		in := rest[1:]
+		fs.SetOutput(io.Discard)
+		err := fs.FlagSet.Parse(in)
+		fs.SetOutput(nil)
+		if err != nil {
+			return usage("%v", strings.TrimSpace(err.Error()))
+		}
+		if after := fs.Args(); terminated(in, after) {
+			rest = append([]string{rest[0], "--"}, after...)
+		} else {
+			rest = append([]string{rest[0]}, after...)
+		}
+	}
 	switch {
 	case len(rest) == 0:
 		return usage("missing NAME")
 	case len(rest) == 1 || rest[1] != "--":
-		return usage("missing -- between NAME and COMMAND (flags go before NAME)")
+		return usage("missing -- between NAME and COMMAND")
 	case len(rest) == 2:
 		return usage("missing COMMAND")
 	}
@@ -138,7 +156,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return usage("lock name %q: %v", name, err)
 	}
 	if err := protocol.ValidateLease(cfg.lease); err != nil {
-		return usage("--lease %v: %v", cfg.lease, err)
+		return usage("--lease %v: must be from 1ms to %v", cfg.lease, time.Duration(math.MaxUint32)*time.Millisecond)
+	}
+	if err := checkHostPort(cfg.server); err != nil {
+		return usage("--server: %v", err)
 	}
 	tlsCfg, err := clientTLSConfig(cfg.tls, cfg.server)
 	if err != nil {
@@ -182,12 +203,14 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 
 	c := baton.New(baton.Config{Address: cfg.server, Dialer: cfg.dialer})
 	var lock *baton.Lock
+	var last error // the last attempt's own error
 	attempt := func() (err error) {
 		if cfg.noWait {
 			lock, err = c.TryAcquire(ctx, name, cfg.lease)
 		} else {
 			lock, err = c.Acquire(ctx, name, cfg.lease)
 		}
+		last = err
 		return err
 	}
 	var err error
@@ -211,6 +234,11 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	case errors.Is(err, baton.ErrBusy):
 		fmt.Fprintf(stderr, "baton run: lock %q is busy\n", name)
 		return nil, exitTempFail
+	case errors.Is(err, context.DeadlineExceeded) && last != nil && !errors.Is(last, context.DeadlineExceeded):
+		// --wait ended between retries: the server was not reachable, so
+		// nobody can say the lock was busy.
+		fmt.Fprintf(stderr, "baton run: lock %q: server still unavailable when --wait %v ended: %v\n", name, cfg.wait, last)
+		return nil, exitUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(stderr, "baton run: lock %q not acquired within %v: %v\n", name, cfg.wait, err)
 		return nil, exitTempFail

@@ -269,6 +269,11 @@ func TestRunUsage(t *testing.T) {
 		{"--bogus", "job", "--", "true"},
 		{strings.Repeat("x", 256), "--", "true"},
 		{"bad\xffname", "--", "true"},
+		{"--server", "127.0.0.1", "job", "--", "true"},
+		{"--server", "127.0.0.1:99999", "job", "--", "true"},
+		{"--retry", "--server", "localhost:http", "job", "--", "true"},
+		{"job", "--bogus", "--", "true"},
+		{"job", "--no-wait", "true"},
 	} {
 		var out, errb bytes.Buffer
 		if code := runRun(args, &out, &errb); code != exitUsage {
@@ -589,6 +594,59 @@ func TestRunSignalEscalation(t *testing.T) {
 			t.Errorf("stderr does not report the SIGKILL:\n%s", p.stderr)
 		}
 	})
+}
+
+// Messages that name the real problem: the lease's minimum, and flags
+// after NAME are flags, not a missing "--".
+func TestRunUsageMessages(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lease", "500us", "job", "--", "true"}, "must be from 1ms"},
+		{[]string{"--server", "127.0.0.1", "job", "--", "true"}, "want host:port"},
+		{[]string{"job", "--no-wait", "true"}, "missing -- between NAME and COMMAND"},
+	} {
+		var out, errb bytes.Buffer
+		runRun(tc.args, &out, &errb)
+		if !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("baton run %q: stderr %q, want it to say %q", tc.args, errb.String(), tc.want)
+		}
+	}
+}
+
+// Flags may follow NAME, as with the admin commands.
+func TestRunFlagsAfterName(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	first := startRun(t, "--server", ts.addr, "job", "--", "sh", "-c", holdScript)
+	first.line()
+	p := startRun(t, "job", "--server", ts.addr, "--no-wait", "--", "sh", "-c", "echo ran")
+	if code, out := p.wait(); code != exitTempFail || out != "" {
+		t.Errorf("NAME --no-wait --: exit %d, output %q; want %d; stderr:\n%s", code, out, exitTempFail, p.stderr)
+	}
+	io.WriteString(first.stdin, "done\n")
+	first.wait()
+}
+
+// --retry against a server that never answers, until --wait ends: 69, the
+// server is unavailable, not 75, the lock is busy.
+func TestRunWaitEndsUnreachable(t *testing.T) {
+	t.Parallel()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := closed.Addr().String()
+	closed.Close()
+	p := startRun(t, "--server", unreachable, "--retry", "--wait", "300ms", "job", "--", "true")
+	if code, _ := p.wait(); code != exitUnavailable {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUnavailable, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), "unavailable") {
+		t.Errorf("stderr does not say the server is unavailable:\n%s", p.stderr)
+	}
 }
 
 // --wait and --no-wait exclude each other from any source.
