@@ -81,6 +81,7 @@ type runConfig struct {
 	retry   bool
 	grace   time.Duration
 	isolate bool
+	verbose bool
 	tls     *tlsfiles.ClientFiles
 	dialer  baton.Dialer // nil: plain TCP
 	dir     string       // --dir: the shared-directory lock instead of a server (rundir.go)
@@ -95,6 +96,7 @@ func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
 	fs.BoolVar(&cfg.noWait, "no-wait", "BATON_NO_WAIT", false, "exit 75 at once if another client holds the lock")
 	fs.BoolVar(&cfg.retry, "retry", "BATON_RETRY", false, "retry an unreachable or restarting server with backoff until the lock is held")
 	fs.DurationVar(&cfg.grace, "grace", "BATON_GRACE", 10*time.Second, "after a lost lock, time from SIGTERM to SIGKILL of COMMAND's process group")
+	fs.BoolVar(&cfg.verbose, "v", "BATON_VERBOSE", false, "say on stderr when waiting, each retry and its cause, and the time waited (on by default when stderr is a terminal)")
 	fs.BoolVar(&cfg.isolate, "isolate", "BATON_ISOLATE", true, "run COMMAND in a PID namespace of its own, so that all its processes die with baton run, even by SIGKILL (Linux; false: the host's)")
 	cfg.tls = clientTLSFlags(fs)
 	fs.StringVar(&cfg.dir, "dir", "BATON_DIR", "", "take the lock kept in this shared directory instead of a server's (no NAME; see docs/dirlock.md)")
@@ -202,15 +204,30 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	}()
 
 	c := baton.New(baton.Config{Address: cfg.server, Dialer: cfg.dialer})
+	verbose := cfg.verbose || isTerminal(stderr)
+	start := time.Now()
+	// Protocol v1 does not say who holds the lock or how many wait ahead:
+	// say that we still wait once the lock was not granted at once.
+	waiting := time.AfterFunc(runWaitingAfter, func() {
+		if verbose && !cfg.noWait {
+			fmt.Fprintf(stderr, "baton run: waiting for lock %q on %s (held by another client, or the server is slow)\n", name, cfg.server)
+		}
+	})
+	defer waiting.Stop()
 	var lock *baton.Lock
 	var last error // the last attempt's own error
+	attempts := 0
 	attempt := func() (err error) {
+		attempts++
 		if cfg.noWait {
 			lock, err = c.TryAcquire(ctx, name, cfg.lease)
 		} else {
 			lock, err = c.Acquire(ctx, name, cfg.lease)
 		}
 		last = err
+		if err != nil && verbose && cfg.retry && baton.Temporary(err) && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "baton run: attempt %d for lock %q failed: %v; retrying with backoff\n", attempts, name, err)
+		}
 		return err
 	}
 	var err error
@@ -230,6 +247,9 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 		fmt.Fprintf(stderr, "baton run: %v while waiting for lock %q\n", sig, name)
 		return nil, 128 + int(sig.(syscall.Signal))
 	case err == nil:
+		if verbose {
+			fmt.Fprintf(stderr, "baton run: acquired lock %q after %v (token %d)\n", name, time.Since(start).Round(time.Millisecond), lock.Token())
+		}
 		return lock, 0
 	case errors.Is(err, baton.ErrBusy):
 		fmt.Fprintf(stderr, "baton run: lock %q is busy\n", name)
@@ -396,4 +416,19 @@ func takeForeground(fd int) {
 	signal.Ignore(syscall.SIGTTOU)
 	defer signal.Reset(syscall.SIGTTOU)
 	unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, syscall.Getpgrp())
+}
+
+// runWaitingAfter is how long baton run waits for a grant before it says
+// that it is waiting (a variable for tests).
+var runWaitingAfter = 500 * time.Millisecond
+
+// isTerminal reports whether w is our controlling terminal (the only
+// kind that has a foreground process group to ask for).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil
 }

@@ -649,6 +649,43 @@ func TestRunWaitEndsUnreachable(t *testing.T) {
 	}
 }
 
+// -v says that the run waits, logs each retry with its cause, and reports
+// the time waited.
+func TestRunVerbose(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	first := startRun(t, "--server", ts.addr, "job", "--", "sh", "-c", holdScript)
+	first.line()
+	second := startRun(t, "-v", "--server", ts.addr, "job", "--", "true")
+	ts.waitQueued(t)
+	deadline := time.Now().Add(testTimeout)
+	for !strings.Contains(second.stderr.String(), "waiting for lock \"job\"") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling stderr: the message comes after runWaitingAfter
+	}
+	io.WriteString(first.stdin, "done\n")
+	first.wait()
+	if code, _ := second.wait(); code != 0 {
+		t.Fatalf("second: exit %d; stderr:\n%s", code, second.stderr)
+	}
+	for _, want := range []string{`waiting for lock "job"`, `acquired lock "job" after`} {
+		if !strings.Contains(second.stderr.String(), want) {
+			t.Errorf("-v: stderr does not say %q:\n%s", want, second.stderr)
+		}
+	}
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := closed.Addr().String()
+	closed.Close()
+	p := startRun(t, "-v", "--retry", "--wait", "500ms", "--server", unreachable, "job", "--", "true")
+	p.wait()
+	if !strings.Contains(p.stderr.String(), "attempt 1 for lock \"job\" failed") || !strings.Contains(p.stderr.String(), "retrying") {
+		t.Errorf("-v --retry: stderr does not log the retries:\n%s", p.stderr)
+	}
+}
+
 // --wait and --no-wait exclude each other from any source.
 func TestRunUsageEnv(t *testing.T) {
 	t.Setenv("BATON_NO_WAIT", "true")
