@@ -31,6 +31,7 @@ const (
 	exitUnavailable = 69  // EX_UNAVAILABLE: server unreachable, connection lost or claim refused before COMMAND started
 	exitTempFail    = 75  // EX_TEMPFAIL: lock busy (--no-wait) or not acquired within --wait
 	exitLost        = 76  // lock lost while COMMAND ran
+	exitTimeout     = 124 // COMMAND ran longer than --timeout (as timeout(1))
 	exitCannotExec  = 126 // COMMAND found but could not be executed
 	exitNotFound    = 127 // COMMAND not found
 )
@@ -67,7 +68,9 @@ Exit status:
            --retry waits for it), connection lost, or claim refused by
            the server before COMMAND started
   75       EX_TEMPFAIL: lock busy (--no-wait), or not acquired within --wait
+           (--conflict-exit-code changes it)
   76       lock lost while COMMAND ran, whatever COMMAND's own status
+  124      COMMAND ran longer than --timeout and was stopped
   126      COMMAND could not be executed
   127      COMMAND not found
   128+S    baton run got signal S before COMMAND started
@@ -82,9 +85,13 @@ type runConfig struct {
 	grace   time.Duration
 	isolate bool
 	verbose bool
-	tls     *tlsfiles.ClientFiles
-	dialer  baton.Dialer // nil: plain TCP
-	dir     string       // --dir: the shared-directory lock instead of a server (rundir.go)
+	// conflict is the exit status for a busy lock (--no-wait) or an
+	// expired --wait, 75 unless --conflict-exit-code says otherwise.
+	conflict int
+	timeout  time.Duration // --timeout: stop COMMAND after this long; 0: never
+	tls      *tlsfiles.ClientFiles
+	dialer   baton.Dialer // nil: plain TCP
+	dir      string       // --dir: the shared-directory lock instead of a server (rundir.go)
 }
 
 func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
@@ -95,6 +102,8 @@ func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
 	fs.DurationVar(&cfg.wait, "wait", "BATON_WAIT", 0, "give up (exit 75) if the lock is not held within this time; 0 waits forever")
 	fs.BoolVar(&cfg.noWait, "no-wait", "BATON_NO_WAIT", false, "exit 75 at once if another client holds the lock")
 	fs.BoolVar(&cfg.retry, "retry", "BATON_RETRY", false, "retry an unreachable or restarting server with backoff until the lock is held")
+	fs.IntVar(&cfg.conflict, "conflict-exit-code", "BATON_CONFLICT_EXIT_CODE", exitTempFail, "exit status when the lock is busy (--no-wait) or not held within --wait, as flock -E")
+	fs.DurationVar(&cfg.timeout, "timeout", "BATON_TIMEOUT", 0, "stop COMMAND (SIGTERM, SIGKILL after --grace) if it runs longer than this, and exit 124; 0: no limit")
 	fs.DurationVar(&cfg.grace, "grace", "BATON_GRACE", 10*time.Second, "after a lost lock, time from SIGTERM to SIGKILL of COMMAND's process group")
 	fs.BoolVar(&cfg.verbose, "v", "BATON_VERBOSE", false, "say on stderr when waiting, each retry and its cause, and the time waited (on by default when stderr is a terminal)")
 	fs.BoolVar(&cfg.isolate, "isolate", "BATON_ISOLATE", true, "run COMMAND in a PID namespace of its own, so that all its processes die with baton run, even by SIGKILL (Linux; false: the host's)")
@@ -153,6 +162,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return usage("--wait must not be negative, got %v", cfg.wait)
 	case cfg.grace < 0:
 		return usage("--grace must not be negative, got %v", cfg.grace)
+	case cfg.timeout < 0:
+		return usage("--timeout must not be negative, got %v", cfg.timeout)
+	case cfg.conflict < 0 || cfg.conflict > 255:
+		return usage("--conflict-exit-code must be from 0 to 255, got %d", cfg.conflict)
 	}
 	if err := protocol.ValidateName(name); err != nil {
 		return usage("lock name %q: %v", name, err)
@@ -253,7 +266,7 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 		return lock, 0
 	case errors.Is(err, baton.ErrBusy):
 		fmt.Fprintf(stderr, "baton run: lock %q is busy\n", name)
-		return nil, exitTempFail
+		return nil, cfg.conflict
 	case errors.Is(err, context.DeadlineExceeded) && last != nil && !errors.Is(last, context.DeadlineExceeded):
 		// --wait ended between retries: the server was not reachable, so
 		// nobody can say the lock was busy.
@@ -261,7 +274,7 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 		return nil, exitUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(stderr, "baton run: lock %q not acquired within %v: %v\n", name, cfg.wait, err)
-		return nil, exitTempFail
+		return nil, cfg.conflict
 	}
 	fmt.Fprintf(stderr, "baton run: lock %q: %v\n", name, err)
 	return nil, exitUnavailable
@@ -335,6 +348,13 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 
 	lost := l.lost
 	var kill <-chan time.Time
+	var deadline <-chan time.Time
+	timedOut := false
+	if cfg.timeout > 0 {
+		t := time.NewTimer(cfg.timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
 	var forwarded time.Time // when the first signal was forwarded
 	var last syscall.Signal
 	for running := true; running; {
@@ -354,11 +374,20 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 				syscall.Kill(-pgid, sig)
 			}
 			last = sig
+		case <-deadline:
+			deadline, timedOut = nil, true
+			fmt.Fprintf(stderr, "baton run: command still running after --timeout %v; sending SIGTERM\n", cfg.timeout)
+			syscall.Kill(-pgid, syscall.SIGTERM)
+			if kill == nil {
+				kill = time.After(cfg.grace)
+			}
 		case <-lost:
 			lost = nil
 			fmt.Fprintf(stderr, "baton run: %s lost: %s; sending SIGTERM to the command\n", l.what, l.cause())
 			syscall.Kill(-pgid, syscall.SIGTERM)
-			kill = time.After(cfg.grace)
+			if kill == nil {
+				kill = time.After(cfg.grace)
+			}
 		case <-kill:
 			kill = nil
 			fmt.Fprintf(stderr, "baton run: command still running %v after SIGTERM; sending SIGKILL\n", cfg.grace)
@@ -376,6 +405,9 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 			fmt.Fprintf(stderr, "baton run: %s lost: %v\n", l.what, err)
 		}
 		return exitLost
+	}
+	if timedOut {
+		return exitTimeout
 	}
 	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {

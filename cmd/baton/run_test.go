@@ -686,6 +686,47 @@ func TestRunVerbose(t *testing.T) {
 	}
 }
 
+// --conflict-exit-code replaces 75 for a busy lock, as flock -E does;
+// --timeout stops a command that runs too long and exits 124.
+func TestRunConflictCodeAndTimeout(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	first := startRun(t, "--server", ts.addr, "job", "--", "sh", "-c", holdScript)
+	first.line()
+	p := startRun(t, "--server", ts.addr, "--no-wait", "--conflict-exit-code", "3", "job", "--", "echo", "ran")
+	if code, out := p.wait(); code != 3 || out != "" {
+		t.Errorf("--no-wait --conflict-exit-code 3: exit %d, output %q; want 3; stderr:\n%s", code, out, p.stderr)
+	}
+	io.WriteString(first.stdin, "done\n")
+	first.wait()
+
+	const timeout = 300 * time.Millisecond
+	start := time.Now()
+	p = startRun(t, "--server", ts.addr, "--timeout", timeout.String(), "--grace", "5s", "job", "--",
+		"sh", "-c", "echo ready; sleep 30; echo finished")
+	if l := p.line(); l != "ready" {
+		t.Fatalf("command said %q", l)
+	}
+	code, out := p.wait()
+	if took := p.end.Sub(start); took < timeout || took > 4*time.Second {
+		t.Errorf("--timeout %v: exited after %v, want just after the timeout (before --grace 5s)", timeout, took)
+	} else {
+		t.Logf("--timeout %v: exited after %v", timeout, took)
+	}
+	if code != exitTimeout || out != "" {
+		t.Errorf("--timeout: exit %d, output %q; want %d; stderr:\n%s", code, out, exitTimeout, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), "--timeout") {
+		t.Errorf("stderr does not name --timeout:\n%s", p.stderr)
+	}
+	for _, args := range [][]string{{"--timeout", "-1s", "job", "--", "true"}, {"--conflict-exit-code", "256", "job", "--", "true"}} {
+		var o, e bytes.Buffer
+		if code := runRun(args, &o, &e); code != exitUsage {
+			t.Errorf("baton run %q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
 // --wait and --no-wait exclude each other from any source.
 func TestRunUsageEnv(t *testing.T) {
 	t.Setenv("BATON_NO_WAIT", "true")
