@@ -2,6 +2,7 @@
 //
 //	baton serve            run the server
 //	baton run NAME -- CMD  run a command while holding a lock
+//	baton status           check a server's protocol port
 //	baton dirlock status PATH  show the lock kept in a shared directory
 //	baton version          print the version (also: baton --version)
 //	baton help COMMAND     the flags of a command (also: baton COMMAND -h)
@@ -78,6 +79,7 @@ func commands() []command {
 	return []command{
 		{"serve", "run the lock server", runServe},
 		{"run", "run a command while holding a lock", runRun},
+		{"status", "check that a server answers on its protocol port (no admin API)", runStatus},
 		{"dirlock", "show or break the lock kept in a shared directory (run --dir)", runDirlock},
 		{"locks", "list held locks and their queues (admin API)", runLocks},
 		{"lock", "show a lock's holder and waiters (admin API)", runLock},

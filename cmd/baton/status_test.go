@@ -1,0 +1,47 @@
+//go:build unix
+
+package main
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// baton status checks the protocol port without the admin API and takes
+// no lock; a closed port or another service is unavailable (69).
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	code, out, errOut := cli("status", "--server", ts.addr)
+	if code != exitOK || !strings.Contains(out, "protocol v1, round trip") {
+		t.Fatalf("status: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	t.Logf("%s", strings.TrimSpace(out))
+	// No lock was taken: the probe lock's name is free for --no-wait.
+	p := startRun(t, "--server", ts.addr, "--no-wait", statusProbeLock, "--", "true")
+	if code, _ := p.wait(); code != 0 {
+		t.Errorf("the probe left its lock held: exit %d; stderr:\n%s", code, p.stderr)
+	}
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close()
+	if code, _, errOut := cli("status", "--server", addr); code != 69 {
+		t.Errorf("closed port: exit %d, want 69; stderr %q", code, errOut)
+	}
+	// An HTTP server is not a baton server.
+	hs := httptest.NewServer(http.NotFoundHandler())
+	defer hs.Close()
+	if code, _, errOut := cli("status", "--server", strings.TrimPrefix(hs.URL, "http://"), "--timeout", "2s"); code != 69 {
+		t.Errorf("HTTP server: exit %d, want 69; stderr %q", code, errOut)
+	}
+	if code, _, _ := cli("status", "--server", "127.0.0.1"); code != exitUsage {
+		t.Errorf("no port: exit %d, want %d", code, exitUsage)
+	}
+}
