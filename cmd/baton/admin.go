@@ -86,7 +86,7 @@ func newAdminClient(cfg *adminConfig) (*admin.Client, error) {
 func adminCommands() []adminCommand {
 	return []adminCommand{
 		{name: "locks", summary: "list held locks and their queues", match: true, run: cmdLocks},
-		{name: "lock", args: []string{"NAME"}, summary: "show a lock's holder and waiters", run: cmdLock},
+		{name: "show", args: []string{"NAME"}, summary: "show a lock's holder and waiters", run: cmdLock},
 		{name: "release", args: []string{"NAME"}, summary: "force-release a lock (its owner gets ERROR 0x02)", run: cmdRelease},
 		{name: "kick", args: []string{"NAME", "ADDR"}, summary: "remove waiter ADDR from a lock's queue", run: cmdKick},
 		{name: "info", summary: "show server version, uptime, configuration and counts", run: cmdInfo},
@@ -106,8 +106,22 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 	return runAdmin(adminCommandNamed("locks"), args, stdout, stderr)
 }
 
+func runShow(args []string, stdout, stderr io.Writer) int {
+	return runAdmin(adminCommandNamed("show"), args, stdout, stderr)
+}
+
+// runLock is 'baton lock', the old name of 'baton show': users of
+// 'etcdctl lock NAME' and 'consul lock' type it to take a lock, so it
+// says what it does now and points them to 'baton run'.
 func runLock(args []string, stdout, stderr io.Writer) int {
-	return runAdmin(adminCommandNamed("lock"), args, stdout, stderr)
+	for i, a := range args {
+		if a == "--" && i > 0 && i+1 < len(args) && !strings.HasPrefix(args[i-1], "-") {
+			fmt.Fprintln(stderr, "baton lock: to run a command while holding a lock, use 'baton run NAME -- COMMAND'")
+			return exitUsage
+		}
+	}
+	fmt.Fprintln(stderr, "baton lock: deprecated, use 'baton show NAME' (it shows a lock; 'baton run' takes one)")
+	return runShow(args, stdout, stderr)
 }
 
 func runRelease(args []string, stdout, stderr io.Writer) int {

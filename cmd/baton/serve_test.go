@@ -381,7 +381,7 @@ func TestDocsCoverFlagsAndMetrics(t *testing.T) {
 	}
 	doc := string(b)
 	row := regexp.MustCompile(`(?m)^\s+-([a-z0-9-]+)\s+(BATON_[A-Z0-9_]+)\s`)
-	for _, cmd := range []string{"serve", "locks", "lock", "release", "kick", "info"} {
+	for _, cmd := range []string{"serve", "locks", "show", "release", "kick", "info"} {
 		code, out, _ := cli(cmd, "-h")
 		rows := row.FindAllStringSubmatch(out, -1)
 		if code != 0 || len(rows) == 0 {
