@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -202,6 +203,10 @@ func runAdmin(ac adminCommand, args []string, stdout, stderr io.Writer) int {
 			return exitAdminNotFound
 		case errors.Is(err, syscall.ECONNREFUSED):
 			fmt.Fprintf(stderr, "Is 'baton serve -admin-listen %s' running? Set --admin or BATON_ADMIN_ADDRESS to its address.\n", cfg.addr)
+		default:
+			if hint := adminAddrHint(client, cfg); hint != "" {
+				fmt.Fprintln(stderr, hint)
+			}
 		}
 		return exitError
 	}
@@ -396,3 +401,26 @@ func timeCell(t admin.Time) string {
 }
 
 func leaseCell(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
+
+// adminAddrHint says what --admin points at when it did not answer as the
+// admin API: the baton protocol port, or a TLS port spoken to in plain
+// HTTP. It asks the address itself rather than reading error strings.
+func adminAddrHint(c *admin.Client, cfg *adminConfig) string {
+	u, err := url.Parse(c.BaseURL)
+	if err != nil {
+		return ""
+	}
+	if _, err := statusProbe(u.Host, &tlsfiles.ClientFiles{}, 2*time.Second); err == nil {
+		return fmt.Sprintf("%s is a baton protocol port, not the admin API: set --admin to the address of 'baton serve -admin-listen' (default %s).", u.Host, defaultAdminAddr)
+	}
+	if u.Scheme == "http" {
+		d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} // only to learn that it speaks TLS
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if conn, err := d.DialContext(ctx, "tcp", u.Host); err == nil {
+			conn.Close()
+			return fmt.Sprintf("%s serves TLS: use --admin https://%s with --tls-ca (and --tls-cert, --tls-key for mutual TLS).", u.Host, u.Host)
+		}
+	}
+	return ""
+}

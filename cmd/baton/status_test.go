@@ -45,3 +45,22 @@ func TestStatus(t *testing.T) {
 		t.Errorf("no port: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// --admin pointed at the protocol port, or plain HTTP at a TLS port: the
+// admin commands say what the address is instead of an HTTP parse error.
+func TestAdminAddressHints(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	code, _, errOut := cli("locks", "--admin", ts.addr)
+	if code != exitError || !strings.Contains(errOut, "is a baton protocol port, not the admin API") {
+		t.Errorf("--admin at the protocol port: exit %d, stderr %q", code, errOut)
+	}
+	hs := httptest.NewTLSServer(http.NotFoundHandler())
+	defer hs.Close()
+	hs.Config.ErrorLog = nil
+	addr := strings.TrimPrefix(hs.URL, "https://")
+	code, _, errOut = cli("info", "--admin", addr)
+	if code != exitError || !strings.Contains(errOut, "serves TLS: use --admin https://"+addr) {
+		t.Errorf("plain HTTP at a TLS port: exit %d, stderr %q", code, errOut)
+	}
+}
