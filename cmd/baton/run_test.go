@@ -250,6 +250,18 @@ func tokenOf(t *testing.T, line, word string) uint64 {
 	return n
 }
 
+// unreachableAddr is a loopback address that nothing listens on.
+func unreachableAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
 // A holder whose command waits for a line on stdin.
 const holdScript = `echo held $BATON_TOKEN; read x`
 
@@ -298,12 +310,7 @@ func TestRunHelp(t *testing.T) {
 func TestRunExitCodes(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t)
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	unreachable := closed.Addr().String()
-	closed.Close()
+	unreachable := unreachableAddr(t)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -407,6 +414,9 @@ func TestRunHolderKilled(t *testing.T) {
 		}
 	})
 	tokenOf(t, first.line(), "held")
+	if strings.Contains(first.stderr.String(), "cannot run the command in a PID namespace") {
+		t.Skipf("no PID namespace here (uid %d): the guarantee does not hold, as docs/cli.md says; stderr:\n%s", os.Getuid(), first.stderr)
+	}
 	before := treeProcs(marker)
 	if len(before) < 3 { // sh and its two sleeps (and baton's init if isolated)
 		t.Fatalf("found %d processes of the command's tree (%v), want at least 3", len(before), before)
@@ -427,9 +437,6 @@ func TestRunHolderKilled(t *testing.T) {
 	io.WriteString(second.stdin, "done\n")
 	if code, _ := second.wait(); code != 0 {
 		t.Errorf("second run: exit %d; stderr:\n%s", code, second.stderr)
-	}
-	if strings.Contains(first.stderr.String(), "warning") {
-		t.Errorf("isolation unavailable as %d; stderr:\n%s", os.Getuid(), first.stderr)
 	}
 }
 
@@ -634,12 +641,7 @@ func TestRunFlagsAfterName(t *testing.T) {
 // server is unavailable, not 75, the lock is busy.
 func TestRunWaitEndsUnreachable(t *testing.T) {
 	t.Parallel()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	unreachable := closed.Addr().String()
-	closed.Close()
+	unreachable := unreachableAddr(t)
 	p := startRun(t, "--server", unreachable, "--retry", "--wait", "300ms", "job", "--", "true")
 	if code, _ := p.wait(); code != exitUnavailable {
 		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUnavailable, p.stderr)
@@ -673,12 +675,7 @@ func TestRunVerbose(t *testing.T) {
 		}
 	}
 
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	unreachable := closed.Addr().String()
-	closed.Close()
+	unreachable := unreachableAddr(t)
 	p := startRun(t, "-v", "--retry", "--wait", "500ms", "--server", unreachable, "job", "--", "true")
 	p.wait()
 	if !strings.Contains(p.stderr.String(), "attempt 1 for lock \"job\" failed") || !strings.Contains(p.stderr.String(), "retrying") {

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,12 +25,7 @@ func TestStatus(t *testing.T) {
 		t.Errorf("the probe left its lock held: exit %d; stderr:\n%s", code, p.stderr)
 	}
 
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := closed.Addr().String()
-	closed.Close()
+	addr := unreachableAddr(t)
 	if code, _, errOut := cli("status", "--server", addr); code != 69 {
 		t.Errorf("closed port: exit %d, want 69; stderr %q", code, errOut)
 	}
