@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -221,8 +222,10 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	start := time.Now()
 	// Protocol v1 does not say who holds the lock or how many wait ahead:
 	// say that we still wait once the lock was not granted at once.
+	var saidWaiting atomic.Bool
 	waiting := time.AfterFunc(runWaitingAfter, func() {
 		if verbose && !cfg.noWait {
+			saidWaiting.Store(true)
 			fmt.Fprintf(stderr, "baton run: waiting for lock %q on %s (held by another client, or the server is slow)\n", name, cfg.server)
 		}
 	})
@@ -260,7 +263,7 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 		fmt.Fprintf(stderr, "baton run: %v while waiting for lock %q\n", sig, name)
 		return nil, 128 + int(sig.(syscall.Signal))
 	case err == nil:
-		if verbose {
+		if cfg.verbose || saidWaiting.Load() { // on a terminal, only after a wait
 			fmt.Fprintf(stderr, "baton run: acquired lock %q after %v (token %d)\n", name, time.Since(start).Round(time.Millisecond), lock.Token())
 		}
 		return lock, 0
