@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,8 +62,18 @@ type Metrics struct {
 }
 
 // DurationBuckets are the buckets of baton_wait_seconds and
-// baton_hold_seconds: 20 exponential steps from 100 µs to 1 h.
-var DurationBuckets = prometheus.ExponentialBucketsRange(0.0001, 3600, 20)
+// baton_hold_seconds: 20 exponential steps from 100 µs to 1 h, rounded to
+// 4 significant digits so that their le labels read as written
+// ("3600", not "3600.0000000000023").
+var DurationBuckets = roundBuckets(prometheus.ExponentialBucketsRange(0.0001, 3600, 20))
+
+// roundBuckets rounds each bound to 4 significant digits.
+func roundBuckets(b []float64) []float64 {
+	for i, v := range b {
+		b[i], _ = strconv.ParseFloat(strconv.FormatFloat(v, 'g', 4, 64), 64)
+	}
+	return b
+}
 
 // NewMetrics creates the metrics and registers them, with the standard Go
 // runtime and process collectors, in a new private registry.

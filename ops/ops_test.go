@@ -189,6 +189,16 @@ func TestBuckets(t *testing.T) {
 	if len(b) != 20 || b[0] != 0.0001 || b[len(b)-1] < 3599.99 || b[len(b)-1] > 3600.01 {
 		t.Fatalf("buckets = %v, want 20 from 100µs to 1h", b)
 	}
+	// The le labels read as written: no float noise such as
+	// 3600.0000000000023.
+	for i, v := range b {
+		if l := strconv.FormatFloat(v, 'f', -1, 64); len(strings.TrimLeft(strings.Replace(l, ".", "", 1), "0")) > 4 {
+			t.Errorf("bucket %d has the label le=%q", i, l)
+		}
+		if i > 0 && v <= b[i-1] {
+			t.Errorf("buckets not increasing at %d: %v", i, b)
+		}
+	}
 }
 
 // TestProbesDuringShutdown: both probes turn 503 at the first moment of
@@ -329,18 +339,18 @@ func TestObserveRareEvents(t *testing.T) {
 		m.Observe(e)
 	}
 	checkSamples(t, scrape(t, hs.URL), map[string]float64{
-		"baton_accept_errors_total":                         2,
-		"baton_tls_handshake_errors_total":                  1,
-		"baton_acl_denials_total":                           1,
-		`baton_protocol_errors_total{code="0x18"}`:          1,
-		`baton_protocol_errors_total{code="0x7f"}`:          1,
-		`baton_releases_total{reason="io_timeout"}`:         1,
-		`baton_dequeues_total{reason="expired"}`:            1,
-		"baton_hold_seconds_sum":                            2,
-		`baton_hold_seconds_bucket{le="2.369744084413866"}`: 1,
-		"baton_audit_dropped_total":                         5,
-		"baton_connections_active":                          0, // no Source
-		"baton_acquires_total":                              0,
+		"baton_accept_errors_total":                 2,
+		"baton_tls_handshake_errors_total":          1,
+		"baton_acl_denials_total":                   1,
+		`baton_protocol_errors_total{code="0x18"}`:  1,
+		`baton_protocol_errors_total{code="0x7f"}`:  1,
+		`baton_releases_total{reason="io_timeout"}`: 1,
+		`baton_dequeues_total{reason="expired"}`:    1,
+		"baton_hold_seconds_sum":                    2,
+		`baton_hold_seconds_bucket{le="2.37"}`:      1,
+		"baton_audit_dropped_total":                 5,
+		"baton_connections_active":                  0, // no Source
+		"baton_acquires_total":                      0,
 	})
 }
 

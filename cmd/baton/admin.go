@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +73,11 @@ func newAdminClient(cfg *adminConfig) (*admin.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--admin: %v", err)
 	}
+	if u, err := url.Parse(client.BaseURL); err == nil {
+		if err := checkHostPort(u.Host); err != nil {
+			return nil, fmt.Errorf("--admin: %v", err)
+		}
+	}
 	if tlsCfg != nil {
 		client.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}
 	}
@@ -80,7 +87,7 @@ func newAdminClient(cfg *adminConfig) (*admin.Client, error) {
 func adminCommands() []adminCommand {
 	return []adminCommand{
 		{name: "locks", summary: "list held locks and their queues", match: true, run: cmdLocks},
-		{name: "lock", args: []string{"NAME"}, summary: "show a lock's holder and waiters", run: cmdLock},
+		{name: "show", args: []string{"NAME"}, summary: "show a lock's holder and waiters", run: cmdLock},
 		{name: "release", args: []string{"NAME"}, summary: "force-release a lock (its owner gets ERROR 0x02)", run: cmdRelease},
 		{name: "kick", args: []string{"NAME", "ADDR"}, summary: "remove waiter ADDR from a lock's queue", run: cmdKick},
 		{name: "info", summary: "show server version, uptime, configuration and counts", run: cmdInfo},
@@ -100,8 +107,22 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 	return runAdmin(adminCommandNamed("locks"), args, stdout, stderr)
 }
 
+func runShow(args []string, stdout, stderr io.Writer) int {
+	return runAdmin(adminCommandNamed("show"), args, stdout, stderr)
+}
+
+// runLock is 'baton lock', the old name of 'baton show': users of
+// 'etcdctl lock NAME' and 'consul lock' type it to take a lock, so it
+// says what it does now and points them to 'baton run'.
 func runLock(args []string, stdout, stderr io.Writer) int {
-	return runAdmin(adminCommandNamed("lock"), args, stdout, stderr)
+	for i, a := range args {
+		if a == "--" && i > 0 && i+1 < len(args) && !strings.HasPrefix(args[i-1], "-") {
+			fmt.Fprintln(stderr, "baton lock: to run a command while holding a lock, use 'baton run NAME -- COMMAND'")
+			return exitUsage
+		}
+	}
+	fmt.Fprintln(stderr, "baton lock: deprecated, use 'baton show NAME' (it shows a lock; 'baton run' takes one)")
+	return runShow(args, stdout, stderr)
 }
 
 func runRelease(args []string, stdout, stderr io.Writer) int {
@@ -182,6 +203,10 @@ func runAdmin(ac adminCommand, args []string, stdout, stderr io.Writer) int {
 			return exitAdminNotFound
 		case errors.Is(err, syscall.ECONNREFUSED):
 			fmt.Fprintf(stderr, "Is 'baton serve -admin-listen %s' running? Set --admin or BATON_ADMIN_ADDRESS to its address.\n", cfg.addr)
+		default:
+			if hint := adminAddrHint(client, cfg); hint != "" {
+				fmt.Fprintln(stderr, hint)
+			}
 		}
 		return exitError
 	}
@@ -376,3 +401,26 @@ func timeCell(t admin.Time) string {
 }
 
 func leaseCell(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
+
+// adminAddrHint says what --admin points at when it did not answer as the
+// admin API: the baton protocol port, or a TLS port spoken to in plain
+// HTTP. It asks the address itself rather than reading error strings.
+func adminAddrHint(c *admin.Client, cfg *adminConfig) string {
+	u, err := url.Parse(c.BaseURL)
+	if err != nil {
+		return ""
+	}
+	if _, err := statusProbe(u.Host, &tlsfiles.ClientFiles{}, 2*time.Second); err == nil {
+		return fmt.Sprintf("%s is a baton protocol port, not the admin API: set --admin to the address of 'baton serve -admin-listen' (default %s).", u.Host, defaultAdminAddr)
+	}
+	if u.Scheme == "http" {
+		d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} // only to learn that it speaks TLS
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if conn, err := d.DialContext(ctx, "tcp", u.Host); err == nil {
+			conn.Close()
+			return fmt.Sprintf("%s serves TLS: use --admin https://%s with --tls-ca (and --tls-cert, --tls-key for mutual TLS).", u.Host, u.Host)
+		}
+	}
+	return ""
+}

@@ -89,14 +89,14 @@ func TestAdminCLI(t *testing.T) {
 		t.Errorf("locks --json shape:\n%s", out)
 	}
 
-	code, out, _ = cli("lock", "jobs/nightly", adm)
+	code, out, _ = cli("show", "jobs/nightly", adm)
 	rows = fields(out)
 	if code != 0 || len(rows) != 4 || strings.Join(rows[0], " ") != "lock jobs/nightly" ||
 		rows[2][0] != "holder" || rows[2][1] != owner.Addr() || rows[3][0] != "1" || rows[3][1] != waiter.Addr() {
 		t.Errorf("lock = %d\n%s", code, out)
 	}
 	aligned(t, strings.SplitN(out, "\n", 2)[1])
-	code, out, _ = cli("lock", adm, "--json", "jobs/nightly")
+	code, out, _ = cli("show", adm, "--json", "jobs/nightly")
 	var l admin.Lock
 	if err := json.Unmarshal([]byte(out), &l); code != 0 || err != nil || l.Name != "jobs/nightly" || len(l.Waiters) != 1 {
 		t.Errorf("lock --json = %d %s", code, out)
@@ -117,7 +117,7 @@ func TestAdminCLI(t *testing.T) {
 
 	// Not found: exit 3.
 	for _, args := range [][]string{
-		{"lock", "nope"},
+		{"show", "nope"},
 		{"release", "nope"},
 		{"kick", "jobs/nightly", "127.0.0.1:1"},
 		{"kick", "nope", waiter.Addr()},
@@ -153,18 +153,22 @@ func TestAdminCLIUsageAndErrors(t *testing.T) {
 		code int
 		want string // in stderr (or stdout for -h)
 	}{
-		{[]string{"lock"}, exitUsage, "missing NAME"},
+		{[]string{"show"}, exitUsage, "missing NAME"},
 		{[]string{"kick", "x"}, exitUsage, "missing ADDR"},
 		{[]string{"locks", "extra"}, exitUsage, `unexpected argument "extra"`},
-		{[]string{"lock", "a", "b"}, exitUsage, `unexpected argument "b"`},
+		{[]string{"show", "a", "b"}, exitUsage, `unexpected argument "b"`},
 		{[]string{"locks", "--bogus"}, exitUsage, "-bogus"},
-		{[]string{"lock", "x", "--bogus"}, exitUsage, "-bogus"},
-		{[]string{"lock", "--match", "x", "y"}, exitUsage, "-match"}, // only 'locks' filters
+		{[]string{"show", "x", "--bogus"}, exitUsage, "-bogus"},
+		{[]string{"show", "--match", "x", "y"}, exitUsage, "-match"}, // only 'locks' filters
 		{[]string{"info", "--timeout", "0s"}, exitUsage, "--timeout must be positive"},
 		{[]string{"info", "--admin", "ftp://x:1"}, exitUsage, "--admin"},
-		{[]string{"lock", strings.Repeat("x", 256)}, exitUsage, "too long"},
-		{[]string{"lock", "-h"}, exitOK, "Usage: baton lock [flags] NAME"},
-		{[]string{"lock", "x", "-h"}, exitOK, "3  not found"},
+		{[]string{"locks", "--admin", "127.0.0.1"}, exitUsage, "want host:port"},
+		{[]string{"info", "--admin", "http://127.0.0.1:0"}, exitUsage, "port"},
+		{[]string{"show", strings.Repeat("x", 256)}, exitUsage, "too long"},
+		{[]string{"show", "-h"}, exitOK, "Usage: baton show [flags] NAME"},
+		{[]string{"show", "x", "-h"}, exitOK, "3  not found"},
+		{[]string{"lock", "-h"}, exitOK, "deprecated, use 'baton show NAME'"},
+		{[]string{"lock", "job", "--", "make"}, exitUsage, "use 'baton run NAME -- COMMAND'"},
 	} {
 		code, out, errOut := cli(tt.args...)
 		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
@@ -194,7 +198,7 @@ func TestAdminCLIUsageAndErrors(t *testing.T) {
 		t.Errorf("--admin did not beat BATON_ADMIN_ADDRESS: exit %d", code)
 	}
 	// A name starting with '-' after "--".
-	if code, _, errOut := cli("lock", "--", "-x"); code != exitAdminNotFound {
+	if code, _, errOut := cli("show", "--", "-x"); code != exitAdminNotFound {
 		t.Errorf("lock -- -x = %d %q, want 3", code, errOut)
 	}
 }

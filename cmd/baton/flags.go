@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -110,4 +112,17 @@ func (fs *flagSet) parseOrExit(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), strings.TrimSpace(err.Error()))
 	fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", fs.Name())
 	return exitUsage
+}
+
+// checkHostPort reports whether addr is host:port with a port in 1-65535,
+// so that a typo is a usage error at once rather than an outage to retry.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: want host:port (%v)", addr, strings.TrimPrefix(err.Error(), "address "+addr+": "))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("address %q: port %q is not a number from 1 to 65535", addr, port)
+	}
+	return nil
 }

@@ -2,8 +2,10 @@
 //
 //	baton serve            run the server
 //	baton run NAME -- CMD  run a command while holding a lock
+//	baton status           check a server's protocol port
 //	baton dirlock status PATH  show the lock kept in a shared directory
-//	baton version          print the version
+//	baton version          print the version (also: baton --version)
+//	baton help COMMAND     the flags of a command (also: baton COMMAND -h)
 //
 // Every flag also reads a BATON_* environment variable; a flag on the
 // command line beats the environment, which beats the default.
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 )
 
 // Exit codes shared by every subcommand. Subcommands document their own
@@ -23,8 +26,48 @@ const (
 	exitUsage = 2 // bad flags, arguments or environment
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// runInitName is the hidden subcommand that baton run starts as the first
+// process (init) of its command's own PID namespace (run_linux.go).
+const runInitName = "__run-init"
+
+// version is set at build time with -ldflags "-X main.version=..."; when
+// it is not, init takes it from the build information: the module version
+// for 'go install ...@v1.2.3', the VCS revision for a build in a clone.
+var version = ""
+
+func init() {
+	if version == "" {
+		version = buildVersion(debug.ReadBuildInfo())
+	}
+}
+
+// buildVersion is the version that info tells, or "dev".
+func buildVersion(info *debug.BuildInfo, ok bool) string {
+	if !ok {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "-dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev == "" {
+		return "dev"
+	}
+	return "dev-" + rev + modified
+}
 
 type command struct {
 	name    string
@@ -36,9 +79,11 @@ func commands() []command {
 	return []command{
 		{"serve", "run the lock server", runServe},
 		{"run", "run a command while holding a lock", runRun},
+		{"status", "check that a server answers on its protocol port (no admin API)", runStatus},
 		{"dirlock", "show or break the lock kept in a shared directory (run --dir)", runDirlock},
 		{"locks", "list held locks and their queues (admin API)", runLocks},
-		{"lock", "show a lock's holder and waiters (admin API)", runLock},
+		{"show", "show a lock's holder and waiters (admin API)", runShow},
+		{"lock", "deprecated name of show", runLock},
 		{"release", "force-release a lock (admin API)", runRelease},
 		{"kick", "remove a waiter from a lock's queue (admin API)", runKick},
 		{"info", "show the server's version, configuration and counts (admin API)", runInfo},
@@ -56,9 +101,27 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	case runInitName:
+		return runInit(args[1:], stderr)
+	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
+	case "help":
+		if len(args) == 1 {
+			usage(stdout)
+			return exitOK
+		}
+		// 'baton help CMD' is 'baton CMD -h'.
+		for _, c := range commands() {
+			if c.name == args[1] {
+				return c.run([]string{"-h"}, stdout, stderr)
+			}
+		}
+		fmt.Fprintf(stderr, "baton help: unknown command %q\n\n", args[1])
+		usage(stderr)
+		return exitUsage
+	case "-version", "--version":
+		return runVersion(nil, stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -75,10 +138,18 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'baton COMMAND -h' for the flags of a command.")
+	fmt.Fprintln(w, "\nRun 'baton help COMMAND' or 'baton COMMAND -h' for the flags of a command;\n'baton --version' prints the version.")
 }
 
-func runVersion(_ []string, stdout, _ io.Writer) int {
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		fmt.Fprintln(stdout, "Usage: baton version\n\nPrints the version: the one set at build time, the module version of\n'go install', or dev-REVISION for a build in a git clone.")
+		return exitOK
+	case len(args) > 0:
+		fmt.Fprintf(stderr, "baton version: unexpected argument %q\nUsage: baton version\n", args[0])
+		return exitUsage
+	}
 	fmt.Fprintln(stdout, "baton", version)
 	return exitOK
 }

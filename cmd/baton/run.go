@@ -9,18 +9,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/tlsfiles"
 	"github.com/batonlock/baton/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Exit codes of 'baton run' besides the command's own. The sysexits(3)
@@ -29,6 +32,7 @@ const (
 	exitUnavailable = 69  // EX_UNAVAILABLE: server unreachable, connection lost or claim refused before COMMAND started
 	exitTempFail    = 75  // EX_TEMPFAIL: lock busy (--no-wait) or not acquired within --wait
 	exitLost        = 76  // lock lost while COMMAND ran
+	exitTimeout     = 124 // COMMAND ran longer than --timeout (as timeout(1))
 	exitCannotExec  = 126 // COMMAND found but could not be executed
 	exitNotFound    = 127 // COMMAND not found
 )
@@ -39,38 +43,56 @@ const runHelp = `
 Runs COMMAND while holding the lock NAME on a baton server: waits in the
 lock's queue, starts COMMAND in its own process group with BATON_LOCK and
 BATON_TOKEN (the fencing token) added to its environment, and releases the
-lock when COMMAND exits. Flags go before NAME.
+lock when COMMAND exits. Flags go before or after NAME, before --.
 
 If the lock is lost while COMMAND runs, its process group gets SIGTERM,
 then SIGKILL after --grace. After a heartbeat timeout the claim is kept
 until COMMAND has exited, and at most until one lease after the last
 confirmed heartbeat, so that the next holder cannot start while COMMAND
 is stopping. SIGINT, SIGTERM and SIGHUP sent to baton run are forwarded
-to COMMAND's process group; before COMMAND starts they stop the wait.
+to COMMAND's process group; a second SIGINT, or any of them --grace after
+the first, sends SIGKILL instead. Before COMMAND starts they stop the
+wait. When stdin is the terminal baton run runs in the foreground of,
+COMMAND gets the terminal's foreground (it can prompt; Ctrl-C reaches it
+directly), and baton run takes it back when COMMAND exits.
+
+On Linux, COMMAND runs in a PID namespace of its own (--isolate), so that
+if baton run dies, even by SIGKILL, the kernel kills every process that
+COMMAND started, and none outlives the lock; see docs/cli.md for limits.
 
 Exit status:
   N        COMMAND's own status, when it ran with the lock held throughout
            (128+S if it was killed by signal S)
-  2        usage error (bad flag, NAME or lease; --wait with --no-wait)
-  69       EX_UNAVAILABLE: server unreachable, connection lost, or claim
-           refused by the server before COMMAND started
+  2        usage error (bad flag, NAME, lease or --server; --wait with
+           --no-wait); never retried
+  69       EX_UNAVAILABLE: server unreachable (also when --wait ends while
+           --retry waits for it), connection lost, or claim refused by
+           the server before COMMAND started
   75       EX_TEMPFAIL: lock busy (--no-wait), or not acquired within --wait
+           (--conflict-exit-code changes it)
   76       lock lost while COMMAND ran, whatever COMMAND's own status
+  124      COMMAND ran longer than --timeout and was stopped
   126      COMMAND could not be executed
   127      COMMAND not found
   128+S    baton run got signal S before COMMAND started
 `
 
 type runConfig struct {
-	server string
-	lease  time.Duration
-	wait   time.Duration
-	noWait bool
-	retry  bool
-	grace  time.Duration
-	tls    *tlsfiles.ClientFiles
-	dialer baton.Dialer // nil: plain TCP
-	dir    string       // --dir: the shared-directory lock instead of a server (rundir.go)
+	server  string
+	lease   time.Duration
+	wait    time.Duration
+	noWait  bool
+	retry   bool
+	grace   time.Duration
+	isolate bool
+	verbose bool
+	// conflict is the exit status for a busy lock (--no-wait) or an
+	// expired --wait, 75 unless --conflict-exit-code says otherwise.
+	conflict int
+	timeout  time.Duration // --timeout: stop COMMAND after this long; 0: never
+	tls      *tlsfiles.ClientFiles
+	dialer   baton.Dialer // nil: plain TCP
+	dir      string       // --dir: the shared-directory lock instead of a server (rundir.go)
 }
 
 func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
@@ -81,7 +103,11 @@ func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
 	fs.DurationVar(&cfg.wait, "wait", "BATON_WAIT", 0, "give up (exit 75) if the lock is not held within this time; 0 waits forever")
 	fs.BoolVar(&cfg.noWait, "no-wait", "BATON_NO_WAIT", false, "exit 75 at once if another client holds the lock")
 	fs.BoolVar(&cfg.retry, "retry", "BATON_RETRY", false, "retry an unreachable or restarting server with backoff until the lock is held")
+	fs.IntVar(&cfg.conflict, "conflict-exit-code", "BATON_CONFLICT_EXIT_CODE", exitTempFail, "exit status when the lock is busy (--no-wait) or not held within --wait, as flock -E")
+	fs.DurationVar(&cfg.timeout, "timeout", "BATON_TIMEOUT", 0, "stop COMMAND (SIGTERM, SIGKILL after --grace) if it runs longer than this, and exit 124; 0: no limit")
 	fs.DurationVar(&cfg.grace, "grace", "BATON_GRACE", 10*time.Second, "after a lost lock, time from SIGTERM to SIGKILL of COMMAND's process group")
+	fs.BoolVar(&cfg.verbose, "v", "BATON_VERBOSE", false, "say on stderr when waiting, each retry and its cause, and the time waited (on by default when stderr is a terminal)")
+	fs.BoolVar(&cfg.isolate, "isolate", "BATON_ISOLATE", true, "run COMMAND in a PID namespace of its own, so that all its processes die with baton run, even by SIGKILL (Linux; false: the host's)")
 	cfg.tls = clientTLSFlags(fs)
 	fs.StringVar(&cfg.dir, "dir", "BATON_DIR", "", "take the lock kept in this shared directory instead of a server's (no NAME; see docs/dirlock.md)")
 	return fs, cfg
@@ -104,11 +130,26 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	rest := fs.Args()
+	if len(rest) > 1 && rest[1] != "--" && strings.HasPrefix(rest[1], "-") {
+		// Flags after NAME, as the admin commands take them.
+		in := rest[1:]
+		fs.SetOutput(io.Discard)
+		err := fs.FlagSet.Parse(in)
+		fs.SetOutput(nil)
+		if err != nil {
+			return usage("%v", strings.TrimSpace(err.Error()))
+		}
+		if after := fs.Args(); terminated(in, after) {
+			rest = append([]string{rest[0], "--"}, after...)
+		} else {
+			rest = append([]string{rest[0]}, after...)
+		}
+	}
 	switch {
 	case len(rest) == 0:
 		return usage("missing NAME")
 	case len(rest) == 1 || rest[1] != "--":
-		return usage("missing -- between NAME and COMMAND (flags go before NAME)")
+		return usage("missing -- between NAME and COMMAND")
 	case len(rest) == 2:
 		return usage("missing COMMAND")
 	}
@@ -122,12 +163,19 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return usage("--wait must not be negative, got %v", cfg.wait)
 	case cfg.grace < 0:
 		return usage("--grace must not be negative, got %v", cfg.grace)
+	case cfg.timeout < 0:
+		return usage("--timeout must not be negative, got %v", cfg.timeout)
+	case cfg.conflict < 0 || cfg.conflict > 255:
+		return usage("--conflict-exit-code must be from 0 to 255, got %d", cfg.conflict)
 	}
 	if err := protocol.ValidateName(name); err != nil {
 		return usage("lock name %q: %v", name, err)
 	}
 	if err := protocol.ValidateLease(cfg.lease); err != nil {
-		return usage("--lease %v: %v", cfg.lease, err)
+		return usage("--lease %v: must be from 1ms to %v", cfg.lease, time.Duration(math.MaxUint32)*time.Millisecond)
+	}
+	if err := checkHostPort(cfg.server); err != nil {
+		return usage("--server: %v", err)
 	}
 	tlsCfg, err := clientTLSConfig(cfg.tls, cfg.server)
 	if err != nil {
@@ -170,12 +218,31 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	}()
 
 	c := baton.New(baton.Config{Address: cfg.server, Dialer: cfg.dialer})
+	verbose := cfg.verbose || isTerminal(stderr)
+	start := time.Now()
+	// Protocol v1 does not say who holds the lock or how many wait ahead:
+	// say that we still wait once the lock was not granted at once.
+	var saidWaiting atomic.Bool
+	waiting := time.AfterFunc(runWaitingAfter, func() {
+		if verbose && !cfg.noWait {
+			saidWaiting.Store(true)
+			fmt.Fprintf(stderr, "baton run: waiting for lock %q on %s (held by another client, or the server is slow)\n", name, cfg.server)
+		}
+	})
+	defer waiting.Stop()
 	var lock *baton.Lock
+	var last error // the last attempt's own error
+	attempts := 0
 	attempt := func() (err error) {
+		attempts++
 		if cfg.noWait {
 			lock, err = c.TryAcquire(ctx, name, cfg.lease)
 		} else {
 			lock, err = c.Acquire(ctx, name, cfg.lease)
+		}
+		last = err
+		if err != nil && verbose && cfg.retry && baton.Temporary(err) && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "baton run: attempt %d for lock %q failed: %v; retrying with backoff\n", attempts, name, err)
 		}
 		return err
 	}
@@ -196,13 +263,21 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 		fmt.Fprintf(stderr, "baton run: %v while waiting for lock %q\n", sig, name)
 		return nil, 128 + int(sig.(syscall.Signal))
 	case err == nil:
+		if cfg.verbose || saidWaiting.Load() { // on a terminal, only after a wait
+			fmt.Fprintf(stderr, "baton run: acquired lock %q after %v (token %d)\n", name, time.Since(start).Round(time.Millisecond), lock.Token())
+		}
 		return lock, 0
 	case errors.Is(err, baton.ErrBusy):
 		fmt.Fprintf(stderr, "baton run: lock %q is busy\n", name)
-		return nil, exitTempFail
+		return nil, cfg.conflict
+	case errors.Is(err, context.DeadlineExceeded) && last != nil && !errors.Is(last, context.DeadlineExceeded):
+		// --wait ended between retries: the server was not reachable, so
+		// nobody can say the lock was busy.
+		fmt.Fprintf(stderr, "baton run: lock %q: server still unavailable when --wait %v ended: %v\n", name, cfg.wait, last)
+		return nil, exitUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(stderr, "baton run: lock %q not acquired within %v: %v\n", name, cfg.wait, err)
-		return nil, exitTempFail
+		return nil, cfg.conflict
 	}
 	fmt.Fprintf(stderr, "baton run: lock %q: %v\n", name, err)
 	return nil, exitUnavailable
@@ -255,12 +330,15 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 		}
 	}
 	cmd.Env = append(env, l.env...)
-	cmd.SysProcAttr = childSysProcAttr()
 	// The child's parent-death signal (Linux) is tied to the thread that
 	// forked it: keep that thread ours for the child's whole life.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
+	// In a terminal, COMMAND gets the terminal's foreground, as with
+	// flock(1): a COMMAND that prompts would otherwise stop on SIGTTIN.
+	tty := foregroundTTY(os.Stdin)
+	cmd, err := startCommand(cmd, cfg.isolate, tty >= 0, stderr)
+	if err != nil {
 		fmt.Fprintf(stderr, "baton run: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitNotFound
@@ -273,15 +351,46 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 
 	lost := l.lost
 	var kill <-chan time.Time
+	var deadline <-chan time.Time
+	timedOut := false
+	if cfg.timeout > 0 {
+		t := time.NewTimer(cfg.timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var forwarded time.Time // when the first signal was forwarded
+	var last syscall.Signal
 	for running := true; running; {
 		select {
 		case s := <-sigs:
-			syscall.Kill(-pgid, s.(syscall.Signal))
+			sig := s.(syscall.Signal)
+			switch {
+			case forwarded.IsZero():
+				forwarded = time.Now()
+				fmt.Fprintf(stderr, "baton run: forwarded %s to the command (process group %d); a second SIGINT, or any signal after %v, sends SIGKILL\n", signalName(sig), pgid, cfg.grace)
+				syscall.Kill(-pgid, sig)
+			case sig == syscall.SIGINT && last == syscall.SIGINT, time.Since(forwarded) >= cfg.grace:
+				fmt.Fprintf(stderr, "baton run: got %s again; sending SIGKILL to the command (process group %d)\n", signalName(sig), pgid)
+				syscall.Kill(-pgid, syscall.SIGKILL)
+			default:
+				fmt.Fprintf(stderr, "baton run: forwarded %s to the command (process group %d)\n", signalName(sig), pgid)
+				syscall.Kill(-pgid, sig)
+			}
+			last = sig
+		case <-deadline:
+			deadline, timedOut = nil, true
+			fmt.Fprintf(stderr, "baton run: command still running after --timeout %v; sending SIGTERM\n", cfg.timeout)
+			syscall.Kill(-pgid, syscall.SIGTERM)
+			if kill == nil {
+				kill = time.After(cfg.grace)
+			}
 		case <-lost:
 			lost = nil
 			fmt.Fprintf(stderr, "baton run: %s lost: %s; sending SIGTERM to the command\n", l.what, l.cause())
 			syscall.Kill(-pgid, syscall.SIGTERM)
-			kill = time.After(cfg.grace)
+			if kill == nil {
+				kill = time.After(cfg.grace)
+			}
 		case <-kill:
 			kill = nil
 			fmt.Fprintf(stderr, "baton run: command still running %v after SIGTERM; sending SIGKILL\n", cfg.grace)
@@ -290,6 +399,9 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 			running = false
 		}
 	}
+	if tty >= 0 {
+		takeForeground(tty)
+	}
 	released = true
 	if err := l.release(); err != nil {
 		if lost != nil {
@@ -297,9 +409,61 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 		}
 		return exitLost
 	}
+	if timedOut {
+		return exitTimeout
+	}
 	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// signalName is the SIGNAME of sig, as people type it.
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return sig.String()
+}
+
+// foregroundTTY returns f's descriptor if f is a terminal whose
+// foreground process group is ours (baton run runs in the foreground),
+// and -1 otherwise.
+func foregroundTTY(f *os.File) int {
+	fd := int(f.Fd())
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	if err != nil || pgrp != syscall.Getpgrp() {
+		return -1
+	}
+	return fd
+}
+
+// takeForeground makes our process group the terminal's foreground
+// again, once COMMAND has exited. A background group that sets the
+// foreground gets SIGTTOU unless it ignores it.
+func takeForeground(fd int) {
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, syscall.Getpgrp())
+}
+
+// runWaitingAfter is how long baton run waits for a grant before it says
+// that it is waiting (a variable for tests).
+var runWaitingAfter = 500 * time.Millisecond
+
+// isTerminal reports whether w is our controlling terminal (the only
+// kind that has a foreground process group to ask for).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil
 }

@@ -2,11 +2,29 @@
 
 package main
 
-import "syscall"
+import (
+	"fmt"
+	"io"
+	"os/exec"
+	"syscall"
+)
 
-// childSysProcAttr puts the command in its own process group, so that a
-// lost lock can signal all of it. Without Linux's parent-death signal, a
-// command whose baton run is killed with SIGKILL keeps running.
-func childSysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+// startCommand starts cmd in its own process group, so that a lost lock
+// can signal all of it. Without Linux's PID namespaces and parent-death
+// signal, a command whose baton run is killed with SIGKILL keeps running:
+// say so unless isolation was turned off.
+func startCommand(cmd *exec.Cmd, isolate, foreground bool, stderr io.Writer) (*exec.Cmd, error) {
+	if isolate && cmd.Err == nil {
+		fmt.Fprintln(stderr, "baton run: warning: on this system the command is not killed if baton run is killed with SIGKILL, and can outlive the lock (--isolate=false silences this)")
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Foreground: foreground}
+	return cmd, cmd.Start()
 }
+
+// runInit exists on Linux only.
+func runInit(_ []string, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "baton: %s is internal to baton run on Linux\n", runInitName)
+	return exitUsage
+}
+
+func setRunInitPath(string) {}

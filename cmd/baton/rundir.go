@@ -48,6 +48,10 @@ func runDir(fs *flagSet, cfg *runConfig, args []string, stdout, stderr io.Writer
 		return usage("--wait must not be negative, got %v", cfg.wait)
 	case cfg.grace < 0:
 		return usage("--grace must not be negative, got %v", cfg.grace)
+	case cfg.timeout < 0:
+		return usage("--timeout must not be negative, got %v", cfg.timeout)
+	case cfg.conflict < 0 || cfg.conflict > 255:
+		return usage("--conflict-exit-code must be from 0 to 255, got %d", cfg.conflict)
 	}
 	dir, err := filepath.Abs(cfg.dir)
 	if err != nil {
@@ -104,10 +108,10 @@ func runDirAcquire(cfg *runConfig, dir string, sigs <-chan os.Signal, stderr io.
 		return m, 0
 	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(stderr, "baton run: lock in %s not acquired within %v: %v\n", dir, cfg.wait, err)
-		return nil, exitTempFail
+		return nil, cfg.conflict
 	case errors.Is(err, dirlock.ErrBusy):
 		fmt.Fprintf(stderr, "baton run: %v\n", err)
-		return nil, exitTempFail
+		return nil, cfg.conflict
 	}
 	fmt.Fprintf(stderr, "baton run: %v\n", err)
 	return nil, exitUnavailable

@@ -225,6 +225,20 @@ func readFrameWithin(t *testing.T, c net.Conn) protocol.ServerFrame {
 	return f
 }
 
+// An ACL without lock rules denies every ACQUIRE: the server says so when
+// it starts.
+func TestServeEmptyACLWarns(t *testing.T) {
+	t.Parallel()
+	p := newSecurePKI(t)
+	p.writeACL(t, `{"rules": []}`)
+	proc := startBaton(t, "-listen", "127.0.0.1:0", "-tls-cert", p.srvCert, "-tls-key", p.srvKey,
+		"-tls-client-ca", p.ca, "-acl-file", p.aclPath())
+	rec := proc.waitLog(t, "the ACL has no lock rules: every ACQUIRE is denied (add \"rules\" to the ACL file; see docs/security.md)")
+	if rec["level"] != "WARN" {
+		t.Errorf("logged at %v, want WARN", rec["level"])
+	}
+}
+
 func TestServeSecurityFlagCombinations(t *testing.T) {
 	t.Parallel()
 	p := newSecurePKI(t)

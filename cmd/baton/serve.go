@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -123,8 +124,12 @@ func (c *serveConfig) validate(fs *flagSet) error {
 		if a.addr == "" && a.flag != "listen" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+		_, port, err := net.SplitHostPort(a.addr)
+		if err != nil {
 			return fmt.Errorf("%s %q: want host:port: %v", opt(a.flag), a.addr, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("%s %q: port %q is not a number from 0 to 65535", opt(a.flag), a.addr, port)
 		}
 	}
 	if c.auditStall <= 0 {
@@ -251,6 +256,10 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	}
 	if sec.acl != nil {
 		srv.Authorizer = sec.acl
+		if sec.acl.Len() == 0 {
+			logger.Warn("the ACL has no lock rules: every ACQUIRE is denied (add \"rules\" to the ACL file; see docs/security.md)",
+				"acl_file", cfg.aclFile)
+		}
 	}
 
 	var auditLog *audit.Logger

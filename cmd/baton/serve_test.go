@@ -324,6 +324,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"-ops-listen", "127.0.0.1:9", "-admin-listen", "127.0.0.1:9"}, [2]string{}, "must differ"},
 		{[]string{"-io-timeout", "0s"}, [2]string{}, "-io-timeout (BATON_IO_TIMEOUT) must be positive"},
 		{nil, [2]string{"BATON_IO_TIMEOUT", "soon"}, "BATON_IO_TIMEOUT"},
+		{[]string{"-listen", "127.0.0.1:99999"}, [2]string{}, `port "99999" is not a number`},
+		{[]string{"-ops-listen", "127.0.0.1:http"}, [2]string{}, "-ops-listen (BATON_OPS_LISTEN_ADDRESS)"},
 		{[]string{"-bogus"}, [2]string{}, "-bogus"},
 		{[]string{"extra"}, [2]string{}, `unexpected argument "extra"`},
 	} {
@@ -379,7 +381,7 @@ func TestDocsCoverFlagsAndMetrics(t *testing.T) {
 	}
 	doc := string(b)
 	row := regexp.MustCompile(`(?m)^\s+-([a-z0-9-]+)\s+(BATON_[A-Z0-9_]+)\s`)
-	for _, cmd := range []string{"serve", "locks", "lock", "release", "kick", "info"} {
+	for _, cmd := range []string{"serve", "locks", "show", "release", "kick", "info"} {
 		code, out, _ := cli(cmd, "-h")
 		rows := row.FindAllStringSubmatch(out, -1)
 		if code != 0 || len(rows) == 0 {
