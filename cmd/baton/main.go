@@ -26,8 +26,8 @@ const (
 	exitUsage = 2 // bad flags, arguments or environment
 )
 
-// runInitName is the hidden subcommand that baton run starts as the first
-// process (init) of its command's own PID namespace (run_linux.go).
+// runInitName is the hidden subcommand that baton run starts to run its
+// command as a child subreaper (run_linux.go).
 const runInitName = "__run-init"
 
 // version is set at build time with -ldflags "-X main.version=..."; when

@@ -56,9 +56,10 @@ wait. When stdin is the terminal baton run runs in the foreground of,
 COMMAND gets the terminal's foreground (it can prompt; Ctrl-C reaches it
 directly), and baton run takes it back when COMMAND exits.
 
-On Linux, COMMAND runs in a PID namespace of its own (--isolate), so that
-if baton run dies, even by SIGKILL, the kernel kills every process that
-COMMAND started, and none outlives the lock; see docs/cli.md for limits.
+On Linux, COMMAND runs under a small baton process that keeps every
+process COMMAND starts in its tree (--isolate): if baton run dies, even by
+SIGKILL, and when COMMAND exits, it kills them all, so that none outlives
+the lock; see docs/cli.md for limits.
 
 Exit status:
   N        COMMAND's own status, when it ran with the lock held throughout
@@ -107,7 +108,7 @@ func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
 	fs.DurationVar(&cfg.timeout, "timeout", "BATON_TIMEOUT", 0, "stop COMMAND (SIGTERM, SIGKILL after --grace) if it runs longer than this, and exit 124; 0: no limit")
 	fs.DurationVar(&cfg.grace, "grace", "BATON_GRACE", 10*time.Second, "after a lost lock, time from SIGTERM to SIGKILL of COMMAND's process group")
 	fs.BoolVar(&cfg.verbose, "v", "BATON_VERBOSE", false, "say on stderr when waiting, each retry and its cause, and the time waited (on by default when stderr is a terminal)")
-	fs.BoolVar(&cfg.isolate, "isolate", "BATON_ISOLATE", true, "run COMMAND in a PID namespace of its own, so that all its processes die with baton run, even by SIGKILL (Linux; false: the host's)")
+	fs.BoolVar(&cfg.isolate, "isolate", "BATON_ISOLATE", true, "kill every process COMMAND started when it exits or baton run dies, even by SIGKILL (Linux; false: only COMMAND dies with baton run)")
 	cfg.tls = clientTLSFlags(fs)
 	fs.StringVar(&cfg.dir, "dir", "BATON_DIR", "", "take the lock kept in this shared directory instead of a server's (no NAME; see docs/dirlock.md)")
 	return fs, cfg
@@ -337,7 +338,7 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 	// In a terminal, COMMAND gets the terminal's foreground, as with
 	// flock(1): a COMMAND that prompts would otherwise stop on SIGTTIN.
 	tty := foregroundTTY(os.Stdin)
-	cmd, err := startCommand(cmd, cfg.isolate, tty >= 0, stderr)
+	cmd, killAll, err := startCommand(cmd, cfg.isolate, tty >= 0, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "baton run: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -371,7 +372,7 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 				syscall.Kill(-pgid, sig)
 			case sig == syscall.SIGINT && last == syscall.SIGINT, time.Since(forwarded) >= cfg.grace:
 				fmt.Fprintf(stderr, "baton run: got %s again; sending SIGKILL to the command (process group %d)\n", signalName(sig), pgid)
-				syscall.Kill(-pgid, syscall.SIGKILL)
+				killAll()
 			default:
 				fmt.Fprintf(stderr, "baton run: forwarded %s to the command (process group %d)\n", signalName(sig), pgid)
 				syscall.Kill(-pgid, sig)
@@ -394,7 +395,7 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 		case <-kill:
 			kill = nil
 			fmt.Fprintf(stderr, "baton run: command still running %v after SIGTERM; sending SIGKILL\n", cfg.grace)
-			syscall.Kill(-pgid, syscall.SIGKILL)
+			killAll()
 		case <-exited:
 			running = false
 		}

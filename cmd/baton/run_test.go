@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -414,19 +415,28 @@ func TestRunHolderKilled(t *testing.T) {
 		}
 	})
 	tokenOf(t, first.line(), "held")
-	if strings.Contains(first.stderr.String(), "cannot run the command in a PID namespace") {
-		t.Skipf("no PID namespace here (uid %d): the guarantee does not hold, as docs/cli.md says; stderr:\n%s", os.Getuid(), first.stderr)
-	}
 	before := treeProcs(marker)
-	if len(before) < 3 { // sh and its two sleeps (and baton's init if isolated)
-		t.Fatalf("found %d processes of the command's tree (%v), want at least 3", len(before), before)
+	if len(before) < 4 { // baton's init, sh and its two sleeps (and baton run)
+		t.Fatalf("found %d processes of the command's tree (%v), want at least 4", len(before), before)
+	}
+	var inits []int
+	for _, pid := range before {
+		if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); bytes.Contains(cmdline, []byte(runInitName)) {
+			inits = append(inits, pid)
+		}
+	}
+	if len(inits) != 1 {
+		t.Fatalf("found %d baton %s among %v, want 1", len(inits), runInitName, before)
 	}
 	second := startRun(t, "--server", ts.addr, "--lease", "400ms", "job", "--", "sh", "-c", "echo second $BATON_TOKEN; read x")
 	ts.waitQueued(t)
 	killed := time.Now()
 	first.cmd.Process.Signal(syscall.SIGKILL)
 	tokenOf(t, second.line(), "second")
-	if left := treeProcs(marker); len(left) > 0 {
+	// The baton init may still be making sure of the kill (it runs
+	// nothing of the command's); every other process must be gone.
+	left := slices.DeleteFunc(treeProcs(marker), func(pid int) bool { return slices.Contains(inits, pid) })
+	if len(left) > 0 {
 		t.Errorf("when the next holder started, processes %v of the killed run's command (of %v) were still alive", left, before)
 	}
 	if d := time.Since(killed); d > 2*time.Second {
@@ -437,6 +447,53 @@ func TestRunHolderKilled(t *testing.T) {
 	io.WriteString(second.stdin, "done\n")
 	if code, _ := second.wait(); code != 0 {
 		t.Errorf("second run: exit %d; stderr:\n%s", code, second.stderr)
+	}
+}
+
+// The command runs in the host's namespaces: procps ps works in it, and
+// $$ is its pid in the host's /proc.
+func TestRunCommandSeesHost(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("ps"); err != nil {
+		t.Skip("no ps here")
+	}
+	ts := startServer(t)
+	marker := fmt.Sprintf("BATON_TEST_HOST=%d", time.Now().UnixNano())
+	p := startRunEnv(t, []string{marker}, "--server", ts.addr, "host", "--",
+		"sh", "-c", "ps -p $$ >/dev/null || exit 9; echo pid $$; read x")
+	pid := int(tokenOf(t, p.line(), "pid"))
+	if tree := treeProcs(marker); !slices.Contains(tree, pid) {
+		t.Errorf("$$ of the command is %d, not one of the host's processes %v with its environment", pid, tree)
+	}
+	io.WriteString(p.stdin, "done\n")
+	if code, _ := p.wait(); code != 0 {
+		t.Errorf("exit %d, want 0 (ps -p $$ works); stderr:\n%s", code, p.stderr)
+	}
+}
+
+// Where baton run would send SIGKILL to the command's process group (here
+// after --timeout and --grace, for a command that ignores SIGTERM), the
+// processes the command started outside that group die too: none
+// outlives baton run.
+func TestRunKillReachesWholeTree(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	marker := fmt.Sprintf("BATON_TEST_KILL=%d", time.Now().UnixNano())
+	p := startRunEnv(t, []string{marker}, "--server", ts.addr, "--timeout", "300ms", "--grace", "100ms", "tree", "--",
+		"sh", "-c", "trap '' TERM; setsid sleep 300 & sleep 300 & echo ready; wait")
+	t.Cleanup(func() {
+		for _, pid := range treeProcs(marker) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if l := p.line(); l != "ready" {
+		t.Fatalf("command said %q", l)
+	}
+	if code, _ := p.wait(); code != exitTimeout {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitTimeout, p.stderr)
+	}
+	if left := treeProcs(marker); len(left) > 0 {
+		t.Errorf("after baton run exited, processes %v of its command were still alive; stderr:\n%s", left, p.stderr)
 	}
 }
 
@@ -456,12 +513,33 @@ func treeProcs(marker string) []int {
 			continue
 		}
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil || dying(string(status)) {
+		if err != nil || dying(string(status)) || exiting(pid) {
 			continue
 		}
 		pids = append(pids, pid)
 	}
 	return pids
+}
+
+// exiting reports whether the kernel has begun pid's exit (PF_EXITING in
+// /proc/PID/stat's flags): a killed process that has taken its SIGKILL
+// is no longer pending it, but runs no more code either.
+func exiting(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false
+	}
+	// After "(COMM)": state, ppid, pgrp, session, tty_nr, tpgid, flags.
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&0x4 != 0 // PF_EXITING
 }
 
 // dying reports whether /proc/PID/status says a zombie, or SIGKILL
