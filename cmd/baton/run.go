@@ -197,26 +197,37 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	return runCommand(cfg, serverLock(lock), argv, sigs, stdout, stderr)
 }
 
-// runAcquire takes the lock, honouring --wait, --no-wait and --retry; a
-// signal stops it. It returns the lock, or nil and the exit code.
-func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Writer) (*baton.Lock, int) {
+// waitContext is the context of the wait for a lock: it ends at --wait,
+// or when one of sigs arrives. stop ends the watch for signals and
+// returns the signal that ended the wait, if any, which decides the exit
+// code.
+func waitContext(cfg *runConfig, sigs <-chan os.Signal) (ctx context.Context, stop func() os.Signal) {
 	ctx, cancel := context.WithCancel(context.Background())
 	if cfg.wait > 0 {
 		ctx, cancel = context.WithTimeout(context.Background(), cfg.wait)
 	}
-	defer cancel()
-
-	// A signal while waiting cancels the wait and decides the exit code.
 	var sig os.Signal
-	stop, watched := make(chan struct{}), make(chan struct{})
+	done, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
 		select {
 		case sig = <-sigs:
 			cancel()
-		case <-stop:
+		case <-done:
 		}
 	}()
+	return ctx, func() os.Signal {
+		close(done)
+		<-watched
+		cancel()
+		return sig
+	}
+}
+
+// runAcquire takes the lock, honouring --wait, --no-wait and --retry; a
+// signal stops it. It returns the lock, or nil and the exit code.
+func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Writer) (*baton.Lock, int) {
+	ctx, stopWaiting := waitContext(cfg, sigs)
 
 	c := baton.New(baton.Config{Address: cfg.server, Dialer: cfg.dialer})
 	verbose := cfg.verbose || isTerminal(stderr)
@@ -253,8 +264,7 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	} else {
 		err = attempt()
 	}
-	close(stop)
-	<-watched
+	sig := stopWaiting()
 
 	switch {
 	case sig != nil:

@@ -72,21 +72,7 @@ func runDir(fs *flagSet, cfg *runConfig, args []string, stdout, stderr io.Writer
 // runDirAcquire takes the lock, honouring --wait and --no-wait; a signal
 // stops the wait. It returns the held lock, or nil and the exit code.
 func runDirAcquire(cfg *runConfig, dir string, sigs <-chan os.Signal, stderr io.Writer) (*dirlock.Mutex, int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	if cfg.wait > 0 {
-		ctx, cancel = context.WithTimeout(context.Background(), cfg.wait)
-	}
-	defer cancel()
-	var sig os.Signal
-	stop, watched := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case sig = <-sigs:
-			cancel()
-		case <-stop:
-		}
-	}()
+	ctx, stopWaiting := waitContext(cfg, sigs)
 	m := dirlock.New(dir)
 	var err error
 	if cfg.noWait {
@@ -94,8 +80,7 @@ func runDirAcquire(cfg *runConfig, dir string, sigs <-chan os.Signal, stderr io.
 	} else {
 		err = m.Lock(ctx)
 	}
-	close(stop)
-	<-watched
+	sig := stopWaiting()
 
 	switch {
 	case sig != nil:
