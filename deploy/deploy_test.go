@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/ops"
 	"github.com/batonlock/baton/server"
 )
@@ -809,13 +810,7 @@ func port(t *testing.T, addr string) string {
 // each other. ('docker compose up' itself is not run here.)
 func TestDockerCompose(t *testing.T) {
 	svcs := composeServices(t)
-	names := slices.Sorted(func(yield func(string) bool) {
-		for k := range svcs {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(svcs))
 	if !slices.Equal(names, []string{"server", "worker-a", "worker-b"}) {
 		t.Fatalf("services %q", names)
 	}
@@ -950,19 +945,7 @@ func checkArgs(t *testing.T, where string, args []string, flags map[string]bool)
 // against a local server: they take turns on the lock, one at a time,
 // with increasing fencing tokens.
 func TestComposeWorkers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &server.Server{Logger: slog.New(slog.DiscardHandler)}
-	served := make(chan struct{})
-	go func() { defer close(served); srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-served
-	})
+	addr := opstest.StartServer(t, &server.Server{Logger: slog.New(slog.DiscardHandler)})
 
 	svcs := composeServices(t)
 	lines := make(chan string, 100)
@@ -972,7 +955,7 @@ func TestComposeWorkers(t *testing.T) {
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 		for k, v := range composeMap(t, composeBlock(svcs[name], "environment")) {
 			if k == "BATON_SERVER" {
-				v = ln.Addr().String()
+				v = addr
 			}
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -245,7 +246,7 @@ func complete(words []string) completion {
 		return completion{directive: "dirs"}
 	case argShell:
 		var cands []candidate
-		for _, s := range slices.Sorted(mapKeys(completionScripts)) {
+		for _, s := range slices.Sorted(maps.Keys(completionScripts)) {
 			cands = append(cands, candidate{s, ""})
 		}
 		return wordsOf(cur, cands)
@@ -253,16 +254,6 @@ func complete(words []string) completion {
 		return wordsOf(cur, commandCandidates())
 	}
 	return completion{directive: "words"}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func commandCandidates() []candidate {
@@ -311,7 +302,7 @@ func completeValue(f *flag.Flag, prefix, val string) completion {
 	case kindBool:
 		vals = []string{"true", "false"}
 	case kindDuration:
-		if val != "" && strings.IndexFunc(val[len(val)-1:], func(r rune) bool { return r >= '0' && r <= '9' }) == 0 {
+		if c := val[max(len(val)-1, 0):]; c >= "0" && c <= "9" {
 			for _, u := range []string{"ms", "s", "m", "h"} {
 				vals = append(vals, val+u)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -180,7 +181,7 @@ prints the same table of flags, variables and defaults as this page.
 		}
 	}
 	b.WriteString(".SH ENVIRONMENT\n")
-	for _, env := range slices.Sorted(mapKeys(envs)) {
+	for _, env := range slices.Sorted(maps.Keys(envs)) {
 		u := envs[env]
 		var flags []string
 		for _, f := range u.flag {
