@@ -3,8 +3,9 @@
 // Package deploy_test checks the deployment files against the code they
 // deploy: the Dockerfile's build command really makes a static binary,
 // every setting they use is one 'baton serve -h' lists, each
-// configuration really starts a server whose probes answer, and the
-// Grafana dashboard queries only metrics the server registers.
+// configuration really starts a server whose probes answer, the compose
+// file builds that Dockerfile and its workers really hand the lock over,
+// and the Grafana dashboard queries only metrics the server registers.
 package deploy_test
 
 import (
@@ -14,6 +15,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +33,9 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/ops"
+	"github.com/batonlock/baton/server"
 )
 
 const timeout = 20 * time.Second // bound on any wait, for a loaded machine
@@ -235,16 +240,23 @@ func checkAddrs(t *testing.T, where string, env map[string]string) {
 // environment variables.
 func serveSettings(t *testing.T) (flags, envs map[string]bool) {
 	t.Helper()
-	out, err := exec.Command(binary(t), "serve", "-h").Output()
+	return settings(t, "serve")
+}
+
+// settings runs 'baton COMMAND -h' and returns its flags and their
+// environment variables.
+func settings(t *testing.T, command string) (flags, envs map[string]bool) {
+	t.Helper()
+	out, err := exec.Command(binary(t), command, "-h").Output()
 	if err != nil {
-		t.Fatalf("baton serve -h: %v", err)
+		t.Fatalf("baton %s -h: %v", command, err)
 	}
 	flags, envs = map[string]bool{}, map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^\s+-([a-z][a-z-]*)\s+(BATON_[A-Z0-9_]+)\s`).FindAllStringSubmatch(string(out), -1) {
 		flags[m[1]], envs[m[2]] = true, true
 	}
 	if len(flags) < 5 {
-		t.Fatalf("could not read the flag table of 'baton serve -h':\n%s", out)
+		t.Fatalf("could not read the flag table of 'baton %s -h':\n%s", command, out)
 	}
 	return flags, envs
 }
@@ -467,6 +479,7 @@ func TestConfigsServe(t *testing.T) {
 		"Dockerfile":                 dockerEnv(t),
 		"systemd/baton.env":          envFile(t, "systemd/baton.env"),
 		"kubernetes/deployment.yaml": k8sEnv(t),
+		"docker-compose.yml":         composeServerEnv(t),
 	}
 	for name, env := range configs {
 		t.Run(strings.ReplaceAll(name, "/", "_"), func(t *testing.T) {
@@ -699,4 +712,315 @@ func TestGrafanaDashboard(t *testing.T) {
 			t.Errorf("the dashboard does not show %s", name)
 		}
 	}
+}
+
+// composeServices returns each service of docker-compose.yml as its block
+// of YAML, with the "<<: *worker" merge key replaced by the x-worker
+// block. The file keeps to block style, which these tests read with
+// regular expressions (the module has no YAML parser).
+func composeServices(t *testing.T) map[string]string {
+	t.Helper()
+	text := read(t, "docker-compose.yml")
+	anchor := regexp.MustCompile(`(?ms)^x-worker: &worker\n((?:  .*?\n|\s*\n)+?)(?:^\S)`).FindStringSubmatch(text)
+	if anchor == nil {
+		t.Fatal("docker-compose.yml: no x-worker block")
+	}
+	worker := regexp.MustCompile(`(?m)^`).ReplaceAllString(strings.TrimRight(anchor[1], "\n"), "  ") + "\n"
+	_, svcText, ok := strings.Cut(text, "\nservices:\n")
+	if !ok {
+		t.Fatal("docker-compose.yml: no services")
+	}
+	out := map[string]string{}
+	var name string
+	for _, line := range strings.SplitAfter(svcText, "\n") {
+		if m := regexp.MustCompile(`^  ([a-z0-9-]+):\n$`).FindStringSubmatch(line); m != nil {
+			name = m[1]
+			continue
+		}
+		if strings.TrimSpace(line) == "<<: *worker" {
+			line = worker
+		}
+		out[name] += line
+	}
+	return out
+}
+
+// composeBlock returns the lines under key (indented 4) in a service,
+// dedented.
+func composeBlock(svc, key string) []string {
+	m := regexp.MustCompile(`(?m)^    ` + key + `:\n((?:      .*\n)+)`).FindStringSubmatch(svc)
+	if m == nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimRight(m[1], "\n"), "\n") {
+		out = append(out, strings.TrimPrefix(l, "      "))
+	}
+	return out
+}
+
+// composeMap reads the "KEY: value" lines of a block, unquoted, without
+// comments.
+func composeMap(t *testing.T, lines []string) map[string]string {
+	out := map[string]string{}
+	for _, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(l, ": ")
+		if !ok {
+			t.Fatalf("docker-compose.yml: %q is not KEY: value", l)
+		}
+		out[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
+	}
+	return out
+}
+
+// composeCommand returns a worker's shell script, with compose's "$$"
+// unescaped.
+func composeCommand(t *testing.T, svc string) string {
+	m := regexp.MustCompile(`(?m)^    command:\n      - \|\n((?:        .*\n)+)`).FindStringSubmatch(svc)
+	if m == nil {
+		t.Fatalf("no command block in\n%s", svc)
+	}
+	return strings.ReplaceAll(regexp.MustCompile(`(?m)^        `).ReplaceAllString(m[1], ""), "$$", "$")
+}
+
+// composeServerEnv is the server's environment: the image's, then the
+// compose file's.
+func composeServerEnv(t *testing.T) map[string]string {
+	env := dockerEnv(t)
+	for k, v := range composeMap(t, composeBlock(composeServices(t)["server"], "environment")) {
+		env[k] = v
+	}
+	return env
+}
+
+func port(t *testing.T, addr string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("%q: %v", addr, err)
+	}
+	return p
+}
+
+// TestDockerCompose: docker-compose.yml builds from this Dockerfile, uses
+// only settings and flags the commands have, and its ports agree with
+// each other. ('docker compose up' itself is not run here.)
+func TestDockerCompose(t *testing.T) {
+	svcs := composeServices(t)
+	names := slices.Sorted(maps.Keys(svcs))
+	if !slices.Equal(names, []string{"server", "worker-a", "worker-b"}) {
+		t.Fatalf("services %q", names)
+	}
+
+	// Every service builds this Dockerfile, from the repository root;
+	// the workers its build stage, which has a shell and the binary at
+	// dockerOut.
+	stages := regexp.MustCompile(`(?im)^FROM\s+\S+\s+AS\s+(\S+)$`).FindAllStringSubmatch(read(t, "Dockerfile"), -1)
+	for name, svc := range svcs {
+		build := composeMap(t, composeBlock(svc, "build"))
+		ctx := build["context"]
+		if abs, _ := filepath.Abs(ctx); abs != func() string { a, _ := filepath.Abs(".."); return a }() {
+			t.Errorf("%s: build context %q is not the repository root", name, ctx)
+		}
+		fi1, err1 := os.Stat(filepath.Join(ctx, build["dockerfile"]))
+		fi2, err2 := os.Stat("Dockerfile")
+		if err1 != nil || err2 != nil || !os.SameFile(fi1, fi2) {
+			t.Errorf("%s: dockerfile %q (in %q) is not deploy/Dockerfile: %v %v", name, build["dockerfile"], ctx, err1, err2)
+		}
+		if name == "server" {
+			if build["target"] != "" {
+				t.Errorf("server: target %q, want the final (distroless) stage", build["target"])
+			}
+			continue
+		}
+		if len(stages) == 0 || build["target"] != stages[0][1] {
+			t.Errorf("%s: target %q, want the build stage %q", name, build["target"], stages)
+		}
+		if !strings.Contains(composeCommand(t, svc), dockerOut+" run ") {
+			t.Errorf("%s: the command does not run %s, where the build stage puts baton", name, dockerOut)
+		}
+	}
+
+	// The server: settings 'baton serve -h' lists; each listener
+	// published under its own port on the host's loopback only.
+	_, serveEnvs := settings(t, "serve")
+	env := composeServerEnv(t)
+	for k := range composeMap(t, composeBlock(svcs["server"], "environment")) {
+		if !serveEnvs[k] {
+			t.Errorf("server: %s is not in 'baton serve -h'", k)
+		}
+	}
+	listeners := map[string]bool{}
+	for _, k := range []string{"BATON_LISTEN_ADDRESS", "BATON_OPS_LISTEN_ADDRESS", "BATON_ADMIN_LISTEN_ADDRESS"} {
+		if env[k] == "" {
+			t.Errorf("server: %s is off", k)
+			continue
+		}
+		listeners[port(t, env[k])] = true
+	}
+	published := map[string]bool{}
+	for _, p := range composeBlock(svcs["server"], "ports") {
+		spec, _, _ := strings.Cut(strings.Trim(strings.TrimPrefix(p, "- "), `"`), `"`)
+		parts := strings.Split(spec, ":")
+		if len(parts) != 3 || !net.ParseIP(parts[0]).IsLoopback() || parts[1] != parts[2] {
+			t.Errorf("server: port %q, want 127.0.0.1:PORT:PORT (the admin API has no authentication)", p)
+			continue
+		}
+		published[parts[2]] = true
+	}
+	if !maps.Equal(listeners, published) {
+		t.Errorf("server: listeners on ports %v, published %v", listeners, published)
+	}
+	if !slices.Contains(strings.Split(env["BATON_ADMIN_ALLOWED_HOSTS"], ","), "server") {
+		t.Errorf("server: BATON_ADMIN_ALLOWED_HOSTS=%q: the admin API would refuse 'baton locks --admin server:%s' from the compose network",
+			env["BATON_ADMIN_ALLOWED_HOSTS"], port(t, env["BATON_ADMIN_LISTEN_ADDRESS"]))
+	}
+	protoPort := port(t, env["BATON_LISTEN_ADDRESS"])
+
+	// Its health check is 'baton status' on the protocol port, with the
+	// binary where the image has it.
+	m := regexp.MustCompile(`(?m)^      test: (\[.*\])$`).FindStringSubmatch(svcs["server"])
+	var argv []string
+	if m == nil || json.Unmarshal([]byte(m[1]), &argv) != nil || len(argv) < 3 {
+		t.Fatalf("server: no healthcheck test in JSON form")
+	}
+	var entry []string
+	for _, in := range finalStage(t) {
+		if in[0] == "ENTRYPOINT" {
+			json.Unmarshal([]byte(in[1]), &entry)
+		}
+	}
+	if argv[0] != "CMD" || len(entry) == 0 || argv[1] != entry[0] || argv[2] != "status" {
+		t.Errorf("healthcheck %q, want [CMD %v status ...]", argv, entry)
+	}
+	statusFlags, _ := settings(t, "status")
+	checkArgs(t, "healthcheck", argv[3:], statusFlags)
+	if i := slices.Index(argv, "--server"); i < 0 || i+1 >= len(argv) || port(t, argv[i+1]) != protoPort {
+		t.Errorf("healthcheck %q does not ask the protocol port %s", argv, protoPort)
+	}
+
+	// The workers: 'baton run' settings and flags, the server's protocol
+	// port.
+	runFlags, runEnvs := settings(t, "run")
+	for _, name := range []string{"worker-a", "worker-b"} {
+		wenv := composeMap(t, composeBlock(svcs[name], "environment"))
+		for k := range wenv {
+			if strings.HasPrefix(k, "BATON_") && !runEnvs[k] {
+				t.Errorf("%s: %s is not in 'baton run -h'", name, k)
+			}
+		}
+		if wenv["BATON_SERVER"] != "server:"+protoPort {
+			t.Errorf("%s: BATON_SERVER=%q, want server:%s", name, wenv["BATON_SERVER"], protoPort)
+		}
+		if wenv["WORKER"] != name {
+			t.Errorf("%s: WORKER=%q", name, wenv["WORKER"])
+		}
+		cmd := composeCommand(t, svcs[name])
+		line := regexp.MustCompile(regexp.QuoteMeta(dockerOut) + ` run (.*?) -- `).FindStringSubmatch(cmd)
+		if line == nil {
+			t.Fatalf("%s: no 'baton run ... --' in %q", name, cmd)
+		}
+		checkArgs(t, name, strings.Fields(line[1]), runFlags)
+	}
+}
+
+// checkArgs checks that every flag in args is one of flags.
+func checkArgs(t *testing.T, where string, args []string, flags map[string]bool) {
+	t.Helper()
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !flags[name] {
+			t.Errorf("%s: flag %s is not in the command's -h", where, a)
+		}
+	}
+}
+
+// TestComposeWorkers runs the two workers' script, as compose would but
+// against a local server: they take turns on the lock, one at a time,
+// with increasing fencing tokens.
+func TestComposeWorkers(t *testing.T) {
+	addr := opstest.StartServer(t, &server.Server{Logger: slog.New(slog.DiscardHandler)})
+
+	svcs := composeServices(t)
+	lines := make(chan string, 100)
+	for _, name := range []string{"worker-a", "worker-b"} {
+		script := strings.ReplaceAll(composeCommand(t, svcs[name]), dockerOut, binary(t))
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range composeMap(t, composeBlock(svcs[name], "environment")) {
+			if k == "BATON_SERVER" {
+				v = addr
+			}
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		t.Cleanup(func() {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			<-done
+		})
+		// Start the second only once the first holds the lock, so that
+		// the order below is known.
+		if name == "worker-a" {
+			select {
+			case l := <-lines:
+				if !strings.HasPrefix(l, "worker-a holds demo, fencing token ") {
+					t.Fatalf("first line %q", l)
+				}
+				lines <- l
+			case <-time.After(timeout):
+				t.Fatal("worker-a never held the lock")
+			}
+		}
+	}
+	// worker-a holds, releases; worker-b (queued meanwhile) holds next.
+	want := []string{"worker-a holds", "worker-a releases", "worker-b holds"}
+	var got []string
+	var tokens []uint64
+	start := time.Now()
+	for len(got) < len(want) {
+		select {
+		case l := <-lines:
+			f := strings.Fields(l)
+			got = append(got, strings.Join(f[:2], " "))
+			if f[1] == "holds" {
+				tok, err := strconv.ParseUint(f[len(f)-1], 10, 64)
+				if err != nil {
+					t.Fatalf("line %q: %v", l, err)
+				}
+				tokens = append(tokens, tok)
+			}
+		case <-time.After(timeout):
+			t.Fatalf("after %v: lines %q, want %q", time.Since(start), got, want)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("lines %q, want %q", got, want)
+	}
+	if len(tokens) != 2 || tokens[1] <= tokens[0] {
+		t.Errorf("fencing tokens %v, want increasing", tokens)
+	}
+	t.Logf("handover seen after %v", time.Since(start))
 }

@@ -35,6 +35,19 @@ Exit status:
       directory has no readable record (use --force after checking)
 `
 
+// dirlockSubcommands are the subcommands of 'baton dirlock'.
+var dirlockSubcommands = []string{"status", "break"}
+
+// dirlockFlags returns the flags of 'baton dirlock sub'.
+func dirlockFlags(sub string, stderr io.Writer) (*flagSet, *bool) {
+	fs := newFlagSet("baton dirlock "+sub, dirlockSynopsis, stderr)
+	force := new(bool)
+	if sub == "break" {
+		fs.BoolVar(force, "force", "BATON_DIRLOCK_FORCE", false, "break the lock even if its holder is alive or cannot be judged from this host")
+	}
+	return fs, force
+}
+
 func runDirlock(args []string, stdout, stderr io.Writer) int {
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "baton dirlock: "+format+"\n", a...)
@@ -53,11 +66,7 @@ func runDirlock(args []string, stdout, stderr io.Writer) int {
 	default:
 		return usage("unknown subcommand %q", sub)
 	}
-	fs := newFlagSet("baton dirlock "+sub, dirlockSynopsis, stderr)
-	force := false
-	if sub == "break" {
-		fs.BoolVar(&force, "force", "BATON_DIRLOCK_FORCE", false, "break the lock even if its holder is alive or cannot be judged from this host")
-	}
+	fs, force := dirlockFlags(sub, stderr)
 	if code := fs.parseOrExit(args[1:], stdout, stderr); code >= 0 {
 		if code == exitOK {
 			fmt.Fprint(stdout, dirlockHelp)
@@ -84,7 +93,7 @@ func runDirlock(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	st, err := dirlock.Break(dir, force)
+	st, err := dirlock.Break(dir, *force)
 	switch {
 	case err == nil && !st.Held:
 		fmt.Fprintf(stdout, "%s: not held\n", dir)

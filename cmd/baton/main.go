@@ -6,6 +6,8 @@
 //	baton dirlock status PATH  show the lock kept in a shared directory
 //	baton version          print the version (also: baton --version)
 //	baton help COMMAND     the flags of a command (also: baton COMMAND -h)
+//	baton completion SHELL the completion script for bash, zsh or fish
+//	baton man              the manual page
 //
 // Every flag also reads a BATON_* environment variable; a flag on the
 // command line beats the environment, which beats the default.
@@ -88,6 +90,8 @@ func commands() []command {
 		{"kick", "remove a waiter from a lock's queue (admin API)", runKick},
 		{"info", "show the server's version, configuration and counts (admin API)", runInfo},
 		{"version", "print the version", runVersion},
+		{"completion", "print the shell completion script (bash, zsh, fish)", runCompletion},
+		{"man", "print the manual page (roff)", runMan},
 	}
 }
 
@@ -103,6 +107,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case runInitName:
 		return runInit(args[1:], stderr)
+	case completeName:
+		return runComplete(args[1:], stdout)
 	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK

@@ -30,13 +30,24 @@ Exit status:
 // reading the name.
 const statusProbeLock = "baton-status-probe"
 
-func runStatus(args []string, stdout, stderr io.Writer) int {
+// statusConfig is what 'baton status' reads from flags and env.
+type statusConfig struct {
+	server  string
+	timeout time.Duration
+	tls     *tlsfiles.ClientFiles
+}
+
+func statusFlags(stderr io.Writer) (*flagSet, *statusConfig) {
+	cfg := &statusConfig{}
 	fs := newFlagSet("baton status", statusSynopsis, stderr)
-	var server string
-	var timeout time.Duration
-	fs.StringVar(&server, "server", "BATON_SERVER", "127.0.0.1:7070", "lock server address (host:port)")
-	fs.DurationVar(&timeout, "timeout", "BATON_STATUS_TIMEOUT", 5*time.Second, "give up on a server that does not answer within this time")
-	tf := clientTLSFlags(fs)
+	fs.StringVar(&cfg.server, "server", "BATON_SERVER", "127.0.0.1:7070", "lock server address (host:port)")
+	fs.DurationVar(&cfg.timeout, "timeout", "BATON_STATUS_TIMEOUT", 5*time.Second, "give up on a server that does not answer within this time")
+	cfg.tls = clientTLSFlags(fs)
+	return fs, cfg
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	fs, cfg := statusFlags(stderr)
 	if code := fs.parseOrExit(args, stdout, stderr); code >= 0 {
 		if code == exitOK {
 			fmt.Fprint(stdout, statusHelp)
@@ -51,18 +62,18 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case fs.NArg() > 0:
 		return usage("unexpected argument %q", fs.Arg(0))
-	case timeout <= 0:
-		return usage("--timeout must be positive, got %v", timeout)
+	case cfg.timeout <= 0:
+		return usage("--timeout must be positive, got %v", cfg.timeout)
 	}
-	if err := checkHostPort(server); err != nil {
+	if err := checkHostPort(cfg.server); err != nil {
 		return usage("--server: %v", err)
 	}
-	rtt, err := statusProbe(server, tf, timeout)
+	rtt, err := statusProbe(cfg.server, cfg.tls, cfg.timeout)
 	if err != nil {
-		fmt.Fprintf(stderr, "baton status: %s: %v\n", server, err)
+		fmt.Fprintf(stderr, "baton status: %s: %v\n", cfg.server, err)
 		return 69 // EX_UNAVAILABLE
 	}
-	fmt.Fprintf(stdout, "%s: baton server, protocol v1, round trip %v\n", server, rtt.Round(time.Microsecond))
+	fmt.Fprintf(stdout, "%s: baton server, protocol v1, round trip %v\n", cfg.server, rtt.Round(time.Microsecond))
 	return exitOK
 }
 
