@@ -1,0 +1,338 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Raft timing for the tests: fast enough for a quick election, slow
+// enough for the race detector on a loaded two-core machine.
+const (
+	testHeartbeat = 300 * time.Millisecond
+	testElection  = 300 * time.Millisecond
+	testLease     = 150 * time.Millisecond
+	testWait      = 30 * time.Second // the bound of every wait
+)
+
+type testNode struct {
+	*Node
+	dir      string
+	raftAddr string
+	admin    net.Listener
+	srv      *http.Server
+	client   *http.Client
+	down     bool
+}
+
+// startNode opens a node on loopback with its admin Handler served on
+// adminAddr ("127.0.0.1:0" for a new one) and raftAddr.
+func startNode(t *testing.T, id, dir, raftAddr, adminAddr string) *testNode {
+	t.Helper()
+	ln, err := net.Listen("tcp", adminAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+	n, err := Open(Config{
+		ID: id, RaftAddr: raftAddr, DataDir: dir,
+		ProtocolAddr: "127.0.0.1:7" + id[len(id)-1:], AdminAddr: ln.Addr().String(),
+		HTTPClient:       client,
+		HeartbeatTimeout: testHeartbeat, ElectionTimeout: testElection, LeaderLeaseTimeout: testLease,
+		SnapshotThreshold: 8, SnapshotInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	tn := &testNode{Node: n, dir: dir, raftAddr: n.RaftAddr(), admin: ln, client: client,
+		srv: &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}}
+	go tn.srv.Serve(ln)
+	t.Cleanup(tn.stop)
+	return tn
+}
+
+// stop shuts the node down without leaving the cluster (a crash, to the
+// others) and closes its admin listener.
+func (tn *testNode) stop() {
+	if tn.down {
+		return
+	}
+	tn.down = true
+	_ = tn.Shutdown()
+	_ = tn.srv.Close()
+	tn.client.CloseIdleConnections()
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// startCluster bootstraps node-1 and joins node-2.. through alternating
+// members (so that a follower forwards some joins to the leader).
+func startCluster(t *testing.T, size int) []*testNode {
+	t.Helper()
+	ctx := ctxT(t)
+	base := t.TempDir()
+	var nodes []*testNode
+	for i := 1; i <= size; i++ {
+		id := fmt.Sprintf("node-%d", i)
+		n := startNode(t, id, filepath.Join(base, id), "127.0.0.1:0", "127.0.0.1:0")
+		if i == 1 {
+			if err := n.Bootstrap(ctx); err != nil {
+				t.Fatalf("bootstrap: %v", err)
+			}
+		} else {
+			via := nodes[(i-2)%len(nodes)]
+			if err := n.Join(ctx, via.admin.Addr().String()); err != nil {
+				t.Fatalf("%s joins via %s: %v", id, via.ID(), err)
+			}
+		}
+		nodes = append(nodes, n)
+	}
+	waitSameRing(t, nodes, uint64(size))
+	return nodes
+}
+
+// waitSameRing waits until every live node has applied ring version and
+// checks that they agree on its members and on owners.
+func waitSameRing(t *testing.T, nodes []*testNode, version uint64) {
+	t.Helper()
+	ctx := ctxT(t)
+	var ref *Ring
+	for _, n := range nodes {
+		if n.down {
+			continue
+		}
+		if err := n.WaitRing(ctx, version); err != nil {
+			t.Fatalf("%s: ring version %d not applied (at %d): %v", n.ID(), version, n.AppliedRingVersion(), err)
+		}
+		r := n.Ring()
+		if r.Version() != version {
+			t.Fatalf("%s: ring version %d, want %d", n.ID(), r.Version(), version)
+		}
+		if ref == nil {
+			ref = r
+			continue
+		}
+		if !slices.Equal(r.Members(), ref.Members()) {
+			t.Fatalf("%s ring %v, other ring %v", n.ID(), r.Members(), ref.Members())
+		}
+		for _, name := range names(1000) {
+			if r.Owner(name) != ref.Owner(name) {
+				t.Fatalf("%s: owner of %s differs", n.ID(), name)
+			}
+		}
+	}
+}
+
+func TestBootstrapJoinSameRing(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	want := []string{"node-1", "node-2", "node-3"}
+	for _, n := range nodes {
+		if got := n.Ring().Members(); !slices.Equal(got, want) {
+			t.Errorf("%s: ring %v", n.ID(), got)
+		}
+		md := n.Metadata()
+		if m := md.Members["node-2"]; m.State != Serving || m.RaftAddr != nodes[1].RaftAddr() || m.AdminAddr != nodes[1].admin.Addr().String() || m.ProtocolAddr != "127.0.0.1:72" {
+			t.Errorf("%s: record of node-2 %+v", n.ID(), m)
+		}
+		if _, ok := n.Leader(); !ok {
+			t.Errorf("%s: no leader known", n.ID())
+		}
+		if len(n.History()) != 3 {
+			t.Errorf("%s: history %d rings, want 3", n.ID(), len(n.History()))
+		}
+	}
+	// Epochs start above the clock tokens of a single server.
+	e, err := nodes[2].AcquireEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clockTok := uint64(time.Now().Unix()+1) << 20; e<<EpochShift <= clockTok {
+		t.Errorf("first epoch %d: tokens from %d, not above clock tokens %d", e, e<<EpochShift, clockTok)
+	}
+	// The ring a join commits is the same everywhere, from any member.
+	n4 := startNode(t, "node-4", filepath.Join(t.TempDir(), "node-4"), "127.0.0.1:0", "127.0.0.1:0")
+	if err := n4.Join(ctx, nodes[2].admin.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	all := append(slices.Clone(nodes), n4)
+	waitSameRing(t, all, 4)
+	m, _ := moved(NewRing(3, want), all[0].Ring(), names(100000))
+	t.Logf("join of a 4th node moved %d of 100000 names", m)
+	if voters, _ := nodes[0].Voters(); len(voters) != 4 {
+		t.Errorf("voters %v", voters)
+	}
+	// Remove it again, from a member that is not the leader if possible.
+	via := nodes[0]
+	for _, n := range nodes {
+		if !n.IsLeader() {
+			via = n
+		}
+	}
+	if err := via.Remove(ctx, "node-4"); err != nil {
+		t.Fatal(err)
+	}
+	waitSameRing(t, nodes, 5)
+	if got := nodes[0].Ring().Members(); !slices.Equal(got, want) {
+		t.Errorf("after removal: ring %v", got)
+	}
+	if voters, _ := nodes[1].Voters(); slices.Contains(voters, "node-4") {
+		t.Errorf("node-4 still a voter: %v", voters)
+	}
+	if err := via.Remove(ctx, "node-4"); !errors.Is(err, ErrUnknownMember) {
+		t.Errorf("second removal: %v", err)
+	}
+}
+
+// Kill the leader (shut it down without leaving): a new leader is elected,
+// the ring still lists the dead node, and its names have no live owner
+// until it is removed (fail closed).
+func TestLeaderKillFailsClosed(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	var dead *testNode
+	var alive []*testNode
+	for _, n := range nodes {
+		if n.IsLeader() {
+			dead = n
+		} else {
+			alive = append(alive, n)
+		}
+	}
+	if dead == nil {
+		t.Fatal("no leader")
+	}
+	killed := time.Now()
+	dead.stop()
+	var leader *testNode
+	deadline := time.Now().Add(testWait)
+	for leader == nil {
+		for _, n := range alive {
+			if n.IsLeader() {
+				leader = n
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new leader %v after killing %s", testWait, dead.ID())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	elected := time.Since(killed)
+	t.Logf("killed leader %s; %s elected after %v (heartbeat and election timeouts %v)", dead.ID(), leader.ID(), elected, testHeartbeat)
+	if elected > 10*testElection {
+		t.Errorf("election took %v, more than 10 election timeouts", elected)
+	}
+	// The ring still lists the dead node everywhere: its names are owned by
+	// it, and no live node serves them.
+	var deadNames []string
+	for _, name := range names(3000) {
+		if alive[0].Ring().Owner(name) == dead.ID() {
+			deadNames = append(deadNames, name)
+		}
+	}
+	if len(deadNames) < 500 {
+		t.Fatalf("dead node owns only %d of 3000 names", len(deadNames))
+	}
+	for _, n := range alive {
+		if !n.Ring().Has(dead.ID()) {
+			t.Fatalf("%s: dead node left the ring without removal: %v", n.ID(), n.Ring().Members())
+		}
+		for _, name := range deadNames {
+			if m, _ := n.Owner(name); m.ID != dead.ID() || n.Serves(name) {
+				t.Fatalf("%s: %s owned by %s, served here %v", n.ID(), name, m.ID, n.Serves(name))
+			}
+		}
+	}
+	// The new leader reports the dead node unreachable.
+	for {
+		if _, ok := leader.Unreachable()[dead.ID()]; ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leader never reported %s unreachable", dead.ID())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := leader.Status(); !slices.Contains(st.Unreachable, dead.ID()) || !slices.Contains(st.Ring, dead.ID()) {
+		t.Errorf("status %+v", st)
+	}
+	// Writes still work with two of three: epochs, then the removal that
+	// gives the dead node's names a live owner.
+	before := alive[0].AppliedRingVersion()
+	if _, err := alive[1].AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := alive[0].Remove(ctx, dead.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitSameRing(t, alive, before+1)
+	for _, name := range deadNames {
+		m, ok := alive[0].Owner(name)
+		if !ok || m.ID == dead.ID() || !slices.ContainsFunc(alive, func(n *testNode) bool { return n.ID() == m.ID }) {
+			t.Fatalf("after removal %s is owned by %+v", name, m)
+		}
+	}
+}
+
+// A node restarted from its data directory rejoins by itself, and its
+// next epoch is above the one it had.
+func TestRestartRejoinsEpochRises(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	n3 := nodes[2]
+	var e1 uint64
+	// Enough writes to cross the snapshot threshold, so that the restart
+	// goes through a snapshot and its restore.
+	for range 12 {
+		e, err := n3.AcquireEpoch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e <= e1 {
+			t.Fatalf("epoch %d after %d", e, e1)
+		}
+		e1 = e
+	}
+	if err := n3.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if err := nodes[0].RaiseLease(ctx, 7*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	raftAddr, adminAddr := n3.RaftAddr(), n3.admin.Addr().String()
+	n3.stop()
+	r := startNode(t, n3.ID(), n3.dir, raftAddr, adminAddr)
+	if !r.Restarted() {
+		t.Fatal("restarted node found no state")
+	}
+	if err := r.Bootstrap(ctx); !errors.Is(err, ErrExistingState) {
+		t.Errorf("bootstrap of a restarted node: %v", err)
+	}
+	e2, err := r.AcquireEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("epoch before the restart %d, after %d", e1, e2)
+	if e2 <= e1 {
+		t.Errorf("epoch after restart %d, not above %d", e2, e1)
+	}
+	if md := r.Metadata(); md.MaxLease != 7*time.Second || md.Epochs[r.ID()] != e2 {
+		t.Errorf("restarted node's metadata: max lease %v, epochs %v", md.MaxLease, md.Epochs)
+	}
+	waitSameRing(t, []*testNode{nodes[0], nodes[1], r}, 3)
+}
