@@ -122,7 +122,10 @@ type command struct {
 // applyResult is what Apply returns to the proposer.
 type applyResult struct {
 	Epoch uint64 `json:"epoch,omitempty"`
-	Error string `json:"error,omitempty"`
+	// RingVersion, for an epoch, is the ring version when it was
+	// committed: the epoch covers every ring change up to it.
+	RingVersion uint64 `json:"ring_version,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // fsm is the Raft state machine. Reads take a copy under mu; apply
@@ -133,7 +136,11 @@ type fsm struct {
 	index   uint64        // last applied log index
 	changed chan struct{} // closed and replaced on every apply
 	history *History
-	onRing  func(*Ring) // called, outside mu, when the ring changes
+	ring    *Ring // the applied ring; nil before the first
+	// onRing is called under mu when the ring changes, with the ring
+	// before and after, so that whoever reads the new ring also sees what
+	// the hook recorded. It must not call back into the fsm.
+	onRing func(prev, cur *Ring)
 }
 
 func newFSM() *fsm {
@@ -156,13 +163,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return applyResult{Error: fmt.Sprintf("cluster: undecodable log entry %d: %v", l.Index, err)}
 	}
 	f.mu.Lock()
-	res, ring := f.apply(&c)
+	defer f.mu.Unlock()
+	res := f.apply(&c)
 	f.advance(l.Index)
-	hook := f.onRing
-	f.mu.Unlock()
-	if ring != nil && hook != nil {
-		hook(ring)
-	}
 	return res
 }
 
@@ -172,14 +175,14 @@ func (f *fsm) advance(index uint64) {
 	f.changed = make(chan struct{})
 }
 
-// apply applies c under f.mu and returns the new ring when it changed.
-func (f *fsm) apply(c *command) (applyResult, *Ring) {
+// apply applies c under f.mu.
+func (f *fsm) apply(c *command) applyResult {
 	md := &f.md
 	before := md.ring()
 	switch c.Op {
 	case opPutMember:
 		if c.Member.ID == "" {
-			return applyResult{Error: "cluster: member without an id"}, nil
+			return applyResult{Error: "cluster: member without an id"}
 		}
 		md.Members[c.Member.ID] = c.Member
 		if c.EpochFloor > md.LastEpoch {
@@ -193,22 +196,62 @@ func (f *fsm) apply(c *command) (applyResult, *Ring) {
 	case opEpoch:
 		md.LastEpoch++
 		md.Epochs[c.ID] = md.LastEpoch
-		return applyResult{Epoch: md.LastEpoch}, nil
+		return applyResult{Epoch: md.LastEpoch, RingVersion: md.RingVersion}
 	case opRaiseLease:
 		md.MaxLease = max(md.MaxLease, c.Lease)
-		return applyResult{}, nil
+		return applyResult{}
 	default:
-		return applyResult{Error: fmt.Sprintf("cluster: unknown command %q", c.Op)}, nil
+		return applyResult{Error: fmt.Sprintf("cluster: unknown command %q", c.Op)}
 	}
 	after := md.ring()
 	if slices.Equal(before.members, after.members) {
-		return applyResult{}, nil
+		return applyResult{}
 	}
 	md.RingVersion++
 	md.RingCommittedAt = c.At
-	r := NewRing(md.RingVersion, after.members)
-	f.history.Add(r, c.At)
-	return applyResult{}, r
+	f.setRing(NewRing(md.RingVersion, after.members), c.At)
+	return applyResult{}
+}
+
+// setRing records a new ring under f.mu and calls the hook.
+func (f *fsm) setRing(r *Ring, at time.Time) {
+	prev := f.ring
+	if prev == nil {
+		prev = NewRing(0, nil)
+	}
+	if r.Version() <= prev.Version() && f.ring != nil {
+		return
+	}
+	f.ring = r
+	f.history.Add(r, at)
+	if f.onRing != nil {
+		f.onRing(prev, r)
+	}
+}
+
+// currentRing returns the applied ring (an empty one before the first).
+func (f *fsm) currentRing() *Ring {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ring == nil {
+		return NewRing(0, nil)
+	}
+	return f.ring
+}
+
+// member returns the applied record of id.
+func (f *fsm) member(id string) (Member, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.md.Members[id]
+	return m, ok
+}
+
+// maxLease returns the largest lease recorded.
+func (f *fsm) maxLease() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.md.MaxLease
 }
 
 // read returns a copy of the metadata and the last applied index.
@@ -241,15 +284,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	md = md.clone()
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.md = md
-	r := md.ring()
-	f.history.Add(r, md.RingCommittedAt)
-	hook := f.onRing
+	f.setRing(md.ring(), md.RingCommittedAt)
 	f.advance(0)
-	f.mu.Unlock()
-	if hook != nil {
-		hook(r)
-	}
 	return nil
 }
 

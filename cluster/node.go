@@ -68,6 +68,10 @@ type Config struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
+	// GateSlack is added to the largest lease granted to make the warm-up
+	// of names this node takes without their state (docs/cluster.md,
+	// "Fail closed"); zero means DefaultGateSlack.
+	GateSlack time.Duration
 	// SnapshotThreshold and SnapshotInterval: zero means Raft's defaults.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -97,6 +101,14 @@ type Node struct {
 	mu          sync.Mutex
 	unreachable map[string]time.Time // leader's view: peer -> last contact
 	closed      bool
+	// Routing state (route.go), kept under mu and updated in the same
+	// critical section of the fsm as the ring.
+	startedAt  time.Time
+	hasEpoch   bool       // an epoch was committed in this incarnation
+	epochRing  uint64     // the ring version that epoch covers
+	gainedAt   uint64     // the last ring version that gave this node names
+	takeovers  []takeover // recent ring changes that gave this node names
+	handedOver map[uint64]bool
 }
 
 // Open opens (or creates) the node's data directory, listens on RaftAddr
@@ -175,14 +187,13 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, log: logger, trans: trans, store: store, fsm: newFSM(), existing: existing,
 		client: cfg.HTTPClient, unreachable: map[string]time.Time{},
+		startedAt: time.Now(), handedOver: map[uint64]bool{},
 		obsCh: make(chan raft.Observation, 64), obsDone: make(chan struct{}),
 	}
 	if n.client == nil {
 		n.client = &http.Client{Timeout: 10 * time.Second}
 	}
-	n.fsm.onRing = func(r *Ring) {
-		n.log.Info("ring applied", "version", r.Version(), "members", r.Members())
-	}
+	n.fsm.onRing = n.ringChanged
 	r, err := raft.NewRaft(rc, n.fsm, store, store, snaps, trans)
 	if err != nil {
 		trans.Close()
@@ -307,6 +318,11 @@ func (n *Node) AcquireEpoch(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	n.mu.Lock()
+	if res.RingVersion >= n.epochRing {
+		n.epochRing, n.hasEpoch = res.RingVersion, true
+	}
+	n.mu.Unlock()
 	return res.Epoch, nil
 }
 
@@ -324,14 +340,7 @@ func (n *Node) RaiseLease(ctx context.Context, lease time.Duration) error {
 func (n *Node) Metadata() Metadata { md, _ := n.fsm.read(); return md }
 
 // Ring returns the ring this node has applied.
-func (n *Node) Ring() *Ring {
-	n.fsm.mu.Lock()
-	defer n.fsm.mu.Unlock()
-	if e, ok := n.fsm.history.Latest(); ok {
-		return e.Ring
-	}
-	return NewRing(0, nil)
-}
+func (n *Node) Ring() *Ring { return n.fsm.currentRing() }
 
 // AppliedRingVersion is the version of the ring this node has applied (0
 // before the first). A node is ready to serve when it has applied the
@@ -350,10 +359,11 @@ func (n *Node) History() []RingEntry {
 // and false for an empty ring. A dead member that is not removed yet
 // still owns its names: no other node may grant them (fail closed).
 func (n *Node) Owner(name string) (Member, bool) {
-	md, _ := n.fsm.read()
-	id := md.ring().Owner(name)
-	m, ok := md.Members[id]
-	return m, ok && id != ""
+	id := n.Ring().Owner(name)
+	if id == "" {
+		return Member{}, false
+	}
+	return n.fsm.member(id)
 }
 
 // Serves reports whether this node owns name in the ring it has applied.
@@ -366,9 +376,7 @@ func (n *Node) Leader() (Member, bool) {
 	if id == "" {
 		return Member{}, false
 	}
-	md, _ := n.fsm.read()
-	m, ok := md.Members[string(id)]
-	return m, ok
+	return n.fsm.member(string(id))
 }
 
 // IsLeader reports whether this node is the Raft leader.

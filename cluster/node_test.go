@@ -23,6 +23,7 @@ const (
 	testElection  = 300 * time.Millisecond
 	testLease     = 150 * time.Millisecond
 	testWait      = 30 * time.Second // the bound of every wait
+	testSlack     = 300 * time.Millisecond
 )
 
 type testNode struct {
@@ -50,6 +51,7 @@ func startNode(t *testing.T, id, dir, raftAddr, adminAddr string) *testNode {
 		HTTPClient:       client,
 		HeartbeatTimeout: testHeartbeat, ElectionTimeout: testElection, LeaderLeaseTimeout: testLease,
 		SnapshotThreshold: 8, SnapshotInterval: 50 * time.Millisecond,
+		GateSlack: testSlack,
 	})
 	if err != nil {
 		ln.Close()
@@ -335,4 +337,40 @@ func TestRestartRejoinsEpochRises(t *testing.T) {
 		t.Errorf("restarted node's metadata: max lease %v, epochs %v", md.MaxLease, md.Epochs)
 	}
 	waitSameRing(t, []*testNode{nodes[0], nodes[1], r}, 3)
+}
+
+// A planned leave, of a follower and then of the leader: each leaves the
+// ring and the Raft configuration, and the rest keep a leader.
+func TestLeave(t *testing.T) {
+	nodes := startCluster(t, 4)
+	ctx := ctxT(t)
+	var leader, follower *testNode
+	for _, n := range nodes {
+		if n.IsLeader() {
+			leader = n
+		} else if follower == nil {
+			follower = n
+		}
+	}
+	if err := follower.Leave(ctx); err != nil {
+		t.Fatalf("follower leaves: %v", err)
+	}
+	follower.stop()
+	rest := slices.DeleteFunc(slices.Clone(nodes), func(n *testNode) bool { return n == follower })
+	waitSameRing(t, rest, 5)
+	if leader.Ring().Has(follower.ID()) {
+		t.Fatal("left follower still in the ring")
+	}
+	if err := leader.Leave(ctx); err != nil {
+		t.Fatalf("leader leaves: %v", err)
+	}
+	leader.stop()
+	rest = slices.DeleteFunc(rest, func(n *testNode) bool { return n == leader })
+	waitSameRing(t, rest, 6)
+	if voters, err := rest[0].Voters(); err != nil || len(voters) != 2 || slices.Contains(voters, leader.ID()) {
+		t.Errorf("voters %v %v", voters, err)
+	}
+	if _, err := rest[1].AcquireEpoch(ctx); err != nil {
+		t.Errorf("the remaining two cannot write: %v", err)
+	}
 }
