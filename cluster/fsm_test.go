@@ -154,11 +154,9 @@ func TestTokens(t *testing.T) {
 
 func TestHandlerErrors(t *testing.T) {
 	nodes := startCluster(t, 3)
-	var follower *testNode
-	for _, n := range nodes {
-		if !n.IsLeader() {
-			follower = n
-		}
+	follower := nodes[0]
+	if leader := leaderOf(t, nodes); follower == leader {
+		follower = nodes[1]
 	}
 	ts := httptest.NewServer(follower.Handler())
 	defer ts.Close()

@@ -140,6 +140,35 @@ func waitSameRing(t *testing.T, nodes []*testNode, version uint64) {
 	}
 }
 
+// leaderOf waits, bounded, until one of nodes is the leader.
+func leaderOf(t *testing.T, nodes []*testNode) *testNode {
+	t.Helper()
+	var leader *testNode
+	err := waitUntil(ctxT(t), func() bool {
+		for _, n := range nodes {
+			if !n.down && n.IsLeader() {
+				leader = n
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("no leader: %v", err)
+	}
+	return leader
+}
+
+// waitUntil polls cond every 5 ms until it holds or ctx ends.
+func waitUntil(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func TestBootstrapJoinSameRing(t *testing.T) {
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
@@ -152,8 +181,9 @@ func TestBootstrapJoinSameRing(t *testing.T) {
 		if m := md.Members["node-2"]; m.State != Serving || m.RaftAddr != nodes[1].RaftAddr() || m.AdminAddr != nodes[1].admin.Addr().String() || m.ProtocolAddr != "127.0.0.1:72" {
 			t.Errorf("%s: record of node-2 %+v", n.ID(), m)
 		}
-		if _, ok := n.Leader(); !ok {
-			t.Errorf("%s: no leader known", n.ID())
+		// A loaded machine may be between leaders: wait, bounded.
+		if err := waitUntil(ctxT(t), func() bool { _, ok := n.Leader(); return ok }); err != nil {
+			t.Errorf("%s: no leader known: %v", n.ID(), err)
 		}
 		if len(n.History()) != 3 {
 			t.Errorf("%s: history %d rings, want 3", n.ID(), len(n.History()))
@@ -207,38 +237,23 @@ func TestBootstrapJoinSameRing(t *testing.T) {
 func TestLeaderKillFailsClosed(t *testing.T) {
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
-	var dead *testNode
+	dead := leaderOf(t, nodes)
 	var alive []*testNode
 	for _, n := range nodes {
-		if n.IsLeader() {
-			dead = n
-		} else {
+		if n != dead {
 			alive = append(alive, n)
 		}
 	}
-	if dead == nil {
-		t.Fatal("no leader")
-	}
 	killed := time.Now()
 	dead.stop()
-	var leader *testNode
-	deadline := time.Now().Add(testWait)
-	for leader == nil {
-		for _, n := range alive {
-			if n.IsLeader() {
-				leader = n
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new leader %v after killing %s", testWait, dead.ID())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	leader := leaderOf(t, alive)
 	elected := time.Since(killed)
 	t.Logf("killed leader %s; %s elected after %v (heartbeat and election timeouts %v)", dead.ID(), leader.ID(), elected, testHeartbeat)
-	if elected > 10*testElection {
-		t.Errorf("election took %v, more than 10 election timeouts", elected)
+	// Generous: a loaded machine under -race may need several rounds.
+	if elected > 50*testElection {
+		t.Errorf("election took %v, more than 50 election timeouts", elected)
 	}
+	deadline := time.Now().Add(testWait)
 	// The ring still lists the dead node everywhere: its names are owned by
 	// it, and no live node serves them.
 	var deadNames []string
@@ -344,13 +359,10 @@ func TestRestartRejoinsEpochRises(t *testing.T) {
 func TestLeave(t *testing.T) {
 	nodes := startCluster(t, 4)
 	ctx := ctxT(t)
-	var leader, follower *testNode
-	for _, n := range nodes {
-		if n.IsLeader() {
-			leader = n
-		} else if follower == nil {
-			follower = n
-		}
+	leader := leaderOf(t, nodes)
+	follower := nodes[0]
+	if follower == leader {
+		follower = nodes[1]
 	}
 	if err := follower.Leave(ctx); err != nil {
 		t.Fatalf("follower leaves: %v", err)

@@ -2,6 +2,7 @@ package modelcheck
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -95,19 +96,10 @@ func (c ClusterConfig) Validate() error {
 		return fmt.Errorf("deaths must be 0..2, not %d", c.Deaths)
 	case c.Restarts < 0 || c.Restarts > 2:
 		return fmt.Errorf("restarts must be 0..2, not %d", c.Restarts)
-	case c.Mutation != "" && !containsString(ClusterMutations, c.Mutation):
+	case c.Mutation != "" && !slices.Contains(ClusterMutations, c.Mutation):
 		return fmt.Errorf("mutation must be one of %s, not %q", strings.Join(ClusterMutations, ", "), c.Mutation)
 	}
 	return nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Property names reported by the cluster model.
