@@ -201,6 +201,14 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.raft = r
+	// Raft answers heartbeats on the transport's goroutines (a fast path
+	// that skips its main loop). Shutdown does not wait for those, so a
+	// heartbeat that passed Raft's shutdown check could write the term to
+	// the store after Shutdown closed it, and Raft panics on that error.
+	// Without the fast path heartbeats go through the main loop, which
+	// Shutdown does wait for; this log is small and rarely written, so
+	// the main loop is never slow to answer.
+	trans.SetHeartbeatHandler(nil)
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.RaftState:
