@@ -109,6 +109,11 @@ type Node struct {
 	gainedAt   uint64     // the last ring version that gave this node names
 	takeovers  []takeover // recent ring changes that gave this node names
 	handedOver map[uint64]bool
+
+	tokens  *Tokens
+	renewCh chan struct{} // Tokens running low: commit the next epoch
+	done    chan struct{} // closed by Shutdown
+	renewWG sync.WaitGroup
 }
 
 // Open opens (or creates) the node's data directory, listens on RaftAddr
@@ -188,12 +193,19 @@ func Open(cfg Config) (*Node, error) {
 		cfg: cfg, log: logger, trans: trans, store: store, fsm: newFSM(), existing: existing,
 		client: cfg.HTTPClient, unreachable: map[string]time.Time{},
 		startedAt: time.Now(), handedOver: map[uint64]bool{},
+		renewCh: make(chan struct{}, 1), done: make(chan struct{}),
 		obsCh: make(chan raft.Observation, 64), obsDone: make(chan struct{}),
 	}
 	if n.client == nil {
 		n.client = &http.Client{Timeout: 10 * time.Second}
 	}
 	n.fsm.onRing = n.ringChanged
+	n.tokens = NewTokens(0, func() {
+		select {
+		case n.renewCh <- struct{}{}:
+		default:
+		}
+	})
 	r, err := raft.NewRaft(rc, n.fsm, store, store, snaps, trans)
 	if err != nil {
 		trans.Close()
@@ -218,6 +230,8 @@ func Open(cfg Config) (*Node, error) {
 	})
 	r.RegisterObserver(n.observer)
 	go n.observe()
+	n.renewWG.Add(1)
+	go n.renew()
 	return n, nil
 }
 
@@ -316,14 +330,18 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	return err
 }
 
-// AcquireEpoch commits a fresh token epoch for this node through Raft and
-// waits until this node has applied the log up to it, so that its ring is
-// at least as recent as the epoch. A node calls it before it serves after
-// a start and after a ring change that gives it names; the result feeds
-// Tokens.
+// AcquireEpoch commits a fresh token epoch for this node through Raft,
+// waits until this node has applied the log up to it (so that its ring is
+// at least as recent as the epoch), and installs it in Tokens. Only then
+// does Route count the epoch. A node calls it before it serves after a
+// start and when Route answers NotReady (a ring change gave it names).
 func (n *Node) AcquireEpoch(ctx context.Context) (uint64, error) {
 	res, err := n.propose(ctx, command{Op: opEpoch, ID: n.cfg.ID})
 	if err != nil {
+		return 0, err
+	}
+	// A concurrent call may have installed a later epoch already: keep it.
+	if err := n.tokens.SetEpoch(res.Epoch); err != nil && !errors.Is(err, ErrEpochNotAbove) {
 		return 0, err
 	}
 	n.mu.Lock()
@@ -332,6 +350,42 @@ func (n *Node) AcquireEpoch(ctx context.Context) (uint64, error) {
 	}
 	n.mu.Unlock()
 	return res.Epoch, nil
+}
+
+// Tokens returns this node's fencing-token source (a
+// locktable.TokenSource): tokens under the epoch AcquireEpoch installed
+// last. When half of an epoch is used the node commits the next one in
+// the background.
+func (n *Node) Tokens() *Tokens { return n.tokens }
+
+// renew commits a fresh epoch whenever asked (Tokens running low), until
+// Shutdown.
+func (n *Node) renew() {
+	defer n.renewWG.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-n.done
+		cancel()
+	}()
+	for {
+		select {
+		case <-n.done:
+			return
+		case <-n.renewCh:
+		}
+		for attempt := 0; ; attempt++ {
+			e, err := n.AcquireEpoch(ctx)
+			if err == nil {
+				n.log.Info("token epoch renewed", "epoch", e)
+				break
+			}
+			n.log.Warn("token epoch renewal failed", "err", err)
+			if sleepCtx(ctx, backoff(attempt)) != nil {
+				return
+			}
+		}
+	}
 }
 
 // RaiseLease records that a client was granted lease, when it is above the
@@ -450,6 +504,8 @@ func (n *Node) Shutdown() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	close(n.done)
+	n.renewWG.Wait()
 	err := n.raft.Shutdown().Error()
 	n.raft.DeregisterObserver(n.observer)
 	close(n.obsCh)

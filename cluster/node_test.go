@@ -402,3 +402,37 @@ func TestHeartbeatFastPathOff(t *testing.T) {
 		t.Error("the transport's heartbeat fast path is on")
 	}
 }
+
+// The node's token source: nothing before an epoch, the epoch installed by
+// AcquireEpoch, and the next epoch committed by itself when half of one
+// is used.
+func TestNodeTokensRenew(t *testing.T) {
+	nodes := startCluster(t, 1)
+	ctx := ctxT(t)
+	n := nodes[0]
+	tk := n.Tokens()
+	if _, err := tk.TryNext(); !errors.Is(err, ErrNoEpoch) {
+		t.Fatalf("before an epoch: %v", err)
+	}
+	e, err := n.AcquireEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := tk.Next()
+	if first != e<<EpochShift|1 {
+		t.Fatalf("first token %d, want epoch %d counter 1", first, e)
+	}
+	tk.mu.Lock()
+	tk.counter = renewAt - 1
+	tk.mu.Unlock()
+	low := tk.Next()
+	if err := waitUntil(ctx, func() bool { return tk.Epoch() > e }); err != nil {
+		t.Fatalf("epoch not renewed: %v", err)
+	}
+	if next := tk.Next(); next <= low {
+		t.Errorf("token after renewal %d, not above %d", next, low)
+	}
+	if got := n.Metadata().Epochs[n.ID()]; got != tk.Epoch() {
+		t.Errorf("metadata epoch %d, tokens %d", got, tk.Epoch())
+	}
+}

@@ -37,6 +37,9 @@ const renewAt = 1 << (EpochShift - 1)
 // current epoch is used up and no fresh epoch has been installed.
 var ErrTokensExhausted = errors.New("cluster: the token counter of this epoch is used up; a fresh epoch is needed")
 
+// ErrNoEpoch is returned by Tokens.TryNext before an epoch is installed.
+var ErrNoEpoch = errors.New("cluster: no token epoch yet; commit one with AcquireEpoch")
+
 // ErrEpochNotAbove is returned by Tokens.SetEpoch for an epoch that is not
 // above the current one.
 var ErrEpochNotAbove = errors.New("cluster: a new token epoch must be above the current one")
@@ -63,8 +66,9 @@ type Tokens struct {
 }
 
 // NewTokens returns a source under epoch (which must have been committed
-// through Raft for this node). low, if not nil, is called when the epoch
-// is half used.
+// through Raft for this node; 0 for none yet: TryNext fails with
+// ErrNoEpoch). low, if not nil, is called when the epoch is half used; it
+// must not block.
 func NewTokens(epoch uint64, low func()) *Tokens {
 	return &Tokens{epoch: epoch, low: low}
 }
@@ -91,6 +95,10 @@ func (t *Tokens) SetEpoch(epoch uint64) error {
 // TryNext returns the next token, or ErrTokensExhausted.
 func (t *Tokens) TryNext() (uint64, error) {
 	t.mu.Lock()
+	if t.epoch == 0 {
+		t.mu.Unlock()
+		return 0, ErrNoEpoch
+	}
 	if t.counter >= counterMask {
 		t.mu.Unlock()
 		return 0, ErrTokensExhausted
@@ -110,9 +118,10 @@ func (t *Tokens) TryNext() (uint64, error) {
 }
 
 // Next implements locktable.TokenSource. The server calls it only while
-// the node serves, which it does with an epoch far from used up (the node
-// renews at half); if the counter does run out, Next panics rather than
-// issue a token that is not above the previous one.
+// the node serves (Route says so only once an epoch is installed), with an
+// epoch far from used up (the node renews at half); without an epoch, or
+// if the counter does run out, Next panics rather than issue a token that
+// is not above every earlier one.
 func (t *Tokens) Next() uint64 {
 	tok, err := t.TryNext()
 	if err != nil {
