@@ -288,6 +288,10 @@ func (n *Node) Bootstrap(ctx context.Context) error {
 // Join asks the member whose admin address is addr to add this node to
 // its cluster, and waits until this node has applied its own entry. Any
 // member will do: a follower forwards the request to the leader, once.
+// A node restarted from its data directory needs no Join; it calls Join
+// again only to record new protocol or admin addresses (its place in the
+// ring stays). Its Raft address must not change while other members
+// cannot reach it under the new one: keep it stable.
 func (n *Node) Join(ctx context.Context, addr string) error {
 	body, _ := json.Marshal(n.self())
 	for attempt := 0; ; attempt++ {
@@ -646,13 +650,18 @@ func (n *Node) leaderDo(ctx context.Context, path string, body []byte, out any) 
 // does not do that yet, so today the ring switches without a hand-off.
 func (n *Node) addMember(ctx context.Context, m Member, timeout time.Duration) error {
 	md, _ := n.fsm.read()
-	if cur, ok := md.Members[m.ID]; ok && cur.State == Serving && cur.RaftAddr == m.RaftAddr &&
+	cur, known := md.Members[m.ID]
+	if known && cur.State == Serving && cur.RaftAddr == m.RaftAddr &&
 		cur.ProtocolAddr == m.ProtocolAddr && cur.AdminAddr == m.AdminAddr {
 		return nil // already in: a retried join
 	}
-	m.State = Joining
-	if err := n.applyLocal(command{Op: opPutMember, Member: m, At: n.cfg.Now()}, timeout); err != nil {
-		return err
+	// A serving member that joins again (restarted on other addresses)
+	// keeps its place in the ring: only its record and Raft address change.
+	if !known || cur.State != Serving {
+		m.State = Joining
+		if err := n.applyLocal(command{Op: opPutMember, Member: m, At: n.cfg.Now()}, timeout); err != nil {
+			return err
+		}
 	}
 	if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, timeout).Error(); err != nil {
 		return err

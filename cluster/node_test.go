@@ -436,3 +436,28 @@ func TestNodeTokensRenew(t *testing.T) {
 		t.Errorf("metadata epoch %d, tokens %d", got, tk.Epoch())
 	}
 }
+
+// A serving member restarted on another admin address joins again to
+// record it: its record changes, the ring does not.
+func TestRejoinNewAddressKeepsRing(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	n3 := nodes[2]
+	raftAddr := n3.RaftAddr()
+	n3.stop()
+	r := startNode(t, n3.ID(), n3.dir, raftAddr, "127.0.0.1:0")
+	if err := r.Join(ctx, nodes[0].admin.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	want := r.admin.Addr().String()
+	if err := r.waitFor(ctx, func(md *Metadata) bool { return md.Members[r.ID()].AdminAddr == want }); err != nil {
+		t.Fatalf("new admin address not recorded: %v", err)
+	}
+	if err := nodes[0].waitFor(ctx, func(md *Metadata) bool { return md.Members[r.ID()].AdminAddr == want }); err != nil {
+		t.Fatal(err)
+	}
+	if v := nodes[0].AppliedRingVersion(); v != 3 {
+		t.Errorf("ring version %d after a re-join, want 3 (unchanged)", v)
+	}
+	waitSameRing(t, []*testNode{nodes[0], nodes[1], r}, 3)
+}
