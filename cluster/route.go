@@ -137,12 +137,11 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 	n.mu.Lock()
 	ready := n.hasEpoch && n.epochRing >= n.gainedAt
 	if n.hasEpoch && !ready && ownerID == n.cfg.ID {
-		// Names this node already owned when its epoch was committed keep
-		// being served under it: only the names gained since need the
-		// fresh epoch (their earlier tokens came from other epochs).
-		if e, ok := n.fsm.history.Get(n.epochRing); ok && e.Ring.Owner(name) == n.cfg.ID {
-			ready = true
-		}
+		// Names this node has owned without a break since its epoch was
+		// committed keep being served under it: only names gained since
+		// need the fresh epoch (another node may have issued tokens for
+		// them under a later epoch, even if this node owned them before).
+		ready = n.ownedSince(name, n.epochRing, r.Version())
 	}
 	var open []takeover
 	if ownerID == n.cfg.ID && ready {
@@ -202,4 +201,17 @@ func (n *Node) slack() time.Duration {
 		return n.cfg.GateSlack
 	}
 	return DefaultGateSlack
+}
+
+// ownedSince reports whether this node owned name in every ring from
+// version from to version to, under fsm.mu. A ring no longer kept counts
+// as not owned (fail closed).
+func (n *Node) ownedSince(name string, from, to uint64) bool {
+	for v := from; v <= to; v++ {
+		e, ok := n.fsm.history.Get(v)
+		if !ok || e.Ring.Owner(name) != n.cfg.ID {
+			return false
+		}
+	}
+	return true
 }

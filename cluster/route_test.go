@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -164,5 +165,59 @@ func TestRouteRestartWarmsUp(t *testing.T) {
 	}
 	if d := r.Route(name, false, d.Until); d.Action != Serve {
 		t.Errorf("after the warm-up: %v", d.Action)
+	}
+}
+
+// A name that moved away and came back since the node's epoch (a join,
+// then its removal) needs a fresh epoch: the other owner issued tokens
+// under a later epoch meanwhile.
+func TestRouteNameBackNeedsFreshEpoch(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	n1 := nodes[0]
+	if _, err := n1.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(1); v <= 5; v++ {
+		n1.HandedOver(v)
+	}
+	three := n1.Ring()
+	four := NewRing(4, append(three.Members(), "node-4"))
+	var name, stays string
+	for _, nm := range names(2000) {
+		switch {
+		case three.Owner(nm) == "node-1" && four.Owner(nm) == "node-4" && name == "":
+			name = nm
+		case three.Owner(nm) == "node-1" && four.Owner(nm) == "node-1" && stays == "":
+			stays = nm
+		}
+	}
+	if name == "" || stays == "" {
+		t.Fatal("no suitable names")
+	}
+	if d := n1.Route(name, false, time.Now()); d.Action != Serve {
+		t.Fatalf("before the join: %v", d.Action)
+	}
+	n4 := startNode(t, "node-4", filepath.Join(t.TempDir(), "node-4"), "127.0.0.1:0", "127.0.0.1:0")
+	if err := n4.Join(ctx, n1.admin.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Remove(ctx, "node-4"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.WaitRing(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if d := n1.Route(name, false, time.Now()); d.Action != NotReady {
+		t.Errorf("a name back since the epoch: %v, want not-ready", d.Action)
+	}
+	if d := n1.Route(stays, false, time.Now()); d.Action != Serve {
+		t.Errorf("a name owned all along: %v, want serve", d.Action)
+	}
+	if _, err := n1.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := n1.Route(name, false, time.Now()); d.Action != Serve {
+		t.Errorf("after a fresh epoch: %v", d.Action)
 	}
 }
