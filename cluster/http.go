@@ -14,7 +14,7 @@ import (
 // The inter-node HTTP API, served by Handler on a member's admin address.
 //
 //	POST /cluster/v1/join    body: Member             add a node (any member; forwarded to the leader)
-//	POST /cluster/v1/remove  body: {"id": "node-3"}   remove a member (planned leave or a dead node)
+//	POST /cluster/v1/remove  body: {"id": "node-3"}   remove a member (a dead node; "planned": true for a leave)
 //	POST /cluster/v1/apply   body: a log command      a member's write, forwarded to the leader
 //	GET  /cluster/v1/status                           this node's view: Status
 //
@@ -37,6 +37,8 @@ const maxBody = 64 << 10
 
 type removeRequest struct {
 	ID string `json:"id"`
+	// Planned marks a member's own leave: it is marked leaving first.
+	Planned bool `json:"planned,omitempty"`
 }
 
 type applyReply struct {

@@ -309,23 +309,26 @@ func (n *Node) Join(ctx context.Context, addr string) error {
 	return n.waitFor(ctx, func(md *Metadata) bool { return md.Members[n.cfg.ID].State == Serving })
 }
 
-// Leave is a planned leave: this node asks the leader to take it out of
-// the ring and the Raft configuration. A leader first hands leadership
-// to another member.
+// Leave is a planned leave: this node asks the leader to mark it leaving
+// (still in the ring: the point where its names are to be handed over),
+// then to take it out of the ring and the Raft configuration. A leader
+// first hands leadership to another member.
 func (n *Node) Leave(ctx context.Context) error {
 	if n.raft.State() == raft.Leader {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			return fmt.Errorf("cluster: leave: leadership transfer: %w", err)
 		}
 	}
-	return n.Remove(ctx, n.cfg.ID)
+	return n.remove(ctx, n.cfg.ID, true)
 }
 
 // Remove takes member id out of the ring and the Raft configuration,
 // through the leader. It is how a dead node's names get a live owner
 // again; until then they have none (fail closed).
-func (n *Node) Remove(ctx context.Context, id string) error {
-	body, _ := json.Marshal(removeRequest{ID: id})
+func (n *Node) Remove(ctx context.Context, id string) error { return n.remove(ctx, id, false) }
+
+func (n *Node) remove(ctx context.Context, id string, planned bool) error {
+	body, _ := json.Marshal(removeRequest{ID: id, Planned: planned})
 	err := n.toLeader(ctx, pathRemove, body, nil)
 	var he *httpError
 	if errors.As(err, &he) && he.Status == http.StatusNotFound {
@@ -637,7 +640,7 @@ func (n *Node) leaderDo(ctx context.Context, path string, body []byte, out any) 
 		if err := json.Unmarshal(body, &r); err != nil || r.ID == "" {
 			return &httpError{Status: http.StatusBadRequest, Msg: "a removal needs an id"}
 		}
-		return n.removeMember(ctx, r.ID, timeout)
+		return n.removeMember(ctx, r.ID, r.Planned, timeout)
 	}
 	return &httpError{Status: http.StatusNotFound, Msg: "no such write " + path}
 }
@@ -670,12 +673,21 @@ func (n *Node) addMember(ctx context.Context, m Member, timeout time.Duration) e
 	return n.applyLocal(command{Op: opPutMember, Member: m, At: n.cfg.Now()}, timeout)
 }
 
-// removeMember, on the leader: take the member out of the ring and the
-// metadata, then out of the Raft configuration.
-func (n *Node) removeMember(ctx context.Context, id string, timeout time.Duration) error {
+// removeMember, on the leader: for a planned leave, mark the member
+// leaving (it stays in the ring; its names are to be handed over at this
+// point, which the server does not do yet); then take it out of the ring
+// and the metadata, then out of the Raft configuration.
+func (n *Node) removeMember(ctx context.Context, id string, planned bool, timeout time.Duration) error {
 	md, _ := n.fsm.read()
-	if _, ok := md.Members[id]; !ok {
+	m, ok := md.Members[id]
+	if !ok {
 		return &httpError{Status: http.StatusNotFound, Msg: ErrUnknownMember.Error() + ": " + id}
+	}
+	if planned && m.State == Serving {
+		m.State = Leaving
+		if err := n.applyLocal(command{Op: opPutMember, Member: m, At: n.cfg.Now()}, timeout); err != nil {
+			return err
+		}
 	}
 	if err := n.applyLocal(command{Op: opRemoveMember, ID: id, At: n.cfg.Now()}, timeout); err != nil {
 		return err

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
 )
 
@@ -373,6 +375,23 @@ func TestLeave(t *testing.T) {
 	waitSameRing(t, rest, 5)
 	if leader.Ring().Has(follower.ID()) {
 		t.Fatal("left follower still in the ring")
+	}
+	// The log marks the follower leaving before it removes it.
+	var ops []string
+	first, _ := leader.store.FirstIndex()
+	last, _ := leader.store.LastIndex()
+	for i := first; i <= last; i++ {
+		var l raft.Log
+		if leader.store.GetLog(i, &l) != nil || l.Type != raft.LogCommand {
+			continue
+		}
+		var c command
+		if json.Unmarshal(l.Data, &c) == nil && (c.Member.ID == follower.ID() || c.ID == follower.ID()) {
+			ops = append(ops, c.Op+":"+string(c.Member.State))
+		}
+	}
+	if n := len(ops); n < 2 || ops[n-2] != opPutMember+":"+string(Leaving) || ops[n-1] != opRemoveMember+":" {
+		t.Errorf("the leave's log entries: %v, want ... put_member:leaving remove_member:", ops)
 	}
 	if err := leader.Leave(ctx); err != nil {
 		t.Fatalf("leader leaves: %v", err)
