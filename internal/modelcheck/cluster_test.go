@@ -68,6 +68,45 @@ func TestClusterMutations(t *testing.T) {
 	}
 }
 
+// The properties must not hold for lack of behaviour: the checked model
+// grants on a node that got the name by a hand-off, by a take-over from a
+// dead node (after the gate opens) and after a restart, and a client
+// releases through the new owner.
+func TestClusterModelNotVacuous(t *testing.T) {
+	reached := map[string]bool{}
+	grant := func(st clStep) bool {
+		return (st.kind == clDeliver && st.what == clGrant) || st.kind == clPromote
+	}
+	rep := checkCluster(DefaultClusterConfig(), func(s *clState, st clStep) {
+		if !grant(st) && st.kind != clRelease {
+			return
+		}
+		if st.n == 0 {
+			if grant(st) && s.restarts > 0 && s.deaths > 0 && s.nring == 1 {
+				reached["grant by the first owner after its restart"] = true
+			}
+			return
+		}
+		switch {
+		case grant(st) && s.ring[s.nring-1].gated:
+			reached["grant after a take-over from a dead node"] = true
+		case grant(st):
+			reached["grant after a planned move"] = true
+		case st.kind == clRelease:
+			reached["release on the new owner"] = true
+		}
+	})
+	if rep.Violation != nil {
+		t.Fatal(rep.Violation)
+	}
+	for _, want := range []string{"grant by the first owner after its restart", "grant after a take-over from a dead node",
+		"grant after a planned move", "release on the new owner"} {
+		if !reached[want] {
+			t.Errorf("never reached: %s", want)
+		}
+	}
+}
+
 func TestClusterConfigValidate(t *testing.T) {
 	for _, c := range []ClusterConfig{
 		{Nodes: 1, Clients: 1, Lives: 1}, {Nodes: 4, Clients: 1, Lives: 1}, {Nodes: 2, Clients: 0, Lives: 1},
