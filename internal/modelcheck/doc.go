@@ -2,7 +2,7 @@
 // bounded configuration and checks baton's safety and liveness properties
 // in every reachable state.
 //
-// Five models are checked:
+// Six models are checked:
 //
 //   - The lock-table model (CheckTable) drives the real
 //     internal/locktable.Table, not a copy, through every interleaving of
@@ -43,6 +43,17 @@
 //     write, rename, remove) with a crash between any two. Their liveness
 //     properties are checked under fairness on the whole state graph.
 //     See docs/dirlock.md.
+//
+//   - The cluster-ownership model (CheckCluster) checks who may grant one
+//     lock name across nodes of a cluster through ring changes: planned
+//     moves (the prior owner hands holders with tokens and queues to the
+//     new owner before the ring switches), node deaths and restarts (fail
+//     closed: a name taken without its state is gated until no holder of a
+//     dead incarnation can still believe), one-hop forwarding with a
+//     forwarded mark, and token epochs committed before serving. It checks
+//     one holder at a time, strictly increasing tokens, no lost claim and
+//     no forwarding loop; mutations (ClusterMutations) drop each rule. See
+//     docs/cluster.md.
 //
 // A violation is reported with the shortest counterexample (breadth-first
 // order makes the first one found the shortest) as a readable trace; a

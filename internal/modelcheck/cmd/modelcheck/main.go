@@ -7,6 +7,7 @@
 //	modelcheck -model=client -giveup=1.0
 //	modelcheck -model=dirlock-seed -hosts=3 -procs=1 [-mutation=tempting]
 //	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-mutation=no-claim]
+//	modelcheck -model=cluster -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=switch-first]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
 // the shortest counterexample) and 2 on bad flags.
@@ -30,7 +31,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), dirlock-seed or dirlock-steps (the directory lock)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
@@ -46,9 +47,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		workStop = fs.Int("workstop", def.WorkStop, "client: longest time, in steps, the guarded work takes to stop once told")
 		hosts    = fs.Int("hosts", 2, "dirlock: number of hosts (1..3)")
 		procs    = fs.Int("procs", 2, "dirlock: processes on each host (1..3)")
-		mutation = fs.String("mutation", "", "claims, dirlock: drop one rule so that the check must fail; claims: "+
+		cdef     = modelcheck.DefaultClusterConfig()
+		nodes    = fs.Int("nodes", cdef.Nodes, "cluster: nodes (2..3)")
+		clients  = fs.Int("clients", cdef.Clients, "cluster: clients (1..3)")
+		acquires = fs.Int("acquisitions", cdef.Lives, "cluster: times each client takes the lock, one after another (1..2)")
+		changes  = fs.Int("changes", cdef.Changes, "cluster: ring changes, planned moves and removals of a dead owner (0..3)")
+		deaths   = fs.Int("deaths", cdef.Deaths, "cluster: node deaths (0..2)")
+		restarts = fs.Int("restarts", cdef.Restarts, "cluster: node restarts from the data directory (0..2)")
+		mutation = fs.String("mutation", "", "claims, dirlock, cluster: drop one rule so that the check must fail; claims: "+
 			strings.Join(modelcheck.ClaimsMutations, ", ")+"; dirlock seed: "+
-			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", "))
+			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
+			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", "))
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: modelcheck [flags]\n\nExplores every interleaving of a bounded configuration; exits 0 if every\nproperty holds, 1 on a violation (printing the shortest counterexample),\n2 on bad flags.\n\n")
@@ -109,8 +118,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rep = check(cfg)
+	case "cluster":
+		cfg := modelcheck.ClusterConfig{Nodes: *nodes, Clients: *clients, Lives: *acquires, Changes: *changes,
+			Deaths: *deaths, Restarts: *restarts, Mutation: *mutation}
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		rep = modelcheck.CheckCluster(cfg)
 	default:
-		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, dirlock-seed or dirlock-steps, not %q\n", *model)
+		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, dirlock-seed, dirlock-steps or cluster, not %q\n", *model)
 		return 2
 	}
 	fmt.Fprintln(stdout, rep)

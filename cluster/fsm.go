@@ -1,0 +1,304 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// MemberState is where a member is in its life in the cluster.
+type MemberState string
+
+// Member states. Only serving members are in the ring.
+const (
+	// Joining: in the Raft configuration, not yet in the ring (the prior
+	// owners of the names it will own hand them over first).
+	Joining MemberState = "joining"
+	// Serving: in the ring. A serving member that dies stays in the ring,
+	// owning its names (fail closed), until it is removed.
+	Serving MemberState = "serving"
+	// Leaving: a planned leave in progress; still in the ring until its
+	// names are handed over, then removed.
+	Leaving MemberState = "leaving"
+)
+
+// Member is one node of the cluster, as recorded through Raft.
+type Member struct {
+	ID           string      `json:"id"`
+	RaftAddr     string      `json:"raft_addr"`     // inter-node Raft transport
+	ProtocolAddr string      `json:"protocol_addr"` // clients' lock protocol
+	AdminAddr    string      `json:"admin_addr"`    // admin HTTP (and this package's Handler)
+	State        MemberState `json:"state"`
+}
+
+func (m Member) inRing() bool { return m.State == Serving || m.State == Leaving }
+
+// Metadata is the cluster's state held by Raft: small, and written only on
+// membership changes, epoch acquisitions and lease raises, never per lock
+// operation.
+type Metadata struct {
+	Members map[string]Member `json:"members"`
+	// RingVersion increases with every change of the ring's members;
+	// RingCommittedAt is the leader's clock when that change was proposed.
+	RingVersion     uint64    `json:"ring_version"`
+	RingCommittedAt time.Time `json:"ring_committed_at"`
+	// LastEpoch is the largest token epoch handed out; Epochs is each
+	// node's current one.
+	LastEpoch uint64            `json:"last_epoch"`
+	Epochs    map[string]uint64 `json:"epochs"`
+	// MaxLease is the largest lease any client was granted (a node raises
+	// it before the grant that exceeds it): the bound of a take-over's
+	// warm-up.
+	MaxLease time.Duration `json:"max_lease"`
+}
+
+func (md *Metadata) clone() Metadata {
+	c := *md
+	c.Members = maps.Clone(md.Members)
+	c.Epochs = maps.Clone(md.Epochs)
+	if c.Members == nil {
+		c.Members = map[string]Member{}
+	}
+	if c.Epochs == nil {
+		c.Epochs = map[string]uint64{}
+	}
+	return c
+}
+
+// ring returns the ring of md's serving (and leaving) members.
+func (md *Metadata) ring() *Ring {
+	var ids []string
+	for _, m := range md.Members {
+		if m.inRing() {
+			ids = append(ids, m.ID)
+		}
+	}
+	return NewRing(md.RingVersion, ids)
+}
+
+// MemberList returns the members sorted by id.
+func (md *Metadata) MemberList() []Member {
+	out := slices.Collect(maps.Values(md.Members))
+	slices.SortFunc(out, func(a, b Member) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Command kinds of the Raft log.
+const (
+	opPutMember    = "put_member"    // add or update a member (Member)
+	opRemoveMember = "remove_member" // ID
+	opEpoch        = "epoch"         // ID: a fresh epoch for node ID
+	opRaiseLease   = "raise_lease"   // Lease
+)
+
+// command is one Raft log entry. At is the proposer's clock, so that every
+// node records the same commit time for a ring change.
+type command struct {
+	Op     string        `json:"op"`
+	Member Member        `json:"member,omitzero"`
+	ID     string        `json:"id,omitempty"`
+	Lease  time.Duration `json:"lease,omitempty"`
+	At     time.Time     `json:"at"`
+	// EpochFloor is the smallest epoch the first opEpoch may hand out
+	// (set at bootstrap from the wall clock, so that epoch tokens start
+	// above the clock-based tokens of a single server; see Tokens).
+	EpochFloor uint64 `json:"epoch_floor,omitempty"`
+}
+
+// applyResult is what Apply returns to the proposer.
+type applyResult struct {
+	Epoch uint64 `json:"epoch,omitempty"`
+	// RingVersion, for an epoch, is the ring version when it was
+	// committed: the epoch covers every ring change up to it.
+	RingVersion uint64 `json:"ring_version,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// fsm is the Raft state machine. Reads take a copy under mu; apply
+// notifies waiters of each new applied index.
+type fsm struct {
+	mu      sync.Mutex
+	md      Metadata
+	index   uint64        // last applied log index
+	changed chan struct{} // closed and replaced on every apply
+	history *History
+	ring    *Ring // the applied ring; nil before the first
+	// onRing is called under mu when the ring changes, with the ring
+	// before and after, so that whoever reads the new ring also sees what
+	// the hook recorded. It must not call back into the fsm.
+	onRing func(prev, cur *Ring)
+}
+
+func newFSM() *fsm {
+	return &fsm{md: (&Metadata{}).clone(), changed: make(chan struct{}), history: NewHistory(DefaultHistory)}
+}
+
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		f.mu.Lock()
+		f.advance(l.Index)
+		f.mu.Unlock()
+		return nil
+	}
+	var c command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		f.mu.Lock()
+		f.advance(l.Index)
+		f.mu.Unlock()
+		return applyResult{Error: fmt.Sprintf("cluster: undecodable log entry %d: %v", l.Index, err)}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := f.apply(&c)
+	f.advance(l.Index)
+	return res
+}
+
+func (f *fsm) advance(index uint64) {
+	f.index = max(f.index, index)
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// apply applies c under f.mu.
+func (f *fsm) apply(c *command) applyResult {
+	md := &f.md
+	before := md.ring()
+	switch c.Op {
+	case opPutMember:
+		if c.Member.ID == "" {
+			return applyResult{Error: "cluster: member without an id"}
+		}
+		md.Members[c.Member.ID] = c.Member
+		if c.EpochFloor > md.LastEpoch {
+			md.LastEpoch = c.EpochFloor - 1
+		}
+	case opRemoveMember:
+		delete(md.Members, c.ID)
+		// The removed node's epoch stays consumed: LastEpoch never goes
+		// back, and a node that rejoins takes a fresh one.
+		delete(md.Epochs, c.ID)
+	case opEpoch:
+		md.LastEpoch++
+		md.Epochs[c.ID] = md.LastEpoch
+		return applyResult{Epoch: md.LastEpoch, RingVersion: md.RingVersion}
+	case opRaiseLease:
+		md.MaxLease = max(md.MaxLease, c.Lease)
+		return applyResult{}
+	default:
+		return applyResult{Error: fmt.Sprintf("cluster: unknown command %q", c.Op)}
+	}
+	after := md.ring()
+	if slices.Equal(before.members, after.members) {
+		return applyResult{}
+	}
+	md.RingVersion++
+	md.RingCommittedAt = c.At
+	f.setRing(NewRing(md.RingVersion, after.members), c.At)
+	return applyResult{}
+}
+
+// setRing records a new ring under f.mu and calls the hook.
+func (f *fsm) setRing(r *Ring, at time.Time) {
+	prev := f.ring
+	if prev == nil {
+		prev = NewRing(0, nil)
+	}
+	if r.Version() <= prev.Version() && f.ring != nil {
+		return
+	}
+	f.ring = r
+	f.history.Add(r, at)
+	if f.onRing != nil {
+		f.onRing(prev, r)
+	}
+}
+
+// currentRing returns the applied ring (an empty one before the first).
+func (f *fsm) currentRing() *Ring {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ring == nil {
+		return NewRing(0, nil)
+	}
+	return f.ring
+}
+
+// member returns the applied record of id.
+func (f *fsm) member(id string) (Member, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.md.Members[id]
+	return m, ok
+}
+
+// maxLease returns the largest lease recorded.
+func (f *fsm) maxLease() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.md.MaxLease
+}
+
+// read returns a copy of the metadata and the last applied index.
+func (f *fsm) read() (Metadata, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.md.clone(), f.index
+}
+
+// wait returns a channel closed at the next apply, and the index now.
+func (f *fsm) wait() (<-chan struct{}, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed, f.index
+}
+
+// Snapshot implements raft.FSM.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &fsmSnapshot{md: f.md.clone()}, nil
+}
+
+// Restore implements raft.FSM: it replaces the state with a snapshot's.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var md Metadata
+	if err := json.NewDecoder(rc).Decode(&md); err != nil {
+		return fmt.Errorf("cluster: restore snapshot: %w", err)
+	}
+	md = md.clone()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.md = md
+	f.setRing(md.ring(), md.RingCommittedAt)
+	f.advance(0)
+	return nil
+}
+
+type fsmSnapshot struct{ md Metadata }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := json.NewEncoder(sink).Encode(&s.md); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("cluster: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}

@@ -1,0 +1,217 @@
+package cluster
+
+import (
+	"time"
+)
+
+// Routing: what a node does with a request for a lock name. The rules are
+// those of internal/modelcheck's cluster model (docs/cluster.md):
+//
+//   - a node serves a name only if it owns it in the ring it has applied,
+//     with a token epoch committed after the ring change that gave it the
+//     name (else NotReady: retryable); names it owned before keep being
+//     served under its current epoch;
+//   - a name it took without its state handed over (the prior owner was
+//     removed dead, or this node restarted and lost its memory) is gated:
+//     its claims queue and nothing is granted until the warm-up has
+//     passed (Queue, fail closed);
+//   - a node that does not own the name forwards the request one hop,
+//     marked forwarded; a forwarded request for a name the receiver does
+//     not own gets a retryable error (NotOwner), never a second hop.
+
+// Action is the outcome of Route.
+type Action int
+
+// Actions.
+const (
+	// Serve: this node owns the name and may grant it.
+	Serve Action = iota
+	// Queue: this node owns the name but took it without its state and is
+	// warming up: claims may queue, nothing is granted before Until.
+	Queue
+	// NotReady: this node owns the name but has no epoch covering the
+	// ring change that gave it; answer a retryable error (and commit one
+	// with AcquireEpoch).
+	NotReady
+	// Forward: another node owns the name; forward the request to Owner,
+	// marked forwarded.
+	Forward
+	// NotOwner: a forwarded request for a name this node does not own:
+	// answer the retryable error, do not forward again.
+	NotOwner
+	// NoOwner: the ring is empty (the node has not joined a cluster yet).
+	NoOwner
+)
+
+var actionNames = [...]string{"serve", "queue", "not-ready", "forward", "not-owner", "no-owner"}
+
+func (a Action) String() string {
+	if a >= 0 && int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return "unknown"
+}
+
+// Decision is Route's answer.
+type Decision struct {
+	Action      Action
+	Owner       Member    // the owner in this node's ring (Forward: where to)
+	RingVersion uint64    // the ring the decision was taken on
+	Until       time.Time // Queue: when the warm-up of this name ends
+}
+
+// DefaultGateSlack is added to the largest lease to make the warm-up; it
+// covers the client's heartbeat round trip and timer lateness. Part of the
+// timing argument of a node's death (docs/cluster.md).
+const DefaultGateSlack = 2 * time.Second
+
+// maxTakeovers bounds the recent ring changes remembered for gating; the
+// history keeps DefaultHistory rings, and a gate whose rings are no longer
+// kept stays closed until its warm-up ends anyway.
+const maxTakeovers = 16
+
+// takeover is a ring change that gave this node names, applied at (this
+// node's clock, monotonic).
+type takeover struct {
+	version uint64
+	at      time.Time
+}
+
+// ringChanged is the fsm's hook, called under the fsm's mutex with the
+// rings before and after a change.
+func (n *Node) ringChanged(prev, cur *Ring) {
+	gained := false
+	if cur.Has(n.cfg.ID) {
+		// With rendezvous hashing this node gains names exactly when it
+		// enters the ring or another member leaves it.
+		gained = !prev.Has(n.cfg.ID)
+		for _, id := range prev.members {
+			if !cur.Has(id) {
+				gained = true
+			}
+		}
+	}
+	n.mu.Lock()
+	if gained {
+		n.gainedAt = cur.Version()
+		n.takeovers = append(n.takeovers, takeover{version: cur.Version(), at: time.Now()})
+		if len(n.takeovers) > maxTakeovers {
+			n.takeovers = n.takeovers[len(n.takeovers)-maxTakeovers:]
+		}
+	}
+	n.mu.Unlock()
+	n.log.Info("ring applied", "version", cur.Version(), "members", cur.Members(), "gained_names", gained)
+}
+
+// HandedOver records that the state of the names this node gained with
+// ring version (holders with tokens, queues) has been installed from their
+// prior owner, so they need no warm-up.
+func (n *Node) HandedOver(version uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.handedOver[version] = true
+}
+
+// Warmup is the current warm-up of a name taken without its state: the
+// largest lease granted plus the gate slack.
+func (n *Node) Warmup() time.Duration {
+	slack := n.cfg.GateSlack
+	if slack <= 0 {
+		slack = DefaultGateSlack
+	}
+	return n.fsm.maxLease() + slack
+}
+
+// Route decides what this node does with a request for name; forwarded
+// tells whether the request was forwarded by another member. now is this
+// node's clock (only compared with its own earlier readings).
+func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
+	n.fsm.mu.Lock()
+	r := n.fsm.ring
+	if r == nil {
+		r = NewRing(0, nil)
+	}
+	ownerID := r.Owner(name)
+	owner := n.fsm.md.Members[ownerID]
+	var prevRings map[uint64]*Ring
+	n.mu.Lock()
+	ready := n.hasEpoch && n.epochRing >= n.gainedAt
+	if n.hasEpoch && !ready && ownerID == n.cfg.ID {
+		// Names this node has owned without a break since its epoch was
+		// committed keep being served under it: only names gained since
+		// need the fresh epoch (another node may have issued tokens for
+		// them under a later epoch, even if this node owned them before).
+		ready = n.ownedSince(name, n.epochRing, r.Version())
+	}
+	var open []takeover
+	if ownerID == n.cfg.ID && ready {
+		w := n.fsm.md.MaxLease
+		for _, t := range n.takeovers {
+			if !n.handedOver[t.version] && now.Before(t.at.Add(w+n.slack())) {
+				open = append(open, t)
+			}
+		}
+		if len(open) > 0 {
+			prevRings = map[uint64]*Ring{}
+			for _, t := range open {
+				if e, ok := n.fsm.history.Previous(t.version); ok {
+					prevRings[t.version] = e.Ring
+				}
+			}
+		}
+	}
+	restarted := n.existing
+	startedAt := n.startedAt
+	w := n.fsm.md.MaxLease + n.slack()
+	n.mu.Unlock()
+	n.fsm.mu.Unlock()
+
+	d := Decision{Owner: owner, RingVersion: r.Version()}
+	switch {
+	case ownerID == "":
+		d.Action = NoOwner
+	case ownerID != n.cfg.ID && forwarded:
+		d.Action = NotOwner
+	case ownerID != n.cfg.ID:
+		d.Action = Forward
+	case !ready:
+		d.Action = NotReady
+	default:
+		d.Action = Serve
+		// A restarted node lost the state of every name it owns.
+		if restarted && now.Before(startedAt.Add(w)) {
+			d.Action, d.Until = Queue, startedAt.Add(w)
+		}
+		for _, t := range open {
+			prev, ok := prevRings[t.version]
+			// A name is gated if this change gave it to this node; when the
+			// ring before is no longer kept, every name is (fail closed).
+			if !ok || prev.Owner(name) != n.cfg.ID {
+				if until := t.at.Add(w); until.After(d.Until) {
+					d.Action, d.Until = Queue, until
+				}
+			}
+		}
+	}
+	return d
+}
+
+func (n *Node) slack() time.Duration {
+	if n.cfg.GateSlack > 0 {
+		return n.cfg.GateSlack
+	}
+	return DefaultGateSlack
+}
+
+// ownedSince reports whether this node owned name in every ring from
+// version from to version to, under fsm.mu. A ring no longer kept counts
+// as not owned (fail closed).
+func (n *Node) ownedSince(name string, from, to uint64) bool {
+	for v := from; v <= to; v++ {
+		e, ok := n.fsm.history.Get(v)
+		if !ok || e.Ring.Owner(name) != n.cfg.ID {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// nameOwnedBy returns a name that ring r gives to id.
+func nameOwnedBy(t *testing.T, r *Ring, id string) string {
+	t.Helper()
+	for _, name := range names(1000) {
+		if r.Owner(name) == id {
+			return name
+		}
+	}
+	t.Fatalf("no name owned by %s", id)
+	return ""
+}
+
+func TestRouteOneHopEpochAndWarmup(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	n1, n2 := nodes[0], nodes[1]
+	name := nameOwnedBy(t, n1.Ring(), "node-2")
+	now := time.Now()
+	if d := n1.Route(name, false, now); d.Action != Forward || d.Owner.ID != "node-2" || d.Owner.ProtocolAddr != "127.0.0.1:72" || d.RingVersion != 3 {
+		t.Errorf("non-owner, direct: %+v", d)
+	}
+	if d := n1.Route(name, true, now); d.Action != NotOwner {
+		t.Errorf("non-owner, forwarded: %v, want not-owner (never a second hop)", d.Action)
+	}
+	// The owner has no epoch yet: not ready, forwarded or not.
+	if d := n2.Route(name, true, now); d.Action != NotReady {
+		t.Errorf("owner without an epoch: %v", d.Action)
+	}
+	if _, err := n2.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// node-2 took its names when it joined, without a hand-off: they warm
+	// up for the largest lease plus the slack (a long lease, so that a slow
+	// machine does not see the warm-up end before it looks).
+	const lease = 5 * time.Second
+	if err := n1.RaiseLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == lease }); err != nil {
+		t.Fatal(err)
+	}
+	d := n2.Route(name, true, time.Now())
+	if d.Action != Queue {
+		t.Fatalf("owner in its warm-up: %+v", d)
+	}
+	if left := time.Until(d.Until); left <= 0 || left > lease+testSlack {
+		t.Errorf("warm-up ends in %v, want within lease+slack %v", left, lease+testSlack)
+	}
+	if d := n2.Route(name, true, d.Until.Add(time.Millisecond)); d.Action != Serve {
+		t.Errorf("owner after its warm-up: %v", d.Action)
+	}
+	// A handed-over change needs no warm-up.
+	n2.HandedOver(2)
+	if d := n2.Route(name, false, time.Now()); d.Action != Serve {
+		t.Errorf("owner of handed-over names: %v", d.Action)
+	}
+	if d := NewRing(0, nil).Owner(name); d != "" {
+		t.Error(d)
+	}
+	for a := Serve; a <= NoOwner+1; a++ {
+		if a.String() == "" {
+			t.Errorf("action %d has no name", a)
+		}
+	}
+}
+
+// After a dead owner is removed, a survivor takes its names: not ready
+// until a fresh epoch, then queued for the largest lease plus the slack;
+// names the survivor owned before are served all along.
+func TestRouteTakeoverFailsClosed(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	for _, n := range nodes {
+		if _, err := n.AcquireEpoch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n.HandedOver(1)
+		n.HandedOver(2)
+		n.HandedOver(3)
+	}
+	const lease = 5 * time.Second
+	if err := nodes[0].RaiseLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	dead, n1 := nodes[2], nodes[0]
+	before := n1.Ring()
+	moving := nameOwnedBy(t, before, "node-3")
+	dead.stop()
+	if err := n1.Remove(ctx, "node-3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.WaitRing(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	owner := n1.Ring().Owner(moving)
+	var taker *testNode
+	for _, n := range nodes[:2] {
+		if n.ID() == owner {
+			taker = n
+		}
+	}
+	if err := taker.WaitRing(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if d := taker.Route(moving, false, time.Now()); d.Action != NotReady {
+		t.Errorf("taken name before a fresh epoch: %v", d.Action)
+	}
+	kept := nameOwnedBy(t, before, taker.ID())
+	if d := taker.Route(kept, false, time.Now()); d.Action != Serve {
+		t.Errorf("a name that did not move: %v, want serve all along", d.Action)
+	}
+	if _, err := taker.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := taker.Route(moving, false, time.Now())
+	if d.Action != Queue {
+		t.Fatalf("taken name after the epoch: %+v", d)
+	}
+	if left := time.Until(d.Until); left <= testSlack || left > lease+testSlack {
+		t.Errorf("warm-up ends in %v, want between the slack %v and lease+slack %v", left, testSlack, lease+testSlack)
+	}
+	if w := taker.Warmup(); w != lease+testSlack {
+		t.Errorf("Warmup %v", w)
+	}
+	if d := taker.Route(moving, false, d.Until); d.Action != Serve {
+		t.Errorf("taken name after the warm-up: %v", d.Action)
+	}
+}
+
+// A node restarted from its data directory lost its lock state: all its
+// names warm up.
+func TestRouteRestartWarmsUp(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	const lease = 5 * time.Second
+	if err := nodes[0].RaiseLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	n3 := nodes[2]
+	if err := n3.waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == lease }); err != nil {
+		t.Fatal(err)
+	}
+	raftAddr, adminAddr := n3.RaftAddr(), n3.admin.Addr().String()
+	n3.stop()
+	started := time.Now()
+	r := startNode(t, n3.ID(), n3.dir, raftAddr, adminAddr)
+	if _, err := r.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(1); v <= 3; v++ {
+		r.HandedOver(v) // rules out the join's own gate: this is the restart's
+	}
+	name := nameOwnedBy(t, r.Ring(), "node-3")
+	d := r.Route(name, false, time.Now())
+	if d.Action != Queue || d.Until.Before(started.Add(lease)) || d.Until.After(time.Now().Add(lease+testSlack)) {
+		t.Fatalf("restarted owner: %+v, want queued until about %v after the restart", d, lease+testSlack)
+	}
+	if d := r.Route(name, false, d.Until); d.Action != Serve {
+		t.Errorf("after the warm-up: %v", d.Action)
+	}
+}
+
+// A name that moved away and came back since the node's epoch (a join,
+// then its removal) needs a fresh epoch: the other owner issued tokens
+// under a later epoch meanwhile.
+func TestRouteNameBackNeedsFreshEpoch(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	n1 := nodes[0]
+	if _, err := n1.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(1); v <= 5; v++ {
+		n1.HandedOver(v)
+	}
+	three := n1.Ring()
+	four := NewRing(4, append(three.Members(), "node-4"))
+	var name, stays string
+	for _, nm := range names(2000) {
+		switch {
+		case three.Owner(nm) == "node-1" && four.Owner(nm) == "node-4" && name == "":
+			name = nm
+		case three.Owner(nm) == "node-1" && four.Owner(nm) == "node-1" && stays == "":
+			stays = nm
+		}
+	}
+	if name == "" || stays == "" {
+		t.Fatal("no suitable names")
+	}
+	if d := n1.Route(name, false, time.Now()); d.Action != Serve {
+		t.Fatalf("before the join: %v", d.Action)
+	}
+	n4 := startNode(t, "node-4", filepath.Join(t.TempDir(), "node-4"), "127.0.0.1:0", "127.0.0.1:0")
+	if err := n4.Join(ctx, n1.admin.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Remove(ctx, "node-4"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.WaitRing(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if d := n1.Route(name, false, time.Now()); d.Action != NotReady {
+		t.Errorf("a name back since the epoch: %v, want not-ready", d.Action)
+	}
+	if d := n1.Route(stays, false, time.Now()); d.Action != Serve {
+		t.Errorf("a name owned all along: %v, want serve", d.Action)
+	}
+	if _, err := n1.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := n1.Route(name, false, time.Now()); d.Action != Serve {
+		t.Errorf("after a fresh epoch: %v", d.Action)
+	}
+}

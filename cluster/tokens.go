@@ -1,0 +1,136 @@
+package cluster
+
+import (
+	"errors"
+	"sync"
+	"time"
+)
+
+// Fencing tokens without clocks.
+//
+// A token is epoch<<EpochShift | counter. Epochs are handed out through
+// Raft, each one larger than every epoch before it (Metadata.LastEpoch
+// never goes back, a removed node's epoch included); a node commits a
+// fresh epoch before it serves after a start and after a ring change that
+// gives it names, and counts from 1 under it. So every token a node issues
+// is above every token issued under an earlier epoch, by any node, and
+// tokens of one lock strictly increase across owner changes and restarts
+// without any assumption about wall clocks. The model of this rule is
+// internal/modelcheck's cluster model (mutation stale-epoch).
+//
+// The first epoch of a cluster is floored at bootstrap from the wall
+// clock (EpochFloor), so that tokens stay above the clock-based tokens
+// (unix_seconds << 20, locktable.ClockTokens) of a single server the
+// cluster replaces. That is the only use of a clock, and only once.
+
+// EpochShift is the number of counter bits in a token: 2^40 tokens per
+// epoch (about 12 days at a million grants per second), and 2^24 epochs.
+const EpochShift = 40
+
+const counterMask = 1<<EpochShift - 1
+
+// renewAt is the counter value past which Tokens asks for a fresh epoch,
+// long before the counter runs out.
+const renewAt = 1 << (EpochShift - 1)
+
+// ErrTokensExhausted is returned by Tokens.TryNext when the counter of the
+// current epoch is used up and no fresh epoch has been installed.
+var ErrTokensExhausted = errors.New("cluster: the token counter of this epoch is used up; a fresh epoch is needed")
+
+// ErrNoEpoch is returned by Tokens.TryNext before an epoch is installed.
+var ErrNoEpoch = errors.New("cluster: no token epoch yet; commit one with AcquireEpoch")
+
+// ErrEpochNotAbove is returned by Tokens.SetEpoch for an epoch that is not
+// above the current one.
+var ErrEpochNotAbove = errors.New("cluster: a new token epoch must be above the current one")
+
+// EpochFloor returns the smallest epoch whose tokens are above every
+// clock-based token (locktable.ClockTokens) a single server could have
+// issued before now plus a day: ((unix_seconds + 86400 + 1) << 20) >>
+// EpochShift, plus one.
+func EpochFloor(now time.Time) uint64 {
+	s := max(now.Unix(), 0) + 86400 + 1
+	return uint64(s)<<20>>EpochShift + 1
+}
+
+// Tokens issues the fencing tokens of one node: epoch<<EpochShift |
+// counter. It is safe for concurrent use.
+type Tokens struct {
+	mu      sync.Mutex
+	epoch   uint64
+	counter uint64
+	// low is called once per epoch, outside the mutex, when the counter
+	// passes half its range: the node then commits a fresh epoch.
+	low      func()
+	lowFired bool
+}
+
+// NewTokens returns a source under epoch (which must have been committed
+// through Raft for this node; 0 for none yet: TryNext fails with
+// ErrNoEpoch). low, if not nil, is called when the epoch is half used; it
+// must not block.
+func NewTokens(epoch uint64, low func()) *Tokens {
+	return &Tokens{epoch: epoch, low: low}
+}
+
+// Epoch returns the current epoch.
+func (t *Tokens) Epoch() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.epoch
+}
+
+// SetEpoch installs a fresh epoch, which must be above the current one;
+// the counter starts again from 1.
+func (t *Tokens) SetEpoch(epoch uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if epoch <= t.epoch {
+		return ErrEpochNotAbove
+	}
+	t.epoch, t.counter, t.lowFired = epoch, 0, false
+	return nil
+}
+
+// TryNext returns the next token, or ErrTokensExhausted.
+func (t *Tokens) TryNext() (uint64, error) {
+	t.mu.Lock()
+	if t.epoch == 0 {
+		t.mu.Unlock()
+		return 0, ErrNoEpoch
+	}
+	if t.counter >= counterMask {
+		t.mu.Unlock()
+		return 0, ErrTokensExhausted
+	}
+	t.counter++
+	tok := t.epoch<<EpochShift | t.counter
+	fire := t.counter >= renewAt && !t.lowFired && t.low != nil
+	if fire {
+		t.lowFired = true
+	}
+	low := t.low
+	t.mu.Unlock()
+	if fire {
+		low()
+	}
+	return tok, nil
+}
+
+// Next implements locktable.TokenSource. The server calls it only while
+// the node serves (Route says so only once an epoch is installed), with an
+// epoch far from used up (the node renews at half); without an epoch, or
+// if the counter does run out, Next panics rather than issue a token that
+// is not above every earlier one.
+func (t *Tokens) Next() uint64 {
+	tok, err := t.TryNext()
+	if err != nil {
+		panic(err)
+	}
+	return tok
+}
+
+// SplitToken returns a token's epoch and counter.
+func SplitToken(tok uint64) (epoch, counter uint64) {
+	return tok >> EpochShift, tok & counterMask
+}

@@ -1,0 +1,124 @@
+package modelcheck
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestClusterModel(t *testing.T) {
+	for _, tc := range []struct {
+		cfg    ClusterConfig
+		states int // pinned so that a change in the model is noticed (docs/cluster.md quotes them)
+		big    bool
+	}{
+		{DefaultClusterConfig(), 181773, false},
+		// Two ring changes: a name moved away and back, the hand-off meets
+		// a node that has not applied the ring in between.
+		{ClusterConfig{Nodes: 2, Clients: 2, Lives: 2, Changes: 2, Deaths: 1, Restarts: 1}, 411699, false},
+		{ClusterConfig{Nodes: 3, Clients: 2, Lives: 1, Changes: 2, Deaths: 1, Restarts: 1}, 1956053, true},
+	} {
+		if tc.big && (raceEnabled || testing.Short()) {
+			t.Logf("%v: skipped under -race or -short", tc.cfg)
+			continue
+		}
+		rep := CheckCluster(tc.cfg)
+		t.Log(rep)
+		if rep.Violation != nil {
+			t.Error(rep.Violation)
+		}
+		if rep.States != tc.states {
+			t.Errorf("%v: %d states, docs/cluster.md says %d", tc.cfg, rep.States, tc.states)
+		}
+	}
+}
+
+// The checker must be able to fail: each mutation drops one rule of the
+// design and must be caught with the property it protects.
+func TestClusterMutations(t *testing.T) {
+	for _, tc := range []struct {
+		mut  string
+		prop string
+		n    int    // length of the shortest counterexample
+		says string // in the trace
+	}{
+		{MutSwitchFirst, PropClusterNoLost, 4, "the new ring (owner B) is committed at once"},
+		{MutForwardAgain, PropClusterNoLoop, 6, "node B forwards c1's request to node A, marked forwarded"},
+		{MutNoWarmup, PropClusterOneHolder, 8, "node A opens the gate of the name"},
+		{MutStaleEpoch, PropClusterTokens, 9, "node A commits token epoch 1"},
+	} {
+		t.Run(tc.mut, func(t *testing.T) {
+			cfg := DefaultClusterConfig()
+			cfg.Mutation = tc.mut
+			rep := CheckCluster(cfg)
+			t.Log(rep)
+			v := rep.Violation
+			if v == nil {
+				t.Fatalf("no violation in %d states", rep.States)
+			}
+			if v.Property != tc.prop {
+				t.Errorf("violated %q, want %q", v.Property, tc.prop)
+			}
+			if v.Steps() != tc.n {
+				t.Errorf("counterexample has %d steps, want %d", v.Steps(), tc.n)
+			}
+			if !strings.Contains(v.Error(), tc.says) {
+				t.Errorf("counterexample does not say %q", tc.says)
+			}
+		})
+	}
+}
+
+// The properties must not hold for lack of behaviour: the checked model
+// grants on a node that got the name by a hand-off, by a take-over from a
+// dead node (after the gate opens) and after a restart, and a client
+// releases through the new owner.
+func TestClusterModelNotVacuous(t *testing.T) {
+	reached := map[string]bool{}
+	grant := func(st clStep) bool {
+		return (st.kind == clDeliver && st.what == clGrant) || st.kind == clPromote
+	}
+	rep := checkCluster(DefaultClusterConfig(), func(s *clState, st clStep) {
+		if !grant(st) && st.kind != clRelease {
+			return
+		}
+		if st.n == 0 {
+			if grant(st) && s.n[0].epoch != 1 && s.nring == 1 { // a new epoch without a ring change: a restart
+				reached["grant by the first owner after its restart"] = true
+			}
+			return
+		}
+		switch {
+		case grant(st) && s.ring[s.nring-1].gated:
+			reached["grant after a take-over from a dead node"] = true
+		case grant(st):
+			reached["grant after a planned move"] = true
+		case st.kind == clRelease:
+			reached["release on the new owner"] = true
+		}
+	})
+	if rep.Violation != nil {
+		t.Fatal(rep.Violation)
+	}
+	for _, want := range []string{"grant by the first owner after its restart", "grant after a take-over from a dead node",
+		"grant after a planned move", "release on the new owner"} {
+		if !reached[want] {
+			t.Errorf("never reached: %s", want)
+		}
+	}
+}
+
+func TestClusterConfigValidate(t *testing.T) {
+	for _, c := range []ClusterConfig{
+		{Nodes: 1, Clients: 1, Lives: 1}, {Nodes: 4, Clients: 1, Lives: 1}, {Nodes: 2, Clients: 0, Lives: 1},
+		{Nodes: 2, Clients: 4, Lives: 1}, {Nodes: 2, Clients: 1, Lives: 3}, {Nodes: 2, Clients: 1, Lives: 1, Changes: 4},
+		{Nodes: 2, Clients: 1, Lives: 1, Deaths: 3}, {Nodes: 2, Clients: 1, Lives: 1, Restarts: -1},
+		{Nodes: 2, Clients: 1, Lives: 1, Mutation: "nope"},
+	} {
+		if c.Validate() == nil {
+			t.Errorf("%+v: valid", c)
+		}
+	}
+	if err := DefaultClusterConfig().Validate(); err != nil {
+		t.Error(err)
+	}
+}
