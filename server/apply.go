@@ -45,9 +45,22 @@ func (srv *Server) commit(now time.Time, res locktable.Result) []delivery {
 			}
 		}
 	}
+	for _, send := range res.Sends {
+		if send.Kind == locktable.SendAcquired { // a promotion from a queue
+			srv.queued[protocolOf(srv.claims[send.Session])]--
+		}
+	}
 	for _, e := range res.Events {
 		s := srv.claims[e.Session]
 		v2 := s != nil && s.v2 != nil
+		switch p := protocolOf(s); e.Kind {
+		case locktable.EventGranted:
+			srv.held[p]++
+		case locktable.EventReleased:
+			srv.held[p]--
+		case locktable.EventDequeued:
+			srv.queued[p]--
+		}
 		if e.Kind != locktable.EventGranted && !v2 {
 			if s != nil {
 				s.gone.Store(true)
@@ -129,4 +142,12 @@ func writeFailureReason(err error) locktable.Reason {
 		return locktable.ReasonIOTimeout
 	}
 	return locktable.ReasonGraceful
+}
+
+// protocolOf is the protocol version of session s (1 when s is nil).
+func protocolOf(s *session) int {
+	if s != nil && s.v2 != nil {
+		return protocol.Version2
+	}
+	return protocol.Version
 }

@@ -43,6 +43,9 @@ const (
 	// Action on Lock (empty for a request about no lock in particular).
 	// The server itself never sends it; the admin API does.
 	EventAdminDenied
+	// EventRefused: a version 2 CLAIM (Session, Claim, Lock when known)
+	// was answered REFUSED with claim-level Code; the session lives on.
+	EventRefused
 )
 
 func (k EventKind) String() string {
@@ -75,6 +78,8 @@ func (k EventKind) String() string {
 		return "kick"
 	case EventAdminDenied:
 		return "admin_denied"
+	case EventRefused:
+		return "refused"
 	}
 	return "unknown"
 }

@@ -251,6 +251,9 @@ func (s *session) acquire(req protocol.Acquire, authGen uint64) (deadline time.T
 	st, res, err := srv.table.Acquire(now, s.id, locktable.Request{Name: req.Name, Lease: req.Lease(), Peer: s.peer})
 	if err == nil {
 		srv.claims[s.id] = s
+		if st.State == locktable.Waiting {
+			srv.queued[protocol.Version]++
+		}
 		srv.commit(now, res) // an Acquire only ever reports its own grant
 		s.lease, s.seen, s.flushed = req.Lease(), now, now
 	}
@@ -451,8 +454,11 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) {
 	s.conn.Close()
 	srv.mu.Lock()
 	delete(srv.sessions, s)
-	if s.v2 != nil && srv.claims[s.id] == s {
-		delete(srv.claims, s.id)
+	if s.v2 != nil {
+		srv.v2Sessions--
+		if srv.claims[s.id] == s {
+			delete(srv.claims, s.id)
+		}
 	}
 	srv.mu.Unlock()
 	srv.observe(Event{Kind: EventDisconnected, Time: time.Now(), Peer: s.peer})

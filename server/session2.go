@@ -32,6 +32,7 @@ type v2conn struct {
 	// Owned by the reader goroutine.
 	buf          []byte // unprocessed bytes: buf[:len] of a v2ReadBuf array
 	lease        time.Duration
+	label        string
 	seen         time.Time // when the last frame was read in full
 	flushed      time.Time // the last seen the table has been told
 	partialSince time.Time // when the frame now partly read began; zero if none
@@ -102,7 +103,10 @@ func (s *session) runV2() (locktable.Reason, protocol.Code) {
 	srv := s.srv
 	v := &v2conn{buf: make([]byte, 0, v2ReadBuf)}
 	s.wmu.Lock()
+	srv.mu.Lock()
 	s.v2 = v
+	srv.v2Sessions++
+	srv.mu.Unlock()
 	s.wmu.Unlock()
 
 	// HELLO, within the io-timeout of accept that run set.
@@ -141,7 +145,7 @@ func (s *session) runV2() (locktable.Reason, protocol.Code) {
 		// Only ErrShutdown: the shutdown sends ERROR 0x01.
 		return locktable.ReasonShutdown, protocol.CodeShuttingDown
 	}
-	v.lease, v.seen, v.flushed = hello.Lease(), now, now
+	v.lease, v.label, v.seen, v.flushed = hello.Lease(), hello.Label, now, now
 	s.conn.SetDeadline(time.Time{})
 	if err := s.flushV2(); err != nil {
 		return writeFailureReason(err), 0
@@ -298,13 +302,13 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		}
 		if ce != nil {
 			c, _ := protocol.CodeOf(ce.Err)
-			s.refuse(f.Claim, c)
+			s.refuse(f, c)
 			continue
 		}
 		if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, f.Name) {
 			srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: s.peer, Protocol: protocol.Version2,
-				Session: s.id, Claim: key.Claim, Mode: locktable.Mode(f.Mode)})
-			s.refuse(f.Claim, protocol.CodeNotAuthorized)
+				Session: s.id, Claim: key.Claim, Mode: locktable.Mode(f.Mode), Label: v.label})
+			s.refuse(f, protocol.CodeNotAuthorized)
 			continue
 		}
 		st, res, err := srv.table.Claim(now, s.id, key.Claim, locktable.ClaimRequest{
@@ -318,8 +322,11 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 				code, reason = protocol.CodeClaimInUse, locktable.ReasonProtocolError
 				break
 			}
-			s.refuse(f.Claim, claimErrorCode(err))
+			s.refuse(f, claimErrorCode(err))
 			continue
+		}
+		if st.State == locktable.Waiting {
+			srv.queued[protocol.Version2]++
 		}
 		ds = append(ds, srv.commit(now, res)...)
 		v.appendOut(s, func(b []byte) []byte {
@@ -376,9 +383,11 @@ func othersOnly(ds []delivery, self *session) []delivery {
 	return out
 }
 
-// refuse appends REFUSED(claim, code).
-func (s *session) refuse(claim uint32, code protocol.Code) {
-	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendRefused(b, claim, code, "") })
+// refuse appends REFUSED(claim, code) for CLAIM f.
+func (s *session) refuse(f protocol.Frame, code protocol.Code) {
+	s.srv.observe(Event{Kind: EventRefused, Time: time.Now(), Lock: f.Name, Peer: s.peer, Code: code,
+		Protocol: protocol.Version2, Session: s.id, Claim: locktable.ClaimID(f.Claim), Mode: locktable.Mode(f.Mode), Label: s.v2.label})
+	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendRefused(b, f.Claim, code, "") })
 }
 
 // claimErrorCode is the REFUSED code of a claim-level error of the table.
