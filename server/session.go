@@ -435,6 +435,11 @@ func (s *session) closeWithError(code protocol.Code) error {
 // if there is one, and closes the connection.
 func (s *session) finish(reason locktable.Reason, code protocol.Code) {
 	srv := s.srv
+	if v := s.v2; v != nil {
+		v.omu.Lock()
+		v.ending = true
+		v.omu.Unlock()
+	}
 	if reason != ended {
 		srv.update(func(now time.Time, t *locktable.Table) locktable.Result {
 			return t.End(now, s.id, reason)

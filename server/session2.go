@@ -40,13 +40,17 @@ type v2conn struct {
 	omu   sync.Mutex
 	out   []byte // pending frames, in the order decided
 	spare []byte // the buffer last written, reused for out
+	// ending is set when the session is being closed: its own claims'
+	// ends may promote its own waiting claims, and those pushes, to a
+	// session that is going away, are not sent.
+	ending bool
 }
 
 // appendOut appends frames built by add to the pending output, unless the
 // session is closing (after a session-level ERROR nothing is sent).
 func (v *v2conn) appendOut(s *session, add func(b []byte) []byte) {
 	v.omu.Lock()
-	if !s.closing.Load() {
+	if !s.closing.Load() && !v.ending {
 		v.out = add(v.out)
 	}
 	v.omu.Unlock()
@@ -177,6 +181,7 @@ func (s *session) runV2() (locktable.Reason, protocol.Code) {
 			}
 		}
 		s.conn.SetReadDeadline(deadline)
+		had := len(v.buf)
 		err := s.readMore()
 		if orphaned {
 			v.buf = v.buf[:0]
@@ -188,7 +193,7 @@ func (s *session) runV2() (locktable.Reason, protocol.Code) {
 			continue
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			if len(v.buf) > 0 && !orphaned {
+			if len(v.buf) > had && !orphaned {
 				continue // the bytes read with the error come first
 			}
 			return locktable.ReasonGraceful, 0
