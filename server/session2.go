@@ -10,11 +10,12 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// v2ReadBuf is the size of a version 2 session's read buffer: two of the
-// largest frames, so a frame split across reads always fits beside the
-// frames before it, and a batch of small frames (CLAIM, RELEASE, PING:
-// 7 to about 30 bytes) is answered with one write.
-const v2ReadBuf = 2 * protocol.MaxFrameSize
+// v2ReadBuf is the size of a version 2 session's read buffer: at least
+// one largest frame (what is left of a batch is the start of one frame,
+// moved to the front), and room for a batch of small frames (CLAIM,
+// RELEASE, PING: 7 to about 30 bytes) answered with one write. 1 KiB is
+// a size class of its own.
+const v2ReadBuf = 1 << 10
 
 // maxSpare bounds the output buffer a session keeps between writes: a
 // burst of pushes (a thousand REVOKEDs) does not pin its memory forever.
@@ -102,59 +103,14 @@ func (v *v2conn) keepSpare(b []byte) {
 
 // runV2 serves a version 2 session after its preamble: HELLO, then
 // frames in order until the session ends. It returns why, and the code of
-// the session-level ERROR to send, if any.
+// the session-level ERROR to send, if any. Its frame stays small (the
+// opening and each batch are functions of their own): it is on the
+// stack of every idle session.
 func (s *session) runV2() (locktable.Reason, protocol.Code) {
-	srv := s.srv
-	v := &v2conn{buf: make([]byte, 0, v2ReadBuf)}
-	s.wmu.Lock()
-	srv.mu.Lock()
-	s.v2 = v
-	srv.v2Sessions++
-	srv.mu.Unlock()
-	s.wmu.Unlock()
-
-	// HELLO, within the io-timeout of accept that run set.
-	var hello protocol.Frame
-	var readErr error
-	for {
-		f, n, err := protocol.ParseHello(v.buf)
-		if err != nil {
-			code, _ := protocol.CodeOf(err)
-			return locktable.ReasonProtocolError, code
-		}
-		if n > 0 {
-			hello = f
-			v.consume(n)
-			v.partialSince = time.Time{}
-			if len(v.buf) > 0 {
-				v.partialSince = time.Now()
-			}
-			break
-		}
-		if readErr != nil {
-			return s.readFailure(readErr)
-		}
-		readErr = s.readMore()
+	if reason, code := s.openV2(); reason != 0 {
+		return reason, code
 	}
-
-	srv.mu.Lock()
-	now := time.Now()
-	err := srv.table.Open(now, s.id, locktable.SessionParams{Lease: hello.Lease(), Peer: s.peer, Label: hello.Label})
-	if err == nil {
-		srv.claims[s.id] = s
-		v.appendOut(s, func(b []byte) []byte { return protocol.AppendWelcome(b, uint64(s.id)) })
-	}
-	srv.mu.Unlock()
-	if err != nil {
-		// Only ErrShutdown: the shutdown sends ERROR 0x01.
-		return locktable.ReasonShutdown, protocol.CodeShuttingDown
-	}
-	v.lease, v.label, v.seen, v.flushed = hello.Lease(), hello.Label, now, now
-	s.conn.SetDeadline(time.Time{})
-	if err := s.flushV2(); err != nil {
-		return writeFailureReason(err), 0
-	}
-
+	srv, v := s.srv, s.v2
 	orphaned := false
 	var deadline time.Time
 	for {
@@ -219,6 +175,62 @@ func (s *session) runV2() (locktable.Reason, protocol.Code) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// openV2 reads HELLO within the io-timeout of accept that run set, opens
+// the session in the table and answers WELCOME. It returns a zero reason
+// when the session is open.
+func (s *session) openV2() (locktable.Reason, protocol.Code) {
+	srv := s.srv
+	v := &v2conn{buf: make([]byte, 0, v2ReadBuf)}
+	s.wmu.Lock()
+	srv.mu.Lock()
+	s.v2 = v
+	srv.v2Sessions++
+	srv.mu.Unlock()
+	s.wmu.Unlock()
+
+	var hello protocol.Frame
+	var readErr error
+	for {
+		f, n, err := protocol.ParseHello(v.buf)
+		if err != nil {
+			code, _ := protocol.CodeOf(err)
+			return locktable.ReasonProtocolError, code
+		}
+		if n > 0 {
+			hello = f
+			v.consume(n)
+			v.partialSince = time.Time{}
+			if len(v.buf) > 0 {
+				v.partialSince = time.Now()
+			}
+			break
+		}
+		if readErr != nil {
+			return s.readFailure(readErr)
+		}
+		readErr = s.readMore()
+	}
+
+	srv.mu.Lock()
+	now := time.Now()
+	err := srv.table.Open(now, s.id, locktable.SessionParams{Lease: hello.Lease(), Peer: s.peer, Label: hello.Label})
+	if err == nil {
+		srv.claims[s.id] = s
+		v.appendOut(s, func(b []byte) []byte { return protocol.AppendWelcome(b, uint64(s.id)) })
+	}
+	srv.mu.Unlock()
+	if err != nil {
+		// Only ErrShutdown: the shutdown sends ERROR 0x01.
+		return locktable.ReasonShutdown, protocol.CodeShuttingDown
+	}
+	v.lease, v.label, v.seen, v.flushed = hello.Lease(), hello.Label, now, now
+	s.conn.SetDeadline(time.Time{})
+	if err := s.flushV2(); err != nil {
+		return writeFailureReason(err), 0
+	}
+	return 0, 0
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -367,12 +379,14 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 	if locked {
 		srv.mu.Unlock()
 	}
+	// Pushes to other sessions first: a PROMOTED is on the path of a
+	// handover, this session's own answers only on its own.
+	srv.deliver(othersOnly(ds, s))
 	if code == 0 && !orphan {
 		if err := s.flushV2(); err != nil {
 			return writeFailureReason(err), 0, false
 		}
 	}
-	srv.deliver(othersOnly(ds, s))
 	return reason, code, orphan
 }
 
@@ -441,3 +455,6 @@ func (s *session) expireV2() error {
 	srv.deliver(ds)
 	return nil
 }
+
+// A read buffer must hold one whole frame.
+var _ [v2ReadBuf - protocol.MaxFrameSize]struct{}

@@ -180,11 +180,12 @@ func (v *v2Conn) claimReleaseWait(b testing.TB, name string) {
 // take them all.
 func BenchmarkV2HeldClaimMemory(b *testing.B) {
 	sessions, claims := envInt("BATON_BENCH_V2_SESSIONS", 100), envInt("BATON_BENCH_V2_CLAIMS", 1000)
-	perClaim, took := measureHeldClaims(b, sessions, claims)
+	perClaim, rssPerClaim, took := measureHeldClaims(b, sessions, claims)
 	for b.Loop() {
 		// The measurement above is one experiment, not a loop body.
 	}
 	b.ReportMetric(perClaim, "bytes/claim")
+	b.ReportMetric(rssPerClaim, "rss-bytes/claim")
 	b.ReportMetric(took.Seconds(), "s-to-take-all")
 	b.ReportMetric(float64(sessions*claims), "claims")
 }
@@ -196,7 +197,10 @@ func envInt(name string, def int) int {
 	return def
 }
 
-func measureHeldClaims(b *testing.B, sessions, claims int) (float64, time.Duration) {
+// measureHeldClaims returns the child's live heap plus stacks per claim,
+// its resident set per claim (what the operating system sees, garbage
+// not yet collected included), and the time to take them.
+func measureHeldClaims(b *testing.B, sessions, claims int) (float64, float64, time.Duration) {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "BATON_BENCH_CHILD=1")
@@ -210,15 +214,16 @@ func measureHeldClaims(b *testing.B, sessions, claims int) (float64, time.Durati
 	out := bufio.NewScanner(stdout)
 	out.Scan()
 	addr := out.Text()
-	mem := func() (uint64, int) {
+	mem := func() (uint64, int, uint64) {
 		fmt.Fprintln(stdin, "mem")
 		out.Scan()
 		f := strings.Fields(out.Text())
 		m, _ := strconv.ParseUint(f[0], 10, 64)
 		locks, _ := strconv.Atoi(f[1])
-		return m, locks
+		rss, _ := strconv.ParseUint(f[2], 10, 64)
+		return m, locks, rss
 	}
-	before, _ := mem()
+	before, _, rss0 := mem()
 	conns := make([]*v2Conn, sessions)
 	defer func() {
 		for _, c := range conns {
@@ -257,10 +262,11 @@ func measureHeldClaims(b *testing.B, sessions, claims int) (float64, time.Durati
 	close(work)
 	wg.Wait()
 	took := time.Since(start)
-	after, locks := mem()
+	after, locks, rss := mem()
 	if locks != sessions*claims {
 		b.Fatalf("child holds %d locks, want %d", locks, sessions*claims)
 	}
 	fmt.Fprintln(stdin, "quit")
-	return float64(after-before) / float64(sessions*claims), took
+	n := float64(sessions * claims)
+	return float64(after-before) / n, float64(rss-rss0) / n, took
 }
