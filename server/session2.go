@@ -46,7 +46,8 @@ type v2conn struct {
 	// ends may promote its own waiting claims, and those pushes, to a
 	// session that is going away, are not sent.
 	ending bool
-	// flushing is set while a goroutine writes out (see flushV2).
+	// flushing is set while a goroutine is bound to write out until it
+	// is empty (see flushV2).
 	flushing bool
 }
 
@@ -74,16 +75,18 @@ func (v *v2conn) appendPush(s *session, send locktable.Send) {
 	})
 }
 
-// flushV2 writes every pending frame. At most one goroutine flushes a
-// session at a time: one that finds another flushing leaves its frames to
-// it, since the flusher writes until nothing is pending. So a goroutine
-// that pushes to a session never queues behind a slow client's write,
-// and the frames appended meanwhile, by anyone, go out together in the
-// flusher's next write. An error is the flusher's own write's.
-func (s *session) flushV2() error {
+// flushV2 writes every pending frame. A goroutine that pushes to the
+// session (own false) and finds a flush in progress leaves its frames to
+// that flusher, which writes until nothing is pending: so a pusher never
+// queues behind a slow client's write, and the frames appended
+// meanwhile, by anyone, go out together in the flusher's next write. The
+// session's own reader (own true) waits for the flusher instead: a
+// client that sends without reading is held back by its own writes, and
+// its answers cannot pile up. An error is the caller's own write's.
+func (s *session) flushV2(own bool) error {
 	v := s.v2
 	v.omu.Lock()
-	if v.flushing {
+	if v.flushing && !own {
 		v.omu.Unlock()
 		return nil
 	}
@@ -252,7 +255,7 @@ func (s *session) openV2() (locktable.Reason, protocol.Code) {
 	}
 	v.lease, v.label, v.seen, v.flushed = hello.Lease(), hello.Label, now, now
 	s.conn.SetDeadline(time.Time{})
-	if err := s.flushV2(); err != nil {
+	if err := s.flushV2(true); err != nil {
 		return writeFailureReason(err), 0
 	}
 	return 0, 0
@@ -408,7 +411,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 	// handover, this session's own answers only on its own.
 	srv.deliver(othersOnly(ds, s))
 	if code == 0 && !orphan {
-		if err := s.flushV2(); err != nil {
+		if err := s.flushV2(true); err != nil {
 			return writeFailureReason(err), 0, false
 		}
 	}
