@@ -64,6 +64,9 @@ func (f *file) blockers(o Owner, typ Type, r Range, n int, visit func(Owner) boo
 			return true
 		}
 	}
+	if f.byOwner[o].covers(typ, r) {
+		return false
+	}
 	for _, w := range f.queue[:n] {
 		if conflicting(o, typ, r, w.owner, w.typ, w.r) && visit(w.owner) {
 			return true

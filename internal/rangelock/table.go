@@ -168,9 +168,36 @@ func conflicting(o Owner, typ Type, r Range, p Owner, ptyp Type, pr Range) bool 
 	return o != p && (typ == Write || ptyp == Write) && r.overlaps(pr)
 }
 
+// covers reports whether h already holds every byte of r with type typ
+// or, for a read, with either type: a request that changes nothing (a
+// re-lock) or only lowers what h holds (a downgrade).
+func (h *holder) covers(typ Type, r Range) bool {
+	if h == nil {
+		return false
+	}
+	for pos := r.Start; ; {
+		s, ok := h.writes.first(Range{pos, pos})
+		if !ok && typ == Read {
+			s, ok = h.reads.first(Range{pos, pos})
+		}
+		if !ok {
+			return false
+		}
+		if s.End >= r.End {
+			return true
+		}
+		pos = s.End + 1
+	}
+}
+
 // waiterConflict returns the first of the first n waiters of f that
-// conflicts with a lock of type typ over r by o.
+// conflicts with a lock of type typ over r by o. A request that only
+// re-locks or downgrades what o holds conflicts with no waiter: it takes
+// nothing a waiter could want.
 func (f *file) waiterConflict(o Owner, typ Type, r Range, n int) (*waiter, bool) {
+	if f.byOwner[o].covers(typ, r) {
+		return nil, false
+	}
 	for _, w := range f.queue[:n] {
 		if conflicting(o, typ, r, w.owner, w.typ, w.r) {
 			return w, true

@@ -125,10 +125,12 @@ func TestFIFOAndPush(t *testing.T) {
 	}
 }
 
-// A downgrade lets readers in, in the same operation.
+// A downgrade is granted at once even behind a waiting writer, and lets
+// readers in, in the same operation.
 func TestDowngradeGrants(t *testing.T) {
 	b := newBench(t)
 	b.set("k", px, ownA, wr, rng(0, 9), false, rangelock.Granted)
+	b.set("k", px, ownD, wr, rng(0, 0), true, rangelock.Waiting)
 	b.set("k", px, ownC, rd, rng(3, 3), true, rangelock.Waiting)
 	_, res := b.set("k", px, ownA, rd, rng(0, 9), false, rangelock.Granted)
 	sameOwners(t, "downgrade", owners(res), ownC)
@@ -189,6 +191,8 @@ func TestDeadlockThroughQueue(t *testing.T) {
 	if _, _, err := b.table.Set(b.now, rangelock.Request{Key: "k", NS: px, Owner: ownA, Type: wr, Range: rng(0, 9), Wait: true, Tag: 99}); !errors.Is(err, rangelock.ErrDeadlock) {
 		t.Fatalf("A upgrading behind B: %v, want ErrDeadlock", err)
 	}
+	// A re-lock of what A holds takes nothing B wants: granted at once.
+	b.set("k", px, ownA, rd, rng(2, 3), true, rangelock.Granted)
 	// No false positive: A waiting for a range B's request does not
 	// cover, held by C.
 	b.set("k", px, ownC, wr, rng(20, 20), false, rangelock.Granted)
