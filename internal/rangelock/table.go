@@ -65,7 +65,7 @@ type waiter struct {
 
 type sessRec struct {
 	owners  map[OwnerID]*ownerRec
-	waiters map[uint64]*waiter // by tag
+	waiters map[uint64]*waiter // by tag; nil until the session first waits
 }
 
 // ownerRec is what one owner holds and waits for, over all files.
@@ -100,7 +100,7 @@ func (t *Table) owner(o Owner, create bool) *ownerRec {
 		if !create {
 			return nil
 		}
-		s = &sessRec{owners: map[OwnerID]*ownerRec{}, waiters: map[uint64]*waiter{}}
+		s = &sessRec{owners: map[OwnerID]*ownerRec{}}
 		t.sessions[o.Session] = s
 	}
 	or := s.owners[o.ID]
@@ -312,7 +312,11 @@ func (t *Table) blocked(now time.Time, f *file, req Request, l Lock, res Result)
 	f.queue = append(f.queue, w)
 	or := t.owner(req.Owner, true)
 	or.waiting = append(or.waiting, w)
-	t.sessions[req.Owner.Session].waiters[req.Tag] = w
+	s := t.sessions[req.Owner.Session]
+	if s.waiters == nil {
+		s.waiters = map[uint64]*waiter{}
+	}
+	s.waiters[req.Tag] = w
 	t.waiters++
 	return Answer{State: Waiting}, res, nil
 }
