@@ -1,6 +1,7 @@
 package modelcheck
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -91,5 +92,40 @@ func TestRangeMutantsAreOtherwiseFaithful(t *testing.T) {
 		t.Errorf("%s: %v", MutFalseDeadlock, rep.Violation)
 	} else {
 		t.Log(rep)
+	}
+}
+
+// TestRangesRandomWalks goes beyond the exhaustive bounds: random walks
+// over larger configurations (three owners in two sessions, three byte
+// positions, two files, flock and non-blocking requests), every step
+// checked fully against the reference record. A failing walk is printed
+// step by step.
+func TestRangesRandomWalks(t *testing.T) {
+	walks, steps := 400, 40
+	if raceEnabled {
+		walks = 100
+	}
+	for _, cfg := range []RangeConfig{
+		{Owners: 3, Sessions: 2, Positions: 3, Keys: 2, Flock: true, NoWait: true},
+		{Owners: 3, Positions: 3},
+	} {
+		cfg = cfg.withDefaults()
+		rnd := rand.New(rand.NewPCG(1, uint64(cfg.Owners*10+cfg.Keys)))
+		for w := range walks {
+			r := newRangeRun(&cfg)
+			var path []rangeOp
+			for range steps {
+				ops := r.enabled()
+				if len(ops) == 0 {
+					break
+				}
+				op := ops[rnd.IntN(len(ops))]
+				path = append(path, op)
+				if _, f := r.step(op, true); f != nil {
+					t.Fatalf("%s, walk %d: %s: %s\n%s", cfg, w, f.prop, f.detail, strings.Join(describeRanges(&cfg, path), "\n"))
+				}
+			}
+		}
+		t.Logf("%s: %d walks of up to %d steps", cfg, walks, steps)
 	}
 }
