@@ -35,7 +35,9 @@
 // released the waiters that now meet the rule are granted in queue
 // order, in the same operation, and their sessions are told by a Grant
 // effect. So a reader never overtakes a conflicting queued writer, and a
-// waiter starves only if a holder ahead of it never lets go.
+// waiter starves only if a holder ahead of it never lets go. A request
+// that only re-locks or downgrades bytes its owner already holds takes
+// nothing a waiter could want and is granted at once.
 //
 // # Deadlock
 //

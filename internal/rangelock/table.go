@@ -238,7 +238,8 @@ func (t *Table) Query(key string, ns Namespace, o Owner, typ Type, r Range) (Loc
 //
 // A request is granted at once when it conflicts with no lock held by
 // another owner and with no earlier waiting request of another owner
-// (strict FIFO; see the package doc). A granted POSIX request replaces
+// (strict FIFO; see the package doc), or only re-locks or downgrades
+// bytes the owner holds. A granted POSIX request replaces
 // the owner's own ranges over its bytes atomically (upgrade, downgrade,
 // split) and merges with the owner's ranges of the same type that it
 // overlaps or touches. A flock request of the type the owner holds
@@ -469,7 +470,8 @@ func (t *Table) Cancel(now time.Time, sid SessionID, tag uint64) (Result, error)
 
 // CloseSession drops every lock and waiting request of every owner of
 // session sid (the session closed or expired) and grants the waiters
-// that now fit. Its own waiters are reported Cancelled.
+// that now fit. Its own waiters are reported Cancelled. The table keeps
+// no list of open sessions: the caller makes no further request for sid.
 func (t *Table) CloseSession(now time.Time, sid SessionID) Result {
 	var res Result
 	s := t.sessions[sid]
