@@ -13,6 +13,12 @@ import (
 func BenchmarkSetUnlock(b *testing.B) {
 	table := rangelock.New(&locktable.CounterTokens{})
 	req := rangelock.Request{Key: "/data/db.sqlite", NS: rangelock.POSIX, Owner: ownA, Type: rangelock.Write, Range: rng(100, 199)}
+	setUnlock(b, table, req)
+}
+
+// setUnlock locks req and unlocks it again, b.N times.
+func setUnlock(b *testing.B, table *rangelock.Table, req rangelock.Request) {
+	b.Helper()
 	b.ReportAllocs()
 	for b.Loop() {
 		if ans, _, err := table.Set(epoch, req); err != nil || ans.State != rangelock.Granted {
@@ -114,15 +120,7 @@ func BenchmarkSetUnlock100kRanges(b *testing.B) {
 	table := crowded(b, crowdOwners, crowdPerOwner)
 	o := rangelock.Owner{Session: 1, ID: 1}
 	req := rangelock.Request{Key: "k", NS: rangelock.POSIX, Owner: o, Type: rangelock.Write, Range: rng(crowdMiddleUp, crowdMiddleUp)}
-	b.ReportAllocs()
-	for b.Loop() {
-		if ans, _, err := table.Set(epoch, req); err != nil || ans.State != rangelock.Granted {
-			b.Fatalf("Set: %+v, %v", ans, err)
-		}
-		if _, err := table.Unlock(epoch, "k", rangelock.POSIX, o, req.Range); err != nil {
-			b.Fatal(err)
-		}
-	}
+	setUnlock(b, table, req)
 }
 
 // BenchmarkSetUnlockOneOwner100kRanges is the worst case of the slices:
@@ -132,15 +130,7 @@ func BenchmarkSetUnlockOneOwner100kRanges(b *testing.B) {
 	table := crowded(b, 1, crowdOwners*crowdPerOwner)
 	o := rangelock.Owner{Session: 1, ID: 1}
 	req := rangelock.Request{Key: "k", NS: rangelock.POSIX, Owner: o, Type: rangelock.Write, Range: rng(crowdMiddleUp, crowdMiddleUp)}
-	b.ReportAllocs()
-	for b.Loop() {
-		if ans, _, err := table.Set(epoch, req); err != nil || ans.State != rangelock.Granted {
-			b.Fatalf("Set: %+v, %v", ans, err)
-		}
-		if _, err := table.Unlock(epoch, "k", rangelock.POSIX, o, req.Range); err != nil {
-			b.Fatal(err)
-		}
-	}
+	setUnlock(b, table, req)
 }
 
 // BenchmarkConflict100kRanges is a non-blocking request that conflicts
