@@ -229,6 +229,10 @@ func (s *Session) Oldest() (r Request, ok bool) {
 	return s.pending[s.head], true
 }
 
+// Requests returns a copy of the unanswered requests, oldest first (for
+// the model checker).
+func (s *Session) Requests() []Request { return append([]Request(nil), s.pending[s.head:]...) }
+
 // Claim returns the state of claim id and its token (0 unless held).
 func (s *Session) Claim(id uint32) (ClaimState, uint64) {
 	r := s.claims[id]
