@@ -172,20 +172,20 @@ type sessActKind uint8
 
 const (
 	sTick        sessActKind = iota + 1
-	sSendHello                   // the client opens
-	sSendPing                    // the client sends PING (any time the rule allows one)
-	sSendClaim                   // the client sends CLAIM(id)
-	sWorkDone                    // id's work returns on its own; the client sends RELEASE
-	sCancel                      // the client gives up waiting for id (queued): RELEASE
-	sGiveUp                      // the client's give-up timer fires
-	sWorkStops                   // id's work, told to stop, returns
-	sCloseHeld                   // the client closes the connection it kept open after a give-up
-	sTellWork                    // mutation closeBeforeCancel: the work is told after the close
-	sClientRecv                  // the client reads the next frame
-	sSrvRecv                     // the server reads the next frame; a CLAIM finds its lock free
-	sSrvRecvBusy                 // the server reads a CLAIM whose lock another session holds
-	sSrvPromote                  // id's lock is released by its other holder: PROMOTED(id)
-	sSrvExpire                   // the server expires the session
+	sSendHello               // the client opens
+	sSendPing                // the client sends PING (any time the rule allows one)
+	sSendClaim               // the client sends CLAIM(id)
+	sWorkDone                // id's work returns on its own; the client sends RELEASE
+	sCancel                  // the client gives up waiting for id (queued): RELEASE
+	sGiveUp                  // the client's give-up timer fires
+	sWorkStops               // id's work, told to stop, returns
+	sCloseHeld               // the client closes the connection it kept open after a give-up
+	sTellWork                // mutation closeBeforeCancel: the work is told after the close
+	sClientRecv              // the client reads the next frame
+	sSrvRecv                 // the server reads the next frame; a CLAIM finds its lock free
+	sSrvRecvBusy             // the server reads a CLAIM whose lock another session holds
+	sSrvPromote              // id's lock is released by its other holder: PROMOTED(id)
+	sSrvExpire               // the server expires the session
 )
 
 type sessAct struct {
