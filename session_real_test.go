@@ -1,0 +1,494 @@
+package baton
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/clientrule"
+	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/server"
+)
+
+// Tests of Session against the real server, in process.
+
+func openReal(t testing.TB, addr string, lease time.Duration, label string) *Session {
+	t.Helper()
+	s, err := New(Config{Address: addr}).OpenSession(context.Background(), SessionOptions{Lease: lease, Label: label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Version() != 2 {
+		t.Fatalf("the server answered version %d", s.Version())
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestSessionRealModes(t *testing.T) {
+	addr := startServer(t)
+	a := openReal(t, addr, 5*time.Second, "a")
+	b := openReal(t, addr, 5*time.Second, "b")
+	ctx := t.Context()
+
+	// Shared holders coexist, each with its own token; exclusive waits.
+	r1, err := a.Acquire(ctx, "db", Shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := b.Acquire(ctx, "db", Shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Token() <= r1.Token() {
+		t.Fatalf("tokens %d then %d", r1.Token(), r2.Token())
+	}
+	if _, err := b.TryAcquire(ctx, "db", Exclusive); !errors.Is(err, ErrBusy) {
+		t.Fatalf("TryAcquire exclusive under readers: %v", err)
+	}
+	w := goAcquire(ctx, b, "db", Exclusive, false)
+	// A later reader does not overtake the queued writer.
+	if _, err := a.TryAcquire(ctx, "db", Shared); !errors.Is(err, ErrBusy) {
+		t.Fatalf("reader overtook a queued writer: %v", err)
+	}
+	if err := r1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-w:
+		t.Fatalf("writer granted under a reader: %v", r.err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := r2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wr := wait(t, w)
+	if wr.err != nil || wr.cl.Token() <= r2.Token() {
+		t.Fatalf("writer: %v %v", wr.err, wr.cl)
+	}
+	wr.cl.Release(ctx)
+
+	// Semaphore: at most N; a different N or a mode mix is refused and
+	// the session lives on.
+	var held []*Claim
+	for range 3 {
+		cl, err := a.TryAcquire(ctx, "pool", Semaphore(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, cl)
+	}
+	if _, err := b.TryAcquire(ctx, "pool", Semaphore(3)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("fourth holder of a semaphore(3): %v", err)
+	}
+	if _, err := b.Acquire(ctx, "pool", Semaphore(4)); !errors.Is(err, protocol.ErrLimitMismatch) {
+		t.Fatalf("other limit: %v", err)
+	}
+	if _, err := b.Acquire(ctx, "pool", Exclusive); !errors.Is(err, protocol.ErrModeConflict) {
+		t.Fatalf("mode mix: %v", err)
+	}
+	for _, cl := range held {
+		if err := cl.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.Err() != nil || b.Err() != nil {
+		t.Fatal(a.Err(), b.Err())
+	}
+}
+
+// A version 1 client and version 2 claims share one FIFO.
+func TestSessionRealWithV1Client(t *testing.T) {
+	addr := startServer(t)
+	s := openReal(t, addr, 5*time.Second, "v2")
+	ctx := t.Context()
+	r, err := s.Acquire(ctx, "job", Shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := make(chan error, 1)
+	var v1Token atomic.Uint64
+	go func() {
+		v1 <- New(Config{Address: addr}).Do(ctx, "job", 5*time.Second, func(ctx context.Context, token uint64) error {
+			v1Token.Store(token)
+			return nil
+		})
+	}()
+	// Wait until the v1 claim is queued: a shared no-wait claim is then
+	// busy (it would overtake the queued v1 writer).
+	deadline := time.Now().Add(fakeTimeout)
+	for {
+		cl, err := s.TryAcquire(ctx, "job", Shared)
+		if errors.Is(err, ErrBusy) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.Release(ctx)
+		if time.Now().After(deadline) {
+			t.Fatal("the v1 claim never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	later := goAcquire(ctx, s, "job", Shared, false)
+	r.Release(ctx)
+	if err := wait(t, v1); err != nil {
+		t.Fatal(err)
+	}
+	lr := wait(t, later)
+	if lr.err != nil || lr.cl.Token() <= v1Token.Load() {
+		t.Fatalf("later reader: %v, token %v after v1's %d", lr.err, lr.cl, v1Token.Load())
+	}
+}
+
+// lockChecker records holders per name and fails on a conflict or a
+// token that goes back.
+type lockChecker struct {
+	mu        sync.Mutex
+	readers   map[string]int
+	writer    map[string]bool
+	lastW     map[string]uint64 // token of the last exclusive grant
+	maxTok    map[string]uint64 // largest token granted so far
+	grants    atomic.Int64
+	conflicts []string
+}
+
+func newLockChecker() *lockChecker {
+	return &lockChecker{readers: map[string]int{}, writer: map[string]bool{}, lastW: map[string]uint64{}, maxTok: map[string]uint64{}}
+}
+
+func (c *lockChecker) enter(name string, m Mode, token uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.grants.Add(1)
+	bad := func(format string, args ...any) { c.conflicts = append(c.conflicts, fmt.Sprintf(format, args...)) }
+	if c.writer[name] {
+		bad("%s: %v holder %d while a writer holds", name, m, token)
+	}
+	if m == Exclusive {
+		// A writer excludes everyone: every grant before it has ended.
+		if token <= c.maxTok[name] {
+			bad("%s: writer token %d not above %d, the largest granted before", name, token, c.maxTok[name])
+		}
+		if c.readers[name] > 0 {
+			bad("%s: writer %d while %d readers hold", name, token, c.readers[name])
+		}
+		c.writer[name] = true
+		c.lastW[name] = token
+	} else {
+		// Concurrent readers start their work in any order, but every
+		// reader comes after the last writer.
+		if token <= c.lastW[name] {
+			bad("%s: reader token %d not above the last writer's, %d", name, token, c.lastW[name])
+		}
+		c.readers[name]++
+	}
+	c.maxTok[name] = max(c.maxTok[name], token)
+}
+
+func (c *lockChecker) leave(name string, m Mode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m == Exclusive {
+		c.writer[name] = false
+	} else {
+		c.readers[name]--
+	}
+}
+
+// 100 goroutines on one session and 20 sessions contend for shared and
+// exclusive claims on a few names: never two conflicting holders, tokens
+// strictly increasing per name.
+func TestSessionRealContention(t *testing.T) {
+	addr := startServer(t)
+	sessions := []*Session{openReal(t, addr, 5*time.Second, "shared-session")}
+	for i := range 20 {
+		sessions = append(sessions, openReal(t, addr, 5*time.Second, fmt.Sprint("s", i)))
+	}
+	chk := newLockChecker()
+	names := []string{"n0", "n1", "n2"}
+	const rounds = 30
+	var wg sync.WaitGroup
+	worker := func(s *Session, seed int) {
+		defer wg.Done()
+		for i := range rounds {
+			name := names[(seed+i)%len(names)]
+			m := Shared
+			if (seed+i)%4 == 0 {
+				m = Exclusive
+			}
+			err := s.Do(t.Context(), name, m, func(ctx context.Context, token uint64) error {
+				chk.enter(name, m, token)
+				defer chk.leave(name, m)
+				if i%5 == 0 {
+					time.Sleep(100 * time.Microsecond)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	start := time.Now()
+	for g := range 100 { // 100 goroutines on one session
+		wg.Add(1)
+		go worker(sessions[0], g)
+	}
+	for i, s := range sessions[1:] { // 20 sessions, 2 goroutines each
+		for g := range 2 {
+			wg.Add(1)
+			go worker(s, 1000+2*i+g)
+		}
+	}
+	wg.Wait()
+	t.Logf("%d grants in %v", chk.grants.Load(), time.Since(start))
+	for _, c := range chk.conflicts {
+		t.Error(c)
+	}
+	if want := int64(140 * rounds); chk.grants.Load() != want {
+		t.Fatalf("%d grants, want %d", chk.grants.Load(), want)
+	}
+}
+
+// A writer is not starved behind a stream of readers that overlap
+// without pause: once it is queued, no reader that came later is granted
+// before it.
+func TestSessionRealWriterNotStarved(t *testing.T) {
+	addr := startServer(t)
+	rs := openReal(t, addr, 5*time.Second, "readers")
+	ws := openReal(t, addr, 5*time.Second, "writer")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var afterWriter atomic.Int64 // readers granted after the writer queued
+	var readerGrants atomic.Int64
+	var writerQueued, writerGranted atomic.Bool
+	enough := make(chan struct{})
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				queuedBefore := writerQueued.Load()
+				err := rs.Do(t.Context(), "x", Shared, func(ctx context.Context, token uint64) error {
+					if queuedBefore && !writerGranted.Load() {
+						afterWriter.Add(1)
+					}
+					if readerGrants.Add(1) == 50 {
+						close(enough)
+					}
+					time.Sleep(2 * time.Millisecond)
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	// Let the stream of readers run, then queue the writer; readers that
+	// ask after its QUEUED arrived must not be granted before it.
+	wait(t, enough)
+	start := time.Now()
+	res := make(chan error, 1)
+	go func() {
+		res <- ws.Do(t.Context(), "x", Exclusive, func(ctx context.Context, token uint64) error {
+			writerGranted.Store(true)
+			return nil
+		})
+	}()
+	waitAllQueued(t, ws, 1)
+	writerQueued.Store(true)
+	err := wait(t, res)
+	waited := time.Since(start)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("writer waited %v behind 8 looping readers", waited)
+	if n := afterWriter.Load(); n != 0 {
+		t.Fatalf("%d readers that asked after the writer was queued were granted before it", n)
+	}
+	if waited > 2*time.Second {
+		t.Fatalf("writer waited %v", waited)
+	}
+}
+
+// The loss of a session cancels the function of every claim on it.
+func TestSessionRealLossCancelsEveryFn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &server.Server{Logger: slog.New(slog.DiscardHandler)}
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(ln) }()
+	s := openReal(t, ln.Addr().String(), 5*time.Second, "lost")
+	const n = 50
+	started := make(chan struct{}, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- s.Do(t.Context(), fmt.Sprint("job", i), Exclusive, func(ctx context.Context, token uint64) error {
+				started <- struct{}{}
+				<-ctx.Done()
+				return context.Cause(ctx)
+			})
+		}()
+	}
+	for range n {
+		wait(t, started)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go srv.Shutdown(ctx)
+	for range n {
+		if err := wait(t, errs); !errors.Is(err, protocol.ErrShuttingDown) {
+			t.Fatalf("Do: %v", err)
+		}
+	}
+	<-served
+}
+
+// A child process holding 1,000 claims on one session is killed with
+// SIGKILL: every claim queued behind them on another session is granted
+// within milliseconds.
+func TestSessionRealKilledHolderPromotesWaiters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	addr := startServer(t)
+	const n = 1000
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=session-holder", helperAddrEnv+"="+addr, fmt.Sprintf("BATON_TEST_HELPER_CLAIMS=%d", n))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "held") {
+		t.Fatalf("helper: %q %v", line, err)
+	}
+	s := openReal(t, addr, 10*time.Second, "waiter")
+	// Queue one claim behind each held one; each must be busy now.
+	if _, err := s.TryAcquire(t.Context(), "held-0", Exclusive); !errors.Is(err, ErrBusy) {
+		t.Fatalf("held-0 not held by the child: %v", err)
+	}
+	var wg sync.WaitGroup
+	granted := make(chan time.Time, n)
+	queued := make(chan struct{}, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			queued <- struct{}{}
+			cl, err := s.Acquire(t.Context(), fmt.Sprint("held-", i), Exclusive)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			granted <- time.Now()
+			cl.Release(t.Context())
+		}()
+	}
+	for range n {
+		<-queued
+	}
+	// Every CLAIM is answered QUEUED before the kill: a PING round trip
+	// behind them proves it (answers come in order).
+	waitAllQueued(t, s, n)
+	killed := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var first, last time.Time
+	for range n {
+		select {
+		case at := <-granted:
+			if first.IsZero() {
+				first = at
+			}
+			last = at
+		case <-time.After(fakeTimeout):
+			t.Fatal("not every waiter was promoted")
+		}
+	}
+	wg.Wait()
+	d := last.Sub(killed)
+	t.Logf("first waiter promoted %v, all %d %v after SIGKILL of the holder", first.Sub(killed), n, d)
+	if d > 2*time.Second {
+		t.Fatalf("promotion took %v", d)
+	}
+}
+
+// waitAllQueued waits until the session has n claims queued.
+func waitAllQueued(t *testing.T, s *Session, n int) {
+	t.Helper()
+	deadline := time.Now().Add(fakeTimeout)
+	for {
+		s.mu.Lock()
+		q := 0
+		for _, cl := range s.claims {
+			if st, _ := s.rule.Claim(cl.id); st == clientrule.ClaimQueued {
+				q++
+			}
+		}
+		s.mu.Unlock()
+		if q == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d claims queued", q, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runSessionHolder is the helper process of the kill test: it takes n
+// exclusive claims on one session, prints "held", and waits to be killed.
+func runSessionHolder(addr string, n int) {
+	s, err := New(Config{Address: addr}).OpenSession(context.Background(), SessionOptions{Lease: 10 * time.Second, Label: "holder"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "holder:", err)
+		os.Exit(1)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Acquire(context.Background(), fmt.Sprint("held-", i), Exclusive); err != nil {
+				fmt.Fprintln(os.Stderr, "holder:", err)
+				os.Exit(1)
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println("held")
+	time.Sleep(time.Hour)
+}
