@@ -23,7 +23,7 @@ import (
 
 // startServer runs an in-process baton server on 127.0.0.1 and returns its
 // address.
-func startServer(t *testing.T) string {
+func startServer(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
