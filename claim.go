@@ -112,13 +112,15 @@ func (cl *Claim) Err() error {
 	return cl.err
 }
 
-// Release gives the claim up and waits for the server's RELEASED, or
-// until ctx is done. It also tells the Session that the claim's work has
-// stopped: after a give-up, the connection closes once every held
-// claim's work has stopped. It is idempotent and safe to call
-// concurrently. It returns nil, or why the claim had been lost before it
-// was released (as Err), or ctx.Err() if ctx ended the wait (the
-// release still goes through).
+// Release gives the claim up and waits for the server's RELEASED (or the
+// end of the session, which releases it too), or until ctx is done. It
+// also tells the Session that the claim's work has stopped: after a
+// give-up, the connection closes once every held claim's work has
+// stopped. It is idempotent and safe to call concurrently. Like
+// Lock.Release it returns nil, or why the claim had been lost before
+// Release was called (as Err), so a caller can tell whether the claim
+// was held throughout; or ctx.Err() if ctx ended the wait (the release
+// still goes through).
 func (cl *Claim) Release(ctx context.Context) error {
 	if cl.lock != nil {
 		err := cl.lock.Release()
@@ -129,6 +131,15 @@ func (cl *Claim) Release(ctx context.Context) error {
 	}
 	s := cl.s
 	s.mu.Lock()
+	if cl.ended && !cl.releasing {
+		err := cl.err
+		closeNow := s.workStopped(cl)
+		s.mu.Unlock()
+		if closeNow {
+			s.closeConn()
+		}
+		return err
+	}
 	closeNow := s.workStopped(cl)
 	flush := cl.releaseLocked()
 	s.mu.Unlock()
@@ -140,7 +151,7 @@ func (cl *Claim) Release(ctx context.Context) error {
 	}
 	select {
 	case <-cl.lost:
-		return cl.Err()
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
