@@ -785,3 +785,54 @@ func TestSessionNoFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A session lost while a RELEASE is on its way still releases the claim
+// (the server ends every claim of a closed session): Release reports
+// success, since the claim was held until it was called.
+func TestSessionReleaseThenSessionLost(t *testing.T) {
+	s, fc := openFake(t, 10*time.Second)
+	res := goAcquire(t.Context(), s, "job", Exclusive, false)
+	f := fc.expect(protocol.TypeClaim)
+	fc.send(protocol.AppendGranted(nil, f.Claim, 1))
+	cl := wait(t, res).cl
+	done := make(chan error, 1)
+	go func() { done <- cl.Release(t.Context()) }()
+	fc.expect(protocol.TypeRelease)
+	fc.send(protocol.AppendSessionError(nil, protocol.CodeShuttingDown, ""))
+	if err := wait(t, done); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if !errors.Is(s.Err(), protocol.ErrShuttingDown) {
+		t.Fatal(s.Err())
+	}
+}
+
+// Whatever bytes follow WELCOME, the session never panics or hangs: it
+// either lives on or ends with an error, and every claim ends with it.
+func FuzzSessionServerBytes(f *testing.F) {
+	f.Add(protocol.AppendGranted(nil, 1, 5))
+	f.Add(append(protocol.AppendQueued(nil, 1), protocol.AppendPromoted(nil, 1, 7)...))
+	f.Add(protocol.AppendRevoked(nil, 1, 2, "x"))
+	f.Add(protocol.AppendSessionError(nil, 1, ""))
+	f.Add([]byte{0, 0})
+	f.Add([]byte{0x02, 0x01, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fake := newFakeV2(t)
+		s, fc := openOn(t, fake.client(), fake, time.Minute)
+		res := goAcquire(t.Context(), s, "job", Shared, false)
+		fc.expect(protocol.TypeClaim)
+		fc.send(b)
+		fc.c.Close() // EOF after the bytes: the session must end
+		wait(t, s.Lost())
+		r := wait(t, res)
+		if r.err == nil {
+			wait(t, r.cl.Lost())
+			if r.cl.Err() == nil {
+				t.Fatal("claim still fine after the session ended")
+			}
+		}
+		if s.Err() == nil {
+			t.Fatal("session ended without a cause")
+		}
+	})
+}
