@@ -168,7 +168,8 @@ func (cl *Claim) releaseLocked() (flush bool) {
 		return false // the rule has the claim ended already
 	}
 	cl.releasing = true
-	return s.send(func(b []byte) []byte { return protocol.AppendRelease(b, cl.id) })
+	s.out = protocol.AppendRelease(s.out, cl.id)
+	return s.startWrite()
 }
 
 // resolve closes ready once. s.mu is held.
@@ -243,9 +244,8 @@ func (s *Session) claim(ctx context.Context, name string, m Mode, noWait bool) (
 		return nil, err
 	}
 	s.claims[cl.id] = cl
-	flush := s.send(func(b []byte) []byte {
-		return protocol.AppendClaim(b, cl.id, m.kind, m.limit, flags, name)
-	})
+	s.out = protocol.AppendClaim(s.out, cl.id, m.kind, m.limit, flags, name)
+	flush := s.startWrite()
 	s.mu.Unlock()
 	if flush {
 		s.flush()
@@ -264,10 +264,16 @@ func (s *Session) claim(ctx context.Context, name string, m Mode, noWait bool) (
 		return nil, ctx.Err()
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if cl.ended {
+		// No handle reaches the caller: no work will run under it.
+		closeNow := s.workStopped(cl)
+		s.mu.Unlock()
+		if closeNow {
+			s.closeConn()
+		}
 		return nil, cl.err
 	}
+	s.mu.Unlock()
 	return cl, nil
 }
 

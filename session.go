@@ -3,8 +3,10 @@ package baton
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -260,11 +262,10 @@ func (s *Session) Close() error {
 
 func (s *Session) closeConn() { s.once.Do(func() { s.conn.Close() }) }
 
-// send appends a frame with fn under s.mu and, unless a writer is at work,
-// makes the caller the writer. It reports whether the caller must call
-// flush after unlocking.
-func (s *Session) send(fn func([]byte) []byte) (flush bool) {
-	s.out = fn(s.out)
+// startWrite is called under s.mu after a frame was appended to s.out:
+// unless a writer is at work, it makes the caller the writer. It reports
+// whether the caller must call flush after unlocking.
+func (s *Session) startWrite() (flush bool) {
 	if s.writing {
 		return false
 	}
@@ -327,7 +328,7 @@ func (s *Session) read() {
 			}
 			set = deadline
 		}
-		f, err := protocol.ReadServerFrameV2(s.br)
+		f, err := s.readFrame()
 		now := time.Now()
 		if err != nil {
 			s.lose(frameErr(err))
@@ -337,6 +338,34 @@ func (s *Session) read() {
 			return
 		}
 	}
+}
+
+// readFrame reads one frame from the buffered reader without allocating
+// for it (ReadServerFrameV2 on the buffer's bytes): the buffer holds the
+// largest frame.
+func (s *Session) readFrame() (protocol.Frame, error) {
+	hdr, err := s.br.Peek(protocol.FrameHeaderLen)
+	if err != nil {
+		if len(hdr) > 0 && errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return protocol.Frame{}, err
+	}
+	n := protocol.FrameHeaderLen + int(binary.BigEndian.Uint16(hdr))
+	if n == protocol.FrameHeaderLen || n > protocol.MaxFrameSize {
+		_, _, err := protocol.ParseServerFrameV2(hdr) // the length's own error
+		return protocol.Frame{}, err
+	}
+	b, err := s.br.Peek(n)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return protocol.Frame{}, err
+	}
+	f, _, err := protocol.ParseServerFrameV2(b)
+	s.br.Discard(n)
+	return f, err
 }
 
 // received acts on one frame and reports whether the session lives on.
@@ -359,6 +388,18 @@ func (s *Session) received(f protocol.Frame, now time.Time) bool {
 		return false
 	}
 	cl := s.claims[ev.Claim]
+	switch ev.Kind {
+	case protocol.TypeWelcome, protocol.TypePong:
+	default:
+		if cl == nil { // the rule knows the claim: a bug here, not the server's
+			closeNow := s.loseLocked(fmt.Errorf("%w: %v for claim %d, unknown to the session", ErrProtocolViolation, f, ev.Claim))
+			s.mu.Unlock()
+			if closeNow {
+				s.closeConn()
+			}
+			return false
+		}
+	}
 	switch ev.Kind {
 	case protocol.TypePong:
 		s.schedulePing()
@@ -502,7 +543,8 @@ func (s *Session) ping() {
 		return
 	}
 	seq := s.rule.SentPing(time.Now())
-	flush := s.send(func(b []byte) []byte { return protocol.AppendPing(b, seq) })
+	s.out = protocol.AppendPing(s.out, seq)
+	flush := s.startWrite()
 	s.mu.Unlock()
 	if flush {
 		s.flush()
