@@ -27,6 +27,11 @@ import (
 // ErrExpired) treats every claim as lost at once, stops the guarded work,
 // and closes the connection when that work has stopped and at CloseBy at
 // the latest, in that order: the cancellation first.
+//
+// baton.Session is the client that follows this rule; internal/modelcheck's
+// CheckSession explores it with a server and delayed channels, and shows
+// with mutations (NewSessionMutant) that dropping any part of it breaks
+// the client's safety.
 
 // SessionState is the client's view of its session.
 type SessionState uint8
