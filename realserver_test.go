@@ -25,6 +25,13 @@ import (
 // address.
 func startServer(t testing.TB) string {
 	t.Helper()
+	addr, _ := startServerSrv(t)
+	return addr
+}
+
+// startServerSrv is startServer, also returning the server.
+func startServerSrv(t testing.TB) (string, *server.Server) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +45,7 @@ func startServer(t testing.TB) string {
 		srv.Shutdown(ctx)
 		<-served
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), srv
 }
 
 // queueDialer tells when a connection it made reads a WAITING frame, so a

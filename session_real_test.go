@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/batonlock/baton/internal/clientrule"
 	"github.com/batonlock/baton/protocol"
-	"github.com/batonlock/baton/server"
 )
 
 // Tests of Session against the real server, in process.
@@ -336,14 +333,8 @@ func TestSessionRealWriterNotStarved(t *testing.T) {
 
 // The loss of a session cancels the function of every claim on it.
 func TestSessionRealLossCancelsEveryFn(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &server.Server{Logger: slog.New(slog.DiscardHandler)}
-	served := make(chan struct{})
-	go func() { defer close(served); srv.Serve(ln) }()
-	s := openReal(t, ln.Addr().String(), 5*time.Second, "lost")
+	addr, srv := startServerSrv(t)
+	s := openReal(t, addr, 5*time.Second, "lost")
 	const n = 50
 	started := make(chan struct{}, n)
 	errs := make(chan error, n)
@@ -359,15 +350,12 @@ func TestSessionRealLossCancelsEveryFn(t *testing.T) {
 	for range n {
 		wait(t, started)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	go srv.Shutdown(ctx)
+	go srv.Shutdown(context.Background())
 	for range n {
 		if err := wait(t, errs); !errors.Is(err, protocol.ErrShuttingDown) {
 			t.Fatalf("Do: %v", err)
 		}
 	}
-	<-served
 }
 
 // A child process holding 1,000 claims on one session is killed with

@@ -552,15 +552,9 @@ func (m *sessModel) overlap(s *v2State, i int) *failure {
 	return nil
 }
 
-func (m *sessModel) t(at time.Time) int { return int(at.Sub(epoch) / clientStep) }
-
-func (m *sessModel) ts(at time.Time) string {
-	d := at.Sub(epoch)
-	if d%clientStep == 0 {
-		return fmt.Sprint(int(d / clientStep))
-	}
-	return fmt.Sprintf("%.2f", d.Seconds()/clientStep.Seconds())
-}
+// t and ts print times in steps, as the client-rule model does.
+func (m *sessModel) t(at time.Time) int     { return (*clientModel)(nil).t(at) }
+func (m *sessModel) ts(at time.Time) string { return (*clientModel)(nil).ts(at) }
 
 // key is the canonical encoding of s: times relative to now and clamped
 // where the future cannot tell values apart. The rule's RTT estimate and
