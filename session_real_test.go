@@ -3,8 +3,12 @@ package baton
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -16,6 +20,7 @@ import (
 
 	"github.com/batonlock/baton/internal/clientrule"
 	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/server"
 )
 
 // Tests of Session against the real server, in process.
@@ -479,4 +484,38 @@ func runSessionHolder(addr string, n int) {
 	wg.Wait()
 	fmt.Println("held")
 	time.Sleep(time.Hour)
+}
+
+// A Session speaks TLS through the Client's *tls.Dialer; a certificate
+// that fails verification is a permanent error.
+func TestSessionRealTLS(t *testing.T) {
+	cert, pool := selfSigned(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &server.Server{
+		Logger:    slog.New(slog.DiscardHandler),
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(ln) }()
+	defer func() { srv.Shutdown(context.Background()); <-served }()
+	addr := ln.Addr().String()
+
+	c := New(Config{Address: addr, Dialer: &tls.Dialer{Config: &tls.Config{RootCAs: pool}}})
+	s, err := c.OpenSession(t.Context(), SessionOptions{Lease: 5 * time.Second, Label: "tls"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Do(t.Context(), "tls", Shared, func(context.Context, uint64) error { return nil }); err != nil || s.Version() != 2 {
+		t.Fatalf("Do over TLS: %v (version %d)", err, s.Version())
+	}
+	untrusting := New(Config{Address: addr, Dialer: &tls.Dialer{Config: &tls.Config{RootCAs: x509.NewCertPool()}}})
+	_, err = untrusting.OpenSession(t.Context(), SessionOptions{Lease: 5 * time.Second})
+	var cv *tls.CertificateVerificationError
+	if !errors.As(err, &cv) || Temporary(err) {
+		t.Fatalf("OpenSession with an untrusted certificate: %v (Temporary %v)", err, Temporary(err))
+	}
 }
