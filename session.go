@@ -156,7 +156,6 @@ func (s *Session) open(ctx context.Context) (protocol.Frame, error) {
 		deadline = d
 	}
 	stop := context.AfterFunc(ctx, func() { s.conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
 	b := protocol.AppendPreamble(make([]byte, 0, protocol.PreambleLen+protocol.MaxFrameSize))
 	b = protocol.AppendHello(b, protocol.LeaseMS(s.opts.Lease), s.opts.Label)
 	var f protocol.Frame
@@ -167,7 +166,10 @@ func (s *Session) open(ctx context.Context) (protocol.Frame, error) {
 	if err == nil {
 		f, err = protocol.ReadHelloAnswer(s.conn)
 	}
-	if err != nil {
+	// The watch on ctx must be over before the deadline is cleared: a
+	// cancellation that came meanwhile would otherwise leave a deadline
+	// in the past on a live session.
+	if !stop() || err != nil {
 		if ctx.Err() != nil {
 			return f, ctx.Err()
 		}

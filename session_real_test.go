@@ -519,3 +519,87 @@ func TestSessionRealTLS(t *testing.T) {
 		t.Fatalf("OpenSession with an untrusted certificate: %v (Temporary %v)", err, Temporary(err))
 	}
 }
+
+// cancelConn cancels a context once the opening's answer (WELCOME, 12
+// bytes) has been read, and holds the context's "deadline in the past"
+// until the opening has cleared its deadline: the worst order for a
+// cancellation that races with the end of OpenSession.
+type cancelConn struct {
+	net.Conn
+	cancel   context.CancelFunc
+	read     int
+	cleared  chan struct{} // closed when the zero deadline was set
+	past     chan struct{} // closed when a past deadline was applied
+	closed   chan struct{}
+	clearOne sync.Once
+	closeOne sync.Once
+}
+
+func (c *cancelConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.read < 12 && c.read+n >= 12 {
+		c.cancel()
+	}
+	c.read += n
+	return n, err
+}
+
+func (c *cancelConn) SetDeadline(t time.Time) error {
+	if t.IsZero() {
+		err := c.Conn.SetDeadline(t)
+		c.clearOne.Do(func() { close(c.cleared) })
+		return err
+	}
+	if t.Before(time.Now()) {
+		select {
+		case <-c.cleared:
+		case <-c.closed:
+		case <-time.After(fakeTimeout):
+		}
+		defer close(c.past)
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *cancelConn) Close() error {
+	c.closeOne.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+type cancelDialer struct{ conn *cancelConn }
+
+func (d *cancelDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	d.conn.Conn = c
+	return d.conn, nil
+}
+
+// A context cancelled just as the opening completes either fails
+// OpenSession or leaves a healthy session; never a session whose
+// connection carries the cancellation's deadline in the past.
+func TestSessionOpenCancelRace(t *testing.T) {
+	addr := startServer(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	d := &cancelDialer{conn: &cancelConn{cancel: cancel, cleared: make(chan struct{}), past: make(chan struct{}), closed: make(chan struct{})}}
+	s, err := New(Config{Address: addr, Dialer: d}).OpenSession(ctx, SessionOptions{Lease: 5 * time.Second})
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("OpenSession: %v", err)
+		}
+		<-d.conn.past // the watch's late deadline hit a closed connection
+		return
+	}
+	defer s.Close()
+	select {
+	case <-d.conn.past:
+	case <-time.After(200 * time.Millisecond): // the watch never ran: fine
+	}
+	cl, err := s.Acquire(t.Context(), "job", Exclusive)
+	if err != nil {
+		t.Fatalf("session opened but then: %v", err)
+	}
+	cl.Release(t.Context())
+}
