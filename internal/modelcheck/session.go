@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/batonlock/baton/internal/clientrule"
@@ -27,9 +29,32 @@ type SessionConfig struct {
 	// WorkStop is the longest a claim's work takes to stop once told.
 	WorkStop int
 
-	// Mutations, set by the mutation tests only.
-	mut   clientrule.Mutation
-	close closeRule
+	// Mutation, when not empty, is one of SessionMutations: a rule of
+	// the client dropped, so that the check must fail.
+	Mutation string
+}
+
+// SessionMutations are the defects CheckSession must catch:
+// anchor-at-receive (the anchor is an answer's arrival, not its
+// request's send time), anchor-on-push (a pushed PROMOTED moves the
+// anchor), close-at-giveup (the connection is closed at the give-up,
+// before the work has stopped) and close-before-cancel (closed before the
+// work is told).
+var SessionMutations = []string{"anchor-at-receive", "anchor-on-push", "close-at-giveup", "close-before-cancel"}
+
+// mutations returns the rule mutation and the close rule of c.Mutation.
+func (c SessionConfig) mutations() (clientrule.Mutation, closeRule) {
+	switch c.Mutation {
+	case "anchor-at-receive":
+		return clientrule.MutAnchorAtReceive, closeWhenStopped
+	case "anchor-on-push":
+		return clientrule.MutAnchorOnPush, closeWhenStopped
+	case "close-at-giveup":
+		return clientrule.NoMutation, closeAtGiveUp
+	case "close-before-cancel":
+		return clientrule.NoMutation, closeBeforeCancel
+	}
+	return clientrule.NoMutation, closeWhenStopped
 }
 
 // DefaultSessionConfig is the configuration CI always checks: a lease of
@@ -44,17 +69,8 @@ func DefaultSessionConfig() SessionConfig {
 func (c SessionConfig) String() string {
 	s := fmt.Sprintf("lease %s, delays 0..%d, timer lag ≤ %s, work stops within %s, 2 claims",
 		plural(c.Lease, "step"), c.MaxDelay, plural(c.TimerLag, "step"), plural(c.WorkStop, "step"))
-	switch c.mut {
-	case clientrule.MutAnchorAtReceive:
-		s += ", mutation: anchor at the answer's arrival"
-	case clientrule.MutAnchorOnPush:
-		s += ", mutation: a push moves the anchor"
-	}
-	switch c.close {
-	case closeAtGiveUp:
-		s += ", mutation: close at give-up"
-	case closeBeforeCancel:
-		s += ", mutation: close before cancel"
+	if c.Mutation != "" {
+		s += ", mutation: " + c.Mutation
 	}
 	return s
 }
@@ -70,6 +86,8 @@ func (c SessionConfig) Validate() error {
 		return fmt.Errorf("timer lag must be 0..20 steps, not %d", c.TimerLag)
 	case c.WorkStop < 0 || c.WorkStop > 20:
 		return fmt.Errorf("work stop must be 0..20 steps, not %d", c.WorkStop)
+	case c.Mutation != "" && !slices.Contains(SessionMutations, c.Mutation):
+		return fmt.Errorf("mutation must be one of %s, not %q", strings.Join(SessionMutations, ", "), c.Mutation)
 	}
 	return nil
 }
@@ -196,10 +214,12 @@ type sessAct struct {
 type sessModel struct {
 	cfg   SessionConfig
 	lease time.Duration
+	mut   clientrule.Mutation
+	close closeRule
 }
 
 func (m *sessModel) initial() v2State {
-	return v2State{now: epoch, rule: clientrule.NewSessionMutant(m.lease, 0, m.cfg.mut)}
+	return v2State{now: epoch, rule: clientrule.NewSessionMutant(m.lease, 0, m.mut)}
 }
 
 // believes: the client believes it holds claim id.
@@ -501,7 +521,7 @@ func (m *sessModel) serverRecv(s *v2State, busy bool, say func(string, ...any)) 
 
 // giveUp acts out a give-up by the client's close rule.
 func (m *sessModel) giveUp(s *v2State) string {
-	switch m.cfg.close {
+	switch m.close {
 	case closeAtGiveUp:
 		for i := range sessClaims {
 			m.tell(s, i)
@@ -615,6 +635,7 @@ func CheckSession(cfg SessionConfig) Report {
 	start := time.Now()
 	rep := Report{Model: "session", Config: cfg.String()}
 	m := &sessModel{cfg: cfg, lease: time.Duration(cfg.Lease) * clientStep}
+	m.mut, m.close = cfg.mutations()
 	g := newGraph[sessAct](false)
 	s0 := m.initial()
 	g.add(m.key(&s0), -1, sessAct{})

@@ -3,8 +3,6 @@ package modelcheck
 import (
 	"strings"
 	"testing"
-
-	"github.com/batonlock/baton/internal/clientrule"
 )
 
 func TestSessionModel(t *testing.T) {
@@ -40,21 +38,22 @@ func TestSessionModelMutations(t *testing.T) {
 	// more than the timer lag: the default's.
 	long := SessionConfig{Lease: 5, MaxDelay: 2, TimerLag: 0, WorkStop: 2}
 	for _, tc := range []struct {
-		name    string
 		cfg     SessionConfig
-		mut     clientrule.Mutation
-		close   closeRule
+		mut     string
 		prop    string
 		mention string
 	}{
-		{"anchor at the answer's arrival", long, clientrule.MutAnchorAtReceive, closeWhenStopped, PropSessionOwner, "server expires the session"},
-		{"a push moves the anchor", long, clientrule.MutAnchorOnPush, closeWhenStopped, PropSessionOwner, "PROMOTED"},
-		{"close at give-up", DefaultSessionConfig(), clientrule.NoMutation, closeAtGiveUp, PropSessionWork, "server reads the client's close"},
-		{"close before cancel", DefaultSessionConfig(), clientrule.NoMutation, closeBeforeCancel, PropSessionWork, "the work is not told yet"},
+		{long, "anchor-at-receive", PropSessionOwner, "server expires the session"},
+		{long, "anchor-on-push", PropSessionOwner, "PROMOTED"},
+		{DefaultSessionConfig(), "close-at-giveup", PropSessionWork, "server reads the client's close"},
+		{DefaultSessionConfig(), "close-before-cancel", PropSessionWork, "the work is not told yet"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.mut, func(t *testing.T) {
 			cfg := tc.cfg
-			cfg.mut, cfg.close = tc.mut, tc.close
+			cfg.Mutation = tc.mut
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
 			rep := CheckSession(cfg)
 			t.Log(rep)
 			v := rep.Violation
