@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/clientrule"
+	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -602,4 +603,45 @@ func TestSessionOpenCancelRace(t *testing.T) {
 		t.Fatalf("session opened but then: %v", err)
 	}
 	cl.Release(t.Context())
+}
+
+// An administrator's force-release of one claim (by its token) cancels
+// that claim's work only; the session and its other claims live on, and
+// the waiter behind it is promoted.
+func TestSessionRealForceReleaseOneClaim(t *testing.T) {
+	addr, srv := startServerSrv(t)
+	s := openReal(t, addr, 5*time.Second, "revoked")
+	other := openReal(t, addr, 5*time.Second, "waiter")
+	a, err := s.Acquire(t.Context(), "a", Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Acquire(t.Context(), "b", Shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := goAcquire(t.Context(), other, "a", Exclusive, false)
+	waitAllQueued(t, other, 1)
+	if err := srv.ForceReleaseClaimBy("a", server.ClaimRef{Token: a.Token()}, locktable.Peer{}); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a.Lost())
+	if !errors.Is(a.Err(), protocol.ErrClosedByAdmin) {
+		t.Fatalf("revoked claim: %v", a.Err())
+	}
+	if r := wait(t, w); r.err != nil || r.cl.Token() <= a.Token() {
+		t.Fatalf("waiter: %v", r.err)
+	}
+	select {
+	case <-b.Lost():
+		t.Fatalf("the other claim was lost: %v", b.Err())
+	default:
+	}
+	if err := b.Release(t.Context()); err != nil || s.Err() != nil {
+		t.Fatalf("release of the other claim: %v, session %v", err, s.Err())
+	}
+	// The revoked claim's Release reports the revocation and sends nothing.
+	if err := a.Release(t.Context()); !errors.Is(err, protocol.ErrClosedByAdmin) {
+		t.Fatal(err)
+	}
 }
