@@ -48,7 +48,8 @@ func (m Mode) String() string {
 // Claim is one claim on a Session, returned by Acquire or TryAcquire once
 // it is held. Its methods are safe for concurrent use. It owns no
 // goroutine or timer: the session's reader and PING timer serve every
-// claim.
+// claim. (After a fallback to version 1 it is a Lock, with a connection,
+// a goroutine and a timer of its own.)
 type Claim struct {
 	s    *Session
 	id   uint32
@@ -73,6 +74,10 @@ type Claim struct {
 
 // Name returns the name of the lock.
 func (cl *Claim) Name() string { return cl.name }
+
+// ID returns the claim id on its session, as the admin API lists it with
+// Session.ID (0 after a fallback to version 1).
+func (cl *Claim) ID() uint32 { return cl.id }
 
 // Mode returns the claim's mode.
 func (cl *Claim) Mode() Mode { return cl.mode }

@@ -92,7 +92,7 @@ func TestSessionClaimModes(t *testing.T) {
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-		if r.cl.Token() != uint64(100+i) || r.cl.Mode() != m || r.cl.Name() != "job" {
+		if r.cl.Token() != uint64(100+i) || r.cl.Mode() != m || r.cl.Name() != "job" || r.cl.ID() != f.Claim {
 			t.Fatalf("token %d mode %v", r.cl.Token(), r.cl.Mode())
 		}
 		done := make(chan error, 1)
