@@ -81,3 +81,58 @@ func BenchmarkSessionParallel(b *testing.B) {
 }
 
 func testingProcs() int { return runtime.GOMAXPROCS(0) }
+
+// BenchmarkHandover: two holders alternate on one lock, each waiting in
+// the queue while the other holds; an operation is one grant, so ns/op
+// is about one handover (release, promotion push, grant).
+func BenchmarkHandover(b *testing.B) {
+	b.Run("session", func(b *testing.B) {
+		addr := startServer(b)
+		ss := []*Session{openReal(b, addr, time.Minute, "a"), openReal(b, addr, time.Minute, "b")}
+		handover(b, func(i int) (func(), error) {
+			cl, err := ss[i].Acquire(context.Background(), "hot", Exclusive)
+			if err != nil {
+				return nil, err
+			}
+			return func() { cl.Release(context.Background()) }, nil
+		})
+	})
+	b.Run("v1", func(b *testing.B) {
+		addr := startServer(b)
+		c := New(Config{Address: addr})
+		handover(b, func(int) (func(), error) {
+			l, err := c.Acquire(context.Background(), "hot", time.Minute)
+			if err != nil {
+				return nil, err
+			}
+			return func() { l.Release() }, nil
+		})
+	})
+}
+
+func handover(b *testing.B, acquire func(i int) (release func(), err error)) {
+	var grants atomic.Int64
+	n := int64(b.N)
+	done := make(chan error, 2)
+	b.ResetTimer()
+	for i := range 2 {
+		go func() {
+			for grants.Load() < n {
+				release, err := acquire(i)
+				if err != nil {
+					done <- err
+					return
+				}
+				grants.Add(1)
+				release()
+			}
+			done <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(grants.Load()), "µs/grant")
+}
