@@ -316,6 +316,7 @@ func TestSessionViolations(t *testing.T) {
 		}},
 		{"REVOKED for no claim", func(st setup) []byte { return protocol.AppendRevoked(nil, 999, protocol.CodeClosedByAdmin, "") }},
 		{"QUEUED for a no-wait claim", func(st setup) []byte { return nil }},
+		{"BUSY for a claim that waits", func(st setup) []byte { return protocol.AppendBusy(nil, st.pending) }},
 		{"length 0", func(st setup) []byte { return []byte{0, 0} }},
 		{"length over 512", func(st setup) []byte { return []byte{0x02, 0x01} }},
 		{"unknown type", func(st setup) []byte { return []byte{0, 1, 0x7f} }},

@@ -397,8 +397,11 @@ func (s *Session) Received(f protocol.Frame, t time.Time) (Event, error) {
 	if f.Type == protocol.TypeWelcome && f.Flags != 0 {
 		return Event{}, s.violate("WELCOME with reserved flags 0x%02x", f.Flags)
 	}
-	if f.Type == protocol.TypeQueued && s.claims[f.Claim].noWait {
+	switch noWait := s.claims[f.Claim].noWait; {
+	case f.Type == protocol.TypeQueued && noWait:
 		return Event{}, s.violate("%v for a no-wait claim", f)
+	case f.Type == protocol.TypeBusy && !noWait:
+		return Event{}, s.violate("%v for a claim that waits", f)
 	}
 	s.head++
 	if s.mut == MutAnchorAtReceive {

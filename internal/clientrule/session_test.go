@@ -150,6 +150,7 @@ func TestSessionViolationsRule(t *testing.T) {
 		{"GRANTED answering a PING", func(s *Session) { s.SentPing(ms(300)) }, protocol.Frame{Type: protocol.TypeGranted, Claim: 1}},
 		{"WELCOME answering a CLAIM", func(s *Session) { s.SentClaim(1, false, ms(20)) }, protocol.Frame{Type: protocol.TypeWelcome}},
 		{"QUEUED for a no-wait claim", func(s *Session) { s.SentClaim(1, true, ms(20)) }, protocol.Frame{Type: protocol.TypeQueued, Claim: 1}},
+		{"BUSY for a claim that waits", func(s *Session) { s.SentClaim(1, false, ms(20)) }, protocol.Frame{Type: protocol.TypeBusy, Claim: 1}},
 		{"PROMOTED for a pending claim", func(s *Session) { s.SentClaim(1, false, ms(20)) }, protocol.Frame{Type: protocol.TypePromoted, Claim: 1}},
 		{"PROMOTED for no claim", nil, protocol.Frame{Type: protocol.TypePromoted, Claim: 1}},
 		{"PROMOTED twice", func(s *Session) {
@@ -218,7 +219,7 @@ func TestSessionFIFOCompacts(t *testing.T) {
 	s.SentHello(t0)
 	mustRecv(t, s, protocol.Frame{Type: protocol.TypeWelcome}, t0)
 	for i := range uint32(100000) {
-		s.SentClaim(i+1, false, t0)
+		s.SentClaim(i+1, true, t0)
 		if i > 0 {
 			mustRecv(t, s, protocol.Frame{Type: protocol.TypeBusy, Claim: i}, t0)
 		}
