@@ -1,9 +1,10 @@
 // Package baton is the Go client of the baton lock service.
 //
-// A claim on a named lock is one TCP (or TLS) connection to a baton
-// server. The client sends ACQUIRE with a lease of its choice, waits in the
-// lock's FIFO queue if another client holds it, and keeps the claim alive
-// with heartbeats. Closing the connection is the release.
+// With a Client, a claim on a named lock is one TCP (or TLS) connection
+// to a baton server (protocol version 1; a Session, below, carries many).
+// The client sends ACQUIRE with a lease of its choice, waits in the lock's
+// FIFO queue if another client holds it, and keeps the claim alive with
+// heartbeats. Closing the connection is the release.
 //
 // The lease is a failure detector, not a term: a lock is held as long as
 // heartbeats flow. The client is the pessimist: it gives up 0.8 of a lease
