@@ -403,7 +403,7 @@ func benchChild() {
 			runtime.GC()
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
-			fmt.Println(ms.HeapAlloc+ms.StackInuse, srv.Counts().Locks)
+			fmt.Println(ms.HeapAlloc+ms.StackInuse, srv.Counts().Locks, benchRSS())
 		case "quit":
 			srv.Shutdown(context.Background())
 			return
@@ -453,4 +453,19 @@ func measureIdleSessions(b *testing.B, n int) float64 {
 	}
 	fmt.Fprintln(stdin, "quit")
 	return float64(after-before) / float64(n)
+}
+
+// benchRSS is the process's resident set in bytes (Linux; 0 elsewhere).
+func benchRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

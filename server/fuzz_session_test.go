@@ -190,6 +190,14 @@ func (fs *fuzzServer) session(t *testing.T, in []byte) {
 	done := make(chan result, 1)
 	go func() { // read while writing, so that replies never back up
 		var r result
+		if fuzzIsV2(in) { // FuzzSessionV2 judges these
+			_, err := io.Copy(io.Discard, c)
+			if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+				r.err = err
+			}
+			done <- r
+			return
+		}
 		for {
 			fr, err := protocol.ReadServerFrame(c)
 			if err != nil {
@@ -282,6 +290,14 @@ func fuzzExpect(in []byte) (replies []protocol.ServerFrame, lease time.Duration)
 	if len(in) < 2 {
 		return nil, 0
 	}
+	if in[1] == protocol.Version2 {
+		// The version 2 preamble: judged by FuzzSessionV2; its other
+		// forms are refused once all eight bytes are in.
+		if len(in) < protocol.PreambleLen || fuzzIsV2(in) {
+			return nil, 0
+		}
+		return fail(protocol.CodeUnsupportedVersion), 0
+	}
 	if in[1] != protocol.Version {
 		return fail(protocol.CodeUnsupportedVersion), 0
 	}
@@ -322,6 +338,11 @@ func fuzzExpect(in []byte) (replies []protocol.ServerFrame, lease time.Duration)
 		}
 	}
 	return replies, lease
+}
+
+// fuzzIsV2 reports whether in opens with the version 2 preamble.
+func fuzzIsV2(in []byte) bool {
+	return len(in) >= protocol.PreambleLen && bytes.Equal(in[:protocol.PreambleLen], protocol.AppendPreamble(nil))
 }
 
 // fuzzCheckReplies checks the frames a connection received against
@@ -380,18 +401,19 @@ func fuzzSeeds() [][]byte {
 	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 	return [][]byte{
 		{},
-		acq(1, 2000, "job"),                      // the docs/protocol.md example
-		cat(acq(1, 60000, "a"), hb(3)),           // owner, heartbeats
-		cat(acq(1, 60000, fuzzHeld), hb(3)),      // waiter, heartbeats
-		cat(acq(1, 1, "short"), hb(50)),          // a lease that expires mid-stream
-		{byte(protocol.TypeHeartbeat)},           // 0x11
-		{0x7f},                                   // 0x13
-		acq(2, 2000, "job"),                      // 0x10
-		{byte(protocol.TypeAcquire), 2},          // 0x10 before the rest arrives
-		acq(1, 0, "job"),                         // 0x17
-		acq(1, 0, ""),                            // 0x17 before 0x14
-		acq(1, 2000, ""),                         // 0x14
-		cat(acq(1, 2000, "x")[:6], []byte{1, 0}), // 0x15: name_len 256
+		acq(1, 2000, "job"),                 // the docs/protocol.md example
+		cat(acq(1, 60000, "a"), hb(3)),      // owner, heartbeats
+		cat(acq(1, 60000, fuzzHeld), hb(3)), // waiter, heartbeats
+		cat(acq(1, 1, "short"), hb(50)),     // a lease that expires mid-stream
+		{byte(protocol.TypeHeartbeat)},      // 0x11
+		{0x7f},                              // 0x13
+		acq(2, 2000, "job"),                 // 0x10
+		{byte(protocol.TypeAcquire), 2},     // the start of a version 2 preamble: no answer
+		{byte(protocol.TypeAcquire), 2, 0, 0, 0, 0, 0, 1}, // 0x10: not the preamble
+		acq(1, 0, "job"),                                   // 0x17
+		acq(1, 0, ""),                                      // 0x17 before 0x14
+		acq(1, 2000, ""),                                   // 0x14
+		cat(acq(1, 2000, "x")[:6], []byte{1, 0}),           // 0x15: name_len 256
 		cat(acq(1, 2000, "x")[:6], []byte{0xff, 0xff}),     // 0x15: name_len 65535
 		acq(1, 2000, "\xff\xfe"),                           // 0x16
 		cat(acq(1, 2000, "a"), acq(1, 2000, "a")),          // 0x12
@@ -436,7 +458,9 @@ func TestFuzzCheckReplies(t *testing.T) {
 		{"waiting", waiting, []protocol.ServerFrame{wait, wait}, true},
 		{"ACQUIRED for the held lock", waiting, []protocol.ServerFrame{ok(9), wait}, false},
 		{"ERROR for a frame cut short", acq(time.Minute, "abc")[:9], []protocol.ServerFrame{fail(protocol.CodeEmptyName)}, false},
-		{"version first", []byte{0x01, 0x02}, []protocol.ServerFrame{fail(protocol.CodeUnsupportedVersion)}, true},
+		{"version first", []byte{0x01, 0x03}, []protocol.ServerFrame{fail(protocol.CodeUnsupportedVersion)}, true},
+		{"a version 2 preamble cut short", []byte{0x01, 0x02}, []protocol.ServerFrame{fail(protocol.CodeUnsupportedVersion)}, false},
+		{"not the version 2 preamble", []byte{0x01, 0x02, 0, 0, 0, 0, 0, 1}, []protocol.ServerFrame{fail(protocol.CodeUnsupportedVersion)}, true},
 	} {
 		err := fuzzCheckReplies(tt.in, tt.got, 5)
 		if (err == nil) != tt.pass {

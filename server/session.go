@@ -75,9 +75,29 @@ const ended locktable.Reason = 0
 
 func (s *session) serve() {
 	defer s.srv.sessionsWG.Done()
-	s.srv.observe(Event{Kind: EventConnected, Time: time.Now(), Peer: s.peer})
+	s.connected()
 	reason, code := s.run()
+	if reason == openedV2 {
+		// Called from here, not from run, so that a version 2 session
+		// blocked in a read has a small stack: the runtime then keeps it
+		// at its smallest size, which a session holding few claims
+		// feels.
+		reason, code = s.runV2()
+	}
 	s.finish(reason, code)
+}
+
+// openedV2 is run's result when the connection opened with the version 2
+// preamble: serve goes on with runV2.
+const openedV2 locktable.Reason = 255
+
+// connected reports the accepted connection; a function of its own so
+// that the Event does not take room in serve's frame for the session's
+// life.
+//
+//go:noinline
+func (s *session) connected() {
+	s.srv.observe(Event{Kind: EventConnected, Time: time.Now(), Peer: s.peer})
 }
 
 // run reads frames until the session ends. It returns why, and the error
@@ -117,7 +137,7 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 			}
 			return s.readFailure(err)
 		}
-		return s.runV2()
+		return openedV2, 0
 	}
 	if err != nil {
 		if code, ok := protocol.CodeOf(err); ok {
@@ -435,6 +455,11 @@ func (s *session) closeWithError(code protocol.Code) error {
 // if there is one, and closes the connection.
 func (s *session) finish(reason locktable.Reason, code protocol.Code) {
 	srv := s.srv
+	if v := s.v2; v != nil {
+		v.omu.Lock()
+		v.ending = true
+		v.omu.Unlock()
+	}
 	if reason != ended {
 		srv.update(func(now time.Time, t *locktable.Table) locktable.Result {
 			return t.End(now, s.id, reason)

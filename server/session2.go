@@ -10,11 +10,12 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// v2ReadBuf is the size of a version 2 session's read buffer: two of the
-// largest frames, so a frame split across reads always fits beside the
-// frames before it, and a batch of small frames (CLAIM, RELEASE, PING:
-// 7 to about 30 bytes) is answered with one write.
-const v2ReadBuf = 2 * protocol.MaxFrameSize
+// v2ReadBuf is the size of a version 2 session's read buffer: at least
+// one largest frame (what is left of a batch is the start of one frame,
+// moved to the front), and room for a batch of small frames (CLAIM,
+// RELEASE, PING: 7 to about 30 bytes) answered with one write. 1 KiB is
+// a size class of its own.
+const v2ReadBuf = 1 << 10
 
 // maxSpare bounds the output buffer a session keeps between writes: a
 // burst of pushes (a thousand REVOKEDs) does not pin its memory forever.
@@ -40,13 +41,17 @@ type v2conn struct {
 	omu   sync.Mutex
 	out   []byte // pending frames, in the order decided
 	spare []byte // the buffer last written, reused for out
+	// ending is set when the session is being closed: its own claims'
+	// ends may promote its own waiting claims, and those pushes, to a
+	// session that is going away, are not sent.
+	ending bool
 }
 
 // appendOut appends frames built by add to the pending output, unless the
 // session is closing (after a session-level ERROR nothing is sent).
 func (v *v2conn) appendOut(s *session, add func(b []byte) []byte) {
 	v.omu.Lock()
-	if !s.closing.Load() {
+	if !s.closing.Load() && !v.ending {
 		v.out = add(v.out)
 	}
 	v.omu.Unlock()
@@ -98,8 +103,84 @@ func (v *v2conn) keepSpare(b []byte) {
 
 // runV2 serves a version 2 session after its preamble: HELLO, then
 // frames in order until the session ends. It returns why, and the code of
-// the session-level ERROR to send, if any.
+// the session-level ERROR to send, if any. Its frame stays small (the
+// opening and each batch are functions of their own): it is on the
+// stack of every idle session.
 func (s *session) runV2() (locktable.Reason, protocol.Code) {
+	if reason, code := s.openV2(); reason != 0 {
+		return reason, code
+	}
+	srv, v := s.srv, s.v2
+	orphaned := false
+	var deadline time.Time
+	for {
+		if !orphaned && len(v.buf) > 0 {
+			reason, code, orphan := s.batch()
+			switch {
+			case code != 0 || reason != 0:
+				return reason, code
+			case orphan:
+				// Another goroutine ended the session (shutdown, a failed
+				// write) and is about to send or has sent its last
+				// frame; read on until it has, for at most linger.
+				orphaned = true
+				deadline = time.Now().Add(srv.linger())
+			}
+		}
+		if s.closing.Load() {
+			return ended, 0
+		}
+		if !orphaned {
+			deadline = v.seen.Add(v.lease)
+			if !v.partialSince.IsZero() {
+				deadline = minTime(deadline, v.partialSince.Add(srv.IOTimeout))
+			}
+		}
+		s.conn.SetReadDeadline(deadline)
+		had := len(v.buf)
+		err := s.readMore()
+		if orphaned {
+			v.buf = v.buf[:0]
+		}
+		if s.closing.Load() {
+			return ended, 0
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			if len(v.buf) > had && !orphaned {
+				continue // the bytes read with the error come first
+			}
+			return locktable.ReasonGraceful, 0
+		}
+		if orphaned {
+			return ended, 0
+		}
+		now := time.Now()
+		if !v.partialSince.IsZero() && !now.Before(v.partialSince.Add(srv.IOTimeout)) {
+			srv.Logger.Debug("closing session: frame not completed within io-timeout", "remote_addr", s.peer.Addr)
+			return locktable.ReasonIOTimeout, 0
+		}
+		switch err := s.expireV2(); {
+		case err == nil:
+			return ended, 0
+		case errors.Is(err, locktable.ErrNoSession):
+			orphaned = true
+			deadline = time.Now().Add(srv.linger())
+		}
+		// ErrNotExpired: the deadline fired a hair early for the table's
+		// strict "more than one lease"; the loop sets it again.
+		if !orphaned {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// openV2 reads HELLO within the io-timeout of accept that run set, opens
+// the session in the table and answers WELCOME. It returns a zero reason
+// when the session is open.
+func (s *session) openV2() (locktable.Reason, protocol.Code) {
 	srv := s.srv
 	v := &v2conn{buf: make([]byte, 0, v2ReadBuf)}
 	s.wmu.Lock()
@@ -109,7 +190,6 @@ func (s *session) runV2() (locktable.Reason, protocol.Code) {
 	srv.mu.Unlock()
 	s.wmu.Unlock()
 
-	// HELLO, within the io-timeout of accept that run set.
 	var hello protocol.Frame
 	var readErr error
 	for {
@@ -150,70 +230,7 @@ func (s *session) runV2() (locktable.Reason, protocol.Code) {
 	if err := s.flushV2(); err != nil {
 		return writeFailureReason(err), 0
 	}
-
-	orphaned := false
-	var deadline time.Time
-	for {
-		if !orphaned && len(v.buf) > 0 {
-			reason, code, orphan := s.batch()
-			switch {
-			case code != 0 || reason != 0:
-				return reason, code
-			case orphan:
-				// Another goroutine ended the session (shutdown, a failed
-				// write) and is about to send or has sent its last
-				// frame; read on until it has, for at most linger.
-				orphaned = true
-				deadline = time.Now().Add(srv.linger())
-			}
-		}
-		if s.closing.Load() {
-			return ended, 0
-		}
-		if !orphaned {
-			deadline = v.seen.Add(v.lease)
-			if !v.partialSince.IsZero() {
-				deadline = minTime(deadline, v.partialSince.Add(srv.IOTimeout))
-			}
-		}
-		s.conn.SetReadDeadline(deadline)
-		err := s.readMore()
-		if orphaned {
-			v.buf = v.buf[:0]
-		}
-		if s.closing.Load() {
-			return ended, 0
-		}
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			if len(v.buf) > 0 && !orphaned {
-				continue // the bytes read with the error come first
-			}
-			return locktable.ReasonGraceful, 0
-		}
-		if orphaned {
-			return ended, 0
-		}
-		now := time.Now()
-		if !v.partialSince.IsZero() && !now.Before(v.partialSince.Add(srv.IOTimeout)) {
-			srv.Logger.Debug("closing session: frame not completed within io-timeout", "remote_addr", s.peer.Addr)
-			return locktable.ReasonIOTimeout, 0
-		}
-		switch err := s.expireV2(); {
-		case err == nil:
-			return ended, 0
-		case errors.Is(err, locktable.ErrNoSession):
-			orphaned = true
-			deadline = time.Now().Add(srv.linger())
-		}
-		// ErrNotExpired: the deadline fired a hair early for the table's
-		// strict "more than one lease"; the loop sets it again.
-		if !orphaned {
-			time.Sleep(time.Millisecond)
-		}
-	}
+	return 0, 0
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -362,12 +379,14 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 	if locked {
 		srv.mu.Unlock()
 	}
+	// Pushes to other sessions first: a PROMOTED is on the path of a
+	// handover, this session's own answers only on its own.
+	srv.deliver(othersOnly(ds, s))
 	if code == 0 && !orphan {
 		if err := s.flushV2(); err != nil {
 			return writeFailureReason(err), 0, false
 		}
 	}
-	srv.deliver(othersOnly(ds, s))
 	return reason, code, orphan
 }
 
@@ -436,3 +455,6 @@ func (s *session) expireV2() error {
 	srv.deliver(ds)
 	return nil
 }
+
+// A read buffer must hold one whole frame.
+var _ [v2ReadBuf - protocol.MaxFrameSize]struct{}

@@ -433,3 +433,21 @@ func TestV2Shutdown(t *testing.T) {
 		t.Fatalf("%d grants, want 1 (nobody promoted in shutdown)", n)
 	}
 }
+
+// TestV2EOFInsideFrame: a client that half-closes in the middle of a
+// frame ends its session at once (graceful), not after io-timeout: the
+// frames before are answered and its claims released.
+func TestV2EOFInsideFrame(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t) // io-timeout 5s
+	c := ts.dialV2(t, longLease, "eof")
+	tok := c.mustHold(1, excl, 0, "eof")
+	start := time.Now()
+	c.mustWrite(claimFrame(2, excl, 0, "eof2")[:6])
+	c.conn.CloseWrite()
+	c.expectEOFV2()
+	e := ts.events.wait(t, "released", lockEvent(server.EventReleased, "eof"))
+	if took := time.Since(start); took > time.Second || e.Reason != locktable.ReasonGraceful || e.Token != tok {
+		t.Fatalf("session ended after %v with %v, want at once, graceful", took, e.Reason)
+	}
+}

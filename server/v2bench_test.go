@@ -180,11 +180,12 @@ func (v *v2Conn) claimReleaseWait(b testing.TB, name string) {
 // take them all.
 func BenchmarkV2HeldClaimMemory(b *testing.B) {
 	sessions, claims := envInt("BATON_BENCH_V2_SESSIONS", 100), envInt("BATON_BENCH_V2_CLAIMS", 1000)
-	perClaim, took := measureHeldClaims(b, sessions, claims)
+	perClaim, rssPerClaim, took := measureHeldClaims(b, sessions, claims)
 	for b.Loop() {
 		// The measurement above is one experiment, not a loop body.
 	}
 	b.ReportMetric(perClaim, "bytes/claim")
+	b.ReportMetric(rssPerClaim, "rss-bytes/claim")
 	b.ReportMetric(took.Seconds(), "s-to-take-all")
 	b.ReportMetric(float64(sessions*claims), "claims")
 }
@@ -196,7 +197,10 @@ func envInt(name string, def int) int {
 	return def
 }
 
-func measureHeldClaims(b *testing.B, sessions, claims int) (float64, time.Duration) {
+// measureHeldClaims returns the child's live heap plus stacks per claim,
+// its resident set per claim (what the operating system sees, garbage
+// not yet collected included), and the time to take them.
+func measureHeldClaims(b *testing.B, sessions, claims int) (float64, float64, time.Duration) {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "BATON_BENCH_CHILD=1")
@@ -210,15 +214,16 @@ func measureHeldClaims(b *testing.B, sessions, claims int) (float64, time.Durati
 	out := bufio.NewScanner(stdout)
 	out.Scan()
 	addr := out.Text()
-	mem := func() (uint64, int) {
+	mem := func() (uint64, int, uint64) {
 		fmt.Fprintln(stdin, "mem")
 		out.Scan()
 		f := strings.Fields(out.Text())
 		m, _ := strconv.ParseUint(f[0], 10, 64)
 		locks, _ := strconv.Atoi(f[1])
-		return m, locks
+		rss, _ := strconv.ParseUint(f[2], 10, 64)
+		return m, locks, rss
 	}
-	before, _ := mem()
+	before, _, rss0 := mem()
 	conns := make([]*v2Conn, sessions)
 	defer func() {
 		for _, c := range conns {
@@ -257,10 +262,63 @@ func measureHeldClaims(b *testing.B, sessions, claims int) (float64, time.Durati
 	close(work)
 	wg.Wait()
 	took := time.Since(start)
-	after, locks := mem()
+	after, locks, rss := mem()
 	if locks != sessions*claims {
 		b.Fatalf("child holds %d locks, want %d", locks, sessions*claims)
 	}
 	fmt.Fprintln(stdin, "quit")
-	return float64(after-before) / float64(sessions*claims), took
+	n := float64(sessions * claims)
+	return float64(after-before) / n, float64(rss-rss0) / n, took
+}
+
+// BenchmarkV2Handover: a holder sends RELEASE; the clock stops when the
+// waiting claim of another session has read PROMOTED. Version 1's
+// handover (the owner closes its connection, the waiter reads ACQUIRED)
+// is measured in the same run, alternating, as the reference.
+func BenchmarkV2Handover(b *testing.B) {
+	addr := benchServer(b)
+	sessions := [2]*v2Conn{dialV2Bench(b, addr, "a"), dialV2Bench(b, addr, "b")}
+	defer sessions[0].Close()
+	defer sessions[1].Close()
+	claim := func(v *v2Conn, want protocol.Type) {
+		v.out = protocol.AppendClaim(v.out[:0], 1, protocol.ModeExclusive, 0, 0, "v2-handover")
+		v.Write(v.out)
+		if f := v.read(b); f.Type != want {
+			b.Fatalf("CLAIM answered %v, want %v", f, want)
+		}
+	}
+	claim(sessions[0], protocol.TypeGranted)
+	v1owner, _ := benchAcquire(b, addr, "v1-handover")
+	v2 := make([]time.Duration, 0, b.N)
+	v1 := make([]time.Duration, 0, b.N)
+	i := 0
+	for b.Loop() {
+		holder, waiter := sessions[i%2], sessions[(i+1)%2]
+		i++
+		claim(waiter, protocol.TypeQueued)
+		start := time.Now()
+		holder.out = protocol.AppendRelease(holder.out[:0], 1)
+		holder.Write(holder.out)
+		if f := waiter.read(b); f.Type != protocol.TypePromoted {
+			b.Fatalf("waiter got %v, want PROMOTED", f)
+		}
+		v2 = append(v2, time.Since(start))
+		if f := holder.read(b); f.Type != protocol.TypeReleased {
+			b.Fatalf("holder got %v, want RELEASED", f)
+		}
+
+		w, f := benchAcquire(b, addr, "v1-handover")
+		if f.Type != protocol.TypeWaiting {
+			b.Fatalf("v1 waiter got %v", f)
+		}
+		start = time.Now()
+		v1owner.Close()
+		if f, err := protocol.ReadServerFrame(w); err != nil || f.Type != protocol.TypeAcquired {
+			b.Fatalf("v1 push: %v %v", f, err)
+		}
+		v1 = append(v1, time.Since(start))
+		v1owner = w
+	}
+	v1owner.Close()
+	report(b, v2, v1, "v1-handover")
 }
