@@ -61,6 +61,7 @@ func TestSessionRealModes(t *testing.T) {
 		t.Fatalf("TryAcquire exclusive under readers: %v", err)
 	}
 	w := goAcquire(ctx, b, "db", Exclusive, false)
+	waitAllQueued(t, b, 1)
 	// A later reader does not overtake the queued writer.
 	if _, err := a.TryAcquire(ctx, "db", Shared); !errors.Is(err, ErrBusy) {
 		t.Fatalf("reader overtook a queued writer: %v", err)
