@@ -304,7 +304,7 @@ func TestSessionViolations(t *testing.T) {
 		send func(st setup) []byte
 	}{
 		{"GRANTED for another claim than the oldest request", func(st setup) []byte { return protocol.AppendGranted(nil, st.pending+100, 1) }},
-		{"QUEUED with nothing unanswered", func(st setup) []byte { return protocol.AppendQueued(nil, st.held) }},
+		{"QUEUED for a held claim", func(st setup) []byte { return protocol.AppendQueued(nil, st.held) }},
 		{"RELEASED answering a CLAIM", func(st setup) []byte { return protocol.AppendReleased(nil, st.pending) }},
 		{"PONG with nothing unanswered", func(st setup) []byte { return protocol.AppendPong(nil, 1) }},
 		{"WELCOME again", func(st setup) []byte { return protocol.AppendWelcome(nil, 7) }},
@@ -335,7 +335,7 @@ func TestSessionViolations(t *testing.T) {
 			f = fc.expect(protocol.TypeClaim)
 			fc.send(protocol.AppendQueued(nil, f.Claim))
 			st.queued = f.Claim
-			// Make sure the QUEUED was read: a PING round trip.
+			// TCP keeps the order: QUEUED is read before the bad frame.
 			nowait := tc.name == "QUEUED for a no-wait claim"
 			pending := goAcquire(t.Context(), s, "p", Exclusive, nowait)
 			f = fc.expect(protocol.TypeClaim)
