@@ -209,7 +209,9 @@ func (cl *Claim) endLocked(cause error) {
 // protocol rejects is reported with the protocol's sentinel without a
 // round trip; the server's refusal is a *ServerError (for example
 // protocol.ErrLimitMismatch, protocol.ErrNotAuthorized) and leaves the
-// session open.
+// session open. On a session that has ended, Acquire returns why it
+// ended (Session.Err) at once; when Temporary reports that error, a new
+// session may succeed, never this one.
 func (s *Session) Acquire(ctx context.Context, name string, m Mode) (*Claim, error) {
 	return s.claim(ctx, name, m, false)
 }
