@@ -837,3 +837,22 @@ func FuzzSessionServerBytes(f *testing.F) {
 		}
 	})
 }
+
+// A give-up with no held claim (only a queued one) has no work to wait
+// for: the connection closes at once, not at CloseBy.
+func TestSessionGiveUpWithoutWorkClosesAtOnce(t *testing.T) {
+	lease := time.Second
+	s, fc := openFake(t, lease)
+	res := goAcquire(t.Context(), s, "job", Exclusive, false)
+	f := fc.expect(protocol.TypeClaim)
+	fc.send(protocol.AppendQueued(nil, f.Claim))
+	if r := wait(t, res); !errors.Is(r.err, ErrHeartbeatTimeout) {
+		t.Fatalf("queued Acquire: %v", r.err)
+	}
+	eofAt := fc.waitEOF()
+	closeBy := s.CloseBy()
+	t.Logf("closed %v before CloseBy", closeBy.Sub(eofAt))
+	if !eofAt.Before(closeBy.Add(-lease / 10)) {
+		t.Fatalf("closed at CloseBy%+v, want at the give-up, 0.2·lease before it", eofAt.Sub(closeBy))
+	}
+}
