@@ -570,7 +570,7 @@ func TestSessionGiveUpClosesByAnchorPlusLease(t *testing.T) {
 	closeBy := s.CloseBy()
 	eofAt := fc.waitEOF()
 	t.Logf("closed %v after CloseBy", eofAt.Sub(closeBy))
-	if eofAt.Before(closeBy.Add(-5*time.Millisecond)) || eofAt.After(closeBy.Add(200*time.Millisecond)) {
+	if eofAt.Before(closeBy.Add(-5*time.Millisecond)) || eofAt.After(closeBy.Add(lease/2)) {
 		t.Fatalf("closed at CloseBy%+v", eofAt.Sub(closeBy))
 	}
 	if !errors.Is(cl.Release(t.Context()), ErrHeartbeatTimeout) {
