@@ -6,7 +6,6 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -66,26 +65,9 @@ type fuzzV2Server struct {
 }
 
 func fuzzV2Start(f *testing.F) *fuzzV2Server {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
-	fs := &fuzzV2Server{
-		srv:  &server.Server{IOTimeout: fuzzV2IOTimeout, Logger: slog.New(slog.DiscardHandler)},
-		addr: ln.Addr().String(),
-	}
+	fs := &fuzzV2Server{srv: &server.Server{IOTimeout: fuzzV2IOTimeout, Logger: slog.New(slog.DiscardHandler)}}
 	time.Sleep(time.Until(server.TokenGate(fs.srv)))
-	served := make(chan error, 1)
-	go func() { served <- fs.srv.Serve(ln) }()
-	f.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), fuzzBound)
-		defer cancel()
-		if err := fs.srv.Shutdown(ctx); err != nil {
-			f.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, server.ErrServerClosed) {
-			f.Errorf("Serve returned %v, want ErrServerClosed", err)
-		}
+	fs.addr = fuzzServe(f, fs.srv, func() {
 		if fs.holder != nil {
 			fs.holder.Close()
 		}

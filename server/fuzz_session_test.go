@@ -113,30 +113,38 @@ type fuzzServer struct {
 	baseline int // sessions: the holder's
 }
 
-func fuzzStart(f *testing.F) *fuzzServer {
+// fuzzServe serves srv on 127.0.0.1 port 0 for the fuzzing process's
+// life and returns its address; at the end it shuts srv down, checks
+// Serve's result and runs then.
+func fuzzServe(f *testing.F, srv *server.Server, then func()) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)
 	}
-	fs := &fuzzServer{
-		srv:  &server.Server{IOTimeout: fuzzIOTimeout, Logger: slog.New(slog.DiscardHandler)},
-		addr: ln.Addr().String(),
-	}
 	served := make(chan error, 1)
-	go func() { served <- fs.srv.Serve(ln) }()
+	go func() { served <- srv.Serve(ln) }()
 	f.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), fuzzBound)
 		defer cancel()
-		if err := fs.srv.Shutdown(ctx); err != nil {
+		if err := srv.Shutdown(ctx); err != nil {
 			f.Errorf("Shutdown: %v", err)
 		}
 		if err := <-served; !errors.Is(err, server.ErrServerClosed) {
 			f.Errorf("Serve returned %v, want ErrServerClosed", err)
 		}
+		then()
+	})
+	return ln.Addr().String()
+}
+
+func fuzzStart(f *testing.F) *fuzzServer {
+	fs := &fuzzServer{srv: &server.Server{IOTimeout: fuzzIOTimeout, Logger: slog.New(slog.DiscardHandler)}}
+	fs.addr = fuzzServe(f, fs.srv, func() {
 		if fs.holder != nil {
 			fs.holder.Close()
 		}
 	})
+	var err error
 
 	// The holder: its whole ACQUIRE must arrive within the short
 	// io-timeout, which a loaded machine may miss; try a few times.

@@ -320,16 +320,28 @@ func TestV2ExpiryEndsEveryClaim(t *testing.T) {
 	ts := startServer(t)
 	const lease = 300 * time.Millisecond
 	waiter := ts.dialV2(t, longLease, "waiter")
-	silent := ts.dialV2(t, lease, "silent")
-	start := time.Now()
-	for id := uint32(1); id <= 5; id++ {
-		silent.mustHold(id, excl, 0, "e"+string(rune('0'+id)))
-		waiter.mustQueue(id, excl, 0, "e"+string(rune('0'+id)))
-	}
 	blocker := ts.dialV2(t, longLease, "blocker")
 	blocker.mustHold(1, excl, 0, "q")
-	silent.mustQueue(6, excl, 0, "q")
-	waiter.mustQueue(6, excl, 0, "q")
+	// The silent session's frames in one write, so that no pause of this
+	// process between them can let it expire early.
+	silent := ts.dialV2(t, lease, "silent")
+	start := time.Now()
+	var sb, wb []byte
+	for id := uint32(1); id <= 5; id++ {
+		sb = append(sb, claimFrame(id, excl, 0, "e"+itoa(id))...)
+		wb = append(wb, claimFrame(id, excl, 0, "e"+itoa(id))...)
+	}
+	sb = append(sb, claimFrame(6, excl, 0, "q")...)
+	wb = append(wb, claimFrame(6, excl, 0, "q")...)
+	silent.mustWrite(sb)
+	for id := uint32(1); id <= 5; id++ {
+		silent.expect(protocol.TypeGranted, id)
+	}
+	silent.expect(protocol.TypeQueued, 6)
+	waiter.mustWrite(wb)
+	for id := uint32(1); id <= 6; id++ {
+		waiter.expect(protocol.TypeQueued, id)
+	}
 
 	for id := uint32(1); id <= 5; id++ {
 		waiter.expectPromoted(id)
@@ -347,23 +359,41 @@ func TestV2ExpiryEndsEveryClaim(t *testing.T) {
 	t.Logf("session expired after %v (lease %v)", took, lease)
 }
 
-// TestV2PingKeepsSessionAlive: PINGs refresh the lease of every claim.
+// TestV2PingKeepsSessionAlive: PINGs refresh the lease of every claim:
+// a session pinging every lease/8 keeps its claim for six leases. A
+// session lost while this process stalled for most of a lease is a
+// missed timing bound (retried), not a failure.
 func TestV2PingKeepsSessionAlive(t *testing.T) {
 	t.Parallel()
-	ts := startServer(t)
-	const lease = 200 * time.Millisecond
-	c := ts.dialV2(t, lease, "pinger")
-	tok := c.mustHold(1, excl, 0, "alive")
-	for i := range 12 {
-		time.Sleep(lease / 4)
-		c.mustWrite(protocol.AppendPing(nil, uint64(i)))
-		if f := c.mustReadV2(); f.Type != protocol.TypePong {
-			t.Fatalf("PING answered %v", f)
+	const lease = 400 * time.Millisecond
+	retryTiming(t, func(late func(string, ...any)) {
+		ts := startServer(t)
+		c := ts.dialV2(t, lease, "pinger")
+		tok := c.mustHold(1, excl, 0, "alive")
+		m := startStallMeter()
+		for i := range 48 {
+			time.Sleep(lease / 8)
+			err := c.write(protocol.AppendPing(nil, uint64(i)))
+			var f protocol.Frame
+			if err == nil {
+				f, err = c.readV2(waitLimit)
+			}
+			if err != nil {
+				if stall := m.worst(); stall > lease/2 {
+					late("session lost after a stall of %v (lease %v): %v", stall, lease, err)
+					return
+				}
+				t.Fatalf("PING %d: %v, with no stall of this process to explain it", i, err)
+			}
+			if f.Type != protocol.TypePong || f.Seq != uint64(i) {
+				t.Fatalf("PING(%d) answered %v", i, f)
+			}
 		}
-	}
-	if info, ok := ts.Lock("alive"); !ok || info.Holder.Token != tok {
-		t.Fatalf("claim lost while pinging: %+v", info)
-	}
+		m.worst()
+		if info, ok := ts.Lock("alive"); !ok || info.Holder.Token != tok {
+			t.Fatalf("claim lost while pinging: %+v", info)
+		}
+	})
 }
 
 // TestV2CloseReleasesThousand closes a session with 1,000 held claims and
@@ -388,15 +418,16 @@ func TestV2CloseReleasesThousand(t *testing.T) {
 	for id := uint32(1); id <= n; id++ {
 		waiter.expect(protocol.TypeQueued, id)
 	}
+	m := startStallMeter()
 	start := time.Now()
 	holder.close()
 	for id := uint32(1); id <= n; id++ {
 		waiter.expectPromoted(id)
 	}
-	took := time.Since(start)
-	t.Logf("closing a session with %d held claims promoted every waiter in %v", n, took)
-	if took > 2*time.Second {
-		t.Errorf("promoting %d waiters took %v, want well under 2s", n, took)
+	took, stall := time.Since(start), m.worst()
+	t.Logf("closing a session with %d held claims promoted every waiter in %v (process stalled up to %v)", n, took, stall)
+	if took > time.Second+stall {
+		t.Errorf("promoting %d waiters took %v, want well under 1s + stall %v", n, took, stall)
 	}
 }
 

@@ -10,14 +10,11 @@ package server_test
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -202,28 +199,10 @@ func envInt(name string, def int) int {
 // not yet collected included), and the time to take them.
 func measureHeldClaims(b *testing.B, sessions, claims int) (float64, float64, time.Duration) {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "BATON_BENCH_CHILD=1")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer stdin.Close()
-	out := bufio.NewScanner(stdout)
-	out.Scan()
-	addr := out.Text()
-	mem := func() (uint64, int, uint64) {
-		fmt.Fprintln(stdin, "mem")
-		out.Scan()
-		f := strings.Fields(out.Text())
-		m, _ := strconv.ParseUint(f[0], 10, 64)
-		locks, _ := strconv.Atoi(f[1])
-		rss, _ := strconv.ParseUint(f[2], 10, 64)
-		return m, locks, rss
-	}
-	before, _, rss0 := mem()
+	child := startBenchChild(b)
+	defer child.stop()
+	addr := child.addr
+	before, _, rss0 := child.mem()
 	conns := make([]*v2Conn, sessions)
 	defer func() {
 		for _, c := range conns {
@@ -262,11 +241,10 @@ func measureHeldClaims(b *testing.B, sessions, claims int) (float64, float64, ti
 	close(work)
 	wg.Wait()
 	took := time.Since(start)
-	after, locks, rss := mem()
+	after, locks, rss := child.mem()
 	if locks != sessions*claims {
 		b.Fatalf("child holds %d locks, want %d", locks, sessions*claims)
 	}
-	fmt.Fprintln(stdin, "quit")
 	n := float64(sessions * claims)
 	return float64(after-before) / n, float64(rss-rss0) / n, took
 }
