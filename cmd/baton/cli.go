@@ -16,7 +16,7 @@ type cliArg int
 
 const (
 	argLock    cliArg = iota + 1 // a lock name (listed by the admin API)
-	argWaiter                    // a waiter's address in the lock named before it
+	argWaiter                    // a waiter (address or SESSION/CLAIM) in the lock named before it
 	argDir                       // a directory
 	argShell                     // bash, zsh or fish
 	argCommand                   // a baton command
@@ -73,7 +73,7 @@ func cliCommands() []cliCommand {
 				switch a {
 				case "NAME":
 					cc.args = append(cc.args, argLock)
-				case "ADDR":
+				case "WAITER":
 					cc.args = append(cc.args, argWaiter)
 				}
 			}

@@ -238,7 +238,13 @@ func complete(words []string) completion {
 			l, err := c.Lock(ctx, name)
 			var out []candidate
 			for _, w := range l.Waiters {
-				out = append(out, candidate{w.RemoteAddr, w.Identity})
+				// A version 2 waiter is named exactly by its claim; an
+				// address names the first waiter from it.
+				if w.Protocol == 2 {
+					out = append(out, candidate{w.Ref(), w.RemoteAddr})
+				} else {
+					out = append(out, candidate{w.RemoteAddr, w.Identity})
+				}
 			}
 			return out, err
 		}))

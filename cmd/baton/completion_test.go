@@ -208,6 +208,9 @@ func TestCompleteLocksFromAdminAPI(t *testing.T) {
 	waiter := opstest.Dial(t, f.addrs.protocol)
 	waiter.Acquire("jobs/nightly", 10*time.Second)
 	waiter.Expect(protocol.TypeWaiting, 0)
+	v2 := opstest.DialV2(t, f.addrs.protocol, 10*time.Second, "w2")
+	v2.Claim(3, protocol.ModeExclusive, 0, "jobs/nightly")
+	v2.ExpectV2(protocol.TypeQueued, 3, 0)
 	other := opstest.Dial(t, f.addrs.protocol)
 	other.Acquire("db", 10*time.Second)
 	other.Expect(protocol.TypeAcquired, 0)
@@ -219,8 +222,10 @@ func TestCompleteLocksFromAdminAPI(t *testing.T) {
 	if w := words(complete([]string{"show", "--admin", f.addrs.admin, "jo"})); !slices.Equal(w, []string{"jobs/nightly"}) {
 		t.Errorf("show --admin ADDR jo = %q", w)
 	}
-	if w := words(complete([]string{"kick", "--admin=" + f.addrs.admin, "jobs/nightly", ""})); !slices.Equal(w, []string{waiter.Addr()}) {
-		t.Errorf("kick NAME = %q, want the waiter %s", w, waiter.Addr())
+	// A version 1 waiter is named by its address, a version 2 one by
+	// SESSION/CLAIM, as 'baton kick' takes them.
+	if w := words(complete([]string{"kick", "--admin=" + f.addrs.admin, "jobs/nightly", ""})); len(w) != 2 || w[0] != waiter.Addr() || !strings.HasSuffix(w[1], "/3") {
+		t.Errorf("kick NAME = %q, want the waiter %s and a SESSION/3", w, waiter.Addr())
 	}
 	t.Setenv("BATON_ADMIN_ADDRESS", f.addrs.admin)
 	if w := words(complete([]string{"run", "--wait", "1s", ""})); !slices.Equal(w, []string{"db", "jobs/nightly"}) {
