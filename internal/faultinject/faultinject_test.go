@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 
 	"github.com/batonlock/baton/internal/faultinject"
 	"github.com/batonlock/baton/internal/pgtest"
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(workerEnv); cfg != "" {
 		os.Exit(workerMain(cfg))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func workerMain(cfgJSON string) int {
@@ -44,10 +45,19 @@ func workerMain(cfgJSON string) int {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := faultinject.RunWorker(ctx, cfg, os.Stdin, os.Stdout); err != nil {
+	err := faultinject.RunWorker(ctx, cfg, os.Stdin, os.Stdout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1
+	}
+	// Every session, claim, connection and timer of the run must be gone
+	// (the signal watcher stays once started, and so does the stdin
+	// reader of a worker stopped by a signal).
+	if err := goleak.Find(goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreTopFunction("os/signal.loop"),
+		goleak.IgnoreAnyFunction("bufio.(*Scanner).Scan")); err != nil {
+		fmt.Fprintln(os.Stderr, "worker: goroutines leaked:", err)
+		return 3
 	}
 	return 0
 }
@@ -55,12 +65,18 @@ func workerMain(cfgJSON string) int {
 // The suite's parameters.
 const (
 	lockName = "resource"
-	lease    = 2 * time.Second       // of every claim
-	slots    = 4                     // worker processes, each behind its own proxy
-	writes   = 6                     // at most, per tenure
-	step     = 20 * time.Millisecond // between a write's check and its send
-	waitMax  = 30 * time.Second      // for anything that must happen
-	budget   = 3 * time.Minute       // for the whole scenario, which takes about a minute
+	lease    = 2 * time.Second // of every claim
+	// Worker processes, each behind its own proxy: v1Slots version 1
+	// clients, then v2Slots version 2 sessions with the claim actors of
+	// v2Modes each (one exclusive writer and two shared readers), all on
+	// lockName.
+	v1Slots = 3
+	v2Slots = 2
+	slots   = v1Slots + v2Slots
+	writes  = 6                     // at most, per tenure
+	step    = 20 * time.Millisecond // between a write's check and its send
+	waitMax = 30 * time.Second      // for anything that must happen
+	budget  = 3 * time.Minute       // for the whole scenario, which takes about a minute
 	// releaseMax bounds the time from a tenure's end ("released") to the
 	// end of its Do ("done"): Release closes the connection and returns at
 	// once. A Release that does not close waits for the give-up deadline
@@ -155,14 +171,14 @@ func TestFaultInjection(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT writes FROM fence WHERE resource = $1`, lockName).Scan(&dbWrites); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.Query(ctx, `SELECT seq, token, worker FROM fence_log ORDER BY seq`)
+	rows, err := db.Query(ctx, `SELECT seq, token, worker, shared FROM fence_log ORDER BY seq`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dbLog, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (faultinject.DBWrite, error) {
 		var w faultinject.DBWrite
 		var tok int64
-		err := row.Scan(&w.Seq, &tok, &w.Worker)
+		err := row.Scan(&w.Seq, &tok, &w.Worker, &w.Shared)
 		w.Token = uint64(tok)
 		return w, err
 	})
@@ -313,14 +329,22 @@ func (h *harness) startServer() {
 	}
 }
 
-// spawn starts a new worker process in slot i, behind the slot's proxy.
+var v2Modes = []string{"exclusive", "shared", "shared"}
+
+// spawn starts a new worker process in slot i, behind the slot's proxy:
+// a version 1 client ("w…") or, from slot v1Slots on, a version 2
+// session ("s…").
 func (h *harness) spawn(i int) {
 	h.gen++
-	id := fmt.Sprintf("w%d.%d", i, h.gen)
-	cfg, _ := json.Marshal(faultinject.WorkerConfig{
-		ID: id, Addr: h.proxies[i].Addr(), Lock: lockName, Lease: lease,
-		DSN: h.pg.DSN, Writes: writes, Step: step,
-	})
+	wc := faultinject.WorkerConfig{
+		ID: fmt.Sprintf("w%d.%d", i, h.gen), Addr: h.proxies[i].Addr(), Lock: lockName, Lease: lease,
+		DSN: h.pg.DSN, Writes: writes, Step: step, Mutation: os.Getenv("BATON_FAULTINJECT_MUTATION"),
+	}
+	if i >= v1Slots {
+		wc.ID, wc.Modes = fmt.Sprintf("s%d.%d", i, h.gen), v2Modes
+	}
+	id := wc.ID
+	cfg, _ := json.Marshal(wc)
 	self, err := os.Executable()
 	if err != nil {
 		h.t.Fatal(err)
@@ -370,7 +394,7 @@ func (h *harness) read(p *proc, r io.Reader) {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var rec faultinject.Record
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil || rec.W != p.id {
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil || faultinject.Proc(rec.W) != p.id {
 			h.problem("%s wrote a line that is not its record: %q", p.id, sc.Text())
 			continue
 		}
@@ -474,8 +498,9 @@ func (h *harness) indexAfter(rec faultinject.Record) int {
 	return len(h.records)
 }
 
-// holder waits for a worker that holds the lock: the author of the
-// latest "acquired" record, while it has not released.
+// holder waits for a worker that holds the lock: the process of the
+// author of the latest "acquired" record, while no release or loss came
+// after it.
 func (h *harness) holder() (*proc, uint64) {
 	h.t.Helper()
 	timeout := time.After(waitMax)
@@ -496,7 +521,7 @@ func (h *harness) holder() (*proc, uint64) {
 		h.mu.Unlock()
 		if acq != nil {
 			for _, w := range h.workers {
-				if w.id == acq.W {
+				if w.id == faultinject.Proc(acq.W) {
 					return w, acq.Tok
 				}
 			}
@@ -533,7 +558,7 @@ func (h *harness) inject(kind string) {
 		h.proxies[w.slot].SetDelay(lease * 6 / 10)
 		from := h.mark()
 		h.waitFor(from, w.id+" giving up under a delay of 0.6·lease", func(r faultinject.Record) bool {
-			return r.W == w.id && r.Ev == "done" && strings.Contains(r.Err, "heartbeat timeout")
+			return faultinject.Proc(r.W) == w.id && r.Ev == "done" && strings.Contains(r.Err, "heartbeat timeout")
 		})
 		h.proxies[w.slot].SetDelay(0)
 		h.fault(faultinject.FaultDelay, w.id, start)
@@ -595,7 +620,7 @@ func (h *harness) steer(kind string) {
 	w, _ := h.holder()
 	w.command("pause")
 	chk := h.waitFor(from, w.id+" pausing after its check", func(r faultinject.Record) bool {
-		return r.W == w.id && r.Ev == "check" && r.Paused
+		return faultinject.Proc(r.W) == w.id && r.Ev == "check" && r.Paused
 	})
 	start := faultinject.Mono()
 	switch kind {
@@ -607,8 +632,10 @@ func (h *harness) steer(kind string) {
 	case "reset":
 		h.proxies[w.slot].Reset()
 	}
-	h.waitFor(from, fmt.Sprintf("accepted write with a token above %s's %d", w.id, chk.Tok), func(r faultinject.Record) bool {
-		return r.Ev == "write" && r.OK && r.Tok > chk.Tok
+	// A reader's read is refused only after a write with a higher token
+	// (the W rule); a writer's write after any higher operation.
+	h.waitFor(from, fmt.Sprintf("accepted write with a token above %s's %d", chk.W, chk.Tok), func(r faultinject.Record) bool {
+		return r.Ev == "write" && r.OK && r.Tok > chk.Tok && (!chk.Shared || !r.Shared)
 	})
 	switch kind {
 	case "freeze":
@@ -616,8 +643,8 @@ func (h *harness) steer(kind string) {
 	default:
 		w.command("resume")
 	}
-	late := h.waitFor(from, w.id+"'s late write", func(r faultinject.Record) bool {
-		return r.W == w.id && r.Ev == "write" && r.Tok == chk.Tok && r.T0 > chk.T
+	late := h.waitFor(from, chk.W+"'s late write", func(r faultinject.Record) bool {
+		return r.W == chk.W && r.Ev == "write" && r.Tok == chk.Tok && r.T0 > chk.T
 	})
 	if kind == "blackhole" {
 		h.proxies[w.slot].Heal()
@@ -626,8 +653,8 @@ func (h *harness) steer(kind string) {
 	if !late.OK && late.Err == "" {
 		h.steeredRefused++
 	} else {
-		h.t.Errorf("%s: %s's write with token %d after the lock moved on: accepted %v, error %q; want refused by the fence",
-			kind, w.id, chk.Tok, late.OK, late.Err)
+		h.t.Errorf("%s: %s's write (shared %v) with token %d after the lock moved on: accepted %v, error %q; want refused by the fence",
+			kind, chk.W, chk.Shared, chk.Tok, late.OK, late.Err)
 	}
 }
 
