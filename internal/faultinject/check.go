@@ -86,7 +86,12 @@ type Report struct {
 	Late       int            // writes sent after the holder's context was cancelled
 	RejectedBy map[string]int // refused writes, by the fault their holder suffered
 	Overlaps   map[string]int // intervals that overlapped a later one, by the fault that excuses them
-	Faults     map[string]int // faults injected, by kind
+	// Pairs of intervals that overlapped legitimately: two shared
+	// holders at once (ReaderPairs), and two claims of one session at
+	// once (SessionPairs, shared ones in this suite).
+	ReaderPairs  int
+	SessionPairs int
+	Faults       map[string]int // faults injected, by kind
 
 	Violations []string
 }
@@ -103,6 +108,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "writes and reads: %d accepted (%d reads), %d stale rejected by the fence (%d reads; %s), %d failed; %d sent after the holder had lost the lock\n",
 		r.Accepted, r.Reads, r.Rejected, r.ReadsRef, formatCounts(r.RejectedBy), r.Failed, r.Late)
 	fmt.Fprintf(&b, "holders whose ownership overlapped a successor's, all frozen or cut off: %s\n", formatCounts(r.Overlaps))
+	fmt.Fprintf(&b, "pairs of shared holders at once: %d, of them claims of one session: %d\n", r.ReaderPairs, r.SessionPairs)
 	fmt.Fprintf(&b, "violations: %d", len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "\n  - %s", v)
@@ -303,7 +309,16 @@ func checkExclusion(in Input, ivs map[ivKey]*interval, r *Report) {
 	for i, a := range byTok {
 		overlapped := false
 		for _, b := range byTok[i+1:] {
-			if b.tok == a.tok || a.end <= b.start || (a.shared && b.shared) {
+			if b.tok == a.tok || a.end <= b.start {
+				continue
+			}
+			if a.shared && b.shared {
+				if b.end > a.start { // at once, not merely out of token order
+					r.ReaderPairs++
+					if Proc(a.w) == Proc(b.w) {
+						r.SessionPairs++
+					}
+				}
 				continue
 			}
 			if f, ok := cutFault(in, a.w, a.start, a.end); ok {

@@ -316,7 +316,7 @@ func v2Run() *history {
 func TestCheckV2Clean(t *testing.T) {
 	r := v2Run().check()
 	wantClean(t, r)
-	if r.Reads != 2 || r.Accepted != 4 || r.GrantsBy["v2 shared"] != 2 || r.GrantsBy["v1 exclusive"] != 1 || r.GrantsBy["v2 exclusive"] != 1 {
+	if r.Reads != 2 || r.ReaderPairs != 1 || r.SessionPairs != 1 || r.Accepted != 4 || r.GrantsBy["v2 shared"] != 2 || r.GrantsBy["v1 exclusive"] != 1 || r.GrantsBy["v2 exclusive"] != 1 {
 		t.Fatalf("report:\n%s", r)
 	}
 }

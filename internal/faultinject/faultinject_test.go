@@ -89,7 +89,8 @@ const (
 // between any two. "freeze", "blackhole" and "reset" are steered: they
 // hit a holder between the check of its context and its write, and the
 // suite requires the write to be refused by the fence. "freeze-any"
-// stops a holder wherever it is.
+// stops a holder wherever it is. The "-reader" faults hit a version 2
+// session that holds a shared claim, steered at its reader.
 var plan = planFor()
 
 func planFor() []string {
@@ -101,22 +102,77 @@ func planFor() []string {
 
 var defaultPlan = []string{
 	"delay", "freeze", "reset", "blackhole", "kill", "freeze-any",
+	"reset-reader", "freeze-reader",
 	faultinject.FaultRestart,
 	"delay-large", "freeze", "blackhole", "reset", "kill", "freeze-any",
+	"blackhole-reader", "kill-reader",
 	faultinject.FaultCrash,
 	"freeze", "blackhole", "reset", "kill", "delay",
 }
 
 // TestFaultInjection runs the real server binary, worker processes using
-// the Go client and a private PostgreSQL through the fault plan, then
-// checks the run's record with faultinject.Check. Run it with -v for the
-// figures.
+// the Go client (version 1 clients and version 2 sessions) and a private
+// PostgreSQL through the fault plan, then checks the run's record with
+// faultinject.Check. Run it with -v for the figures.
 func TestFaultInjection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fault-injection suite takes about a minute; not with -short")
 	}
+	rep, h := runSuite(t, plan, "")
+	for _, v := range rep.Violations {
+		t.Errorf("violation: %s", v)
+	}
+	for _, p := range h.problems {
+		t.Errorf("%s", p)
+	}
+	// The scenario must have exercised what version 2 adds.
+	if rep.ReaderPairs == 0 || rep.SessionPairs == 0 || rep.ReadsRef == 0 || rep.GrantsBy["v1 exclusive"] == 0 || rep.GrantsBy["v2 exclusive"] == 0 {
+		t.Errorf("the run did not exercise version 2: %d pairs of readers at once, %d pairs of claims of one session at once, %d stale reads refused, grants %v",
+			rep.ReaderPairs, rep.SessionPairs, rep.ReadsRef, rep.GrantsBy)
+	}
+}
+
+// TestFaultInjectionMutants runs short plans with a broken worker or
+// fence and requires Check to find the break: a suite that cannot fail
+// proves nothing. Each steers a fault at a version 2 reader.
+func TestFaultInjectionMutants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the fault suite on short plans; not with -short")
+	}
+	for _, tc := range []struct {
+		mutation string
+		plan     []string
+		want     string
+	}{
+		// The read fence without W: the reader's late read, after a
+		// writer with a higher token, gets in.
+		{faultinject.MutationNoWRule, []string{"reset-reader"}, "STALE READ ACCEPTED"},
+		// Claim actors that ignore the loss of their claim: the reset
+		// reader reads on past its successor's grant.
+		{faultinject.MutationIgnoreLost, []string{"reset-reader"}, "IGNORED LOSS"},
+	} {
+		t.Run(tc.mutation, func(t *testing.T) {
+			rep, h := runSuite(t, tc.plan, tc.mutation)
+			found := false
+			for _, v := range rep.Violations {
+				found = found || strings.Contains(v, tc.want)
+			}
+			if !found {
+				t.Errorf("mutation %s: no violation %q among %q (problems %q)", tc.mutation, tc.want, rep.Violations, h.problems)
+			}
+		})
+	}
+}
+
+// runSuite runs the scenario: a private PostgreSQL, the server, the
+// workers (broken by mutation, if not empty), the faults of plan; it
+// returns what Check found and the harness, whose problems lists what
+// went wrong on the way (a steered late write that got in, a worker
+// that did not exit cleanly).
+func runSuite(t *testing.T, plan []string, mutation string) (*faultinject.Report, *harness) {
+	t.Helper()
 	began := time.Now()
-	h := &harness{t: t, dir: t.TempDir(), killed: map[string]int64{}, changed: make(chan struct{})}
+	h := &harness{t: t, dir: t.TempDir(), killed: map[string]int64{}, changed: make(chan struct{}), mutation: mutation}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
@@ -203,12 +259,7 @@ func TestFaultInjection(t *testing.T) {
 	}
 	t.Logf("fault injection, %d server processes, lease %v: setup %.1fs, scenario %.1fs, total %.1fs\n%s\nsteered faults whose late write the fence refused: %d of %d",
 		len(h.audits), lease, setup.Seconds(), scenarioTime.Seconds(), time.Since(began).Seconds(), rep, h.steeredRefused, h.steered)
-	for _, v := range rep.Violations {
-		t.Errorf("violation: %s", v)
-	}
-	for _, p := range h.problems {
-		t.Errorf("%s", p)
-	}
+	return rep, h
 }
 
 // harness runs the processes and keeps the record.
@@ -227,6 +278,7 @@ type harness struct {
 	faults  []faultinject.Fault
 
 	steered, steeredRefused int       // steered faults, and those whose late write was refused
+	mutation                string    // WorkerConfig.Mutation of every worker
 	deadline                time.Time // the scenario's time budget ends; zero: no budget yet
 
 	mu       sync.Mutex
@@ -338,7 +390,7 @@ func (h *harness) spawn(i int) {
 	h.gen++
 	wc := faultinject.WorkerConfig{
 		ID: fmt.Sprintf("w%d.%d", i, h.gen), Addr: h.proxies[i].Addr(), Lock: lockName, Lease: lease,
-		DSN: h.pg.DSN, Writes: writes, Step: step, Mutation: os.Getenv("BATON_FAULTINJECT_MUTATION"),
+		DSN: h.pg.DSN, Writes: writes, Step: step, Mutation: h.mutation,
 	}
 	if i >= v1Slots {
 		wc.ID, wc.Modes = fmt.Sprintf("s%d.%d", i, h.gen), v2Modes
@@ -534,6 +586,44 @@ func (h *harness) holder() (*proc, uint64) {
 	}
 }
 
+// holderWhere is holder, or with reader the process of a claim actor
+// that holds a shared claim: whose latest record among "acquired",
+// "released" and "lost" is a shared "acquired".
+func (h *harness) holderWhere(reader bool) *proc {
+	h.t.Helper()
+	if !reader {
+		w, _ := h.holder()
+		return w
+	}
+	timeout := time.After(waitMax)
+	for {
+		h.mu.Lock()
+		holds := map[string]bool{}
+		for _, r := range h.records {
+			switch r.Ev {
+			case "acquired":
+				holds[r.W] = r.Shared
+			case "released", "lost":
+				delete(holds, r.W)
+			}
+		}
+		changed := h.changed
+		h.mu.Unlock()
+		for _, w := range h.workers {
+			for actor, shared := range holds {
+				if shared && faultinject.Proc(actor) == w.id {
+					return w
+				}
+			}
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			h.t.Fatalf("no reader holding within %v", waitMax)
+		}
+	}
+}
+
 // fault records a fault from start to now.
 func (h *harness) fault(kind, worker string, start int64) {
 	h.faults = append(h.faults, faultinject.Fault{Kind: kind, Worker: worker, Start: start, End: faultinject.Mono()})
@@ -564,7 +654,10 @@ func (h *harness) inject(kind string) {
 		h.fault(faultinject.FaultDelay, w.id, start)
 
 	case "freeze", "blackhole", "reset":
-		h.steer(kind)
+		h.steer(kind, false)
+
+	case "freeze-reader", "blackhole-reader", "reset-reader": // steered at a version 2 reader
+		h.steer(strings.TrimSuffix(kind, "-reader"), true)
 
 	case "freeze-any": // the holder wherever it is, for 1.5 leases
 		w, _ := h.holder()
@@ -574,8 +667,8 @@ func (h *harness) inject(kind string) {
 		w.signal(syscall.SIGCONT)
 		h.fault(faultinject.FaultFreeze, w.id, start)
 
-	case "kill": // the holder, then a new worker in its place
-		w, _ := h.holder()
+	case "kill", "kill-reader": // the holder (a session holding a shared claim), then a new worker in its place
+		w := h.holderWhere(kind == "kill-reader")
 		start := faultinject.Mono()
 		h.killed[w.id] = start
 		w.signal(syscall.SIGKILL)
@@ -613,12 +706,19 @@ func (h *harness) inject(kind string) {
 // the holder is told to pause there; once it has, it is frozen or cut
 // off, the lock moves on and the successor writes with a higher token;
 // then the holder goes on with its write, which the fence must refuse.
-func (h *harness) steer(kind string) {
+//
+// With reader, the holder is a version 2 session holding a shared claim,
+// and only a shared claim actor pauses.
+func (h *harness) steer(kind string, reader bool) {
 	h.t.Helper()
 	h.steered++
 	from := h.mark()
-	w, _ := h.holder()
-	w.command("pause")
+	w := h.holderWhere(reader)
+	if reader {
+		w.command("pause-shared")
+	} else {
+		w.command("pause")
+	}
 	chk := h.waitFor(from, w.id+" pausing after its check", func(r faultinject.Record) bool {
 		return faultinject.Proc(r.W) == w.id && r.Ev == "check" && r.Paused
 	})
@@ -653,7 +753,7 @@ func (h *harness) steer(kind string) {
 	if !late.OK && late.Err == "" {
 		h.steeredRefused++
 	} else {
-		h.t.Errorf("%s: %s's write (shared %v) with token %d after the lock moved on: accepted %v, error %q; want refused by the fence",
+		h.problem("%s: %s's write (shared %v) with token %d after the lock moved on: accepted %v, error %q; want refused by the fence",
 			kind, chk.W, chk.Shared, chk.Tok, late.OK, late.Err)
 	}
 }

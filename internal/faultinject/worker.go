@@ -144,7 +144,8 @@ func Proc(w string) string {
 // done, and under each grant makes cfg.Writes operations stamped with
 // the fencing token: writes under an exclusive claim, reads under a
 // shared one. Before each operation it checks fn's ctx, then spends
-// cfg.Step (or waits for a "resume" line on stdin after a "pause" line)
+// cfg.Step (or waits for a "resume" line on stdin after a "pause" line,
+// or for a shared actor after a "pause-shared" line)
 // without looking at ctx, then sends the operation whatever happened to
 // ctx meanwhile: the check-then-act gap a GC pause opens in a real
 // program, which only the fence in the database closes.
@@ -167,6 +168,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 			switch sc.Text() {
 			case "pause":
 				w.pause.Store(true)
+			case "pause-shared":
+				w.pauseShared.Store(true)
 			case "resume":
 				select {
 				case w.resume <- struct{}{}:
@@ -246,12 +249,14 @@ func backoff(ctx context.Context) {
 }
 
 type worker struct {
-	cfg     WorkerConfig
-	out     io.Writer
-	outMu   sync.Mutex
-	pause   atomic.Bool
-	resume  chan struct{}
-	stopped <-chan struct{} // the worker is stopping
+	cfg   WorkerConfig
+	out   io.Writer
+	outMu sync.Mutex
+	pause atomic.Bool
+	// pauseShared is pause for the next check of a shared actor only.
+	pauseShared atomic.Bool
+	resume      chan struct{}
+	stopped     <-chan struct{} // the worker is stopping
 }
 
 // actor is one claimant of a worker: the worker itself in version 1, a
@@ -300,7 +305,7 @@ func (a *actor) tenure(ctx context.Context, token uint64) error {
 		if ctx.Err() != nil && !ignore { // the check
 			return nil
 		}
-		paused := w.pause.Swap(false)
+		paused := w.pause.Swap(false) || (a.shared && w.pauseShared.Swap(false))
 		w.log(Record{Ev: "check", W: a.id, Tok: token, Paused: paused, Shared: a.shared})
 		if paused {
 			select {
