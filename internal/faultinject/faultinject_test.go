@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(workerEnv); cfg != "" {
 		os.Exit(workerMain(cfg))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if built.dir != "" {
+			os.RemoveAll(built.dir)
+		}
+	}))
 }
 
 func workerMain(cfgJSON string) int {
@@ -178,11 +182,11 @@ func runSuite(t *testing.T, plan []string, mutation string) (*faultinject.Report
 
 	// Build the server while PostgreSQL starts. Without PostgreSQL,
 	// pgtest skips, or fails when CI=true: CI must not pass by skipping.
-	built := make(chan error, 1)
-	go func() { built <- h.build(ctx) }() // a skip cancels ctx, and the build
+	building := make(chan error, 1)
+	go func() { building <- h.build(ctx) }() // a skip cancels ctx, and the build
 	pg := pgtest.New(t)
 	h.pg = pg
-	if err := <-built; err != nil {
+	if err := <-building; err != nil {
 		t.Fatal(err)
 	}
 	db, err := pgx.Connect(ctx, pg.DSN)
@@ -318,12 +322,32 @@ func (p *proc) wait(limit time.Duration) bool {
 	}
 }
 
+// built is the baton binary, built once for the package's tests (a
+// failed or cancelled build is tried again by the next test).
+var built struct {
+	mu       sync.Mutex
+	dir, bin string
+}
+
 // build compiles cmd/baton, with the race detector if this test has it:
 // then the build reuses the packages compiled for the test, and the
 // server runs under the detector too.
 func (h *harness) build(ctx context.Context) error {
-	h.bin = filepath.Join(h.dir, "baton")
-	args := []string{"build", "-o", h.bin}
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if built.bin != "" {
+		h.bin = built.bin
+		return nil
+	}
+	if built.dir == "" {
+		dir, err := os.MkdirTemp("", "baton-faultinject-")
+		if err != nil {
+			return err
+		}
+		built.dir = dir
+	}
+	bin := filepath.Join(built.dir, "baton")
+	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
@@ -332,6 +356,7 @@ func (h *harness) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	built.bin, h.bin = bin, bin
 	return nil
 }
 
