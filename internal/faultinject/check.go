@@ -91,7 +91,11 @@ type Report struct {
 	// once (SessionPairs, shared ones in this suite).
 	ReaderPairs  int
 	SessionPairs int
-	Faults       map[string]int // faults injected, by kind
+	// Version 2 sessions that ended while the worker ran on (not closed
+	// by it), and the claims they held then, whose work they ended.
+	SessionLosses int
+	LostClaims    int
+	Faults        map[string]int // faults injected, by kind
 
 	Violations []string
 }
@@ -109,6 +113,7 @@ func (r *Report) String() string {
 		r.Accepted, r.Reads, r.Rejected, r.ReadsRef, formatCounts(r.RejectedBy), r.Failed, r.Late)
 	fmt.Fprintf(&b, "holders whose ownership overlapped a successor's, all frozen or cut off: %s\n", formatCounts(r.Overlaps))
 	fmt.Fprintf(&b, "pairs of shared holders at once: %d, of them claims of one session: %d\n", r.ReaderPairs, r.SessionPairs)
+	fmt.Fprintf(&b, "version 2 sessions lost: %d, ending %d held claims\n", r.SessionLosses, r.LostClaims)
 	fmt.Fprintf(&b, "violations: %d", len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "\n  - %s", v)
@@ -133,24 +138,29 @@ type interval struct {
 	tok        uint64
 	shared     bool  // a shared claim: overlaps other shared ones
 	lost       bool  // the worker logged the loss of the claim
+	req        int64 // when the claim was requested (start if not logged)
 	start, end int64 // from fn's start to the first of: loss seen, fn's return, death
 }
 
 // Check checks the properties of a run:
 //
 //  1. the fence: in commit order, no write was accepted with a token lower
-//     than one accepted before it; the database's record and the workers'
-//     agree, and only holders wrote;
-//  2. mutual exclusion on the shared monotonic clock: no two ownership
-//     intervals overlap, and grants follow token order, except where the
-//     earlier holder was frozen or cut off during its interval;
+//     than any operation accepted before it (M), and no read with a token
+//     not above the last accepted write's (W); the database's record and
+//     the workers' agree, and only holders wrote (reads only shared ones);
+//  2. mutual exclusion on the shared monotonic clock: no two conflicting
+//     ownership intervals overlap (two shared ones may), and grants
+//     follow token order, except where the earlier holder was frozen or
+//     cut off during its interval (and, when cut off, saw its loss);
 //  3. every write the fence refused came from a holder that was frozen or
 //     cut off, or that had already been told it lost the lock, and some
 //     were refused whenever such faults were injected;
-//  4. the audit log of every server process alternates strictly
-//     granted/released per lock, with matching and increasing tokens, and
-//     records every grant a worker saw (except in the lost tail of a
-//     killed server's log).
+//  4. the audit log of every server process grants a lock only to claims
+//     that conflict with none of its holders, releases only what it
+//     granted, with increasing tokens, and records every grant a worker
+//     saw (except in the lost tail of a killed server's log);
+//  5. every claim of a version 2 session ends with the session: no
+//     operation is sent with its context alive after its session ended.
 func Check(in Input) *Report {
 	r := &Report{RejectedBy: map[string]int{}, Overlaps: map[string]int{}, Faults: map[string]int{}, GrantsBy: map[string]int{}}
 	for _, f := range in.Faults {
@@ -160,6 +170,7 @@ func Check(in Input) *Report {
 	checkFence(in, ivs, r)
 	checkExclusion(in, ivs, r)
 	checkWrites(in, ivs, r)
+	checkSessions(in, ivs, r)
 	checkAudit(in, ivs, r)
 	return r
 }
@@ -172,19 +183,26 @@ type ivKey struct {
 // intervals builds the ownership intervals from the workers' records.
 func intervals(in Input, r *Report) map[ivKey]*interval {
 	ivs := map[ivKey]*interval{}
-	last := map[string]int64{} // worker → time of its last record
+	last := map[string]int64{}    // worker → time of its last record
+	request := map[string]int64{} // worker → time of its last request
 	workers := map[string]bool{}
 	for _, rec := range in.Records {
 		workers[rec.W] = true
 		last[rec.W] = max(last[rec.W], rec.T)
 		k := ivKey{rec.W, rec.Tok}
 		switch rec.Ev {
+		case "request":
+			request[rec.W] = rec.T
 		case "acquired":
 			if ivs[k] != nil {
 				r.violate("worker %s was granted token %d twice", rec.W, rec.Tok)
 				continue
 			}
-			ivs[k] = &interval{w: rec.W, tok: rec.Tok, shared: rec.Shared, start: rec.T, end: math.MaxInt64}
+			req, ok := request[rec.W]
+			if !ok || req > rec.T {
+				req = rec.T
+			}
+			ivs[k] = &interval{w: rec.W, tok: rec.Tok, shared: rec.Shared, req: req, start: rec.T, end: math.MaxInt64}
 		}
 	}
 	for _, rec := range in.Records {
@@ -321,7 +339,9 @@ func checkExclusion(in Input, ivs map[ivKey]*interval, r *Report) {
 				}
 				continue
 			}
-			if f, ok := cutFault(in, a.w, a.start, a.end); ok {
+			// A holder frozen or cut off between its grant and fn's start
+			// cannot know either: the window opens at the request.
+			if f, ok := cutFault(in, a.w, a.req, a.end); ok {
 				if !overlapped {
 					r.Overlaps[f.Kind]++
 					overlapped = true
@@ -390,7 +410,7 @@ func checkWrites(in Input, ivs map[ivKey]*interval, r *Report) {
 			if iv == nil {
 				continue // reported by intervals
 			}
-			if f, ok := cutFault(in, rec.W, iv.start, max(iv.end, rec.T)); ok {
+			if f, ok := cutFault(in, rec.W, iv.req, max(iv.end, rec.T)); ok {
 				r.RejectedBy[f.Kind]++
 			} else if rec.Late {
 				r.RejectedBy["lost without a fault"]++
@@ -407,6 +427,49 @@ func checkWrites(in Input, ivs map[ivKey]*interval, r *Report) {
 	}
 	if cuts > 0 && r.Rejected == 0 {
 		r.violate("%d holders were frozen or cut off but the fence refused no write: the scenario did not bite", cuts)
+	}
+}
+
+// checkSessions is property 5: when a version 2 session ends, every
+// claim it holds ends with it. The client cancels the work of every
+// claim before it closes Lost (when the worker logs "session-lost"), so
+// every operation of a claim granted before that record and sent after
+// it must be Late: sent with its context already cancelled.
+func checkSessions(in Input, ivs map[ivKey]*interval, r *Report) {
+	ends := map[string][]Record{} // process → its session-lost records
+	for _, rec := range in.Records {
+		if rec.Ev == "session-lost" {
+			ends[rec.W] = append(ends[rec.W], rec)
+		}
+	}
+	for p, recs := range ends {
+		for _, end := range recs {
+			closed := strings.Contains(end.Err, "session closed") // by the worker, at its stop
+			if !closed {
+				r.SessionLosses++
+			}
+			for _, iv := range ivs {
+				if !closed && Proc(iv.w) == p && iv.start < end.T && iv.end >= end.T {
+					r.LostClaims++
+				}
+			}
+		}
+	}
+	for _, rec := range in.Records {
+		if rec.Ev != "write" || rec.Late {
+			continue
+		}
+		iv := ivs[ivKey{rec.W, rec.Tok}]
+		if iv == nil {
+			continue // reported by intervals
+		}
+		for _, end := range ends[Proc(rec.W)] {
+			if iv.start < end.T && rec.T0 > end.T {
+				r.violate("CLAIM OUTLIVED ITS SESSION: %s sent an operation with token %d %s after its session ended (%s) with its context not cancelled",
+					rec.W, rec.Tok, ms(end.T, rec.T0), end.Err)
+				break
+			}
+		}
 	}
 }
 

@@ -402,3 +402,54 @@ func TestCheckAuditModes(t *testing.T) {
 	wantViolation(t, run(g(10, "exclusive"), g(11, "shared"), rel(11)), "granted (token 11, shared) while held (token 10, exclusive)")
 	wantViolation(t, run(g(10, "shared"), g(11, "shared"), rel(10)), "ends with lock")
 }
+
+// A holder frozen between its request and the start of fn, that started
+// fn after its successor's grant: it could not know, as when frozen
+// during fn. Before its request, the freeze excuses nothing.
+func TestCheckFrozenBeforeFn(t *testing.T) {
+	h := newHistory()
+	h.rec("request", "s1#1", 0, 0)
+	h.hold("w1", 11, 5, 20)
+	h.rec("acquired", "s1#1", 10, 25).Shared = true
+	h.rec("released", "s1#1", 10, 26)
+	h.aud = []audit.Record{
+		{Event: audit.Granted, Lock: "r", Token: 10, Protocol: 2, Mode: "shared"}, {Event: audit.Released, Lock: "r", Token: 10},
+		{Event: audit.Granted, Lock: "r", Token: 11}, {Event: audit.Released, Lock: "r", Token: 11},
+	}
+	h.fault(faultinject.FaultFreeze, "s1", 1, 24)
+	// Its read, after w1's write, is refused.
+	h.write("s1#1", 10, 25, false).Shared = true
+	r := h.check()
+	wantClean(t, r)
+	if r.Overlaps[faultinject.FaultFreeze] != 1 {
+		t.Fatalf("report:\n%s", r)
+	}
+	h.in.Records[0].T = 2e6 // requested after the freeze began: still within
+	wantClean(t, h.check())
+	h.in.Faults[0].End = 1.5e6 // the freeze ended before the request
+	if r := h.check(); len(r.Violations) == 0 || !strings.Contains(r.Violations[0], "OVERLAP of a reader and a writer") {
+		t.Fatalf("violations %q; want an overlap first", r.Violations)
+	}
+}
+
+// Property 5: an operation of a claim granted before its session ended,
+// sent after the session-lost record with its context alive.
+func TestCheckClaimOutlivedSession(t *testing.T) {
+	h := newHistory()
+	h.holdMode("s1#1", 10, true, 0, 30)
+	h.rec("session-lost", "s1", 0, 10).Err = "baton: heartbeat timeout"
+	late := h.write("s1#1", 10, 12, true)
+	late.Shared, late.Late = true, true
+	h.in.DB[len(h.in.DB)-1].Shared = true
+	r := h.check()
+	wantClean(t, r)
+	if r.SessionLosses != 1 || r.LostClaims != 1 {
+		t.Fatalf("report:\n%s", r)
+	}
+	h.in.Records[len(h.in.Records)-1].Late = false
+	wantViolation(t, h.check(), "CLAIM OUTLIVED ITS SESSION")
+
+	// Sent before the end, or by the next session's claim: fine.
+	h.in.Records[len(h.in.Records)-1].T0 = 9e6
+	wantClean(t, h.check())
+}

@@ -80,7 +80,7 @@ const (
 	writes  = 6                     // at most, per tenure
 	step    = 20 * time.Millisecond // between a write's check and its send
 	waitMax = 30 * time.Second      // for anything that must happen
-	budget  = 3 * time.Minute       // for the whole scenario, which takes about a minute
+	budget  = 3 * time.Minute       // for the whole scenario, which takes a little over a minute
 	// releaseMax bounds the time from a tenure's end ("released") to the
 	// end of its Do ("done"): Release closes the connection and returns at
 	// once. A Release that does not close waits for the give-up deadline
@@ -189,14 +189,7 @@ func runSuite(t *testing.T, plan []string, mutation string) (*faultinject.Report
 	if err := <-building; err != nil {
 		t.Fatal(err)
 	}
-	db, err := pgx.Connect(ctx, pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-	if _, err := db.Exec(ctx, faultinject.SchemaSQL); err != nil {
-		t.Fatal(err)
-	}
+	db := fenceDB(ctx, t, pg.DSN)
 	if _, err := db.Exec(ctx, `INSERT INTO fence VALUES ($1, 0, 0)`, lockName); err != nil {
 		t.Fatal(err)
 	}

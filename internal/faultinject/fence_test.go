@@ -27,14 +27,7 @@ func TestFenceSQL(t *testing.T) {
 	pg := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := pgx.Connect(ctx, pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-	if _, err := db.Exec(ctx, faultinject.SchemaSQL); err != nil {
-		t.Fatal(err)
-	}
+	db := fenceDB(ctx, t, pg.DSN)
 	type op struct {
 		read bool
 		tok  int64
@@ -86,4 +79,19 @@ func TestFenceSQL(t *testing.T) {
 		{false, 13, true, "a writer"},
 		{true, 12, true, "without the W rule the stale reader gets in"},
 	})
+}
+
+// fenceDB connects to the private PostgreSQL at dsn, closed when the test
+// ends, and creates the fence's tables.
+func fenceDB(ctx context.Context, t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close(context.Background()) })
+	if _, err := db.Exec(ctx, faultinject.SchemaSQL); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

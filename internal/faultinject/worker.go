@@ -103,6 +103,10 @@ func readSQL(mutation string) string {
 //
 //	start     the worker is up (PID)
 //	session   a version 2 worker opened a session (Err: it failed)
+//	session-lost  its session ended (Err: why), logged once Lost() is
+//	          closed, which the client does after cancelling every claim's
+//	          work
+//	request   Do is called: the claim is requested
 //	acquired  fn was called: ownership of Tok begins (Shared: under a
 //	          shared claim, whose operations are reads)
 //	check     fn's ctx was found alive before an operation; Paused when
@@ -191,6 +195,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 	defer a.close()
 	for ctx.Err() == nil {
 		var tok uint64
+		w.log(Record{Ev: "request", W: a.id})
 		err := c.Do(ctx, cfg.Lock, cfg.Lease, func(ctx context.Context, token uint64) error {
 			tok = token
 			return a.tenure(ctx, token)
@@ -212,6 +217,12 @@ func (w *worker) session(ctx context.Context, c *baton.Client) {
 		return
 	}
 	w.log(Record{Ev: "session"})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		<-s.Lost() // closed by s.Close at the latest
+		w.log(Record{Ev: "session-lost", Err: fmt.Sprint(s.Err())})
+	}()
 	var actors sync.WaitGroup
 	for k, m := range w.cfg.Modes {
 		mode, shared := baton.Exclusive, m == "shared"
@@ -223,6 +234,7 @@ func (w *worker) session(ctx context.Context, c *baton.Client) {
 			defer a.close()
 			for ctx.Err() == nil && s.Err() == nil {
 				var tok uint64
+				w.log(Record{Ev: "request", W: a.id})
 				err := s.Do(ctx, w.cfg.Lock, mode, func(ctx context.Context, token uint64) error {
 					tok = token
 					return a.tenure(ctx, token)
@@ -233,6 +245,7 @@ func (w *worker) session(ctx context.Context, c *baton.Client) {
 	}
 	actors.Wait()
 	s.Close()
+	<-watched
 	if ctx.Err() == nil {
 		backoff(ctx)
 	}
@@ -317,17 +330,20 @@ func (a *actor) tenure(ctx context.Context, token uint64) error {
 			time.Sleep(w.cfg.Step)
 		}
 		// The act: not interrupted by a loss of the lock from here on.
-		a.write(context.WithoutCancel(ctx), token, ctx.Err() != nil)
+		// Its time is taken before ctx is looked at: an operation sent
+		// after a session-lost record must be Late.
+		t0 := Mono()
+		a.write(context.WithoutCancel(ctx), token, t0, ctx.Err() != nil)
 	}
 	return nil
 }
 
 // write makes one fenced operation (a read for a shared actor) and logs
 // it.
-func (a *actor) write(ctx context.Context, token uint64, late bool) {
+func (a *actor) write(ctx context.Context, token uint64, t0 int64, late bool) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rec := Record{Ev: "write", W: a.id, Tok: token, Late: late, Shared: a.shared, T0: Mono()}
+	rec := Record{Ev: "write", W: a.id, Tok: token, Late: late, Shared: a.shared, T0: t0}
 	sql := WriteSQL
 	if a.shared {
 		sql = readSQL(a.w.cfg.Mutation)
