@@ -136,8 +136,9 @@ func formatCounts(m map[string]int) string {
 type interval struct {
 	w          string
 	tok        uint64
-	shared     bool  // a shared claim: overlaps other shared ones
-	lost       bool  // the worker logged the loss of the claim
+	shared     bool // a shared claim: overlaps other shared ones
+	lost       bool // the worker logged the loss of the claim
+	lostErr    string
 	req        int64 // when the claim was requested (start if not logged)
 	start, end int64 // from fn's start to the first of: loss seen, fn's return, death
 }
@@ -215,7 +216,9 @@ func intervals(in Input, r *Report) map[ivKey]*interval {
 			continue
 		}
 		iv.end = min(iv.end, rec.T)
-		iv.lost = iv.lost || rec.Ev == "lost"
+		if rec.Ev == "lost" {
+			iv.lost, iv.lostErr = true, rec.Err
+		}
 	}
 	for _, iv := range ivs {
 		if iv.end != math.MaxInt64 {
@@ -443,16 +446,18 @@ func checkSessions(in Input, ivs map[ivKey]*interval, r *Report) {
 		}
 	}
 	for p, recs := range ends {
+		prev := int64(math.MinInt64) // the end of the previous session
 		for _, end := range recs {
-			closed := strings.Contains(end.Err, "session closed") // by the worker, at its stop
-			if !closed {
+			if !strings.Contains(end.Err, "session closed") { // not by the worker, at its stop
 				r.SessionLosses++
-			}
-			for _, iv := range ivs {
-				if !closed && Proc(iv.w) == p && iv.start < end.T && iv.end >= end.T {
-					r.LostClaims++
+				// The claims of this session that were lost with its cause.
+				for _, iv := range ivs {
+					if Proc(iv.w) == p && iv.start > prev && iv.start < end.T && iv.lost && iv.lostErr == end.Err {
+						r.LostClaims++
+					}
 				}
 			}
+			prev = end.T
 		}
 	}
 	for _, rec := range in.Records {

@@ -437,6 +437,7 @@ func TestCheckFrozenBeforeFn(t *testing.T) {
 func TestCheckClaimOutlivedSession(t *testing.T) {
 	h := newHistory()
 	h.holdMode("s1#1", 10, true, 0, 30)
+	h.rec("lost", "s1#1", 10, 10).Err = "baton: heartbeat timeout"
 	h.rec("session-lost", "s1", 0, 10).Err = "baton: heartbeat timeout"
 	late := h.write("s1#1", 10, 12, true)
 	late.Shared, late.Late = true, true

@@ -252,6 +252,12 @@ func runSuite(t *testing.T, plan []string, mutation string) (*faultinject.Report
 	}
 	rep := faultinject.Check(in)
 	if d := os.Getenv("BATON_FAULTINJECT_DUMP"); d != "" {
+		if mutation != "" {
+			d = filepath.Join(d, mutation)
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
 		h.dump(d, in)
 	}
 	t.Logf("fault injection, %d server processes, lease %v: setup %.1fs, scenario %.1fs, total %.1fs\n%s\nsteered faults whose late write the fence refused: %d of %d",
