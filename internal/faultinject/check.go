@@ -95,6 +95,7 @@ type Report struct {
 	// by it), and the claims they held then, whose work they ended.
 	SessionLosses int
 	LostClaims    int
+	MaxLostClaims int            // the most claims one session's loss ended
 	Faults        map[string]int // faults injected, by kind
 
 	Violations []string
@@ -113,7 +114,7 @@ func (r *Report) String() string {
 		r.Accepted, r.Reads, r.Rejected, r.ReadsRef, formatCounts(r.RejectedBy), r.Failed, r.Late)
 	fmt.Fprintf(&b, "holders whose ownership overlapped a successor's, all frozen or cut off: %s\n", formatCounts(r.Overlaps))
 	fmt.Fprintf(&b, "pairs of shared holders at once: %d, of them claims of one session: %d\n", r.ReaderPairs, r.SessionPairs)
-	fmt.Fprintf(&b, "version 2 sessions lost: %d, ending %d held claims\n", r.SessionLosses, r.LostClaims)
+	fmt.Fprintf(&b, "version 2 sessions lost: %d, ending %d held claims (at most %d at once)\n", r.SessionLosses, r.LostClaims, r.MaxLostClaims)
 	fmt.Fprintf(&b, "violations: %d", len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "\n  - %s", v)
@@ -451,11 +452,14 @@ func checkSessions(in Input, ivs map[ivKey]*interval, r *Report) {
 			if !strings.Contains(end.Err, "session closed") { // not by the worker, at its stop
 				r.SessionLosses++
 				// The claims of this session that were lost with its cause.
+				n := 0
 				for _, iv := range ivs {
 					if Proc(iv.w) == p && iv.start > prev && iv.start < end.T && iv.lost && iv.lostErr == end.Err {
-						r.LostClaims++
+						n++
 					}
 				}
+				r.LostClaims += n
+				r.MaxLostClaims = max(r.MaxLostClaims, n)
 			}
 			prev = end.T
 		}

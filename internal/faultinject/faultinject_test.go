@@ -612,13 +612,17 @@ func (h *harness) holder() (*proc, uint64) {
 
 // holderWhere is holder, or with reader the process of a claim actor
 // that holds a shared claim: whose latest record among "acquired",
-// "released" and "lost" is a shared "acquired".
+// "released" and "lost" is a shared "acquired". It prefers, for up to
+// pairWait, a session whose two readers hold at once, so that the fault
+// ends several claims of one session.
 func (h *harness) holderWhere(reader bool) *proc {
 	h.t.Helper()
 	if !reader {
 		w, _ := h.holder()
 		return w
 	}
+	const pairWait = 10 * time.Second
+	pairOver := time.After(pairWait) // then nil: one reader will do
 	timeout := time.After(waitMax)
 	for {
 		h.mu.Lock()
@@ -633,15 +637,25 @@ func (h *harness) holderWhere(reader bool) *proc {
 		}
 		changed := h.changed
 		h.mu.Unlock()
+		want := 1
+		if pairOver != nil {
+			want = 2
+		}
 		for _, w := range h.workers {
+			n := 0
 			for actor, shared := range holds {
 				if shared && faultinject.Proc(actor) == w.id {
-					return w
+					n++
 				}
+			}
+			if n >= want {
+				return w
 			}
 		}
 		select {
 		case <-changed:
+		case <-pairOver:
+			pairOver = nil
 		case <-timeout:
 			h.t.Fatalf("no reader holding within %v", waitMax)
 		}
