@@ -444,7 +444,7 @@ func TestCheckClaimOutlivedSession(t *testing.T) {
 	h.in.DB[len(h.in.DB)-1].Shared = true
 	r := h.check()
 	wantClean(t, r)
-	if r.SessionLosses != 1 || r.LostClaims != 1 {
+	if r.SessionLosses != 1 || r.LostClaims != 1 || r.MaxLostClaims != 1 {
 		t.Fatalf("report:\n%s", r)
 	}
 	h.in.Records[len(h.in.Records)-1].Late = false

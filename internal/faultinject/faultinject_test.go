@@ -621,7 +621,7 @@ func (h *harness) holderWhere(reader bool) *proc {
 		w, _ := h.holder()
 		return w
 	}
-	const pairWait = 10 * time.Second
+	const pairWait = 4 * time.Second
 	pairOver := time.After(pairWait) // then nil: one reader will do
 	timeout := time.After(waitMax)
 	for {
