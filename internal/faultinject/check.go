@@ -4,6 +4,7 @@ package faultinject
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -43,11 +44,13 @@ type Fault struct {
 	Start, End int64
 }
 
-// DBWrite is a row of fence_log: an accepted write.
+// DBWrite is a row of fence_log: an accepted write, or with Shared an
+// accepted read.
 type DBWrite struct {
 	Seq    int64
 	Token  uint64
 	Worker string
+	Shared bool
 }
 
 // AuditLog is the audit file of one server process.
@@ -73,14 +76,27 @@ type Report struct {
 	Workers    int
 	Intervals  int            // ownership intervals the workers logged
 	Grants     int            // "granted" records in the audit logs
+	GrantsBy   map[string]int // of which, by protocol version and mode ("v2 shared")
 	Handovers  int            // grants that followed a release of the same lock
-	Accepted   int            // writes the fence accepted
-	Rejected   int            // writes the fence refused: stale tokens
+	Accepted   int            // writes (and reads) the fence accepted
+	Rejected   int            // writes (and reads) the fence refused: stale tokens
+	Reads      int            // of the accepted, reads under a shared claim
+	ReadsRef   int            // of the refused, reads under a shared claim
 	Failed     int            // writes without an answer from the database
 	Late       int            // writes sent after the holder's context was cancelled
 	RejectedBy map[string]int // refused writes, by the fault their holder suffered
 	Overlaps   map[string]int // intervals that overlapped a later one, by the fault that excuses them
-	Faults     map[string]int // faults injected, by kind
+	// Pairs of intervals that overlapped legitimately: two shared
+	// holders at once (ReaderPairs), and two claims of one session at
+	// once (SessionPairs, shared ones in this suite).
+	ReaderPairs  int
+	SessionPairs int
+	// Version 2 sessions that ended while the worker ran on (not closed
+	// by it), and the claims they held then, whose work they ended.
+	SessionLosses int
+	LostClaims    int
+	MaxLostClaims int            // the most claims one session's loss ended
+	Faults        map[string]int // faults injected, by kind
 
 	Violations []string
 }
@@ -92,11 +108,13 @@ func (r *Report) violate(format string, args ...any) {
 // String summarizes the report in a few lines.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "workers %d, ownership intervals %d, audit grants %d, handovers %d\n", r.Workers, r.Intervals, r.Grants, r.Handovers)
+	fmt.Fprintf(&b, "workers %d, ownership intervals %d, audit grants %d (%s), handovers %d\n", r.Workers, r.Intervals, r.Grants, formatCounts(r.GrantsBy), r.Handovers)
 	fmt.Fprintf(&b, "faults injected: %s\n", formatCounts(r.Faults))
-	fmt.Fprintf(&b, "writes: %d accepted, %d stale rejected by the fence (%s), %d failed; %d sent after the holder had lost the lock\n",
-		r.Accepted, r.Rejected, formatCounts(r.RejectedBy), r.Failed, r.Late)
+	fmt.Fprintf(&b, "writes and reads: %d accepted (%d reads), %d stale rejected by the fence (%d reads; %s), %d failed; %d sent after the holder had lost the lock\n",
+		r.Accepted, r.Reads, r.Rejected, r.ReadsRef, formatCounts(r.RejectedBy), r.Failed, r.Late)
 	fmt.Fprintf(&b, "holders whose ownership overlapped a successor's, all frozen or cut off: %s\n", formatCounts(r.Overlaps))
+	fmt.Fprintf(&b, "pairs of shared holders at once: %d, of them claims of one session: %d\n", r.ReaderPairs, r.SessionPairs)
+	fmt.Fprintf(&b, "version 2 sessions lost: %d, ending %d held claims (at most %d at once)\n", r.SessionLosses, r.LostClaims, r.MaxLostClaims)
 	fmt.Fprintf(&b, "violations: %d", len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "\n  - %s", v)
@@ -119,26 +137,34 @@ func formatCounts(m map[string]int) string {
 type interval struct {
 	w          string
 	tok        uint64
+	shared     bool // a shared claim: overlaps other shared ones
+	lost       bool // the worker logged the loss of the claim
+	lostErr    string
+	req        int64 // when the claim was requested (start if not logged)
 	start, end int64 // from fn's start to the first of: loss seen, fn's return, death
 }
 
 // Check checks the properties of a run:
 //
 //  1. the fence: in commit order, no write was accepted with a token lower
-//     than one accepted before it; the database's record and the workers'
-//     agree, and only holders wrote;
-//  2. mutual exclusion on the shared monotonic clock: no two ownership
-//     intervals overlap, and grants follow token order, except where the
-//     earlier holder was frozen or cut off during its interval;
+//     than any operation accepted before it (M), and no read with a token
+//     not above the last accepted write's (W); the database's record and
+//     the workers' agree, and only holders wrote (reads only shared ones);
+//  2. mutual exclusion on the shared monotonic clock: no two conflicting
+//     ownership intervals overlap (two shared ones may), and grants
+//     follow token order, except where the earlier holder was frozen or
+//     cut off during its interval (and, when cut off, saw its loss);
 //  3. every write the fence refused came from a holder that was frozen or
 //     cut off, or that had already been told it lost the lock, and some
 //     were refused whenever such faults were injected;
-//  4. the audit log of every server process alternates strictly
-//     granted/released per lock, with matching and increasing tokens, and
-//     records every grant a worker saw (except in the lost tail of a
-//     killed server's log).
+//  4. the audit log of every server process grants a lock only to claims
+//     that conflict with none of its holders, releases only what it
+//     granted, with increasing tokens, and records every grant a worker
+//     saw (except in the lost tail of a killed server's log);
+//  5. every claim of a version 2 session ends with the session: no
+//     operation is sent with its context alive after its session ended.
 func Check(in Input) *Report {
-	r := &Report{RejectedBy: map[string]int{}, Overlaps: map[string]int{}, Faults: map[string]int{}}
+	r := &Report{RejectedBy: map[string]int{}, Overlaps: map[string]int{}, Faults: map[string]int{}, GrantsBy: map[string]int{}}
 	for _, f := range in.Faults {
 		r.Faults[f.Kind]++
 	}
@@ -146,6 +172,7 @@ func Check(in Input) *Report {
 	checkFence(in, ivs, r)
 	checkExclusion(in, ivs, r)
 	checkWrites(in, ivs, r)
+	checkSessions(in, ivs, r)
 	checkAudit(in, ivs, r)
 	return r
 }
@@ -158,19 +185,26 @@ type ivKey struct {
 // intervals builds the ownership intervals from the workers' records.
 func intervals(in Input, r *Report) map[ivKey]*interval {
 	ivs := map[ivKey]*interval{}
-	last := map[string]int64{} // worker → time of its last record
+	last := map[string]int64{}    // worker → time of its last record
+	request := map[string]int64{} // worker → time of its last request
 	workers := map[string]bool{}
 	for _, rec := range in.Records {
 		workers[rec.W] = true
 		last[rec.W] = max(last[rec.W], rec.T)
 		k := ivKey{rec.W, rec.Tok}
 		switch rec.Ev {
+		case "request":
+			request[rec.W] = rec.T
 		case "acquired":
 			if ivs[k] != nil {
 				r.violate("worker %s was granted token %d twice", rec.W, rec.Tok)
 				continue
 			}
-			ivs[k] = &interval{w: rec.W, tok: rec.Tok, start: rec.T, end: math.MaxInt64}
+			req, ok := request[rec.W]
+			if !ok || req > rec.T {
+				req = rec.T
+			}
+			ivs[k] = &interval{w: rec.W, tok: rec.Tok, shared: rec.Shared, req: req, start: rec.T, end: math.MaxInt64}
 		}
 	}
 	for _, rec := range in.Records {
@@ -183,12 +217,15 @@ func intervals(in Input, r *Report) map[ivKey]*interval {
 			continue
 		}
 		iv.end = min(iv.end, rec.T)
+		if rec.Ev == "lost" {
+			iv.lost, iv.lostErr = true, rec.Err
+		}
 	}
 	for _, iv := range ivs {
 		if iv.end != math.MaxInt64 {
 			continue
 		}
-		if killed, ok := in.Killed[iv.w]; ok {
+		if killed, ok := in.Killed[Proc(iv.w)]; ok {
 			// It ended at its death, which came after its last record
 			// and after the kill was sent, and before the kernel closed
 			// its connection.
@@ -202,11 +239,11 @@ func intervals(in Input, r *Report) map[ivKey]*interval {
 	return ivs
 }
 
-// cutFault returns the fault that cut off or froze worker w at some time
-// in [from, to], if any.
+// cutFault returns the fault that cut off or froze worker w (its
+// process) at some time in [from, to], if any.
 func cutFault(in Input, w string, from, to int64) (Fault, bool) {
 	for _, f := range in.Faults {
-		if f.Worker == w && cutsOff(f.Kind) && f.Start <= to && f.End >= from {
+		if f.Worker == Proc(w) && cutsOff(f.Kind) && f.Start <= to && f.End >= from {
 			return f, true
 		}
 	}
@@ -226,17 +263,28 @@ func checkFence(in Input, ivs map[ivKey]*interval, r *Report) {
 	if int64(len(db)) != in.DBWrites {
 		r.violate("fence_log has %d writes, the fence row counts %d", len(db), in.DBWrites)
 	}
-	var maxTok uint64
-	var maxSeq int64
+	// M and W of docs/protocol.md, and the operations that set them.
+	var maxTok, wTok uint64
+	var maxSeq, wSeq int64
 	for _, w := range db {
-		if w.Token < maxTok {
-			r.violate("STALE WRITE ACCEPTED: write %d by %s with token %d, after write %d with token %d", w.Seq, w.Worker, w.Token, maxSeq, maxTok)
+		switch {
+		case !w.Shared && w.Token < maxTok:
+			r.violate("STALE WRITE ACCEPTED: write %d by %s with token %d, after operation %d with token %d", w.Seq, w.Worker, w.Token, maxSeq, maxTok)
+		case w.Shared && w.Token <= wTok && wSeq > 0:
+			r.violate("STALE READ ACCEPTED: read %d by %s with token %d, after write %d with token %d", w.Seq, w.Worker, w.Token, wSeq, wTok)
 		}
 		if w.Token > maxTok {
 			maxTok, maxSeq = w.Token, w.Seq
 		}
-		if ivs[ivKey{w.Worker, w.Token}] == nil {
+		if !w.Shared {
+			wTok, wSeq = w.Token, w.Seq
+		}
+		iv := ivs[ivKey{w.Worker, w.Token}]
+		switch {
+		case iv == nil:
 			r.violate("write %d by %s with token %d, which %s was never granted", w.Seq, w.Worker, w.Token, w.Worker)
+		case iv.shared != w.Shared:
+			r.violate("operation %d by %s with token %d: a read %v under a shared claim %v", w.Seq, w.Worker, w.Token, w.Shared, iv.shared)
 		}
 	}
 	bySeq := map[int64]DBWrite{}
@@ -254,7 +302,7 @@ func checkFence(in Input, ivs map[ivKey]*interval, r *Report) {
 		}
 	}
 	for _, w := range db {
-		if _, killed := in.Killed[w.Worker]; !logged[w.Seq] && !killed {
+		if _, killed := in.Killed[Proc(w.Worker)]; !logged[w.Seq] && !killed {
 			r.violate("write %d by %s with token %d was accepted but %s never logged it", w.Seq, w.Worker, w.Token, w.Worker)
 		}
 	}
@@ -277,25 +325,57 @@ func checkExclusion(in Input, ivs map[ivKey]*interval, r *Report) {
 			r.violate("token %d was granted to both %s and %s", byTok[i].tok, byTok[i-1].w, byTok[i].w)
 		}
 	}
-	// Every interval must end before any interval with a higher token
-	// begins; a later grant that starts first is an overlap too.
+	// Every interval must end before any conflicting interval with a
+	// higher token begins (two shared ones do not conflict); a later
+	// grant that starts first is an overlap too.
 	for i, a := range byTok {
 		overlapped := false
 		for _, b := range byTok[i+1:] {
 			if b.tok == a.tok || a.end <= b.start {
 				continue
 			}
-			if f, ok := cutFault(in, a.w, a.start, a.end); ok {
-				if !overlapped {
-					r.Overlaps[f.Kind]++
-					overlapped = true
+			if a.shared && b.shared {
+				if b.end > a.start { // at once, not merely out of token order
+					r.ReaderPairs++
+					if Proc(a.w) == Proc(b.w) {
+						r.SessionPairs++
+					}
 				}
 				continue
 			}
-			r.violate("OVERLAP: %s held token %d from %s to %s, %s held token %d from %s; %s was neither frozen nor cut off",
-				a.w, a.tok, ms(a.start, a.start), ms(a.start, a.end), b.w, b.tok, ms(a.start, b.start), a.w)
+			// A holder frozen or cut off between its grant and fn's start
+			// cannot know either: the window opens at the request.
+			if f, ok := cutFault(in, a.w, a.req, a.end); ok {
+				if !overlapped {
+					r.Overlaps[f.Kind]++
+					overlapped = true
+					// A cut connection is noticed (at once after a reset,
+					// at the give-up after a blackhole): a holder that
+					// overlapped its successor and never saw its loss
+					// ignored it. A frozen one may have ended before its
+					// loss was delivered.
+					if f.Kind != FaultFreeze && !a.lost {
+						r.violate("IGNORED LOSS: %s held token %d (%s) past the grant of token %d to %s and never logged the loss of its claim, though its connection was cut (%s)",
+							a.w, a.tok, modeName(a.shared), b.tok, b.w, f.Kind)
+					}
+				}
+				continue
+			}
+			what := "two exclusive holders"
+			if a.shared || b.shared {
+				what = "a reader and a writer"
+			}
+			r.violate("OVERLAP of %s: %s held token %d (%s) from %s to %s, %s held token %d (%s) from %s; %s was neither frozen nor cut off",
+				what, a.w, a.tok, modeName(a.shared), ms(a.start, a.start), ms(a.start, a.end), b.w, b.tok, modeName(b.shared), ms(a.start, b.start), a.w)
 		}
 	}
+}
+
+func modeName(shared bool) string {
+	if shared {
+		return "shared"
+	}
+	return "exclusive"
 }
 
 // ms formats t relative to origin in milliseconds.
@@ -319,8 +399,14 @@ func checkWrites(in Input, ivs map[ivKey]*interval, r *Report) {
 			r.Failed++
 		case rec.OK:
 			r.Accepted++
+			if rec.Shared {
+				r.Reads++
+			}
 		default:
 			r.Rejected++
+			if rec.Shared {
+				r.ReadsRef++
+			}
 			if rec.Tok >= maxTok {
 				r.violate("write by %s with token %d was refused, but no higher token was ever accepted", rec.W, rec.Tok)
 			}
@@ -328,7 +414,7 @@ func checkWrites(in Input, ivs map[ivKey]*interval, r *Report) {
 			if iv == nil {
 				continue // reported by intervals
 			}
-			if f, ok := cutFault(in, rec.W, iv.start, max(iv.end, rec.T)); ok {
+			if f, ok := cutFault(in, rec.W, iv.req, max(iv.end, rec.T)); ok {
 				r.RejectedBy[f.Kind]++
 			} else if rec.Late {
 				r.RejectedBy["lost without a fault"]++
@@ -348,6 +434,54 @@ func checkWrites(in Input, ivs map[ivKey]*interval, r *Report) {
 	}
 }
 
+// checkSessions is property 5: when a version 2 session ends, every
+// claim it holds ends with it. The client cancels the work of every
+// claim before it closes Lost (when the worker logs "session-lost"), so
+// every operation of a claim granted before that record and sent after
+// it must be Late: sent with its context already cancelled.
+func checkSessions(in Input, ivs map[ivKey]*interval, r *Report) {
+	ends := map[string][]Record{} // process → its session-lost records
+	for _, rec := range in.Records {
+		if rec.Ev == "session-lost" {
+			ends[rec.W] = append(ends[rec.W], rec)
+		}
+	}
+	for p, recs := range ends {
+		prev := int64(math.MinInt64) // the end of the previous session
+		for _, end := range recs {
+			if !strings.Contains(end.Err, "session closed") { // not by the worker, at its stop
+				r.SessionLosses++
+				// The claims of this session that were lost with its cause.
+				n := 0
+				for _, iv := range ivs {
+					if Proc(iv.w) == p && iv.start > prev && iv.start < end.T && iv.lost && iv.lostErr == end.Err {
+						n++
+					}
+				}
+				r.LostClaims += n
+				r.MaxLostClaims = max(r.MaxLostClaims, n)
+			}
+			prev = end.T
+		}
+	}
+	for _, rec := range in.Records {
+		if rec.Ev != "write" || rec.Late {
+			continue
+		}
+		iv := ivs[ivKey{rec.W, rec.Tok}]
+		if iv == nil {
+			continue // reported by intervals
+		}
+		for _, end := range ends[Proc(rec.W)] {
+			if iv.start < end.T && rec.T0 > end.T {
+				r.violate("CLAIM OUTLIVED ITS SESSION: %s sent an operation with token %d %s after its session ended (%s) with its context not cancelled",
+					rec.W, rec.Tok, ms(end.T, rec.T0), end.Err)
+				break
+			}
+		}
+	}
+}
+
 // checkAudit is property 4.
 func checkAudit(in Input, ivs map[ivKey]*interval, r *Report) {
 	granted := map[uint64]bool{}
@@ -356,7 +490,7 @@ func checkAudit(in Input, ivs map[ivKey]*interval, r *Report) {
 		min, max uint64 // tokens granted in the file
 	}
 	for _, f := range in.Audit {
-		held := map[string]uint64{} // lock → token of its holder
+		held := map[string]map[uint64]string{} // lock → token of each holder → its mode
 		released := map[string]bool{}
 		var lastTok uint64
 		fmin, fmax := uint64(math.MaxUint64), uint64(0)
@@ -376,28 +510,40 @@ func checkAudit(in Input, ivs map[ivKey]*interval, r *Report) {
 			switch rec.Event {
 			case audit.Granted:
 				r.Grants++
-				if tok, ok := held[rec.Lock]; ok {
-					r.violate("audit log %s line %d: lock %q granted (token %d) while held (token %d)", f.Name, i+1, rec.Lock, rec.Token, tok)
-				} else if released[rec.Lock] {
+				mode := cmp.Or(rec.Mode, "exclusive")
+				r.GrantsBy[fmt.Sprintf("v%d %s", max(rec.Protocol, 1), mode)]++
+				for _, tok := range slices.Sorted(maps.Keys(held[rec.Lock])) {
+					if m := held[rec.Lock][tok]; mode != "shared" || m != "shared" {
+						r.violate("audit log %s line %d: lock %q granted (token %d, %s) while held (token %d, %s)", f.Name, i+1, rec.Lock, rec.Token, mode, tok, m)
+						delete(held[rec.Lock], tok) // reported once: the new holder replaces it
+					}
+				}
+				if len(held[rec.Lock]) == 0 && released[rec.Lock] {
 					r.Handovers++
 				}
 				if rec.Token <= lastTok {
 					r.violate("audit log %s line %d: token %d granted after token %d", f.Name, i+1, rec.Token, lastTok)
 				}
-				held[rec.Lock], lastTok = rec.Token, rec.Token
+				if held[rec.Lock] == nil {
+					held[rec.Lock] = map[uint64]string{}
+				}
+				held[rec.Lock][rec.Token], lastTok = mode, rec.Token
 				granted[rec.Token] = true
 				fmin, fmax = min(fmin, rec.Token), max(fmax, rec.Token)
 			case audit.Released:
-				if tok, ok := held[rec.Lock]; !ok || tok != rec.Token {
-					r.violate("audit log %s line %d: lock %q released (token %d) but its holder is %d (0: none)", f.Name, i+1, rec.Lock, rec.Token, tok)
+				if _, ok := held[rec.Lock][rec.Token]; !ok {
+					r.violate("audit log %s line %d: lock %q released (token %d) but its holders are %v", f.Name, i+1, rec.Lock, rec.Token, slices.Sorted(maps.Keys(held[rec.Lock])))
+					delete(held, rec.Lock) // reported once
 				}
-				delete(held, rec.Lock)
+				delete(held[rec.Lock], rec.Token)
 				released[rec.Lock] = true
 			}
 		}
 		if !f.Crashed {
-			for lock, tok := range held {
-				r.violate("audit log %s ends with lock %q held (token %d) though the server shut down", f.Name, lock, tok)
+			for lock, toks := range held {
+				for tok := range toks {
+					r.violate("audit log %s ends with lock %q held (token %d) though the server shut down", f.Name, lock, tok)
+				}
 			}
 		}
 		if len(bounds) > 0 && fmax > 0 && fmin <= bounds[len(bounds)-1].max {

@@ -275,3 +275,182 @@ func TestCheckAudit(t *testing.T) {
 	broken.Data = append(broken.Data, `{"event":"gra`...)
 	wantViolation(t, run(broken), "line 3")
 }
+
+// holdMode is hold for a claim of either mode: a shared holder's
+// operation is a read, and the audit records the mode and version 2.
+func (h *history) holdMode(w string, tok uint64, shared bool, start, end int64) {
+	h.rec("acquired", w, tok, start).Shared = shared
+	h.write(w, tok, start+1, true).Shared = shared
+	h.in.DB[len(h.in.DB)-1].Shared = shared
+	h.rec("released", w, tok, end)
+	mode := "exclusive"
+	if shared {
+		mode = "shared"
+	}
+	h.aud = append(h.aud, audit.Record{Event: audit.Granted, Lock: "r", Token: tok, Protocol: 2, Mode: mode},
+		audit.Record{Event: audit.Released, Lock: "r", Token: tok, Protocol: 2, Mode: mode})
+}
+
+// v2Run is a clean version 2 run: a v1 writer (token 10), then two
+// readers of one session at once (11, 12), then a v2 writer (13). The
+// audit log is in grant order.
+func v2Run() *history {
+	h := newHistory()
+	h.hold("w1", 10, 0, 10)
+	h.holdMode("s1#1", 11, true, 10, 30)
+	h.holdMode("s1#2", 12, true, 12, 25)
+	h.holdMode("s2#0", 13, false, 30, 40)
+	g := func(tok uint64, mode string) audit.Record {
+		return audit.Record{Event: audit.Granted, Lock: "r", Token: tok, Protocol: 2, Mode: mode}
+	}
+	rel := func(tok uint64) audit.Record {
+		return audit.Record{Event: audit.Released, Lock: "r", Token: tok, Protocol: 2}
+	}
+	h.aud = []audit.Record{
+		{Event: audit.Granted, Lock: "r", Token: 10}, {Event: audit.Released, Lock: "r", Token: 10},
+		g(11, "shared"), g(12, "shared"), rel(12), rel(11), g(13, "exclusive"), rel(13),
+	}
+	return h
+}
+
+func TestCheckV2Clean(t *testing.T) {
+	r := v2Run().check()
+	wantClean(t, r)
+	if r.Reads != 2 || r.ReaderPairs != 1 || r.SessionPairs != 1 || r.Accepted != 4 || r.GrantsBy["v2 shared"] != 2 || r.GrantsBy["v1 exclusive"] != 1 || r.GrantsBy["v2 exclusive"] != 1 {
+		t.Fatalf("report:\n%s", r)
+	}
+}
+
+// The fence without the W rule: a reader older than the last accepted
+// writer got in.
+func TestCheckStaleReadAccepted(t *testing.T) {
+	h := v2Run()
+	h.in.DB = append(h.in.DB, faultinject.DBWrite{Seq: 5, Token: 12, Worker: "s1#2", Shared: true})
+	h.in.DBWrites = 5
+	h.in.Killed["s1"] = 50
+	wantViolation(t, h.check(), "STALE READ ACCEPTED")
+
+	// A write older than a read that got in is stale too (the M rule).
+	h = v2Run()
+	h.in.DB = append(h.in.DB, faultinject.DBWrite{Seq: 5, Token: 10, Worker: "w1"})
+	h.in.DBWrites = 5
+	h.in.Killed["w1"] = 50
+	wantViolation(t, h.check(), "STALE WRITE ACCEPTED")
+
+	// A read from an exclusive claim, or a write from a shared one.
+	h = v2Run()
+	h.in.DB[3].Shared = true
+	wantViolation(t, h.check(), "a read true under a shared claim false")
+}
+
+func TestCheckV2Overlap(t *testing.T) {
+	// The writer begins while a reader still holds.
+	h := v2Run()
+	for i := range h.in.Records {
+		if r := &h.in.Records[i]; r.Ev == "released" && r.W == "s1#1" {
+			r.T = 35e6
+		}
+	}
+	wantViolation(t, h.check(), "OVERLAP of a reader and a writer")
+
+	// Excused when the reader's session was frozen: the fault names the
+	// process, and covers every claim actor of it. Its late read is
+	// refused (W is 13).
+	h.fault(faultinject.FaultFreeze, "s1", 20, 34)
+	h.write("s1#1", 11, 34, false).Shared = true
+	wantClean(t, h.check())
+
+	// Two exclusive holders of version 2 sessions.
+	h = newHistory()
+	h.holdMode("s1#0", 10, false, 0, 15)
+	h.holdMode("s2#0", 11, false, 10, 20)
+	wantViolation(t, h.check(), "OVERLAP of two exclusive holders")
+}
+
+// A holder whose connection was cut, that overlapped its successor and
+// never saw the loss of its claim: a worker ignoring Lost.
+func TestCheckIgnoredLoss(t *testing.T) {
+	h := newHistory()
+	h.holdMode("s1#1", 10, true, 0, 15)
+	h.holdMode("s2#0", 11, false, 10, 20)
+	h.write("s1#1", 10, 14, false).Shared = true
+	h.fault(faultinject.FaultReset, "s1", 5, 14)
+	wantViolation(t, h.check(), "IGNORED LOSS")
+
+	h.rec("lost", "s1#1", 10, 6)
+	h.rec("released", "s1#1", 10, 15)
+	r := h.check()
+	wantClean(t, r)
+	if r.ReadsRef != 1 || r.RejectedBy[faultinject.FaultReset] != 1 {
+		t.Fatalf("report:\n%s", r)
+	}
+}
+
+func TestCheckAuditModes(t *testing.T) {
+	g := func(tok uint64, mode string) audit.Record {
+		return audit.Record{Event: audit.Granted, Lock: "r", Token: tok, Protocol: 2, Mode: mode}
+	}
+	rel := func(tok uint64) audit.Record { return audit.Record{Event: audit.Released, Lock: "r", Token: tok} }
+	run := func(recs ...audit.Record) *faultinject.Report {
+		h := newHistory()
+		h.hold("a", 10, 0, 10)
+		h.in.Audit = []faultinject.AuditLog{{Name: "audit", Data: auditData(recs)}}
+		return h.check()
+	}
+	wantClean(t, run(g(10, "shared"), g(11, "shared"), rel(10), rel(11)))
+	wantViolation(t, run(g(10, "shared"), g(11, "exclusive"), rel(11)), "granted (token 11, exclusive) while held (token 10, shared)")
+	wantViolation(t, run(g(10, "exclusive"), g(11, "shared"), rel(11)), "granted (token 11, shared) while held (token 10, exclusive)")
+	wantViolation(t, run(g(10, "shared"), g(11, "shared"), rel(10)), "ends with lock")
+}
+
+// A holder frozen between its request and the start of fn, that started
+// fn after its successor's grant: it could not know, as when frozen
+// during fn. Before its request, the freeze excuses nothing.
+func TestCheckFrozenBeforeFn(t *testing.T) {
+	h := newHistory()
+	h.rec("request", "s1#1", 0, 0)
+	h.hold("w1", 11, 5, 20)
+	h.rec("acquired", "s1#1", 10, 25).Shared = true
+	h.rec("released", "s1#1", 10, 26)
+	h.aud = []audit.Record{
+		{Event: audit.Granted, Lock: "r", Token: 10, Protocol: 2, Mode: "shared"}, {Event: audit.Released, Lock: "r", Token: 10},
+		{Event: audit.Granted, Lock: "r", Token: 11}, {Event: audit.Released, Lock: "r", Token: 11},
+	}
+	h.fault(faultinject.FaultFreeze, "s1", 1, 24)
+	// Its read, after w1's write, is refused.
+	h.write("s1#1", 10, 25, false).Shared = true
+	r := h.check()
+	wantClean(t, r)
+	if r.Overlaps[faultinject.FaultFreeze] != 1 {
+		t.Fatalf("report:\n%s", r)
+	}
+	h.in.Records[0].T = 2e6 // requested after the freeze began: still within
+	wantClean(t, h.check())
+	h.in.Faults[0].End = 1.5e6 // the freeze ended before the request
+	if r := h.check(); len(r.Violations) == 0 || !strings.Contains(r.Violations[0], "OVERLAP of a reader and a writer") {
+		t.Fatalf("violations %q; want an overlap first", r.Violations)
+	}
+}
+
+// Property 5: an operation of a claim granted before its session ended,
+// sent after the session-lost record with its context alive.
+func TestCheckClaimOutlivedSession(t *testing.T) {
+	h := newHistory()
+	h.holdMode("s1#1", 10, true, 0, 30)
+	h.rec("lost", "s1#1", 10, 10).Err = "baton: heartbeat timeout"
+	h.rec("session-lost", "s1", 0, 10).Err = "baton: heartbeat timeout"
+	late := h.write("s1#1", 10, 12, true)
+	late.Shared, late.Late = true, true
+	h.in.DB[len(h.in.DB)-1].Shared = true
+	r := h.check()
+	wantClean(t, r)
+	if r.SessionLosses != 1 || r.LostClaims != 1 || r.MaxLostClaims != 1 {
+		t.Fatalf("report:\n%s", r)
+	}
+	h.in.Records[len(h.in.Records)-1].Late = false
+	wantViolation(t, h.check(), "CLAIM OUTLIVED ITS SESSION")
+
+	// Sent before the end, or by the next session's claim: fine.
+	h.in.Records[len(h.in.Records)-1].T0 = 9e6
+	wantClean(t, h.check())
+}

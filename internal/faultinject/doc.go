@@ -1,7 +1,10 @@
 // Package faultinject runs baton against the faults a lock service exists
 // to survive, with real processes: a `baton serve` binary, worker
-// processes that take the lock with the Go client and write to a real
-// PostgreSQL under it, and a TCP proxy between each worker and the server
+// processes that take the lock with the Go client (version 1 clients, and
+// version 2 sessions whose exclusive writers and shared readers hold
+// several claims at once) and write to or read from a real PostgreSQL
+// under it, fenced by the W and M rule of docs/protocol.md, and a TCP
+// proxy between each worker and the server
 // that adds delay, drops traffic (a blackhole that closes nothing) or
 // resets connections. The test also freezes holders (SIGSTOP/SIGCONT),
 // kills them (SIGKILL) and restarts the server, then checks the record
@@ -11,6 +14,8 @@
 // (worker.go), the monotonic clock every process shares (clock.go),
 // Freeze (stop.go) and the checker (check.go); internal/pgtest provides
 // the private PostgreSQL. The scenario itself is TestFaultInjection;
+// TestFaultInjectionMutants breaks the read fence or the workers' loss
+// handling on purpose and requires Check to say so;
 // TestFreezeServerUnderQueue freezes the server under queued clients until
 // the holder gives up, and checks that the next holder's work never starts
 // before the previous holder's has stopped.

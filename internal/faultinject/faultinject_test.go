@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 
 	"github.com/batonlock/baton/internal/faultinject"
 	"github.com/batonlock/baton/internal/pgtest"
@@ -34,7 +35,11 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(workerEnv); cfg != "" {
 		os.Exit(workerMain(cfg))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if built.dir != "" {
+			os.RemoveAll(built.dir)
+		}
+	}))
 }
 
 func workerMain(cfgJSON string) int {
@@ -44,10 +49,19 @@ func workerMain(cfgJSON string) int {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := faultinject.RunWorker(ctx, cfg, os.Stdin, os.Stdout); err != nil {
+	err := faultinject.RunWorker(ctx, cfg, os.Stdin, os.Stdout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1
+	}
+	// Every session, claim, connection and timer of the run must be gone
+	// (the signal watcher stays once started, and so does the stdin
+	// reader of a worker stopped by a signal).
+	if err := goleak.Find(goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreTopFunction("os/signal.loop"),
+		goleak.IgnoreAnyFunction("bufio.(*Scanner).Scan")); err != nil {
+		fmt.Fprintln(os.Stderr, "worker: goroutines leaked:", err)
+		return 3
 	}
 	return 0
 }
@@ -55,12 +69,18 @@ func workerMain(cfgJSON string) int {
 // The suite's parameters.
 const (
 	lockName = "resource"
-	lease    = 2 * time.Second       // of every claim
-	slots    = 4                     // worker processes, each behind its own proxy
-	writes   = 6                     // at most, per tenure
-	step     = 20 * time.Millisecond // between a write's check and its send
-	waitMax  = 30 * time.Second      // for anything that must happen
-	budget   = 3 * time.Minute       // for the whole scenario, which takes about a minute
+	lease    = 2 * time.Second // of every claim
+	// Worker processes, each behind its own proxy: v1Slots version 1
+	// clients, then v2Slots version 2 sessions with the claim actors of
+	// v2Modes each (one exclusive writer and two shared readers), all on
+	// lockName.
+	v1Slots = 3
+	v2Slots = 2
+	slots   = v1Slots + v2Slots
+	writes  = 6                     // at most, per tenure
+	step    = 20 * time.Millisecond // between a write's check and its send
+	waitMax = 30 * time.Second      // for anything that must happen
+	budget  = 3 * time.Minute       // for the whole scenario, which takes a little over a minute
 	// releaseMax bounds the time from a tenure's end ("released") to the
 	// end of its Do ("done"): Release closes the connection and returns at
 	// once. A Release that does not close waits for the give-up deadline
@@ -73,7 +93,8 @@ const (
 // between any two. "freeze", "blackhole" and "reset" are steered: they
 // hit a holder between the check of its context and its write, and the
 // suite requires the write to be refused by the fence. "freeze-any"
-// stops a holder wherever it is.
+// stops a holder wherever it is. The "-reader" faults hit a version 2
+// session that holds a shared claim, steered at its reader.
 var plan = planFor()
 
 func planFor() []string {
@@ -85,42 +106,90 @@ func planFor() []string {
 
 var defaultPlan = []string{
 	"delay", "freeze", "reset", "blackhole", "kill", "freeze-any",
+	"reset-reader", "freeze-reader",
 	faultinject.FaultRestart,
 	"delay-large", "freeze", "blackhole", "reset", "kill", "freeze-any",
+	"blackhole-reader", "kill-reader",
 	faultinject.FaultCrash,
 	"freeze", "blackhole", "reset", "kill", "delay",
 }
 
 // TestFaultInjection runs the real server binary, worker processes using
-// the Go client and a private PostgreSQL through the fault plan, then
-// checks the run's record with faultinject.Check. Run it with -v for the
-// figures.
+// the Go client (version 1 clients and version 2 sessions) and a private
+// PostgreSQL through the fault plan, then checks the run's record with
+// faultinject.Check. Run it with -v for the figures.
 func TestFaultInjection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fault-injection suite takes about a minute; not with -short")
 	}
+	rep, h := runSuite(t, plan, "")
+	for _, v := range rep.Violations {
+		t.Errorf("violation: %s", v)
+	}
+	for _, p := range h.problems {
+		t.Errorf("%s", p)
+	}
+	// The scenario must have exercised what version 2 adds.
+	if rep.ReaderPairs == 0 || rep.SessionPairs == 0 || rep.ReadsRef == 0 || rep.GrantsBy["v1 exclusive"] == 0 || rep.GrantsBy["v2 exclusive"] == 0 {
+		t.Errorf("the run did not exercise version 2: %d pairs of readers at once, %d pairs of claims of one session at once, %d stale reads refused, grants %v",
+			rep.ReaderPairs, rep.SessionPairs, rep.ReadsRef, rep.GrantsBy)
+	}
+}
+
+// TestFaultInjectionMutants runs short plans with a broken worker or
+// fence and requires Check to find the break: a suite that cannot fail
+// proves nothing. Each steers a fault at a version 2 reader.
+func TestFaultInjectionMutants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the fault suite on short plans; not with -short")
+	}
+	for _, tc := range []struct {
+		mutation string
+		plan     []string
+		want     string
+	}{
+		// The read fence without W: the reader's late read, after a
+		// writer with a higher token, gets in.
+		{faultinject.MutationNoWRule, []string{"reset-reader"}, "STALE READ ACCEPTED"},
+		// Claim actors that ignore the loss of their claim: the reset
+		// reader reads on past its successor's grant.
+		{faultinject.MutationIgnoreLost, []string{"reset-reader"}, "IGNORED LOSS"},
+	} {
+		t.Run(tc.mutation, func(t *testing.T) {
+			rep, h := runSuite(t, tc.plan, tc.mutation)
+			found := false
+			for _, v := range rep.Violations {
+				found = found || strings.Contains(v, tc.want)
+			}
+			if !found {
+				t.Errorf("mutation %s: no violation %q among %q (problems %q)", tc.mutation, tc.want, rep.Violations, h.problems)
+			}
+		})
+	}
+}
+
+// runSuite runs the scenario: a private PostgreSQL, the server, the
+// workers (broken by mutation, if not empty), the faults of plan; it
+// returns what Check found and the harness, whose problems lists what
+// went wrong on the way (a steered late write that got in, a worker
+// that did not exit cleanly).
+func runSuite(t *testing.T, plan []string, mutation string) (*faultinject.Report, *harness) {
+	t.Helper()
 	began := time.Now()
-	h := &harness{t: t, dir: t.TempDir(), killed: map[string]int64{}, changed: make(chan struct{})}
+	h := &harness{t: t, dir: t.TempDir(), killed: map[string]int64{}, changed: make(chan struct{}), mutation: mutation}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
 	// Build the server while PostgreSQL starts. Without PostgreSQL,
 	// pgtest skips, or fails when CI=true: CI must not pass by skipping.
-	built := make(chan error, 1)
-	go func() { built <- h.build(ctx) }() // a skip cancels ctx, and the build
+	building := make(chan error, 1)
+	go func() { building <- h.build(ctx) }() // a skip cancels ctx, and the build
 	pg := pgtest.New(t)
 	h.pg = pg
-	if err := <-built; err != nil {
+	if err := <-building; err != nil {
 		t.Fatal(err)
 	}
-	db, err := pgx.Connect(ctx, pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-	if _, err := db.Exec(ctx, faultinject.SchemaSQL); err != nil {
-		t.Fatal(err)
-	}
+	db := fenceDB(ctx, t, pg.DSN)
 	if _, err := db.Exec(ctx, `INSERT INTO fence VALUES ($1, 0, 0)`, lockName); err != nil {
 		t.Fatal(err)
 	}
@@ -155,14 +224,14 @@ func TestFaultInjection(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT writes FROM fence WHERE resource = $1`, lockName).Scan(&dbWrites); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.Query(ctx, `SELECT seq, token, worker FROM fence_log ORDER BY seq`)
+	rows, err := db.Query(ctx, `SELECT seq, token, worker, shared FROM fence_log ORDER BY seq`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dbLog, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (faultinject.DBWrite, error) {
 		var w faultinject.DBWrite
 		var tok int64
-		err := row.Scan(&w.Seq, &tok, &w.Worker)
+		err := row.Scan(&w.Seq, &tok, &w.Worker, &w.Shared)
 		w.Token = uint64(tok)
 		return w, err
 	})
@@ -183,16 +252,17 @@ func TestFaultInjection(t *testing.T) {
 	}
 	rep := faultinject.Check(in)
 	if d := os.Getenv("BATON_FAULTINJECT_DUMP"); d != "" {
+		if mutation != "" {
+			d = filepath.Join(d, mutation)
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
 		h.dump(d, in)
 	}
 	t.Logf("fault injection, %d server processes, lease %v: setup %.1fs, scenario %.1fs, total %.1fs\n%s\nsteered faults whose late write the fence refused: %d of %d",
 		len(h.audits), lease, setup.Seconds(), scenarioTime.Seconds(), time.Since(began).Seconds(), rep, h.steeredRefused, h.steered)
-	for _, v := range rep.Violations {
-		t.Errorf("violation: %s", v)
-	}
-	for _, p := range h.problems {
-		t.Errorf("%s", p)
-	}
+	return rep, h
 }
 
 // harness runs the processes and keeps the record.
@@ -211,6 +281,7 @@ type harness struct {
 	faults  []faultinject.Fault
 
 	steered, steeredRefused int       // steered faults, and those whose late write was refused
+	mutation                string    // WorkerConfig.Mutation of every worker
 	deadline                time.Time // the scenario's time budget ends; zero: no budget yet
 
 	mu       sync.Mutex
@@ -250,12 +321,32 @@ func (p *proc) wait(limit time.Duration) bool {
 	}
 }
 
+// built is the baton binary, built once for the package's tests (a
+// failed or cancelled build is tried again by the next test).
+var built struct {
+	mu       sync.Mutex
+	dir, bin string
+}
+
 // build compiles cmd/baton, with the race detector if this test has it:
 // then the build reuses the packages compiled for the test, and the
 // server runs under the detector too.
 func (h *harness) build(ctx context.Context) error {
-	h.bin = filepath.Join(h.dir, "baton")
-	args := []string{"build", "-o", h.bin}
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if built.bin != "" {
+		h.bin = built.bin
+		return nil
+	}
+	if built.dir == "" {
+		dir, err := os.MkdirTemp("", "baton-faultinject-")
+		if err != nil {
+			return err
+		}
+		built.dir = dir
+	}
+	bin := filepath.Join(built.dir, "baton")
+	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
@@ -264,6 +355,7 @@ func (h *harness) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	built.bin, h.bin = bin, bin
 	return nil
 }
 
@@ -313,14 +405,22 @@ func (h *harness) startServer() {
 	}
 }
 
-// spawn starts a new worker process in slot i, behind the slot's proxy.
+var v2Modes = []string{"exclusive", "shared", "shared"}
+
+// spawn starts a new worker process in slot i, behind the slot's proxy:
+// a version 1 client ("w…") or, from slot v1Slots on, a version 2
+// session ("s…").
 func (h *harness) spawn(i int) {
 	h.gen++
-	id := fmt.Sprintf("w%d.%d", i, h.gen)
-	cfg, _ := json.Marshal(faultinject.WorkerConfig{
-		ID: id, Addr: h.proxies[i].Addr(), Lock: lockName, Lease: lease,
-		DSN: h.pg.DSN, Writes: writes, Step: step,
-	})
+	wc := faultinject.WorkerConfig{
+		ID: fmt.Sprintf("w%d.%d", i, h.gen), Addr: h.proxies[i].Addr(), Lock: lockName, Lease: lease,
+		DSN: h.pg.DSN, Writes: writes, Step: step, Mutation: h.mutation,
+	}
+	if i >= v1Slots {
+		wc.ID, wc.Modes = fmt.Sprintf("s%d.%d", i, h.gen), v2Modes
+	}
+	id := wc.ID
+	cfg, _ := json.Marshal(wc)
 	self, err := os.Executable()
 	if err != nil {
 		h.t.Fatal(err)
@@ -370,7 +470,7 @@ func (h *harness) read(p *proc, r io.Reader) {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var rec faultinject.Record
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil || rec.W != p.id {
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil || faultinject.Proc(rec.W) != p.id {
 			h.problem("%s wrote a line that is not its record: %q", p.id, sc.Text())
 			continue
 		}
@@ -474,8 +574,9 @@ func (h *harness) indexAfter(rec faultinject.Record) int {
 	return len(h.records)
 }
 
-// holder waits for a worker that holds the lock: the author of the
-// latest "acquired" record, while it has not released.
+// holder waits for a worker that holds the lock: the process of the
+// author of the latest "acquired" record, while no release or loss came
+// after it.
 func (h *harness) holder() (*proc, uint64) {
 	h.t.Helper()
 	timeout := time.After(waitMax)
@@ -496,7 +597,7 @@ func (h *harness) holder() (*proc, uint64) {
 		h.mu.Unlock()
 		if acq != nil {
 			for _, w := range h.workers {
-				if w.id == acq.W {
+				if w.id == faultinject.Proc(acq.W) {
 					return w, acq.Tok
 				}
 			}
@@ -505,6 +606,58 @@ func (h *harness) holder() (*proc, uint64) {
 		case <-changed:
 		case <-timeout:
 			h.t.Fatalf("no holder within %v", waitMax)
+		}
+	}
+}
+
+// holderWhere is holder, or with reader the process of a claim actor
+// that holds a shared claim: whose latest record among "acquired",
+// "released" and "lost" is a shared "acquired". It prefers, for up to
+// pairWait, a session whose two readers hold at once, so that the fault
+// ends several claims of one session.
+func (h *harness) holderWhere(reader bool) *proc {
+	h.t.Helper()
+	if !reader {
+		w, _ := h.holder()
+		return w
+	}
+	const pairWait = 4 * time.Second
+	pairOver := time.After(pairWait) // then nil: one reader will do
+	timeout := time.After(waitMax)
+	for {
+		h.mu.Lock()
+		holds := map[string]bool{}
+		for _, r := range h.records {
+			switch r.Ev {
+			case "acquired":
+				holds[r.W] = r.Shared
+			case "released", "lost":
+				delete(holds, r.W)
+			}
+		}
+		changed := h.changed
+		h.mu.Unlock()
+		want := 1
+		if pairOver != nil {
+			want = 2
+		}
+		for _, w := range h.workers {
+			n := 0
+			for actor, shared := range holds {
+				if shared && faultinject.Proc(actor) == w.id {
+					n++
+				}
+			}
+			if n >= want {
+				return w
+			}
+		}
+		select {
+		case <-changed:
+		case <-pairOver:
+			pairOver = nil
+		case <-timeout:
+			h.t.Fatalf("no reader holding within %v", waitMax)
 		}
 	}
 }
@@ -533,13 +686,16 @@ func (h *harness) inject(kind string) {
 		h.proxies[w.slot].SetDelay(lease * 6 / 10)
 		from := h.mark()
 		h.waitFor(from, w.id+" giving up under a delay of 0.6·lease", func(r faultinject.Record) bool {
-			return r.W == w.id && r.Ev == "done" && strings.Contains(r.Err, "heartbeat timeout")
+			return faultinject.Proc(r.W) == w.id && r.Ev == "done" && strings.Contains(r.Err, "heartbeat timeout")
 		})
 		h.proxies[w.slot].SetDelay(0)
 		h.fault(faultinject.FaultDelay, w.id, start)
 
 	case "freeze", "blackhole", "reset":
-		h.steer(kind)
+		h.steer(kind, false)
+
+	case "freeze-reader", "blackhole-reader", "reset-reader": // steered at a version 2 reader
+		h.steer(strings.TrimSuffix(kind, "-reader"), true)
 
 	case "freeze-any": // the holder wherever it is, for 1.5 leases
 		w, _ := h.holder()
@@ -549,8 +705,8 @@ func (h *harness) inject(kind string) {
 		w.signal(syscall.SIGCONT)
 		h.fault(faultinject.FaultFreeze, w.id, start)
 
-	case "kill": // the holder, then a new worker in its place
-		w, _ := h.holder()
+	case "kill", "kill-reader": // the holder (a session holding a shared claim), then a new worker in its place
+		w := h.holderWhere(kind == "kill-reader")
 		start := faultinject.Mono()
 		h.killed[w.id] = start
 		w.signal(syscall.SIGKILL)
@@ -588,14 +744,21 @@ func (h *harness) inject(kind string) {
 // the holder is told to pause there; once it has, it is frozen or cut
 // off, the lock moves on and the successor writes with a higher token;
 // then the holder goes on with its write, which the fence must refuse.
-func (h *harness) steer(kind string) {
+//
+// With reader, the holder is a version 2 session holding a shared claim,
+// and only a shared claim actor pauses.
+func (h *harness) steer(kind string, reader bool) {
 	h.t.Helper()
 	h.steered++
 	from := h.mark()
-	w, _ := h.holder()
-	w.command("pause")
+	w := h.holderWhere(reader)
+	if reader {
+		w.command("pause-shared")
+	} else {
+		w.command("pause")
+	}
 	chk := h.waitFor(from, w.id+" pausing after its check", func(r faultinject.Record) bool {
-		return r.W == w.id && r.Ev == "check" && r.Paused
+		return faultinject.Proc(r.W) == w.id && r.Ev == "check" && r.Paused
 	})
 	start := faultinject.Mono()
 	switch kind {
@@ -607,8 +770,10 @@ func (h *harness) steer(kind string) {
 	case "reset":
 		h.proxies[w.slot].Reset()
 	}
-	h.waitFor(from, fmt.Sprintf("accepted write with a token above %s's %d", w.id, chk.Tok), func(r faultinject.Record) bool {
-		return r.Ev == "write" && r.OK && r.Tok > chk.Tok
+	// A reader's read is refused only after a write with a higher token
+	// (the W rule); a writer's write after any higher operation.
+	h.waitFor(from, fmt.Sprintf("accepted write with a token above %s's %d", chk.W, chk.Tok), func(r faultinject.Record) bool {
+		return r.Ev == "write" && r.OK && r.Tok > chk.Tok && (!chk.Shared || !r.Shared)
 	})
 	switch kind {
 	case "freeze":
@@ -616,8 +781,8 @@ func (h *harness) steer(kind string) {
 	default:
 		w.command("resume")
 	}
-	late := h.waitFor(from, w.id+"'s late write", func(r faultinject.Record) bool {
-		return r.W == w.id && r.Ev == "write" && r.Tok == chk.Tok && r.T0 > chk.T
+	late := h.waitFor(from, chk.W+"'s late write", func(r faultinject.Record) bool {
+		return r.W == chk.W && r.Ev == "write" && r.Tok == chk.Tok && r.T0 > chk.T
 	})
 	if kind == "blackhole" {
 		h.proxies[w.slot].Heal()
@@ -626,8 +791,8 @@ func (h *harness) steer(kind string) {
 	if !late.OK && late.Err == "" {
 		h.steeredRefused++
 	} else {
-		h.t.Errorf("%s: %s's write with token %d after the lock moved on: accepted %v, error %q; want refused by the fence",
-			kind, w.id, chk.Tok, late.OK, late.Err)
+		h.problem("%s: %s's write (shared %v) with token %d after the lock moved on: accepted %v, error %q; want refused by the fence",
+			kind, chk.W, chk.Shared, chk.Tok, late.OK, late.Err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,38 +30,93 @@ type WorkerConfig struct {
 	DSN    string        // the PostgreSQL holding the resource
 	Writes int           // writes per tenure, after which the lock is released
 	Step   time.Duration // the slow step between a write's check and its send
+	// Modes, when not empty, makes the worker a protocol version 2
+	// session: one Session whose claim actors, one per entry
+	// ("exclusive" or "shared"), loop on Session.Do on Lock at once, so
+	// the session holds several claims. Empty: a version 1 Client.
+	Modes []string
+	// Mutation breaks the worker or its fence on purpose, to show that
+	// Check catches it: MutationNoWRule, MutationIgnoreLost. Empty in
+	// the suite.
+	Mutation string
 }
 
-// The resource: one row of the fence table, updated only by writeSQL.
-// fence_log keeps every accepted write in commit order, in the same
-// statement: writes is incremented under the row lock, so its new value
-// is a gapless sequence number.
+// Mutations of the worker (WorkerConfig.Mutation).
 const (
-	SchemaSQL = `
-CREATE TABLE fence (resource text PRIMARY KEY, max_token bigint NOT NULL, writes bigint NOT NULL);
-CREATE TABLE fence_log (seq bigint PRIMARY KEY, token bigint NOT NULL, worker text NOT NULL);
-`
-	writeSQL = `
-WITH u AS (
-	UPDATE fence SET max_token = $1, writes = writes + 1
-	WHERE resource = $2 AND max_token <= $1
-	RETURNING writes)
-INSERT INTO fence_log (seq, token, worker) SELECT writes, $1, $3 FROM u
-RETURNING seq`
+	// MutationNoWRule drops the W rule from the read fence: a reader
+	// older than the last accepted writer gets in.
+	MutationNoWRule = "no-w-rule"
+	// MutationIgnoreLost makes every tenure ignore the loss of its claim:
+	// no check of its context before a write, and no "lost" record.
+	MutationIgnoreLost = "ignore-lost"
 )
 
+// The resource: one row of the fence table, updated only by WriteSQL
+// (an exclusive holder's write) and ReadSQL (a shared holder's read).
+// The row keeps the two numbers of docs/protocol.md ("v2 fencing with
+// several holders"): max_token is M, the largest token accepted from
+// anyone, write_token is W, the largest accepted from an exclusive
+// holder. A write is accepted only if its token is at least M, a read
+// only if its token is above W; the database refuses the rest, not the
+// worker. fence_log keeps every accepted operation in commit order, in
+// the same statement: writes is incremented under the row lock, so its
+// new value is a gapless sequence number.
+const (
+	SchemaSQL = `
+CREATE TABLE fence (resource text PRIMARY KEY, max_token bigint NOT NULL, writes bigint NOT NULL,
+	write_token bigint NOT NULL DEFAULT 0);
+CREATE TABLE fence_log (seq bigint PRIMARY KEY, token bigint NOT NULL, worker text NOT NULL,
+	shared boolean NOT NULL DEFAULT false);
+`
+	// WriteSQL: $1 token, $2 resource, $3 worker; returns the sequence
+	// number, or no row when the fence refuses.
+	WriteSQL = `
+WITH u AS (
+	UPDATE fence SET max_token = $1, write_token = $1, writes = writes + 1
+	WHERE resource = $2 AND max_token <= $1
+	RETURNING writes)
+INSERT INTO fence_log (seq, token, worker, shared) SELECT writes, $1, $3, false FROM u
+RETURNING seq`
+	// ReadSQL: as WriteSQL, for a read under a shared claim.
+	ReadSQL = `
+WITH u AS (
+	UPDATE fence SET max_token = greatest(max_token, $1), writes = writes + 1
+	WHERE resource = $2 AND ` + wRule + `
+	RETURNING writes)
+INSERT INTO fence_log (seq, token, worker, shared) SELECT writes, $1, $3, true FROM u
+RETURNING seq`
+	wRule = "write_token < $1"
+)
+
+// readSQL is the read statement, without the W rule under
+// MutationNoWRule.
+func readSQL(mutation string) string {
+	if mutation == MutationNoWRule {
+		return strings.Replace(ReadSQL, wRule, "true", 1)
+	}
+	return ReadSQL
+}
+
 // Record is one line of a worker's log (JSON lines on its standard
-// output). T is Mono() at the event.
+// output). T is Mono() at the event. W is the worker's ID, or for the
+// claim actors of a version 2 worker ID#k (Proc gives the process).
 //
 //	start     the worker is up (PID)
-//	acquired  fn was called: ownership of Tok begins
-//	check     fn's ctx was found alive before a write; Paused when the
-//	          worker then waits for "resume" instead of its usual step
+//	session   a version 2 worker opened a session (Err: it failed)
+//	session-lost  its session ended (Err: why), logged once Lost() is
+//	          closed, which the client does after cancelling every claim's
+//	          work
+//	request   Do is called: the claim is requested
+//	acquired  fn was called: ownership of Tok begins (Shared: under a
+//	          shared claim, whose operations are reads)
+//	check     fn's ctx was found alive before an operation; Paused when
+//	          the worker then waits for "resume" instead of its usual step
 //	resumed   it got "resume" (or is stopping)
-//	write     a write with token Tok was attempted: sent at T0, answered
-//	          at T; OK if the fence accepted it, with its sequence number
-//	          Seq; Late if fn's ctx was already cancelled when it was sent;
-//	          Err if it failed (no answer from the database)
+//	write     an operation with token Tok was attempted (Shared: a read):
+//	          sent at T0, answered at T; OK if the fence accepted it, with
+//	          its sequence number Seq; Late if fn's ctx was already
+//	          cancelled when it was sent; Err if it failed (no answer from
+//	          the database)
 //	lost      fn's ctx was cancelled while fn ran (Err: the cause)
 //	released  fn returned
 //	done      Do returned (Err: its error)
@@ -75,17 +131,33 @@ type Record struct {
 	Seq    int64  `json:"seq,omitempty"`
 	Late   bool   `json:"late,omitempty"`
 	Paused bool   `json:"paused,omitempty"`
+	Shared bool   `json:"shared,omitempty"`
 	Err    string `json:"err,omitempty"`
 	PID    int    `json:"pid,omitempty"`
 }
 
+// Proc returns the worker process of a record's W: the ID before "#".
+func Proc(w string) string {
+	if i := strings.IndexByte(w, '#'); i >= 0 {
+		return w[:i]
+	}
+	return w
+}
+
 // RunWorker takes the lock over and over until stdin ends or ctx is
-// done, and under each grant makes cfg.Writes writes stamped with the
-// fencing token. Before each write it checks fn's ctx, then spends
-// cfg.Step (or waits for a "resume" line on stdin after a "pause" line)
-// without looking at ctx, then sends the write whatever happened to ctx
-// meanwhile: the check-then-act gap a GC pause opens in a real program,
-// which only the fence in the database closes.
+// done, and under each grant makes cfg.Writes operations stamped with
+// the fencing token: writes under an exclusive claim, reads under a
+// shared one. Before each operation it checks fn's ctx, then spends
+// cfg.Step (or waits for a "resume" line on stdin after a "pause" line,
+// or for a shared actor after a "pause-shared" line)
+// without looking at ctx, then sends the operation whatever happened to
+// ctx meanwhile: the check-then-act gap a GC pause opens in a real
+// program, which only the fence in the database closes.
+//
+// With cfg.Modes it is a version 2 worker: one Session at a time, with
+// a claim actor per mode looping on Session.Do; when the session is lost
+// every actor's fn is cancelled, the actors stop, and a new session is
+// opened.
 func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -100,6 +172,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 			switch sc.Text() {
 			case "pause":
 				w.pause.Store(true)
+			case "pause-shared":
+				w.pauseShared.Store(true)
 			case "resume":
 				select {
 				case w.resume <- struct{}{}:
@@ -110,108 +184,206 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 		cancel()
 	}()
 
-	defer func() {
-		if w.db != nil {
-			w.db.Close(context.Background())
-		}
-	}()
 	c := baton.New(baton.Config{Address: cfg.Addr})
+	if len(cfg.Modes) > 0 {
+		for ctx.Err() == nil {
+			w.session(ctx, c)
+		}
+		return nil
+	}
+	a := &actor{w: w, id: cfg.ID}
+	defer a.close()
 	for ctx.Err() == nil {
 		var tok uint64
+		w.log(Record{Ev: "request", W: a.id})
 		err := c.Do(ctx, cfg.Lock, cfg.Lease, func(ctx context.Context, token uint64) error {
 			tok = token
-			return w.tenure(ctx, token)
+			return a.tenure(ctx, token)
 		})
-		rec := Record{Ev: "done", Tok: tok}
-		if err != nil {
-			rec.Err = err.Error()
-		}
-		w.log(rec)
-		if err != nil && ctx.Err() == nil {
-			time.Sleep(20*time.Millisecond + rand.N(20*time.Millisecond))
-		}
+		a.done(ctx, tok, err)
 	}
 	return nil
 }
 
+// session runs one version 2 session until it is lost or ctx is done:
+// each claim actor loops on Do until then; a lost session cancels every
+// actor's fn (Session.Do's contract), and session returns once all have
+// stopped and the session is closed.
+func (w *worker) session(ctx context.Context, c *baton.Client) {
+	s, err := c.OpenSession(ctx, baton.SessionOptions{Lease: w.cfg.Lease, Label: w.cfg.ID, NoFallback: true})
+	if err != nil {
+		w.log(Record{Ev: "session", Err: err.Error()})
+		backoff(ctx)
+		return
+	}
+	w.log(Record{Ev: "session"})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		<-s.Lost() // closed by s.Close at the latest
+		w.log(Record{Ev: "session-lost", Err: fmt.Sprint(s.Err())})
+	}()
+	var actors sync.WaitGroup
+	for k, m := range w.cfg.Modes {
+		mode, shared := baton.Exclusive, m == "shared"
+		if shared {
+			mode = baton.Shared
+		}
+		a := &actor{w: w, id: fmt.Sprintf("%s#%d", w.cfg.ID, k), shared: shared}
+		actors.Go(func() {
+			defer a.close()
+			for ctx.Err() == nil && s.Err() == nil {
+				var tok uint64
+				w.log(Record{Ev: "request", W: a.id})
+				err := s.Do(ctx, w.cfg.Lock, mode, func(ctx context.Context, token uint64) error {
+					tok = token
+					return a.tenure(ctx, token)
+				})
+				a.done(ctx, tok, err)
+			}
+		})
+	}
+	actors.Wait()
+	s.Close()
+	<-watched
+	if ctx.Err() == nil {
+		backoff(ctx)
+	}
+}
+
+// backoff waits 20 to 40ms, or until ctx is done.
+func backoff(ctx context.Context) {
+	t := time.NewTimer(20*time.Millisecond + rand.N(20*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 type worker struct {
-	cfg     WorkerConfig
-	out     io.Writer
-	outMu   sync.Mutex
-	db      *pgx.Conn
-	pause   atomic.Bool
-	resume  chan struct{}
-	stopped <-chan struct{} // the worker is stopping
+	cfg   WorkerConfig
+	out   io.Writer
+	outMu sync.Mutex
+	pause atomic.Bool
+	// pauseShared is pause for the next check of a shared actor only.
+	pauseShared atomic.Bool
+	resume      chan struct{}
+	stopped     <-chan struct{} // the worker is stopping
+}
+
+// actor is one claimant of a worker: the worker itself in version 1, a
+// claim actor of its session in version 2. It has its own database
+// connection.
+type actor struct {
+	w      *worker
+	id     string
+	shared bool
+	db     *pgx.Conn
+}
+
+func (a *actor) close() {
+	if a.db != nil {
+		a.db.Close(context.Background())
+	}
+}
+
+// done logs the end of a Do and, after an error, backs off.
+func (a *actor) done(ctx context.Context, tok uint64, err error) {
+	rec := Record{Ev: "done", W: a.id, Tok: tok}
+	if err != nil {
+		rec.Err = err.Error()
+	}
+	a.w.log(rec)
+	if err != nil && ctx.Err() == nil {
+		backoff(ctx)
+	}
 }
 
 // tenure is the work under one grant.
-func (w *worker) tenure(ctx context.Context, token uint64) error {
-	w.log(Record{Ev: "acquired", Tok: token})
+func (a *actor) tenure(ctx context.Context, token uint64) error {
+	w := a.w
+	w.log(Record{Ev: "acquired", W: a.id, Tok: token, Shared: a.shared})
+	ignore := w.cfg.Mutation == MutationIgnoreLost
 	stop := context.AfterFunc(ctx, func() {
-		w.log(Record{Ev: "lost", Tok: token, Err: fmt.Sprint(context.Cause(ctx))})
+		if !ignore {
+			w.log(Record{Ev: "lost", W: a.id, Tok: token, Err: fmt.Sprint(context.Cause(ctx))})
+		}
 	})
 	defer func() {
 		stop()
-		w.log(Record{Ev: "released", Tok: token})
+		w.log(Record{Ev: "released", W: a.id, Tok: token})
 	}()
 	for range w.cfg.Writes {
-		if ctx.Err() != nil { // the check
+		if ctx.Err() != nil && !ignore { // the check
 			return nil
 		}
-		paused := w.pause.Swap(false)
-		w.log(Record{Ev: "check", Tok: token, Paused: paused})
+		paused := w.pause.Swap(false) || (a.shared && w.pauseShared.Swap(false))
+		w.log(Record{Ev: "check", W: a.id, Tok: token, Paused: paused, Shared: a.shared})
 		if paused {
 			select {
 			case <-w.resume:
 			case <-w.stopped:
 			}
-			w.log(Record{Ev: "resumed", Tok: token})
+			w.log(Record{Ev: "resumed", W: a.id, Tok: token})
 		} else {
 			time.Sleep(w.cfg.Step)
 		}
 		// The act: not interrupted by a loss of the lock from here on.
-		w.write(context.WithoutCancel(ctx), token, ctx.Err() != nil)
+		// Its time is taken before ctx is looked at: an operation sent
+		// after a session-lost record must be Late.
+		t0 := Mono()
+		a.write(context.WithoutCancel(ctx), token, t0, ctx.Err() != nil)
 	}
 	return nil
 }
 
-// write makes one fenced write and logs it.
-func (w *worker) write(ctx context.Context, token uint64, late bool) {
+// write makes one fenced operation (a read for a shared actor) and logs
+// it.
+func (a *actor) write(ctx context.Context, token uint64, t0 int64, late bool) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rec := Record{Ev: "write", Tok: token, Late: late, T0: Mono()}
-	err := w.connect(ctx)
+	rec := Record{Ev: "write", W: a.id, Tok: token, Late: late, Shared: a.shared, T0: t0}
+	sql := WriteSQL
+	if a.shared {
+		sql = readSQL(a.w.cfg.Mutation)
+	}
+	err := a.connect(ctx)
 	if err == nil {
-		err = w.db.QueryRow(ctx, writeSQL, int64(token), w.cfg.Lock, w.cfg.ID).Scan(&rec.Seq)
+		err = a.db.QueryRow(ctx, sql, int64(token), a.w.cfg.Lock, a.id).Scan(&rec.Seq)
 	}
 	switch {
 	case err == nil:
 		rec.OK = true
-	case errors.Is(err, pgx.ErrNoRows): // rejected by the fence
+	case errors.Is(err, pgx.ErrNoRows): // refused by the fence
 	default:
 		rec.Err = err.Error()
-		if w.db != nil && w.db.IsClosed() {
-			w.db = nil
+		if a.db != nil && a.db.IsClosed() {
+			a.db = nil
 		}
 	}
-	w.log(rec)
+	a.w.log(rec)
 }
 
-func (w *worker) connect(ctx context.Context) error {
-	if w.db != nil && !w.db.IsClosed() {
+func (a *actor) connect(ctx context.Context) error {
+	if a.db != nil && !a.db.IsClosed() {
 		return nil
 	}
-	db, err := pgx.Connect(ctx, w.cfg.DSN)
+	db, err := pgx.Connect(ctx, a.w.cfg.DSN)
 	if err != nil {
 		return err
 	}
-	w.db = db
+	a.db = db
 	return nil
 }
 
-// log writes rec as one line, stamped now (T) and with the worker's name.
+// log writes rec as one line, stamped now (T) and with the worker's name
+// unless it has an actor's.
 func (w *worker) log(rec Record) {
-	rec.W, rec.T = w.cfg.ID, Mono()
+	if rec.W == "" {
+		rec.W = w.cfg.ID
+	}
+	rec.T = Mono()
 	b, _ := json.Marshal(rec)
 	w.outMu.Lock()
 	defer w.outMu.Unlock()
