@@ -347,6 +347,16 @@ func (cl *Claim) run(ctx context.Context, fn func(ctx context.Context, token uin
 	defer cancel(nil)
 	s := cl.s
 	s.mu.Lock()
+	if !cl.ended && !time.Now().Before(s.rule.Deadline()) {
+		// The give-up is due but the reader has not seen it yet (a
+		// process frozen since the grant): give up now, before fn starts.
+		closeNow := s.loseLocked(ErrHeartbeatTimeout)
+		s.mu.Unlock()
+		if closeNow {
+			s.closeConn()
+		}
+		return cl.Err()
+	}
 	if cl.ended { // lost between the grant and now: fn must not start
 		s.mu.Unlock()
 		return cl.err

@@ -171,6 +171,13 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context, token uint6
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	l.mu.Lock()
+	if !l.done && !time.Now().Before(l.rule.Deadline()) {
+		// The give-up is due but the reader has not seen it yet (a
+		// process frozen since the grant): give up now, before fn starts.
+		l.mu.Unlock()
+		l.finish(ErrHeartbeatTimeout)
+		return false, l.Err()
+	}
 	if l.done { // lost between the grant and now: fn must not start
 		l.mu.Unlock()
 		return false, l.Err()

@@ -778,3 +778,40 @@ func TestLossBeforeFnStarts(t *testing.T) {
 	}
 	t.Logf("fn ran (and saw the loss) in %d of %d tries", ran, tries)
 }
+
+// TestWorkDoesNotStartAfterGiveUpIsDue: when the give-up deadline has
+// passed but the reader has not noticed yet (a process frozen between the
+// grant and the start of the work), fn must not start. The test holds the
+// reader back by moving its read deadline, as a late wake-up would.
+func TestWorkDoesNotStartAfterGiveUpIsDue(t *testing.T) {
+	t.Parallel()
+	const lease = 300 * time.Millisecond
+	fake := newFake(t)
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := fake.client().Acquire(t.Context(), "job", lease)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	fc, _ := fake.accept()
+	fc.acquired(42)
+	l := <-got
+	if l == nil {
+		return
+	}
+	defer l.Release()
+	time.Sleep(20 * time.Millisecond) // the reader is back in its read
+	l.conn.SetReadDeadline(time.Now().Add(time.Hour))
+	time.Sleep(time.Until(l.CloseBy().Add(-lease / 10))) // past anchor + 0.8·lease
+	ran, err := l.run(t.Context(), func(context.Context, uint64) error { return nil })
+	if ran || !errors.Is(err, ErrHeartbeatTimeout) {
+		t.Fatalf("fn ran: %v, err %v; want not run and ErrHeartbeatTimeout", ran, err)
+	}
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatal("lock not lost")
+	}
+}

@@ -857,3 +857,57 @@ func TestSessionGiveUpWithoutWorkClosesAtOnce(t *testing.T) {
 		t.Fatalf("closed at CloseBy%+v, want at the give-up, 0.2·lease before it", eofAt.Sub(closeBy))
 	}
 }
+
+// TestSessionWorkDoesNotStartAfterGiveUpIsDue: when the give-up deadline
+// has passed but the reader has not noticed yet (a process frozen between
+// the grant and the start of the work, a late netpoller), the work must not
+// start: the claim is lost instead. The test holds the reader back by
+// moving its read deadline, as a frozen process's late wake-up would.
+func TestSessionWorkDoesNotStartAfterGiveUpIsDue(t *testing.T) {
+	fake := newFakeV2(t)
+	const lease = 300 * time.Millisecond
+	type opened struct {
+		s   *Session
+		err error
+	}
+	res := make(chan opened, 1)
+	go func() {
+		s, err := fake.client().OpenSession(t.Context(), SessionOptions{Lease: lease})
+		res <- opened{s, err}
+	}()
+	fc, _ := fake.acceptV2()
+	fc.welcome()
+	o := <-res
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	s := o.s
+	defer s.Close()
+	got := make(chan *Claim, 1)
+	go func() {
+		cl, err := s.Acquire(t.Context(), "job", Exclusive)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- cl
+	}()
+	claim := fc.expect(protocol.TypeClaim)
+	fc.send(protocol.AppendGranted(nil, claim.Claim, 42))
+	cl := <-got
+	if cl == nil {
+		return
+	}
+	time.Sleep(20 * time.Millisecond) // the reader is back in its read
+	s.conn.SetReadDeadline(time.Now().Add(time.Hour))
+	time.Sleep(time.Until(s.CloseBy().Add(-lease / 10))) // past anchor + 0.8·lease
+	ran := false
+	err := cl.run(t.Context(), func(context.Context, uint64) error { ran = true; return nil })
+	if ran || !errors.Is(err, ErrHeartbeatTimeout) {
+		t.Fatalf("work ran: %v, err %v; want no work and ErrHeartbeatTimeout", ran, err)
+	}
+	select {
+	case <-cl.Lost():
+	default:
+		t.Fatal("claim not lost")
+	}
+}
