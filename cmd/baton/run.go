@@ -104,6 +104,9 @@ type runConfig struct {
 	// claim on a session (runsession.go); neither: a version 1 claim.
 	shared    bool
 	semaphore int
+	// admin (--admin): the admin API to ask, while waiting, who holds
+	// the lock and how long its queue is; empty: do not ask.
+	admin string
 }
 
 func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
@@ -120,6 +123,7 @@ func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
 	fs.BoolVar(&cfg.verbose, "v", "BATON_VERBOSE", false, "say on stderr when waiting, each retry and its cause, and the time waited (on by default when stderr is a terminal)")
 	fs.BoolVar(&cfg.isolate, "isolate", "BATON_ISOLATE", true, "kill every process COMMAND started when it exits or baton run dies, even by SIGKILL (Linux; false: only COMMAND dies with baton run)")
 	fs.BoolVar(&cfg.shared, "shared", "BATON_SHARED", false, "take a shared (read) lock: any number of shared holders at once, none with an exclusive one (protocol v2)")
+	fs.StringVar(&cfg.admin, "admin", "BATON_ADMIN_ADDRESS", "", "admin API to ask, when waiting, who holds the lock and how many queue (as 'baton show'; the same --tls-* files); empty: do not ask")
 	fs.IntVar(&cfg.semaphore, "semaphore", "BATON_SEMAPHORE", 0, "take one of N places of a semaphore: at most N holders at once, every holder giving the same N (protocol v2); 0: exclusive")
 	cfg.tls = clientTLSFlags(fs)
 	fs.StringVar(&cfg.dir, "dir", "BATON_DIR", "", "take the lock kept in this shared directory instead of a server's (no NAME; see docs/dirlock.md)")
@@ -252,13 +256,14 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	c := baton.New(baton.Config{Address: cfg.server, Dialer: cfg.dialer})
 	verbose := cfg.verbose || isTerminal(stderr)
 	start := time.Now()
-	// Protocol v1 does not say who holds the lock or how many wait ahead:
-	// say that we still wait once the lock was not granted at once.
+	// The lock protocol does not say who holds the lock or how many wait
+	// ahead: say that we still wait once the lock was not granted at
+	// once, and ask the admin API who holds it when --admin says where.
 	var saidWaiting atomic.Bool
 	waiting := time.AfterFunc(runWaitingAfter, func() {
 		if verbose && !cfg.noWait {
 			saidWaiting.Store(true)
-			fmt.Fprintf(stderr, "baton run: waiting for lock %q on %s (held by another client, or the server is slow)\n", name, cfg.server)
+			fmt.Fprintf(stderr, "baton run: waiting for lock %q on %s (%s)\n", name, cfg.server, whoHolds(ctx, cfg, name))
 		}
 	})
 	defer waiting.Stop()

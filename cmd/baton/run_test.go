@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -918,5 +919,33 @@ func TestRunKeepsClaimUntilCommandExits(t *testing.T) {
 			}
 			t.Logf("connection closed %v after ACQUIRE (give-up at 0.8·lease = %v)", d, lease*4/5)
 		})
+	}
+}
+
+// -v with --admin names who holds the lock and how many wait, from the
+// admin API; without --admin it says how to get that.
+func TestRunVerboseNamesHolder(t *testing.T) {
+	t.Parallel()
+	f := startServe(t, func(c *serveConfig) { c.adminListen = "127.0.0.1:0" })
+	holder := opstest.DialV2(t, f.addrs.protocol, 10*time.Second, "deploy pid 81")
+	holder.Claim(1, protocol.ModeExclusive, 0, "job")
+	tok := holder.ExpectV2(protocol.TypeGranted, 1, 0).Token
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--admin", f.addrs.admin}, []string{fmt.Sprintf(`held by %s ("deploy pid 81") for `, holder.Addr()), fmt.Sprintf("token %d; 1 waiting", tok)}},
+		{nil, []string{"held by another client, or the server is slow; --admin names the admin API"}},
+	} {
+		args := append([]string{"-v", "--wait", "1500ms", "--server", f.addrs.protocol}, tc.args...)
+		p := startRun(t, append(args, "job", "--", "true")...)
+		if code, _ := p.wait(); code != exitTempFail {
+			t.Fatalf("%q: exit %d, want %d; stderr:\n%s", tc.args, code, exitTempFail, p.stderr)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(p.stderr.String(), want) {
+				t.Errorf("%q: stderr does not say %q:\n%s", tc.args, want, p.stderr)
+			}
+		}
 	}
 }
