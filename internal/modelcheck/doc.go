@@ -68,6 +68,21 @@
 //     no forwarding loop; mutations (ClusterMutations) drop each rule. See
 //     docs/cluster.md.
 //
+//   - The range model (CheckRanges) drives the real
+//     internal/rangelock.Table through every interleaving of fcntl
+//     byte-range and flock requests (waiting or not), unlocks,
+//     release-owner, interrupted waits and session closes, for two or
+//     three owners over a few byte positions, against a byte-by-byte
+//     reference record. It checks that no conflicting locks are held,
+//     that held ranges, F_GETLK answers and conflicts follow the fcntl
+//     and flock semantics, strict FIFO, that no grant is withheld, tokens,
+//     that deadlock detection is sound (a refusal would have closed a
+//     wait-for cycle) and complete (the wait-for graph never has a
+//     cycle), and, on the whole graph, that no waiter starves while
+//     holders eventually let go. Mutations (NewRangeMutant) show that it
+//     catches a waiter overtaken, a deadlock queued, a false deadlock and
+//     an unlock that drops too much.
+//
 // A violation is reported with the shortest counterexample (breadth-first
 // order makes the first one found the shortest) as a readable trace; a
 // liveness violation is a lasso: a path to a cycle and the cycle.

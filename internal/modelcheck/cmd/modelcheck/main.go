@@ -9,6 +9,7 @@
 //	modelcheck -model=dirlock-seed -hosts=3 -procs=1 [-mutation=tempting]
 //	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-mutation=no-claim]
 //	modelcheck -model=cluster -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=switch-first]
+//	modelcheck -model=ranges -owners=3 -positions=2 [-files=2] [-flock] [-nowait] [-mutation=overtake-waiter]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
 // the shortest counterexample) and 2 on bad flags.
@@ -32,13 +33,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), ranges (the POSIX byte-range and flock lock table)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
 		sems     = fs.Int("sems", 0, "claims: semaphore locks")
 		limit    = fs.Int("limit", 2, "claims: the semaphores' limit (1..4)")
-		noWait   = fs.Bool("nowait", false, "claims: also explore no-wait claims")
+		noWait   = fs.Bool("nowait", false, "claims, ranges: also explore no-wait claims (requests)")
 		locks    = fs.Int("locks", 2, "table: number of locks (1..8)")
 		lives    = fs.Int("lives", 2, "table: claims each session makes, one after another (1..8)")
 		lease    = fs.Int("lease", def.Lease, "client: lease, in time steps")
@@ -55,10 +56,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		changes  = fs.Int("changes", cdef.Changes, "cluster: ring changes, planned moves and removals of a dead owner (0..3)")
 		deaths   = fs.Int("deaths", cdef.Deaths, "cluster: node deaths (0..2)")
 		restarts = fs.Int("restarts", cdef.Restarts, "cluster: node restarts from the data directory (0..2)")
-		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster: drop one rule so that the check must fail; claims: "+
+		owners   = fs.Int("owners", 3, "ranges: lock owners (1..3)")
+		rsess    = fs.Int("range-sessions", 0, "ranges: sessions the owners are grouped into (1..owners; 0: one per owner)")
+		posns    = fs.Int("positions", 2, "ranges: byte positions (1..3)")
+		files    = fs.Int("files", 1, "ranges: files (1..2)")
+		flock    = fs.Bool("flock", false, "ranges: also flock locks on the first file")
+		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, ranges: drop one rule so that the check must fail; claims: "+
 			strings.Join(modelcheck.ClaimsMutations, ", ")+"; session: "+strings.Join(modelcheck.SessionMutations, ", ")+"; dirlock seed: "+
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
-			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", "))
+			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", ")+"; ranges: "+strings.Join(modelcheck.RangeMutations, ", "))
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: modelcheck [flags]\n\nExplores every interleaving of a bounded configuration; exits 0 if every\nproperty holds, 1 on a violation (printing the shortest counterexample),\n2 on bad flags.\n\n")
@@ -149,8 +155,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rep = modelcheck.CheckCluster(cfg)
+	case "ranges":
+		cfg := modelcheck.RangeConfig{Owners: *owners, Sessions: *rsess, Positions: *posns, Keys: *files, Flock: *flock, NoWait: *noWait}
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		if *mutation != "" {
+			if cfg.New = modelcheck.NewRangeMutant(*mutation); cfg.New == nil {
+				fmt.Fprintf(stderr, "modelcheck: -mutation for ranges must be one of %s, not %q\n", strings.Join(modelcheck.RangeMutations, ", "), *mutation)
+				return 2
+			}
+		}
+		rep = modelcheck.CheckRanges(cfg)
 	default:
-		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps or cluster, not %q\n", *model)
+		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps, cluster or ranges, not %q\n", *model)
 		return 2
 	}
 	fmt.Fprintln(stdout, rep)

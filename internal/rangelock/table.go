@@ -1,0 +1,570 @@
+package rangelock
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+)
+
+// Table holds the byte-range and flock locks of every key. It is not safe
+// for concurrent use; callers serialize access.
+type Table struct {
+	tokens   locktable.TokenSource
+	files    map[fileKey]*file
+	sessions map[SessionID]*sessRec
+	ranges   int // held ranges, over all files
+	waiters  int
+}
+
+type fileKey struct {
+	key string
+	ns  Namespace
+}
+
+func (a fileKey) compare(b fileKey) int {
+	if c := cmp.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ns, b.ns)
+}
+
+// file is one key in one namespace: its holders in the order Query
+// reports them, and its FIFO queue.
+type file struct {
+	fk fileKey
+	// holders in the order of their first range: an owner joins the end
+	// when it goes from no range on the file to some, as in Linux's lock
+	// list, which F_GETLK walks.
+	holders []*holder
+	byOwner map[Owner]*holder
+	queue   []*waiter // arrival order
+}
+
+// holder is one owner's ranges on one file, by type. The two sets are
+// disjoint; a flock holder has Whole in one of them.
+type holder struct {
+	owner  Owner
+	reads  spans
+	writes spans
+}
+
+func (h *holder) empty() bool { return len(h.reads) == 0 && len(h.writes) == 0 }
+
+func (h *holder) n() int { return len(h.reads) + len(h.writes) }
+
+type waiter struct {
+	f     *file
+	owner Owner
+	tag   uint64
+	typ   Type
+	r     Range
+	since time.Time
+}
+
+type sessRec struct {
+	owners  map[OwnerID]*ownerRec
+	waiters map[uint64]*waiter // by tag; nil until the session first waits
+}
+
+// ownerRec is what one owner holds and waits for, over all files.
+type ownerRec struct {
+	held    map[fileKey]*file
+	waiting []*waiter // arrival order
+}
+
+// New returns an empty table that takes a fencing token for every grant
+// from tokens (nil means a locktable.ClockTokens on the system clock), so
+// that a server can give named and range locks one token sequence.
+func New(tokens locktable.TokenSource) *Table {
+	if tokens == nil {
+		tokens = &locktable.ClockTokens{}
+	}
+	return &Table{tokens: tokens, files: map[fileKey]*file{}, sessions: map[SessionID]*sessRec{}}
+}
+
+func validate(key string, ns Namespace) error {
+	switch {
+	case key == "":
+		return ErrInvalidKey
+	case ns != POSIX && ns != Flock:
+		return ErrInvalidNamespace
+	}
+	return nil
+}
+
+func (t *Table) owner(o Owner, create bool) *ownerRec {
+	s := t.sessions[o.Session]
+	if s == nil {
+		if !create {
+			return nil
+		}
+		s = &sessRec{owners: map[OwnerID]*ownerRec{}}
+		t.sessions[o.Session] = s
+	}
+	or := s.owners[o.ID]
+	if or == nil && create {
+		or = &ownerRec{held: map[fileKey]*file{}}
+		s.owners[o.ID] = or
+	}
+	return or
+}
+
+// tidy forgets an owner that holds and waits for nothing, and a session
+// without owners.
+func (t *Table) tidy(o Owner) {
+	s := t.sessions[o.Session]
+	if s == nil {
+		return
+	}
+	if or := s.owners[o.ID]; or != nil && len(or.held) == 0 && len(or.waiting) == 0 {
+		delete(s.owners, o.ID)
+	}
+	if len(s.owners) == 0 && len(s.waiters) == 0 {
+		delete(t.sessions, o.Session)
+	}
+}
+
+func (t *Table) tidyFile(f *file) {
+	if len(f.holders) == 0 && len(f.queue) == 0 {
+		delete(t.files, f.fk)
+	}
+}
+
+// conflicts reports whether a lock of type typ over r by o conflicts with
+// the held ranges of h: another owner, overlapping bytes, one of them a
+// write. It returns the first such range (lowest start).
+func (h *holder) conflict(o Owner, typ Type, r Range) (Lock, bool) {
+	if h.owner == o {
+		return Lock{}, false
+	}
+	w, okW := h.writes.first(r)
+	if typ == Read {
+		return Lock{Owner: h.owner, Type: Write, Range: w}, okW
+	}
+	rd, okR := h.reads.first(r)
+	switch {
+	case okW && (!okR || w.Start < rd.Start):
+		return Lock{Owner: h.owner, Type: Write, Range: w}, true
+	case okR:
+		return Lock{Owner: h.owner, Type: Read, Range: rd}, true
+	}
+	return Lock{}, false
+}
+
+// holderConflict returns the first range of another owner on f that
+// conflicts with a lock of type typ over r by o, in Query's order.
+func (f *file) holderConflict(o Owner, typ Type, r Range) (Lock, bool) {
+	for _, h := range f.holders {
+		if l, ok := h.conflict(o, typ, r); ok {
+			return l, true
+		}
+	}
+	return Lock{}, false
+}
+
+func conflicting(o Owner, typ Type, r Range, p Owner, ptyp Type, pr Range) bool {
+	return o != p && (typ == Write || ptyp == Write) && r.overlaps(pr)
+}
+
+// covers reports whether h already holds every byte of r with type typ
+// or, for a read, with either type: a request that changes nothing (a
+// re-lock) or only lowers what h holds (a downgrade).
+func (h *holder) covers(typ Type, r Range) bool {
+	if h == nil {
+		return false
+	}
+	for pos := r.Start; ; {
+		s, ok := h.writes.first(Range{pos, pos})
+		if !ok && typ == Read {
+			s, ok = h.reads.first(Range{pos, pos})
+		}
+		if !ok {
+			return false
+		}
+		if s.End >= r.End {
+			return true
+		}
+		pos = s.End + 1
+	}
+}
+
+// waiterConflict returns the first of the first n waiters of f that
+// conflicts with a lock of type typ over r by o. A request that only
+// re-locks or downgrades what o holds conflicts with no waiter: it takes
+// nothing a waiter could want.
+func (f *file) waiterConflict(o Owner, typ Type, r Range, n int) (*waiter, bool) {
+	if f.byOwner[o].covers(typ, r) {
+		return nil, false
+	}
+	for _, w := range f.queue[:n] {
+		if conflicting(o, typ, r, w.owner, w.typ, w.r) {
+			return w, true
+		}
+	}
+	return nil, false
+}
+
+// Query is F_GETLK (F_OFD_GETLK): the first held lock of another owner
+// that conflicts with a lock of type typ over r by o, in Linux's lock-list
+// order: owners in the order they took their first range on the file
+// (since they last held none), and each owner's ranges by start. For
+// Flock, r is ignored. Waiting requests are not locks and are not
+// reported. It reports false when nothing conflicts.
+func (t *Table) Query(key string, ns Namespace, o Owner, typ Type, r Range) (Lock, bool, error) {
+	if err := validate(key, ns); err != nil {
+		return Lock{}, false, err
+	}
+	if typ != Read && typ != Write {
+		return Lock{}, false, ErrInvalidType
+	}
+	if ns == Flock {
+		r = Whole
+	}
+	if !r.valid() {
+		return Lock{}, false, ErrInvalidRange
+	}
+	f := t.files[fileKey{key, ns}]
+	if f == nil {
+		return Lock{}, false, nil
+	}
+	l, ok := f.holderConflict(o, typ, r)
+	return l, ok, nil
+}
+
+// Set is F_SETLK or F_SETLKW (Wait) with F_RDLCK or F_WRLCK, or flock
+// with LOCK_SH or LOCK_EX (Wait unless LOCK_NB).
+//
+// A request is granted at once when it conflicts with no lock held by
+// another owner and with no earlier waiting request of another owner
+// (strict FIFO; see the package doc), or only re-locks or downgrades
+// bytes the owner holds. A granted POSIX request replaces
+// the owner's own ranges over its bytes atomically (upgrade, downgrade,
+// split) and merges with the owner's ranges of the same type that it
+// overlaps or touches. A flock request of the type the owner holds
+// changes nothing; one of the other type first drops the owner's lock,
+// granting waiters that now fit, and is then treated as a new request,
+// as Linux converts flock locks.
+//
+// A request that cannot be granted at once is answered Conflict without
+// Wait; with Wait it is queued unless waiting would close a cycle in the
+// wait-for graph, which is refused with ErrDeadlock.
+func (t *Table) Set(now time.Time, req Request) (Answer, Result, error) {
+	var res Result
+	if err := validate(req.Key, req.NS); err != nil {
+		return Answer{}, res, err
+	}
+	if req.Type != Read && req.Type != Write {
+		return Answer{}, res, ErrInvalidType
+	}
+	if req.NS == Flock {
+		req.Range = Whole
+	}
+	if !req.Range.valid() {
+		return Answer{}, res, ErrInvalidRange
+	}
+	if s := t.sessions[req.Owner.Session]; req.Wait && s != nil && s.waiters[req.Tag] != nil {
+		return Answer{}, res, ErrTagExists
+	}
+	fk := fileKey{req.Key, req.NS}
+	f := t.files[fk]
+	if f == nil {
+		f = &file{fk: fk, byOwner: map[Owner]*holder{}}
+	}
+	if req.NS == Flock {
+		if h := f.byOwner[req.Owner]; h != nil {
+			held := Read
+			if len(h.writes) > 0 {
+				held = Write
+			}
+			if held == req.Type {
+				return Answer{State: Granted, Token: t.tokens.Next()}, res, nil
+			}
+			t.unset(f, h, Whole)
+			t.promote(now, f, &res)
+		}
+	}
+	if l, ok := f.holderConflict(req.Owner, req.Type, req.Range); ok {
+		return t.blocked(now, f, req, l, res)
+	}
+	if w, ok := f.waiterConflict(req.Owner, req.Type, req.Range, len(f.queue)); ok {
+		return t.blocked(now, f, req, Lock{Owner: w.owner, Type: w.typ, Range: w.r, Waiting: true}, res)
+	}
+	t.files[fk] = f
+	tok := t.grant(f, req.Owner, req.Type, req.Range)
+	t.promote(now, f, &res)
+	return Answer{State: Granted, Token: tok}, res, nil
+}
+
+// blocked answers a request that conflicts with l: Conflict, ErrDeadlock
+// or Waiting.
+func (t *Table) blocked(now time.Time, f *file, req Request, l Lock, res Result) (Answer, Result, error) {
+	if !req.Wait {
+		t.tidyFile(f)
+		return Answer{State: Conflict, Conflict: l}, res, nil
+	}
+	if t.wouldDeadlock(f, req) {
+		t.tidyFile(f)
+		return Answer{}, res, ErrDeadlock
+	}
+	t.files[f.fk] = f
+	w := &waiter{f: f, owner: req.Owner, tag: req.Tag, typ: req.Type, r: req.Range, since: now}
+	f.queue = append(f.queue, w)
+	or := t.owner(req.Owner, true)
+	or.waiting = append(or.waiting, w)
+	s := t.sessions[req.Owner.Session]
+	if s.waiters == nil {
+		s.waiters = map[uint64]*waiter{}
+	}
+	s.waiters[req.Tag] = w
+	t.waiters++
+	return Answer{State: Waiting}, res, nil
+}
+
+// grant gives o a lock of type typ over r on f and returns its token.
+func (t *Table) grant(f *file, o Owner, typ Type, r Range) uint64 {
+	h := f.byOwner[o]
+	if h == nil {
+		h = &holder{owner: o}
+		f.byOwner[o] = h
+		f.holders = append(f.holders, h)
+		t.owner(o, true).held[f.fk] = f
+	}
+	n := h.n()
+	if typ == Read {
+		h.writes = h.writes.remove(r)
+		h.reads = h.reads.add(r)
+	} else {
+		h.reads = h.reads.remove(r)
+		h.writes = h.writes.add(r)
+	}
+	t.ranges += h.n() - n
+	return t.tokens.Next()
+}
+
+// unset takes r out of h's ranges on f, forgetting h when it holds
+// nothing more.
+func (t *Table) unset(f *file, h *holder, r Range) {
+	n := h.n()
+	h.reads = h.reads.remove(r)
+	h.writes = h.writes.remove(r)
+	t.ranges += h.n() - n
+	if !h.empty() {
+		return
+	}
+	delete(f.byOwner, h.owner)
+	f.holders = slices.DeleteFunc(f.holders, func(x *holder) bool { return x == h })
+	if or := t.owner(h.owner, false); or != nil {
+		delete(or.held, f.fk)
+		t.tidy(h.owner)
+	}
+}
+
+// promote grants, in queue order, every waiter of f that conflicts with
+// no holder and no earlier waiter, until none does. A grant can let an
+// earlier waiter through (a waiter's own downgrade), hence the repeat;
+// each round grants at least one waiter, so it ends.
+func (t *Table) promote(now time.Time, f *file, res *Result) {
+	for granted := true; granted; {
+		granted = false
+		for i := 0; i < len(f.queue); i++ {
+			w := f.queue[i]
+			if _, ok := f.holderConflict(w.owner, w.typ, w.r); ok {
+				continue
+			}
+			if _, ok := f.waiterConflict(w.owner, w.typ, w.r, i); ok {
+				continue
+			}
+			t.dequeue(w)
+			i--
+			tok := t.grant(f, w.owner, w.typ, w.r)
+			res.Grants = append(res.Grants, Grant{Key: f.fk.key, NS: f.fk.ns, Owner: w.owner, Tag: w.tag,
+				Type: w.typ, Range: w.r, Token: tok, Waited: now.Sub(w.since)})
+			granted = true
+		}
+	}
+	t.tidyFile(f)
+}
+
+// dequeue takes w out of its file's queue and its owner's and session's
+// records.
+func (t *Table) dequeue(w *waiter) {
+	w.f.queue = slices.DeleteFunc(w.f.queue, func(x *waiter) bool { return x == w })
+	t.waiters--
+	s := t.sessions[w.owner.Session]
+	delete(s.waiters, w.tag)
+	if or := s.owners[w.owner.ID]; or != nil {
+		or.waiting = slices.DeleteFunc(or.waiting, func(x *waiter) bool { return x == w })
+	}
+	t.tidy(w.owner)
+}
+
+// Unlock is F_UNLCK over r (POSIX) or LOCK_UN (Flock, r ignored): o's
+// ranges lose the bytes of r, split where r cuts them, and waiters that
+// now fit are granted. o's own waiting requests stay queued.
+func (t *Table) Unlock(now time.Time, key string, ns Namespace, o Owner, r Range) (Result, error) {
+	var res Result
+	if err := validate(key, ns); err != nil {
+		return res, err
+	}
+	if ns == Flock {
+		r = Whole
+	}
+	if !r.valid() {
+		return res, ErrInvalidRange
+	}
+	f := t.files[fileKey{key, ns}]
+	if f == nil {
+		return res, nil
+	}
+	if h := f.byOwner[o]; h != nil {
+		t.unset(f, h, r)
+		t.promote(now, f, &res)
+	}
+	return res, nil
+}
+
+// ReleaseOwner drops every lock o holds on key in ns and cancels o's
+// waiting requests there: what closing a file descriptor does to its
+// owner's locks (for POSIX locks, any descriptor of the file the process
+// has; for OFD and flock locks, the last descriptor of the open file
+// description).
+func (t *Table) ReleaseOwner(now time.Time, key string, ns Namespace, o Owner) (Result, error) {
+	var res Result
+	if err := validate(key, ns); err != nil {
+		return res, err
+	}
+	f := t.files[fileKey{key, ns}]
+	if f == nil {
+		return res, nil
+	}
+	if or := t.owner(o, false); or != nil {
+		for _, w := range slices.Clone(or.waiting) {
+			if w.f == f {
+				t.dequeue(w)
+				res.Cancelled = append(res.Cancelled, Cancelled{Key: key, NS: ns, Owner: o, Tag: w.tag})
+			}
+		}
+	}
+	if h := f.byOwner[o]; h != nil {
+		t.unset(f, h, Whole)
+	}
+	t.promote(now, f, &res)
+	return res, nil
+}
+
+// Cancel removes the waiting request tag of session sid (an interrupted
+// F_SETLKW), granting waiters it held back.
+func (t *Table) Cancel(now time.Time, sid SessionID, tag uint64) (Result, error) {
+	var res Result
+	s := t.sessions[sid]
+	if s == nil || s.waiters[tag] == nil {
+		return res, ErrNoWaiter
+	}
+	w := s.waiters[tag]
+	t.dequeue(w)
+	t.promote(now, w.f, &res)
+	return res, nil
+}
+
+// CloseSession drops every lock and waiting request of every owner of
+// session sid (the session closed or expired) and grants the waiters
+// that now fit. Its own waiters are reported Cancelled. The table keeps
+// no list of open sessions: the caller makes no further request for sid.
+func (t *Table) CloseSession(now time.Time, sid SessionID) Result {
+	var res Result
+	s := t.sessions[sid]
+	if s == nil {
+		return res
+	}
+	touched := map[fileKey]*file{}
+	ids := make([]OwnerID, 0, len(s.owners))
+	for id := range s.owners {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var ws []*waiter
+	for _, id := range ids {
+		ws = append(ws, s.owners[id].waiting...)
+	}
+	slices.SortFunc(ws, func(a, b *waiter) int { return cmp.Compare(a.tag, b.tag) })
+	for _, w := range ws {
+		touched[w.f.fk] = w.f
+		t.dequeue(w)
+		res.Cancelled = append(res.Cancelled, Cancelled{Key: w.f.fk.key, NS: w.f.fk.ns, Owner: w.owner, Tag: w.tag})
+	}
+	for _, id := range ids {
+		or := s.owners[id]
+		if or == nil {
+			continue
+		}
+		o := Owner{sid, id}
+		for _, f := range sortedFiles(or.held) {
+			touched[f.fk] = f
+			t.unset(f, f.byOwner[o], Whole)
+		}
+	}
+	for _, f := range sortedFiles(touched) {
+		t.promote(now, f, &res)
+	}
+	delete(t.sessions, sid)
+	return res
+}
+
+func sortedFiles(m map[fileKey]*file) []*file {
+	fs := make([]*file, 0, len(m))
+	for _, f := range m {
+		fs = append(fs, f)
+	}
+	slices.SortFunc(fs, func(a, b *file) int { return a.fk.compare(b.fk) })
+	return fs
+}
+
+// Holders returns the locks held on key in ns, in Query's order: owners
+// in the order of their first range, each owner's ranges by start.
+func (t *Table) Holders(key string, ns Namespace) []Lock {
+	f := t.files[fileKey{key, ns}]
+	if f == nil {
+		return nil
+	}
+	var out []Lock
+	for _, h := range f.holders {
+		i, j := 0, 0
+		for i < len(h.reads) || j < len(h.writes) {
+			if j == len(h.writes) || i < len(h.reads) && h.reads[i].Start < h.writes[j].Start {
+				out = append(out, Lock{Owner: h.owner, Type: Read, Range: h.reads[i]})
+				i++
+			} else {
+				out = append(out, Lock{Owner: h.owner, Type: Write, Range: h.writes[j]})
+				j++
+			}
+		}
+	}
+	return out
+}
+
+// Waiters returns the waiting requests on key in ns, in arrival order.
+func (t *Table) Waiters(key string, ns Namespace) []Waiter {
+	f := t.files[fileKey{key, ns}]
+	if f == nil {
+		return nil
+	}
+	out := make([]Waiter, len(f.queue))
+	for i, w := range f.queue {
+		out[i] = Waiter{Owner: w.owner, Tag: w.tag, Type: w.typ, Range: w.r, Since: w.since}
+	}
+	return out
+}
+
+// Counts are the table's sizes.
+type Counts struct {
+	Files   int // keys (per namespace) with a holder or a waiter
+	Ranges  int // held ranges
+	Waiters int // waiting requests
+}
+
+// Counts returns the table's sizes.
+func (t *Table) Counts() Counts {
+	return Counts{Files: len(t.files), Ranges: t.ranges, Waiters: t.waiters}
+}
