@@ -82,7 +82,7 @@ type Server struct {
 	// during network I/O.
 	mu        sync.Mutex
 	table     *locktable.Table
-	ranges    rangeState // POSIX range locks of version 2 sessions (ranges.go)
+	ranges    rangeState                       // POSIX range locks of version 2 sessions (ranges.go)
 	claims    map[locktable.SessionID]*session // sessions with a claim in the table
 	sessions  map[*session]struct{}            // every open session
 	listeners map[*net.Listener]struct{}
