@@ -93,18 +93,73 @@ func Mount(src, mnt string, o Options) (*fuse.Server, error) {
 	}
 	rn := &node{LoopbackNode: fs.LoopbackNode{RootData: root}, fs: lfs}
 	root.RootNode = rn
-	srv, err := fs.Mount(mnt, rn, &fs.Options{MountOptions: fuse.MountOptions{
+	opts := &fs.Options{MountOptions: fuse.MountOptions{
 		FsName:            src,
 		Name:              "baton",
 		DirectMountStrict: true,
 		EnableLocks:       true,
 		AllowOther:        true,
 		Debug:             o.Debug,
-	}})
+	}}
+	raw := &closeUnlocker{RawFileSystem: fs.NewNodeFS(rn, opts), owners: map[nodeOwner]bool{}}
+	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s on %s: %w", src, mnt, err)
 	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		return nil, fmt.Errorf("fusefs: mount %s on %s: %w", src, mnt, err)
+	}
 	return srv, nil
+}
+
+// closeUnlocker releases a POSIX lock owner's locks on a file when the
+// owner closes any descriptor of it, as POSIX requires: the kernel keeps
+// no record of locks it forwards to a file system, so it does not unlock
+// them on close itself, and tells the file system the owner in FLUSH
+// instead (as libfuse does, an unlock of the whole file follows). Only
+// files an owner has set a POSIX lock on through this mount cost the
+// extra request.
+type closeUnlocker struct {
+	fuse.RawFileSystem
+	mu     sync.Mutex
+	owners map[nodeOwner]bool // POSIX owners that have set a lock, by file
+}
+
+type nodeOwner struct{ node, owner uint64 }
+
+func (c *closeUnlocker) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	c.note(in)
+	return c.RawFileSystem.SetLk(cancel, in)
+}
+
+func (c *closeUnlocker) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	c.note(in)
+	return c.RawFileSystem.SetLkw(cancel, in)
+}
+
+// note records a POSIX lock request before it is made: a close racing
+// with it then unlocks at worst once too often, never too rarely.
+func (c *closeUnlocker) note(in *fuse.LkIn) {
+	if in.LkFlags&fuse.FUSE_LK_FLOCK != 0 || in.Lk.Typ == syscall.F_UNLCK {
+		return
+	}
+	c.mu.Lock()
+	c.owners[nodeOwner{in.NodeId, in.Owner}] = true
+	c.mu.Unlock()
+}
+
+func (c *closeUnlocker) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	k := nodeOwner{in.NodeId, in.LockOwner}
+	c.mu.Lock()
+	held := c.owners[k]
+	delete(c.owners, k)
+	c.mu.Unlock()
+	if held {
+		c.RawFileSystem.SetLk(cancel, &fuse.LkIn{InHeader: in.InHeader, Fh: in.Fh, Owner: in.LockOwner,
+			Lk: fuse.FileLock{Start: 0, End: baton.ToEnd, Typ: syscall.F_UNLCK}})
+	}
+	return c.RawFileSystem.Flush(cancel, in)
 }
 
 type lockFS struct{ o Options }
