@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -356,4 +358,87 @@ func TestMountKill9(t *testing.T) {
 	if took > 100*time.Millisecond {
 		t.Errorf("took %v, more than 100ms", took)
 	}
+}
+
+// BenchmarkMountFlock: one flock(1) run (start, take the lock, run true,
+// exit) on a file through 'baton mount' against the same on the plain
+// local directory, interleaved; it reports each one's p50 and the ratio.
+func BenchmarkMountFlock(b *testing.B) {
+	flock, err := exec.LookPath("flock")
+	if err != nil {
+		b.Skip(err)
+	}
+	if os.Geteuid() != 0 {
+		b.Skip("baton mount needs root")
+	}
+	srv := startBatonB(b)
+	dir := b.TempDir()
+	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
+	os.Mkdir(src, 0o755)
+	os.Mkdir(mnt, 0o755)
+	os.WriteFile(filepath.Join(src, "f"), nil, 0o644)
+	m := exec.Command(batonBin, "mount", "--server", srv, src, mnt)
+	if err := m.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		m.Process.Signal(syscall.SIGTERM)
+		m.Wait()
+		syscall.Unmount(mnt, syscall.MNT_DETACH)
+	}()
+	for i := 0; ; i++ {
+		var st syscall.Statfs_t
+		if syscall.Statfs(mnt, &st) == nil && st.Type == 0x65735546 { // FUSE_SUPER_MAGIC
+			break
+		}
+		if i == 1000 {
+			b.Fatal("not mounted within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var viaMount, local []time.Duration
+	run := func(path string) time.Duration {
+		t0 := time.Now()
+		if out, err := exec.Command(flock, "-n", path, "true").CombinedOutput(); err != nil {
+			b.Fatalf("flock %s: %v %s", path, err, out)
+		}
+		return time.Since(t0)
+	}
+	for b.Loop() {
+		viaMount = append(viaMount, run(filepath.Join(mnt, "f")))
+		local = append(local, run(filepath.Join(src, "f")))
+	}
+	p50 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Nanoseconds()) / 1e3
+	}
+	mp, lp := p50(viaMount), p50(local)
+	b.ReportMetric(mp, "mount-p50-µs")
+	b.ReportMetric(lp, "local-p50-µs")
+	b.ReportMetric(mp/lp, "mount/local")
+}
+
+// startBatonB runs 'baton serve' on a free port for a benchmark and
+// returns its address.
+func startBatonB(b *testing.B) string {
+	b.Helper()
+	cmd := exec.Command(batonBin, "serve", "-log-format", "json", "-listen", "127.0.0.1:0")
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "baton listening" {
+			go io.Copy(io.Discard, pipe)
+			return rec["addr"].(string)
+		}
+	}
+	b.Fatal("baton serve exited before listening")
+	return ""
 }
