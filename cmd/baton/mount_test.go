@@ -156,7 +156,14 @@ func startHolder(t *testing.T, name string, args ...string) *holder {
 	t.Cleanup(func() {
 		h.in.Close()
 		h.cmd.Process.Kill()
-		h.cmd.Wait()
+		// A process blocked in a lock request of a mount cannot die
+		// until it is answered; a later cleanup may be what answers it.
+		exited := make(chan struct{})
+		go func() { h.cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(testTimeout):
+		}
 	})
 	return h
 }
@@ -442,3 +449,4 @@ func startBatonB(b *testing.B) string {
 	b.Fatal("baton serve exited before listening")
 	return ""
 }
+
