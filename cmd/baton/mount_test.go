@@ -449,4 +449,3 @@ func startBatonB(b *testing.B) string {
 	b.Fatal("baton serve exited before listening")
 	return ""
 }
-
