@@ -18,13 +18,13 @@ func TestRangesModel(t *testing.T) {
 	bounds := []bound{
 		{RangeConfig{Owners: 2, Positions: 1}, 242},
 		{RangeConfig{Owners: 2, Positions: 1, Flock: true, NoWait: true}, 1910},
-		{RangeConfig{Owners: 2, Positions: 2}, 4176},
 	}
 	if !raceEnabled {
 		bounds = append(bounds,
+			bound{RangeConfig{Owners: 2, Positions: 2}, 4176},
 			bound{RangeConfig{Owners: 3, Positions: 1}, 7574},
-			bound{RangeConfig{Owners: 3, Sessions: 2, Positions: 1}, 0},
-			bound{RangeConfig{Owners: 2, Positions: 1, Keys: 2}, 0},
+			bound{RangeConfig{Owners: 3, Sessions: 2, Positions: 1}, 7110},
+			bound{RangeConfig{Owners: 2, Positions: 1, Keys: 2}, 19616},
 		)
 	}
 	for _, b := range bounds {

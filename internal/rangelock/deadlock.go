@@ -64,7 +64,7 @@ func (f *file) blockers(o Owner, typ Type, r Range, n int, visit func(Owner) boo
 			return true
 		}
 	}
-	if f.byOwner[o].covers(typ, r) {
+	if f.holder(o).covers(typ, r) {
 		return false
 	}
 	for _, w := range f.queue[:n] {

@@ -27,8 +27,8 @@ import (
 // descriptors (the two namespaces are separate in both). On a mismatch
 // rapid shrinks the sequence and prints the shortest one it finds.
 //
-// kernelChecks sequences of about 30 steps run by default; -rapid.checks
-// (or RAPID_CHECKS) overrides it.
+// kernelChecks sequences of about 30 steps run by default; RAPID_CHECKS
+// (or -args -rapid.checks=N) overrides it.
 const kernelChecks = 2000
 
 const (

@@ -38,8 +38,18 @@ type file struct {
 	// when it goes from no range on the file to some, as in Linux's lock
 	// list, which F_GETLK walks.
 	holders []*holder
-	byOwner map[Owner]*holder
 	queue   []*waiter // arrival order
+}
+
+// holder returns o's holder on f, or nil. A linear search: every
+// conflict check already visits every holder.
+func (f *file) holder(o Owner) *holder {
+	for _, h := range f.holders {
+		if h.owner == o {
+			return h
+		}
+	}
+	return nil
 }
 
 // holder is one owner's ranges on one file, by type. The two sets are
@@ -195,7 +205,7 @@ func (h *holder) covers(typ Type, r Range) bool {
 // re-locks or downgrades what o holds conflicts with no waiter: it takes
 // nothing a waiter could want.
 func (f *file) waiterConflict(o Owner, typ Type, r Range, n int) (*waiter, bool) {
-	if f.byOwner[o].covers(typ, r) {
+	if f.holder(o).covers(typ, r) {
 		return nil, false
 	}
 	for _, w := range f.queue[:n] {
@@ -270,10 +280,10 @@ func (t *Table) Set(now time.Time, req Request) (Answer, Result, error) {
 	fk := fileKey{req.Key, req.NS}
 	f := t.files[fk]
 	if f == nil {
-		f = &file{fk: fk, byOwner: map[Owner]*holder{}}
+		f = &file{fk: fk}
 	}
 	if req.NS == Flock {
-		if h := f.byOwner[req.Owner]; h != nil {
+		if h := f.holder(req.Owner); h != nil {
 			held := Read
 			if len(h.writes) > 0 {
 				held = Write
@@ -324,10 +334,9 @@ func (t *Table) blocked(now time.Time, f *file, req Request, l Lock, res Result)
 
 // grant gives o a lock of type typ over r on f and returns its token.
 func (t *Table) grant(f *file, o Owner, typ Type, r Range) uint64 {
-	h := f.byOwner[o]
+	h := f.holder(o)
 	if h == nil {
 		h = &holder{owner: o}
-		f.byOwner[o] = h
 		f.holders = append(f.holders, h)
 		t.owner(o, true).held[f.fk] = f
 	}
@@ -353,7 +362,6 @@ func (t *Table) unset(f *file, h *holder, r Range) {
 	if !h.empty() {
 		return
 	}
-	delete(f.byOwner, h.owner)
 	f.holders = slices.DeleteFunc(f.holders, func(x *holder) bool { return x == h })
 	if or := t.owner(h.owner, false); or != nil {
 		delete(or.held, f.fk)
@@ -418,7 +426,7 @@ func (t *Table) Unlock(now time.Time, key string, ns Namespace, o Owner, r Range
 	if f == nil {
 		return res, nil
 	}
-	if h := f.byOwner[o]; h != nil {
+	if h := f.holder(o); h != nil {
 		t.unset(f, h, r)
 		t.promote(now, f, &res)
 	}
@@ -447,7 +455,7 @@ func (t *Table) ReleaseOwner(now time.Time, key string, ns Namespace, o Owner) (
 			}
 		}
 	}
-	if h := f.byOwner[o]; h != nil {
+	if h := f.holder(o); h != nil {
 		t.unset(f, h, Whole)
 	}
 	t.promote(now, f, &res)
@@ -502,7 +510,7 @@ func (t *Table) CloseSession(now time.Time, sid SessionID) Result {
 		o := Owner{sid, id}
 		for _, f := range sortedFiles(or.held) {
 			touched[f.fk] = f
-			t.unset(f, f.byOwner[o], Whole)
+			t.unset(f, f.holder(o), Whole)
 		}
 	}
 	for _, f := range sortedFiles(touched) {
