@@ -86,7 +86,8 @@ type Session struct {
 	pingArmed  bool
 	closeTimer *time.Timer
 	closeArmed bool
-	holding    int // after a give-up: held claims whose work has not stopped
+	holding    int       // after a give-up: held claims whose work has not stopped
+	ranges     rangeReqs // range-lock requests awaiting answers (rangelock.go)
 }
 
 // OpenSession opens a version 2 session with the server: it connects,
@@ -376,6 +377,18 @@ func (s *Session) received(f protocol.Frame, now time.Time) bool {
 	if s.err != nil {
 		s.mu.Unlock()
 		return false
+	}
+	if f.Type == protocol.TypeRangeAnswer {
+		if err := s.receivedRange(f); err != nil {
+			closeNow := s.loseLocked(err)
+			s.mu.Unlock()
+			if closeNow {
+				s.closeConn()
+			}
+			return false
+		}
+		s.mu.Unlock()
+		return true
 	}
 	ev, err := s.rule.Received(f, now)
 	if err == nil && ev.Kind == protocol.TypeSessionError {

@@ -38,6 +38,10 @@ func (t Type) String() string {
 		return "ACQUIRED"
 	case TypeError:
 		return "ERROR"
+	case TypeRange:
+		return "RANGE"
+	case TypeRangeAnswer:
+		return "ANSWER"
 	case TypeHello:
 		return "HELLO"
 	case TypePing:

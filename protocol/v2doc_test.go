@@ -58,6 +58,8 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 				f.Name = s
 			case "reason":
 				f.Reason = s
+			case "key":
+				f.Name = s
 			default:
 				t.Fatalf("%s: unknown string field %s", name, key)
 			}
@@ -96,6 +98,9 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 		case "code":
 			f.Code = protocol.Code(n)
 		default:
+			if rangeExampleField(&f, key, n) {
+				continue
+			}
 			t.Fatalf("%s: unknown field %s", name, key)
 		}
 	}

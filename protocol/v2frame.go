@@ -26,6 +26,15 @@ type Frame struct {
 	Token   uint64 // GRANTED, PROMOTED
 	Code    Code   // REFUSED, REVOKED, ERROR (either version's)
 	Reason  string // REFUSED, REVOKED, ERROR (either version's)
+
+	// Range-lock frames (v2range.go) use Claim as the request id, Name as
+	// the key, Flags, Token, Session and Label (the conflicting lock's
+	// session) and these:
+	Op         RangeOp     // RANGE
+	LockType   uint8       // RANGE, ANSWER
+	Owner      uint64      // RANGE, ANSWER
+	Start, End uint64      // RANGE, ANSWER
+	Status     RangeStatus // ANSWER
 }
 
 // Lease returns a HELLO's session lease as a duration.
@@ -50,6 +59,8 @@ func (f Frame) String() string {
 		return fmt.Sprintf("%v(%d token=%d)", f.Type, f.Claim, f.Token)
 	case TypeRefused, TypeRevoked:
 		return fmt.Sprintf("%v(%d 0x%02x %q)", f.Type, f.Claim, uint8(f.Code), f.Reason)
+	case TypeRange, TypeRangeAnswer:
+		return rangeString(f)
 	case TypeSessionError, TypeError:
 		return fmt.Sprintf("ERROR(0x%02x %q)", uint8(f.Code), f.Reason)
 	}
@@ -111,6 +122,8 @@ func AppendFrame(b []byte, f Frame) []byte {
 	case TypeSessionError:
 		b = append(b, byte(f.Code))
 		b = appendString8(b, f.Reason)
+	case TypeRange, TypeRangeAnswer:
+		b = appendRangeFields(b, f)
 	}
 	be.PutUint16(b[start:], uint16(len(b)-start-FrameHeaderLen))
 	return b
@@ -380,7 +393,7 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 	p := body[1:]
 	be := binary.BigEndian
 	switch f.Type {
-	case TypeHello, TypePing, TypeClaim, TypeRelease:
+	case TypeHello, TypePing, TypeClaim, TypeRelease, TypeRange:
 		switch {
 		case kind == fromServer:
 			return f, fmt.Errorf("%w: client frame type 0x%02x from the server", ErrUnknownMessage, uint8(f.Type))
@@ -390,7 +403,7 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 			return f, ErrDuplicateHello
 		}
 	case TypeWelcome, TypePong, TypeGranted, TypeQueued, TypeBusy, TypePromoted,
-		TypeReleased, TypeRefused, TypeRevoked, TypeSessionError:
+		TypeReleased, TypeRefused, TypeRevoked, TypeSessionError, TypeRangeAnswer:
 		if kind != fromServer {
 			return f, fmt.Errorf("%w: server frame type 0x%02x from the client", ErrUnknownMessage, uint8(f.Type))
 		}
@@ -399,6 +412,8 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 	}
 
 	switch f.Type {
+	case TypeRange, TypeRangeAnswer:
+		return decodeRange(f, p)
 	case TypeHello:
 		if len(p) < helloFixedLen {
 			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), helloFixedLen)

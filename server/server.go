@@ -82,6 +82,7 @@ type Server struct {
 	// during network I/O.
 	mu        sync.Mutex
 	table     *locktable.Table
+	ranges    rangeState                       // POSIX range locks of version 2 sessions (ranges.go)
 	claims    map[locktable.SessionID]*session // sessions with a claim in the table
 	sessions  map[*session]struct{}            // every open session
 	listeners map[*net.Listener]struct{}
@@ -113,6 +114,7 @@ func (srv *Server) init() error {
 			srv.gate = g.NotBefore()
 		}
 		srv.table = locktable.New(tokens)
+		srv.ranges = newRangeState(tokens)
 		srv.claims = map[locktable.SessionID]*session{}
 		srv.sessions = map[*session]struct{}{}
 		srv.listeners = map[*net.Listener]struct{}{}

@@ -83,6 +83,7 @@ func (s *session) serve() {
 		// at its smallest size, which a session holding few claims
 		// feels.
 		reason, code = s.runV2()
+		s.dropRanges()
 	}
 	s.finish(reason, code)
 }

@@ -332,6 +332,10 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			}
 			v.flushed = now
 		}
+		if f.Type == protocol.TypeRange {
+			ds = append(ds, s.rangeOp(now, f)...)
+			continue
+		}
 		key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
 		if f.Type == protocol.TypeRelease {
 			res, _ := srv.table.Release(now, key) // not in use: RELEASED all the same

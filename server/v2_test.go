@@ -72,7 +72,7 @@ func TestV2SessionErrors(t *testing.T) {
 	}{
 		{"length 0 first", []byte{0, 0}, protocol.CodeInvalidFrame},
 		{"length 513 first", []byte{0x02, 0x01}, protocol.CodeFrameTooLong},
-		{"unknown type first", frame(0x25), protocol.CodeUnknownMessage},
+		{"unknown type first", frame(0x2f), protocol.CodeUnknownMessage},
 		{"server type from client", frame(0x31, 0, 0, 0, 0, 0, 0, 0, 7, 0), protocol.CodeUnknownMessage},
 		{"PING first", protocol.AppendPing(nil, 1), protocol.CodeFirstNotHello},
 		{"CLAIM first", claimFrame(1, excl, 0, "job"), protocol.CodeFirstNotHello},

@@ -81,6 +81,7 @@ func commands() []command {
 	return []command{
 		{"serve", "run the lock server", runServe},
 		{"run", "run a command while holding a lock", runRun},
+		{"mount", "mount a directory whose flock and fcntl locks are held on the server", runMount},
 		{"status", "check that a server answers on its protocol port (no admin API)", runStatus},
 		{"dirlock", "show or break the lock kept in a shared directory (run --dir)", runDirlock},
 		{"locks", "list held locks and their queues (admin API)", runLocks},

@@ -1,0 +1,336 @@
+// Package fusefs is the file system of 'baton mount': a FUSE passthrough
+// of a local directory whose flock(2) and fcntl(2) locks are taken on a
+// baton server instead of in the kernel, so that every mount of the same
+// shared directory (an NFS export, or in tests one local directory) sees
+// the others' locks.
+//
+// Lock keys: a file's key is the mount's namespace, a colon and the
+// file's path relative to the mount source ("ns:dir/file.db"), so two
+// mounts of the same shared directory with the same namespace use the
+// same keys. A key longer than 255 bytes is the namespace, ":#" and the
+// SHA-256 of the path in hex. Every name of a file is its own key: hard
+// links do not share locks, and a file renamed while locked keeps its
+// locks under the old name (docs/posix-locks.md).
+package fusefs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+
+	"github.com/batonlock/baton"
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// ErrNoFUSE: the kernel offers no FUSE (no /dev/fuse, and loading the
+// module failed).
+var ErrNoFUSE = errors.New("fusefs: FUSE is not available: no /dev/fuse (load the fuse module, or run where FUSE is allowed)")
+
+// Locker is where the file system takes its locks: a *baton.Session
+// does; Options.Session returns the one to use now.
+type Locker interface {
+	SetRange(ctx context.Context, l baton.RangeLock, wait bool) (uint64, error)
+	UnlockRange(ctx context.Context, l baton.RangeLock) error
+	QueryRange(ctx context.Context, l baton.RangeLock) (baton.RangeHolder, bool, error)
+	ReleaseOwner(ctx context.Context, key string, flock bool, owner uint64) error
+}
+
+// Options configures a mount.
+type Options struct {
+	// Namespace starts every lock key; mounts of the same shared
+	// directory must use the same one.
+	Namespace string
+	// Locks returns the locker to use for a request: a live session.
+	Locks func(ctx context.Context) (Locker, error)
+	// Logger receives lock errors; nil means slog.Default().
+	Logger *slog.Logger
+	// Debug logs every FUSE request.
+	Debug bool
+}
+
+// CheckFUSE makes sure /dev/fuse exists, running 'modprobe fuse' once if
+// it does not, and returns ErrNoFUSE when it still does not.
+func CheckFUSE() error {
+	if _, err := os.Stat("/dev/fuse"); err == nil {
+		return nil
+	}
+	out, err := exec.Command("modprobe", "fuse").CombinedOutput()
+	if _, serr := os.Stat("/dev/fuse"); serr == nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w (modprobe fuse: %v: %s)", ErrNoFUSE, err, out)
+	}
+	return ErrNoFUSE
+}
+
+// Mount mounts a passthrough of the directory src on mnt with the kernel's
+// mount(2) (no fusermount: the caller must be root) and returns the
+// server; Unmount it to end the mount, Wait for it to end.
+func Mount(src, mnt string, o Options) (*fuse.Server, error) {
+	if err := CheckFUSE(); err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(src, &st); err != nil {
+		return nil, fmt.Errorf("fusefs: source %s: %w", src, err)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	lfs := &lockFS{o: o}
+	root := &fs.LoopbackRoot{Path: src, Dev: uint64(st.Dev)}
+	root.NewNode = func(r *fs.LoopbackRoot, parent *fs.Inode, name string, st *syscall.Stat_t) fs.InodeEmbedder {
+		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, fs: lfs}
+	}
+	rn := &node{LoopbackNode: fs.LoopbackNode{RootData: root}, fs: lfs}
+	root.RootNode = rn
+	opts := &fs.Options{MountOptions: fuse.MountOptions{
+		FsName:            src,
+		Name:              "baton",
+		DirectMountStrict: true,
+		EnableLocks:       true,
+		AllowOther:        true,
+		Debug:             o.Debug,
+	}}
+	raw := &closeUnlocker{RawFileSystem: fs.NewNodeFS(rn, opts), owners: map[nodeOwner]bool{}}
+	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
+	if err != nil {
+		return nil, fmt.Errorf("fusefs: mount %s on %s: %w", src, mnt, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		return nil, fmt.Errorf("fusefs: mount %s on %s: %w", src, mnt, err)
+	}
+	return srv, nil
+}
+
+// closeUnlocker releases a POSIX lock owner's locks on a file when the
+// owner closes any descriptor of it, as POSIX requires: the kernel keeps
+// no record of locks it forwards to a file system, so it does not unlock
+// them on close itself, and tells the file system the owner in FLUSH
+// instead (as libfuse does, an unlock of the whole file follows). Only
+// files an owner has set a POSIX lock on through this mount cost the
+// extra request.
+type closeUnlocker struct {
+	fuse.RawFileSystem
+	mu     sync.Mutex
+	owners map[nodeOwner]bool // POSIX owners that have set a lock, by file
+}
+
+type nodeOwner struct{ node, owner uint64 }
+
+func (c *closeUnlocker) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	c.note(in)
+	return c.RawFileSystem.SetLk(cancel, in)
+}
+
+func (c *closeUnlocker) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	c.note(in)
+	return c.RawFileSystem.SetLkw(cancel, in)
+}
+
+// note records a POSIX lock request before it is made: a close racing
+// with it then unlocks at worst once too often, never too rarely.
+func (c *closeUnlocker) note(in *fuse.LkIn) {
+	if in.LkFlags&fuse.FUSE_LK_FLOCK != 0 || in.Lk.Typ == syscall.F_UNLCK {
+		return
+	}
+	c.mu.Lock()
+	c.owners[nodeOwner{in.NodeId, in.Owner}] = true
+	c.mu.Unlock()
+}
+
+func (c *closeUnlocker) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	k := nodeOwner{in.NodeId, in.LockOwner}
+	c.mu.Lock()
+	held := c.owners[k]
+	delete(c.owners, k)
+	c.mu.Unlock()
+	if held {
+		c.RawFileSystem.SetLk(cancel, &fuse.LkIn{InHeader: in.InHeader, Fh: in.Fh, Owner: in.LockOwner,
+			Lk: fuse.FileLock{Start: 0, End: baton.ToEnd, Typ: syscall.F_UNLCK}})
+	}
+	return c.RawFileSystem.Flush(cancel, in)
+}
+
+type lockFS struct{ o Options }
+
+// key is the lock key of the file at path rel (relative to the source).
+func (l *lockFS) key(rel string) string {
+	k := l.o.Namespace + ":" + rel
+	if len(k) <= 255 {
+		return k
+	}
+	sum := sha256.Sum256([]byte(rel))
+	return l.o.Namespace + ":#" + hex.EncodeToString(sum[:])
+}
+
+// node is a loopback node whose open files take their locks on baton.
+type node struct {
+	fs.LoopbackNode
+	fs *lockFS
+}
+
+var (
+	_ fs.NodeOpener  = (*node)(nil)
+	_ fs.NodeCreater = (*node)(nil)
+)
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return n.wrap(fh), fl, 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	in, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return in, in.Operations().(*node).wrap(fh), fl, 0
+}
+
+func (n *node) wrap(fh fs.FileHandle) fs.FileHandle {
+	return &file{LoopbackFile: fh.(*fs.LoopbackFile), n: n}
+}
+
+// file is an open file description: the loopback file's I/O, with its
+// locks on baton.
+type file struct {
+	*fs.LoopbackFile
+	n *node
+
+	mu     sync.Mutex
+	flocks map[uint64]string // flock owners locked through this file, with their key
+}
+
+var (
+	_ fs.FileGetlker  = (*file)(nil)
+	_ fs.FileSetlker  = (*file)(nil)
+	_ fs.FileSetlkwer = (*file)(nil)
+	_ fs.FileReleaser = (*file)(nil)
+)
+
+func (f *file) lock(owner uint64, lk *fuse.FileLock, flags uint32) baton.RangeLock {
+	l := baton.RangeLock{
+		Key:   f.n.fs.key(f.n.Path(nil)),
+		Flock: flags&fuse.FUSE_LK_FLOCK != 0,
+		Owner: owner,
+		Start: lk.Start,
+		End:   lk.End,
+	}
+	if l.End > baton.ToEnd {
+		l.End = baton.ToEnd
+	}
+	switch lk.Typ {
+	case syscall.F_RDLCK:
+		l.Type = baton.ReadLock
+	case syscall.F_WRLCK:
+		l.Type = baton.WriteLock
+	}
+	return l
+}
+
+func (f *file) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
+	lf := f.n.fs
+	lockr, err := lf.o.Locks(ctx)
+	if err != nil {
+		return lf.errno("getlk", err)
+	}
+	h, found, err := lockr.QueryRange(ctx, f.lock(owner, lk, flags))
+	if err != nil {
+		return lf.errno("getlk", err)
+	}
+	if !found {
+		*out = fuse.FileLock{Typ: syscall.F_UNLCK}
+		return 0
+	}
+	typ := uint32(syscall.F_WRLCK)
+	if h.Type == baton.ReadLock {
+		typ = syscall.F_RDLCK
+	}
+	*out = fuse.FileLock{Start: h.Start, End: h.End, Typ: typ}
+	return 0
+}
+
+func (f *file) Setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return f.setlk(ctx, owner, lk, flags, false)
+}
+
+func (f *file) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return f.setlk(ctx, owner, lk, flags, true)
+}
+
+func (f *file) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
+	lf := f.n.fs
+	lockr, err := lf.o.Locks(ctx)
+	if err != nil {
+		return lf.errno("setlk", err)
+	}
+	l := f.lock(owner, lk, flags)
+	if lk.Typ == syscall.F_UNLCK {
+		if err := lockr.UnlockRange(ctx, l); err != nil {
+			return lf.errno("unlock", err)
+		}
+		return 0
+	}
+	if _, err := lockr.SetRange(ctx, l, wait); err != nil {
+		return lf.errno("setlk", err)
+	}
+	if l.Flock {
+		f.mu.Lock()
+		if f.flocks == nil {
+			f.flocks = map[uint64]string{}
+		}
+		f.flocks[owner] = l.Key
+		f.mu.Unlock()
+	}
+	return 0
+}
+
+// Release is the last close of the open file description: its flock
+// locks go (the kernel unlocks POSIX locks itself, on every close).
+func (f *file) Release(ctx context.Context) syscall.Errno {
+	f.mu.Lock()
+	flocks := f.flocks
+	f.flocks = nil
+	f.mu.Unlock()
+	lf := f.n.fs
+	for owner, key := range flocks {
+		lockr, err := lf.o.Locks(context.Background())
+		if err == nil {
+			err = lockr.ReleaseOwner(context.Background(), key, true, owner)
+		}
+		if err != nil {
+			lf.errno("release", err)
+		}
+	}
+	return f.LoopbackFile.Release(ctx)
+}
+
+// errno maps a lock error onto the errno fcntl and flock return.
+func (l *lockFS) errno(op string, err error) syscall.Errno {
+	switch {
+	case errors.Is(err, baton.ErrRangeConflict):
+		return syscall.EAGAIN
+	case errors.Is(err, baton.ErrDeadlock):
+		return syscall.EDEADLK
+	case errors.Is(err, baton.ErrInvalidRange):
+		return syscall.EINVAL
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return syscall.EINTR
+	}
+	l.o.Logger.Warn("lock request failed", "op", op, "err", err)
+	return syscall.EIO
+}

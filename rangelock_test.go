@@ -1,0 +1,103 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestSessionRangeLocks: the range operations of a Session against the
+// real server: grant, a conflict naming its holder, query, a blocking set
+// promoted across sessions, deadlock, a wait withdrawn by its context,
+// flock, release-owner, and a session's close releasing everything.
+func TestSessionRangeLocks(t *testing.T) {
+	addr := startServer(t)
+	a := openReal(t, addr, 5*time.Second, "host-a")
+	b := openReal(t, addr, 5*time.Second, "host-b")
+	ctx := t.Context()
+	w := func(owner, start, end uint64) RangeLock {
+		return RangeLock{Key: "f", Owner: owner, Type: WriteLock, Start: start, End: end}
+	}
+	t1, err := a.SetRange(ctx, w(1, 0, 99), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.SetRange(ctx, w(2, 50, ToEnd), false)
+	var ce *RangeConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrRangeConflict) || ce.Holder.Label != "host-a" || ce.Holder.Owner != 1 || ce.Holder.Session != a.ID() {
+		t.Fatalf("conflicting set: %v", err)
+	}
+	if h, ok, err := b.QueryRange(ctx, w(2, 100, 200)); err != nil || ok {
+		t.Fatalf("query of free bytes: %v %v %v", h, ok, err)
+	}
+	got := make(chan error, 1)
+	var t2 uint64
+	go func() {
+		var err error
+		t2, err = b.SetRange(ctx, w(2, 50, ToEnd), true)
+		got <- err
+	}()
+	// b waits (queued now or a moment later); a's unlock lets it in.
+	if err := a.UnlockRange(ctx, w(1, 0, 99)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if t2 <= t1 {
+		t.Errorf("promoted token %d not above %d", t2, t1)
+	}
+	// Deadlock: a holds g, b waits for it, a waits for b's f.
+	if _, err := a.SetRange(ctx, RangeLock{Key: "g", Owner: 1, Type: WriteLock, End: ToEnd}, false); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, err := b.SetRange(ctx, RangeLock{Key: "g", Owner: 2, Type: WriteLock, End: ToEnd}, true)
+		got <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := a.SetRange(ctx, w(1, 60, 60), true)
+		if errors.Is(err, ErrDeadlock) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("a waiting for b's range while b waits for a's: %v (want ErrDeadlock)", err)
+		}
+		// b's wait was not queued yet, and a got 60: drop it, try again.
+		a.UnlockRange(ctx, w(1, 60, 60))
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := a.ReleaseOwner(ctx, "g", false, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("b's wait for g after a released: %v", err)
+	}
+	// A wait withdrawn by its context.
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := a.SetRange(cctx, w(1, 60, 60), true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait with a deadline: %v", err)
+	}
+	// flock is its own namespace; closing b's session releases all.
+	fl := RangeLock{Key: "f", Flock: true, Owner: 9, Type: WriteLock}
+	if _, err := b.SetRange(ctx, fl, false); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, err := a.SetRange(ctx, RangeLock{Key: "f", Flock: true, Owner: 3, Type: ReadLock}, true)
+		got <- err
+	}()
+	b.Close()
+	if err := <-got; err != nil {
+		t.Fatalf("a's flock after b closed: %v", err)
+	}
+	if _, err := a.SetRange(ctx, w(1, 0, ToEnd), false); err != nil {
+		t.Fatalf("b's fcntl ranges outlived its session: %v", err)
+	}
+	if _, err := a.SetRange(ctx, RangeLock{Key: "", Owner: 1, Type: WriteLock}, false); !errors.Is(err, ErrInvalidRange) {
+		t.Fatalf("empty key: %v", err)
+	}
+}

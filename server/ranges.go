@@ -1,0 +1,152 @@
+package server
+
+import (
+	"errors"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/internal/rangelock"
+	"github.com/batonlock/baton/protocol"
+)
+
+// rangeState is the server's POSIX range-lock table (docs/protocol.md,
+// "v2 range locks"), guarded by srv.mu like the named-lock table, with
+// the labels of the sessions that have used it (for conflict answers).
+type rangeState struct {
+	table  *rangelock.Table
+	labels map[rangelock.SessionID]string
+}
+
+func newRangeState(tokens locktable.TokenSource) rangeState {
+	return rangeState{table: rangelock.New(tokens), labels: map[rangelock.SessionID]string{}}
+}
+
+// rangeOp applies one RANGE frame of session s to the range table and
+// appends the answer, and the pushes it causes, to the sessions' output.
+// It is called by the reader with srv.mu held; the deliveries flush the
+// other sessions that got a push.
+func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
+	srv := s.srv
+	rs := &srv.ranges
+	sid := rangelock.SessionID(s.id)
+	if _, ok := rs.labels[sid]; !ok {
+		rs.labels[sid] = s.v2.label
+	}
+	ns := rangelock.POSIX
+	if f.Flags&protocol.RangeFlock != 0 {
+		ns = rangelock.Flock
+	}
+	o := rangelock.Owner{Session: sid, ID: rangelock.OwnerID(f.Owner)}
+	r := rangelock.Range{Start: f.Start, End: f.End}
+	if ns == rangelock.Flock {
+		r = rangelock.Whole
+	}
+	st, token, conflict := protocol.RangeDone, uint64(0), protocol.Frame{}
+	var res rangelock.Result
+	var err error
+	answer := true
+	switch f.Op {
+	case protocol.RangeSet:
+		var a rangelock.Answer
+		a, res, err = rs.table.Set(now, rangelock.Request{Key: f.Name, NS: ns, Owner: o,
+			Type: rangelock.Type(f.LockType), Range: r, Wait: f.Flags&protocol.RangeWait != 0, Tag: uint64(f.Claim)})
+		switch a.State {
+		case rangelock.Granted:
+			st, token = protocol.RangeGranted, a.Token
+		case rangelock.Waiting:
+			st = protocol.RangeQueued
+		case rangelock.Conflict:
+			st, conflict = protocol.RangeConflict, rs.lockFrame(a.Conflict)
+		}
+	case protocol.RangeUnlock:
+		res, err = rs.table.Unlock(now, f.Name, ns, o, r)
+	case protocol.RangeQuery:
+		var l rangelock.Lock
+		var found bool
+		l, found, err = rs.table.Query(f.Name, ns, o, rangelock.Type(f.LockType), r)
+		st = protocol.RangeFree
+		if found {
+			st, conflict = protocol.RangeLocked, rs.lockFrame(l)
+		}
+	case protocol.RangeRelease:
+		res, err = rs.table.ReleaseOwner(now, f.Name, ns, o)
+	case protocol.RangeCancel:
+		res, err = rs.table.Cancel(now, sid, uint64(f.Claim))
+		st = protocol.RangeCancelled
+		if errors.Is(err, rangelock.ErrNoWaiter) {
+			// Its final answer is already on the way: nothing to say.
+			answer, err = false, nil
+		}
+	default:
+		err = rangelock.ErrInvalidType
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, rangelock.ErrDeadlock):
+		st = protocol.RangeDeadlock
+	case errors.Is(err, rangelock.ErrTagExists):
+		st = protocol.RangeReqInUse
+	default:
+		st = protocol.RangeInvalid
+	}
+	if answer {
+		s.v2.appendOut(s, func(b []byte) []byte {
+			return protocol.AppendRangeAnswer(b, f.Claim, st, token, conflict)
+		})
+	}
+	return srv.rangePushes(res, s)
+}
+
+// lockFrame is a conflicting lock as an ANSWER's lock fields.
+func (rs *rangeState) lockFrame(l rangelock.Lock) protocol.Frame {
+	t := uint8(l.Type)
+	return protocol.Frame{LockType: t, Owner: uint64(l.Owner.ID), Session: uint64(l.Owner.Session),
+		Start: l.Range.Start, End: l.Range.End, Label: rs.labels[l.Owner.Session]}
+}
+
+// rangePushes appends the PROMOTED and CANCELLED answers a range-table
+// result asks for to their sessions' output, under srv.mu, and returns
+// the flushes of sessions other than self (nil: all of them).
+func (srv *Server) rangePushes(res rangelock.Result, self *session) []delivery {
+	var ds []delivery
+	push := func(sid rangelock.SessionID, tag uint64, st protocol.RangeStatus, token uint64) {
+		to := srv.claims[locktable.SessionID(sid)]
+		if to == nil || to.v2 == nil {
+			return
+		}
+		to.v2.appendOut(to, func(b []byte) []byte {
+			return protocol.AppendRangeAnswer(b, uint32(tag), st, token, protocol.Frame{})
+		})
+		if to != self {
+			if n := len(ds); n == 0 || ds[n-1].to != to {
+				ds = append(ds, delivery{to: to, flush: true})
+			}
+		}
+	}
+	for _, c := range res.Cancelled {
+		push(c.Owner.Session, c.Tag, protocol.RangeCancelled, 0)
+	}
+	for _, g := range res.Grants {
+		push(g.Owner.Session, g.Tag, protocol.RangePromoted, g.Token)
+	}
+	return ds
+}
+
+// dropRanges ends session s in the range table once it has ended: all
+// its locks and waiting requests go at once and the waiters that now fit
+// are granted.
+func (s *session) dropRanges() {
+	srv := s.srv
+	srv.mu.Lock()
+	sid := rangelock.SessionID(s.id)
+	if _, ok := srv.ranges.labels[sid]; !ok {
+		srv.mu.Unlock()
+		return
+	}
+	delete(srv.ranges.labels, sid)
+	res := srv.ranges.table.CloseSession(time.Now(), sid)
+	res.Cancelled = nil // to the session that has gone
+	ds := srv.rangePushes(res, s)
+	srv.mu.Unlock()
+	srv.deliver(ds)
+}
