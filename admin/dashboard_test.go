@@ -199,6 +199,12 @@ func TestUIMount(t *testing.T) {
 		t.Error("info says clustered")
 	}
 
+	// Under an Authorizer the page needs "read" on some lock.
+	_, _, dbase := dash(t, false, admin.Config{Authorizer: denyAll{}})
+	if code, _, _ := call(t, "GET", dbase+"/"); code != 403 {
+		t.Errorf("GET / refused by the ACL = %d, want 403", code)
+	}
+
 	_, _, cbase := dash(t, false, admin.Config{Cluster: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"status":"from the cluster handler"}`)
@@ -210,3 +216,9 @@ func TestUIMount(t *testing.T) {
 		t.Errorf("GET /api/cluster = %v", v)
 	}
 }
+
+// denyAll refuses every admin action.
+type denyAll struct{}
+
+func (denyAll) AllowAdmin(identity, action, lock string) bool { return false }
+func (denyAll) AllowAdminAny(identity, action string) bool    { return false }

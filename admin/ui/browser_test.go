@@ -120,9 +120,13 @@ func open(t *testing.T, width, height int) *page {
 	return p
 }
 
+// do runs steps, each batch within 20 s (a click on a missing element
+// waits for it).
 func (p *page) do(steps ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
-	if err := chromedp.Do(p.ctx, steps...); err != nil {
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
 		p.t.Fatalf("browser: %v", err)
 	}
 }

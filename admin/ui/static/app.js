@@ -303,9 +303,9 @@ function drawCharts(sum) {
     chart("chart-waiters", "Waiters", h.map((x) => x.waiters), String),
     chart("chart-wait", "Longest wait", h.map((x) => x.wait), dur),
   ];
-  if (sum.grants_total !== undefined) charts.unshift(chart("chart-grants", "Grants per second", h.map((x) => x.rate), (v) => v.toFixed(1)));
+  if (sum.grants_total !== undefined) charts.unshift(chart("chart-grants", "Grants/s", h.map((x) => x.rate), (v) => v.toFixed(1)));
   document.getElementById("charts").replaceChildren(...charts);
-  document.getElementById("server").textContent = sum.locks + " locks held · " + sum.sessions + " connections";
+  document.getElementById("server").textContent = "locks held: " + sum.locks + " · waiters: " + sum.waiters + " · connections: " + sum.sessions;
 }
 
 // ---- loop ----
