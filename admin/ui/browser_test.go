@@ -11,9 +11,11 @@ package ui_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -30,6 +32,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/admin/ui"
 	"github.com/batonlock/baton/internal/opstest"
@@ -183,6 +186,27 @@ func (p *page) screenshot(name string) {
 	p.t.Logf("wrote %s", path)
 }
 
+// addrDialer dials TCP and reports the local address of its first
+// connection on ch.
+func addrDialer(ch chan<- string) baton.Dialer {
+	return dialFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			select {
+			case ch <- c.LocalAddr().String():
+			default:
+			}
+		}
+		return c, err
+	})
+}
+
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+func (f dialFunc) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return f(ctx, network, addr)
+}
+
 func lockURL(base, name string) string { return base + "/#/lock/" + url.PathEscape(name) }
 
 func js(v any) string {
@@ -199,15 +223,54 @@ func js(v any) string {
 func TestHoldersWaitersAndActions(t *testing.T) {
 	f := start(t)
 	const name = "deploy/prod"
+	// The holder and writer-b speak raw frames, so the test sees what
+	// the server sends them; writer-a (version 2) and the version 1
+	// waiter are baton's Go clients.
 	holder := opstest.Dial(t, f.addr)
 	holder.Acquire(name, time.Minute)
 	tok := holder.Expect(protocol.TypeAcquired, 0).Token
-	wa := opstest.DialV2(t, f.addr, time.Minute, "writer-a")
-	wa.Claim(1, protocol.ModeExclusive, 0, name)
-	wa.ExpectV2(protocol.TypeQueued, 1, 0)
-	v1w := opstest.Dial(t, f.addr)
-	v1w.Acquire(name, time.Minute)
-	v1w.Expect(protocol.TypeWaiting, 0)
+	queued := func(n int) {
+		t.Helper()
+		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(5 * time.Millisecond) {
+			if l, ok := f.srv.Lock(name); ok && len(l.Waiters) == n {
+				return
+			}
+		}
+		t.Fatalf("%s never had %d waiters", name, n)
+	}
+	client := baton.New(baton.DefaultConfig(f.addr))
+	sess, err := client.OpenSession(t.Context(), baton.SessionOptions{Lease: time.Minute, Label: "writer-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	type granted struct {
+		token uint64
+		err   error
+	}
+	aGot := make(chan granted, 1)
+	go func() {
+		c, err := sess.Acquire(t.Context(), name, baton.Exclusive)
+		if err != nil {
+			aGot <- granted{err: err}
+			return
+		}
+		aGot <- granted{token: c.Token()}
+	}()
+	queued(1)
+	v1Got := make(chan error, 1)
+	v1Addr := make(chan string, 1)
+	v1c := baton.New(baton.Config{Address: f.addr, Dialer: addrDialer(v1Addr)})
+	go func() {
+		l, err := v1c.Acquire(t.Context(), name, time.Minute)
+		if err == nil {
+			l.Release()
+			err = errors.New("granted")
+		}
+		v1Got <- err
+	}()
+	v1w := <-v1Addr
+	queued(2)
 	wb := opstest.DialV2(t, f.addr, time.Minute, "writer-b")
 	wb.Claim(4, protocol.ModeExclusive, 0, name)
 	wb.ExpectV2(protocol.TypeQueued, 4, 0)
@@ -233,8 +296,8 @@ func TestHoldersWaitersAndActions(t *testing.T) {
 		t.Errorf("lock row %q: want token %d held by %s", row, tok, holder.Addr())
 	}
 	waiters := eval[[]string](p, `Array.from(document.querySelectorAll('tr[data-lock="deploy/prod"] li.waiter')).map(e => e.innerText)`)
-	if len(waiters) != 3 || !strings.HasPrefix(waiters[0], "writer-a") || !strings.HasPrefix(waiters[1], v1w.Addr()) || !strings.HasPrefix(waiters[2], "writer-b") {
-		t.Errorf("waiters shown %q: want writer-a, %s, writer-b in order", waiters, v1w.Addr())
+	if len(waiters) != 3 || !strings.HasPrefix(waiters[0], "writer-a") || !strings.HasPrefix(waiters[1], v1w) || !strings.HasPrefix(waiters[2], "writer-b") {
+		t.Errorf("waiters shown %q: want writer-a, %s, writer-b in order", waiters, v1w)
 	}
 	if !eval[bool](p, `document.getElementById("tab-cluster").hidden`) {
 		t.Error("the cluster tab is shown for a server that is not clustered")
@@ -252,7 +315,7 @@ func TestHoldersWaitersAndActions(t *testing.T) {
 	p.do(chromedp.Navigate(f.url + "/#/sessions"))
 	p.waitFor("the sessions", `document.querySelectorAll('tr.session').length == 5`, 5*time.Second)
 	txt := eval[string](p, `document.querySelector('table[aria-label="Sessions"]').innerText`)
-	for _, want := range []string{"writer-a", "writer-b", "batch-7", holder.Addr(), v1w.Addr()} {
+	for _, want := range []string{"writer-a", "writer-b", "batch-7", holder.Addr(), v1w} {
 		if !strings.Contains(txt, want) {
 			t.Errorf("sessions view lacks %q:\n%s", want, txt)
 		}
@@ -287,7 +350,16 @@ func TestHoldersWaitersAndActions(t *testing.T) {
 	p.screenshot("dashboard-confirm.png")
 	clicked := time.Now()
 	p.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
-	newTok := wa.ExpectV2(protocol.TypePromoted, 1, 0).Token
+	var newTok uint64
+	select {
+	case g := <-aGot:
+		if g.err != nil {
+			t.Fatalf("writer-a: %v", g.err)
+		}
+		newTok = g.token
+	case <-time.After(10 * time.Second):
+		t.Fatal("writer-a was not promoted")
+	}
 	holder.Expect(protocol.TypeError, protocol.CodeClosedByAdmin)
 	p.waitFor("the promoted holder", fmt.Sprintf(`document.querySelector('tr.holder[data-token="%d"]') && !document.querySelector('tr.holder[data-token="%d"]')`, newTok, tok), 2*time.Second)
 	t.Logf("force-release: the page showed the promoted holder (token %d) %v after the click", newTok, time.Since(clicked).Round(time.Millisecond))
@@ -299,7 +371,17 @@ func TestHoldersWaitersAndActions(t *testing.T) {
 		remain int
 	}{
 		{refB, func() { wb.ExpectV2(protocol.TypeRevoked, 4, protocol.CodeClosedByAdmin) }, 1},
-		{refV1, func() { v1w.Expect(protocol.TypeError, protocol.CodeClosedByAdmin) }, 0},
+		{refV1, func() {
+			select {
+			case err := <-v1Got:
+				var se *baton.ServerError
+				if !errors.As(err, &se) || se.Code != protocol.CodeClosedByAdmin {
+					t.Errorf("the kicked version 1 client got %v, want ERROR 0x02", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("the kicked version 1 client still waits")
+			}
+		}, 0},
 	} {
 		p.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Kick waiter %s from lock %s"]`, k.ref, name))))
 		p.waitFor("the kick confirmation", `document.getElementById("confirm").open`, 5*time.Second)
