@@ -222,3 +222,34 @@ type denyAll struct{}
 
 func (denyAll) AllowAdmin(identity, action, lock string) bool { return false }
 func (denyAll) AllowAdminAny(identity, action string) bool    { return false }
+
+// TestDashboardACL: under an Authorizer a page of locks and the sessions
+// show only what the caller may read: a session appears only with a
+// claim on a readable lock.
+func TestDashboardACL(t *testing.T) {
+	_, addr, base := dash(t, false, admin.Config{Authorizer: readPrefix("pub/")})
+	pub := opstest.DialV2(t, addr, time.Minute, "public")
+	pub.Claim(1, protocol.ModeExclusive, 0, "pub/a")
+	pub.ExpectV2(protocol.TypeGranted, 1, 0)
+	pub.Claim(2, protocol.ModeExclusive, 0, "secret/b")
+	pub.ExpectV2(protocol.TypeGranted, 2, 0)
+	sec := opstest.DialV2(t, addr, time.Minute, "secret")
+	sec.Claim(1, protocol.ModeExclusive, 0, "secret/c")
+	sec.ExpectV2(protocol.TypeGranted, 1, 0)
+
+	if l := getJSON[admin.LockList](t, base+"/api/locks?limit=10"); names(l) != "pub/a" || *l.Total != 1 {
+		t.Errorf("readable page = %q total %d, want pub/a alone", names(l), *l.Total)
+	}
+	s := getJSON[admin.SessionList](t, base+"/api/sessions")
+	if s.Total != 1 || len(s.Sessions) != 1 || s.Sessions[0].Label != "public" || s.Sessions[0].Held != 1 {
+		t.Errorf("readable sessions = %+v, want public holding the one readable lock", s)
+	}
+}
+
+// readPrefix allows reading the locks under a prefix, and nothing else.
+type readPrefix string
+
+func (p readPrefix) AllowAdmin(identity, action, lock string) bool {
+	return action == "read" && strings.HasPrefix(lock, string(p))
+}
+func (p readPrefix) AllowAdminAny(identity, action string) bool { return action == "read" }
