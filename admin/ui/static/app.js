@@ -161,7 +161,7 @@ const views = {
 
   sessions: {
     tab: "tab-sessions",
-    setup() { return [el("h2", { text: "Sessions with a claim" }), el("div", { id: "content" })]; },
+    setup() { return [el("h2", { text: "Sessions" }), el("div", { id: "content" })]; },
     async update(r) {
       const list = await api("/api/sessions?" + new URLSearchParams({ limit: PAGE, offset: r.page * PAGE }));
       return () => {
@@ -176,7 +176,7 @@ const views = {
             el("td", { "data-label": "Waiting", text: s.waiting }),
             el("td", { "data-label": "Lease", text: dur(s.lease_ms) }),
             el("td", { "data-label": "Last heard", text: ago(s.last_seen) + " ago" })))));
-        return [pager(list.total, r, "sessions", {}), list.total ? table : el("p", { class: "muted", text: "No session holds or waits for a lock." })];
+        return [pager(list.total, r, "sessions", {}), list.total ? table : el("p", { class: "muted", text: "No session is open." })];
       };
     },
   },
