@@ -4,12 +4,18 @@
 //
 //	GET    /api/info                                   version, uptime, configuration, counts
 //	GET    /api/locks[?match=GLOB]                     every lock with an owner or a queue
+//	GET    /api/locks?match=GLOB&limit=N&offset=M      one page of them, with the total
+//	GET    /api/sessions[?limit=N&offset=M]            sessions with a claim (dashboard.go)
+//	GET    /api/summary                                counters for a chart (dashboard.go)
+//	GET    /api/cluster                                cluster status, when Config.Cluster is set
 //	GET    /api/locks/{name}                           one lock: holder and waiters in FIFO order
 //	POST   /api/locks/{name}/release                   force-release: the owner gets ERROR 0x02
 //	POST   /api/locks/{name}/release?token=T           force-release the holder granted token T
 //	POST   /api/locks/{name}/release?claim=S/C         force-release the holder claim C of session S
 //	DELETE /api/locks/{name}/waiters/{remote_addr}     kick a waiter: it gets ERROR 0x02
 //	DELETE /api/locks/{name}/waiters/{S%2FC}           kick the waiting claim C of session S
+//
+// Every other GET path is Config.UI, the web dashboard, when it is set.
 //
 // One claim is ended per request. A version 1 claim's session is sent
 // ERROR 0x02 and closed; a version 2 claim is sent REVOKED(0x02) and its
@@ -108,12 +114,28 @@ type Config struct {
 	// Observer receives an EventAdminDenied for every request the
 	// Authorizer refused, for the audit log; nil: none.
 	Observer server.Observer
+	// UI, when set, serves every GET path outside /api/ (the web
+	// dashboard) behind the same Host check, cross-origin protection and
+	// "read" rule as the API; nil answers 404 there.
+	UI http.Handler
+	// Cluster, when set, serves GET /api/cluster (the cluster's status)
+	// and /api/info reports "cluster": true, which shows the dashboard's
+	// cluster view; nil: not clustered, 404.
+	Cluster http.Handler
+	// Stats, when set and installed among the server's observers, gives
+	// /api/summary the grants since start.
+	Stats *Stats
+	// SnapshotMaxAge is how long paged listings, /api/sessions and
+	// /api/summary share one snapshot of the lock table; zero means
+	// DefaultSnapshotMaxAge.
+	SnapshotMaxAge time.Duration
 }
 
 type handler struct {
 	Config
 	allowed  map[string]bool
 	allowAny bool
+	cache    *snapCache
 }
 
 // Handler returns the admin API.
@@ -124,7 +146,10 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Settings == nil {
 		cfg.Settings = map[string]string{}
 	}
-	h := &handler{Config: cfg, allowed: map[string]bool{}}
+	if cfg.SnapshotMaxAge <= 0 {
+		cfg.SnapshotMaxAge = DefaultSnapshotMaxAge
+	}
+	h := &handler{Config: cfg, allowed: map[string]bool{}, cache: &snapCache{}}
 	for _, a := range cfg.AllowedHosts {
 		if a == "*" {
 			h.allowAny = true
@@ -235,6 +260,17 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, action, lock
 // are never cleaned into other paths.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	segs, ok := splitPath(r.URL.EscapedPath())
+	if ok && h.UI != nil && (len(segs) == 0 || segs[0] != "api") {
+		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, "", true) {
+			// The dashboard's buttons change state: never inside a frame
+			// of another page (clickjacking), and only its own scripts.
+			w.Header().Set("X-Frame-Options", "DENY")
+			w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			h.UI.ServeHTTP(w, r)
+		}
+		return
+	}
 	if !ok || len(segs) < 2 || segs[0] != "api" {
 		writeError(w, http.StatusNotFound, "no such endpoint")
 		return
@@ -247,6 +283,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(segs) == 2 && segs[1] == "locks":
 		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, "", true) {
 			h.locks(w, r)
+		}
+	case len(segs) == 2 && segs[1] == "sessions":
+		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, "", true) {
+			h.sessions(w, r)
+		}
+	case len(segs) == 2 && segs[1] == "summary":
+		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, "", true) {
+			h.summary(w, r)
+		}
+	case len(segs) == 2 && segs[1] == "cluster" && h.Cluster != nil:
+		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, "", true) {
+			h.Cluster.ServeHTTP(w, r)
 		}
 	case len(segs) == 3 && segs[1] == "locks":
 		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, segs[2], false) {
@@ -305,6 +353,7 @@ func (h *handler) info(w http.ResponseWriter) {
 		ShuttingDown: h.Server.ShuttingDown(),
 		Counts:       Counts{Connections: h.Server.Sessions(), Locks: c.Locks, Waiters: c.Waiters},
 		Config:       h.Settings,
+		Cluster:      h.Cluster != nil,
 	})
 }
 
@@ -324,6 +373,14 @@ func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 		match = func(name string) bool {
 			return (pattern == nil || pattern(name)) && h.Authorizer.AllowAdmin(id, acl.ActionRead, name)
 		}
+	}
+	limit, offset, ok := page(w, r)
+	if !ok {
+		return
+	}
+	if limit > 0 {
+		h.pagedLocks(w, match, limit, offset)
+		return
 	}
 	list := LockList{Locks: []Lock{}}
 	for _, l := range h.Server.Snapshot(match) {
@@ -372,6 +429,7 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request, name string) {
 		h.opError(w, err, name, which)
 		return
 	}
+	h.invalidate()
 	h.Logger.Warn("admin: lock force-released", "lock", name, "holder", which, "admin_identity", by.Identity, "admin_addr", by.Addr)
 	writeJSON(w, http.StatusOK, Released{Released: name, Lock: h.current(name)})
 }
@@ -388,6 +446,7 @@ func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, waiter stri
 		h.opError(w, err, name, waiter)
 		return
 	}
+	h.invalidate()
 	h.Logger.Warn("admin: waiter kicked", "lock", name, "waiter", waiter, "admin_identity", by.Identity, "admin_addr", by.Addr)
 	writeJSON(w, http.StatusOK, Kicked{Kicked: waiter, Lock: h.current(name)})
 }

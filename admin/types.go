@@ -88,6 +88,12 @@ type Waiter struct {
 // LockList is the answer of GET /api/locks.
 type LockList struct {
 	Locks []Lock `json:"locks"`
+	// Total, Offset and SnapshotAt are set for a paged request (limit or
+	// offset given): the number of matching locks, the page's first
+	// index, and when the shared snapshot was taken.
+	Total      *int  `json:"total,omitempty"`
+	Offset     int   `json:"offset,omitempty"`
+	SnapshotAt *Time `json:"snapshot_at,omitempty"`
 }
 
 // Info is the answer of GET /api/info.
@@ -98,6 +104,9 @@ type Info struct {
 	ShuttingDown bool              `json:"shutting_down"`
 	Counts       Counts            `json:"counts"`
 	Config       map[string]string `json:"config"` // effective setting of every flag
+	// Cluster reports whether GET /api/cluster answers (the server is
+	// clustered).
+	Cluster bool `json:"cluster"`
 }
 
 // Counts are the server's sizes.

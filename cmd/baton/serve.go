@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/admin"
+	"github.com/batonlock/baton/admin/ui"
 	"github.com/batonlock/baton/audit"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/tlsfiles"
@@ -43,6 +44,8 @@ ACL with "admin" rules decide who may do what: keep it on loopback), and
 a JSON audit log of every ownership change and admin action (-audit-log).
 The admin API answers only to requests whose Host header is its own
 address, a loopback address or localhost (-admin-allowed-hosts adds more).
+The admin listener also serves a web dashboard at / (docs/dashboard.md),
+under the same rules; its actions go through the admin API.
 
 Logs go to standard error; standard output is left to '-audit-log -'.
 
@@ -355,7 +358,9 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 				"addr", addrs.admin)
 		}
 		acfg := admin.Config{Server: srv, Version: version, Started: started,
-			Settings: env.settings, Logger: logger, AllowedHosts: cfg.allowedHosts()}
+			Settings: env.settings, Logger: logger, AllowedHosts: cfg.allowedHosts(),
+			UI: ui.Handler(), Stats: &admin.Stats{}} // the dashboard at /
+		observers = append(observers, acfg.Stats)
 		if auditLog != nil {
 			acfg.Observer = auditLog // refused admin requests
 		}

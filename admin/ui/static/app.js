@@ -1,0 +1,370 @@
+// baton dashboard: reads and acts only through the admin API (/api/...).
+// No framework: a hash router, a one-second polling loop, DOM built with
+// textContent (never innerHTML with data from the server).
+"use strict";
+
+const PAGE = 100;          // locks or sessions per page
+const POLL_MS = 1000;      // one refresh per second while the tab is visible
+const HISTORY = 120;       // chart points (two minutes)
+
+const state = { skew: 0, info: null, hist: [], prevGrants: null, seq: 0, inflight: false, again: false };
+// Render timings, read by the browser tests and handy in the console.
+const perf = window.batonPerf = { renders: 0, firstRenderMs: null, lastRenderMs: 0, maxRenderMs: 0, lastFetchMs: 0 };
+const t0 = performance.now();
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "on") for (const [ev, fn] of Object.entries(v)) e.addEventListener(ev, fn);
+    else if (k === "text") e.textContent = v;
+    else e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const k of kids.flat()) if (k !== null && k !== undefined && k !== false) e.append(k instanceof Node ? k : String(k));
+  return e;
+}
+
+async function api(path, opts) {
+  const r = await fetch(path, Object.assign({ headers: { Accept: "application/json" }, cache: "no-store" }, opts));
+  let body = null;
+  try { body = await r.json(); } catch (_) { /* empty or not JSON */ }
+  if (!r.ok) {
+    const err = new Error((body && body.error) || (r.status + " " + r.statusText));
+    err.status = r.status;
+    throw err;
+  }
+  return body;
+}
+
+function now() { return Date.now() + state.skew; }
+function dur(ms) {
+  if (ms < 0) ms = 0;
+  if (ms < 1000) return ms + " ms";
+  const s = ms / 1000;
+  if (s < 60) return s.toFixed(1) + " s";
+  if (s < 3600) return Math.floor(s / 60) + " m " + Math.floor(s % 60) + " s";
+  return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " m";
+}
+function ago(t) { return dur(now() - Date.parse(t)); }
+function ref(c) { return c.session + "/" + c.claim; }
+function who(c) {
+  return [c.label, c.identity, c.remote_addr].filter(Boolean).join(" · ");
+}
+function mode(l) {
+  const c = (l.holders[0] || l.waiters[0] || {});
+  return l.limit ? "semaphore (" + l.limit + ")" : (c.mode || "");
+}
+function status(msg, isError) {
+  const s = document.getElementById("status");
+  s.textContent = msg || "";
+  s.className = isError ? "error" : "";
+}
+
+// ---- routing ----
+
+function route() {
+  const h = location.hash.replace(/^#/, "") || "/locks";
+  const [path, query] = h.split("?");
+  const q = new URLSearchParams(query || "");
+  const parts = path.split("/").filter(Boolean);
+  if (parts[0] === "lock" && parts.length > 1) return { view: "lock", name: decodeURIComponent(parts.slice(1).join("/")) };
+  if (parts[0] === "sessions") return { view: "sessions", page: +q.get("page") || 0 };
+  if (parts[0] === "cluster") return { view: "cluster" };
+  return { view: "locks", match: q.get("match") || "", page: +q.get("page") || 0 };
+}
+function go(view, params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params || {})) if (v) q.set(k, v);
+  const s = q.toString();
+  location.hash = "#/" + view + (s ? "?" + s : "");
+}
+
+// ---- views ----
+// Each view builds its frame once (setup) and refreshes its content on
+// every poll (update), so an input keeps its focus and text.
+
+const views = {
+  locks: {
+    tab: "tab-locks",
+    setup(r) {
+      const input = el("input", { type: "search", id: "match", name: "match", value: r.match, placeholder: "glob, e.g. deploy/*",
+        "aria-label": "Filter locks by name (glob: * and ?)" });
+      const form = el("form", { class: "filter", role: "search", on: { submit: (e) => { e.preventDefault(); go("locks", { match: input.value }); } } },
+        el("label", { for: "match", text: "Locks matching" }), input, el("button", { type: "submit", text: "Filter" }));
+      return [form, el("div", { id: "content" })];
+    },
+    async update(r) {
+      const q = new URLSearchParams({ limit: PAGE, offset: r.page * PAGE });
+      if (r.match) q.set("match", r.match);
+      const list = await api("/api/locks?" + q);
+      return () => {
+        const rows = list.locks.map((l) => el("tr", { "data-lock": l.name },
+          el("td", { "data-label": "Lock" }, el("a", { href: "#/lock/" + encodeURIComponent(l.name), class: "mono", text: l.name })),
+          el("td", { "data-label": "Mode", text: mode(l) }),
+          el("td", { "data-label": "Holders" }, el("ul", { class: "holders" }, l.holders.map((h) => el("li", { class: "holder" },
+            el("span", { class: "mono", text: "token " + h.token }), " ", who(h), " ", el("span", { class: "muted", text: "held " + ago(h.since) }))))),
+          el("td", { "data-label": "Waiters" }, l.waiters.length ? el("ol", { class: "waiters" }, l.waiters.map((w) => el("li", { class: "waiter" },
+            who(w) || ref(w), " ", el("span", { class: "muted", text: "waited " + ago(w.queued_at) })))) : el("span", { class: "muted", text: "none" }))));
+        const table = el("table", { "aria-label": "Locks" },
+          el("thead", {}, el("tr", {}, ["Lock", "Mode", "Holders (token, who, held for)", "Waiters in order (waited for)"].map((t) => el("th", { scope: "col", text: t })))),
+          el("tbody", {}, rows));
+        return [pager(list.total, r, "locks", { match: r.match }), list.total ? table : el("p", { class: "muted", text: "No lock is held" + (r.match ? " matching " + r.match : "") + "." })];
+      };
+    },
+  },
+
+  lock: {
+    tab: "tab-locks",
+    setup(r) {
+      return [el("p", {}, el("a", { href: "#/locks", text: "← all locks" })), el("h2", {}, "Lock ", el("code", { text: r.name })), el("div", { id: "content" })];
+    },
+    async update(r) {
+      let l;
+      try {
+        l = await api("/api/locks/" + encodeURIComponent(r.name));
+      } catch (e) {
+        if (e.status !== 404) throw e;
+        return () => [el("p", { class: "muted", id: "not-held", text: "Nobody holds or waits for this lock now." })];
+      }
+      return () => {
+        const holders = el("table", { "aria-label": "Holders" },
+          el("thead", {}, el("tr", {}, ["Token", "Claim", "Mode", "Label", "Identity", "Address", "Held for", "Lease", ""].map((t) => el("th", { scope: "col", text: t })))),
+          el("tbody", {}, l.holders.map((h) => el("tr", { class: "holder", "data-token": h.token },
+            el("td", { "data-label": "Token", class: "mono", text: h.token }),
+            el("td", { "data-label": "Claim", class: "mono", text: ref(h) + " (v" + h.protocol + ")" }),
+            el("td", { "data-label": "Mode", text: h.mode }),
+            el("td", { "data-label": "Label", text: h.label || "—" }),
+            el("td", { "data-label": "Identity", text: h.identity || "—" }),
+            el("td", { "data-label": "Address", class: "mono", text: h.remote_addr }),
+            el("td", { "data-label": "Held for", text: ago(h.since) }),
+            el("td", { "data-label": "Lease", text: dur(h.lease_ms) }),
+            el("td", {}, el("button", { class: "danger", type: "button", "aria-label": "Force-release token " + h.token + " of lock " + l.name,
+              on: { click: () => confirmRelease(l, h) } }, "Force-release"))))));
+        const waiters = el("table", { "aria-label": "Waiters in order" },
+          el("thead", {}, el("tr", {}, ["#", "Claim", "Mode", "Label", "Identity", "Address", "Waited for", ""].map((t) => el("th", { scope: "col", text: t })))),
+          el("tbody", {}, l.waiters.map((w, i) => el("tr", { class: "waiter", "data-claim": ref(w) },
+            el("td", { "data-label": "Position", text: i + 1 }),
+            el("td", { "data-label": "Claim", class: "mono", text: ref(w) + " (v" + w.protocol + ")" }),
+            el("td", { "data-label": "Mode", text: w.mode }),
+            el("td", { "data-label": "Label", text: w.label || "—" }),
+            el("td", { "data-label": "Identity", text: w.identity || "—" }),
+            el("td", { "data-label": "Address", class: "mono", text: w.remote_addr }),
+            el("td", { "data-label": "Waited for", text: ago(w.queued_at) }),
+            el("td", {}, el("button", { type: "button", "aria-label": "Kick waiter " + ref(w) + " from lock " + l.name,
+              on: { click: () => confirmKick(l, w, i) } }, "Kick"))))));
+        return [el("p", {}, "Mode: " + mode(l)),
+          el("h2", {}, "Holders (" + l.holders.length + ")"), holders,
+          el("h2", {}, "Waiters (" + l.waiters.length + ")"), l.waiters.length ? waiters : el("p", { class: "muted", text: "Nobody waits." })];
+      };
+    },
+  },
+
+  sessions: {
+    tab: "tab-sessions",
+    setup() { return [el("h2", { text: "Sessions" }), el("div", { id: "content" })]; },
+    async update(r) {
+      const list = await api("/api/sessions?" + new URLSearchParams({ limit: PAGE, offset: r.page * PAGE }));
+      return () => {
+        const table = el("table", { "aria-label": "Sessions" },
+          el("thead", {}, el("tr", {}, ["Session", "Label", "Identity", "Address", "Held", "Waiting", "Lease", "Last heard"].map((t) => el("th", { scope: "col", text: t })))),
+          el("tbody", {}, list.sessions.map((s) => el("tr", { class: "session" },
+            el("td", { "data-label": "Session", class: "mono", text: s.session + " (v" + s.protocol + ")" }),
+            el("td", { "data-label": "Label", text: s.label || "—" }),
+            el("td", { "data-label": "Identity", text: s.identity || "—" }),
+            el("td", { "data-label": "Address", class: "mono", text: s.remote_addr }),
+            el("td", { "data-label": "Held", text: s.held }),
+            el("td", { "data-label": "Waiting", text: s.waiting }),
+            el("td", { "data-label": "Lease", text: dur(s.lease_ms) }),
+            el("td", { "data-label": "Last heard", text: ago(s.last_seen) + " ago" })))));
+        return [pager(list.total, r, "sessions", {}), list.total ? table : el("p", { class: "muted", text: "No session is open." })];
+      };
+    },
+  },
+
+  // Shown only when /api/info reports "cluster": true. It shows the
+  // status the server reports, as it reports it.
+  cluster: {
+    tab: "tab-cluster",
+    setup() { return [el("h2", { text: "Cluster" }), el("div", { id: "content" })]; },
+    async update() {
+      if (!state.info || !state.info.cluster) return () => [el("p", { class: "muted", text: "This server is not clustered." })];
+      const c = await api("/api/cluster");
+      return () => [el("pre", { text: JSON.stringify(c, null, 2) })];
+    },
+  },
+};
+
+function pager(total, r, view, params) {
+  const pages = Math.max(1, Math.ceil(total / PAGE));
+  const first = total ? r.page * PAGE + 1 : 0, last = Math.min(total, (r.page + 1) * PAGE);
+  return el("div", { class: "pager" },
+    el("button", { type: "button", "aria-label": "Previous page", disabled: r.page <= 0, on: { click: () => go(view, Object.assign({}, params, { page: r.page - 1 })) } }, "‹"),
+    el("span", { id: "page-info", text: first + "–" + last + " of " + total }),
+    el("button", { type: "button", "aria-label": "Next page", disabled: r.page + 1 >= pages, on: { click: () => go(view, Object.assign({}, params, { page: r.page + 1 })) } }, "›"));
+}
+
+// ---- actions ----
+
+// promoted describes who a release of holder h of lock l lets in, as far
+// as the listing tells.
+function promoted(l, h) {
+  const w = l.waiters[0];
+  if (!w) return "Nobody waits: the lock becomes free.";
+  const others = l.holders.length - 1;
+  if (l.limit) return "The first waiter, claim " + ref(w) + " (" + (who(w) || "unlabelled") + "), takes the freed slot if it fits in the limit of " + l.limit + ".";
+  if (others > 0) return others + " other holder(s) keep the lock; the first waiter, claim " + ref(w) + " (" + (who(w) || "unlabelled") + "), waits for them.";
+  if (w.mode === "shared") {
+    let n = 0;
+    while (n < l.waiters.length && l.waiters[n].mode === "shared") n++;
+    return "The first " + n + " waiter(s), shared, are promoted, starting with claim " + ref(w) + " (" + (who(w) || "unlabelled") + ").";
+  }
+  return "Claim " + ref(w) + " (" + (who(w) || "unlabelled") + ") is promoted next.";
+}
+
+function ask(title, lines, ok) {
+  const d = document.getElementById("confirm");
+  document.getElementById("confirm-title").textContent = title;
+  document.getElementById("confirm-body").replaceChildren(...lines.map((t) => el("p", { text: t })));
+  const b = document.getElementById("confirm-ok");
+  b.textContent = ok;
+  b.setAttribute("aria-label", title);
+  return new Promise((resolve) => {
+    d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
+    d.returnValue = "";
+    d.showModal();
+    document.getElementById("confirm-cancel").focus();
+  });
+}
+
+async function confirmRelease(l, h) {
+  const kind = h.protocol === 1 ? "Its version 1 connection is sent ERROR 0x02 and closed." : "Its session is sent REVOKED and lives on; its other claims are kept.";
+  const sure = await ask("Force-release token " + h.token + " of lock " + l.name + "?", [
+    "Holder: claim " + ref(h) + ", " + h.mode + ", " + (who(h) || "unlabelled") + ", held for " + ago(h.since) + ".",
+    kind, promoted(l, h), "The audit log records this release with your identity."], "Force-release");
+  if (!sure) return;
+  await act("POST", "/api/locks/" + encodeURIComponent(l.name) + "/release?token=" + h.token, "Released token " + h.token + " of " + l.name + ".");
+}
+
+async function confirmKick(l, w, i) {
+  const kind = w.protocol === 1 ? "Its version 1 connection is sent ERROR 0x02 and closed." : "Its session is sent REVOKED for this claim and lives on.";
+  const sure = await ask("Kick waiter " + ref(w) + " from lock " + l.name + "?", [
+    "Waiter #" + (i + 1) + " of " + l.waiters.length + ": claim " + ref(w) + ", " + w.mode + ", " + (who(w) || "unlabelled") + ", waiting for " + ago(w.queued_at) + ".",
+    kind, "The holders keep the lock; the waiters behind move up one place.", "The audit log records this kick with your identity."], "Kick");
+  if (!sure) return;
+  // A version 1 waiter is named by its address, a version 2 claim by SESSION/CLAIM.
+  const id = w.protocol === 1 ? w.remote_addr : ref(w);
+  await act("DELETE", "/api/locks/" + encodeURIComponent(l.name) + "/waiters/" + encodeURIComponent(id), "Kicked " + ref(w) + " from " + l.name + ".");
+}
+
+async function act(method, path, done) {
+  try {
+    await api(path, { method });
+    status(done);
+  } catch (e) {
+    status(method === "POST" ? "Release failed: " + e.message : "Kick failed: " + e.message, true);
+  }
+  refresh(true);
+}
+
+// ---- chart ----
+
+function chart(id, title, values, fmt) {
+  const max = Math.max(1, ...values);
+  const pts = values.map((v, i) => (HISTORY - values.length + i) + "," + (47 - (v / max) * 45).toFixed(1)).join(" ");
+  const last = values.length ? values[values.length - 1] : 0;
+  return el("figure", { class: "chart", id },
+    el("figcaption", {}, el("span", { text: title }), el("b", { text: fmt(last) })),
+    svg(pts, title + ": now " + fmt(last) + ", peak " + fmt(max) + " over the last " + values.length + " s"));
+}
+function svg(points, label) {
+  const ns = "http://www.w3.org/2000/svg";
+  const s = document.createElementNS(ns, "svg");
+  s.setAttribute("viewBox", "0 0 " + HISTORY + " 48");
+  s.setAttribute("preserveAspectRatio", "none");
+  s.setAttribute("role", "img");
+  s.setAttribute("aria-label", label);
+  const p = document.createElementNS(ns, "polyline");
+  p.setAttribute("points", points);
+  s.append(p);
+  return s;
+}
+function drawCharts(sum) {
+  const t = Date.parse(sum.time);
+  let rate = 0;
+  if (sum.grants_total !== undefined && state.prevGrants) {
+    const dt = (t - state.prevGrants.t) / 1000;
+    if (dt > 0) rate = (sum.grants_total - state.prevGrants.n) / dt;
+  }
+  if (sum.grants_total !== undefined) state.prevGrants = { t, n: sum.grants_total };
+  state.hist.push({ rate, waiters: sum.waiters, wait: sum.longest_wait_ms });
+  if (state.hist.length > HISTORY) state.hist.shift();
+  const h = state.hist;
+  const charts = [
+    chart("chart-waiters", "Waiters", h.map((x) => x.waiters), String),
+    chart("chart-wait", "Longest wait", h.map((x) => x.wait), dur),
+  ];
+  if (sum.grants_total !== undefined) charts.unshift(chart("chart-grants", "Grants/s", h.map((x) => x.rate), (v) => v.toFixed(1)));
+  document.getElementById("charts").replaceChildren(...charts);
+  document.getElementById("server").textContent = "locks held: " + sum.locks + " · waiters: " + sum.waiters + " · connections: " + sum.sessions;
+}
+
+// ---- loop ----
+
+let current = null;
+
+function show() {
+  const r = route();
+  const v = views[r.view];
+  for (const k of Object.keys(views)) {
+    const a = document.getElementById(views[k].tab);
+    if (a) a.removeAttribute("aria-current");
+  }
+  document.getElementById(v.tab).setAttribute("aria-current", "page");
+  document.getElementById("main").replaceChildren(...v.setup(r));
+  current = r;
+  refresh(true);
+}
+
+async function refresh(force) {
+  if (state.inflight) { state.again = state.again || force; return; } // run once more when this one ends
+  if (!force && document.hidden) return;
+  state.inflight = true;
+  const r = current, seq = ++state.seq;
+  try {
+    const f0 = performance.now();
+    const [build, sum] = await Promise.all([views[r.view].update(r), api("/api/summary")]);
+    perf.lastFetchMs = performance.now() - f0;
+    if (seq !== state.seq || r !== current) return; // the route changed meanwhile
+    const r0 = performance.now();
+    state.skew = Date.parse(sum.time) - Date.now();
+    document.getElementById("content").replaceChildren(...build());
+    drawCharts(sum);
+    const ms = performance.now() - r0;
+    perf.renders++;
+    perf.lastRenderMs = ms;
+    perf.maxRenderMs = Math.max(perf.maxRenderMs, ms);
+    if (perf.firstRenderMs === null) perf.firstRenderMs = performance.now() - t0;
+    document.body.dataset.renders = perf.renders;
+    if (document.getElementById("status").className === "error") status("");
+  } catch (e) {
+    status("Cannot reach the admin API: " + e.message, true);
+  } finally {
+    state.inflight = false;
+    if (state.again) { state.again = false; refresh(true); }
+  }
+}
+
+async function start() {
+  try {
+    state.info = await api("/api/info");
+    document.getElementById("tab-cluster").hidden = !state.info.cluster;
+    document.title = "baton " + state.info.version;
+  } catch (e) {
+    status("Cannot reach the admin API: " + e.message, true);
+  }
+  window.addEventListener("hashchange", show);
+  show();
+  setInterval(() => refresh(false), POLL_MS);
+}
+
+start();

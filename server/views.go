@@ -1,0 +1,52 @@
+package server
+
+import (
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+)
+
+// These views serve a paged dashboard at any table size: each holds the
+// table mutex for a short walk without copying the locks' holders and
+// queues (compare Snapshot, which copies all of them).
+
+// LockNames returns the name of every lock with an owner, unsorted.
+func (srv *Server) LockNames() []string {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.table.Names()
+}
+
+// Locks describes the locks of names that are still held, in the order
+// of names, under one acquisition of the table mutex.
+func (srv *Server) Locks(names []string) []locktable.LockInfo {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	out := make([]locktable.LockInfo, 0, len(names))
+	for _, n := range names {
+		if l, ok := srv.table.Lock(n); ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// SessionInfos describes every session of the lock table with its
+// numbers of held and waiting claims, unsorted.
+func (srv *Server) SessionInfos() []locktable.SessionInfo {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.table.SessionInfos()
+}
+
+// OldestQueued returns when the longest-waiting claim arrived; false when
+// nobody waits.
+func (srv *Server) OldestQueued() (time.Time, bool) {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.table.OldestQueued()
+}
