@@ -41,6 +41,10 @@ type Locker interface {
 	UnlockRange(ctx context.Context, l baton.RangeLock) error
 	QueryRange(ctx context.Context, l baton.RangeLock) (baton.RangeHolder, bool, error)
 	ReleaseOwner(ctx context.Context, key string, flock bool, owner uint64) error
+	// Lost is closed when the locks taken through this locker are gone
+	// (its session ended): I/O through the files that held them then
+	// fails with EIO.
+	Lost() <-chan struct{}
 }
 
 // Options configures a mount.
@@ -54,6 +58,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Debug logs every FUSE request.
 	Debug bool
+	// Passthrough lets the kernel read and write the source files
+	// directly (FUSE passthrough, where the kernel offers it): faster
+	// I/O, but the mount no longer sees it, so I/O through a file whose
+	// locks were lost with the session cannot fail with EIO.
+	Passthrough bool
 }
 
 // CheckFUSE makes sure /dev/fuse exists, running 'modprobe fuse' once if
@@ -213,13 +222,28 @@ type file struct {
 
 	mu     sync.Mutex
 	flocks map[uint64]string // flock owners locked through this file, with their key
+	// held lists the owners (POSIX, and flock with flockBit) that hold
+	// locks set through this file, on the locker heldOn; lost records
+	// that such locks were lost with their session. From then on, until
+	// the last close, I/O through the file fails with EIO, as Linux's NFS
+	// client answers for a lost lock: the program must not go on writing
+	// as if it still held them while another mount may hold them now.
+	held   map[uint64]bool
+	heldOn Locker
+	lost   bool
 }
+
+// flockBit marks a flock owner in file.held, apart from POSIX owners.
+const flockBit = 1 << 63
 
 var (
 	_ fs.FileGetlker  = (*file)(nil)
 	_ fs.FileSetlker  = (*file)(nil)
 	_ fs.FileSetlkwer = (*file)(nil)
 	_ fs.FileReleaser = (*file)(nil)
+	_ fs.FileReader   = (*file)(nil)
+	_ fs.FileWriter   = (*file)(nil)
+	_ fs.FileFsyncer  = (*file)(nil)
 )
 
 func (f *file) lock(owner uint64, lk *fuse.FileLock, flags uint32) baton.RangeLock {
@@ -283,11 +307,24 @@ func (f *file) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags
 		if err := lockr.UnlockRange(ctx, l); err != nil {
 			return lf.errno("unlock", err)
 		}
+		if l.Flock || l.Start == 0 && l.End == baton.ToEnd {
+			f.mu.Lock()
+			delete(f.held, heldKey(l))
+			f.mu.Unlock()
+		}
 		return 0
 	}
 	if _, err := lockr.SetRange(ctx, l, wait); err != nil {
 		return lf.errno("setlk", err)
 	}
+	f.mu.Lock()
+	f.lostLocked()
+	if f.held == nil {
+		f.held = map[uint64]bool{}
+	}
+	f.held[heldKey(l)] = true
+	f.heldOn = lockr
+	f.mu.Unlock()
 	if l.Flock {
 		f.mu.Lock()
 		if f.flocks == nil {
@@ -297,6 +334,73 @@ func (f *file) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags
 		f.mu.Unlock()
 	}
 	return 0
+}
+
+func heldKey(l baton.RangeLock) uint64 {
+	if l.Flock {
+		return l.Owner | flockBit
+	}
+	return l.Owner &^ flockBit
+}
+
+// lostLocked reports whether locks set through f were lost with their
+// session, remembering it until the last close. f.mu is held.
+func (f *file) lostLocked() bool {
+	if f.lost || len(f.held) == 0 || f.heldOn == nil {
+		return f.lost
+	}
+	select {
+	case <-f.heldOn.Lost():
+		f.lost = true
+	default:
+	}
+	return f.lost
+}
+
+// checkLost returns EIO, once logged, when locks set through f were lost.
+func (f *file) checkLost(op string) syscall.Errno {
+	f.mu.Lock()
+	lost := f.lost
+	nowLost := f.lostLocked()
+	f.mu.Unlock()
+	if !nowLost {
+		return 0
+	}
+	if !lost {
+		f.n.fs.o.Logger.Warn("locks lost with the session: I/O through the file fails with EIO until it is closed",
+			"path", f.n.Path(nil), "op", op)
+	}
+	return syscall.EIO
+}
+
+// PassthroughFd hands the kernel the source file for direct I/O only
+// when Options.Passthrough asks for it (see there).
+func (f *file) PassthroughFd() (int, bool) {
+	if !f.n.fs.o.Passthrough {
+		return -1, false
+	}
+	return f.LoopbackFile.PassthroughFd()
+}
+
+func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if errno := f.checkLost("read"); errno != 0 {
+		return nil, errno
+	}
+	return f.LoopbackFile.Read(ctx, buf, off)
+}
+
+func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if errno := f.checkLost("write"); errno != 0 {
+		return 0, errno
+	}
+	return f.LoopbackFile.Write(ctx, data, off)
+}
+
+func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if errno := f.checkLost("fsync"); errno != 0 {
+		return errno
+	}
+	return f.LoopbackFile.Fsync(ctx, flags)
 }
 
 // Release is the last close of the open file description: its flock

@@ -49,6 +49,7 @@ type mountConfig struct {
 	label     string
 	lease     time.Duration
 	debug     bool
+	passthru  bool
 	tls       *tlsfiles.ClientFiles
 }
 
@@ -61,6 +62,7 @@ func mountFlags(stderr io.Writer) (*flagSet, *mountConfig) {
 	fs.StringVar(&cfg.label, "label", "BATON_MOUNT_LABEL", "mount@"+host, "session label shown to operators and in F_GETLK conflicts")
 	fs.DurationVar(&cfg.lease, "lease", "BATON_LEASE", 15*time.Second, "session lease: a mount the server stops hearing from loses its locks after this")
 	fs.BoolVar(&cfg.debug, "debug", "BATON_MOUNT_DEBUG", false, "log every FUSE request")
+	fs.BoolVar(&cfg.passthru, "passthrough", "BATON_MOUNT_PASSTHROUGH", false, "let the kernel read and write the source files directly (FUSE passthrough): faster, but I/O after a lost lock no longer fails with EIO")
 	cfg.tls = clientTLSFlags(fs)
 	return fs, cfg
 }
@@ -117,7 +119,7 @@ func runMount(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	srv, err := fusefs.Mount(src, mnt, fusefs.Options{Namespace: cfg.namespace, Locks: sess.locker, Logger: logger, Debug: cfg.debug})
+	srv, err := fusefs.Mount(src, mnt, fusefs.Options{Namespace: cfg.namespace, Locks: sess.locker, Logger: logger, Debug: cfg.debug, Passthrough: cfg.passthru})
 	if err != nil {
 		fmt.Fprintf(stderr, "baton mount: %v\n", err)
 		if errors.Is(err, fusefs.ErrNoFUSE) {

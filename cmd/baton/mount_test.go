@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/internal/opstest"
+	"github.com/batonlock/baton/protocol"
 )
 
 // Tests of 'baton mount' with programs no one here wrote (flock(1),
@@ -67,9 +70,10 @@ func startMountPair(t *testing.T) *mountPair {
 
 // startMount runs 'baton mount' and waits until it says it is mounted.
 // Cleanup unmounts with SIGTERM, or detaches a mount whose process died.
-func startMount(t *testing.T, addr, src, mnt, label string) *exec.Cmd {
+func startMount(t *testing.T, addr, src, mnt, label string, flags ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(batonBin, "mount", "--server", addr, "--label", label, "--namespace", "test", src, mnt)
+	args := append([]string{"mount", "--server", addr, "--label", label, "--namespace", "test"}, flags...)
+	cmd := exec.Command(batonBin, append(args, src, mnt)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -448,4 +452,83 @@ func startBatonB(b *testing.B) string {
 	}
 	b.Fatal("baton serve exited before listening")
 	return ""
+}
+
+// lostHold locks bytes 0..9 of argv[1], then, for each line on stdin,
+// writes through that descriptor and through an unlocked one of
+// argv[2], and says how each went.
+const lostHold = `
+import errno, fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+other = os.open(sys.argv[2], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX, 10, 0)
+print("held", flush=True)
+def attempt(f):
+    try:
+        os.pwrite(f, b"x", 0)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+for line in sys.stdin:
+    print("locked-" + attempt(fd) + " other-" + attempt(other), flush=True)
+`
+
+// TestMountLostLocksFailIO: when the mount's session is lost (here the
+// server is frozen for longer than the mount's lease), its locks are gone
+// on the server, so a program that held one must not go on writing as if
+// it still did: I/O through the descriptor that held the lock fails with
+// EIO (as Linux's NFS client answers for a lost lock), while files
+// without locks stay usable.
+func TestMountLostLocksFailIO(t *testing.T) {
+	python := needTool(t, "python3")
+	needFUSE(t)
+	srv := startBaton(t, "-listen", "127.0.0.1:0")
+	addr, _ := srv.waitLog(t, "baton listening")["addr"].(string)
+	// The server's first grant waits for its token gate (up to a second
+	// after it started), and a session's frames wait with it: take one
+	// grant first, so that the mount's 1s lease is not spent there.
+	first := opstest.DialV2(t, addr, 10*time.Second, "gate")
+	first.Claim(1, protocol.ModeExclusive, 0, "gate")
+	first.ExpectV2(protocol.TypeGranted, 1, 0)
+	dir := t.TempDir()
+	src, mnt := filepath.Join(dir, "shared"), filepath.Join(dir, "a")
+	for _, d := range []string{src, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"db", "log"} {
+		if err := os.WriteFile(filepath.Join(src, f), make([]byte, 10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startMount(t, addr, src, mnt, "host-a", "--lease", "1s")
+	h := startHolder(t, python, "-c", lostHold, filepath.Join(mnt, "db"), filepath.Join(mnt, "log"))
+	if l := h.line(t); l != "held" {
+		t.Fatalf("holder: %s", l)
+	}
+	io.WriteString(h.in, "\n")
+	if l := h.line(t); l != "locked-ok other-ok" {
+		t.Fatalf("before the session is lost: %s", l)
+	}
+	srv.cmd.Process.Signal(syscall.SIGSTOP)
+	defer srv.cmd.Process.Signal(syscall.SIGCONT)
+	stopped := time.Now()
+	for {
+		io.WriteString(h.in, "\n")
+		l := h.line(t)
+		if l == "locked-EIO other-ok" {
+			t.Logf("writes under the lost lock fail with EIO %v after the server froze (lease 1s)", time.Since(stopped).Round(time.Millisecond))
+			break
+		}
+		if l != "locked-ok other-ok" || time.Since(stopped) > testTimeout {
+			t.Fatalf("%v after the server froze: %s", time.Since(stopped), l)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	srv.cmd.Process.Signal(syscall.SIGCONT)
+	io.WriteString(h.in, "\n")
+	if l := h.line(t); l != "locked-EIO other-ok" {
+		t.Fatalf("after the server is back, the lost lock's descriptor: %s", l)
+	}
 }
