@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -103,12 +104,16 @@ func TestLockShape(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("GET = %d %v", code, v)
 	}
-	if v["name"] != "jobs/eu deploy" || len(v) != 3 {
+	if v["name"] != "jobs/eu deploy" || len(v) != 4 {
 		t.Errorf("lock = %v", v)
 	}
 	h := v["holder"].(map[string]any)
-	if h["remote_addr"] != owner.Addr() || h["identity"] != "" || h["lease_ms"] != 10000.0 || h["token"] != float64(tok) || len(h) != 5 {
+	if h["remote_addr"] != owner.Addr() || h["identity"] != "" || h["lease_ms"] != 10000.0 || h["token"] != float64(tok) || len(h) != 9 ||
+		h["protocol"] != 1.0 || h["claim"] != 0.0 || h["mode"] != "exclusive" || h["session"] == 0.0 {
 		t.Errorf("holder = %v, want %s token %d", h, owner.Addr(), tok)
+	}
+	if hs := v["holders"].([]any); len(hs) != 1 || !reflect.DeepEqual(hs[0], v["holder"]) {
+		t.Errorf("holders = %v, want [holder]", hs)
 	}
 	if s, _ := h["since"].(string); !timeRE.MatchString(s) {
 		t.Errorf("since = %q, want RFC 3339 UTC with ms", h["since"])
@@ -119,7 +124,7 @@ func TestLockShape(t *testing.T) {
 	}
 	for i, c := range []*opstest.Conn{w1, w2} {
 		w := ws[i].(map[string]any)
-		if w["remote_addr"] != c.Addr() || w["identity"] != "" || len(w) != 3 {
+		if w["remote_addr"] != c.Addr() || w["identity"] != "" || len(w) != 7 || w["protocol"] != 1.0 || w["mode"] != "exclusive" {
 			t.Errorf("waiter %d = %v, want %s", i, w, c.Addr())
 		}
 		if s, _ := w["queued_at"].(string); !timeRE.MatchString(s) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -108,8 +109,30 @@ func (c *Client) Release(ctx context.Context, name string) (Released, error) {
 	return out, c.do(ctx, http.MethodPost, LockPath(name, "release"), &out)
 }
 
-// Kick removes the waiter with remote address addr from the queue of lock
-// name; it receives ERROR 0x02.
+// ReleaseHolder force-releases one holder of lock name: the one granted
+// token (when not 0), or the claim SESSION/CLAIM (when claim is not
+// empty). A version 2 holder receives REVOKED(0x02) and its session
+// lives on.
+func (c *Client) ReleaseHolder(ctx context.Context, name string, token uint64, claim string) (Released, error) {
+	q := url.Values{}
+	if token != 0 {
+		q.Set("token", strconv.FormatUint(token, 10))
+	}
+	if claim != "" {
+		q.Set("claim", claim)
+	}
+	path := LockPath(name, "release")
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out Released
+	return out, c.do(ctx, http.MethodPost, path, &out)
+}
+
+// Kick removes a waiter from the queue of lock name: the first with
+// remote address addr, or, when addr is SESSION/CLAIM, that claim. A
+// version 1 waiter receives ERROR 0x02 and is closed; a version 2 claim
+// receives REVOKED(0x02) and its session lives on.
 func (c *Client) Kick(ctx context.Context, name, addr string) (Kicked, error) {
 	var out Kicked
 	return out, c.do(ctx, http.MethodDelete, LockPath(name, "waiters", addr), &out)

@@ -6,7 +6,17 @@
 //	GET    /api/locks[?match=GLOB]                     every lock with an owner or a queue
 //	GET    /api/locks/{name}                           one lock: holder and waiters in FIFO order
 //	POST   /api/locks/{name}/release                   force-release: the owner gets ERROR 0x02
+//	POST   /api/locks/{name}/release?token=T           force-release the holder granted token T
+//	POST   /api/locks/{name}/release?claim=S/C         force-release the holder claim C of session S
 //	DELETE /api/locks/{name}/waiters/{remote_addr}     kick a waiter: it gets ERROR 0x02
+//	DELETE /api/locks/{name}/waiters/{S%2FC}           kick the waiting claim C of session S
+//
+// One claim is ended per request. A version 1 claim's session is sent
+// ERROR 0x02 and closed; a version 2 claim is sent REVOKED(0x02) and its
+// session and other claims live on. Listings name every claim by its
+// session and claim id (a version 1 connection's one claim is claim 0);
+// a lock with several holders (shared, semaphore) must be released by
+// token or claim: a bare release answers 409.
 //
 // Path segments are URL-encoded, so a name containing '/' is written with
 // %2F. Errors are JSON bodies {"error": "..."}: 404 for an unknown lock or
@@ -38,6 +48,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +67,8 @@ type Backend interface {
 	Sessions() int
 	ForceReleaseBy(name string, by locktable.Peer) error
 	KickBy(name, addr string, by locktable.Peer) error
+	ForceReleaseClaimBy(name string, ref server.ClaimRef, by locktable.Peer) error
+	KickClaimBy(name string, ref server.ClaimRef, by locktable.Peer) error
 	ShuttingDown() bool
 }
 
@@ -330,22 +343,53 @@ func (h *handler) lock(w http.ResponseWriter, name string) {
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request, name string) {
 	by := caller(r)
-	if err := h.Server.ForceReleaseBy(name, by); err != nil {
-		h.opError(w, err, name, "")
+	q := r.URL.Query()
+	var ref server.ClaimRef
+	var err error
+	which := ""
+	if t := q.Get("token"); t != "" {
+		if ref.Token, err = strconv.ParseUint(t, 10, 64); err != nil || ref.Token == 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("token %q: want a positive decimal number", t))
+			return
+		}
+		which = "token " + t
+	}
+	if c := q.Get("claim"); c != "" {
+		sess, claim, perr := ParseClaimRef(c)
+		if perr != nil {
+			writeError(w, http.StatusBadRequest, perr.Error())
+			return
+		}
+		ref.Session, ref.Claim = locktable.SessionID(sess), locktable.ClaimID(claim)
+		which = strings.TrimPrefix(which+" claim "+c, " ")
+	}
+	if which == "" {
+		err = h.Server.ForceReleaseBy(name, by)
+	} else {
+		err = h.Server.ForceReleaseClaimBy(name, ref, by)
+	}
+	if err != nil {
+		h.opError(w, err, name, which)
 		return
 	}
-	h.Logger.Warn("admin: lock force-released", "lock", name, "admin_identity", by.Identity, "admin_addr", by.Addr)
+	h.Logger.Warn("admin: lock force-released", "lock", name, "holder", which, "admin_identity", by.Identity, "admin_addr", by.Addr)
 	writeJSON(w, http.StatusOK, Released{Released: name, Lock: h.current(name)})
 }
 
-func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, addr string) {
+func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, waiter string) {
 	by := caller(r)
-	if err := h.Server.KickBy(name, addr, by); err != nil {
-		h.opError(w, err, name, addr)
+	var err error
+	if sess, claim, perr := ParseClaimRef(waiter); perr == nil {
+		err = h.Server.KickClaimBy(name, server.ClaimRef{Session: locktable.SessionID(sess), Claim: locktable.ClaimID(claim)}, by)
+	} else {
+		err = h.Server.KickBy(name, waiter, by)
+	}
+	if err != nil {
+		h.opError(w, err, name, waiter)
 		return
 	}
-	h.Logger.Warn("admin: waiter kicked", "lock", name, "remote_addr", addr, "admin_identity", by.Identity, "admin_addr", by.Addr)
-	writeJSON(w, http.StatusOK, Kicked{Kicked: addr, Lock: h.current(name)})
+	h.Logger.Warn("admin: waiter kicked", "lock", name, "waiter", waiter, "admin_identity", by.Identity, "admin_addr", by.Addr)
+	writeJSON(w, http.StatusOK, Kicked{Kicked: waiter, Lock: h.current(name)})
 }
 
 func (h *handler) current(name string) *Lock {
@@ -362,6 +406,10 @@ func (h *handler) opError(w http.ResponseWriter, err error, name, addr string) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q is not held", name))
 	case errors.Is(err, locktable.ErrNoWaiter):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q has no waiter %s", name, addr))
+	case errors.Is(err, locktable.ErrNoHolder):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q has no holder %s", name, addr))
+	case errors.Is(err, locktable.ErrManyHolders):
+		writeError(w, http.StatusConflict, fmt.Sprintf("lock %q has several holders: name one with ?token=T or ?claim=SESSION/CLAIM", name))
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())
 	}

@@ -2,6 +2,9 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
@@ -33,20 +36,45 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Lock is one lock: its holder and its waiters in FIFO order.
+// Lock is one lock: its holders and its waiters in FIFO order.
 type Lock struct {
-	Name    string   `json:"name"`
-	Holder  *Holder  `json:"holder"` // null when nobody holds it
+	Name string `json:"name"`
+	// Limit is the semaphore limit of a semaphore lock; absent for an
+	// exclusive or shared lock.
+	Limit uint32 `json:"limit,omitempty"`
+	// Holder is the earliest granted holder, the only one of an exclusive
+	// lock; null when nobody holds it.
+	Holder *Holder `json:"holder"`
+	// Holders lists every holder in grant order: several for a shared or
+	// semaphore lock.
+	Holders []Holder `json:"holders"`
 	Waiters []Waiter `json:"waiters"`
 }
 
-// Holder is the owner of a lock.
+// Claim names one claim: the protocol version of its session, the
+// server's session id, the claim id its client chose (0 for version 1),
+// its mode and its session's label (version 2). Session and claim
+// address it in POST .../release?claim=SESSION/CLAIM and DELETE
+// .../waiters/SESSION%2FCLAIM.
+type Claim struct {
+	Protocol int    `json:"protocol"`
+	Session  uint64 `json:"session"`
+	Claim    uint64 `json:"claim"`
+	Mode     string `json:"mode"`
+	Label    string `json:"label,omitempty"`
+}
+
+// Ref is the claim's address for the admin API and CLI: SESSION/CLAIM.
+func (c Claim) Ref() string { return fmt.Sprintf("%d/%d", c.Session, c.Claim) }
+
+// Holder is a holder of a lock.
 type Holder struct {
 	Identity   string `json:"identity"` // empty without mTLS
 	RemoteAddr string `json:"remote_addr"`
 	Since      Time   `json:"since"` // when the lock was granted
 	LeaseMS    int64  `json:"lease_ms"`
 	Token      uint64 `json:"token"`
+	Claim
 }
 
 // Waiter is a claim in a lock's queue.
@@ -54,6 +82,7 @@ type Waiter struct {
 	Identity   string `json:"identity"`
 	RemoteAddr string `json:"remote_addr"`
 	QueuedAt   Time   `json:"queued_at"`
+	Claim
 }
 
 // LockList is the answer of GET /api/locks.
@@ -98,16 +127,48 @@ type ErrorBody struct {
 }
 
 func fromInfo(l locktable.LockInfo) Lock {
-	h := l.Holder
 	out := Lock{
-		Name: l.Name,
-		Holder: &Holder{Identity: h.Peer.Identity, RemoteAddr: h.Peer.Addr,
-			Since: Time{h.Since}, LeaseMS: h.Lease.Milliseconds(), Token: h.Token},
+		Name:    l.Name,
+		Limit:   l.Limit,
+		Holders: make([]Holder, 0, len(l.Holders)),
 		Waiters: make([]Waiter, 0, len(l.Waiters)),
+	}
+	for _, h := range l.Holders {
+		out.Holders = append(out.Holders, Holder{Identity: h.Peer.Identity, RemoteAddr: h.Peer.Addr,
+			Since: Time{h.Since}, LeaseMS: h.Lease.Milliseconds(), Token: h.Token,
+			Claim: claimOf(h.V1, h.Session, h.Claim, h.Mode, h.Label)})
+	}
+	if len(out.Holders) > 0 {
+		h := out.Holders[0]
+		out.Holder = &h
 	}
 	for _, w := range l.Waiters {
 		out.Waiters = append(out.Waiters, Waiter{Identity: w.Peer.Identity,
-			RemoteAddr: w.Peer.Addr, QueuedAt: Time{w.QueuedAt}})
+			RemoteAddr: w.Peer.Addr, QueuedAt: Time{w.QueuedAt},
+			Claim: claimOf(w.V1, w.Session, w.Claim, w.Mode, w.Label)})
 	}
 	return out
+}
+
+func claimOf(v1 bool, session locktable.SessionID, claim locktable.ClaimID, mode locktable.Mode, label string) Claim {
+	p := 2
+	if v1 {
+		p = 1
+	}
+	return Claim{Protocol: p, Session: uint64(session), Claim: uint64(claim), Mode: mode.String(), Label: label}
+}
+
+// ParseClaimRef parses SESSION/CLAIM, the address of one claim.
+func ParseClaimRef(s string) (session, claim uint64, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	if ok {
+		session, err = strconv.ParseUint(a, 10, 64)
+		if err == nil {
+			claim, err = strconv.ParseUint(b, 10, 32)
+		}
+	}
+	if !ok || err != nil {
+		return 0, 0, fmt.Errorf("claim %q: want SESSION/CLAIM, two decimal numbers as listed", s)
+	}
+	return session, claim, nil
 }

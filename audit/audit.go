@@ -76,6 +76,15 @@ type Record struct {
 	AdminIdentity *string `json:"admin_identity,omitempty"`
 	AdminAddr     string  `json:"admin_addr,omitempty"`
 	Action        string  `json:"action,omitempty"` // admin_denied: read, release or kick
+	// The claim affected (every event but admin_denied): the protocol
+	// version of its session (1 or 2), the server's session id, the claim
+	// id its client chose (0 for version 1), its mode (exclusive, shared,
+	// semaphore) and its session's label (version 2, when set).
+	Protocol int     `json:"protocol,omitempty"`
+	Session  uint64  `json:"session,omitempty"`
+	Claim    *uint64 `json:"claim,omitempty"`
+	Mode     string  `json:"mode,omitempty"`
+	Label    string  `json:"label,omitempty"`
 }
 
 // DefaultBuffer is the number of events the Logger holds while its writer
@@ -522,6 +531,13 @@ func record(en entry) Record {
 		r.Reason = e.Reason.String()
 	case ForceRelease:
 		r.Token = e.Token
+	}
+	if e.Session != 0 {
+		claim := uint64(e.Claim)
+		r.Protocol, r.Session, r.Claim, r.Label = int(e.Protocol), uint64(e.Session), &claim, e.Label
+		if e.Mode != 0 {
+			r.Mode = e.Mode.String()
+		}
 	}
 	switch en.event {
 	case ForceRelease, KickWaiter, AdminDenied:

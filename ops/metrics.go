@@ -46,6 +46,7 @@ type Metrics struct {
 	releases       *prometheus.CounterVec
 	dequeues       *prometheus.CounterVec
 	protocolErrors *prometheus.CounterVec
+	refusals       *prometheus.CounterVec
 	accepted       prometheus.Counter
 	acceptErrors   prometheus.Counter
 	heartbeats     prometheus.Counter
@@ -96,6 +97,10 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 			Name: "baton_protocol_errors_total",
 			Help: "ERROR frames with a client-error code (0x10 and above) sent, by code.",
 		}, []string{"code"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_claims_refused_total",
+			Help: "Version 2 CLAIMs answered REFUSED (claim level; the session lives on), by code.",
+		}, []string{"code"}),
 		accepted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_connections_accepted_total",
 			Help: "Protocol connections accepted.",
@@ -106,11 +111,11 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		}),
 		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_heartbeats_total",
-			Help: "Valid HEARTBEAT frames received.",
+			Help: "Valid HEARTBEAT (version 1) and PING (version 2) frames received.",
 		}),
 		aclDenials: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_acl_denials_total",
-			Help: "ACQUIREs refused by the access-control list.",
+			Help: "ACQUIREs and version 2 CLAIMs refused by the access-control list.",
 		}),
 		tlsErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_tls_handshake_errors_total",
@@ -180,6 +185,9 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	})
 	buildInfo.Set(1)
 
+	if ps, ok := src.(ProtocolSource); ok {
+		m.reg.MustRegister(protocolCollector{ps})
+	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -187,7 +195,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		gauge("baton_connections_active", "Open protocol connections.", func(s Source) int { return s.Sessions() }),
 		gauge("baton_locks_held", "Locks that have an owner.", func(s Source) int { return s.Counts().Locks }),
 		gauge("baton_waiters", "Claims waiting in a queue.", func(s Source) int { return s.Counts().Waiters }),
-		m.acquires, m.releases, m.dequeues, m.protocolErrors,
+		m.acquires, m.releases, m.dequeues, m.protocolErrors, m.refusals,
 		m.accepted, m.acceptErrors, m.heartbeats, m.aclDenials, m.tlsErrors,
 		auditDropped, auditWaiting, m.wait, m.hold,
 	)
@@ -230,6 +238,8 @@ func (m *Metrics) Observe(e server.Event) {
 		m.hold.Observe(e.Held.Seconds())
 	case server.EventDequeued:
 		child(m.dequeuesBy, e.Reason, m.dequeues, e.Reason.String()).Inc()
+	case server.EventRefused:
+		m.refusals.WithLabelValues(codeLabel(e.Code)).Inc()
 	}
 }
 
@@ -240,4 +250,41 @@ func child[K comparable](pre map[K]prometheus.Counter, k K, vec *prometheus.Coun
 		return c
 	}
 	return vec.WithLabelValues(label)
+}
+
+// ProtocolSource is a Source that also counts sessions and claims by
+// protocol version; *server.Server is one. With it the metrics include
+// baton_sessions{protocol} and baton_claims{protocol,state}.
+type ProtocolSource interface {
+	ProtocolCounts() (v1, v2 server.ProtocolCount)
+}
+
+var (
+	sessionsDesc = prometheus.NewDesc("baton_sessions",
+		"Open protocol sessions by protocol version (a version 1 connection is a session with one claim).",
+		[]string{"protocol"}, nil)
+	claimsDesc = prometheus.NewDesc("baton_claims",
+		"Claims by protocol version and state: held (holding a lock) or queued (in a lock's queue).",
+		[]string{"protocol", "state"}, nil)
+)
+
+// protocolCollector reads both gauges from one ProtocolCounts call per
+// scrape, so they are consistent with each other.
+type protocolCollector struct{ src ProtocolSource }
+
+func (c protocolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sessionsDesc
+	ch <- claimsDesc
+}
+
+func (c protocolCollector) Collect(ch chan<- prometheus.Metric) {
+	v1, v2 := c.src.ProtocolCounts()
+	for _, p := range []struct {
+		label string
+		n     server.ProtocolCount
+	}{{"1", v1}, {"2", v2}} {
+		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(p.n.Sessions), p.label)
+		ch <- prometheus.MustNewConstMetric(claimsDesc, prometheus.GaugeValue, float64(p.n.Held), p.label, "held")
+		ch <- prometheus.MustNewConstMetric(claimsDesc, prometheus.GaugeValue, float64(p.n.Queued), p.label, "queued")
+	}
 }

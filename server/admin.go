@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
 )
 
 // Snapshot describes every lock with an owner whose name match accepts
@@ -44,6 +45,25 @@ func (srv *Server) Counts() locktable.Counts {
 	return srv.table.Counts()
 }
 
+// ProtocolCount is the number of sessions and claims of one protocol
+// version.
+type ProtocolCount struct {
+	Sessions int // open connections (version 1: every connection not version 2)
+	Held     int // claims holding a lock
+	Queued   int // claims in a queue
+}
+
+// ProtocolCounts returns the sessions and claims of version 1 and
+// version 2, for metrics.
+func (srv *Server) ProtocolCounts() (v1, v2 ProtocolCount) {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	v1 = ProtocolCount{Sessions: len(srv.sessions) - srv.v2Sessions, Held: srv.held[1], Queued: srv.queued[1]}
+	v2 = ProtocolCount{Sessions: srv.v2Sessions, Held: srv.held[2], Queued: srv.queued[2]}
+	return v1, v2
+}
+
 // Sessions returns the number of open connections.
 func (srv *Server) Sessions() int {
 	srv.init()
@@ -61,17 +81,100 @@ func (srv *Server) ForceRelease(name string) error {
 }
 
 // ForceReleaseBy is ForceRelease on behalf of administrator by, who is
-// named in the EventForceRelease that precedes the release.
+// named in the EventForceRelease that precedes the release. A lock with
+// several holders (shared or semaphore) returns locktable.ErrManyHolders:
+// name one with ForceReleaseClaimBy.
 func (srv *Server) ForceReleaseBy(name string, by locktable.Peer) error {
 	return srv.adminOp(func(now time.Time, t *locktable.Table) (locktable.Result, error) {
 		info, held := t.Lock(name)
 		res, err := t.ForceRelease(now, name)
 		if err == nil && held {
-			srv.notify(Event{Kind: EventForceRelease, Time: now, Lock: name,
-				Peer: info.Holder.Peer, Token: info.Holder.Token, Admin: by})
+			srv.notify(srv.holderEvent(EventForceRelease, now, name, info.Holder, by))
 		}
 		return res, err
 	})
+}
+
+// ClaimRef names one claim of a lock for an administrator: a holder by
+// its fencing token (unique on the server), or any claim, holder or
+// waiter, by its session and claim id as Snapshot lists them (a version
+// 1 connection's one claim has claim id 0).
+type ClaimRef struct {
+	Token   uint64 // when not 0, the holder granted this token
+	Session locktable.SessionID
+	Claim   locktable.ClaimID
+}
+
+func (r ClaimRef) matches(session locktable.SessionID, claim locktable.ClaimID, token uint64) bool {
+	if r.Token != 0 {
+		return token == r.Token && (r.Session == 0 || r.Session == session && r.Claim == claim)
+	}
+	return r.Session == session && r.Claim == claim
+}
+
+// ForceReleaseClaimBy takes lock name from the one holder ref names. A
+// version 2 claim is sent REVOKED(0x02) and its session lives on; a
+// version 1 session is sent ERROR 0x02 and closed. The waiters it blocked
+// are granted at once. It returns locktable.ErrNoLock when nobody holds
+// the lock, locktable.ErrNoHolder when ref names none of its holders.
+func (srv *Server) ForceReleaseClaimBy(name string, ref ClaimRef, by locktable.Peer) error {
+	return srv.adminOp(func(now time.Time, t *locktable.Table) (locktable.Result, error) {
+		info, held := t.Lock(name)
+		if !held {
+			return locktable.Result{}, locktable.ErrNoLock
+		}
+		for _, h := range info.Holders {
+			if ref.matches(h.Session, h.Claim, h.Token) {
+				res, err := t.ForceReleaseClaim(now, name, locktable.Key{Session: h.Session, Claim: h.Claim})
+				if err == nil {
+					srv.notify(srv.holderEvent(EventForceRelease, now, name, h, by))
+				}
+				return res, err
+			}
+		}
+		return locktable.Result{}, locktable.ErrNoHolder
+	})
+}
+
+// KickClaimBy removes the waiter ref names (by session and claim id) from
+// the queue of lock name. A version 2 claim is sent REVOKED(0x02) and its
+// session lives on; a version 1 session is sent ERROR 0x02 and closed.
+// It returns locktable.ErrNoLock or locktable.ErrNoWaiter.
+func (srv *Server) KickClaimBy(name string, ref ClaimRef, by locktable.Peer) error {
+	return srv.adminOp(func(now time.Time, t *locktable.Table) (locktable.Result, error) {
+		info, held := t.Lock(name)
+		if !held {
+			return locktable.Result{}, locktable.ErrNoLock
+		}
+		for _, w := range info.Waiters {
+			if ref.Token == 0 && ref.matches(w.Session, w.Claim, 0) {
+				res, err := t.KickClaim(now, name, locktable.Key{Session: w.Session, Claim: w.Claim})
+				if err == nil {
+					srv.notify(srv.waiterEvent(EventKick, now, name, w, by))
+				}
+				return res, err
+			}
+		}
+		return locktable.Result{}, locktable.ErrNoWaiter
+	})
+}
+
+// protocolOf is the protocol version of a claim's session.
+func (srv *Server) protocolOf(v1 bool) uint8 {
+	if v1 {
+		return protocol.Version
+	}
+	return protocol.Version2
+}
+
+func (srv *Server) holderEvent(k EventKind, now time.Time, name string, h locktable.HolderInfo, by locktable.Peer) Event {
+	return Event{Kind: k, Time: now, Lock: name, Peer: h.Peer, Token: h.Token, Admin: by,
+		Protocol: srv.protocolOf(h.V1), Session: h.Session, Claim: h.Claim, Mode: h.Mode, Label: h.Label}
+}
+
+func (srv *Server) waiterEvent(k EventKind, now time.Time, name string, w locktable.WaiterInfo, by locktable.Peer) Event {
+	return Event{Kind: k, Time: now, Lock: name, Peer: w.Peer, Admin: by,
+		Protocol: srv.protocolOf(w.V1), Session: w.Session, Claim: w.Claim, Mode: w.Mode, Label: w.Label}
 }
 
 // Kick removes the waiter with remote address addr from the queue of lock
@@ -89,13 +192,14 @@ func (srv *Server) KickBy(name, addr string, by locktable.Peer) error {
 		info, _ := t.Lock(name)
 		res, err := t.Kick(now, name, addr)
 		if err == nil {
-			peer := locktable.Peer{Addr: addr}
+			ev := Event{Kind: EventKick, Time: now, Lock: name, Peer: locktable.Peer{Addr: addr}, Admin: by}
 			for _, w := range info.Waiters {
 				if w.Peer.Addr == addr {
-					peer = w.Peer
+					ev = srv.waiterEvent(EventKick, now, name, w, by)
+					break
 				}
 			}
-			srv.notify(Event{Kind: EventKick, Time: now, Lock: name, Peer: peer, Admin: by})
+			srv.notify(ev)
 		}
 		return res, err
 	})

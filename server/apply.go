@@ -6,12 +6,16 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
 )
 
-// delivery is a frame the table asked for, resolved to its session.
+// delivery is a frame the table asked for, resolved to its session. For
+// a version 2 session, commit has already appended the frame to the
+// session's pending output, and the delivery (flush) only writes it.
 type delivery struct {
-	to   *session
-	send locktable.Send
+	to    *session
+	send  locktable.Send
+	flush bool
 }
 
 // commit turns a table result into deliveries and observer events. It is
@@ -20,19 +24,57 @@ type delivery struct {
 // before anyone else can look them up.
 func (srv *Server) commit(now time.Time, res locktable.Result) []delivery {
 	var ds []delivery
+	var closed []*session // version 2 sessions the result closes
 	for _, send := range res.Sends {
-		if s := srv.claims[send.Session]; s != nil {
+		s := srv.claims[send.Session]
+		switch {
+		case s == nil:
+		case s.v2 == nil:
 			ds = append(ds, delivery{to: s, send: send})
+		case send.Kind == locktable.SendSessionError:
+			ds = append(ds, delivery{to: s, send: send})
+			closed = append(closed, s)
+		default:
+			// Appended now, under srv.mu, so a session's frames go out
+			// in table order: a PROMOTED never overtakes its QUEUED, a
+			// REVOKED never follows the answer to a later CLAIM that
+			// reuses the id.
+			s.v2.appendPush(s, send)
+			if n := len(ds); n == 0 || ds[n-1].to != s || !ds[n-1].flush {
+				ds = append(ds, delivery{to: s, flush: true})
+			}
+		}
+	}
+	for _, send := range res.Sends {
+		if send.Kind == locktable.SendAcquired { // a promotion from a queue
+			srv.queued[protocolOf(srv.claims[send.Session])]--
 		}
 	}
 	for _, e := range res.Events {
-		if e.Kind != locktable.EventGranted {
-			if s := srv.claims[e.Session]; s != nil {
+		s := srv.claims[e.Session]
+		v2 := s != nil && s.v2 != nil
+		switch p := protocolOf(s); e.Kind {
+		case locktable.EventGranted:
+			srv.held[p]++
+		case locktable.EventReleased:
+			srv.held[p]--
+		case locktable.EventDequeued:
+			srv.queued[p]--
+		}
+		if e.Kind != locktable.EventGranted && !v2 {
+			if s != nil {
 				s.gone.Store(true)
 			}
 			delete(srv.claims, e.Session)
 		}
-		srv.notify(fromTable(now, e))
+		ev := fromTable(now, e)
+		if v2 {
+			ev.Protocol = protocol.Version2
+		}
+		srv.notify(ev)
+	}
+	for _, s := range closed {
+		delete(srv.claims, s.id)
 	}
 	return ds
 }
@@ -59,10 +101,12 @@ func (srv *Server) deliver(ds []delivery) {
 		var failed []failure
 		for _, d := range ds {
 			var err error
-			switch d.send.Kind {
-			case locktable.SendAcquired:
+			switch {
+			case d.flush:
+				err = d.to.flushV2()
+			case d.send.Kind == locktable.SendAcquired:
 				err = d.to.push(d.send.Token)
-			case locktable.SendError:
+			case d.send.Kind == locktable.SendError, d.send.Kind == locktable.SendSessionError:
 				err = d.to.closeWithError(d.send.Code)
 			}
 			if err != nil {
@@ -79,6 +123,10 @@ func (srv *Server) deliver(ds []delivery) {
 		now := time.Now()
 		for _, f := range failed {
 			ds = append(ds, srv.commit(now, srv.table.End(now, f.s.id, f.reason))...)
+			if f.s.v2 != nil && srv.claims[f.s.id] == f.s {
+				f.s.closing.Store(true)
+				delete(srv.claims, f.s.id)
+			}
 		}
 		srv.mu.Unlock()
 		for _, f := range failed {
@@ -94,4 +142,12 @@ func writeFailureReason(err error) locktable.Reason {
 		return locktable.ReasonIOTimeout
 	}
 	return locktable.ReasonGraceful
+}
+
+// protocolOf is the protocol version of session s (1 when s is nil).
+func protocolOf(s *session) int {
+	if s != nil && s.v2 != nil {
+		return protocol.Version2
+	}
+	return protocol.Version
 }

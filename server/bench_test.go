@@ -403,7 +403,7 @@ func benchChild() {
 			runtime.GC()
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
-			fmt.Println(ms.HeapAlloc+ms.StackInuse, srv.Counts().Locks)
+			fmt.Println(ms.HeapAlloc+ms.StackInuse, srv.Counts().Locks, benchRSS())
 		case "quit":
 			srv.Shutdown(context.Background())
 			return
@@ -411,7 +411,17 @@ func benchChild() {
 	}
 }
 
-func measureIdleSessions(b *testing.B, n int) float64 {
+// benchChildProc is a child server process (benchChild) and its pipes.
+type benchChildProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+	addr  string
+}
+
+// startBenchChild starts the test binary as a server in a child process;
+// the caller defers stop.
+func startBenchChild(b *testing.B) *benchChildProc {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "BATON_BENCH_CHILD=1")
@@ -420,20 +430,36 @@ func measureIdleSessions(b *testing.B, n int) float64 {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer cmd.Wait()
-	defer stdin.Close()
-	out := bufio.NewScanner(stdout)
-	out.Scan()
-	addr := out.Text()
-	mem := func() (uint64, int) {
-		fmt.Fprintln(stdin, "mem")
-		out.Scan()
-		f := strings.Fields(out.Text())
-		m, _ := strconv.ParseUint(f[0], 10, 64)
-		locks, _ := strconv.Atoi(f[1])
-		return m, locks
-	}
-	before, _ := mem()
+	p := &benchChildProc{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	p.out.Scan()
+	p.addr = p.out.Text()
+	return p
+}
+
+// mem returns the child's live heap plus stacks after a GC, the locks it
+// holds and its resident set.
+func (p *benchChildProc) mem() (heap uint64, locks int, rss uint64) {
+	fmt.Fprintln(p.stdin, "mem")
+	p.out.Scan()
+	f := strings.Fields(p.out.Text())
+	heap, _ = strconv.ParseUint(f[0], 10, 64)
+	locks, _ = strconv.Atoi(f[1])
+	rss, _ = strconv.ParseUint(f[2], 10, 64)
+	return heap, locks, rss
+}
+
+// stop shuts the child down and waits for it.
+func (p *benchChildProc) stop() {
+	fmt.Fprintln(p.stdin, "quit")
+	p.stdin.Close()
+	p.cmd.Wait()
+}
+
+func measureIdleSessions(b *testing.B, n int) float64 {
+	b.Helper()
+	child := startBenchChild(b)
+	defer child.stop()
+	before, _, _ := child.mem()
 	conns := make([]net.Conn, 0, n)
 	defer func() {
 		for _, c := range conns {
@@ -441,16 +467,30 @@ func measureIdleSessions(b *testing.B, n int) float64 {
 		}
 	}()
 	for i := range n {
-		c, f := benchAcquire(b, addr, "idle-"+strconv.Itoa(i))
+		c, f := benchAcquire(b, child.addr, "idle-"+strconv.Itoa(i))
 		if f.Type != protocol.TypeAcquired {
 			b.Fatalf("got %v", f)
 		}
 		conns = append(conns, c)
 	}
-	after, locks := mem()
+	after, locks, _ := child.mem()
 	if locks != n {
 		b.Fatalf("child holds %d locks, want %d", locks, n)
 	}
-	fmt.Fprintln(stdin, "quit")
 	return float64(after-before) / float64(n)
+}
+
+// benchRSS is the process's resident set in bytes (Linux; 0 elsewhere).
+func benchRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

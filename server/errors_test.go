@@ -67,8 +67,10 @@ func TestFirstFrameErrors(t *testing.T) {
 		{"version 0", rawAcquire(0, 1000, 3, "job"), protocol.CodeUnsupportedVersion},
 		{"version 2", rawAcquire(2, 1000, 3, "job"), protocol.CodeUnsupportedVersion},
 		{"version 255 alone", []byte{0x01, 0xff}, protocol.CodeUnsupportedVersion},
-		{"bad version before zero lease", rawAcquire(2, 0, 0, ""), protocol.CodeUnsupportedVersion},
-		{"the version 2 preamble", protocol.AppendPreamble(nil), protocol.CodeUnsupportedVersion}, // a v2 client falls back to v1 on this
+		{"bad version before zero lease", rawAcquire(3, 0, 0, ""), protocol.CodeUnsupportedVersion},
+		// Version 2 with lease 0 and name_len 0 is the version 2 preamble
+		// (v2_test.go); version 2 with other bytes is refused.
+		{"version 2 lease 0 name_len 1", rawAcquire(2, 0, 1, "j"), protocol.CodeUnsupportedVersion},
 		{"heartbeat first", []byte{0x02}, protocol.CodeFirstNotAcquire},
 		{"heartbeat then acquire", append([]byte{0x02}, acquireFrame("job", time.Second)...), protocol.CodeFirstNotAcquire},
 		{"unknown type 0x00", []byte{0x00}, protocol.CodeUnknownMessage},

@@ -113,30 +113,38 @@ type fuzzServer struct {
 	baseline int // sessions: the holder's
 }
 
-func fuzzStart(f *testing.F) *fuzzServer {
+// fuzzServe serves srv on 127.0.0.1 port 0 for the fuzzing process's
+// life and returns its address; at the end it shuts srv down, checks
+// Serve's result and runs then.
+func fuzzServe(f *testing.F, srv *server.Server, then func()) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)
 	}
-	fs := &fuzzServer{
-		srv:  &server.Server{IOTimeout: fuzzIOTimeout, Logger: slog.New(slog.DiscardHandler)},
-		addr: ln.Addr().String(),
-	}
 	served := make(chan error, 1)
-	go func() { served <- fs.srv.Serve(ln) }()
+	go func() { served <- srv.Serve(ln) }()
 	f.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), fuzzBound)
 		defer cancel()
-		if err := fs.srv.Shutdown(ctx); err != nil {
+		if err := srv.Shutdown(ctx); err != nil {
 			f.Errorf("Shutdown: %v", err)
 		}
 		if err := <-served; !errors.Is(err, server.ErrServerClosed) {
 			f.Errorf("Serve returned %v, want ErrServerClosed", err)
 		}
+		then()
+	})
+	return ln.Addr().String()
+}
+
+func fuzzStart(f *testing.F) *fuzzServer {
+	fs := &fuzzServer{srv: &server.Server{IOTimeout: fuzzIOTimeout, Logger: slog.New(slog.DiscardHandler)}}
+	fs.addr = fuzzServe(f, fs.srv, func() {
 		if fs.holder != nil {
 			fs.holder.Close()
 		}
 	})
+	var err error
 
 	// The holder: its whole ACQUIRE must arrive within the short
 	// io-timeout, which a loaded machine may miss; try a few times.
@@ -190,6 +198,14 @@ func (fs *fuzzServer) session(t *testing.T, in []byte) {
 	done := make(chan result, 1)
 	go func() { // read while writing, so that replies never back up
 		var r result
+		if fuzzIsV2(in) { // FuzzSessionV2 judges these
+			_, err := io.Copy(io.Discard, c)
+			if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+				r.err = err
+			}
+			done <- r
+			return
+		}
 		for {
 			fr, err := protocol.ReadServerFrame(c)
 			if err != nil {
@@ -282,6 +298,14 @@ func fuzzExpect(in []byte) (replies []protocol.ServerFrame, lease time.Duration)
 	if len(in) < 2 {
 		return nil, 0
 	}
+	if in[1] == protocol.Version2 {
+		// The version 2 preamble: judged by FuzzSessionV2; its other
+		// forms are refused once all eight bytes are in.
+		if len(in) < protocol.PreambleLen || fuzzIsV2(in) {
+			return nil, 0
+		}
+		return fail(protocol.CodeUnsupportedVersion), 0
+	}
 	if in[1] != protocol.Version {
 		return fail(protocol.CodeUnsupportedVersion), 0
 	}
@@ -322,6 +346,11 @@ func fuzzExpect(in []byte) (replies []protocol.ServerFrame, lease time.Duration)
 		}
 	}
 	return replies, lease
+}
+
+// fuzzIsV2 reports whether in opens with the version 2 preamble.
+func fuzzIsV2(in []byte) bool {
+	return len(in) >= protocol.PreambleLen && bytes.Equal(in[:protocol.PreambleLen], protocol.AppendPreamble(nil))
 }
 
 // fuzzCheckReplies checks the frames a connection received against
@@ -380,18 +409,19 @@ func fuzzSeeds() [][]byte {
 	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 	return [][]byte{
 		{},
-		acq(1, 2000, "job"),                      // the docs/protocol.md example
-		cat(acq(1, 60000, "a"), hb(3)),           // owner, heartbeats
-		cat(acq(1, 60000, fuzzHeld), hb(3)),      // waiter, heartbeats
-		cat(acq(1, 1, "short"), hb(50)),          // a lease that expires mid-stream
-		{byte(protocol.TypeHeartbeat)},           // 0x11
-		{0x7f},                                   // 0x13
-		acq(2, 2000, "job"),                      // 0x10
-		{byte(protocol.TypeAcquire), 2},          // 0x10 before the rest arrives
-		acq(1, 0, "job"),                         // 0x17
-		acq(1, 0, ""),                            // 0x17 before 0x14
-		acq(1, 2000, ""),                         // 0x14
-		cat(acq(1, 2000, "x")[:6], []byte{1, 0}), // 0x15: name_len 256
+		acq(1, 2000, "job"),                 // the docs/protocol.md example
+		cat(acq(1, 60000, "a"), hb(3)),      // owner, heartbeats
+		cat(acq(1, 60000, fuzzHeld), hb(3)), // waiter, heartbeats
+		cat(acq(1, 1, "short"), hb(50)),     // a lease that expires mid-stream
+		{byte(protocol.TypeHeartbeat)},      // 0x11
+		{0x7f},                              // 0x13
+		acq(2, 2000, "job"),                 // 0x10
+		{byte(protocol.TypeAcquire), 2},     // the start of a version 2 preamble: no answer
+		{byte(protocol.TypeAcquire), 2, 0, 0, 0, 0, 0, 1}, // 0x10: not the preamble
+		acq(1, 0, "job"),                                   // 0x17
+		acq(1, 0, ""),                                      // 0x17 before 0x14
+		acq(1, 2000, ""),                                   // 0x14
+		cat(acq(1, 2000, "x")[:6], []byte{1, 0}),           // 0x15: name_len 256
 		cat(acq(1, 2000, "x")[:6], []byte{0xff, 0xff}),     // 0x15: name_len 65535
 		acq(1, 2000, "\xff\xfe"),                           // 0x16
 		cat(acq(1, 2000, "a"), acq(1, 2000, "a")),          // 0x12
@@ -436,7 +466,9 @@ func TestFuzzCheckReplies(t *testing.T) {
 		{"waiting", waiting, []protocol.ServerFrame{wait, wait}, true},
 		{"ACQUIRED for the held lock", waiting, []protocol.ServerFrame{ok(9), wait}, false},
 		{"ERROR for a frame cut short", acq(time.Minute, "abc")[:9], []protocol.ServerFrame{fail(protocol.CodeEmptyName)}, false},
-		{"version first", []byte{0x01, 0x02}, []protocol.ServerFrame{fail(protocol.CodeUnsupportedVersion)}, true},
+		{"version first", []byte{0x01, 0x03}, []protocol.ServerFrame{fail(protocol.CodeUnsupportedVersion)}, true},
+		{"a version 2 preamble cut short", []byte{0x01, 0x02}, []protocol.ServerFrame{fail(protocol.CodeUnsupportedVersion)}, false},
+		{"not the version 2 preamble", []byte{0x01, 0x02, 0, 0, 0, 0, 0, 1}, []protocol.ServerFrame{fail(protocol.CodeUnsupportedVersion)}, true},
 	} {
 		err := fuzzCheckReplies(tt.in, tt.got, 5)
 		if (err == nil) != tt.pass {

@@ -43,6 +43,9 @@ const (
 	// Action on Lock (empty for a request about no lock in particular).
 	// The server itself never sends it; the admin API does.
 	EventAdminDenied
+	// EventRefused: a version 2 CLAIM (Session, Claim, Lock when known)
+	// was answered REFUSED with claim-level Code; the session lives on.
+	EventRefused
 )
 
 func (k EventKind) String() string {
@@ -75,6 +78,8 @@ func (k EventKind) String() string {
 		return "kick"
 	case EventAdminDenied:
 		return "admin_denied"
+	case EventRefused:
+		return "refused"
 	}
 	return "unknown"
 }
@@ -98,6 +103,17 @@ type Event struct {
 	// Action is the admin action refused (EventAdminDenied), such as
 	// "read", "release" or "kick".
 	Action string
+	// Protocol is the protocol version of the session the event is
+	// about: 1 or 2 (protocol.Version2); 0 where no session is involved.
+	Protocol uint8
+	// Session, Claim, Mode and Label name the claim of an ownership or
+	// administrator event: the server's session id, the claim id the
+	// client chose (0 for version 1), the claim's mode and the session's
+	// label (empty for version 1).
+	Session locktable.SessionID
+	Claim   locktable.ClaimID
+	Mode    locktable.Mode
+	Label   string
 }
 
 // Observer receives the server's events.
@@ -138,5 +154,6 @@ func fromTable(now time.Time, e locktable.Event) Event {
 		kind = EventDequeued
 	}
 	return Event{Kind: kind, Time: now, Lock: e.Lock, Peer: e.Peer, Token: e.Token,
-		Reason: e.Reason, Waited: e.Waited, Held: e.Held}
+		Reason: e.Reason, Waited: e.Waited, Held: e.Held, Protocol: protocol.Version,
+		Session: e.Session, Claim: e.Claim, Mode: e.Mode, Label: e.Label}
 }

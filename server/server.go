@@ -87,6 +87,10 @@ type Server struct {
 	listeners map[*net.Listener]struct{}
 	nextID    uint64
 	closed    bool
+	// Claims held and queued, and version 2 sessions, by protocol version
+	// (index 1 or 2), for ProtocolCounts.
+	held, queued [3]int
+	v2Sessions   int
 }
 
 // processStart is when this process started, as far as the server can

@@ -64,6 +64,10 @@ type session struct {
 	// may not know it holds.
 	blocked time.Duration
 	wbuf    [readBatch * protocol.AcquiredLen]byte
+
+	// v2 is set (under wmu, before the session enters the table) when the
+	// connection opened with the version 2 preamble; nil for version 1.
+	v2 *v2conn
 }
 
 // ended is run's result when the claim was ended by another goroutine.
@@ -71,9 +75,29 @@ const ended locktable.Reason = 0
 
 func (s *session) serve() {
 	defer s.srv.sessionsWG.Done()
-	s.srv.observe(Event{Kind: EventConnected, Time: time.Now(), Peer: s.peer})
+	s.connected()
 	reason, code := s.run()
+	if reason == openedV2 {
+		// Called from here, not from run, so that a version 2 session
+		// blocked in a read has a small stack: the runtime then keeps it
+		// at its smallest size, which a session holding few claims
+		// feels.
+		reason, code = s.runV2()
+	}
 	s.finish(reason, code)
+}
+
+// openedV2 is run's result when the connection opened with the version 2
+// preamble: serve goes on with runV2.
+const openedV2 locktable.Reason = 255
+
+// connected reports the accepted connection; a function of its own so
+// that the Event does not take room in serve's frame for the session's
+// life.
+//
+//go:noinline
+func (s *session) connected() {
+	s.srv.observe(Event{Kind: EventConnected, Time: time.Now(), Peer: s.peer})
 }
 
 // run reads frames until the session ends. It returns why, and the error
@@ -106,6 +130,15 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		return locktable.ReasonProtocolError, protocol.CodeUnknownMessage
 	}
 	req, err := protocol.ReadAcquireBody(s.conn)
+	if errors.Is(err, protocol.ErrUnsupportedVersion) && req.Version == protocol.Version2 {
+		if err := protocol.ReadPreambleTail(s.conn); err != nil {
+			if code, ok := protocol.CodeOf(err); ok {
+				return locktable.ReasonProtocolError, code
+			}
+			return s.readFailure(err)
+		}
+		return openedV2, 0
+	}
 	if err != nil {
 		if code, ok := protocol.CodeOf(err); ok {
 			return locktable.ReasonProtocolError, code
@@ -123,6 +156,10 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		}
 		if errors.Is(err, errDenied) {
 			return s.denied(req.Name)
+		}
+		if errors.Is(err, locktable.ErrModeConflict) {
+			// A semaphore's claims: version 1 cannot express one.
+			return locktable.ReasonProtocolError, protocol.CodeModeConflict
 		}
 		return writeFailureReason(err), 0
 	}
@@ -234,6 +271,9 @@ func (s *session) acquire(req protocol.Acquire, authGen uint64) (deadline time.T
 	st, res, err := srv.table.Acquire(now, s.id, locktable.Request{Name: req.Name, Lease: req.Lease(), Peer: s.peer})
 	if err == nil {
 		srv.claims[s.id] = s
+		if st.State == locktable.Waiting {
+			srv.queued[protocol.Version]++
+		}
 		srv.commit(now, res) // an Acquire only ever reports its own grant
 		s.lease, s.seen, s.flushed = req.Lease(), now, now
 	}
@@ -382,10 +422,25 @@ func (s *session) writeLocked(b []byte) error {
 func (s *session) closeWithError(code protocol.Code) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.closing.Swap(true) {
-		return nil
+	var b []byte
+	if v := s.v2; v != nil {
+		// Version 2: the frames still pending, then the session-level
+		// ERROR, in one write; nothing is appended after it.
+		v.omu.Lock()
+		if s.closing.Swap(true) {
+			v.omu.Unlock()
+			return nil
+		}
+		b = protocol.AppendSessionError(v.out, code, "")
+		v.out = nil
+		v.omu.Unlock()
+	} else {
+		if s.closing.Swap(true) {
+			return nil
+		}
+		b = protocol.AppendError(make([]byte, 0, protocol.MaxErrorLen), code, "")
 	}
-	err := s.writeLocked(protocol.AppendError(make([]byte, 0, protocol.MaxErrorLen), code, ""))
+	err := s.writeLocked(b)
 	if err == nil {
 		s.srv.observe(Event{Kind: EventErrorSent, Time: time.Now(), Peer: s.peer, Code: code})
 		if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
@@ -400,6 +455,11 @@ func (s *session) closeWithError(code protocol.Code) error {
 // if there is one, and closes the connection.
 func (s *session) finish(reason locktable.Reason, code protocol.Code) {
 	srv := s.srv
+	if v := s.v2; v != nil {
+		v.omu.Lock()
+		v.ending = true
+		v.omu.Unlock()
+	}
 	if reason != ended {
 		srv.update(func(now time.Time, t *locktable.Table) locktable.Result {
 			return t.End(now, s.id, reason)
@@ -419,6 +479,12 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) {
 	s.conn.Close()
 	srv.mu.Lock()
 	delete(srv.sessions, s)
+	if s.v2 != nil {
+		srv.v2Sessions--
+		if srv.claims[s.id] == s {
+			delete(srv.claims, s.id)
+		}
+	}
 	srv.mu.Unlock()
 	srv.observe(Event{Kind: EventDisconnected, Time: time.Now(), Peer: s.peer})
 }

@@ -189,3 +189,55 @@ func TestTLSShutdownDuringHandshakes(t *testing.T) {
 		}
 	}
 }
+
+// prefixAuthz allows identity only the locks with prefix.
+type prefixAuthz struct{ identity, prefix string }
+
+func (a prefixAuthz) Allow(identity, lock string) bool {
+	return identity == a.identity && len(lock) >= len(a.prefix) && lock[:len(a.prefix)] == a.prefix
+}
+
+// TestTLSV2: a version 2 session over mTLS: its certificate's identity is
+// checked for every CLAIM's name (one granted, one REFUSED 0x18, the
+// session lives on), and it appears in the events of its claims.
+func TestTLSV2(t *testing.T) {
+	t.Parallel()
+	const identity = "spiffe://baton.test/reader"
+	p := newPKI(t, identity)
+	ts := startServer(t, func(s *server.Server) {
+		s.TLSConfig = &tls.Config{
+			Certificates: []tls.Certificate{p.server},
+			ClientCAs:    p.pool,
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+		}
+		s.Authorizer = prefixAuthz{identity, "reports/"}
+	})
+	conn, _ := ts.dialTLS(t, p)
+	var out []byte
+	out = append(out, openingV2(longLease, "tls")...)
+	out = append(out, claimFrame(1, shrd, 0, "reports/q1")...)
+	out = append(out, claimFrame(2, shrd, 0, "billing/q1")...)
+	out = append(out, protocol.AppendPing(nil, 5)...)
+	if _, err := conn.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(waitLimit))
+	want := []protocol.Type{protocol.TypeWelcome, protocol.TypeGranted, protocol.TypeRefused, protocol.TypePong}
+	for i, typ := range want {
+		read := protocol.ReadServerFrameV2
+		if i == 0 {
+			read = protocol.ReadHelloAnswer
+		}
+		f, err := read(conn)
+		if err != nil || f.Type != typ {
+			t.Fatalf("frame %d: %v, %v; want %v", i, f, err, typ)
+		}
+		if typ == protocol.TypeRefused && (f.Claim != 2 || f.Code != protocol.CodeNotAuthorized) {
+			t.Fatalf("got %v, want REFUSED(2, 0x18)", f)
+		}
+	}
+	g := ts.events.wait(t, "granted", lockEvent(server.EventGranted, "reports/q1"))
+	if g.Peer.Identity != identity || g.Label != "tls" || g.Protocol != protocol.Version2 {
+		t.Errorf("granted event %+v", g)
+	}
+}

@@ -46,6 +46,7 @@ type adminCommand struct {
 	args    []string // names of the positional arguments
 	summary string
 	match   bool // has --match
+	holder  bool // has --token and --claim (release)
 	run     func(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error
 }
 
@@ -54,6 +55,8 @@ type adminConfig struct {
 	json    bool
 	timeout time.Duration
 	match   string
+	token   string // release: the holder granted this token
+	claim   string // release: the holder SESSION/CLAIM
 	tls     *tlsfiles.ClientFiles
 }
 
@@ -88,8 +91,8 @@ func adminCommands() []adminCommand {
 	return []adminCommand{
 		{name: "locks", summary: "list held locks and their queues", match: true, run: cmdLocks},
 		{name: "show", args: []string{"NAME"}, summary: "show a lock's holder and waiters", run: cmdLock},
-		{name: "release", args: []string{"NAME"}, summary: "force-release a lock (its owner gets ERROR 0x02)", run: cmdRelease},
-		{name: "kick", args: []string{"NAME", "ADDR"}, summary: "remove waiter ADDR from a lock's queue", run: cmdKick},
+		{name: "release", args: []string{"NAME"}, summary: "force-release a lock, or one holder with --token or --claim (version 1: ERROR 0x02; version 2: REVOKED 0x02, the session lives on)", holder: true, run: cmdRelease},
+		{name: "kick", args: []string{"NAME", "WAITER"}, summary: "remove a waiter from a lock's queue: WAITER is a remote address (the first waiter from it) or SESSION/CLAIM as 'baton show' lists it", run: cmdKick},
 		{name: "info", summary: "show server version, uptime, configuration and counts", run: cmdInfo},
 	}
 }
@@ -148,6 +151,10 @@ func adminFlags(ac adminCommand, stderr io.Writer) (*flagSet, *adminConfig) {
 	fs.BoolVar(&cfg.json, "json", "BATON_JSON", false, "print the API's JSON answer instead of a table")
 	fs.DurationVar(&cfg.timeout, "timeout", "BATON_ADMIN_TIMEOUT", 10*time.Second, "give up on the request after this long")
 	cfg.tls = clientTLSFlags(fs)
+	if ac.holder {
+		fs.StringVar(&cfg.token, "token", "BATON_RELEASE_TOKEN", "", "release only the holder granted this fencing token (a shared or semaphore lock has several)")
+		fs.StringVar(&cfg.claim, "claim", "BATON_RELEASE_CLAIM", "", "release only the holder SESSION/CLAIM, as 'baton show' lists it")
+	}
 	if ac.match {
 		fs.StringVar(&cfg.match, "match", "BATON_LOCKS_MATCH", "", "only locks whose whole name matches this glob: '*' any run of characters (also '/'), '?' one character")
 	}
@@ -184,6 +191,16 @@ func runAdmin(ac adminCommand, args []string, stdout, stderr io.Writer) int {
 		return usage("unexpected argument %q", pos[len(ac.args)])
 	case cfg.timeout <= 0:
 		return usage("--timeout must be positive, got %v", cfg.timeout)
+	}
+	if cfg.token != "" {
+		if t, err := strconv.ParseUint(cfg.token, 10, 64); err != nil || t == 0 {
+			return usage("--token %q: want a positive decimal number", cfg.token)
+		}
+	}
+	if cfg.claim != "" {
+		if _, _, err := admin.ParseClaimRef(cfg.claim); err != nil {
+			return usage("--claim: %v", err)
+		}
 	}
 	if len(pos) > 0 {
 		if err := protocol.ValidateName(pos[0]); err != nil {
@@ -254,17 +271,29 @@ func cmdLocks(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []string
 		return printJSON(out, admin.LockList{Locks: locks})
 	}
 	tw := newTable(out)
-	fmt.Fprintln(tw, "NAME\tHOLDER\tIDENTITY\tTOKEN\tSINCE\tLEASE\tWAITERS")
+	fmt.Fprintln(tw, "NAME\tHOLDER\tIDENTITY\tTOKEN\tSINCE\tLEASE\tWAITERS\tHOLDERS\tMODE\tCLAIM\tLABEL")
 	for _, l := range locks {
 		h := l.Holder
 		if h == nil {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%d\n", cell(l.Name), len(l.Waiters))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%d\t0\t-\t-\t-\n", cell(l.Name), len(l.Waiters))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\n", cell(l.Name), cell(h.RemoteAddr), cell(h.Identity),
-			h.Token, timeCell(h.Since), leaseCell(h.LeaseMS), len(l.Waiters))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", cell(l.Name), cell(h.RemoteAddr), cell(h.Identity),
+			h.Token, timeCell(h.Since), leaseCell(h.LeaseMS), len(l.Waiters), len(l.Holders), modeCell(l, h.Mode),
+			h.Claim.Ref(), cell(h.Label))
 	}
 	return tw.Flush()
+}
+
+// modeCell is a claim's mode, with the lock's limit for a semaphore.
+func modeCell(l admin.Lock, mode string) string {
+	if mode == "" {
+		return "-"
+	}
+	if l.Limit > 0 {
+		return fmt.Sprintf("%s(%d)", mode, l.Limit)
+	}
+	return mode
 }
 
 func cmdLock(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error {
@@ -279,29 +308,51 @@ func cmdLock(ctx context.Context, c *admin.Client, cfg *adminConfig, args []stri
 	return nil
 }
 
-// printLock prints the holder and then the waiters in queue order.
+// printLock prints the holders and then the waiters in queue order.
+// CLAIM is SESSION/CLAIM, the address 'baton release --claim' and 'baton
+// kick' take; PROTO is the protocol version of the claim's session.
 func printLock(out io.Writer, l admin.Lock) {
 	fmt.Fprintf(out, "lock %s\n", cell(l.Name))
 	tw := newTable(out)
-	fmt.Fprintln(tw, "POSITION\tREMOTE_ADDR\tIDENTITY\tTOKEN\tSINCE\tLEASE")
-	if h := l.Holder; h != nil {
-		fmt.Fprintf(tw, "holder\t%s\t%s\t%d\t%s\t%s\n", cell(h.RemoteAddr), cell(h.Identity), h.Token, timeCell(h.Since), leaseCell(h.LeaseMS))
+	fmt.Fprintln(tw, "POSITION\tREMOTE_ADDR\tIDENTITY\tTOKEN\tSINCE\tLEASE\tMODE\tCLAIM\tPROTO\tLABEL")
+	holders := l.Holders
+	if len(holders) == 0 && l.Holder != nil { // an older server
+		holders = []admin.Holder{*l.Holder}
+	}
+	for _, h := range holders {
+		fmt.Fprintf(tw, "holder\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", cell(h.RemoteAddr), cell(h.Identity), h.Token,
+			timeCell(h.Since), leaseCell(h.LeaseMS), modeCell(l, h.Mode), h.Claim.Ref(), h.Protocol, cell(h.Label))
 	}
 	for i, w := range l.Waiters {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t-\t%s\t-\n", i+1, cell(w.RemoteAddr), cell(w.Identity), timeCell(w.QueuedAt))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t-\t%s\t-\t%s\t%s\t%d\t%s\n", i+1, cell(w.RemoteAddr), cell(w.Identity), timeCell(w.QueuedAt),
+			modeCell(l, w.Mode), w.Claim.Ref(), w.Protocol, cell(w.Label))
 	}
 	tw.Flush()
 }
 
 func cmdRelease(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error {
-	r, err := c.Release(ctx, args[0])
+	var r admin.Released
+	var err error
+	if cfg.token == "" && cfg.claim == "" {
+		r, err = c.Release(ctx, args[0])
+	} else {
+		token, _ := strconv.ParseUint(cfg.token, 10, 64) // checked in runAdmin
+		r, err = c.ReleaseHolder(ctx, args[0], token, cfg.claim)
+	}
 	if err != nil {
 		return err
 	}
 	if cfg.json {
 		return printJSON(out, r)
 	}
-	fmt.Fprintf(out, "released lock %s\n", cell(r.Released))
+	switch {
+	case cfg.token != "":
+		fmt.Fprintf(out, "released the holder of lock %s with token %s\n", cell(r.Released), cfg.token)
+	case cfg.claim != "":
+		fmt.Fprintf(out, "released claim %s of lock %s\n", cfg.claim, cell(r.Released))
+	default:
+		fmt.Fprintf(out, "released lock %s\n", cell(r.Released))
+	}
 	printAfter(out, r.Lock, r.Released)
 	return nil
 }

@@ -50,7 +50,7 @@ func TestAdminCLI(t *testing.T) {
 	adm := "--admin=" + f.addrs.admin
 
 	code, out, errOut := cli("locks", adm)
-	if code != 0 || strings.TrimSpace(out) != strings.Join(strings.Fields("NAME  HOLDER  IDENTITY  TOKEN  SINCE  LEASE  WAITERS"), "  ") {
+	if code != 0 || strings.TrimSpace(out) != strings.Join(strings.Fields("NAME  HOLDER  IDENTITY  TOKEN  SINCE  LEASE  WAITERS  HOLDERS  MODE  CLAIM  LABEL"), "  ") {
 		t.Errorf("empty locks = %d %q %q", code, out, errOut)
 	}
 
@@ -154,7 +154,7 @@ func TestAdminCLIUsageAndErrors(t *testing.T) {
 		want string // in stderr (or stdout for -h)
 	}{
 		{[]string{"show"}, exitUsage, "missing NAME"},
-		{[]string{"kick", "x"}, exitUsage, "missing ADDR"},
+		{[]string{"kick", "x"}, exitUsage, "missing WAITER"},
 		{[]string{"locks", "extra"}, exitUsage, `unexpected argument "extra"`},
 		{[]string{"show", "a", "b"}, exitUsage, `unexpected argument "b"`},
 		{[]string{"locks", "--bogus"}, exitUsage, "-bogus"},
@@ -201,4 +201,58 @@ func TestAdminCLIUsageAndErrors(t *testing.T) {
 	if code, _, errOut := cli("show", "--", "-x"); code != exitAdminNotFound {
 		t.Errorf("lock -- -x = %d %q, want 3", code, errOut)
 	}
+}
+
+// TestAdminCLIV2Claims: show lists every holder of a shared lock with its
+// mode, SESSION/CLAIM, protocol and label; release --claim and --token
+// end one holder, kick SESSION/CLAIM one waiter, each with REVOKED 0x02.
+func TestAdminCLIV2Claims(t *testing.T) {
+	f := startServe(t, func(c *serveConfig) { c.adminListen = "127.0.0.1:0" })
+	adm := "--admin=" + f.addrs.admin
+	r1 := opstest.DialV2(t, f.addrs.protocol, 10*time.Second, "reader-1")
+	r1.Claim(4, protocol.ModeShared, 0, "rw")
+	tok := r1.ExpectV2(protocol.TypeGranted, 4, 0).Token
+	r2 := opstest.DialV2(t, f.addrs.protocol, 10*time.Second, "reader-2")
+	r2.Claim(9, protocol.ModeShared, 0, "rw")
+	r2.ExpectV2(protocol.TypeGranted, 9, 0)
+	r2.Claim(10, protocol.ModeExclusive, 0, "rw")
+	r2.ExpectV2(protocol.TypeQueued, 10, 0)
+
+	code, out, _ := cli("show", "rw", adm)
+	rows := fields(out)
+	if code != 0 || len(rows) != 5 || rows[2][0] != "holder" || rows[3][0] != "holder" || rows[4][0] != "1" {
+		t.Fatalf("show = %d\n%s", code, out)
+	}
+	aligned(t, strings.SplitN(out, "\n", 2)[1])
+	// POSITION REMOTE_ADDR IDENTITY TOKEN SINCE LEASE MODE CLAIM PROTO LABEL
+	h1, h2, w := rows[2], rows[3], rows[4]
+	if h1[3] != itoa(tok) || h1[6] != "shared" || !strings.HasSuffix(h1[7], "/4") || h1[8] != "2" || h1[9] != "reader-1" {
+		t.Errorf("holder row %q", h1)
+	}
+	if w[6] != "exclusive" || !strings.HasSuffix(w[7], "/10") || w[9] != "reader-2" {
+		t.Errorf("waiter row %q", w)
+	}
+	code, out, _ = cli("locks", adm)
+	if rows := fields(out); code != 0 || len(rows) != 2 || rows[1][7] != "2" || rows[1][8] != "shared" {
+		t.Errorf("locks = %d\n%s", code, out)
+	}
+	if code, _, errOut := cli("release", "rw", adm); code != exitError || !strings.Contains(errOut, "several holders") {
+		t.Errorf("bare release of two holders = %d %q", code, errOut)
+	}
+	if code, _, errOut := cli("release", "rw", "--claim", "x", adm); code != exitUsage {
+		t.Errorf("release --claim x = %d %q, want usage error", code, errOut)
+	}
+
+	if code, out, errOut := cli("kick", "rw", w[7], adm); code != 0 || !strings.Contains(out, "removed waiter "+w[7]) {
+		t.Fatalf("kick %s = %d %q %q", w[7], code, out, errOut)
+	}
+	r2.ExpectV2(protocol.TypeRevoked, 10, protocol.CodeClosedByAdmin)
+	if code, out, errOut := cli("release", "rw", "--claim", h2[7], adm); code != 0 || !strings.Contains(out, "released claim "+h2[7]) {
+		t.Fatalf("release --claim = %d %q %q", code, out, errOut)
+	}
+	r2.ExpectV2(protocol.TypeRevoked, 9, protocol.CodeClosedByAdmin)
+	if code, out, errOut := cli("release", "rw", "--token", itoa(tok), adm); code != 0 || !strings.Contains(out, "lock rw is now free") {
+		t.Fatalf("release --token = %d %q %q", code, out, errOut)
+	}
+	r1.ExpectV2(protocol.TypeRevoked, 4, protocol.CodeClosedByAdmin)
 }

@@ -50,7 +50,8 @@ Signals: SIGINT or SIGTERM shut down gracefully (a second one kills);
 SIGHUP reopens the audit log file (for logrotate) and reloads the TLS
 certificate, key, client CA and ACL; a file that fails to load keeps the
 previous one in force. Waiters the reloaded ACL refuses are removed with
-ERROR 0x18; holders keep their locks unless -acl-revoke-holders is set.
+ERROR 0x18 (a version 2 claim: REVOKED 0x18, its session lives on);
+holders keep their locks unless -acl-revoke-holders is set.
 
 Fencing tokens increase across restarts. Without -data-dir they come from
 the wall clock: in its first second a new process delays grants until the
@@ -93,7 +94,7 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	cfg := &serveConfig{}
 	fs := newFlagSet("baton serve", "baton serve [flags]", stderr)
 	fs.StringVar(&cfg.listen, "listen", "BATON_LISTEN_ADDRESS", server.DefaultAddr, "protocol address to listen on (host:port)")
-	fs.DurationVar(&cfg.ioTimeout, "io-timeout", "BATON_IO_TIMEOUT", server.DefaultIOTimeout, "bound on the handshake and first ACQUIRE, a started frame, and the total blocked time of a session's writes")
+	fs.DurationVar(&cfg.ioTimeout, "io-timeout", "BATON_IO_TIMEOUT", server.DefaultIOTimeout, "bound on the handshake and first ACQUIRE (version 2: preamble and HELLO), a started frame, and the total blocked time of a session's writes")
 	fs.StringVar(&cfg.opsListen, "ops-listen", "BATON_OPS_LISTEN_ADDRESS", "", "address for /metrics, /healthz and /readyz (host:port); empty: off")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port); unauthenticated unless mutual TLS and the ACL's admin rules: keep it on loopback; empty: off")
 	fs.StringVar(&cfg.adminHosts, "admin-allowed-hosts", "BATON_ADMIN_ALLOWED_HOSTS", "", "comma-separated host names the admin API also answers to in the Host header, besides its own address, loopback and localhost ('*': any)")

@@ -257,11 +257,11 @@ func (m *model) snapshot() []locktable.LockInfo {
 	for name, l := range m.locks {
 		o := l.owner
 		info := locktable.LockInfo{Name: name, Holder: locktable.HolderInfo{Session: o.id, Mode: locktable.Exclusive, Peer: o.peer,
-			Since: o.grantedAt, Lease: o.lease, Token: o.token, LastSeen: o.lastSeen},
+			Since: o.grantedAt, Lease: o.lease, Token: o.token, LastSeen: o.lastSeen, V1: true},
 			Waiters: []locktable.WaiterInfo{}}
 		for _, w := range l.queue {
 			info.Waiters = append(info.Waiters, locktable.WaiterInfo{Session: w.id, Mode: locktable.Exclusive, Peer: w.peer,
-				QueuedAt: w.queuedAt, Lease: w.lease, LastSeen: w.lastSeen})
+				QueuedAt: w.queuedAt, Lease: w.lease, LastSeen: w.lastSeen, V1: true})
 		}
 		out = append(out, info)
 	}

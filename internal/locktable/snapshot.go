@@ -28,6 +28,7 @@ type HolderInfo struct {
 	Lease    time.Duration
 	Token    uint64
 	LastSeen time.Time
+	V1       bool // a version 1 session's one claim
 }
 
 // WaiterInfo describes one waiter.
@@ -40,6 +41,7 @@ type WaiterInfo struct {
 	QueuedAt time.Time
 	Lease    time.Duration
 	LastSeen time.Time
+	V1       bool // a version 1 session's one claim
 }
 
 // Counts are the table's sizes, as version 1 counts them.
@@ -90,7 +92,7 @@ func (l *lock) info() LockInfo {
 	for h := l.holders.head; h != nil; h = h.next {
 		s := h.sess
 		info.Holders = append(info.Holders, HolderInfo{Session: s.id, Claim: h.id, Mode: h.mode, Label: s.label,
-			Peer: s.peer, Since: h.grantedAt, Lease: s.lease, Token: h.token, LastSeen: s.lastSeen})
+			Peer: s.peer, Since: h.grantedAt, Lease: s.lease, Token: h.token, LastSeen: s.lastSeen, V1: s.v1})
 	}
 	if len(info.Holders) > 0 {
 		info.Holder = info.Holders[0]
@@ -98,7 +100,7 @@ func (l *lock) info() LockInfo {
 	for w := l.queue.head; w != nil; w = w.next {
 		s := w.sess
 		info.Waiters = append(info.Waiters, WaiterInfo{Session: s.id, Claim: w.id, Mode: w.mode, Label: s.label,
-			Peer: s.peer, QueuedAt: w.queuedAt, Lease: s.lease, LastSeen: s.lastSeen})
+			Peer: s.peer, QueuedAt: w.queuedAt, Lease: s.lease, LastSeen: s.lastSeen, V1: s.v1})
 	}
 	return info
 }

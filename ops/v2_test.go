@@ -1,0 +1,59 @@
+package ops_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/opstest"
+	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/server"
+)
+
+// TestMetricsV2: sessions and claims are counted by protocol version and
+// state; PINGs count as heartbeats; claim-level refusals by code.
+func TestMetricsV2(t *testing.T) {
+	f := start(t)
+	lease := 10 * time.Second
+	v1 := opstest.Dial(t, f.addr)
+	v1.Acquire("a", lease)
+	v1.Expect(protocol.TypeAcquired, 0)
+	s := opstest.DialV2(t, f.addr, lease, "m")
+	s.Claim(1, protocol.ModeShared, 0, "a")
+	s.ExpectV2(protocol.TypeQueued, 1, 0)
+	s.Claim(2, protocol.ModeShared, 0, "b")
+	s.ExpectV2(protocol.TypeGranted, 2, 0)
+	s.Claim(3, protocol.ModeSemaphore, 0, "c")
+	s.ExpectV2(protocol.TypeRefused, 3, protocol.CodeInvalidLimit)
+	s.Claim(4, protocol.ModeSemaphore, 2, "b")
+	s.ExpectV2(protocol.TypeRefused, 4, protocol.CodeModeConflict)
+	s.Send(protocol.AppendPing(nil, 1))
+	s.ExpectV2(protocol.TypePong, 0, 0)
+
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		`baton_sessions{protocol="1"}`:              1,
+		`baton_sessions{protocol="2"}`:              1,
+		`baton_claims{protocol="1",state="held"}`:   1,
+		`baton_claims{protocol="1",state="queued"}`: 0,
+		`baton_claims{protocol="2",state="held"}`:   1,
+		`baton_claims{protocol="2",state="queued"}`: 1,
+		`baton_claims_refused_total{code="0x21"}`:   1,
+		`baton_claims_refused_total{code="0x23"}`:   1,
+		"baton_heartbeats_total":                    1,
+		"baton_connections_active":                  2,
+	})
+	v1.Close()
+	s.ExpectV2(protocol.TypePromoted, 1, 0)
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		`baton_claims{protocol="2",state="held"}`:   2,
+		`baton_claims{protocol="2",state="queued"}`: 0,
+	})
+	s.Close()
+	f.rec.WaitCount(t, server.EventDisconnected, 2)
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		`baton_sessions{protocol="1"}`:            0,
+		`baton_sessions{protocol="2"}`:            0,
+		`baton_claims{protocol="1",state="held"}`: 0,
+		`baton_claims{protocol="2",state="held"}`: 0,
+		"baton_acquires_total":                    3,
+	})
+}

@@ -1,0 +1,460 @@
+package server
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// v2ReadBuf is the size of a version 2 session's read buffer: at least
+// one largest frame (what is left of a batch is the start of one frame,
+// moved to the front), and room for a batch of small frames (CLAIM,
+// RELEASE, PING: 7 to about 30 bytes) answered with one write. 1 KiB is
+// a size class of its own.
+const v2ReadBuf = 1 << 10
+
+// maxSpare bounds the output buffer a session keeps between writes: a
+// burst of pushes (a thousand REVOKEDs) does not pin its memory forever.
+const maxSpare = 4 << 10
+
+// v2conn is the version 2 part of a session: the reader's buffer and
+// lease bookkeeping, and the frames waiting to be written.
+//
+// Frames to a version 2 session are appended to out, under omu, at the
+// moment they are decided (the reader's answers and the table's pushes,
+// under srv.mu), so they go out in exactly that order; whoever then
+// flushes (under wmu) writes everything pending in one write. omu is a
+// leaf: nothing else is locked while it is held.
+type v2conn struct {
+	// Owned by the reader goroutine.
+	buf          []byte // unprocessed bytes: buf[:len] of a v2ReadBuf array
+	lease        time.Duration
+	label        string
+	seen         time.Time // when the last frame was read in full
+	flushed      time.Time // the last seen the table has been told
+	partialSince time.Time // when the frame now partly read began; zero if none
+
+	omu   sync.Mutex
+	out   []byte // pending frames, in the order decided
+	spare []byte // the buffer last written, reused for out
+	// ending is set when the session is being closed: its own claims'
+	// ends may promote its own waiting claims, and those pushes, to a
+	// session that is going away, are not sent.
+	ending bool
+}
+
+// appendOut appends frames built by add to the pending output, unless the
+// session is closing (after a session-level ERROR nothing is sent).
+func (v *v2conn) appendOut(s *session, add func(b []byte) []byte) {
+	v.omu.Lock()
+	if !s.closing.Load() && !v.ending {
+		v.out = add(v.out)
+	}
+	v.omu.Unlock()
+}
+
+// appendPush appends the frame the table asked for: PROMOTED or REVOKED.
+func (v *v2conn) appendPush(s *session, send locktable.Send) {
+	claim := uint32(send.Claim)
+	v.appendOut(s, func(b []byte) []byte {
+		switch send.Kind {
+		case locktable.SendAcquired:
+			return protocol.AppendPromoted(b, claim, send.Token)
+		case locktable.SendError:
+			return protocol.AppendRevoked(b, claim, send.Code, "")
+		}
+		return b
+	})
+}
+
+// flushV2 writes every pending frame in one write.
+func (s *session) flushV2() error {
+	v := s.v2
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	v.omu.Lock()
+	b := v.out
+	v.out = v.spare[:0]
+	v.spare = nil
+	v.omu.Unlock()
+	if len(b) == 0 || s.closing.Load() {
+		v.keepSpare(b)
+		return nil
+	}
+	err := s.writeLocked(b)
+	v.keepSpare(b)
+	return err
+}
+
+func (v *v2conn) keepSpare(b []byte) {
+	if cap(b) > maxSpare {
+		return
+	}
+	v.omu.Lock()
+	if v.spare == nil {
+		v.spare = b[:0]
+	}
+	v.omu.Unlock()
+}
+
+// runV2 serves a version 2 session after its preamble: HELLO, then
+// frames in order until the session ends. It returns why, and the code of
+// the session-level ERROR to send, if any. Its frame stays small (the
+// opening and each batch are functions of their own): it is on the
+// stack of every idle session.
+func (s *session) runV2() (locktable.Reason, protocol.Code) {
+	if reason, code := s.openV2(); reason != 0 {
+		return reason, code
+	}
+	srv, v := s.srv, s.v2
+	orphaned := false
+	var deadline time.Time
+	for {
+		if !orphaned && len(v.buf) > 0 {
+			reason, code, orphan := s.batch()
+			switch {
+			case code != 0 || reason != 0:
+				return reason, code
+			case orphan:
+				// Another goroutine ended the session (shutdown, a failed
+				// write) and is about to send or has sent its last
+				// frame; read on until it has, for at most linger.
+				orphaned = true
+				deadline = time.Now().Add(srv.linger())
+			}
+		}
+		if s.closing.Load() {
+			return ended, 0
+		}
+		if !orphaned {
+			deadline = v.seen.Add(v.lease)
+			if !v.partialSince.IsZero() {
+				deadline = minTime(deadline, v.partialSince.Add(srv.IOTimeout))
+			}
+		}
+		s.conn.SetReadDeadline(deadline)
+		had := len(v.buf)
+		err := s.readMore()
+		if orphaned {
+			v.buf = v.buf[:0]
+		}
+		if s.closing.Load() {
+			return ended, 0
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			if len(v.buf) > had && !orphaned {
+				continue // the bytes read with the error come first
+			}
+			return locktable.ReasonGraceful, 0
+		}
+		if orphaned {
+			return ended, 0
+		}
+		now := time.Now()
+		if !v.partialSince.IsZero() && !now.Before(v.partialSince.Add(srv.IOTimeout)) {
+			srv.Logger.Debug("closing session: frame not completed within io-timeout", "remote_addr", s.peer.Addr)
+			return locktable.ReasonIOTimeout, 0
+		}
+		switch err := s.expireV2(); {
+		case err == nil:
+			return ended, 0
+		case errors.Is(err, locktable.ErrNoSession):
+			orphaned = true
+			deadline = time.Now().Add(srv.linger())
+		}
+		// ErrNotExpired: the deadline fired a hair early for the table's
+		// strict "more than one lease"; the loop sets it again.
+		if !orphaned {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// openV2 reads HELLO within the io-timeout of accept that run set, opens
+// the session in the table and answers WELCOME. It returns a zero reason
+// when the session is open.
+func (s *session) openV2() (locktable.Reason, protocol.Code) {
+	srv := s.srv
+	v := &v2conn{buf: make([]byte, 0, v2ReadBuf)}
+	s.wmu.Lock()
+	srv.mu.Lock()
+	s.v2 = v
+	srv.v2Sessions++
+	srv.mu.Unlock()
+	s.wmu.Unlock()
+
+	var hello protocol.Frame
+	var readErr error
+	for {
+		f, n, err := protocol.ParseHello(v.buf)
+		if err != nil {
+			code, _ := protocol.CodeOf(err)
+			return locktable.ReasonProtocolError, code
+		}
+		if n > 0 {
+			hello = f
+			v.consume(n)
+			v.partialSince = time.Time{}
+			if len(v.buf) > 0 {
+				v.partialSince = time.Now()
+			}
+			break
+		}
+		if readErr != nil {
+			return s.readFailure(readErr)
+		}
+		readErr = s.readMore()
+	}
+
+	srv.mu.Lock()
+	now := time.Now()
+	err := srv.table.Open(now, s.id, locktable.SessionParams{Lease: hello.Lease(), Peer: s.peer, Label: hello.Label})
+	if err == nil {
+		srv.claims[s.id] = s
+		v.appendOut(s, func(b []byte) []byte { return protocol.AppendWelcome(b, uint64(s.id)) })
+	}
+	srv.mu.Unlock()
+	if err != nil {
+		// Only ErrShutdown: the shutdown sends ERROR 0x01.
+		return locktable.ReasonShutdown, protocol.CodeShuttingDown
+	}
+	v.lease, v.label, v.seen, v.flushed = hello.Lease(), hello.Label, now, now
+	s.conn.SetDeadline(time.Time{})
+	if err := s.flushV2(); err != nil {
+		return writeFailureReason(err), 0
+	}
+	return 0, 0
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// readMore reads what the socket has into the free part of the buffer.
+// It reports bytes read together with an error by leaving them in buf.
+func (s *session) readMore() error {
+	v := s.v2
+	n, err := s.conn.Read(v.buf[len(v.buf):cap(v.buf)])
+	v.buf = v.buf[:len(v.buf)+n]
+	if n > 0 && v.partialSince.IsZero() {
+		v.partialSince = time.Now()
+	}
+	return err
+}
+
+// consume drops the first n bytes of the buffer.
+func (v *v2conn) consume(n int) {
+	m := copy(v.buf, v.buf[n:])
+	v.buf = v.buf[:m]
+}
+
+// batch processes every whole frame in the buffer, in order, under one
+// hold of the table mutex when any needs the table, and writes the
+// answers, with whatever pushes were decided meanwhile, in one write. It
+// returns a session-level fault (a reason and an ERROR code, or a reason
+// alone when a write failed), or orphan when the table no longer has the
+// session.
+func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan bool) {
+	srv, v := s.srv, s.v2
+	// The process's first grant waits for the token gate, never under
+	// srv.mu.
+	if d := time.Until(srv.gate); d > 0 {
+		time.Sleep(d)
+	}
+	now := time.Now()
+	locked := false
+	var ds []delivery
+	off := 0
+	for off < len(v.buf) {
+		f, n, err := protocol.ParseClientFrame(v.buf[off:])
+		if n == 0 && err == nil {
+			break
+		}
+		var ce *protocol.ClaimError
+		if err != nil && !errors.As(err, &ce) {
+			code, _ = protocol.CodeOf(err)
+			reason = locktable.ReasonProtocolError
+			break
+		}
+		off += n
+		if f.Type == protocol.TypePing {
+			srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: s.peer, Protocol: protocol.Version2, Session: s.id})
+			v.appendOut(s, func(b []byte) []byte { return protocol.AppendPong(b, f.Seq) })
+			continue
+		}
+		if !locked {
+			srv.mu.Lock()
+			locked = true
+			now = time.Now()
+			// Every frame read in full refreshes the lease; a session
+			// the table no longer has was ended by another goroutine.
+			if _, err := srv.table.Touch(now, s.id); err != nil {
+				orphan = true
+				break
+			}
+			v.flushed = now
+		}
+		key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
+		if f.Type == protocol.TypeRelease {
+			res, _ := srv.table.Release(now, key) // not in use: RELEASED all the same
+			ds = append(ds, srv.commit(now, res)...)
+			v.appendOut(s, func(b []byte) []byte { return protocol.AppendReleased(b, f.Claim) })
+			continue
+		}
+		// CLAIM: the id in use is a session-level fault, checked before
+		// the claim-level ones (docs/protocol.md, v2 validation 14).
+		if _, err := srv.table.ClaimStatus(key); err == nil {
+			code, reason = protocol.CodeClaimInUse, locktable.ReasonProtocolError
+			break
+		}
+		if ce != nil {
+			c, _ := protocol.CodeOf(ce.Err)
+			s.refuse(f, c)
+			continue
+		}
+		if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, f.Name) {
+			srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: s.peer, Protocol: protocol.Version2,
+				Session: s.id, Claim: key.Claim, Mode: locktable.Mode(f.Mode), Label: v.label})
+			s.refuse(f, protocol.CodeNotAuthorized)
+			continue
+		}
+		st, res, err := srv.table.Claim(now, s.id, key.Claim, locktable.ClaimRequest{
+			Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, NoWait: f.NoWait()})
+		if err != nil {
+			if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
+				orphan = true
+				break
+			}
+			if errors.Is(err, locktable.ErrClaimExists) {
+				code, reason = protocol.CodeClaimInUse, locktable.ReasonProtocolError
+				break
+			}
+			s.refuse(f, claimErrorCode(err))
+			continue
+		}
+		if st.State == locktable.Waiting {
+			srv.queued[protocol.Version2]++
+		}
+		ds = append(ds, srv.commit(now, res)...)
+		v.appendOut(s, func(b []byte) []byte {
+			switch st.State {
+			case locktable.Owner:
+				return protocol.AppendGranted(b, f.Claim, st.Token)
+			case locktable.Waiting:
+				return protocol.AppendQueued(b, f.Claim)
+			}
+			return protocol.AppendBusy(b, f.Claim)
+		})
+	}
+	v.consume(off)
+	if off > 0 {
+		// A frame still partly read began with the last read.
+		v.partialSince = time.Time{}
+		if len(v.buf) > 0 {
+			v.partialSince = now
+		}
+	}
+	if off > 0 && code == 0 && !orphan {
+		v.seen = now
+		if !locked && now.Sub(v.flushed) >= min(leaseFlush, v.lease/4) {
+			srv.mu.Lock()
+			locked = true
+			if _, err := srv.table.Touch(now, s.id); err != nil {
+				orphan = true
+			} else {
+				v.flushed = now
+			}
+		}
+	}
+	if locked {
+		srv.mu.Unlock()
+	}
+	// Pushes to other sessions first: a PROMOTED is on the path of a
+	// handover, this session's own answers only on its own.
+	srv.deliver(othersOnly(ds, s))
+	if code == 0 && !orphan {
+		if err := s.flushV2(); err != nil {
+			return writeFailureReason(err), 0, false
+		}
+	}
+	return reason, code, orphan
+}
+
+// othersOnly drops the flushes of session self from ds: its reader
+// flushes itself.
+func othersOnly(ds []delivery, self *session) []delivery {
+	out := ds[:0]
+	for _, d := range ds {
+		if !(d.flush && d.to == self) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// refuse appends REFUSED(claim, code) for CLAIM f.
+func (s *session) refuse(f protocol.Frame, code protocol.Code) {
+	s.srv.observe(Event{Kind: EventRefused, Time: time.Now(), Lock: f.Name, Peer: s.peer, Code: code,
+		Protocol: protocol.Version2, Session: s.id, Claim: locktable.ClaimID(f.Claim), Mode: locktable.Mode(f.Mode), Label: s.v2.label})
+	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendRefused(b, f.Claim, code, "") })
+}
+
+// claimErrorCode is the REFUSED code of a claim-level error of the table.
+func claimErrorCode(err error) protocol.Code {
+	switch {
+	case errors.Is(err, locktable.ErrModeConflict):
+		return protocol.CodeModeConflict
+	case errors.Is(err, locktable.ErrLimitMismatch):
+		return protocol.CodeLimitMismatch
+	case errors.Is(err, locktable.ErrInvalidMode):
+		return protocol.CodeUnknownMode
+	case errors.Is(err, locktable.ErrInvalidLimit):
+		return protocol.CodeInvalidLimit
+	}
+	if c, ok := protocol.CodeOf(err); ok {
+		return c
+	}
+	return protocol.CodeInvalidFrame
+}
+
+// expireV2 ends the session if its lease has passed. It returns
+// locktable.ErrNotExpired if not, and locktable.ErrNoSession if another
+// goroutine has ended it.
+func (s *session) expireV2() error {
+	srv, v := s.srv, s.v2
+	srv.mu.Lock()
+	if v.seen.After(v.flushed) {
+		if _, err := srv.table.Touch(v.seen, s.id); err != nil {
+			srv.mu.Unlock()
+			return err
+		}
+		v.flushed = v.seen
+	}
+	now := time.Now()
+	res, err := srv.table.ExpireSession(now, s.id)
+	if err != nil {
+		srv.mu.Unlock()
+		return err
+	}
+	ds := srv.commit(now, res)
+	// Closing before anyone can see the session gone: a shutdown starting
+	// now must not send 0x01 to a session that expired (no frame).
+	s.closing.Store(true)
+	delete(srv.claims, s.id)
+	srv.mu.Unlock()
+	srv.deliver(ds)
+	return nil
+}
+
+// A read buffer must hold one whole frame.
+var _ [v2ReadBuf - protocol.MaxFrameSize]struct{}

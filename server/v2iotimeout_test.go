@@ -1,0 +1,91 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/server"
+)
+
+// TestV2PartialHelloTimesOut: the preamble and the whole HELLO must
+// arrive within io-timeout of accept; the preamble and part of HELLO are
+// not enough. The connection is closed with no frame.
+func TestV2PartialHelloTimesOut(t *testing.T) {
+	// Not parallel: see testLease.
+	retryTiming(t, func(late func(string, ...any)) {
+		ts := startServer(t, withIOTimeout(ioTimeout))
+		m := startStallMeter()
+		start := time.Now()
+		c := ts.dial(t)
+		c.mustWrite(openingV2(longLease, "slow")[:protocol.PreambleLen+4])
+		c.expectTimeoutClose(m, start, late)
+		ts.events.wait(t, "disconnected", peerEvent(server.EventDisconnected, c))
+	})
+}
+
+// TestV2PartialFrameTimesOut: on an open session, the rest of a started
+// frame must arrive within io-timeout; otherwise the session ends
+// (io_timeout) and its claims are released, with no frame.
+func TestV2PartialFrameTimesOut(t *testing.T) {
+	t.Parallel()
+	retryTiming(t, func(late func(string, ...any)) {
+		ts := startServer(t, withIOTimeout(ioTimeout))
+		c := ts.dialV2(t, longLease, "half")
+		c.mustHold(1, excl, 0, "half")
+		m := startStallMeter()
+		start := time.Now()
+		c.mustWrite(claimFrame(2, excl, 0, "other")[:5])
+		c.expectEOFV2()
+		e := ts.events.wait(t, "released", lockEvent(server.EventReleased, "half"))
+		elapsed, stall := time.Since(start), m.worst()
+		t.Logf("session ended %v after the partial frame (io-timeout %v, stall %v)", elapsed, ioTimeout, stall)
+		if e.Reason != locktable.ReasonIOTimeout {
+			t.Errorf("released for %v, want io_timeout", e.Reason)
+		}
+		if elapsed < ioTimeout {
+			t.Errorf("ended after %v, before io-timeout", elapsed)
+		}
+		if bound := ioTimeout + ioTimeoutSlack + stall; elapsed > bound {
+			late("ended after %v, want within %v", elapsed, bound)
+		}
+	})
+}
+
+// TestV2StoppedReaderIsDropped: a session that sends PINGs but stops
+// reading fills its socket buffers; once the server's writes have been
+// blocked for io-timeout in total, the session ends (io_timeout) and the
+// waiter of its claim is promoted.
+func TestV2StoppedReaderIsDropped(t *testing.T) {
+	t.Parallel()
+	ts := startServerWrapped(t, smallSendBuffers, withIOTimeout(ioTimeout))
+	owner := ts.dialV2Raw(t)
+	if err := owner.conn.SetReadBuffer(1024); err != nil {
+		t.Fatal(err)
+	}
+	owner.mustWrite(append(openingV2(longLease, "stuck"), claimFrame(1, excl, 0, "stuck")...))
+	waiter := ts.dialV2(t, longLease, "waiter")
+	ts.events.wait(t, "granted", lockEvent(server.EventGranted, "stuck"))
+	waiter.mustQueue(1, excl, 0, "stuck")
+	flood := make(chan struct{})
+	go func() {
+		defer close(flood)
+		var chunk []byte
+		for i := range 4096 {
+			chunk = protocol.AppendPing(chunk, uint64(i))
+		}
+		for range 10000 {
+			if owner.write(chunk) != nil {
+				return
+			}
+		}
+	}()
+	waiter.expectPromoted(1)
+	e := ts.events.wait(t, "released", lockEvent(server.EventReleased, "stuck"))
+	if e.Reason != locktable.ReasonIOTimeout {
+		t.Errorf("owner released for %v, want io_timeout", e.Reason)
+	}
+	owner.close()
+	<-flood
+}
