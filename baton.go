@@ -1,9 +1,10 @@
 // Package baton is the Go client of the baton lock service.
 //
-// A claim on a named lock is one TCP (or TLS) connection to a baton
-// server. The client sends ACQUIRE with a lease of its choice, waits in the
-// lock's FIFO queue if another client holds it, and keeps the claim alive
-// with heartbeats. Closing the connection is the release.
+// With a Client, a claim on a named lock is one TCP (or TLS) connection
+// to a baton server (protocol version 1; a Session, below, carries many).
+// The client sends ACQUIRE with a lease of its choice, waits in the lock's
+// FIFO queue if another client holds it, and keeps the claim alive with
+// heartbeats. Closing the connection is the release.
 //
 // The lease is a failure detector, not a term: a lock is held as long as
 // heartbeats flow. The client is the pessimist: it gives up 0.8 of a lease
@@ -25,6 +26,18 @@
 //
 // DoRetry adds reconnection with backoff for transient failures, and
 // Acquire returns a *Lock for code that cannot be shaped as a callback.
+//
+// A Session (Client.OpenSession, protocol version 2) carries any number of
+// claims on one connection, from many goroutines: exclusive, shared and
+// semaphore locks, each claim and release one round trip, with one lease
+// and one heartbeat for the whole session:
+//
+//	s, err := c.OpenSession(ctx, baton.SessionOptions{Lease: 5 * time.Second})
+//	...
+//	defer s.Close()
+//	err = s.Do(ctx, "orders", baton.Shared, read)      // many readers
+//	err = s.Do(ctx, "orders", baton.Exclusive, write)  // one writer
+//	err = s.Do(ctx, "gpu", baton.Semaphore(4), train)  // at most four
 //
 // The wire protocol is specified in docs/protocol.md; package protocol holds its
 // frames and error codes. Errors from the server are *ServerError values

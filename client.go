@@ -162,6 +162,12 @@ func (c *Client) do(ctx context.Context, name string, lease time.Duration, fn fu
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
+	return l.run(ctx, fn)
+}
+
+// run runs fn while l is held, its context cancelled when l is lost, and
+// reports whether fn ran. The caller releases l.
+func (l *Lock) run(ctx context.Context, fn func(ctx context.Context, token uint64) error) (ran bool, err error) {
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	l.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -29,6 +30,10 @@ func runHelper() bool {
 			return nil
 		})
 		fmt.Fprintln(os.Stderr, "holder:", err)
+		os.Exit(1)
+	case "session-holder":
+		n, _ := strconv.Atoi(os.Getenv("BATON_TEST_HELPER_CLAIMS"))
+		runSessionHolder(os.Getenv(helperAddrEnv), n)
 		os.Exit(1)
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))

@@ -23,7 +23,14 @@ import (
 
 // startServer runs an in-process baton server on 127.0.0.1 and returns its
 // address.
-func startServer(t *testing.T) string {
+func startServer(t testing.TB) string {
+	t.Helper()
+	addr, _ := startServerSrv(t)
+	return addr
+}
+
+// startServerSrv is startServer, also returning the server.
+func startServerSrv(t testing.TB) (string, *server.Server) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,7 +45,7 @@ func startServer(t *testing.T) string {
 		srv.Shutdown(ctx)
 		<-served
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), srv
 }
 
 // queueDialer tells when a connection it made reads a WAITING frame, so a

@@ -45,6 +45,12 @@ lock's queue, starts COMMAND in its own process group with BATON_LOCK and
 BATON_TOKEN (the fencing token) added to its environment, and releases the
 lock when COMMAND exits. Flags go before or after NAME, before --.
 
+The lock is exclusive unless --shared (any number of shared holders at
+once, none beside an exclusive one; a queued exclusive claim is never
+overtaken by later shared ones) or --semaphore N (at most N holders, all
+giving the same N). Both take their claim on a protocol version 2 session;
+BATON_TOKEN is that claim's own fencing token.
+
 If the lock is lost while COMMAND runs, its process group gets SIGTERM,
 then SIGKILL after --grace. After a heartbeat timeout the claim is kept
 until COMMAND has exited, and at most until one lease after the last
@@ -94,6 +100,10 @@ type runConfig struct {
 	tls      *tlsfiles.ClientFiles
 	dialer   baton.Dialer // nil: plain TCP
 	dir      string       // --dir: the shared-directory lock instead of a server (rundir.go)
+	// shared and semaphore (--shared, --semaphore N) take a version 2
+	// claim on a session (runsession.go); neither: a version 1 claim.
+	shared    bool
+	semaphore int
 }
 
 func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
@@ -109,6 +119,8 @@ func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
 	fs.DurationVar(&cfg.grace, "grace", "BATON_GRACE", 10*time.Second, "after a lost lock, time from SIGTERM to SIGKILL of COMMAND's process group")
 	fs.BoolVar(&cfg.verbose, "v", "BATON_VERBOSE", false, "say on stderr when waiting, each retry and its cause, and the time waited (on by default when stderr is a terminal)")
 	fs.BoolVar(&cfg.isolate, "isolate", "BATON_ISOLATE", true, "kill every process COMMAND started when it exits or baton run dies, even by SIGKILL (Linux; false: only COMMAND dies with baton run)")
+	fs.BoolVar(&cfg.shared, "shared", "BATON_SHARED", false, "take a shared (read) lock: any number of shared holders at once, none with an exclusive one (protocol v2)")
+	fs.IntVar(&cfg.semaphore, "semaphore", "BATON_SEMAPHORE", 0, "take one of N places of a semaphore: at most N holders at once, every holder giving the same N (protocol v2); 0: exclusive")
 	cfg.tls = clientTLSFlags(fs)
 	fs.StringVar(&cfg.dir, "dir", "BATON_DIR", "", "take the lock kept in this shared directory instead of a server's (no NAME; see docs/dirlock.md)")
 	return fs, cfg
@@ -123,6 +135,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if cfg.dir != "" {
+		if cfg.shared || cfg.semaphore != 0 {
+			fmt.Fprintf(stderr, "baton run: --shared and --semaphore take a server's lock, not --dir's\nRun 'baton run -h' for usage.\n")
+			return exitUsage
+		}
 		return runDir(fs, cfg, args, stdout, stderr)
 	}
 	usage := func(format string, a ...any) int {
@@ -168,6 +184,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return usage("--timeout must not be negative, got %v", cfg.timeout)
 	case cfg.conflict < 0 || cfg.conflict > 255:
 		return usage("--conflict-exit-code must be from 0 to 255, got %d", cfg.conflict)
+	case cfg.shared && cfg.semaphore != 0:
+		return usage("--shared and --semaphore exclude each other")
+	case cfg.semaphore < 0 || int64(cfg.semaphore) > math.MaxUint32:
+		return usage("--semaphore must be from 1 to %d (0: exclusive), got %d", uint32(math.MaxUint32), cfg.semaphore)
 	}
 	if err := protocol.ValidateName(name); err != nil {
 		return usage("lock name %q: %v", name, err)
@@ -194,7 +214,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if lock == nil {
 		return code
 	}
-	return runCommand(cfg, serverLock(lock), argv, sigs, stdout, stderr)
+	return runCommand(cfg, lock.held, argv, sigs, stdout, stderr)
 }
 
 // waitContext is the context of the wait for a lock: it ends at --wait,
@@ -226,7 +246,7 @@ func waitContext(cfg *runConfig, sigs <-chan os.Signal) (ctx context.Context, st
 
 // runAcquire takes the lock, honouring --wait, --no-wait and --retry; a
 // signal stops it. It returns the lock, or nil and the exit code.
-func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Writer) (*baton.Lock, int) {
+func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Writer) (*takenLock, int) {
 	ctx, stopWaiting := waitContext(cfg, sigs)
 
 	c := baton.New(baton.Config{Address: cfg.server, Dialer: cfg.dialer})
@@ -242,16 +262,12 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 		}
 	})
 	defer waiting.Stop()
-	var lock *baton.Lock
+	var lock *takenLock
 	var last error // the last attempt's own error
 	attempts := 0
 	attempt := func() (err error) {
 		attempts++
-		if cfg.noWait {
-			lock, err = c.TryAcquire(ctx, name, cfg.lease)
-		} else {
-			lock, err = c.Acquire(ctx, name, cfg.lease)
-		}
+		lock, err = takeLock(ctx, cfg, c, name)
 		last = err
 		if err != nil && verbose && cfg.retry && baton.Temporary(err) && ctx.Err() == nil {
 			fmt.Fprintf(stderr, "baton run: attempt %d for lock %q failed: %v; retrying with backoff\n", attempts, name, err)
@@ -269,13 +285,13 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	switch {
 	case sig != nil:
 		if lock != nil {
-			lock.Release()
+			lock.drop()
 		}
 		fmt.Fprintf(stderr, "baton run: %v while waiting for lock %q\n", sig, name)
 		return nil, 128 + int(sig.(syscall.Signal))
 	case err == nil:
 		if cfg.verbose || saidWaiting.Load() { // on a terminal, only after a wait
-			fmt.Fprintf(stderr, "baton run: acquired lock %q after %v (token %d)\n", name, time.Since(start).Round(time.Millisecond), lock.Token())
+			fmt.Fprintf(stderr, "baton run: acquired lock %q after %v (token %d)\n", name, time.Since(start).Round(time.Millisecond), lock.token)
 		}
 		return lock, 0
 	case errors.Is(err, baton.ErrBusy):
@@ -304,6 +320,32 @@ type heldLock struct {
 	// release gives the lock up once the command has exited; its error
 	// reports a loss, even one noticed only now.
 	release func() error
+}
+
+// takenLock is a lock runAcquire took: a version 1 Lock, or a claim on a
+// version 2 session (runsession.go).
+type takenLock struct {
+	held  heldLock
+	token uint64
+	drop  func() // gives the lock up before the command started
+}
+
+// takeLock makes one attempt at the lock, in the mode of cfg.
+func takeLock(ctx context.Context, cfg *runConfig, c *baton.Client, name string) (*takenLock, error) {
+	if cfg.shared || cfg.semaphore > 0 {
+		return takeSessionLock(ctx, cfg, c, name)
+	}
+	var lock *baton.Lock
+	var err error
+	if cfg.noWait {
+		lock, err = c.TryAcquire(ctx, name, cfg.lease)
+	} else {
+		lock, err = c.Acquire(ctx, name, cfg.lease)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &takenLock{held: serverLock(lock), token: lock.Token(), drop: func() { lock.Release() }}, nil
 }
 
 // serverLock is lock as runCommand needs it.

@@ -36,6 +36,19 @@
 //     ends the claim while the client's work runs unless anchor + lease
 //     has passed.
 //
+//   - The session model (CheckSession) is the client-rule model for
+//     protocol version 2: a client that follows internal/clientrule's
+//     Session (docs/protocol.md "v2 client obligations" 2-5, the rule of
+//     baton.Session) with two claims on one connection, pipelined
+//     requests, PINGs, QUEUED and pushed PROMOTED, RELEASE, the work of
+//     each claim, a server session and delayed channels. It checks that a
+//     claim the client believes held is held at the server, that the
+//     server never ends a held claim under running work before anchor +
+//     lease, and that a correct server never looks like a violation.
+//     Mutations show that it catches an anchor taken at an answer's
+//     arrival or moved by a push, and a close at the give-up or before
+//     the work is told.
+//
 //   - The directory-lock models (CheckDirlockSeed, CheckDirlockSteps)
 //     check the serverless lock of package dirlock: the seed's model with
 //     an atomic acquire guarded by "no record, or stale and on the

@@ -5,6 +5,7 @@
 //	modelcheck -model=table -sessions=3 -locks=2
 //	modelcheck -model=claims -sessions=3 -claims=2 -rw=1 -sems=1 -limit=2 [-nowait] [-mutation=reader-overtakes]
 //	modelcheck -model=client -giveup=1.0
+//	modelcheck -model=session -lease=10 -delay=1 -lag=1 -workstop=3 [-mutation=anchor-on-push]
 //	modelcheck -model=dirlock-seed -hosts=3 -procs=1 [-mutation=tempting]
 //	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-mutation=no-claim]
 //	modelcheck -model=cluster -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=switch-first]
@@ -31,7 +32,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
@@ -54,8 +55,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		changes  = fs.Int("changes", cdef.Changes, "cluster: ring changes, planned moves and removals of a dead owner (0..3)")
 		deaths   = fs.Int("deaths", cdef.Deaths, "cluster: node deaths (0..2)")
 		restarts = fs.Int("restarts", cdef.Restarts, "cluster: node restarts from the data directory (0..2)")
-		mutation = fs.String("mutation", "", "claims, dirlock, cluster: drop one rule so that the check must fail; claims: "+
-			strings.Join(modelcheck.ClaimsMutations, ", ")+"; dirlock seed: "+
+		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster: drop one rule so that the check must fail; claims: "+
+			strings.Join(modelcheck.ClaimsMutations, ", ")+"; session: "+strings.Join(modelcheck.SessionMutations, ", ")+"; dirlock seed: "+
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
 			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", "))
 	)
@@ -103,6 +104,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rep = modelcheck.CheckClient(cfg)
+	case "session":
+		// The client flags, with the session model's own defaults for
+		// those not given.
+		cfg := modelcheck.DefaultSessionConfig()
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "lease":
+				cfg.Lease = *lease
+			case "delay":
+				cfg.MaxDelay = *delay
+			case "lag":
+				cfg.TimerLag = *lag
+			case "workstop":
+				cfg.WorkStop = *workStop
+			}
+		})
+		cfg.Mutation = *mutation
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		rep = modelcheck.CheckSession(cfg)
 	case "dirlock-seed", "dirlock-steps":
 		cfg := modelcheck.DirlockConfig{Hosts: *hosts, ProcsPerHost: *procs, Mutation: *mutation}
 		muts, check := modelcheck.DirlockSeedMutations, modelcheck.CheckDirlockSeed
@@ -127,7 +150,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		rep = modelcheck.CheckCluster(cfg)
 	default:
-		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, dirlock-seed, dirlock-steps or cluster, not %q\n", *model)
+		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps or cluster, not %q\n", *model)
 		return 2
 	}
 	fmt.Fprintln(stdout, rep)

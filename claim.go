@@ -1,0 +1,362 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonlock/baton/protocol"
+)
+
+// Mode is how a claim shares its lock: Exclusive, Shared or Semaphore(n).
+// A waiter is granted only when it conflicts with no holder and no
+// earlier waiter (strict FIFO), so readers never overtake a queued writer.
+type Mode struct {
+	kind  protocol.Mode
+	limit uint32
+}
+
+var (
+	// Exclusive conflicts with every other claim on the name: version
+	// 1's only mode.
+	Exclusive = Mode{kind: protocol.ModeExclusive}
+	// Shared conflicts with exclusive claims only: any number of shared
+	// holders at once.
+	Shared = Mode{kind: protocol.ModeShared}
+)
+
+// Semaphore admits at most n holders of the name at once. Every claim on
+// the name must give the same n (else protocol.ErrLimitMismatch), and a
+// semaphore name takes no exclusive or shared claims
+// (protocol.ErrModeConflict). n must be at least 1.
+func Semaphore(n uint32) Mode { return Mode{kind: protocol.ModeSemaphore, limit: n} }
+
+// Kind returns the protocol's mode.
+func (m Mode) Kind() protocol.Mode { return m.kind }
+
+// Limit returns the semaphore limit, 0 for the other modes.
+func (m Mode) Limit() uint32 { return m.limit }
+
+func (m Mode) String() string {
+	if m.kind == protocol.ModeSemaphore {
+		return fmt.Sprintf("semaphore(%d)", m.limit)
+	}
+	return m.kind.String()
+}
+
+// Claim is one claim on a Session, returned by Acquire or TryAcquire once
+// it is held. Its methods are safe for concurrent use. It owns no
+// goroutine or timer: the session's reader and PING timer serve every
+// claim. (After a fallback to version 1 it is a Lock, with a connection,
+// a goroutine and a timer of its own.)
+type Claim struct {
+	s    *Session
+	id   uint32
+	name string
+	mode Mode
+	lock *Lock // after a fallback to version 1: the claim's own connection
+
+	ready chan struct{} // closed when held or ended
+	lost  chan struct{} // closed when ended
+
+	// Guarded by s.mu.
+	held      bool
+	token     uint64
+	ended     bool
+	readyDone bool
+	err       error
+	releasing bool        // RELEASE sent
+	workDone  bool        // the guarded work has stopped (Release called)
+	counted   bool        // counted in s.holding after a give-up
+	onLost    func(error) // Do's cancel of fn's context
+}
+
+// Name returns the name of the lock.
+func (cl *Claim) Name() string { return cl.name }
+
+// ID returns the claim id on its session, as the admin API lists it with
+// Session.ID (0 after a fallback to version 1).
+func (cl *Claim) ID() uint32 { return cl.id }
+
+// Mode returns the claim's mode.
+func (cl *Claim) Mode() Mode { return cl.mode }
+
+// Token returns the fencing token of the grant. Every holder, shared ones
+// included, has its own; see docs/protocol.md ("v2 fencing with several
+// holders") for how a resource uses the tokens of several readers.
+func (cl *Claim) Token() uint64 {
+	if cl.lock != nil {
+		return cl.lock.Token()
+	}
+	cl.s.mu.Lock()
+	defer cl.s.mu.Unlock()
+	return cl.token
+}
+
+// Lost returns a channel closed the moment the claim stops being held:
+// session loss (see Session), REVOKED by an administrator, or Release.
+// The guarded work must stop then.
+func (cl *Claim) Lost() <-chan struct{} {
+	if cl.lock != nil {
+		return cl.lock.Lost()
+	}
+	return cl.lost
+}
+
+// Err returns why the claim was lost, or nil while it is held and after
+// a Release that came first: ErrHeartbeatTimeout, ErrConnectionClosed,
+// ErrProtocolViolation, ErrSessionClosed or a *ServerError (REVOKED's
+// code, or the session's ERROR).
+func (cl *Claim) Err() error {
+	if cl.lock != nil {
+		return cl.lock.Err()
+	}
+	cl.s.mu.Lock()
+	defer cl.s.mu.Unlock()
+	return cl.err
+}
+
+// Release gives the claim up and waits for the server's RELEASED (or the
+// end of the session, which releases it too), or until ctx is done. It
+// also tells the Session that the claim's work has stopped: after a
+// give-up, the connection closes once every held claim's work has
+// stopped. It is idempotent and safe to call concurrently. Like
+// Lock.Release it returns nil, or why the claim had been lost before
+// Release was called (as Err), so a caller can tell whether the claim
+// was held throughout; or ctx.Err() if ctx ended the wait (the release
+// still goes through).
+func (cl *Claim) Release(ctx context.Context) error {
+	if cl.lock != nil {
+		err := cl.lock.Release()
+		cl.s.mu.Lock()
+		delete(cl.s.v1claims, cl)
+		cl.s.mu.Unlock()
+		return err
+	}
+	s := cl.s
+	s.mu.Lock()
+	if cl.ended && !cl.releasing {
+		err := cl.err
+		closeNow := s.workStopped(cl)
+		s.mu.Unlock()
+		if closeNow {
+			s.closeConn()
+		}
+		return err
+	}
+	closeNow := s.workStopped(cl)
+	flush := cl.releaseLocked()
+	s.mu.Unlock()
+	if closeNow {
+		s.closeConn()
+	}
+	if flush {
+		s.flush()
+	}
+	select {
+	case <-cl.lost:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// releaseLocked sends RELEASE unless the claim has ended or one was sent.
+// It reports whether the caller must flush. s.mu is held.
+func (cl *Claim) releaseLocked() (flush bool) {
+	s := cl.s
+	if cl.ended || cl.releasing || s.err != nil {
+		return false
+	}
+	if err := s.rule.SentRelease(cl.id, time.Now()); err != nil {
+		return false // the rule has the claim ended already
+	}
+	cl.releasing = true
+	s.out = protocol.AppendRelease(s.out, cl.id)
+	return s.startWrite()
+}
+
+// resolve closes ready once. s.mu is held.
+func (cl *Claim) resolve() {
+	if !cl.readyDone {
+		cl.readyDone = true
+		close(cl.ready)
+	}
+}
+
+// endLocked ends the claim once: the cause is recorded, Do's function is
+// told (before anything can hand the lock on), Lost is closed. s.mu is
+// held.
+func (cl *Claim) endLocked(cause error) {
+	if cl.ended {
+		return
+	}
+	cl.ended, cl.err = true, cause
+	if cl.onLost != nil && cause != nil {
+		cl.onLost(cause)
+	}
+	cl.resolve()
+	close(cl.lost)
+}
+
+// Acquire claims the lock name in mode m on the session and waits in the
+// lock's queue until it is held, the claim fails, the session is lost, or
+// ctx is done. ctx bounds only the acquisition.
+//
+// When ctx is done first, the claim leaves the queue (a RELEASE is sent,
+// not waited for) and Acquire returns ctx.Err(). A name or mode that the
+// protocol rejects is reported with the protocol's sentinel without a
+// round trip; the server's refusal is a *ServerError (for example
+// protocol.ErrLimitMismatch, protocol.ErrNotAuthorized) and leaves the
+// session open. On a session that has ended, Acquire returns why it
+// ended (Session.Err) at once; when Temporary reports that error, a new
+// session may succeed, never this one.
+func (s *Session) Acquire(ctx context.Context, name string, m Mode) (*Claim, error) {
+	return s.claim(ctx, name, m, false)
+}
+
+// TryAcquire is Acquire without waiting: if the claim cannot be granted
+// at once, the server answers BUSY and TryAcquire returns ErrBusy.
+func (s *Session) TryAcquire(ctx context.Context, name string, m Mode) (*Claim, error) {
+	return s.claim(ctx, name, m, true)
+}
+
+func (s *Session) claim(ctx context.Context, name string, m Mode, noWait bool) (*Claim, error) {
+	if err := protocol.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := protocol.ValidateClaim(protocol.Frame{Mode: m.kind, Limit: m.limit, Name: name}); err != nil {
+		return nil, err
+	}
+	if s.v1 {
+		return s.claimV1(ctx, name, m, noWait)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cl := &Claim{s: s, name: name, mode: m, ready: make(chan struct{}), lost: make(chan struct{})}
+	var flags uint8
+	if noWait {
+		flags = protocol.ClaimNoWait
+	}
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil, s.err
+	}
+	cl.id = s.allocID()
+	if err := s.rule.SentClaim(cl.id, noWait, time.Now()); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.claims[cl.id] = cl
+	s.out = protocol.AppendClaim(s.out, cl.id, m.kind, m.limit, flags, name)
+	flush := s.startWrite()
+	s.mu.Unlock()
+	if flush {
+		s.flush()
+	}
+
+	select {
+	case <-cl.ready:
+	case <-ctx.Done():
+		s.mu.Lock()
+		cl.workDone = true
+		flush := cl.releaseLocked()
+		s.mu.Unlock()
+		if flush {
+			s.flush()
+		}
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	if cl.ended {
+		// No handle reaches the caller: no work will run under it.
+		closeNow := s.workStopped(cl)
+		s.mu.Unlock()
+		if closeNow {
+			s.closeConn()
+		}
+		return nil, cl.err
+	}
+	s.mu.Unlock()
+	return cl, nil
+}
+
+// claimV1 makes an exclusive claim on a version 1 connection of its own.
+func (s *Session) claimV1(ctx context.Context, name string, m Mode, noWait bool) (*Claim, error) {
+	if m.kind != protocol.ModeExclusive {
+		return nil, ErrVersion2Required
+	}
+	s.mu.Lock()
+	err := s.err
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.c.acquire(ctx, name, s.opts.Lease, noWait)
+	if err != nil {
+		return nil, err
+	}
+	cl := &Claim{s: s, name: name, mode: m, lock: l}
+	s.mu.Lock()
+	if s.err != nil { // closed meanwhile
+		s.mu.Unlock()
+		l.Release()
+		return nil, s.err
+	}
+	s.v1claims[cl] = struct{}{}
+	s.mu.Unlock()
+	return cl, nil
+}
+
+// Do claims the lock name in mode m on the session, waits in its queue
+// as long as ctx allows, and runs fn while the claim is held; it releases
+// the claim when fn returns or panics. For example:
+//
+//	s.Do(ctx, "orders", baton.Exclusive, write)   // one writer
+//	s.Do(ctx, "orders", baton.Shared, read)       // many readers
+//	s.Do(ctx, "gpu", baton.Semaphore(4), train)   // at most four holders
+//
+// fn's context is cancelled the moment the claim stops being held
+// (REVOKED, session loss; context.Cause tells which), or when ctx is
+// cancelled, always before the connection is closed: after a give-up the
+// connection stays open until fn returns, at most until the session's
+// CloseBy. Like Client.Do, if the claim was lost while fn ran, Do returns
+// errors.Join(fnErr, cause); if fn did not run, Do returns why.
+func (s *Session) Do(ctx context.Context, name string, m Mode, fn func(ctx context.Context, token uint64) error) error {
+	cl, err := s.Acquire(ctx, name, m)
+	if err != nil {
+		return err
+	}
+	return cl.run(ctx, fn)
+}
+
+// run runs fn under the held claim and releases it.
+func (cl *Claim) run(ctx context.Context, fn func(ctx context.Context, token uint64) error) error {
+	defer cl.Release(context.Background()) // also when fn panics
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if cl.lock != nil {
+		_, err := cl.lock.run(ctx, fn)
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s := cl.s
+	s.mu.Lock()
+	if cl.ended { // lost between the grant and now: fn must not start
+		s.mu.Unlock()
+		return cl.err
+	}
+	cl.onLost = cancel
+	token := cl.token
+	s.mu.Unlock()
+	fnErr := fn(fctx, token)
+	if cause := cl.Err(); cause != nil {
+		return errors.Join(fnErr, cause)
+	}
+	return fnErr
+}

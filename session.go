@@ -1,0 +1,564 @@
+package baton
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/batonlock/baton/internal/clientrule"
+	"github.com/batonlock/baton/protocol"
+)
+
+// ErrSessionClosed: Session.Close ended the session and every claim on it.
+var ErrSessionClosed = errors.New("baton: session closed")
+
+// ErrVersion2Required: the server speaks protocol version 1 only and the
+// claim cannot be expressed in it (a shared or semaphore claim). It wraps
+// protocol.ErrUnsupportedVersion, so errors.Is matches either.
+var ErrVersion2Required = fmt.Errorf("%w: the server speaks version 1 only, which has exclusive claims only", protocol.ErrUnsupportedVersion)
+
+// SessionOptions configures a Session.
+type SessionOptions struct {
+	// Lease is the session lease, the failure detector of every claim on
+	// the session: if the server hears nothing for a lease it ends the
+	// session. The client sends PINGs at a quarter of it and gives up
+	// after 0.8 of it without an answer. Required.
+	Lease time.Duration
+	// Label names the session for operators (admin API, audit log); at
+	// most 255 bytes of UTF-8. Optional.
+	Label string
+	// NoFallback makes OpenSession fail with protocol.ErrUnsupportedVersion
+	// (in a *ServerError) instead of falling back to version 1 when the
+	// server does not speak version 2.
+	NoFallback bool
+}
+
+// Session is one connection to the server carrying any number of claims
+// (protocol version 2). It is safe for concurrent use by many goroutines:
+// each claim request is one frame and costs one round trip, and frames of
+// concurrent requests share writes.
+//
+// The session lease is the failure detector of all its claims. The
+// Session keeps it alive with PINGs and is the pessimist: when no request
+// has been answered for 0.8 of the lease since it was sent, every claim
+// is lost at once (Lost of each is closed and Do's functions are
+// cancelled first); the connection stays open until the guarded work has
+// stopped (every held claim released), and at most until one lease after
+// that send (CloseBy), so no other client can be granted a lock while the
+// work is still stopping. A session-level ERROR, EOF, a failed write or a
+// protocol violation by the server loses every claim at once and closes
+// the connection. An administrator's REVOKED ends one claim only.
+//
+// Against a server that speaks version 1 only, OpenSession falls back
+// (unless SessionOptions.NoFallback): the Session then makes each claim
+// on a version 1 connection of its own, with the session lease, as
+// Client.Acquire does. Exclusive claims, waiting or not, work as on a
+// version 2 session; shared and semaphore claims fail with
+// ErrVersion2Required. Version reports which protocol is in use.
+type Session struct {
+	c     *Client
+	opts  SessionOptions
+	v1    bool   // fell back to version 1
+	id    uint64 // WELCOME's session id
+	conn  net.Conn
+	br    *bufio.Reader
+	lost  chan struct{} // closed when the session ends
+	rdone chan struct{} // closed when the reader has returned
+	bg    sync.WaitGroup
+	once  sync.Once // closes conn
+
+	mu         sync.Mutex
+	rule       *clientrule.Session
+	claims     map[uint32]*Claim // every id the rule does not report free
+	v1claims   map[*Claim]struct{}
+	nextID     uint32
+	out, spare []byte // frames recorded and not yet written; the writer's other buffer
+	writing    bool   // a goroutine is writing out
+	err        error  // why the session ended; nil while live
+	pingTimer  *time.Timer
+	pingArmed  bool
+	closeTimer *time.Timer
+	closeArmed bool
+	holding    int // after a give-up: held claims whose work has not stopped
+}
+
+// OpenSession opens a version 2 session with the server: it connects,
+// sends the opening and waits for the server's WELCOME, as long as ctx
+// allows. ctx bounds only the opening.
+//
+// A lease or label that the protocol rejects is reported with the
+// protocol's sentinel without connecting. A server that refuses the
+// opening gives a *ServerError; one that speaks version 1 only makes a
+// fallen-back Session (see Session).
+func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session, error) {
+	if err := protocol.ValidateLease(opts.Lease); err != nil {
+		return nil, err
+	}
+	if len(opts.Label) > protocol.MaxLabelLen || !utf8.ValidString(opts.Label) {
+		return nil, protocol.ErrInvalidLabel
+	}
+	conn, err := c.cfg.Dialer.DialContext(ctx, "tcp", c.cfg.Address)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &dialError{err}
+	}
+	s := &Session{
+		c: c, opts: opts, conn: conn,
+		lost:   make(chan struct{}),
+		rdone:  make(chan struct{}),
+		rule:   clientrule.NewSession(opts.Lease, c.cfg.MinHeartbeatInterval),
+		claims: map[uint32]*Claim{},
+	}
+	f, err := s.open(ctx)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	switch f.Type {
+	case protocol.TypeError: // a version 1 server
+		conn.Close()
+		if f.Code != protocol.CodeUnsupportedVersion || opts.NoFallback {
+			return nil, &ServerError{Code: f.Code, Reason: f.Reason}
+		}
+		s.v1, s.conn = true, nil
+		s.v1claims = map[*Claim]struct{}{}
+		close(s.rdone)
+		return s, nil
+	case protocol.TypeSessionError:
+		conn.Close()
+		return nil, &ServerError{Code: f.Code, Reason: f.Reason}
+	}
+	s.id = f.Session
+	s.br = bufio.NewReaderSize(conn, 4096)
+	s.mu.Lock()
+	s.schedulePing()
+	s.mu.Unlock()
+	go s.read()
+	return s, nil
+}
+
+// open writes the preamble and HELLO and reads the answer: WELCOME, a
+// version 2 ERROR or a version 1 ERROR.
+func (s *Session) open(ctx context.Context) (protocol.Frame, error) {
+	now := time.Now()
+	s.rule.SentHello(now)
+	deadline := s.rule.Deadline()
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	stop := context.AfterFunc(ctx, func() { s.conn.SetDeadline(time.Unix(1, 0)) })
+	b := protocol.AppendPreamble(make([]byte, 0, protocol.PreambleLen+protocol.MaxFrameSize))
+	b = protocol.AppendHello(b, protocol.LeaseMS(s.opts.Lease), s.opts.Label)
+	var f protocol.Frame
+	err := s.conn.SetDeadline(deadline)
+	if err == nil {
+		_, err = s.conn.Write(b)
+	}
+	if err == nil {
+		f, err = protocol.ReadHelloAnswer(s.conn)
+	}
+	// The watch on ctx must be over before the deadline is cleared: a
+	// cancellation that came meanwhile would otherwise leave a deadline
+	// in the past on a live session.
+	if !stop() || err != nil {
+		if ctx.Err() != nil {
+			return f, ctx.Err()
+		}
+		return f, frameErr(err)
+	}
+	if err := s.conn.SetDeadline(time.Time{}); err != nil {
+		return f, connErr(err)
+	}
+	if f.Type == protocol.TypeError {
+		return f, nil
+	}
+	if f.Type != protocol.TypeWelcome && f.Type != protocol.TypeSessionError {
+		return f, fmt.Errorf("%w: %v answers HELLO", ErrProtocolViolation, f)
+	}
+	if _, err := s.rule.Received(f, time.Now()); err != nil {
+		return f, ruleErr(err)
+	}
+	return f, nil
+}
+
+// Version returns the protocol version the session speaks: 2, or 1 after
+// a fallback.
+func (s *Session) Version() int {
+	if s.v1 {
+		return 1
+	}
+	return 2
+}
+
+// ID returns the session id the server gave in WELCOME (0 after a
+// fallback).
+func (s *Session) ID() uint64 { return s.id }
+
+// Lease returns the session lease.
+func (s *Session) Lease() time.Duration { return s.opts.Lease }
+
+// Lost returns a channel closed when the session ends: loss or Close.
+// After a fallback it is closed by Close only; each claim is lost on its
+// own.
+func (s *Session) Lost() <-chan struct{} { return s.lost }
+
+// Err returns why the session ended, or nil while it is live.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// CloseBy returns the time by which the connection is closed after a
+// give-up (ErrHeartbeatTimeout), whether or not the work has stopped: the
+// confirmation anchor + the lease.
+func (s *Session) CloseBy() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rule.CloseBy()
+}
+
+// Close ends the session: every claim still held or queued ends (with
+// ErrSessionClosed) and the connection is closed, which releases them all
+// on the server at once. It waits until the session's goroutines have
+// stopped. It is idempotent. It returns why the session had ended before,
+// or nil.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	prev := s.err
+	if s.v1 {
+		var locks []*Claim
+		for cl := range s.v1claims {
+			locks = append(locks, cl)
+		}
+		if s.err == nil {
+			s.err = ErrSessionClosed
+			close(s.lost)
+		}
+		s.mu.Unlock()
+		for _, cl := range locks {
+			cl.lock.Release()
+		}
+		return prev
+	}
+	s.loseLocked(ErrSessionClosed)
+	if s.closeArmed && s.closeTimer.Stop() {
+		s.closeArmed = false
+		s.bg.Done()
+	}
+	s.mu.Unlock()
+	s.closeConn()
+	<-s.rdone
+	s.bg.Wait()
+	return prev
+}
+
+func (s *Session) closeConn() { s.once.Do(func() { s.conn.Close() }) }
+
+// startWrite is called under s.mu after a frame was appended to s.out:
+// unless a writer is at work, it makes the caller the writer. It reports
+// whether the caller must call flush after unlocking.
+func (s *Session) startWrite() (flush bool) {
+	if s.writing {
+		return false
+	}
+	s.writing = true
+	s.bg.Add(1) // under s.mu, so Close's Wait cannot miss it
+	return true
+}
+
+// flush writes the recorded frames until none is left. Frames appended
+// while a write is in progress go out together in the next write, in the
+// order they were recorded, which is the order of the rule's FIFO. The
+// write deadline is the give-up deadline.
+func (s *Session) flush() {
+	defer s.bg.Done()
+	s.mu.Lock()
+	for {
+		if len(s.out) == 0 || s.err != nil {
+			s.out = s.out[:0]
+			s.writing = false
+			s.mu.Unlock()
+			return
+		}
+		buf := s.out
+		s.out, s.spare = s.spare[:0], nil
+		deadline := s.rule.Deadline()
+		s.mu.Unlock()
+		err := s.conn.SetWriteDeadline(deadline)
+		if err == nil {
+			_, err = s.conn.Write(buf)
+		}
+		s.mu.Lock()
+		s.spare = buf[:0]
+		if err != nil {
+			s.out = s.out[:0]
+			s.writing = false
+			closeNow := s.loseLocked(connErr(err))
+			s.mu.Unlock()
+			if closeNow {
+				s.closeConn()
+			}
+			return
+		}
+	}
+}
+
+// read is the permanent reader (docs/protocol.md, v2 client obligation
+// 1). The read deadline is the give-up deadline, so the netpoller
+// enforces it.
+func (s *Session) read() {
+	defer close(s.rdone)
+	var set time.Time
+	for {
+		s.mu.Lock()
+		deadline := s.rule.Deadline()
+		s.mu.Unlock()
+		if !deadline.Equal(set) {
+			if err := s.conn.SetReadDeadline(deadline); err != nil {
+				s.lose(connErr(err))
+				return
+			}
+			set = deadline
+		}
+		f, err := s.readFrame()
+		now := time.Now()
+		if err != nil {
+			s.lose(frameErr(err))
+			return
+		}
+		if !s.received(f, now) {
+			return
+		}
+	}
+}
+
+// readFrame reads one frame from the buffered reader without allocating
+// for it (ReadServerFrameV2 on the buffer's bytes): the buffer holds the
+// largest frame.
+func (s *Session) readFrame() (protocol.Frame, error) {
+	hdr, err := s.br.Peek(protocol.FrameHeaderLen)
+	if err != nil {
+		if len(hdr) > 0 && errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return protocol.Frame{}, err
+	}
+	n := protocol.FrameHeaderLen + int(binary.BigEndian.Uint16(hdr))
+	if n == protocol.FrameHeaderLen || n > protocol.MaxFrameSize {
+		_, _, err := protocol.ParseServerFrameV2(hdr) // the length's own error
+		return protocol.Frame{}, err
+	}
+	b, err := s.br.Peek(n)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return protocol.Frame{}, err
+	}
+	f, _, err := protocol.ParseServerFrameV2(b)
+	s.br.Discard(n)
+	return f, err
+}
+
+// received acts on one frame and reports whether the session lives on.
+func (s *Session) received(f protocol.Frame, now time.Time) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return false
+	}
+	ev, err := s.rule.Received(f, now)
+	if err == nil && ev.Kind == protocol.TypeSessionError {
+		err = &ServerError{Code: ev.Code, Reason: ev.Reason}
+	}
+	if err != nil {
+		closeNow := s.loseLocked(ruleErr(err))
+		s.mu.Unlock()
+		if closeNow {
+			s.closeConn()
+		}
+		return false
+	}
+	cl := s.claims[ev.Claim]
+	switch ev.Kind {
+	case protocol.TypeWelcome, protocol.TypePong:
+	default:
+		if cl == nil { // the rule knows the claim: a bug here, not the server's
+			closeNow := s.loseLocked(fmt.Errorf("%w: %v for claim %d, unknown to the session", ErrProtocolViolation, f, ev.Claim))
+			s.mu.Unlock()
+			if closeNow {
+				s.closeConn()
+			}
+			return false
+		}
+	}
+	switch ev.Kind {
+	case protocol.TypePong:
+		s.schedulePing()
+	case protocol.TypeGranted, protocol.TypePromoted:
+		cl.token = ev.Token
+		cl.held = true
+		cl.resolve()
+	case protocol.TypeBusy:
+		cl.endLocked(ErrBusy)
+	case protocol.TypeRefused:
+		cl.endLocked(&ServerError{Code: ev.Code, Reason: ev.Reason})
+	case protocol.TypeRevoked:
+		if !ev.Releasing {
+			cl.endLocked(&ServerError{Code: ev.Code, Reason: ev.Reason})
+		}
+	case protocol.TypeReleased:
+		cl.endLocked(nil)
+	}
+	if cl != nil && s.rule.Free(ev.Claim) {
+		delete(s.claims, ev.Claim)
+	}
+	s.mu.Unlock()
+	return true
+}
+
+// frameErr classifies an error from reading a version 2 frame: one that
+// carries a protocol code is a frame the server must not send.
+func frameErr(err error) error {
+	if _, ok := protocol.CodeOf(err); ok {
+		return fmt.Errorf("%w: %v", ErrProtocolViolation, err)
+	}
+	return readErr(err)
+}
+
+// ruleErr turns an error of the rule into the client's.
+func ruleErr(err error) error {
+	switch {
+	case errors.Is(err, clientrule.ErrExpired):
+		return ErrHeartbeatTimeout
+	case errors.Is(err, clientrule.ErrViolation):
+		return fmt.Errorf("%w: %v", ErrProtocolViolation, err)
+	}
+	return err
+}
+
+// lose is loseLocked with the lock taken, closing the connection when due.
+func (s *Session) lose(cause error) {
+	s.mu.Lock()
+	closeNow := s.loseLocked(cause)
+	s.mu.Unlock()
+	if closeNow {
+		s.closeConn()
+	}
+}
+
+// loseLocked ends the session once: every claim is lost, its work told
+// first (Do's context cancelled, Lost closed). It reports whether the
+// caller must close the connection now. After a give-up
+// (ErrHeartbeatTimeout) the connection stays open while a held claim's
+// work runs, until its Release or CloseBy.
+func (s *Session) loseLocked(cause error) (closeNow bool) {
+	if s.err != nil {
+		return false
+	}
+	s.err = cause
+	s.rule.Close()
+	if s.pingArmed && s.pingTimer.Stop() {
+		s.pingArmed = false
+		s.bg.Done()
+	}
+	hold := errors.Is(cause, ErrHeartbeatTimeout)
+	for _, cl := range s.claims {
+		if hold && cl.held && !cl.workDone && !cl.ended {
+			cl.counted = true
+			s.holding++
+		}
+		cl.endLocked(cause)
+	}
+	clear(s.claims)
+	close(s.lost)
+	if s.holding == 0 {
+		return true
+	}
+	s.closeArmed = true
+	s.bg.Add(1)
+	s.closeTimer = time.AfterFunc(time.Until(s.rule.CloseBy()), func() {
+		defer s.bg.Done()
+		s.mu.Lock()
+		s.closeArmed = false
+		s.mu.Unlock()
+		s.closeConn()
+	})
+	return false
+}
+
+// workStopped records that a claim's guarded work has stopped and
+// reports whether the connection kept open for it may close now.
+func (s *Session) workStopped(cl *Claim) bool {
+	if cl.workDone {
+		return false
+	}
+	cl.workDone = true
+	if !cl.counted {
+		return false
+	}
+	s.holding--
+	if s.holding > 0 {
+		return false
+	}
+	if s.closeArmed && s.closeTimer.Stop() {
+		s.closeArmed = false
+		s.bg.Done()
+	}
+	return true
+}
+
+// schedulePing arms the PING timer if a PING may be sent. s.mu is held.
+func (s *Session) schedulePing() {
+	next, ok := s.rule.NextPing()
+	if !ok || s.pingArmed {
+		return
+	}
+	s.pingArmed = true
+	s.bg.Add(1)
+	d := time.Until(next)
+	if s.pingTimer == nil {
+		s.pingTimer = time.AfterFunc(d, s.ping)
+	} else {
+		s.pingTimer.Reset(d)
+	}
+}
+
+// ping sends one PING (at most one is in flight; the next is scheduled
+// when its PONG arrives).
+func (s *Session) ping() {
+	defer s.bg.Done()
+	s.mu.Lock()
+	s.pingArmed = false
+	if _, ok := s.rule.NextPing(); !ok || s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	seq := s.rule.SentPing(time.Now())
+	s.out = protocol.AppendPing(s.out, seq)
+	flush := s.startWrite()
+	s.mu.Unlock()
+	if flush {
+		s.flush()
+	}
+}
+
+// allocID returns a claim id that the rule reports free. s.mu is held.
+func (s *Session) allocID() uint32 {
+	for {
+		s.nextID++
+		if s.nextID != 0 && s.rule.Free(s.nextID) {
+			return s.nextID
+		}
+	}
+}
