@@ -44,6 +44,7 @@ type plan struct {
 	CapacityBudget  string  `json:"capacity_budget_per_point"`
 	PostgresCount   int     `json:"postgres_count"`
 	BatonTarget     int     `json:"baton_target"`
+	SessionTarget   int     `json:"baton_session_target"`
 	BatonBudget     string  `json:"baton_budget"`
 	MinAvailableMiB int64   `json:"min_available_mib"`
 
@@ -57,6 +58,7 @@ func newPlan(quick bool) *plan {
 		p.handoverSettle, p.DeadTrials, p.deadCap = 150*time.Millisecond, 1, 4*time.Second
 		p.CapacityCounts, p.capBudget, p.PostgresCount = []int{2000}, 20*time.Second, 200
 		p.BatonTarget, p.batonBudget = 5000, 15*time.Second
+		p.SessionTarget = 100000
 	} else {
 		p.UncontendedN, p.HandoverN, p.ThroughputSecs = 2000, 100, 5
 		// The waiter waits 150ms before each release: long enough that
@@ -65,6 +67,7 @@ func newPlan(quick bool) *plan {
 		p.handoverSettle, p.DeadTrials, p.deadCap = 150*time.Millisecond, 7, 10*time.Second
 		p.CapacityCounts, p.capBudget, p.PostgresCount = []int{10000, 100000}, 100*time.Second, 1000
 		p.BatonTarget, p.batonBudget = 1000000, 5*time.Minute
+		p.SessionTarget = 1000000
 	}
 	p.HandoverSettle, p.DeadCap = p.handoverSettle.String(), p.deadCap.String()
 	p.CapacityBudget, p.BatonBudget = p.capBudget.String(), p.batonBudget.String()
@@ -131,7 +134,7 @@ func main() {
 	}
 	quick := flag.Bool("quick", false, "smoke run: small counts, under 2 minutes")
 	out := flag.String("out", "", "output directory (default: ../docs/benchmarks, or results/tmp with -quick)")
-	only := flag.String("systems", "", "comma-separated systems to run (default: all): baton,redis,etcd,postgres,zookeeper")
+	only := flag.String("systems", "", "comma-separated systems to run (default: all): baton,baton-session,redis,etcd,postgres,zookeeper")
 	noCap := flag.Bool("no-capacity", false, "skip scenario 5 (capacity)")
 	batonBin := flag.String("baton-bin", "", "baton binary to benchmark (default: build ../cmd/baton)")
 	reportOnly := flag.Bool("report-only", false, "rewrite results.md and the charts in -out from its results.json, without running anything")
@@ -272,8 +275,13 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 	if doCapacity {
 		for _, s := range systems {
 			counts := p.CapacityCounts
-			if s.name == "postgres" {
+			switch s.name {
+			case "postgres":
 				counts = append([]int{p.PostgresCount}, counts...)
+			case "baton-session":
+				// Version 2 claims share sessions: the million held
+				// claims on one server process (with the push's budget).
+				counts = append(slices.Clone(counts), p.SessionTarget)
 			}
 			for _, n := range counts {
 				if ctx.Err() != nil {
@@ -291,14 +299,18 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 					log.Printf("%s: capacity %d: %s", s.name, n, pt.Stop)
 					continue
 				}
-				pt, err := capacityPoint(ctx, p, e, s, n)
+				budget := p.capBudget
+				if s.name == "baton-session" && n == p.SessionTarget {
+					budget = p.batonBudget
+				}
+				pt, err := capacityPoint(ctx, p, e, s, n, budget)
 				if err != nil {
 					fail("%s capacity %d: %v", s.name, n, err)
 					continue
 				}
 				res.Capacity[s.name] = append(res.Capacity[s.name], pt)
-				log.Printf("%s: capacity %d: held %d, server %d MiB (idle %d MiB), %.0f B/lock, %.1fs; %s",
-					s.name, n, pt.Held, pt.RSSKiB>>10, pt.IdleKiB>>10, pt.PerLockBytes, pt.Seconds, pt.Stop)
+				log.Printf("%s: capacity %d: held %d, server %d MiB (idle %d MiB), %.0f B/lock, %.1fs, client side +%d MiB; %s",
+					s.name, n, pt.Held, pt.RSSKiB>>10, pt.IdleKiB>>10, pt.PerLockBytes, pt.Seconds, pt.ClientKiB>>10, pt.Stop)
 			}
 		}
 		if slices.ContainsFunc(systems, func(s *system) bool { return s.name == "baton" }) && ctx.Err() == nil {
@@ -390,13 +402,13 @@ func scenarios14(ctx context.Context, p *plan, self string, s *system, srv *serv
 	}
 }
 
-func capacityPoint(ctx context.Context, p *plan, e *env, s *system, n int) (*capPoint, error) {
-	log.Printf("%s: capacity, %d locks each held by its own session", s.name, n)
+func capacityPoint(ctx context.Context, p *plan, e *env, s *system, n int, budget time.Duration) (*capPoint, error) {
+	log.Printf("%s: capacity, %d locks", s.name, n)
 	srv, err := s.start(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	pt, teardown := capacity(ctx, s, srv, n, p.capBudget, p.MinAvailableMiB<<10)
+	pt, teardown := capacity(ctx, s, srv, n, budget, p.MinAvailableMiB<<10)
 	// Stop the server first (no polite goodbyes from 100,000 sessions),
 	// then drop the client side. The grace lets PostgreSQL remove its
 	// shared-memory segments, which a kill would leave in /dev/shm.
