@@ -15,9 +15,11 @@ import (
 const sessionCapacityClaims = 1000
 
 // sessionCapacityWorkers is how many goroutines take the capacity
-// scenario's claims: enough that every session has a claim in flight at
-// once, so that its frames share writes as a busy process's would.
-const sessionCapacityWorkers = 1024
+// scenario's claims: about eight in flight on each of 1,000 sessions, so
+// that a session's CLAIMs share writes (and the server's answers share
+// its writes) as a busy process's would; with one claim in flight per
+// session every claim costs its own round trip of system calls.
+const sessionCapacityWorkers = 8192
 
 func batonSessionSystem() *system {
 	return &system{
