@@ -103,7 +103,7 @@ func (srv *Server) deliver(ds []delivery) {
 			var err error
 			switch {
 			case d.flush:
-				err = d.to.flushV2()
+				err = d.to.flushV2(false)
 			case d.send.Kind == locktable.SendAcquired:
 				err = d.to.push(d.send.Token)
 			case d.send.Kind == locktable.SendError, d.send.Kind == locktable.SendSessionError:

@@ -26,9 +26,10 @@ const maxSpare = 4 << 10
 //
 // Frames to a version 2 session are appended to out, under omu, at the
 // moment they are decided (the reader's answers and the table's pushes,
-// under srv.mu), so they go out in exactly that order; whoever then
-// flushes (under wmu) writes everything pending in one write. omu is a
-// leaf: nothing else is locked while it is held.
+// under srv.mu), so they go out in exactly that order; then one flusher
+// at a time (under wmu) writes everything pending, in as few writes as
+// the frames' arrival allows. omu is a leaf: nothing else is locked
+// while it is held.
 type v2conn struct {
 	// Owned by the reader goroutine.
 	buf          []byte // unprocessed bytes: buf[:len] of a v2ReadBuf array
@@ -45,6 +46,9 @@ type v2conn struct {
 	// ends may promote its own waiting claims, and those pushes, to a
 	// session that is going away, are not sent.
 	ending bool
+	// flushing is set while a goroutine is bound to write out until it
+	// is empty (see flushV2).
+	flushing bool
 }
 
 // appendOut appends frames built by add to the pending output, unless the
@@ -71,23 +75,47 @@ func (v *v2conn) appendPush(s *session, send locktable.Send) {
 	})
 }
 
-// flushV2 writes every pending frame in one write.
-func (s *session) flushV2() error {
+// flushV2 writes every pending frame. A goroutine that pushes to the
+// session (own false) and finds a flush in progress leaves its frames to
+// that flusher, which writes until nothing is pending: so a pusher never
+// queues behind a slow client's write, and the frames appended
+// meanwhile, by anyone, go out together in the flusher's next write. The
+// session's own reader (own true) waits for the flusher instead: a
+// client that sends without reading is held back by its own writes, and
+// its answers cannot pile up. An error is the caller's own write's.
+func (s *session) flushV2(own bool) error {
 	v := s.v2
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	v.omu.Lock()
-	b := v.out
-	v.out = v.spare[:0]
-	v.spare = nil
-	v.omu.Unlock()
-	if len(b) == 0 || s.closing.Load() {
-		v.keepSpare(b)
+	if v.flushing && !own {
+		v.omu.Unlock()
 		return nil
 	}
-	err := s.writeLocked(b)
-	v.keepSpare(b)
-	return err
+	v.flushing = true
+	v.omu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for {
+		v.omu.Lock()
+		b := v.out
+		if len(b) == 0 || s.closing.Load() {
+			// Under omu: a frame appended after this finds flushing
+			// false and flushes itself.
+			v.flushing = false
+			v.omu.Unlock()
+			return nil
+		}
+		v.out = v.spare[:0]
+		v.spare = nil
+		v.omu.Unlock()
+		err := s.writeLocked(b)
+		v.keepSpare(b)
+		if err != nil {
+			v.omu.Lock()
+			v.flushing = false
+			v.omu.Unlock()
+			return err
+		}
+	}
 }
 
 func (v *v2conn) keepSpare(b []byte) {
@@ -227,7 +255,7 @@ func (s *session) openV2() (locktable.Reason, protocol.Code) {
 	}
 	v.lease, v.label, v.seen, v.flushed = hello.Lease(), hello.Label, now, now
 	s.conn.SetDeadline(time.Time{})
-	if err := s.flushV2(); err != nil {
+	if err := s.flushV2(true); err != nil {
 		return writeFailureReason(err), 0
 	}
 	return 0, 0
@@ -383,7 +411,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 	// handover, this session's own answers only on its own.
 	srv.deliver(othersOnly(ds, s))
 	if code == 0 && !orphan {
-		if err := s.flushV2(); err != nil {
+		if err := s.flushV2(true); err != nil {
 			return writeFailureReason(err), 0, false
 		}
 	}

@@ -89,3 +89,60 @@ func TestV2StoppedReaderIsDropped(t *testing.T) {
 	owner.close()
 	<-flood
 }
+
+// TestV2SlowReaderDoesNotStallPushers: a session that stops reading has
+// a write to it blocked (up to io-timeout); another session whose RELEASE
+// promotes one of its claims leaves the PROMOTED to that blocked writer
+// and gets its own RELEASED at once, not after the slow client's
+// io-timeout.
+func TestV2SlowReaderDoesNotStallPushers(t *testing.T) {
+	t.Parallel()
+	const slowTimeout = 3 * time.Second
+	ts := startServerWrapped(t, smallSendBuffers, withIOTimeout(slowTimeout))
+	holder := ts.dialV2(t, longLease, "holder")
+	holder.mustHold(1, excl, 0, "x")
+	slow := ts.dialV2(t, longLease, "slow")
+	if err := slow.conn.SetReadBuffer(1024); err != nil {
+		t.Fatal(err)
+	}
+	slow.mustQueue(1, excl, 0, "x")
+
+	// Flood PINGs without reading, until the server's writes to the slow
+	// session block: its reader then stops reading PINGs.
+	flood := make(chan struct{})
+	go func() {
+		defer close(flood)
+		var chunk []byte
+		for i := range 1024 {
+			chunk = protocol.AppendPing(chunk, uint64(i))
+		}
+		for range 10000 {
+			if slow.write(chunk) != nil {
+				return
+			}
+		}
+	}()
+	pings := func(e server.Event) bool { return e.Kind == server.EventHeartbeat && e.Peer.Addr == slow.addr() }
+	deadline := time.Now().Add(waitLimit)
+	for n := -1; ; {
+		time.Sleep(100 * time.Millisecond)
+		m := ts.events.count(pings)
+		if m == n && m > 0 {
+			break // no PING handled for 100 ms: the reader is stuck in a write
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow session's reader never blocked (%d PINGs)", m)
+		}
+		n = m
+	}
+
+	start := time.Now()
+	holder.release(1)
+	took := time.Since(start)
+	t.Logf("RELEASED %v after the RELEASE that pushed PROMOTED to a blocked session (its io-timeout %v)", took, slowTimeout)
+	if took > slowTimeout/2 {
+		t.Errorf("RELEASE answered after %v: the pusher waited for the slow session's write", took)
+	}
+	slow.close()
+	<-flood
+}
