@@ -591,52 +591,7 @@ func (m *clientModel) key(s *clientState) string {
 // owner is owner at the server, and that the server never ends the claim
 // while the client's work runs unless anchor + lease has passed.
 func CheckClient(cfg ClientConfig) Report {
-	start := time.Now()
-	rep := Report{Model: "client", Config: cfg.String()}
 	m := &clientModel{cfg: cfg, lease: time.Duration(cfg.Lease) * clientStep}
 	m.scaled = time.Duration(float64(m.lease) * cfg.GiveUp / 0.8)
-	g := newGraph[clientAct](false)
-	s0 := m.initial()
-	g.add(m.key(&s0), -1, 0)
-	states := []clientState{s0}
-	for id := int32(0); id < int32(len(states)); id++ {
-		s := states[id]
-		acts := m.enabled(&s)
-		if len(acts) == 0 {
-			rep.Violation = m.violation(g, id, 0, fail(PropTimeAdvances, "no step can happen and time cannot advance"))
-			return finish(&rep, g, start)
-		}
-		for _, act := range acts {
-			next, _, f := m.apply(s, act, false)
-			if f != nil {
-				rep.Violation = m.violation(g, id, act, f)
-				return finish(&rep, g, start)
-			}
-			if _, isNew := g.add(m.key(&next), id, act); isNew {
-				states = append(states, next)
-			}
-		}
-	}
-	return finish(&rep, g, start)
-}
-
-// violation describes the shortest path to state id, followed by act when
-// it is not 0, by replaying it from the initial state.
-func (m *clientModel) violation(g *graph[clientAct], id int32, act clientAct, f *failure) *Violation {
-	path := g.path(id)
-	if act != 0 {
-		path = append(path, act)
-	}
-	s := m.initial()
-	lines := make([]string, 0, len(path))
-	for i, a := range path {
-		var line string
-		var ff *failure
-		s, line, ff = m.apply(s, a, true)
-		if ff != nil && i == len(path)-1 {
-			line += fmt.Sprintf("\n      ✗ %s", ff.detail)
-		}
-		lines = append(lines, line)
-	}
-	return &Violation{Property: f.prop, Detail: f.detail, Trace: lines}
+	return exploreSteps(Report{Model: "client", Config: cfg.String()}, stepModel[clientState, clientAct](m))
 }

@@ -632,50 +632,7 @@ func bool2(v bool) byte {
 // claim under running work before anchor + lease, and that a correct
 // server never looks like a violation.
 func CheckSession(cfg SessionConfig) Report {
-	start := time.Now()
-	rep := Report{Model: "session", Config: cfg.String()}
 	m := &sessModel{cfg: cfg, lease: time.Duration(cfg.Lease) * clientStep}
 	m.mut, m.close = cfg.mutations()
-	g := newGraph[sessAct](false)
-	s0 := m.initial()
-	g.add(m.key(&s0), -1, sessAct{})
-	states := []v2State{s0}
-	for id := int32(0); id < int32(len(states)); id++ {
-		s := states[id]
-		acts := m.enabled(&s)
-		if len(acts) == 0 {
-			rep.Violation = m.violation(g, id, sessAct{}, fail(PropTimeAdvances, "no step can happen and time cannot advance"))
-			return finish(&rep, g, start)
-		}
-		for _, act := range acts {
-			next, _, f := m.apply(s, act, false)
-			if f != nil {
-				rep.Violation = m.violation(g, id, act, f)
-				return finish(&rep, g, start)
-			}
-			if _, isNew := g.add(m.key(&next), id, act); isNew {
-				states = append(states, next)
-			}
-		}
-	}
-	return finish(&rep, g, start)
-}
-
-func (m *sessModel) violation(g *graph[sessAct], id int32, act sessAct, f *failure) *Violation {
-	path := g.path(id)
-	if act.k != 0 {
-		path = append(path, act)
-	}
-	s := m.initial()
-	lines := make([]string, 0, len(path))
-	for i, a := range path {
-		var line string
-		var ff *failure
-		s, line, ff = m.apply(s, a, true)
-		if ff != nil && i == len(path)-1 {
-			line += fmt.Sprintf("\n      ✗ %s", ff.detail)
-		}
-		lines = append(lines, line)
-	}
-	return &Violation{Property: f.prop, Detail: f.detail, Trace: lines}
+	return exploreSteps(Report{Model: "session", Config: cfg.String()}, stepModel[v2State, sessAct](m))
 }

@@ -44,7 +44,7 @@ func TestSessionModelMutations(t *testing.T) {
 		mention string
 	}{
 		{long, "anchor-at-receive", PropSessionOwner, "server expires the session"},
-		{long, "anchor-on-push", PropSessionOwner, "PROMOTED"},
+		{SessionConfig{Lease: 5, MaxDelay: 1, TimerLag: 0, WorkStop: 2}, "anchor-on-push", PropSessionOwner, "PROMOTED"},
 		{DefaultSessionConfig(), "close-at-giveup", PropSessionWork, "server reads the client's close"},
 		{DefaultSessionConfig(), "close-before-cancel", PropSessionWork, "the work is not told yet"},
 	} {
