@@ -103,11 +103,15 @@ type meta struct {
 }
 
 type results struct {
-	Meta           meta                         `json:"meta"`
-	Systems        []sysInfo                    `json:"systems"`
-	Uncontended    map[string]*latency          `json:"uncontended"`
-	Handover       map[string]*latency          `json:"handover"`
-	HandoverRelay  *latency                     `json:"handover_floor_close_relay"`
+	Meta          meta                `json:"meta"`
+	Systems       []sysInfo           `json:"systems"`
+	Uncontended   map[string]*latency `json:"uncontended"`
+	Handover      map[string]*latency `json:"handover"`
+	HandoverRelay *latency            `json:"handover_floor_close_relay"`
+	// SessionFloor is the floor of baton-session's uncontended cycle:
+	// two 1-byte round trips on an open connection, measured between
+	// its cycles.
+	SessionFloor   *latency                     `json:"uncontended_floor_two_round_trips,omitempty"`
 	Throughput     map[string]*throughputResult `json:"throughput_1000_locks"`
 	ThroughputHot  map[string]*throughputResult `json:"throughput_hot_lock"`
 	DeadKill       map[string]*deadResult       `json:"dead_holder_sigkill"`
@@ -264,7 +268,7 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 		info.Version = srv.version
 		res.Systems = append(res.Systems, info)
 		echoAddr := ""
-		if echo != nil && s.name == "baton" {
+		if echo != nil && (s.name == "baton" || s.name == sessionName) {
 			echoAddr = echo.addr
 		}
 		scenarios14(ctx, p, self, s, srv, echoAddr, res, fail)
@@ -344,6 +348,15 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 // the floors are measured between its uncontended and handover cycles.
 func scenarios14(ctx context.Context, p *plan, self string, s *system, srv *server, echoAddr string, res *results, fail func(string, ...any)) {
 	var uFloors, hFloors *pairedFloors
+	if echoAddr != "" && s.name == sessionName {
+		if probe, closeProbe, err := twoRTTProbe(echoAddr); err == nil {
+			defer closeProbe()
+			uFloors = newPairedFloors(probe)
+		} else {
+			fail("floor probe: %v", err)
+		}
+		echoAddr = ""
+	}
 	if echoAddr != "" {
 		uFloors = newPairedFloors(connectProbe(echoAddr))
 		rtt, closeRTT, err1 := rttProbe(echoAddr, p.handoverSettle)
@@ -362,7 +375,11 @@ func scenarios14(ctx context.Context, p *plan, self string, s *system, srv *serv
 	} else {
 		res.Uncontended[s.name] = l
 		if f := uFloors.results(); f != nil {
-			res.Uncontended[floorName] = f[0]
+			if s.name == sessionName {
+				res.SessionFloor = f[0]
+			} else {
+				res.Uncontended[floorName] = f[0]
+			}
 		}
 	}
 	log.Printf("%s: handover ×%d", s.name, p.HandoverN)

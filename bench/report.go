@@ -201,6 +201,13 @@ func markdown(res *results) string {
 	}
 
 	sessionTable(&b, res)
+	if r := res.SessionFloor; r != nil && r.N > 0 {
+		fmt.Fprintf(&b, "\nFloor of baton-session's uncontended cycle (two 1-byte round trips on an open connection, measured between its cycles): p50 %s, p99 %s", fmtUs(r.P50us), fmtUs(r.P99us))
+		if l, ok := res.Uncontended[sessionName]; ok && l.N > 0 {
+			fmt.Fprintf(&b, "; baton-session ÷ this floor: p50 %.2f×, p99 %.2f×", l.P50us/r.P50us, l.P99us/r.P99us)
+		}
+		b.WriteString(".\n")
+	}
 
 	if r := res.HandoverRelay; r != nil && r.N > 0 {
 		fmt.Fprintf(&b, "\nHandover floor of baton's own shape (an owner's connection closes, the server writes one byte to another connection, after the same idle gap): p50 %s, p99 %s", fmtUs(r.P50us), fmtUs(r.P99us))
