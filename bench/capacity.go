@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,14 @@ type capPoint struct {
 	Seconds      float64 `json:"seconds"`
 	Stop         string  `json:"stop"`
 	Method       string  `json:"method"`
+	// Sessions is how many client sessions held the locks when that is
+	// fewer than the locks (a baton version 2 session carries many
+	// claims); 0: each lock its own session.
+	Sessions int `json:"sessions,omitempty"`
+	// ClientKiB is how much the harness process (the client side) grew
+	// while taking the locks, VmRSS; 0 where the client side runs in
+	// other processes.
+	ClientKiB int64 `json:"client_kib,omitempty"`
 }
 
 // guard stops a capacity run before the machine runs short of memory or
@@ -81,13 +90,18 @@ func capacity(ctx context.Context, s *system, srv *server, target int, budget ti
 	}
 	var closePool func()
 	if s.capacityPool != nil {
-		d, c, err := s.capacityPool(ctx, srv.addr)
+		d, c, sessions, err := s.capacityPool(ctx, srv.addr, target)
 		if err != nil {
 			pt.Stop = "could not open client pool: " + err.Error()
 			return pt, func() {}
 		}
-		dial, closePool = d, c
+		dial, closePool, pt.Sessions = d, c, sessions
 	}
+	workers := s.capacityWorkers
+	if workers == 0 {
+		workers = 64
+	}
+	clientBefore := selfRSSKiB()
 	g := newGuard(budget, minAvailKiB, srv)
 	defer g.close()
 
@@ -101,7 +115,7 @@ func capacity(ctx context.Context, s *system, srv *server, target int, budget ti
 	var errCount atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range 64 {
+	for range workers {
 		wg.Go(func() {
 			for {
 				if _, stop := g.stopped(); stop || ctx.Err() != nil {
@@ -146,6 +160,9 @@ func capacity(ctx context.Context, s *system, srv *server, target int, budget ti
 	}
 	// Let the server settle (GC, keepalives) before reading its memory.
 	time.Sleep(3 * time.Second)
+	if after := selfRSSKiB(); after > clientBefore && clientBefore > 0 {
+		pt.ClientKiB = after - clientBefore
+	}
 	if kib, _, err := srv.memory(); err == nil {
 		pt.RSSKiB = kib
 		if pt.Held > 0 {
@@ -182,6 +199,12 @@ func capacity(ctx context.Context, s *system, srv *server, target int, budget ti
 		}
 	}
 	return pt, teardown
+}
+
+// selfRSSKiB is the harness process's own resident memory, 0 if unknown.
+func selfRSSKiB() int64 {
+	kib, _ := procStatusKiB(os.Getpid(), "VmRSS")
+	return kib
 }
 
 // capacityDialer spreads the capacity scenario's connections over 200

@@ -135,6 +135,24 @@ func rttProbe(addr string, gap time.Duration) (floorProbe, func(), error) {
 	}, func() { c.Close() }, nil
 }
 
+// twoRTTProbe is the floor of a claim and its release on an open
+// session: two 1-byte round trips on an open connection, back to back.
+func twoRTTProbe(addr string) (floorProbe, func(), error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func() (time.Duration, error) {
+		t := time.Now()
+		for range 2 {
+			if err := echoRoundTrip(c); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(t), nil
+	}, func() { c.Close() }, nil
+}
+
 // connectCycle is the floor of a baton acquire and release: connect, one
 // round trip, close.
 func connectCycle(addr string) error {

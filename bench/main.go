@@ -44,6 +44,7 @@ type plan struct {
 	CapacityBudget  string  `json:"capacity_budget_per_point"`
 	PostgresCount   int     `json:"postgres_count"`
 	BatonTarget     int     `json:"baton_target"`
+	SessionTarget   int     `json:"baton_session_target"`
 	BatonBudget     string  `json:"baton_budget"`
 	MinAvailableMiB int64   `json:"min_available_mib"`
 
@@ -57,6 +58,7 @@ func newPlan(quick bool) *plan {
 		p.handoverSettle, p.DeadTrials, p.deadCap = 150*time.Millisecond, 1, 4*time.Second
 		p.CapacityCounts, p.capBudget, p.PostgresCount = []int{2000}, 20*time.Second, 200
 		p.BatonTarget, p.batonBudget = 5000, 15*time.Second
+		p.SessionTarget = 100000
 	} else {
 		p.UncontendedN, p.HandoverN, p.ThroughputSecs = 2000, 100, 5
 		// The waiter waits 150ms before each release: long enough that
@@ -65,6 +67,7 @@ func newPlan(quick bool) *plan {
 		p.handoverSettle, p.DeadTrials, p.deadCap = 150*time.Millisecond, 7, 10*time.Second
 		p.CapacityCounts, p.capBudget, p.PostgresCount = []int{10000, 100000}, 100*time.Second, 1000
 		p.BatonTarget, p.batonBudget = 1000000, 5*time.Minute
+		p.SessionTarget = 1000000
 	}
 	p.HandoverSettle, p.DeadCap = p.handoverSettle.String(), p.deadCap.String()
 	p.CapacityBudget, p.BatonBudget = p.capBudget.String(), p.batonBudget.String()
@@ -100,11 +103,15 @@ type meta struct {
 }
 
 type results struct {
-	Meta           meta                         `json:"meta"`
-	Systems        []sysInfo                    `json:"systems"`
-	Uncontended    map[string]*latency          `json:"uncontended"`
-	Handover       map[string]*latency          `json:"handover"`
-	HandoverRelay  *latency                     `json:"handover_floor_close_relay"`
+	Meta          meta                `json:"meta"`
+	Systems       []sysInfo           `json:"systems"`
+	Uncontended   map[string]*latency `json:"uncontended"`
+	Handover      map[string]*latency `json:"handover"`
+	HandoverRelay *latency            `json:"handover_floor_close_relay"`
+	// SessionFloor is the floor of baton-session's uncontended cycle:
+	// two 1-byte round trips on an open connection, measured between
+	// its cycles.
+	SessionFloor   *latency                     `json:"uncontended_floor_two_round_trips,omitempty"`
 	Throughput     map[string]*throughputResult `json:"throughput_1000_locks"`
 	ThroughputHot  map[string]*throughputResult `json:"throughput_hot_lock"`
 	DeadKill       map[string]*deadResult       `json:"dead_holder_sigkill"`
@@ -131,7 +138,7 @@ func main() {
 	}
 	quick := flag.Bool("quick", false, "smoke run: small counts, under 2 minutes")
 	out := flag.String("out", "", "output directory (default: ../docs/benchmarks, or results/tmp with -quick)")
-	only := flag.String("systems", "", "comma-separated systems to run (default: all): baton,redis,etcd,postgres,zookeeper")
+	only := flag.String("systems", "", "comma-separated systems to run (default: all): baton,baton-session,redis,etcd,postgres,zookeeper")
 	noCap := flag.Bool("no-capacity", false, "skip scenario 5 (capacity)")
 	batonBin := flag.String("baton-bin", "", "baton binary to benchmark (default: build ../cmd/baton)")
 	reportOnly := flag.Bool("report-only", false, "rewrite results.md and the charts in -out from its results.json, without running anything")
@@ -261,7 +268,7 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 		info.Version = srv.version
 		res.Systems = append(res.Systems, info)
 		echoAddr := ""
-		if echo != nil && s.name == "baton" {
+		if echo != nil && (s.name == "baton" || s.name == sessionName) {
 			echoAddr = echo.addr
 		}
 		scenarios14(ctx, p, self, s, srv, echoAddr, res, fail)
@@ -272,8 +279,13 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 	if doCapacity {
 		for _, s := range systems {
 			counts := p.CapacityCounts
-			if s.name == "postgres" {
+			switch s.name {
+			case "postgres":
 				counts = append([]int{p.PostgresCount}, counts...)
+			case "baton-session":
+				// Version 2 claims share sessions: the million held
+				// claims on one server process (with the push's budget).
+				counts = append(slices.Clone(counts), p.SessionTarget)
 			}
 			for _, n := range counts {
 				if ctx.Err() != nil {
@@ -291,14 +303,18 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 					log.Printf("%s: capacity %d: %s", s.name, n, pt.Stop)
 					continue
 				}
-				pt, err := capacityPoint(ctx, p, e, s, n)
+				budget := p.capBudget
+				if s.name == "baton-session" && n == p.SessionTarget {
+					budget = p.batonBudget
+				}
+				pt, err := capacityPoint(ctx, p, e, s, n, budget)
 				if err != nil {
 					fail("%s capacity %d: %v", s.name, n, err)
 					continue
 				}
 				res.Capacity[s.name] = append(res.Capacity[s.name], pt)
-				log.Printf("%s: capacity %d: held %d, server %d MiB (idle %d MiB), %.0f B/lock, %.1fs; %s",
-					s.name, n, pt.Held, pt.RSSKiB>>10, pt.IdleKiB>>10, pt.PerLockBytes, pt.Seconds, pt.Stop)
+				log.Printf("%s: capacity %d: held %d, server %d MiB (idle %d MiB), %.0f B/lock, %.1fs, client side +%d MiB; %s",
+					s.name, n, pt.Held, pt.RSSKiB>>10, pt.IdleKiB>>10, pt.PerLockBytes, pt.Seconds, pt.ClientKiB>>10, pt.Stop)
 			}
 		}
 		if slices.ContainsFunc(systems, func(s *system) bool { return s.name == "baton" }) && ctx.Err() == nil {
@@ -332,6 +348,15 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 // the floors are measured between its uncontended and handover cycles.
 func scenarios14(ctx context.Context, p *plan, self string, s *system, srv *server, echoAddr string, res *results, fail func(string, ...any)) {
 	var uFloors, hFloors *pairedFloors
+	if echoAddr != "" && s.name == sessionName {
+		if probe, closeProbe, err := twoRTTProbe(echoAddr); err == nil {
+			defer closeProbe()
+			uFloors = newPairedFloors(probe)
+		} else {
+			fail("floor probe: %v", err)
+		}
+		echoAddr = ""
+	}
 	if echoAddr != "" {
 		uFloors = newPairedFloors(connectProbe(echoAddr))
 		rtt, closeRTT, err1 := rttProbe(echoAddr, p.handoverSettle)
@@ -350,7 +375,11 @@ func scenarios14(ctx context.Context, p *plan, self string, s *system, srv *serv
 	} else {
 		res.Uncontended[s.name] = l
 		if f := uFloors.results(); f != nil {
-			res.Uncontended[floorName] = f[0]
+			if s.name == sessionName {
+				res.SessionFloor = f[0]
+			} else {
+				res.Uncontended[floorName] = f[0]
+			}
 		}
 	}
 	log.Printf("%s: handover ×%d", s.name, p.HandoverN)
@@ -390,13 +419,13 @@ func scenarios14(ctx context.Context, p *plan, self string, s *system, srv *serv
 	}
 }
 
-func capacityPoint(ctx context.Context, p *plan, e *env, s *system, n int) (*capPoint, error) {
-	log.Printf("%s: capacity, %d locks each held by its own session", s.name, n)
+func capacityPoint(ctx context.Context, p *plan, e *env, s *system, n int, budget time.Duration) (*capPoint, error) {
+	log.Printf("%s: capacity, %d locks", s.name, n)
 	srv, err := s.start(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	pt, teardown := capacity(ctx, s, srv, n, p.capBudget, p.MinAvailableMiB<<10)
+	pt, teardown := capacity(ctx, s, srv, n, budget, p.MinAvailableMiB<<10)
 	// Stop the server first (no polite goodbyes from 100,000 sessions),
 	// then drop the client side. The grace lets PostgreSQL remove its
 	// shared-memory segments, which a kill would leave in /dev/shm.

@@ -18,11 +18,14 @@ const etcdCapacityClients = 16
 
 func etcdSystem() *system {
 	return &system{
-		name:         "etcd",
-		client:       "go.etcd.io/etcd/client/v3/concurrency: Session (lease with keepalive) + Mutex.Lock/Unlock; each worker its own client and session",
-		start:        startEtcd,
-		dial:         dialEtcd,
-		capacityPool: etcdCapacityPool,
+		name:   "etcd",
+		client: "go.etcd.io/etcd/client/v3/concurrency: Session (lease with keepalive) + Mutex.Lock/Unlock; each worker its own client and session",
+		start:  startEtcd,
+		dial:   dialEtcd,
+		capacityPool: func(ctx context.Context, addr string, _ int) (func(context.Context) (locker, error), func(), int, error) {
+			d, c, err := etcdCapacityPool(ctx, addr)
+			return d, c, 0, err
+		},
 		// etcd raises any TTL below (3·election-ticks/2)·heartbeat,
 		// rounded up to whole seconds: 2s with the defaults. We start it
 		// with -election-timeout 500ms (5 ticks) so that 1s, the smallest

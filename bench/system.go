@@ -20,9 +20,15 @@ type system struct {
 	// would hold (a connection, a pool, a lease or a ZooKeeper session).
 	dial func(ctx context.Context, addr string, o clientOpts) (locker, error)
 	// capacityPool, if set, returns the dial used for the capacity
-	// scenario instead of dial (etcd multiplexes many sessions over a few
-	// gRPC connections, as one process holding many locks would).
-	capacityPool func(ctx context.Context, addr string) (dial func(ctx context.Context) (locker, error), closeAll func(), err error)
+	// scenario of n locks instead of dial (etcd multiplexes many sessions
+	// over a few gRPC connections, as one process holding many locks
+	// would; a baton version 2 session carries many claims). sessions is
+	// how many client sessions hold the n locks, 0 if each lock has its
+	// own.
+	capacityPool func(ctx context.Context, addr string, n int) (dial func(ctx context.Context) (locker, error), closeAll func(), sessions int, err error)
+	// capacityWorkers is how many goroutines take the capacity
+	// scenario's locks; 0 means 64.
+	capacityWorkers int
 
 	// deadLease is the smallest sensible lease, TTL or session timeout
 	// for the dead-holder scenario; 0 if the system has none.
@@ -97,7 +103,7 @@ func lockKey(name string) int64 {
 }
 
 func allSystems() []*system {
-	return []*system{batonSystem(), redisSystem(), etcdSystem(), postgresSystem(), zookeeperSystem()}
+	return []*system{batonSystem(), batonSessionSystem(), redisSystem(), etcdSystem(), postgresSystem(), zookeeperSystem()}
 }
 
 func systemByName(name string) (*system, error) {
