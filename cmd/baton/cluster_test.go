@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -253,6 +254,43 @@ func TestClusterKillNode(t *testing.T) {
 			c.Expect(protocol.TypeWaiting, 0)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// baton cluster status shows the dead member unreachable.
+	code, out, errOut := cli("cluster", "status", "--admin", live[0].admin)
+	t.Logf("baton cluster status:\n%s", out)
+	if code != 0 || !strings.Contains(out, "leader n") || strings.Count(out, "unreachable") != 1 ||
+		!strings.Contains(out, victim.id+" ") {
+		t.Fatalf("baton cluster status = %d, %q, %q: want the three members, one unreachable", code, out, errOut)
+	}
+	// Removing the dead node gives its names a live owner, which grants
+	// them only after the warm-up: the largest lease (2 s) plus 2 s.
+	if code, out, errOut := cli("cluster", "remove", "--admin", live[1].admin, victim.id); code != 0 {
+		t.Fatalf("baton cluster remove = %d, %q, %q", code, out, errOut)
+	}
+	removed := time.Now()
+	granted := -1
+	for granted < 0 {
+		if time.Since(removed) > 2*opstest.Timeout {
+			t.Fatalf("%s not granted within %v of the removal", deadName, 2*opstest.Timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+		for i, c := range waiters {
+			c.Heartbeat()
+			if f := c.Read(); f.Type == protocol.TypeAcquired {
+				granted = i
+			} else if f.Type != protocol.TypeWaiting {
+				t.Fatalf("waiter %d: %v", i, f)
+			}
+		}
+	}
+	d := time.Since(removed)
+	t.Logf("%s granted to the waiter via %s %v after the removal", deadName, live[granted].id, d)
+	if d < 3*time.Second {
+		t.Fatalf("%s granted %v after its owner's removal, before the warm-up of about 4 s", deadName, d)
+	}
+	if code, _, _ := cli("cluster", "remove", "--admin", live[0].admin, victim.id); code != exitAdminNotFound {
+		t.Errorf("removing %s again: exit %d, want %d (unknown member)", victim.id, code, exitAdminNotFound)
 	}
 }
 
