@@ -61,7 +61,7 @@ var Codes = []Code{
 // order: the version 1 codes whose meaning version 2 shares, then the
 // codes it adds.
 var CodesV2 = []Code{
-	CodeShuttingDown, CodeClosedByAdmin,
+	CodeShuttingDown, CodeClosedByAdmin, CodeNotOwner,
 	CodeUnsupportedVersion, CodeUnknownMessage, CodeEmptyName,
 	CodeInvalidName, CodeInvalidLease, CodeNotAuthorized,
 	CodeInvalidFrame, CodeFrameTooLong, CodeFirstNotHello,
@@ -80,7 +80,7 @@ func (c Code) Temporary() bool { return c < 0x10 }
 var (
 	ErrShuttingDown       = &codeError{CodeShuttingDown, "server shutting down"}
 	ErrClosedByAdmin      = &codeError{CodeClosedByAdmin, "closed by administrator"}
-	ErrNotOwner           = &codeError{CodeNotOwner, "this cluster node does not own the lock; retry"}
+	ErrNotOwner           = &codeError{CodeNotOwner, "not the owner"}
 	ErrUnsupportedVersion = &codeError{CodeUnsupportedVersion, "unsupported protocol version"}
 	ErrFirstNotAcquire    = &codeError{CodeFirstNotAcquire, "first message must be ACQUIRE"}
 	ErrDuplicateAcquire   = &codeError{CodeDuplicateAcquire, "duplicate ACQUIRE"}

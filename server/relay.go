@@ -74,9 +74,18 @@ type Route struct {
 
 // Router decides, for a cluster node, who serves a lock name. lease is
 // the client's lease (a node records the largest granted before it
-// grants); forwarded tells whether another node relayed the request.
+// grants; 0: already recorded); forwarded tells whether another node
+// relayed the request. Route is called with the server's table mutex held
+// for version 2 claims, with lease 0: it must not block.
+//
+// RecordLease records a version 2 session's lease before the session
+// opens (it may block); false refuses the session with ERROR 0x03.
+//
+// Version 2 claims are not relayed yet: a claim on a name this node does
+// not serve now is answered REFUSED 0x03 (retryable), never granted here.
 type Router interface {
 	Route(name string, lease time.Duration, forwarded bool) Route
+	RecordLease(lease time.Duration) bool
 }
 
 // holdRetry is how often a held connection asks its Router again.

@@ -179,6 +179,21 @@ func TestClusterThreeNodesContend(t *testing.T) {
 		}
 	}
 	conns[len(conns)-1].Close()
+
+	// Version 2 claims are not relayed yet: a claim on a name another
+	// node owns is refused with the retryable 0x03, never granted there;
+	// the owner grants it, above the version 1 tokens.
+	for _, via := range []string{"n2", "n3"} {
+		s := opstest.DialV2(t, nodes[via].addr, lease, "v2-"+via)
+		s.Claim(1, protocol.ModeExclusive, 0, name)
+		s.ExpectV2(protocol.TypeRefused, 1, protocol.CodeNotOwner)
+		s.Close()
+	}
+	s := opstest.DialV2(t, nodes["n1"].addr, lease, "v2-n1")
+	s.Claim(1, protocol.ModeExclusive, 0, name)
+	if f := s.ExpectV2(protocol.TypeGranted, 1, 0); f.Token <= prev {
+		t.Fatalf("version 2 token %#x after %#x: not increasing", f.Token, prev)
+	}
 }
 
 // checkEpochToken checks that tok is under the owner's committed epoch.

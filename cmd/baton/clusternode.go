@@ -145,6 +145,12 @@ func (c *clusterRuntime) Route(name string, lease time.Duration, forwarded bool)
 	return server.Route{Action: server.RouteHold}
 }
 
+// RecordLease implements server.Router for a version 2 session's lease.
+func (c *clusterRuntime) RecordLease(lease time.Duration) bool {
+	n := c.node.Load()
+	return n != nil && c.recordLease(n, lease)
+}
+
 // recordLease raises the cluster's largest lease before a grant that
 // exceeds it (the bound of a take-over's warm-up). It is a Raft write
 // only when a client asks for a longer lease than any before.
