@@ -60,6 +60,14 @@ clock does not step back. With -data-dir they come from a high-water mark
 synced to DIR/tokens before use and need no clock; a corrupt or unreadable
 file stops the server from starting.
 
+With -node-id the server is a node of a cluster (docs/cluster.md): the
+first node forms it with -bootstrap, the others -join the admin address
+of any member; each lock name has one owner node, and a node relays a
+version 1 connection for a name it does not own to the owner. Raft's
+state lives in DIR/cluster; tokens come from epochs committed through
+Raft; the member API shares the admin listener. A node restarted with
+its data directory rejoins by itself.
+
 Exit status: 0 after a graceful shutdown, 1 on a runtime failure (for
 example an address in use), 2 on a bad flag or environment variable.
 
