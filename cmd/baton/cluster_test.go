@@ -205,6 +205,40 @@ func TestClusterThreeNodesContend(t *testing.T) {
 	if m := relayed[len(relayed)/2]; m > 50*time.Millisecond {
 		t.Errorf("relayed acquire median %v, want well under 50ms on loopback", m)
 	}
+
+	// The metrics and probes of a cluster node.
+	for id, n := range nodes {
+		m := scrape(t, n.ops)
+		if m["baton_cluster_ring_version"] != 3 || m["baton_cluster_members"] != 3 {
+			t.Errorf("%s: ring version %v, members %v; want 3 and 3", id, m["baton_cluster_ring_version"], m["baton_cluster_members"])
+		}
+		if m[`baton_cluster_raft_state{state="Leader"}`]+m[`baton_cluster_raft_state{state="Follower"}`] != 1 {
+			t.Errorf("%s: raft state metrics %v", id, m)
+		}
+		resp, err := http.Get("http://" + n.ops + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: /readyz = %d, want 200", id, resp.StatusCode)
+		}
+	}
+	// n2 relayed clients 0 and 3, the probes of the latency run, and none
+	// is relayed now; n1 relayed nothing.
+	m := scrape(t, nodes["n2"].ops)
+	if got := m["baton_cluster_relayed_connections_total"]; got != 2+200 {
+		t.Errorf("n2 relayed %v connections, want 202", got)
+	}
+	for deadline := time.Now().Add(opstest.Timeout); m["baton_cluster_relayed_connections"] != 0; m = scrape(t, nodes["n2"].ops) {
+		if time.Now().After(deadline) {
+			t.Fatalf("n2 relays %v connections %v after every client closed, want 0", m["baton_cluster_relayed_connections"], opstest.Timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := scrape(t, nodes["n1"].ops)["baton_cluster_relayed_connections_total"]; got != 0 {
+		t.Errorf("n1, the owner, relayed %v connections, want 0", got)
+	}
 }
 
 // acquireLatency measures 200 uncontended acquires at addr, each of its
