@@ -125,6 +125,23 @@ func waitGrant(t *testing.T, addr, name string, lease time.Duration) (*opstest.C
 	}
 }
 
+// waitFree waits, bounded, until the owner's admin API shows name not
+// held: a client's hang-up reaches the owner a moment after Close.
+func waitFree(t *testing.T, owner *clusterProc, name string) {
+	t.Helper()
+	deadline := time.Now().Add(opstest.Timeout)
+	for {
+		code, out, errOut := cli("show", "--admin", owner.admin, name)
+		if code == exitAdminNotFound {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still held at %s after %v: %d %q %q", name, owner.id, opstest.Timeout, code, out, errOut)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // Clients connected to different nodes contend for one name: one holder
 // at a time, FIFO in arrival order at the owner, tokens strictly
 // increasing and under the owner's epoch.
@@ -137,6 +154,7 @@ func TestClusterThreeNodesContend(t *testing.T) {
 	for range 2 {
 		probe, _ := waitGrant(t, nodes["n1"].addr, name, lease)
 		probe.Close()
+		waitFree(t, nodes["n1"], name)
 	}
 	// Arrival order at the owner: each client is answered before the next
 	// connects.
@@ -299,6 +317,7 @@ func TestClusterKillNode(t *testing.T) {
 	for range 2 { // see TestClusterThreeNodesContend
 		probe, _ := waitGrant(t, live[0].addr, liveName, lease)
 		probe.Close()
+		waitFree(t, live[0], liveName)
 	}
 
 	start := time.Now()
@@ -324,6 +343,7 @@ func TestClusterKillNode(t *testing.T) {
 			t.Fatalf("%s owned by live %s, asked via %s after the kill: %v, want ACQUIRED", liveName, live[0].id, n.id, f)
 		}
 		c.Close()
+		waitFree(t, live[0], liveName)
 	}
 	// A new leader among the live nodes.
 	for _, n := range live {
