@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"net"
 	"sync"
 	"testing"
@@ -165,5 +166,24 @@ func TestRouteHoldSilent(t *testing.T) {
 	}
 	if d := time.Since(start); d < 250*time.Millisecond {
 		t.Fatalf("closed after %v, before the lease of 300ms", d)
+	}
+}
+
+// Shutting down a relaying node sends ERROR 0x01 to the client it relays
+// and closes the hop, so the owner releases the claim at once.
+func TestRelayShutdown(t *testing.T) {
+	owner, relay := startPair(t)
+	a := relay.dial(t)
+	a.mustOwn("x", longLease)
+	b := owner.dial(t)
+	b.mustWait("x", longLease)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- relay.Shutdown(ctx) }()
+	a.expectError(protocol.CodeShuttingDown)
+	b.expectAcquired()
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
 	}
 }
