@@ -245,9 +245,14 @@ func (s *session) holdFor(seen *time.Time, lease time.Duration) (locktable.Reaso
 	}
 }
 
+// dialTimeout bounds the opening of a hop: a held client's heartbeats
+// wait for it, so an owner that does not answer (a dead host) must not
+// keep them unanswered for long.
+const dialTimeout = time.Second
+
 // dialOwner opens the hop to an owner.
 func (srv *Server) dialOwner(addr string) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), srv.IOTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), min(srv.IOTimeout, dialTimeout))
 	defer cancel()
 	if srv.DialOwner != nil {
 		return srv.DialOwner(ctx, addr)
