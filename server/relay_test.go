@@ -187,3 +187,30 @@ func TestRelayShutdown(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 }
+
+// An owner whose host does not answer holds up a held client for at most
+// the hop's dial bound (1 s), not a whole io-timeout: the client is told
+// WAITING and its heartbeats are answered.
+func TestRelayDialBound(t *testing.T) {
+	ts := startServer(t, withIOTimeout(20*time.Second), func(s *server.Server) {
+		s.Router = &router{route: func(string, bool) server.Route {
+			return server.Route{Action: server.RouteForward, Addr: "127.0.0.1:1"}
+		}}
+		s.DialOwner = func(ctx context.Context, _ string) (net.Conn, error) {
+			<-ctx.Done() // a host that does not answer
+			return nil, ctx.Err()
+		}
+	})
+	a := ts.dial(t)
+	start := time.Now()
+	a.mustWrite(acquireFrame("x", longLease))
+	f, err := a.read(5 * time.Second)
+	if err != nil || f.Type != protocol.TypeWaiting {
+		t.Fatalf("held behind an unanswering owner: %v, %v after %v; want WAITING within 5s", f, err, time.Since(start))
+	}
+	t.Logf("WAITING after %v", time.Since(start))
+	a.sendHeartbeat()
+	if f, err := a.read(5 * time.Second); err != nil || f.Type != protocol.TypeWaiting {
+		t.Fatalf("heartbeat: %v, %v; want WAITING within 5s", f, err)
+	}
+}
