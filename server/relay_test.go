@@ -214,3 +214,46 @@ func TestRelayDialBound(t *testing.T) {
 		t.Fatalf("heartbeat: %v, %v; want WAITING within 5s", f, err)
 	}
 }
+
+// A held client is sent ERROR 0x01 by a shutdown, and nothing after it,
+// even while it keeps sending heartbeats.
+func TestRouteHoldShutdown(t *testing.T) {
+	ts := startServer(t, func(s *server.Server) {
+		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteHold} }}
+	})
+	a := ts.dial(t)
+	a.mustWait("x", longLease)
+	stop := make(chan struct{})
+	beats := make(chan struct{})
+	go func() { // heartbeats throughout the shutdown
+		defer close(beats)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				if a.sendHeartbeat() != nil {
+					return
+				}
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	go ts.Shutdown(ctx)
+	for {
+		f := a.mustRead()
+		if f.Type == protocol.TypeWaiting {
+			continue
+		}
+		if f.Type != protocol.TypeError || f.Code != protocol.CodeShuttingDown {
+			t.Fatalf("got %v, want WAITING frames then ERROR 0x01", f)
+		}
+		break
+	}
+	close(stop)
+	<-beats
+	if err := a.readEOF(waitLimit); err != nil {
+		t.Fatalf("after ERROR 0x01: %v", err)
+	}
+}
