@@ -14,8 +14,12 @@ type Code uint8
 
 // The error codes of protocol version 1.
 const (
-	CodeShuttingDown       Code = 0x01
-	CodeClosedByAdmin      Code = 0x02
+	CodeShuttingDown  Code = 0x01
+	CodeClosedByAdmin Code = 0x02
+	// CodeNotOwner is a cluster node's answer to a request another node
+	// relayed to it for a lock it does not own (their rings disagree for
+	// a moment): retry, with backoff, on any node. docs/cluster.md.
+	CodeNotOwner           Code = 0x03
 	CodeUnsupportedVersion Code = 0x10
 	CodeFirstNotAcquire    Code = 0x11
 	CodeDuplicateAcquire   Code = 0x12
@@ -47,7 +51,7 @@ const (
 // A version 1 server sends only these (and, where version 1 and version 2
 // claims meet on one name, CodeModeConflict; docs/protocol.md).
 var Codes = []Code{
-	CodeShuttingDown, CodeClosedByAdmin,
+	CodeShuttingDown, CodeClosedByAdmin, CodeNotOwner,
 	CodeUnsupportedVersion, CodeFirstNotAcquire, CodeDuplicateAcquire,
 	CodeUnknownMessage, CodeEmptyName, CodeNameTooLong, CodeInvalidName,
 	CodeInvalidLease, CodeNotAuthorized,
@@ -57,7 +61,7 @@ var Codes = []Code{
 // order: the version 1 codes whose meaning version 2 shares, then the
 // codes it adds.
 var CodesV2 = []Code{
-	CodeShuttingDown, CodeClosedByAdmin,
+	CodeShuttingDown, CodeClosedByAdmin, CodeNotOwner,
 	CodeUnsupportedVersion, CodeUnknownMessage, CodeEmptyName,
 	CodeInvalidName, CodeInvalidLease, CodeNotAuthorized,
 	CodeInvalidFrame, CodeFrameTooLong, CodeFirstNotHello,
@@ -76,6 +80,7 @@ func (c Code) Temporary() bool { return c < 0x10 }
 var (
 	ErrShuttingDown       = &codeError{CodeShuttingDown, "server shutting down"}
 	ErrClosedByAdmin      = &codeError{CodeClosedByAdmin, "closed by administrator"}
+	ErrNotOwner           = &codeError{CodeNotOwner, "not the owner"}
 	ErrUnsupportedVersion = &codeError{CodeUnsupportedVersion, "unsupported protocol version"}
 	ErrFirstNotAcquire    = &codeError{CodeFirstNotAcquire, "first message must be ACQUIRE"}
 	ErrDuplicateAcquire   = &codeError{CodeDuplicateAcquire, "duplicate ACQUIRE"}
@@ -112,7 +117,7 @@ var sentinels = map[Code]*codeError{}
 
 func init() {
 	for _, e := range []*codeError{
-		ErrShuttingDown, ErrClosedByAdmin, ErrUnsupportedVersion,
+		ErrShuttingDown, ErrClosedByAdmin, ErrNotOwner, ErrUnsupportedVersion,
 		ErrFirstNotAcquire, ErrDuplicateAcquire, ErrUnknownMessage,
 		ErrEmptyName, ErrNameTooLong, ErrInvalidName, ErrInvalidLease,
 		ErrNotAuthorized,

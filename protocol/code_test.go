@@ -22,6 +22,7 @@ type codeRow struct {
 var wantCodes = []codeRow{
 	{protocol.CodeShuttingDown, 0x01, protocol.ErrShuttingDown},
 	{protocol.CodeClosedByAdmin, 0x02, protocol.ErrClosedByAdmin},
+	{protocol.CodeNotOwner, 0x03, protocol.ErrNotOwner},
 	{protocol.CodeUnsupportedVersion, 0x10, protocol.ErrUnsupportedVersion},
 	{protocol.CodeFirstNotAcquire, 0x11, protocol.ErrFirstNotAcquire},
 	{protocol.CodeDuplicateAcquire, 0x12, protocol.ErrDuplicateAcquire},
@@ -55,6 +56,7 @@ func TestCodeValues(t *testing.T) {
 var wantCodesV2 = []codeRow{
 	{protocol.CodeShuttingDown, 0x01, protocol.ErrShuttingDown},
 	{protocol.CodeClosedByAdmin, 0x02, protocol.ErrClosedByAdmin},
+	{protocol.CodeNotOwner, 0x03, protocol.ErrNotOwner},
 	{protocol.CodeUnsupportedVersion, 0x10, protocol.ErrUnsupportedVersion},
 	{protocol.CodeUnknownMessage, 0x13, protocol.ErrUnknownMessage},
 	{protocol.CodeEmptyName, 0x14, protocol.ErrEmptyName},

@@ -62,6 +62,16 @@ type Server struct {
 	Observer Observer
 	// Logger receives the server's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Router, when set, makes the server a cluster node: it decides for
+	// every version 1 ACQUIRE whether this node serves the name, relays
+	// the connection to its owner or holds it (relay.go).
+	Router Router
+	// TrustHop tells whether a connection from addr may open with a hop
+	// header (a relaying member); nil trusts none.
+	TrustHop func(addr net.Addr) bool
+	// DialOwner opens a hop to an owner's protocol address; nil means
+	// plain TCP.
+	DialOwner func(ctx context.Context, addr string) (net.Conn, error)
 
 	// afterTableEntry, when set by a test, runs between an ACQUIRE's
 	// entry into the table and the reply to it, with the session's write
@@ -71,6 +81,8 @@ type Server struct {
 	// authGen counts Revoke calls; an ACQUIRE checked against the
 	// Authorizer before a Revoke is checked again when it enters the table.
 	authGen atomic.Uint64
+
+	relayed, relayedTotal atomic.Int64
 
 	initOnce   sync.Once
 	initErr    error

@@ -65,6 +65,10 @@ type session struct {
 	blocked time.Duration
 	wbuf    [readBatch * protocol.AcquiredLen]byte
 
+	// forwarded is set (under wmu, before the session enters the table)
+	// when another cluster node relayed this connection (hop header).
+	forwarded bool
+
 	// v2 is set (under wmu, before the session enters the table) when the
 	// connection opened with the version 2 preamble; nil for version 1.
 	v2 *v2conn
@@ -123,6 +127,14 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 	if _, err := io.ReadFull(s.conn, s.rbuf[:1]); err != nil {
 		return s.readFailure(err)
 	}
+	if s.rbuf[0] == hopMarker {
+		if err := s.acceptHop(); err != nil {
+			if errors.Is(err, errBadHop) {
+				return locktable.ReasonProtocolError, protocol.CodeUnknownMessage
+			}
+			return s.readFailure(err)
+		}
+	}
 	switch protocol.Type(s.rbuf[0]) {
 	case protocol.TypeAcquire:
 	case protocol.TypeHeartbeat:
@@ -149,6 +161,11 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 	gen := srv.authGen.Load()
 	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, req.Name) {
 		return s.denied(req.Name)
+	}
+	if srv.Router != nil {
+		if serve, reason, code := s.route(req); !serve {
+			return reason, code
+		}
 	}
 	deadline, err := s.acquire(req, gen)
 	if err != nil {
@@ -285,9 +302,12 @@ func (s *session) acquire(req protocol.Acquire, authGen uint64) (deadline time.T
 	if h := srv.afterTableEntry; h != nil {
 		h(s.peer.Addr)
 	}
+	told := s.state == locktable.Waiting // held by the Router: WAITING sent
 	s.state, s.token = st.State, st.Token
-	if err := s.writeStateLocked(); err != nil {
-		return time.Time{}, err
+	if !told || s.state != locktable.Waiting {
+		if err := s.writeStateLocked(); err != nil {
+			return time.Time{}, err
+		}
 	}
 	return st.Deadline, s.conn.SetReadDeadline(st.Deadline)
 }

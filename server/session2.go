@@ -241,6 +241,9 @@ func (s *session) openV2() (locktable.Reason, protocol.Code) {
 		readErr = s.readMore()
 	}
 
+	if r := srv.Router; r != nil && !r.RecordLease(hello.Lease()) {
+		return locktable.ReasonProtocolError, protocol.CodeNotOwner
+	}
 	srv.mu.Lock()
 	now := time.Now()
 	err := srv.table.Open(now, s.id, locktable.SessionParams{Lease: hello.Lease(), Peer: s.peer, Label: hello.Label})
@@ -352,6 +355,12 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		if ce != nil {
 			c, _ := protocol.CodeOf(ce.Err)
 			s.refuse(f, c)
+			continue
+		}
+		if r := srv.Router; r != nil && r.Route(f.Name, 0, false).Action != RouteServe {
+			// Not relayed yet (relay.go): refused, retryable, never
+			// granted on a node that does not serve the name now.
+			s.refuse(f, protocol.CodeNotOwner)
 			continue
 		}
 		if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, f.Name) {

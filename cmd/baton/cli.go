@@ -61,6 +61,11 @@ func cliCommands() []cliCommand {
 					args:  []cliArg{argDir},
 				})
 			}
+		case "cluster":
+			for _, sub := range clusterSubcommands {
+				cs := cliCommand{name: sub, flags: func() *flagSet { fs, _ := clusterFlags(sub, io.Discard); return fs }}
+				cc.subs = append(cc.subs, cs)
+			}
 		case "locks", "show", "lock", "release", "kick", "info":
 			name := c.name
 			if name == "lock" {

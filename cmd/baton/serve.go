@@ -63,6 +63,14 @@ clock does not step back. With -data-dir they come from a high-water mark
 synced to DIR/tokens before use and need no clock; a corrupt or unreadable
 file stops the server from starting.
 
+With -node-id the server is a node of a cluster (docs/cluster.md): the
+first node forms it with -bootstrap, the others -join the admin address
+of any member; each lock name has one owner node, and a node relays a
+version 1 connection for a name it does not own to the owner. Raft's
+state lives in DIR/cluster; tokens come from epochs committed through
+Raft; the member API shares the admin listener. A node restarted with
+its data directory rejoins by itself.
+
 Exit status: 0 after a graceful shutdown, 1 on a runtime failure (for
 example an address in use), 2 on a bad flag or environment variable.
 
@@ -91,6 +99,11 @@ type serveConfig struct {
 	httpMaxConns int
 	// auditStall bounds every wait for the audit writer.
 	auditStall time.Duration
+	// Cluster mode (docs/cluster.md): on when nodeID is set.
+	nodeID     string
+	raftListen string
+	bootstrap  bool
+	join       string
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -111,7 +124,11 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.tls.ClientCA, "tls-client-ca", "BATON_TLS_CLIENT_CA", "", "CA bundle (PEM); requires every client to present a certificate it signed (mutual TLS)")
 	fs.StringVar(&cfg.aclFile, "acl-file", "BATON_ACL_FILE", "", "access-control list (JSON) from client identities to lock names; requires -tls-client-ca")
 	fs.BoolVar(&cfg.aclRevokeHolders, "acl-revoke-holders", "BATON_ACL_REVOKE_HOLDERS", false, "on an ACL reload, also end holders the new rules refuse (waiters they refuse are always removed)")
-	fs.StringVar(&cfg.dataDir, "data-dir", "BATON_DATA_DIR", "", "directory for durable state (the fencing-token high-water mark, DIR/tokens); empty: tokens from the wall clock")
+	fs.StringVar(&cfg.dataDir, "data-dir", "BATON_DATA_DIR", "", "directory for durable state (the fencing-token high-water mark, DIR/tokens; a cluster node's Raft state, DIR/cluster); empty: tokens from the wall clock")
+	fs.StringVar(&cfg.nodeID, "node-id", "BATON_NODE_ID", "", "run as a cluster node with this stable id (needs -data-dir, -raft-listen, -admin-listen, and -bootstrap or -join the first time); empty: a single server")
+	fs.StringVar(&cfg.raftListen, "raft-listen", "BATON_RAFT_LISTEN_ADDRESS", "", "a cluster node's inter-node (Raft) address (host:port); keep it stable across restarts")
+	fs.BoolVar(&cfg.bootstrap, "bootstrap", "BATON_BOOTSTRAP", false, "form a new cluster of this node (ignored when the data directory already holds one)")
+	fs.StringVar(&cfg.join, "join", "BATON_JOIN", "", "join the cluster through the admin address (host:port) of any member; a node restarted from its data directory rejoins without it")
 	return fs, cfg
 }
 
@@ -153,11 +170,50 @@ func (c *serveConfig) validate(fs *flagSet) error {
 	case c.aclFile != "" && c.tls.ClientCA == "":
 		return fmt.Errorf("%s needs client identities: also give %s (mutual TLS)", opt("acl-file"), opt("tls-client-ca"))
 	}
+	if err := c.validateCluster(opt); err != nil {
+		return err
+	}
 	if _, err := ops.ParseLogLevel(c.logLevel); err != nil {
 		return fmt.Errorf("%s: %v", opt("log-level"), err)
 	}
 	if !slices.Contains(ops.LogFormats, c.logFormat) {
 		return fmt.Errorf("%s: unknown log format %q (want one of %s)", opt("log-format"), c.logFormat, strings.Join(ops.LogFormats, ", "))
+	}
+	return nil
+}
+
+// validateCluster checks the cluster flags.
+func (c *serveConfig) validateCluster(opt func(string) string) error {
+	if c.nodeID == "" {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"raft-listen", c.raftListen != ""}, {"bootstrap", c.bootstrap}, {"join", c.join != ""}} {
+			if f.set {
+				return fmt.Errorf("%s is for a cluster node: also give %s", opt(f.name), opt("node-id"))
+			}
+		}
+		return nil
+	}
+	switch {
+	case c.dataDir == "":
+		return fmt.Errorf("%s needs %s (the node's Raft state)", opt("node-id"), opt("data-dir"))
+	case c.raftListen == "":
+		return fmt.Errorf("%s needs %s (the inter-node address)", opt("node-id"), opt("raft-listen"))
+	case c.adminListen == "":
+		return fmt.Errorf("%s needs %s (members reach each other's member API there)", opt("node-id"), opt("admin-listen"))
+	case c.bootstrap && c.join != "":
+		return fmt.Errorf("%s and %s exclude each other", opt("bootstrap"), opt("join"))
+	case c.tls.Cert != "":
+		return fmt.Errorf("%s: a cluster node does not support TLS yet (mutual TLS between nodes is not yet available; docs/cluster.md)", opt("node-id"))
+	}
+	if _, _, err := net.SplitHostPort(c.raftListen); err != nil {
+		return fmt.Errorf("%s %q: want host:port: %v", opt("raft-listen"), c.raftListen, err)
+	}
+	if c.join != "" {
+		if _, _, err := net.SplitHostPort(c.join); err != nil {
+			return fmt.Errorf("%s %q: want host:port: %v", opt("join"), c.join, err)
+		}
 	}
 	return nil
 }
@@ -242,13 +298,21 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	srv := &server.Server{IOTimeout: cfg.ioTimeout, Logger: logger}
 	var observers server.Observers
 
-	tokens, closeTokens, err := openTokens(cfg.dataDir, logger)
-	if err != nil {
-		logger.Error("cannot start the fencing-token source", "data_dir", cfg.dataDir, "err", err)
-		return exitError
+	var cl *clusterRuntime
+	if cfg.nodeID != "" {
+		// A cluster node's tokens come from epochs committed through
+		// Raft (set below, once the node is open).
+		cl = newClusterRuntime(logger)
+		srv.Router, srv.TrustHop, srv.Tokens = cl, cl.trustHop, cl
+	} else {
+		tokens, closeTokens, err := openTokens(cfg.dataDir, logger)
+		if err != nil {
+			logger.Error("cannot start the fencing-token source", "data_dir", cfg.dataDir, "err", err)
+			return exitError
+		}
+		defer closeTokens()
+		srv.Tokens = tokens
 	}
-	defer closeTokens()
-	srv.Tokens = tokens
 
 	sec, err := loadSecurity(cfg)
 	if err != nil {
@@ -339,7 +403,13 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 			mcfg.AuditDropped, mcfg.AuditWaiting = auditLog.Dropped, auditLog.Waiting
 			checks = append(checks, auditLog.Stalled)
 		}
+		if cl != nil {
+			checks = append(checks, cl.readiness)
+		}
 		metrics := ops.NewMetrics(mcfg)
+		if cl != nil {
+			cl.register(metrics.Registry(), srv)
+		}
 		observers = append(observers, metrics)
 		startHTTP(l, ops.Handler(metrics, srv, checks...))
 	}
@@ -371,13 +441,30 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 					"acl_file", cfg.aclFile)
 			}
 		}
-		startHTTP(l, admin.Handler(acfg))
+		var h http.Handler = admin.Handler(acfg)
+		if cl != nil {
+			// The member API beside the admin API, on the same listener.
+			mux := http.NewServeMux()
+			mux.Handle("/cluster/", cl)
+			mux.Handle("/", h)
+			h = mux
+		}
+		startHTTP(l, h)
 	}
 	if env.observer != nil {
 		observers = append(observers, env.observer)
 	}
 	if len(observers) > 0 {
 		srv.Observer = observers
+	}
+
+	if cl != nil {
+		defer cl.shutdown()
+		if err := cl.start(ctx, cfg, addrs); err != nil {
+			logger.Error("cannot start the cluster node", "node_id", cfg.nodeID, "err", err)
+			closeListeners()
+			return exitError
+		}
 	}
 
 	serveErr := make(chan error, 1)

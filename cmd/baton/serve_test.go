@@ -328,6 +328,12 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"-ops-listen", "127.0.0.1:http"}, [2]string{}, "-ops-listen (BATON_OPS_LISTEN_ADDRESS)"},
 		{[]string{"-bogus"}, [2]string{}, "-bogus"},
 		{[]string{"extra"}, [2]string{}, `unexpected argument "extra"`},
+		{[]string{"-bootstrap"}, [2]string{}, "-bootstrap (BATON_BOOTSTRAP) is for a cluster node: also give -node-id (BATON_NODE_ID)"},
+		{nil, [2]string{"BATON_JOIN", "127.0.0.1:7072"}, "-join (BATON_JOIN) is for a cluster node"},
+		{[]string{"-node-id", "n1", "-raft-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"}, [2]string{}, "-node-id (BATON_NODE_ID) needs -data-dir (BATON_DATA_DIR)"},
+		{[]string{"-node-id", "n1", "-data-dir", "d", "-admin-listen", "127.0.0.1:0"}, [2]string{}, "needs -raft-listen (BATON_RAFT_LISTEN_ADDRESS)"},
+		{[]string{"-node-id", "n1", "-data-dir", "d", "-raft-listen", "127.0.0.1:0"}, [2]string{}, "needs -admin-listen"},
+		{[]string{"-node-id", "n1", "-data-dir", "d", "-raft-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-bootstrap", "-join", "127.0.0.1:1"}, [2]string{}, "exclude each other"},
 	} {
 		t.Run(strings.Join(tt.args, " ")+tt.env[0], func(t *testing.T) {
 			if tt.env[0] != "" {

@@ -1,0 +1,441 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/opstest"
+	"github.com/batonlock/baton/protocol"
+)
+
+// clusterProc is one 'baton serve' cluster node.
+type clusterProc struct {
+	*batonProc
+	id, addr, admin, ops string
+}
+
+// startNode starts node id with a temporary data directory; join is the
+// admin address to join through, or "" to bootstrap.
+func startNode(t *testing.T, id, join string) *clusterProc {
+	t.Helper()
+	args := []string{"-node-id", id, "-listen", "127.0.0.1:0", "-raft-listen", "127.0.0.1:0",
+		"-admin-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-data-dir", filepath.Join(t.TempDir(), id)}
+	if join == "" {
+		args = append(args, "-bootstrap")
+	} else {
+		args = append(args, "-join", join)
+	}
+	p := startBaton(t, args...)
+	rec := p.waitLog(t, "baton listening")
+	c := &clusterProc{batonProc: p, id: id}
+	c.addr, _ = rec["addr"].(string)
+	c.admin, _ = rec["admin_addr"].(string)
+	c.ops, _ = rec["ops_addr"].(string)
+	return c
+}
+
+// startCluster forms a cluster of three real processes: n1 bootstraps,
+// n2 joins through n1, n3 through n2 (a follower, which forwards it).
+func startCluster(t *testing.T) map[string]*clusterProc {
+	t.Helper()
+	n1 := startNode(t, "n1", "")
+	n2 := startNode(t, "n2", n1.admin)
+	n3 := startNode(t, "n3", n2.admin)
+	nodes := map[string]*clusterProc{"n1": n1, "n2": n2, "n3": n3}
+	for _, n := range nodes {
+		waitStatus(t, n, "a ring of 3", func(st cluster.Status) bool { return len(st.Ring) == 3 })
+	}
+	return nodes
+}
+
+// status reads a node's GET /cluster/v1/status.
+func status(t *testing.T, n *clusterProc) (cluster.Status, error) {
+	var st cluster.Status
+	resp, err := http.Get("http://" + n.admin + "/cluster/v1/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// waitStatus waits, bounded, until a node's status satisfies cond.
+func waitStatus(t *testing.T, n *clusterProc, what string, cond func(cluster.Status) bool) cluster.Status {
+	t.Helper()
+	deadline := time.Now().Add(2 * opstest.Timeout)
+	for {
+		st, err := status(t, n)
+		if err == nil && cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %s within %v: %+v (err %v)", n.id, what, 2*opstest.Timeout, st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// nameOwnedBy returns a lock name the ring of n1, n2, n3 gives to owner.
+func nameOwnedBy(t *testing.T, owner, prefix string) string {
+	t.Helper()
+	r := cluster.NewRing(0, []string{"n1", "n2", "n3"})
+	for i := range 1000 {
+		if name := fmt.Sprintf("%s-%d", prefix, i); r.Owner(name) == owner {
+			return name
+		}
+	}
+	t.Fatalf("no name for %s", owner)
+	return ""
+}
+
+// waitGrant acquires name at addr, heartbeating while it waits, until it
+// is granted: a node gates the names it took without their state (every
+// name, on a new cluster) for the largest lease plus 2 s after the ring
+// change (docs/cluster.md, "Fail closed").
+func waitGrant(t *testing.T, addr, name string, lease time.Duration) (*opstest.Conn, uint64) {
+	t.Helper()
+	start := time.Now()
+	c := opstest.Dial(t, addr)
+	c.Acquire(name, lease)
+	for {
+		f := c.Read()
+		switch {
+		case f.Type == protocol.TypeAcquired:
+			t.Logf("%s granted at %s after %v of warm-up", name, addr, time.Since(start))
+			return c, f.Token
+		case f.Type != protocol.TypeWaiting:
+			t.Fatalf("%s at %s: %v", name, addr, f)
+		case time.Since(start) > 2*opstest.Timeout:
+			t.Fatalf("%s at %s: not granted within %v", name, addr, 2*opstest.Timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+		c.Heartbeat()
+	}
+}
+
+// waitFree waits, bounded, until the owner's admin API shows name not
+// held: a client's hang-up reaches the owner a moment after Close.
+func waitFree(t *testing.T, owner *clusterProc, name string) {
+	t.Helper()
+	deadline := time.Now().Add(opstest.Timeout)
+	for {
+		code, out, errOut := cli("show", "--admin", owner.admin, name)
+		if code == exitAdminNotFound {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still held at %s after %v: %d %q %q", name, owner.id, opstest.Timeout, code, out, errOut)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Clients connected to different nodes contend for one name: one holder
+// at a time, FIFO in arrival order at the owner, tokens strictly
+// increasing and under the owner's epoch.
+func TestClusterThreeNodesContend(t *testing.T) {
+	nodes := startCluster(t)
+	name := nameOwnedBy(t, "n1", "contend")
+	const lease = 2 * time.Second
+	// Twice: the first grant records the lease as the cluster's largest,
+	// which lengthens the warm-up of the names the joins moved.
+	for range 2 {
+		probe, _ := waitGrant(t, nodes["n1"].addr, name, lease)
+		probe.Close()
+		waitFree(t, nodes["n1"], name)
+	}
+	// Arrival order at the owner: each client is answered before the next
+	// connects.
+	order := []string{"n2", "n3", "n1", "n2", "n3"}
+	var conns []*opstest.Conn
+	for i, via := range order {
+		c := opstest.Dial(t, nodes[via].addr)
+		c.Acquire(name, lease)
+		want := protocol.TypeWaiting
+		if i == 0 {
+			want = protocol.TypeAcquired
+		}
+		f := c.Read()
+		if f.Type != want {
+			t.Fatalf("client %d via %s: %v, want %v", i, via, f, want)
+		}
+		if i == 0 {
+			checkEpochToken(t, nodes["n1"], f.Token)
+		}
+		conns = append(conns, c)
+	}
+	// The first holder's token, again through a heartbeat.
+	conns[0].Heartbeat()
+	prev := conns[0].Expect(protocol.TypeAcquired, 0).Token
+	for i := 1; i < len(conns); i++ {
+		start := time.Now()
+		conns[i-1].Close()
+		f := conns[i].Read()
+		if f.Type != protocol.TypeAcquired {
+			t.Fatalf("client %d via %s after the release of %d: %v, want ACQUIRED (FIFO)", i, order[i], i-1, f)
+		}
+		t.Logf("client %d via %s promoted %v after the previous holder (via %s) hung up; token %#x", i, order[i], time.Since(start), order[i-1], f.Token)
+		if f.Token <= prev {
+			t.Fatalf("token %#x after %#x: not increasing", f.Token, prev)
+		}
+		prev = f.Token
+		// The others still wait: one holder at a time.
+		for j := i + 1; j < len(conns); j++ {
+			conns[j].Heartbeat()
+			conns[j].Expect(protocol.TypeWaiting, 0)
+		}
+	}
+	conns[len(conns)-1].Close()
+
+	// Version 2 claims are not relayed yet: a claim on a name another
+	// node owns is refused with the retryable 0x03, never granted there;
+	// the owner grants it, above the version 1 tokens.
+	for _, via := range []string{"n2", "n3"} {
+		s := opstest.DialV2(t, nodes[via].addr, lease, "v2-"+via)
+		s.Claim(1, protocol.ModeExclusive, 0, name)
+		s.ExpectV2(protocol.TypeRefused, 1, protocol.CodeNotOwner)
+		s.Close()
+	}
+	s := opstest.DialV2(t, nodes["n1"].addr, lease, "v2-n1")
+	s.Claim(1, protocol.ModeExclusive, 0, name)
+	if f := s.ExpectV2(protocol.TypeGranted, 1, 0); f.Token <= prev {
+		t.Fatalf("version 2 token %#x after %#x: not increasing", f.Token, prev)
+	}
+	s.Close()
+
+	// Latency of a version 1 acquire (connect, ACQUIRE, ACQUIRED, close),
+	// direct to the owner and relayed by another node.
+	direct := acquireLatency(t, nodes["n1"].addr, "n1", "direct", lease)
+	relayed := acquireLatency(t, nodes["n2"].addr, "n1", "relayed", lease)
+	t.Logf("acquire latency, direct: median %v, p90 %v; relayed: median %v, p90 %v", direct[len(direct)/2], direct[len(direct)*9/10], relayed[len(relayed)/2], relayed[len(relayed)*9/10])
+	if m := relayed[len(relayed)/2]; m > 50*time.Millisecond {
+		t.Errorf("relayed acquire median %v, want well under 50ms on loopback", m)
+	}
+
+	// The metrics and probes of a cluster node.
+	for id, n := range nodes {
+		m := scrape(t, n.ops)
+		if m["baton_cluster_ring_version"] != 3 || m["baton_cluster_members"] != 3 {
+			t.Errorf("%s: ring version %v, members %v; want 3 and 3", id, m["baton_cluster_ring_version"], m["baton_cluster_members"])
+		}
+		if m[`baton_cluster_raft_state{state="Leader"}`]+m[`baton_cluster_raft_state{state="Follower"}`] != 1 {
+			t.Errorf("%s: raft state metrics %v", id, m)
+		}
+		resp, err := http.Get("http://" + n.ops + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: /readyz = %d, want 200", id, resp.StatusCode)
+		}
+	}
+	// n2 relayed clients 0 and 3, the probes of the latency run, and none
+	// is relayed now; n1 relayed nothing.
+	m := scrape(t, nodes["n2"].ops)
+	if got := m["baton_cluster_relayed_connections_total"]; got != 2+200 {
+		t.Errorf("n2 relayed %v connections, want 202", got)
+	}
+	for deadline := time.Now().Add(opstest.Timeout); m["baton_cluster_relayed_connections"] != 0; m = scrape(t, nodes["n2"].ops) {
+		if time.Now().After(deadline) {
+			t.Fatalf("n2 relays %v connections %v after every client closed, want 0", m["baton_cluster_relayed_connections"], opstest.Timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := scrape(t, nodes["n1"].ops)["baton_cluster_relayed_connections_total"]; got != 0 {
+		t.Errorf("n1, the owner, relayed %v connections, want 0", got)
+	}
+}
+
+// acquireLatency measures 200 uncontended acquires at addr, each of its
+// own name owned by owner, on a new connection; it returns the durations
+// sorted.
+func acquireLatency(t *testing.T, addr, owner, prefix string, lease time.Duration) []time.Duration {
+	t.Helper()
+	r := cluster.NewRing(0, []string{"n1", "n2", "n3"})
+	var ds []time.Duration
+	for i := 0; len(ds) < 200 && i < 10000; i++ {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if r.Owner(name) != owner {
+			continue
+		}
+		start := time.Now()
+		c := opstest.Dial(t, addr)
+		c.Acquire(name, lease)
+		c.Expect(protocol.TypeAcquired, 0)
+		ds = append(ds, time.Since(start))
+		c.Close()
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+// checkEpochToken checks that tok is under the owner's committed epoch.
+func checkEpochToken(t *testing.T, owner *clusterProc, tok uint64) {
+	t.Helper()
+	st, err := status(t, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch, _ := cluster.SplitToken(tok)
+	if epoch == 0 || epoch != st.Epochs[owner.id] {
+		t.Fatalf("token %#x has epoch %d, want the owner's epoch %d", tok, epoch, st.Epochs[owner.id])
+	}
+}
+
+// kill -9 of one node (the leader): its names are granted nowhere else
+// (clients asking for them wait), the other nodes keep serving their own
+// names, directly and relayed, and the cluster elects a new leader.
+func TestClusterKillNode(t *testing.T) {
+	nodes := startCluster(t)
+	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
+	victim := nodes[st.Leader]
+	var live []*clusterProc
+	for _, n := range nodes {
+		if n != victim {
+			live = append(live, n)
+		}
+	}
+	const lease = 2 * time.Second
+	deadName := nameOwnedBy(t, victim.id, "dead")
+	liveName := nameOwnedBy(t, live[0].id, "live")
+
+	// Held by a client of the victim before the kill.
+	waitGrant(t, victim.addr, deadName, lease)
+	for range 2 { // see TestClusterThreeNodesContend
+		probe, _ := waitGrant(t, live[0].addr, liveName, lease)
+		probe.Close()
+		waitFree(t, live[0], liveName)
+	}
+
+	start := time.Now()
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.exited
+
+	// Its name, asked of either live node, waits and is not granted.
+	var waiters []*opstest.Conn
+	for _, n := range live {
+		c := opstest.Dial(t, n.addr)
+		c.Acquire(deadName, 30*time.Second) // outlives the leader election
+		c.Expect(protocol.TypeWaiting, 0)
+		waiters = append(waiters, c)
+	}
+	// The other nodes keep serving their own names, directly and relayed.
+	for _, n := range live {
+		c := opstest.Dial(t, n.addr)
+		c.Acquire(liveName, lease)
+		f := c.Read()
+		if f.Type != protocol.TypeAcquired {
+			t.Fatalf("%s owned by live %s, asked via %s after the kill: %v, want ACQUIRED", liveName, live[0].id, n.id, f)
+		}
+		c.Close()
+		waitFree(t, live[0], liveName)
+	}
+	// A new leader among the live nodes.
+	for _, n := range live {
+		st := waitStatus(t, n, "a new leader", func(st cluster.Status) bool { return st.Leader != "" && st.Leader != victim.id })
+		t.Logf("%s sees leader %s %v after the kill", n.id, st.Leader, time.Since(start))
+	}
+	// Still not granted, 1 s on: heartbeats answered WAITING.
+	for range 10 {
+		for _, c := range waiters {
+			c.Heartbeat()
+			c.Expect(protocol.TypeWaiting, 0)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// baton cluster status shows the dead member unreachable.
+	code, out, errOut := cli("cluster", "status", "--admin", live[0].admin)
+	t.Logf("baton cluster status:\n%s", out)
+	if code != 0 || !strings.Contains(out, "leader n") || strings.Count(out, "unreachable") != 1 ||
+		!strings.Contains(out, victim.id+" ") {
+		t.Fatalf("baton cluster status = %d, %q, %q: want the three members, one unreachable", code, out, errOut)
+	}
+	// Removing the dead node gives its names a live owner, which grants
+	// them only after the warm-up: the largest lease (2 s) plus 2 s.
+	if code, out, errOut := cli("cluster", "remove", "--admin", live[1].admin, victim.id); code != 0 {
+		t.Fatalf("baton cluster remove = %d, %q, %q", code, out, errOut)
+	}
+	removed := time.Now()
+	granted := -1
+	for granted < 0 {
+		if time.Since(removed) > 2*opstest.Timeout {
+			t.Fatalf("%s not granted within %v of the removal", deadName, 2*opstest.Timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+		for i, c := range waiters {
+			c.Heartbeat()
+			if f := c.Read(); f.Type == protocol.TypeAcquired {
+				granted = i
+			} else if f.Type != protocol.TypeWaiting {
+				t.Fatalf("waiter %d: %v", i, f)
+			}
+		}
+	}
+	d := time.Since(removed)
+	t.Logf("%s granted to the waiter via %s %v after the removal", deadName, live[granted].id, d)
+	if d < 3*time.Second {
+		t.Fatalf("%s granted %v after its owner's removal, before the warm-up of about 4 s", deadName, d)
+	}
+	if code, _, _ := cli("cluster", "remove", "--admin", live[0].admin, victim.id); code != exitAdminNotFound {
+		t.Errorf("removing %s again: exit %d, want %d (unknown member)", victim.id, code, exitAdminNotFound)
+	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// A node restarted from its data directory rejoins by itself (no
+// -bootstrap, no -join) and issues tokens above those of its previous
+// run, under a fresh epoch, with no use of the wall clock.
+func TestClusterRestartRejoins(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "n1")
+	raftAddr := freeAddr(t)
+	args := func(extra ...string) []string {
+		return append([]string{"-node-id", "n1", "-listen", "127.0.0.1:0", "-raft-listen", raftAddr,
+			"-admin-listen", "127.0.0.1:0", "-data-dir", dir}, extra...)
+	}
+	p := startBaton(t, args("-bootstrap")...)
+	addr, _ := p.waitLog(t, "baton listening")["addr"].(string)
+	c, tok1 := waitGrant(t, addr, "r", time.Second)
+	c.Close()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+
+	p = startBaton(t, args()...)
+	p.waitLog(t, "rejoining the cluster from the data directory")
+	addr, _ = p.waitLog(t, "baton listening")["addr"].(string)
+	c, tok2 := waitGrant(t, addr, "r", time.Second)
+	c.Close()
+	e1, _ := cluster.SplitToken(tok1)
+	e2, _ := cluster.SplitToken(tok2)
+	t.Logf("tokens %#x (epoch %d) before the restart, %#x (epoch %d) after", tok1, e1, tok2, e2)
+	if tok2 <= tok1 || e2 <= e1 {
+		t.Fatalf("token %#x after the restart is not above %#x under a fresh epoch", tok2, tok1)
+	}
+}

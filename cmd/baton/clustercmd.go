@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/batonlock/baton/cluster"
+)
+
+// 'baton cluster': the cluster's members and their health, and the
+// removal of members, over the member API a cluster node serves on its
+// admin listener (docs/cluster.md).
+
+const clusterSynopsis = "baton cluster status|leave|remove [flags] [ID]"
+
+const clusterHelp = `
+Subcommands, each asking the node whose admin API is --admin:
+
+  status       the cluster as that node sees it: leader, ring version, and
+               per member its addresses, state, and health (its own Raft
+               state and applied ring version, asked of it directly;
+               "unreachable" when it does not answer)
+  leave        the node at --admin leaves the cluster (planned): out of
+               the ring and of Raft; it keeps running, relaying to the
+               remaining members
+  remove ID    remove member ID: how a dead node's names get a live owner
+               again (until then they are granted nowhere); a live node's
+               claims on them are not handed over (not yet available)
+
+A node joins with 'baton serve -node-id ID -join ADDR'; a joining command
+is not yet available.
+
+Exit status: 0 on success, 1 on a failure, 2 on bad usage, 3 for an
+unknown member.
+`
+
+// clusterSubcommands are the subcommands of 'baton cluster'.
+var clusterSubcommands = []string{"status", "leave", "remove"}
+
+type clusterCmdConfig struct {
+	addr    string
+	json    bool
+	timeout time.Duration
+}
+
+func clusterFlags(sub string, stderr io.Writer) (*flagSet, *clusterCmdConfig) {
+	cfg := &clusterCmdConfig{}
+	fs := newFlagSet("baton cluster "+sub, clusterSynopsis, stderr)
+	fs.StringVar(&cfg.addr, "admin", "BATON_ADMIN_ADDRESS", defaultAdminAddr, "admin API of a cluster node: host:port")
+	fs.DurationVar(&cfg.timeout, "timeout", "BATON_ADMIN_TIMEOUT", 10*time.Second, "give up on the request after this long")
+	if sub == "status" {
+		fs.BoolVar(&cfg.json, "json", "BATON_JSON", false, "print the node's JSON status instead of a table")
+	}
+	return fs, cfg
+}
+
+func runCluster(args []string, stdout, stderr io.Writer) int {
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "baton cluster: "+format+"\n", a...)
+		fmt.Fprintf(stderr, "Usage: %s\nRun 'baton cluster -h' for more.\n", clusterSynopsis)
+		return exitUsage
+	}
+	if len(args) == 0 {
+		return usage("missing subcommand")
+	}
+	sub := args[0]
+	switch sub {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintf(stdout, "Usage: %s\n%s", clusterSynopsis, clusterHelp)
+		return exitOK
+	case "status", "leave", "remove":
+	default:
+		return usage("unknown subcommand %q", sub)
+	}
+	fs, cfg := clusterFlags(sub, stderr)
+	if code := fs.parseOrExit(args[1:], stdout, stderr); code >= 0 {
+		if code == exitOK {
+			fmt.Fprint(stdout, clusterHelp)
+		}
+		return code
+	}
+	pos := fs.Args()
+	want := 0
+	if sub == "remove" {
+		want = 1
+	}
+	switch {
+	case len(pos) < want:
+		return usage("missing ID")
+	case len(pos) > want:
+		return usage("unexpected argument %q", pos[want])
+	case cfg.timeout <= 0:
+		return usage("--timeout must be positive, got %v", cfg.timeout)
+	}
+	if err := checkHostPort(cfg.addr); err != nil {
+		return usage("--admin: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	defer cancel()
+	var err error
+	switch sub {
+	case "status":
+		err = clusterStatus(ctx, cfg, stdout)
+	case "leave":
+		var st cluster.Status
+		if st, err = getClusterStatus(ctx, cfg.addr); err == nil {
+			err = postCluster(ctx, cfg.addr, "/cluster/v1/remove", map[string]any{"id": st.ID, "planned": true})
+			if err == nil {
+				fmt.Fprintf(stdout, "%s left the cluster\n", st.ID)
+			}
+		}
+	case "remove":
+		err = postCluster(ctx, cfg.addr, "/cluster/v1/remove", map[string]any{"id": pos[0]})
+		if err == nil {
+			fmt.Fprintf(stdout, "%s removed from the cluster\n", pos[0])
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "baton cluster %s: %v\n", sub, err)
+		if he, ok := err.(*clusterHTTPError); ok && he.status == http.StatusNotFound {
+			return exitAdminNotFound
+		}
+		return exitError
+	}
+	return exitOK
+}
+
+// clusterHTTPError is a member API error answer.
+type clusterHTTPError struct {
+	status int
+	msg    string
+}
+
+func (e *clusterHTTPError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.msg, e.status) }
+
+func clusterDo(ctx context.Context, method, addr, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		if resp.StatusCode == http.StatusNotFound && e.Error == "404 page not found" {
+			e.Error = "no member API at this address: is it the admin listener of a cluster node (baton serve -node-id)?"
+		}
+		return &clusterHTTPError{status: resp.StatusCode, msg: e.Error}
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func getClusterStatus(ctx context.Context, addr string) (cluster.Status, error) {
+	var st cluster.Status
+	err := clusterDo(ctx, http.MethodGet, addr, "/cluster/v1/status", nil, &st)
+	return st, err
+}
+
+func postCluster(ctx context.Context, addr, path string, body any) error {
+	return clusterDo(ctx, http.MethodPost, addr, path, body, nil)
+}
+
+// clusterStatus prints the view of the node at cfg.addr, with each
+// member's own Raft state and applied ring version.
+func clusterStatus(ctx context.Context, cfg *clusterCmdConfig, out io.Writer) error {
+	st, err := getClusterStatus(ctx, cfg.addr)
+	if err != nil {
+		return err
+	}
+	if cfg.json {
+		return printJSON(out, st)
+	}
+	fmt.Fprintf(out, "node %s (asked), leader %s, ring version %d (%s)\n\n", st.ID, cell(st.Leader), st.AppliedRingVersion, strings.Join(st.Ring, " "))
+	members := st.Members
+	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
+	tw := newTable(out)
+	fmt.Fprintln(tw, "ID\tSTATE\tPROTOCOL\tADMIN\tRAFT\tHEALTH")
+	for _, m := range members {
+		health := "unreachable"
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if ms, err := getClusterStatus(mctx, m.AdminAddr); err == nil {
+			health = fmt.Sprintf("%s, ring %d, epoch %d", ms.RaftState, ms.AppliedRingVersion, ms.Epochs[m.ID])
+		}
+		cancel()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.State, cell(m.ProtocolAddr), cell(m.AdminAddr), cell(m.RaftAddr), health)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/server"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// clusterDir is the subdirectory of -data-dir that holds a cluster node's
+// Raft log, stable store and snapshots, apart from the token store's
+// DIR/tokens (which a cluster node does not use: its tokens come from
+// epochs committed through Raft).
+const clusterDir = "cluster"
+
+// startupEpochTimeout bounds a node's wait, at start, for its first token
+// epoch (which needs a leader).
+const startupEpochTimeout = time.Minute
+
+// clusterRuntime is a cluster node as 'baton serve' runs it: the member
+// API on the admin listener, the Router of the server, the readiness
+// check and the metrics. Its node is set once the listeners are bound.
+type clusterRuntime struct {
+	logger  *slog.Logger
+	node    atomic.Pointer[cluster.Node]
+	handler atomic.Pointer[http.Handler]
+	// ready is set once the node has committed its first epoch.
+	ready atomic.Bool
+	// maxLease is the largest lease this node knows the cluster has
+	// recorded; a grant with a longer one raises it through Raft first.
+	maxLease atomic.Int64
+	leaseMu  sync.Mutex
+	// epochBusy makes one background AcquireEpoch at a time.
+	epochBusy atomic.Bool
+	done      chan struct{}
+}
+
+func newClusterRuntime(logger *slog.Logger) *clusterRuntime {
+	return &clusterRuntime{logger: logger, done: make(chan struct{})}
+}
+
+// ServeHTTP serves the member API (cluster.Node.Handler) once the node
+// is open; 503 before, so a peer retries.
+func (c *clusterRuntime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := c.handler.Load()
+	if h == nil {
+		http.Error(w, `{"error":"cluster node starting"}`, http.StatusServiceUnavailable)
+		return
+	}
+	(*h).ServeHTTP(w, r)
+}
+
+// start opens the node (rejoining by itself from its data directory),
+// bootstraps or joins as asked, and commits the node's first epoch.
+func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serveAddrs) error {
+	n, err := cluster.Open(cluster.Config{
+		ID:           cfg.nodeID,
+		RaftAddr:     cfg.raftListen,
+		ProtocolAddr: addrs.protocol,
+		AdminAddr:    addrs.admin,
+		DataDir:      filepath.Join(cfg.dataDir, clusterDir),
+		Logger:       c.logger,
+	})
+	if err != nil {
+		return err
+	}
+	c.node.Store(n)
+	h := n.Handler()
+	c.handler.Store(&h)
+	switch {
+	case cfg.bootstrap && !n.Restarted():
+		if err := n.Bootstrap(ctx); err != nil {
+			return err
+		}
+		c.logger.Info("formed a new cluster", "node_id", cfg.nodeID)
+	case cfg.join != "":
+		// A restarted node joins again only to record its addresses,
+		// which may have changed; its place in the ring stays.
+		if err := n.Join(ctx, cfg.join); err != nil {
+			return err
+		}
+		c.logger.Info("joined the cluster", "via", cfg.join, "restarted", n.Restarted())
+	case n.Restarted():
+		c.logger.Info("rejoining the cluster from the data directory", "dir", filepath.Join(cfg.dataDir, clusterDir))
+	}
+	ectx, cancel := context.WithTimeout(ctx, startupEpochTimeout)
+	defer cancel()
+	epoch, err := n.AcquireEpoch(ectx)
+	if err != nil {
+		return fmt.Errorf("committing the first token epoch: %w", err)
+	}
+	c.maxLease.Store(int64(n.Metadata().MaxLease))
+	c.ready.Store(true)
+	c.logger.Info("cluster node serving", "node_id", cfg.nodeID, "epoch", epoch, "ring_version", n.AppliedRingVersion())
+	return nil
+}
+
+// shutdown stops Raft (the node stays a member: restarted with its data
+// directory it rejoins by itself).
+func (c *clusterRuntime) shutdown() {
+	close(c.done)
+	if n := c.node.Load(); n != nil {
+		if err := n.Shutdown(); err != nil {
+			c.logger.Warn("cluster node shutdown", "err", err)
+		}
+	}
+}
+
+// Next implements locktable.TokenSource: the node's epoch tokens. The
+// server asks for one only when Route said serve, which it says only
+// once the node is open and has committed an epoch.
+func (c *clusterRuntime) Next() uint64 { return c.node.Load().Tokens().Next() }
+
+// Route implements server.Router on cluster.Node.Route.
+func (c *clusterRuntime) Route(name string, lease time.Duration, forwarded bool) server.Route {
+	n := c.node.Load()
+	if n == nil || !c.ready.Load() {
+		return server.Route{Action: server.RouteHold}
+	}
+	d := n.Route(name, forwarded, time.Now())
+	switch d.Action {
+	case cluster.Serve:
+		if !c.recordLease(n, lease) {
+			return server.Route{Action: server.RouteHold}
+		}
+		return server.Route{Action: server.RouteServe}
+	case cluster.Forward:
+		return server.Route{Action: server.RouteForward, Addr: d.Owner.ProtocolAddr}
+	case cluster.NotOwner:
+		return server.Route{Action: server.RouteNotOwner}
+	case cluster.NotReady:
+		c.renewEpoch(n)
+	}
+	// Queue (warming up), NotReady, NoOwner: nothing is granted here now.
+	return server.Route{Action: server.RouteHold}
+}
+
+// RecordLease implements server.Router for a version 2 session's lease.
+func (c *clusterRuntime) RecordLease(lease time.Duration) bool {
+	n := c.node.Load()
+	return n != nil && c.recordLease(n, lease)
+}
+
+// recordLease raises the cluster's largest lease before a grant that
+// exceeds it (the bound of a take-over's warm-up). It is a Raft write
+// only when a client asks for a longer lease than any before.
+func (c *clusterRuntime) recordLease(n *cluster.Node, lease time.Duration) bool {
+	if int64(lease) <= c.maxLease.Load() {
+		return true
+	}
+	c.leaseMu.Lock()
+	defer c.leaseMu.Unlock()
+	if int64(lease) <= c.maxLease.Load() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.RaiseLease(ctx, lease); err != nil {
+		c.logger.Warn("cannot record a longer lease in the cluster; holding the claim", "lease", lease, "err", err)
+		return false
+	}
+	c.maxLease.Store(int64(lease))
+	return true
+}
+
+// renewEpoch commits a fresh epoch in the background (a ring change gave
+// this node names), one at a time.
+func (c *clusterRuntime) renewEpoch(n *cluster.Node) {
+	if !c.epochBusy.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer c.epochBusy.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		go func() {
+			select {
+			case <-c.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if e, err := n.AcquireEpoch(ctx); err != nil {
+			c.logger.Warn("cannot commit a fresh token epoch; names gained stay held", "err", err)
+		} else {
+			c.logger.Info("fresh token epoch for names gained", "epoch", e)
+		}
+	}()
+}
+
+// trustHop lets a connection open with a hop header only from the host of
+// a member's protocol or Raft address.
+func (c *clusterRuntime) trustHop(addr net.Addr) bool {
+	n := c.node.Load()
+	tcp, ok := addr.(*net.TCPAddr)
+	if n == nil || !ok {
+		return false
+	}
+	for _, m := range n.Members() {
+		for _, a := range []string{m.ProtocolAddr, m.RaftAddr} {
+			host, _, err := net.SplitHostPort(a)
+			if err != nil {
+				continue
+			}
+			if ip := net.ParseIP(host); ip != nil && ip.Equal(tcp.IP) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// errNotReady is the readiness check's answer before the first epoch.
+var errNotReady = errors.New("cluster node has not committed its token epoch (no ring applied yet)")
+
+// readiness is a /readyz check: not ready before the node has committed
+// its first epoch (which it does only after applying the Raft log up to
+// it: the latest ring), nor while it knows no leader.
+func (c *clusterRuntime) readiness() error {
+	n := c.node.Load()
+	if n == nil || !c.ready.Load() {
+		return errNotReady
+	}
+	if _, ok := n.Leader(); !ok {
+		return errors.New("cluster node knows no leader")
+	}
+	return nil
+}
+
+// raftStates are the values of baton_cluster_raft_state's state label.
+var raftStates = []string{"Follower", "Candidate", "Leader", "Shutdown"}
+
+// register adds the cluster metrics to reg.
+func (c *clusterRuntime) register(reg *prometheus.Registry, srv *server.Server) {
+	status := func() (cluster.Status, bool) {
+		n := c.node.Load()
+		if n == nil {
+			return cluster.Status{}, false
+		}
+		return n.Status(), true
+	}
+	for _, s := range raftStates {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "baton_cluster_raft_state",
+			Help:        "1 for this node's current Raft state, 0 for the others.",
+			ConstLabels: prometheus.Labels{"state": s},
+		}, func() float64 {
+			if st, ok := status(); ok && st.RaftState == s {
+				return 1
+			}
+			return 0
+		}))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "baton_cluster_ring_version",
+		Help: "The version of the ring this node has applied.",
+	}, func() float64 {
+		if n := c.node.Load(); n != nil {
+			return float64(n.AppliedRingVersion())
+		}
+		return 0
+	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "baton_cluster_members",
+		Help: "Members of the cluster in this node's applied state.",
+	}, func() float64 {
+		if st, ok := status(); ok {
+			return float64(len(st.Members))
+		}
+		return 0
+	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "baton_cluster_relayed_connections",
+		Help: "Version 1 connections this node relays to the owner of their lock now.",
+	}, func() float64 { n, _ := srv.Relayed(); return float64(n) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "baton_cluster_relayed_connections_total",
+		Help: "Version 1 connections this node has relayed to the owner of their lock.",
+	}, func() float64 { _, t := srv.Relayed(); return float64(t) }))
+}

@@ -1,0 +1,377 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Cluster routing of version 1 connections (docs/cluster.md).
+//
+// A server with a Router asks it, for every ACQUIRE, what to do with the
+// lock name: serve it here, relay the connection one hop to the node that
+// owns the name, hold it (answer WAITING and ask again: the owner is
+// warming up, not ready or cannot be reached; nothing is granted
+// elsewhere), or refuse a relayed request for a name this node does not
+// own with ERROR 0x03.
+//
+// The relaying node opens a connection to the owner's protocol address,
+// sends the hop header, then the client's ACQUIRE, and from then on copies
+// bytes both ways: the owner sees the client's heartbeats and silence, so
+// it ends the claim exactly when it would end a direct one (the client's
+// connection closes: the relay closes the hop, the claim is released at
+// once; the client falls silent: the owner's lease expires and it closes
+// the hop, the relay the client's connection).
+//
+// The hop header, sent only by a relaying node, before the ACQUIRE:
+//
+//	0x7e                hop marker (no protocol frame type starts with it)
+//	0x01                hop header version
+//	u8  n, n bytes      the client's address as the relaying node saw it
+//	u16 m, m bytes      the client's TLS identity (empty without one)
+//
+// The owner uses both for the ACL, audit and the admin API, and treats the
+// request as forwarded: it never relays it again.
+
+// hopMarker is the first byte of a hop header.
+const hopMarker = 0x7e
+
+// hopVersion is the version of the hop header.
+const hopVersion = 1
+
+// RouteAction is a Router's answer.
+type RouteAction int
+
+// Route actions.
+const (
+	// RouteServe: this node owns the name and grants it.
+	RouteServe RouteAction = iota
+	// RouteHold: the name must not be granted now (its owner is warming
+	// up or not ready); answer WAITING and ask again shortly.
+	RouteHold
+	// RouteForward: relay the connection to Route.Addr, the owner's
+	// protocol address; if it cannot be reached, hold.
+	RouteForward
+	// RouteNotOwner: a relayed request for a name this node does not own:
+	// answer ERROR 0x03 (retryable), never relay again.
+	RouteNotOwner
+)
+
+// Route is a Router's decision for one lock name.
+type Route struct {
+	Action RouteAction
+	Addr   string // RouteForward: the owner's protocol address
+}
+
+// Router decides, for a cluster node, who serves a lock name. lease is
+// the client's lease (a node records the largest granted before it
+// grants; 0: already recorded); forwarded tells whether another node
+// relayed the request. Route is called with the server's table mutex held
+// for version 2 claims, with lease 0: it must not block.
+//
+// RecordLease records a version 2 session's lease before the session
+// opens (it may block); false refuses the session with ERROR 0x03.
+//
+// Version 2 claims are not relayed yet: a claim on a name this node does
+// not serve now is answered REFUSED 0x03 (retryable), never granted here.
+type Router interface {
+	Route(name string, lease time.Duration, forwarded bool) Route
+	RecordLease(lease time.Duration) bool
+}
+
+// holdRetry is how often a held connection asks its Router again.
+const holdRetry = 100 * time.Millisecond
+
+// AppendHop appends a hop header carrying the client's address and TLS
+// identity to b. Addresses longer than 255 bytes and identities longer
+// than 65535 bytes are cut.
+func AppendHop(b []byte, addr, identity string) []byte {
+	addr = addr[:min(len(addr), 255)]
+	identity = identity[:min(len(identity), 65535)]
+	b = append(b, hopMarker, hopVersion, byte(len(addr)))
+	b = append(b, addr...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(identity)))
+	return append(b, identity...)
+}
+
+// errBadHop is returned for a malformed hop header or one from a peer the
+// server does not trust.
+var errBadHop = errors.New("server: malformed or untrusted hop header")
+
+// readHop reads a hop header whose marker byte has been read.
+func readHop(r io.Reader) (addr, identity string, err error) {
+	var h [2]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return "", "", err
+	}
+	if h[0] != hopVersion {
+		return "", "", errBadHop
+	}
+	a := make([]byte, h[1])
+	if _, err := io.ReadFull(r, a); err != nil {
+		return "", "", err
+	}
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return "", "", err
+	}
+	id := make([]byte, binary.BigEndian.Uint16(h[:]))
+	if _, err := io.ReadFull(r, id); err != nil {
+		return "", "", err
+	}
+	return string(a), string(id), nil
+}
+
+// acceptHop handles a connection that opened with the hop marker: it
+// checks that the peer may relay, reads the header and takes on the
+// client's address and identity. It returns the first byte after it.
+func (s *session) acceptHop() error {
+	srv := s.srv
+	if srv.Router == nil || srv.TrustHop == nil || !srv.TrustHop(s.conn.RemoteAddr()) {
+		srv.Logger.Info("hop header from a peer that may not relay", "remote_addr", s.peer.Addr)
+		return errBadHop
+	}
+	addr, id, err := readHop(s.conn)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	s.peer.Addr, s.peer.Identity = addr, id
+	s.forwarded = true
+	s.wmu.Unlock()
+	_, err = io.ReadFull(s.conn, s.rbuf[:1])
+	return err
+}
+
+// route asks the Router what to do with req until it says serve, relays
+// or refuses. It returns serve=true when the claim is to enter this
+// node's table; otherwise the session is over with reason and code.
+func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reason, code protocol.Code) {
+	srv := s.srv
+	var seen time.Time // when the client was last heard from, while held
+	for attempt := 0; ; attempt++ {
+		if srv.inShutdown.Load() {
+			return false, locktable.ReasonShutdown, protocol.CodeShuttingDown
+		}
+		r := srv.Router.Route(req.Name, req.Lease(), s.forwarded)
+		switch r.Action {
+		case RouteServe:
+			return true, 0, 0
+		case RouteNotOwner:
+			srv.Logger.Info("relayed ACQUIRE for a lock this node does not own", "lock", req.Name, "remote_addr", s.peer.Addr)
+			return false, locktable.ReasonProtocolError, protocol.CodeNotOwner
+		case RouteForward:
+			up, err := srv.dialOwner(r.Addr)
+			if err == nil {
+				reason, code := s.relay(up, req)
+				return false, reason, code
+			}
+			if attempt == 0 || attempt%50 == 0 {
+				srv.Logger.Warn("cannot reach the owner of a lock; holding the claim", "lock", req.Name, "owner_addr", r.Addr, "err", err)
+			}
+		}
+		// Hold: WAITING once, then answer heartbeats with WAITING, and
+		// ask again every holdRetry, ending the connection when the
+		// client is silent for its lease.
+		if seen.IsZero() {
+			seen = time.Now()
+			s.wmu.Lock()
+			s.state = locktable.Waiting
+			err := s.writeStateLocked()
+			s.wmu.Unlock()
+			if err != nil {
+				return false, writeFailureReason(err), 0
+			}
+		}
+		if reason, code, done := s.holdFor(&seen, req.Lease()); done {
+			return false, reason, code
+		}
+	}
+}
+
+// holdFor reads heartbeats for up to holdRetry, answering each WAITING.
+func (s *session) holdFor(seen *time.Time, lease time.Duration) (locktable.Reason, protocol.Code, bool) {
+	until := time.Now().Add(holdRetry)
+	for {
+		d := until
+		if e := seen.Add(lease); e.Before(d) {
+			d = e
+		}
+		s.conn.SetReadDeadline(d)
+		n, err := s.conn.Read(s.rbuf[:])
+		if s.closing.Load() {
+			return ended, 0, true
+		}
+		for i := range n {
+			if protocol.Type(s.rbuf[i]) != protocol.TypeHeartbeat {
+				if protocol.Type(s.rbuf[i]) == protocol.TypeAcquire {
+					return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire, true
+				}
+				return locktable.ReasonProtocolError, protocol.CodeUnknownMessage, true
+			}
+		}
+		if n > 0 {
+			*seen = time.Now()
+			s.wmu.Lock()
+			b := s.wbuf[:0]
+			for range n {
+				b = protocol.AppendWaiting(b)
+			}
+			werr := s.writeLocked(b)
+			s.wmu.Unlock()
+			if werr != nil {
+				return writeFailureReason(werr), 0, true
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				return locktable.ReasonGraceful, 0, true
+			}
+			if time.Since(*seen) > lease {
+				return ended, 0, true // silent for its lease: no claim to end
+			}
+			if !time.Now().Before(until) {
+				return 0, 0, false
+			}
+		}
+	}
+}
+
+// dialTimeout bounds the opening of a hop: a held client's heartbeats
+// wait for it, so an owner that does not answer (a dead host) must not
+// keep them unanswered for long.
+const dialTimeout = time.Second
+
+// dialOwner opens the hop to an owner.
+func (srv *Server) dialOwner(addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), min(srv.IOTimeout, dialTimeout))
+	defer cancel()
+	if srv.DialOwner != nil {
+		return srv.DialOwner(ctx, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// relay sends the hop header and the ACQUIRE to the owner over up, then
+// copies bytes both ways until either side closes. If this node told the
+// client WAITING while it held the claim, the owner's first WAITING is
+// not passed on (the client would read it as an extra answer).
+func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, protocol.Code) {
+	srv := s.srv
+	defer up.Close()
+	s.wmu.Lock()
+	told := s.state == locktable.Waiting
+	peer := s.peer
+	s.wmu.Unlock()
+	b := AppendHop(nil, peer.Addr, peer.Identity)
+	b = protocol.AppendAcquire(b, req)
+	up.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
+	if _, err := up.Write(b); err != nil {
+		srv.Logger.Warn("cannot write to the owner of a lock", "lock", req.Name, "err", err)
+		return locktable.ReasonShutdown, protocol.CodeShuttingDown
+	}
+	up.SetWriteDeadline(time.Time{})
+	s.conn.SetDeadline(time.Time{})
+	srv.relayed.Add(1)
+	srv.relayedTotal.Add(1)
+	defer srv.relayed.Add(-1)
+	srv.Logger.Debug("relaying to the owner", "lock", req.Name, "remote_addr", peer.Addr, "owner_addr", up.RemoteAddr().String())
+
+	var upDone atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The owner closed the hop (lease expired, ERROR sent, shutdown):
+		// half-close the client's connection after what the owner sent,
+		// and let the reader drain what the client still sends for at
+		// most linger, so that no reset destroys a frame in flight.
+		defer func() {
+			upDone.Store(true)
+			if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
+				cw.CloseWrite()
+			}
+			s.conn.SetReadDeadline(time.Now().Add(srv.linger()))
+		}()
+		var first [1]byte
+		if told {
+			if _, err := io.ReadFull(up, first[:]); err != nil {
+				return
+			}
+			if protocol.Type(first[0]) != protocol.TypeWaiting {
+				if s.writeRelayed(first[:]) != nil {
+					return
+				}
+			}
+		}
+		buf := make([]byte, 512)
+		for {
+			n, err := up.Read(buf)
+			if n > 0 && s.writeRelayed(buf[:n]) != nil {
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 512)
+	for {
+		n, err := s.conn.Read(buf)
+		if n > 0 && !upDone.Load() {
+			if _, werr := up.Write(buf[:n]); werr != nil && !upDone.Load() {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	// The client hung up (or shutdown ended the session): close the hop
+	// so the owner releases at once, and wait for the copy back to end.
+	up.Close()
+	<-done
+	return ended, 0
+}
+
+// writeRelayed passes the owner's bytes to the client, under wmu so that
+// they never interleave with a frame this server writes (shutdown).
+func (s *session) writeRelayed(b []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closing.Load() {
+		return net.ErrClosed
+	}
+	err := s.writeLocked(b)
+	if err != nil {
+		s.conn.Close() // the reader stops too
+	}
+	return err
+}
+
+// Relayed returns the number of version 1 connections this node is
+// relaying to other nodes now, and how many it has relayed in all.
+func (srv *Server) Relayed() (now, total int64) { return srv.relayed.Load(), srv.relayedTotal.Load() }
+
+// String names a route action.
+func (a RouteAction) String() string {
+	switch a {
+	case RouteServe:
+		return "serve"
+	case RouteHold:
+		return "hold"
+	case RouteForward:
+		return "forward"
+	case RouteNotOwner:
+		return "not-owner"
+	}
+	return fmt.Sprintf("RouteAction(%d)", int(a))
+}
