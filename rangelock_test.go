@@ -56,24 +56,39 @@ func TestSessionRangeLocks(t *testing.T) {
 		_, err := b.SetRange(ctx, RangeLock{Key: "g", Owner: 2, Type: WriteLock, End: ToEnd}, true)
 		got <- err
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := a.SetRange(ctx, w(1, 60, 60), true)
-		if errors.Is(err, ErrDeadlock) {
-			break
-		}
-		if err != nil || time.Now().After(deadline) {
+	// Whichever of the two waits reaches the server second closes the
+	// cycle and is refused; the other stays queued.
+	actx, acancel := context.WithCancel(ctx)
+	defer acancel()
+	aGot := make(chan error, 1)
+	go func() {
+		_, err := a.SetRange(actx, w(1, 60, 60), true)
+		aGot <- err
+	}()
+	select {
+	case err := <-aGot: // a's wait came second
+		if !errors.Is(err, ErrDeadlock) {
 			t.Fatalf("a waiting for b's range while b waits for a's: %v (want ErrDeadlock)", err)
 		}
-		// b's wait was not queued yet, and a got 60: drop it, try again.
-		a.UnlockRange(ctx, w(1, 60, 60))
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := a.ReleaseOwner(ctx, "g", false, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("b's wait for g after a released: %v", err)
+		if err := a.ReleaseOwner(ctx, "g", false, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("b's wait for g after a released: %v", err)
+		}
+	case err := <-got: // b's wait came second
+		if !errors.Is(err, ErrDeadlock) {
+			t.Fatalf("b waiting for a's g while a waits for b's range: %v (want ErrDeadlock)", err)
+		}
+		acancel()
+		if err := <-aGot; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a's withdrawn wait: %v", err)
+		}
+		if err := a.ReleaseOwner(ctx, "g", false, 1); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("neither wait of the cycle was refused")
 	}
 	// A wait withdrawn by its context.
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
