@@ -197,8 +197,10 @@ const views = {
     async update() {
       if (!state.info || !state.info.cluster) return () => [el("p", { class: "muted", text: "This server is not clustered." })];
       const c = await api("/api/cluster");
-      // A new ring may move the name: ask again.
-      if (state.owner && state.owner.ring_version !== c.ring_version) ownerSoon(state.owner.name, 0);
+      // A new ring may move the name: ask again (for what the input
+      // holds now).
+      const input = document.getElementById("owner-name");
+      if (state.owner && state.owner.ring_version !== c.ring_version && input) ownerSoon(input.value, 0);
       return () => [clusterSummary(c), membersTable(c)];
     },
   },
@@ -215,15 +217,21 @@ function clusterSummary(c) {
     el("span", { class: "muted", text: "Health checked " + ago(c.checked_at) + " ago." }));
 }
 
-// health describes what a member says of itself, compared with the node
-// asked.
-function health(c, m) {
-  if (!m.health) return [el("span", { class: "error", text: "not answering" }), el("div", { class: "muted small", text: m.error || "" })];
+// problems lists what is wrong with what a member says of itself,
+// compared with the node asked.
+function problems(c, m) {
   const h = m.health, notes = [];
+  if (!h) return ["not answering"];
   if (h.ring_version < c.ring_version) notes.push("behind: ring " + h.ring_version);
   if (!h.leader) notes.push("knows no leader");
   else if (c.leader && h.leader !== c.leader) notes.push("follows " + h.leader);
-  return notes.length ? el("span", { class: "error", text: notes.join(", ") }) : "ok";
+  return notes;
+}
+
+function health(c, m) {
+  const p = problems(c, m);
+  if (!p.length) return "ok";
+  return [el("span", { class: "error", text: p.join(", ") }), m.error ? el("div", { class: "muted small", text: m.error }) : null];
 }
 
 function membersTable(c) {
@@ -232,7 +240,7 @@ function membersTable(c) {
     return m.leader_view === "reachable" ? (m.leader ? "leads" : "reachable") : el("span", { class: "muted", text: "unknown" });
   };
   const link = (addr, hash) => addr ? el("a", { href: location.protocol + "//" + addr + "/" + hash, class: "mono", text: addr }) : "—";
-  const bad = (m) => !m.health || m.leader_view === "unreachable";
+  const bad = (m) => m.leader_view === "unreachable" || problems(c, m).length > 0;
   return el("table", { "aria-label": "Members" },
     el("thead", {}, el("tr", {}, ["Node", "State", "Raft state", "Ring", "Epoch", "Leader sees", "Health", "Locks · waiters · connections", "Addresses"].map((t) => el("th", { scope: "col", text: t })))),
     el("tbody", {}, c.members.map((m) => el("tr", { class: "member" + (bad(m) ? " unhealthy" : ""), "data-node": m.id, "data-leader": m.leader ? "true" : null },
