@@ -39,14 +39,14 @@ func adminGet[T any](t *testing.T, addr, path string) T {
 	return v
 }
 
-// TestDashboardCluster: three 'baton serve' nodes. A follower's
-// dashboard shows the cluster view: the three members with the leader
+// TestDashboardCluster: three 'baton serve' nodes. Their /api/cluster
+// and /api/cluster/owner answer (checked without a browser too), and a
+// follower's dashboard shows the cluster view: the three members with the leader
 // marked, the ring version, each member healthy with its counts; typing
 // a name answers its owner, the node the ring gives it to; the lock view
 // names the owner. After kill -9 of the other follower the view shows it not
 // answering and, as the leader sees it, unreachable.
 func TestDashboardCluster(t *testing.T) {
-	browsertest.Chromium(t) // skip before starting the cluster when there is none
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n1"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	var followers []*clusterProc
