@@ -20,7 +20,8 @@ import (
 //	GET /api/locks?match=GLOB&limit=N&offset=M   one page of the locks, with the total
 //	GET /api/sessions[?limit=N&offset=M]          sessions: label, address, claims, lease, last heard
 //	GET /api/summary                              counters for the dashboard's chart
-//	GET /api/cluster                              the cluster's status, when Config.Cluster is set
+//	GET /api/cluster                              the cluster's status, when Config.Cluster is set (cluster.go)
+//	GET /api/cluster/owner?name=X                 the member owning a name, likewise
 //
 // When the Backend is a Pager (*server.Server is one), a page costs a
 // copy of the lock names and of the page's locks, never of every holder

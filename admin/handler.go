@@ -8,6 +8,7 @@
 //	GET    /api/sessions[?limit=N&offset=M]            sessions with a claim (dashboard.go)
 //	GET    /api/summary                                counters for a chart (dashboard.go)
 //	GET    /api/cluster                                cluster status, when Config.Cluster is set
+//	GET    /api/cluster/owner?name=X                   the member owning name X (ClusterHandler)
 //	GET    /api/locks/{name}                           one lock: holder and waiters in FIFO order
 //	POST   /api/locks/{name}/release                   force-release: the owner gets ERROR 0x02
 //	POST   /api/locks/{name}/release?token=T           force-release the holder granted token T
@@ -118,8 +119,9 @@ type Config struct {
 	// dashboard) behind the same Host check, cross-origin protection and
 	// "read" rule as the API; nil answers 404 there.
 	UI http.Handler
-	// Cluster, when set, serves GET /api/cluster (the cluster's status)
-	// and /api/info reports "cluster": true, which shows the dashboard's
+	// Cluster, when set, serves GET /api/cluster and the paths below it
+	// (ClusterHandler: the cluster's status and the owner of a name) and
+	// /api/info reports "cluster": true, which shows the dashboard's
 	// cluster view; nil: not clustered, 404.
 	Cluster http.Handler
 	// Stats, when set and installed among the server's observers, gives
@@ -292,7 +294,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, "", true) {
 			h.summary(w, r)
 		}
-	case len(segs) == 2 && segs[1] == "cluster" && h.Cluster != nil:
+	case segs[1] == "cluster" && h.Cluster != nil: // /api/cluster and below
 		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, "", true) {
 			h.Cluster.ServeHTTP(w, r)
 		}

@@ -6,7 +6,8 @@ package ui_test
 // they skip when chromium is missing; under CI=true they fail.
 //
 // BATON_DASHBOARD_SCREENSHOTS=1 makes them write the screenshots of
-// docs/dashboard.md to docs/ (go test ./admin/ui -run . with it set).
+// docs/dashboard.md to docs/ (go test ./admin/ui -run . with it set). The
+// browser helpers are in internal/browsertest, shared with cmd/baton.
 
 import (
 	"context"
@@ -19,22 +20,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/accessibility"
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/admin/ui"
+	"github.com/batonlock/baton/internal/browsertest"
 	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
@@ -58,133 +53,12 @@ func start(t *testing.T) *fixture {
 	return f
 }
 
-// page is one browser tab whose console errors and uncaught exceptions
-// fail the test.
-type page struct {
-	t   *testing.T
-	ctx context.Context
-	mu  sync.Mutex
-	bad []string
-}
+// page is one browser tab (internal/browsertest).
+type page = browsertest.Page
 
-func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless_shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed (.ci/run installs it with apt-get); the dashboard tests need it under CI=true")
-	}
-	t.Skip("chromium is not installed; skipping the browser tests (set CI=true to make this a failure)")
-	return ""
-}
+func open(t *testing.T, width, height int) *page { return browsertest.Open(t, width, height) }
 
-func open(t *testing.T, width, height int) *page {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)),
-		chromedp.NoSandbox, chromedp.WindowSize(width, height))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
-	p := &page{t: t, ctx: ctx}
-	err := chromedp.Listen(ctx, func(ev any) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		switch ev := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning || ev.Type == runtime.ConsoleAPICalledTypeAssert {
-				var args []string
-				for _, a := range ev.Args {
-					args = append(args, string(a.Value))
-				}
-				p.bad = append(p.bad, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
-			}
-		case *runtime.EventExceptionThrown:
-			p.bad = append(p.bad, (&chromedp.ExceptionError{ExceptionDetails: ev.ExceptionDetails}).Error())
-		}
-	})
-	if err != nil {
-		cancelT()
-		cancel()
-		cancelA()
-		t.Fatalf("start chromium: %v", err)
-	}
-	t.Cleanup(func() {
-		p.mu.Lock()
-		for _, b := range p.bad {
-			t.Errorf("JavaScript error in the page: %s", b)
-		}
-		p.mu.Unlock()
-		cancelT()
-		cancel()
-		cancelA()
-	})
-	return p
-}
-
-// do runs steps, each batch within 20 s (a click on a missing element
-// waits for it).
-func (p *page) do(steps ...chromedp.Action[chromedp.Void]) {
-	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		p.t.Fatalf("browser: %v", err)
-	}
-}
-
-func eval[T any](p *page, js string) T {
-	p.t.Helper()
-	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[T](js))
-	if err != nil {
-		p.t.Fatalf("evaluate %s: %v", js, err)
-	}
-	return v
-}
-
-// waitFor polls the page until the JavaScript expression cond is true,
-// for at most limit, and returns how long it took.
-func (p *page) waitFor(what, cond string, limit time.Duration) time.Duration {
-	p.t.Helper()
-	start := time.Now()
-	for time.Since(start) < limit {
-		if eval[bool](p, "!!("+cond+")") {
-			return time.Since(start)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	p.t.Fatalf("%s: not within %v", what, limit)
-	return 0
-}
-
-// renders returns how many times the page has drawn fresh data.
-func (p *page) renders() int {
-	return eval[int](p, "+(document.body.dataset.renders||0)")
-}
-
-// fresh waits until the page has drawn data fetched after now.
-func (p *page) fresh() {
-	p.t.Helper()
-	n := p.renders()
-	p.waitFor("a fresh render", fmt.Sprintf("+(document.body.dataset.renders||0) >= %d", n+2), 5*time.Second)
-}
-
-func (p *page) screenshot(name string) {
-	p.t.Helper()
-	if os.Getenv("BATON_DASHBOARD_SCREENSHOTS") == "" {
-		return
-	}
-	buf, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		p.t.Fatalf("screenshot: %v", err)
-	}
-	path := filepath.Join("..", "..", "docs", name)
-	if err := os.WriteFile(path, buf, 0o644); err != nil {
-		p.t.Fatal(err)
-	}
-	p.t.Logf("wrote %s", path)
-}
+func eval[T any](p *page, js string) T { p.T.Helper(); return browsertest.Eval[T](p, js) }
 
 // addrDialer dials TCP and reports the local address of its first
 // connection on ch.
@@ -289,8 +163,8 @@ func TestHoldersWaitersAndActions(t *testing.T) {
 	p := open(t, 1280, 900)
 
 	// The list: the holder with its token, the waiters in order.
-	p.do(chromedp.Navigate(f.url + "/#/locks"))
-	p.waitFor("the lock list", `document.querySelector('tr[data-lock="deploy/prod"] li.holder')`, 10*time.Second)
+	p.Do(chromedp.Navigate(f.url + "/#/locks"))
+	p.WaitFor("the lock list", `document.querySelector('tr[data-lock="deploy/prod"] li.holder')`, 10*time.Second)
 	row := eval[string](p, `document.querySelector('tr[data-lock="deploy/prod"]').innerText`)
 	if !strings.Contains(row, fmt.Sprintf("token %d", tok)) || !strings.Contains(row, holder.Addr()) {
 		t.Errorf("lock row %q: want token %d held by %s", row, tok, holder.Addr())
@@ -303,53 +177,53 @@ func TestHoldersWaitersAndActions(t *testing.T) {
 		t.Error("the cluster tab is shown for a server that is not clustered")
 	}
 	// The glob filter.
-	p.do(chromedp.Navigate(f.url + "/#/locks?match=reports/*"))
-	p.waitFor("the filtered list", `document.querySelectorAll('tr[data-lock]').length == 1 && document.querySelector('tr[data-lock="reports/daily"]')`, 5*time.Second)
-	p.screenshot("dashboard-locks-filtered.png")
-	p.do(chromedp.Navigate(f.url + "/#/locks"))
-	p.waitFor("the full list", `document.querySelectorAll('tr[data-lock]').length == 2`, 5*time.Second)
-	p.fresh()
-	p.screenshot("dashboard-locks.png")
+	p.Do(chromedp.Navigate(f.url + "/#/locks?match=reports/*"))
+	p.WaitFor("the filtered list", `document.querySelectorAll('tr[data-lock]').length == 1 && document.querySelector('tr[data-lock="reports/daily"]')`, 5*time.Second)
+	p.Screenshot("dashboard-locks-filtered.png")
+	p.Do(chromedp.Navigate(f.url + "/#/locks"))
+	p.WaitFor("the full list", `document.querySelectorAll('tr[data-lock]').length == 2`, 5*time.Second)
+	p.Fresh()
+	p.Screenshot("dashboard-locks.png")
 
 	// Sessions.
-	p.do(chromedp.Navigate(f.url + "/#/sessions"))
-	p.waitFor("the sessions", `document.querySelectorAll('tr.session').length == 5`, 5*time.Second)
+	p.Do(chromedp.Navigate(f.url + "/#/sessions"))
+	p.WaitFor("the sessions", `document.querySelectorAll('tr.session').length == 5`, 5*time.Second)
 	txt := eval[string](p, `document.querySelector('table[aria-label="Sessions"]').innerText`)
 	for _, want := range []string{"writer-a", "writer-b", "batch-7", holder.Addr(), v1w} {
 		if !strings.Contains(txt, want) {
 			t.Errorf("sessions view lacks %q:\n%s", want, txt)
 		}
 	}
-	p.screenshot("dashboard-sessions.png")
+	p.Screenshot("dashboard-sessions.png")
 
 	// One lock: holder and waiters in order, each with its button.
-	p.do(chromedp.Navigate(lockURL(f.url, name)))
-	p.waitFor("the lock detail", fmt.Sprintf(`document.querySelector('tr.holder[data-token="%d"]')`, tok), 10*time.Second)
+	p.Do(chromedp.Navigate(lockURL(f.url, name)))
+	p.WaitFor("the lock detail", fmt.Sprintf(`document.querySelector('tr.holder[data-token="%d"]')`, tok), 10*time.Second)
 	order := eval[[]string](p, `Array.from(document.querySelectorAll('tr.waiter')).map(e => e.dataset.claim)`)
 	if strings.Join(order, " ") != strings.Join([]string{refA, refV1, refB}, " ") {
 		t.Errorf("waiters in the detail view %v, want %v", order, []string{refA, refV1, refB})
 	}
-	checkAccessibleButtons(t, p, []string{
+	browsertest.CheckAccessibleButtons(t, p, []string{
 		fmt.Sprintf("Force-release token %d of lock %s", tok, name),
 		fmt.Sprintf("Kick waiter %s from lock %s", refA, name),
 		fmt.Sprintf("Kick waiter %s from lock %s", refV1, name),
 		fmt.Sprintf("Kick waiter %s from lock %s", refB, name),
 	})
-	p.screenshot("dashboard-lock.png")
+	p.Screenshot("dashboard-lock.png")
 
 	// Force-release: the confirmation names the claim, the lock and who
 	// is promoted next.
-	p.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Force-release token %d of lock %s"]`, tok, name))))
-	p.waitFor("the confirmation", `document.getElementById("confirm").open`, 5*time.Second)
+	p.Do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Force-release token %d of lock %s"]`, tok, name))))
+	p.WaitFor("the confirmation", `document.getElementById("confirm").open`, 5*time.Second)
 	msg := eval[string](p, `document.getElementById("confirm").innerText`)
 	for _, want := range []string{fmt.Sprintf("token %d", tok), name, holder.Addr(), "Claim " + refA + " (writer-a", "promoted next", "ERROR 0x02"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("confirmation %q lacks %q", msg, want)
 		}
 	}
-	p.screenshot("dashboard-confirm.png")
+	p.Screenshot("dashboard-confirm.png")
 	clicked := time.Now()
-	p.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+	p.Do(chromedp.Click(chromedp.CSS("#confirm-ok")))
 	var newTok uint64
 	select {
 	case g := <-aGot:
@@ -361,7 +235,7 @@ func TestHoldersWaitersAndActions(t *testing.T) {
 		t.Fatal("writer-a was not promoted")
 	}
 	holder.Expect(protocol.TypeError, protocol.CodeClosedByAdmin)
-	p.waitFor("the promoted holder", fmt.Sprintf(`document.querySelector('tr.holder[data-token="%d"]') && !document.querySelector('tr.holder[data-token="%d"]')`, newTok, tok), 2*time.Second)
+	p.WaitFor("the promoted holder", fmt.Sprintf(`document.querySelector('tr.holder[data-token="%d"]') && !document.querySelector('tr.holder[data-token="%d"]')`, newTok, tok), 2*time.Second)
 	t.Logf("force-release: the page showed the promoted holder (token %d) %v after the click", newTok, time.Since(clicked).Round(time.Millisecond))
 
 	// Kick the version 2 writer-b, then the version 1 waiter.
@@ -383,58 +257,27 @@ func TestHoldersWaitersAndActions(t *testing.T) {
 			}
 		}, 0},
 	} {
-		p.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Kick waiter %s from lock %s"]`, k.ref, name))))
-		p.waitFor("the kick confirmation", `document.getElementById("confirm").open`, 5*time.Second)
+		p.Do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Kick waiter %s from lock %s"]`, k.ref, name))))
+		p.WaitFor("the kick confirmation", `document.getElementById("confirm").open`, 5*time.Second)
 		if msg := eval[string](p, `document.getElementById("confirm").innerText`); !strings.Contains(msg, "claim "+k.ref) || !strings.Contains(msg, name) {
 			t.Errorf("kick confirmation %q does not name claim %s of %s", msg, k.ref, name)
 		}
 		clicked := time.Now()
-		p.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		p.Do(chromedp.Click(chromedp.CSS("#confirm-ok")))
 		k.gone()
-		p.waitFor("the kicked waiter gone", fmt.Sprintf(`!document.querySelector('tr.waiter[data-claim="%s"]') && document.querySelectorAll('tr.waiter').length == %d`, k.ref, k.remain), 2*time.Second)
+		p.WaitFor("the kicked waiter gone", fmt.Sprintf(`!document.querySelector('tr.waiter[data-claim="%s"]') && document.querySelectorAll('tr.waiter').length == %d`, k.ref, k.remain), 2*time.Second)
 		t.Logf("kick %s: gone from the page %v after the click", k.ref, time.Since(clicked).Round(time.Millisecond))
 	}
 	if s := eval[string](p, `document.getElementById("status").innerText`); !strings.Contains(s, "Kicked "+refV1) {
 		t.Errorf("status after the kick = %q", s)
 	}
 	// Cancel does nothing.
-	p.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Force-release token %d of lock %s"]`, newTok, name))))
-	p.waitFor("the confirmation", `document.getElementById("confirm").open`, 5*time.Second)
-	p.do(chromedp.Click(chromedp.CSS("#confirm-cancel")))
-	p.fresh()
+	p.Do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Force-release token %d of lock %s"]`, newTok, name))))
+	p.WaitFor("the confirmation", `document.getElementById("confirm").open`, 5*time.Second)
+	p.Do(chromedp.Click(chromedp.CSS("#confirm-cancel")))
+	p.Fresh()
 	if l, ok := f.srv.Lock(name); !ok || l.Holder.Token != newTok {
 		t.Errorf("after cancel the lock is %+v, want still held with token %d", l, newTok)
-	}
-}
-
-// checkAccessibleButtons reads the browser's accessibility tree: every
-// button has a name, and the named action buttons are there.
-func checkAccessibleButtons(t *testing.T, p *page, want []string) {
-	t.Helper()
-	tree, err := chromedp.Run(p.ctx, chromedp.Action[accessibility.GetFullAXTreeResult](func(ctx context.Context, tg *chromedp.Target) (accessibility.GetFullAXTreeResult, error) {
-		return cdp.Call(ctx, tg, accessibility.GetFullAXTree, accessibility.GetFullAXTreeParams{})
-	}))
-	if err != nil {
-		t.Fatalf("accessibility tree: %v", err)
-	}
-	names := map[string]bool{}
-	for _, n := range tree.Nodes {
-		if n.Ignored || n.Role == nil || string(n.Role.Value) != `"button"` {
-			continue
-		}
-		var name string
-		if n.Name != nil {
-			json.Unmarshal(n.Name.Value, &name)
-		}
-		if strings.TrimSpace(name) == "" {
-			t.Errorf("a button without an accessible name (node %s)", n.NodeID)
-		}
-		names[name] = true
-	}
-	for _, w := range want {
-		if !names[w] {
-			t.Errorf("no button named %q in the accessibility tree; buttons: %v", w, names)
-		}
 	}
 }
 
@@ -450,14 +293,14 @@ func TestPhoneWidth(t *testing.T) {
 	w.ExpectV2(protocol.TypeQueued, 9, 0)
 
 	p := open(t, 390, 844)
-	p.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	p.Do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	for _, v := range []struct{ hash, ready, shot string }{
 		{"#/locks", `document.querySelector('tr[data-lock] li.waiter')`, "dashboard-phone.png"},
 		{"#/lock/" + url.PathEscape("ci/pipelines/monorepo/build-and-publish-artifacts"), `document.querySelector('tr.waiter')`, ""},
 		{"#/sessions", `document.querySelectorAll('tr.session').length == 2`, ""},
 	} {
-		p.do(chromedp.Navigate(f.url + "/" + v.hash))
-		p.waitFor(v.hash, v.ready, 10*time.Second)
+		p.Do(chromedp.Navigate(f.url + "/" + v.hash))
+		p.WaitFor(v.hash, v.ready, 10*time.Second)
 		sw := eval[int](p, `document.documentElement.scrollWidth`)
 		cw := eval[int](p, `document.documentElement.clientWidth`)
 		t.Logf("%s at 390 px: scrollWidth %d, clientWidth %d", v.hash, sw, cw)
@@ -465,7 +308,7 @@ func TestPhoneWidth(t *testing.T) {
 			t.Errorf("%s overflows horizontally at 390 px: scrollWidth %d > clientWidth %d", v.hash, sw, cw)
 		}
 		if v.shot != "" {
-			p.screenshot(v.shot)
+			p.Screenshot(v.shot)
 		}
 	}
 }
@@ -535,8 +378,8 @@ func TestHundredThousandLocks(t *testing.T) {
 
 	p := open(t, 1280, 900)
 	nav := time.Now()
-	p.do(chromedp.Navigate(f.url + "/#/locks"))
-	p.waitFor("the first page", `document.querySelectorAll('tr[data-lock]').length == 100`, 30*time.Second)
+	p.Do(chromedp.Navigate(f.url + "/#/locks"))
+	p.WaitFor("the first page", `document.querySelectorAll('tr[data-lock]').length == 100`, 30*time.Second)
 	firstWall := time.Since(nav)
 	info := eval[string](p, `(document.getElementById("page-info")||{innerText:""}).innerText`)
 	if !strings.Contains(info, "of 100000") {
@@ -548,7 +391,7 @@ func TestHundredThousandLocks(t *testing.T) {
 		t1 := time.Now()
 		eval[int](p, "1")
 		worst = max(worst, time.Since(t1))
-		p.fresh()
+		p.Fresh()
 	}
 	perf := eval[map[string]float64](p, `window.batonPerf`)
 	t.Logf("page at 100,000 locks: first render %v (in-page %.0f ms); per update: fetch %.0f ms, render %.1f ms (max %.1f ms) over %.0f renders; slowest answer to the test while polling %v",
@@ -557,12 +400,12 @@ func TestHundredThousandLocks(t *testing.T) {
 		t.Errorf("the page is not responsive at 100,000 locks (limits: first render 15 s, render 1 s, answer 2 s)")
 	}
 	// Paging and the filter work at this size.
-	p.do(chromedp.Click(chromedp.CSS(`button[aria-label="Next page"]`)))
-	p.waitFor("page 2", `(document.getElementById("page-info")||{innerText:""}).innerText.startsWith("101–200")`, 5*time.Second)
-	p.do(chromedp.Navigate(f.url + "/#/locks?match=job/000/0000"))
-	p.waitFor("the filtered lock with its waiter", `document.querySelectorAll('tr[data-lock]').length == 1 && document.querySelector('tr[data-lock="job/000/0000"] li.waiter')`, 10*time.Second)
-	p.do(chromedp.Navigate(f.url + "/#/sessions"))
-	p.waitFor("the sessions", `document.querySelectorAll('tr.session').length == 100`, 10*time.Second)
+	p.Do(chromedp.Click(chromedp.CSS(`button[aria-label="Next page"]`)))
+	p.WaitFor("page 2", `(document.getElementById("page-info")||{innerText:""}).innerText.startsWith("101–200")`, 5*time.Second)
+	p.Do(chromedp.Navigate(f.url + "/#/locks?match=job/000/0000"))
+	p.WaitFor("the filtered lock with its waiter", `document.querySelectorAll('tr[data-lock]').length == 1 && document.querySelector('tr[data-lock="job/000/0000"] li.waiter')`, 10*time.Second)
+	p.Do(chromedp.Navigate(f.url + "/#/sessions"))
+	p.WaitFor("the sessions", `document.querySelectorAll('tr.session').length == 100`, 10*time.Second)
 	if s := eval[string](p, `(document.getElementById("page-info")||{innerText:""}).innerText`); !strings.Contains(s, "of 101") {
 		t.Errorf("sessions page info %q: want 101 sessions", s)
 	}

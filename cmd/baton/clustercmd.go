@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/cluster"
 )
 
@@ -205,14 +208,54 @@ func clusterStatus(ctx context.Context, cfg *clusterCmdConfig, out io.Writer) er
 	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
 	tw := newTable(out)
 	fmt.Fprintln(tw, "ID\tSTATE\tPROTOCOL\tADMIN\tRAFT\tHEALTH")
+	probes := probeMembers(ctx, members, false)
 	for _, m := range members {
 		health := "unreachable"
-		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if ms, err := getClusterStatus(mctx, m.AdminAddr); err == nil {
-			health = fmt.Sprintf("%s, ring %d, epoch %d", ms.RaftState, ms.AppliedRingVersion, ms.Epochs[m.ID])
+		if p := probes[m.ID]; p.err == nil {
+			health = fmt.Sprintf("%s, ring %d, epoch %d", p.status.RaftState, p.status.AppliedRingVersion, p.status.Epochs[m.ID])
 		}
-		cancel()
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.State, cell(m.ProtocolAddr), cell(m.AdminAddr), cell(m.RaftAddr), health)
 	}
 	return tw.Flush()
+}
+
+// memberProbeTimeout bounds the probe of one member.
+const memberProbeTimeout = 2 * time.Second
+
+// memberProbe is a member's answer about itself, asked over its admin
+// address: its status and, when asked for, its /api/info (counts).
+type memberProbe struct {
+	status cluster.Status
+	info   admin.Info
+	err    error
+}
+
+// probeMembers asks every member, all at once and each within
+// memberProbeTimeout, for its own status (GET /cluster/v1/status) and,
+// with counts, its /api/info. A member without an admin address is not
+// asked.
+func probeMembers(ctx context.Context, members []cluster.Member, counts bool) map[string]memberProbe {
+	out := make(map[string]memberProbe, len(members))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range members {
+		if m.AdminAddr == "" {
+			out[m.ID] = memberProbe{err: errors.New("no admin address recorded")}
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, memberProbeTimeout)
+			defer cancel()
+			var p memberProbe
+			p.status, p.err = getClusterStatus(ctx, m.AdminAddr)
+			if p.err == nil && counts {
+				p.err = clusterDo(ctx, http.MethodGet, m.AdminAddr, "/api/info", nil, &p.info)
+			}
+			mu.Lock()
+			out[m.ID] = p
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
 }

@@ -431,6 +431,9 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 			Settings: env.settings, Logger: logger, AllowedHosts: cfg.allowedHosts(),
 			UI: ui.Handler(), Stats: &admin.Stats{}} // the dashboard at /
 		observers = append(observers, acfg.Stats)
+		if cl != nil {
+			acfg.Cluster = cl.dashboard(srv) // the dashboard's cluster view
+		}
 		if auditLog != nil {
 			acfg.Observer = auditLog // refused admin requests
 		}

@@ -6,10 +6,11 @@
 const PAGE = 100;          // locks or sessions per page
 const POLL_MS = 1000;      // one refresh per second while the tab is visible
 const HISTORY = 120;       // chart points (two minutes)
+const OWNER_DEBOUNCE_MS = 250; // the owner lookup asks once typing pauses this long
 
 const state = { skew: 0, info: null, hist: [], prevGrants: null, seq: 0, inflight: false, again: false };
 // Render timings, read by the browser tests and handy in the console.
-const perf = window.batonPerf = { renders: 0, firstRenderMs: null, lastRenderMs: 0, maxRenderMs: 0, lastFetchMs: 0 };
+const perf = window.batonPerf = { renders: 0, firstRenderMs: null, lastRenderMs: 0, maxRenderMs: 0, lastFetchMs: 0, ownerLookups: 0 };
 const t0 = performance.now();
 
 function el(tag, attrs, ...kids) {
@@ -119,13 +120,11 @@ const views = {
       return [el("p", {}, el("a", { href: "#/locks", text: "← all locks" })), el("h2", {}, "Lock ", el("code", { text: r.name })), el("div", { id: "content" })];
     },
     async update(r) {
-      let l;
-      try {
-        l = await api("/api/locks/" + encodeURIComponent(r.name));
-      } catch (e) {
-        if (e.status !== 404) throw e;
-        return () => [el("p", { class: "muted", id: "not-held", text: "Nobody holds or waits for this lock now." })];
-      }
+      const [l, o] = await Promise.all([
+        api("/api/locks/" + encodeURIComponent(r.name)).catch((e) => { if (e.status === 404) return null; throw e; }),
+        ownerOf(r.name)]);
+      const head = o ? [ownerLine(r.name, o)] : [];
+      if (!l) return () => [...head, el("p", { class: "muted", id: "not-held", text: "Nobody holds or waits for this lock now" + (o && o.owner && !o.owner.self ? " on this node." : ".") })];
       return () => {
         const holders = el("table", { "aria-label": "Holders" },
           el("thead", {}, el("tr", {}, ["Token", "Claim", "Mode", "Label", "Identity", "Address", "Held for", "Lease", ""].map((t) => el("th", { scope: "col", text: t })))),
@@ -152,7 +151,7 @@ const views = {
             el("td", { "data-label": "Waited for", text: ago(w.queued_at) }),
             el("td", {}, el("button", { type: "button", "aria-label": "Kick waiter " + ref(w) + " from lock " + l.name,
               on: { click: () => confirmKick(l, w, i) } }, "Kick"))))));
-        return [el("p", {}, "Mode: " + mode(l)),
+        return [...head, el("p", {}, "Mode: " + mode(l)),
           el("h2", {}, "Holders (" + l.holders.length + ")"), holders,
           el("h2", {}, "Waiters (" + l.waiters.length + ")"), l.waiters.length ? waiters : el("p", { class: "muted", text: "Nobody waits." })];
       };
@@ -181,18 +180,142 @@ const views = {
     },
   },
 
-  // Shown only when /api/info reports "cluster": true. It shows the
-  // status the server reports, as it reports it.
+  // Shown only when /api/info reports "cluster": true: the members as
+  // this node sees them, each one's health, and who owns a name.
   cluster: {
     tab: "tab-cluster",
-    setup() { return [el("h2", { text: "Cluster" }), el("div", { id: "content" })]; },
+    setup() {
+      const input = el("input", { type: "search", id: "owner-name", name: "owner-name", placeholder: "lock name, e.g. deploy/prod",
+        autocomplete: "off", spellcheck: "false", "aria-label": "Lock name whose owner node to find",
+        on: { input: () => ownerSoon(input.value, OWNER_DEBOUNCE_MS) } });
+      const form = el("form", { class: "filter", role: "search", "aria-label": "Owner of a name",
+        on: { submit: (e) => { e.preventDefault(); ownerSoon(input.value, 0); } } },
+        el("label", { for: "owner-name", text: "Which node owns" }), input);
+      state.owner = null;
+      return [el("h2", { text: "Cluster" }), form, el("p", { id: "owner-answer", role: "status", "aria-live": "polite" }), el("div", { id: "content" })];
+    },
     async update() {
       if (!state.info || !state.info.cluster) return () => [el("p", { class: "muted", text: "This server is not clustered." })];
       const c = await api("/api/cluster");
-      return () => [el("pre", { text: JSON.stringify(c, null, 2) })];
+      // A new ring may move the name: ask again (for what the input
+      // holds now).
+      const input = document.getElementById("owner-name");
+      if (state.owner && state.owner.ring_version !== c.ring_version && input) ownerSoon(input.value, 0);
+      return () => [clusterSummary(c), membersTable(c)];
     },
   },
 };
+
+function clusterSummary(c) {
+  const me = c.members.find((m) => m.self) || {};
+  return el("p", { id: "cluster-summary", "data-leader": c.leader, "data-ring-version": c.ring_version },
+    "Asked ", el("b", { text: c.node }), " (" + c.raft_state + ", epoch " + c.epoch + ")" + (me.state ? ", " + me.state : "") + ". ",
+    c.leader ? ["Leader: ", el("b", { text: c.leader }), ". "] : el("span", { class: "error", text: "No leader known. " }),
+    "Ring version ", el("b", { id: "ring-version", text: c.ring_version }), ": " + (c.ring.join(" ") || "empty") +
+      ", committed " + ago(c.ring_committed_at) + " ago. ",
+    c.max_lease_ms ? "Largest lease " + dur(c.max_lease_ms) + ". " : "No lease recorded yet. ",
+    el("span", { class: "muted", text: "Health checked " + ago(c.checked_at) + " ago." }));
+}
+
+// problems lists what is wrong with what a member says of itself,
+// compared with the node asked.
+function problems(c, m) {
+  const h = m.health, notes = [];
+  if (!h) return ["not answering"];
+  if (h.ring_version < c.ring_version) notes.push("behind: ring " + h.ring_version);
+  if (!h.leader) notes.push("knows no leader");
+  else if (c.leader && h.leader !== c.leader) notes.push("follows " + h.leader);
+  return notes;
+}
+
+function health(c, m) {
+  const p = problems(c, m);
+  if (!p.length) return "ok";
+  return [el("span", { class: "error", text: p.join(", ") }), m.error ? el("div", { class: "muted small", text: m.error }) : null];
+}
+
+function membersTable(c) {
+  const view = (m) => {
+    if (m.leader_view === "unreachable") return el("span", { class: "error", text: "unreachable" + (m.last_contact ? ", last heard " + ago(m.last_contact) + " ago" : "") });
+    return m.leader_view === "reachable" ? (m.leader ? "leads" : "reachable") : el("span", { class: "muted", text: "unknown" });
+  };
+  const link = (addr, hash) => addr ? el("a", { href: location.protocol + "//" + addr + "/" + hash, class: "mono", text: addr }) : "—";
+  const bad = (m) => m.leader_view === "unreachable" || problems(c, m).length > 0;
+  return el("table", { "aria-label": "Members" },
+    el("thead", {}, el("tr", {}, ["Node", "State", "Raft state", "Ring", "Epoch", "Leader sees", "Health", "Locks · waiters · connections", "Addresses"].map((t) => el("th", { scope: "col", text: t })))),
+    el("tbody", {}, c.members.map((m) => el("tr", { class: "member" + (bad(m) ? " unhealthy" : ""), "data-node": m.id, "data-leader": m.leader ? "true" : null },
+      el("td", { "data-label": "Node" }, el("b", { class: "mono", text: m.id }),
+        m.leader ? el("span", { class: "badge", text: "leader" }) : null, m.self ? el("span", { class: "badge self", text: "this node" }) : null),
+      el("td", { "data-label": "State", text: m.state }),
+      el("td", { "data-label": "Raft state", text: m.health ? m.health.raft_state : "—" }),
+      el("td", { "data-label": "Ring version", text: m.health ? m.health.ring_version : "—" }),
+      el("td", { "data-label": "Epoch", class: "mono", text: m.epoch || "—" }),
+      el("td", { "data-label": "Leader sees" }, view(m)),
+      el("td", { "data-label": "Health" }, health(c, m)),
+      el("td", { "data-label": "Locks · waiters · connections", text: m.health ? m.health.locks + " · " + m.health.waiters + " · " + m.health.connections : "—" }),
+      el("td", { "data-label": "Addresses" }, el("ul", { class: "addrs" },
+        el("li", {}, "protocol ", el("span", { class: "mono", text: m.protocol_addr || "—" })),
+        el("li", {}, "admin ", link(m.admin_addr, "#/cluster")),
+        el("li", {}, "raft ", el("span", { class: "mono", text: m.raft_addr || "—" }))))))));
+}
+
+// ---- owner of a name ----
+
+let ownerTimer = null, ownerSeq = 0;
+
+// ownerSoon looks up the owner of name after delay, unless asked again
+// meanwhile: one request per pause in typing.
+function ownerSoon(name, delay) {
+  clearTimeout(ownerTimer);
+  ownerTimer = setTimeout(() => lookupOwner(name), delay);
+}
+
+async function lookupOwner(name) {
+  const seq = ++ownerSeq;
+  const out = () => (seq === ownerSeq ? document.getElementById("owner-answer") : null); // null: a later lookup or another view
+  if (!name) {
+    state.owner = null;
+    if (out()) out().replaceChildren();
+    return;
+  }
+  perf.ownerLookups++;
+  let o;
+  try {
+    o = await api("/api/cluster/owner?" + new URLSearchParams({ name }));
+  } catch (e) {
+    if (out()) out().replaceChildren(el("span", { class: "error", text: e.message }));
+    return;
+  }
+  if (!out()) return;
+  state.owner = o;
+  out().dataset.owner = o.owner ? o.owner.id : "";
+  out().replaceChildren(...ownerText(name, o, true));
+}
+
+// ownerOf asks the owner of name when the server is clustered (null
+// otherwise); a failure is reported in the answer, not thrown.
+function ownerOf(name) {
+  if (!state.info || !state.info.cluster) return Promise.resolve(null);
+  return api("/api/cluster/owner?" + new URLSearchParams({ name })).catch((e) => ({ name, error: e.message }));
+}
+
+function ownerText(name, o, long) {
+  if (o.error) return [el("span", { class: "error", text: "Owner node unknown: " + o.error })];
+  if (!o.owner) return [el("span", { class: "muted", text: "No owner: this node has applied no ring yet." })];
+  const m = o.owner;
+  const parts = long ? [el("code", { text: name }), " is owned by ", el("b", { class: "mono", text: m.id }), m.self ? " (this node)" : "",
+    " in ring version " + o.ring_version + "."] : [el("b", { class: "mono", text: m.id }), (m.self ? " (this node)" : "") + ", ring version " + o.ring_version + "."];
+  if (!m.self && m.admin_addr) {
+    parts.push(" Its claims are held there: ", el("a", { href: location.protocol + "//" + m.admin_addr + "/#/lock/" + encodeURIComponent(name),
+      text: "open " + m.id + "'s dashboard" }), ".");
+  }
+  if (long && m.protocol_addr) parts.push(" ", el("span", { class: "muted", text: "Protocol address " + m.protocol_addr + "." }));
+  return parts;
+}
+
+function ownerLine(name, o) {
+  return el("p", { id: "lock-owner", "data-owner": o.owner ? o.owner.id : "" }, "Owner node: ", ...ownerText(name, o, false));
+}
 
 function pager(total, r, view, params) {
   const pages = Math.max(1, Math.ceil(total / PAGE));
