@@ -349,3 +349,17 @@ func readyz(t *testing.T, n *clusterProc) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// A node whose own certificate identity does not match -cluster-identity
+// does not start: the other members would refuse it.
+func TestClusterTLSOwnIdentityMismatch(t *testing.T) {
+	pki := newClusterPKI(t, "n1")
+	args := []string{"serve", "-node-id", "n1", "-listen", "127.0.0.1:0", "-raft-listen", "127.0.0.1:0",
+		"-admin-listen", "127.0.0.1:0", "-data-dir", t.TempDir(), "-bootstrap",
+		"-tls-cert", pki.files["n1"][0], "-tls-key", pki.files["n1"][1], "-tls-client-ca", pki.ca,
+		"-cluster-identity", "spiffe://baton.test/nodes/*", "-log-format", "json"}
+	code, _, errOut := cli(args...)
+	if code != exitError || !strings.Contains(errOut, `does not match -cluster-identity`) {
+		t.Fatalf("exit %d, stderr %q; want 1 and the mismatch", code, errOut)
+	}
+}
