@@ -142,12 +142,16 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 	c.node.Store(n)
 	h := n.Handler()
 	c.handler.Store(&h)
+	// -join naming this node's own advertised admin address forms the
+	// cluster on a new data directory: the first node of a set that
+	// shares one configuration (a StatefulSet: every pod joins pod 0).
+	joinSelf := cfg.join != "" && cfg.join == ncfg.AdminAddr
 	switch {
-	case cfg.bootstrap && !n.Restarted():
+	case (cfg.bootstrap || joinSelf) && !n.Restarted():
 		if err := n.Bootstrap(ctx); err != nil {
 			return err
 		}
-		c.logger.Info("formed a new cluster", "node_id", cfg.nodeID)
+		c.logger.Info("formed a new cluster", "node_id", cfg.nodeID, "join_self", joinSelf)
 	case cfg.join != "":
 		// A restarted node joins again only to record its addresses,
 		// which may have changed; its place in the ring stays.
