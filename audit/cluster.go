@@ -30,9 +30,9 @@ type ClusterEvent struct {
 	Event       string // ClusterJoin, ClusterLeave, ClusterRemove or ClusterRing
 	Time        time.Time
 	Member      *ClusterMember // join, leave, remove
-	RingVersion uint64         // the ring after the change
-	Ring        []string       // its members
-	CommittedAt time.Time      // the leader's clock when the change was proposed
+	RingVersion uint64         // ring: the version applied
+	Ring        []string       // ring: its members
+	CommittedAt time.Time      // ring: the leader's clock when the change was proposed
 	LogIndex    uint64         // the Raft log index of the change (0: from a snapshot)
 	Replayed    bool           // applied again from the node's own data directory at start
 }
@@ -51,14 +51,13 @@ func (l *Logger) Cluster(e ClusterEvent) {
 // clusterRecord fills the cluster fields of r.
 func clusterRecord(r *Record, e *ClusterEvent) {
 	r.Member = e.Member
-	v := e.RingVersion
-	r.RingVersion = &v
-	r.Ring = e.Ring
-	if r.Ring == nil {
-		r.Ring = []string{}
-	}
-	if !e.CommittedAt.IsZero() {
-		r.CommittedAt = e.CommittedAt.UTC().Format(TimeFormat)
+	if e.Event == ClusterRing {
+		v := e.RingVersion
+		r.RingVersion = &v
+		r.Ring = e.Ring
+		if !e.CommittedAt.IsZero() {
+			r.CommittedAt = e.CommittedAt.UTC().Format(TimeFormat)
+		}
 	}
 	r.LogIndex = e.LogIndex
 	r.Replayed = e.Replayed

@@ -30,7 +30,7 @@ func TestClusterRecords(t *testing.T) {
 		t.Fatalf("%d records, want 2", len(recs))
 	}
 	j, r := recs[0], recs[1]
-	if j.Event != "cluster_join" || j.Member == nil || *j.Member != *m || j.LogIndex != 40 || j.Replayed || j.Lock != "" {
+	if j.Event != "cluster_join" || j.Member == nil || *j.Member != *m || j.LogIndex != 40 || j.Replayed || j.Lock != "" || j.RingVersion != nil || j.Ring != nil {
 		t.Errorf("join record %+v", j)
 	}
 	if r.Event != "cluster_ring" || r.RingVersion == nil || *r.RingVersion != 4 || !slices.Equal(r.Ring, []string{"n1", "n2", "n3", "n4"}) ||
