@@ -144,3 +144,58 @@ func TestMembershipEvents(t *testing.T) {
 		}
 	}
 }
+
+// A node restarted from its data directory reports the changes it
+// applies again as replayed (from its log, or the ring of its snapshot
+// at index 0), and a change made after the restart as new.
+func TestMembershipEventsReplayed(t *testing.T) {
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var events []Event
+	record := func(c *Config) {
+		c.OnEvent = func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() }
+	}
+	n := startNodeWith(t, "node-1", dir, "127.0.0.1:0", "127.0.0.1:0", record)
+	if err := n.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raftAddr, adminAddr := n.RaftAddr(), n.admin.Addr().String()
+	n.stop()
+	mu.Lock()
+	first := len(events)
+	mu.Unlock()
+	if first != 2 {
+		t.Fatalf("%d events before the restart, want join and ring: %+v", first, events)
+	}
+
+	r := startNodeWith(t, "node-1", dir, raftAddr, adminAddr, record)
+	if err := r.WaitRing(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	n2 := startNode(t, "node-2", filepath.Join(t.TempDir(), "n2"), "127.0.0.1:0", "127.0.0.1:0")
+	if err := n2.Join(ctx, adminAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitRing(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var replayed, fresh []string
+	for _, e := range events[first:] {
+		s := fmt.Sprintf("%s %s%v", e.Kind, e.Member.ID, e.Ring)
+		if e.Replayed {
+			replayed = append(replayed, s)
+		} else {
+			fresh = append(fresh, s)
+		}
+	}
+	t.Logf("after the restart: replayed %v, new %v", replayed, fresh)
+	if len(replayed) == 0 || replayed[len(replayed)-1] != "ring [node-1]" {
+		t.Errorf("replayed %v, want the ring of node-1 at least", replayed)
+	}
+	if want := []string{"join node-2[]", "ring [node-1 node-2]"}; !slices.Equal(fresh, want) {
+		t.Errorf("new events %v, want %v", fresh, want)
+	}
+}

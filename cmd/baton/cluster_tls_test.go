@@ -100,6 +100,7 @@ func startTLSNode(t *testing.T, pki *clusterPKI, id, join string, extra ...strin
 	if join == "-" {
 		rec := p.waitLog(t, "waiting to be added to a cluster: run 'baton cluster join --admin THIS_NODE_ADMIN MEMBER_ADMIN'")
 		c.admin, _ = rec["admin_addr"].(string)
+		c.ops, _ = rec["ops_addr"].(string)
 		return c
 	}
 	rec := p.waitLog(t, "baton listening")
@@ -278,6 +279,9 @@ func TestClusterTLS(t *testing.T) {
 	// A 4th node started with neither -bootstrap nor -join waits; 'baton
 	// cluster join' (with its certificate) has a member add it.
 	n4 := startTLSNode(t, pki, "n4", "-")
+	if code := readyz(t, n4); code != http.StatusServiceUnavailable {
+		t.Errorf("n4 waiting to be added: /readyz = %d, want 503", code)
+	}
 	code, out, errOut = cli(append([]string{"cluster", "join", "--admin", n4.admin, n3.admin}, pki.cliTLS("n4")...)...)
 	if code != 0 || !strings.Contains(out, "n4 joined the cluster: ring version 4") {
 		t.Fatalf("baton cluster join = %d, %q, %q", code, out, errOut)
@@ -286,6 +290,7 @@ func TestClusterTLS(t *testing.T) {
 	for _, n := range []*clusterProc{n1, n2, n3, n4} {
 		waitTLSStatus(t, pki, n, "a ring of 4", func(st cluster.Status) bool { return len(st.Ring) == 4 })
 	}
+	waitReady(t, n4)
 	if code, out, _ := cli(append([]string{"cluster", "join", "--admin", n4.admin, n1.admin}, pki.cliTLS("n4")...)...); code != 0 || !strings.Contains(out, "already serves") {
 		t.Errorf("baton cluster join again = %d, %q", code, out)
 	}
@@ -396,4 +401,16 @@ func tlsAcquireLatency(t *testing.T, pki *clusterPKI, addr, prefix string) []tim
 	}
 	slices.Sort(ds)
 	return ds
+}
+
+// waitReady waits, bounded, until a node's /readyz answers 200.
+func waitReady(t *testing.T, n *clusterProc) {
+	t.Helper()
+	deadline := time.Now().Add(2 * opstest.Timeout)
+	for readyz(t, n) != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: /readyz not 200 within %v", n.id, 2*opstest.Timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

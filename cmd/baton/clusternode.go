@@ -165,7 +165,7 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		// Neither -bootstrap nor -join on a new data directory: wait
 		// until an operator has a member add this node.
 		c.logger.Info("waiting to be added to a cluster: run 'baton cluster join --admin THIS_NODE_ADMIN MEMBER_ADMIN'",
-			"node_id", cfg.nodeID, "admin_addr", ncfg.AdminAddr)
+			"node_id", cfg.nodeID, "admin_addr", ncfg.AdminAddr, "ops_addr", addrs.ops)
 		if err := n.WaitAdded(ctx); err != nil {
 			return fmt.Errorf("waiting to be added to a cluster: %w", err)
 		}
