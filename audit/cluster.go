@@ -34,7 +34,7 @@ type ClusterEvent struct {
 	Ring        []string       // ring: its members
 	CommittedAt time.Time      // ring: the leader's clock when the change was proposed
 	LogIndex    uint64         // the Raft log index of the change (0: from a snapshot)
-	Replayed    bool           // applied again from the node's own data directory at start
+	Replayed    bool           // already in the node's data directory when it started: applied again
 }
 
 // Cluster queues the record of a cluster node's membership or ring

@@ -38,9 +38,10 @@ type Event struct {
 	// Index is the Raft log index of the change (0 for a ring restored
 	// from a snapshot).
 	Index uint64
-	// Replayed is true for a change this node applied again from its own
-	// data directory while it started (it had applied it in an earlier
-	// run).
+	// Replayed is true for a change that was already in this node's data
+	// directory when it opened (its Raft log, or the snapshot it restored
+	// while opening): applied again after a restart, usually reported by
+	// the earlier run too.
 	Replayed bool
 }
 
