@@ -36,7 +36,7 @@ const (
 var clusterEnvFiles = []string{"systemd/cluster/n1.env", "systemd/cluster/n2.env", "systemd/cluster/n3.env"}
 
 var clusterFiles = append([]string{clusterUnit, clusterStatefulSet, clusterService,
-	"kubernetes/cluster/kustomization.yaml"}, clusterEnvFiles...)
+	"kubernetes/cluster/kustomization.yaml", "kubernetes/cluster/pdb.yaml"}, clusterEnvFiles...)
 
 // unitKeys returns a unit file's settings, key to values in order.
 func unitKeys(t *testing.T, path string) map[string][]string {
@@ -199,6 +199,14 @@ func TestClusterKubernetes(t *testing.T) {
 	} {
 		if !regexp.MustCompile(re).MatchString(sts) {
 			t.Errorf("%s does not match %q", clusterStatefulSet, re)
+		}
+	}
+	if pdb := read(t, "kubernetes/cluster/pdb.yaml"); !strings.Contains(pdb, "maxUnavailable: 1\n") {
+		t.Errorf("pdb.yaml: want maxUnavailable: 1 (two of three nodes keep the quorum)")
+	}
+	for _, f := range []string{"statefulset.yaml", "service.yaml", "pdb.yaml"} {
+		if !strings.Contains(read(t, "kubernetes/cluster/kustomization.yaml"), "  - "+f+"\n") {
+			t.Errorf("kustomization.yaml does not list %s", f)
 		}
 	}
 	svc := read(t, clusterService)
