@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -114,5 +115,25 @@ func waitReadyPlain(t *testing.T, n *clusterProc) {
 			t.Fatalf("%s: /readyz not 200 within %v", n.id, 2*opstest.Timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// 'baton cluster join' usage errors exit 2; an unreachable node exits 1.
+func TestClusterJoinUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"cluster", "join"}, exitUsage, "missing MEMBER_ADMIN"},
+		{[]string{"cluster", "join", "a:1", "b:2"}, exitUsage, `unexpected argument "b:2"`},
+		{[]string{"cluster", "join", "nohostport"}, exitUsage, "MEMBER_ADMIN"},
+		{[]string{"cluster", "join", "--tls-cert", "x", "127.0.0.1:1"}, exitUsage, "--tls-cert and --tls-key go together"},
+		{[]string{"cluster", "join", "--admin", freeAddr(t), "--timeout", "2s", "127.0.0.1:1"}, exitError, "connection refused"},
+	} {
+		code, _, errOut := cli(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("baton %s: exit %d, %q; want %d and %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
+		}
 	}
 }
