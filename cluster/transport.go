@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,6 +22,47 @@ type streamLayer struct {
 	net.Listener
 	advertise net.Addr
 	clientTLS *tls.Config // nil: plain TCP
+	serverTLS *tls.Config // nil: plain TCP
+	// handshakeTimeout bounds the TLS handshake of an accepted
+	// connection (Raft sets no deadline on the connections it serves).
+	handshakeTimeout time.Duration
+}
+
+// DefaultHandshakeTimeout bounds the TLS handshake of a connection to
+// the Raft listener.
+const DefaultHandshakeTimeout = 10 * time.Second
+
+// Accept returns the next connection; with TLS, one whose handshake
+// runs, within handshakeTimeout, on its first read (in Raft's goroutine
+// for the connection, never in the accept loop).
+func (s *streamLayer) Accept() (net.Conn, error) {
+	c, err := s.Listener.Accept()
+	if err != nil || s.serverTLS == nil {
+		return c, err
+	}
+	return &serverConn{Conn: tls.Server(c, s.serverTLS), timeout: s.handshakeTimeout}, nil
+}
+
+// serverConn is an accepted TLS connection that completes its handshake
+// within timeout before its first read.
+type serverConn struct {
+	*tls.Conn
+	timeout time.Duration
+	once    sync.Once
+	err     error
+}
+
+func (c *serverConn) Read(b []byte) (int, error) {
+	c.once.Do(func() {
+		c.Conn.SetDeadline(time.Now().Add(c.timeout))
+		if c.err = c.Conn.Handshake(); c.err == nil {
+			c.Conn.SetDeadline(time.Time{})
+		}
+	})
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.Conn.Read(b)
 }
 
 // advertisedAddr is a net.Addr that is a host name and port.
@@ -32,7 +74,8 @@ func (a advertisedAddr) String() string  { return string(a) }
 // newStreamLayer listens on bind. With serverTLS, every accepted
 // connection is served TLS (serverTLS must require and verify client
 // certificates: a peer without a valid one fails the handshake, and Raft
-// drops the connection on its first read); with clientTLS, every dial
+// drops the connection on its first read; one that does not finish the
+// handshake within DefaultHandshakeTimeout is dropped too); with clientTLS, every dial
 // presents this node's certificate. advertise, when not empty, is the
 // address the other members dial; else the bound address, which must
 // then not be a wildcard.
@@ -44,7 +87,7 @@ func newStreamLayer(bind, advertise string, serverTLS, clientTLS *tls.Config) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &streamLayer{Listener: ln, advertise: ln.Addr(), clientTLS: clientTLS}
+	s := &streamLayer{Listener: ln, advertise: ln.Addr(), clientTLS: clientTLS, serverTLS: serverTLS, handshakeTimeout: DefaultHandshakeTimeout}
 	if advertise != "" {
 		host, port, err := net.SplitHostPort(advertise)
 		if err != nil {
@@ -59,9 +102,6 @@ func newStreamLayer(bind, advertise string, serverTLS, clientTLS *tls.Config) (*
 	} else if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || tcp.IP == nil || tcp.IP.IsUnspecified() {
 		ln.Close()
 		return nil, fmt.Errorf("cluster: Raft listens on %s, which other members cannot dial: give an advertised address", ln.Addr())
-	}
-	if serverTLS != nil {
-		s.Listener = tls.NewListener(ln, serverTLS)
 	}
 	return s, nil
 }

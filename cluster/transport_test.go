@@ -183,3 +183,42 @@ func TestRaftAdvertise(t *testing.T) {
 		t.Fatalf("recorded Raft address %q, want 127.0.0.1 and the bound port", n.Metadata().Members["node-1"].RaftAddr)
 	}
 }
+
+// With TLS, a peer that connects to the Raft listener and never finishes
+// the handshake is closed after the handshake timeout, not kept forever.
+func TestRaftHandshakeTimeout(t *testing.T) {
+	pki := newTestPKI(t)
+	srvCfg, cliCfg := pki.peerTLS("node-1")
+	s, err := newStreamLayer("127.0.0.1:0", "", srvCfg, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.handshakeTimeout = 200 * time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		c, err := s.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		_, err = c.Read(make([]byte, 1)) // as Raft's handleConn does
+		done <- err
+	}()
+	silent, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	start := time.Now()
+	select {
+	case err := <-done:
+		t.Logf("silent peer dropped after %v: %v", time.Since(start), err)
+		if err == nil {
+			t.Fatal("a read on a connection that never handshook succeeded")
+		}
+	case <-time.After(testWait):
+		t.Fatalf("silent peer still held after %v", testWait)
+	}
+}
