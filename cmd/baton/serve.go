@@ -138,7 +138,7 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.aclFile, "acl-file", "BATON_ACL_FILE", "", "access-control list (JSON) from client identities to lock names; requires -tls-client-ca")
 	fs.BoolVar(&cfg.aclRevokeHolders, "acl-revoke-holders", "BATON_ACL_REVOKE_HOLDERS", false, "on an ACL reload, also end holders the new rules refuse (waiters they refuse are always removed)")
 	fs.StringVar(&cfg.dataDir, "data-dir", "BATON_DATA_DIR", "", "directory for durable state (the fencing-token high-water mark, DIR/tokens; a cluster node's Raft state, DIR/cluster); empty: tokens from the wall clock")
-	fs.StringVar(&cfg.nodeID, "node-id", "BATON_NODE_ID", "", "run as a cluster node with this stable id (needs -data-dir, -raft-listen, -admin-listen, and -bootstrap or -join the first time); empty: a single server")
+	fs.StringVar(&cfg.nodeID, "node-id", "BATON_NODE_ID", "", "run as a cluster node with this stable id (needs -data-dir, -raft-listen, -admin-listen; the first time -bootstrap, -join, or neither to wait for 'baton cluster join'; with TLS also -tls-client-ca and -cluster-identity); empty: a single server")
 	fs.StringVar(&cfg.raftListen, "raft-listen", "BATON_RAFT_LISTEN_ADDRESS", "", "a cluster node's inter-node (Raft) address (host:port); keep it stable across restarts")
 	fs.BoolVar(&cfg.bootstrap, "bootstrap", "BATON_BOOTSTRAP", false, "form a new cluster of this node (ignored when the data directory already holds one)")
 	fs.StringVar(&cfg.join, "join", "BATON_JOIN", "", "join the cluster through the admin address (host:port) of any member; a node restarted from its data directory rejoins without it; without -bootstrap or -join a new node waits for 'baton cluster join'")
