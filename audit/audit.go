@@ -85,6 +85,17 @@ type Record struct {
 	Claim    *uint64 `json:"claim,omitempty"`
 	Mode     string  `json:"mode,omitempty"`
 	Label    string  `json:"label,omitempty"`
+	// A cluster node's membership and ring changes (cluster_*, see
+	// ClusterEvent): the member concerned, the ring after the change
+	// with its version and commit time, the Raft log index, and whether
+	// the node applied it again from its data directory at start. lock,
+	// identity and remote_addr are empty.
+	Member      *ClusterMember `json:"member,omitempty"`
+	RingVersion *uint64        `json:"ring_version,omitempty"`
+	Ring        []string       `json:"ring,omitempty"`
+	CommittedAt string         `json:"committed_at,omitempty"`
+	LogIndex    uint64         `json:"log_index,omitempty"`
+	Replayed    bool           `json:"replayed,omitempty"`
 }
 
 // DefaultBuffer is the number of events the Logger holds while its writer
@@ -145,8 +156,9 @@ type Logger struct {
 // entry is an event as Observe copies it: no encoding under the table
 // lock.
 type entry struct {
-	event string
-	e     server.Event
+	event   string
+	e       server.Event
+	cluster *ClusterEvent // cluster_* records
 }
 
 // New returns a Logger writing to w, which it never closes.
@@ -254,7 +266,7 @@ func (l *Logger) Observe(e server.Event) {
 
 func (l *Logger) enqueue(event string, e server.Event) {
 	select {
-	case l.ch <- entry{event, e}:
+	case l.ch <- entry{event: event, e: e}:
 	default:
 		l.overflow.Add(1)
 	}
@@ -520,6 +532,10 @@ func record(en entry) Record {
 		Lock:       e.Lock,
 		Identity:   e.Peer.Identity,
 		RemoteAddr: e.Peer.Addr,
+	}
+	if en.cluster != nil {
+		clusterRecord(&r, en.cluster)
+		return r
 	}
 	switch en.event {
 	case Granted:

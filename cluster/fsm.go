@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -141,6 +142,19 @@ type fsm struct {
 	// before and after, so that whoever reads the new ring also sees what
 	// the hook recorded. It must not call back into the fsm.
 	onRing func(prev, cur *Ring)
+	// onEvent, when set, receives the membership and ring events of each
+	// apply, after mu is released, in log order (Raft applies from one
+	// goroutine).
+	onEvent func(Event)
+	// replayTo is the last log index in the store when the node opened:
+	// entries up to it are applied again from the node's own log.
+	// opening is set while Open restores the node's last snapshot.
+	replayTo uint64
+	opening  bool
+	pending  []Event // events of the apply in progress, under mu
+	// beforeApply, when set by a test, runs before each log entry is
+	// applied, outside mu: it may block to make the node fall behind.
+	beforeApply atomic.Pointer[func()]
 }
 
 func newFSM() *fsm {
@@ -149,6 +163,9 @@ func newFSM() *fsm {
 
 // Apply implements raft.FSM.
 func (f *fsm) Apply(l *raft.Log) any {
+	if hook := f.beforeApply.Load(); hook != nil {
+		(*hook)()
+	}
 	if l.Type != raft.LogCommand {
 		f.mu.Lock()
 		f.advance(l.Index)
@@ -163,10 +180,24 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return applyResult{Error: fmt.Sprintf("cluster: undecodable log entry %d: %v", l.Index, err)}
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	res := f.apply(&c)
 	f.advance(l.Index)
+	events := f.pending
+	f.pending = nil
+	f.mu.Unlock()
+	f.emit(events, l.Index, l.Index <= f.replayTo)
 	return res
+}
+
+// emit passes events to onEvent, outside mu.
+func (f *fsm) emit(events []Event, index uint64, replayed bool) {
+	if f.onEvent == nil {
+		return
+	}
+	for _, e := range events {
+		e.Index, e.Replayed = index, replayed
+		f.onEvent(e)
+	}
 }
 
 func (f *fsm) advance(index uint64) {
@@ -179,6 +210,15 @@ func (f *fsm) advance(index uint64) {
 func (f *fsm) apply(c *command) applyResult {
 	md := &f.md
 	before := md.ring()
+	if f.onEvent != nil {
+		prev, known := md.Members[c.Member.ID]
+		if c.Op == opRemoveMember {
+			prev, known = md.Members[c.ID]
+		}
+		if e, ok := memberEvent(c, prev, known); ok {
+			f.pending = append(f.pending, e)
+		}
+	}
 	switch c.Op {
 	case opPutMember:
 		if c.Member.ID == "" {
@@ -226,6 +266,9 @@ func (f *fsm) setRing(r *Ring, at time.Time) {
 	f.history.Add(r, at)
 	if f.onRing != nil {
 		f.onRing(prev, r)
+	}
+	if f.onEvent != nil {
+		f.pending = append(f.pending, Event{Kind: EventRing, RingVersion: r.Version(), Ring: r.Members(), CommittedAt: at})
 	}
 }
 
@@ -284,10 +327,13 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	md = md.clone()
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.md = md
 	f.setRing(md.ring(), md.RingCommittedAt)
 	f.advance(0)
+	events, opening := f.pending, f.opening
+	f.pending = nil
+	f.mu.Unlock()
+	f.emit(events, 0, opening)
 	return nil
 }
 

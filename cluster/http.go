@@ -69,16 +69,27 @@ type Status struct {
 	MaxLease           string            `json:"max_lease"`
 	// Unreachable lists, on the leader, members it cannot heartbeat.
 	Unreachable []string `json:"unreachable,omitempty"`
+	// Self is this node's own record as it would join with it (its
+	// state is what the applied metadata says, "" before it is a
+	// member): what 'baton cluster join' sends to a member.
+	Self Member `json:"self"`
+	// CommitIndex is the last Raft log index this node knows committed;
+	// AppliedIndex the last it has applied to its metadata.
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
 }
 
 // Status returns this node's view of the cluster.
 func (n *Node) Status() Status {
-	md, _ := n.fsm.read()
+	md, applied := n.fsm.read()
 	_, leader := n.raft.LeaderWithID()
+	self := n.self()
+	self.State = md.Members[n.cfg.ID].State
 	st := Status{
 		ID: n.cfg.ID, Leader: string(leader), IsLeader: n.IsLeader(), RaftState: n.raft.State().String(),
 		AppliedRingVersion: md.RingVersion, RingCommittedAt: md.RingCommittedAt, Ring: md.ring().Members(),
 		Members: md.MemberList(), Epochs: md.Epochs, MaxLease: md.MaxLease.String(),
+		Self: self, CommitIndex: n.raft.CommitIndex(), AppliedIndex: applied,
 	}
 	for id := range n.Unreachable() {
 		st.Unreachable = append(st.Unreachable, id)
@@ -153,11 +164,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // post sends a write to another member's Handler at addr.
 func (n *Node) post(ctx context.Context, addr, path string, body []byte, forwarded bool, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.cfg.Scheme+"://"+addr+path, bytes.NewReader(body))
+	return n.do(ctx, http.MethodPost, addr, path, body, forwarded, out)
+}
+
+// do sends a request to another member's Handler at addr.
+func (n *Node) do(ctx context.Context, method, addr, path string, body []byte, forwarded bool, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, n.cfg.Scheme+"://"+addr+path, rd)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if forwarded {
 		req.Header.Set(HeaderForwarded, "1")
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +64,21 @@ type Config struct {
 	// (default) or "https" when HTTPClient has TLS.
 	HTTPClient *http.Client
 	Scheme     string
+	// ServerTLS and ClientTLS, both or neither, make the Raft transport
+	// mutual TLS (see PeerTLS): ServerTLS serves the Raft listener and
+	// must require and verify client certificates; ClientTLS dials the
+	// other members. The member API calls go through HTTPClient, which
+	// then needs ClientTLS too, with Scheme "https".
+	ServerTLS, ClientTLS *tls.Config
+	// RaftAdvertise is the Raft address recorded for the other members
+	// to dial, when it differs from RaftAddr (a node that binds every
+	// interface, or is known by a DNS name); port 0 means RaftAddr's
+	// bound port.
+	RaftAdvertise string
+	// OnEvent, when set, receives every membership and ring change this
+	// node applies, in log order (for an audit log). It must not block
+	// for long: Raft's apply waits for it.
+	OnEvent func(Event)
 	// Raft timing; zero means raft.DefaultConfig's (1 s heartbeat and
 	// election timeouts, 500 ms leader lease).
 	HeartbeatTimeout   time.Duration
@@ -184,10 +200,17 @@ func Open(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("cluster: read data dir: %w", err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, 3, 5*time.Second, hlog)
+	stream, err := newStreamLayer(cfg.RaftAddr, cfg.RaftAdvertise, cfg.ServerTLS, cfg.ClientTLS)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
+	}
+	trans := raft.NewNetworkTransportWithLogger(stream, 3, 5*time.Second, hlog)
+	lastIndex, err := store.LastIndex()
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, fmt.Errorf("cluster: read data dir: %w", err)
 	}
 	n := &Node{
 		cfg: cfg, log: logger, trans: trans, store: store, fsm: newFSM(), existing: existing,
@@ -200,6 +223,9 @@ func Open(cfg Config) (*Node, error) {
 		n.client = &http.Client{Timeout: 10 * time.Second}
 	}
 	n.fsm.onRing = n.ringChanged
+	n.fsm.onEvent = cfg.OnEvent
+	n.fsm.replayTo = lastIndex
+	n.fsm.opening = true
 	n.tokens = NewTokens(0, func() {
 		select {
 		case n.renewCh <- struct{}{}:
@@ -213,6 +239,9 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.raft = r
+	n.fsm.mu.Lock()
+	n.fsm.opening = false
+	n.fsm.mu.Unlock()
 	// Raft answers heartbeats on the transport's goroutines (a fast path
 	// that skips its main loop). Shutdown does not wait for those, so a
 	// heartbeat that passed Raft's shutdown check could write the term to
@@ -725,4 +754,43 @@ func (n *Node) Voters() ([]string, error) {
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// ErrBehind is returned by CaughtUp for a node that has not applied the
+// leader's ring yet.
+var ErrBehind = errors.New("cluster: behind the leader")
+
+// CaughtUp reports whether this node has applied the latest ring: the
+// ring version the leader has applied, asked of the leader over the
+// member API (read locally on the leader). It returns nil when the node
+// has, ErrNoLeader when it knows no leader (or has not applied the
+// leader's member record yet), and an error wrapping ErrBehind or the
+// failure to ask the leader otherwise.
+func (n *Node) CaughtUp(ctx context.Context) error {
+	mine := n.AppliedRingVersion()
+	if n.IsLeader() {
+		if mine == 0 {
+			return fmt.Errorf("%w: no ring applied yet", ErrBehind)
+		}
+		return nil
+	}
+	leader, ok := n.Leader()
+	if !ok || leader.AdminAddr == "" {
+		return ErrNoLeader
+	}
+	var st Status
+	if err := n.do(ctx, http.MethodGet, leader.AdminAddr, pathStatus, nil, false, &st); err != nil {
+		return fmt.Errorf("cluster: asking the leader %s for its ring: %w", leader.ID, err)
+	}
+	if mine < st.AppliedRingVersion || mine == 0 {
+		return fmt.Errorf("%w: ring version %d applied here, %d on the leader %s", ErrBehind, mine, st.AppliedRingVersion, leader.ID)
+	}
+	return nil
+}
+
+// WaitAdded waits until this node is a serving member: a node that was
+// started neither to bootstrap nor to join waits there until an operator
+// has a member add it ('baton cluster join').
+func (n *Node) WaitAdded(ctx context.Context) error {
+	return n.waitFor(ctx, func(md *Metadata) bool { return md.Members[n.cfg.ID].State == Serving })
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,19 +44,35 @@ type testNode struct {
 // adminAddr ("127.0.0.1:0" for a new one) and raftAddr.
 func startNode(t *testing.T, id, dir, raftAddr, adminAddr string) *testNode {
 	t.Helper()
+	return startNodeWith(t, id, dir, raftAddr, adminAddr, nil)
+}
+
+// startNodeWith is startNode with a change to the Config; with
+// cfg.ServerTLS set the admin listener serves it too.
+func startNodeWith(t *testing.T, id, dir, raftAddr, adminAddr string, change func(*Config)) *testNode {
+	t.Helper()
 	ln, err := net.Listen("tcp", adminAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
-	n, err := Open(Config{
+	cfg := Config{
 		ID: id, RaftAddr: raftAddr, DataDir: dir,
 		ProtocolAddr: "127.0.0.1:7" + id[len(id)-1:], AdminAddr: ln.Addr().String(),
 		HTTPClient:       client,
 		HeartbeatTimeout: testHeartbeat, ElectionTimeout: testElection, LeaderLeaseTimeout: testLease,
 		SnapshotThreshold: 8, SnapshotInterval: 50 * time.Millisecond,
 		GateSlack: testSlack,
-	})
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	if cfg.ServerTLS != nil {
+		client.Transport.(*http.Transport).TLSClientConfig = cfg.ClientTLS
+		cfg.Scheme = "https"
+		ln = tls.NewListener(ln, cfg.ServerTLS)
+	}
+	n, err := Open(cfg)
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

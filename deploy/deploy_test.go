@@ -261,8 +261,8 @@ func settings(t *testing.T, command string) (flags, envs map[string]bool) {
 	return flags, envs
 }
 
-var deployFiles = []string{"Dockerfile", "systemd/baton.service", "systemd/baton.env",
-	"kubernetes/deployment.yaml", "kubernetes/service.yaml", "kubernetes/kustomization.yaml"}
+var deployFiles = append([]string{"Dockerfile", "systemd/baton.service", "systemd/baton.env",
+	"kubernetes/deployment.yaml", "kubernetes/service.yaml", "kubernetes/kustomization.yaml"}, clusterFiles...)
 
 // TestOnlyServeSettings: every BATON_* variable and every flag the
 // deployment files give 'baton serve' is one it has.
@@ -284,8 +284,11 @@ func TestOnlyServeSettings(t *testing.T) {
 	var cmdlines []string
 	unit := systemdKeys(t)
 	cmdlines = append(cmdlines, unit["ExecStart"]...)
-	for _, m := range regexp.MustCompile(`(?m)^\s*(?:args|command):\s*\[(.*)\]`).FindAllStringSubmatch(read(t, "kubernetes/deployment.yaml"), -1) {
-		cmdlines = append(cmdlines, strings.NewReplacer(`"`, "", ",", " ").Replace(m[1]))
+	cmdlines = append(cmdlines, unitKeys(t, clusterUnit)["ExecStart"]...)
+	for _, f := range []string{"kubernetes/deployment.yaml", clusterStatefulSet} {
+		for _, m := range regexp.MustCompile(`(?m)^\s*(?:args|command):\s*\[(.*)\]`).FindAllStringSubmatch(read(t, f), -1) {
+			cmdlines = append(cmdlines, strings.NewReplacer(`"`, "", ",", " ").Replace(m[1]))
+		}
 	}
 	for _, in := range finalStage(t) {
 		if in[0] == "CMD" || in[0] == "ENTRYPOINT" {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -133,10 +134,24 @@ func readHop(r io.Reader) (addr, identity string, err error) {
 // acceptHop handles a connection that opened with the hop marker: it
 // checks that the peer may relay, reads the header and takes on the
 // client's address and identity. It returns the first byte after it.
+//
+// A TLS connection may relay only if its client certificate's identity
+// is a member node's (TrustHopIdentity); a connection without TLS only
+// if TrustHop accepts its source address, which is weak: anyone on a
+// member's host passes it.
 func (s *session) acceptHop() error {
 	srv := s.srv
-	if srv.Router == nil || srv.TrustHop == nil || !srv.TrustHop(s.conn.RemoteAddr()) {
-		srv.Logger.Info("hop header from a peer that may not relay", "remote_addr", s.peer.Addr)
+	trusted := false
+	if _, ok := s.conn.(*tls.Conn); ok {
+		s.wmu.Lock()
+		id := s.peer.Identity
+		s.wmu.Unlock()
+		trusted = id != "" && srv.TrustHopIdentity != nil && srv.TrustHopIdentity(id)
+	} else {
+		trusted = srv.TrustHop != nil && srv.TrustHop(s.conn.RemoteAddr())
+	}
+	if srv.Router == nil || !trusted {
+		srv.Logger.Info("hop header from a peer that may not relay", "remote_addr", s.peer.Addr, "identity", s.peer.Identity)
 		return errBadHop
 	}
 	addr, id, err := readHop(s.conn)

@@ -67,8 +67,14 @@ type Server struct {
 	// the connection to its owner or holds it (relay.go).
 	Router Router
 	// TrustHop tells whether a connection from addr may open with a hop
-	// header (a relaying member); nil trusts none.
+	// header (a relaying member); nil trusts none. It is asked only of
+	// connections without TLS: see TrustHopIdentity.
 	TrustHop func(addr net.Addr) bool
+	// TrustHopIdentity tells whether a TLS connection whose verified
+	// client certificate has identity (see Identity) may open with a hop
+	// header; nil trusts none. A TLS connection is never trusted by its
+	// address.
+	TrustHopIdentity func(identity string) bool
 	// DialOwner opens a hop to an owner's protocol address; nil means
 	// plain TCP.
 	DialOwner func(ctx context.Context, addr string) (net.Conn, error)

@@ -15,13 +15,14 @@ import (
 
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/tlsfiles"
 )
 
 // 'baton cluster': the cluster's members and their health, and the
 // removal of members, over the member API a cluster node serves on its
 // admin listener (docs/cluster.md).
 
-const clusterSynopsis = "baton cluster status|leave|remove [flags] [ID]"
+const clusterSynopsis = "baton cluster status|join|leave|remove [flags] [MEMBER_ADMIN|ID]"
 
 const clusterHelp = `
 Subcommands, each asking the node whose admin API is --admin:
@@ -30,6 +31,11 @@ Subcommands, each asking the node whose admin API is --admin:
                per member its addresses, state, and health (its own Raft
                state and applied ring version, asked of it directly;
                "unreachable" when it does not answer)
+  join MEMBER_ADMIN
+               add the node at --admin to the cluster of the member whose
+               admin address is MEMBER_ADMIN, and wait until it serves:
+               for a node started with -node-id but neither -bootstrap nor
+               -join, which waits to be added
   leave        the node at --admin leaves the cluster (planned): out of
                the ring and of Raft; it keeps running, relaying to the
                remaining members
@@ -37,20 +43,23 @@ Subcommands, each asking the node whose admin API is --admin:
                again (until then they are granted nowhere); a live node's
                claims on them are not handed over (not yet available)
 
-A node joins with 'baton serve -node-id ID -join ADDR'; a joining command
-is not yet available.
+With TLS on the nodes, give --tls-ca, --tls-cert and --tls-key: every
+request but status needs a certificate whose identity matches the nodes'
+-cluster-identity (a node's own certificate will do); status also
+accepts one the ACL grants the admin "read" action.
 
-Exit status: 0 on success, 1 on a failure, 2 on bad usage, 3 for an
-unknown member.
+Exit status: 0 on success (join: also when the node already serves), 1
+on a failure, 2 on bad usage, 3 for an unknown member.
 `
 
 // clusterSubcommands are the subcommands of 'baton cluster'.
-var clusterSubcommands = []string{"status", "leave", "remove"}
+var clusterSubcommands = []string{"status", "join", "leave", "remove"}
 
 type clusterCmdConfig struct {
 	addr    string
 	json    bool
 	timeout time.Duration
+	tls     *tlsfiles.ClientFiles
 }
 
 func clusterFlags(sub string, stderr io.Writer) (*flagSet, *clusterCmdConfig) {
@@ -58,6 +67,7 @@ func clusterFlags(sub string, stderr io.Writer) (*flagSet, *clusterCmdConfig) {
 	fs := newFlagSet("baton cluster "+sub, clusterSynopsis, stderr)
 	fs.StringVar(&cfg.addr, "admin", "BATON_ADMIN_ADDRESS", defaultAdminAddr, "admin API of a cluster node: host:port")
 	fs.DurationVar(&cfg.timeout, "timeout", "BATON_ADMIN_TIMEOUT", 10*time.Second, "give up on the request after this long")
+	cfg.tls = clientTLSFlags(fs)
 	if sub == "status" {
 		fs.BoolVar(&cfg.json, "json", "BATON_JSON", false, "print the node's JSON status instead of a table")
 	}
@@ -78,7 +88,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(stdout, "Usage: %s\n%s", clusterSynopsis, clusterHelp)
 		return exitOK
-	case "status", "leave", "remove":
+	case "status", "join", "leave", "remove":
 	default:
 		return usage("unknown subcommand %q", sub)
 	}
@@ -89,14 +99,20 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		}
 		return code
 	}
-	pos := fs.Args()
-	want := 0
-	if sub == "remove" {
-		want = 1
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		return usage("%v", strings.TrimSpace(err.Error()))
+	}
+	want, what := 0, ""
+	switch sub {
+	case "remove":
+		want, what = 1, "ID"
+	case "join":
+		want, what = 1, "MEMBER_ADMIN"
 	}
 	switch {
 	case len(pos) < want:
-		return usage("missing ID")
+		return usage("missing %s", what)
 	case len(pos) > want:
 		return usage("unexpected argument %q", pos[want])
 	case cfg.timeout <= 0:
@@ -105,22 +121,32 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	if err := checkHostPort(cfg.addr); err != nil {
 		return usage("--admin: %v", err)
 	}
+	if sub == "join" {
+		if err := checkHostPort(pos[0]); err != nil {
+			return usage("MEMBER_ADMIN: %v", err)
+		}
+	}
+	if (cfg.tls.Cert == "") != (cfg.tls.Key == "") {
+		return usage("--tls-cert and --tls-key go together")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
-	var err error
+	cc := &clusterClient{tls: cfg.tls}
 	switch sub {
 	case "status":
-		err = clusterStatus(ctx, cfg, stdout)
+		err = clusterStatus(ctx, cc, cfg, stdout)
+	case "join":
+		err = clusterJoin(ctx, cc, cfg.addr, pos[0], stdout)
 	case "leave":
 		var st cluster.Status
-		if st, err = getClusterStatus(ctx, cfg.addr); err == nil {
-			err = postCluster(ctx, cfg.addr, "/cluster/v1/remove", map[string]any{"id": st.ID, "planned": true})
+		if st, err = cc.status(ctx, cfg.addr); err == nil {
+			err = cc.post(ctx, cfg.addr, "/cluster/v1/remove", map[string]any{"id": st.ID, "planned": true})
 			if err == nil {
 				fmt.Fprintf(stdout, "%s left the cluster\n", st.ID)
 			}
 		}
 	case "remove":
-		err = postCluster(ctx, cfg.addr, "/cluster/v1/remove", map[string]any{"id": pos[0]})
+		err = cc.post(ctx, cfg.addr, "/cluster/v1/remove", map[string]any{"id": pos[0]})
 		if err == nil {
 			fmt.Fprintf(stdout, "%s removed from the cluster\n", pos[0])
 		}
@@ -143,20 +169,45 @@ type clusterHTTPError struct {
 
 func (e *clusterHTTPError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.msg, e.status) }
 
-func clusterDo(ctx context.Context, method, addr, path string, body any, out any) error {
+// clusterClient calls the member API of nodes, over HTTPS when a --tls-*
+// flag is given (a node serves its admin listener with its TLS
+// certificate), or through a node's own member client when http is set.
+type clusterClient struct {
+	tls *tlsfiles.ClientFiles
+	// http and scheme, when set, are a node's client for other members
+	// (mutual TLS with its own certificate when TLS is on).
+	http   *http.Client
+	scheme string
+}
+
+func (cc *clusterClient) do(ctx context.Context, method, addr, path string, body any, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
+	scheme, client := "http", http.DefaultClient
+	tlsCfg, err := clientTLSConfig(cc.tls, addr)
+	if err != nil {
+		return err
+	}
+	switch {
+	case cc.http != nil:
+		scheme, client = cc.scheme, cc.http
+	case tlsCfg != nil:
+		scheme = "https"
+		tr := &http.Transport{TLSClientConfig: tlsCfg}
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+addr+path, rd)
 	if err != nil {
 		return err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -183,20 +234,54 @@ func clusterDo(ctx context.Context, method, addr, path string, body any, out any
 	return nil
 }
 
-func getClusterStatus(ctx context.Context, addr string) (cluster.Status, error) {
+func (cc *clusterClient) status(ctx context.Context, addr string) (cluster.Status, error) {
 	var st cluster.Status
-	err := clusterDo(ctx, http.MethodGet, addr, "/cluster/v1/status", nil, &st)
+	err := cc.do(ctx, http.MethodGet, addr, "/cluster/v1/status", nil, &st)
 	return st, err
 }
 
-func postCluster(ctx context.Context, addr, path string, body any) error {
-	return clusterDo(ctx, http.MethodPost, addr, path, body, nil)
+func (cc *clusterClient) post(ctx context.Context, addr, path string, body any) error {
+	return cc.do(ctx, http.MethodPost, addr, path, body, nil)
+}
+
+// clusterJoin asks the member at memberAddr to add the node at addr (its
+// own record, as its status gives it), then waits until that node has
+// applied its entry as a serving member.
+func clusterJoin(ctx context.Context, cc *clusterClient, addr, memberAddr string, out io.Writer) error {
+	st, err := cc.status(ctx, addr)
+	if err != nil {
+		return err
+	}
+	if st.Self.State == cluster.Serving {
+		fmt.Fprintf(out, "%s already serves in the cluster (ring version %d)\n", st.ID, st.AppliedRingVersion)
+		return nil
+	}
+	if st.Self.ID == "" || st.Self.RaftAddr == "" {
+		return fmt.Errorf("the node at %s did not give its own record (is it a cluster node of this version?)", addr)
+	}
+	if err := cc.post(ctx, memberAddr, "/cluster/v1/join", st.Self); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		st, err = cc.status(ctx, addr)
+		if err == nil && st.Self.State == cluster.Serving {
+			fmt.Fprintf(out, "%s joined the cluster: ring version %d (%s)\n", st.ID, st.AppliedRingVersion, strings.Join(st.Ring, " "))
+			return nil
+		}
+		t := time.NewTimer(min(10*time.Millisecond<<min(attempt, 5), 250*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("added through %s, but %s does not serve yet: %w", memberAddr, st.ID, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // clusterStatus prints the view of the node at cfg.addr, with each
 // member's own Raft state and applied ring version.
-func clusterStatus(ctx context.Context, cfg *clusterCmdConfig, out io.Writer) error {
-	st, err := getClusterStatus(ctx, cfg.addr)
+func clusterStatus(ctx context.Context, cc *clusterClient, cfg *clusterCmdConfig, out io.Writer) error {
+	st, err := cc.status(ctx, cfg.addr)
 	if err != nil {
 		return err
 	}
@@ -208,7 +293,7 @@ func clusterStatus(ctx context.Context, cfg *clusterCmdConfig, out io.Writer) er
 	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
 	tw := newTable(out)
 	fmt.Fprintln(tw, "ID\tSTATE\tPROTOCOL\tADMIN\tRAFT\tHEALTH")
-	probes := probeMembers(ctx, members, false)
+	probes := probeMembers(ctx, cc, members, false)
 	for _, m := range members {
 		health := "unreachable"
 		if p := probes[m.ID]; p.err == nil {
@@ -234,7 +319,7 @@ type memberProbe struct {
 // memberProbeTimeout, for its own status (GET /cluster/v1/status) and,
 // with counts, its /api/info. A member without an admin address is not
 // asked.
-func probeMembers(ctx context.Context, members []cluster.Member, counts bool) map[string]memberProbe {
+func probeMembers(ctx context.Context, cc *clusterClient, members []cluster.Member, counts bool) map[string]memberProbe {
 	out := make(map[string]memberProbe, len(members))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -247,9 +332,9 @@ func probeMembers(ctx context.Context, members []cluster.Member, counts bool) ma
 			ctx, cancel := context.WithTimeout(ctx, memberProbeTimeout)
 			defer cancel()
 			var p memberProbe
-			p.status, p.err = getClusterStatus(ctx, m.AdminAddr)
+			p.status, p.err = cc.status(ctx, m.AdminAddr)
 			if p.err == nil && counts {
-				p.err = clusterDo(ctx, http.MethodGet, m.AdminAddr, "/api/info", nil, &p.info)
+				p.err = cc.do(ctx, http.MethodGet, m.AdminAddr, "/api/info", nil, &p.info)
 			}
 			mu.Lock()
 			out[m.ID] = p

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonlock/baton/audit"
 	"github.com/batonlock/baton/cluster"
 	"github.com/batonlock/baton/server"
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,10 +44,63 @@ type clusterRuntime struct {
 	// epochBusy makes one background AcquireEpoch at a time.
 	epochBusy atomic.Bool
 	done      chan struct{}
+	// tls is the inter-node mutual TLS; nil without TLS.
+	tls *clusterTLS
+	// audit receives the membership and ring changes; may be nil.
+	audit *audit.Logger
+	// changes counts the membership and ring events applied, by kind.
+	changes *prometheus.CounterVec
 }
 
 func newClusterRuntime(logger *slog.Logger) *clusterRuntime {
-	return &clusterRuntime{logger: logger, done: make(chan struct{})}
+	return &clusterRuntime{logger: logger, done: make(chan struct{}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_cluster_membership_changes_total",
+			Help: "Membership and ring changes this node has applied from the Raft log, by kind (join, leave, remove, ring); replays at start included.",
+		}, []string{"kind"})}
+}
+
+// advertised returns the address recorded for the other members: the
+// bound address, with its host replaced by -advertise-host when set.
+func advertised(bound, host string) string {
+	if host == "" {
+		return bound
+	}
+	_, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// event records a membership or ring change in the audit log and the
+// metrics.
+func (c *clusterRuntime) event(e cluster.Event) {
+	c.changes.WithLabelValues(string(e.Kind)).Inc()
+	if e.Kind != cluster.EventRing { // the node logs the rings it applies
+		c.logger.Info("cluster membership", "change", string(e.Kind), "member", e.Member.ID, "member_state", e.Member.State,
+			"log_index", e.Index, "replayed", e.Replayed)
+	}
+	if c.audit == nil {
+		return
+	}
+	ae := audit.ClusterEvent{Time: time.Now(), RingVersion: e.RingVersion, Ring: e.Ring, CommittedAt: e.CommittedAt,
+		LogIndex: e.Index, Replayed: e.Replayed}
+	switch e.Kind {
+	case cluster.EventJoin:
+		ae.Event = audit.ClusterJoin
+	case cluster.EventLeave:
+		ae.Event = audit.ClusterLeave
+	case cluster.EventRemove:
+		ae.Event = audit.ClusterRemove
+	default:
+		ae.Event = audit.ClusterRing
+	}
+	if e.Kind != cluster.EventRing {
+		m := e.Member
+		ae.Member = &audit.ClusterMember{ID: m.ID, State: string(m.State), RaftAddr: m.RaftAddr, ProtocolAddr: m.ProtocolAddr, AdminAddr: m.AdminAddr}
+	}
+	c.audit.Cluster(ae)
 }
 
 // ServeHTTP serves the member API (cluster.Node.Handler) once the node
@@ -63,26 +117,41 @@ func (c *clusterRuntime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // start opens the node (rejoining by itself from its data directory),
 // bootstraps or joins as asked, and commits the node's first epoch.
 func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serveAddrs) error {
-	n, err := cluster.Open(cluster.Config{
+	hc, scheme := c.tls.httpClient()
+	ncfg := cluster.Config{
 		ID:           cfg.nodeID,
 		RaftAddr:     cfg.raftListen,
-		ProtocolAddr: addrs.protocol,
-		AdminAddr:    addrs.admin,
+		ProtocolAddr: advertised(addrs.protocol, cfg.advertiseHost),
+		AdminAddr:    advertised(addrs.admin, cfg.advertiseHost),
 		DataDir:      filepath.Join(cfg.dataDir, clusterDir),
 		Logger:       c.logger,
-	})
+		HTTPClient:   hc,
+		Scheme:       scheme,
+		OnEvent:      c.event,
+	}
+	if cfg.advertiseHost != "" {
+		ncfg.RaftAdvertise = advertised(cfg.raftListen, cfg.advertiseHost)
+	}
+	if c.tls != nil {
+		ncfg.ServerTLS, ncfg.ClientTLS = c.tls.server, c.tls.client
+	}
+	n, err := cluster.Open(ncfg)
 	if err != nil {
 		return err
 	}
 	c.node.Store(n)
 	h := n.Handler()
 	c.handler.Store(&h)
+	// -join naming this node's own advertised admin address forms the
+	// cluster on a new data directory: the first node of a set that
+	// shares one configuration (a StatefulSet: every pod joins pod 0).
+	joinSelf := cfg.join != "" && cfg.join == ncfg.AdminAddr
 	switch {
-	case cfg.bootstrap && !n.Restarted():
+	case (cfg.bootstrap || joinSelf) && !n.Restarted():
 		if err := n.Bootstrap(ctx); err != nil {
 			return err
 		}
-		c.logger.Info("formed a new cluster", "node_id", cfg.nodeID)
+		c.logger.Info("formed a new cluster", "node_id", cfg.nodeID, "join_self", joinSelf)
 	case cfg.join != "":
 		// A restarted node joins again only to record its addresses,
 		// which may have changed; its place in the ring stays.
@@ -92,6 +161,15 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		c.logger.Info("joined the cluster", "via", cfg.join, "restarted", n.Restarted())
 	case n.Restarted():
 		c.logger.Info("rejoining the cluster from the data directory", "dir", filepath.Join(cfg.dataDir, clusterDir))
+	default:
+		// Neither -bootstrap nor -join on a new data directory: wait
+		// until an operator has a member add this node.
+		c.logger.Info("waiting to be added to a cluster: run 'baton cluster join --admin THIS_NODE_ADMIN MEMBER_ADMIN'",
+			"node_id", cfg.nodeID, "admin_addr", ncfg.AdminAddr, "ops_addr", addrs.ops)
+		if err := n.WaitAdded(ctx); err != nil {
+			return fmt.Errorf("waiting to be added to a cluster: %w", err)
+		}
+		c.logger.Info("added to the cluster", "ring_version", n.AppliedRingVersion())
 	}
 	ectx, cancel := context.WithTimeout(ctx, startupEpochTimeout)
 	defer cancel()
@@ -198,8 +276,10 @@ func (c *clusterRuntime) renewEpoch(n *cluster.Node) {
 	}()
 }
 
-// trustHop lets a connection open with a hop header only from the host of
-// a member's protocol or Raft address.
+// trustHop lets a connection without TLS open with a hop header only
+// from the host of a member's protocol or Raft address: weak, since any
+// process on a member's host passes it (docs/cluster.md, "Security").
+// With TLS the certificate identity decides (clusterTLS.isNode).
 func (c *clusterRuntime) trustHop(addr net.Addr) bool {
 	n := c.node.Load()
 	tcp, ok := addr.(*net.TCPAddr)
@@ -223,16 +303,26 @@ func (c *clusterRuntime) trustHop(addr net.Addr) bool {
 // errNotReady is the readiness check's answer before the first epoch.
 var errNotReady = errors.New("cluster node has not committed its token epoch (no ring applied yet)")
 
+// readinessTimeout bounds the question a follower's /readyz asks the
+// leader.
+const readinessTimeout = time.Second
+
 // readiness is a /readyz check: not ready before the node has committed
-// its first epoch (which it does only after applying the Raft log up to
-// it: the latest ring), nor while it knows no leader.
+// its first epoch, nor while it knows no leader, nor while it has not
+// applied the ring the leader has applied (asked of the leader: a
+// follower that falls behind is not ready).
 func (c *clusterRuntime) readiness() error {
 	n := c.node.Load()
 	if n == nil || !c.ready.Load() {
 		return errNotReady
 	}
-	if _, ok := n.Leader(); !ok {
-		return errors.New("cluster node knows no leader")
+	ctx, cancel := context.WithTimeout(context.Background(), readinessTimeout)
+	defer cancel()
+	if err := n.CaughtUp(ctx); err != nil {
+		if errors.Is(err, cluster.ErrNoLeader) {
+			return errors.New("cluster node knows no leader")
+		}
+		return err
 	}
 	return nil
 }
@@ -261,6 +351,7 @@ func (c *clusterRuntime) register(reg *prometheus.Registry, srv *server.Server) 
 			return 0
 		}))
 	}
+	reg.MustRegister(c.changes)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "baton_cluster_ring_version",
 		Help: "The version of the ring this node has applied.",

@@ -16,7 +16,8 @@ import (
 // dashboard returns the cluster view's API for admin.Config.Cluster
 // (GET /api/cluster and /api/cluster/owner).
 func (c *clusterRuntime) dashboard(srv *server.Server) http.Handler {
-	return admin.ClusterHandler(clusterView{c: c, self: func() admin.Counts {
+	hc, scheme := c.tls.httpClient()
+	return admin.ClusterHandler(clusterView{c: c, members: &clusterClient{http: hc, scheme: scheme}, self: func() admin.Counts {
 		n := srv.Counts()
 		return admin.Counts{Connections: srv.Sessions(), Locks: n.Locks, Waiters: n.Waiters}
 	}}, 0)
@@ -28,6 +29,8 @@ func (c *clusterRuntime) dashboard(srv *server.Server) http.Handler {
 // cluster status' asks it, and how the leader sees each member.
 type clusterView struct {
 	c *clusterRuntime
+	// members asks other members, as this node (its member client).
+	members *clusterClient
 	// self returns this node's own counts, which it does not ask itself
 	// over HTTP for.
 	self func() admin.Counts
@@ -52,7 +55,7 @@ func (v clusterView) ClusterStatus(ctx context.Context) (admin.ClusterStatus, er
 			others = append(others, m)
 		}
 	}
-	probes := probeMembers(ctx, others, true)
+	probes := probeMembers(ctx, v.members, others, true)
 	out.CheckedAt.Time = time.Now()
 
 	// The leader's view: this node's own when it leads, else what the

@@ -90,7 +90,7 @@ func commands() []command {
 		{"release", "force-release a lock (admin API)", runRelease},
 		{"kick", "remove a waiter from a lock's queue (admin API)", runKick},
 		{"info", "show the server's version, configuration and counts (admin API)", runInfo},
-		{"cluster", "a cluster's members and health; remove or leave (member API)", runCluster},
+		{"cluster", "a cluster's members and health; join, leave or remove (member API)", runCluster},
 		{"version", "print the version", runVersion},
 		{"completion", "print the shell completion script (bash, zsh, fish)", runCompletion},
 		{"man", "print the manual page (roff)", runMan},

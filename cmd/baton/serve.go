@@ -20,6 +20,7 @@ import (
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/admin/ui"
 	"github.com/batonlock/baton/audit"
+	"github.com/batonlock/baton/internal/glob"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/tlsfiles"
 	"github.com/batonlock/baton/internal/tokenstore"
@@ -65,11 +66,17 @@ file stops the server from starting.
 
 With -node-id the server is a node of a cluster (docs/cluster.md): the
 first node forms it with -bootstrap, the others -join the admin address
-of any member; each lock name has one owner node, and a node relays a
-version 1 connection for a name it does not own to the owner. Raft's
-state lives in DIR/cluster; tokens come from epochs committed through
-Raft; the member API shares the admin listener. A node restarted with
-its data directory rejoins by itself.
+of any member (or, started with neither, wait for 'baton cluster join');
+each lock name has one owner node, and a node relays a version 1
+connection for a name it does not own to the owner. Raft's state lives
+in DIR/cluster; tokens come from epochs committed through Raft; the
+member API shares the admin listener. A node restarted with its data
+directory rejoins by itself. With TLS (-tls-cert, -tls-key,
+-tls-client-ca and -cluster-identity) nodes talk to each other over
+mutual TLS with their own certificates: Raft, the member API and relay
+hops accept only a peer whose certificate identity matches
+-cluster-identity. /readyz answers 503 until the node has applied the
+ring the leader has.
 
 Exit status: 0 after a graceful shutdown, 1 on a runtime failure (for
 example an address in use), 2 on a bad flag or environment variable.
@@ -104,6 +111,12 @@ type serveConfig struct {
 	raftListen string
 	bootstrap  bool
 	join       string
+	// clusterIdentity is the glob a certificate identity must match to
+	// be a member node's (with TLS).
+	clusterIdentity string
+	// advertiseHost replaces the host of the addresses recorded for the
+	// other members.
+	advertiseHost string
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -125,10 +138,12 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.aclFile, "acl-file", "BATON_ACL_FILE", "", "access-control list (JSON) from client identities to lock names; requires -tls-client-ca")
 	fs.BoolVar(&cfg.aclRevokeHolders, "acl-revoke-holders", "BATON_ACL_REVOKE_HOLDERS", false, "on an ACL reload, also end holders the new rules refuse (waiters they refuse are always removed)")
 	fs.StringVar(&cfg.dataDir, "data-dir", "BATON_DATA_DIR", "", "directory for durable state (the fencing-token high-water mark, DIR/tokens; a cluster node's Raft state, DIR/cluster); empty: tokens from the wall clock")
-	fs.StringVar(&cfg.nodeID, "node-id", "BATON_NODE_ID", "", "run as a cluster node with this stable id (needs -data-dir, -raft-listen, -admin-listen, and -bootstrap or -join the first time); empty: a single server")
+	fs.StringVar(&cfg.nodeID, "node-id", "BATON_NODE_ID", "", "run as a cluster node with this stable id (needs -data-dir, -raft-listen, -admin-listen; the first time -bootstrap, -join, or neither to wait for 'baton cluster join'; with TLS also -tls-client-ca and -cluster-identity); empty: a single server")
 	fs.StringVar(&cfg.raftListen, "raft-listen", "BATON_RAFT_LISTEN_ADDRESS", "", "a cluster node's inter-node (Raft) address (host:port); keep it stable across restarts")
 	fs.BoolVar(&cfg.bootstrap, "bootstrap", "BATON_BOOTSTRAP", false, "form a new cluster of this node (ignored when the data directory already holds one)")
-	fs.StringVar(&cfg.join, "join", "BATON_JOIN", "", "join the cluster through the admin address (host:port) of any member; a node restarted from its data directory rejoins without it")
+	fs.StringVar(&cfg.join, "join", "BATON_JOIN", "", "join the cluster through the admin address (host:port) of any member; a node restarted from its data directory rejoins without it; without -bootstrap or -join a new node waits for 'baton cluster join'")
+	fs.StringVar(&cfg.advertiseHost, "advertise-host", "BATON_ADVERTISE_HOST", "", "a cluster node's host name or IP as the other members and clients reach it, recorded with its listeners' ports; needed when a listener binds every interface; empty: the bound addresses")
+	fs.StringVar(&cfg.clusterIdentity, "cluster-identity", "BATON_CLUSTER_IDENTITY", "", "with TLS, a glob the certificate identity of every member node matches (and no client's): Raft, member API calls and relay hops are mutual TLS and accepted only from it")
 	return fs, cfg
 }
 
@@ -188,7 +203,8 @@ func (c *serveConfig) validateCluster(opt func(string) string) error {
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"raft-listen", c.raftListen != ""}, {"bootstrap", c.bootstrap}, {"join", c.join != ""}} {
+		}{{"raft-listen", c.raftListen != ""}, {"bootstrap", c.bootstrap}, {"join", c.join != ""},
+			{"cluster-identity", c.clusterIdentity != ""}, {"advertise-host", c.advertiseHost != ""}} {
 			if f.set {
 				return fmt.Errorf("%s is for a cluster node: also give %s", opt(f.name), opt("node-id"))
 			}
@@ -204,11 +220,29 @@ func (c *serveConfig) validateCluster(opt func(string) string) error {
 		return fmt.Errorf("%s needs %s (members reach each other's member API there)", opt("node-id"), opt("admin-listen"))
 	case c.bootstrap && c.join != "":
 		return fmt.Errorf("%s and %s exclude each other", opt("bootstrap"), opt("join"))
-	case c.tls.Cert != "":
-		return fmt.Errorf("%s: a cluster node does not support TLS yet (mutual TLS between nodes is not yet available; docs/cluster.md)", opt("node-id"))
+	case c.tls.Cert != "" && c.tls.ClientCA == "":
+		return fmt.Errorf("%s with TLS needs %s: nodes talk to each other over mutual TLS with that CA", opt("node-id"), opt("tls-client-ca"))
+	case c.tls.Cert != "" && c.clusterIdentity == "":
+		return fmt.Errorf("%s with TLS needs %s: the certificate identity that makes a peer a member node", opt("node-id"), opt("cluster-identity"))
+	case c.tls.Cert == "" && c.clusterIdentity != "":
+		return fmt.Errorf("%s needs TLS: also give %s, %s and %s", opt("cluster-identity"), opt("tls-cert"), opt("tls-key"), opt("tls-client-ca"))
+	}
+	if c.clusterIdentity != "" {
+		if _, err := glob.Compile(c.clusterIdentity); err != nil {
+			return fmt.Errorf("%s %q: %v", opt("cluster-identity"), c.clusterIdentity, err)
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.raftListen); err != nil {
 		return fmt.Errorf("%s %q: want host:port: %v", opt("raft-listen"), c.raftListen, err)
+	}
+	if c.advertiseHost == "" {
+		for _, a := range []struct{ flag, addr string }{{"listen", c.listen}, {"admin-listen", c.adminListen}, {"raft-listen", c.raftListen}} {
+			if host, _, _ := net.SplitHostPort(a.addr); host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+				return fmt.Errorf("%s %q binds every interface: give %s, the host name or IP the other members reach this node by", opt(a.flag), a.addr, opt("advertise-host"))
+			}
+		}
+	} else if strings.ContainsAny(c.advertiseHost, ":/ ") && net.ParseIP(c.advertiseHost) == nil {
+		return fmt.Errorf("%s %q: want a host name or IP, without a port", opt("advertise-host"), c.advertiseHost)
 	}
 	if c.join != "" {
 		if _, _, err := net.SplitHostPort(c.join); err != nil {
@@ -322,6 +356,17 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	if sec.tls != nil {
 		srv.TLSConfig = sec.tls.Config()
 	}
+	if cl != nil {
+		if cl.tls, err = newClusterTLS(sec, cfg.clusterIdentity); err != nil {
+			logger.Error("cannot set up mutual TLS between cluster nodes", "err", err)
+			return exitError
+		}
+		if cl.tls != nil {
+			// Hops to owners present this node's certificate; a hop
+			// header is accepted only from a member's.
+			srv.DialOwner, srv.TrustHopIdentity = cl.tls.dialOwner, cl.tls.isNode
+		}
+	}
 	if sec.acl != nil {
 		srv.Authorizer = sec.acl
 		if sec.acl.Len() == 0 {
@@ -349,6 +394,9 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 			}
 		}()
 		observers = append(observers, auditLog)
+		if cl != nil {
+			cl.audit = auditLog
+		}
 	}
 
 	var listeners []net.Listener
@@ -448,7 +496,7 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 		if cl != nil {
 			// The member API beside the admin API, on the same listener.
 			mux := http.NewServeMux()
-			mux.Handle("/cluster/", cl)
+			mux.Handle("/cluster/", memberAPIGuard(cl.tls, sec.acl, cl))
 			mux.Handle("/", h)
 			h = mux
 		}

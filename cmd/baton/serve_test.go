@@ -312,6 +312,7 @@ func TestServeFlagsAndEnv(t *testing.T) {
 }
 
 func TestServeUsageErrors(t *testing.T) {
+	clusterArgs := []string{"-node-id", "n1", "-data-dir", "d", "-raft-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-listen", "127.0.0.1:0"}
 	for _, tt := range []struct {
 		args []string
 		env  [2]string
@@ -334,6 +335,15 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"-node-id", "n1", "-data-dir", "d", "-admin-listen", "127.0.0.1:0"}, [2]string{}, "needs -raft-listen (BATON_RAFT_LISTEN_ADDRESS)"},
 		{[]string{"-node-id", "n1", "-data-dir", "d", "-raft-listen", "127.0.0.1:0"}, [2]string{}, "needs -admin-listen"},
 		{[]string{"-node-id", "n1", "-data-dir", "d", "-raft-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-bootstrap", "-join", "127.0.0.1:1"}, [2]string{}, "exclude each other"},
+		{[]string{"-cluster-identity", "spiffe://x/*"}, [2]string{}, "-cluster-identity (BATON_CLUSTER_IDENTITY) is for a cluster node"},
+		{[]string{"-advertise-host", "n1.example"}, [2]string{}, "-advertise-host (BATON_ADVERTISE_HOST) is for a cluster node"},
+		{append(clusterArgs, "-tls-cert", "c", "-tls-key", "k"), [2]string{}, "with TLS needs -tls-client-ca (BATON_TLS_CLIENT_CA)"},
+		{append(clusterArgs, "-tls-cert", "c", "-tls-key", "k", "-tls-client-ca", "ca"), [2]string{}, "with TLS needs -cluster-identity (BATON_CLUSTER_IDENTITY)"},
+		{append(clusterArgs, "-cluster-identity", "x"), [2]string{}, "-cluster-identity (BATON_CLUSTER_IDENTITY) needs TLS"},
+		{append(clusterArgs, "-tls-cert", "c", "-tls-key", "k", "-tls-client-ca", "ca", "-cluster-identity", strings.Repeat("*a", 100)), [2]string{}, "-cluster-identity (BATON_CLUSTER_IDENTITY)"},
+		{[]string{"-node-id", "n1", "-data-dir", "d", "-raft-listen", "0.0.0.0:7080", "-admin-listen", "127.0.0.1:0"}, [2]string{}, `-raft-listen (BATON_RAFT_LISTEN_ADDRESS) "0.0.0.0:7080" binds every interface: give -advertise-host (BATON_ADVERTISE_HOST)`},
+		{append(clusterArgs, "-listen", ":7070"), [2]string{}, `-listen (BATON_LISTEN_ADDRESS) ":7070" binds every interface`},
+		{append(clusterArgs, "-advertise-host", "n1.example:7070"), [2]string{}, "want a host name or IP, without a port"},
 	} {
 		t.Run(strings.Join(tt.args, " ")+tt.env[0], func(t *testing.T) {
 			if tt.env[0] != "" {

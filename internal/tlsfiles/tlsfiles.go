@@ -62,6 +62,11 @@ func (s *Server) Reload() error {
 	return nil
 }
 
+// Current returns the configuration of the latest successful Reload:
+// its certificate and, with mutual TLS, its client CA pool. It must not
+// be modified.
+func (s *Server) Current() *tls.Config { return s.cur.Load() }
+
 // MutualTLS reports whether clients must present certificates.
 func (s *Server) MutualTLS() bool { return s.files.ClientCA != "" }
 
