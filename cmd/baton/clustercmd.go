@@ -187,18 +187,19 @@ func (cc *clusterClient) do(ctx context.Context, method, addr, path string, body
 		rd = bytes.NewReader(b)
 	}
 	scheme, client := "http", http.DefaultClient
-	tlsCfg, err := clientTLSConfig(cc.tls, addr)
-	if err != nil {
-		return err
-	}
-	switch {
-	case cc.http != nil:
+	if cc.http != nil {
 		scheme, client = cc.scheme, cc.http
-	case tlsCfg != nil:
-		scheme = "https"
-		tr := &http.Transport{TLSClientConfig: tlsCfg}
-		defer tr.CloseIdleConnections()
-		client = &http.Client{Transport: tr}
+	} else {
+		tlsCfg, err := clientTLSConfig(cc.tls, addr)
+		if err != nil {
+			return err
+		}
+		if tlsCfg != nil {
+			scheme = "https"
+			tr := &http.Transport{TLSClientConfig: tlsCfg}
+			defer tr.CloseIdleConnections()
+			client = &http.Client{Transport: tr}
+		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+addr+path, rd)
 	if err != nil {
