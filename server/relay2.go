@@ -689,17 +689,21 @@ func (u *upstream) fail(why error) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	lost := 0
+	lost, front := 0, 0
 	for _, id := range ids {
 		rc := u.claims[id]
 		if rc.state == rcLive {
 			lost++
-			at := 0
+			at := -1
 			for i := len(rel.q) - 1; i >= 0; i-- {
 				if x := rel.q[i]; x.up == u && x.claim == id {
 					at = i + 1
 					break
 				}
+			}
+			if at < 0 { // first, in claim id order
+				at = front
+				front++
 			}
 			rel.insert(at, &outEntry{b: protocol.AppendRevoked(nil, id, protocol.CodeNotOwner, ""), up: u, claim: id})
 		}

@@ -52,6 +52,11 @@ func startRelayPair(t *testing.T, gate *writeGate, configure ...func(*server.Ser
 			}
 		}
 	})
+	if gate != nil {
+		// Before the servers' shutdowns (cleanups run last first): a
+		// write held here would hold up the relay's.
+		t.Cleanup(gate.release)
+	}
 	return owner, relay
 }
 
@@ -203,4 +208,256 @@ func TestRelayV2Claims(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// The client hangs up: the relay closes its upstream and the owner
+// releases the relayed claim at once, promoting its next waiter.
+func TestRelayV2ClientClose(t *testing.T) {
+	owner, relay := startRelayPair(t, nil)
+	a := relay.dialV2(t, longLease, "a")
+	a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	b := owner.dialV2(t, longLease, "b")
+	b.mustQueue(1, protocol.ModeExclusive, 0, "x")
+	start := time.Now()
+	a.close()
+	b.expectPromoted(1)
+	d := time.Since(start)
+	t.Logf("relayed holder hung up: the owner's next waiter promoted after %v", d)
+	if d > 2*time.Second {
+		t.Fatalf("promoted %v after the relayed holder hung up, want at once (lease %v)", d, longLease)
+	}
+	waitRelayed(t, relay, 0, 0)
+}
+
+// The client falls silent: the owner ends the relayed claim after the
+// client's lease, as it would a direct one, and the relay closes the
+// client's connection.
+func TestRelayV2ClientSilent(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	owner, relay := startRelayPair(t, nil)
+	a := relay.dialV2(t, lease, "silent")
+	start := time.Now() // a's last frame is the CLAIM, sent after this
+	a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	if infos := owner.SessionInfos(); len(infos) != 1 || infos[0].Lease != lease {
+		t.Fatalf("owner's sessions %+v, want the upstream with the client's lease %v", infos, lease)
+	}
+	b := owner.dialV2(t, longLease, "b")
+	b.mustQueue(1, protocol.ModeExclusive, 0, "x")
+	b.expectPromoted(1)
+	d := time.Since(start)
+	t.Logf("silent relayed holder (lease %v) ended at the owner after %v", lease, d)
+	if d < lease {
+		t.Fatalf("ended after %v, before the client's lease %v", d, lease)
+	}
+	if f, err := a.readV2(waitLimit); err == nil {
+		t.Fatalf("silent client: got %v, want EOF", f)
+	}
+	waitRelayed(t, relay, 0, 0)
+}
+
+// The owner goes away (closed without a word, or shut down with ERROR
+// 0x01): every claim relayed to it is revoked with 0x03, held and queued
+// alike; the session and its claim on the relay itself live on, and a
+// new claim for the unreachable owner is refused with 0x03.
+func TestRelayV2OwnerGone(t *testing.T) {
+	for _, how := range []string{"close", "shutdown"} {
+		t.Run(how, func(t *testing.T) {
+			owner, relay := startRelayPair(t, nil)
+			b := owner.dialV2(t, longLease, "b")
+			b.mustHold(1, protocol.ModeExclusive, 0, "y")
+			a := relay.dialV2(t, longLease, "a")
+			a.mustHold(1, protocol.ModeExclusive, 0, "x")
+			a.mustQueue(2, protocol.ModeExclusive, 0, "y")
+			a.mustHold(3, protocol.ModeExclusive, 0, "local-1")
+			waitRelayed(t, relay, 2, 1)
+			start := time.Now()
+			if how == "close" {
+				owner.Close()
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+				defer cancel()
+				go owner.Shutdown(ctx)
+			}
+			a.expectCode(protocol.TypeRevoked, 1, protocol.CodeNotOwner)
+			a.expectCode(protocol.TypeRevoked, 2, protocol.CodeNotOwner)
+			t.Logf("owner %s: relayed claims revoked after %v", how, time.Since(start))
+			waitRelayed(t, relay, 0, 0)
+			ping(a, 1)
+			a.release(3)
+			a.mustHold(4, protocol.ModeExclusive, 0, "local-1")
+			if f := a.claim(5, protocol.ModeExclusive, 0, "x"); f.Type != protocol.TypeRefused || f.Code != protocol.CodeNotOwner {
+				t.Fatalf("a claim for the owner that went away: %v, want REFUSED 0x03", f)
+			}
+			ping(a, 2)
+		})
+	}
+}
+
+// The pessimism rule through a relay: an answer, even to a PING or a
+// claim the relay serves itself, is not written before every upstream of
+// the session has answered a request sent after it was read; here the
+// owner stops reading, so the PONG and the GRANTED wait for it.
+func TestRelayV2AnswersWaitForUpstream(t *testing.T) {
+	gate := newWriteGate()
+	_, relay := startRelayPair(t, gate)
+	a := relay.dialV2(t, longLease, "a")
+	a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	ping(a, 1)
+	gate.hold()
+	a.mustWrite(protocol.AppendPing(nil, 2))
+	a.mustWrite(claimFrame(2, protocol.ModeExclusive, 0, "local-1"))
+	a.expectSilenceV2(300 * time.Millisecond)
+	start := time.Now()
+	gate.release()
+	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 2 {
+		t.Fatalf("got %v, want PONG(2) once the owner reads again", f)
+	}
+	a.expect(protocol.TypeGranted, 2)
+	t.Logf("answers released %v after the owner read again", time.Since(start))
+	// A session with no upstream answers at once meanwhile.
+	gate.hold()
+	defer gate.release()
+	c := relay.dialV2(t, longLease, "c")
+	c.mustHold(1, protocol.ModeExclusive, 0, "local-2")
+	ping(c, 1)
+}
+
+// A push never overtakes the answer it follows: a PROMOTED for a claim
+// whose QUEUED waits for the upstream comes after it.
+func TestRelayV2PushAfterAnswer(t *testing.T) {
+	gate := newWriteGate()
+	_, relay := startRelayPair(t, gate)
+	a := relay.dialV2(t, longLease, "a")
+	a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	c := relay.dialV2(t, longLease, "c")
+	c.mustHold(1, protocol.ModeExclusive, 0, "local-q")
+	gate.hold()
+	a.mustWrite(claimFrame(2, protocol.ModeExclusive, 0, "local-q"))
+	a.expectSilenceV2(200 * time.Millisecond) // QUEUED waits for the owner
+	c.release(1)                              // promotes a's claim 2
+	a.expectSilenceV2(200 * time.Millisecond)
+	gate.release()
+	a.expect(protocol.TypeQueued, 2)
+	a.expectPromoted(2)
+}
+
+// Version 1 and version 2 clients, direct and relayed, take one name in
+// one FIFO at the owner, with strictly increasing tokens.
+func TestRelayV2FIFOWithV1(t *testing.T) {
+	owner, relay := startRelayPair(t, nil)
+	a := relay.dialV2(t, longLease, "a") // v2 relayed
+	tok := a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	b := relay.dial(t) // v1 relayed
+	b.mustWait("x", longLease)
+	c := owner.dialV2(t, longLease, "c") // v2 direct
+	c.mustQueue(1, protocol.ModeExclusive, 0, "x")
+	d := relay.dialV2(t, longLease, "d") // v2 relayed
+	d.mustQueue(7, protocol.ModeExclusive, 0, "x")
+	e := owner.dial(t) // v1 direct
+	e.mustWait("x", longLease)
+	next := func(got uint64) {
+		t.Helper()
+		if got <= tok {
+			t.Fatalf("token %d after %d, want increasing", got, tok)
+		}
+		tok = got
+	}
+	a.release(1)
+	next(b.expectAcquired())
+	b.close()
+	next(c.expectPromoted(1))
+	c.release(1)
+	next(d.expectPromoted(7))
+	d.close()
+	next(e.expectAcquired())
+}
+
+// A relayed session's claim on a name the owner does not own is refused
+// there with 0x03, passed on unchanged; the session lives on.
+func TestRelayV2NotOwner(t *testing.T) {
+	_, relay := startRelayPair(t, nil)
+	a := relay.dialV2(t, longLease, "a")
+	if f := a.claim(1, protocol.ModeExclusive, 0, "elsewhere"); f.Type != protocol.TypeRefused || f.Code != protocol.CodeNotOwner {
+		t.Fatalf("got %v, want REFUSED 0x03", f)
+	}
+	a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	waitRelayed(t, relay, 1, 1)
+}
+
+// A claim id in use by a relayed claim cannot be claimed again: ERROR
+// 0x1f, as on a single server; the relayed claim ends with the session.
+func TestRelayV2ClaimInUse(t *testing.T) {
+	owner, relay := startRelayPair(t, nil)
+	a := relay.dialV2(t, longLease, "a")
+	a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	a.mustWrite(claimFrame(1, protocol.ModeExclusive, 0, "local-1"))
+	a.expectSessionError(protocol.CodeClaimInUse)
+	b := owner.dialV2(t, longLease, "b")
+	if f := b.claim(1, protocol.ModeExclusive, 0, "x"); f.Type != protocol.TypeGranted && f.Type != protocol.TypeQueued {
+		t.Fatalf("got %v", f)
+	} else if f.Type == protocol.TypeQueued {
+		b.expectPromoted(1)
+	}
+	waitRelayed(t, relay, 0, 0)
+}
+
+// A version 2 hop header from a peer the server does not trust is
+// refused, as version 1's is.
+func TestRelayV2UntrustedHop(t *testing.T) {
+	ts := startServer(t, func(s *server.Server) {
+		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
+	})
+	a := ts.dial(t)
+	b := server.AppendHopV2(nil, "10.0.0.1:1", "admin", "n9", 42)
+	a.mustWrite(append(b, openingV2(longLease, "x")...))
+	a.expectError(protocol.CodeUnknownMessage)
+}
+
+// Shutting down the relaying node sends ERROR 0x01 to its client and
+// closes the upstream: the owner releases the relayed claim at once.
+func TestRelayV2RelayShutdown(t *testing.T) {
+	owner, relay := startRelayPair(t, nil)
+	a := relay.dialV2(t, longLease, "a")
+	a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	b := owner.dialV2(t, longLease, "b")
+	b.mustQueue(1, protocol.ModeExclusive, 0, "x")
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- relay.Shutdown(ctx) }()
+	a.expectSessionError(protocol.CodeShuttingDown)
+	b.expectPromoted(1)
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+// AttachRelayed makes a claim the session does not hold here one served
+// by an owner: its RELEASE goes there, and its upstream's loss revokes it.
+func TestAttachRelayed(t *testing.T) {
+	owner, relay := startRelayPair(t, nil)
+	a := relay.dialV2(t, longLease, "a")
+	sid := locktable.SessionID(a.session)
+	if err := relay.AttachRelayed(sid+100, 7, owner.addr); err != locktable.ErrNoSession {
+		t.Fatalf("unknown session: %v", err)
+	}
+	a.mustHold(1, protocol.ModeExclusive, 0, "local-1")
+	if err := relay.AttachRelayed(sid, 1, owner.addr); err != locktable.ErrClaimExists {
+		t.Fatalf("a claim in this node's table: %v", err)
+	}
+	for _, id := range []uint32{7, 8} {
+		if err := relay.AttachRelayed(sid, id, owner.addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := relay.AttachRelayed(sid, 7, owner.addr); err != locktable.ErrClaimExists {
+		t.Fatalf("attached twice: %v", err)
+	}
+	waitRelayed(t, relay, 2, 1)
+	a.release(7) // answered by the owner
+	waitRelayed(t, relay, 1, 1)
+	owner.Close()
+	a.expectCode(protocol.TypeRevoked, 8, protocol.CodeNotOwner)
+	waitRelayed(t, relay, 0, 0)
+	a.release(1)
 }
