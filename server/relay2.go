@@ -164,7 +164,7 @@ func (rel *relayState) add(v *v2conn, e *outEntry) {
 	if !e.at.IsZero() && e.at.After(rel.lastAt) {
 		rel.lastAt = e.at
 	}
-	if len(rel.q) == 0 && !e.pending && (e.at.IsZero() || len(rel.ups) == 0) {
+	if len(rel.q) == 0 && !e.pending && (e.at.IsZero() || rel.confirmedAfter(e.at)) {
 		v.out = append(v.out, e.b...)
 		return
 	}
@@ -174,11 +174,12 @@ func (rel *relayState) add(v *v2conn, e *outEntry) {
 // insert puts e at index i of the outbox.
 func (rel *relayState) insert(i int, e *outEntry) { rel.q = slices.Insert(rel.q, i, e) }
 
-// confirmedAfter reports whether every upstream has been confirmed at or
-// after at.
+// confirmedAfter reports whether every upstream with a claim has been
+// confirmed at or after at. An upstream with none protects nothing: a
+// claim it gets later is answered after its own CLAIM is confirmed.
 func (rel *relayState) confirmedAfter(at time.Time) bool {
 	for _, u := range rel.ups {
-		if u.confirmed.Before(at) {
+		if len(u.claims) > 0 && u.confirmed.Before(at) {
 			return false
 		}
 	}
@@ -186,9 +187,9 @@ func (rel *relayState) confirmedAfter(at time.Time) bool {
 }
 
 // pump releases the outbox's prefix whose frames are known and whose
-// conditions hold, and sends a PING on each upstream that must be
-// confirmed after an answer still waiting and has nothing in flight sent
-// late enough.
+// conditions hold, and sends a PING on each upstream that has not been
+// confirmed after the latest answer and has nothing in flight sent late
+// enough.
 func (rel *relayState) pump(v *v2conn) {
 	i := 0
 	for ; i < len(rel.q); i++ {
@@ -203,9 +204,8 @@ func (rel *relayState) pump(v *v2conn) {
 		clear(rel.q[n:])
 		rel.q = rel.q[:n]
 	}
-	if len(rel.q) == 0 {
-		return
-	}
+	// Every upstream, with claims or not, hears from this node when the
+	// client has spoken: an idle one stays open as long as the session.
 	var now time.Time
 	for _, u := range rel.ups {
 		if u.confirmed.Before(rel.lastAt) && u.lastSent.Before(rel.lastAt) && u.pings < maxUpstreamPings {
@@ -291,7 +291,7 @@ func (u *upstream) end(rel *relayState, rc *relayedClaim) {
 // to its owner or answered it REFUSED 0x03 (the name is held, not ready,
 // or a relayed session asks for a name this node does not own). Called
 // by the reader with srv.mu held.
-func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
+func (s *session) routeClaim(f protocol.Frame) bool {
 	r := s.srv.Router
 	if r == nil {
 		return false
@@ -300,7 +300,7 @@ func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 	case rt.Action == RouteServe:
 		return false
 	case rt.Action == RouteForward && !s.forwarded:
-		if s.relayClaim(now, f, rt.Addr) {
+		if s.relayClaim(f, rt.Addr) {
 			return true
 		}
 	}
@@ -310,7 +310,7 @@ func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 
 // relayClaim sends CLAIM f to the owner at addr through the session's
 // upstream there, and leaves a place for its answer in the outbox.
-func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool {
+func (s *session) relayClaim(f protocol.Frame, addr string) bool {
 	v := s.v2
 	v.omu.Lock()
 	defer v.omu.Unlock()
@@ -323,7 +323,7 @@ func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool 
 	}
 	u := s.upstreamLocked(rel, addr)
 	rc := u.attach(rel, f.Claim, rcPending)
-	slot := &outEntry{pending: true, at: now, up: u, claim: f.Claim}
+	slot := &outEntry{pending: true, at: v.readAt, up: u, claim: f.Claim}
 	rel.add(v, slot)
 	u.send(protocol.AppendClaim(nil, f.Claim, f.Mode, f.Limit, f.Flags, f.Name),
 		upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc})
@@ -361,7 +361,7 @@ func (s *session) relayRelease(id uint32) bool {
 		return true
 	}
 	now := time.Now()
-	slot := &outEntry{pending: true, at: now, up: rc.up, claim: id}
+	slot := &outEntry{pending: true, at: v.readAt, up: rc.up, claim: id}
 	rel.add(v, slot)
 	rc.up.send(protocol.AppendRelease(nil, id), upReq{kind: protocol.TypeRelease, at: now, slot: slot, rc: rc})
 	return true

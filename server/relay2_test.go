@@ -314,6 +314,11 @@ func TestRelayV2AnswersWaitForUpstream(t *testing.T) {
 	}
 	a.expect(protocol.TypeGranted, 2)
 	t.Logf("answers released %v after the owner read again", time.Since(start))
+	// With no claim on the owner left, nothing waits for it.
+	a.release(1)
+	gate.hold()
+	ping(a, 3)
+	gate.release()
 	// A session with no upstream answers at once meanwhile.
 	gate.hold()
 	defer gate.release()
@@ -460,4 +465,73 @@ func TestAttachRelayed(t *testing.T) {
 	a.expectCode(protocol.TypeRevoked, 8, protocol.CodeNotOwner)
 	waitRelayed(t, relay, 0, 0)
 	a.release(1)
+}
+
+// An answer waits for every upstream of the session: a GRANTED from one
+// owner is not written while another owner, holding a claim of the same
+// session, does not read.
+func TestRelayV2AnswerWaitsForEveryUpstream(t *testing.T) {
+	ownerConf := func(s *server.Server) {
+		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
+		s.TrustHop = trustAll
+	}
+	o1, o2 := startServer(t, ownerConf), startServer(t, ownerConf)
+	gate := newWriteGate()
+	relay := startServer(t, func(s *server.Server) {
+		s.NodeID = relayNode
+		s.Router = &router{route: func(name string, _ bool) server.Route {
+			if strings.HasPrefix(name, "o2") {
+				return server.Route{Action: server.RouteForward, Addr: o2.addr}
+			}
+			return server.Route{Action: server.RouteForward, Addr: o1.addr}
+		}}
+		s.DialOwner = func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil || addr != o2.addr {
+				return c, err
+			}
+			return &gatedConn{Conn: c, g: gate}, nil
+		}
+	})
+	t.Cleanup(gate.release)
+	a := relay.dialV2(t, longLease, "a")
+	a.mustHold(1, protocol.ModeExclusive, 0, "o2-x")
+	a.mustHold(2, protocol.ModeExclusive, 0, "o1-x")
+	gate.hold()
+	a.mustWrite(claimFrame(3, protocol.ModeExclusive, 0, "o1-y"))
+	a.expectSilenceV2(300 * time.Millisecond)
+	if _, held := o1.Lock("o1-y"); !held {
+		t.Fatal("o1 has not granted o1-y: the test shows nothing")
+	}
+	gate.release()
+	a.expect(protocol.TypeGranted, 3)
+	waitRelayed(t, relay, 3, 2)
+}
+
+// An owner that stops answering is given up after half the lease: its
+// claims are revoked (before the answers held for it) and the session
+// lives on.
+func TestRelayV2OwnerStalls(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	gate := newWriteGate()
+	_, relay := startRelayPair(t, gate)
+	a := relay.dialV2(t, lease, "a")
+	a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	a.mustHold(2, protocol.ModeExclusive, 0, "local-1")
+	gate.hold()
+	start := time.Now()
+	a.mustWrite(protocol.AppendPing(nil, 1))
+	a.expectCode(protocol.TypeRevoked, 1, protocol.CodeNotOwner)
+	d := time.Since(start)
+	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 1 {
+		t.Fatalf("got %v, want PONG(1) after the REVOKED", f)
+	}
+	t.Logf("stalled owner given up after %v (lease %v)", d, lease)
+	if d < lease/2-50*time.Millisecond {
+		t.Fatalf("given up after %v, before half the lease %v", d, lease)
+	}
+	ping(a, 2)
+	a.release(2)
+	waitRelayed(t, relay, 0, 0)
 }

@@ -39,6 +39,7 @@ type v2conn struct {
 	seen         time.Time // when the last frame was read in full
 	flushed      time.Time // the last seen the table has been told
 	partialSince time.Time // when the frame now partly read began; zero if none
+	readAt       time.Time // when the batch being answered was read in full
 
 	omu   sync.Mutex
 	out   []byte // pending frames, in the order decided
@@ -57,15 +58,20 @@ type v2conn struct {
 
 // appendOut appends the answers built by add to the pending output,
 // unless the session is closing (after a session-level ERROR nothing is
-// sent). A session that relays claims holds them until its upstreams are
-// confirmed (relay2.go).
+// sent). Only the session's reader calls it. A session that relays
+// claims holds them until its upstreams are confirmed after the batch
+// was read (relay2.go).
 func (v *v2conn) appendOut(s *session, add func(b []byte) []byte) {
 	v.omu.Lock()
 	if !s.closing.Load() && !v.ending {
 		if rel := v.rel.Load(); rel == nil {
 			v.out = add(v.out)
 		} else {
-			rel.add(v, &outEntry{b: add(nil), at: time.Now()})
+			at := v.readAt
+			if at.IsZero() {
+				at = time.Now()
+			}
+			rel.add(v, &outEntry{b: add(nil), at: at})
 		}
 	}
 	v.omu.Unlock()
@@ -327,6 +333,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		time.Sleep(d)
 	}
 	now := time.Now()
+	v.readAt = now
 	locked := false
 	var ds []delivery
 	off := 0
@@ -390,7 +397,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			s.refuse(f, protocol.CodeNotAuthorized)
 			continue
 		}
-		if s.routeClaim(now, f) {
+		if s.routeClaim(f) {
 			continue // relayed to its owner, or refused (relay2.go)
 		}
 		st, res, err := srv.table.Claim(now, s.id, key.Claim, locktable.ClaimRequest{
