@@ -86,6 +86,9 @@ type relayState struct {
 	lastAt time.Time
 	// closed is set when the session has ended: no upstream opens again.
 	closed bool
+	// readAt is when the batch being answered was read in full (owned
+	// by the session's reader, which alone builds answers).
+	readAt time.Time
 }
 
 // outEntry is one frame of the ordered outbox.
@@ -156,6 +159,16 @@ func (v *v2conn) relayLocked() *relayState {
 		v.rel.Store(rel)
 	}
 	return rel
+}
+
+// answerAt is the time an answer built now must be confirmed after: the
+// read time of the reader's batch, or now when the batch began before the
+// session relayed anything (AttachRelayed meanwhile).
+func (rel *relayState) answerAt() time.Time {
+	if rel.readAt.IsZero() {
+		return time.Now()
+	}
+	return rel.readAt
 }
 
 // add appends e to the outbox; a frame with nothing before it and no
@@ -291,7 +304,7 @@ func (u *upstream) end(rel *relayState, rc *relayedClaim) {
 // to its owner or answered it REFUSED 0x03 (the name is held, not ready,
 // or a relayed session asks for a name this node does not own). Called
 // by the reader with srv.mu held.
-func (s *session) routeClaim(f protocol.Frame) bool {
+func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 	r := s.srv.Router
 	if r == nil {
 		return false
@@ -300,7 +313,7 @@ func (s *session) routeClaim(f protocol.Frame) bool {
 	case rt.Action == RouteServe:
 		return false
 	case rt.Action == RouteForward && !s.forwarded:
-		if s.relayClaim(f, rt.Addr) {
+		if s.relayClaim(now, f, rt.Addr) {
 			return true
 		}
 	}
@@ -309,8 +322,9 @@ func (s *session) routeClaim(f protocol.Frame) bool {
 }
 
 // relayClaim sends CLAIM f to the owner at addr through the session's
-// upstream there, and leaves a place for its answer in the outbox.
-func (s *session) relayClaim(f protocol.Frame, addr string) bool {
+// upstream there, and leaves a place for its answer in the outbox. now
+// is when its batch was read.
+func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool {
 	v := s.v2
 	v.omu.Lock()
 	defer v.omu.Unlock()
@@ -321,9 +335,12 @@ func (s *session) relayClaim(f protocol.Frame, addr string) bool {
 	if rel.closed {
 		return true
 	}
+	if rel.readAt.IsZero() || rel.readAt.Before(now) {
+		rel.readAt = now // the session's first relayed claim
+	}
 	u := s.upstreamLocked(rel, addr)
 	rc := u.attach(rel, f.Claim, rcPending)
-	slot := &outEntry{pending: true, at: v.readAt, up: u, claim: f.Claim}
+	slot := &outEntry{pending: true, at: rel.readAt, up: u, claim: f.Claim}
 	rel.add(v, slot)
 	u.send(protocol.AppendClaim(nil, f.Claim, f.Mode, f.Limit, f.Flags, f.Name),
 		upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc})
@@ -361,7 +378,7 @@ func (s *session) relayRelease(id uint32) bool {
 		return true
 	}
 	now := time.Now()
-	slot := &outEntry{pending: true, at: v.readAt, up: rc.up, claim: id}
+	slot := &outEntry{pending: true, at: rel.answerAt(), up: rc.up, claim: id}
 	rel.add(v, slot)
 	rc.up.send(protocol.AppendRelease(nil, id), upReq{kind: protocol.TypeRelease, at: now, slot: slot, rc: rc})
 	return true

@@ -39,7 +39,6 @@ type v2conn struct {
 	seen         time.Time // when the last frame was read in full
 	flushed      time.Time // the last seen the table has been told
 	partialSince time.Time // when the frame now partly read began; zero if none
-	readAt       time.Time // when the batch being answered was read in full
 
 	omu   sync.Mutex
 	out   []byte // pending frames, in the order decided
@@ -67,11 +66,7 @@ func (v *v2conn) appendOut(s *session, add func(b []byte) []byte) {
 		if rel := v.rel.Load(); rel == nil {
 			v.out = add(v.out)
 		} else {
-			at := v.readAt
-			if at.IsZero() {
-				at = time.Now()
-			}
-			rel.add(v, &outEntry{b: add(nil), at: at})
+			rel.add(v, &outEntry{b: add(nil), at: rel.answerAt()})
 		}
 	}
 	v.omu.Unlock()
@@ -333,7 +328,9 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		time.Sleep(d)
 	}
 	now := time.Now()
-	v.readAt = now
+	if rel := v.rel.Load(); rel != nil {
+		rel.readAt = now
+	}
 	locked := false
 	var ds []delivery
 	off := 0
@@ -397,7 +394,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			s.refuse(f, protocol.CodeNotAuthorized)
 			continue
 		}
-		if s.routeClaim(f) {
+		if s.routeClaim(now, f) {
 			continue // relayed to its owner, or refused (relay2.go)
 		}
 		st, res, err := srv.table.Claim(now, s.id, key.Claim, locktable.ClaimRequest{
