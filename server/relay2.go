@@ -138,6 +138,8 @@ type upstream struct {
 
 	fifo      []upReq // sent, unanswered, in order
 	wbuf      []byte  // frames to send
+	spare     []byte  // the buffer last written, reused for wbuf
+	writing   bool    // a goroutine is bound to write wbuf until it is empty
 	claims    map[uint32]*relayedClaim
 	confirmed time.Time // the send time of the latest request answered
 	lastSent  time.Time
@@ -232,7 +234,9 @@ func (rel *relayState) pump(v *v2conn) {
 	}
 }
 
-// send queues frame b with its request and wakes the writer.
+// send queues frame b with its request. The session's reader writes what
+// it queued at the end of its batch (relayPump); other goroutines wake
+// the upstream's writer (kickAll).
 func (u *upstream) send(b []byte, r upReq) {
 	if len(u.fifo) == 0 && u.conn != nil {
 		u.conn.SetReadDeadline(r.at.Add(u.patience()))
@@ -240,9 +244,54 @@ func (u *upstream) send(b []byte, r upReq) {
 	u.wbuf = append(u.wbuf, b...)
 	u.fifo = append(u.fifo, r)
 	u.lastSent = r.at
-	select {
-	case u.kick <- struct{}{}:
-	default:
+}
+
+// kickAll wakes the writer of every upstream with frames to send.
+func (rel *relayState) kickAll() {
+	for _, u := range rel.ups {
+		if len(u.wbuf) > 0 {
+			select {
+			case u.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// flush writes what is queued on u until nothing is. A goroutine that
+// finds another writing leaves its frames to that one, which writes until
+// nothing is left. It returns false when the upstream has ended.
+func (u *upstream) flush() bool {
+	srv, v := u.s.srv, u.s.v2
+	v.omu.Lock()
+	if u.writing || u.conn == nil || u.dead {
+		v.omu.Unlock()
+		return !u.dead
+	}
+	u.writing = true
+	conn := u.conn
+	for {
+		b := u.wbuf
+		if len(b) == 0 || u.dead {
+			u.writing = false
+			dead := u.dead
+			v.omu.Unlock()
+			return !dead
+		}
+		u.wbuf, u.spare = u.spare[:0], nil
+		v.omu.Unlock()
+		conn.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
+		_, err := conn.Write(b)
+		v.omu.Lock()
+		if u.spare == nil && cap(b) <= maxSpare {
+			u.spare = b[:0]
+		}
+		if err != nil {
+			u.writing = false
+			v.omu.Unlock()
+			u.fail(fmt.Errorf("writing to the owner: %w", err))
+			return false
+		}
 	}
 }
 
@@ -384,14 +433,25 @@ func (s *session) relayRelease(id uint32) bool {
 	return true
 }
 
-// relayPump releases what the outbox can release, after a batch.
+// relayPump releases what the outbox can release after a batch, and
+// writes what the batch queued for the upstreams (the session's reader
+// writes them itself: a hop less on the way to the owner).
 func (s *session) relayPump() {
 	v := s.v2
+	var ups []*upstream
 	v.omu.Lock()
 	if rel := v.rel.Load(); rel != nil && !s.closing.Load() && !v.ending {
 		rel.pump(v)
+		for _, u := range rel.ups {
+			if len(u.wbuf) > 0 {
+				ups = append(ups, u)
+			}
+		}
 	}
 	v.omu.Unlock()
+	for _, u := range ups {
+		u.flush()
+	}
 }
 
 // dropUpstreams closes every upstream of a session that has ended: each
@@ -448,7 +508,7 @@ func (u *upstream) shutdown() {
 }
 
 // write dials the owner, starts the reader and writes what is queued
-// until the upstream ends.
+// when woken, until the upstream ends.
 func (u *upstream) write() {
 	srv, v := u.s.srv, u.s.v2
 	defer srv.sessionsWG.Done()
@@ -470,32 +530,11 @@ func (u *upstream) write() {
 	v.omu.Unlock()
 	srv.sessionsWG.Add(1)
 	go u.read(conn)
-	var spare []byte
-	for {
-		v.omu.Lock()
-		b, dead := u.wbuf, u.dead
-		u.wbuf = spare[:0]
-		v.omu.Unlock()
-		if dead {
+	for u.flush() {
+		select {
+		case <-u.kick:
+		case <-u.stop:
 			return
-		}
-		if len(b) == 0 {
-			spare = b
-			select {
-			case <-u.kick:
-			case <-u.stop:
-			}
-			continue
-		}
-		conn.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
-		if _, err := conn.Write(b); err != nil {
-			u.fail(fmt.Errorf("writing to the owner: %w", err))
-			return
-		}
-		if cap(b) <= maxSpare {
-			spare = b
-		} else {
-			spare = nil
 		}
 	}
 }
@@ -652,6 +691,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 	}
 	if !s.closing.Load() && !v.ending {
 		rel.pump(v)
+		rel.kickAll()
 	}
 	v.omu.Unlock()
 	if bad != nil {
@@ -728,6 +768,7 @@ func (u *upstream) fail(why error) {
 	}
 	if !s.closing.Load() && !v.ending {
 		rel.pump(v)
+		rel.kickAll()
 	}
 	v.omu.Unlock()
 	s.srv.Logger.Warn("upstream session to the owner ended; its relayed claims are lost", "owner_addr", u.addr,

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -48,27 +49,28 @@ func startRelayPair(t *testing.T, gate *writeGate, configure ...func(*server.Ser
 				if err != nil {
 					return nil, err
 				}
-				return &gatedConn{Conn: c, g: gate}, nil
+				return newGatedConn(c, gate), nil
 			}
 		}
 	})
 	if gate != nil {
-		// Before the servers' shutdowns (cleanups run last first): a
-		// write held here would hold up the relay's.
 		t.Cleanup(gate.release)
 	}
 	return owner, relay
 }
 
-// writeGate holds the writes of the connections it sits on while closed:
-// to the relaying node, an owner that has stopped reading.
+// writeGate holds the bytes written to the connections it sits on while
+// closed, as the kernel buffers what a peer does not read: to the relaying
+// node, an owner that has stopped reading.
 type writeGate struct {
 	mu     sync.Mutex
 	closed bool
-	open   chan struct{}
+	open   chan struct{} // closed when the gate opens
 }
 
-func newWriteGate() *writeGate { return &writeGate{open: make(chan struct{})} }
+var openGate = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func newWriteGate() *writeGate { return &writeGate{open: openGate} }
 
 func (g *writeGate) hold() {
 	g.mu.Lock()
@@ -88,23 +90,78 @@ func (g *writeGate) release() {
 	g.mu.Unlock()
 }
 
-func (g *writeGate) wait() {
+// opened returns a channel closed once the gate is open.
+func (g *writeGate) opened() <-chan struct{} {
 	g.mu.Lock()
-	ch, closed := g.open, g.closed
-	g.mu.Unlock()
-	if closed {
-		<-ch
-	}
+	defer g.mu.Unlock()
+	return g.open
 }
 
+// gatedConn passes its writes on, in order, while its gate is open; a
+// write returns at once.
 type gatedConn struct {
 	net.Conn
-	g *writeGate
+	g         *writeGate
+	mu        sync.Mutex
+	q         [][]byte
+	wake      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func newGatedConn(c net.Conn, g *writeGate) *gatedConn {
+	gc := &gatedConn{Conn: c, g: g, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go gc.pump()
+	return gc
 }
 
 func (c *gatedConn) Write(b []byte) (int, error) {
-	c.g.wait()
-	return c.Conn.Write(b)
+	select {
+	case <-c.done:
+		return 0, net.ErrClosed
+	default:
+	}
+	c.mu.Lock()
+	c.q = append(c.q, bytes.Clone(b))
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return len(b), nil
+}
+
+func (c *gatedConn) pump() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		for {
+			select {
+			case <-c.g.opened():
+			case <-c.done:
+				return
+			}
+			c.mu.Lock()
+			if len(c.q) == 0 {
+				c.mu.Unlock()
+				break
+			}
+			b := c.q[0]
+			c.q = c.q[1:]
+			c.mu.Unlock()
+			if _, err := c.Conn.Write(b); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (c *gatedConn) Close() error {
+	c.closeOnce.Do(func() { close(c.done) })
+	return c.Conn.Close()
 }
 
 // waitRelayed waits until the relay counts claims relayed claims and ups
@@ -491,7 +548,7 @@ func TestRelayV2AnswerWaitsForEveryUpstream(t *testing.T) {
 			if err != nil || addr != o2.addr {
 				return c, err
 			}
-			return &gatedConn{Conn: c, g: gate}, nil
+			return newGatedConn(c, gate), nil
 		}
 	})
 	t.Cleanup(gate.release)
