@@ -812,6 +812,31 @@ func (srv *Server) AttachRelayed(sid locktable.SessionID, claim uint32, addr str
 	return nil
 }
 
+// DetachRelayed forgets that claim of version 2 session sid is relayed,
+// without a frame to the client or the owner, and returns the owner's
+// address: for a planned hand-off that has moved the claim's state away
+// from that owner (to this node, or to another, then AttachRelayed). It
+// returns locktable.ErrNoSession or locktable.ErrNoClaim.
+func (srv *Server) DetachRelayed(sid locktable.SessionID, claim uint32) (string, error) {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	s := srv.claims[sid]
+	if s == nil || s.v2 == nil {
+		return "", locktable.ErrNoSession
+	}
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	rel := v.rel.Load()
+	if rel == nil || rel.claims[claim] == nil {
+		return "", locktable.ErrNoClaim
+	}
+	rc := rel.claims[claim]
+	rc.up.end(rel, rc)
+	return rc.up.addr, nil
+}
+
 // RelayedSession returns the session of this node that node origin opened
 // to relay the claims of its client session clientSession (a version 2
 // hop header), if it is open.

@@ -495,7 +495,8 @@ func TestRelayV2RelayShutdown(t *testing.T) {
 }
 
 // AttachRelayed makes a claim the session does not hold here one served
-// by an owner: its RELEASE goes there, and its upstream's loss revokes it.
+// by an owner: its RELEASE goes there, and its upstream's loss revokes it;
+// DetachRelayed undoes it without a word.
 func TestAttachRelayed(t *testing.T) {
 	owner, relay := startRelayPair(t, nil)
 	a := relay.dialV2(t, longLease, "a")
@@ -515,12 +516,24 @@ func TestAttachRelayed(t *testing.T) {
 	if err := relay.AttachRelayed(sid, 7, owner.addr); err != locktable.ErrClaimExists {
 		t.Fatalf("attached twice: %v", err)
 	}
-	waitRelayed(t, relay, 2, 1)
+	if err := relay.AttachRelayed(sid, 9, owner.addr); err != nil {
+		t.Fatal(err)
+	}
+	waitRelayed(t, relay, 3, 1)
 	a.release(7) // answered by the owner
+	waitRelayed(t, relay, 2, 1)
+	// DetachRelayed: 9 is no longer the owner's, and not revoked with it.
+	if addr, err := relay.DetachRelayed(sid, 9); err != nil || addr != owner.addr {
+		t.Fatalf("DetachRelayed = %q, %v; want %q", addr, err, owner.addr)
+	}
+	if _, err := relay.DetachRelayed(sid, 9); err != locktable.ErrNoClaim {
+		t.Fatalf("detached twice: %v", err)
+	}
 	waitRelayed(t, relay, 1, 1)
 	owner.Close()
 	a.expectCode(protocol.TypeRevoked, 8, protocol.CodeNotOwner)
 	waitRelayed(t, relay, 0, 0)
+	ping(a, 1) // no REVOKED for 9 before the PONG
 	a.release(1)
 }
 
