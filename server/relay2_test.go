@@ -605,3 +605,37 @@ func TestRelayV2OwnerStalls(t *testing.T) {
 	a.release(2)
 	waitRelayed(t, relay, 0, 0)
 }
+
+// A trusted version 2 hop header gives the session the client's address
+// and identity, and names the relaying node and the client's session
+// there; the session is forwarded (never relayed again).
+func TestRelayV2HopHeader(t *testing.T) {
+	ts := startServer(t, func(s *server.Server) {
+		s.Router = &router{route: func(name string, forwarded bool) server.Route {
+			if forwarded && name != "mine" {
+				return server.Route{Action: server.RouteNotOwner}
+			}
+			return server.Route{Action: server.RouteServe}
+		}}
+		s.TrustHop = trustAll
+	})
+	a := ts.dialV2Raw(t)
+	a.mustWrite(append(server.AppendHopV2(nil, "10.0.0.1:1", "alice", "n9", 42), openingV2(longLease, "lbl")...))
+	if f := a.mustReadV2(); f.Type != protocol.TypeWelcome {
+		t.Fatalf("got %v, want WELCOME", f)
+	}
+	a.mustHold(1, protocol.ModeExclusive, 0, "mine")
+	if f := a.claim(2, protocol.ModeExclusive, 0, "theirs"); f.Type != protocol.TypeRefused || f.Code != protocol.CodeNotOwner {
+		t.Fatalf("a forwarded session's claim for a name not owned here: %v, want REFUSED 0x03", f)
+	}
+	l, _ := ts.Lock("mine")
+	if p := l.Holders[0].Peer; p != (locktable.Peer{Addr: "10.0.0.1:1", Identity: "alice", Via: "n9/42"}) || l.Holders[0].Label != "lbl" {
+		t.Fatalf("holder %+v, want the client's address and identity, via n9/42, label lbl", l.Holders[0])
+	}
+	if sid, ok := ts.RelayedSession("n9", 42); !ok || sid != l.Holders[0].Session {
+		t.Fatalf("RelayedSession = %d, %v; want %d", sid, ok, l.Holders[0].Session)
+	}
+	if _, ok := ts.RelayedSession("n9", 43); ok {
+		t.Fatal("RelayedSession found a session nobody relays")
+	}
+}
