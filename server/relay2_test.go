@@ -639,3 +639,59 @@ func TestRelayV2HopHeader(t *testing.T) {
 		t.Fatal("RelayedSession found a session nobody relays")
 	}
 }
+
+// An administrator's force-release at the owner reaches a relayed claim
+// as REVOKED 0x02, unchanged; the session and its other claims live on.
+func TestRelayV2AdminRevoke(t *testing.T) {
+	owner, relay := startRelayPair(t, nil)
+	a := relay.dialV2(t, longLease, "a")
+	tok := a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	a.mustHold(2, protocol.ModeExclusive, 0, "y")
+	if err := owner.ForceReleaseClaimBy("x", server.ClaimRef{Token: tok}, locktable.Peer{}); err != nil {
+		t.Fatal(err)
+	}
+	a.expectCode(protocol.TypeRevoked, 1, protocol.CodeClosedByAdmin)
+	waitRelayed(t, relay, 1, 1)
+	a.mustHold(1, protocol.ModeExclusive, 0, "x") // the id is free again
+	ping(a, 1)
+	a.release(2)
+	a.release(1)
+	waitRelayed(t, relay, 0, 1)
+}
+
+// Sessions on the relay and on the owner contend for a few names in
+// every mode: never two conflicting holders at the owner, tokens strictly
+// increasing, every claim granted, nothing left relayed.
+func TestRelayV2Contention(t *testing.T) {
+	check := &holderCheck{}
+	owner, relay := startRelayPair(t, nil, func(s *server.Server) { s.Observer = server.Observers{s.Observer, check} })
+	const sessions, rounds = 16, 30
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	for i := range sessions {
+		addr := owner.addr
+		if i%2 == 0 {
+			addr = relay.addr
+		}
+		wg.Go(func() {
+			if err := contend(addr, uint64(i), rounds); err != nil {
+				errs <- fmt.Errorf("session %d (via %s): %w", i, addr, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	check.mu.Lock()
+	defer check.mu.Unlock()
+	if check.err != nil {
+		t.Fatal(check.err)
+	}
+	t.Logf("%d grants", check.grants)
+	if check.grants < sessions*rounds {
+		t.Errorf("%d grants, want at least %d", check.grants, sessions*rounds)
+	}
+	waitRelayed(t, relay, 0, 0)
+}
