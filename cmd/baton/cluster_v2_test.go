@@ -89,7 +89,8 @@ func adminLock(t *testing.T, n *clusterProc, name string) admin.Lock {
 // each claim is relayed to the owner, which grants one holder at a time,
 // in arrival order, with strictly increasing tokens under its epoch; its
 // admin API shows the relaying node of each; a relayed claim ends at the
-// owner when its session's client hangs up.
+// owner when its session's client hangs up. Version 1 clients share the
+// FIFO.
 func TestClusterV2RelayContend(t *testing.T) {
 	nodes := startCluster(t)
 	name := nameOwnedBy(t, "n1", "v2contend")
@@ -177,6 +178,36 @@ func TestClusterV2RelayContend(t *testing.T) {
 		}
 	}
 	ss[len(ss)-1].Close()
+	waitFree(t, nodes["n1"], name)
+
+	// Version 1 and version 2 clients on different nodes in one FIFO.
+	next := func(who string, tok uint64) {
+		t.Helper()
+		if tok <= prev {
+			t.Fatalf("%s: token %#x after %#x: not increasing", who, tok, prev)
+		}
+		prev = tok
+	}
+	c1 := opstest.Dial(t, nodes["n3"].addr) // v1, relayed by n3
+	c1.Acquire(name, lease)
+	next("v1 via n3", c1.Expect(protocol.TypeAcquired, 0).Token)
+	s2 := dialV2Session(t, nodes["n2"], lease) // v2, relayed by n2
+	var id2 uint32
+	if f := s2.claimV2(t, &id2, name); f.Type != protocol.TypeQueued {
+		t.Fatalf("v2 via n2 behind a v1 holder: %v, want QUEUED", f)
+	}
+	c2 := opstest.Dial(t, nodes["n1"].addr) // v1, direct
+	c2.Acquire(name, lease)
+	c2.Expect(protocol.TypeWaiting, 0)
+	c1.Close()
+	next("v2 via n2", s2.ExpectV2(protocol.TypePromoted, id2, 0).Token)
+	c2.Heartbeat()
+	c2.Expect(protocol.TypeWaiting, 0)
+	s2.Send(protocol.AppendRelease(nil, id2))
+	s2.ExpectV2(protocol.TypeReleased, id2, 0)
+	next("v1 direct", c2.Expect(protocol.TypeAcquired, 0).Token)
+	c2.Close()
+	s2.Close()
 	waitFree(t, nodes["n1"], name)
 	for _, id := range []string{"n2", "n3"} {
 		deadline := time.Now().Add(opstest.Timeout)
