@@ -28,7 +28,8 @@ import (
 // CLAIM and RELEASE of relayed claims are forwarded; the owner's answers
 // and pushes about them (GRANTED with the owner's token, QUEUED, BUSY,
 // REFUSED, PROMOTED, REVOKED, RELEASED) reach the client unchanged. The
-// owner sees a forwarded session and never relays it again.
+// owner sees a forwarded session and never relays it again. A claim on a
+// name Route holds waits as QUEUED (relay2hold.go).
 //
 // Ending: the client's session ends at R (it hung up, fell silent for its
 // lease, an ERROR, a shutdown): R closes every upstream of it and each
