@@ -96,6 +96,10 @@ type Record struct {
 	CommittedAt string         `json:"committed_at,omitempty"`
 	LogIndex    uint64         `json:"log_index,omitempty"`
 	Replayed    bool           `json:"replayed,omitempty"`
+	// RelayedBy names the cluster node that relays the claim's version 2
+	// session and the session's id there ("n2/17"); absent for a direct
+	// one.
+	RelayedBy string `json:"relayed_by,omitempty"`
 }
 
 // DefaultBuffer is the number of events the Logger holds while its writer
@@ -532,6 +536,7 @@ func record(en entry) Record {
 		Lock:       e.Lock,
 		Identity:   e.Peer.Identity,
 		RemoteAddr: e.Peer.Addr,
+		RelayedBy:  e.Peer.Via,
 	}
 	if en.cluster != nil {
 		clusterRecord(&r, en.cluster)
