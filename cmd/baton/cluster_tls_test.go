@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/audit"
 	"github.com/batonlock/baton/cluster"
 	"github.com/batonlock/baton/internal/opstest"
@@ -241,6 +242,34 @@ func TestClusterTLS(t *testing.T) {
 	if got := scrape(t, n2.ops)["baton_cluster_relayed_connections_total"]; got < 2 {
 		t.Errorf("n2 relayed %v connections, want at least 2", got)
 	}
+
+	// A version 2 session at n3 (TLS): its claim on n1's name goes
+	// through an upstream session over a mutual TLS hop with n3's
+	// certificate, and is granted with n1's token.
+	v2Name := nameOwnedBy(t, "n1", "tls-v2")
+	sess, err := baton.New(baton.Config{Address: n3.addr, Dialer: &tls.Dialer{Config: pki.clientConfig("app")}}).
+		OpenSession(t.Context(), baton.SessionOptions{Lease: lease, Label: "tls-v2"})
+	if err != nil {
+		t.Fatalf("v2 session over TLS at n3: %v", err)
+	}
+	defer sess.Close()
+	cl, err := sess.Acquire(t.Context(), v2Name, baton.Exclusive)
+	if err != nil {
+		t.Fatalf("v2 claim of %s via n3: %v", v2Name, err)
+	}
+	if st, err := tlsStatus(pki, "n1", n1); err != nil {
+		t.Fatal(err)
+	} else if epoch, _ := cluster.SplitToken(cl.Token()); epoch != st.Epochs["n1"] {
+		t.Errorf("relayed v2 token %#x has epoch %d, want the owner's %d", cl.Token(), epoch, st.Epochs["n1"])
+	}
+	if got := scrape(t, n3.ops)["baton_cluster_upstream_sessions"]; got != 1 {
+		t.Errorf("n3 holds %v upstream sessions, want 1", got)
+	}
+	if err := cl.Release(t.Context()); err != nil {
+		t.Errorf("release of the relayed v2 claim: %v", err)
+	}
+	sess.Close()
+	waitTLSFree(t, pki, n1, v2Name)
 
 	// A hop header from a client with a valid certificate that is not a
 	// node's: ERROR 0x13. From a node's certificate: accepted, and the
