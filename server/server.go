@@ -83,6 +83,7 @@ type Server struct {
 	authGen atomic.Uint64
 
 	relayed, relayedTotal atomic.Int64
+	hops                  hopPools // idle hop connections by owner (hoppool.go)
 
 	initOnce   sync.Once
 	initErr    error
@@ -266,6 +267,7 @@ func (srv *Server) Revoke(holders bool) int {
 func (srv *Server) Shutdown(ctx context.Context) error {
 	srv.init()
 	ds := srv.beginShutdown()
+	srv.closeHops()
 	done := make(chan struct{})
 	go func() {
 		srv.deliverAll(ds)
@@ -287,6 +289,7 @@ func (srv *Server) Shutdown(ctx context.Context) error {
 func (srv *Server) Close() error {
 	srv.init()
 	srv.beginShutdown()
+	srv.closeHops()
 	srv.closeAll()
 	srv.sessionsWG.Wait()
 	return nil
