@@ -39,7 +39,11 @@ import (
 // Bounds of the hop pools.
 const (
 	// hopPoolSize is the most idle hop connections kept per owner.
-	hopPoolSize = 4
+	hopPoolSize = 16
+	// hopPoolLow: a pool that gave connections is refilled, in one batch,
+	// once it is down to this many, so that most relays see no dial
+	// running beside them.
+	hopPoolLow = 4
 	// hopPoolIdle is how long a pool is refilled after the last relay to
 	// its owner.
 	hopPoolIdle = 10 * time.Second
@@ -108,8 +112,12 @@ func (srv *Server) hopConn(addr string) (net.Conn, error) {
 	return srv.dialOwner(addr)
 }
 
-// takeHop takes the oldest live idle connection to addr, or nil, and has
-// the pool filled.
+// takeHop takes the oldest live idle connection to addr, or nil. An
+// empty pool is filled at once; one that gave a connection is refilled
+// once the owner has answered on it (refill) and the pool is down to
+// hopPoolLow: the dials and the owner's accepts then do not compete with
+// the relay for the processors, and most relays run with none beside
+// them.
 func (srv *Server) takeHop(addr string) net.Conn {
 	p := &srv.hops
 	now := time.Now()
@@ -133,10 +141,23 @@ func (srv *Server) takeHop(addr string) net.Conn {
 		c = pool.idle[0].c
 		pool.idle = slices.Delete(pool.idle, 0, 1)
 	}
-	srv.fillLocked(addr, pool, now)
+	if c == nil {
+		srv.fillLocked(addr, pool, now)
+	}
 	p.mu.Unlock()
 	closeAll(stale)
 	return c
+}
+
+// refill has the pool of addr filled if it is down to hopPoolLow, after
+// a relay on one of its connections got its answer.
+func (srv *Server) refill(addr string) {
+	p := &srv.hops
+	p.mu.Lock()
+	if pool := p.owners[addr]; pool != nil && len(pool.idle) <= hopPoolLow {
+		srv.fillLocked(addr, pool, time.Now())
+	}
+	p.mu.Unlock()
 }
 
 // dropExpired removes the idle connections older than maxAge and returns
@@ -329,10 +350,12 @@ func (h *pooledHop) Read(b []byte) (int, error) {
 		n, err := c.Read(b)
 		if n > 0 {
 			h.mu.Lock()
-			if !h.answered {
-				h.answered, h.sent = true, nil
-			}
+			first := !h.answered
+			h.answered, h.sent = true, nil
 			h.mu.Unlock()
+			if first {
+				h.srv.refill(h.addr)
+			}
 			return n, err
 		}
 		if err == nil {
@@ -409,12 +432,18 @@ func (h *pooledHop) redialLocked(failed net.Conn, err error) bool {
 	return true
 }
 
-// Close closes the hop; no redial follows.
+// Close closes the hop; no redial follows. A hop closed before the
+// owner answered has its pool refilled now.
 func (h *pooledHop) Close() error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.closed = true
-	return h.c.Close()
+	answered := h.answered
+	err := h.c.Close()
+	h.mu.Unlock()
+	if !answered {
+		h.srv.refill(h.addr)
+	}
+	return err
 }
 
 func (h *pooledHop) LocalAddr() net.Addr                { return h.conn().LocalAddr() }

@@ -244,6 +244,7 @@ func TestHopPoolReplacedBeforeOwnerTimeout(t *testing.T) {
 func TestHopPoolBounds(t *testing.T) {
 	var d hopDialer
 	owner, relay, _ := startHopPair(t, &d, []func(*server.Server){withIOTimeout(time.Minute)}, nil)
+	fillPool(t, owner, relay, "warm")
 	const clients = 24
 	var (
 		wg       sync.WaitGroup
