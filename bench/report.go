@@ -216,6 +216,7 @@ func markdown(res *results) string {
 		}
 		b.WriteString(".\n")
 	}
+	clusterTable(&b, res)
 	b.WriteString("\n## Capacity: server memory with N locks held\n\nEach lock is held by its own client session, except for baton-session, whose sessions carry many claims each (the sessions column). Client side: how much the harness process grew while taking them (where the clients run in it).\n\n")
 	b.WriteString("| system | target | held | sessions | server memory | idle server | per held lock | time to take them | client side | stopped because |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range append([]string{"baton"}, peersOrder...) {
