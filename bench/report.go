@@ -295,21 +295,7 @@ func sessionTable(b *strings.Builder, res *results) {
 		} else {
 			b.WriteString(" – |")
 		}
-		for _, s := range others {
-			v, ok := r.value(s)
-			switch {
-			case !ok:
-				b.WriteString(" – |")
-			case r.note != nil && r.note(s) != "":
-				fmt.Fprintf(b, " %s |", r.note(s))
-			default:
-				cell := r.format(v)
-				if sok {
-					cell += ratio(v, sv)
-				}
-				fmt.Fprintf(b, " %s |", cell)
-			}
-		}
+		ratioCells(b, r, others, sv, sok)
 		b.WriteString("\n")
 	}
 }

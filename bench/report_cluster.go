@@ -38,21 +38,27 @@ func clusterTable(b *strings.Builder, res *results) {
 		} else {
 			b.WriteString(" – |")
 		}
-		for _, c := range cols {
-			v, ok := r.value(c)
-			switch {
-			case !ok:
-				b.WriteString(" – |")
-			case r.note != nil && r.note(c) != "":
-				fmt.Fprintf(b, " %s |", r.note(c))
-			default:
-				cell := r.format(v)
-				if bok {
-					cell += ratio(v, bv)
-				}
-				fmt.Fprintf(b, " %s |", cell)
-			}
-		}
+		ratioCells(b, r, cols, bv, bok)
 		b.WriteString("\n")
+	}
+}
+
+// ratioCells writes row r's cells for the systems cols, each with its
+// ratio to base when hasBase.
+func ratioCells(b *strings.Builder, r row, cols []string, base float64, hasBase bool) {
+	for _, c := range cols {
+		v, ok := r.value(c)
+		switch {
+		case !ok:
+			b.WriteString(" – |")
+		case r.note != nil && r.note(c) != "":
+			fmt.Fprintf(b, " %s |", r.note(c))
+		default:
+			cell := r.format(v)
+			if hasBase {
+				cell += ratio(v, base)
+			}
+			fmt.Fprintf(b, " %s |", cell)
+		}
 	}
 }
