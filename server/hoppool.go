@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,13 +29,16 @@ import (
 // relayed to for hopPoolIdle, nor when the Router (HopOwners) no longer
 // lists it; their connections are then closed and the pool forgotten.
 //
-// A pooled connection may be dead when taken (the owner restarted, shut
-// down or closed it): a non-blocking peek finds most of those (end of
-// stream, reset, the owner's ERROR), and the relay dials afresh. One that
-// still fails before the owner has sent a byte is replaced by a fresh dial
-// under the relay's feet, and what was written to it is sent again: the
-// owner never answered it, and a connection that closes ends its claim,
-// so no claim of it survives.
+// An idle connection is watched: a goroutine reads it, so that the
+// owner's close, a reset or anything the owner sends before an ACQUIRE
+// (its ERROR 0x01 when it shuts down) closes it at once and takes it out
+// of the pool; the owner then need not wait for this node to hang up.
+// Taking a connection stops its watcher (a read deadline in the past).
+// One that still fails before the owner has sent a byte (it died between
+// the watch and the relay) is replaced by a fresh dial under the relay's
+// feet, and what was written to it is sent again: the owner never
+// answered it, and a connection that closes ends its claim, so no claim
+// of it survives.
 
 // Bounds of the hop pools.
 const (
@@ -65,7 +69,7 @@ type hopPools struct {
 	mu     sync.Mutex
 	owners map[string]*hopPool
 	closed bool
-	wg     sync.WaitGroup // fillers and armed sweeps
+	wg     sync.WaitGroup // fillers, watchers and armed sweeps
 	idle   time.Duration  // hopPoolIdle unless a test sets it
 }
 
@@ -80,7 +84,7 @@ func (p *hopPools) idleAfter() time.Duration {
 
 // hopPool is one owner's idle hop connections.
 type hopPool struct {
-	idle     []idleHop // oldest first
+	idle     []*idleHop // oldest first
 	lastUsed time.Time
 	filling  bool
 	retryAt  time.Time   // after a failed dial, no fill before
@@ -90,6 +94,36 @@ type hopPool struct {
 type idleHop struct {
 	c    net.Conn
 	born time.Time
+	done chan struct{} // closed when the watcher has returned
+	dead atomic.Bool   // the watcher found it closed or written to
+}
+
+// watchHop reads an idle connection until it is taken (its read deadline
+// is moved to the past) or the owner closes it, resets it or sends
+// something: then it is dead, out of the pool and closed.
+func (srv *Server) watchHop(addr string, h *idleHop) {
+	defer srv.hops.wg.Done()
+	defer close(h.done)
+	var b [1]byte
+	n, err := h.c.Read(b[:])
+	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		return // taken
+	}
+	h.dead.Store(true)
+	p := &srv.hops
+	p.mu.Lock()
+	if pool := p.owners[addr]; pool != nil {
+		pool.idle = slices.DeleteFunc(pool.idle, func(x *idleHop) bool { return x == h })
+	}
+	p.mu.Unlock()
+	h.c.Close()
+}
+
+// take stops h's watcher and reports whether h is still open.
+func (h *idleHop) take() bool {
+	h.c.SetReadDeadline(time.Unix(1, 0))
+	<-h.done
+	return !h.dead.Load() && h.c.SetReadDeadline(time.Time{}) == nil
 }
 
 // hopMaxAge is how long an idle hop connection is kept: half the
@@ -100,14 +134,14 @@ func (srv *Server) hopMaxAge() time.Duration { return srv.IOTimeout / 2 }
 // there is one, else a fresh one from dialOwner.
 func (srv *Server) hopConn(addr string) (net.Conn, error) {
 	for range hopPoolSize + 1 {
-		c := srv.takeHop(addr)
-		if c == nil {
+		h := srv.takeHop(addr)
+		if h == nil {
 			break
 		}
-		if hopAlive(c) {
-			return &pooledHop{srv: srv, addr: addr, c: c}, nil
+		if h.take() {
+			return &pooledHop{srv: srv, addr: addr, c: h.c}, nil
 		}
-		c.Close()
+		h.c.Close()
 	}
 	return srv.dialOwner(addr)
 }
@@ -118,7 +152,7 @@ func (srv *Server) hopConn(addr string) (net.Conn, error) {
 // hopPoolLow: the dials and the owner's accepts then do not compete with
 // the relay for the processors, and most relays run with none beside
 // them.
-func (srv *Server) takeHop(addr string) net.Conn {
+func (srv *Server) takeHop(addr string) *idleHop {
 	p := &srv.hops
 	now := time.Now()
 	p.mu.Lock()
@@ -136,17 +170,17 @@ func (srv *Server) takeHop(addr string) net.Conn {
 	}
 	pool.lastUsed = now
 	stale := pool.dropExpired(now, srv.hopMaxAge())
-	var c net.Conn
+	var h *idleHop
 	if len(pool.idle) > 0 {
-		c = pool.idle[0].c
+		h = pool.idle[0]
 		pool.idle = slices.Delete(pool.idle, 0, 1)
 	}
-	if c == nil {
+	if h == nil {
 		srv.fillLocked(addr, pool, now)
 	}
 	p.mu.Unlock()
 	closeAll(stale)
-	return c
+	return h
 }
 
 // refill has the pool of addr filled if it is down to hopPoolLow, after
@@ -217,7 +251,10 @@ func (srv *Server) fillHops(addr string, pool *hopPool) {
 			}
 			return
 		}
-		pool.idle = append(pool.idle, idleHop{c: c, born: time.Now()})
+		h := &idleHop{c: c, born: time.Now(), done: make(chan struct{})}
+		pool.idle = append(pool.idle, h)
+		p.wg.Add(1)
+		go srv.watchHop(addr, h)
 		srv.armLocked(addr, pool)
 		p.mu.Unlock()
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +20,21 @@ import (
 type hopDialer struct {
 	dials   atomic.Int64
 	refuse  atomic.Bool // fail every dial
-	deadOne atomic.Bool // hand out connections the owner has already closed
+	deadOne atomic.Bool // hand out connections that fail on their first write
+}
+
+// deadOnWrite is a connection that looks open (a read waits for its
+// deadline) and fails when written to: an owner that died between the
+// relay's taking it and writing to it.
+type deadOnWrite struct {
+	net.Conn
+	peer net.Conn
+}
+
+func (c *deadOnWrite) Write([]byte) (int, error) { return 0, syscall.ECONNRESET }
+func (c *deadOnWrite) Close() error {
+	c.peer.Close()
+	return c.Conn.Close()
 }
 
 var errRefused = errors.New("test: dial refused")
@@ -30,11 +45,8 @@ func (d *hopDialer) dial(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, errRefused
 	}
 	if d.deadOne.Load() {
-		// Dead in a way no peek at a socket can see: the relay finds out
-		// only when it writes or reads.
 		a, b := net.Pipe()
-		b.Close()
-		return a, nil
+		return &deadOnWrite{Conn: a, peer: b}, nil
 	}
 	var nd net.Dialer
 	return nd.DialContext(ctx, "tcp", addr)
@@ -132,9 +144,9 @@ func TestHopPoolRelay(t *testing.T) {
 	waitUntil(t, waitLimit, "the owner without connections after the relay's shutdown", func() bool { return owner.Sessions() == 0 })
 }
 
-// A pooled connection the owner has closed and a peek cannot see as
-// closed fails on its first write; the relay dials afresh and sends the
-// hop header and ACQUIRE again, and the client never notices.
+// A pooled connection that looked open while idle fails on its first
+// write; the relay dials afresh and sends the hop header and ACQUIRE
+// again, and the client never notices.
 func TestHopPoolDeadConnRedials(t *testing.T) {
 	var d hopDialer
 	owner, relay, _ := startHopPair(t, &d, nil, nil)
@@ -157,17 +169,27 @@ func TestHopPoolDeadConnRedials(t *testing.T) {
 
 // An owner restarted on its address: the pooled connections to the old
 // process are dead (it sent them ERROR 0x01 and closed them); the relay
-// sees it, dials the new process, and passes none of the old one's bytes
-// to the client.
+// closes them at once, so the owner's shutdown does not wait for it,
+// dials the new process, and passes none of the old one's bytes to the
+// client.
 func TestHopPoolOwnerRestart(t *testing.T) {
 	var d hopDialer
 	owner, relay, _ := startHopPair(t, &d, nil, nil)
 	fillPool(t, owner, relay, "warm")
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
+	start := time.Now()
 	if err := owner.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The relay hangs up on the owner's ERROR 0x01 at once: the owner
+	// does not wait out its 1s linger for each idle connection.
+	took := time.Since(start)
+	t.Logf("owner shut down in %v with %d idle connections from the relay", took, server.HopPoolSize)
+	if took > 800*time.Millisecond {
+		t.Fatalf("owner's shutdown took %v: it waited for the relay to hang up its idle connections", took)
+	}
+	waitUntil(t, waitLimit, "the dead connections out of the pool", func() bool { return server.HopPoolLen(relay.Server, owner.addr) == 0 })
 	again := startServerWrapped(t, func(ln net.Listener) net.Listener {
 		ln.Close()
 		l, err := net.Listen("tcp", owner.addr)
