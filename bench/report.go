@@ -216,6 +216,7 @@ func markdown(res *results) string {
 		}
 		b.WriteString(".\n")
 	}
+	clusterTable(&b, res)
 	b.WriteString("\n## Capacity: server memory with N locks held\n\nEach lock is held by its own client session, except for baton-session, whose sessions carry many claims each (the sessions column). Client side: how much the harness process grew while taking them (where the clients run in it).\n\n")
 	b.WriteString("| system | target | held | sessions | server memory | idle server | per held lock | time to take them | client side | stopped because |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range append([]string{"baton"}, peersOrder...) {
@@ -294,21 +295,7 @@ func sessionTable(b *strings.Builder, res *results) {
 		} else {
 			b.WriteString(" – |")
 		}
-		for _, s := range others {
-			v, ok := r.value(s)
-			switch {
-			case !ok:
-				b.WriteString(" – |")
-			case r.note != nil && r.note(s) != "":
-				fmt.Fprintf(b, " %s |", r.note(s))
-			default:
-				cell := r.format(v)
-				if sok {
-					cell += ratio(v, sv)
-				}
-				fmt.Fprintf(b, " %s |", cell)
-			}
-		}
+		ratioCells(b, r, others, sv, sok)
 		b.WriteString("\n")
 	}
 }

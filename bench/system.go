@@ -40,6 +40,8 @@ type system struct {
 	connPerSession bool
 	// capacityNote says what one held lock costs the client side.
 	capacityNote string
+	// skipCapacity, if set, says why scenario 5 is not run on the system.
+	skipCapacity string
 }
 
 // clientOpts tunes a client session for a scenario.
@@ -103,7 +105,8 @@ func lockKey(name string) int64 {
 }
 
 func allSystems() []*system {
-	return []*system{batonSystem(), batonSessionSystem(), redisSystem(), etcdSystem(), postgresSystem(), zookeeperSystem()}
+	return []*system{batonSystem(), batonSessionSystem(), batonClusterSystem(false), batonClusterSystem(true),
+		redisSystem(), etcdSystem(), postgresSystem(), zookeeperSystem()}
 }
 
 func systemByName(name string) (*system, error) {

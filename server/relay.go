@@ -225,7 +225,7 @@ func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reas
 			srv.Logger.Info("relayed ACQUIRE for a lock this node does not own", "lock", req.Name, "remote_addr", s.peer.Addr)
 			return false, locktable.ReasonProtocolError, protocol.CodeNotOwner
 		case RouteForward:
-			up, err := srv.dialOwner(r.Addr)
+			up, err := srv.hopConn(r.Addr)
 			if err == nil {
 				reason, code := s.relay(up, req)
 				return false, reason, code

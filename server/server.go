@@ -95,6 +95,7 @@ type Server struct {
 	// Version 2 claims relayed to their owners now, and the upstream
 	// sessions that carry them (relay2.go).
 	relayedClaims, upstreams atomic.Int64
+	hops                     hopPools // idle hop connections by owner (hoppool.go)
 
 	initOnce   sync.Once
 	initErr    error
@@ -278,6 +279,7 @@ func (srv *Server) Revoke(holders bool) int {
 func (srv *Server) Shutdown(ctx context.Context) error {
 	srv.init()
 	ds := srv.beginShutdown()
+	srv.closeHops()
 	done := make(chan struct{})
 	go func() {
 		srv.deliverAll(ds)
@@ -299,6 +301,7 @@ func (srv *Server) Shutdown(ctx context.Context) error {
 func (srv *Server) Close() error {
 	srv.init()
 	srv.beginShutdown()
+	srv.closeHops()
 	srv.closeAll()
 	srv.sessionsWG.Wait()
 	return nil
