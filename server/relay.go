@@ -64,6 +64,10 @@ const (
 	// RouteNotOwner: a relayed request for a name this node does not own:
 	// answer ERROR 0x03 (retryable), never relay again.
 	RouteNotOwner
+	// RouteMoving: a planned change is moving the name to another node
+	// (handoff.go): hold, like RouteHold; a claim routed before the move
+	// began does not enter the table.
+	RouteMoving
 )
 
 // Route is a Router's decision for one lock name.

@@ -303,6 +303,7 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 		// A cluster node's tokens come from epochs committed through
 		// Raft (set below, once the node is open).
 		cl = newClusterRuntime(logger)
+		cl.mover = srv
 		srv.Router, srv.TrustHop, srv.Tokens = cl, cl.trustHop, cl
 	} else {
 		tokens, closeTokens, err := openTokens(cfg.dataDir, logger)
@@ -510,6 +511,9 @@ wait:
 		env.stopped()
 	}
 	logger.Info("shutting down")
+	if cl != nil {
+		cl.leave() // a planned leave: hand this node's names over first
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*cfg.ioTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
