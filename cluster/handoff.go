@@ -421,6 +421,7 @@ func (n *Node) proposeChange(ctx context.Context, members []string, member strin
 			return err
 		}
 		v := res.RingVersion
+		n.log.Info("planned change proposed", "version", v, "member", member, "members", members)
 		wctx, cancel := context.WithDeadline(ctx, deadline)
 		err = n.waitFor(wctx, func(md *Metadata) bool {
 			return md.Pending == nil || md.Pending.Version != v || md.Pending.Complete()

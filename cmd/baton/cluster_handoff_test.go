@@ -607,3 +607,165 @@ func TestClusterJoinLeaveUnderLoad(t *testing.T) {
 		t.Errorf("v1 holdings %d, v2 holdings %d: the load missed a protocol", v1, v2)
 	}
 }
+
+// logTime is the time of a log record.
+func logTime(t *testing.T, rec map[string]any) time.Time {
+	t.Helper()
+	s, _ := rec["time"].(string)
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("log record without a time: %v", rec)
+	}
+	return at
+}
+
+// A join with 100,000 held claims (100 version 2 sessions of 1,000
+// claims, on the three owners) moves its share of them, about a quarter,
+// within a second: from the proposal of the new ring to its commit, the
+// prior owners freeze the names, end the claims on them (REVOKED 0x03)
+// and hand them over.
+func TestClusterJoinHundredThousandClaims(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 claims: not in -short")
+	}
+	nodes := startCluster(t)
+	logs := map[string]*logDrain{}
+	for id, n := range nodes {
+		logs[id] = drainLogs(n.batonProc)
+	}
+	const sessions, perSession, lease = 100, 1000, 10 * time.Second
+	owners := []string{"n1", "n2", "n3"}
+	// Names for each owner, and the sessions, on the owners.
+	byOwner := map[string][]string{}
+	for i := 0; len(byOwner["n1"]) < sessions*perSession/3+perSession || len(byOwner["n2"]) < sessions*perSession/3+perSession || len(byOwner["n3"]) < sessions*perSession/3+perSession; i++ {
+		name := fmt.Sprintf("bulk/%d", i)
+		o := threeRing.Owner(name)
+		byOwner[o] = append(byOwner[o], name)
+	}
+	// Wait until each owner grants (a new cluster warms up).
+	for _, id := range owners {
+		s := opstest.DialV2(t, nodes[id].addr, lease, "probe")
+		for k, deadline := uint32(1), time.Now().Add(2*opstest.Timeout); ; k++ {
+			s.Claim(k, protocol.ModeExclusive, 0, byOwner[id][len(byOwner[id])-1])
+			if f := s.ReadV2(); f.Type == protocol.TypeGranted {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("%s never granted: %v", id, f)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		s.Close()
+	}
+	start := time.Now()
+	type sess struct {
+		c     net.Conn
+		names []string
+	}
+	var ss []sess
+	used := map[string]int{}
+	for i := range sessions {
+		id := owners[i%3]
+		c := opstest.DialV2(t, nodes[id].addr, lease, fmt.Sprint("bulk-", i))
+		names := byOwner[id][used[id] : used[id]+perSession]
+		used[id] += perSession
+		var b []byte
+		for k, name := range names {
+			b = protocol.AppendClaim(b, uint32(k+1), protocol.ModeExclusive, 0, 0, name)
+		}
+		c.Send(b)
+		ss = append(ss, sess{c.Conn, names})
+	}
+	for _, s := range ss {
+		for range s.names {
+			s.c.SetReadDeadline(time.Now().Add(opstest.Timeout))
+			f, err := protocol.ReadServerFrameV2(s.c)
+			if err != nil || f.Type != protocol.TypeGranted {
+				t.Fatalf("bulk claim: %v %v", f, err)
+			}
+		}
+	}
+	t.Logf("%d claims held in %d sessions (%v to take them)", sessions*perSession, sessions, time.Since(start).Round(time.Millisecond))
+	// Every session pings, and counts what it is told it lost.
+	var revoked atomic.Int64
+	var lastRevoked atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		frames := readAll(s.c, true)
+		wg.Go(func() {
+			tick := time.NewTicker(lease / 5)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					s.c.SetWriteDeadline(time.Now().Add(time.Second))
+					s.c.Write(protocol.AppendPing(nil, 1))
+				case f, ok := <-frames:
+					if !ok || f.err != nil {
+						return
+					}
+					if f.v2.Type == protocol.TypeRevoked {
+						if f.v2.Code != protocol.CodeNotOwner {
+							t.Errorf("REVOKED code 0x%02x", uint8(f.v2.Code))
+						}
+						revoked.Add(1)
+						lastRevoked.Store(f.at.UnixNano())
+					}
+				}
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	moving := 0
+	for _, s := range ss {
+		for _, name := range s.names {
+			if fourRing.Owner(name) == "n4" {
+				moving++
+			}
+		}
+	}
+
+	joinStart := time.Now()
+	n4 := startNode(t, "n4", nodes["n1"].admin)
+	logs["n4"] = drainLogs(n4.batonProc)
+	for _, n := range []*clusterProc{nodes["n1"], nodes["n2"], nodes["n3"], n4} {
+		waitStatus(t, n, "a ring of 4", func(st cluster.Status) bool { return len(st.Ring) == 4 })
+	}
+	var proposed, committed time.Time
+	for _, d := range logs {
+		for _, r := range d.find("planned change proposed") {
+			if v, _ := r["member"].(string); v == "n4" {
+				proposed = logTime(t, r)
+			}
+		}
+		for _, r := range d.find("planned change: every prior owner handed over; committing") {
+			if v, _ := r["member"].(string); v == "n4" {
+				committed = logTime(t, r)
+			}
+		}
+	}
+	if proposed.IsZero() || committed.IsZero() {
+		t.Fatalf("the join was not handed over in full (proposed %v, committed %v)", proposed, committed)
+	}
+	for _, id := range owners {
+		for _, r := range logs[id].find("planned change: names handed over") {
+			t.Logf("%s handed its names over in %v", id, time.Duration(r["took"].(float64)).Round(time.Millisecond))
+		}
+	}
+	deadline := time.Now().Add(opstest.Timeout)
+	for revoked.Load() < int64(moving) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := committed.Sub(proposed)
+	t.Logf("join with %d held claims: %d on names moving to n4, %d revoked; proposal to commit of the ring %v; n4 in every ring %v after its start; last REVOKED %v after the proposal",
+		sessions*perSession, moving, revoked.Load(), took.Round(time.Millisecond), time.Since(joinStart).Round(time.Millisecond),
+		time.Unix(0, lastRevoked.Load()).Sub(proposed).Round(time.Millisecond))
+	if revoked.Load() != int64(moving) {
+		t.Errorf("%d claims revoked, want the %d on names that moved", revoked.Load(), moving)
+	}
+	if took > 3*time.Second {
+		t.Errorf("the hand-off of %d claims took %v (target under 1 s, bound 3 s for a loaded machine)", moving, took)
+	}
+}
