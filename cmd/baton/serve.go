@@ -68,8 +68,10 @@ first node forms it with -bootstrap, the others -join the admin address
 of any member; each lock name has one owner node, and a node relays a
 version 1 connection for a name it does not own to the owner. Raft's
 state lives in DIR/cluster; tokens come from epochs committed through
-Raft; the member API shares the admin listener. A node restarted with
-its data directory rejoins by itself.
+Raft; the member API shares the admin listener. SIGTERM of a cluster
+node is a planned stop: its names are handed to the other nodes and it
+leaves the ring (it stays a member); restarted with its data directory
+it comes back into the ring by itself.
 
 Exit status: 0 after a graceful shutdown, 1 on a runtime failure (for
 example an address in use), 2 on a bad flag or environment variable.
