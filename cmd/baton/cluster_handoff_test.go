@@ -838,7 +838,9 @@ func TestClusterRollingRestart(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range 30 {
-		wg.Go(func() { loadClient(t, i%3 == 2, false, uint64(i), names, func() []string { return *addrs.Load() }, g, stop) })
+		wg.Go(func() {
+			loadClient(t, i%3 == 2, false, uint64(i), names, func() []string { return *addrs.Load() }, g, stop)
+		})
 	}
 	stopped := false
 	stopLoad := func() {
