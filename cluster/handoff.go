@@ -340,6 +340,9 @@ func (n *Node) handOff(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	if _, err := n.propose(ctx, command{Op: opHanded, ID: self, Version: p.Version}); err != nil {
+		if md, _ := n.fsm.read(); md.Pending == nil || md.Pending.Version != p.Version {
+			return 0, nil // committed (the wait ran out) or abandoned meanwhile
+		}
 		return 0, fmt.Errorf("recording the hand-off of ring version %d: %w", p.Version, err)
 	}
 	n.log.Info("planned change: names handed over", "version", p.Version, "to", to, "took", time.Since(start))
