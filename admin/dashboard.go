@@ -90,6 +90,7 @@ type Session struct {
 	Label      string `json:"label,omitempty"`
 	Identity   string `json:"identity"`
 	RemoteAddr string `json:"remote_addr"`
+	RelayedBy  string `json:"relayed_by,omitempty"` // as Holder's
 	LeaseMS    int64  `json:"lease_ms"`
 	// LastSeen is when the server last heard from the session.
 	LastSeen Time `json:"last_seen"`
@@ -221,7 +222,7 @@ func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 		lo, hi := window(len(infos), limit, offset)
 		out := SessionList{Sessions: make([]Session, 0, hi-lo), Total: len(infos), Offset: offset, SnapshotAt: Time{at}}
 		for _, x := range infos[lo:hi] {
-			s := Session{Protocol: 2, Session: uint64(x.ID), Label: x.Label, Identity: x.Peer.Identity, RemoteAddr: x.Peer.Addr,
+			s := Session{Protocol: 2, Session: uint64(x.ID), Label: x.Label, Identity: x.Peer.Identity, RemoteAddr: x.Peer.Addr, RelayedBy: x.Peer.Via,
 				LeaseMS: x.Lease.Milliseconds(), LastSeen: Time{x.LastSeen}, Held: x.Held, Waiting: x.Waiting}
 			if x.V1 {
 				s.Protocol = 1
@@ -237,7 +238,7 @@ func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 	add := func(id locktable.SessionID, v1 bool, label string, p locktable.Peer, lease time.Duration, seen time.Time) *Session {
 		s := byID[uint64(id)]
 		if s == nil {
-			s = &Session{Protocol: 2, Session: uint64(id), Label: label, Identity: p.Identity, RemoteAddr: p.Addr,
+			s = &Session{Protocol: 2, Session: uint64(id), Label: label, Identity: p.Identity, RemoteAddr: p.Addr, RelayedBy: p.Via,
 				LeaseMS: lease.Milliseconds(), LastSeen: Time{seen}}
 			if v1 {
 				s.Protocol = 1

@@ -71,9 +71,12 @@ func (c Claim) Ref() string { return fmt.Sprintf("%d/%d", c.Session, c.Claim) }
 type Holder struct {
 	Identity   string `json:"identity"` // empty without mTLS
 	RemoteAddr string `json:"remote_addr"`
-	Since      Time   `json:"since"` // when the lock was granted
-	LeaseMS    int64  `json:"lease_ms"`
-	Token      uint64 `json:"token"`
+	// RelayedBy names the cluster node that relays the claim's session
+	// and the session's id there ("n2/17"); absent for a direct one.
+	RelayedBy string `json:"relayed_by,omitempty"`
+	Since     Time   `json:"since"` // when the lock was granted
+	LeaseMS   int64  `json:"lease_ms"`
+	Token     uint64 `json:"token"`
 	Claim
 }
 
@@ -81,6 +84,7 @@ type Holder struct {
 type Waiter struct {
 	Identity   string `json:"identity"`
 	RemoteAddr string `json:"remote_addr"`
+	RelayedBy  string `json:"relayed_by,omitempty"` // as Holder's
 	QueuedAt   Time   `json:"queued_at"`
 	Claim
 }
@@ -143,7 +147,7 @@ func fromInfo(l locktable.LockInfo) Lock {
 		Waiters: make([]Waiter, 0, len(l.Waiters)),
 	}
 	for _, h := range l.Holders {
-		out.Holders = append(out.Holders, Holder{Identity: h.Peer.Identity, RemoteAddr: h.Peer.Addr,
+		out.Holders = append(out.Holders, Holder{Identity: h.Peer.Identity, RemoteAddr: h.Peer.Addr, RelayedBy: h.Peer.Via,
 			Since: Time{h.Since}, LeaseMS: h.Lease.Milliseconds(), Token: h.Token,
 			Claim: claimOf(h.V1, h.Session, h.Claim, h.Mode, h.Label)})
 	}
@@ -153,7 +157,7 @@ func fromInfo(l locktable.LockInfo) Lock {
 	}
 	for _, w := range l.Waiters {
 		out.Waiters = append(out.Waiters, Waiter{Identity: w.Peer.Identity,
-			RemoteAddr: w.Peer.Addr, QueuedAt: Time{w.QueuedAt},
+			RemoteAddr: w.Peer.Addr, RelayedBy: w.Peer.Via, QueuedAt: Time{w.QueuedAt},
 			Claim: claimOf(w.V1, w.Session, w.Claim, w.Mode, w.Label)})
 	}
 	return out

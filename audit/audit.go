@@ -85,6 +85,10 @@ type Record struct {
 	Claim    *uint64 `json:"claim,omitempty"`
 	Mode     string  `json:"mode,omitempty"`
 	Label    string  `json:"label,omitempty"`
+	// RelayedBy names the cluster node that relays the claim's version 2
+	// session and the session's id there ("n2/17"); absent for a direct
+	// one.
+	RelayedBy string `json:"relayed_by,omitempty"`
 }
 
 // DefaultBuffer is the number of events the Logger holds while its writer
@@ -520,6 +524,7 @@ func record(en entry) Record {
 		Lock:       e.Lock,
 		Identity:   e.Peer.Identity,
 		RemoteAddr: e.Peer.Addr,
+		RelayedBy:  e.Peer.Via,
 	}
 	switch en.event {
 	case Granted:

@@ -114,7 +114,7 @@ func (srv *Server) rangePushes(res rangelock.Result, self *session) []delivery {
 		if to == nil || to.v2 == nil {
 			return
 		}
-		to.v2.appendOut(to, func(b []byte) []byte {
+		to.v2.appendPushOut(to, func(b []byte) []byte {
 			return protocol.AppendRangeAnswer(b, uint32(tag), st, token, protocol.Frame{})
 		})
 		if to != self {

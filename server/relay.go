@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -85,8 +86,10 @@ type Route struct {
 // RecordLease records a version 2 session's lease before the session
 // opens (it may block); false refuses the session with ERROR 0x03.
 //
-// Version 2 claims are not relayed yet: a claim on a name this node does
-// not serve now is answered REFUSED 0x03 (retryable), never granted here.
+// A version 2 claim on a name whose Route is RouteForward is relayed
+// through an upstream session to the owner (relay2.go); any other answer
+// but RouteServe refuses it with REFUSED 0x03 (retryable), never granted
+// here.
 type Router interface {
 	Route(name string, lease time.Duration, forwarded bool) Route
 	RecordLease(lease time.Duration) bool
@@ -111,27 +114,64 @@ func AppendHop(b []byte, addr, identity string) []byte {
 // server does not trust.
 var errBadHop = errors.New("server: malformed or untrusted hop header")
 
-// readHop reads a hop header whose marker byte has been read.
-func readHop(r io.Reader) (addr, identity string, err error) {
+// hopInfo is what a hop header carries.
+type hopInfo struct {
+	addr, identity string
+	// origin and session (hop header version 2): the relaying node's id
+	// and the client session's id there.
+	origin  string
+	session uint64
+	version byte
+}
+
+// via names the relaying node and the client's session there, as the
+// admin API shows it: "n2/17"; empty for a version 1 hop header.
+func (h hopInfo) via() string {
+	if h.version < hopVersion2 {
+		return ""
+	}
+	return h.origin + "/" + strconv.FormatUint(h.session, 10)
+}
+
+// readHop reads a hop header whose marker byte has been read: version 1
+// (relay.go) or version 2 (relay2.go).
+func readHop(r io.Reader) (hopInfo, error) {
 	var h [2]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return "", "", err
+		return hopInfo{}, err
 	}
-	if h[0] != hopVersion {
-		return "", "", errBadHop
+	if h[0] != hopVersion && h[0] != hopVersion2 {
+		return hopInfo{}, errBadHop
 	}
+	info := hopInfo{version: h[0]}
 	a := make([]byte, h[1])
 	if _, err := io.ReadFull(r, a); err != nil {
-		return "", "", err
+		return hopInfo{}, err
 	}
 	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return "", "", err
+		return hopInfo{}, err
 	}
 	id := make([]byte, binary.BigEndian.Uint16(h[:]))
 	if _, err := io.ReadFull(r, id); err != nil {
-		return "", "", err
+		return hopInfo{}, err
 	}
-	return string(a), string(id), nil
+	info.addr, info.identity = string(a), string(id)
+	if info.version == hopVersion2 {
+		var n [1]byte
+		if _, err := io.ReadFull(r, n[:]); err != nil {
+			return hopInfo{}, err
+		}
+		o := make([]byte, n[0])
+		if _, err := io.ReadFull(r, o); err != nil {
+			return hopInfo{}, err
+		}
+		var sid [8]byte
+		if _, err := io.ReadFull(r, sid[:]); err != nil {
+			return hopInfo{}, err
+		}
+		info.origin, info.session = string(o), binary.BigEndian.Uint64(sid[:])
+	}
+	return info, nil
 }
 
 // acceptHop handles a connection that opened with the hop marker: it
@@ -143,12 +183,12 @@ func (s *session) acceptHop() error {
 		srv.Logger.Info("hop header from a peer that may not relay", "remote_addr", s.peer.Addr)
 		return errBadHop
 	}
-	addr, id, err := readHop(s.conn)
+	h, err := readHop(s.conn)
 	if err != nil {
 		return err
 	}
 	s.wmu.Lock()
-	s.peer.Addr, s.peer.Identity = addr, id
+	s.peer.Addr, s.peer.Identity, s.peer.Via = h.addr, h.identity, h.via()
 	s.forwarded = true
 	s.wmu.Unlock()
 	_, err = io.ReadFull(s.conn, s.rbuf[:1])

@@ -72,6 +72,9 @@ type Server struct {
 	// DialOwner opens a hop to an owner's protocol address; nil means
 	// plain TCP.
 	DialOwner func(ctx context.Context, addr string) (net.Conn, error)
+	// NodeID is this cluster node's id, carried in the hop header of the
+	// upstream sessions that relay version 2 claims (relay2.go).
+	NodeID string
 
 	// afterTableEntry, when set by a test, runs between an ACQUIRE's
 	// entry into the table and the reply to it, with the session's write
@@ -83,6 +86,9 @@ type Server struct {
 	authGen atomic.Uint64
 
 	relayed, relayedTotal atomic.Int64
+	// Version 2 claims relayed to their owners now, and the upstream
+	// sessions that carry them (relay2.go).
+	relayedClaims, upstreams atomic.Int64
 
 	initOnce   sync.Once
 	initErr    error

@@ -88,6 +88,7 @@ func (s *session) serve() {
 		// feels.
 		reason, code = s.runV2()
 		s.dropRanges()
+		s.dropUpstreams()
 	}
 	s.finish(reason, code)
 }

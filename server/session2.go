@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
@@ -49,14 +50,38 @@ type v2conn struct {
 	// flushing is set while a goroutine is bound to write out until it
 	// is empty (see flushV2).
 	flushing bool
+	// rel is set (under omu) by the session's first relayed claim: its
+	// frames then pass through an ordered outbox (relay2.go).
+	rel atomic.Pointer[relayState]
 }
 
-// appendOut appends frames built by add to the pending output, unless the
-// session is closing (after a session-level ERROR nothing is sent).
+// appendOut appends the answers built by add to the pending output,
+// unless the session is closing (after a session-level ERROR nothing is
+// sent). Only the session's reader calls it. A session that relays
+// claims holds them until its upstreams are confirmed after the batch
+// was read (relay2.go).
 func (v *v2conn) appendOut(s *session, add func(b []byte) []byte) {
 	v.omu.Lock()
 	if !s.closing.Load() && !v.ending {
-		v.out = add(v.out)
+		if rel := v.rel.Load(); rel == nil {
+			v.out = add(v.out)
+		} else {
+			rel.add(v, &outEntry{b: add(nil), at: rel.answerAt()})
+		}
+	}
+	v.omu.Unlock()
+}
+
+// appendPushOut is appendOut for pushes, which a relaying session orders
+// behind its earlier frames but holds for no confirmation.
+func (v *v2conn) appendPushOut(s *session, add func(b []byte) []byte) {
+	v.omu.Lock()
+	if !s.closing.Load() && !v.ending {
+		if rel := v.rel.Load(); rel == nil {
+			v.out = add(v.out)
+		} else {
+			rel.add(v, &outEntry{b: add(nil)})
+		}
 	}
 	v.omu.Unlock()
 }
@@ -64,7 +89,7 @@ func (v *v2conn) appendOut(s *session, add func(b []byte) []byte) {
 // appendPush appends the frame the table asked for: PROMOTED or REVOKED.
 func (v *v2conn) appendPush(s *session, send locktable.Send) {
 	claim := uint32(send.Claim)
-	v.appendOut(s, func(b []byte) []byte {
+	v.appendPushOut(s, func(b []byte) []byte {
 		switch send.Kind {
 		case locktable.SendAcquired:
 			return protocol.AppendPromoted(b, claim, send.Token)
@@ -303,6 +328,9 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		time.Sleep(d)
 	}
 	now := time.Now()
+	if rel := v.rel.Load(); rel != nil {
+		rel.readAt = now
+	}
 	locked := false
 	var ds []delivery
 	off := 0
@@ -341,6 +369,9 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		}
 		key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
 		if f.Type == protocol.TypeRelease {
+			if s.relayRelease(f.Claim) {
+				continue
+			}
 			res, _ := srv.table.Release(now, key) // not in use: RELEASED all the same
 			ds = append(ds, srv.commit(now, res)...)
 			v.appendOut(s, func(b []byte) []byte { return protocol.AppendReleased(b, f.Claim) })
@@ -348,7 +379,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		}
 		// CLAIM: the id in use is a session-level fault, checked before
 		// the claim-level ones (docs/protocol.md, v2 validation 14).
-		if _, err := srv.table.ClaimStatus(key); err == nil {
+		if _, err := srv.table.ClaimStatus(key); err == nil || s.relayInUse(f.Claim) {
 			code, reason = protocol.CodeClaimInUse, locktable.ReasonProtocolError
 			break
 		}
@@ -357,17 +388,14 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			s.refuse(f, c)
 			continue
 		}
-		if r := srv.Router; r != nil && r.Route(f.Name, 0, false).Action != RouteServe {
-			// Not relayed yet (relay.go): refused, retryable, never
-			// granted on a node that does not serve the name now.
-			s.refuse(f, protocol.CodeNotOwner)
-			continue
-		}
 		if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, f.Name) {
 			srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: s.peer, Protocol: protocol.Version2,
 				Session: s.id, Claim: key.Claim, Mode: locktable.Mode(f.Mode), Label: v.label})
 			s.refuse(f, protocol.CodeNotAuthorized)
 			continue
+		}
+		if s.routeClaim(now, f) {
+			continue // relayed to its owner, or refused (relay2.go)
 		}
 		st, res, err := srv.table.Claim(now, s.id, key.Claim, locktable.ClaimRequest{
 			Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, NoWait: f.NoWait()})
@@ -424,6 +452,9 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 	// handover, this session's own answers only on its own.
 	srv.deliver(othersOnly(ds, s))
 	if code == 0 && !orphan {
+		if v.rel.Load() != nil {
+			s.relayPump()
+		}
 		if err := s.flushV2(true); err != nil {
 			return writeFailureReason(err), 0, false
 		}

@@ -325,4 +325,12 @@ func (c *clusterRuntime) register(reg *prometheus.Registry, srv *server.Server) 
 		Name: "baton_cluster_relayed_connections_total",
 		Help: "Version 1 connections this node has relayed to the owner of their lock.",
 	}, func() float64 { _, t := srv.Relayed(); return float64(t) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "baton_cluster_relayed_claims",
+		Help: "Version 2 claims this node relays to the owner of their lock now (waiting for an answer, held or queued there).",
+	}, func() float64 { n, _ := srv.RelayedClaims(); return float64(n) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "baton_cluster_upstream_sessions",
+		Help: "Upstream version 2 sessions this node holds open to other nodes, one per client session and owner.",
+	}, func() float64 { _, n := srv.RelayedClaims(); return float64(n) }))
 }

@@ -306,7 +306,7 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 		// Raft (set below, once the node is open).
 		cl = newClusterRuntime(logger)
 		cl.mover = srv
-		srv.Router, srv.TrustHop, srv.Tokens = cl, cl.trustHop, cl
+		srv.Router, srv.TrustHop, srv.Tokens, srv.NodeID = cl, cl.trustHop, cl, cfg.nodeID
 	} else {
 		tokens, closeTokens, err := openTokens(cfg.dataDir, logger)
 		if err != nil {

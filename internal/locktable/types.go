@@ -76,6 +76,9 @@ type ClaimRequest struct {
 type Peer struct {
 	Identity string // from the client certificate; empty without mTLS
 	Addr     string // remote address, host:port
+	// Via names the cluster node that relays a version 2 session and the
+	// client's session id there ("n2/17"); empty for a direct one.
+	Via string
 }
 
 // Request is a version 1 ACQUIRE as the table sees it: a session with one

@@ -1,0 +1,860 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Cluster routing of version 2 claims (docs/cluster.md, "Relaying a
+// version 2 session").
+//
+// A version 2 session stays on the node the client connected to (the
+// relaying node, R). Each CLAIM whose name another node owns (Route says
+// RouteForward) goes to that owner (O) through an upstream session: one
+// per client session and owner, opened on the first claim for that owner
+// with a version 2 hop header, the version 2 preamble and HELLO with the
+// client session's lease and label. The claim keeps the client's claim
+// id upstream (one upstream per client session keeps the ids unique).
+// CLAIM and RELEASE of relayed claims are forwarded; the owner's answers
+// and pushes about them (GRANTED with the owner's token, QUEUED, BUSY,
+// REFUSED, PROMOTED, REVOKED, RELEASED) reach the client unchanged. The
+// owner sees a forwarded session and never relays it again.
+//
+// Ending: the client's session ends at R (it hung up, fell silent for its
+// lease, an ERROR, a shutdown): R closes every upstream of it and each
+// owner releases at once. An upstream ends without the client (its owner
+// closed it, died, shut down, or did not answer for half the lease):
+// every claim relayed on it is lost and the client is told
+// REVOKED(claim, 0x03); the session and its other claims live on.
+//
+// The pessimism rule through a relay. The client's confirmation anchor
+// is the send time of its latest request whose answer arrived, and any
+// answer moves it, whoever produced it. So R writes the answer to a
+// request it read at r only once every upstream of the session has been
+// confirmed after r: an upstream request sent at or after r has been
+// answered, so the owner read it after r and its lease for the relayed
+// claims runs at least until r + L. R sends a PING on an upstream that
+// has nothing in flight sent after r (at most maxUpstreamPings at a
+// time). The session's frames wait in an ordered outbox (relayState.q):
+// an answer leaves when it is known and its condition holds, a push
+// (PROMOTED, REVOKED) never overtakes an earlier frame, and a push from
+// an owner goes before the answers that owner had not sent yet. A
+// session that never relayed a claim keeps the direct path.
+
+// hopVersion2 is the hop header version of an upstream session: version
+// 1's fields, then the relaying node's id (u8 length, bytes) and the
+// client session's id there (u64).
+const hopVersion2 = 2
+
+// maxUpstreamPings bounds the PINGs in flight on one upstream.
+const maxUpstreamPings = 2
+
+// AppendHopV2 appends a version 2 hop header to b: the client's address
+// and TLS identity (as AppendHop), then the relaying node's id origin and
+// the client session's id there. An origin longer than 255 bytes is cut.
+func AppendHopV2(b []byte, addr, identity, origin string, session uint64) []byte {
+	start := len(b)
+	b = AppendHop(b, addr, identity)
+	b[start+1] = hopVersion2
+	origin = origin[:min(len(origin), 255)]
+	b = append(b, byte(len(origin)))
+	b = append(b, origin...)
+	return binary.BigEndian.AppendUint64(b, session)
+}
+
+// relayState is the relaying part of a version 2 session, from its first
+// relayed claim on. Every field is guarded by the session's omu.
+type relayState struct {
+	// q holds the frames not yet released to out, in the order decided.
+	q []*outEntry
+	// ups are the live upstream sessions, by owner address.
+	ups map[string]*upstream
+	// claims are the relayed claim ids in use, for RELEASE and the check
+	// of CLAIM ids.
+	claims map[uint32]*relayedClaim
+	// lastAt is the latest read time of an answer queued.
+	lastAt time.Time
+	// closed is set when the session has ended: no upstream opens again.
+	closed bool
+	// readAt is when the batch being answered was read in full (owned
+	// by the session's reader, which alone builds answers).
+	readAt time.Time
+}
+
+// outEntry is one frame of the ordered outbox.
+type outEntry struct {
+	b []byte
+	// at is when the request it answers was read; zero for a push.
+	at time.Time
+	// pending: the answer has not come from the upstream yet.
+	pending bool
+	// up and claim say which upstream and claim id the frame is about
+	// (nil for this node's own frames).
+	up    *upstream
+	claim uint32
+}
+
+// claimState is where a relayed claim stands as the relaying node sees it.
+type claimState uint8
+
+const (
+	rcPending   claimState = iota // CLAIM sent, not answered yet
+	rcLive                        // answered GRANTED or QUEUED
+	rcReleasing                   // RELEASE sent
+	rcEnded
+)
+
+// relayedClaim is one relayed claim (one use of a claim id).
+type relayedClaim struct {
+	id    uint32
+	up    *upstream
+	state claimState
+}
+
+// upReq is a request sent on an upstream, waiting for its answer.
+type upReq struct {
+	kind protocol.Type // HELLO, PING, CLAIM or RELEASE
+	at   time.Time     // when it was queued to be sent
+	slot *outEntry     // CLAIM, RELEASE: where its answer goes
+	rc   *relayedClaim // CLAIM, RELEASE
+}
+
+// upstream is a version 2 session to an owner, on behalf of one client
+// session. Its fields are guarded by the client session's omu, except
+// the channels.
+type upstream struct {
+	s    *session
+	addr string
+
+	fifo      []upReq // sent, unanswered, in order
+	wbuf      []byte  // frames to send
+	spare     []byte  // the buffer last written, reused for wbuf
+	writing   bool    // a goroutine is bound to write wbuf until it is empty
+	claims    map[uint32]*relayedClaim
+	confirmed time.Time // the send time of the latest request answered
+	lastSent  time.Time
+	pings     int
+	seq       uint64
+	dead      bool
+	conn      net.Conn // set once dialled
+
+	kick     chan struct{} // wakes the writer
+	stop     chan struct{} // closed when the upstream ends
+	stopOnce sync.Once
+}
+
+// relayLocked returns the session's relay state, creating it.
+func (v *v2conn) relayLocked() *relayState {
+	rel := v.rel.Load()
+	if rel == nil {
+		rel = &relayState{ups: map[string]*upstream{}, claims: map[uint32]*relayedClaim{}}
+		v.rel.Store(rel)
+	}
+	return rel
+}
+
+// answerAt is the time an answer built now must be confirmed after: the
+// read time of the reader's batch, or now when the batch began before the
+// session relayed anything (AttachRelayed meanwhile).
+func (rel *relayState) answerAt() time.Time {
+	if rel.readAt.IsZero() {
+		return time.Now()
+	}
+	return rel.readAt
+}
+
+// add appends e to the outbox; a frame with nothing before it and no
+// condition goes straight to out.
+func (rel *relayState) add(v *v2conn, e *outEntry) {
+	if !e.at.IsZero() && e.at.After(rel.lastAt) {
+		rel.lastAt = e.at
+	}
+	if len(rel.q) == 0 && !e.pending && (e.at.IsZero() || rel.confirmedAfter(e.at)) {
+		v.out = append(v.out, e.b...)
+		return
+	}
+	rel.q = append(rel.q, e)
+}
+
+// insert puts e at index i of the outbox.
+func (rel *relayState) insert(i int, e *outEntry) { rel.q = slices.Insert(rel.q, i, e) }
+
+// confirmedAfter reports whether every upstream with a claim has been
+// confirmed at or after at. An upstream with none protects nothing: a
+// claim it gets later is answered after its own CLAIM is confirmed.
+func (rel *relayState) confirmedAfter(at time.Time) bool {
+	for _, u := range rel.ups {
+		if len(u.claims) > 0 && u.confirmed.Before(at) {
+			return false
+		}
+	}
+	return true
+}
+
+// pump releases the outbox's prefix whose frames are known and whose
+// conditions hold, and sends a PING on each upstream that has not been
+// confirmed after the latest answer and has nothing in flight sent late
+// enough.
+func (rel *relayState) pump(v *v2conn) {
+	i := 0
+	for ; i < len(rel.q); i++ {
+		e := rel.q[i]
+		if e.pending || !e.at.IsZero() && !rel.confirmedAfter(e.at) {
+			break
+		}
+		v.out = append(v.out, e.b...)
+	}
+	if i > 0 {
+		n := copy(rel.q, rel.q[i:])
+		clear(rel.q[n:])
+		rel.q = rel.q[:n]
+	}
+	// Every upstream, with claims or not, hears from this node when the
+	// client has spoken: an idle one stays open as long as the session.
+	var now time.Time
+	for _, u := range rel.ups {
+		if u.confirmed.Before(rel.lastAt) && u.lastSent.Before(rel.lastAt) && u.pings < maxUpstreamPings {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			u.seq++
+			u.pings++
+			u.send(protocol.AppendPing(nil, u.seq), upReq{kind: protocol.TypePing, at: now})
+		}
+	}
+}
+
+// send queues frame b with its request. The session's reader writes what
+// it queued at the end of its batch (relayPump); other goroutines wake
+// the upstream's writer (kickAll).
+func (u *upstream) send(b []byte, r upReq) {
+	if len(u.fifo) == 0 && u.conn != nil {
+		u.conn.SetReadDeadline(r.at.Add(u.patience()))
+	}
+	u.wbuf = append(u.wbuf, b...)
+	u.fifo = append(u.fifo, r)
+	u.lastSent = r.at
+}
+
+// kickAll wakes the writer of every upstream with frames to send.
+func (rel *relayState) kickAll() {
+	for _, u := range rel.ups {
+		if len(u.wbuf) > 0 {
+			select {
+			case u.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// flush writes what is queued on u until nothing is. A goroutine that
+// finds another writing leaves its frames to that one, which writes until
+// nothing is left. It returns false when the upstream has ended.
+func (u *upstream) flush() bool {
+	srv, v := u.s.srv, u.s.v2
+	v.omu.Lock()
+	if u.writing || u.conn == nil || u.dead {
+		v.omu.Unlock()
+		return !u.dead
+	}
+	u.writing = true
+	conn := u.conn
+	for {
+		b := u.wbuf
+		if len(b) == 0 || u.dead {
+			u.writing = false
+			dead := u.dead
+			v.omu.Unlock()
+			return !dead
+		}
+		u.wbuf, u.spare = u.spare[:0], nil
+		v.omu.Unlock()
+		conn.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
+		_, err := conn.Write(b)
+		v.omu.Lock()
+		if u.spare == nil && cap(b) <= maxSpare {
+			u.spare = b[:0]
+		}
+		if err != nil {
+			u.writing = false
+			v.omu.Unlock()
+			u.fail(fmt.Errorf("writing to the owner: %w", err))
+			return false
+		}
+	}
+}
+
+// patience is how long a request may go unanswered before the upstream
+// is given up: half the lease, so the client hears of its other claims
+// before it gives up at 0.8 of its lease.
+func (u *upstream) patience() time.Duration { return u.s.v2.lease / 2 }
+
+// upstreamLocked returns the session's live upstream to addr, opening it.
+func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
+	if u := rel.ups[addr]; u != nil {
+		return u
+	}
+	srv, v := s.srv, s.v2
+	now := time.Now()
+	u := &upstream{s: s, addr: addr, claims: map[uint32]*relayedClaim{},
+		// Answers read before it opened need nothing of it: its claims
+		// are granted only after.
+		confirmed: now,
+		kick:      make(chan struct{}, 1), stop: make(chan struct{})}
+	b := AppendHopV2(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id))
+	b = protocol.AppendPreamble(b)
+	b = protocol.AppendHello(b, protocol.LeaseMS(v.lease), v.label)
+	u.send(b, upReq{kind: protocol.TypeHello, at: now})
+	rel.ups[addr] = u
+	srv.upstreams.Add(1)
+	srv.sessionsWG.Add(1)
+	go u.write()
+	srv.Logger.Debug("opening an upstream session", "owner_addr", addr, "session", s.id, "remote_addr", s.peer.Addr)
+	return u
+}
+
+// attach records claim id as relayed on u.
+func (u *upstream) attach(rel *relayState, id uint32, st claimState) *relayedClaim {
+	rc := &relayedClaim{id: id, up: u, state: st}
+	u.claims[id] = rc
+	rel.claims[id] = rc
+	u.s.srv.relayedClaims.Add(1)
+	return rc
+}
+
+// end marks rc ended and forgets it.
+func (u *upstream) end(rel *relayState, rc *relayedClaim) {
+	if rc.state == rcEnded {
+		return
+	}
+	rc.state = rcEnded
+	if u.claims[rc.id] == rc {
+		delete(u.claims, rc.id)
+	}
+	if rel.claims[rc.id] == rc {
+		delete(rel.claims, rc.id)
+	}
+	u.s.srv.relayedClaims.Add(-1)
+}
+
+// routeClaim asks the Router, on a cluster node, who serves CLAIM f. It
+// returns false when this node does; otherwise it has relayed the claim
+// to its owner or answered it REFUSED 0x03 (the name is held, not ready,
+// or a relayed session asks for a name this node does not own). Called
+// by the reader with srv.mu held.
+func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
+	r := s.srv.Router
+	if r == nil {
+		return false
+	}
+	switch rt := r.Route(f.Name, 0, s.forwarded); {
+	case rt.Action == RouteServe:
+		return false
+	case rt.Action == RouteForward && !s.forwarded:
+		if s.relayClaim(now, f, rt.Addr) {
+			return true
+		}
+	}
+	s.refuse(f, protocol.CodeNotOwner)
+	return true
+}
+
+// relayClaim sends CLAIM f to the owner at addr through the session's
+// upstream there, and leaves a place for its answer in the outbox. now
+// is when its batch was read.
+func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool {
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	if s.closing.Load() || v.ending {
+		return true // nothing more is sent
+	}
+	rel := v.relayLocked()
+	if rel.closed {
+		return true
+	}
+	if rel.readAt.IsZero() || rel.readAt.Before(now) {
+		rel.readAt = now // the session's first relayed claim
+	}
+	u := s.upstreamLocked(rel, addr)
+	rc := u.attach(rel, f.Claim, rcPending)
+	slot := &outEntry{pending: true, at: rel.readAt, up: u, claim: f.Claim}
+	rel.add(v, slot)
+	u.send(protocol.AppendClaim(nil, f.Claim, f.Mode, f.Limit, f.Flags, f.Name),
+		upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc})
+	return true
+}
+
+// relayInUse reports whether claim id is relayed and in use.
+func (s *session) relayInUse(id uint32) bool {
+	v := s.v2
+	if v.rel.Load() == nil {
+		return false
+	}
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	return v.rel.Load().claims[id] != nil
+}
+
+// relayRelease forwards RELEASE(id) when id is a relayed claim in use and
+// reports whether it did. The id is free at once, as on the owner.
+func (s *session) relayRelease(id uint32) bool {
+	v := s.v2
+	if v.rel.Load() == nil {
+		return false
+	}
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	rel := v.rel.Load()
+	rc := rel.claims[id]
+	if rc == nil {
+		return false
+	}
+	delete(rel.claims, id)
+	rc.state = rcReleasing
+	if s.closing.Load() || v.ending {
+		return true
+	}
+	now := time.Now()
+	slot := &outEntry{pending: true, at: rel.answerAt(), up: rc.up, claim: id}
+	rel.add(v, slot)
+	rc.up.send(protocol.AppendRelease(nil, id), upReq{kind: protocol.TypeRelease, at: now, slot: slot, rc: rc})
+	return true
+}
+
+// relayPump releases what the outbox can release after a batch, and
+// writes what the batch queued for the upstreams (the session's reader
+// writes them itself: a hop less on the way to the owner).
+func (s *session) relayPump() {
+	v := s.v2
+	var ups []*upstream
+	v.omu.Lock()
+	if rel := v.rel.Load(); rel != nil && !s.closing.Load() && !v.ending {
+		rel.pump(v)
+		for _, u := range rel.ups {
+			if len(u.wbuf) > 0 {
+				ups = append(ups, u)
+			}
+		}
+	}
+	v.omu.Unlock()
+	for _, u := range ups {
+		u.flush()
+	}
+}
+
+// dropUpstreams closes every upstream of a session that has ended: each
+// owner releases its claims at once.
+func (s *session) dropUpstreams() {
+	v := s.v2
+	if v == nil || v.rel.Load() == nil {
+		return
+	}
+	v.omu.Lock()
+	rel := v.rel.Load()
+	rel.closed = true
+	ups := make([]*upstream, 0, len(rel.ups))
+	for _, u := range rel.ups {
+		ups = append(ups, u)
+		u.markDead(rel)
+		for _, rc := range u.claims {
+			u.end(rel, rc)
+		}
+		for _, r := range u.fifo {
+			if r.rc != nil {
+				u.end(rel, r.rc)
+			}
+		}
+		u.fifo = nil
+	}
+	clear(rel.q)
+	rel.q = nil
+	v.omu.Unlock()
+	for _, u := range ups {
+		u.shutdown()
+	}
+}
+
+// markDead takes u out of the session's live upstreams.
+func (u *upstream) markDead(rel *relayState) {
+	u.dead = true
+	if rel.ups[u.addr] == u {
+		delete(rel.ups, u.addr)
+	}
+	u.s.srv.upstreams.Add(-1)
+}
+
+// shutdown stops u's goroutines; called without omu, once u is dead.
+func (u *upstream) shutdown() {
+	u.stopOnce.Do(func() { close(u.stop) })
+	v := u.s.v2
+	v.omu.Lock()
+	c := u.conn
+	v.omu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// write dials the owner, starts the reader and writes what is queued
+// when woken, until the upstream ends.
+func (u *upstream) write() {
+	srv, v := u.s.srv, u.s.v2
+	defer srv.sessionsWG.Done()
+	conn, err := srv.dialOwner(u.addr)
+	if err != nil {
+		u.fail(fmt.Errorf("dialling the owner: %w", err))
+		return
+	}
+	v.omu.Lock()
+	if u.dead {
+		v.omu.Unlock()
+		conn.Close()
+		return
+	}
+	u.conn = conn
+	if len(u.fifo) > 0 {
+		conn.SetReadDeadline(u.fifo[0].at.Add(u.patience()))
+	}
+	v.omu.Unlock()
+	srv.sessionsWG.Add(1)
+	go u.read(conn)
+	for u.flush() {
+		select {
+		case <-u.kick:
+		case <-u.stop:
+			return
+		}
+	}
+}
+
+// upFrame is a frame read from an upstream, with its bytes.
+type upFrame struct {
+	f   protocol.Frame
+	raw []byte
+}
+
+// errUpstreamAnswer is an upstream frame that does not fit.
+var errUpstreamAnswer = errors.New("server: the owner's frame does not fit the requests sent")
+
+// read reads the owner's frames until the upstream ends.
+func (u *upstream) read(conn net.Conn) {
+	defer u.s.srv.sessionsWG.Done()
+	buf := make([]byte, 0, v2ReadBuf)
+	opened := false
+	var frames []upFrame
+	for {
+		n, err := conn.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		off := 0
+		frames = frames[:0]
+		for {
+			var f protocol.Frame
+			var m int
+			var perr error
+			if opened {
+				f, m, perr = protocol.ParseServerFrameV2(buf[off:])
+			} else {
+				f, m, perr = protocol.ParseHelloAnswer(buf[off:])
+			}
+			if perr != nil {
+				u.fail(fmt.Errorf("reading from the owner: %w", perr))
+				return
+			}
+			if m == 0 {
+				break
+			}
+			opened = true
+			frames = append(frames, upFrame{f: f, raw: bytes.Clone(buf[off : off+m])})
+			off += m
+		}
+		buf = buf[:copy(buf, buf[off:])]
+		if len(frames) > 0 && !u.handle(frames) {
+			return
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !u.overdue(conn) {
+				continue
+			}
+			u.fail(fmt.Errorf("reading from the owner: %w", err))
+			return
+		}
+	}
+}
+
+// overdue reports whether the oldest unanswered request has waited past
+// patience; if not, it sets the read deadline for it.
+func (u *upstream) overdue(conn net.Conn) bool {
+	v := u.s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	if u.dead {
+		return true
+	}
+	if len(u.fifo) == 0 {
+		conn.SetReadDeadline(time.Time{})
+		return false
+	}
+	d := u.fifo[0].at.Add(u.patience())
+	if !time.Now().Before(d) {
+		return true
+	}
+	conn.SetReadDeadline(d)
+	return false
+}
+
+// answers reports whether server frame f answers request r.
+func answers(r upReq, f protocol.Frame) bool {
+	switch f.Type {
+	case protocol.TypeWelcome:
+		return r.kind == protocol.TypeHello
+	case protocol.TypePong:
+		return r.kind == protocol.TypePing
+	case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
+		return r.kind == protocol.TypeClaim && r.rc.id == f.Claim
+	case protocol.TypeReleased:
+		return r.kind == protocol.TypeRelease && r.rc.id == f.Claim
+	}
+	return false
+}
+
+// handle applies the owner's frames: answers fill their places in the
+// outbox and confirm the upstream, pushes go before the answers the owner
+// had not sent yet. It returns false when the upstream has ended.
+func (u *upstream) handle(frames []upFrame) bool {
+	s := u.s
+	v := s.v2
+	v.omu.Lock()
+	if u.dead {
+		v.omu.Unlock()
+		return false
+	}
+	rel := v.rel.Load()
+	var bad error
+	for _, fr := range frames {
+		f := fr.f
+		switch f.Type {
+		case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
+			protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased:
+			if len(u.fifo) == 0 || !answers(u.fifo[0], f) {
+				bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
+				break
+			}
+			r := u.fifo[0]
+			u.fifo[0] = upReq{}
+			u.fifo = u.fifo[1:]
+			if r.at.After(u.confirmed) {
+				u.confirmed = r.at
+			}
+			switch f.Type {
+			case protocol.TypeWelcome:
+			case protocol.TypePong:
+				u.pings--
+			default:
+				r.slot.b, r.slot.pending = fr.raw, false
+				switch f.Type {
+				case protocol.TypeGranted, protocol.TypeQueued:
+					if r.rc.state == rcPending {
+						r.rc.state = rcLive
+					}
+				default: // BUSY, REFUSED, RELEASED: the id is free
+					u.end(rel, r.rc)
+				}
+			}
+		case protocol.TypePromoted, protocol.TypeRevoked:
+			if rc := u.claims[f.Claim]; f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
+				u.end(rel, rc)
+			}
+			u.push(rel, v, &outEntry{b: fr.raw, up: u, claim: f.Claim})
+		case protocol.TypeSessionError, protocol.TypeError:
+			bad = fmt.Errorf("the owner ended the session: %v", f)
+		default:
+			bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
+		}
+		if bad != nil {
+			break
+		}
+	}
+	if len(u.fifo) == 0 {
+		u.fifo = nil
+	}
+	if !s.closing.Load() && !v.ending {
+		rel.pump(v)
+		rel.kickAll()
+	}
+	v.omu.Unlock()
+	if bad != nil {
+		u.fail(bad)
+		return false
+	}
+	s.srv.deliver([]delivery{{to: s, flush: true}})
+	return true
+}
+
+// push places a push from u before the first answer u has not sent yet:
+// the owner sent it before those answers.
+func (u *upstream) push(rel *relayState, v *v2conn, e *outEntry) {
+	for i, x := range rel.q {
+		if x.pending && x.up == u {
+			rel.insert(i, e)
+			return
+		}
+	}
+	rel.add(v, e)
+}
+
+// fail ends an upstream that ended without the client: the requests it
+// has not answered are answered here (a CLAIM REFUSED 0x03, a RELEASE
+// RELEASED), and every claim it held or queued is REVOKED 0x03, placed
+// right after the last frame about it still in the outbox (else first):
+// the client hears of the loss before its anchor moves again. The session
+// lives on.
+func (u *upstream) fail(why error) {
+	s := u.s
+	v := s.v2
+	v.omu.Lock()
+	if u.dead {
+		v.omu.Unlock()
+		return
+	}
+	rel := v.rel.Load()
+	u.markDead(rel)
+	for _, r := range u.fifo {
+		switch r.kind {
+		case protocol.TypeClaim:
+			r.slot.b, r.slot.pending = protocol.AppendRefused(nil, r.rc.id, protocol.CodeNotOwner, ""), false
+			u.end(rel, r.rc)
+		case protocol.TypeRelease:
+			r.slot.b, r.slot.pending = protocol.AppendReleased(nil, r.rc.id), false
+			u.end(rel, r.rc)
+		}
+	}
+	u.fifo = nil
+	ids := make([]uint32, 0, len(u.claims))
+	for id := range u.claims {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	lost, front := 0, 0
+	for _, id := range ids {
+		rc := u.claims[id]
+		if rc.state == rcLive {
+			lost++
+			at := -1
+			for i := len(rel.q) - 1; i >= 0; i-- {
+				if x := rel.q[i]; x.up == u && x.claim == id {
+					at = i + 1
+					break
+				}
+			}
+			if at < 0 { // first, in claim id order
+				at = front
+				front++
+			}
+			rel.insert(at, &outEntry{b: protocol.AppendRevoked(nil, id, protocol.CodeNotOwner, ""), up: u, claim: id})
+		}
+		u.end(rel, rc)
+	}
+	if !s.closing.Load() && !v.ending {
+		rel.pump(v)
+		rel.kickAll()
+	}
+	v.omu.Unlock()
+	s.srv.Logger.Warn("upstream session to the owner ended; its relayed claims are lost", "owner_addr", u.addr,
+		"session", s.id, "remote_addr", s.peer.Addr, "claims_lost", lost, "err", why)
+	u.shutdown()
+	s.srv.deliver([]delivery{{to: s, flush: true}})
+}
+
+// AttachRelayed records that claim of version 2 session sid, which is
+// not (or no longer) in this node's table, is from now on served by the
+// owner at addr, through the session's upstream session there (opened
+// if need be): the client's RELEASE of it goes there, the owner's pushes
+// about it come back, and the loss of the upstream revokes it. It sends
+// nothing: it is for a planned hand-off that has moved the claim's state
+// to the owner under the upstream session (identified there by
+// RelayedSession). The relay uses the same path for each claim it
+// relays. It returns locktable.ErrNoSession when sid is not an open
+// version 2 session, locktable.ErrClaimExists when the id is in use.
+func (srv *Server) AttachRelayed(sid locktable.SessionID, claim uint32, addr string) error {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	s := srv.claims[sid]
+	if s == nil || s.v2 == nil {
+		return locktable.ErrNoSession
+	}
+	if _, err := srv.table.ClaimStatus(locktable.Key{Session: sid, Claim: locktable.ClaimID(claim)}); err == nil {
+		return locktable.ErrClaimExists
+	}
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	rel := v.relayLocked()
+	switch {
+	case s.closing.Load() || v.ending || rel.closed:
+		return locktable.ErrNoSession
+	case rel.claims[claim] != nil:
+		return locktable.ErrClaimExists
+	}
+	s.upstreamLocked(rel, addr).attach(rel, claim, rcLive)
+	return nil
+}
+
+// DetachRelayed forgets that claim of version 2 session sid is relayed,
+// without a frame to the client or the owner, and returns the owner's
+// address: for a planned hand-off that has moved the claim's state away
+// from that owner (to this node, or to another, then AttachRelayed). It
+// returns locktable.ErrNoSession or locktable.ErrNoClaim.
+func (srv *Server) DetachRelayed(sid locktable.SessionID, claim uint32) (string, error) {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	s := srv.claims[sid]
+	if s == nil || s.v2 == nil {
+		return "", locktable.ErrNoSession
+	}
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	rel := v.rel.Load()
+	if rel == nil || rel.claims[claim] == nil {
+		return "", locktable.ErrNoClaim
+	}
+	rc := rel.claims[claim]
+	rc.up.end(rel, rc)
+	return rc.up.addr, nil
+}
+
+// RelayedSession returns the session of this node that node origin opened
+// to relay the claims of its client session clientSession (a version 2
+// hop header), if it is open.
+func (srv *Server) RelayedSession(origin string, clientSession uint64) (locktable.SessionID, bool) {
+	srv.init()
+	via := hopInfo{version: hopVersion2, origin: origin, session: clientSession}.via()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for id, s := range srv.claims {
+		if s.v2 != nil && s.forwarded && s.peer.Via == via {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// RelayedClaims returns the number of version 2 claims this node relays
+// to their owners now, and of the upstream sessions that carry them.
+func (srv *Server) RelayedClaims() (claims, upstreams int64) {
+	return srv.relayedClaims.Load(), srv.upstreams.Load()
+}
