@@ -25,6 +25,54 @@ import (
 // REVOKED 0x03), and only then switches the ring; the new owner grants
 // them at once, never while a client of the prior owner still holds one.
 
+// v2Holder opens a version 2 session on addr and claims name until it is
+// granted (a new cluster refuses with 0x03 while it warms up), then pings
+// every 200 ms. revoked returns the REVOKED of the claim, if any came.
+func v2Holder(t *testing.T, addr, name string, lease time.Duration) (revoked func() *framed, stop func()) {
+	t.Helper()
+	s := opstest.DialV2(t, addr, lease, "holder")
+	var id uint32
+	for deadline := time.Now().Add(2 * opstest.Timeout); ; {
+		id++
+		s.Claim(id, protocol.ModeExclusive, 0, name)
+		f := s.ReadV2()
+		if f.Type == protocol.TypeGranted {
+			break
+		}
+		if f.Type != protocol.TypeRefused || time.Now().After(deadline) {
+			t.Fatalf("v2 claim of %s at %s: %v", name, addr, f)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	frames := readAll(s.Conn, true)
+	quit := make(chan struct{})
+	var got atomic.Pointer[framed]
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for seq := uint64(1); ; seq++ {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				s.SetWriteDeadline(time.Now().Add(time.Second))
+				s.Write(protocol.AppendPing(nil, seq))
+			case f, ok := <-frames:
+				if !ok {
+					<-quit
+					return
+				}
+				if f.err == nil && f.v2.Type == protocol.TypeRevoked && f.v2.Claim == id && got.Load() == nil {
+					got.Store(&f)
+				}
+			}
+		}
+	}()
+	return got.Load, func() { close(quit); <-done }
+}
+
 // logDrain keeps reading a node's log records so that its stderr never
 // fills (a node that cannot write its logs stops), and lets a test wait
 // for one.
@@ -126,8 +174,9 @@ func readAll(c net.Conn, v2 bool) <-chan framed {
 	return ch
 }
 
-// A version 1 holder and a version 2 holder on names that move to a
-// joining 4th node are told they lost them (ERROR 0x01, REVOKED 0x03)
+// A version 1 holder and two version 2 holders (one direct, one relayed
+// by another node) on names that move to a joining 4th node are told they
+// lost them (ERROR 0x01, REVOKED 0x03)
 // before the new owner grants the names to anyone; the new owner grants
 // at once (no warm-up: the names were handed over). Before the hand-off
 // existed, the prior owner kept both claims and kept confirming the
@@ -184,49 +233,13 @@ func TestClusterJoinHandsOver(t *testing.T) {
 	}()
 	defer func() { close(stop); <-hbDone }()
 
-	// The version 2 holder, on the owner (version 2 claims are not
-	// relayed): claims are refused (0x03) while the new cluster warms up.
-	s := opstest.DialV2(t, nodes[from].addr, lease, "holder")
-	var id uint32
-	for deadline := time.Now().Add(2 * opstest.Timeout); ; {
-		id++
-		s.Claim(id, protocol.ModeExclusive, 0, name2)
-		f := s.ReadV2()
-		if f.Type == protocol.TypeGranted {
-			break
-		}
-		if f.Type != protocol.TypeRefused || time.Now().After(deadline) {
-			t.Fatalf("v2 claim of %s: %v", name2, f)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	v2frames := readAll(s.Conn, true)
-	pingStop := make(chan struct{})
-	var revokedAt atomic.Pointer[framed]
-	pingDone := make(chan struct{})
-	go func() {
-		defer close(pingDone)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for seq := uint64(1); ; seq++ {
-			select {
-			case <-pingStop:
-				return
-			case <-tick.C:
-				s.SetWriteDeadline(time.Now().Add(time.Second))
-				s.Write(protocol.AppendPing(nil, seq))
-			case f, ok := <-v2frames:
-				if !ok {
-					<-pingStop
-					return
-				}
-				if f.err == nil && f.v2.Type == protocol.TypeRevoked && f.v2.Claim == id {
-					revokedAt.Store(&f)
-				}
-			}
-		}
-	}()
-	defer func() { close(pingStop); <-pingDone }()
+	// Version 2 holders, one on the owner and one relayed by another
+	// node.
+	revoked2, stop2 := v2Holder(t, nodes[from].addr, name2, lease)
+	defer stop2()
+	name3 := movingName(t, from, "hand-relayed")
+	revoked3, stop3 := v2Holder(t, nodes["n3"].addr, name3, lease)
+	defer stop3()
 
 	joinStart := time.Now()
 	n4 := startNode(t, "n4", nodes["n2"].admin)
@@ -248,6 +261,12 @@ func TestClusterJoinHandsOver(t *testing.T) {
 	if f.Type != protocol.TypeGranted {
 		t.Fatalf("v2 claim of %s on its new owner n4: %v, want GRANTED at once", name2, f)
 	}
+	s2.Claim(2, protocol.ModeExclusive, 0, name3)
+	f = s2.ReadV2()
+	granted3 := time.Now()
+	if f.Type != protocol.TypeGranted {
+		t.Fatalf("v2 claim of %s on its new owner n4: %v, want GRANTED at once", name3, f)
+	}
 
 	// Give the old holder's heartbeats a chance to be confirmed after the
 	// new grant (they were, before the hand-off).
@@ -264,14 +283,19 @@ func TestClusterJoinHandsOver(t *testing.T) {
 		t.Errorf("the v1 holder of %s was not told it lost the lock (ERROR 0x01) before the new grant (lost at %v, code 0x%02x, granted at %v)",
 			name1, lostAt, uint8(lostCode), granted1)
 	}
-	r := revokedAt.Load()
-	switch {
-	case r == nil:
-		t.Errorf("the v2 holder of %s was never told it lost the claim; the new owner granted it: two holders", name2)
-	case r.v2.Code != protocol.CodeNotOwner || r.at.After(granted2):
-		t.Errorf("the v2 holder of %s: REVOKED code 0x%02x at %v, want 0x03 before the new grant at %v", name2, uint8(r.v2.Code), r.at, granted2)
-	default:
-		t.Logf("v2: holder told REVOKED(0x03) %v before the new grant", granted2.Sub(r.at).Round(time.Millisecond))
+	for _, c := range []struct {
+		what, name string
+		r       *framed
+		granted time.Time
+	}{{"v2", name2, revoked2(), granted2}, {"relayed v2", name3, revoked3(), granted3}} {
+		switch {
+		case c.r == nil:
+			t.Errorf("the %s holder of %s was never told it lost the claim; the new owner granted it: two holders", c.what, c.name)
+		case c.r.v2.Code != protocol.CodeNotOwner || c.r.at.After(c.granted):
+			t.Errorf("the %s holder of %s: REVOKED code 0x%02x at %v, want 0x03 before the new grant at %v", c.what, c.name, uint8(c.r.v2.Code), c.r.at, c.granted)
+		default:
+			t.Logf("%s: holder told REVOKED(0x03) %v before the new grant", c.what, c.granted.Sub(c.r.at).Round(time.Millisecond))
+		}
 	}
 }
 
@@ -341,9 +365,8 @@ func (g *grantLog) check(t *testing.T) {
 }
 
 // loadClient takes and releases random names until stop closes, through
-// random nodes of nodes(): a version 1 client relays through any node, a
-// version 2 client goes to the node that grants (it tries the nodes in
-// turn when refused with 0x03: version 2 claims are not relayed).
+// random nodes of nodes(), each relaying to the name's owner; a claim
+// refused with the retryable 0x03 (the name is held) is tried again.
 func loadClient(t *testing.T, v2, long bool, seed uint64, names []string, nodes func() []string, g *grantLog, stop <-chan struct{}) {
 	rng := rand.New(rand.NewPCG(seed, 0x10ad))
 	const lease = 2 * time.Second
