@@ -285,8 +285,8 @@ func TestClusterJoinHandsOver(t *testing.T) {
 	}
 	for _, c := range []struct {
 		what, name string
-		r       *framed
-		granted time.Time
+		r          *framed
+		granted    time.Time
 	}{{"v2", name2, revoked2(), granted2}, {"relayed v2", name3, revoked3(), granted3}} {
 		switch {
 		case c.r == nil:
