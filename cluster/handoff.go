@@ -225,16 +225,25 @@ func (n *Node) kickHandoff() {
 	}
 }
 
+// untilShutdown returns a context that ends at Shutdown.
+func (n *Node) untilShutdown() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-n.done:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ctx, cancel
+}
+
 // handoffLoop runs the prior owner's part of planned changes, and evicts
 // claims on names this node no longer owns, until Shutdown.
 func (n *Node) handoffLoop() {
 	defer n.renewWG.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.untilShutdown()
 	defer cancel()
-	go func() {
-		<-n.done
-		cancel()
-	}()
 	var retry <-chan time.Time
 	attempt := 0
 	for {

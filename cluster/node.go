@@ -405,12 +405,8 @@ func (n *Node) Tokens() *Tokens { return n.tokens }
 // Shutdown.
 func (n *Node) renew() {
 	defer n.renewWG.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.untilShutdown()
 	defer cancel()
-	go func() {
-		<-n.done
-		cancel()
-	}()
 	for {
 		select {
 		case <-n.done:

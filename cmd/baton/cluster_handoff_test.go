@@ -364,6 +364,47 @@ func (g *grantLog) check(t *testing.T) {
 	}
 }
 
+// load is a set of loadClients.
+type load struct {
+	t       *testing.T
+	g       *grantLog
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+// startLoad starts n loadClients; kind says which are version 2 and which
+// hold long.
+func startLoad(t *testing.T, n int, names []string, nodes func() []string, g *grantLog, kind func(i int) (v2, long bool)) *load {
+	ld := &load{t: t, g: g, quit: make(chan struct{})}
+	for i := range n {
+		v2, long := kind(i)
+		ld.wg.Go(func() { loadClient(t, v2, long, uint64(i), names, nodes, g, ld.quit) })
+	}
+	return ld
+}
+
+// stop stops the clients and waits for them; again, it does nothing.
+func (ld *load) stop() {
+	if !ld.stopped {
+		ld.stopped = true
+		close(ld.quit)
+		ld.wg.Wait()
+	}
+}
+
+// waitGrants waits, bounded, until the clients have recorded n holdings.
+func (ld *load) waitGrants(what string, n int64) {
+	ld.t.Helper()
+	deadline := time.Now().Add(4 * opstest.Timeout)
+	for ld.g.n.Load() < n {
+		if time.Now().After(deadline) {
+			ld.t.Fatalf("%s: %d grants, want %d within %v", what, ld.g.n.Load(), n, 4*opstest.Timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // loadClient takes and releases random names until stop closes, through
 // random nodes of nodes(), each relaying to the name's owner; a claim
 // refused with the retryable 0x03 (the name is held) is tried again.
@@ -547,32 +588,11 @@ func TestClusterJoinLeaveUnderLoad(t *testing.T) {
 	three := []string{nodes["n1"].addr, nodes["n2"].addr, nodes["n3"].addr}
 	addrs.Store(&three)
 	g := &grantLog{}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range 50 {
-		wg.Go(func() {
-			loadClient(t, i%10 >= 7, i%10 == 0 || i%10 == 9, uint64(i), names, func() []string { return *addrs.Load() }, g, stop)
-		})
-	}
-	stopped := false
-	stopLoad := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	defer stopLoad()
-	waitGrants := func(what string, n int64) {
-		t.Helper()
-		deadline := time.Now().Add(4 * opstest.Timeout)
-		for g.n.Load() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d grants, want %d within %v", what, g.n.Load(), n, 4*opstest.Timeout)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	ld := startLoad(t, 50, names, func() []string { return *addrs.Load() }, g, func(i int) (v2, long bool) {
+		return i%10 >= 7, i%10 == 0 || i%10 == 9
+	})
+	defer ld.stop()
+	waitGrants := func(what string, n int64) { t.Helper(); ld.waitGrants(what, n) }
 	waitGrants("warm-up", 200)
 	t.Logf("%d grants before the join", g.n.Load())
 
@@ -603,7 +623,7 @@ func TestClusterJoinLeaveUnderLoad(t *testing.T) {
 	phase = time.Now().Add(7 * time.Second)
 	waitGrants("after the leave", g.n.Load()+150)
 	time.Sleep(time.Until(phase))
-	stopLoad()
+	ld.stop()
 
 	g.check(t)
 	moved := func(name string) bool { return threeRing.Owner(name) != fourRing.Owner(name) }
@@ -858,32 +878,11 @@ func TestClusterRollingRestart(t *testing.T) {
 	}
 	setAddrs("")
 	g := &grantLog{}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range 30 {
-		wg.Go(func() {
-			loadClient(t, i%3 == 2, false, uint64(i), names, func() []string { return *addrs.Load() }, g, stop)
-		})
-	}
-	stopped := false
-	stopLoad := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	defer stopLoad()
-	waitGrants := func(what string, n int64) {
-		t.Helper()
-		deadline := time.Now().Add(4 * opstest.Timeout)
-		for g.n.Load() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d grants, want %d within %v", what, g.n.Load(), n, 4*opstest.Timeout)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	ld := startLoad(t, 30, names, func() []string { return *addrs.Load() }, g, func(i int) (v2, long bool) {
+		return i%3 == 2, false
+	})
+	defer ld.stop()
+	waitGrants := func(what string, n int64) { t.Helper(); ld.waitGrants(what, n) }
 	waitGrants("warm-up", 100)
 	for _, id := range ids {
 		setAddrs(id)
@@ -915,7 +914,7 @@ func TestClusterRollingRestart(t *testing.T) {
 		setAddrs("")
 		waitGrants("with "+id+" back", g.n.Load()+50)
 	}
-	stopLoad()
+	ld.stop()
 	g.check(t)
 	var lost1, lost2 int
 	for _, h := range g.hs {
