@@ -166,6 +166,9 @@ type fsm struct {
 	// changes or ends (handoff.go), with the new one (nil: none). It must
 	// not call back into the fsm.
 	onPending func(p *Pending)
+	// committedPrior is, while onRing runs for a ring committed after a
+	// complete hand-off, the prior owners that handed it over.
+	committedPrior []string
 }
 
 func newFSM() *fsm {

@@ -146,6 +146,10 @@ func (f *fsm) ringCommitted(members []string) {
 	md := &f.md
 	p := md.Pending
 	md.RingHandedOver = p != nil && p.Version == md.RingVersion && slices.Equal(p.Members, members) && p.Complete()
+	f.committedPrior = nil
+	if md.RingHandedOver {
+		f.committedPrior = p.Prior
+	}
 	if p != nil {
 		md.Pending = nil
 		f.pendingChanged()
@@ -300,7 +304,10 @@ func (n *Node) handOff(ctx context.Context) (time.Duration, error) {
 	if p == nil || !slices.Contains(p.Prior, self) || slices.Contains(p.Handed, self) || ring.Version() != p.Version-1 {
 		return 0, nil
 	}
-	if n.existing {
+	n.mu.Lock()
+	lostState := n.existing && !n.cameBack
+	n.mu.Unlock()
+	if lostState {
 		// A restarted node lost the state of its names; their holders may
 		// still believe they hold them until the warm-up has passed.
 		if until := n.startedAt.Add(n.Warmup()); time.Now().Before(until) {
@@ -402,6 +409,12 @@ func (n *Node) serveHandoff(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	n.mu.Lock()
+	if n.installedFrom[req.Version] == nil {
+		n.installedFrom[req.Version] = map[string]bool{}
+	}
+	n.installedFrom[req.Version][req.From] = true
+	n.mu.Unlock()
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 

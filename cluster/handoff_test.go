@@ -280,6 +280,12 @@ func TestStopAndRejoin(t *testing.T) {
 	ctx := ctxT(t)
 	withMovers(nodes)
 	n3 := nodes[2]
+	// A long largest lease: a restarted node that lost its names' state
+	// would gate them for it.
+	const lease = 20 * time.Second
+	if err := nodes[0].RaiseLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
 	if err := n3.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -302,5 +308,54 @@ func TestStopAndRejoin(t *testing.T) {
 	waitSameRing(t, nodes, 5)
 	if md := nodes[0].Metadata(); md.Members["node-3"].State != Serving || !md.RingHandedOver {
 		t.Fatalf("after the rejoin: %+v, handed over %v", md.Members["node-3"], md.RingHandedOver)
+	}
+	// It stopped after handing its names over, so it lost no name's
+	// state: the names handed back are served at once, without the
+	// restart warm-up (the largest lease plus the slack).
+	if _, err := n3.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name := nameOwnedBy(t, n3.Ring(), "node-3")
+	if d := n3.Route(name, false, time.Now()); d.Action != Serve {
+		t.Errorf("node-3, back after a stop, routes its %s as %+v, want serve", name, d)
+	}
+}
+
+// A node restarted without having stopped (a crash) lost the state of
+// the names it owns: it gates them for the warm-up, even after a planned
+// change hands it more.
+func TestCrashRestartStaysGated(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	withMovers(nodes)
+	const lease = 20 * time.Second
+	if err := nodes[0].RaiseLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[2].waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == lease }); err != nil {
+		t.Fatal(err)
+	}
+	n3 := nodes[2]
+	dir, raftAddr, adminAddr := n3.dir, n3.raftAddr, n3.admin.Addr().String()
+	n3.stop()
+	n3 = startNode(t, "node-3", dir, raftAddr, adminAddr)
+	n3.SetMover(newFakeMover("node-3"))
+	if err := n3.Rejoin(ctx); err != nil {
+		t.Fatalf("rejoin: %v", err)
+	}
+	// A leave of node-2 hands node-3 more names.
+	nodes[2] = n3
+	if err := nodes[1].Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitUntil(ctx, func() bool { return !n3.Ring().Has("node-2") }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n3.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name := nameOwnedBy(t, n3.Ring(), "node-3")
+	if d := n3.Route(name, false, time.Now()); d.Action != Queue {
+		t.Errorf("node-3, restarted after a crash, routes its %s as %+v, want queue (restart warm-up)", name, d)
 	}
 }

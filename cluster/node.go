@@ -117,6 +117,12 @@ type Node struct {
 	pending     *Pending // the pending change applied, or nil
 	pendingRing *Ring    // its ring
 	handoffCh   chan struct{}
+	// installedFrom records the hand-offs this incarnation accepted, by
+	// ring version and sender; cameBack is set when a restarted node came
+	// back into the ring by a change every prior owner handed over to
+	// this incarnation (it then owns no name whose state it lost).
+	installedFrom map[uint64]map[string]bool
+	cameBack      bool
 
 	tokens  *Tokens
 	renewCh chan struct{} // Tokens running low: commit the next epoch
@@ -202,7 +208,8 @@ func Open(cfg Config) (*Node, error) {
 		client: cfg.HTTPClient, unreachable: map[string]time.Time{},
 		startedAt: time.Now(), handedOver: map[uint64]bool{},
 		renewCh: make(chan struct{}, 1), done: make(chan struct{}), handoffCh: make(chan struct{}, 1),
-		obsCh: make(chan raft.Observation, 64), obsDone: make(chan struct{}),
+		installedFrom: map[uint64]map[string]bool{},
+		obsCh:         make(chan raft.Observation, 64), obsDone: make(chan struct{}),
 	}
 	if n.client == nil {
 		n.client = &http.Client{Timeout: 10 * time.Second}

@@ -108,10 +108,27 @@ func (n *Node) ringChanged(prev, cur *Ring) {
 			// over (handoff.go): no warm-up for them.
 			n.handedOver[cur.Version()] = true
 		}
+		if handed && n.existing && !prev.Has(n.cfg.ID) && n.installedAll(cur.Version(), n.fsm.committedPrior) {
+			// A restarted node that was out of the ring (it stopped) and
+			// came back with every name handed over to this incarnation
+			// lost no name's state: no restart warm-up.
+			n.cameBack = true
+		}
 	}
 	n.mu.Unlock()
 	n.kickHandoff()
 	n.log.Info("ring applied", "version", cur.Version(), "members", cur.Members(), "gained_names", gained, "handed_over", handed)
+}
+
+// installedAll reports, under n.mu, whether this incarnation accepted the
+// hand-off of ring version from each of prior.
+func (n *Node) installedAll(version uint64, prior []string) bool {
+	for _, id := range prior {
+		if !n.installedFrom[version][id] {
+			return false
+		}
+	}
+	return true
 }
 
 // HandedOver records that the state of the names this node gained with
@@ -172,7 +189,7 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 		}
 	}
 	frozen := ownerID == n.cfg.ID && n.pendingRing != nil && n.pendingRing.Owner(name) != n.cfg.ID
-	restarted := n.existing
+	restarted := n.existing && !n.cameBack
 	startedAt := n.startedAt
 	w := n.fsm.md.MaxLease + n.slack()
 	n.mu.Unlock()
