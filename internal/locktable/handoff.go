@@ -92,10 +92,16 @@ func (c *claim) state(now, since time.Time) ClaimState {
 // order, holders before waiters, so the result is deterministic.
 func (t *Table) Evict(now time.Time, match func(name string) bool, v1, v2 protocol.Code) Result {
 	var res Result
-	for _, name := range t.lockNames() {
-		if !match(name) {
-			continue
+	// Only the matching names are sorted: the sweep after every ring
+	// change usually matches none of a large table.
+	var names []string
+	for name := range t.locks {
+		if match(name) {
+			names = append(names, name)
 		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		l := t.locks[name]
 		for _, c := range append(l.holders.list(l.held), l.queue.list(l.waiters)...) {
 			switch {
