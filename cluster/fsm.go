@@ -166,8 +166,9 @@ type fsm struct {
 	// changes or ends (handoff.go), with the new one (nil: none). It must
 	// not call back into the fsm.
 	onPending func(p *Pending)
-	// committedPrior is, while onRing runs for a ring committed after a
-	// complete hand-off, the prior owners that handed it over.
+	// committedPrior is, while onRing runs for a ring that a log entry
+	// commits after a complete hand-off, the prior owners that handed it
+	// over; nil otherwise (a ring restored from a snapshot included).
 	committedPrior []string
 }
 
@@ -247,6 +248,7 @@ func (f *fsm) apply(c *command) applyResult {
 	md.RingCommittedAt = c.At
 	f.ringCommitted(after.members)
 	f.setRing(NewRing(md.RingVersion, after.members), c.At)
+	f.committedPrior = nil
 	return applyResult{}
 }
 

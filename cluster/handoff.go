@@ -148,7 +148,7 @@ func (f *fsm) ringCommitted(members []string) {
 	md.RingHandedOver = p != nil && p.Version == md.RingVersion && slices.Equal(p.Members, members) && p.Complete()
 	f.committedPrior = nil
 	if md.RingHandedOver {
-		f.committedPrior = p.Prior
+		f.committedPrior = p.Prior // empty for a ring that had no members
 	}
 	if p != nil {
 		md.Pending = nil

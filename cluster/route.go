@@ -108,10 +108,12 @@ func (n *Node) ringChanged(prev, cur *Ring) {
 			// over (handoff.go): no warm-up for them.
 			n.handedOver[cur.Version()] = true
 		}
-		if handed && n.existing && !prev.Has(n.cfg.ID) && n.installedAll(cur.Version(), n.fsm.committedPrior) {
+		if prior := n.fsm.committedPrior; handed && n.existing && len(prior) > 0 && !prev.Has(n.cfg.ID) && n.installedAll(cur.Version(), prior) {
 			// A restarted node that was out of the ring (it stopped) and
-			// came back with every name handed over to this incarnation
-			// lost no name's state: no restart warm-up.
+			// came back, by a change this incarnation applied, with every
+			// name handed over to this incarnation lost no name's state:
+			// no restart warm-up. (A ring restored from a snapshot, or
+			// one that had no members before, does not count.)
 			n.cameBack = true
 		}
 	}
