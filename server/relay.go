@@ -87,9 +87,10 @@ type Route struct {
 // opens (it may block); false refuses the session with ERROR 0x03.
 //
 // A version 2 claim on a name whose Route is RouteForward is relayed
-// through an upstream session to the owner (relay2.go); any other answer
-// but RouteServe refuses it with REFUSED 0x03 (retryable), never granted
-// here.
+// through an upstream session to the owner (relay2.go); on RouteHold it
+// is answered QUEUED and asked about again (relay2hold.go); RouteNotOwner
+// refuses it with REFUSED 0x03 (retryable). It is never granted on a node
+// whose Route does not say RouteServe.
 type Router interface {
 	Route(name string, lease time.Duration, forwarded bool) Route
 	RecordLease(lease time.Duration) bool

@@ -28,7 +28,8 @@ import (
 // CLAIM and RELEASE of relayed claims are forwarded; the owner's answers
 // and pushes about them (GRANTED with the owner's token, QUEUED, BUSY,
 // REFUSED, PROMOTED, REVOKED, RELEASED) reach the client unchanged. The
-// owner sees a forwarded session and never relays it again.
+// owner sees a forwarded session and never relays it again. A claim on a
+// name Route holds waits as QUEUED (relay2hold.go).
 //
 // Ending: the client's session ends at R (it hung up, fell silent for its
 // lease, an ERROR, a shutdown): R closes every upstream of it and each
@@ -89,6 +90,11 @@ type relayState struct {
 	// readAt is when the batch being answered was read in full (owned
 	// by the session's reader, which alone builds answers).
 	readAt time.Time
+	// held are the claims held back because Route said hold, in arrival
+	// order, and holding says a retry is scheduled (relay2hold.go).
+	// Guarded by srv.mu.
+	held    []protocol.Frame
+	holding bool
 }
 
 // outEntry is one frame of the ordered outbox.
@@ -350,9 +356,9 @@ func (u *upstream) end(rel *relayState, rc *relayedClaim) {
 
 // routeClaim asks the Router, on a cluster node, who serves CLAIM f. It
 // returns false when this node does; otherwise it has relayed the claim
-// to its owner or answered it REFUSED 0x03 (the name is held, not ready,
-// or a relayed session asks for a name this node does not own). Called
-// by the reader with srv.mu held.
+// to its owner, held it (QUEUED, relay2hold.go), or answered it REFUSED
+// 0x03 (a relayed session asks for a name this node does not own).
+// Called by the reader with srv.mu held.
 func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 	r := s.srv.Router
 	if r == nil {
@@ -361,6 +367,9 @@ func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 	switch rt := r.Route(f.Name, 0, s.forwarded); {
 	case rt.Action == RouteServe:
 		return false
+	case rt.Action == RouteHold:
+		s.holdClaim(f)
+		return true
 	case rt.Action == RouteForward && !s.forwarded:
 		if s.relayClaim(now, f, rt.Addr) {
 			return true
@@ -396,27 +405,35 @@ func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool 
 	return true
 }
 
-// relayInUse reports whether claim id is relayed and in use.
+// relayInUse reports whether claim id is relayed or held, and in use.
+// Called with srv.mu held.
 func (s *session) relayInUse(id uint32) bool {
 	v := s.v2
-	if v.rel.Load() == nil {
+	rel := v.rel.Load()
+	if rel == nil {
 		return false
 	}
 	v.omu.Lock()
 	defer v.omu.Unlock()
-	return v.rel.Load().claims[id] != nil
+	return rel.claims[id] != nil || rel.heldIndex(id) >= 0
 }
 
 // relayRelease forwards RELEASE(id) when id is a relayed claim in use and
-// reports whether it did. The id is free at once, as on the owner.
+// reports whether it did. The id is free at once, as on the owner. A held
+// claim is dropped, and answered by the caller as a claim not in use.
+// Called with srv.mu held.
 func (s *session) relayRelease(id uint32) bool {
 	v := s.v2
-	if v.rel.Load() == nil {
+	rel := v.rel.Load()
+	if rel == nil {
+		return false
+	}
+	if i := rel.heldIndex(id); i >= 0 {
+		rel.held = append(rel.held[:i], rel.held[i+1:]...)
 		return false
 	}
 	v.omu.Lock()
 	defer v.omu.Unlock()
-	rel := v.rel.Load()
 	rc := rel.claims[id]
 	if rc == nil {
 		return false
@@ -662,6 +679,10 @@ func (u *upstream) handle(frames []upFrame) bool {
 			case protocol.TypePong:
 				u.pings--
 			default:
+				if r.slot == nil { // a held claim, relayed late
+					u.heldAnswer(rel, v, r, f)
+					break
+				}
 				r.slot.b, r.slot.pending = fr.raw, false
 				switch f.Type {
 				case protocol.TypeGranted, protocol.TypeQueued:
@@ -733,6 +754,12 @@ func (u *upstream) fail(why error) {
 	for _, r := range u.fifo {
 		switch r.kind {
 		case protocol.TypeClaim:
+			if r.slot == nil { // a held claim relayed late: told QUEUED
+				if r.rc.state == rcPending {
+					r.rc.state = rcLive // revoked below
+				}
+				continue
+			}
 			r.slot.b, r.slot.pending = protocol.AppendRefused(nil, r.rc.id, protocol.CodeNotOwner, ""), false
 			u.end(rel, r.rc)
 		case protocol.TypeRelease:

@@ -639,3 +639,175 @@ func TestRelayV2HopHeader(t *testing.T) {
 		t.Fatal("RelayedSession found a session nobody relays")
 	}
 }
+
+// An administrator's force-release at the owner reaches a relayed claim
+// as REVOKED 0x02, unchanged; the session and its other claims live on.
+func TestRelayV2AdminRevoke(t *testing.T) {
+	owner, relay := startRelayPair(t, nil)
+	a := relay.dialV2(t, longLease, "a")
+	tok := a.mustHold(1, protocol.ModeExclusive, 0, "x")
+	a.mustHold(2, protocol.ModeExclusive, 0, "y")
+	if err := owner.ForceReleaseClaimBy("x", server.ClaimRef{Token: tok}, locktable.Peer{}); err != nil {
+		t.Fatal(err)
+	}
+	a.expectCode(protocol.TypeRevoked, 1, protocol.CodeClosedByAdmin)
+	waitRelayed(t, relay, 1, 1)
+	a.mustHold(1, protocol.ModeExclusive, 0, "x") // the id is free again
+	ping(a, 1)
+	a.release(2)
+	a.release(1)
+	waitRelayed(t, relay, 0, 1)
+}
+
+// Sessions on the relay and on the owner contend for a few names in
+// every mode: never two conflicting holders at the owner, tokens strictly
+// increasing, every claim granted, nothing left relayed.
+func TestRelayV2Contention(t *testing.T) {
+	check := &holderCheck{}
+	owner, relay := startRelayPair(t, nil, func(s *server.Server) { s.Observer = server.Observers{s.Observer, check} })
+	const sessions, rounds = 16, 30
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	for i := range sessions {
+		addr := owner.addr
+		if i%2 == 0 {
+			addr = relay.addr
+		}
+		wg.Go(func() {
+			if err := contend(addr, uint64(i), rounds); err != nil {
+				errs <- fmt.Errorf("session %d (via %s): %w", i, addr, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	check.mu.Lock()
+	defer check.mu.Unlock()
+	if check.err != nil {
+		t.Fatal(check.err)
+	}
+	t.Logf("%d grants", check.grants)
+	if check.grants < sessions*rounds {
+		t.Errorf("%d grants, want at least %d", check.grants, sessions*rounds)
+	}
+	waitRelayed(t, relay, 0, 0)
+}
+
+// startHoldPair starts an owner and a relay whose routers the test sets.
+func startHoldPair(t *testing.T) (owner, relay *testServer, ownerR, relayR *router) {
+	t.Helper()
+	ownerR = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
+	owner = startServer(t, func(s *server.Server) { s.Router, s.TrustHop = ownerR, trustAll })
+	relayR = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteHold} }}
+	relay = startServer(t, func(s *server.Server) { s.Router, s.NodeID = relayR, relayNode })
+	return owner, relay, ownerR, relayR
+}
+
+// A claim on a held name (its owner warming up) is answered QUEUED and
+// granted nowhere; a no-wait one is answered BUSY. Once the name can be
+// relayed, the held claim goes to the owner, in its FIFO, and its grant
+// is pushed as PROMOTED; a held claim released meanwhile is forgotten.
+func TestRelayV2HoldThenForward(t *testing.T) {
+	owner, relay, _, relayR := startHoldPair(t)
+	a := relay.dialV2(t, longLease, "a")
+	a.mustQueue(1, protocol.ModeExclusive, 0, "h")
+	a.mustWrite(noWaitFrame(2, protocol.ModeExclusive, 0, "h"))
+	a.expect(protocol.TypeBusy, 2)
+	a.mustQueue(3, protocol.ModeExclusive, 0, "h2")
+	a.release(3)
+	ping(a, 1)
+	a.mustWrite(claimFrame(1, protocol.ModeExclusive, 0, "other"))
+	a.expectSessionError(protocol.CodeClaimInUse) // 1 is in use while held
+
+	a = relay.dialV2(t, longLease, "a")
+	a.mustQueue(1, protocol.ModeExclusive, 0, "h")
+	a.mustQueue(3, protocol.ModeExclusive, 0, "h2")
+	a.release(3)
+	b := owner.dialV2(t, longLease, "b")
+	tokB := b.mustHold(1, protocol.ModeExclusive, 0, "h")
+	a.expectSilenceV2(300 * time.Millisecond) // held: granted nowhere
+	if len(relay.Snapshot(nil)) != 0 {
+		t.Fatalf("a held claim is in the relay's table: %+v", relay.Snapshot(nil))
+	}
+	relayR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: owner.addr} })
+	deadline := time.Now().Add(waitLimit)
+	for l, _ := owner.Lock("h"); len(l.Waiters) == 0; l, _ = owner.Lock("h") {
+		if time.Now().After(deadline) {
+			t.Fatal("the held claim did not reach the owner's queue")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	a.expectSilenceV2(100 * time.Millisecond) // QUEUED there: nothing new
+	b.release(1)
+	if tok := a.expectPromoted(1); tok <= tokB {
+		t.Fatalf("token %d after %d, want increasing", tok, tokB)
+	}
+	if _, held := owner.Lock("h2"); held {
+		t.Fatal("a held claim released meanwhile reached the owner")
+	}
+	a.release(1)
+	waitRelayed(t, relay, 0, 1)
+}
+
+// A held claim whose name this node comes to serve enters its table; a
+// held claim whose name nobody can serve here any more is revoked with
+// 0x03.
+func TestRelayV2HoldThenServe(t *testing.T) {
+	_, relay, _, relayR := startHoldPair(t)
+	a := relay.dialV2(t, longLease, "a")
+	a.mustQueue(1, protocol.ModeExclusive, 0, "h")
+	a.mustQueue(2, protocol.ModeExclusive, 0, "gone")
+	relayR.set(func(name string, _ bool) server.Route {
+		if name == "gone" {
+			return server.Route{Action: server.RouteNotOwner}
+		}
+		return server.Route{Action: server.RouteServe}
+	})
+	var tok uint64
+	for range 2 {
+		switch f := a.mustReadV2(); {
+		case f.Type == protocol.TypePromoted && f.Claim == 1:
+			tok = f.Token
+		case f.Type == protocol.TypeRevoked && f.Claim == 2 && f.Code == protocol.CodeNotOwner:
+		default:
+			t.Fatalf("got %v, want PROMOTED(1) and REVOKED(2, 0x03)", f)
+		}
+	}
+	if l, ok := relay.Lock("h"); !ok || l.Holders[0].Token != tok {
+		t.Fatalf("relay's lock h: %+v, %v; want held with token %d", l, ok, tok)
+	}
+	a.release(1)
+}
+
+// An owner that holds a relayed session's claim (it is warming up)
+// answers QUEUED through the relay, and pushes PROMOTED once it serves.
+func TestRelayV2OwnerHolds(t *testing.T) {
+	owner, relay, ownerR, relayR := startHoldPair(t)
+	relayR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: owner.addr} })
+	ownerR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteHold} })
+	a := relay.dialV2(t, longLease, "a")
+	a.mustQueue(1, protocol.ModeExclusive, 0, "warm")
+	waitRelayed(t, relay, 1, 1)
+	a.expectSilenceV2(300 * time.Millisecond)
+	ownerR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
+	a.expectPromoted(1)
+	waitHolder(t, owner, "warm", func(h locktable.HolderInfo) bool { return h.Peer.Via != "" })
+	a.release(1)
+	waitRelayed(t, relay, 0, 1)
+}
+
+// A held claim relayed late that the owner refuses is revoked with the
+// owner's code: the client was told QUEUED.
+func TestRelayV2HoldThenRefused(t *testing.T) {
+	owner, relay, ownerR, relayR := startHoldPair(t)
+	ownerR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteNotOwner} })
+	a := relay.dialV2(t, longLease, "a")
+	a.mustQueue(1, protocol.ModeExclusive, 0, "moved")
+	relayR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: owner.addr} })
+	a.expectCode(protocol.TypeRevoked, 1, protocol.CodeNotOwner)
+	waitRelayed(t, relay, 0, 1)
+	ping(a, 1)
+}

@@ -44,6 +44,32 @@ func (s *v2sess) ping(t *testing.T) {
 	}
 }
 
+// waitPromoted pings the session while it waits, bounded, for
+// PROMOTED(id).
+func (s *v2sess) waitPromoted(t *testing.T, id uint32) protocol.Frame {
+	t.Helper()
+	deadline := time.Now().Add(2 * opstest.Timeout)
+	for time.Now().Before(deadline) {
+		s.seq++
+		s.Send(protocol.AppendPing(nil, s.seq))
+		for {
+			f := s.ReadV2()
+			if f.Type == protocol.TypePromoted && f.Claim == id {
+				return f
+			}
+			if f.Type != protocol.TypePong {
+				t.Fatalf("session via %s waiting for PROMOTED(%d): %v", s.via, id, f)
+			}
+			if f.Seq == s.seq {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("session via %s: no PROMOTED(%d) within %v", s.via, id, 2*opstest.Timeout)
+	return protocol.Frame{}
+}
+
 // claimV2 claims name until it is not refused with 0x03 (a node refuses
 // a name it holds, as during the warm-up of a new cluster), each time
 // with a fresh claim id from *id; it returns the answer.
@@ -89,16 +115,29 @@ func adminLock(t *testing.T, n *clusterProc, name string) admin.Lock {
 // each claim is relayed to the owner, which grants one holder at a time,
 // in arrival order, with strictly increasing tokens under its epoch; its
 // admin API shows the relaying node of each; a relayed claim ends at the
-// owner when its session's client hangs up.
+// owner when its session's client hangs up. Version 1 clients share the
+// FIFO.
 func TestClusterV2RelayContend(t *testing.T) {
 	nodes := startCluster(t)
 	name := nameOwnedBy(t, "n1", "v2contend")
 	const lease = 2 * time.Second
-	for range 2 { // see TestClusterThreeNodesContend
-		probe, _ := waitGrant(t, nodes["n1"].addr, name, lease)
-		probe.Close()
-		waitFree(t, nodes["n1"], name)
+	// A new cluster gates its names for a warm-up (docs/cluster.md, "Fail
+	// closed"): a version 2 claim relayed to the owner meanwhile is held
+	// there, answered QUEUED, and promoted once the warm-up is over.
+	w := dialV2Session(t, nodes["n2"], lease)
+	start := time.Now()
+	w.Claim(1, protocol.ModeExclusive, 0, name)
+	switch f := w.ReadV2(); {
+	case f.Type == protocol.TypeQueued && f.Claim == 1:
+		w.waitPromoted(t, 1)
+		t.Logf("held during the warm-up, promoted %v after the claim", time.Since(start))
+	case f.Type == protocol.TypeGranted && f.Claim == 1:
+		t.Logf("granted at once: the warm-up was over")
+	default:
+		t.Fatalf("a claim during the warm-up: %v, want QUEUED (or GRANTED)", f)
 	}
+	w.Close()
+	waitFree(t, nodes["n1"], name)
 
 	order := []string{"n2", "n3", "n1", "n2", "n3"}
 	ids := make([]uint32, len(order))
@@ -177,6 +216,36 @@ func TestClusterV2RelayContend(t *testing.T) {
 		}
 	}
 	ss[len(ss)-1].Close()
+	waitFree(t, nodes["n1"], name)
+
+	// Version 1 and version 2 clients on different nodes in one FIFO.
+	next := func(who string, tok uint64) {
+		t.Helper()
+		if tok <= prev {
+			t.Fatalf("%s: token %#x after %#x: not increasing", who, tok, prev)
+		}
+		prev = tok
+	}
+	c1 := opstest.Dial(t, nodes["n3"].addr) // v1, relayed by n3
+	c1.Acquire(name, lease)
+	next("v1 via n3", c1.Expect(protocol.TypeAcquired, 0).Token)
+	s2 := dialV2Session(t, nodes["n2"], lease) // v2, relayed by n2
+	var id2 uint32
+	if f := s2.claimV2(t, &id2, name); f.Type != protocol.TypeQueued {
+		t.Fatalf("v2 via n2 behind a v1 holder: %v, want QUEUED", f)
+	}
+	c2 := opstest.Dial(t, nodes["n1"].addr) // v1, direct
+	c2.Acquire(name, lease)
+	c2.Expect(protocol.TypeWaiting, 0)
+	c1.Close()
+	next("v2 via n2", s2.ExpectV2(protocol.TypePromoted, id2, 0).Token)
+	c2.Heartbeat()
+	c2.Expect(protocol.TypeWaiting, 0)
+	s2.Send(protocol.AppendRelease(nil, id2))
+	s2.ExpectV2(protocol.TypeReleased, id2, 0)
+	next("v1 direct", c2.Expect(protocol.TypeAcquired, 0).Token)
+	c2.Close()
+	s2.Close()
 	waitFree(t, nodes["n1"], name)
 	for _, id := range []string{"n2", "n3"} {
 		deadline := time.Now().Add(opstest.Timeout)

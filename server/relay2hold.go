@@ -1,0 +1,165 @@
+package server
+
+import (
+	"errors"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Held version 2 claims (docs/cluster.md, "Relaying a version 2
+// session"). When Route says hold (the name's owner is warming up, has no
+// epoch for it yet, or there is no ring), a waiting CLAIM is answered
+// QUEUED and kept out of every table; every holdRetry the node asks Route
+// again, in arrival order: serve enters the claim in this node's table (a
+// grant is pushed as PROMOTED), forward relays it to the owner (whose
+// GRANTED is pushed as PROMOTED, whose QUEUED says nothing new, whose
+// refusal is pushed as REVOKED), anything else revokes it with 0x03. A
+// no-wait CLAIM on a held name is answered BUSY. Nothing is granted
+// anywhere while the name is held.
+
+// holdClaim answers CLAIM f QUEUED and holds it. Called by the reader
+// with srv.mu held; rel.held and rel.holding are guarded by srv.mu.
+func (s *session) holdClaim(f protocol.Frame) {
+	v := s.v2
+	v.omu.Lock()
+	rel := v.relayLocked()
+	closed := rel.closed || s.closing.Load() || v.ending
+	v.omu.Unlock()
+	if closed {
+		return
+	}
+	if f.NoWait() {
+		v.appendOut(s, func(b []byte) []byte { return protocol.AppendBusy(b, f.Claim) })
+		return
+	}
+	rel.held = append(rel.held, f)
+	v.appendOut(s, func(b []byte) []byte { return protocol.AppendQueued(b, f.Claim) })
+	if !rel.holding {
+		rel.holding = true
+		time.AfterFunc(holdRetry, s.retryHeld)
+	}
+}
+
+// heldIndex returns the index of held claim id, or -1.
+func (rel *relayState) heldIndex(id uint32) int {
+	for i, f := range rel.held {
+		if f.Claim == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// retryHeld asks Route again for every held claim of the session.
+func (s *session) retryHeld() {
+	srv, v := s.srv, s.v2
+	rel := v.rel.Load()
+	srv.mu.Lock()
+	v.omu.Lock()
+	closed := rel.closed || s.closing.Load() || v.ending
+	v.omu.Unlock()
+	if closed {
+		rel.held, rel.holding = nil, false
+		srv.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	var ds []delivery
+	keep := rel.held[:0]
+	for _, f := range rel.held {
+		rt := srv.Router.Route(f.Name, 0, s.forwarded)
+		switch {
+		case rt.Action == RouteServe:
+			ds = append(ds, s.claimHeld(now, f)...)
+		case rt.Action == RouteForward && !s.forwarded:
+			s.relayHeld(f, rt.Addr)
+		case rt.Action == RouteHold:
+			keep = append(keep, f)
+		default:
+			v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, f.Claim, protocol.CodeNotOwner, "") })
+		}
+	}
+	clear(rel.held[len(keep):])
+	rel.held = keep
+	if len(keep) > 0 {
+		time.AfterFunc(holdRetry, s.retryHeld)
+	} else {
+		rel.holding = false
+	}
+	srv.mu.Unlock()
+	v.omu.Lock()
+	rel.kickAll()
+	v.omu.Unlock()
+	srv.deliver(append(ds, delivery{to: s, flush: true}))
+}
+
+// claimHeld enters held claim f into this node's table, which now serves
+// its name; the client, told QUEUED, hears PROMOTED when it is granted.
+// Called with srv.mu held.
+func (s *session) claimHeld(now time.Time, f protocol.Frame) []delivery {
+	srv, v := s.srv, s.v2
+	st, res, err := srv.table.Claim(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
+		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit})
+	if err != nil {
+		if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
+			return nil // the session is ending
+		}
+		code := claimErrorCode(err)
+		v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, f.Claim, code, "") })
+		return nil
+	}
+	if st.State == locktable.Waiting {
+		srv.queued[protocol.Version2]++
+	}
+	ds := srv.commit(now, res)
+	if st.State == locktable.Owner {
+		v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendPromoted(b, f.Claim, st.Token) })
+	}
+	return ds
+}
+
+// relayHeld relays held claim f to its owner at addr: the owner's answer
+// is not an answer to the client, told QUEUED already (handle).
+func (s *session) relayHeld(f protocol.Frame, addr string) {
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	rel := v.rel.Load()
+	if rel.closed || s.closing.Load() || v.ending {
+		return
+	}
+	u := s.upstreamLocked(rel, addr)
+	rc := u.attach(rel, f.Claim, rcPending)
+	u.send(protocol.AppendClaim(nil, f.Claim, f.Mode, f.Limit, f.Flags, f.Name),
+		upReq{kind: protocol.TypeClaim, at: time.Now(), rc: rc})
+}
+
+// heldAnswer turns the owner's answer to a held claim relayed late into
+// what the client, told QUEUED, must hear: GRANTED is pushed as PROMOTED,
+// QUEUED says nothing new, BUSY and REFUSED are pushed as REVOKED. A
+// claim the client is releasing hears nothing: its RELEASED follows.
+// Called with omu held.
+func (u *upstream) heldAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Frame) {
+	if r.rc.state != rcPending {
+		if f.Type == protocol.TypeBusy || f.Type == protocol.TypeRefused {
+			u.end(rel, r.rc)
+		}
+		return
+	}
+	switch f.Type {
+	case protocol.TypeGranted:
+		r.rc.state = rcLive
+		u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, f.Claim, f.Token), up: u, claim: f.Claim})
+	case protocol.TypeQueued:
+		r.rc.state = rcLive
+	default:
+		code := f.Code
+		if f.Type == protocol.TypeBusy {
+			code = protocol.CodeNotOwner
+		}
+		u.push(rel, v, &outEntry{b: protocol.AppendRevoked(nil, f.Claim, code, ""), up: u, claim: f.Claim})
+		u.end(rel, r.rc)
+	}
+}
