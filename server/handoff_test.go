@@ -124,3 +124,20 @@ func TestMovingCheckedAgainAtEntry(t *testing.T) {
 		t.Errorf("locks %v: the claim entered the table", names)
 	}
 }
+
+// A version 2 claim on a name that a planned change is moving away is
+// held QUEUED and granted nowhere; once the ring has switched, it goes to
+// the new owner, whose grant is pushed as PROMOTED.
+func TestMovingHoldsV2Claim(t *testing.T) {
+	owner, prior, _, priorR := startHoldPair(t)
+	priorR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteMoving} })
+	a := prior.dialV2(t, longLease, "a")
+	a.mustQueue(1, protocol.ModeExclusive, 0, "m")
+	a.expectSilenceV2(300 * time.Millisecond)
+	if len(prior.Snapshot(nil)) != 0 {
+		t.Fatalf("a claim on a moving name is in the table: %+v", prior.Snapshot(nil))
+	}
+	priorR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: owner.addr} })
+	a.expectPromoted(1)
+	a.release(1)
+}

@@ -25,25 +25,40 @@ import (
 // REVOKED 0x03), and only then switches the ring; the new owner grants
 // them at once, never while a client of the prior owner still holds one.
 
-// v2Holder opens a version 2 session on addr and claims name until it is
-// granted (a new cluster refuses with 0x03 while it warms up), then pings
-// every 200 ms. revoked returns the REVOKED of the claim, if any came.
-func v2Holder(t *testing.T, addr, name string, lease time.Duration) (revoked func() *framed, stop func()) {
+// v2Claim claims name on session s until it is granted: a new cluster
+// holds claims while it warms up (QUEUED, then PROMOTED; or REFUSED
+// 0x03), and s pings while it waits. It returns the claim id granted.
+func v2Claim(t *testing.T, s *opstest.Conn, addr, name string) uint32 {
 	t.Helper()
-	s := opstest.DialV2(t, addr, lease, "holder")
 	var id uint32
 	for deadline := time.Now().Add(2 * opstest.Timeout); ; {
 		id++
 		s.Claim(id, protocol.ModeExclusive, 0, name)
 		f := s.ReadV2()
-		if f.Type == protocol.TypeGranted {
-			break
+		for f.Type == protocol.TypeQueued || f.Type == protocol.TypePong {
+			if time.Now().After(deadline) {
+				t.Fatalf("v2 claim of %s at %s: not granted within %v", name, addr, 2*opstest.Timeout)
+			}
+			s.Send(protocol.AppendPing(nil, 1))
+			f = s.ReadV2()
+		}
+		if (f.Type == protocol.TypeGranted || f.Type == protocol.TypePromoted) && f.Claim == id {
+			return id
 		}
 		if f.Type != protocol.TypeRefused || time.Now().After(deadline) {
 			t.Fatalf("v2 claim of %s at %s: %v", name, addr, f)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// v2Holder opens a version 2 session on addr and claims name until it is
+// granted (a new cluster refuses with 0x03 while it warms up), then pings
+// every 200 ms. revoked returns the REVOKED of the claim, if any came.
+func v2Holder(t *testing.T, addr, name string, lease time.Duration) (revoked func() *framed, stop func()) {
+	t.Helper()
+	s := opstest.DialV2(t, addr, lease, "holder")
+	id := v2Claim(t, s, addr, name)
 	frames := readAll(s.Conn, true)
 	quit := make(chan struct{})
 	var got atomic.Pointer[framed]
@@ -692,15 +707,7 @@ func TestClusterJoinHundredThousandClaims(t *testing.T) {
 	// Wait until each owner grants (a new cluster warms up).
 	for _, id := range owners {
 		s := opstest.DialV2(t, nodes[id].addr, lease, "probe")
-		for k, deadline := uint32(1), time.Now().Add(2*opstest.Timeout); ; k++ {
-			s.Claim(k, protocol.ModeExclusive, 0, byOwner[id][len(byOwner[id])-1])
-			if f := s.ReadV2(); f.Type == protocol.TypeGranted {
-				break
-			} else if time.Now().After(deadline) {
-				t.Fatalf("%s never granted: %v", id, f)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		v2Claim(t, s, nodes[id].addr, byOwner[id][len(byOwner[id])-1])
 		s.Close()
 	}
 	start := time.Now()
