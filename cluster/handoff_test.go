@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -362,5 +364,32 @@ func TestCrashRestartStaysGated(t *testing.T) {
 	name := nameOwnedBy(t, n3.Ring(), "node-3")
 	if d := n3.Route(name, false, time.Now()); d.Action != Queue {
 		t.Errorf("node-3, restarted after a crash, routes its %s as %+v, want queue (restart warm-up)", name, d)
+	}
+}
+
+// A hand-off for a change that is not pending on the receiver (committed
+// already, or never proposed) is refused with 409 and installs nothing,
+// so a late or repeated hand-off cannot put state on a node that owns the
+// names, or no longer will; a malformed one gets 400.
+func TestHandoffRefusedWhenNotPending(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	movers := withMovers(nodes)
+	n := nodes[2]
+	post := func(body string) error {
+		return n.post(ctx, n.admin.Addr().String(), pathHandoff, []byte(body), false, nil)
+	}
+	var he *httpError
+	if err := post(`{"from":"node-1","version":3,"base":2,"state":"x"}`); !errors.As(err, &he) || he.Status != http.StatusConflict {
+		t.Errorf("hand-off of committed ring 3: %v, want 409", err)
+	}
+	if err := post(`{"version":3}`); !errors.As(err, &he) || he.Status != http.StatusBadRequest {
+		t.Errorf("hand-off without a sender: %v, want 400", err)
+	}
+	m := movers[n.ID()]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.from) != 0 {
+		t.Errorf("installed %v", m.got)
 	}
 }
