@@ -27,6 +27,10 @@ const (
 	// Leaving: a planned leave in progress; still in the ring until its
 	// names are handed over, then removed.
 	Leaving MemberState = "leaving"
+	// Stopped: a member that handed its names over and left the ring
+	// when it was stopped (SIGTERM), still a Raft voter; it comes back
+	// into the ring when it starts again.
+	Stopped MemberState = "stopped"
 )
 
 // Member is one node of the cluster, as recorded through Raft.
@@ -57,6 +61,14 @@ type Metadata struct {
 	// it before the grant that exceeds it): the bound of a take-over's
 	// warm-up.
 	MaxLease time.Duration `json:"max_lease"`
+	// Pending is a planned ring change in progress (handoff.go): the ring
+	// it will commit, and the prior owners that have handed their moving
+	// names over. Nil when none is.
+	Pending *Pending `json:"pending,omitempty"`
+	// RingHandedOver tells whether the current ring was committed after
+	// every prior owner had handed over the names it moved: its new
+	// owners need no warm-up for them.
+	RingHandedOver bool `json:"ring_handed_over,omitempty"`
 }
 
 func (md *Metadata) clone() Metadata {
@@ -68,6 +80,10 @@ func (md *Metadata) clone() Metadata {
 	}
 	if c.Epochs == nil {
 		c.Epochs = map[string]uint64{}
+	}
+	if md.Pending != nil {
+		p := md.Pending.clone()
+		c.Pending = &p
 	}
 	return c
 }
@@ -104,6 +120,8 @@ const (
 	opRemoveMember = "remove_member" // ID
 	opEpoch        = "epoch"         // ID: a fresh epoch for node ID
 	opRaiseLease   = "raise_lease"   // Lease
+	opPending      = "pending"       // Pending: propose a planned ring change
+	opHanded       = "handed"        // ID, Version: ID handed its moving names over
 )
 
 // command is one Raft log entry. At is the proposer's clock, so that every
@@ -118,6 +136,9 @@ type command struct {
 	// (set at bootstrap from the wall clock, so that epoch tokens start
 	// above the clock-based tokens of a single server; see Tokens).
 	EpochFloor uint64 `json:"epoch_floor,omitempty"`
+	// Pending (opPending) and Version (opHanded): handoff.go.
+	Pending *Pending `json:"pending,omitempty"`
+	Version uint64   `json:"version,omitempty"`
 }
 
 // applyResult is what Apply returns to the proposer.
@@ -155,6 +176,14 @@ type fsm struct {
 	// beforeApply, when set by a test, runs before each log entry is
 	// applied, outside mu: it may block to make the node fall behind.
 	beforeApply atomic.Pointer[func()]
+	// onPending is called under mu when the pending change is set,
+	// changes or ends (handoff.go), with the new one (nil: none). It must
+	// not call back into the fsm.
+	onPending func(p *Pending)
+	// committedPrior is, while onRing runs for a ring that a log entry
+	// commits after a complete hand-off, the prior owners that handed it
+	// over; nil otherwise (a ring restored from a snapshot included).
+	committedPrior []string
 }
 
 func newFSM() *fsm {
@@ -229,6 +258,10 @@ func (f *fsm) apply(c *command) applyResult {
 			md.LastEpoch = c.EpochFloor - 1
 		}
 	case opRemoveMember:
+		if p := md.Pending; p != nil && p.Member == c.ID && !md.ring().Has(c.ID) {
+			md.Pending = nil // a joining node removed: its join is abandoned
+			f.pendingChanged()
+		}
 		delete(md.Members, c.ID)
 		// The removed node's epoch stays consumed: LastEpoch never goes
 		// back, and a node that rejoins takes a fresh one.
@@ -240,6 +273,10 @@ func (f *fsm) apply(c *command) applyResult {
 	case opRaiseLease:
 		md.MaxLease = max(md.MaxLease, c.Lease)
 		return applyResult{}
+	case opPending:
+		return f.applyPending(c)
+	case opHanded:
+		return f.applyHanded(c)
 	default:
 		return applyResult{Error: fmt.Sprintf("cluster: unknown command %q", c.Op)}
 	}
@@ -249,7 +286,9 @@ func (f *fsm) apply(c *command) applyResult {
 	}
 	md.RingVersion++
 	md.RingCommittedAt = c.At
+	f.ringCommitted(after.members)
 	f.setRing(NewRing(md.RingVersion, after.members), c.At)
+	f.committedPrior = nil
 	return applyResult{}
 }
 
@@ -329,6 +368,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.md = md
 	f.setRing(md.ring(), md.RingCommittedAt)
+	f.pendingChanged()
 	f.advance(0)
 	events, opening := f.pending, f.opening
 	f.pending = nil

@@ -16,6 +16,7 @@ import (
 //	POST /cluster/v1/join    body: Member             add a node (any member; forwarded to the leader)
 //	POST /cluster/v1/remove  body: {"id": "node-3"}   remove a member (a dead node; "planned": true for a leave)
 //	POST /cluster/v1/apply   body: a log command      a member's write, forwarded to the leader
+//	POST /cluster/v1/handoff body: handoffRequest     a prior owner's hand-off of moving names (handoff.go)
 //	GET  /cluster/v1/status                           this node's view: Status
 //
 // A write that reaches a follower is forwarded once to the leader, with
@@ -28,6 +29,8 @@ const (
 	pathRemove = "/cluster/v1/remove"
 	pathApply  = "/cluster/v1/apply"
 	pathStatus = "/cluster/v1/status"
+	// pathHandoff: a prior owner's hand-off of moving names (handoff.go).
+	pathHandoff = "/cluster/v1/handoff"
 
 	// HeaderForwarded marks a request forwarded by a member.
 	HeaderForwarded = "Baton-Forwarded"
@@ -39,6 +42,9 @@ type removeRequest struct {
 	ID string `json:"id"`
 	// Planned marks a member's own leave: it is marked leaving first.
 	Planned bool `json:"planned,omitempty"`
+	// Stop (with Planned) keeps the member a voter, out of the ring,
+	// marked stopped (Node.Stop).
+	Stop bool `json:"stop,omitempty"`
 }
 
 type applyReply struct {
@@ -77,6 +83,8 @@ type Status struct {
 	// AppliedIndex the last it has applied to its metadata.
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
+	// Pending is the planned change in progress, if any.
+	Pending *Pending `json:"pending,omitempty"`
 }
 
 // Status returns this node's view of the cluster.
@@ -89,7 +97,7 @@ func (n *Node) Status() Status {
 		ID: n.cfg.ID, Leader: string(leader), IsLeader: n.IsLeader(), RaftState: n.raft.State().String(),
 		AppliedRingVersion: md.RingVersion, RingCommittedAt: md.RingCommittedAt, Ring: md.ring().Members(),
 		Members: md.MemberList(), Epochs: md.Epochs, MaxLease: md.MaxLease.String(),
-		Self: self, CommitIndex: n.raft.CommitIndex(), AppliedIndex: applied,
+		Self: self, CommitIndex: n.raft.CommitIndex(), AppliedIndex: applied, Pending: md.Pending,
 	}
 	for id := range n.Unreachable() {
 		st.Unreachable = append(st.Unreachable, id)
@@ -106,6 +114,7 @@ func (n *Node) Handler() http.Handler {
 	for _, p := range []string{pathJoin, pathRemove, pathApply} {
 		mux.HandleFunc("POST "+p, func(w http.ResponseWriter, r *http.Request) { n.serveWrite(w, r, p) })
 	}
+	mux.HandleFunc("POST "+pathHandoff, n.serveHandoff)
 	mux.HandleFunc("GET "+pathStatus, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, n.Status())
 	})

@@ -91,6 +91,9 @@ type Config struct {
 	// SnapshotThreshold and SnapshotInterval: zero means Raft's defaults.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
+	// HandoffTimeout bounds the leader's wait for the hand-offs of a
+	// planned change (handoff.go); zero means DefaultHandoffTimeout.
+	HandoffTimeout time.Duration
 	// Now is the clock written into ring changes (their commit time) and
 	// used once at bootstrap for the epoch floor; nil means time.Now.
 	Now func() time.Time
@@ -125,6 +128,17 @@ type Node struct {
 	gainedAt   uint64     // the last ring version that gave this node names
 	takeovers  []takeover // recent ring changes that gave this node names
 	handedOver map[uint64]bool
+	// Planned changes (handoff.go).
+	mover       Mover
+	pending     *Pending // the pending change applied, or nil
+	pendingRing *Ring    // its ring
+	handoffCh   chan struct{}
+	// installedFrom records the hand-offs this incarnation accepted, by
+	// ring version and sender; cameBack is set when a restarted node came
+	// back into the ring by a change every prior owner handed over to
+	// this incarnation (it then owns no name whose state it lost).
+	installedFrom map[uint64]map[string]bool
+	cameBack      bool
 
 	tokens  *Tokens
 	renewCh chan struct{} // Tokens running low: commit the next epoch
@@ -216,8 +230,9 @@ func Open(cfg Config) (*Node, error) {
 		cfg: cfg, log: logger, trans: trans, store: store, fsm: newFSM(), existing: existing,
 		client: cfg.HTTPClient, unreachable: map[string]time.Time{},
 		startedAt: time.Now(), handedOver: map[uint64]bool{},
-		renewCh: make(chan struct{}, 1), done: make(chan struct{}),
-		obsCh: make(chan raft.Observation, 64), obsDone: make(chan struct{}),
+		renewCh: make(chan struct{}, 1), done: make(chan struct{}), handoffCh: make(chan struct{}, 1),
+		installedFrom: map[uint64]map[string]bool{},
+		obsCh:         make(chan raft.Observation, 64), obsDone: make(chan struct{}),
 	}
 	if n.client == nil {
 		n.client = &http.Client{Timeout: 10 * time.Second}
@@ -226,6 +241,7 @@ func Open(cfg Config) (*Node, error) {
 	n.fsm.onEvent = cfg.OnEvent
 	n.fsm.replayTo = lastIndex
 	n.fsm.opening = true
+	n.fsm.onPending = n.pendingApplied
 	n.tokens = NewTokens(0, func() {
 		select {
 		case n.renewCh <- struct{}{}:
@@ -259,8 +275,9 @@ func Open(cfg Config) (*Node, error) {
 	})
 	r.RegisterObserver(n.observer)
 	go n.observe()
-	n.renewWG.Add(1)
+	n.renewWG.Add(2)
 	go n.renew()
+	go n.handoffLoop()
 	return n, nil
 }
 
@@ -348,16 +365,42 @@ func (n *Node) Leave(ctx context.Context) error {
 			return fmt.Errorf("cluster: leave: leadership transfer: %w", err)
 		}
 	}
-	return n.remove(ctx, n.cfg.ID, true)
+	return n.remove(ctx, n.cfg.ID, true, false)
 }
 
 // Remove takes member id out of the ring and the Raft configuration,
 // through the leader. It is how a dead node's names get a live owner
 // again; until then they have none (fail closed).
-func (n *Node) Remove(ctx context.Context, id string) error { return n.remove(ctx, id, false) }
+func (n *Node) Remove(ctx context.Context, id string) error { return n.remove(ctx, id, false, false) }
 
-func (n *Node) remove(ctx context.Context, id string, planned bool) error {
-	body, _ := json.Marshal(removeRequest{ID: id, Planned: planned})
+// Stop is the planned leave of a node that will come back (SIGTERM of
+// 'baton serve'): this node's names are handed over and it leaves the
+// ring, marked stopped, but stays a Raft voter; started again on its data
+// directory it comes back into the ring (Rejoin). A leader first hands
+// leadership to another member.
+func (n *Node) Stop(ctx context.Context) error {
+	if n.raft.State() == raft.Leader {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			return fmt.Errorf("cluster: stop: leadership transfer: %w", err)
+		}
+	}
+	return n.remove(ctx, n.cfg.ID, true, true)
+}
+
+// Rejoin puts a node restarted from its data directory back into the
+// ring if it is out of it (it stopped, or its join was cut short), with
+// its current addresses, through the leader; a member in the ring is left
+// as it is. It waits until the node is serving.
+func (n *Node) Rejoin(ctx context.Context) error {
+	body, _ := json.Marshal(n.self())
+	if err := n.toLeader(ctx, pathJoin, body, nil); err != nil {
+		return fmt.Errorf("cluster: rejoin: %w", err)
+	}
+	return n.waitFor(ctx, func(md *Metadata) bool { return md.Members[n.cfg.ID].State == Serving })
+}
+
+func (n *Node) remove(ctx context.Context, id string, planned, stop bool) error {
+	body, _ := json.Marshal(removeRequest{ID: id, Planned: planned, Stop: stop})
 	err := n.toLeader(ctx, pathRemove, body, nil)
 	var he *httpError
 	if errors.As(err, &he) && he.Status == http.StatusNotFound {
@@ -398,12 +441,8 @@ func (n *Node) Tokens() *Tokens { return n.tokens }
 // Shutdown.
 func (n *Node) renew() {
 	defer n.renewWG.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.untilShutdown()
 	defer cancel()
-	go func() {
-		<-n.done
-		cancel()
-	}()
 	for {
 		select {
 		case <-n.done:
@@ -669,17 +708,16 @@ func (n *Node) leaderDo(ctx context.Context, path string, body []byte, out any) 
 		if err := json.Unmarshal(body, &r); err != nil || r.ID == "" {
 			return &httpError{Status: http.StatusBadRequest, Msg: "a removal needs an id"}
 		}
-		return n.removeMember(ctx, r.ID, r.Planned, timeout)
+		return n.removeMember(ctx, r.ID, r.Planned, r.Stop, timeout)
 	}
 	return &httpError{Status: http.StatusNotFound, Msg: "no such write " + path}
 }
 
 // addMember, on the leader: record the member as joining, add it to the
-// Raft configuration as a voter, then put it in the ring.
-//
-// Between the last two steps the prior owners of the names it will own
-// are to hand them over (docs/cluster.md, "Planned moves"); the server
-// does not do that yet, so today the ring switches without a hand-off.
+// Raft configuration as a voter, then, once the prior owners of the names
+// it will own have handed them over (handoff.go, at most the hand-off
+// timeout), put it in the ring. A member that is out of the ring (it
+// stopped, Stop) comes back the same way.
 func (n *Node) addMember(ctx context.Context, m Member, timeout time.Duration) error {
 	md, _ := n.fsm.read()
 	cur, known := md.Members[m.ID]
@@ -698,30 +736,60 @@ func (n *Node) addMember(ctx context.Context, m Member, timeout time.Duration) e
 	if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, timeout).Error(); err != nil {
 		return err
 	}
-	m.State = Serving
-	return n.applyLocal(command{Op: opPutMember, Member: m, At: n.cfg.Now()}, timeout)
+	serve := func() error {
+		m.State = Serving
+		return n.applyLocal(command{Op: opPutMember, Member: m, At: n.cfg.Now()}, timeout)
+	}
+	if known && cur.State == Serving {
+		return serve()
+	}
+	members := append(md.ring().Members(), m.ID)
+	return n.proposeChange(ctx, members, m.ID, timeout, serve)
 }
 
-// removeMember, on the leader: for a planned leave, mark the member
-// leaving (it stays in the ring; its names are to be handed over at this
-// point, which the server does not do yet); then take it out of the ring
-// and the metadata, then out of the Raft configuration.
-func (n *Node) removeMember(ctx context.Context, id string, planned bool, timeout time.Duration) error {
+// removeMember, on the leader. A planned leave (planned) marks the member
+// leaving, still in the ring, and once it has handed its names over
+// (handoff.go, at most the hand-off timeout) takes it out of the ring and
+// the metadata, then out of the Raft configuration; with stop, it stays
+// a voter, out of the ring ("stopped"), and comes back into the ring
+// when it starts again (Rejoin). A removal that is not planned (a dead
+// node) takes it out at once: its names are gated on their new owners.
+func (n *Node) removeMember(ctx context.Context, id string, planned, stop bool, timeout time.Duration) error {
 	md, _ := n.fsm.read()
 	m, ok := md.Members[id]
 	if !ok {
 		return &httpError{Status: http.StatusNotFound, Msg: ErrUnknownMember.Error() + ": " + id}
 	}
-	if planned && m.State == Serving {
+	remove := func() error {
+		if err := n.applyLocal(command{Op: opRemoveMember, ID: id, At: n.cfg.Now()}, timeout); err != nil {
+			return err
+		}
+		return n.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error()
+	}
+	if planned && stop && m.State == Stopped {
+		return nil // a retried stop
+	}
+	if !planned || !m.inRing() {
+		if stop {
+			return nil // out of the ring already (joining): nothing to hand over
+		}
+		return remove()
+	}
+	if m.State == Serving {
 		m.State = Leaving
 		if err := n.applyLocal(command{Op: opPutMember, Member: m, At: n.cfg.Now()}, timeout); err != nil {
 			return err
 		}
 	}
-	if err := n.applyLocal(command{Op: opRemoveMember, ID: id, At: n.cfg.Now()}, timeout); err != nil {
-		return err
+	commit := remove
+	if stop {
+		commit = func() error {
+			m.State = Stopped
+			return n.applyLocal(command{Op: opPutMember, Member: m, At: n.cfg.Now()}, timeout)
+		}
 	}
-	return n.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error()
+	members := slices.DeleteFunc(md.ring().Members(), func(x string) bool { return x == id })
+	return n.proposeChange(ctx, members, id, timeout, commit)
 }
 
 func (n *Node) applyLocal(c command, timeout time.Duration) error {

@@ -41,9 +41,13 @@ const (
 	NotOwner
 	// NoOwner: the ring is empty (the node has not joined a cluster yet).
 	NoOwner
+	// Frozen: this node owns the name but a planned change moves it to
+	// another node (handoff.go): nothing is granted here; hold the
+	// request and ask again (after the change it is forwarded).
+	Frozen
 )
 
-var actionNames = [...]string{"serve", "queue", "not-ready", "forward", "not-owner", "no-owner"}
+var actionNames = [...]string{"serve", "queue", "not-ready", "forward", "not-owner", "no-owner", "frozen"}
 
 func (a Action) String() string {
 	if a >= 0 && int(a) < len(actionNames) {
@@ -91,6 +95,7 @@ func (n *Node) ringChanged(prev, cur *Ring) {
 			}
 		}
 	}
+	handed := n.fsm.md.RingHandedOver && n.fsm.md.RingVersion == cur.Version()
 	n.mu.Lock()
 	if gained {
 		n.gainedAt = cur.Version()
@@ -98,9 +103,34 @@ func (n *Node) ringChanged(prev, cur *Ring) {
 		if len(n.takeovers) > maxTakeovers {
 			n.takeovers = n.takeovers[len(n.takeovers)-maxTakeovers:]
 		}
+		if handed {
+			// Committed after every prior owner handed its moving names
+			// over (handoff.go): no warm-up for them.
+			n.handedOver[cur.Version()] = true
+		}
+		if prior := n.fsm.committedPrior; handed && n.existing && len(prior) > 0 && !prev.Has(n.cfg.ID) && n.installedAll(cur.Version(), prior) {
+			// A restarted node that was out of the ring (it stopped) and
+			// came back, by a change this incarnation applied, with every
+			// name handed over to this incarnation lost no name's state:
+			// no restart warm-up. (A ring restored from a snapshot, or
+			// one that had no members before, does not count.)
+			n.cameBack = true
+		}
 	}
 	n.mu.Unlock()
-	n.log.Info("ring applied", "version", cur.Version(), "members", cur.Members(), "gained_names", gained)
+	n.kickHandoff()
+	n.log.Info("ring applied", "version", cur.Version(), "members", cur.Members(), "gained_names", gained, "handed_over", handed)
+}
+
+// installedAll reports, under n.mu, whether this incarnation accepted the
+// hand-off of ring version from each of prior.
+func (n *Node) installedAll(version uint64, prior []string) bool {
+	for _, id := range prior {
+		if !n.installedFrom[version][id] {
+			return false
+		}
+	}
+	return true
 }
 
 // HandedOver records that the state of the names this node gained with
@@ -160,7 +190,8 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 			}
 		}
 	}
-	restarted := n.existing
+	frozen := ownerID == n.cfg.ID && n.pendingRing != nil && n.pendingRing.Owner(name) != n.cfg.ID
+	restarted := n.existing && !n.cameBack
 	startedAt := n.startedAt
 	w := n.fsm.md.MaxLease + n.slack()
 	n.mu.Unlock()
@@ -174,6 +205,8 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 		d.Action = NotOwner
 	case ownerID != n.cfg.ID:
 		d.Action = Forward
+	case frozen:
+		d.Action = Frozen
 	case !ready:
 		d.Action = NotReady
 	default:

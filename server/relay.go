@@ -66,6 +66,11 @@ const (
 	// RouteNotOwner: a relayed request for a name this node does not own:
 	// answer ERROR 0x03 (retryable), never relay again.
 	RouteNotOwner
+	// RouteMoving: a planned change is moving the name to another node
+	// (handoff.go): hold, like RouteHold (a version 2 claim is held
+	// QUEUED, then relayed to the new owner); a claim routed before the
+	// move began does not enter the table.
+	RouteMoving
 )
 
 // Route is a Router's decision for one lock name.

@@ -367,7 +367,7 @@ func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 	switch rt := r.Route(f.Name, 0, s.forwarded); {
 	case rt.Action == RouteServe:
 		return false
-	case rt.Action == RouteHold:
+	case rt.Action == RouteHold, rt.Action == RouteMoving:
 		s.holdClaim(f)
 		return true
 	case rt.Action == RouteForward && !s.forwarded:

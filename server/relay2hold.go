@@ -75,7 +75,7 @@ func (s *session) retryHeld() {
 			ds = append(ds, s.claimHeld(now, f)...)
 		case rt.Action == RouteForward && !s.forwarded:
 			s.relayHeld(f, rt.Addr)
-		case rt.Action == RouteHold:
+		case rt.Action == RouteHold, rt.Action == RouteMoving:
 			keep = append(keep, f)
 		default:
 			v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, f.Claim, protocol.CodeNotOwner, "") })

@@ -176,6 +176,9 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		if errors.Is(err, errDenied) {
 			return s.denied(req.Name)
 		}
+		if errors.Is(err, errMoved) {
+			return locktable.ReasonGraceful, protocol.CodeShuttingDown
+		}
 		if errors.Is(err, locktable.ErrModeConflict) {
 			// A semaphore's claims: version 1 cannot express one.
 			return locktable.ReasonProtocolError, protocol.CodeModeConflict
@@ -285,6 +288,10 @@ func (s *session) acquire(req protocol.Acquire, authGen uint64) (deadline time.T
 	if a := srv.Authorizer; a != nil && srv.authGen.Load() != authGen && !a.Allow(s.peer.Identity, req.Name) {
 		srv.mu.Unlock()
 		return time.Time{}, errDenied
+	}
+	if !srv.servesLocked(req.Name, s.forwarded) {
+		srv.mu.Unlock()
+		return time.Time{}, errMoved
 	}
 	now := time.Now()
 	st, res, err := srv.table.Acquire(now, s.id, locktable.Request{Name: req.Name, Lease: req.Lease(), Peer: s.peer})

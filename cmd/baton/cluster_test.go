@@ -199,6 +199,7 @@ func TestClusterThreeNodesContend(t *testing.T) {
 		}
 	}
 	conns[len(conns)-1].Close()
+	waitFree(t, nodes["n1"], name) // the hang-up reaches the owner a moment later
 
 	// Version 2 claims, relayed by n2 and n3 and direct to the owner, are
 	// granted by the owner above the version 1 tokens

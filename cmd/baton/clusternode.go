@@ -50,6 +50,9 @@ type clusterRuntime struct {
 	audit *audit.Logger
 	// changes counts the membership and ring events applied, by kind.
 	changes *prometheus.CounterVec
+	// mover is the server, which hands lock state over on planned
+	// changes (cluster.Mover).
+	mover cluster.Mover
 }
 
 func newClusterRuntime(logger *slog.Logger) *clusterRuntime {
@@ -139,6 +142,9 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 	if err != nil {
 		return err
 	}
+	if c.mover != nil {
+		n.SetMover(c.mover)
+	}
 	c.node.Store(n)
 	h := n.Handler()
 	c.handler.Store(&h)
@@ -173,6 +179,13 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 	}
 	ectx, cancel := context.WithTimeout(ctx, startupEpochTimeout)
 	defer cancel()
+	if n.Restarted() {
+		// Back into the ring if it left it when it stopped (SIGTERM): the
+		// other members hand its names back first.
+		if err := n.Rejoin(ectx); err != nil {
+			return err
+		}
+	}
 	epoch, err := n.AcquireEpoch(ectx)
 	if err != nil {
 		return fmt.Errorf("committing the first token epoch: %w", err)
@@ -181,6 +194,29 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 	c.ready.Store(true)
 	c.logger.Info("cluster node serving", "node_id", cfg.nodeID, "epoch", epoch, "ring_version", n.AppliedRingVersion())
 	return nil
+}
+
+// stopTimeout bounds a stopping node's planned leave of the ring.
+const stopTimeout = 20 * time.Second
+
+// leave is the planned part of a SIGTERM: the node hands its names over
+// and leaves the ring, staying a Raft voter (cluster.Node.Stop); started
+// again on its data directory it comes back into the ring. If that fails
+// (no leader), the node stops in the ring: its names are held until it
+// comes back or is removed (fail closed).
+func (c *clusterRuntime) leave() {
+	n := c.node.Load()
+	if n == nil || !c.ready.Load() {
+		return
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := n.Stop(ctx); err != nil {
+		c.logger.Warn("could not hand this node's names over before stopping; they are held until it comes back or is removed", "err", err)
+		return
+	}
+	c.logger.Info("names handed over; left the ring until this node starts again", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // shutdown stops Raft (the node stays a member: restarted with its data
@@ -216,6 +252,8 @@ func (c *clusterRuntime) Route(name string, lease time.Duration, forwarded bool)
 		return server.Route{Action: server.RouteForward, Addr: d.Owner.ProtocolAddr}
 	case cluster.NotOwner:
 		return server.Route{Action: server.RouteNotOwner}
+	case cluster.Frozen:
+		return server.Route{Action: server.RouteMoving}
 	case cluster.NotReady:
 		c.renewEpoch(n)
 	}

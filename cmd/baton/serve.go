@@ -68,13 +68,15 @@ With -node-id the server is a node of a cluster (docs/cluster.md): the
 first node forms it with -bootstrap, the others -join the admin address
 of any member (or, started with neither, wait for 'baton cluster join');
 each lock name has one owner node, and a node relays a version 1
-connection for a name it does not own to the owner. Raft's state lives
-in DIR/cluster; tokens come from epochs committed through Raft; the
-member API shares the admin listener. A node restarted with its data
-directory rejoins by itself. With TLS (-tls-cert, -tls-key,
--tls-client-ca and -cluster-identity) nodes talk to each other over
-mutual TLS with their own certificates: Raft, the member API and relay
-hops accept only a peer whose certificate identity matches
+connection or a version 2 claim for a name it does not own to the owner.
+Raft's state lives in DIR/cluster; tokens come from epochs committed
+through Raft; the member API shares the admin listener. SIGTERM of a
+cluster node is a planned stop: its names are handed to the other nodes
+and it leaves the ring (it stays a member); restarted with its data
+directory it comes back into the ring by itself. With TLS (-tls-cert,
+-tls-key, -tls-client-ca and -cluster-identity) nodes talk to each other
+over mutual TLS with their own certificates: Raft, the member API and
+relay hops accept only a peer whose certificate identity matches
 -cluster-identity. /readyz answers 503 until the node has applied the
 ring the leader has.
 
@@ -337,6 +339,7 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 		// A cluster node's tokens come from epochs committed through
 		// Raft (set below, once the node is open).
 		cl = newClusterRuntime(logger)
+		cl.mover = srv
 		srv.Router, srv.TrustHop, srv.Tokens, srv.NodeID = cl, cl.trustHop, cl, cfg.nodeID
 	} else {
 		tokens, closeTokens, err := openTokens(cfg.dataDir, logger)
@@ -561,6 +564,9 @@ wait:
 		env.stopped()
 	}
 	logger.Info("shutting down")
+	if cl != nil {
+		cl.leave() // a planned leave: hand this node's names over first
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*cfg.ioTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {

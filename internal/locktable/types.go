@@ -133,10 +133,11 @@ const (
 	ReasonKick                            // an administrator removed the waiter
 	ReasonProtocolError                   // the client broke the protocol after ACQUIRE
 	ReasonRevoked                         // a reloaded access-control list no longer allows the claim
+	ReasonMoved                           // a planned cluster change moved the lock to another node
 )
 
 // Reasons lists every reason, for metrics that pre-create their labels.
-var Reasons = []Reason{ReasonGraceful, ReasonExpired, ReasonIOTimeout, ReasonForce, ReasonShutdown, ReasonKick, ReasonProtocolError, ReasonRevoked}
+var Reasons = []Reason{ReasonGraceful, ReasonExpired, ReasonIOTimeout, ReasonForce, ReasonShutdown, ReasonKick, ReasonProtocolError, ReasonRevoked, ReasonMoved}
 
 func (r Reason) String() string {
 	switch r {
@@ -156,6 +157,8 @@ func (r Reason) String() string {
 		return "protocol_error"
 	case ReasonRevoked:
 		return "revoked"
+	case ReasonMoved:
+		return "moved"
 	}
 	return "unknown"
 }

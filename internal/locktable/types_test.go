@@ -38,6 +38,7 @@ func TestStrings(t *testing.T) {
 		{locktable.ReasonIOTimeout.String(), "io_timeout"},
 		{locktable.ReasonProtocolError.String(), "protocol_error"},
 		{locktable.ReasonRevoked.String(), "revoked"},
+		{locktable.ReasonMoved.String(), "moved"},
 		{locktable.EventKind(0).String(), "unknown"},
 		{locktable.EventDequeued.String(), "dequeued"},
 	}
@@ -54,7 +55,7 @@ func TestStrings(t *testing.T) {
 			seen[s] = true
 		}
 	}
-	if len(locktable.Reasons) != 8 {
-		t.Errorf("Reasons has %d entries, want 8", len(locktable.Reasons))
+	if len(locktable.Reasons) != 9 {
+		t.Errorf("Reasons has %d entries, want 9", len(locktable.Reasons))
 	}
 }
