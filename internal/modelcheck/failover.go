@@ -1005,8 +1005,10 @@ func (m *foModel) invariants(s *foState) *failure {
 	return nil
 }
 
-func (m *foModel) key(s *foState) string {
-	b := make([]byte, 0, 96)
+func (m *foModel) key(s *foState) string { return string(m.appendKey(nil, s)) }
+
+// appendKey appends the canonical encoding of s to b.
+func (m *foModel) appendKey(b []byte, s *foState) []byte {
 	i16 := func(v int16) { b = append(b, byte(v), byte(v>>8)) }
 	for c := range m.nc {
 		cl := &s.c[c]
@@ -1035,7 +1037,7 @@ func (m *foModel) key(s *foState) string {
 	i16(s.lmax)
 	i16(s.bTake)
 	b = append(b, b2u(s.aRemoved), b2u(s.aStopped), s.aTicket, s.aPing, b2u(s.aPingGone), s.ring, s.bVer, s.maxTok)
-	return string(b)
+	return b
 }
 
 func (m *foModel) initial() foState {
@@ -1171,6 +1173,7 @@ func checkFailover(cfg FailoverConfig, seen func(from *foState, st foStep)) Repo
 	init := m.initial()
 	g.add(m.key(&init), -1, foStep{})
 	states := []foState{init}
+	var buf []byte
 	for id := int32(0); id < int32(len(states)); id++ {
 		for _, sc := range m.next(&states[id]) {
 			if seen != nil {
@@ -1181,9 +1184,13 @@ func checkFailover(cfg FailoverConfig, seen func(from *foState, st foStep)) Repo
 				rep.Violation = &Violation{Property: sc.f.prop, Detail: sc.f.detail, Trace: m.trace(path, sc.f)}
 				return finish(&rep, g, start)
 			}
-			if _, isNew := g.add(m.key(&sc.to), id, sc.step); isNew {
-				states = append(states, sc.to)
+			buf = m.appendKey(buf[:0], &sc.to)
+			if _, known := g.index[string(buf)]; known { // no allocation for a state seen before
+				g.trans++
+				continue
 			}
+			g.add(string(buf), id, sc.step)
+			states = append(states, sc.to)
 		}
 	}
 	return finish(&rep, g, start)
