@@ -143,7 +143,8 @@ type FailoverConfig struct {
 // tick of 10 units with a drift of 1 (ρ = 0.1, close to the 1/9 above
 // which the give-up rule itself fails), TSelf 20, T 25, the smallest
 // integer above TSelf·(1+ρ)/(1−ρ) = 24.4, and no slack: W = the largest
-// committed lease.
+// committed lease. Three clients, or two claims per client, need more
+// than 10 GB of memory.
 func DefaultFailoverConfig() FailoverConfig {
 	return FailoverConfig{Clients: 2, Lives: 1, Unit: 10, Drift: 1, Lease: 40, ShortLease: 20, TSelf: 20, T: 25}
 }
@@ -155,7 +156,8 @@ const (
 	// MutFoNoTSelf lets the old owner serve without quorum contact.
 	MutFoNoTSelf = "no-tself"
 	// MutFoReassertOverNewer lets the new owner accept a re-assertion that
-	// conflicts with a claim it holds (a newer grant).
+	// conflicts with claims it holds under newer tokens, dropping them:
+	// the older token wins.
 	MutFoReassertOverNewer = "reassert-over-newer"
 	// MutFoRemoveAtTSelf removes a silent node after T = TSelf, without
 	// the drift margin.
@@ -236,7 +238,7 @@ const (
 	fcIdle    uint8 = iota // no claim; may claim if it has lives left
 	fcPending              // a claim sent, not answered yet
 	fcQueued               // queued on node at
-	fcHeld                 // holds on node at; believes while anc ≤ 0.8·lease
+	fcHeld                 // holds on node at, and believes it: a give-up ends the state
 	fcDone                 // no lives left
 )
 
