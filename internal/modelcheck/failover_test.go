@@ -199,3 +199,35 @@ func TestFailoverConfigValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The timer windows of the default configuration, in ticks: a clock of
+// 10 ± 1 units per tick counts K units after at least ⌈K/11⌉ and at most
+// ⌈K/9⌉ ticks (strictly more than K: K+1).
+func TestFailoverWindows(t *testing.T) {
+	m := newFoModel(DefaultFailoverConfig())
+	for _, tc := range []struct {
+		what      string
+		got, want int16
+	}{
+		{"c1 may give up (clock past 32)", m.gMin[0], 3},
+		{"c1 must have given up", m.gMax[0], 4},
+		{"c2 may give up (clock past 16)", m.gMin[1], 2},
+		{"c2 must have given up", m.gMax[1], 2},
+		{"c1's claim may expire (clock past 40)", m.eMin[0], 4},
+		{"c2's claim may expire (clock past 20)", m.eMin[1], 2},
+		{"A may stop (clock at 20)", m.sMin, 2},
+		{"A must have stopped", m.sMax, 3},
+		{"Q may remove A (clock at 25)", m.rMin, 3},
+		{"B's gate may open, largest lease 40", m.gate(40), 4},
+		{"B's gate may open, largest lease 20", m.gate(20), 2},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: after %d ticks, want %d", tc.what, tc.got, tc.want)
+		}
+	}
+	m = newFoModel(FailoverConfig{Clients: 2, Lives: 1, Unit: 10, Drift: 0, Lease: 40, TSelf: 20, T: 20})
+	if m.gMin[0] != 4 || m.gMax[0] != 4 || m.sMin != 2 || m.sMax != 2 || m.rMin != 2 {
+		t.Errorf("without drift the windows must close: give-up %d..%d, stop %d..%d, removal %d",
+			m.gMin[0], m.gMax[0], m.sMin, m.sMax, m.rMin)
+	}
+}
