@@ -2,7 +2,7 @@
 // bounded configuration and checks baton's safety and liveness properties
 // in every reachable state.
 //
-// Six models are checked:
+// Seven models are checked:
 //
 //   - The lock-table model (CheckTable) drives the real
 //     internal/locktable.Table, not a copy, through every interleaving of
@@ -67,6 +67,19 @@
 //     one holder at a time, strictly increasing tokens, no lost claim and
 //     no forwarding loop; mutations (ClusterMutations) drop each rule. See
 //     docs/cluster.md.
+//
+//   - The failover model (CheckFailover) is timed: an owner node cut off
+//     from the Raft quorum stops serving after TSelf on its own clock,
+//     the leader removes it after T on its own, and the new owner takes
+//     its names over without their state, gated for a warm-up W, while
+//     clients that follow the give-up rule re-assert their claims there
+//     (with their old tokens) or re-queue. Every process's clock drifts
+//     within [1−ρ, 1+ρ], messages are delayed without bound or lost, and
+//     processes freeze or die. It checks that no two clients ever believe
+//     they hold conflicting claims, that tokens strictly increase, that a
+//     holder is never refused or expired while it believes, and that the
+//     old owner serves nothing once the new one has taken over; mutations
+//     (FailoverMutations) drop each rule. See docs/high-availability.md.
 //
 //   - The range model (CheckRanges) drives the real
 //     internal/rangelock.Table through every interleaving of fcntl

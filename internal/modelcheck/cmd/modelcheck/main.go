@@ -10,6 +10,7 @@
 //	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-mutation=no-claim]
 //	modelcheck -model=cluster -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=switch-first]
 //	modelcheck -model=ranges -owners=3 -positions=2 [-files=2] [-flock] [-nowait] [-mutation=overtake-waiter]
+//	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-mutation=no-tself]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
 // the shortest counterexample) and 2 on bad flags.
@@ -33,7 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), ranges (the POSIX byte-range and flock lock table)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), ranges (the POSIX byte-range and flock lock table), failover (an owner node cut off and its names taken over, timed, with clock drift)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
@@ -61,10 +62,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		posns    = fs.Int("positions", 2, "ranges: byte positions (1..3)")
 		files    = fs.Int("files", 1, "ranges: files (1..2)")
 		flock    = fs.Bool("flock", false, "ranges: also flock locks on the first file")
+		fdef     = modelcheck.DefaultFailoverConfig()
+		shared   = fs.Int("shared", fdef.Shared, "failover: clients, counted from the last, that claim shared")
+		unit     = fs.Int("unit", fdef.Unit, "failover: clock units per tick at the nominal rate")
+		drift    = fs.Int("drift", fdef.Drift, "failover: a clock advances unit±drift units per tick (ρ = drift/unit)")
+		short    = fs.Int("short-lease", fdef.ShortLease, "failover: lease of the clients after the first, in units (-lease is the first's)")
+		tself    = fs.Int("tself", fdef.TSelf, "failover: the old owner stops serving after this long without quorum contact, in units")
+		removal  = fs.Int("removal", fdef.T, "failover: the leader removes a node silent this long (T), in units")
+		slack    = fs.Int("slack", fdef.Slack, "failover: warm-up W = the largest committed lease + slack, in units")
 		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, ranges: drop one rule so that the check must fail; claims: "+
 			strings.Join(modelcheck.ClaimsMutations, ", ")+"; session: "+strings.Join(modelcheck.SessionMutations, ", ")+"; dirlock seed: "+
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
-			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", ")+"; ranges: "+strings.Join(modelcheck.RangeMutations, ", "))
+			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", ")+"; ranges: "+strings.Join(modelcheck.RangeMutations, ", ")+
+			"; failover: "+strings.Join(modelcheck.FailoverMutations, ", "))
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: modelcheck [flags]\n\nExplores every interleaving of a bounded configuration; exits 0 if every\nproperty holds, 1 on a violation (printing the shortest counterexample),\n2 on bad flags.\n\n")
@@ -168,8 +178,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		rep = modelcheck.CheckRanges(cfg)
+	case "failover":
+		// -clients, -lease and -acquisitions keep the failover model's
+		// own defaults unless given.
+		cfg := modelcheck.FailoverConfig{Clients: fdef.Clients, Shared: *shared, Lives: fdef.Lives, Unit: *unit, Drift: *drift,
+			Lease: fdef.Lease, ShortLease: *short, TSelf: *tself, T: *removal, Slack: *slack, Mutation: *mutation}
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "clients":
+				cfg.Clients = *clients
+			case "lease":
+				cfg.Lease = *lease
+			case "acquisitions":
+				cfg.Lives = *acquires
+			}
+		})
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		rep = modelcheck.CheckFailover(cfg)
 	default:
-		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps, cluster or ranges, not %q\n", *model)
+		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps, cluster, ranges or failover, not %q\n", *model)
 		return 2
 	}
 	fmt.Fprintln(stdout, rep)
