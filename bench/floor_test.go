@@ -78,3 +78,24 @@ func TestRTTWriteCycleStaysInStep(t *testing.T) {
 		}
 	}
 }
+
+// waitUntil retries until its function succeeds, and gives up with the
+// last error after the timeout.
+func TestWaitUntil(t *testing.T) {
+	n := 0
+	if err := waitUntil(5*time.Second, func() error {
+		if n++; n < 3 {
+			return net.ErrClosed
+		}
+		return nil
+	}); err != nil || n != 3 {
+		t.Fatalf("%d tries, %v", n, err)
+	}
+	start := time.Now()
+	if err := waitUntil(100*time.Millisecond, func() error { return net.ErrClosed }); err != net.ErrClosed {
+		t.Fatalf("%v", err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("gave up after %v", d)
+	}
+}
