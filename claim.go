@@ -66,10 +66,12 @@ type Claim struct {
 	ended     bool
 	readyDone bool
 	err       error
-	releasing bool        // RELEASE sent
-	workDone  bool        // the guarded work has stopped (Release called)
-	counted   bool        // counted in s.holding after a give-up
-	onLost    func(error) // Do's cancel of fn's context
+	releasing bool          // RELEASE sent
+	dropped   bool          // Release called while held: Lost closed, RELEASED awaited
+	released  chan struct{} // made by Released, closed when ended
+	workDone  bool          // the guarded work has stopped (Release called)
+	counted   bool          // counted in s.holding after a give-up
+	onLost    func(error)   // Do's cancel of fn's context
 }
 
 // Name returns the name of the lock.
@@ -117,15 +119,25 @@ func (cl *Claim) Err() error {
 	return cl.err
 }
 
-// Release gives the claim up and waits for the server's RELEASED (or the
-// end of the session, which releases it too), or until ctx is done. It
-// also tells the Session that the claim's work has stopped: after a
+// Release gives the claim up. It sends RELEASE and returns without
+// waiting for the server's RELEASED: the claim stops being held at once
+// (Lost is closed, Err stays nil), and the server applies the release
+// when the frame arrives. The server applies one session's frames in
+// order, so every later request on this session finds the claim
+// released; another session may be granted the lock a round trip later
+// at most, as after Lock.Release, whose close is not acknowledged
+// either. Released tells when the server has applied it. Release waits
+// only for its own write, if it makes one (frames of concurrent
+// requests share writes: when another goroutine's write is in
+// progress, RELEASE goes out in that writer's next write, in order);
+// ctx is not waited on.
+//
+// It also tells the Session that the claim's work has stopped: after a
 // give-up, the connection closes once every held claim's work has
 // stopped. It is idempotent and safe to call concurrently. Like
 // Lock.Release it returns nil, or why the claim had been lost before
 // Release was called (as Err), so a caller can tell whether the claim
-// was held throughout; or ctx.Err() if ctx ended the wait (the release
-// still goes through).
+// was held throughout.
 func (cl *Claim) Release(ctx context.Context) error {
 	if cl.lock != nil {
 		err := cl.lock.Release()
@@ -136,17 +148,18 @@ func (cl *Claim) Release(ctx context.Context) error {
 	}
 	s := cl.s
 	s.mu.Lock()
-	if cl.ended && !cl.releasing {
+	closeNow := s.workStopped(cl)
+	if cl.ended || cl.dropped {
 		err := cl.err
-		closeNow := s.workStopped(cl)
 		s.mu.Unlock()
 		if closeNow {
 			s.closeConn()
 		}
 		return err
 	}
-	closeNow := s.workStopped(cl)
 	flush := cl.releaseLocked()
+	cl.dropped = true
+	close(cl.lost)
 	s.mu.Unlock()
 	if closeNow {
 		s.closeConn()
@@ -154,12 +167,28 @@ func (cl *Claim) Release(ctx context.Context) error {
 	if flush {
 		s.flush()
 	}
-	select {
-	case <-cl.lost:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	return nil
+}
+
+// Released returns a channel closed once the claim is over on the
+// server too: the server's RELEASED for it has arrived, or it ended
+// otherwise (REVOKED, the session's end, which releases every claim).
+// After Release, until then, another session may still find the lock
+// held. After a fallback to version 1, whose release is a close that
+// the server does not acknowledge, it is Lost: closed by Release.
+func (cl *Claim) Released() <-chan struct{} {
+	if cl.lock != nil {
+		return cl.lock.Lost()
 	}
+	cl.s.mu.Lock()
+	defer cl.s.mu.Unlock()
+	if cl.released == nil {
+		cl.released = make(chan struct{})
+		if cl.ended {
+			close(cl.released)
+		}
+	}
+	return cl.released
 }
 
 // releaseLocked sends RELEASE unless the claim has ended or one was sent.
@@ -185,19 +214,25 @@ func (cl *Claim) resolve() {
 	}
 }
 
-// endLocked ends the claim once: the cause is recorded, Do's function is
-// told (before anything can hand the lock on), Lost is closed. s.mu is
-// held.
+// endLocked ends the claim once: unless Release came first, the cause
+// is recorded, Do's function is told (before anything can hand the lock
+// on) and Lost is closed; Released is closed. s.mu is held.
 func (cl *Claim) endLocked(cause error) {
 	if cl.ended {
 		return
 	}
-	cl.ended, cl.err = true, cause
-	if cl.onLost != nil && cause != nil {
-		cl.onLost(cause)
+	cl.ended = true
+	if !cl.dropped { // else Release came first: Lost is closed, Err nil
+		cl.err = cause
+		if cl.onLost != nil && cause != nil {
+			cl.onLost(cause)
+		}
+		close(cl.lost)
 	}
 	cl.resolve()
-	close(cl.lost)
+	if cl.released != nil {
+		close(cl.released)
+	}
 }
 
 // Acquire claims the lock name in mode m on the session and waits in the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -79,9 +80,10 @@ type Session struct {
 	claims     map[uint32]*Claim // every id the rule does not report free
 	v1claims   map[*Claim]struct{}
 	nextID     uint32
-	out, spare []byte // frames recorded and not yet written; the writer's other buffer
-	writing    bool   // a goroutine is writing out
-	err        error  // why the session ended; nil while live
+	out, spare []byte    // frames recorded and not yet written; the writer's other buffer
+	writing    bool      // a goroutine is writing out
+	wset       time.Time // the write deadline in force (see write)
+	err        error     // why the session ended; nil while live
 	pingTimer  *time.Timer
 	pingArmed  bool
 	closeTimer *time.Timer
@@ -293,12 +295,15 @@ func (s *Session) flush() {
 		}
 		buf := s.out
 		s.out, s.spare = s.spare[:0], nil
-		deadline := s.rule.Deadline()
-		s.mu.Unlock()
-		err := s.conn.SetWriteDeadline(deadline)
-		if err == nil {
-			_, err = s.conn.Write(buf)
+		set := s.wset
+		if !time.Now().Before(set) {
+			set = s.rule.Deadline()
+			s.wset = set
+		} else {
+			set = time.Time{} // in force already
 		}
+		s.mu.Unlock()
+		err := s.write(buf, set)
 		s.mu.Lock()
 		s.spare = buf[:0]
 		if err != nil {
@@ -314,31 +319,71 @@ func (s *Session) flush() {
 	}
 }
 
+// write writes buf with the give-up deadline as the write deadline. Like
+// the read deadline it is set lazily (set is zero when the one in force
+// will do): the deadline in force may be earlier than the rule's, never
+// later; when it fires, the write goes on with the rule's deadline
+// unless that has passed too.
+func (s *Session) write(buf []byte, set time.Time) error {
+	for {
+		if !set.IsZero() {
+			if err := s.conn.SetWriteDeadline(set); err != nil {
+				return err
+			}
+		}
+		n, err := s.conn.Write(buf)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		s.mu.Lock()
+		set = s.rule.Deadline()
+		live := s.err == nil && time.Now().Before(set)
+		s.wset = set
+		s.mu.Unlock()
+		if !live {
+			return err
+		}
+		buf = buf[n:]
+	}
+}
+
 // read is the permanent reader (docs/protocol.md, v2 client obligation
 // 1). The read deadline is the give-up deadline, so the netpoller
-// enforces it.
+// enforces it. It is set lazily: the give-up deadline only moves later
+// (each answer moves the anchor to its request's send time), so a
+// deadline set earlier is never late; when it fires, the reader looks
+// at the rule's deadline, gives up if that has passed and otherwise
+// sets it and reads on. So an answer costs no timer update and no
+// second hold of the mutex on the way to the goroutine waiting for it.
 func (s *Session) read() {
 	defer close(s.rdone)
-	var set time.Time
+	s.mu.Lock()
+	set := s.rule.Deadline()
+	s.mu.Unlock()
 	for {
-		s.mu.Lock()
-		deadline := s.rule.Deadline()
-		s.mu.Unlock()
-		if !deadline.Equal(set) {
-			if err := s.conn.SetReadDeadline(deadline); err != nil {
-				s.lose(connErr(err))
+		if err := s.conn.SetReadDeadline(set); err != nil {
+			s.lose(connErr(err))
+			return
+		}
+		for {
+			f, err := s.readFrame()
+			now := time.Now()
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					s.mu.Lock()
+					deadline, live := s.rule.Deadline(), s.err == nil
+					s.mu.Unlock()
+					if live && now.Before(deadline) {
+						set = deadline
+						break // set the later deadline and read on
+					}
+				}
+				s.lose(frameErr(err))
 				return
 			}
-			set = deadline
-		}
-		f, err := s.readFrame()
-		now := time.Now()
-		if err != nil {
-			s.lose(frameErr(err))
-			return
-		}
-		if !s.received(f, now) {
-			return
+			if !s.received(f, now) {
+				return
+			}
 		}
 	}
 }

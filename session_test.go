@@ -804,6 +804,10 @@ func TestSessionReleaseThenSessionLost(t *testing.T) {
 	if err := wait(t, done); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
+	wait(t, cl.Released()) // Release does not wait for the answer
+	if err := cl.Err(); err != nil {
+		t.Fatalf("Err: %v", err)
+	}
 	if !errors.Is(s.Err(), protocol.ErrShuttingDown) {
 		t.Fatal(s.Err())
 	}

@@ -136,7 +136,8 @@ func rttProbe(addr string, gap time.Duration) (floorProbe, func(), error) {
 }
 
 // twoRTTProbe is the floor of a claim and its release on an open
-// session: two 1-byte round trips on an open connection, back to back.
+// session answered both: two 1-byte round trips on an open connection,
+// back to back (the shape of the peers' pooled cycles too).
 func twoRTTProbe(addr string) (floorProbe, func(), error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -151,6 +152,44 @@ func twoRTTProbe(addr string) (floorProbe, func(), error) {
 		}
 		return time.Since(t), nil
 	}, func() { c.Close() }, nil
+}
+
+// rttWriteProbe is the floor of what baton-session's cycle waits for:
+// one 1-byte round trip (CLAIM, GRANTED), then one 1-byte write
+// (RELEASE, whose answer is not awaited). The echo of that write is read
+// in the next cycle, before or with its round trip's, as the session's
+// reader reads a RELEASED while the next claim is on its way.
+func rttWriteProbe(addr string) (floorProbe, func(), error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	owed := 0
+	return func() (time.Duration, error) {
+		t := time.Now()
+		if err := rttWriteCycle(c, &owed); err != nil {
+			return 0, err
+		}
+		return time.Since(t), nil
+	}, func() { c.Close() }, nil
+}
+
+// rttWriteCycle is one cycle of rttWriteProbe; owed counts the echoes of
+// earlier writes not read yet (0 or 1).
+func rttWriteCycle(c net.Conn, owed *int) error {
+	var b [2]byte
+	if _, err := c.Write([]byte{0x42}); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(c, b[:1+*owed]); err != nil {
+		return err
+	}
+	*owed = 0
+	if _, err := c.Write([]byte{0x43}); err != nil {
+		return err
+	}
+	*owed = 1
+	return nil
 }
 
 // connectCycle is the floor of a baton acquire and release: connect, one

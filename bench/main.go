@@ -111,15 +111,19 @@ type results struct {
 	// SessionFloor is the floor of baton-session's uncontended cycle:
 	// two 1-byte round trips on an open connection, measured between
 	// its cycles.
-	SessionFloor   *latency                     `json:"uncontended_floor_two_round_trips,omitempty"`
-	Throughput     map[string]*throughputResult `json:"throughput_1000_locks"`
-	ThroughputHot  map[string]*throughputResult `json:"throughput_hot_lock"`
-	DeadKill       map[string]*deadResult       `json:"dead_holder_sigkill"`
-	DeadStop       map[string]*deadResult       `json:"dead_holder_sigstop"`
-	Capacity       map[string][]*capPoint       `json:"capacity"`
-	BatonCapacity  []*capPoint                  `json:"baton_capacity_push"`
-	Errors         []string                     `json:"errors,omitempty"`
-	systemsByOrder []string
+	SessionFloor *latency `json:"uncontended_floor_two_round_trips,omitempty"`
+	// SessionFloorRTTWrite is the floor of what that cycle waits for:
+	// one 1-byte round trip and one 1-byte write (Claim.Release does
+	// not wait for RELEASED), measured between its cycles too.
+	SessionFloorRTTWrite *latency                     `json:"uncontended_floor_round_trip_and_write,omitempty"`
+	Throughput           map[string]*throughputResult `json:"throughput_1000_locks"`
+	ThroughputHot        map[string]*throughputResult `json:"throughput_hot_lock"`
+	DeadKill             map[string]*deadResult       `json:"dead_holder_sigkill"`
+	DeadStop             map[string]*deadResult       `json:"dead_holder_sigstop"`
+	Capacity             map[string][]*capPoint       `json:"capacity"`
+	BatonCapacity        []*capPoint                  `json:"baton_capacity_push"`
+	Errors               []string                     `json:"errors,omitempty"`
+	systemsByOrder       []string
 }
 
 func main() {
@@ -353,11 +357,14 @@ func run(ctx context.Context, p *plan, out, only string, doCapacity bool, batonB
 func scenarios14(ctx context.Context, p *plan, self string, s *system, srv *server, echoAddr string, res *results, fail func(string, ...any)) {
 	var uFloors, hFloors *pairedFloors
 	if echoAddr != "" && s.name == sessionName {
-		if probe, closeProbe, err := twoRTTProbe(echoAddr); err == nil {
-			defer closeProbe()
-			uFloors = newPairedFloors(probe)
+		two, closeTwo, err1 := twoRTTProbe(echoAddr)
+		rw, closeRW, err2 := rttWriteProbe(echoAddr)
+		if err1 == nil && err2 == nil {
+			defer closeTwo()
+			defer closeRW()
+			uFloors = newPairedFloors(two, rw)
 		} else {
-			fail("floor probe: %v", err)
+			fail("floor probes: %v %v", err1, err2)
 		}
 		echoAddr = ""
 	}
@@ -380,7 +387,7 @@ func scenarios14(ctx context.Context, p *plan, self string, s *system, srv *serv
 		res.Uncontended[s.name] = l
 		if f := uFloors.results(); f != nil {
 			if s.name == sessionName {
-				res.SessionFloor = f[0]
+				res.SessionFloor, res.SessionFloorRTTWrite = f[0], f[1]
 			} else {
 				res.Uncontended[floorName] = f[0]
 			}

@@ -50,6 +50,19 @@ func waitTCP(addr string, p *process, timeout time.Duration) error {
 	}
 }
 
+// waitUntil calls try every 50ms until it succeeds or timeout has
+// passed, and returns its last error then.
+func waitUntil(timeout time.Duration, try func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := try()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // process is a child server. It dies with the harness (Pdeathsig), and
 // its output is kept in a bounded buffer for error messages.
 type process struct {

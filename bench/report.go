@@ -202,7 +202,14 @@ func markdown(res *results) string {
 
 	sessionTable(&b, res)
 	if r := res.SessionFloor; r != nil && r.N > 0 {
-		fmt.Fprintf(&b, "\nFloor of baton-session's uncontended cycle (two 1-byte round trips on an open connection, measured between its cycles): p50 %s, p99 %s", fmtUs(r.P50us), fmtUs(r.P99us))
+		fmt.Fprintf(&b, "\nFloor of a claim and its release both answered (two 1-byte round trips on an open connection, the shape of the peers' pooled cycles, measured between baton-session's cycles): p50 %s, p99 %s", fmtUs(r.P50us), fmtUs(r.P99us))
+		if l, ok := res.Uncontended[sessionName]; ok && l.N > 0 {
+			fmt.Fprintf(&b, "; baton-session ÷ this floor: p50 %.2f×, p99 %.2f×", l.P50us/r.P50us, l.P99us/r.P99us)
+		}
+		b.WriteString(".\n")
+	}
+	if r := res.SessionFloorRTTWrite; r != nil && r.N > 0 {
+		fmt.Fprintf(&b, "\nFloor of what baton-session's cycle waits for (one 1-byte round trip, then one 1-byte write whose answer is not awaited, as Claim.Release does not wait for RELEASED; measured between its cycles): p50 %s, p99 %s", fmtUs(r.P50us), fmtUs(r.P99us))
 		if l, ok := res.Uncontended[sessionName]; ok && l.N > 0 {
 			fmt.Fprintf(&b, "; baton-session ÷ this floor: p50 %.2f×, p99 %.2f×", l.P50us/r.P50us, l.P99us/r.P99us)
 		}

@@ -90,6 +90,22 @@ func startPostgres(ctx context.Context, e *env) (*server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	// PostgreSQL listens before it accepts sessions ("the database
+	// system is starting up"): wait for a session, so that the first
+	// scenario does not fail on a loaded machine.
+	if err := waitUntil(60*time.Second, func() error {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		l, err := dialPostgres(c, addr, clientOpts{})
+		if err == nil {
+			l.close()
+		}
+		return err
+	}); err != nil {
+		p.stop(time.Second)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("postgres not accepting sessions: %w", err)
+	}
 	pid := p.pid()
 	return &server{
 		addr:    addr,

@@ -55,8 +55,8 @@ func sessionLock(s *baton.Session, cl *baton.Claim) heldLock {
 		// was stopping. Closing the session releases the claim in any
 		// case.
 		release: func() error {
-			// A lease bounds the wait for RELEASED: by then the
-			// session's own give-up has ended the claim anyway.
+			// Release does not wait for RELEASED; closing the
+			// session right after it releases the claim in any case.
 			ctx, cancel := context.WithTimeout(context.Background(), s.Lease())
 			defer cancel()
 			err := cl.Release(ctx)

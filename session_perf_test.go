@@ -1,0 +1,97 @@
+package baton
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// deadlineConn counts the deadlines set on a connection.
+type deadlineConn struct {
+	net.Conn
+	reads, writes *atomic.Int64
+}
+
+func (c deadlineConn) SetReadDeadline(t time.Time) error {
+	c.reads.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.writes.Add(1)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+type deadlineDialer struct{ reads, writes atomic.Int64 }
+
+func (d *deadlineDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return deadlineConn{c, &d.reads, &d.writes}, nil
+}
+
+// An answer costs the reader no deadline update and a request costs the
+// writer none: the give-up deadline only moves later, so the deadlines
+// in force are renewed only when they fire (see Session.read and
+// Session.write), not once per frame.
+func TestSessionDeadlinesNotSetPerFrame(t *testing.T) {
+	addr := startServer(t)
+	d := &deadlineDialer{}
+	s, err := New(Config{Address: addr, Dialer: d}).OpenSession(t.Context(), SessionOptions{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r0, w0 := d.reads.Load(), d.writes.Load() // the opening's
+	const cycles = 200
+	for range cycles {
+		cl, err := s.Acquire(t.Context(), "x", Exclusive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads, writes := d.reads.Load()-r0, d.writes.Load()-w0
+	t.Logf("%d claims and releases: %d read deadlines, %d write deadlines set", cycles, reads, writes)
+	if reads > 2 || writes > 2 {
+		t.Fatalf("%d read and %d write deadlines set for %d frames each way; want at most 2 each", reads, writes, 2*cycles)
+	}
+}
+
+// The deadlines in force are earlier than the rule's while answers keep
+// arriving; when they fire the session reads and writes on, as long as
+// the rule's deadline has not passed: a session busy for several leases
+// is never given up.
+func TestSessionStaleDeadlineIsRenewed(t *testing.T) {
+	addr := startServer(t)
+	// Give-up after 400ms without an answer: short enough for the first
+	// deadline set to fire several times, long enough for a loaded
+	// machine's stalls.
+	const lease = 500 * time.Millisecond
+	s := openReal(t, addr, lease, "busy")
+	ctx := t.Context()
+	start := time.Now()
+	n := 0
+	for time.Since(start) < 3*lease && n < 100000 {
+		cl, err := s.Acquire(ctx, "x", Exclusive)
+		if err != nil {
+			t.Fatalf("after %v and %d cycles: %v", time.Since(start), n, err)
+		}
+		if err := cl.Release(ctx); err != nil {
+			t.Fatalf("after %v and %d cycles: %v", time.Since(start), n, err)
+		}
+		n++
+	}
+	// Idle across a stale deadline too: the PINGs keep it alive.
+	time.Sleep(2 * lease)
+	if err := s.Err(); err != nil {
+		t.Fatalf("session lost after %v (%d cycles): %v", time.Since(start), n, err)
+	}
+	t.Logf("%d cycles in %v on a %v lease, then idle for %v", n, time.Since(start), lease, 2*lease)
+}
