@@ -1,7 +1,6 @@
 package modelcheck
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -50,20 +49,7 @@ func TestClusterMutations(t *testing.T) {
 			cfg := DefaultClusterConfig()
 			cfg.Mutation = tc.mut
 			rep := CheckCluster(cfg)
-			t.Log(rep)
-			v := rep.Violation
-			if v == nil {
-				t.Fatalf("no violation in %d states", rep.States)
-			}
-			if v.Property != tc.prop {
-				t.Errorf("violated %q, want %q", v.Property, tc.prop)
-			}
-			if v.Steps() != tc.n {
-				t.Errorf("counterexample has %d steps, want %d", v.Steps(), tc.n)
-			}
-			if !strings.Contains(v.Error(), tc.says) {
-				t.Errorf("counterexample does not say %q", tc.says)
-			}
+			expectCounterexample(t, rep, tc.prop, tc.n, tc.says)
 		})
 	}
 }

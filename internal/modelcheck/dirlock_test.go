@@ -1,7 +1,6 @@
 package modelcheck
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -65,20 +64,7 @@ func TestDirlockMutations(t *testing.T) {
 			if tc.steps {
 				rep = CheckDirlockSteps(cfg)
 			}
-			t.Log(rep)
-			v := rep.Violation
-			if v == nil {
-				t.Fatalf("no violation in %d states", rep.States)
-			}
-			if v.Property != tc.prop {
-				t.Errorf("violated %q, want %q", v.Property, tc.prop)
-			}
-			if v.Steps() != tc.n {
-				t.Errorf("counterexample has %d steps, want %d", v.Steps(), tc.n)
-			}
-			if !strings.Contains(v.Error(), tc.says) {
-				t.Errorf("counterexample does not say %q", tc.says)
-			}
+			expectCounterexample(t, rep, tc.prop, tc.n, tc.says)
 		})
 	}
 }
