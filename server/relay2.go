@@ -29,13 +29,15 @@ import (
 // and pushes about them (GRANTED with the owner's token, QUEUED, BUSY,
 // REFUSED, PROMOTED, REVOKED, RELEASED) reach the client unchanged. The
 // owner sees a forwarded session and never relays it again. A claim on a
-// name Route holds waits as QUEUED (relay2hold.go).
+// name Route holds waits as QUEUED (relay2hold.go), and so does a claim
+// whose upstream cannot be opened (the dial, the hop header or HELLO
+// fails): the owner granted nothing on it.
 //
 // Ending: the client's session ends at R (it hung up, fell silent for its
 // lease, an ERROR, a shutdown): R closes every upstream of it and each
-// owner releases at once. An upstream ends without the client (its owner
-// closed it, died, shut down, or did not answer for half the lease):
-// every claim relayed on it is lost and the client is told
+// owner releases at once. An upstream ends without the client once open
+// (its owner closed it, died, shut down, or did not answer for half the
+// lease): every claim relayed on it is lost and the client is told
 // REVOKED(claim, 0x03); the session and its other claims live on.
 //
 // The pessimism rule through a relay. The client's confirmation anchor
@@ -90,11 +92,14 @@ type relayState struct {
 	// readAt is when the batch being answered was read in full (owned
 	// by the session's reader, which alone builds answers).
 	readAt time.Time
-	// held are the claims held back because Route said hold, in arrival
-	// order, and holding says a retry is scheduled (relay2hold.go).
-	// Guarded by srv.mu.
+	// held are the claims held back because Route said hold, or their
+	// upstream could not be opened, in arrival order, and holding says a
+	// retry is scheduled (relay2hold.go). Guarded by srv.mu.
 	held    []protocol.Frame
 	holding bool
+	// openFails counts the upstreams that could not be opened since one
+	// last opened, to log the first and then one in 50.
+	openFails int
 }
 
 // outEntry is one frame of the ordered outbox.
@@ -133,6 +138,25 @@ type upReq struct {
 	at   time.Time     // when it was queued to be sent
 	slot *outEntry     // CLAIM, RELEASE: where its answer goes
 	rc   *relayedClaim // CLAIM, RELEASE
+	// CLAIM: what it asks, to hold it again if the upstream cannot be
+	// opened.
+	name  string
+	mode  protocol.Mode
+	limit uint32
+	flags uint8
+}
+
+// sendClaim sends CLAIM f on u; slot is where its answer goes (nil for a
+// held claim relayed late).
+func (u *upstream) sendClaim(f protocol.Frame, slot *outEntry, rc *relayedClaim) {
+	u.send(protocol.AppendClaim(nil, f.Claim, f.Mode, f.Limit, f.Flags, f.Name),
+		upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc,
+			name: f.Name, mode: f.Mode, limit: f.Limit, flags: f.Flags})
+}
+
+// claim returns the CLAIM frame r sent.
+func (r upReq) claim() protocol.Frame {
+	return protocol.Frame{Type: protocol.TypeClaim, Claim: r.rc.id, Mode: r.mode, Limit: r.limit, Flags: r.flags, Name: r.name}
 }
 
 // upstream is a version 2 session to an owner, on behalf of one client
@@ -152,6 +176,7 @@ type upstream struct {
 	pings     int
 	seq       uint64
 	dead      bool
+	opened    bool     // the owner has answered HELLO with WELCOME
 	conn      net.Conn // set once dialled
 
 	kick     chan struct{} // wakes the writer
@@ -400,8 +425,7 @@ func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool 
 	rc := u.attach(rel, f.Claim, rcPending)
 	slot := &outEntry{pending: true, at: rel.readAt, up: u, claim: f.Claim}
 	rel.add(v, slot)
-	u.send(protocol.AppendClaim(nil, f.Claim, f.Mode, f.Limit, f.Flags, f.Name),
-		upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc})
+	u.sendClaim(f, slot, rc)
 	return true
 }
 
@@ -676,6 +700,8 @@ func (u *upstream) handle(frames []upFrame) bool {
 			}
 			switch f.Type {
 			case protocol.TypeWelcome:
+				u.opened = true
+				rel.openFails = 0
 			case protocol.TypePong:
 				u.pings--
 			default:
@@ -739,21 +765,29 @@ func (u *upstream) push(rel *relayState, v *v2conn, e *outEntry) {
 // has not answered are answered here (a CLAIM REFUSED 0x03, a RELEASE
 // RELEASED), and every claim it held or queued is REVOKED 0x03, placed
 // right after the last frame about it still in the outbox (else first):
-// the client hears of the loss before its anchor moves again. The session
-// lives on.
+// the client hears of the loss before its anchor moves again. An upstream
+// that never opened granted nothing: its CLAIMs are held instead
+// (holdUnopened). The session lives on. Called without srv.mu or omu.
 func (u *upstream) fail(why error) {
 	s := u.s
-	v := s.v2
+	srv, v := s.srv, s.v2
+	srv.mu.Lock() // before omu: the held claims are guarded by it
 	v.omu.Lock()
 	if u.dead {
 		v.omu.Unlock()
+		srv.mu.Unlock()
 		return
 	}
 	rel := v.rel.Load()
 	u.markDead(rel)
+	opened, held := u.opened, 0
 	for _, r := range u.fifo {
 		switch r.kind {
 		case protocol.TypeClaim:
+			if !opened {
+				held += u.holdUnopened(rel, r)
+				continue
+			}
 			if r.slot == nil { // a held claim relayed late: told QUEUED
 				if r.rc.state == rcPending {
 					r.rc.state = rcLive // revoked below
@@ -797,11 +831,30 @@ func (u *upstream) fail(why error) {
 		rel.pump(v)
 		rel.kickAll()
 	}
+	if held > 0 && !rel.holding {
+		rel.holding = true
+		time.AfterFunc(holdRetry, s.retryHeld)
+	}
+	fails := 0
+	if !opened {
+		rel.openFails++
+		fails = rel.openFails
+	}
 	v.omu.Unlock()
-	s.srv.Logger.Warn("upstream session to the owner ended; its relayed claims are lost", "owner_addr", u.addr,
-		"session", s.id, "remote_addr", s.peer.Addr, "claims_lost", lost, "err", why)
+	srv.mu.Unlock()
+	switch {
+	case opened || lost > 0:
+		srv.Logger.Warn("upstream session to the owner ended; its relayed claims are lost", "owner_addr", u.addr,
+			"session", s.id, "remote_addr", s.peer.Addr, "claims_lost", lost, "claims_held", held, "err", why)
+	case fails == 1 || fails%50 == 0:
+		srv.Logger.Warn("cannot open an upstream session to the owner; holding its claims", "owner_addr", u.addr,
+			"session", s.id, "remote_addr", s.peer.Addr, "claims_held", held, "attempts", fails, "err", why)
+	default:
+		srv.Logger.Debug("cannot open an upstream session to the owner; holding its claims", "owner_addr", u.addr,
+			"session", s.id, "remote_addr", s.peer.Addr, "claims_held", held, "attempts", fails, "err", why)
+	}
 	u.shutdown()
-	s.srv.deliver([]delivery{{to: s, flush: true}})
+	srv.deliver([]delivery{{to: s, flush: true}})
 }
 
 // AttachRelayed records that claim of version 2 session sid, which is

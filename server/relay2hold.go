@@ -11,7 +11,8 @@ import (
 // Held version 2 claims (docs/cluster.md, "Relaying a version 2
 // session"). When Route says hold (the name's owner is warming up, has no
 // epoch for it yet, or there is no ring), a waiting CLAIM is answered
-// QUEUED and kept out of every table; every holdRetry the node asks Route
+// QUEUED and kept out of every table; so is one whose upstream to the
+// owner cannot be opened (holdUnopened). Every holdRetry the node asks Route
 // again, in arrival order: serve enters the claim in this node's table (a
 // grant is pushed as PROMOTED), forward relays it to the owner (whose
 // GRANTED is pushed as PROMOTED, whose QUEUED says nothing new, whose
@@ -131,9 +132,35 @@ func (s *session) relayHeld(f protocol.Frame, addr string) {
 		return
 	}
 	u := s.upstreamLocked(rel, addr)
-	rc := u.attach(rel, f.Claim, rcPending)
-	u.send(protocol.AppendClaim(nil, f.Claim, f.Mode, f.Limit, f.Flags, f.Name),
-		upReq{kind: protocol.TypeClaim, at: time.Now(), rc: rc})
+	u.sendClaim(f, nil, u.attach(rel, f.Claim, rcPending))
+}
+
+// holdUnopened settles CLAIM r of upstream u, which could not be opened
+// (dialling, the hop header or HELLO failed): the owner granted nothing
+// on it. The client, if it waits for an answer, is told QUEUED (a no-wait
+// claim BUSY), and a claim still wanted is held, as if Route had said
+// hold: retried every holdRetry, relayed once its owner can be reached.
+// A claim the client is releasing is dropped (its RELEASED follows). It
+// returns 1 if it held the claim. Called by fail with srv.mu and omu
+// held, u dead.
+func (u *upstream) holdUnopened(rel *relayState, r upReq) int {
+	s, v := u.s, u.s.v2
+	f := r.claim()
+	if r.slot != nil {
+		if f.NoWait() {
+			r.slot.b = protocol.AppendBusy(nil, f.Claim)
+		} else {
+			r.slot.b = protocol.AppendQueued(nil, f.Claim)
+		}
+		r.slot.pending = false
+	}
+	want := r.rc.state == rcPending && !f.NoWait()
+	u.end(rel, r.rc)
+	if !want || rel.closed || s.closing.Load() || v.ending {
+		return 0
+	}
+	rel.held = append(rel.held, f)
+	return 1
 }
 
 // heldAnswer turns the owner's answer to a held claim relayed late into
