@@ -21,18 +21,8 @@ import (
 func TestV2GateHoldsGrantsNotAnswers(t *testing.T) {
 	t.Parallel()
 	const gateIn = 500 * time.Millisecond
-	// Not startServer: it waits for the gate before serving.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	g := &gateTokens{notBefore: start.Add(gateIn)}
-	srv := &server.Server{Tokens: g, Logger: slog.New(slog.DiscardHandler)}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close(); <-done })
-	ts := &testServer{Server: srv, addr: ln.Addr().String(), events: newEventLog()}
+	ts, g := startGatedServer(t, start.Add(gateIn))
 
 	// before checks that an answer came before the gate.
 	before := func(what string) {
@@ -93,17 +83,8 @@ func TestV2GateHoldsGrantsNotAnswers(t *testing.T) {
 func TestV2GateRange(t *testing.T) {
 	t.Parallel()
 	const gateIn = 500 * time.Millisecond
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	g := &gateTokens{notBefore: start.Add(gateIn)}
-	srv := &server.Server{Tokens: g, Logger: slog.New(slog.DiscardHandler)}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close(); <-done })
-	ts := &testServer{Server: srv, addr: ln.Addr().String(), events: newEventLog()}
+	ts, g := startGatedServer(t, start.Add(gateIn))
 
 	a := ts.dialV2(t, longLease, "a")
 	a.mustWrite(append(protocol.AppendPing(nil, 1), rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f")...))
@@ -122,4 +103,21 @@ func TestV2GateRange(t *testing.T) {
 	if g.early.Load() {
 		t.Fatal("a token was issued before the gate")
 	}
+}
+
+// startGatedServer starts a server whose token source is a Gate that
+// opens at notBefore. Not startServer: it waits for the gate before
+// serving.
+func startGatedServer(t *testing.T, notBefore time.Time) (*testServer, *gateTokens) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gateTokens{notBefore: notBefore}
+	srv := &server.Server{Tokens: g, Logger: slog.New(slog.DiscardHandler)}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return &testServer{Server: srv, addr: ln.Addr().String(), events: newEventLog()}, g
 }
