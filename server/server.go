@@ -55,8 +55,11 @@ type Server struct {
 	// began when this process started, so that tokens increase across a
 	// restart of any speed on a wall clock that does not step back: in
 	// the process's first second an ACQUIRE waits (up to a second) for
-	// the next. A source that is a locktable.Gate is waited for before
-	// the table is entered, never under the table's mutex.
+	// the next. A source that is a locktable.Gate is waited for never
+	// under the table's mutex: a version 1 ACQUIRE waits for it before
+	// entering the table; a version 2 CLAIM is answered at once, QUEUED
+	// (BUSY if no-wait) when it would be granted before the gate, and
+	// granted by a PROMOTED when the gate opens.
 	Tokens locktable.TokenSource
 	// Observer receives events for metrics, audit and logs; may be nil.
 	Observer Observer
@@ -99,7 +102,8 @@ type Server struct {
 
 	initOnce   sync.Once
 	initErr    error
-	gate       time.Time // no grant before this instant (locktable.Gate)
+	gate       time.Time   // no grant before this instant (locktable.Gate)
+	gateTimer  *time.Timer // opens the table's gate; nil without one
 	inShutdown atomic.Bool
 	sessionsWG sync.WaitGroup
 
@@ -139,6 +143,16 @@ func (srv *Server) init() error {
 			srv.gate = g.NotBefore()
 		}
 		srv.table = locktable.New(tokens)
+		if d := time.Until(srv.gate); d > 0 {
+			// Claims that would be granted before the gate wait in their
+			// queues instead (version 2 answers are never held back);
+			// the timer grants them when it opens, unless a claim has
+			// opened it first.
+			srv.table.SetGate(srv.gate)
+			srv.gateTimer = time.AfterFunc(d, func() {
+				srv.update(func(now time.Time, t *locktable.Table) locktable.Result { return t.OpenGate(now) })
+			})
+		}
 		srv.ranges = newRangeState(tokens)
 		srv.claims = map[locktable.SessionID]*session{}
 		srv.sessions = map[*session]struct{}{}
@@ -318,6 +332,9 @@ func (srv *Server) beginShutdown() []delivery {
 	defer srv.mu.Unlock()
 	if srv.inShutdown.Swap(true) {
 		return nil
+	}
+	if srv.gateTimer != nil {
+		srv.gateTimer.Stop()
 	}
 	now := time.Now()
 	srv.notify(Event{Kind: EventShutdown, Time: now})

@@ -322,11 +322,10 @@ func (v *v2conn) consume(n int) {
 // session.
 func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan bool) {
 	srv, v := s.srv, s.v2
-	// The process's first grant waits for the token gate, never under
-	// srv.mu.
-	if d := time.Until(srv.gate); d > 0 {
-		time.Sleep(d)
-	}
+	// The token gate holds back grants, never answers: the table queues
+	// a CLAIM it would grant before the gate (locktable.Table.SetGate).
+	// Only a RANGE frame, whose table has no gate, waits for it (below).
+	rangeWait := false
 	now := time.Now()
 	if rel := v.rel.Load(); rel != nil {
 		rel.readAt = now
@@ -343,6 +342,13 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		if err != nil && !errors.As(err, &ce) {
 			code, _ = protocol.CodeOf(err)
 			reason = locktable.ReasonProtocolError
+			break
+		}
+		if f.Type == protocol.TypeRange && time.Now().Before(srv.gate) {
+			// A range lock may be granted at once, and its token source
+			// would wait under srv.mu: the frames before it are answered
+			// now, it and those after it once the gate is open.
+			rangeWait = true
 			break
 		}
 		off += n
@@ -457,6 +463,10 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		}
 		if err := s.flushV2(true); err != nil {
 			return writeFailureReason(err), 0, false
+		}
+		if rangeWait {
+			time.Sleep(time.Until(srv.gate))
+			return s.batch()
 		}
 	}
 	return reason, code, orphan

@@ -52,7 +52,8 @@ func TestV2ACLPerClaim(t *testing.T) {
 }
 
 // TestV2TokenGate: the first grant of a process waits for the token
-// source's gate, for version 2 claims as for version 1.
+// source's gate, for version 2 claims as for version 1; a version 2
+// claim waits QUEUED and is PROMOTED (v2gate_test.go has more).
 func TestV2TokenGate(t *testing.T) {
 	t.Parallel()
 	g := &gateTokens{notBefore: time.Now().Add(300 * time.Millisecond)}
@@ -68,7 +69,8 @@ func TestV2TokenGate(t *testing.T) {
 	ts := &testServer{Server: srv, addr: ln.Addr().String(), events: newEventLog()}
 	c := ts.dialV2(t, longLease, "gate")
 	start := time.Now()
-	c.mustHold(1, excl, 0, "gated")
+	c.mustQueue(1, excl, 0, "gated")
+	c.expectPromoted(1)
 	if at := time.Now(); at.Before(g.notBefore) {
 		t.Fatalf("GRANTED %v before the gate", g.notBefore.Sub(at))
 	}

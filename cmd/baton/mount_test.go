@@ -485,11 +485,16 @@ func TestMountLostLocksFailIO(t *testing.T) {
 	srv := startBaton(t, "-listen", "127.0.0.1:0")
 	addr, _ := srv.waitLog(t, "baton listening")["addr"].(string)
 	// The server's first grant waits for its token gate (up to a second
-	// after it started), and a session's frames wait with it: take one
-	// grant first, so that the mount's 1s lease is not spent there.
+	// after it started; a claim is QUEUED until then), and a range
+	// request is answered only then: take one grant first, so that the
+	// mount's 1s lease is not spent there.
 	first := opstest.DialV2(t, addr, 10*time.Second, "gate")
 	first.Claim(1, protocol.ModeExclusive, 0, "gate")
-	first.ExpectV2(protocol.TypeGranted, 1, 0)
+	if f := first.ReadV2(); f.Type == protocol.TypeQueued && f.Claim == 1 {
+		first.ExpectV2(protocol.TypePromoted, 1, 0)
+	} else if f.Type != protocol.TypeGranted || f.Claim != 1 {
+		t.Fatalf("CLAIM 1 answered %v, want GRANTED, or QUEUED before the gate", f)
+	}
 	dir := t.TempDir()
 	src, mnt := filepath.Join(dir, "shared"), filepath.Join(dir, "a")
 	for _, d := range []string{src, mnt} {

@@ -12,7 +12,9 @@ import (
 // lock exists exactly while it has a holder: when a claim ends, the
 // waiters at the head of its queue that can now be granted are granted in
 // the same operation, and the head of a queue always conflicts with a
-// holder, so a queue is never left without one.
+// holder, so a queue is never left without one. The one exception is the
+// gate (SetGate): before it, nothing is granted, and a lock may have
+// waiters alone until it opens.
 type Table struct {
 	tokens   TokenSource
 	locks    map[string]*lock
@@ -20,6 +22,10 @@ type Table struct {
 	held     int // claims holding a lock
 	waiters  int // claims in a queue
 	shutdown bool
+	// gate is the first instant at which the table may grant (SetGate);
+	// gated is set until a grant at or after it opened the gate.
+	gate  time.Time
+	gated bool
 }
 
 type session struct {
@@ -145,8 +151,8 @@ func (t *Table) Open(now time.Time, id SessionID, p SessionParams) error {
 
 // Claim adds claim cid of session sid for req. The claim is granted at
 // once when it conflicts with no holder and nobody waits for the name;
-// otherwise it joins the back of the queue, or, with NoWait, is answered
-// Busy and not kept. An answered claim counts as hearing from the session. The errors
+// otherwise, or while the gate is closed (SetGate), it joins the back of
+// the queue, or, with NoWait, is answered Busy and not kept. An answered claim counts as hearing from the session. The errors
 // are claim-level (the session lives on) and change nothing: ErrShutdown,
 // ErrNoSession, a protocol sentinel for an invalid name, ErrInvalidMode,
 // ErrInvalidLimit, ErrClaimExists, ErrModeConflict, ErrLimitMismatch.
@@ -181,7 +187,10 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 		}
 	}
 	s.lastSeen = now
-	if l == nil {
+	// The claims that waited for the gate come first.
+	t.openGate(now, &res)
+	fresh := l == nil
+	if fresh {
 		l = &lock{name: req.Name}
 		if req.Mode == Semaphore {
 			l.limit = req.Limit
@@ -195,14 +204,17 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 	}
 	*c = claim{id: cid, sess: s, lock: l, mode: req.Mode, queuedAt: now}
 	switch {
-	case l.queue.head == nil && l.admits(c.mode):
-		if l.held == 0 {
+	case l.queue.head == nil && l.admits(c.mode) && !t.closed(now):
+		if fresh {
 			t.locks[req.Name] = l
 		}
 		t.grant(now, c, &res)
 	case req.NoWait:
 		return Status{State: Busy, Deadline: s.lastSeen.Add(s.lease)}, res, nil
 	default:
+		if fresh { // waiting for the gate, not for a holder
+			t.locks[req.Name] = l
+		}
 		l.queue.push(c)
 		l.waiters++
 		t.waiters++
@@ -421,9 +433,9 @@ func (t *Table) grant(now time.Time, c *claim, res *Result) {
 // promote grants, in queue order, every waiter at the head of l's queue
 // that conflicts with no holder (so with no earlier waiter either), and
 // deletes l once it has neither holders nor waiters. Nobody is granted
-// after Shutdown.
+// after Shutdown, nor while the gate is closed.
 func (t *Table) promote(now time.Time, l *lock, res *Result) {
-	for !t.shutdown {
+	for !t.shutdown && !t.closed(now) {
 		next := l.queue.head
 		if next == nil || !l.admits(next.mode) {
 			break

@@ -79,8 +79,11 @@ func (t *Table) ForceRelease(now time.Time, name string) (Result, error) {
 	if l == nil {
 		return Result{}, ErrNoLock
 	}
-	if l.held > 1 {
+	switch {
+	case l.held > 1:
 		return Result{}, ErrManyHolders
+	case l.held == 0: // waiters for the gate alone (SetGate)
+		return Result{}, ErrNoHolder
 	}
 	return t.adminEnd(now, l.holders.head, ReasonForce), nil
 }

@@ -1,0 +1,123 @@
+package server_test
+
+import (
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/server"
+)
+
+// TestV2GateHoldsGrantsNotAnswers: in a server's first moments, before
+// its token source may issue (the gate), a version 2 session's answers
+// are not held back, only its grants: WELCOME and PONG arrive at once, a
+// CLAIM the table would grant is QUEUED and PROMOTED once the gate
+// opens, a no-wait one is BUSY, and another session's claim on the same
+// name keeps its place behind it. A server that held every frame of the
+// session until the gate gave a client with a short lease reason to give
+// up its claims (docs/protocol.md, v2 client obligations).
+func TestV2GateHoldsGrantsNotAnswers(t *testing.T) {
+	t.Parallel()
+	const gateIn = 500 * time.Millisecond
+	start := time.Now()
+	ts, g := startGatedServer(t, start.Add(gateIn))
+
+	// before checks that an answer came before the gate.
+	before := func(what string) {
+		t.Helper()
+		at := time.Now()
+		t.Logf("%s after %v (gate at %v)", what, at.Sub(start), gateIn)
+		if !at.Before(g.notBefore) {
+			t.Fatalf("%s arrived %v after the gate, want before it", what, at.Sub(g.notBefore))
+		}
+	}
+	a := ts.dialV2(t, longLease, "a")
+	before("WELCOME")
+	a.mustWrite(protocol.AppendPing(nil, 7))
+	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 7 {
+		t.Fatalf("PING answered %v, want PONG 7", f)
+	}
+	before("PONG")
+	a.mustQueue(1, excl, 0, "g")
+	before("QUEUED")
+	b := ts.dialV2(t, longLease, "b")
+	b.mustQueue(1, excl, 0, "g")
+	before("b's QUEUED")
+	b.mustWrite(noWaitFrame(2, excl, 0, "free"))
+	if f := b.mustReadV2(); f.Type != protocol.TypeBusy || f.Claim != 2 {
+		t.Fatalf("a no-wait CLAIM on a free name before the gate answered %v, want BUSY", f)
+	}
+	before("BUSY")
+	// A RELEASE and a PING behind a queued claim are not held back either.
+	a.mustQueue(2, shrd, 0, "other")
+	a.release(2)
+	a.mustWrite(protocol.AppendPing(nil, 8))
+	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 8 {
+		t.Fatalf("PING answered %v, want PONG 8", f)
+	}
+	before("RELEASED and PONG")
+
+	tokA := a.expectPromoted(1)
+	if at := time.Now(); at.Before(g.notBefore) {
+		t.Fatalf("PROMOTED %v before the gate", g.notBefore.Sub(at))
+	}
+	t.Logf("PROMOTED after %v", time.Since(start))
+	if g.early.Load() {
+		t.Fatal("a token was issued before the gate")
+	}
+	// First come, first served: b's claim, queued after a's, follows it.
+	a.release(1)
+	if tokB := b.expectPromoted(1); tokB <= tokA {
+		t.Fatalf("b's token %d is not above a's %d", tokB, tokA)
+	}
+	// After the gate a claim is granted at once again.
+	a.mustHold(3, excl, 0, "after")
+}
+
+// TestV2GateRange: a range request before the gate (its table has no
+// gate of its own) is answered, GRANTED with a token, once the gate
+// opens, never with a token taken early; the frames read before it in
+// the same write are answered at once.
+func TestV2GateRange(t *testing.T) {
+	t.Parallel()
+	const gateIn = 500 * time.Millisecond
+	start := time.Now()
+	ts, g := startGatedServer(t, start.Add(gateIn))
+
+	a := ts.dialV2(t, longLease, "a")
+	a.mustWrite(append(protocol.AppendPing(nil, 1), rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f")...))
+	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 1 {
+		t.Fatalf("PING answered %v, want PONG 1", f)
+	}
+	at := time.Now()
+	t.Logf("PONG after %v (gate at %v)", at.Sub(start), gateIn)
+	if !at.Before(g.notBefore) {
+		t.Fatalf("PONG arrived %v after the gate, want before it", at.Sub(g.notBefore))
+	}
+	if tok := a.expectRange(1, protocol.RangeGranted).Token; tok == 0 {
+		t.Fatal("range GRANTED without a token")
+	}
+	t.Logf("range GRANTED after %v", time.Since(start))
+	if g.early.Load() {
+		t.Fatal("a token was issued before the gate")
+	}
+}
+
+// startGatedServer starts a server whose token source is a Gate that
+// opens at notBefore. Not startServer: it waits for the gate before
+// serving.
+func startGatedServer(t *testing.T, notBefore time.Time) (*testServer, *gateTokens) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gateTokens{notBefore: notBefore}
+	srv := &server.Server{Tokens: g, Logger: slog.New(slog.DiscardHandler)}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return &testServer{Server: srv, addr: ln.Addr().String(), events: newEventLog()}, g
+}
