@@ -199,6 +199,13 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 // stopTimeout bounds a stopping node's planned leave of the ring.
 const stopTimeout = 20 * time.Second
 
+// leaderlessStopWait is how long a stopping node waits for a leader
+// before it gives up its planned leave: when every node is stopped at
+// once, the last ones have no quorum, and a leave that cannot be
+// committed would only delay their shutdown to stopTimeout. It covers
+// an election at Raft's default timeouts (1 s) with room to spare.
+const leaderlessStopWait = 3 * time.Second
+
 // leave is the planned part of a SIGTERM: the node hands its names over
 // and leaves the ring, staying a Raft voter (cluster.Node.Stop); started
 // again on its data directory it comes back into the ring. If that fails
@@ -212,11 +219,38 @@ func (c *clusterRuntime) leave() {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
+	go cancelWithoutLeader(ctx, cancel, n.Leader)
 	if err := n.Stop(ctx); err != nil {
 		c.logger.Warn("could not hand this node's names over before stopping; they are held until it comes back or is removed", "err", err)
 		return
 	}
 	c.logger.Info("names handed over; left the ring until this node starts again", "took", time.Since(start).Round(time.Millisecond))
+}
+
+// cancelWithoutLeader calls cancel once leader has reported no leader
+// for leaderlessStopWait without a break, or returns when ctx ends.
+func cancelWithoutLeader(ctx context.Context, cancel context.CancelFunc, leader func() (cluster.Member, bool)) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var since time.Time // when the node was last seen without a leader, from the start of the gap
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if _, ok := leader(); ok {
+				since = time.Time{}
+				continue
+			}
+			if since.IsZero() {
+				since = now
+			}
+			if now.Sub(since) >= leaderlessStopWait {
+				cancel()
+				return
+			}
+		}
+	}
 }
 
 // shutdown stops Raft (the node stays a member: restarted with its data
