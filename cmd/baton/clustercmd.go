@@ -75,22 +75,9 @@ func clusterFlags(sub string, stderr io.Writer) (*flagSet, *clusterCmdConfig) {
 }
 
 func runCluster(args []string, stdout, stderr io.Writer) int {
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "baton cluster: "+format+"\n", a...)
-		fmt.Fprintf(stderr, "Usage: %s\nRun 'baton cluster -h' for more.\n", clusterSynopsis)
-		return exitUsage
-	}
-	if len(args) == 0 {
-		return usage("missing subcommand")
-	}
-	sub := args[0]
-	switch sub {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(stdout, "Usage: %s\n%s", clusterSynopsis, clusterHelp)
-		return exitOK
-	case "status", "join", "leave", "remove":
-	default:
-		return usage("unknown subcommand %q", sub)
+	sub, usage, code := subcommand("cluster", clusterSynopsis, clusterHelp, clusterSubcommands, args, stdout, stderr)
+	if code >= 0 {
+		return code
 	}
 	fs, cfg := clusterFlags(sub, stderr)
 	if code := fs.parseOrExit(args[1:], stdout, stderr); code >= 0 {

@@ -49,22 +49,9 @@ func dirlockFlags(sub string, stderr io.Writer) (*flagSet, *bool) {
 }
 
 func runDirlock(args []string, stdout, stderr io.Writer) int {
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "baton dirlock: "+format+"\n", a...)
-		fmt.Fprintf(stderr, "Usage: %s\nRun 'baton dirlock -h' for more.\n", dirlockSynopsis)
-		return exitUsage
-	}
-	if len(args) == 0 {
-		return usage("missing subcommand")
-	}
-	sub := args[0]
-	switch sub {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(stdout, "Usage: %s\n%s", dirlockSynopsis, dirlockHelp)
-		return exitOK
-	case "status", "break":
-	default:
-		return usage("unknown subcommand %q", sub)
+	sub, usage, code := subcommand("dirlock", dirlockSynopsis, dirlockHelp, dirlockSubcommands, args, stdout, stderr)
+	if code >= 0 {
+		return code
 	}
 	fs, force := dirlockFlags(sub, stderr)
 	if code := fs.parseOrExit(args[1:], stdout, stderr); code >= 0 {

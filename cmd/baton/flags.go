@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -125,4 +126,28 @@ func checkHostPort(addr string) error {
 		return fmt.Errorf("address %q: port %q is not a number from 1 to 65535", addr, port)
 	}
 	return nil
+}
+
+// subcommand reads the subcommand of 'baton CMD SUB [flags]' from args:
+// -h prints the synopsis and help, a missing or unknown subcommand a usage
+// error. code is the exit status when the command is over, else -1; usage
+// reports the command's later usage errors the same way.
+func subcommand(cmd, synopsis, help string, subs, args []string, stdout, stderr io.Writer) (sub string, usage func(format string, a ...any) int, code int) {
+	usage = func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "baton "+cmd+": "+format+"\n", a...)
+		fmt.Fprintf(stderr, "Usage: %s\nRun 'baton %s -h' for more.\n", synopsis, cmd)
+		return exitUsage
+	}
+	if len(args) == 0 {
+		return "", usage, usage("missing subcommand")
+	}
+	sub = args[0]
+	switch {
+	case sub == "-h" || sub == "-help" || sub == "--help" || sub == "help":
+		fmt.Fprintf(stdout, "Usage: %s\n%s", synopsis, help)
+		return sub, usage, exitOK
+	case !slices.Contains(subs, sub):
+		return sub, usage, usage("unknown subcommand %q", sub)
+	}
+	return sub, usage, -1
 }
