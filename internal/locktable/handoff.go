@@ -216,6 +216,10 @@ func (t *Table) importClaim(now time.Time, l *lock, cs ClaimState) *claim {
 	if s == nil {
 		s = &session{id: cs.Session, lease: cs.Lease, lastSeen: now.Add(-cs.Idle), peer: cs.Peer, label: cs.Label, v1: cs.V1}
 		t.sessions[cs.Session] = s
+		if o, ok := t.importing[cs.Session]; ok {
+			s.origin = &o
+			t.detached[o] = s.id
+		}
 	}
 	var c *claim
 	if s.v1 {

@@ -26,6 +26,10 @@ type Table struct {
 	// gated is set until a grant at or after it opened the gate.
 	gate  time.Time
 	gated bool
+	// detached maps an origin to its detached session (detached.go);
+	// importing, set during ImportDetached, the origins of its sessions.
+	detached  map[Origin]SessionID
+	importing map[SessionID]Origin
 }
 
 type session struct {
@@ -35,6 +39,9 @@ type session struct {
 	peer     Peer
 	label    string
 	v1       bool // one claim: its end ends the session
+	// origin is set on a detached session: the client session it stands
+	// for, on another node (detached.go).
+	origin *Origin
 	// A session's first claim lives in one, the others in claims, so a
 	// version 1 session (one claim) has no map.
 	one    *claim
@@ -131,6 +138,7 @@ func New(tokens TokenSource) *Table {
 		tokens:   tokens,
 		locks:    map[string]*lock{},
 		sessions: map[SessionID]*session{},
+		detached: map[Origin]SessionID{},
 	}
 }
 
@@ -444,7 +452,9 @@ func (t *Table) promote(now time.Time, l *lock, res *Result) {
 		l.waiters--
 		t.waiters--
 		t.grant(now, next, res)
-		res.send(Send{Kind: SendAcquired, Session: next.sess.id, Claim: next.id, Token: next.token})
+		if next.sess.origin == nil { // a detached claim learns it at Adopt
+			res.send(Send{Kind: SendAcquired, Session: next.sess.id, Claim: next.id, Token: next.token})
+		}
 	}
 	if l.held == 0 && l.waiters == 0 && t.locks[l.name] == l {
 		delete(t.locks, l.name)
@@ -488,6 +498,9 @@ func (t *Table) closeSession(now time.Time, s *session, reason Reason, res *Resu
 		t.end(now, s.get(id), reason, res)
 	}
 	delete(t.sessions, s.id)
+	if s.origin != nil {
+		delete(t.detached, *s.origin)
+	}
 }
 
 func (q *claims) push(c *claim) {
