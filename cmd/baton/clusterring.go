@@ -1,6 +1,9 @@
 package main
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/batonlock/baton/cluster"
 	"github.com/batonlock/baton/server"
 )
@@ -29,6 +32,7 @@ func (c *clusterRuntime) RingView() server.RingView {
 			view.Members = append(view.Members, server.RingMember{ID: id, InRing: true})
 		}
 	}
+	slices.SortFunc(view.Members, func(a, b server.RingMember) int { return strings.Compare(a.ID, b.ID) })
 	return view
 }
 
