@@ -123,6 +123,20 @@ func namesOwnedBy(ids []string, id string, count int) []string {
 	return out
 }
 
+// openTestSession opens a session of c with a 5 s lease, closed at the
+// end of the test, and returns it with a context of 10 s for the test.
+func openTestSession(t *testing.T, c *Client) (context.Context, *Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second, Label: "routed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return ctx, s
+}
+
 // TestRouterClaimsGoToOwners: a routed session connected to n1 sends
 // each claim to the node the ring gives its name, and keeps one session
 // per owner node.
@@ -130,13 +144,7 @@ func TestRouterClaimsGoToOwners(t *testing.T) {
 	ids := []string{"n1", "n2", "n3"}
 	nodes := startRing(t, ids...)
 	c := New(Config{Address: nodes["n1"].addr, Routing: RoutingDirect})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second, Label: "routed"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openTestSession(t, c)
 	for _, id := range ids {
 		for _, name := range namesOwnedBy(ids, id, 3) {
 			cl, err := s.Acquire(ctx, name, Exclusive)
@@ -169,13 +177,7 @@ func TestRouterPlainByDefault(t *testing.T) {
 	ids := []string{"n1", "n2"}
 	nodes := startRing(t, ids...)
 	c := New(DefaultConfig(nodes["n1"].addr))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openTestSession(t, c)
 	name := namesOwnedBy(ids, "n2", 1)[0]
 	cl, err := s.Acquire(ctx, name, Exclusive)
 	if err != nil {
@@ -234,13 +236,7 @@ func TestRouterFallback(t *testing.T) {
 	ids := []string{"n1", "n2"}
 	nodes := startRing(t, ids...)
 	c := New(Config{Address: nodes["n1"].addr, Routing: RoutingDirect})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openTestSession(t, c)
 	names := namesOwnedBy(ids, "n2", 2)
 	held, err := s.Acquire(ctx, names[0], Exclusive)
 	if err != nil {
@@ -277,13 +273,7 @@ func TestRouterNotOwnerAsksAgain(t *testing.T) {
 	ids := []string{"n1", "n2"}
 	nodes, views := startRingView(t, ids...)
 	c := New(Config{Address: nodes["n1"].addr, Routing: RoutingDirect})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openTestSession(t, c)
 	name := namesOwnedBy(ids, "n2", 1)[0]
 	// n2 left the ring; the session's view (version 1) does not know yet.
 	views.set(2, nodes, "n1")
@@ -309,13 +299,7 @@ func TestRouterWatch(t *testing.T) {
 	ids := []string{"n1", "n2"}
 	nodes, views := startRingView(t, ids...)
 	c := New(Config{Address: nodes["n1"].addr, Routing: RoutingDirect})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openTestSession(t, c)
 	if v := c.rc.version(); v != 1 {
 		t.Fatalf("ring version %d after OpenSession, want 1", v)
 	}
