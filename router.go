@@ -259,8 +259,8 @@ type ringWatch struct {
 	buf     []byte
 	members []ringMember
 	lease   time.Duration
-	heard   time.Time // when the last frame arrived
-	pinged  bool      // a PING is unanswered
+	sent    time.Time // when the client last sent a frame
+	pinged  time.Time // when the unanswered PING was sent; zero if none
 	seq     uint64
 }
 
@@ -281,7 +281,8 @@ func (c *Client) openRingWatch(ctx context.Context, addr string, lease time.Dura
 	b := protocol.AppendPreamble(nil)
 	b = protocol.AppendHello(b, protocol.LeaseMS(lease), ringLabel)
 	b = protocol.AppendRing(b, flags)
-	conn.SetDeadline(time.Now().Add(min(lease, ringAskTimeout)))
+	sent := time.Now()
+	conn.SetDeadline(sent.Add(min(lease, ringAskTimeout)))
 	var f protocol.Frame
 	if _, err = conn.Write(b); err == nil {
 		f, err = protocol.ReadHelloAnswer(conn)
@@ -299,13 +300,14 @@ func (c *Client) openRingWatch(ctx context.Context, addr string, lease time.Dura
 		conn.Close()
 		return nil, err
 	}
-	return &ringWatch{conn: conn, buf: make([]byte, 0, 2*protocol.MaxFrameSize), lease: lease, heard: time.Now()}, nil
+	return &ringWatch{conn: conn, buf: make([]byte, 0, 2*protocol.MaxFrameSize), lease: lease, sent: sent}, nil
 }
 
-// next reads until the next RINGEND and returns the ring it closes. A
-// watching session PINGs a quarter lease after the last frame it heard,
-// and gives up at 0.8 of a lease without one; next returns at deadline
-// when it is not zero. An empty ring is errNotCluster.
+// next reads until the next RINGEND and returns the ring it closes. It
+// keeps the session alive as a version 2 client does: a PING a quarter
+// lease after the last frame it sent, and it gives up 0.8 of a lease
+// after a PING without its PONG. It returns at deadline when that is not
+// zero. An empty ring is errNotCluster.
 func (w *ringWatch) next(deadline time.Time) (version uint64, members []ringMember, pushed bool, err error) {
 	for {
 		for {
@@ -331,7 +333,10 @@ func (w *ringWatch) next(deadline time.Time) (version uint64, members []ringMemb
 				}
 				return f.RingVersion(), members, f.Flags&protocol.RingPushed != 0, nil
 			case protocol.TypePong:
-				w.pinged = false
+				if w.pinged.IsZero() || f.Seq != w.seq {
+					return 0, nil, false, ErrProtocolViolation
+				}
+				w.pinged = time.Time{}
 			case protocol.TypeSessionError:
 				return 0, nil, false, &ServerError{Code: f.Code, Reason: f.Reason}
 			default:
@@ -339,12 +344,12 @@ func (w *ringWatch) next(deadline time.Time) (version uint64, members []ringMemb
 			}
 		}
 		now := time.Now()
-		if now.Sub(w.heard) > w.lease*4/5 {
-			return 0, nil, false, ErrHeartbeatTimeout
-		}
-		wake := w.heard.Add(w.lease / 4)
-		if w.pinged {
-			wake = w.heard.Add(w.lease * 4 / 5)
+		wake := w.sent.Add(w.lease / 4)
+		if !w.pinged.IsZero() {
+			if now.Sub(w.pinged) > w.lease*4/5 {
+				return 0, nil, false, ErrHeartbeatTimeout
+			}
+			wake = w.pinged.Add(w.lease * 4 / 5)
 		}
 		if !deadline.IsZero() && deadline.Before(wake) {
 			wake = deadline
@@ -352,20 +357,18 @@ func (w *ringWatch) next(deadline time.Time) (version uint64, members []ringMemb
 		w.conn.SetReadDeadline(wake)
 		k, err := w.conn.Read(w.buf[len(w.buf):cap(w.buf)])
 		w.buf = w.buf[:len(w.buf)+k]
-		if k > 0 {
-			w.heard = time.Now()
-		}
 		var ne net.Error
 		switch {
 		case err == nil:
 		case errors.As(err, &ne) && ne.Timeout():
-			if !deadline.IsZero() && !time.Now().Before(deadline) {
+			now := time.Now()
+			if !deadline.IsZero() && !now.Before(deadline) {
 				return 0, nil, false, err
 			}
-			if !w.pinged {
+			if w.pinged.IsZero() && !now.Before(w.sent.Add(w.lease/4)) {
 				w.seq++
-				w.pinged = true
-				w.conn.SetWriteDeadline(time.Now().Add(w.lease / 4))
+				w.sent, w.pinged = now, now
+				w.conn.SetWriteDeadline(now.Add(w.lease / 4))
 				if _, err := w.conn.Write(protocol.AppendPing(nil, w.seq)); err != nil {
 					return 0, nil, false, err
 				}

@@ -26,6 +26,8 @@ type ringNode struct {
 	mu      sync.Mutex
 	granted map[string]int
 	refuse  map[string]bool // names answered not-owner
+
+	disconnects int
 }
 
 func (n *ringNode) Route(name string, _ time.Duration, _ bool) server.Route {
@@ -39,10 +41,13 @@ func (n *ringNode) Route(name string, _ time.Duration, _ bool) server.Route {
 func (n *ringNode) RecordLease(time.Duration) bool { return true }
 func (n *ringNode) RingView() server.RingView      { return n.view() }
 func (n *ringNode) Observe(e server.Event) {
-	if e.Kind == server.EventGranted {
-		n.mu.Lock()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch e.Kind {
+	case server.EventGranted:
 		n.granted[e.Lock]++
-		n.mu.Unlock()
+	case server.EventDisconnected:
+		n.disconnects++
 	}
 }
 
@@ -319,5 +324,32 @@ func TestRouterWatch(t *testing.T) {
 	defer cl.Release(ctx)
 	if n1, n2 := nodes["n1"].grants(name), nodes["n2"].grants(name); n1 != 1 || n2 != 0 {
 		t.Errorf("grants n1 %d, n2 %d; want the claim on n1, the only member of ring 2", n1, n2)
+	}
+}
+
+// TestRouterWatchKeepsAlive: the session that watches the ring PINGs on
+// the schedule of the frames it sends, not of those it receives: pushes
+// a quarter lease apart do not let the node expire it.
+func TestRouterWatchKeepsAlive(t *testing.T) {
+	nodes := startRing(t, "n1", "n2")
+	c := New(Config{Address: nodes["n1"].addr, Routing: RoutingDirect})
+	const lease = 400 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.OpenSession(ctx, SessionOptions{Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	for time.Since(start) < 4*lease { // bounded: 4 leases of pushes
+		nodes["n1"].srv.RingChanged()
+		time.Sleep(lease / 5)
+	}
+	nodes["n1"].mu.Lock()
+	d := nodes["n1"].disconnects
+	nodes["n1"].mu.Unlock()
+	if d != 0 || s.Err() != nil {
+		t.Errorf("%d connections of n1 closed in %v of pushes (session: %v); want none", d, time.Since(start), s.Err())
 	}
 }
