@@ -147,3 +147,19 @@ func TestRingKeepsLease(t *testing.T) {
 		c.expectRing(server.RingView{}, 0)
 	}
 }
+
+// TestRingRelayingSession: on a session whose claims are relayed, RING
+// is answered in order behind the relayed claim's answer.
+func TestRingRelayingSession(t *testing.T) {
+	_, relay := startRelayPair(t, nil)
+	c := relay.dialV2(t, longLease, "relayed")
+	b := claimFrame(1, protocol.ModeExclusive, 0, "relayed-name")
+	b = protocol.AppendRing(b, 0)
+	b = protocol.AppendPing(b, 3)
+	c.mustWrite(b)
+	c.expect(protocol.TypeGranted, 1)
+	c.expectRing(server.RingView{}, 0)
+	if f := c.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 3 {
+		t.Fatalf("got %v, want PONG(3)", f)
+	}
+}
