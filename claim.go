@@ -258,6 +258,14 @@ func (s *Session) TryAcquire(ctx context.Context, name string, m Mode) (*Claim, 
 }
 
 func (s *Session) claim(ctx context.Context, name string, m Mode, noWait bool) (*Claim, error) {
+	if s.rt != nil {
+		return s.rt.claim(ctx, name, m, noWait)
+	}
+	return s.claimHere(ctx, name, m, noWait)
+}
+
+// claimHere is claim on this session's own connection.
+func (s *Session) claimHere(ctx context.Context, name string, m Mode, noWait bool) (*Claim, error) {
 	if err := protocol.ValidateName(name); err != nil {
 		return nil, err
 	}

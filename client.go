@@ -27,6 +27,16 @@ type Config struct {
 	// slow the link, heartbeats are not sent more often than this. Zero
 	// means 100ms. It is never above lease/4.
 	MinHeartbeatInterval time.Duration
+	// Nodes are further addresses of the same cluster (docs/cluster.md):
+	// a connection that cannot be made to Address is made to the first of
+	// them that accepts it, and with Nodes the client routes by default
+	// (see Routing).
+	Nodes []string
+	// Routing says whether the client learns a cluster's ring and sends
+	// each claim to its name's owner directly (router.go). The zero value,
+	// RoutingAuto, routes when Nodes is set or the server says it is a
+	// cluster node.
+	Routing Routing
 }
 
 // DefaultConfig returns a Config for the server at address with every
@@ -39,6 +49,7 @@ func DefaultConfig(address string) Config { return Config{Address: address} }
 type Client struct {
 	cfg        Config
 	minBackoff time.Duration // DoRetry's first backoff; 0 means minBackoff (tests set it)
+	rc         ringCache     // the cluster's ring, when the client routes (router.go)
 }
 
 // New returns a Client for cfg.
@@ -80,12 +91,9 @@ func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, 
 	if err := protocol.ValidateLease(lease); err != nil {
 		return nil, err
 	}
-	conn, err := c.cfg.Dialer.DialContext(ctx, "tcp", c.cfg.Address)
+	conn, err := c.dialFor(ctx, name, lease)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &dialError{err}
+		return nil, err
 	}
 	l := &Lock{
 		name:       name,

@@ -90,6 +90,10 @@ type Session struct {
 	closeArmed bool
 	holding    int       // after a give-up: held claims whose work has not stopped
 	ranges     rangeReqs // range-lock requests awaiting answers (rangelock.go)
+
+	addr         string  // the address the session is connected to
+	welcomeFlags uint8   // WELCOME's flags
+	rt           *router // sends claims to their owners (router.go); nil for a plain session
 }
 
 // OpenSession opens a version 2 session with the server: it connects,
@@ -101,21 +105,29 @@ type Session struct {
 // opening gives a *ServerError; one that speaks version 1 only makes a
 // fallen-back Session (see Session).
 func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session, error) {
+	s, err := c.openSession(ctx, opts, "")
+	if err != nil {
+		return nil, err
+	}
+	c.route(ctx, s)
+	return s, nil
+}
+
+// openSession is OpenSession with the server at addr, without routing;
+// "" means Address (or, with Nodes, the first that accepts a connection).
+func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr string) (*Session, error) {
 	if err := protocol.ValidateLease(opts.Lease); err != nil {
 		return nil, err
 	}
 	if len(opts.Label) > protocol.MaxLabelLen || !utf8.ValidString(opts.Label) {
 		return nil, protocol.ErrInvalidLabel
 	}
-	conn, err := c.cfg.Dialer.DialContext(ctx, "tcp", c.cfg.Address)
+	conn, addr, err := c.dialNode(ctx, addr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &dialError{err}
+		return nil, err
 	}
 	s := &Session{
-		c: c, opts: opts, conn: conn,
+		c: c, opts: opts, conn: conn, addr: addr,
 		lost:   make(chan struct{}),
 		rdone:  make(chan struct{}),
 		rule:   clientrule.NewSession(opts.Lease, c.cfg.MinHeartbeatInterval),
@@ -140,7 +152,7 @@ func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session
 		conn.Close()
 		return nil, &ServerError{Code: f.Code, Reason: f.Reason}
 	}
-	s.id = f.Session
+	s.id, s.welcomeFlags = f.Session, f.Flags
 	s.br = bufio.NewReaderSize(conn, 4096)
 	s.mu.Lock()
 	s.schedulePing()
@@ -236,6 +248,9 @@ func (s *Session) CloseBy() time.Time {
 // stopped. It is idempotent. It returns why the session had ended before,
 // or nil.
 func (s *Session) Close() error {
+	if s.rt != nil {
+		s.rt.close()
+	}
 	s.mu.Lock()
 	prev := s.err
 	if s.v1 {

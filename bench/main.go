@@ -142,7 +142,7 @@ func main() {
 	}
 	quick := flag.Bool("quick", false, "smoke run: small counts, under 2 minutes")
 	out := flag.String("out", "", "output directory (default: ../docs/benchmarks, or results/tmp with -quick)")
-	only := flag.String("systems", "", "comma-separated systems to run (default: all): baton,baton-session,baton-cluster,baton-cluster-owner,redis,etcd,postgres,zookeeper")
+	only := flag.String("systems", "", "comma-separated systems to run (default: all): baton,baton-session,baton-cluster,baton-cluster-owner,baton-cluster-routed,baton-cluster-session,baton-cluster-session-routed,redis,etcd,postgres,zookeeper")
 	noCap := flag.Bool("no-capacity", false, "skip scenario 5 (capacity)")
 	batonBin := flag.String("baton-bin", "", "baton binary to benchmark (default: build ../cmd/baton)")
 	reportOnly := flag.Bool("report-only", false, "rewrite results.md and the charts in -out from its results.json, without running anything")

@@ -106,6 +106,7 @@ func lockKey(name string) int64 {
 
 func allSystems() []*system {
 	return []*system{batonSystem(), batonSessionSystem(), batonClusterSystem(false), batonClusterSystem(true),
+		batonClusterRoutedSystem(), batonClusterSessionSystem(false), batonClusterSessionSystem(true),
 		redisSystem(), etcdSystem(), postgresSystem(), zookeeperSystem()}
 }
 

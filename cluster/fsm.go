@@ -281,13 +281,13 @@ func (f *fsm) apply(c *command) applyResult {
 		return applyResult{Error: fmt.Sprintf("cluster: unknown command %q", c.Op)}
 	}
 	after := md.ring()
-	if slices.Equal(before.members, after.members) {
+	if slices.Equal(before.Members(), after.Members()) {
 		return applyResult{}
 	}
 	md.RingVersion++
 	md.RingCommittedAt = c.At
-	f.ringCommitted(after.members)
-	f.setRing(NewRing(md.RingVersion, after.members), c.At)
+	f.ringCommitted(after.Members())
+	f.setRing(NewRing(md.RingVersion, after.Members()), c.At)
 	f.committedPrior = nil
 	return applyResult{}
 }

@@ -81,13 +81,13 @@ func (p *Pending) Ring() *Ring { return NewRing(p.Version, p.Members) }
 func priorOwners(cur *Ring, next []string) []string {
 	nr := NewRing(0, next)
 	joined := false
-	for _, id := range nr.members {
+	for _, id := range nr.Members() {
 		if !cur.Has(id) {
 			joined = true
 		}
 	}
 	var out []string
-	for _, id := range cur.members {
+	for _, id := range cur.Members() {
 		if joined || !nr.Has(id) {
 			out = append(out, id)
 		}
@@ -106,16 +106,16 @@ func (f *fsm) applyPending(c *command) applyResult {
 	cur := md.ring()
 	next := NewRing(md.RingVersion+1, c.Pending.Members)
 	if p := md.Pending; p != nil {
-		if slices.Equal(p.Members, next.members) {
+		if slices.Equal(p.Members, next.Members()) {
 			return applyResult{RingVersion: p.Version}
 		}
 		return applyResult{Error: fmt.Sprintf("%s: ring version %d (member %s) is being handed over", errChangeInProgress, p.Version, p.Member)}
 	}
-	if slices.Equal(cur.members, next.members) {
+	if slices.Equal(cur.Members(), next.Members()) {
 		return applyResult{Error: "cluster: the pending ring is the current one"}
 	}
 	md.Pending = &Pending{Version: next.Version(), Members: next.Members(), Member: c.Pending.Member,
-		Prior: priorOwners(cur, next.members), ProposedAt: c.At}
+		Prior: priorOwners(cur, next.Members()), ProposedAt: c.At}
 	f.pendingChanged()
 	return applyResult{RingVersion: next.Version()}
 }
@@ -332,7 +332,7 @@ func (n *Node) handOff(ctx context.Context) (time.Duration, error) {
 	// Every member that gains names from this one: the joiner, or, for
 	// this node's own leave, every other member.
 	var to []string
-	for _, id := range next.members {
+	for _, id := range next.Members() {
 		if id != self && (!ring.Has(id) || !next.Has(self)) {
 			to = append(to, id)
 		}
@@ -435,7 +435,7 @@ func (n *Node) proposeChange(ctx context.Context, members []string, member strin
 	deadline := time.Now().Add(n.handoffTimeout())
 	for attempt := 0; ; attempt++ {
 		md, _ := n.fsm.read()
-		if slices.Equal(md.ring().members, NewRing(0, members).members) {
+		if slices.Equal(md.ring().Members(), NewRing(0, members).Members()) {
 			return commit() // committed before (a retried request)
 		}
 		res, err := n.applyLocalResult(command{Op: opPending, Pending: &Pending{Members: members, Member: member}, At: n.cfg.Now()}, timeout)

@@ -89,7 +89,7 @@ func (n *Node) ringChanged(prev, cur *Ring) {
 		// With rendezvous hashing this node gains names exactly when it
 		// enters the ring or another member leaves it.
 		gained = !prev.Has(n.cfg.ID)
-		for _, id := range prev.members {
+		for _, id := range prev.Members() {
 			if !cur.Has(id) {
 				gained = true
 			}

@@ -42,6 +42,12 @@ func (t Type) String() string {
 		return "RANGE"
 	case TypeRangeAnswer:
 		return "ANSWER"
+	case TypeRing:
+		return "RING"
+	case TypeRingMember:
+		return "MEMBER"
+	case TypeRingEnd:
+		return "RINGEND"
 	case TypeHello:
 		return "HELLO"
 	case TypePing:

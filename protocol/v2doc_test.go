@@ -61,7 +61,9 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 			case "key":
 				f.Name = s
 			default:
-				t.Fatalf("%s: unknown string field %s", name, key)
+				if !ringExampleString(&f, key, s) {
+					t.Fatalf("%s: unknown string field %s", name, key)
+				}
 			}
 			continue
 		}
@@ -98,7 +100,7 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 		case "code":
 			f.Code = protocol.Code(n)
 		default:
-			if rangeExampleField(&f, key, n) {
+			if rangeExampleField(&f, key, n) || ringExampleField(&f, key, n) {
 				continue
 			}
 			t.Fatalf("%s: unknown field %s", name, key)

@@ -61,6 +61,8 @@ func (f Frame) String() string {
 		return fmt.Sprintf("%v(%d 0x%02x %q)", f.Type, f.Claim, uint8(f.Code), f.Reason)
 	case TypeRange, TypeRangeAnswer:
 		return rangeString(f)
+	case TypeRing, TypeRingMember, TypeRingEnd:
+		return ringString(f)
 	case TypeSessionError, TypeError:
 		return fmt.Sprintf("ERROR(0x%02x %q)", uint8(f.Code), f.Reason)
 	}
@@ -124,6 +126,8 @@ func AppendFrame(b []byte, f Frame) []byte {
 		b = appendString8(b, f.Reason)
 	case TypeRange, TypeRangeAnswer:
 		b = appendRangeFields(b, f)
+	case TypeRing, TypeRingMember, TypeRingEnd:
+		b = appendRingFields(b, f)
 	}
 	be.PutUint16(b[start:], uint16(len(b)-start-FrameHeaderLen))
 	return b
@@ -393,7 +397,7 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 	p := body[1:]
 	be := binary.BigEndian
 	switch f.Type {
-	case TypeHello, TypePing, TypeClaim, TypeRelease, TypeRange:
+	case TypeHello, TypePing, TypeClaim, TypeRelease, TypeRange, TypeRing:
 		switch {
 		case kind == fromServer:
 			return f, fmt.Errorf("%w: client frame type 0x%02x from the server", ErrUnknownMessage, uint8(f.Type))
@@ -403,7 +407,8 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 			return f, ErrDuplicateHello
 		}
 	case TypeWelcome, TypePong, TypeGranted, TypeQueued, TypeBusy, TypePromoted,
-		TypeReleased, TypeRefused, TypeRevoked, TypeSessionError, TypeRangeAnswer:
+		TypeReleased, TypeRefused, TypeRevoked, TypeSessionError, TypeRangeAnswer,
+		TypeRingMember, TypeRingEnd:
 		if kind != fromServer {
 			return f, fmt.Errorf("%w: server frame type 0x%02x from the client", ErrUnknownMessage, uint8(f.Type))
 		}
@@ -414,6 +419,8 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 	switch f.Type {
 	case TypeRange, TypeRangeAnswer:
 		return decodeRange(f, p)
+	case TypeRing, TypeRingMember, TypeRingEnd:
+		return decodeRing(f, p)
 	case TypeHello:
 		if len(p) < helloFixedLen {
 			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), helloFixedLen)

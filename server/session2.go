@@ -53,6 +53,8 @@ type v2conn struct {
 	// rel is set (under omu) by the session's first relayed claim: its
 	// frames then pass through an ordered outbox (relay2.go).
 	rel atomic.Pointer[relayState]
+	// ringWatch is set by a RING with the watch flag (ring2.go).
+	ringWatch atomic.Bool
 }
 
 // appendOut appends the answers built by add to the pending output,
@@ -355,6 +357,10 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		if f.Type == protocol.TypePing {
 			srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: s.peer, Protocol: protocol.Version2, Session: s.id})
 			v.appendOut(s, func(b []byte) []byte { return protocol.AppendPong(b, f.Seq) })
+			continue
+		}
+		if f.Type == protocol.TypeRing {
+			s.answerRing(f)
 			continue
 		}
 		if !locked {

@@ -80,6 +80,7 @@ func advertised(bound, host string) string {
 // metrics.
 func (c *clusterRuntime) event(e cluster.Event) {
 	c.changes.WithLabelValues(string(e.Kind)).Inc()
+	c.ringChanged(e)
 	if e.Kind != cluster.EventRing { // the node logs the rings it applies
 		c.logger.Info("cluster membership", "change", string(e.Kind), "member", e.Member.ID, "member_state", e.Member.State,
 			"log_index", e.Index, "replayed", e.Replayed)
