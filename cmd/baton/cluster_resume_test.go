@@ -99,3 +99,95 @@ func dialResumable(t *testing.T, n *clusterProc, lease time.Duration) resumable 
 	}
 	return resumable{v2sess: &v2sess{Conn: c, via: n.id, session: w.Session}, w: w}
 }
+
+// kill -9 of the node that owns a name: once it is removed, the name's
+// new owner, warming up, accepts the holder's re-assertion with its old
+// token, and grants nobody else the name meanwhile.
+func TestClusterReassertAfterOwnerKilled(t *testing.T) {
+	nodes := startCluster(t)
+	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
+	var victim *clusterProc
+	var live []*clusterProc
+	for _, id := range []string{"n1", "n2", "n3"} {
+		if victim == nil && id != st.Leader {
+			victim = nodes[id]
+		} else {
+			live = append(live, nodes[id])
+		}
+	}
+	const lease = 8 * time.Second
+	name := nameOwnedBy(t, victim.id, "takeover")
+	for range 2 {
+		probe, _ := waitGrant(t, victim.addr, name, lease)
+		probe.Close()
+		waitFree(t, victim, name)
+	}
+	a := dialResumable(t, victim, lease)
+	var id uint32
+	f := a.claimV2(t, &id, name)
+	if f.Type != protocol.TypeGranted {
+		t.Fatalf("%s at %s: %v", name, victim.id, f)
+	}
+	tok := f.Token
+
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.exited
+	killed := time.Now()
+	if code, out, errOut := cli("cluster", "remove", "--admin", live[1].admin, victim.id); code != 0 {
+		t.Fatalf("baton cluster remove = %d, %q, %q", code, out, errOut)
+	}
+	// The client re-asserts through a live node until the new owner has
+	// the ring and an epoch (0x05 and 0x03 say: again, on a fresh
+	// session).
+	var b resumable
+	for attempt := 0; ; attempt++ {
+		if time.Since(killed) > 2*opstest.Timeout {
+			t.Fatalf("re-assertion not accepted within %v", 2*opstest.Timeout)
+		}
+		b = dialResumable(t, live[0], lease)
+		b.Send(protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeClaim, Claim: id, Flags: protocol.ClaimReassert,
+			Mode: protocol.ModeExclusive, Name: name, Token: tok, Ring: b.w.Ring, Session: a.w.Session, Secret: a.w.Secret, Node: a.w.Node}))
+		f := b.ReadV2()
+		if f.Type == protocol.TypeGranted && f.Token == tok {
+			t.Logf("owner %s killed and removed; the holder re-asserted through %s %v later (attempt %d), token %d unchanged",
+				victim.id, live[0].id, time.Since(killed).Round(time.Millisecond), attempt, tok)
+			break
+		}
+		if f.Type != protocol.TypeRefused || (f.Code != protocol.CodeStaleRing && f.Code != protocol.CodeNotOwner) {
+			t.Fatalf("re-assertion answered %v, want GRANTED(%d) or a retry", f, tok)
+		}
+		b.Close()
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Nobody else gets the name while the holder keeps it.
+	w := opstest.Dial(t, live[1].addr)
+	w.Acquire(name, lease)
+	w.Expect(protocol.TypeWaiting, 0)
+	for range 5 {
+		b.ping(t)
+		w.Heartbeat()
+		w.Expect(protocol.TypeWaiting, 0)
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.Send(protocol.AppendRelease(nil, id))
+	b.ExpectV2(protocol.TypeReleased, id, 0)
+	// The waiter is granted once the warm-up is over, above the old token.
+	deadline := time.Now().Add(2 * opstest.Timeout)
+	for {
+		w.Heartbeat()
+		f := w.Read()
+		if f.Type == protocol.TypeAcquired {
+			if f.Token <= tok {
+				t.Errorf("the next holder's token %d is not above the re-asserted %d", f.Token, tok)
+			}
+			t.Logf("next grant %v after the kill", time.Since(killed).Round(time.Millisecond))
+			break
+		}
+		if f.Type != protocol.TypeWaiting || time.Now().After(deadline) {
+			t.Fatalf("waiter: %v", f)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
