@@ -74,6 +74,7 @@ func TestMetricsResume(t *testing.T) {
 	tok := s.ExpectV2(protocol.TypeGranted, 1, 0).Token
 	s.Close()
 	f.rec.WaitCount(t, server.EventSessionKept, 1)
+	f.rec.WaitCount(t, server.EventDisconnected, 1) // the connection is gone, its claims stay
 	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
 		"baton_sessions_kept":                        1,
 		"baton_sessions_kept_total":                  1,
