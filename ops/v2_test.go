@@ -63,6 +63,12 @@ func TestMetricsV2(t *testing.T) {
 // by result.
 func TestMetricsResume(t *testing.T) {
 	f := start(t)
+	// A version 1 ACQUIRE waits out the token gate of the process's
+	// first second, in which a version 2 CLAIM would be QUEUED.
+	gate := opstest.Dial(t, f.addr)
+	gate.Acquire("gate", time.Second)
+	gate.Expect(protocol.TypeAcquired, 0)
+	gate.Close()
 	s := opstest.Dial(t, f.addr)
 	s.Send(protocol.AppendFrame(protocol.AppendPreamble(nil), protocol.Frame{
 		Type: protocol.TypeHello, LeaseMS: 30000, Flags: protocol.HelloResumable, Label: "r"}))
@@ -74,7 +80,7 @@ func TestMetricsResume(t *testing.T) {
 	tok := s.ExpectV2(protocol.TypeGranted, 1, 0).Token
 	s.Close()
 	f.rec.WaitCount(t, server.EventSessionKept, 1)
-	f.rec.WaitCount(t, server.EventDisconnected, 1) // the connection is gone, its claims stay
+	f.rec.WaitCount(t, server.EventDisconnected, 2) // the gate probe, then the resumable session: its claims stay
 	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
 		"baton_sessions_kept":                        1,
 		"baton_sessions_kept_total":                  1,
