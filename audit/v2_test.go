@@ -73,12 +73,7 @@ func TestResumeRecords(t *testing.T) {
 	var out bytes.Buffer
 	al := audit.New(&out, audit.Config{})
 	srv, rec, addr := startServer(t, al)
-	// A version 1 ACQUIRE waits out the token gate of the process's
-	// first second, in which a version 2 CLAIM would be QUEUED.
-	gate := opstest.Dial(t, addr)
-	gate.Acquire("gate", time.Second)
-	gate.Expect(protocol.TypeAcquired, 0)
-	gate.Close()
+	opstest.PassGate(t, addr)
 	s := opstest.Dial(t, addr)
 	s.Send(protocol.AppendFrame(protocol.AppendPreamble(nil), protocol.Frame{
 		Type: protocol.TypeHello, LeaseMS: 30000, Flags: protocol.HelloResumable, Label: "r"}))

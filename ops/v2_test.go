@@ -63,12 +63,7 @@ func TestMetricsV2(t *testing.T) {
 // by result.
 func TestMetricsResume(t *testing.T) {
 	f := start(t)
-	// A version 1 ACQUIRE waits out the token gate of the process's
-	// first second, in which a version 2 CLAIM would be QUEUED.
-	gate := opstest.Dial(t, f.addr)
-	gate.Acquire("gate", time.Second)
-	gate.Expect(protocol.TypeAcquired, 0)
-	gate.Close()
+	opstest.PassGate(t, f.addr)
 	s := opstest.Dial(t, f.addr)
 	s.Send(protocol.AppendFrame(protocol.AppendPreamble(nil), protocol.Frame{
 		Type: protocol.TypeHello, LeaseMS: 30000, Flags: protocol.HelloResumable, Label: "r"}))
