@@ -96,6 +96,9 @@ type keptSession struct {
 type resumeState struct {
 	kept map[locktable.Origin]*keptSession
 	byID map[locktable.SessionID]*keptSession
+	// live are the open resumable sessions by origin, for a re-assertion
+	// that names one whose client saw its connection break first.
+	live map[locktable.Origin]*session
 }
 
 // newSecret returns a fresh session secret and its hash.
@@ -140,7 +143,23 @@ func (s *session) welcome(hello protocol.Frame) protocol.Frame {
 			w.Ring = rv.RingVersion()
 		}
 	}
+	if v.resume != nil {
+		if srv.resume.live == nil {
+			srv.resume.live = map[locktable.Origin]*session{}
+		}
+		// A relaying node that opens a second upstream for one client
+		// session replaces the first here.
+		srv.resume.live[v.resume.origin] = s
+	}
 	return w
+}
+
+// forgetLiveLocked drops s from the open resumable sessions; called
+// with srv.mu held when s is kept or ends.
+func (srv *Server) forgetLiveLocked(s *session) {
+	if v := s.v2; v != nil && v.resume != nil && srv.resume.live[v.resume.origin] == s {
+		delete(srv.resume.live, v.resume.origin)
+	}
 }
 
 // keepV2 keeps the session, whose connection broke, if it is resumable
@@ -183,6 +202,7 @@ func (srv *Server) keepLocked(now time.Time, s *session) bool {
 		srv.resume.byID = map[locktable.SessionID]*keptSession{}
 	}
 	k := &keptSession{resumeKey: *key, id: s.id}
+	srv.forgetLiveLocked(s)
 	srv.resume.kept[k.origin] = k
 	srv.resume.byID[k.id] = k
 	delete(srv.claims, s.id)
@@ -370,22 +390,10 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 }
 
 // liveSession returns the open resumable session that origin o names on
-// this node: one of its own, or one relayed to it by o's node (a scan:
-// re-assertions are rare).
+// this node: one of its own, or one relayed to it by o's node.
 func (srv *Server) liveSession(o locktable.Origin) *session {
-	live := func(s *session) bool {
-		return s != nil && s.v2 != nil && s.v2.resume != nil && s.v2.resume.origin == o
-	}
-	if s := srv.claims[locktable.SessionID(o.Session)]; live(s) {
+	if s := srv.resume.live[o]; s != nil && srv.claims[s.id] == s {
 		return s
-	}
-	if o.Node == srv.NodeID {
-		return nil
-	}
-	for _, s := range srv.claims {
-		if s.forwarded && live(s) {
-			return s
-		}
 	}
 	return nil
 }

@@ -190,11 +190,18 @@ func TestResumableEndsOnSessionError(t *testing.T) {
 	a.mustHold(1, excl2, 0, "job")
 	waiter := ts.dialV2(t, longLease, "w")
 	waiter.mustQueue(1, excl2, 0, "job")
+	if n := server.LiveResumable(ts.Server); n != 1 {
+		t.Errorf("LiveResumable = %d, want 1", n)
+	}
 	a.mustWrite([]byte{0, 1, 0x7f}) // unknown frame type
 	a.expectSessionError(protocol.CodeUnknownMessage)
 	waiter.expectPromoted(1)
 	if n := ts.KeptSessions(); n != 0 {
 		t.Errorf("KeptSessions = %d", n)
+	}
+	ts.events.wait(t, "disconnected", kind(server.EventDisconnected))
+	if n := server.LiveResumable(ts.Server); n != 0 {
+		t.Errorf("LiveResumable after the session ended = %d, want 0", n)
 	}
 }
 
