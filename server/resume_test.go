@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -392,5 +394,37 @@ func TestResumeKeptEndsAtShutdown(t *testing.T) {
 	}
 	if c := ts.Counts(); c.Locks != 0 {
 		t.Errorf("counts after Close: %+v", c)
+	}
+}
+
+// A kept session costs no goroutine and no connection: keeping many
+// leaves the goroutine count where it was before they connected.
+func TestKeptSessionsHoldNoGoroutine(t *testing.T) {
+	ts := startServer(t)
+	const n = 50
+	before := runtime.NumGoroutine()
+	for i := range n {
+		a, w := ts.dialResumable(t, longLease, "a")
+		a.mustHold(1, excl2, 0, fmt.Sprintf("k%d", i))
+		a.breakConn()
+		ts.events.wait(t, "session kept", keptEvent(w.Session))
+	}
+	deadline := time.Now().Add(waitLimit)
+	for {
+		now := runtime.NumGoroutine()
+		if now <= before {
+			t.Logf("%d sessions kept; goroutines %d before, %d after", ts.KeptSessions(), before, now)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines %d before %d sessions were kept, %d after", before, n, now)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if k := ts.KeptSessions(); k != n {
+		t.Errorf("KeptSessions = %d, want %d", k, n)
+	}
+	if s := ts.Sessions(); s != 0 {
+		t.Errorf("Sessions (open connections) = %d, want 0", s)
 	}
 }
