@@ -428,3 +428,26 @@ func TestKeptSessionsHoldNoGoroutine(t *testing.T) {
 		t.Errorf("Sessions (open connections) = %d, want 0", s)
 	}
 }
+
+// A re-assertion passes the access check as any CLAIM: a name the client
+// may not take is refused 0x18 and the kept claim stays kept.
+func TestReassertNotAuthorized(t *testing.T) {
+	authz := &switchAuthz{}
+	ts := startServer(t, func(s *server.Server) { s.Authorizer = authz })
+	a, w := ts.dialResumable(t, longLease, "a")
+	tok := a.mustHold(1, excl2, 0, "secret/x")
+	a.breakConn()
+	ts.events.wait(t, "session kept", keptEvent(w.Session))
+	authz.deny.Store(true)
+	c, _ := ts.dialResumable(t, longLease, "c")
+	c.mustWrite(reassertFrame(1, excl2, "secret/x", tok, w))
+	c.expectCode(protocol.TypeRefused, 1, protocol.CodeNotAuthorized)
+	if n := ts.KeptSessions(); n != 1 {
+		t.Errorf("KeptSessions = %d, want 1", n)
+	}
+}
+
+// switchAuthz allows everything until deny is set.
+type switchAuthz struct{ deny atomic.Bool }
+
+func (a *switchAuthz) Allow(string, string) bool { return !a.deny.Load() }
