@@ -68,6 +68,9 @@ type session struct {
 	// forwarded is set (under wmu, before the session enters the table)
 	// when another cluster node relayed this connection (hop header).
 	forwarded bool
+	// hopResume is the origin and secret hash of a relayed resumable
+	// session (hop header version 3; resume.go), set with forwarded.
+	hopResume *resumeKey
 
 	// v2 is set (under wmu, before the session enters the table) when the
 	// connection opened with the version 2 preamble; nil for version 1.
@@ -513,6 +516,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) {
 		if srv.claims[s.id] == s {
 			delete(srv.claims, s.id)
 		}
+		srv.forgetLiveLocked(s)
 	}
 	srv.mu.Unlock()
 	srv.observe(Event{Kind: EventDisconnected, Time: time.Now(), Peer: s.peer})
