@@ -161,6 +161,27 @@ func TestFollowerCutOffStopsBeforeRemoval(t *testing.T) {
 	if d := f.Route(name, false, time.Now()); d.Action != NoContact {
 		t.Errorf("%s on the removed node: %v", name, d.Action)
 	}
+	if st := f.Status(); st.QuorumContact || !st.Removed {
+		t.Errorf("removed node's status: quorum_contact %v, removed %v", st.QuorumContact, st.Removed)
+	}
+	// Restarted on its data directory and joined again, it is a member
+	// again: its names are handed over to it by their owners since.
+	dir, raftAddr, adminAddr := f.dir, f.raftAddr, f.admin.Addr().String()
+	f.stop()
+	r := startNodeWith(t, f.ID(), dir, raftAddr, adminAddr, func(c *Config) { c.SelfStop, c.RemoveAfter = testSelfStop, testRemoveAfter })
+	if err := r.Join(ctx, leader.admin.Addr().String()); err != nil {
+		t.Fatalf("the removed node joins again: %v", err)
+	}
+	if err := r.WaitContact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name = nameOwnedBy(t, r.Ring(), r.ID())
+	if d := r.Route(name, false, time.Now()); d.Action != Serve && d.Action != Queue {
+		t.Errorf("%s on the node joined again: %v, want serve (handed over) or queue", name, d.Action)
+	}
 }
 
 // A node whose contact comes back before its removal serves again, but
