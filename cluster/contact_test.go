@@ -95,6 +95,19 @@ func startCuttableCluster(t *testing.T, size int, removeAfter time.Duration) ([]
 	return nodes, cuts
 }
 
+// splitLeader waits for the leader of nodes and returns it with the
+// others.
+func splitLeader(t *testing.T, nodes []*testNode) (leader *testNode, others []*testNode) {
+	t.Helper()
+	leader = leaderOf(t, nodes)
+	for _, n := range nodes {
+		if n != leader {
+			others = append(others, n)
+		}
+	}
+	return leader, others
+}
+
 // A follower that still hears the leader (its Raft link is up: Raft's own
 // last contact stays fresh) but is not heard by it stops serving after
 // T_self, before the leader removes it after T; it applies its removal
@@ -102,14 +115,8 @@ func startCuttableCluster(t *testing.T, size int, removeAfter time.Duration) ([]
 func TestFollowerCutOffStopsBeforeRemoval(t *testing.T) {
 	nodes, cuts := startCuttableCluster(t, 3, testRemoveAfter)
 	ctx := ctxT(t)
-	leader := leaderOf(t, nodes)
-	var f *testNode
-	for _, n := range nodes {
-		if n != leader {
-			f = n
-			break
-		}
-	}
+	leader, others := splitLeader(t, nodes)
+	f := others[0]
 	name := nameOwnedBy(t, f.Ring(), f.ID())
 	if _, err := f.AcquireEpoch(ctx); err != nil {
 		t.Fatal(err)
@@ -190,14 +197,8 @@ func TestFollowerCutOffStopsBeforeRemoval(t *testing.T) {
 func TestContactBackGatesNames(t *testing.T) {
 	nodes, cuts := startCuttableCluster(t, 3, time.Hour)
 	ctx := ctxT(t)
-	leader := leaderOf(t, nodes)
-	var f *testNode
-	for _, n := range nodes {
-		if n != leader {
-			f = n
-			break
-		}
-	}
+	leader, others := splitLeader(t, nodes)
+	f := others[0]
 	if _, err := f.AcquireEpoch(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -229,13 +230,7 @@ func TestContactBackGatesNames(t *testing.T) {
 func TestKilledLeaderRemovedByNewLeader(t *testing.T) {
 	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter)
 	ctx := ctxT(t)
-	dead := leaderOf(t, nodes)
-	var alive []*testNode
-	for _, n := range nodes {
-		if n != dead {
-			alive = append(alive, n)
-		}
-	}
+	dead, alive := splitLeader(t, nodes)
 	killed := time.Now()
 	dead.stop()
 	leader := leaderOf(t, alive)
@@ -263,13 +258,8 @@ func TestStoppedMemberNotRemoved(t *testing.T) {
 	t.Cleanup(func() { testHandoff = 10 * time.Second })
 	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter)
 	ctx := ctxT(t)
-	leader := leaderOf(t, nodes)
-	var f *testNode
-	for _, n := range nodes {
-		if n != leader {
-			f = n
-		}
-	}
+	leader, others := splitLeader(t, nodes)
+	f := others[len(others)-1]
 	f.SetMover(newFakeMover(f.ID()))
 	if err := f.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -22,17 +22,23 @@ const (
 
 var failoverArgs = []string{"-cluster-self-stop", failSelfStop.String(), "-cluster-remove-after", failRemoveAfter.String()}
 
+// others returns the nodes but n.
+func others(nodes map[string]*clusterProc, n *clusterProc) []*clusterProc {
+	var out []*clusterProc
+	for _, id := range []string{"n1", "n2", "n3"} {
+		if nodes[id] != n {
+			out = append(out, nodes[id])
+		}
+	}
+	return out
+}
+
 // leaderAndFollower returns the leader of nodes and one follower.
 func leaderAndFollower(t *testing.T, nodes map[string]*clusterProc) (leader, follower *clusterProc) {
 	t.Helper()
 	st := waitStatus(t, nodes["n1"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	leader = nodes[st.Leader]
-	for _, id := range []string{"n1", "n2", "n3"} {
-		if nodes[id] != leader {
-			return leader, nodes[id]
-		}
-	}
-	return leader, nil
+	return leader, others(nodes, leader)[0]
 }
 
 // waitRemoved waits, bounded, until n's ring no longer has id, and
@@ -51,12 +57,7 @@ func waitRemoved(t *testing.T, n *clusterProc, id string) time.Time {
 func TestClusterKillFollowerAutoRemoved(t *testing.T) {
 	nodes := startCluster(t, failoverArgs...)
 	leader, victim := leaderAndFollower(t, nodes)
-	var live []*clusterProc
-	for _, n := range nodes {
-		if n != victim {
-			live = append(live, n)
-		}
-	}
+	live := others(nodes, victim)
 	const lease = 2 * time.Second
 	deadName := nameOwnedBy(t, victim.id, "dead")
 	waitGrant(t, victim.addr, deadName, lease) // held by a client of the victim
@@ -199,12 +200,7 @@ func TestClusterSIGSTOPOwnerStopsServing(t *testing.T) {
 func TestClusterKillLeaderAutoRemoved(t *testing.T) {
 	nodes := startCluster(t, failoverArgs...)
 	victim, _ := leaderAndFollower(t, nodes)
-	var live []*clusterProc
-	for _, n := range nodes {
-		if n != victim {
-			live = append(live, n)
-		}
-	}
+	live := others(nodes, victim)
 	killed := time.Now()
 	if err := victim.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
