@@ -17,6 +17,7 @@ import (
 //	POST /cluster/v1/remove  body: {"id": "node-3"}   remove a member (a dead node; "planned": true for a leave)
 //	POST /cluster/v1/apply   body: a log command      a member's write, forwarded to the leader
 //	POST /cluster/v1/handoff body: handoffRequest     a prior owner's hand-off of moving names (handoff.go)
+//	POST /cluster/v1/contact body: {"id": "node-2"}   a member's quorum contact, answered by the leader (contact.go)
 //	GET  /cluster/v1/status                           this node's view: Status
 //
 // A write that reaches a follower is forwarded once to the leader, with
@@ -85,6 +86,13 @@ type Status struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	// Pending is the planned change in progress, if any.
 	Pending *Pending `json:"pending,omitempty"`
+	// QuorumContact tells whether this node is in contact with its
+	// quorum and serves; ContactAge is how old its latest contact is
+	// (the send time of its latest request the leader answered); Removed
+	// that it applied its own removal (contact.go).
+	QuorumContact bool   `json:"quorum_contact"`
+	ContactAge    string `json:"contact_age,omitempty"`
+	Removed       bool   `json:"removed,omitempty"`
 }
 
 // Status returns this node's view of the cluster.
@@ -98,6 +106,10 @@ func (n *Node) Status() Status {
 		AppliedRingVersion: md.RingVersion, RingCommittedAt: md.RingCommittedAt, Ring: md.ring().Members(),
 		Members: md.MemberList(), Epochs: md.Epochs, MaxLease: md.MaxLease.String(),
 		Self: self, CommitIndex: n.raft.CommitIndex(), AppliedIndex: applied, Pending: md.Pending,
+		QuorumContact: n.InContact(time.Now()), Removed: n.Removed(),
+	}
+	if age := n.ContactAge(); age >= 0 {
+		st.ContactAge = age.Round(time.Millisecond).String()
 	}
 	for id := range n.Unreachable() {
 		st.Unreachable = append(st.Unreachable, id)
@@ -115,6 +127,7 @@ func (n *Node) Handler() http.Handler {
 		mux.HandleFunc("POST "+p, func(w http.ResponseWriter, r *http.Request) { n.serveWrite(w, r, p) })
 	}
 	mux.HandleFunc("POST "+pathHandoff, n.serveHandoff)
+	mux.HandleFunc("POST "+pathContact, n.serveContact)
 	mux.HandleFunc("GET "+pathStatus, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, n.Status())
 	})

@@ -107,6 +107,7 @@ func (srv *Server) deliver(ds []delivery) {
 		type failure struct {
 			s      *session
 			reason locktable.Reason
+			err    error
 		}
 		var failed []failure
 		for _, d := range ds {
@@ -120,7 +121,7 @@ func (srv *Server) deliver(ds []delivery) {
 				err = d.to.closeWithError(d.send.Code)
 			}
 			if err != nil {
-				failed = append(failed, failure{d.to, writeFailureReason(err)})
+				failed = append(failed, failure{d.to, writeFailureReason(err), err})
 			}
 		}
 		ds = nil
@@ -143,7 +144,9 @@ func (srv *Server) deliver(ds []delivery) {
 		}
 		srv.mu.Unlock()
 		for _, f := range failed {
-			f.s.conn.Close()
+			if !errors.Is(f.err, errSelfStopped) { // its reader closes it after ERROR 0x03
+				f.s.conn.Close()
+			}
 		}
 	}
 }
