@@ -58,11 +58,13 @@ type ContinueConfig struct {
 	Mutation string
 }
 
-// DefaultContinueConfig is the configuration the tests always check:
-// three nodes, two clients taking the lock once each, one ring change and
-// one death.
+// DefaultContinueConfig is the command's default configuration, the
+// cluster model's: three nodes, two clients taking the lock once each,
+// one ring change, one death and one restart. The tests check it without
+// the race detector; they always check it without the restart, and with
+// two nodes.
 func DefaultContinueConfig() ContinueConfig {
-	return ContinueConfig{Nodes: 3, Clients: 2, Lives: 1, Changes: 1, Deaths: 1, Restarts: 0}
+	return ContinueConfig{Nodes: 3, Clients: 2, Lives: 1, Changes: 1, Deaths: 1, Restarts: 1}
 }
 
 // Mutations of the continuation model.
@@ -82,10 +84,19 @@ const (
 	// MutAdoptBeforeCommit lets a host adopt at the new owner of the
 	// pending change and N answer before the change has committed.
 	MutAdoptBeforeCommit = "adopt-before-commit"
+	// MutReleaseAfterAdopt ends a RELEASE that P answers MOVED after the
+	// host has adopted the claim, instead of sending it on to N (checking
+	// the model found this gap in the design).
+	MutReleaseAfterAdopt = "release-after-adopt"
+	// MutExportAgain makes P, when N dies after the export, export again
+	// for N restarted (finding the names empty) instead of resending what
+	// it exported (checking the model found this gap in the design).
+	MutExportAgain = "export-again"
 )
 
 // ContinueMutations lists the mutations of the continuation model.
-var ContinueMutations = []string{MutReleaseAtHost, MutDropDetachedGrant, MutAbortAfterExport, MutAnswerUnconfirmed, MutAdoptBeforeCommit}
+var ContinueMutations = []string{MutReleaseAtHost, MutDropDetachedGrant, MutAbortAfterExport, MutAnswerUnconfirmed, MutAdoptBeforeCommit,
+	MutReleaseAfterAdopt, MutExportAgain}
 
 func (c ContinueConfig) String() string {
 	s := fmt.Sprintf("%s, %s × %s, %s, %s, %s",
@@ -139,9 +150,9 @@ const (
 
 // Where a claim is, as its host sees it.
 const (
-	ccAttached uint8 = iota // on its upstream (or the host's table)
-	ccMovedSent             // P wrote MOVED on the upstream; the host has not read it
-	ccMoving                // marked moving at the host
+	ccAttached  uint8 = iota // on its upstream (or the host's table)
+	ccMovedSent              // P wrote MOVED on the upstream; the host has not read it
+	ccMoving                 // marked moving at the host
 )
 
 type ccLock struct {
@@ -596,6 +607,10 @@ func (m *ccModel) next(s ccState) []ccSucc {
 				// host queues the RELEASE for N.
 				st.what = ccMovedAgain
 				tc.mv, tc.relq = ccMoving, true
+			} else if m.mut(MutReleaseAfterAdopt) {
+				st.what = ccReleased
+				tc.st = ccIdle
+				tc.lives--
 			} else {
 				// MOVED again, but the host has adopted the claim in the
 				// meantime: the RELEASE goes on to the adopting owner, after
@@ -889,6 +904,13 @@ func (m *ccModel) die(t *ccState, n int8) {
 		// flight is forgotten with it.
 		t.n[mv.from].lk = ccLock{present: true, holder: -1}
 		*mv = ccMove{from: -1, to: -1, fl: ccLock{holder: -1}}
+	case mv.phase == ccExported && mv.to == n && m.mut(MutExportAgain):
+		// What was in flight is forgotten; P's retry exports its table
+		// again, empty now, and will send that.
+		for _, c := range mv.fl.clients() {
+			m.lose(t, c)
+		}
+		mv.fl = ccLock{holder: -1}
 	case mv.phase == ccExported && mv.from == n:
 		// The hand-off in flight is lost with P; the change will commit
 		// gated. (A death of N loses nothing: P keeps what it exported
