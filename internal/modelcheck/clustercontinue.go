@@ -44,6 +44,19 @@ import (
 // adopted within half a lease is not a step: the model gives a moving
 // claim up only when its record is gone (the node that had it died, or N
 // dropped it), at the moment it is gone.
+//
+// Deaths follow the state: before Export a death of N ends the move (the
+// state is still on P); after it, a death of P loses what is in flight, a
+// death of N only what N installed (P keeps what it exported until N
+// acknowledges it, and resends it), and the change falls back. A prior
+// owner that restarts while its change is pending keeps the name frozen
+// and hands over again only after its warm-up.
+//
+// Checking the model found two rules the design lacked, each pinned by a
+// mutation: a RELEASE that P answers MOVED after the host has adopted
+// the claim goes on to the adopting owner (MutReleaseAfterAdopt), and P
+// resends what it exported rather than exporting again
+// (MutExportAgain).
 
 // ContinueConfig bounds the continuation model.
 type ContinueConfig struct {
