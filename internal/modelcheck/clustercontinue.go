@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 )
 
 // The continuation model (docs/cluster.md, "Continuing version 2 claims
@@ -111,10 +110,13 @@ const (
 var ContinueMutations = []string{MutReleaseAtHost, MutDropDetachedGrant, MutAbortAfterExport, MutAnswerUnconfirmed, MutAdoptBeforeCommit,
 	MutReleaseAfterAdopt, MutExportAgain}
 
+// bounds returns the cluster model's configuration with the same bounds.
+func (c ContinueConfig) bounds() ClusterConfig {
+	return ClusterConfig{Nodes: c.Nodes, Clients: c.Clients, Lives: c.Lives, Changes: c.Changes, Deaths: c.Deaths, Restarts: c.Restarts}
+}
+
 func (c ContinueConfig) String() string {
-	s := fmt.Sprintf("%s, %s × %s, %s, %s, %s",
-		plural(c.Nodes, "node"), plural(c.Clients, "client"), plural(c.Lives, "acquisition"),
-		plural(c.Changes, "ring change"), plural(c.Deaths, "death"), plural(c.Restarts, "restart"))
+	s := c.bounds().String()
 	if c.Mutation != "" {
 		s += ", mutation " + c.Mutation
 	}
@@ -123,8 +125,7 @@ func (c ContinueConfig) String() string {
 
 // Validate reports bounds the checker cannot explore.
 func (c ContinueConfig) Validate() error {
-	cc := ClusterConfig{Nodes: c.Nodes, Clients: c.Clients, Lives: c.Lives, Changes: c.Changes, Deaths: c.Deaths, Restarts: c.Restarts}
-	if err := cc.Validate(); err != nil {
+	if err := c.bounds().Validate(); err != nil {
 		return err
 	}
 	if c.Mutation != "" && !slices.Contains(ContinueMutations, c.Mutation) {
@@ -512,10 +513,10 @@ func (m *ccModel) apply(s *ccState, n int8, v int8) {
 	}
 }
 
-func (m *ccModel) next(s ccState) []ccSucc {
-	var out []ccSucc
+func (m *ccModel) next(s ccState) []succ[ccState, ccStep] {
+	var out []succ[ccState, ccStep]
 	emit := func(t ccState, st ccStep, f *failure) {
-		out = append(out, ccSucc{step: st, to: t, f: f})
+		out = append(out, succ[ccState, ccStep]{step: st, to: t, f: f})
 	}
 	nodes, clients := int8(m.cfg.Nodes), int8(m.cfg.Clients)
 	orphans := false
@@ -955,12 +956,6 @@ func (m *ccModel) die(t *ccState, n int8) {
 	}
 }
 
-type ccSucc struct {
-	step ccStep
-	to   ccState
-	f    *failure
-}
-
 func (m *ccModel) invariants(s *ccState) *failure {
 	holders := 0
 	for c := range int8(m.cfg.Clients) {
@@ -1052,31 +1047,6 @@ func checkContinue(cfg ContinueConfig, seen func(from *ccState, st ccStep)) Repo
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	start := time.Now()
 	m := &ccModel{cfg: cfg}
-	rep := Report{Model: "cluster-continue", Config: cfg.String()}
-	g := newGraph[ccStep](false)
-	init := m.initial()
-	g.add(init.key(m), -1, ccStep{})
-	states := []ccState{init}
-	for id := int32(0); id < int32(len(states)); id++ {
-		for _, sc := range m.next(states[id]) {
-			if seen != nil {
-				seen(&states[id], sc.step)
-			}
-			if sc.f != nil {
-				var trace []string
-				for _, st := range g.path(id) {
-					trace = append(trace, st.String())
-				}
-				trace = append(trace, sc.step.String())
-				rep.Violation = &Violation{Property: sc.f.prop, Detail: sc.f.detail, Trace: trace}
-				return finish(&rep, g, start)
-			}
-			if _, isNew := g.add(sc.to.key(m), id, sc.step); isNew {
-				states = append(states, sc.to)
-			}
-		}
-	}
-	return finish(&rep, g, start)
+	return exploreSucc(Report{Model: "cluster-continue", Config: cfg.String()}, m.initial(), func(s *ccState) string { return s.key(m) }, m.next, seen)
 }
