@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 )
 
 // The cluster-ownership model (package cluster, docs/cluster.md "Planned
@@ -311,10 +310,10 @@ func (m *clModel) apply(s *clState, n int8, v int8) {
 	}
 }
 
-func (m *clModel) next(s clState) []clSucc {
-	var out []clSucc
+func (m *clModel) next(s clState) []succ[clState, clStep] {
+	var out []succ[clState, clStep]
 	emit := func(t clState, st clStep, f *failure) {
-		out = append(out, clSucc{step: st, to: t, f: f})
+		out = append(out, succ[clState, clStep]{step: st, to: t, f: f})
 	}
 	nodes, clients := int8(m.cfg.Nodes), int8(m.cfg.Clients)
 	orphans := false
@@ -560,12 +559,6 @@ func (m *clModel) next(s clState) []clSucc {
 	return out
 }
 
-type clSucc struct {
-	step clStep
-	to   clState
-	f    *failure
-}
-
 func (m *clModel) invariants(s *clState) *failure {
 	holders := 0
 	for c := range int8(m.cfg.Clients) {
@@ -660,31 +653,6 @@ func checkCluster(cfg ClusterConfig, seen func(from *clState, st clStep)) Report
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	start := time.Now()
 	m := &clModel{cfg: cfg}
-	rep := Report{Model: "cluster", Config: cfg.String()}
-	g := newGraph[clStep](false)
-	init := m.initial()
-	g.add(init.key(m), -1, clStep{})
-	states := []clState{init}
-	for id := int32(0); id < int32(len(states)); id++ {
-		for _, sc := range m.next(states[id]) {
-			if seen != nil {
-				seen(&states[id], sc.step)
-			}
-			if sc.f != nil {
-				var trace []string
-				for _, st := range g.path(id) {
-					trace = append(trace, st.String())
-				}
-				trace = append(trace, sc.step.String())
-				rep.Violation = &Violation{Property: sc.f.prop, Detail: sc.f.detail, Trace: trace}
-				return finish(&rep, g, start)
-			}
-			if _, isNew := g.add(sc.to.key(m), id, sc.step); isNew {
-				states = append(states, sc.to)
-			}
-		}
-	}
-	return finish(&rep, g, start)
+	return exploreSucc(Report{Model: "cluster", Config: cfg.String()}, m.initial(), func(s *clState) string { return s.key(m) }, m.next, seen)
 }

@@ -68,6 +68,17 @@
 //     no forwarding loop; mutations (ClusterMutations) drop each rule. See
 //     docs/cluster.md.
 //
+//   - The continuation model (CheckContinue) extends it with version 2
+//     sessions that continue through the new owner of a planned move:
+//     each client's session is on a host node, the hand-off is split into
+//     export, install and commit (or a fallback to a gated commit), hosts
+//     adopt their moving claims at the new owner, releases of moving
+//     claims are queued and replayed, and the lease is abstract (an expiry
+//     of a record whose session the node cannot hear). It checks one
+//     holder, increasing tokens, no lost claim and no stale claim;
+//     mutations (ContinueMutations) drop each rule. See docs/cluster.md
+//     and docs/verification.md.
+//
 //   - The failover model (CheckFailover) is timed: an owner node cut off
 //     from the Raft quorum stops serving after TSelf on its own clock,
 //     the leader removes it after T on its own, and the new owner takes

@@ -9,6 +9,7 @@
 //	modelcheck -model=dirlock-seed -hosts=3 -procs=1 [-mutation=tempting]
 //	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-mutation=no-claim]
 //	modelcheck -model=cluster -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=switch-first]
+//	modelcheck -model=cluster-continue -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=release-at-host]
 //	modelcheck -model=ranges -owners=3 -positions=2 [-files=2] [-flock] [-nowait] [-mutation=overtake-waiter]
 //	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-mutation=no-tself]
 //
@@ -34,7 +35,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), ranges (the POSIX byte-range and flock lock table), failover (an owner node cut off and its names taken over, timed, with clock drift)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), failover (an owner node cut off and its names taken over, timed, with clock drift)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
@@ -51,12 +52,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		hosts    = fs.Int("hosts", 2, "dirlock: number of hosts (1..3)")
 		procs    = fs.Int("procs", 2, "dirlock: processes on each host (1..3)")
 		cdef     = modelcheck.DefaultClusterConfig()
-		nodes    = fs.Int("nodes", cdef.Nodes, "cluster: nodes (2..3)")
-		clients  = fs.Int("clients", cdef.Clients, "cluster: clients (1..3)")
-		acquires = fs.Int("acquisitions", cdef.Lives, "cluster: times each client takes the lock, one after another (1..2)")
-		changes  = fs.Int("changes", cdef.Changes, "cluster: ring changes, planned moves and removals of a dead owner (0..3)")
-		deaths   = fs.Int("deaths", cdef.Deaths, "cluster: node deaths (0..2)")
-		restarts = fs.Int("restarts", cdef.Restarts, "cluster: node restarts from the data directory (0..2)")
+		nodes    = fs.Int("nodes", cdef.Nodes, "cluster, cluster-continue: nodes (2..3)")
+		clients  = fs.Int("clients", cdef.Clients, "cluster, cluster-continue: clients (1..3)")
+		acquires = fs.Int("acquisitions", cdef.Lives, "cluster, cluster-continue: times each client takes the lock, one after another (1..2)")
+		changes  = fs.Int("changes", cdef.Changes, "cluster, cluster-continue: ring changes, planned moves and removals of a dead owner (0..3)")
+		deaths   = fs.Int("deaths", cdef.Deaths, "cluster, cluster-continue: node deaths (0..2)")
+		restarts = fs.Int("restarts", cdef.Restarts, "cluster, cluster-continue: node restarts from the data directory (0..2)")
 		owners   = fs.Int("owners", 3, "ranges: lock owners (1..3)")
 		rsess    = fs.Int("range-sessions", 0, "ranges: sessions the owners are grouped into (1..owners; 0: one per owner)")
 		posns    = fs.Int("positions", 2, "ranges: byte positions (1..3)")
@@ -70,10 +71,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		tself    = fs.Int("tself", fdef.TSelf, "failover: the old owner stops serving after this long without quorum contact, in units")
 		removal  = fs.Int("removal", fdef.T, "failover: the leader removes a node silent this long (T), in units")
 		slack    = fs.Int("slack", fdef.Slack, "failover: warm-up W = the largest committed lease + slack, in units")
-		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, ranges: drop one rule so that the check must fail; claims: "+
+		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, cluster-continue, ranges, failover: drop one rule so that the check must fail; claims: "+
 			strings.Join(modelcheck.ClaimsMutations, ", ")+"; session: "+strings.Join(modelcheck.SessionMutations, ", ")+"; dirlock seed: "+
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
-			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", ")+"; ranges: "+strings.Join(modelcheck.RangeMutations, ", ")+
+			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", ")+"; cluster-continue: "+strings.Join(modelcheck.ContinueMutations, ", ")+"; ranges: "+strings.Join(modelcheck.RangeMutations, ", ")+
 			"; failover: "+strings.Join(modelcheck.FailoverMutations, ", "))
 	)
 	fs.Usage = func() {
@@ -165,6 +166,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rep = modelcheck.CheckCluster(cfg)
+	case "cluster-continue":
+		cfg := modelcheck.ContinueConfig{Nodes: *nodes, Clients: *clients, Lives: *acquires, Changes: *changes,
+			Deaths: *deaths, Restarts: *restarts, Mutation: *mutation}
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		rep = modelcheck.CheckContinue(cfg)
 	case "ranges":
 		cfg := modelcheck.RangeConfig{Owners: *owners, Sessions: *rsess, Positions: *posns, Keys: *files, Flock: *flock, NoWait: *noWait}
 		if err := cfg.Validate(); err != nil {
@@ -199,7 +208,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		rep = modelcheck.CheckFailover(cfg)
 	default:
-		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps, cluster, ranges or failover, not %q\n", *model)
+		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps, cluster, cluster-continue, ranges or failover, not %q\n", *model)
 		return 2
 	}
 	fmt.Fprintln(stdout, rep)
