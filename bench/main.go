@@ -138,6 +138,9 @@ func main() {
 		case "hold-raw":
 			holdRawMain(os.Args[2:])
 			return
+		case "hop":
+			hopMain(os.Args[2:])
+			return
 		}
 	}
 	quick := flag.Bool("quick", false, "smoke run: small counts, under 2 minutes")

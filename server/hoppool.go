@@ -33,12 +33,17 @@ import (
 // owner's close, a reset or anything the owner sends before an ACQUIRE
 // (its ERROR 0x01 when it shuts down) closes it at once and takes it out
 // of the pool; the owner then need not wait for this node to hang up.
-// Taking a connection stops its watcher (a read deadline in the past).
-// One that still fails before the owner has sent a byte (it died between
-// the watch and the relay) is replaced by a fresh dial under the relay's
-// feet, and what was written to it is sent again: the owner never
-// answered it, and a connection that closes ends its claim, so no claim
-// of it survives.
+// Taking a connection does not stop its watcher: the relay hands it the
+// copying of the owner's bytes to the client, so the watcher's pending
+// read returns the owner's answer and the watcher writes it on. A relayed
+// ACQUIRE thus costs no wake-up of a goroutine to take the connection and
+// no new goroutine to read it, only the read that any relay needs.
+// Whether the watcher's read or the relay came first is settled by one
+// compare-and-swap on the connection's state (watchState). One that
+// still fails before the owner has sent a byte (it died between the watch
+// and the relay) is replaced by a fresh dial under the relay's feet, and
+// what was written to it is sent again: the owner never answered it, and
+// a connection that closes ends its claim, so no claim of it survives.
 
 // Bounds of the hop pools.
 const (
@@ -92,38 +97,50 @@ type hopPool struct {
 }
 
 type idleHop struct {
-	c    net.Conn
-	born time.Time
-	done chan struct{} // closed when the watcher has returned
-	dead atomic.Bool   // the watcher found it closed or written to
+	c     net.Conn
+	born  time.Time
+	state atomic.Int32    // watchState
+	relay chan *pooledHop // the relay that took it, sent once
 }
 
-// watchHop reads an idle connection until it is taken (its read deadline
-// is moved to the past) or the owner closes it, resets it or sends
-// something: then it is dead, out of the pool and closed.
+// watchState is an idle hop connection's state: watched until either its
+// watcher's read returns first (dead: the owner closed it or wrote before
+// any ACQUIRE) or a relay takes it (taken: the watcher's read is the
+// relay's first read of the owner's answer).
+const (
+	hopWatched int32 = iota
+	hopDead
+	hopTaken
+)
+
+// relayBuf is the size of the buffer the owner's bytes are copied through
+// to the client.
+const relayBuf = 512
+
+// watchHop reads an idle connection. If the owner closes it, resets it or
+// sends something before a relay took it, it is dead, out of the pool and
+// closed. If a relay took it, what the read returned is the owner's
+// answer (or the hop's failure): the watcher becomes the relay's copier
+// (pooledHop.copyBack) and runs until the hop ends.
 func (srv *Server) watchHop(addr string, h *idleHop) {
-	defer srv.hops.wg.Done()
-	defer close(h.done)
-	var b [1]byte
-	n, err := h.c.Read(b[:])
-	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-		return // taken
-	}
-	h.dead.Store(true)
 	p := &srv.hops
-	p.mu.Lock()
-	if pool := p.owners[addr]; pool != nil {
-		pool.idle = slices.DeleteFunc(pool.idle, func(x *idleHop) bool { return x == h })
+	buf := make([]byte, relayBuf)
+	n, err := h.c.Read(buf)
+	if h.state.CompareAndSwap(hopWatched, hopDead) {
+		defer p.wg.Done()
+		p.mu.Lock()
+		if pool := p.owners[addr]; pool != nil {
+			pool.idle = slices.DeleteFunc(pool.idle, func(x *idleHop) bool { return x == h })
+		}
+		p.mu.Unlock()
+		h.c.Close()
+		return
 	}
-	p.mu.Unlock()
-	h.c.Close()
-}
-
-// take stops h's watcher and reports whether h is still open.
-func (h *idleHop) take() bool {
-	h.c.SetReadDeadline(time.Unix(1, 0))
-	<-h.done
-	return !h.dead.Load() && h.c.SetReadDeadline(time.Time{}) == nil
+	// Taken: the relay's session waits for its copier, not the pools.
+	ph := <-h.relay
+	p.wg.Done()
+	ph.pending, ph.pendingErr, ph.pendingConn = buf[:n], err, h.c
+	ph.copyBack(buf)
 }
 
 // hopMaxAge is how long an idle hop connection is kept: half the
@@ -133,15 +150,10 @@ func (srv *Server) hopMaxAge() time.Duration { return srv.IOTimeout / 2 }
 // hopConn opens the hop to the owner at addr: a live pooled connection if
 // there is one, else a fresh one from dialOwner.
 func (srv *Server) hopConn(addr string) (net.Conn, error) {
-	for range hopPoolSize + 1 {
-		h := srv.takeHop(addr)
-		if h == nil {
-			break
-		}
-		if h.take() {
-			return &pooledHop{srv: srv, addr: addr, c: h.c}, nil
-		}
-		h.c.Close()
+	if h := srv.takeHop(addr); h != nil {
+		ph := &pooledHop{srv: srv, addr: addr, c: h.c, copier: make(chan func([]byte), 1)}
+		h.relay <- ph // buffered: the watcher reads it once its read returns
+		return ph, nil
 	}
 	return srv.dialOwner(addr)
 }
@@ -171,9 +183,12 @@ func (srv *Server) takeHop(addr string) *idleHop {
 	pool.lastUsed = now
 	stale := pool.dropExpired(now, srv.hopMaxAge())
 	var h *idleHop
-	if len(pool.idle) > 0 {
+	for h == nil && len(pool.idle) > 0 {
 		h = pool.idle[0]
 		pool.idle = slices.Delete(pool.idle, 0, 1)
+		if !h.state.CompareAndSwap(hopWatched, hopTaken) {
+			h = nil // its watcher found it dead and closes it
+		}
 	}
 	if h == nil {
 		srv.fillLocked(addr, pool, now)
@@ -251,7 +266,7 @@ func (srv *Server) fillHops(addr string, pool *hopPool) {
 			}
 			return
 		}
-		h := &idleHop{c: c, born: time.Now(), done: make(chan struct{})}
+		h := &idleHop{c: c, born: time.Now(), relay: make(chan *pooledHop, 1)}
 		pool.idle = append(pool.idle, h)
 		p.wg.Add(1)
 		go srv.watchHop(addr, h)
@@ -371,6 +386,25 @@ type pooledHop struct {
 	redialed bool   // once only
 	overflow bool   // the recording outgrew hopReplayMax
 	closed   bool
+
+	// Owned by the reader (the watcher, turned copier).
+	pending     []byte   // what the watcher's read returned, not yet read
+	pendingErr  error    // and its error
+	pendingConn net.Conn // the connection it read
+	refillDue   bool     // the owner answered: refill the pool at the next read
+	copier      chan func(buf []byte)
+}
+
+// startCopy has the watcher of h's connection run copy, which reads the
+// owner's bytes from h and writes them to the client, once its pending
+// read returns; copy is handed buf, whose first bytes are pending.
+func (h *pooledHop) startCopy(copy func(buf []byte)) {
+	h.copier <- copy
+}
+
+// copyBack runs the relay's copier on the watcher's goroutine.
+func (h *pooledHop) copyBack(buf []byte) {
+	(<-h.copier)(buf)
 }
 
 func (h *pooledHop) conn() net.Conn {
@@ -381,17 +415,38 @@ func (h *pooledHop) conn() net.Conn {
 
 // Read reads from the owner; a failure before its first byte swaps in a
 // fresh connection.
+//
+// The pool is refilled after the owner's first bytes, at the next read:
+// once the copier has written them to the client, so that a filler
+// started then does not delay the answer.
 func (h *pooledHop) Read(b []byte) (int, error) {
+	if h.refillDue {
+		h.refillDue = false
+		h.srv.refill(h.addr)
+	}
 	for {
-		c := h.conn()
-		n, err := c.Read(b)
+		var c net.Conn
+		var n int
+		var err error
+		if h.pendingConn != nil {
+			c, err = h.pendingConn, h.pendingErr
+			n = copy(b, h.pending)
+			if h.pending = h.pending[n:]; len(h.pending) == 0 {
+				h.pendingConn, h.pendingErr = nil, nil
+			} else {
+				err = nil
+			}
+		} else {
+			c = h.conn()
+			n, err = c.Read(b)
+		}
 		if n > 0 {
 			h.mu.Lock()
 			first := !h.answered
 			h.answered, h.sent = true, nil
 			h.mu.Unlock()
 			if first {
-				h.srv.refill(h.addr)
+				h.refillDue = true
 			}
 			return n, err
 		}

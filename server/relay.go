@@ -147,8 +147,13 @@ func (h hopInfo) via() string {
 }
 
 // readHop reads a hop header whose marker byte has been read: version 1
-// (relay.go) or version 2 (relay2.go).
-func readHop(r io.Reader) (hopInfo, error) {
+// (relay.go), 2 (relay2.go) or 3 (resume.go); then it reads len(next)
+// bytes more, what follows the header, into next. Each read takes what
+// is known to follow up to the next length field (the relaying node sent
+// the header and its ACQUIRE in one write): three reads for a version 1
+// header and the byte after it, where a read per field took four, five
+// with an identity.
+func readHop(r io.Reader, next []byte) (hopInfo, error) {
 	var h [2]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return hopInfo{}, err
@@ -157,37 +162,47 @@ func readHop(r io.Reader) (hopInfo, error) {
 		return hopInfo{}, errBadHop
 	}
 	info := hopInfo{version: h[0]}
-	a := make([]byte, h[1])
+	// The address, and the identity's length.
+	a := make([]byte, int(h[1])+2)
 	if _, err := io.ReadFull(r, a); err != nil {
 		return hopInfo{}, err
 	}
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return hopInfo{}, err
+	m := int(binary.BigEndian.Uint16(a[len(a)-2:]))
+	info.addr = string(a[:len(a)-2])
+	// The identity, and then next (version 1) or the origin's length.
+	tail := len(next)
+	if info.version >= hopVersion2 {
+		tail = 1
 	}
-	id := make([]byte, binary.BigEndian.Uint16(h[:]))
+	id := make([]byte, m+tail)
 	if _, err := io.ReadFull(r, id); err != nil {
 		return hopInfo{}, err
 	}
-	info.addr, info.identity = string(a), string(id)
-	if info.version >= hopVersion2 {
-		var n [1]byte
-		if _, err := io.ReadFull(r, n[:]); err != nil {
-			return hopInfo{}, err
-		}
-		o := make([]byte, n[0])
-		if _, err := io.ReadFull(r, o); err != nil {
-			return hopInfo{}, err
-		}
-		var sid [8]byte
-		if _, err := io.ReadFull(r, sid[:]); err != nil {
-			return hopInfo{}, err
-		}
-		info.origin, info.session = string(o), binary.BigEndian.Uint64(sid[:])
+	info.identity = string(id[:m])
+	if info.version == hopVersion {
+		copy(next, id[m:])
+		return info, nil
 	}
-	if info.version == hopVersion3 {
-		if err := readHopResume(r, &info); err != nil {
-			return hopInfo{}, err
-		}
+	// The origin and the session id, and next (version 2).
+	tail = 0
+	if info.version == hopVersion2 {
+		tail = len(next)
+	}
+	o := make([]byte, int(id[m])+8+tail)
+	if _, err := io.ReadFull(r, o); err != nil {
+		return hopInfo{}, err
+	}
+	k := int(id[m])
+	info.origin, info.session = string(o[:k]), binary.BigEndian.Uint64(o[k:k+8])
+	if info.version == hopVersion2 {
+		copy(next, o[k+8:])
+		return info, nil
+	}
+	if err := readHopResume(r, &info); err != nil {
+		return hopInfo{}, err
+	}
+	if _, err := io.ReadFull(r, next); err != nil {
+		return hopInfo{}, err
 	}
 	return info, nil
 }
@@ -215,7 +230,7 @@ func (s *session) acceptHop() error {
 		srv.Logger.Info("hop header from a peer that may not relay", "remote_addr", s.peer.Addr, "identity", s.peer.Identity)
 		return errBadHop
 	}
-	h, err := readHop(s.conn)
+	h, err := readHop(s.conn, s.rbuf[:1])
 	if err != nil {
 		return err
 	}
@@ -226,8 +241,7 @@ func (s *session) acceptHop() error {
 		s.hopResume = &resumeKey{origin: locktable.Origin{Node: h.origin, Session: h.session}, hash: *h.resume}
 	}
 	s.wmu.Unlock()
-	_, err = io.ReadFull(s.conn, s.rbuf[:1])
-	return err
+	return nil
 }
 
 // route asks the Router what to do with req until it says serve, relays
@@ -344,6 +358,13 @@ func (srv *Server) dialOwner(addr string) (net.Conn, error) {
 // copies bytes both ways until either side closes. If this node told the
 // client WAITING while it held the claim, the owner's first WAITING is
 // not passed on (the client would read it as an extra answer).
+//
+// The owner's bytes are copied to the client by one goroutine, the
+// client's to the owner by this one, each writing what it read at once
+// (no buffering: the frames are small and each is awaited). On a hop
+// from the pool the copier is the goroutine that watched the idle
+// connection (hoppool.go), whose read is already waiting for the answer;
+// otherwise a new one.
 func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, protocol.Code) {
 	srv := s.srv
 	defer up.Close()
@@ -351,23 +372,14 @@ func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, pr
 	told := s.state == locktable.Waiting
 	peer := s.peer
 	s.wmu.Unlock()
-	b := AppendHop(nil, peer.Addr, peer.Identity)
-	b = protocol.AppendAcquire(b, req)
-	up.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
-	if _, err := up.Write(b); err != nil {
-		srv.Logger.Warn("cannot write to the owner of a lock", "lock", req.Name, "err", err)
-		return locktable.ReasonShutdown, protocol.CodeShuttingDown
-	}
-	up.SetWriteDeadline(time.Time{})
-	s.conn.SetDeadline(time.Time{})
-	srv.relayed.Add(1)
-	srv.relayedTotal.Add(1)
-	defer srv.relayed.Add(-1)
-	srv.Logger.Debug("relaying to the owner", "lock", req.Name, "remote_addr", peer.Addr, "owner_addr", up.RemoteAddr().String())
 
+	// The copier starts before the ACQUIRE goes out, but ends the
+	// client's side of the relay only if it went out (sent): a hop that
+	// cannot be written ends the session with ERROR 0x01 instead.
 	var upDone atomic.Bool
+	sent := make(chan bool, 1)
 	done := make(chan struct{})
-	go func() {
+	copyBack := func(buf []byte) {
 		defer close(done)
 		// The owner closed the hop (lease expired, ERROR sent, shutdown):
 		// half-close the client's connection after what the owner sent,
@@ -375,34 +387,57 @@ func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, pr
 		// most linger, so that no reset destroys a frame in flight.
 		defer func() {
 			upDone.Store(true)
+			if !<-sent {
+				return
+			}
 			if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
 				cw.CloseWrite()
 			}
 			s.conn.SetReadDeadline(time.Now().Add(srv.linger()))
 		}()
-		var first [1]byte
-		if told {
-			if _, err := io.ReadFull(up, first[:]); err != nil {
-				return
-			}
-			if protocol.Type(first[0]) != protocol.TypeWaiting {
-				if s.writeRelayed(first[:]) != nil {
-					return
-				}
-			}
-		}
-		buf := make([]byte, 512)
+		skip := told // the owner's first WAITING, if it is one
 		for {
 			n, err := up.Read(buf)
-			if n > 0 && s.writeRelayed(buf[:n]) != nil {
+			b := buf[:n]
+			if skip && n > 0 {
+				skip = false
+				if protocol.Type(b[0]) == protocol.TypeWaiting {
+					b = b[1:]
+				}
+			}
+			if len(b) > 0 && s.writeRelayed(b) != nil {
 				return
 			}
 			if err != nil {
 				return
 			}
 		}
-	}()
-	buf := make([]byte, 512)
+	}
+	if ph, ok := up.(*pooledHop); ok {
+		ph.startCopy(copyBack)
+	} else {
+		go copyBack(make([]byte, relayBuf))
+	}
+
+	b := AppendHop(make([]byte, 0, 64+len(req.Name)), peer.Addr, peer.Identity)
+	b = protocol.AppendAcquire(b, req)
+	up.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
+	if _, err := up.Write(b); err != nil {
+		sent <- false
+		up.Close()
+		<-done
+		srv.Logger.Warn("cannot write to the owner of a lock", "lock", req.Name, "err", err)
+		return locktable.ReasonShutdown, protocol.CodeShuttingDown
+	}
+	up.SetWriteDeadline(time.Time{})
+	s.conn.SetDeadline(time.Time{}) // before the copier may set its linger
+	sent <- true
+	srv.relayed.Add(1)
+	srv.relayedTotal.Add(1)
+	defer srv.relayed.Add(-1)
+	srv.Logger.Debug("relaying to the owner", "lock", req.Name, "remote_addr", peer.Addr, "owner_addr", up.RemoteAddr().String())
+
+	buf := make([]byte, relayBuf)
 	for {
 		n, err := s.conn.Read(buf)
 		if n > 0 && !upDone.Load() {
