@@ -72,6 +72,14 @@ type Claim struct {
 	workDone  bool          // the guarded work has stopped (Release called)
 	counted   bool          // counted in s.holding after a give-up
 	onLost    func(error)   // Do's cancel of fn's context
+
+	// Resumption (resume.go), guarded by s.mu.
+	noWait      bool         // asked for BUSY rather than a queue place
+	queued      bool         // answered QUEUED
+	home        *resumeIdent // the session the claim lives on: a re-assertion's prior
+	reassert    bool         // its re-assertion is due or unanswered
+	until       time.Time    // while reassert: its give-up, its last anchor + 0.8 × lease
+	wantRelease bool         // released while the connection was down: RELEASE after its re-assertion
 }
 
 // Name returns the name of the lock.
@@ -198,6 +206,10 @@ func (cl *Claim) releaseLocked() (flush bool) {
 	if cl.ended || cl.releasing || s.err != nil {
 		return false
 	}
+	if s.resuming {
+		cl.wantRelease = true // sent after its re-assertion
+		return false
+	}
 	if err := s.rule.SentRelease(cl.id, time.Now()); err != nil {
 		return false // the rule has the claim ended already
 	}
@@ -270,16 +282,29 @@ func (s *Session) claim(ctx context.Context, name string, m Mode, noWait bool) (
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cl := &Claim{s: s, name: name, mode: m, ready: make(chan struct{}), lost: make(chan struct{})}
+	cl := &Claim{s: s, name: name, mode: m, noWait: noWait, ready: make(chan struct{}), lost: make(chan struct{})}
 	var flags uint8
 	if noWait {
 		flags = protocol.ClaimNoWait
 	}
 	s.mu.Lock()
+	for s.resuming && s.err == nil {
+		// A new claim goes on the resumed session, after the
+		// re-assertions.
+		resumed := s.resumed
+		s.mu.Unlock()
+		select {
+		case <-resumed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
 	if s.err != nil {
 		s.mu.Unlock()
 		return nil, s.err
 	}
+	cl.home = s.ident
 	cl.id = s.allocID()
 	if err := s.rule.SentClaim(cl.id, noWait, time.Now()); err != nil {
 		s.mu.Unlock()

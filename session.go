@@ -39,6 +39,20 @@ type SessionOptions struct {
 	// (in a *ServerError) instead of falling back to version 1 when the
 	// server does not speak version 2.
 	NoFallback bool
+	// Resumable asks for a resumable session (see Session, "Resumable
+	// sessions"): when its connection breaks, the server keeps its
+	// claims for the lease, and the Session reconnects, opens a new
+	// session and re-asserts every claim with its token, so that the
+	// guarded work goes on uninterrupted. Off by default: on a single
+	// server, closing the connection (a killed process) then releases
+	// every claim at once. Turn it on for a cluster, where it is what
+	// lets a holder keep its locks through the death of its node.
+	Resumable bool
+	// Addrs are the addresses a resumable session may resume on, tried
+	// in turn starting with the one it was connected to; empty means the
+	// Client's Address only. The session opens on Addrs[0] when it is
+	// set, else on the Client's Address.
+	Addrs []string
 }
 
 // Session is one connection to the server carrying any number of claims
@@ -73,7 +87,6 @@ type Session struct {
 	lost  chan struct{} // closed when the session ends
 	rdone chan struct{} // closed when the reader has returned
 	bg    sync.WaitGroup
-	once  sync.Once // closes conn
 
 	mu         sync.Mutex
 	rule       *clientrule.Session
@@ -90,6 +103,22 @@ type Session struct {
 	closeArmed bool
 	holding    int       // after a give-up: held claims whose work has not stopped
 	ranges     rangeReqs // range-lock requests awaiting answers (rangelock.go)
+
+	// Resumption (resume.go).
+	ident     *resumeIdent  // this session's name for a resume; nil: not resumable
+	ring      uint64        // the ring version of this session's WELCOME
+	gen       uint64        // counts connections: a write to an older one is moot
+	addr      int           // index in the addresses of the one in use
+	resuming  bool          // the connection broke; the reader is opening a new session
+	resumed   chan struct{} // closed when a resume ends (made when one starts)
+	stopDials context.CancelFunc
+	dialCtx   context.Context // ends when the session ends: stops a resume
+	// breakCause is the failure that broke the connection, or the last
+	// reconnection's: what a claim lost for want of a resume wraps.
+	breakCause  error
+	staleRings  int  // fresh sessions in a row opened for a stale ring
+	freshNeeded bool // a re-assertion named a stale ring: open a fresh session
+	reasserts   int  // re-assertions of this connection not answered yet
 }
 
 // OpenSession opens a version 2 session with the server: it connects,
@@ -107,7 +136,11 @@ func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session
 	if len(opts.Label) > protocol.MaxLabelLen || !utf8.ValidString(opts.Label) {
 		return nil, protocol.ErrInvalidLabel
 	}
-	conn, err := c.cfg.Dialer.DialContext(ctx, "tcp", c.cfg.Address)
+	addr := c.cfg.Address
+	if len(opts.Addrs) > 0 {
+		addr = opts.Addrs[0]
+	}
+	conn, err := c.cfg.Dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -121,7 +154,8 @@ func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session
 		rule:   clientrule.NewSession(opts.Lease, c.cfg.MinHeartbeatInterval),
 		claims: map[uint32]*Claim{},
 	}
-	f, err := s.open(ctx)
+	w, err := s.open(ctx, conn, s.rule)
+	f := w.frame
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -141,6 +175,8 @@ func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session
 		return nil, &ServerError{Code: f.Code, Reason: f.Reason}
 	}
 	s.id = f.Session
+	s.ident, s.ring = w.ident, w.ring
+	s.dialCtx, s.stopDials = context.WithCancel(context.Background())
 	s.br = bufio.NewReaderSize(conn, 4096)
 	s.mu.Lock()
 	s.schedulePing()
@@ -149,48 +185,55 @@ func (c *Client) OpenSession(ctx context.Context, opts SessionOptions) (*Session
 	return s, nil
 }
 
-// open writes the preamble and HELLO and reads the answer: WELCOME, a
-// version 2 ERROR or a version 1 ERROR.
-func (s *Session) open(ctx context.Context) (protocol.Frame, error) {
+// open writes the preamble and HELLO on conn, recording them in rule,
+// and reads the answer: WELCOME, a version 2 ERROR or a version 1 ERROR.
+// A resumable session asks for resumption in HELLO and accepts the
+// WELCOME fields of a resumable session and of a cluster node.
+func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Session) (welcomeInfo, error) {
 	now := time.Now()
-	s.rule.SentHello(now)
-	deadline := s.rule.Deadline()
+	rule.SentHello(now)
+	deadline := rule.Deadline()
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	stop := context.AfterFunc(ctx, func() { s.conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	b := protocol.AppendPreamble(make([]byte, 0, protocol.PreambleLen+protocol.MaxFrameSize))
-	b = protocol.AppendHello(b, protocol.LeaseMS(s.opts.Lease), s.opts.Label)
-	var f protocol.Frame
-	err := s.conn.SetDeadline(deadline)
+	var helloFlags, allowed uint8
+	if s.opts.Resumable {
+		helloFlags, allowed = helloResumable, welcomeResumable|welcomeRing
+	}
+	b = appendHelloFlags(b, protocol.LeaseMS(s.opts.Lease), helloFlags, s.opts.Label)
+	var w welcomeInfo
+	err := conn.SetDeadline(deadline)
 	if err == nil {
-		_, err = s.conn.Write(b)
+		_, err = conn.Write(b)
 	}
 	if err == nil {
-		f, err = protocol.ReadHelloAnswer(s.conn)
+		w, err = readHelloAnswerFlags(conn, allowed)
 	}
+	f := w.frame
 	// The watch on ctx must be over before the deadline is cleared: a
 	// cancellation that came meanwhile would otherwise leave a deadline
 	// in the past on a live session.
 	if !stop() || err != nil {
 		if ctx.Err() != nil {
-			return f, ctx.Err()
+			return w, ctx.Err()
 		}
-		return f, frameErr(err)
+		return w, frameErr(err)
 	}
-	if err := s.conn.SetDeadline(time.Time{}); err != nil {
-		return f, connErr(err)
+	if err := conn.SetDeadline(time.Time{}); err != nil {
+		return w, connErr(err)
 	}
 	if f.Type == protocol.TypeError {
-		return f, nil
+		return w, nil
 	}
 	if f.Type != protocol.TypeWelcome && f.Type != protocol.TypeSessionError {
-		return f, fmt.Errorf("%w: %v answers HELLO", ErrProtocolViolation, f)
+		return w, fmt.Errorf("%w: %v answers HELLO", ErrProtocolViolation, f)
 	}
-	if _, err := s.rule.Received(f, time.Now()); err != nil {
-		return f, ruleErr(err)
+	if _, err := rule.Received(f, time.Now()); err != nil {
+		return w, ruleErr(err)
 	}
-	return f, nil
+	return w, nil
 }
 
 // Version returns the protocol version the session speaks: 2, or 1 after
@@ -203,8 +246,12 @@ func (s *Session) Version() int {
 }
 
 // ID returns the session id the server gave in WELCOME (0 after a
-// fallback).
-func (s *Session) ID() uint64 { return s.id }
+// fallback); after a resume, the id of the session in use.
+func (s *Session) ID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
 
 // Lease returns the session lease.
 func (s *Session) Lease() time.Duration { return s.opts.Lease }
@@ -265,7 +312,13 @@ func (s *Session) Close() error {
 	return prev
 }
 
-func (s *Session) closeConn() { s.once.Do(func() { s.conn.Close() }) }
+// closeConn closes the connection in use.
+func (s *Session) closeConn() {
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	conn.Close()
+}
 
 // startWrite is called under s.mu after a frame was appended to s.out:
 // unless a writer is at work, it makes the caller the writer. It reports
@@ -287,7 +340,7 @@ func (s *Session) flush() {
 	defer s.bg.Done()
 	s.mu.Lock()
 	for {
-		if len(s.out) == 0 || s.err != nil {
+		if len(s.out) == 0 || s.err != nil || s.resuming {
 			s.out = s.out[:0]
 			s.writing = false
 			s.mu.Unlock()
@@ -302,13 +355,21 @@ func (s *Session) flush() {
 		} else {
 			set = time.Time{} // in force already
 		}
+		conn, gen := s.conn, s.gen
 		s.mu.Unlock()
-		err := s.write(buf, set)
+		err := s.write(conn, buf, set)
 		s.mu.Lock()
 		s.spare = buf[:0]
-		if err != nil {
+		if err != nil && gen == s.gen {
 			s.out = s.out[:0]
 			s.writing = false
+			if s.resumable() && !errors.Is(err, os.ErrDeadlineExceeded) {
+				// The reader resumes the session when it finds the
+				// connection closed.
+				s.mu.Unlock()
+				conn.Close()
+				return
+			}
 			closeNow := s.loseLocked(connErr(err))
 			s.mu.Unlock()
 			if closeNow {
@@ -316,6 +377,8 @@ func (s *Session) flush() {
 			}
 			return
 		}
+		// A failed write to a connection that a resume has replaced
+		// is moot: its frames were recorded in that connection's rule.
 	}
 }
 
@@ -324,21 +387,23 @@ func (s *Session) flush() {
 // will do): the deadline in force may be earlier than the rule's, never
 // later; when it fires, the write goes on with the rule's deadline
 // unless that has passed too.
-func (s *Session) write(buf []byte, set time.Time) error {
+func (s *Session) write(conn net.Conn, buf []byte, set time.Time) error {
 	for {
 		if !set.IsZero() {
-			if err := s.conn.SetWriteDeadline(set); err != nil {
+			if err := conn.SetWriteDeadline(set); err != nil {
 				return err
 			}
 		}
-		n, err := s.conn.Write(buf)
+		n, err := conn.Write(buf)
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
 		s.mu.Lock()
 		set = s.rule.Deadline()
-		live := s.err == nil && time.Now().Before(set)
-		s.wset = set
+		live := s.err == nil && conn == s.conn && time.Now().Before(set)
+		if conn == s.conn {
+			s.wset = set
+		}
 		s.mu.Unlock()
 		if !live {
 			return err
@@ -355,15 +420,29 @@ func (s *Session) write(buf []byte, set time.Time) error {
 // at the rule's deadline, gives up if that has passed and otherwise
 // sets it and reads on. So an answer costs no timer update and no
 // second hold of the mutex on the way to the goroutine waiting for it.
+//
+// A resumable session whose connection breaks is resumed here, by the
+// reader, which then reads the new connection (resume.go).
 func (s *Session) read() {
 	defer close(s.rdone)
+	for {
+		brk := s.readConn()
+		if brk == nil || !s.resume(brk) {
+			return
+		}
+	}
+}
+
+// readConn reads the connection in use until it ends. It returns nil
+// when the session has ended, or the cause of a break that the session
+// is to be resumed after.
+func (s *Session) readConn() error {
 	s.mu.Lock()
-	set := s.rule.Deadline()
+	set, conn := s.readDeadline(), s.conn
 	s.mu.Unlock()
 	for {
-		if err := s.conn.SetReadDeadline(set); err != nil {
-			s.lose(connErr(err))
-			return
+		if err := conn.SetReadDeadline(set); err != nil {
+			return s.broken(connErr(err))
 		}
 		for {
 			f, err := s.readFrame()
@@ -371,18 +450,18 @@ func (s *Session) read() {
 			if err != nil {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					s.mu.Lock()
-					deadline, live := s.rule.Deadline(), s.err == nil
+					s.expireReasserts(now)
+					deadline, live := s.readDeadline(), s.err == nil
 					s.mu.Unlock()
 					if live && now.Before(deadline) {
 						set = deadline
 						break // set the later deadline and read on
 					}
 				}
-				s.lose(frameErr(err))
-				return
+				return s.broken(frameErr(err))
 			}
-			if !s.received(f, now) {
-				return
+			if live, brk := s.received(f, now); !live {
+				return brk
 			}
 		}
 	}
@@ -416,12 +495,14 @@ func (s *Session) readFrame() (protocol.Frame, error) {
 	return f, err
 }
 
-// received acts on one frame and reports whether the session lives on.
-func (s *Session) received(f protocol.Frame, now time.Time) bool {
+// received acts on one frame and reports whether the session lives on;
+// when it does not, brk is the cause of a break that the session is to
+// be resumed after, or nil when it has ended.
+func (s *Session) received(f protocol.Frame, now time.Time) (live bool, brk error) {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
-		return false
+		return false, nil
 	}
 	if f.Type == protocol.TypeRangeAnswer {
 		if err := s.receivedRange(f); err != nil {
@@ -430,22 +511,18 @@ func (s *Session) received(f protocol.Frame, now time.Time) bool {
 			if closeNow {
 				s.closeConn()
 			}
-			return false
+			return false, nil
 		}
 		s.mu.Unlock()
-		return true
+		return true, nil
 	}
 	ev, err := s.rule.Received(f, now)
 	if err == nil && ev.Kind == protocol.TypeSessionError {
 		err = &ServerError{Code: ev.Code, Reason: ev.Reason}
 	}
 	if err != nil {
-		closeNow := s.loseLocked(ruleErr(err))
 		s.mu.Unlock()
-		if closeNow {
-			s.closeConn()
-		}
-		return false
+		return false, s.broken(ruleErr(err))
 	}
 	cl := s.claims[ev.Claim]
 	switch ev.Kind {
@@ -457,7 +534,21 @@ func (s *Session) received(f protocol.Frame, now time.Time) bool {
 			if closeNow {
 				s.closeConn()
 			}
-			return false
+			return false, nil
+		}
+	}
+	if cl != nil && cl.reassert {
+		switch ev.Kind {
+		case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
+			brk := s.reasserted(cl, ev, now)
+			if !cl.reassert && s.rule.Free(ev.Claim) {
+				delete(s.claims, ev.Claim)
+			}
+			s.mu.Unlock()
+			if brk != nil {
+				return false, s.broken(brk)
+			}
+			return true, nil
 		}
 	}
 	switch ev.Kind {
@@ -467,6 +558,8 @@ func (s *Session) received(f protocol.Frame, now time.Time) bool {
 		cl.token = ev.Token
 		cl.held = true
 		cl.resolve()
+	case protocol.TypeQueued:
+		cl.queued = true
 	case protocol.TypeBusy:
 		cl.endLocked(ErrBusy)
 	case protocol.TypeRefused:
@@ -482,7 +575,7 @@ func (s *Session) received(f protocol.Frame, now time.Time) bool {
 		delete(s.claims, ev.Claim)
 	}
 	s.mu.Unlock()
-	return true
+	return true, nil
 }
 
 // frameErr classifies an error from reading a version 2 frame: one that
@@ -526,6 +619,13 @@ func (s *Session) loseLocked(cause error) (closeNow bool) {
 	}
 	s.err = cause
 	s.rule.Close()
+	if s.stopDials != nil {
+		s.stopDials()
+	}
+	if s.resuming {
+		s.resuming = false
+		close(s.resumed)
+	}
 	if s.pingArmed && s.pingTimer.Stop() {
 		s.pingArmed = false
 		s.bg.Done()
@@ -615,7 +715,7 @@ func (s *Session) ping() {
 func (s *Session) allocID() uint32 {
 	for {
 		s.nextID++
-		if s.nextID != 0 && s.rule.Free(s.nextID) {
+		if s.nextID != 0 && s.rule.Free(s.nextID) && s.claims[s.nextID] == nil {
 			return s.nextID
 		}
 	}

@@ -1,0 +1,413 @@
+package baton
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/batonlock/baton/internal/clientrule"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Resumable sessions (SessionOptions.Resumable; docs/client.md).
+//
+// When the connection of a resumable session breaks (EOF, a reset, a
+// failed read or write, or the server's ERROR 0x01 or 0x03), the reader
+// does not end the session: it reconnects (any of the addresses, with
+// backoff and jitter), opens a new resumable session and re-asserts
+// every claim that was held or queued, naming the session the claim
+// lived on (its id, secret and node) and the ring of the new session's
+// WELCOME. A held claim answered GRANTED with its own token goes on as
+// if nothing had happened: Lost is not closed, Do's function is not
+// cancelled, the token is unchanged. Until its re-assertion is answered
+// a claim is believed held only until its last anchor + 0.8 × lease (the
+// client rule, unchanged): past that it is lost, and a later answer is
+// ignored (a grant is released at once).
+
+var (
+	// ErrReassertRefused: after the connection broke, the server refused
+	// the claim's re-assertion (REFUSED 0x04: the claim is not held
+	// there any more, or a conflicting claim holds the lock), or
+	// answered it with another token or a queue place. The claim is
+	// lost; the error also wraps the server's *ServerError when there
+	// was one.
+	ErrReassertRefused = errors.New("baton: claim lost: its re-assertion after a broken connection was refused")
+	// ErrNotResumed: a resumable session could not be resumed, or a
+	// claim's re-assertion answered, before the give-up deadline
+	// (anchor + 0.8 × lease), or the server cannot resume it. The error
+	// wraps ErrHeartbeatTimeout when the deadline passed, and the
+	// failure that broke the connection or the last reconnection's.
+	ErrNotResumed = errors.New("baton: session not resumed")
+)
+
+// Bounds of a resume's reconnection backoff; it never waits past the
+// give-up deadline.
+const (
+	minResumeBackoff = 10 * time.Millisecond
+	maxResumeBackoff = time.Second
+	// maxStaleRings bounds the fresh sessions opened in a row because
+	// a re-assertion named a stale ring (REFUSED 0x05).
+	maxStaleRings = 8
+)
+
+// resumable reports whether a break is resumed after. s.mu is held. Range
+// locks cannot be re-asserted: a session that has taken any is not
+// resumed.
+func (s *Session) resumable() bool { return s.ident != nil && s.ranges.next == 0 }
+
+// Resumable reports whether the session is resumable: it asked for it
+// (SessionOptions.Resumable) and the server granted it.
+func (s *Session) Resumable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ident != nil
+}
+
+// isBreak reports whether cause ends a connection but may leave its
+// session to be resumed: the connection closed or failed, the server is
+// shutting down (0x01) or cannot serve here now (0x03), or a
+// re-assertion named a stale ring (0x05).
+func isBreak(cause error) bool {
+	var se *ServerError
+	if errors.As(cause, &se) {
+		switch se.Code {
+		case protocol.CodeShuttingDown, protocol.CodeNotOwner, codeStaleRing:
+			return true
+		}
+		return false
+	}
+	return errors.Is(cause, ErrConnectionClosed)
+}
+
+// broken decides what a failure of the connection does: it returns the
+// cause when the session is to be resumed, and otherwise ends the
+// session (closing the connection when due) and returns nil.
+func (s *Session) broken(cause error) error {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.resumable() && isBreak(cause) {
+		s.mu.Unlock()
+		return cause
+	}
+	closeNow := s.loseLocked(cause)
+	s.mu.Unlock()
+	if closeNow {
+		s.closeConn()
+	}
+	return nil
+}
+
+// notResumed is the cause of a loss for want of a resume in time.
+func notResumed(last error) error {
+	return fmt.Errorf("%w before the give-up (%w): %w", ErrNotResumed, ErrHeartbeatTimeout, last)
+}
+
+// readDeadline is the reader's deadline: the rule's give-up, or the
+// earlier give-up of a claim whose re-assertion is unanswered. s.mu is
+// held.
+func (s *Session) readDeadline() time.Time {
+	d := s.rule.Deadline()
+	for _, cl := range s.claims {
+		if cl.reassert && !cl.ended && cl.until.Before(d) {
+			d = cl.until
+		}
+	}
+	return d
+}
+
+// expireReasserts loses every claim whose re-assertion has not been
+// answered by its give-up. s.mu is held.
+func (s *Session) expireReasserts(now time.Time) {
+	for _, cl := range s.claims {
+		if cl.reassert && !cl.ended && !now.Before(cl.until) {
+			cl.endLocked(notResumed(s.breakCause))
+		}
+	}
+}
+
+// resume opens a new session after the connection broke with cause and
+// re-asserts the session's claims on it. It runs on the reader's
+// goroutine and reports whether the reader is to read the new
+// connection; when it is not, the session has ended.
+func (s *Session) resume(cause error) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return false
+	}
+	old := s.conn
+	stale := isCode(cause, codeStaleRing)
+	if stale {
+		s.staleRings++
+	} else {
+		s.staleRings = 0
+	}
+	if s.staleRings > maxStaleRings {
+		closeNow := s.loseLocked(fmt.Errorf("%w: %d fresh sessions in a row named a stale ring: %w", ErrNotResumed, s.staleRings, cause))
+		s.mu.Unlock()
+		if closeNow {
+			s.closeConn()
+		}
+		return false
+	}
+	s.breakCause = cause
+	s.resuming = true
+	s.resumed = make(chan struct{})
+	s.freshNeeded = false
+	giveUp := s.rule.Deadline()
+	s.rule.Close() // no PING, claim or release goes on the broken connection
+	if s.pingArmed && s.pingTimer.Stop() {
+		s.pingArmed = false
+		s.bg.Done()
+	}
+	for _, cl := range s.claims {
+		if !cl.reassert {
+			// Confirmed on the broken session: believed until its give-up.
+			cl.reassert, cl.until = true, giveUp
+		}
+	}
+	addrs := s.addrs()
+	first := s.addr
+	s.mu.Unlock()
+	old.Close()
+
+	backoff := minResumeBackoff
+	last := cause
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 || stale {
+			wait := time.Until(giveUp)
+			if w := jitter(backoff); w < wait {
+				wait = w
+			}
+			if sleep(s.dialCtx, wait) != nil {
+				return false // the session ended
+			}
+			backoff = min(2*backoff, maxResumeBackoff, s.opts.Lease/8+minResumeBackoff)
+		}
+		now := time.Now()
+		s.mu.Lock()
+		s.breakCause = last
+		s.expireReasserts(now)
+		if s.err != nil {
+			s.mu.Unlock()
+			return false
+		}
+		if !now.Before(giveUp) {
+			closeNow := s.loseLocked(notResumed(last))
+			s.mu.Unlock()
+			if closeNow {
+				s.closeConn()
+			}
+			return false
+		}
+		s.mu.Unlock()
+		i := (first + attempt) % len(addrs)
+		conn, w, rule, err := s.reopen(addrs[i], giveUp)
+		if err == nil {
+			return s.install(i, conn, w, rule)
+		}
+		last = err
+		var se *ServerError
+		if errors.Is(err, ErrProtocolViolation) || (errors.As(err, &se) && !se.Temporary()) {
+			s.mu.Lock()
+			closeNow := s.loseLocked(fmt.Errorf("%w: %w", ErrNotResumed, err))
+			s.mu.Unlock()
+			if closeNow {
+				s.closeConn()
+			}
+			return false
+		}
+		if errors.Is(err, protocol.ErrShuttingDown) && attempt == 0 {
+			continue // another server may be taking over: at once
+		}
+	}
+}
+
+// isCode reports whether err is a *ServerError with code c.
+func isCode(err error, c protocol.Code) bool {
+	var se *ServerError
+	return errors.As(err, &se) && se.Code == c
+}
+
+// addrs returns the addresses a resume may use. s.mu is held.
+func (s *Session) addrs() []string {
+	if len(s.opts.Addrs) > 0 {
+		return s.opts.Addrs
+	}
+	return []string{s.c.cfg.Address}
+}
+
+// reopen connects to addr and opens a new resumable session, by the
+// give-up deadline.
+func (s *Session) reopen(addr string, giveUp time.Time) (net.Conn, welcomeInfo, *clientrule.Session, error) {
+	ctx, cancel := context.WithDeadline(s.dialCtx, giveUp)
+	defer cancel()
+	conn, err := s.c.cfg.Dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, welcomeInfo{}, nil, &dialError{err}
+	}
+	rule := clientrule.NewSession(s.opts.Lease, s.c.cfg.MinHeartbeatInterval)
+	w, err := s.open(ctx, conn, rule)
+	if err != nil {
+		conn.Close()
+		return nil, w, nil, err
+	}
+	f := w.frame
+	switch f.Type {
+	case protocol.TypeError, protocol.TypeSessionError:
+		conn.Close()
+		return nil, w, nil, &ServerError{Code: f.Code, Reason: f.Reason}
+	}
+	if w.ident == nil {
+		conn.Close()
+		return nil, w, nil, fmt.Errorf("%w: %s did not open a resumable session", ErrNotResumed, addr)
+	}
+	return conn, w, rule, nil
+}
+
+// install makes the new session the one in use and re-asserts every
+// claim on it, in the order of their ids; a claim being released is
+// released right after its re-assertion. It reports whether the reader
+// reads on.
+func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientrule.Session) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		conn.Close()
+		return false
+	}
+	now := time.Now()
+	s.expireReasserts(now)
+	s.conn, s.br, s.rule, s.gen, s.addr = conn, bufio.NewReaderSize(conn, 4096), rule, s.gen+1, addr
+	s.id, s.ident, s.ring = w.frame.Session, w.ident, w.ring
+	s.wset = time.Time{}
+	s.out = s.out[:0]
+	s.reasserts = 0
+	ids := make([]uint32, 0, len(s.claims))
+	for id, cl := range s.claims {
+		if cl.ended {
+			// Lost already: nothing to re-assert; its session on the
+			// server drops it a lease after it last heard from us.
+			delete(s.claims, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		cl := s.claims[id]
+		var token uint64
+		if cl.held {
+			token = cl.token
+		}
+		noWait := cl.noWait && !cl.held && !cl.queued // not answered yet
+		if err := rule.SentClaim(id, noWait, now); err != nil {
+			panic("baton: re-assertion on a fresh session: " + err.Error())
+		}
+		s.out = appendReassert(s.out, id, cl.mode, noWait, cl.name, token, s.ring, cl.home)
+		s.reasserts++
+		if cl.releasing || cl.wantRelease {
+			if err := rule.SentRelease(id, now); err == nil {
+				cl.releasing = true
+				s.out = protocol.AppendRelease(s.out, id)
+			}
+		}
+	}
+	s.resuming = false
+	close(s.resumed)
+	s.schedulePing()
+	flush := len(s.out) > 0 && s.startWrite()
+	s.mu.Unlock()
+	if flush {
+		s.flush()
+	}
+	return true
+}
+
+// reasserted acts on the answer to a claim's re-assertion. It returns a
+// break cause when a fresh session is needed (a stale ring), once every
+// re-assertion of this session has been answered. s.mu is held.
+func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) error {
+	s.reasserts--
+	late := !now.Before(cl.until)
+	lost := func(err error) {
+		cl.endLocked(err)
+		s.dropLocked(cl)
+	}
+	stale := false
+	switch ev.Kind {
+	case protocol.TypeGranted:
+		switch {
+		case cl.ended || ev.Releasing:
+			s.dropLocked(cl)
+		case late:
+			lost(notResumed(s.breakCause))
+		case cl.held && ev.Token != cl.token:
+			lost(fmt.Errorf("%w: granted again with token %d, not its token %d", ErrReassertRefused, ev.Token, cl.token))
+		default:
+			cl.held, cl.token = true, ev.Token
+			cl.resolve()
+		}
+	case protocol.TypeQueued:
+		switch {
+		case cl.ended || ev.Releasing:
+			s.dropLocked(cl)
+		case late:
+			lost(notResumed(s.breakCause))
+		case cl.held:
+			lost(fmt.Errorf("%w: answered with a queue place", ErrReassertRefused))
+		default:
+			cl.queued = true
+		}
+	case protocol.TypeBusy:
+		cl.endLocked(ErrBusy)
+	case protocol.TypeRefused:
+		se := &ServerError{Code: ev.Code, Reason: ev.Reason}
+		switch {
+		case ev.Code == codeStaleRing && !cl.ended && !late:
+			stale = true
+			s.freshNeeded = true
+		case late:
+			cl.endLocked(notResumed(s.breakCause))
+		case ev.Code == codeReassertRefused:
+			cl.endLocked(fmt.Errorf("%w: %w", ErrReassertRefused, se))
+		default:
+			cl.endLocked(se)
+		}
+	}
+	if !stale {
+		cl.reassert, cl.until = false, time.Time{}
+		if !cl.ended {
+			cl.home = s.ident
+			s.staleRings = 0
+		}
+	}
+	if s.freshNeeded && s.reasserts == 0 {
+		return &ServerError{Code: codeStaleRing, Reason: "re-assertion named a stale ring"}
+	}
+	return nil
+}
+
+// dropLocked releases on the server a claim that the client no longer
+// believes held (lost, or being released) unless a RELEASE of it is
+// under way. s.mu is held; the write goes with the next flush.
+func (s *Session) dropLocked(cl *Claim) {
+	if cl.releasing {
+		return
+	}
+	if err := s.rule.SentRelease(cl.id, time.Now()); err != nil {
+		return
+	}
+	cl.releasing = true
+	s.out = protocol.AppendRelease(s.out, cl.id)
+	if s.startWrite() {
+		go s.flush() // startWrite counted it in s.bg
+	}
+}
