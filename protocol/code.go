@@ -34,6 +34,16 @@ const (
 // The error codes that protocol version 2 adds. Version 2 also uses the
 // version 1 codes whose meaning it shares (CodesV2 lists which).
 const (
+	// CodeReassertRefused answers a re-assertion whose claim is not held
+	// here: it is gone (expired, ended, never there, or the secret does
+	// not match), or a conflicting claim holds the lock. The client has
+	// lost the claim. Claim level.
+	CodeReassertRefused Code = 0x04
+	// CodeStaleRing answers a re-assertion that names a ring older than
+	// the one in which this node took the name: open a fresh session and
+	// re-assert again. Claim level.
+	CodeStaleRing Code = 0x05
+
 	CodeInvalidFrame       Code = 0x19 // session level
 	CodeFrameTooLong       Code = 0x1a // session level
 	CodeFirstNotHello      Code = 0x1b // session level
@@ -61,7 +71,7 @@ var Codes = []Code{
 // order: the version 1 codes whose meaning version 2 shares, then the
 // codes it adds.
 var CodesV2 = []Code{
-	CodeShuttingDown, CodeClosedByAdmin, CodeNotOwner,
+	CodeShuttingDown, CodeClosedByAdmin, CodeNotOwner, CodeReassertRefused, CodeStaleRing,
 	CodeUnsupportedVersion, CodeUnknownMessage, CodeEmptyName,
 	CodeInvalidName, CodeInvalidLease, CodeNotAuthorized,
 	CodeInvalidFrame, CodeFrameTooLong, CodeFirstNotHello,
@@ -91,6 +101,8 @@ var (
 	ErrInvalidLease       = &codeError{CodeInvalidLease, "lease must be positive"}
 	ErrNotAuthorized      = &codeError{CodeNotAuthorized, "not authorized for lock"}
 
+	ErrReassertRefused    = &codeError{CodeReassertRefused, "re-assertion refused"}
+	ErrStaleRing          = &codeError{CodeStaleRing, "stale ring"}
 	ErrInvalidFrame       = &codeError{CodeInvalidFrame, "malformed frame"}
 	ErrFrameTooLong       = &codeError{CodeFrameTooLong, "frame too long (> 512 bytes)"}
 	ErrFirstNotHello      = &codeError{CodeFirstNotHello, "first frame must be HELLO"}
@@ -121,6 +133,7 @@ func init() {
 		ErrFirstNotAcquire, ErrDuplicateAcquire, ErrUnknownMessage,
 		ErrEmptyName, ErrNameTooLong, ErrInvalidName, ErrInvalidLease,
 		ErrNotAuthorized,
+		ErrReassertRefused, ErrStaleRing,
 		ErrInvalidFrame, ErrFrameTooLong, ErrFirstNotHello, ErrDuplicateHello,
 		ErrInvalidLabel, ErrUnsupportedFeature, ErrClaimInUse, ErrUnknownMode,
 		ErrInvalidLimit, ErrLimitMismatch, ErrModeConflict,

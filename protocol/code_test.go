@@ -57,6 +57,8 @@ var wantCodesV2 = []codeRow{
 	{protocol.CodeShuttingDown, 0x01, protocol.ErrShuttingDown},
 	{protocol.CodeClosedByAdmin, 0x02, protocol.ErrClosedByAdmin},
 	{protocol.CodeNotOwner, 0x03, protocol.ErrNotOwner},
+	{protocol.CodeReassertRefused, 0x04, protocol.ErrReassertRefused},
+	{protocol.CodeStaleRing, 0x05, protocol.ErrStaleRing},
 	{protocol.CodeUnsupportedVersion, 0x10, protocol.ErrUnsupportedVersion},
 	{protocol.CodeUnknownMessage, 0x13, protocol.ErrUnknownMessage},
 	{protocol.CodeEmptyName, 0x14, protocol.ErrEmptyName},

@@ -101,8 +101,8 @@ func TestAppendError(t *testing.T) {
 		{"unknown code", protocol.Code(0x7f), "x", "13 7f 01 78"},
 		{"empty reason gets canonical text", protocol.CodeClosedByAdmin, "",
 			"13 02 17" + " " + spaced([]byte("closed by administrator"))},
-		{"empty reason, unknown server condition", protocol.Code(0x05), "",
-			"13 05 18" + " " + spaced([]byte("unknown server condition"))},
+		{"empty reason, unknown server condition", protocol.Code(0x0f), "",
+			"13 0f 18" + " " + spaced([]byte("unknown server condition"))},
 		{"empty reason, unknown client error", protocol.Code(0xee), "",
 			"13 ee 14" + " " + spaced([]byte("unknown client error"))},
 	}

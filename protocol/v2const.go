@@ -93,9 +93,44 @@ func (m Mode) String() string {
 // the queue when the claim cannot be granted at once.
 const ClaimNoWait uint8 = 0x01
 
+// ClaimReassert is the CLAIM flag of a re-assertion: the claim continues
+// one of a prior session (its id there is the CLAIM's claim id), and the
+// name is followed by its token (0 for a queued claim), the ring version
+// of the WELCOME of the session that sends it, the prior session's id and
+// secret, and the node it lived on (Frame.Token, Ring, Session, Secret,
+// Node). docs/protocol.md, "v2 resumable sessions and re-assertion".
+const ClaimReassert uint8 = 0x02
+
+// HelloResumable is the HELLO flag that asks for a resumable session:
+// when its connection breaks, the server keeps its claims for the
+// session's lease, and a new session may re-assert them.
+const HelloResumable uint8 = 0x01
+
+// WELCOME flags. WelcomeResumable: the session is resumable, and the
+// session id is followed by its secret and the id of the node it lives
+// on (Frame.Secret, Frame.Node). WelcomeRing: the server is a cluster
+// node, and the frame ends with the ring version it had applied
+// (Frame.Ring).
+const (
+	WelcomeResumable uint8 = 0x01
+	WelcomeRing      uint8 = 0x02
+)
+
+// SecretLen is the size of a resumable session's secret.
+const SecretLen = 16
+
+// reassertFixedLen is the size of a re-assertion's fields after the name,
+// the node excluded: token, ring, session, secret, node_len.
+const reassertFixedLen = 8 + 8 + 8 + SecretLen + 1
+
+// MaxReassertText is the most bytes a re-assertion's name and node may
+// take together: a CLAIM with both fits the 512-byte frame.
+const MaxReassertText = MaxFrameLen - 1 - claimFixedLen - reassertFixedLen
+
 // Reserved flag bits: set in a frame of this revision, they are refused
 // with CodeUnsupportedFeature (docs/protocol.md).
 const (
-	helloReservedFlags uint8 = 0xff
-	claimReservedFlags uint8 = ^ClaimNoWait
+	helloReservedFlags   uint8 = ^HelloResumable
+	claimReservedFlags   uint8 = ^(ClaimNoWait | ClaimReassert)
+	welcomeReservedFlags uint8 = ^(WelcomeResumable | WelcomeRing)
 )

@@ -60,6 +60,8 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 				f.Reason = s
 			case "key":
 				f.Name = s
+			case "node":
+				f.Node = s
 			default:
 				t.Fatalf("%s: unknown string field %s", name, key)
 			}
@@ -74,6 +76,14 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 			if f.Mode == 0 {
 				t.Fatalf("%s: unknown mode %s", name, val)
 			}
+			continue
+		}
+		if key == "secret" {
+			b := unhex(t, strings.Join(regexp.MustCompile("..").FindAllString(strings.TrimPrefix(val, "0x"), -1), " "))
+			if len(b) != protocol.SecretLen {
+				t.Fatalf("%s: secret %s is not %d bytes", name, val, protocol.SecretLen)
+			}
+			f.Secret = [protocol.SecretLen]byte(b)
 			continue
 		}
 		n, err := strconv.ParseUint(val, 0, 64)
@@ -95,6 +105,8 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 			f.Session = n
 		case "token":
 			f.Token = n
+		case "ring":
+			f.Ring = n
 		case "code":
 			f.Code = protocol.Code(n)
 		default:

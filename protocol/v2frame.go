@@ -22,10 +22,17 @@ type Frame struct {
 	Mode    Mode   // CLAIM
 	Limit   uint32 // CLAIM (semaphore)
 	Name    string // CLAIM
-	Session uint64 // WELCOME
-	Token   uint64 // GRANTED, PROMOTED
-	Code    Code   // REFUSED, REVOKED, ERROR (either version's)
-	Reason  string // REFUSED, REVOKED, ERROR (either version's)
+	Session uint64 // WELCOME; a re-assertion's prior session
+	Token   uint64 // GRANTED, PROMOTED; a re-assertion's token
+	// Resumable sessions and re-assertion (docs/protocol.md): a WELCOME
+	// with WelcomeResumable and a re-assertion (CLAIM with ClaimReassert)
+	// carry the session's secret and node; a WELCOME with WelcomeRing and
+	// a re-assertion carry a ring version.
+	Secret [SecretLen]byte
+	Node   string
+	Ring   uint64
+	Code   Code   // REFUSED, REVOKED, ERROR (either version's)
+	Reason string // REFUSED, REVOKED, ERROR (either version's)
 
 	// Range-lock frames (v2range.go) use Claim as the request id, Name as
 	// the key, Flags, Token, Session and Label (the conflicting lock's
@@ -43,6 +50,13 @@ func (f Frame) Lease() time.Duration { return time.Duration(f.LeaseMS) * time.Mi
 // NoWait reports whether a CLAIM asks for BUSY rather than a queue place.
 func (f Frame) NoWait() bool { return f.Flags&ClaimNoWait != 0 }
 
+// Reassert reports whether a CLAIM is a re-assertion.
+func (f Frame) Reassert() bool { return f.Flags&ClaimReassert != 0 }
+
+// Resumable reports whether a HELLO asks for, or a WELCOME grants, a
+// resumable session.
+func (f Frame) Resumable() bool { return f.Flags&HelloResumable != 0 }
+
 func (f Frame) String() string {
 	switch f.Type {
 	case TypeHello:
@@ -50,11 +64,15 @@ func (f Frame) String() string {
 	case TypePing, TypePong:
 		return fmt.Sprintf("%v(%d)", f.Type, f.Seq)
 	case TypeClaim:
+		if f.Reassert() {
+			return fmt.Sprintf("CLAIM(%d %v limit=%d flags=0x%02x %q token=%d ring=%d session=%d node=%q)",
+				f.Claim, f.Mode, f.Limit, f.Flags, f.Name, f.Token, f.Ring, f.Session, f.Node)
+		}
 		return fmt.Sprintf("CLAIM(%d %v limit=%d flags=0x%02x %q)", f.Claim, f.Mode, f.Limit, f.Flags, f.Name)
 	case TypeRelease, TypeQueued, TypeBusy, TypeReleased:
 		return fmt.Sprintf("%v(%d)", f.Type, f.Claim)
 	case TypeWelcome:
-		return fmt.Sprintf("WELCOME(session=%d flags=0x%02x)", f.Session, f.Flags)
+		return fmt.Sprintf("WELCOME(session=%d flags=0x%02x node=%q ring=%d)", f.Session, f.Flags, f.Node, f.Ring)
 	case TypeGranted, TypePromoted:
 		return fmt.Sprintf("%v(%d token=%d)", f.Type, f.Claim, f.Token)
 	case TypeRefused, TypeRevoked:
@@ -107,11 +125,25 @@ func AppendFrame(b []byte, f Frame) []byte {
 		b = append(b, f.Flags, byte(f.Mode))
 		b = be.AppendUint32(b, f.Limit)
 		b = appendString8(b, f.Name)
+		if f.Flags&ClaimReassert != 0 {
+			b = be.AppendUint64(b, f.Token)
+			b = be.AppendUint64(b, f.Ring)
+			b = be.AppendUint64(b, f.Session)
+			b = append(b, f.Secret[:]...)
+			b = appendString8(b, f.Node)
+		}
 	case TypeRelease, TypeQueued, TypeBusy, TypeReleased:
 		b = be.AppendUint32(b, f.Claim)
 	case TypeWelcome:
 		b = be.AppendUint64(b, f.Session)
 		b = append(b, f.Flags)
+		if f.Flags&WelcomeResumable != 0 {
+			b = append(b, f.Secret[:]...)
+			b = appendString8(b, f.Node)
+		}
+		if f.Flags&WelcomeRing != 0 {
+			b = be.AppendUint64(b, f.Ring)
+		}
 	case TypeGranted, TypePromoted:
 		b = be.AppendUint32(b, f.Claim)
 		b = be.AppendUint64(b, f.Token)
@@ -158,7 +190,7 @@ func AppendRelease(b []byte, claim uint32) []byte {
 }
 
 // AppendWelcome appends a WELCOME frame, the answer to HELLO, with no
-// flags.
+// flags (AppendFrame writes the others).
 func AppendWelcome(b []byte, session uint64) []byte {
 	return AppendFrame(b, Frame{Type: TypeWelcome, Session: session})
 }
@@ -452,12 +484,28 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 		if len(p) < claimFixedLen {
 			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), claimFixedLen)
 		}
-		if err := payloadLen(f.Type, p, claimFixedLen+int(p[10])); err != nil {
-			return f, err
+		end := claimFixedLen + int(p[10])
+		if f.Flags&ClaimReassert == 0 {
+			if err := payloadLen(f.Type, p, end); err != nil {
+				return f, err
+			}
+		} else {
+			if len(p) < end+reassertFixedLen {
+				return f, malformed(f.Type, "re-assertion payload of %d bytes, at least %d", len(p), end+reassertFixedLen)
+			}
+			if err := payloadLen(f.Type, p, end+reassertFixedLen+int(p[end+reassertFixedLen-1])); err != nil {
+				return f, err
+			}
+			r := p[end:]
+			f.Token = be.Uint64(r)
+			f.Ring = be.Uint64(r[8:])
+			f.Session = be.Uint64(r[16:])
+			copy(f.Secret[:], r[24:])
+			f.Node = string(r[reassertFixedLen:])
 		}
 		f.Mode = Mode(p[5])
 		f.Limit = be.Uint32(p[6:])
-		f.Name = string(p[claimFixedLen:])
+		f.Name = string(p[claimFixedLen:end])
 		if err := validateClaim(f); err != nil {
 			return f, &ClaimError{f.Claim, err}
 		}
@@ -467,13 +515,36 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 		}
 		f.Claim = be.Uint32(p)
 	case TypeWelcome:
-		if err := payloadLen(f.Type, p, welcomeLen); err != nil {
-			return f, err
+		if len(p) < welcomeLen {
+			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), welcomeLen)
 		}
 		f.Session = be.Uint64(p)
 		f.Flags = p[8]
-		if f.Flags != 0 {
+		if f.Flags&welcomeReservedFlags != 0 {
 			return f, fmt.Errorf("%w: WELCOME flags 0x%02x", ErrUnsupportedFeature, f.Flags)
+		}
+		want, r := welcomeLen, p[welcomeLen:]
+		if f.Flags&WelcomeResumable != 0 {
+			if len(r) < SecretLen+1 {
+				return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), welcomeLen+SecretLen+1)
+			}
+			copy(f.Secret[:], r)
+			n := int(r[SecretLen])
+			want += SecretLen + 1 + n
+			if len(r) < SecretLen+1+n {
+				return f, malformed(f.Type, "payload of %d bytes, want %d", len(p), want)
+			}
+			f.Node = string(r[SecretLen+1 : SecretLen+1+n])
+			r = r[SecretLen+1+n:]
+		}
+		if f.Flags&WelcomeRing != 0 {
+			want += 8
+			if len(r) >= 8 {
+				f.Ring = be.Uint64(r)
+			}
+		}
+		if err := payloadLen(f.Type, p, want); err != nil {
+			return f, err
 		}
 	case TypeGranted, TypePromoted:
 		if err := payloadLen(f.Type, p, grantLen); err != nil {

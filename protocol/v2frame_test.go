@@ -58,6 +58,29 @@ func v2Cases() []v2Case {
 			protocol.Frame{Type: protocol.TypeClaim, Claim: math.MaxUint32, Mode: protocol.ModeSemaphore, Limit: 5, Name: "pool"}, clientReader},
 		{"claim max", protocol.AppendClaim(nil, 0, protocol.ModeSemaphore, math.MaxUint32, 0, long), "01 0b 23 00 00 00 00 00 03 ff ff ff ff ff " + spaced([]byte(long)),
 			protocol.Frame{Type: protocol.TypeClaim, Mode: protocol.ModeSemaphore, Limit: math.MaxUint32, Name: long}, clientReader},
+		{"hello resumable", protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 2000, Flags: protocol.HelloResumable, Label: "w1"}),
+			"00 09 21 00 00 07 d0 01 02 77 31",
+			protocol.Frame{Type: protocol.TypeHello, LeaseMS: 2000, Flags: protocol.HelloResumable, Label: "w1"}, helloReader},
+		{"claim re-assertion", protocol.AppendFrame(nil, reassertFrame()),
+			"00 3a 23 00 00 00 01 02 01 00 00 00 00 03 6a 6f 62 00 00 00 00 00 00 00 09 00 00 00 00 00 00 00 03 00 00 00 00 00 00 00 07 " +
+				"00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 02 6e 31",
+			reassertFrame(), clientReader},
+		{"claim re-assertion queued no node", protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeClaim, Claim: 2, Flags: protocol.ClaimReassert | protocol.ClaimNoWait, Mode: protocol.ModeShared, Name: "a", Session: 1}),
+			"00 36 23 00 00 00 02 03 02 00 00 00 00 01 61 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 " +
+				"00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00",
+			protocol.Frame{Type: protocol.TypeClaim, Claim: 2, Flags: protocol.ClaimReassert | protocol.ClaimNoWait, Mode: protocol.ModeShared, Name: "a", Session: 1}, clientReader},
+		{"claim re-assertion max", protocol.AppendFrame(nil, reassertMax()), "02 00 23 ff ff ff ff 02 03 ff ff ff ff ff " + spaced([]byte(strings.Repeat("n", 255))) +
+			" ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff ff 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f cc " +
+			spaced([]byte(strings.Repeat("d", 204))), reassertMax(), clientReader},
+		{"welcome resumable ring", protocol.AppendFrame(nil, welcomeFull()),
+			"00 25 31 00 00 00 00 00 00 00 07 03 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 02 6e 31 00 00 00 00 00 00 00 09",
+			welcomeFull(), serverReader},
+		{"welcome resumable single", protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeWelcome, Session: 7, Flags: protocol.WelcomeResumable, Secret: secret()}),
+			"00 1b 31 00 00 00 00 00 00 00 07 01 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 00",
+			protocol.Frame{Type: protocol.TypeWelcome, Session: 7, Flags: protocol.WelcomeResumable, Secret: secret()}, serverReader},
+		{"welcome ring", protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeWelcome, Session: 7, Flags: protocol.WelcomeRing, Ring: 1 << 40}),
+			"00 12 31 00 00 00 00 00 00 00 07 02 00 00 01 00 00 00 00 00",
+			protocol.Frame{Type: protocol.TypeWelcome, Session: 7, Flags: protocol.WelcomeRing, Ring: 1 << 40}, serverReader},
 		{"release", protocol.AppendRelease(nil, 7), "00 05 24 00 00 00 07",
 			protocol.Frame{Type: protocol.TypeRelease, Claim: 7}, clientReader},
 		{"welcome", protocol.AppendWelcome(nil, 42), "00 0a 31 00 00 00 00 00 00 00 2a 00",
@@ -284,6 +307,10 @@ func v2ErrCases() []v2ErrCase {
 		want.Type = protocol.TypeClaim
 		return v2ErrCase{name, clientReader, frame(0x23, p...), err, true, 3 + len(p), want}
 	}
+	badClaim := func(name string, p []byte, err error, want protocol.Frame) v2ErrCase {
+		want.Type = protocol.TypeClaim
+		return v2ErrCase{name, clientReader, frame(0x23, p...), err, false, 3 + len(p), want}
+	}
 	ping := frame(0x22, 0, 0, 0, 0, 0, 0, 0, 1)
 	hello := func(lease uint32, flags byte, label string) []byte {
 		p := []byte{byte(lease >> 24), byte(lease >> 16), byte(lease >> 8), byte(lease), flags, byte(len(label))}
@@ -309,8 +336,8 @@ func v2ErrCases() []v2ErrCase {
 		{"duplicate bad hello", clientReader, frame(0x21), protocol.ErrDuplicateHello, false, 3, typ(0x21)},
 		// HELLO, in order: fixed part, flags, lease, layout, label.
 		{"hello short", helloReader, frame(0x21, 0, 0, 7, 0xd0, 0), protocol.ErrInvalidFrame, false, 8, typ(0x21)},
-		{"hello flags", helloReader, hello(2000, 0x01, "x"), protocol.ErrUnsupportedFeature, false, 10,
-			protocol.Frame{Type: protocol.TypeHello, LeaseMS: 2000, Flags: 1}},
+		{"hello flags", helloReader, hello(2000, 0x02, "x"), protocol.ErrUnsupportedFeature, false, 10,
+			protocol.Frame{Type: protocol.TypeHello, LeaseMS: 2000, Flags: 2}},
 		{"hello flags beat lease and layout", helloReader, frame(0x21, 0, 0, 0, 0, 0x80, 9, 1, 2, 3, 4, 5), protocol.ErrUnsupportedFeature, false, 14,
 			protocol.Frame{Type: protocol.TypeHello, Flags: 0x80}},
 		{"hello lease 0", helloReader, hello(0, 0, "x"), protocol.ErrInvalidLease, false, 10, typ(0x21)},
@@ -331,7 +358,13 @@ func v2ErrCases() []v2ErrCase {
 		{"claim short", clientReader, frame(0x23, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0), protocol.ErrInvalidFrame, false, 13, protocol.Frame{Type: protocol.TypeClaim, Claim: 1}},
 		{"claim name longer than frame", clientReader, frame(0x23, claimPayload(1, 0, 1, 0, "ab")[:12]...), protocol.ErrInvalidFrame, false, 15, protocol.Frame{Type: protocol.TypeClaim, Claim: 1}},
 		{"claim trailing byte", clientReader, frame(0x23, append(claimPayload(1, 0, 1, 0, "ab"), 0)...), protocol.ErrInvalidFrame, false, 17, protocol.Frame{Type: protocol.TypeClaim, Claim: 1}},
-		claim("claim reserved flag", claimPayload(9, 0x02, 1, 0, "job"), protocol.ErrUnsupportedFeature, protocol.Frame{Claim: 9, Flags: 2}),
+		claim("claim reserved flag", claimPayload(9, 0x04, 1, 0, "job"), protocol.ErrUnsupportedFeature, protocol.Frame{Claim: 9, Flags: 4}),
+		badClaim("claim re-assertion without its fields", claimPayload(9, 0x02, 1, 0, "job"), protocol.ErrInvalidFrame, protocol.Frame{Claim: 9, Flags: 2}),
+		badClaim("claim re-assertion short", cat(claimPayload(9, 0x02, 1, 0, "job"), make([]byte, 40)), protocol.ErrInvalidFrame, protocol.Frame{Claim: 9, Flags: 2}),
+		badClaim("claim re-assertion node past end", cat(claimPayload(9, 0x02, 1, 0, "job"), make([]byte, 40), []byte{2, 'n'}), protocol.ErrInvalidFrame, protocol.Frame{Claim: 9, Flags: 2}),
+		badClaim("claim re-assertion bytes left over", cat(claimPayload(9, 0x02, 1, 0, "job"), make([]byte, 41), []byte{'x'}), protocol.ErrInvalidFrame, protocol.Frame{Claim: 9, Flags: 2}),
+		claim("claim re-assertion mode 0", cat(claimPayload(9, 0x02, 0, 0, "job"), make([]byte, 41)), protocol.ErrUnknownMode,
+			protocol.Frame{Claim: 9, Flags: 2, Name: "job"}),
 		claim("claim reserved flag beats layout", []byte{0, 0, 0, 9, 0x81, 0xee}, protocol.ErrUnsupportedFeature, protocol.Frame{Claim: 9, Flags: 0x81}),
 		claim("claim mode 0", claimPayload(9, 0, 0, 0, "job"), protocol.ErrUnknownMode, protocol.Frame{Claim: 9, Name: "job"}),
 		claim("claim mode 4", claimPayload(9, 1, 4, 0, "job"), protocol.ErrUnknownMode, protocol.Frame{Claim: 9, Flags: 1, Mode: 4, Name: "job"}),
@@ -345,6 +378,16 @@ func v2ErrCases() []v2ErrCase {
 		{"welcome short", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1), protocol.ErrInvalidFrame, false, 11, typ(0x31)},
 		{"welcome flags", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 4), protocol.ErrUnsupportedFeature, false, 12,
 			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 4}},
+		{"welcome resumable short", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 3), protocol.ErrInvalidFrame, false, 15,
+			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 1}},
+		{"welcome resumable node past end", serverReader, cat(frame(0x31, cat([]byte{0, 0, 0, 0, 0, 0, 0, 1, 1}, make([]byte, 16), []byte{3, 'a'})...)), protocol.ErrInvalidFrame, false, 30,
+			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 1}},
+		{"welcome ring short", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 9), protocol.ErrInvalidFrame, false, 19,
+			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 2}},
+		{"welcome ring long", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 9, 0), protocol.ErrInvalidFrame, false, 21,
+			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 2, Ring: 9}},
+		{"welcome plain long", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0), protocol.ErrInvalidFrame, false, 13,
+			protocol.Frame{Type: protocol.TypeWelcome, Session: 1}},
 		{"pong long", serverReader, frame(0x32, make([]byte, 9)...), protocol.ErrInvalidFrame, false, 12, typ(0x32)},
 		{"granted short", serverReader, frame(0x33, make([]byte, 11)...), protocol.ErrInvalidFrame, false, 14, typ(0x33)},
 		{"promoted long", serverReader, frame(0x36, make([]byte, 13)...), protocol.ErrInvalidFrame, false, 16, typ(0x36)},
@@ -364,7 +407,7 @@ func v2ErrCases() []v2ErrCase {
 // serverOnlyCodes are the version 2 codes no decoder can produce: server
 // conditions, the access check, the server's claim map, the lock table.
 var serverOnlyCodes = []protocol.Code{
-	protocol.CodeShuttingDown, protocol.CodeClosedByAdmin, protocol.CodeNotOwner, protocol.CodeNotAuthorized,
+	protocol.CodeShuttingDown, protocol.CodeClosedByAdmin, protocol.CodeNotOwner, protocol.CodeReassertRefused, protocol.CodeStaleRing, protocol.CodeNotAuthorized,
 	protocol.CodeClaimInUse, protocol.CodeLimitMismatch, protocol.CodeModeConflict,
 }
 
@@ -539,4 +582,41 @@ func TestV2ModeAndTypeNames(t *testing.T) {
 	if len(names) != 14 {
 		t.Errorf("%d distinct version 2 frame names, want 14: %v", len(names), names)
 	}
+}
+
+func secret() (b [protocol.SecretLen]byte) {
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+func reassertFrame() protocol.Frame {
+	return protocol.Frame{Type: protocol.TypeClaim, Claim: 1, Flags: protocol.ClaimReassert, Mode: protocol.ModeExclusive, Name: "job",
+		Token: 9, Ring: 3, Session: 7, Secret: secret(), Node: "n1"}
+}
+
+// reassertMax is the largest re-assertion: its name and node take
+// MaxReassertText bytes, and the frame is as long as a frame may be.
+func reassertMax() protocol.Frame {
+	name := strings.Repeat("n", 255)
+	return protocol.Frame{Type: protocol.TypeClaim, Claim: math.MaxUint32, Flags: protocol.ClaimReassert, Mode: protocol.ModeSemaphore,
+		Limit: math.MaxUint32, Name: name, Token: math.MaxUint64, Ring: math.MaxUint64, Session: math.MaxUint64, Secret: secret(),
+		Node: strings.Repeat("d", protocol.MaxReassertText-len(name))}
+}
+
+func TestReassertFitsFrame(t *testing.T) {
+	b := protocol.AppendFrame(nil, reassertMax())
+	if len(b) != protocol.MaxFrameSize {
+		t.Errorf("largest re-assertion is %d bytes, want MaxFrameSize %d", len(b), protocol.MaxFrameSize)
+	}
+	over := reassertMax()
+	over.Node += "d"
+	if _, _, err := protocol.ParseClientFrame(protocol.AppendFrame(nil, over)); !errors.Is(err, protocol.ErrFrameTooLong) {
+		t.Errorf("a re-assertion one byte over: %v, want %v", err, protocol.ErrFrameTooLong)
+	}
+}
+
+func welcomeFull() protocol.Frame {
+	return protocol.Frame{Type: protocol.TypeWelcome, Session: 7, Flags: protocol.WelcomeResumable | protocol.WelcomeRing, Secret: secret(), Node: "n1", Ring: 9}
 }

@@ -25,13 +25,17 @@ type SessionInfo struct {
 	LastSeen time.Time
 	Held     int // claims holding a lock
 	Waiting  int // claims in a queue
+	// Detached is set for a detached session (a resumable session whose
+	// connection broke, or claims moved here that no session adopted
+	// yet), with the origin it stands for.
+	Detached *Origin
 }
 
 // SessionInfos describes every open session, in no particular order.
 func (t *Table) SessionInfos() []SessionInfo {
 	out := make([]SessionInfo, 0, len(t.sessions))
 	for _, s := range t.sessions {
-		info := SessionInfo{ID: s.id, V1: s.v1, Label: s.label, Peer: s.peer, Lease: s.lease, LastSeen: s.lastSeen}
+		info := SessionInfo{ID: s.id, V1: s.v1, Label: s.label, Peer: s.peer, Lease: s.lease, LastSeen: s.lastSeen, Detached: s.origin}
 		count := func(c *claim) {
 			if c.holding {
 				info.Held++
