@@ -75,7 +75,7 @@ func isBreak(cause error) bool {
 	var se *ServerError
 	if errors.As(cause, &se) {
 		switch se.Code {
-		case protocol.CodeShuttingDown, protocol.CodeNotOwner, codeStaleRing:
+		case protocol.CodeShuttingDown, protocol.CodeNotOwner, protocol.CodeStaleRing:
 			return true
 		}
 		return false
@@ -104,9 +104,13 @@ func (s *Session) broken(cause error) error {
 	return nil
 }
 
-// notResumed is the cause of a loss for want of a resume in time.
-func notResumed(last error) error {
-	return fmt.Errorf("%w before the give-up (%w): %w", ErrNotResumed, ErrHeartbeatTimeout, last)
+// notResumed is the cause of a loss for want of a resume in time: it
+// wraps the break and the last reconnection's failure, if any.
+func notResumed(brk, last error) error {
+	if last == nil || last == brk {
+		return fmt.Errorf("%w before the give-up (%w): %w", ErrNotResumed, ErrHeartbeatTimeout, brk)
+	}
+	return fmt.Errorf("%w before the give-up (%w): %w (last attempt: %w)", ErrNotResumed, ErrHeartbeatTimeout, brk, last)
 }
 
 // readDeadline is the reader's deadline: the rule's give-up, or the
@@ -127,7 +131,7 @@ func (s *Session) readDeadline() time.Time {
 func (s *Session) expireReasserts(now time.Time) {
 	for _, cl := range s.claims {
 		if cl.reassert && !cl.ended && !now.Before(cl.until) {
-			cl.endLocked(notResumed(s.breakCause))
+			cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
 		}
 	}
 }
@@ -143,7 +147,7 @@ func (s *Session) resume(cause error) bool {
 		return false
 	}
 	old := s.conn
-	stale := isCode(cause, codeStaleRing)
+	stale := isCode(cause, protocol.CodeStaleRing)
 	if stale {
 		s.staleRings++
 	} else {
@@ -157,7 +161,7 @@ func (s *Session) resume(cause error) bool {
 		}
 		return false
 	}
-	s.breakCause = cause
+	s.breakCause, s.lastAttempt = cause, nil
 	s.resuming = true
 	s.resumed = make(chan struct{})
 	s.freshNeeded = false
@@ -193,14 +197,14 @@ func (s *Session) resume(cause error) bool {
 		}
 		now := time.Now()
 		s.mu.Lock()
-		s.breakCause = last
+		s.lastAttempt = last
 		s.expireReasserts(now)
 		if s.err != nil {
 			s.mu.Unlock()
 			return false
 		}
 		if !now.Before(giveUp) {
-			closeNow := s.loseLocked(notResumed(last))
+			closeNow := s.loseLocked(notResumed(cause, last))
 			s.mu.Unlock()
 			if closeNow {
 				s.closeConn()
@@ -303,6 +307,11 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 	slices.Sort(ids)
 	for _, id := range ids {
 		cl := s.claims[id]
+		if len(cl.name)+len(cl.home.node) > protocol.MaxReassertText {
+			cl.endLocked(fmt.Errorf("%w: name and node too long for a re-assertion", ErrNotResumed))
+			delete(s.claims, id)
+			continue
+		}
 		var token uint64
 		if cl.held {
 			token = cl.token
@@ -348,7 +357,7 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 		case cl.ended || ev.Releasing:
 			s.dropLocked(cl)
 		case late:
-			lost(notResumed(s.breakCause))
+			lost(notResumed(s.breakCause, s.lastAttempt))
 		case cl.held && ev.Token != cl.token:
 			lost(fmt.Errorf("%w: granted again with token %d, not its token %d", ErrReassertRefused, ev.Token, cl.token))
 		default:
@@ -360,7 +369,7 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 		case cl.ended || ev.Releasing:
 			s.dropLocked(cl)
 		case late:
-			lost(notResumed(s.breakCause))
+			lost(notResumed(s.breakCause, s.lastAttempt))
 		case cl.held:
 			lost(fmt.Errorf("%w: answered with a queue place", ErrReassertRefused))
 		default:
@@ -371,12 +380,12 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 	case protocol.TypeRefused:
 		se := &ServerError{Code: ev.Code, Reason: ev.Reason}
 		switch {
-		case ev.Code == codeStaleRing && !cl.ended && !late:
+		case ev.Code == protocol.CodeStaleRing && !cl.ended && !late:
 			stale = true
 			s.freshNeeded = true
 		case late:
-			cl.endLocked(notResumed(s.breakCause))
-		case ev.Code == codeReassertRefused:
+			cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
+		case ev.Code == protocol.CodeReassertRefused:
 			cl.endLocked(fmt.Errorf("%w: %w", ErrReassertRefused, se))
 		default:
 			cl.endLocked(se)
@@ -390,7 +399,7 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 		}
 	}
 	if s.freshNeeded && s.reasserts == 0 {
-		return &ServerError{Code: codeStaleRing, Reason: "re-assertion named a stale ring"}
+		return &ServerError{Code: protocol.CodeStaleRing, Reason: "re-assertion named a stale ring"}
 	}
 	return nil
 }

@@ -1,148 +1,62 @@
 package baton
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 
 	"github.com/batonlock/baton/protocol"
 )
 
-// The fields of a resumable session on the wire (docs/protocol.md):
-// HELLO flags bit 0 asks for a resumable session; WELCOME flags bit 0
-// carries the session's secret and node, bit 1 the ring version of a
-// cluster node; CLAIM flags bit 1 is a re-assertion, followed by the
-// claim's token, the ring, the prior session, its secret and its node.
-const (
-	helloResumable   uint8 = 0x01
-	welcomeResumable uint8 = 0x01
-	welcomeRing      uint8 = 0x02
-	claimReassert    uint8 = 0x02
-
-	// Claim-level codes of a re-assertion's REFUSED.
-	codeReassertRefused protocol.Code = 0x04
-	codeStaleRing       protocol.Code = 0x05
-)
-
-// secretLen is the size of a resumable session's secret.
-const secretLen = 16
-
 // resumeIdent names a resumable session: what a re-assertion gives as
-// its prior session.
+// its prior session (docs/protocol.md, "v2 resumable sessions and
+// re-assertion").
 type resumeIdent struct {
 	session uint64
-	secret  [secretLen]byte
+	secret  [protocol.SecretLen]byte
 	node    string
 }
 
-// welcomeInfo is a WELCOME with its optional fields.
+// welcomeInfo is the answer to HELLO with the fields of a resumable
+// session and of a cluster node.
 type welcomeInfo struct {
-	frame   protocol.Frame // Flags cleared: the rule checks the plain frame
-	flags   uint8
-	ident   *resumeIdent // nil unless bit 0
-	ring    uint64       // bit 1
-	hasRing bool
+	frame protocol.Frame // a WELCOME's Flags cleared: the rule checks the plain frame
+	ident *resumeIdent   // nil unless the session is resumable
+	ring  uint64         // the ring version of a cluster node's WELCOME, else 0
 }
 
-// appendHelloFlags appends a HELLO with flags.
-func appendHelloFlags(b []byte, leaseMS uint32, flags uint8, label string) []byte {
-	return protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: leaseMS, Flags: flags, Label: label})
-}
-
-// appendReassert appends a CLAIM with the re-assertion flag and its
-// fields after the name.
-func appendReassert(b []byte, id uint32, m Mode, noWait bool, name string, token, ring uint64, prior *resumeIdent) []byte {
-	flags := claimReassert
-	if noWait {
-		flags |= protocol.ClaimNoWait
-	}
-	start := len(b)
-	b = protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeClaim, Claim: id, Flags: flags, Mode: m.kind, Limit: m.limit, Name: name})
-	be := binary.BigEndian
-	b = be.AppendUint64(b, token)
-	b = be.AppendUint64(b, ring)
-	b = be.AppendUint64(b, prior.session)
-	b = append(b, prior.secret[:]...)
-	b = append(b, byte(len(prior.node)))
-	b = append(b, prior.node...)
-	be.PutUint16(b[start:], uint16(len(b)-start-protocol.FrameHeaderLen))
-	return b
-}
-
-// readHelloAnswerFlags is protocol.ReadHelloAnswer that also decodes the
-// optional fields of a WELCOME whose flags the client asked for (allowed:
-// the bits it may accept). A set bit it did not allow is a violation.
-func readHelloAnswerFlags(r io.Reader, allowed uint8) (welcomeInfo, error) {
-	var first [protocol.FrameHeaderLen]byte
-	if _, err := io.ReadFull(r, first[:1]); err != nil {
-		return welcomeInfo{}, err
-	}
-	if protocol.Type(first[0]) == protocol.TypeError {
-		f, err := protocol.ReadHelloAnswer(io.MultiReader(bytes.NewReader(first[:1]), r))
+// readHelloAnswer reads the answer to HELLO (protocol.ReadHelloAnswer).
+// A WELCOME may say it comes from a cluster node (its ring) and, when
+// the client asked for it (resumable), that the session is resumable;
+// any other flag is a violation.
+func readHelloAnswer(r io.Reader, resumable bool) (welcomeInfo, error) {
+	f, err := protocol.ReadHelloAnswer(r)
+	if err != nil || f.Type != protocol.TypeWelcome {
 		return welcomeInfo{frame: f}, err
 	}
-	if _, err := io.ReadFull(r, first[1:]); err != nil {
-		return welcomeInfo{}, eofUnexpected(err)
+	allowed := protocol.WelcomeRing
+	if resumable {
+		allowed |= protocol.WelcomeResumable
 	}
-	n := int(binary.BigEndian.Uint16(first[:]))
-	if n == 0 || n > protocol.MaxFrameLen {
-		_, _, err := protocol.ParseServerFrameV2(first[:])
-		return welcomeInfo{}, err
+	if f.Flags&^allowed != 0 {
+		return welcomeInfo{frame: f}, fmt.Errorf("%w: WELCOME flags 0x%02x, the client allows 0x%02x", protocol.ErrUnsupportedFeature, f.Flags, allowed)
 	}
-	buf := make([]byte, protocol.FrameHeaderLen+n)
-	copy(buf, first[:])
-	if _, err := io.ReadFull(r, buf[protocol.FrameHeaderLen:]); err != nil {
-		return welcomeInfo{}, eofUnexpected(err)
+	w := welcomeInfo{ring: f.Ring}
+	if f.Flags&protocol.WelcomeResumable != 0 {
+		w.ident = &resumeIdent{session: f.Session, secret: f.Secret, node: f.Node}
 	}
-	return parseWelcomeFlags(buf, allowed)
-}
-
-// parseWelcomeFlags decodes one whole server frame; a WELCOME with flags
-// is decoded here, anything else by the protocol package.
-func parseWelcomeFlags(buf []byte, allowed uint8) (welcomeInfo, error) {
-	body := buf[protocol.FrameHeaderLen:]
-	const fixed = 1 + 8 + 1 // type, session, flags
-	if protocol.Type(body[0]) != protocol.TypeWelcome || len(body) < fixed || body[9] == 0 {
-		f, _, err := protocol.ParseServerFrameV2(buf)
-		return welcomeInfo{frame: f}, err
-	}
-	be := binary.BigEndian
-	w := welcomeInfo{frame: protocol.Frame{Type: protocol.TypeWelcome, Session: be.Uint64(body[1:])}, flags: body[9]}
-	if w.flags&^allowed != 0 {
-		return w, fmt.Errorf("%w: WELCOME flags 0x%02x, asked for 0x%02x", protocol.ErrUnsupportedFeature, w.flags, allowed)
-	}
-	p := body[fixed:]
-	bad := func() (welcomeInfo, error) {
-		return w, fmt.Errorf("%w: WELCOME with flags 0x%02x: payload of %d bytes does not fit them", protocol.ErrInvalidFrame, w.flags, len(body)-1)
-	}
-	if w.flags&welcomeResumable != 0 {
-		if len(p) < secretLen+1 || len(p) < secretLen+1+int(p[secretLen]) {
-			return bad()
-		}
-		id := &resumeIdent{session: w.frame.Session}
-		copy(id.secret[:], p)
-		nl := int(p[secretLen])
-		id.node = string(p[secretLen+1 : secretLen+1+nl])
-		w.ident = id
-		p = p[secretLen+1+nl:]
-	}
-	if w.flags&welcomeRing != 0 {
-		if len(p) < 8 {
-			return bad()
-		}
-		w.ring, w.hasRing = be.Uint64(p), true
-		p = p[8:]
-	}
-	if len(p) != 0 {
-		return bad()
-	}
+	w.frame = protocol.Frame{Type: protocol.TypeWelcome, Session: f.Session}
 	return w, nil
 }
 
-func eofUnexpected(err error) error {
-	if err == io.EOF {
-		return io.ErrUnexpectedEOF
+// appendReassert appends the CLAIM that re-asserts claim id of the
+// prior session, with its token (0 unless it was held) and the ring of
+// the session that sends it.
+func appendReassert(b []byte, id uint32, m Mode, noWait bool, name string, token, ring uint64, prior *resumeIdent) []byte {
+	flags := protocol.ClaimReassert
+	if noWait {
+		flags |= protocol.ClaimNoWait
 	}
-	return err
+	return protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeClaim, Claim: id, Flags: flags,
+		Mode: m.kind, Limit: m.limit, Name: name,
+		Token: token, Ring: ring, Session: prior.session, Secret: prior.secret, Node: prior.node})
 }

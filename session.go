@@ -116,9 +116,10 @@ type Session struct {
 	// breakCause is the failure that broke the connection, or the last
 	// reconnection's: what a claim lost for want of a resume wraps.
 	breakCause  error
-	staleRings  int  // fresh sessions in a row opened for a stale ring
-	freshNeeded bool // a re-assertion named a stale ring: open a fresh session
-	reasserts   int  // re-assertions of this connection not answered yet
+	lastAttempt error // the last reconnection's failure, nil before one failed
+	staleRings  int   // fresh sessions in a row opened for a stale ring
+	freshNeeded bool  // a re-assertion named a stale ring: open a fresh session
+	reasserts   int   // re-assertions of this connection not answered yet
 }
 
 // OpenSession opens a version 2 session with the server: it connects,
@@ -198,18 +199,18 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	b := protocol.AppendPreamble(make([]byte, 0, protocol.PreambleLen+protocol.MaxFrameSize))
-	var helloFlags, allowed uint8
+	var helloFlags uint8
 	if s.opts.Resumable {
-		helloFlags, allowed = helloResumable, welcomeResumable|welcomeRing
+		helloFlags = protocol.HelloResumable
 	}
-	b = appendHelloFlags(b, protocol.LeaseMS(s.opts.Lease), helloFlags, s.opts.Label)
+	b = protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(s.opts.Lease), Flags: helloFlags, Label: s.opts.Label})
 	var w welcomeInfo
 	err := conn.SetDeadline(deadline)
 	if err == nil {
 		_, err = conn.Write(b)
 	}
 	if err == nil {
-		w, err = readHelloAnswerFlags(conn, allowed)
+		w, err = readHelloAnswer(conn, s.opts.Resumable)
 	}
 	f := w.frame
 	// The watch on ctx must be over before the deadline is cleared: a
