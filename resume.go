@@ -57,7 +57,7 @@ const (
 // resumable reports whether a break is resumed after. s.mu is held. Range
 // locks cannot be re-asserted: a session that has taken any is not
 // resumed.
-func (s *Session) resumable() bool { return s.ident != nil && s.ranges.next == 0 }
+func (s *Session) resumable() bool { return s.ident != nil && s.ranges.next == 0 && !s.closing }
 
 // Resumable reports whether the session is resumable: it asked for it
 // (SessionOptions.Resumable) and the server granted it.
@@ -419,4 +419,39 @@ func (s *Session) dropLocked(cl *Claim) {
 	if s.startWrite() {
 		go s.flush() // startWrite counted it in s.bg
 	}
+}
+
+// forget drops claim id, which the rule reports free. s.mu is held.
+func (s *Session) forget(id uint32) {
+	delete(s.claims, id)
+	if s.drained != nil && len(s.claims) == 0 {
+		close(s.drained)
+		s.drained = nil
+	}
+}
+
+// releaseAllLocked releases every claim of a live resumable session and
+// waits, at most until the give-up deadline, until the server has
+// answered every release: closing the connection of a resumable session
+// does not release its claims (the server keeps them for the lease). s.mu
+// is held on entry and on return, and released while it waits.
+func (s *Session) releaseAllLocked() {
+	s.closing = true
+	if len(s.claims) == 0 {
+		return
+	}
+	for _, cl := range s.claims {
+		cl.endLocked(ErrSessionClosed)
+		s.dropLocked(cl)
+	}
+	drained := make(chan struct{})
+	s.drained = drained
+	t := time.NewTimer(time.Until(s.rule.Deadline()))
+	s.mu.Unlock()
+	select {
+	case <-drained:
+	case <-t.C:
+	}
+	t.Stop()
+	s.mu.Lock()
 }

@@ -461,3 +461,34 @@ func TestResumeWelcomeNotAskedFor(t *testing.T) {
 		t.Fatalf("OpenSession: %v", err)
 	}
 }
+
+// The server keeps a resumable session's claims when its connection
+// closes, so Close releases every claim first and closes once the
+// server has answered.
+func TestResumeCloseReleasesFirst(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
+	a := holdClaim(t, s, fc, "a", 100)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	rel := fc.expect(protocol.TypeRelease)
+	if rel.Claim != a.ID() {
+		t.Fatalf("RELEASE %v", rel)
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned before RELEASED: %v", err)
+	default:
+	}
+	if fc.closed() {
+		t.Fatal("connection closed before RELEASED")
+	}
+	fc.send(protocol.AppendReleased(nil, rel.Claim))
+	if err := wait(t, closed); err != nil {
+		t.Fatal(err)
+	}
+	fc.waitEOF()
+	if !errors.Is(a.Err(), ErrSessionClosed) {
+		t.Fatalf("claim: %v", a.Err())
+	}
+}

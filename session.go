@@ -116,10 +116,12 @@ type Session struct {
 	// breakCause is the failure that broke the connection, or the last
 	// reconnection's: what a claim lost for want of a resume wraps.
 	breakCause  error
-	lastAttempt error // the last reconnection's failure, nil before one failed
-	staleRings  int   // fresh sessions in a row opened for a stale ring
-	freshNeeded bool  // a re-assertion named a stale ring: open a fresh session
-	reasserts   int   // re-assertions of this connection not answered yet
+	lastAttempt error         // the last reconnection's failure, nil before one failed
+	staleRings  int           // fresh sessions in a row opened for a stale ring
+	freshNeeded bool          // a re-assertion named a stale ring: open a fresh session
+	reasserts   int           // re-assertions of this connection not answered yet
+	closing     bool          // Close is releasing every claim: no resume
+	drained     chan struct{} // closed when Close's releases have all been answered
 }
 
 // OpenSession opens a version 2 session with the server: it connects,
@@ -280,9 +282,11 @@ func (s *Session) CloseBy() time.Time {
 
 // Close ends the session: every claim still held or queued ends (with
 // ErrSessionClosed) and the connection is closed, which releases them all
-// on the server at once. It waits until the session's goroutines have
-// stopped. It is idempotent. It returns why the session had ended before,
-// or nil.
+// on the server at once. A resumable session's server keeps its claims
+// when the connection closes, so Close releases them first and waits for
+// the server's answers, at most until the give-up deadline. It waits
+// until the session's goroutines have stopped. It is idempotent. It
+// returns why the session had ended before, or nil.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	prev := s.err
@@ -300,6 +304,9 @@ func (s *Session) Close() error {
 			cl.lock.Release()
 		}
 		return prev
+	}
+	if s.err == nil && s.resumable() && !s.resuming {
+		s.releaseAllLocked()
 	}
 	s.loseLocked(ErrSessionClosed)
 	if s.closeArmed && s.closeTimer.Stop() {
@@ -543,7 +550,7 @@ func (s *Session) received(f protocol.Frame, now time.Time) (live bool, brk erro
 		case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
 			brk := s.reasserted(cl, ev, now)
 			if !cl.reassert && s.rule.Free(ev.Claim) {
-				delete(s.claims, ev.Claim)
+				s.forget(ev.Claim)
 			}
 			s.mu.Unlock()
 			if brk != nil {
@@ -573,7 +580,7 @@ func (s *Session) received(f protocol.Frame, now time.Time) (live bool, brk erro
 		cl.endLocked(nil)
 	}
 	if cl != nil && s.rule.Free(ev.Claim) {
-		delete(s.claims, ev.Claim)
+		s.forget(ev.Claim)
 	}
 	s.mu.Unlock()
 	return true, nil
@@ -626,6 +633,10 @@ func (s *Session) loseLocked(cause error) (closeNow bool) {
 	if s.resuming {
 		s.resuming = false
 		close(s.resumed)
+	}
+	if s.drained != nil {
+		close(s.drained)
+		s.drained = nil
 	}
 	if s.pingArmed && s.pingTimer.Stop() {
 		s.pingArmed = false
