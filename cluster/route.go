@@ -62,6 +62,10 @@ type Decision struct {
 	Owner       Member    // the owner in this node's ring (Forward: where to)
 	RingVersion uint64    // the ring the decision was taken on
 	Until       time.Time // Queue: when the warm-up of this name ends
+	// Since (Queue): the ring version in which this node took the name
+	// over from a removed node; 0 when it is gated because this node
+	// restarted. A re-assertion naming an older ring is refused.
+	Since uint64
 }
 
 // DefaultGateSlack is added to the largest lease to make the warm-up; it
@@ -223,6 +227,7 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 				if until := t.at.Add(w); until.After(d.Until) {
 					d.Action, d.Until = Queue, until
 				}
+				d.Since = max(d.Since, t.version)
 			}
 		}
 	}

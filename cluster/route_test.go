@@ -111,6 +111,9 @@ func TestRouteTakeoverFailsClosed(t *testing.T) {
 	if d.Action != Queue {
 		t.Fatalf("taken name after the epoch: %+v", d)
 	}
+	if d.Since != 4 {
+		t.Errorf("taken over in ring %d, want 4 (the removal)", d.Since)
+	}
 	if left := time.Until(d.Until); left <= testSlack || left > lease+testSlack {
 		t.Errorf("warm-up ends in %v, want between the slack %v and lease+slack %v", left, testSlack, lease+testSlack)
 	}
@@ -149,6 +152,9 @@ func TestRouteRestartWarmsUp(t *testing.T) {
 	d := r.Route(name, false, time.Now())
 	if d.Action != Queue || d.Until.Before(started.Add(lease)) || d.Until.After(time.Now().Add(lease+testSlack)) {
 		t.Fatalf("restarted owner: %+v, want queued until about %v after the restart", d, lease+testSlack)
+	}
+	if d.Since != 0 {
+		t.Errorf("a restart's gate names ring %d, want 0 (any ring re-asserts)", d.Since)
 	}
 	if d := r.Route(name, false, d.Until); d.Action != Serve {
 		t.Errorf("after the warm-up: %v", d.Action)

@@ -53,7 +53,17 @@ func (srv *Server) commit(now time.Time, res locktable.Result) []delivery {
 	for _, e := range res.Events {
 		s := srv.claims[e.Session]
 		v2 := s != nil && s.v2 != nil
-		switch p := protocolOf(s); e.Kind {
+		p := protocolOf(s)
+		kept := s == nil && srv.isKeptLocked(e.Session)
+		if kept {
+			// A kept session (resume.go) makes no claims: a grant is a
+			// promotion, which sends nothing.
+			v2, p = true, protocol.Version2
+			if e.Kind == locktable.EventGranted {
+				srv.queued[p]--
+			}
+		}
+		switch e.Kind {
 		case locktable.EventGranted:
 			srv.held[p]++
 		case locktable.EventReleased:
@@ -122,6 +132,9 @@ func (srv *Server) deliver(ds []delivery) {
 		srv.mu.Lock()
 		now := time.Now()
 		for _, f := range failed {
+			if f.s.v2 != nil && f.s.v2.resume != nil {
+				continue // its reader keeps it when it sees the connection closed (resume.go)
+			}
 			ds = append(ds, srv.commit(now, srv.table.End(now, f.s.id, f.reason))...)
 			if f.s.v2 != nil && srv.claims[f.s.id] == f.s {
 				f.s.closing.Store(true)

@@ -46,6 +46,13 @@ const (
 	// EventRefused: a version 2 CLAIM (Session, Claim, Lock when known)
 	// was answered REFUSED with claim-level Code; the session lives on.
 	EventRefused
+	// EventSessionKept: the connection of resumable version 2 Session
+	// broke and the server keeps its claims for the rest of its lease.
+	EventSessionKept
+	// EventReasserted: a version 2 re-assertion of claim Claim on Lock
+	// arrived on Session; Action is its result (ReassertResults), Token
+	// the token it keeps, Code the REFUSED code of a refused one.
+	EventReasserted
 )
 
 func (k EventKind) String() string {
@@ -80,6 +87,10 @@ func (k EventKind) String() string {
 		return "admin_denied"
 	case EventRefused:
 		return "refused"
+	case EventSessionKept:
+		return "session_kept"
+	case EventReasserted:
+		return "reasserted"
 	}
 	return "unknown"
 }

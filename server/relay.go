@@ -77,6 +77,13 @@ const (
 type Route struct {
 	Action RouteAction
 	Addr   string // RouteForward: the owner's protocol address
+	// Gated (with RouteHold): this node owns the name but took it over
+	// without its state (its prior owner was removed, or this node
+	// restarted) and is warming up; Since is the ring version of that
+	// take-over (0 for a restart). A re-assertion is answered on it
+	// (resume.go).
+	Gated bool
+	Since uint64
 }
 
 // Router decides, for a cluster node, who serves a lock name. lease is
@@ -125,6 +132,9 @@ type hopInfo struct {
 	origin  string
 	session uint64
 	version byte
+	// resume (hop header version 3): the client session is resumable,
+	// with this hash of its secret (resume.go).
+	resume *[secretHashLen]byte
 }
 
 // via names the relaying node and the client's session there, as the
@@ -143,7 +153,7 @@ func readHop(r io.Reader) (hopInfo, error) {
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return hopInfo{}, err
 	}
-	if h[0] != hopVersion && h[0] != hopVersion2 {
+	if h[0] != hopVersion && h[0] != hopVersion2 && h[0] != hopVersion3 {
 		return hopInfo{}, errBadHop
 	}
 	info := hopInfo{version: h[0]}
@@ -159,7 +169,7 @@ func readHop(r io.Reader) (hopInfo, error) {
 		return hopInfo{}, err
 	}
 	info.addr, info.identity = string(a), string(id)
-	if info.version == hopVersion2 {
+	if info.version >= hopVersion2 {
 		var n [1]byte
 		if _, err := io.ReadFull(r, n[:]); err != nil {
 			return hopInfo{}, err
@@ -173,6 +183,11 @@ func readHop(r io.Reader) (hopInfo, error) {
 			return hopInfo{}, err
 		}
 		info.origin, info.session = string(o), binary.BigEndian.Uint64(sid[:])
+	}
+	if info.version == hopVersion3 {
+		if err := readHopResume(r, &info); err != nil {
+			return hopInfo{}, err
+		}
 	}
 	return info, nil
 }
@@ -207,6 +222,9 @@ func (s *session) acceptHop() error {
 	s.wmu.Lock()
 	s.peer.Addr, s.peer.Identity, s.peer.Via = h.addr, h.identity, h.via()
 	s.forwarded = true
+	if h.resume != nil {
+		s.hopResume = &resumeKey{origin: locktable.Origin{Node: h.origin, Session: h.session}, hash: *h.resume}
+	}
 	s.wmu.Unlock()
 	_, err = io.ReadFull(s.conn, s.rbuf[:1])
 	return err

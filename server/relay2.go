@@ -138,25 +138,22 @@ type upReq struct {
 	at   time.Time     // when it was queued to be sent
 	slot *outEntry     // CLAIM, RELEASE: where its answer goes
 	rc   *relayedClaim // CLAIM, RELEASE
-	// CLAIM: what it asks, to hold it again if the upstream cannot be
-	// opened.
-	name  string
-	mode  protocol.Mode
-	limit uint32
-	flags uint8
+	// CLAIM: what it asks (a re-assertion with its fields), to hold it
+	// again if the upstream cannot be opened.
+	f protocol.Frame
 }
 
 // sendClaim sends CLAIM f on u; slot is where its answer goes (nil for a
 // held claim relayed late).
 func (u *upstream) sendClaim(f protocol.Frame, slot *outEntry, rc *relayedClaim) {
-	u.send(protocol.AppendClaim(nil, f.Claim, f.Mode, f.Limit, f.Flags, f.Name),
-		upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc,
-			name: f.Name, mode: f.Mode, limit: f.Limit, flags: f.Flags})
+	u.send(protocol.AppendFrame(nil, f), upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc, f: f})
 }
 
 // claim returns the CLAIM frame r sent.
 func (r upReq) claim() protocol.Frame {
-	return protocol.Frame{Type: protocol.TypeClaim, Claim: r.rc.id, Mode: r.mode, Limit: r.limit, Flags: r.flags, Name: r.name}
+	f := r.f
+	f.Claim = r.rc.id
+	return f
 }
 
 // upstream is a version 2 session to an owner, on behalf of one client
@@ -343,7 +340,13 @@ func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
 		// are granted only after.
 		confirmed: now,
 		kick:      make(chan struct{}, 1), stop: make(chan struct{})}
-	b := AppendHopV2(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id))
+	var b []byte
+	if r := v.resume; r != nil {
+		// The owner keeps the claims when this hop breaks (resume.go).
+		b = appendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &r.hash)
+	} else {
+		b = AppendHopV2(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id))
+	}
 	b = protocol.AppendPreamble(b)
 	b = protocol.AppendHello(b, protocol.LeaseMS(v.lease), v.label)
 	u.send(b, upReq{kind: protocol.TypeHello, at: now})

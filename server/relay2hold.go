@@ -146,6 +146,16 @@ func (s *session) relayHeld(f protocol.Frame, addr string) {
 func (u *upstream) holdUnopened(rel *relayState, r upReq) int {
 	s, v := u.s, u.s.v2
 	f := r.claim()
+	if f.Reassert() {
+		// A re-assertion is not a new claim to queue: the client retries
+		// it (resume.go).
+		if r.slot != nil {
+			r.slot.b = protocol.AppendRefused(nil, f.Claim, protocol.CodeNotOwner, "")
+			r.slot.pending = false
+		}
+		u.end(rel, r.rc)
+		return 0
+	}
 	if r.slot != nil {
 		if f.NoWait() {
 			r.slot.b = protocol.AppendBusy(nil, f.Claim)

@@ -121,6 +121,7 @@ type Server struct {
 	// (index 1 or 2), for ProtocolCounts.
 	held, queued [3]int
 	v2Sessions   int
+	resume       resumeState // resumable sessions kept after their connection broke (resume.go)
 }
 
 // processStart is when this process started, as far as the server can
@@ -348,7 +349,9 @@ func (srv *Server) beginShutdown() []delivery {
 			ds = append(ds, delivery{to: s, send: locktable.Send{Kind: locktable.SendError, Session: s.id, Code: protocol.CodeShuttingDown}})
 		}
 	}
-	return append(ds, srv.commit(now, srv.table.Shutdown(now))...)
+	ds = append(ds, srv.commit(now, srv.table.Shutdown(now))...)
+	srv.dropKeptLocked()
+	return ds
 }
 
 func (srv *Server) closeAll() {

@@ -68,6 +68,9 @@ type session struct {
 	// forwarded is set (under wmu, before the session enters the table)
 	// when another cluster node relayed this connection (hop header).
 	forwarded bool
+	// hopResume is the origin and secret hash of a relayed resumable
+	// session (hop header version 3; resume.go), set with forwarded.
+	hopResume *resumeKey
 
 	// v2 is set (under wmu, before the session enters the table) when the
 	// connection opened with the version 2 preamble; nil for version 1.

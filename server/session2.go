@@ -53,6 +53,10 @@ type v2conn struct {
 	// rel is set (under omu) by the session's first relayed claim: its
 	// frames then pass through an ordered outbox (relay2.go).
 	rel atomic.Pointer[relayState]
+	// resume is set (under srv.mu, before the session enters the claims
+	// map) for a resumable session: what keeps it when its connection
+	// breaks (resume.go).
+	resume *resumeKey
 }
 
 // appendOut appends the answers built by add to the pending output,
@@ -160,6 +164,15 @@ func (v *v2conn) keepSpare(b []byte) {
 // opening and each batch are functions of their own): it is on the
 // stack of every idle session.
 func (s *session) runV2() (locktable.Reason, protocol.Code) {
+	reason, code := s.runV2Frames()
+	if code == 0 && (reason == locktable.ReasonGraceful || reason == locktable.ReasonIOTimeout) && s.keepV2() {
+		return ended, 0 // kept for a resume (resume.go)
+	}
+	return reason, code
+}
+
+// runV2Frames is runV2 until the session ends.
+func (s *session) runV2Frames() (locktable.Reason, protocol.Code) {
 	if reason, code := s.openV2(); reason != 0 {
 		return reason, code
 	}
@@ -274,7 +287,8 @@ func (s *session) openV2() (locktable.Reason, protocol.Code) {
 	err := srv.table.Open(now, s.id, locktable.SessionParams{Lease: hello.Lease(), Peer: s.peer, Label: hello.Label})
 	if err == nil {
 		srv.claims[s.id] = s
-		v.appendOut(s, func(b []byte) []byte { return protocol.AppendWelcome(b, uint64(s.id)) })
+		w := s.welcome(hello)
+		v.appendOut(s, func(b []byte) []byte { return protocol.AppendFrame(b, w) })
 	}
 	srv.mu.Unlock()
 	if err != nil {
@@ -362,8 +376,9 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			locked = true
 			now = time.Now()
 			// Every frame read in full refreshes the lease; a session
-			// the table no longer has was ended by another goroutine.
-			if _, err := srv.table.Touch(now, s.id); err != nil {
+			// the table no longer has was ended by another goroutine,
+			// and one closing was kept for a resume (resume.go).
+			if _, err := srv.table.Touch(now, s.id); err != nil || s.closing.Load() {
 				orphan = true
 				break
 			}
@@ -399,6 +414,10 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 				Session: s.id, Claim: key.Claim, Mode: locktable.Mode(f.Mode), Label: v.label})
 			s.refuse(f, protocol.CodeNotAuthorized)
 			continue
+		}
+		if f.Reassert() {
+			ds = append(ds, s.reassert(now, f)...)
+			continue // answered, or relayed to its owner (resume.go)
 		}
 		if s.routeClaim(now, f) {
 			continue // relayed to its owner, or refused (relay2.go)

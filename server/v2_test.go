@@ -78,7 +78,7 @@ func TestV2SessionErrors(t *testing.T) {
 		{"CLAIM first", claimFrame(1, excl, 0, "job"), protocol.CodeFirstNotHello},
 		{"HELLO short", frame(0x21, 0, 0, 7, 0xd0, 0), protocol.CodeInvalidFrame},
 		{"HELLO reserved flag", frame(0x21, 0, 0, 7, 0xd0, 0x80, 0), protocol.CodeUnsupportedFeature},
-		{"HELLO flag before lease 0", frame(0x21, 0, 0, 0, 0, 0x01, 0), protocol.CodeUnsupportedFeature},
+		{"HELLO flag before lease 0", frame(0x21, 0, 0, 0, 0, 0x02, 0), protocol.CodeUnsupportedFeature},
 		{"HELLO lease 0", protocol.AppendHello(nil, 0, "w1"), protocol.CodeInvalidLease},
 		{"HELLO lease 0 before bad length", frame(0x21, 0, 0, 0, 0, 0, 5), protocol.CodeInvalidLease},
 		{"HELLO label_len beyond", frame(0x21, 0, 0, 7, 0xd0, 0, 3, 'a'), protocol.CodeInvalidFrame},
@@ -92,7 +92,7 @@ func TestV2SessionErrors(t *testing.T) {
 		{"CLAIM shorter than claim and flags", append(slicesClone(hello), frame(0x23, 0, 0, 0, 1)...), protocol.CodeInvalidFrame},
 		{"CLAIM name_len beyond", append(slicesClone(hello), frame(0x23, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 4, 'j')...), protocol.CodeInvalidFrame},
 		{"CLAIM id in use", append(append(slicesClone(hello), claimFrame(1, excl, 0, "a")...), claimFrame(1, excl, 0, "b")...), protocol.CodeClaimInUse},
-		{"CLAIM id in use before reserved flag", append(append(slicesClone(hello), claimFrame(1, excl, 0, "a")...), protocol.AppendClaim(nil, 1, excl, 0, 0x02, "b")...), protocol.CodeClaimInUse},
+		{"CLAIM id in use before reserved flag", append(append(slicesClone(hello), claimFrame(1, excl, 0, "a")...), protocol.AppendClaim(nil, 1, excl, 0, 0x04, "b")...), protocol.CodeClaimInUse},
 		{"CLAIM id in use before bad mode", append(append(slicesClone(hello), claimFrame(1, excl, 0, "a")...), claimFrame(1, 9, 0, "b")...), protocol.CodeClaimInUse},
 	}
 	for _, tc := range cases {
@@ -148,7 +148,7 @@ func TestV2ClaimErrors(t *testing.T) {
 		frame []byte
 		code  protocol.Code
 	}{
-		{"reserved flag", protocol.AppendClaim(nil, 7, excl, 0, 0x02, "job"), protocol.CodeUnsupportedFeature},
+		{"reserved flag", protocol.AppendClaim(nil, 7, excl, 0, 0x04, "job"), protocol.CodeUnsupportedFeature},
 		{"reserved flag before short payload", []byte{0, 6, 0x23, 0, 0, 0, 7, 0x80}, protocol.CodeUnsupportedFeature},
 		{"reserved flag before bad mode", protocol.AppendClaim(nil, 7, 9, 0, 0x40, "job"), protocol.CodeUnsupportedFeature},
 		{"mode 0", claimFrame(7, 0, 0, "job"), protocol.CodeUnknownMode},

@@ -290,9 +290,22 @@ func (c *clusterRuntime) Route(name string, lease time.Duration, forwarded bool)
 		return server.Route{Action: server.RouteMoving}
 	case cluster.NotReady:
 		c.renewEpoch(n)
+	case cluster.Queue:
+		// Warming up after a take-over or a restart: a re-assertion is
+		// answered here (server/resume.go).
+		return server.Route{Action: server.RouteHold, Gated: true, Since: d.Since}
 	}
-	// Queue (warming up), NotReady, NoOwner: nothing is granted here now.
+	// NotReady, NoOwner: nothing is granted here now.
 	return server.Route{Action: server.RouteHold}
+}
+
+// RingVersion is the ring version this node has applied, for the WELCOME
+// of a resumable session.
+func (c *clusterRuntime) RingVersion() uint64 {
+	if n := c.node.Load(); n != nil {
+		return n.Ring().Version()
+	}
+	return 0
 }
 
 // RecordLease implements server.Router for a version 2 session's lease.

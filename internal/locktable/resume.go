@@ -26,14 +26,17 @@ var ErrNoToken = errors.New("locktable: a re-asserted holder needs its token")
 
 // Detach keeps open version 2 session sid as a detached session standing
 // for origin o: it is sent nothing from now on, its claims keep their
-// places, and its lease runs on from when it was last heard from. Errors:
-// ErrNoSession when sid is not an open version 2 session that is not
-// detached, ErrBadState when another session stands for o.
+// places, and its lease runs on from when it was last heard from. Errors,
+// which change nothing: ErrNoSession when sid is not an open version 2
+// session that is not detached, ErrNoClaim when it has no claim (there is
+// nothing to keep), ErrBadState when another session stands for o.
 func (t *Table) Detach(sid SessionID, o Origin) error {
 	s := t.sessions[sid]
 	switch {
 	case s == nil || s.v1 || s.origin != nil:
 		return ErrNoSession
+	case s.one == nil && len(s.claims) == 0:
+		return ErrNoClaim
 	}
 	if _, ok := t.detached[o]; ok {
 		return ErrBadState
@@ -41,6 +44,16 @@ func (t *Table) Detach(sid SessionID, o Origin) error {
 	s.origin = &o
 	t.detached[o] = sid
 	return nil
+}
+
+// Deadline returns the instant after which session sid expires unless
+// it is heard from: a lease after it last was.
+func (t *Table) Deadline(sid SessionID) (time.Time, error) {
+	s := t.sessions[sid]
+	if s == nil {
+		return time.Time{}, ErrNoSession
+	}
+	return s.lastSeen.Add(s.lease), nil
 }
 
 // ClaimView is what a caller may check of a claim before it acts on it.

@@ -46,6 +46,9 @@ func TestDetachKeepsClaimsUntilAdoptOrExpiry(t *testing.T) {
 	openV2(t, tb, t0, 1, time.Second)
 	openV2(t, tb, t0, 2, time.Second)
 	openV2(t, tb, t0, 3, time.Second)
+	if err := tb.Detach(1, locktable.Origin{Session: 1}); !errors.Is(err, locktable.ErrNoClaim) {
+		t.Errorf("Detach of a session without claims: %v, want ErrNoClaim", err)
+	}
 	st, _ := mustClaim(t, tb, t0, 1, 7, excl) // holds a, token 1
 	mustClaim(t, tb, t0, 2, 8, excl)          // queued behind 1
 	mustClaim(t, tb, t0, 1, 9, locktable.ClaimRequest{Name: "b", Mode: locktable.Shared})
@@ -58,6 +61,9 @@ func TestDetachKeepsClaimsUntilAdoptOrExpiry(t *testing.T) {
 	}
 	if err := tb.Detach(2, o); !errors.Is(err, locktable.ErrBadState) {
 		t.Errorf("Detach of another session to the same origin: %v, want ErrBadState", err)
+	}
+	if d, err := tb.Deadline(1); err != nil || !d.Equal(t0.Add(time.Second)) {
+		t.Errorf("Deadline = %v, %v; want a lease after t0", d, err)
 	}
 	// Not expired within its lease, counted from t0.
 	if _, err := tb.ExpireSession(t0.Add(time.Second), 1); !errors.Is(err, locktable.ErrNotExpired) {
@@ -187,6 +193,7 @@ func TestReassert(t *testing.T) {
 			for sid := locktable.SessionID(1); sid <= 4; sid++ {
 				openV2(t, tb, t0, sid, time.Second)
 			}
+			mustClaim(t, tb, t0, 4, 1, locktable.ClaimRequest{Name: "kept", Mode: locktable.Exclusive})
 			if err := tb.Detach(4, locktable.Origin{Node: "n", Session: 4}); err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,431 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Resumable sessions and re-assertion (docs/protocol.md, "v2 resumable
+// sessions and re-assertion"; docs/high-availability.md, rules 4 and 6).
+//
+// A version 2 session opened with HELLO flags bit 0 gets a secret, of
+// which the server keeps only a hash. When its connection breaks (EOF,
+// reset, a read or write error, a frame not completed within the
+// io-timeout; never a session-level ERROR), its reader does not end it:
+// the table keeps it as a detached session standing for its origin (this
+// node and its id; for a session relayed by another node, that node and
+// the client's session id there), and a timer ends it once its lease has
+// passed since it was last heard from. No goroutine reads for it and no
+// connection stays open: the kept session is the table's state, this
+// node's keptSession and its timer.
+//
+// A CLAIM with flags bit 1 re-asserts a claim on the node that owns its
+// name (relayed there like any claim): the kept session of the origin it
+// names, whose secret hash matches, gives the claim up to the new session
+// (locktable Adopt: same token, same queue place). On a cluster node that
+// took the name over without its state and is warming up, a re-asserted
+// holder is installed with its old token when no conflicting claim holds
+// the lock (locktable Reassert), unless its ring is older than the
+// take-over (0x05). Everything else is refused 0x04.
+
+// secretHashLen is the size of the hash of a session secret that the
+// server keeps, and that a hop header version 3 carries.
+const secretHashLen = sha256.Size
+
+// hopVersion3 is the hop header of an upstream session of a resumable
+// client session: version 2's fields, then flags u8 (bit 0: resumable)
+// and, with bit 0, the SHA-256 of the client session's secret. The owner
+// keeps the upstream session's claims when the hop connection breaks.
+const hopVersion3 = 3
+
+// hopResumable is the hop header version 3 flag of a resumable session.
+const hopResumable = 0x01
+
+// appendHopV3 is AppendHopV2 with the resumable flag and secret hash.
+func appendHopV3(b []byte, addr, identity, origin string, session uint64, hash *[secretHashLen]byte) []byte {
+	start := len(b)
+	b = AppendHopV2(b, addr, identity, origin, session)
+	b[start+1] = hopVersion3
+	b = append(b, hopResumable)
+	return append(b, hash[:]...)
+}
+
+// readHopResume reads the fields that hop header version 3 adds.
+func readHopResume(r io.Reader, info *hopInfo) error {
+	var f [1]byte
+	if _, err := io.ReadFull(r, f[:]); err != nil {
+		return err
+	}
+	switch f[0] {
+	case 0:
+		return nil
+	case hopResumable:
+		var h [secretHashLen]byte
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			return err
+		}
+		info.resume = &h
+		return nil
+	}
+	return errBadHop
+}
+
+// resumeKey is what a session needs to be kept: the origin it stands for
+// and the hash of its secret.
+type resumeKey struct {
+	origin locktable.Origin
+	hash   [secretHashLen]byte
+}
+
+// keptSession is a resumable session whose connection broke.
+type keptSession struct {
+	resumeKey
+	id    locktable.SessionID
+	timer *time.Timer
+}
+
+// resumeState is the server's kept sessions, guarded by srv.mu.
+type resumeState struct {
+	kept map[locktable.Origin]*keptSession
+	byID map[locktable.SessionID]*keptSession
+}
+
+// newSecret returns a fresh session secret and its hash.
+func newSecret() (secret [protocol.SecretLen]byte, hash [secretHashLen]byte) {
+	rand.Read(secret[:]) // never fails (crypto/rand)
+	return secret, sha256.Sum256(secret[:])
+}
+
+// secretMatches compares the hash of secret with hash in constant time.
+func secretMatches(hash *[secretHashLen]byte, secret [protocol.SecretLen]byte) bool {
+	h := sha256.Sum256(secret[:])
+	return subtle.ConstantTimeCompare(h[:], hash[:]) == 1
+}
+
+// ringVersioner is a Router that knows the ring version it has applied:
+// a cluster node, whose WELCOME to a resumable session carries it.
+type ringVersioner interface {
+	RingVersion() uint64
+}
+
+// welcome builds the WELCOME of a session opened by hello and sets up
+// its resumption: a HELLO with flags gets the revision's WELCOME flags
+// (a HELLO with none gets none, as before). Called with srv.mu held.
+func (s *session) welcome(hello protocol.Frame) protocol.Frame {
+	srv, v := s.srv, s.v2
+	w := protocol.Frame{Type: protocol.TypeWelcome, Session: uint64(s.id)}
+	switch {
+	case s.hopResume != nil:
+		// A relayed resumable session: kept under the relaying node's
+		// origin and the client's secret. The relaying node needs no
+		// secret of its own.
+		v.resume = s.hopResume
+	case hello.Resumable():
+		secret, hash := newSecret()
+		v.resume = &resumeKey{origin: locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}, hash: hash}
+		w.Flags |= protocol.WelcomeResumable
+		w.Secret, w.Node = secret, srv.NodeID
+		if rv, ok := srv.Router.(ringVersioner); ok {
+			w.Flags |= protocol.WelcomeRing
+			w.Ring = rv.RingVersion()
+		}
+	}
+	return w
+}
+
+// keepV2 keeps the session, whose connection broke, if it is resumable
+// and has claims; it reports whether it did. Called by the session's
+// reader as it ends.
+func (s *session) keepV2() bool {
+	srv, v := s.srv, s.v2
+	if v == nil || v.resume == nil {
+		return false
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if s.closing.Load() || srv.claims[s.id] != s {
+		return false
+	}
+	if v.seen.After(v.flushed) {
+		if _, err := srv.table.Touch(v.seen, s.id); err != nil {
+			return false
+		}
+		v.flushed = v.seen
+	}
+	return srv.keepLocked(time.Now(), s)
+}
+
+// keepLocked makes session s a kept session: its claims stay, it is sent
+// nothing, and a timer ends it when its lease has passed. Called with
+// srv.mu held; the caller ends s's connection.
+func (srv *Server) keepLocked(now time.Time, s *session) bool {
+	key := s.v2.resume
+	if old := srv.resume.kept[key.origin]; old != nil {
+		// The same origin kept twice (a relaying node re-opened the
+		// upstream of one client session): the older one ends.
+		srv.endKeptLocked(now, old, locktable.ReasonGraceful)
+	}
+	if err := srv.table.Detach(s.id, key.origin); err != nil {
+		return false // nothing to keep
+	}
+	if srv.resume.kept == nil {
+		srv.resume.kept = map[locktable.Origin]*keptSession{}
+		srv.resume.byID = map[locktable.SessionID]*keptSession{}
+	}
+	k := &keptSession{resumeKey: *key, id: s.id}
+	srv.resume.kept[k.origin] = k
+	srv.resume.byID[k.id] = k
+	delete(srv.claims, s.id)
+	srv.armKeptLocked(k)
+	srv.notify(Event{Kind: EventSessionKept, Time: now, Peer: s.peer, Protocol: protocol.Version2, Session: s.id, Label: s.v2.label})
+	srv.Logger.Debug("keeping a resumable session", "session", s.id, "origin", k.origin, "remote_addr", s.peer.Addr)
+	return true
+}
+
+// armKeptLocked sets k's timer for its deadline.
+func (srv *Server) armKeptLocked(k *keptSession) {
+	d, err := srv.table.Deadline(k.id)
+	if err != nil {
+		return
+	}
+	wait := time.Until(d) + time.Millisecond // the table's "more than a lease"
+	if k.timer == nil {
+		k.timer = time.AfterFunc(wait, func() { srv.expireKept(k) })
+	} else {
+		k.timer.Reset(wait)
+	}
+}
+
+// expireKept ends kept session k once its lease has passed.
+func (srv *Server) expireKept(k *keptSession) {
+	srv.mu.Lock()
+	if srv.resume.byID[k.id] != k {
+		srv.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	res, err := srv.table.ExpireSession(now, k.id)
+	if errors.Is(err, locktable.ErrNotExpired) {
+		srv.armKeptLocked(k)
+		srv.mu.Unlock()
+		return
+	}
+	ds := srv.commit(now, res)
+	srv.forgetKeptLocked(k)
+	srv.mu.Unlock()
+	srv.deliver(ds)
+}
+
+// endKeptLocked ends kept session k at once, for reason.
+func (srv *Server) endKeptLocked(now time.Time, k *keptSession, reason locktable.Reason) []delivery {
+	ds := srv.commit(now, srv.table.End(now, k.id, reason))
+	srv.forgetKeptLocked(k)
+	return ds
+}
+
+// forgetKeptLocked drops k from the kept sessions (after the table has
+// ended it, or it has given up its last claim).
+func (srv *Server) forgetKeptLocked(k *keptSession) {
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	delete(srv.resume.kept, k.origin)
+	delete(srv.resume.byID, k.id)
+}
+
+// dropKeptLocked forgets every kept session at shutdown, after the table
+// has ended them.
+func (srv *Server) dropKeptLocked() {
+	for _, k := range srv.resume.byID {
+		srv.forgetKeptLocked(k)
+	}
+}
+
+// isKeptLocked reports whether sid is a kept session: a version 2
+// session whose events still count for version 2.
+func (srv *Server) isKeptLocked(sid locktable.SessionID) bool {
+	return srv.resume.byID[sid] != nil
+}
+
+// KeptSessions returns the number of resumable sessions kept after their
+// connection broke.
+func (srv *Server) KeptSessions() int {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return len(srv.resume.byID)
+}
+
+// Results of a re-assertion, for EventReasserted's Action and the
+// metrics.
+const (
+	ReassertAdopted    = "adopted"    // taken over from a kept session
+	ReassertInstalled  = "installed"  // installed with its old token on a node that took the name over
+	ReassertRequeued   = "requeued"   // a queued claim on a name taken over queued again
+	ReassertRefused    = "refused"    // REFUSED 0x04
+	ReassertStaleRing  = "stale_ring" // REFUSED 0x05
+	ReassertRetry      = "retry"      // REFUSED 0x03: this node cannot decide now
+	ReassertRelayed    = "relayed"    // sent on to the name's owner
+	reassertResultsLen = 7
+)
+
+// ReassertResults lists the results of a re-assertion, for metrics that
+// pre-create their labels.
+var ReassertResults = [reassertResultsLen]string{ReassertAdopted, ReassertInstalled, ReassertRequeued,
+	ReassertRefused, ReassertStaleRing, ReassertRetry, ReassertRelayed}
+
+// reassert answers re-assertion f (CLAIM with flags bit 1). now is when
+// its batch was read. Called by the reader with srv.mu held; the claim
+// id is not in use.
+func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
+	srv := s.srv
+	gated, since := false, uint64(0)
+	if r := srv.Router; r != nil {
+		rt := r.Route(f.Name, 0, s.forwarded)
+		switch {
+		case rt.Action == RouteServe:
+		case rt.Action == RouteHold && rt.Gated:
+			gated, since = true, rt.Since
+		case rt.Action == RouteForward && !s.forwarded:
+			s.reasserted(f, ReassertRelayed, 0, 0)
+			s.relayClaim(now, f, rt.Addr) // the owner answers
+			return nil
+		default:
+			// Warming up without an epoch, moving, no ring, or a relayed
+			// re-assertion for a name this node does not own.
+			s.reasserted(f, ReassertRetry, protocol.CodeNotOwner, 0)
+			s.refuse(f, protocol.CodeNotOwner)
+			return nil
+		}
+	}
+	if ds, ok := s.adopt(now, f); ok {
+		return ds
+	}
+	if gated {
+		return s.takeOver(now, f, since)
+	}
+	s.reasserted(f, ReassertRefused, protocol.CodeReassertRefused, 0)
+	s.refuse(f, protocol.CodeReassertRefused)
+	return nil
+}
+
+// adopt moves the claim that f re-asserts from the kept session of its
+// origin into s, and answers it, if that session is kept here, the
+// secret matches and the claim is f's; it reports whether it did. A
+// resumable session of that origin still open here (its client saw the
+// connection break first) is kept first, its connection closed.
+func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
+	srv := s.srv
+	o := locktable.Origin{Node: f.Node, Session: f.Session}
+	var ds []delivery
+	k := srv.resume.kept[o]
+	if k == nil {
+		live := srv.liveSession(o)
+		if live == nil || live == s || !secretMatches(&live.v2.resume.hash, f.Secret) {
+			return nil, false
+		}
+		if !srv.keepLocked(now, live) {
+			return nil, false
+		}
+		live.closing.Store(true) // its reader ends without ending its claims
+		go live.conn.Close()
+		k = srv.resume.kept[o]
+	} else if !secretMatches(&k.hash, f.Secret) {
+		return nil, false
+	}
+	cid := locktable.ClaimID(f.Claim)
+	c, err := srv.table.DetachedClaim(o, cid)
+	switch {
+	case err != nil, c.Name != f.Name, c.Mode != locktable.Mode(f.Mode),
+		c.Mode == locktable.Semaphore && c.Limit != f.Limit,
+		c.Status.State == locktable.Waiting && f.Token != 0,
+		c.Status.State == locktable.Owner && f.Token != 0 && f.Token != c.Status.Token:
+		return ds, false
+	}
+	st, err := srv.table.Adopt(now, o, cid, s.id)
+	if err != nil {
+		return ds, false
+	}
+	if _, still := srv.table.DetachedSession(o); !still {
+		srv.forgetKeptLocked(k) // every claim of it has been taken over
+	}
+	s.reasserted(f, ReassertAdopted, 0, st.Token)
+	s.v2.appendOut(s, func(b []byte) []byte {
+		if st.State == locktable.Owner {
+			return protocol.AppendGranted(b, f.Claim, st.Token)
+		}
+		return protocol.AppendQueued(b, f.Claim)
+	})
+	return ds, true
+}
+
+// liveSession returns the open resumable session that origin o names on
+// this node: one of its own, or one relayed to it by o's node (a scan:
+// re-assertions are rare).
+func (srv *Server) liveSession(o locktable.Origin) *session {
+	live := func(s *session) bool {
+		return s != nil && s.v2 != nil && s.v2.resume != nil && s.v2.resume.origin == o
+	}
+	if s := srv.claims[locktable.SessionID(o.Session)]; live(s) {
+		return s
+	}
+	if o.Node == srv.NodeID {
+		return nil
+	}
+	for _, s := range srv.claims {
+		if s.forwarded && live(s) {
+			return s
+		}
+	}
+	return nil
+}
+
+// takeOver answers re-assertion f for a name this node took over without
+// its state (a removed node's, or its own before a restart) at ring
+// since, and is warming up: a held claim is installed with its old token
+// unless a conflicting claim holds the lock; a queued one queues again,
+// as a new claim would (held until the warm-up ends).
+func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []delivery {
+	srv := s.srv
+	if f.Ring < since {
+		s.reasserted(f, ReassertStaleRing, protocol.CodeStaleRing, 0)
+		s.refuse(f, protocol.CodeStaleRing)
+		return nil
+	}
+	if f.Token == 0 {
+		s.reasserted(f, ReassertRequeued, 0, 0)
+		f.Flags &^= protocol.ClaimReassert
+		s.holdClaim(f)
+		return nil
+	}
+	st, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
+		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit}, f.Token)
+	if err != nil {
+		code := protocol.CodeReassertRefused
+		switch {
+		case errors.Is(err, locktable.ErrModeConflict), errors.Is(err, locktable.ErrLimitMismatch):
+			code = claimErrorCode(err)
+		}
+		s.reasserted(f, ReassertRefused, code, 0)
+		s.refuse(f, code)
+		return nil
+	}
+	ds := srv.commit(now, res)
+	s.reasserted(f, ReassertInstalled, 0, st.Token)
+	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendGranted(b, f.Claim, st.Token) })
+	return ds
+}
+
+// reasserted reports the outcome of re-assertion f to the observers.
+func (s *session) reasserted(f protocol.Frame, result string, code protocol.Code, token uint64) {
+	s.srv.notify(Event{Kind: EventReasserted, Time: time.Now(), Lock: f.Name, Peer: s.peer, Token: token, Code: code,
+		Action: result, Protocol: protocol.Version2, Session: s.id, Claim: locktable.ClaimID(f.Claim),
+		Mode: locktable.Mode(f.Mode), Label: s.v2.label})
+}
