@@ -492,3 +492,26 @@ func TestResumeCloseReleasesFirst(t *testing.T) {
 		t.Fatalf("claim: %v", a.Err())
 	}
 }
+
+// Close during a resume lets the resume end, then releases the claims
+// on the new session rather than leaving them kept for a lease.
+func TestResumeCloseWhileResuming(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
+	a := holdClaim(t, s, fc, "a", 100)
+	fc.c.Close()
+	fc2, _ := fake.acceptV2() // HELLO read, not answered yet
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	fc2.welcomeResumable(8, 0x22, "n1", 0)
+	expectReassert(t, fc2, a.ID(), "a", 100, 0, 7, 0x11)
+	fc2.send(protocol.AppendGranted(nil, a.ID(), 100))
+	if f := fc2.expect(protocol.TypeRelease); f.Claim != a.ID() {
+		t.Fatalf("%v, want RELEASE of a", f)
+	}
+	fc2.send(protocol.AppendReleased(nil, a.ID()))
+	if err := wait(t, closed); err != nil {
+		t.Fatal(err)
+	}
+	fc2.waitEOF()
+}

@@ -305,7 +305,15 @@ func (s *Session) Close() error {
 		}
 		return prev
 	}
-	if s.err == nil && s.resumable() && !s.resuming {
+	for s.err == nil && s.resuming && !s.closing {
+		// Let the resume end (by the give-up at the latest), so that
+		// the claims are released rather than kept for a lease.
+		resumed := s.resumed
+		s.mu.Unlock()
+		<-resumed
+		s.mu.Lock()
+	}
+	if s.err == nil && s.resumable() {
 		s.releaseAllLocked()
 	}
 	s.loseLocked(ErrSessionClosed)

@@ -29,6 +29,9 @@ func takeSessionLock(ctx context.Context, cfg *runConfig, c *baton.Client, name 
 		Lease:     cfg.lease,
 		Label:     fmt.Sprintf("baton run %s pid %d", host, os.Getpid()),
 		Resumable: cfg.resumable,
+		// A version 1 server cannot resume: refuse rather than hold
+		// the lock on a connection whose break would lose it.
+		NoFallback: cfg.resumable,
 	})
 	if err != nil {
 		return nil, err
