@@ -71,6 +71,16 @@ type SessionOptions struct {
 // protocol violation by the server loses every claim at once and closes
 // the connection. An administrator's REVOKED ends one claim only.
 //
+// A resumable session (SessionOptions.Resumable) survives a broken
+// connection, a shutdown (ERROR 0x01) and a node that stops serving
+// (ERROR 0x03): it reconnects, opens a new session and re-asserts every
+// claim with its token, and a claim the server keeps goes on
+// undisturbed (Lost open, Do's context alive, the same token). A claim
+// that cannot be kept is lost with ErrReassertRefused, or with
+// ErrNotResumed when its re-assertion is not answered before its
+// give-up (the rule above: its last anchor + 0.8 of the lease). See
+// docs/client.md, "Resumable sessions".
+//
 // Against a server that speaks version 1 only, OpenSession falls back
 // (unless SessionOptions.NoFallback): the Session then makes each claim
 // on a version 1 connection of its own, with the session lease, as
