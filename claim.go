@@ -117,7 +117,8 @@ func (cl *Claim) Lost() <-chan struct{} {
 // Err returns why the claim was lost, or nil while it is held and after
 // a Release that came first: ErrHeartbeatTimeout, ErrConnectionClosed,
 // ErrProtocolViolation, ErrSessionClosed or a *ServerError (REVOKED's
-// code, or the session's ERROR).
+// code, or the session's ERROR); on a resumable session also
+// ErrReassertRefused or ErrNotResumed.
 func (cl *Claim) Err() error {
 	if cl.lock != nil {
 		return cl.lock.Err()
@@ -407,6 +408,11 @@ func (cl *Claim) run(ctx context.Context, fn func(ctx context.Context, token uin
 	defer cancel(nil)
 	s := cl.s
 	s.mu.Lock()
+	if !cl.ended && cl.reassert && !time.Now().Before(cl.until) {
+		// Its re-assertion after a broken connection is overdue: the
+		// claim is lost, the session lives on.
+		cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
+	}
 	if !cl.ended && !time.Now().Before(s.rule.Deadline()) {
 		// The give-up is due but the reader has not seen it yet (a
 		// process frozen since the grant): give up now, before fn starts.

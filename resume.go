@@ -184,8 +184,9 @@ func (s *Session) resume(cause error) bool {
 
 	backoff := minResumeBackoff
 	last := cause
+	atOnce := false // the last attempt met a shutdown: another server may be taking over
 	for attempt := 0; ; attempt++ {
-		if attempt > 0 || stale {
+		if (attempt > 0 || stale) && !atOnce {
 			wait := time.Until(giveUp)
 			if w := jitter(backoff); w < wait {
 				wait = w
@@ -228,9 +229,7 @@ func (s *Session) resume(cause error) bool {
 			}
 			return false
 		}
-		if errors.Is(err, protocol.ErrShuttingDown) && attempt == 0 {
-			continue // another server may be taking over: at once
-		}
+		atOnce = errors.Is(err, protocol.ErrShuttingDown) && !atOnce
 	}
 }
 
