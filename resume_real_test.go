@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/protocol"
 )
 
 // Resumable sessions against the real server, in process, through a
@@ -177,4 +179,45 @@ func TestResumeRealCloseReleases(t *testing.T) {
 		cl.Release(t.Context())
 	}
 	t.Logf("Close and two claims elsewhere took %v", time.Since(start))
+}
+
+// A server that shuts down ends its sessions with ERROR 0x01 and their
+// claims with them: the resumable session resumes on the next address,
+// whose server does not have the claim, and the claim is lost there
+// with ErrReassertRefused; the session lives on.
+func TestResumeRealShutdownRefused(t *testing.T) {
+	t.Parallel()
+	addrA, srvA := startServerSrv(t)
+	addrB := startServer(t)
+	s, err := New(Config{Address: addrA}).OpenSession(t.Context(),
+		SessionOptions{Lease: 3 * time.Second, Resumable: true, Addrs: []string{addrA, addrB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Do(t.Context(), "job", Exclusive, func(ctx context.Context, _ uint64) error {
+			close(started)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	wait(t, started)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	srvA.Shutdown(ctx)
+	err = wait(t, done)
+	if !errors.Is(err, ErrReassertRefused) || !errors.Is(err, protocol.ErrReassertRefused) {
+		t.Fatalf("Do: %v", err)
+	}
+	if s.Err() != nil {
+		t.Fatalf("session: %v", s.Err())
+	}
+	cl, err := s.Acquire(t.Context(), "job", Exclusive) // on server B
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Release(t.Context())
 }
