@@ -97,6 +97,10 @@ type Session struct {
 	LastSeen Time `json:"last_seen"`
 	Held     int  `json:"held"`    // claims holding a lock
 	Waiting  int  `json:"waiting"` // claims in a queue
+	// Detached is set for a session no connection serves: a resumable
+	// session whose connection broke, kept for a resume until its lease
+	// passes, or claims moved here not yet taken over.
+	Detached bool `json:"detached,omitempty"`
 }
 
 // SessionList is the answer of GET /api/sessions.
@@ -224,7 +228,7 @@ func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 		out := SessionList{Sessions: make([]Session, 0, hi-lo), Total: len(infos), Offset: offset, SnapshotAt: Time{at}}
 		for _, x := range infos[lo:hi] {
 			s := Session{Protocol: 2, Session: uint64(x.ID), Label: x.Label, Identity: x.Peer.Identity, RemoteAddr: x.Peer.Addr, RelayedBy: x.Peer.Via,
-				LeaseMS: x.Lease.Milliseconds(), LastSeen: Time{x.LastSeen}, Held: x.Held, Waiting: x.Waiting}
+				LeaseMS: x.Lease.Milliseconds(), LastSeen: Time{x.LastSeen}, Held: x.Held, Waiting: x.Waiting, Detached: x.Detached != nil}
 			if x.V1 {
 				s.Protocol = 1
 			}

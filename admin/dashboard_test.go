@@ -253,3 +253,32 @@ func (p readPrefix) AllowAdmin(identity, action, lock string) bool {
 	return action == "read" && strings.HasPrefix(lock, string(p))
 }
 func (p readPrefix) AllowAdminAny(identity, action string) bool { return action == "read" }
+
+// A resumable session whose connection broke is listed as detached while
+// the server keeps its claims.
+func TestSessionsKeptDetached(t *testing.T) {
+	srv, addr, base := dash(t, false, admin.Config{})
+	c := opstest.Dial(t, addr)
+	c.Send(protocol.AppendFrame(protocol.AppendPreamble(nil), protocol.Frame{
+		Type: protocol.TypeHello, LeaseMS: 30000, Flags: protocol.HelloResumable, Label: "r"}))
+	if f := c.ReadV2(); f.Type != protocol.TypeWelcome || !f.Resumable() {
+		t.Fatalf("opening answered %v", f)
+	}
+	c.Claim(1, protocol.ModeExclusive, 0, "jobs")
+	c.ExpectV2(protocol.TypeGranted, 1, 0)
+	if l := getJSON[admin.SessionList](t, base+"/api/sessions"); len(l.Sessions) != 1 || l.Sessions[0].Detached {
+		t.Fatalf("sessions while connected = %+v, want one attached", l)
+	}
+	c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.KeptSessions() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the session was not kept")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	l := getJSON[admin.SessionList](t, base+"/api/sessions")
+	if len(l.Sessions) != 1 || !l.Sessions[0].Detached || l.Sessions[0].Held != 1 || l.Sessions[0].Label != "r" {
+		t.Fatalf("sessions after the break = %+v, want one detached, holding 1", l)
+	}
+}

@@ -53,6 +53,13 @@ const (
 	ForceRelease = "force_release" // an administrator took the lock from its owner: token, admin_*
 	KickWaiter   = "kick_waiter"   // an administrator removed a waiter from the queue: admin_*
 	AdminDenied  = "admin_denied"  // the admin API refused an administrator an action: admin_*, action
+	// SessionKept: a resumable version 2 session's connection broke and
+	// its claims are kept for a resume until its lease passes.
+	SessionKept = "session_kept"
+	// Reasserted: a version 2 re-assertion of a claim: result (adopted,
+	// installed, requeued, refused, stale_ring, retry, relayed), the
+	// token it keeps, or the REFUSED code.
+	Reasserted = "reasserted"
 )
 
 // TimeFormat is the layout of the "time" field: RFC 3339 in UTC with
@@ -76,6 +83,10 @@ type Record struct {
 	AdminIdentity *string `json:"admin_identity,omitempty"`
 	AdminAddr     string  `json:"admin_addr,omitempty"`
 	Action        string  `json:"action,omitempty"` // admin_denied: read, release or kick
+	// Result and Code of a re-assertion (reasserted): what became of it,
+	// and the REFUSED code ("0x04") of a refused one.
+	Result string `json:"result,omitempty"`
+	Code   string `json:"code,omitempty"`
 	// The claim affected (every event but admin_denied): the protocol
 	// version of its session (1 or 2), the server's session id, the claim
 	// id its client chose (0 for version 1), its mode (exclusive, shared,
@@ -265,6 +276,10 @@ func (l *Logger) Observe(e server.Event) {
 		l.enqueue(Denied, e)
 	case server.EventAdminDenied:
 		l.enqueue(AdminDenied, e)
+	case server.EventSessionKept:
+		l.enqueue(SessionKept, e)
+	case server.EventReasserted:
+		l.enqueue(Reasserted, e)
 	}
 }
 
@@ -552,6 +567,15 @@ func record(en entry) Record {
 		r.Reason = e.Reason.String()
 	case ForceRelease:
 		r.Token = e.Token
+	case Reasserted:
+		r.Token, r.Result = e.Token, e.Action
+		if e.Code != 0 {
+			r.Code = fmt.Sprintf("0x%02x", uint8(e.Code))
+		}
+	}
+	if en.event == SessionKept {
+		r.Protocol, r.Session, r.Label = int(e.Protocol), uint64(e.Session), e.Label
+		return r
 	}
 	if e.Session != 0 {
 		claim := uint64(e.Claim)

@@ -66,3 +66,49 @@ func TestV2ClaimFields(t *testing.T) {
 		t.Errorf("granted record session %d token %d, want %d and %d", rs[2].Session, rs[2].Token, info.Holder.Session, tok)
 	}
 }
+
+// TestResumeRecords: a kept session and each re-assertion are recorded,
+// the re-assertion with its result, token or code.
+func TestResumeRecords(t *testing.T) {
+	var out bytes.Buffer
+	al := audit.New(&out, audit.Config{})
+	srv, rec, addr := startServer(t, al)
+	s := opstest.Dial(t, addr)
+	s.Send(protocol.AppendFrame(protocol.AppendPreamble(nil), protocol.Frame{
+		Type: protocol.TypeHello, LeaseMS: 30000, Flags: protocol.HelloResumable, Label: "r"}))
+	w := s.ReadV2()
+	s.Claim(1, protocol.ModeExclusive, 0, "a")
+	tok := s.ExpectV2(protocol.TypeGranted, 1, 0).Token
+	s.Close()
+	rec.WaitCount(t, server.EventSessionKept, 1)
+	n := opstest.DialV2(t, addr, 30*time.Second, "n")
+	re := protocol.Frame{Type: protocol.TypeClaim, Claim: 1, Flags: protocol.ClaimReassert, Mode: protocol.ModeExclusive,
+		Name: "a", Token: tok, Session: w.Session, Secret: w.Secret, Node: w.Node}
+	n.Send(protocol.AppendFrame(nil, re))
+	n.ExpectV2(protocol.TypeGranted, 1, 0)
+	re.Claim = 2
+	n.Send(protocol.AppendFrame(nil, re))
+	n.ExpectV2(protocol.TypeRefused, 2, protocol.CodeReassertRefused)
+	rec.WaitCount(t, server.EventReasserted, 2)
+	srv.Close()
+	al.Close()
+
+	var got []audit.Record
+	for _, r := range parse(t, out.Bytes()) {
+		if r.Event == audit.SessionKept || r.Event == audit.Reasserted {
+			got = append(got, r)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("got %d resume records, want 3:\n%s", len(got), out.String())
+	}
+	if k := got[0]; k.Event != audit.SessionKept || k.Session != w.Session || k.Label != "r" || k.Protocol != 2 {
+		t.Errorf("kept record %+v", k)
+	}
+	if a := got[1]; a.Result != "adopted" || a.Token != tok || a.Lock != "a" || a.Claim == nil || *a.Claim != 1 || a.Code != "" {
+		t.Errorf("adopted record %+v", a)
+	}
+	if r := got[2]; r.Result != "refused" || r.Code != "0x04" || r.Token != 0 {
+		t.Errorf("refused record %+v", r)
+	}
+}

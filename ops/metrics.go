@@ -47,6 +47,8 @@ type Metrics struct {
 	dequeues       *prometheus.CounterVec
 	protocolErrors *prometheus.CounterVec
 	refusals       *prometheus.CounterVec
+	reassertions   *prometheus.CounterVec
+	sessionsKept   prometheus.Counter
 	accepted       prometheus.Counter
 	acceptErrors   prometheus.Counter
 	heartbeats     prometheus.Counter
@@ -101,6 +103,14 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 			Name: "baton_claims_refused_total",
 			Help: "Version 2 CLAIMs answered REFUSED (claim level; the session lives on), by code.",
 		}, []string{"code"}),
+		reassertions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_reassertions_total",
+			Help: "Version 2 re-assertions, by result: adopted (from a kept session), installed (on a name taken over, with its old token), requeued, refused (0x04), stale_ring (0x05), retry (0x03), relayed (to the name's owner).",
+		}, []string{"result"}),
+		sessionsKept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_sessions_kept_total",
+			Help: "Resumable version 2 sessions kept, with their claims, after their connection broke.",
+		}),
 		accepted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_connections_accepted_total",
 			Help: "Protocol connections accepted.",
@@ -150,6 +160,9 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 			m.errorsBy[c] = m.protocolErrors.WithLabelValues(codeLabel(c))
 		}
 	}
+	for _, r := range server.ReassertResults {
+		m.reassertions.WithLabelValues(r)
+	}
 
 	src := cfg.Source
 	gauge := func(name, help string, f func(Source) int) prometheus.Collector {
@@ -188,6 +201,12 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	if ps, ok := src.(ProtocolSource); ok {
 		m.reg.MustRegister(protocolCollector{ps})
 	}
+	if ks, ok := src.(KeptSource); ok {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "baton_sessions_kept",
+			Help: "Resumable version 2 sessions whose connection broke, kept with their claims until their lease passes or a new session re-asserts them.",
+		}, func() float64 { return float64(ks.KeptSessions()) }))
+	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -195,7 +214,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		gauge("baton_connections_active", "Open protocol connections.", func(s Source) int { return s.Sessions() }),
 		gauge("baton_locks_held", "Locks that have an owner.", func(s Source) int { return s.Counts().Locks }),
 		gauge("baton_waiters", "Claims waiting in a queue.", func(s Source) int { return s.Counts().Waiters }),
-		m.acquires, m.releases, m.dequeues, m.protocolErrors, m.refusals,
+		m.acquires, m.releases, m.dequeues, m.protocolErrors, m.refusals, m.reassertions, m.sessionsKept,
 		m.accepted, m.acceptErrors, m.heartbeats, m.aclDenials, m.tlsErrors,
 		auditDropped, auditWaiting, m.wait, m.hold,
 	)
@@ -240,6 +259,10 @@ func (m *Metrics) Observe(e server.Event) {
 		child(m.dequeuesBy, e.Reason, m.dequeues, e.Reason.String()).Inc()
 	case server.EventRefused:
 		m.refusals.WithLabelValues(codeLabel(e.Code)).Inc()
+	case server.EventReasserted:
+		m.reassertions.WithLabelValues(e.Action).Inc()
+	case server.EventSessionKept:
+		m.sessionsKept.Inc()
 	}
 }
 
@@ -250,6 +273,13 @@ func child[K comparable](pre map[K]prometheus.Counter, k K, vec *prometheus.Coun
 		return c
 	}
 	return vec.WithLabelValues(label)
+}
+
+// KeptSource is a Source that also counts the resumable sessions kept
+// after their connection broke; *server.Server is one. With it the
+// metrics include baton_sessions_kept.
+type KeptSource interface {
+	KeptSessions() int
 }
 
 // ProtocolSource is a Source that also counts sessions and claims by

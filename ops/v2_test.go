@@ -57,3 +57,43 @@ func TestMetricsV2(t *testing.T) {
 		"baton_acquires_total":                    3,
 	})
 }
+
+// TestMetricsResume: a resumable session whose connection broke is
+// counted as kept, its claims still as version 2 claims; a re-assertion
+// by result.
+func TestMetricsResume(t *testing.T) {
+	f := start(t)
+	s := opstest.Dial(t, f.addr)
+	s.Send(protocol.AppendFrame(protocol.AppendPreamble(nil), protocol.Frame{
+		Type: protocol.TypeHello, LeaseMS: 30000, Flags: protocol.HelloResumable, Label: "r"}))
+	w := s.ReadV2()
+	if w.Type != protocol.TypeWelcome || !w.Resumable() {
+		t.Fatalf("opening answered %v", w)
+	}
+	s.Claim(1, protocol.ModeExclusive, 0, "a")
+	tok := s.ExpectV2(protocol.TypeGranted, 1, 0).Token
+	s.Close()
+	f.rec.WaitCount(t, server.EventSessionKept, 1)
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		"baton_sessions_kept":                        1,
+		"baton_sessions_kept_total":                  1,
+		`baton_sessions{protocol="2"}`:               0,
+		`baton_claims{protocol="2",state="held"}`:    1,
+		`baton_reassertions_total{result="adopted"}`: 0,
+	})
+	n := opstest.DialV2(t, f.addr, 30*time.Second, "n")
+	re := protocol.Frame{Type: protocol.TypeClaim, Claim: 1, Flags: protocol.ClaimReassert, Mode: protocol.ModeExclusive,
+		Name: "a", Token: tok, Session: w.Session, Secret: w.Secret, Node: w.Node}
+	n.Send(protocol.AppendFrame(nil, re))
+	n.ExpectV2(protocol.TypeGranted, 1, 0)
+	re.Claim, re.Name = 2, "b"
+	n.Send(protocol.AppendFrame(nil, re))
+	n.ExpectV2(protocol.TypeRefused, 2, protocol.CodeReassertRefused)
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		"baton_sessions_kept":                        0,
+		`baton_claims{protocol="2",state="held"}`:    1,
+		`baton_reassertions_total{result="adopted"}`: 1,
+		`baton_reassertions_total{result="refused"}`: 1,
+		`baton_claims_refused_total{code="0x04"}`:    1,
+	})
+}

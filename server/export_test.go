@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+)
 
 // SetAfterTableEntry sets the hook that runs between an ACQUIRE's entry
 // into the table and the reply to it.
@@ -11,4 +15,20 @@ func SetAfterTableEntry(srv *Server, h func(addr string)) { srv.afterTableEntry 
 func TokenGate(srv *Server) time.Time {
 	srv.init()
 	return srv.gate
+}
+
+// EndKept ends every kept session (resume.go) at once, as their lease
+// passing would, and returns how many there were.
+func EndKept(srv *Server) int {
+	srv.mu.Lock()
+	now := time.Now()
+	var ds []delivery
+	n := 0
+	for _, k := range srv.resume.byID {
+		ds = append(ds, srv.endKeptLocked(now, k, locktable.ReasonExpired)...)
+		n++
+	}
+	srv.mu.Unlock()
+	srv.deliver(ds)
+	return n
 }

@@ -134,6 +134,17 @@ func (fs *fuzzV2Server) session(t *testing.T, in []byte) {
 }
 
 func (fs *fuzzV2Server) checkBaseline(t *testing.T, in []byte) {
+	if hello, n, err := protocol.ParseHello(in); err == nil && n > 0 && hello.Resumable() {
+		// A resumable session whose client went away is kept for its
+		// lease (docs/protocol.md): end it now, once its reader has.
+		fuzzEventually(func() error {
+			if fs.srv.Sessions() != 1 {
+				return errors.New("the session is still open")
+			}
+			return nil
+		})
+		server.EndKept(fs.srv)
+	}
 	if err := fuzzEventually(fs.baselineErr); err != nil {
 		t.Fatalf("input % x: %v", fuzzShort(in), err)
 	}
@@ -217,6 +228,11 @@ func fuzzV2Expect(in []byte) (want []protocol.Frame, lease time.Duration) {
 				want = append(want, protocol.Frame{Type: protocol.TypeRefused, Claim: f.Claim, Code: code})
 				continue
 			}
+			if f.Reassert() {
+				// No kept session here has the secret of an input.
+				want = append(want, protocol.Frame{Type: protocol.TypeRefused, Claim: f.Claim, Code: protocol.CodeReassertRefused})
+				continue
+			}
 			st, res, err := tbl.Claim(now, sid, key.Claim, locktable.ClaimRequest{
 				Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, NoWait: f.NoWait()})
 			switch {
@@ -284,6 +300,7 @@ func fuzzV2Frames(fs []protocol.Frame) string {
 func fuzzV2Seeds() [][]byte {
 	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 	hello := protocol.AppendHello(nil, 60000, "fz")
+	resumable := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60000, Flags: protocol.HelloResumable, Label: "fz"})
 	return [][]byte{
 		{},
 		hello,
@@ -304,6 +321,9 @@ func fuzzV2Seeds() [][]byte {
 		cat(hello, noWaitFrame(1, excl, 0, fuzzHeld), claimFrame(1, excl, 0, "free")),                     // BUSY, id reusable
 		cat(hello, claimFrame(1, excl, 0, "job"))[:20],                                                    // cut in a frame
 		cat(protocol.AppendHello(nil, 1, "short"), bytes.Repeat(protocol.AppendPing(nil, 3), 200)),        // expires mid-stream
+		cat(resumable, claimFrame(1, excl, 0, "job"), claimFrame(2, excl, 0, fuzzHeld)),                   // kept at EOF
+		cat(hello, protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeClaim, Claim: 1, Flags: protocol.ClaimReassert,
+			Mode: excl, Name: "job", Token: 9, Session: 1}), claimFrame(1, excl, 0, "job")), // 0x04, id reusable
 	}
 }
 

@@ -1,6 +1,10 @@
 package server_test
 
 import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,4 +296,94 @@ func TestReassertUnknownOnFreshServer(t *testing.T) {
 	c.expectCode(protocol.TypeRefused, 1, protocol.CodeReassertRefused)
 	// The name is untouched.
 	c.mustHold(2, excl2, 0, "job")
+}
+
+// failWritesListener lets a test make the server's writes to one client
+// fail, as a write to a connection the network broke does.
+type failWritesListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[string]*failWritesConn // by the client's address
+}
+
+type failWritesConn struct {
+	net.Conn
+	fail atomic.Bool
+}
+
+func (c *failWritesConn) Write(b []byte) (int, error) {
+	if c.fail.Load() {
+		return 0, errors.New("injected write failure")
+	}
+	return c.Conn.Write(b)
+}
+
+func (l *failWritesListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return c, err
+	}
+	fc := &failWritesConn{Conn: c}
+	l.mu.Lock()
+	l.conns[c.RemoteAddr().String()] = fc
+	l.mu.Unlock()
+	return fc, nil
+}
+
+func (l *failWritesListener) failWrites(clientAddr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.conns[clientAddr].fail.Store(true)
+}
+
+// A push that cannot be written to a resumable session (a PROMOTED) does
+// not end it: the session is kept with the claim granted, and the
+// re-assertion learns the grant.
+func TestResumeKeptAfterFailedPush(t *testing.T) {
+	fl := &failWritesListener{conns: map[string]*failWritesConn{}}
+	ts := startServerWrapped(t, func(ln net.Listener) net.Listener { fl.Listener = ln; return fl })
+	holder := ts.dialV2(t, longLease, "h")
+	holder.mustHold(1, excl2, 0, "job")
+	a, w := ts.dialResumable(t, longLease, "a")
+	a.mustQueue(1, excl2, 0, "job")
+	fl.failWrites(a.addr())
+	holder.release(1) // promotes a: the push fails
+	ts.events.wait(t, "session kept", keptEvent(w.Session))
+	a2, _ := ts.dialResumable(t, longLease, "a")
+	f := a2.reassert(1, excl2, "job", 0, w)
+	if f.Type != protocol.TypeGranted || f.Token == 0 {
+		t.Fatalf("re-assertion after a failed push answered %v, want GRANTED", f)
+	}
+}
+
+// A frame not completed within the io-timeout breaks the connection of
+// a resumable session: it is kept, not ended.
+func TestResumeKeptAfterPartialFrame(t *testing.T) {
+	ts := startServer(t, withIOTimeout(200*time.Millisecond))
+	a, w := ts.dialResumable(t, longLease, "a")
+	tok := a.mustHold(1, excl2, 0, "job")
+	a.mustWrite(protocol.AppendPing(nil, 1)[:4]) // and nothing more
+	ts.events.wait(t, "session kept", keptEvent(w.Session))
+	a2, _ := ts.dialResumable(t, longLease, "a")
+	if f := a2.reassert(1, excl2, "job", tok, w); f.Type != protocol.TypeGranted || f.Token != tok {
+		t.Fatalf("re-assertion answered %v", f)
+	}
+}
+
+// Shutdown ends kept sessions with every other claim, and their timers.
+func TestResumeKeptEndsAtShutdown(t *testing.T) {
+	ts := startServer(t)
+	a, w := ts.dialResumable(t, longLease, "a")
+	a.mustHold(1, excl2, 0, "job")
+	a.breakConn()
+	ts.events.wait(t, "session kept", keptEvent(w.Session))
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ts.KeptSessions(); n != 0 {
+		t.Errorf("KeptSessions after Close = %d", n)
+	}
+	if c := ts.Counts(); c.Locks != 0 {
+		t.Errorf("counts after Close: %+v", c)
+	}
 }
