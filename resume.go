@@ -49,10 +49,16 @@ var (
 const (
 	minResumeBackoff = 10 * time.Millisecond
 	maxResumeBackoff = time.Second
-	// maxStaleRings bounds the fresh sessions opened in a row because
-	// a re-assertion named a stale ring (REFUSED 0x05).
-	maxStaleRings = 8
+	// maxFreshSessions bounds the fresh sessions opened in a row
+	// because a re-assertion was answered "again" (REFUSED 0x05, a stale
+	// ring, or 0x03, a node that cannot decide now); the give-up
+	// deadline bounds them too, and their backoff grows across them.
+	maxFreshSessions = 32
 )
+
+// errFreshSession is the break that a re-assertion answered "again"
+// causes: it wraps the *ServerError of the refusal.
+var errFreshSession = errors.New("baton: re-assertion to be made again on a fresh session")
 
 // resumable reports whether a break is resumed after. s.mu is held. Range
 // locks cannot be re-asserted: a session that has taken any is not
@@ -72,10 +78,13 @@ func (s *Session) Resumable() bool {
 // shutting down (0x01) or cannot serve here now (0x03), or a
 // re-assertion named a stale ring (0x05).
 func isBreak(cause error) bool {
+	if errors.Is(cause, errFreshSession) {
+		return true
+	}
 	var se *ServerError
 	if errors.As(cause, &se) {
 		switch se.Code {
-		case protocol.CodeShuttingDown, protocol.CodeNotOwner, protocol.CodeStaleRing:
+		case protocol.CodeShuttingDown, protocol.CodeNotOwner:
 			return true
 		}
 		return false
@@ -147,14 +156,14 @@ func (s *Session) resume(cause error) bool {
 		return false
 	}
 	old := s.conn
-	stale := isCode(cause, protocol.CodeStaleRing)
-	if stale {
-		s.staleRings++
+	fresh := errors.Is(cause, errFreshSession)
+	if fresh {
+		s.freshSessions++
 	} else {
-		s.staleRings = 0
+		s.freshSessions, s.freshBackoff = 0, 0
 	}
-	if s.staleRings > maxStaleRings {
-		closeNow := s.loseLocked(fmt.Errorf("%w: %d fresh sessions in a row named a stale ring: %w", ErrNotResumed, s.staleRings, cause))
+	if s.freshSessions > maxFreshSessions {
+		closeNow := s.loseLocked(fmt.Errorf("%w: %d fresh sessions in a row: %w", ErrNotResumed, s.freshSessions, cause))
 		s.mu.Unlock()
 		if closeNow {
 			s.closeConn()
@@ -164,7 +173,7 @@ func (s *Session) resume(cause error) bool {
 	s.breakCause, s.lastAttempt = cause, nil
 	s.resuming = true
 	s.resumed = make(chan struct{})
-	s.freshNeeded = false
+	s.freshNeeded = nil
 	giveUp := s.rule.Deadline()
 	s.rule.Close() // no PING, claim or release goes on the broken connection
 	if s.pingArmed && s.pingTimer.Stop() {
@@ -177,16 +186,20 @@ func (s *Session) resume(cause error) bool {
 			cl.reassert, cl.until = true, giveUp
 		}
 	}
+	s.armExpiry()
 	addrs := s.addrs()
 	first := s.addr
 	s.mu.Unlock()
 	old.Close()
 
-	backoff := minResumeBackoff
+	// A fresh session after an "again" waits first, its backoff growing
+	// across the fresh sessions in a row; a reconnection after a break
+	// tries at once.
+	backoff := max(s.freshBackoff, minResumeBackoff)
 	last := cause
 	atOnce := false // the last attempt met a shutdown: another server may be taking over
 	for attempt := 0; ; attempt++ {
-		if (attempt > 0 || stale) && !atOnce {
+		if (attempt > 0 || fresh) && !atOnce {
 			wait := time.Until(giveUp)
 			if w := jitter(backoff); w < wait {
 				wait = w
@@ -195,6 +208,9 @@ func (s *Session) resume(cause error) bool {
 				return false // the session ended
 			}
 			backoff = min(2*backoff, maxResumeBackoff, s.opts.Lease/8+minResumeBackoff)
+			s.mu.Lock()
+			s.freshBackoff = backoff
+			s.mu.Unlock()
 		}
 		now := time.Now()
 		s.mu.Lock()
@@ -379,9 +395,12 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 	case protocol.TypeRefused:
 		se := &ServerError{Code: ev.Code, Reason: ev.Reason}
 		switch {
-		case ev.Code == protocol.CodeStaleRing && !cl.ended && !late:
+		case (ev.Code == protocol.CodeStaleRing || ev.Code == protocol.CodeNotOwner) && !cl.ended && !late:
+			// Again, on a fresh session: a stale ring, or a node that
+			// cannot decide now (warming up without an epoch, or the
+			// owner out of reach).
 			stale = true
-			s.freshNeeded = true
+			s.freshNeeded = se
 		case late:
 			cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
 		case ev.Code == protocol.CodeReassertRefused:
@@ -394,11 +413,11 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 		cl.reassert, cl.until = false, time.Time{}
 		if !cl.ended {
 			cl.home = s.ident
-			s.staleRings = 0
+			s.freshSessions, s.freshBackoff = 0, 0
 		}
 	}
-	if s.freshNeeded && s.reasserts == 0 {
-		return &ServerError{Code: protocol.CodeStaleRing, Reason: "re-assertion named a stale ring"}
+	if s.freshNeeded != nil && s.reasserts == 0 {
+		return fmt.Errorf("%w: %w", errFreshSession, s.freshNeeded)
 	}
 	return nil
 }
@@ -453,4 +472,38 @@ func (s *Session) releaseAllLocked() {
 	}
 	t.Stop()
 	s.mu.Lock()
+}
+
+// armExpiry arms the timer that loses each claim whose re-assertion is
+// not answered by its give-up, at that instant, whatever the resume is
+// doing (dialing, waiting for WELCOME, backing off). s.mu is held. A
+// give-up is set only when a resume starts, never earlier than those set
+// before, so the timer only ever needs the earliest one.
+func (s *Session) armExpiry() {
+	var next time.Time
+	for _, cl := range s.claims {
+		if cl.reassert && !cl.ended && (next.IsZero() || cl.until.Before(next)) {
+			next = cl.until
+		}
+	}
+	if next.IsZero() || s.err != nil || s.expiryArmed {
+		return
+	}
+	s.expiryArmed = true
+	s.bg.Add(1)
+	if s.expiryTimer == nil {
+		s.expiryTimer = time.AfterFunc(time.Until(next), s.expire)
+	} else {
+		s.expiryTimer.Reset(time.Until(next))
+	}
+}
+
+// expire is the expiry timer's function.
+func (s *Session) expire() {
+	defer s.bg.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expiryArmed = false
+	s.expireReasserts(time.Now())
+	s.armExpiry()
 }

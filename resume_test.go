@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -220,8 +221,9 @@ func TestResumeRefusedLosesClaim(t *testing.T) {
 	holdClaim(t, s, fc2, "other", 101)
 }
 
-// REFUSED 0x05 (stale ring): the client opens a fresh session and
-// re-asserts again, naming the session the claim lived on.
+// REFUSED 0x03 (the node cannot decide now) and 0x05 (stale ring): the
+// client opens a fresh session and re-asserts again, naming the session
+// the claim lived on.
 func TestResumeStaleRingRetries(t *testing.T) {
 	fake := newFakeV2(t)
 	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
@@ -229,38 +231,76 @@ func TestResumeStaleRingRetries(t *testing.T) {
 	fc.c.Close()
 	fc2 := resumeConn(t, fake, 8, 0x22, 3)
 	expectReassert(t, fc2, cl.ID(), "job", 100, 3, 7, 0x11)
-	fc2.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeStaleRing, "ring 4"))
+	fc2.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeNotOwner, "warming up"))
 	fc2.waitEOF() // the client leaves that session
-	fc3 := resumeConn(t, fake, 9, 0x33, 4)
-	r := expectReassert(t, fc3, cl.ID(), "job", 100, 4, 7, 0x11)
-	fc3.send(protocol.AppendGranted(nil, r.Claim, 100))
-	fc3.send(protocol.AppendPong(nil, fc3.expect(protocol.TypePing).Seq))
-	if cl.Err() != nil || !notClosed(cl.Lost()) || cl.Token() != 100 || s.ID() != 9 {
-		t.Fatalf("after the fresh session: err %v token %d id %d", cl.Err(), cl.Token(), s.ID())
+	fc3 := resumeConn(t, fake, 9, 0x33, 3)
+	expectReassert(t, fc3, cl.ID(), "job", 100, 3, 7, 0x11)
+	fc3.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeStaleRing, "ring 4"))
+	fc3.waitEOF()
+	fc4 := resumeConn(t, fake, 10, 0x44, 4)
+	r := expectReassert(t, fc4, cl.ID(), "job", 100, 4, 7, 0x11)
+	fc4.send(protocol.AppendGranted(nil, r.Claim, 100))
+	fc4.send(protocol.AppendPong(nil, fc4.expect(protocol.TypePing).Seq))
+	if cl.Err() != nil || !notClosed(cl.Lost()) || cl.Token() != 100 || s.ID() != 10 {
+		t.Fatalf("after the fresh sessions: err %v token %d id %d", cl.Err(), cl.Token(), s.ID())
 	}
 }
 
-// A stale ring forever: the fresh sessions are bounded, then the claim
-// is lost with ErrNotResumed.
+// A stale ring forever: the fresh sessions are bounded by the give-up,
+// their backoff growing, and the claim is then lost with ErrNotResumed.
 func TestResumeStaleRingBounded(t *testing.T) {
 	fake := newFakeV2(t)
-	s, fc := openResumable(t, fake, SessionOptions{Lease: 4 * time.Second})
+	const lease = time.Second
+	s, fc := openResumable(t, fake, SessionOptions{Lease: lease})
 	cl := holdClaim(t, s, fc, "job", 100)
+	s.mu.Lock()
+	giveUp := s.rule.Deadline()
+	s.mu.Unlock()
 	fc.c.Close()
 	n := 0
-	for ; n <= maxStaleRings+1 && notClosed(cl.Lost()); n++ {
-		fcn := resumeConn(t, fake, uint64(8+n), 0x22, 3)
-		expectReassert(t, fcn, cl.ID(), "job", 100, 3, 7, 0x11)
-		fcn.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeStaleRing, "stale"))
-		fcn.waitEOF()
+	for ; n < 1000 && notClosed(cl.Lost()); n++ {
+		var fcn *fakeV2Conn
+		select {
+		case fcn = <-fake.conns:
+		case <-cl.Lost():
+			continue
+		case <-time.After(fakeTimeout):
+			t.Fatal("no new connection and the claim not lost")
+		}
+		// Play the server for as long as the client stays.
+		if _, err := io.ReadFull(fcn.c, make([]byte, protocol.PreambleLen)); err != nil {
+			continue
+		}
+		if _, err := protocol.ReadHello(fcn.c); err != nil {
+			continue
+		}
+		fake.wg.Add(1)
+		go func() { defer fake.wg.Done(); fcn.read() }()
+		fcn.welcomeResumable(uint64(8+n), 0x22, "n1", 3)
+		select {
+		case f := <-fcn.frames:
+			if !f.Reassert() || f.Token != 100 {
+				t.Fatalf("re-assertion %v", f)
+			}
+			fcn.send(protocol.AppendRefused(nil, f.Claim, protocol.CodeStaleRing, "stale"))
+		case <-fcn.eof:
+		case <-time.After(fakeTimeout):
+			t.Fatal("no re-assertion")
+		}
+		select {
+		case <-fcn.eof:
+		case <-time.After(fakeTimeout):
+			t.Fatal("the client stayed on a session whose re-assertion was refused 0x05")
+		}
 	}
 	wait(t, cl.Lost())
-	if err := cl.Err(); !errors.Is(err, ErrNotResumed) || !errors.Is(err, protocol.ErrStaleRing) {
+	late := time.Since(giveUp)
+	t.Logf("%d fresh sessions; lost %v after the give-up", n, late)
+	if err := cl.Err(); !errors.Is(err, ErrNotResumed) || !errors.Is(err, ErrHeartbeatTimeout) {
 		t.Fatalf("after %d stale rings: %v", n, err)
 	}
-	t.Logf("%d fresh sessions before giving up", n)
-	if n != maxStaleRings+1 {
-		t.Fatalf("%d fresh sessions, want %d", n, maxStaleRings+1)
+	if n < 2 || n > maxFreshSessions || late < 0 {
+		t.Fatalf("%d fresh sessions, lost %v after the give-up", n, late)
 	}
 }
 
@@ -514,4 +554,34 @@ func TestResumeCloseWhileResuming(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc2.waitEOF()
+}
+
+// A claim is lost at its own give-up even while the client waits for a
+// WELCOME that the session's later give-up still allows: after a stale
+// ring the new session's anchor is later than the claim's, and the
+// claim's give-up comes first.
+func TestResumeClaimGivesUpWhileReconnecting(t *testing.T) {
+	fake := newFakeV2(t)
+	const lease = 2 * time.Second
+	s, fc := openResumable(t, fake, SessionOptions{Lease: lease})
+	cl := holdClaim(t, s, fc, "job", 100)
+	fc.expect(protocol.TypePing) // not answered: the anchor stays at the CLAIM
+	s.mu.Lock()
+	giveUp := s.rule.Deadline()
+	s.mu.Unlock()
+	fc.c.Close()
+	fc2 := resumeConn(t, fake, 8, 0x22, 3)
+	expectReassert(t, fc2, cl.ID(), "job", 100, 3, 7, 0x11)
+	fc2.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeStaleRing, "stale"))
+	fc2.waitEOF()
+	fake.acceptV2() // HELLO read, never answered
+	wait(t, cl.Lost())
+	late := time.Since(giveUp)
+	t.Logf("lost %v after its give-up", late)
+	if err := cl.Err(); !errors.Is(err, ErrNotResumed) || !errors.Is(err, ErrHeartbeatTimeout) {
+		t.Fatalf("claim: %v", err)
+	}
+	if late < 0 || late > lease/8 {
+		t.Fatalf("lost %v after its give-up, want at it", late)
+	}
 }

@@ -125,13 +125,16 @@ type Session struct {
 	dialCtx   context.Context // ends when the session ends: stops a resume
 	// breakCause is the failure that broke the connection, or the last
 	// reconnection's: what a claim lost for want of a resume wraps.
-	breakCause  error
-	lastAttempt error         // the last reconnection's failure, nil before one failed
-	staleRings  int           // fresh sessions in a row opened for a stale ring
-	freshNeeded bool          // a re-assertion named a stale ring: open a fresh session
-	reasserts   int           // re-assertions of this connection not answered yet
-	closing     bool          // Close is releasing every claim: no resume
-	drained     chan struct{} // closed when Close's releases have all been answered
+	breakCause    error
+	lastAttempt   error         // the last reconnection's failure, nil before one failed
+	freshSessions int           // fresh sessions in a row opened for a re-assertion answered "again"
+	freshBackoff  time.Duration // the backoff those fresh sessions have reached
+	freshNeeded   error         // a re-assertion was answered "again" (0x05, 0x03): its refusal
+	expiryTimer   *time.Timer   // loses claims whose re-assertion is overdue (armExpiry)
+	expiryArmed   bool
+	reasserts     int           // re-assertions of this connection not answered yet
+	closing       bool          // Close is releasing every claim: no resume
+	drained       chan struct{} // closed when Close's releases have all been answered
 }
 
 // OpenSession opens a version 2 session with the server: it connects,
@@ -658,6 +661,10 @@ func (s *Session) loseLocked(cause error) (closeNow bool) {
 	}
 	if s.pingArmed && s.pingTimer.Stop() {
 		s.pingArmed = false
+		s.bg.Done()
+	}
+	if s.expiryArmed && s.expiryTimer.Stop() {
+		s.expiryArmed = false
 		s.bg.Done()
 	}
 	hold := errors.Is(cause, ErrHeartbeatTimeout)
