@@ -73,6 +73,18 @@ func (s *Session) Resumable() bool {
 	return s.ident != nil
 }
 
+// Node returns the id of the cluster node the session lives on, as the
+// server's WELCOME named it: after a resume, the node of the new session.
+// It is empty on a single server and for a session that is not resumable.
+func (s *Session) Node() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ident == nil {
+		return ""
+	}
+	return s.ident.node
+}
+
 // isBreak reports whether cause ends a connection but may leave its
 // session to be resumed: the connection closed or failed, the server is
 // shutting down (0x01) or cannot serve here now (0x03), or a
