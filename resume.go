@@ -379,26 +379,20 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 	}
 	stale := false
 	switch ev.Kind {
-	case protocol.TypeGranted:
+	case protocol.TypeGranted, protocol.TypeQueued:
+		granted := ev.Kind == protocol.TypeGranted
 		switch {
 		case cl.ended || ev.Releasing:
 			s.dropLocked(cl)
 		case late:
 			lost(notResumed(s.breakCause, s.lastAttempt))
-		case cl.held && ev.Token != cl.token:
+		case granted && cl.held && ev.Token != cl.token:
 			lost(fmt.Errorf("%w: granted again with token %d, not its token %d", ErrReassertRefused, ev.Token, cl.token))
-		default:
+		case !granted && cl.held:
+			lost(fmt.Errorf("%w: answered with a queue place", ErrReassertRefused))
+		case granted:
 			cl.held, cl.token = true, ev.Token
 			cl.resolve()
-		}
-	case protocol.TypeQueued:
-		switch {
-		case cl.ended || ev.Releasing:
-			s.dropLocked(cl)
-		case late:
-			lost(notResumed(s.breakCause, s.lastAttempt))
-		case cl.held:
-			lost(fmt.Errorf("%w: answered with a queue place", ErrReassertRefused))
 		default:
 			cl.queued = true
 		}

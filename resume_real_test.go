@@ -195,15 +195,7 @@ func TestResumeRealShutdownRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	started := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Do(t.Context(), "job", Exclusive, func(ctx context.Context, _ uint64) error {
-			close(started)
-			<-ctx.Done()
-			return nil
-		})
-	}()
+	started, done := doUntilLost(t, s, "job")
 	wait(t, started)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()

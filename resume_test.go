@@ -107,6 +107,27 @@ func expectReassert(t *testing.T, fc *fakeV2Conn, id uint32, name string, token,
 	return f
 }
 
+// giveUp is the session's give-up deadline, for tests.
+func (s *Session) giveUp() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rule.Deadline()
+}
+
+// doUntilLost runs Do on s with a function that waits for its context to
+// end; started is closed when it runs, done has Do's result.
+func doUntilLost(t *testing.T, s *Session, name string) (started chan struct{}, done chan error) {
+	started, done = make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- s.Do(t.Context(), name, Exclusive, func(ctx context.Context, _ uint64) error {
+			close(started)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	return started, done
+}
+
 func notClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -195,15 +216,7 @@ func (s *Session) claimByID(id uint32) *Claim {
 func TestResumeRefusedLosesClaim(t *testing.T) {
 	fake := newFakeV2(t)
 	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
-	started := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Do(t.Context(), "job", Exclusive, func(ctx context.Context, _ uint64) error {
-			close(started)
-			<-ctx.Done()
-			return context.Cause(ctx)
-		})
-	}()
+	started, done := doUntilLost(t, s, "job")
 	f := fc.expect(protocol.TypeClaim)
 	fc.send(protocol.AppendGranted(nil, f.Claim, 100))
 	wait(t, started)
@@ -253,9 +266,7 @@ func TestResumeStaleRingBounded(t *testing.T) {
 	const lease = time.Second
 	s, fc := openResumable(t, fake, SessionOptions{Lease: lease})
 	cl := holdClaim(t, s, fc, "job", 100)
-	s.mu.Lock()
-	giveUp := s.rule.Deadline()
-	s.mu.Unlock()
+	giveUp := s.giveUp()
 	fc.c.Close()
 	n := 0
 	for ; n < 1000 && notClosed(cl.Lost()); n++ {
@@ -312,9 +323,7 @@ func TestResumeGiveUpDuringReconnect(t *testing.T) {
 	const lease = 800 * time.Millisecond
 	s, fc := openResumable(t, fake, SessionOptions{Lease: lease})
 	cl := holdClaim(t, s, fc, "job", 100)
-	s.mu.Lock()
-	giveUp := s.rule.Deadline()
-	s.mu.Unlock()
+	giveUp := s.giveUp()
 	fc.c.Close()
 	fake.acceptV2() // HELLO read, never answered
 	wait(t, cl.Lost())
@@ -345,9 +354,7 @@ func TestResumeReassertAnsweredTooLate(t *testing.T) {
 	// quarter lease later is not answered, then the connection breaks.
 	// The new session's give-up is that much later than the claim's.
 	fc.expect(protocol.TypePing)
-	s.mu.Lock()
-	giveUp := s.rule.Deadline()
-	s.mu.Unlock()
+	giveUp := s.giveUp()
 	fc.c.Close()
 	fc2 := resumeConn(t, fake, 8, 0x22, 0)
 	expectReassert(t, fc2, cl.ID(), "job", 100, 0, 7, 0x11)
@@ -566,9 +573,7 @@ func TestResumeClaimGivesUpWhileReconnecting(t *testing.T) {
 	s, fc := openResumable(t, fake, SessionOptions{Lease: lease})
 	cl := holdClaim(t, s, fc, "job", 100)
 	fc.expect(protocol.TypePing) // not answered: the anchor stays at the CLAIM
-	s.mu.Lock()
-	giveUp := s.rule.Deadline()
-	s.mu.Unlock()
+	giveUp := s.giveUp()
 	fc.c.Close()
 	fc2 := resumeConn(t, fake, 8, 0x22, 3)
 	expectReassert(t, fc2, cl.ID(), "job", 100, 3, 7, 0x11)

@@ -61,6 +61,20 @@ func holdResumable(t *testing.T, name string, lease time.Duration, addrs []strin
 	return h
 }
 
+// servedName returns a name that owner owns, once owner serves it with
+// lease recorded as the cluster's largest (the first grant records it,
+// which may lengthen the warm-up of the names the joins moved).
+func servedName(t *testing.T, owner *clusterProc, prefix string, lease time.Duration) string {
+	t.Helper()
+	name := nameOwnedBy(t, owner.id, prefix)
+	for range 2 {
+		probe, _ := waitGrant(t, owner.addr, name, lease)
+		probe.Close()
+		waitFree(t, owner, name)
+	}
+	return name
+}
+
 // waitResumed waits until the holder's session no longer lives on node.
 func (h *resumableHolder) waitResumed(t *testing.T, node string, since time.Time) {
 	t.Helper()
@@ -133,12 +147,7 @@ func TestClusterClientResumesAfterRelayKilled(t *testing.T) {
 		}
 	}
 	const lease = 3 * time.Second
-	name := nameOwnedBy(t, owner.id, "client-resume")
-	for range 2 { // wait until the owner serves the name
-		probe, _ := waitGrant(t, owner.addr, name, lease)
-		probe.Close()
-		waitFree(t, owner, name)
-	}
+	name := servedName(t, owner, "client-resume", lease)
 	h := holdResumable(t, name, lease, []string{victim.addr, other.addr, owner.addr})
 	tok := <-h.token
 	h.token <- tok
@@ -176,12 +185,7 @@ func TestClusterClientKeepsLockAfterOwnerKilled(t *testing.T) {
 		}
 	}
 	const lease = 8 * time.Second
-	name := nameOwnedBy(t, victim.id, "client-takeover")
-	for range 2 {
-		probe, _ := waitGrant(t, victim.addr, name, lease)
-		probe.Close()
-		waitFree(t, victim, name)
-	}
+	name := servedName(t, victim, "client-takeover", lease)
 	h := holdResumable(t, name, lease, []string{victim.addr, live[0].addr, live[1].addr})
 	tok := <-h.token
 	h.token <- tok
