@@ -258,6 +258,7 @@ func (p readPrefix) AllowAdminAny(identity, action string) bool { return action 
 // the server keeps its claims.
 func TestSessionsKeptDetached(t *testing.T) {
 	srv, addr, base := dash(t, false, admin.Config{})
+	opstest.PassGate(t, addr)
 	c := opstest.Dial(t, addr)
 	c.Send(protocol.AppendFrame(protocol.AppendPreamble(nil), protocol.Frame{
 		Type: protocol.TypeHello, LeaseMS: 30000, Flags: protocol.HelloResumable, Label: "r"}))

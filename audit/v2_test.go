@@ -73,6 +73,7 @@ func TestResumeRecords(t *testing.T) {
 	var out bytes.Buffer
 	al := audit.New(&out, audit.Config{})
 	srv, rec, addr := startServer(t, al)
+	opstest.PassGate(t, addr)
 	s := opstest.Dial(t, addr)
 	s.Send(protocol.AppendFrame(protocol.AppendPreamble(nil), protocol.Frame{
 		Type: protocol.TypeHello, LeaseMS: 30000, Flags: protocol.HelloResumable, Label: "r"}))

@@ -63,6 +63,7 @@ func TestMetricsV2(t *testing.T) {
 // by result.
 func TestMetricsResume(t *testing.T) {
 	f := start(t)
+	opstest.PassGate(t, f.addr)
 	s := opstest.Dial(t, f.addr)
 	s.Send(protocol.AppendFrame(protocol.AppendPreamble(nil), protocol.Frame{
 		Type: protocol.TypeHello, LeaseMS: 30000, Flags: protocol.HelloResumable, Label: "r"}))
@@ -74,6 +75,7 @@ func TestMetricsResume(t *testing.T) {
 	tok := s.ExpectV2(protocol.TypeGranted, 1, 0).Token
 	s.Close()
 	f.rec.WaitCount(t, server.EventSessionKept, 1)
+	f.rec.WaitCount(t, server.EventDisconnected, 2) // the gate probe, then the resumable session: its claims stay
 	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
 		"baton_sessions_kept":                        1,
 		"baton_sessions_kept_total":                  1,

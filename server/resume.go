@@ -82,6 +82,7 @@ func readHopResume(r io.Reader, info *hopInfo) error {
 type resumeKey struct {
 	origin locktable.Origin
 	hash   [secretHashLen]byte
+	label  string // the session's, for the event that reports it kept
 }
 
 // keptSession is a resumable session whose connection broke.
@@ -126,10 +127,12 @@ func (s *session) welcome(hello protocol.Frame) protocol.Frame {
 		// A relayed resumable session: kept under the relaying node's
 		// origin and the client's secret. The relaying node needs no
 		// secret of its own.
-		v.resume = s.hopResume
+		k := *s.hopResume
+		k.label = hello.Label
+		v.resume = &k
 	case hello.Resumable():
 		secret, hash := newSecret()
-		v.resume = &resumeKey{origin: locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}, hash: hash}
+		v.resume = &resumeKey{origin: locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}, hash: hash, label: hello.Label}
 		w.Flags |= protocol.WelcomeResumable
 		w.Secret, w.Node = secret, srv.NodeID
 		if rv, ok := srv.Router.(ringVersioner); ok {
@@ -184,7 +187,7 @@ func (srv *Server) keepLocked(now time.Time, s *session) bool {
 	srv.resume.byID[k.id] = k
 	delete(srv.claims, s.id)
 	srv.armKeptLocked(k)
-	srv.notify(Event{Kind: EventSessionKept, Time: now, Peer: s.peer, Protocol: protocol.Version2, Session: s.id, Label: s.v2.label})
+	srv.notify(Event{Kind: EventSessionKept, Time: now, Peer: s.peer, Protocol: protocol.Version2, Session: s.id, Label: key.label})
 	srv.Logger.Debug("keeping a resumable session", "session", s.id, "origin", k.origin, "remote_addr", s.peer.Addr)
 	return true
 }

@@ -3,8 +3,6 @@ package locktable
 import (
 	"errors"
 	"time"
-
-	"github.com/batonlock/baton/protocol"
 )
 
 // Resumable sessions and re-assertion (docs/protocol.md, "v2 resumable
@@ -104,27 +102,21 @@ func (t *Table) Reassert(now time.Time, sid SessionID, cid ClaimID, req ClaimReq
 	if s == nil || s.v1 || s.origin != nil {
 		return Status{}, res, ErrNoSession
 	}
-	if err := protocol.ValidateName(req.Name); err != nil {
+	if err := checkRequest(req); err != nil {
 		return Status{}, res, err
 	}
 	switch {
-	case req.Mode < Exclusive || req.Mode > Semaphore:
-		return Status{}, res, ErrInvalidMode
-	case req.Mode == Semaphore && req.Limit == 0:
-		return Status{}, res, ErrInvalidLimit
 	case token == 0:
 		return Status{}, res, ErrNoToken
 	case s.get(cid) != nil:
 		return Status{}, res, ErrClaimExists
 	}
 	l := t.locks[req.Name]
+	if err := l.family(req); err != nil {
+		return Status{}, res, err
+	}
 	if l != nil {
-		switch {
-		case (req.Mode == Semaphore) != (l.limit > 0):
-			return Status{}, res, ErrModeConflict
-		case req.Mode == Semaphore && req.Limit != l.limit:
-			return Status{}, res, ErrLimitMismatch
-		case !l.admits(req.Mode):
+		if !l.admits(req.Mode) {
 			return Status{}, res, ErrReassertConflict
 		}
 	} else {

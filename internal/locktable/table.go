@@ -173,26 +173,16 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 	if s == nil {
 		return Status{}, res, ErrNoSession
 	}
-	if err := protocol.ValidateName(req.Name); err != nil {
+	if err := checkRequest(req); err != nil {
 		return Status{}, res, err
 	}
-	switch {
-	case req.Mode < Exclusive || req.Mode > Semaphore:
-		return Status{}, res, ErrInvalidMode
-	case req.Mode == Semaphore && req.Limit == 0:
-		return Status{}, res, ErrInvalidLimit
-	case s.get(cid) != nil || s.v1 && s.one != nil:
+	if s.get(cid) != nil || s.v1 && s.one != nil {
 		// A version 1 session has its one claim only.
 		return Status{}, res, ErrClaimExists
 	}
 	l := t.locks[req.Name]
-	if l != nil {
-		switch {
-		case (req.Mode == Semaphore) != (l.limit > 0):
-			return Status{}, res, ErrModeConflict
-		case req.Mode == Semaphore && req.Limit != l.limit:
-			return Status{}, res, ErrLimitMismatch
-		}
+	if err := l.family(req); err != nil {
+		return Status{}, res, err
 	}
 	s.lastSeen = now
 	// The claims that waited for the gate come first.
@@ -229,6 +219,35 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 	}
 	s.add(c)
 	return c.status(), res, nil
+}
+
+// checkRequest checks what a claim request alone decides: its name, mode
+// and limit.
+func checkRequest(req ClaimRequest) error {
+	if err := protocol.ValidateName(req.Name); err != nil {
+		return err
+	}
+	switch {
+	case req.Mode < Exclusive || req.Mode > Semaphore:
+		return ErrInvalidMode
+	case req.Mode == Semaphore && req.Limit == 0:
+		return ErrInvalidLimit
+	}
+	return nil
+}
+
+// family checks that a claim for req may join lock l (nil: no lock yet):
+// a semaphore with the same limit, or an exclusive/shared lock.
+func (l *lock) family(req ClaimRequest) error {
+	switch {
+	case l == nil:
+		return nil
+	case (req.Mode == Semaphore) != (l.limit > 0):
+		return ErrModeConflict
+	case req.Mode == Semaphore && req.Limit != l.limit:
+		return ErrLimitMismatch
+	}
+	return nil
 }
 
 // Touch records that session sid was heard from at now (a session-level
