@@ -134,9 +134,25 @@ func notResumed(brk, last error) error {
 	return fmt.Errorf("%w before the give-up (%w): %w (last attempt: %w)", ErrNotResumed, ErrHeartbeatTimeout, brk, last)
 }
 
-// readDeadline is the reader's deadline: the rule's give-up, or the
-// earlier give-up of a claim whose re-assertion is unanswered. s.mu is
-// held.
+// silence returns how long a resumable session waits for an answer
+// before it takes its connection for broken: a quarter of the lease. A
+// node whose machine died, or a network cut, closes nothing; the
+// session resumes elsewhere while its claims are still believed (a
+// PING goes out about a quarter lease after the anchor, so the resume
+// starts about half a lease after it, before the give-up at 0.8).
+func silence(lease time.Duration) time.Duration { return lease / 4 }
+
+// silent reports whether the oldest unanswered request of a resumable
+// session has waited its silence out. s.mu is held.
+func (s *Session) silent(now time.Time) bool {
+	r, ok := s.rule.Oldest()
+	return s.resumable() && ok && !now.Before(r.Sent.Add(silence(s.opts.Lease)))
+}
+
+// readDeadline is the reader's deadline: the rule's give-up, the
+// earlier give-up of a claim whose re-assertion is unanswered, or on a
+// resumable session the silence deadline of the oldest unanswered
+// request. s.mu is held.
 func (s *Session) readDeadline() time.Time {
 	d := s.rule.Deadline()
 	for _, cl := range s.claims {
@@ -144,7 +160,25 @@ func (s *Session) readDeadline() time.Time {
 			d = cl.until
 		}
 	}
+	if r, ok := s.rule.Oldest(); ok && s.resumable() {
+		if q := r.Sent.Add(silence(s.opts.Lease)); q.Before(d) {
+			d = q
+		}
+	}
 	return d
+}
+
+// setReadDeadline sets the connection's read deadline to readDeadline
+// unless one at least as early is in force (s.readSet; zero: none
+// known). s.mu is held, so the reader and a PING's sender do not undo
+// each other's.
+func (s *Session) setReadDeadline() error {
+	d := s.readDeadline()
+	if !s.readSet.IsZero() && !d.Before(s.readSet) {
+		return nil
+	}
+	s.readSet = d
+	return s.conn.SetReadDeadline(d)
 }
 
 // expireReasserts loses every claim whose re-assertion has not been
@@ -318,7 +352,7 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 	s.expireReasserts(now)
 	s.conn, s.br, s.rule, s.gen, s.addr = conn, bufio.NewReaderSize(conn, 4096), rule, s.gen+1, addr
 	s.id, s.ident, s.ring = w.frame.Session, w.ident, w.ring
-	s.wset = time.Time{}
+	s.wset, s.readSet = time.Time{}, time.Time{}
 	s.out = s.out[:0]
 	s.reasserts = 0
 	ids := make([]uint32, 0, len(s.claims))

@@ -332,6 +332,7 @@ func TestResumeGiveUpDuringReconnect(t *testing.T) {
 	if !errors.Is(err, ErrNotResumed) || !errors.Is(err, ErrHeartbeatTimeout) || !errors.Is(err, ErrConnectionClosed) {
 		t.Fatalf("claim: %v", err)
 	}
+	wait(t, s.Lost())
 	if !errors.Is(s.Err(), ErrNotResumed) {
 		t.Fatalf("session: %v", s.Err())
 	}
@@ -342,35 +343,83 @@ func TestResumeGiveUpDuringReconnect(t *testing.T) {
 	}
 }
 
-// The new session opens, but the re-assertion is not answered by the
-// claim's give-up: the claim is lost then (the session lives on), and
-// the grant that arrives later is ignored and released.
+// acceptResume accepts the client's next connection, answers its HELLO
+// and reads its re-assertion, unanswered; it returns nil when lost is
+// closed first.
+func acceptResume(t *testing.T, fake *fakeV2, lost <-chan struct{}, session uint64) *fakeV2Conn {
+	t.Helper()
+	select {
+	case <-lost:
+		return nil
+	case fc := <-fake.conns:
+		fake.conns <- fc // acceptV2 takes it
+	case <-time.After(fakeTimeout):
+		t.Fatal("no new connection")
+	}
+	fc := resumeConn(t, fake, session, 0x22, 0)
+	if f := fc.expect(protocol.TypeClaim); !f.Reassert() {
+		t.Fatalf("%v, want a re-assertion", f)
+	}
+	return fc
+}
+
+// A node that goes silent (its machine died, the network is cut) closes
+// nothing: the client takes the connection for broken a quarter lease
+// after its oldest unanswered request, and resumes before its give-up.
+func TestResumeAfterSilence(t *testing.T) {
+	fake := newFakeV2(t)
+	const lease = 2 * time.Second
+	s, fc := openResumable(t, fake, SessionOptions{Lease: lease})
+	cl := holdClaim(t, s, fc, "job", 100)
+	giveUp := s.giveUp()
+	ping := fc.expect(protocol.TypePing) // never answered; nothing closes
+	fc2 := resumeConn(t, fake, 8, 0x22, 0)
+	r := expectReassert(t, fc2, cl.ID(), "job", 100, 0, 7, 0x11)
+	resumedAt := time.Now()
+	fc2.send(protocol.AppendGranted(nil, r.Claim, 100))
+	fc2.send(protocol.AppendPong(nil, fc2.expect(protocol.TypePing).Seq))
+	t.Logf("resumed %v before the give-up (PING %d unanswered)", giveUp.Sub(resumedAt), ping.Seq)
+	if !resumedAt.Before(giveUp) || cl.Err() != nil || !notClosed(cl.Lost()) || cl.Token() != 100 {
+		t.Fatalf("resumed %v before the give-up; claim %v", giveUp.Sub(resumedAt), cl.Err())
+	}
+	fc.waitEOF() // the client left the silent connection
+}
+
+// Re-assertions that are not answered by the claim's give-up: the claim
+// is lost then (the session lives on), and the grant that arrives later
+// is ignored and released.
 func TestResumeReassertAnsweredTooLate(t *testing.T) {
 	fake := newFakeV2(t)
 	const lease = 2 * time.Second
 	s, fc := openResumable(t, fake, SessionOptions{Lease: lease})
 	cl := holdClaim(t, s, fc, "job", 100)
-	// The anchor stays at the CLAIM's send: the PING that follows a
-	// quarter lease later is not answered, then the connection breaks.
-	// The new session's give-up is that much later than the claim's.
-	fc.expect(protocol.TypePing)
 	giveUp := s.giveUp()
-	fc.c.Close()
-	fc2 := resumeConn(t, fake, 8, 0x22, 0)
-	expectReassert(t, fc2, cl.ID(), "job", 100, 0, 7, 0x11)
-	wait(t, cl.Lost())
+	// Nothing is answered: the client leaves each connection a quarter
+	// lease after its oldest request, until the claim's give-up.
+	fc.expect(protocol.TypePing)
+	var cur *fakeV2Conn
+	for i := 0; i < 10; i++ {
+		next := acceptResume(t, fake, cl.Lost(), uint64(8+i))
+		if next == nil {
+			break
+		}
+		cur = next
+	}
+	if notClosed(cl.Lost()) || cur == nil {
+		t.Fatal("claim not lost")
+	}
 	if late := time.Since(giveUp); late < 0 {
 		t.Fatalf("lost %v before its give-up: %v", -late, cl.Err())
 	}
 	if err := cl.Err(); !errors.Is(err, ErrNotResumed) || !errors.Is(err, ErrHeartbeatTimeout) {
 		t.Fatalf("claim: %v", err)
 	}
-	fc2.send(protocol.AppendGranted(nil, cl.ID(), 100))
-	rel := fc2.expect(protocol.TypeRelease)
+	cur.send(protocol.AppendGranted(nil, cl.ID(), 100))
+	rel := cur.expect(protocol.TypeRelease)
 	if rel.Claim != cl.ID() {
 		t.Fatalf("RELEASE %v", rel)
 	}
-	fc2.send(protocol.AppendReleased(nil, rel.Claim))
+	cur.send(protocol.AppendReleased(nil, rel.Claim))
 	wait(t, cl.Released())
 	if s.Err() != nil {
 		t.Fatalf("session: %v", s.Err())

@@ -133,6 +133,7 @@ type Session struct {
 	expiryTimer   *time.Timer   // loses claims whose re-assertion is overdue (armExpiry)
 	expiryArmed   bool
 	reasserts     int           // re-assertions of this connection not answered yet
+	readSet       time.Time     // the read deadline in force, set under s.mu (setReadDeadline)
 	closing       bool          // Close is releasing every claim: no resume
 	drained       chan struct{} // closed when Close's releases have all been answered
 }
@@ -467,31 +468,40 @@ func (s *Session) read() {
 // is to be resumed after.
 func (s *Session) readConn() error {
 	s.mu.Lock()
-	set, conn := s.readDeadline(), s.conn
+	s.readSet = time.Time{}
+	err := s.setReadDeadline()
 	s.mu.Unlock()
+	if err != nil {
+		return s.broken(connErr(err))
+	}
 	for {
-		if err := conn.SetReadDeadline(set); err != nil {
-			return s.broken(connErr(err))
-		}
-		for {
-			f, err := s.readFrame()
-			now := time.Now()
-			if err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					s.mu.Lock()
-					s.expireReasserts(now)
-					deadline, live := s.readDeadline(), s.err == nil
+		f, err := s.readFrame()
+		now := time.Now()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.mu.Lock()
+				s.expireReasserts(now)
+				live := s.err == nil && now.Before(s.rule.Deadline())
+				silent := live && s.silent(now)
+				if live && !silent {
+					// Set the later deadline and read on.
+					s.readSet = time.Time{}
+					err := s.setReadDeadline()
 					s.mu.Unlock()
-					if live && now.Before(deadline) {
-						set = deadline
-						break // set the later deadline and read on
+					if err != nil {
+						return s.broken(connErr(err))
 					}
+					continue
 				}
-				return s.broken(frameErr(err))
+				s.mu.Unlock()
+				if silent {
+					return s.broken(fmt.Errorf("%w: no answer for %v", ErrConnectionClosed, silence(s.opts.Lease)))
+				}
 			}
-			if live, brk := s.received(f, now); !live {
-				return brk
-			}
+			return s.broken(frameErr(err))
+		}
+		if live, brk := s.received(f, now); !live {
+			return brk
 		}
 	}
 }
@@ -742,6 +752,9 @@ func (s *Session) ping() {
 	seq := s.rule.SentPing(time.Now())
 	s.out = protocol.AppendPing(s.out, seq)
 	flush := s.startWrite()
+	if s.resumable() {
+		s.setReadDeadline() // the PING's silence deadline; an error shows in the reader
+	}
 	s.mu.Unlock()
 	if flush {
 		s.flush()
