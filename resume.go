@@ -295,12 +295,6 @@ func (s *Session) resume(cause error) bool {
 	}
 }
 
-// isCode reports whether err is a *ServerError with code c.
-func isCode(err error, c protocol.Code) bool {
-	var se *ServerError
-	return errors.As(err, &se) && se.Code == c
-}
-
 // addrs returns the addresses a resume may use. s.mu is held.
 func (s *Session) addrs() []string {
 	if len(s.opts.Addrs) > 0 {
