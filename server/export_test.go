@@ -32,3 +32,11 @@ func EndKept(srv *Server) int {
 	srv.deliver(ds)
 	return n
 }
+
+// LiveResumable returns the number of open resumable sessions the server
+// indexes by origin (resume.go).
+func LiveResumable(srv *Server) int {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return len(srv.resume.live)
+}

@@ -35,7 +35,9 @@ import (
 //
 // Ending: the client's session ends at R (it hung up, fell silent for its
 // lease, an ERROR, a shutdown): R closes every upstream of it and each
-// owner releases at once. An upstream ends without the client once open
+// owner releases at once, unless the session is resumable (hop header
+// version 3, resume.go): then each owner keeps its claims for a
+// re-assertion until the lease passes. An upstream ends without the client once open
 // (its owner closed it, died, shut down, or did not answer for half the
 // lease): every claim relayed on it is lost and the client is told
 // REVOKED(claim, 0x03); the session and its other claims live on.

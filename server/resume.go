@@ -96,6 +96,9 @@ type keptSession struct {
 type resumeState struct {
 	kept map[locktable.Origin]*keptSession
 	byID map[locktable.SessionID]*keptSession
+	// live are the open resumable sessions by origin, for a re-assertion
+	// that names one whose client saw its connection break first.
+	live map[locktable.Origin]*session
 }
 
 // newSecret returns a fresh session secret and its hash.
@@ -140,7 +143,23 @@ func (s *session) welcome(hello protocol.Frame) protocol.Frame {
 			w.Ring = rv.RingVersion()
 		}
 	}
+	if v.resume != nil {
+		if srv.resume.live == nil {
+			srv.resume.live = map[locktable.Origin]*session{}
+		}
+		// A relaying node that opens a second upstream for one client
+		// session replaces the first here.
+		srv.resume.live[v.resume.origin] = s
+	}
 	return w
+}
+
+// forgetLiveLocked drops s from the open resumable sessions; called
+// with srv.mu held when s is kept or ends.
+func (srv *Server) forgetLiveLocked(s *session) {
+	if v := s.v2; v != nil && v.resume != nil && srv.resume.live[v.resume.origin] == s {
+		delete(srv.resume.live, v.resume.origin)
+	}
 }
 
 // keepV2 keeps the session, whose connection broke, if it is resumable
@@ -152,44 +171,54 @@ func (s *session) keepV2() bool {
 		return false
 	}
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
 	if s.closing.Load() || srv.claims[s.id] != s {
+		srv.mu.Unlock()
 		return false
 	}
 	if v.seen.After(v.flushed) {
 		if _, err := srv.table.Touch(v.seen, s.id); err != nil {
+			srv.mu.Unlock()
 			return false
 		}
 		v.flushed = v.seen
 	}
-	return srv.keepLocked(time.Now(), s)
+	ds, kept := srv.keepLocked(time.Now(), s)
+	srv.mu.Unlock()
+	srv.deliver(ds)
+	return kept
 }
 
 // keepLocked makes session s a kept session: its claims stay, it is sent
 // nothing, and a timer ends it when its lease has passed. Called with
-// srv.mu held; the caller ends s's connection.
-func (srv *Server) keepLocked(now time.Time, s *session) bool {
+// srv.mu held; the caller ends s's connection and delivers ds.
+func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bool) {
 	key := s.v2.resume
-	if old := srv.resume.kept[key.origin]; old != nil {
+	err := srv.table.Detach(s.id, key.origin)
+	if errors.Is(err, locktable.ErrBadState) {
 		// The same origin kept twice (a relaying node re-opened the
-		// upstream of one client session): the older one ends.
-		srv.endKeptLocked(now, old, locktable.ReasonGraceful)
+		// upstream of one client session, which broke too): the older
+		// one ends.
+		if old := srv.resume.kept[key.origin]; old != nil {
+			ds = srv.endKeptLocked(now, old, locktable.ReasonGraceful)
+		}
+		err = srv.table.Detach(s.id, key.origin)
 	}
-	if err := srv.table.Detach(s.id, key.origin); err != nil {
-		return false // nothing to keep
+	if err != nil {
+		return ds, false // nothing to keep
 	}
 	if srv.resume.kept == nil {
 		srv.resume.kept = map[locktable.Origin]*keptSession{}
 		srv.resume.byID = map[locktable.SessionID]*keptSession{}
 	}
 	k := &keptSession{resumeKey: *key, id: s.id}
+	srv.forgetLiveLocked(s)
 	srv.resume.kept[k.origin] = k
 	srv.resume.byID[k.id] = k
 	delete(srv.claims, s.id)
 	srv.armKeptLocked(k)
 	srv.notify(Event{Kind: EventSessionKept, Time: now, Peer: s.peer, Protocol: protocol.Version2, Session: s.id, Label: key.label})
 	srv.Logger.Debug("keeping a resumable session", "session", s.id, "origin", k.origin, "remote_addr", s.peer.Addr)
-	return true
+	return ds, true
 }
 
 // armKeptLocked sets k's timer for its deadline.
@@ -308,15 +337,16 @@ func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
 			return nil
 		}
 	}
-	if ds, ok := s.adopt(now, f); ok {
+	ds, ok := s.adopt(now, f)
+	if ok {
 		return ds
 	}
 	if gated {
-		return s.takeOver(now, f, since)
+		return append(ds, s.takeOver(now, f, since)...)
 	}
 	s.reasserted(f, ReassertRefused, protocol.CodeReassertRefused, 0)
 	s.refuse(f, protocol.CodeReassertRefused)
-	return nil
+	return ds
 }
 
 // adopt moves the claim that f re-asserts from the kept session of its
@@ -334,8 +364,10 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 		if live == nil || live == s || !secretMatches(&live.v2.resume.hash, f.Secret) {
 			return nil, false
 		}
-		if !srv.keepLocked(now, live) {
-			return nil, false
+		kds, kept := srv.keepLocked(now, live)
+		ds = append(ds, kds...)
+		if !kept {
+			return ds, false
 		}
 		live.closing.Store(true) // its reader ends without ending its claims
 		go live.conn.Close()
@@ -370,22 +402,10 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 }
 
 // liveSession returns the open resumable session that origin o names on
-// this node: one of its own, or one relayed to it by o's node (a scan:
-// re-assertions are rare).
+// this node: one of its own, or one relayed to it by o's node.
 func (srv *Server) liveSession(o locktable.Origin) *session {
-	live := func(s *session) bool {
-		return s != nil && s.v2 != nil && s.v2.resume != nil && s.v2.resume.origin == o
-	}
-	if s := srv.claims[locktable.SessionID(o.Session)]; live(s) {
+	if s := srv.resume.live[o]; s != nil && srv.claims[s.id] == s {
 		return s
-	}
-	if o.Node == srv.NodeID {
-		return nil
-	}
-	for _, s := range srv.claims {
-		if s.forwarded && live(s) {
-			return s
-		}
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,11 +192,18 @@ func TestResumableEndsOnSessionError(t *testing.T) {
 	a.mustHold(1, excl2, 0, "job")
 	waiter := ts.dialV2(t, longLease, "w")
 	waiter.mustQueue(1, excl2, 0, "job")
+	if n := server.LiveResumable(ts.Server); n != 1 {
+		t.Errorf("LiveResumable = %d, want 1", n)
+	}
 	a.mustWrite([]byte{0, 1, 0x7f}) // unknown frame type
 	a.expectSessionError(protocol.CodeUnknownMessage)
 	waiter.expectPromoted(1)
 	if n := ts.KeptSessions(); n != 0 {
 		t.Errorf("KeptSessions = %d", n)
+	}
+	ts.events.wait(t, "disconnected", kind(server.EventDisconnected))
+	if n := server.LiveResumable(ts.Server); n != 0 {
+		t.Errorf("LiveResumable after the session ended = %d, want 0", n)
 	}
 }
 
@@ -387,3 +396,58 @@ func TestResumeKeptEndsAtShutdown(t *testing.T) {
 		t.Errorf("counts after Close: %+v", c)
 	}
 }
+
+// A kept session costs no goroutine and no connection: keeping many
+// leaves the goroutine count where it was before they connected.
+func TestKeptSessionsHoldNoGoroutine(t *testing.T) {
+	ts := startServer(t)
+	const n = 50
+	before := runtime.NumGoroutine()
+	for i := range n {
+		a, w := ts.dialResumable(t, longLease, "a")
+		a.mustHold(1, excl2, 0, fmt.Sprintf("k%d", i))
+		a.breakConn()
+		ts.events.wait(t, "session kept", keptEvent(w.Session))
+	}
+	deadline := time.Now().Add(waitLimit)
+	for {
+		now := runtime.NumGoroutine()
+		if now <= before {
+			t.Logf("%d sessions kept; goroutines %d before, %d after", ts.KeptSessions(), before, now)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines %d before %d sessions were kept, %d after", before, n, now)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if k := ts.KeptSessions(); k != n {
+		t.Errorf("KeptSessions = %d, want %d", k, n)
+	}
+	if s := ts.Sessions(); s != 0 {
+		t.Errorf("Sessions (open connections) = %d, want 0", s)
+	}
+}
+
+// A re-assertion passes the access check as any CLAIM: a name the client
+// may not take is refused 0x18 and the kept claim stays kept.
+func TestReassertNotAuthorized(t *testing.T) {
+	authz := &switchAuthz{}
+	ts := startServer(t, func(s *server.Server) { s.Authorizer = authz })
+	a, w := ts.dialResumable(t, longLease, "a")
+	tok := a.mustHold(1, excl2, 0, "secret/x")
+	a.breakConn()
+	ts.events.wait(t, "session kept", keptEvent(w.Session))
+	authz.deny.Store(true)
+	c, _ := ts.dialResumable(t, longLease, "c")
+	c.mustWrite(reassertFrame(1, excl2, "secret/x", tok, w))
+	c.expectCode(protocol.TypeRefused, 1, protocol.CodeNotAuthorized)
+	if n := ts.KeptSessions(); n != 1 {
+		t.Errorf("KeptSessions = %d, want 1", n)
+	}
+}
+
+// switchAuthz allows everything until deny is set.
+type switchAuthz struct{ deny atomic.Bool }
+
+func (a *switchAuthz) Allow(string, string) bool { return !a.deny.Load() }

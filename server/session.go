@@ -516,6 +516,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) {
 		if srv.claims[s.id] == s {
 			delete(srv.claims, s.id)
 		}
+		srv.forgetLiveLocked(s)
 	}
 	srv.mu.Unlock()
 	srv.observe(Event{Kind: EventDisconnected, Time: time.Now(), Peer: s.peer})
