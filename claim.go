@@ -80,6 +80,8 @@ type Claim struct {
 	reassert    bool         // its re-assertion is due or unanswered
 	until       time.Time    // while reassert: its give-up, its last anchor + 0.8 × lease
 	wantRelease bool         // released while the connection was down: RELEASE after its re-assertion
+	sentOn      *resumeIdent // the session that sent its unanswered re-assertion
+	alt         *resumeIdent // the session to name if the re-assertion naming sentOn is refused
 }
 
 // Name returns the name of the lock.

@@ -362,21 +362,20 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 	slices.Sort(ids)
 	for _, id := range ids {
 		cl := s.claims[id]
-		if len(cl.name)+len(cl.home.node) > protocol.MaxReassertText {
+		// A claim whose re-assertion was cut off may have moved into
+		// the session that sent it: name that one first, then the one
+		// it was confirmed on (docs/protocol.md, v2 client obligation 9).
+		prior, alt := cl.home, (*resumeIdent)(nil)
+		if cl.sentOn != nil && cl.sentOn != cl.home {
+			prior, alt = cl.sentOn, cl.home
+		}
+		if len(cl.name)+max(len(prior.node), len(cl.home.node)) > protocol.MaxReassertText {
 			cl.endLocked(fmt.Errorf("%w: name and node too long for a re-assertion", ErrNotResumed))
 			delete(s.claims, id)
 			continue
 		}
-		var token uint64
-		if cl.held {
-			token = cl.token
-		}
-		noWait := cl.noWait && !cl.held && !cl.queued // not answered yet
-		if err := rule.SentClaim(id, noWait, now); err != nil {
-			panic("baton: re-assertion on a fresh session: " + err.Error())
-		}
-		s.out = appendReassert(s.out, id, cl.mode, noWait, cl.name, token, s.ring, cl.home)
-		s.reasserts++
+		cl.alt = alt
+		s.sendReassert(cl, prior, now)
 		if cl.releasing || cl.wantRelease {
 			if err := rule.SentRelease(id, now); err == nil {
 				cl.releasing = true
@@ -435,8 +434,19 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 			// owner out of reach).
 			stale = true
 			s.freshNeeded = se
+			cl.sentOn = nil // that session did not take it
 		case late:
 			cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
+		case ev.Code == protocol.CodeReassertRefused && cl.alt != nil && !cl.ended && s.rule.Free(cl.id):
+			// Not in the session whose re-assertion was cut off: in
+			// the one it was confirmed on, then.
+			stale = true // its re-assertion is unanswered again
+			alt := cl.alt
+			cl.alt = nil
+			s.sendReassert(cl, alt, now)
+			if s.startWrite() {
+				go s.flush() // startWrite counted it in s.bg
+			}
 		case ev.Code == protocol.CodeReassertRefused:
 			cl.endLocked(fmt.Errorf("%w: %w", ErrReassertRefused, se))
 		default:
@@ -446,7 +456,7 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 	if !stale {
 		cl.reassert, cl.until = false, time.Time{}
 		if !cl.ended {
-			cl.home = s.ident
+			cl.home, cl.sentOn, cl.alt = s.ident, nil, nil
 			s.freshSessions, s.freshBackoff = 0, 0
 		}
 	}
@@ -454,6 +464,22 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 		return fmt.Errorf("%w: %w", errFreshSession, s.freshNeeded)
 	}
 	return nil
+}
+
+// sendReassert records and appends the re-assertion of cl on the session
+// in use, naming prior. s.mu is held; the caller writes it out.
+func (s *Session) sendReassert(cl *Claim, prior *resumeIdent, now time.Time) {
+	var token uint64
+	if cl.held {
+		token = cl.token
+	}
+	noWait := cl.noWait && !cl.held && !cl.queued // not answered yet
+	if err := s.rule.SentClaim(cl.id, noWait, now); err != nil {
+		panic("baton: re-assertion of a claim whose id is in use: " + err.Error())
+	}
+	s.out = appendReassert(s.out, cl.id, cl.mode, noWait, cl.name, token, s.ring, prior)
+	s.reasserts++
+	cl.sentOn = s.ident
 }
 
 // dropLocked releases on the server a claim that the client no longer

@@ -639,3 +639,35 @@ func TestResumeClaimGivesUpWhileReconnecting(t *testing.T) {
 		t.Fatalf("lost %v after its give-up, want at it", late)
 	}
 }
+
+// A re-assertion whose connection breaks before its answer may have
+// moved the claim into the session that sent it: the next one names that
+// session first and, refused there, the session the claim was confirmed
+// on (docs/protocol.md, v2 client obligation 9).
+func TestResumeCutReassertNamesBothSessions(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
+	cl := holdClaim(t, s, fc, "job", 100)
+	fc.c.Close()
+	fc2 := resumeConn(t, fake, 8, 0x22, 0)
+	expectReassert(t, fc2, cl.ID(), "job", 100, 0, 7, 0x11)
+	fc2.c.Close() // before the answer
+	fc3 := resumeConn(t, fake, 9, 0x33, 0)
+	expectReassert(t, fc3, cl.ID(), "job", 100, 0, 8, 0x22)
+	fc3.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeReassertRefused, "not here"))
+	expectReassert(t, fc3, cl.ID(), "job", 100, 0, 7, 0x11)
+	fc3.send(protocol.AppendGranted(nil, cl.ID(), 100))
+	fc3.send(protocol.AppendPong(nil, fc3.expect(protocol.TypePing).Seq))
+	if cl.Err() != nil || !notClosed(cl.Lost()) || cl.Token() != 100 || s.ID() != 9 {
+		t.Fatalf("claim %v, token %d, session %d", cl.Err(), cl.Token(), s.ID())
+	}
+	// Confirmed on session 9 now: a later break names it alone.
+	fc3.c.Close()
+	fc4 := resumeConn(t, fake, 10, 0x44, 0)
+	expectReassert(t, fc4, cl.ID(), "job", 100, 0, 9, 0x33)
+	fc4.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeReassertRefused, "gone"))
+	wait(t, cl.Lost())
+	if !errors.Is(cl.Err(), ErrReassertRefused) {
+		t.Fatalf("claim: %v", cl.Err())
+	}
+}
