@@ -32,9 +32,8 @@ var (
 	// ErrReassertRefused: after the connection broke, the server refused
 	// the claim's re-assertion (REFUSED 0x04: the claim is not held
 	// there any more, or a conflicting claim holds the lock), or
-	// answered it with another token or a queue place. The claim is
-	// lost; the error also wraps the server's *ServerError when there
-	// was one.
+	// answered a held claim's with a queue place. The claim is lost; the
+	// error also wraps the server's *ServerError when there was one.
 	ErrReassertRefused = errors.New("baton: claim lost: its re-assertion after a broken connection was refused")
 	// ErrNotResumed: a resumable session could not be resumed, or a
 	// claim's re-assertion answered, before the give-up deadline
@@ -396,7 +395,8 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 
 // reasserted acts on the answer to a claim's re-assertion. It returns a
 // break cause when a fresh session is needed (a stale ring), once every
-// re-assertion of this session has been answered. s.mu is held.
+// re-assertion of this session has been answered, or the violation of a
+// grant with another token. s.mu is held.
 func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) error {
 	s.reasserts--
 	late := !now.Before(cl.until)
@@ -414,7 +414,8 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 		case late:
 			lost(notResumed(s.breakCause, s.lastAttempt))
 		case granted && cl.held && ev.Token != cl.token:
-			lost(fmt.Errorf("%w: granted again with token %d, not its token %d", ErrReassertRefused, ev.Token, cl.token))
+			// docs/protocol.md, v2 client obligation 9.
+			return fmt.Errorf("%w: re-assertion of claim %d with token %d answered with token %d", ErrProtocolViolation, cl.id, cl.token, ev.Token)
 		case !granted && cl.held:
 			lost(fmt.Errorf("%w: answered with a queue place", ErrReassertRefused))
 		case granted:

@@ -671,3 +671,20 @@ func TestResumeCutReassertNamesBothSessions(t *testing.T) {
 		t.Fatalf("claim: %v", cl.Err())
 	}
 }
+
+// A re-asserted holder granted with another token is a violation: the
+// session ends (docs/protocol.md, v2 client obligation 9).
+func TestResumeOtherTokenIsViolation(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
+	cl := holdClaim(t, s, fc, "job", 100)
+	fc.c.Close()
+	fc2 := resumeConn(t, fake, 8, 0x22, 0)
+	expectReassert(t, fc2, cl.ID(), "job", 100, 0, 7, 0x11)
+	fc2.send(protocol.AppendGranted(nil, cl.ID(), 101))
+	wait(t, cl.Lost())
+	if !errors.Is(cl.Err(), ErrProtocolViolation) || !errors.Is(s.Err(), ErrProtocolViolation) {
+		t.Fatalf("claim %v, session %v", cl.Err(), s.Err())
+	}
+	fc2.waitEOF()
+}
