@@ -343,26 +343,6 @@ func TestResumeGiveUpDuringReconnect(t *testing.T) {
 	}
 }
 
-// acceptResume accepts the client's next connection, answers its HELLO
-// and reads its re-assertion, unanswered; it returns nil when lost is
-// closed first.
-func acceptResume(t *testing.T, fake *fakeV2, lost <-chan struct{}, session uint64) *fakeV2Conn {
-	t.Helper()
-	select {
-	case <-lost:
-		return nil
-	case fc := <-fake.conns:
-		fake.conns <- fc // acceptV2 takes it
-	case <-time.After(fakeTimeout):
-		t.Fatal("no new connection")
-	}
-	fc := resumeConn(t, fake, session, 0x22, 0)
-	if f := fc.expect(protocol.TypeClaim); !f.Reassert() {
-		t.Fatalf("%v, want a re-assertion", f)
-	}
-	return fc
-}
-
 // A node that goes silent (its machine died, the network is cut) closes
 // nothing: the client takes the connection for broken a quarter lease
 // after its oldest unanswered request, and resumes before its give-up.
@@ -385,41 +365,36 @@ func TestResumeAfterSilence(t *testing.T) {
 	fc.waitEOF() // the client left the silent connection
 }
 
-// Re-assertions that are not answered by the claim's give-up: the claim
+// A re-assertion that is not answered by the claim's give-up: the claim
 // is lost then (the session lives on), and the grant that arrives later
 // is ignored and released.
 func TestResumeReassertAnsweredTooLate(t *testing.T) {
 	fake := newFakeV2(t)
-	const lease = 2 * time.Second
+	const lease = 4 * time.Second
 	s, fc := openResumable(t, fake, SessionOptions{Lease: lease})
 	cl := holdClaim(t, s, fc, "job", 100)
 	giveUp := s.giveUp()
-	// Nothing is answered: the client leaves each connection a quarter
-	// lease after its oldest request, until the claim's give-up.
-	fc.expect(protocol.TypePing)
-	var cur *fakeV2Conn
-	for i := 0; i < 10; i++ {
-		next := acceptResume(t, fake, cl.Lost(), uint64(8+i))
-		if next == nil {
-			break
-		}
-		cur = next
-	}
-	if notClosed(cl.Lost()) || cur == nil {
-		t.Fatal("claim not lost")
-	}
+	fc.expect(protocol.TypePing) // never answered: the client leaves
+	fc2, _ := fake.acceptV2()
+	// WELCOME an eighth of a lease before the claim's give-up: the
+	// re-assertion follows at once, and the client would leave its
+	// connection only a quarter lease after it.
+	time.Sleep(time.Until(giveUp.Add(-lease / 8)))
+	fc2.welcomeResumable(8, 0x22, "n1", 0)
+	expectReassert(t, fc2, cl.ID(), "job", 100, 0, 7, 0x11)
+	wait(t, cl.Lost())
 	if late := time.Since(giveUp); late < 0 {
 		t.Fatalf("lost %v before its give-up: %v", -late, cl.Err())
 	}
 	if err := cl.Err(); !errors.Is(err, ErrNotResumed) || !errors.Is(err, ErrHeartbeatTimeout) {
 		t.Fatalf("claim: %v", err)
 	}
-	cur.send(protocol.AppendGranted(nil, cl.ID(), 100))
-	rel := cur.expect(protocol.TypeRelease)
+	fc2.send(protocol.AppendGranted(nil, cl.ID(), 100))
+	rel := fc2.expect(protocol.TypeRelease)
 	if rel.Claim != cl.ID() {
 		t.Fatalf("RELEASE %v", rel)
 	}
-	cur.send(protocol.AppendReleased(nil, rel.Claim))
+	fc2.send(protocol.AppendReleased(nil, rel.Claim))
 	wait(t, cl.Released())
 	if s.Err() != nil {
 		t.Fatalf("session: %v", s.Err())
