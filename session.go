@@ -39,8 +39,8 @@ type SessionOptions struct {
 	// (in a *ServerError) instead of falling back to version 1 when the
 	// server does not speak version 2.
 	NoFallback bool
-	// Resumable asks for a resumable session (see Session, "Resumable
-	// sessions"): when its connection breaks, the server keeps its
+	// Resumable asks for a resumable session (see Session, and
+	// docs/client.md): when its connection breaks, the server keeps its
 	// claims for the lease, and the Session reconnects, opens a new
 	// session and re-asserts every claim with its token, so that the
 	// guarded work goes on uninterrupted. Off by default: on a single
