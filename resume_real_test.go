@@ -213,3 +213,29 @@ func TestResumeRealShutdownRefused(t *testing.T) {
 	}
 	cl.Release(t.Context())
 }
+
+// Range locks cannot be re-asserted: a resumable session that took one
+// is not resumed, and a cut ends it as it ends a plain session.
+func TestResumeRealRangeLocksNotResumed(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t)
+	proxy := newBlackhole(t, addr)
+	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
+		SessionOptions{Lease: 3 * time.Second, Resumable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.SetRange(t.Context(), RangeLock{Key: "f", Owner: 1, Type: WriteLock, End: 9}, false); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := s.Acquire(t.Context(), "job", Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.cut()
+	wait(t, cl.Lost())
+	if !errors.Is(cl.Err(), ErrConnectionClosed) || errors.Is(cl.Err(), ErrNotResumed) {
+		t.Fatalf("claim: %v", cl.Err())
+	}
+}

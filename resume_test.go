@@ -663,3 +663,31 @@ func TestResumeOtherTokenIsViolation(t *testing.T) {
 	}
 	fc2.waitEOF()
 }
+
+// A claim made while the session resumes waits for the resume and goes
+// after the re-assertions.
+func TestResumeNewClaimWaitsForResume(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
+	a := holdClaim(t, s, fc, "a", 100)
+	fc.c.Close()
+	fc2, _ := fake.acceptV2() // HELLO read, not answered yet
+	s.mu.Lock()
+	resuming := s.resuming
+	s.mu.Unlock()
+	if !resuming {
+		t.Fatal("not resuming")
+	}
+	b := goAcquire(t.Context(), s, "b", Exclusive, false)
+	fc2.welcomeResumable(8, 0x22, "n1", 0)
+	expectReassert(t, fc2, a.ID(), "a", 100, 0, 7, 0x11)
+	f := fc2.expect(protocol.TypeClaim)
+	if f.Reassert() || f.Name != "b" {
+		t.Fatalf("%v, want a plain CLAIM of b", f)
+	}
+	fc2.send(protocol.AppendGranted(nil, a.ID(), 100))
+	fc2.send(protocol.AppendGranted(nil, f.Claim, 101))
+	if r := wait(t, b); r.err != nil || r.cl.Token() != 101 {
+		t.Fatalf("b: %v", r.err)
+	}
+}
