@@ -72,6 +72,16 @@ type Claim struct {
 	workDone  bool          // the guarded work has stopped (Release called)
 	counted   bool          // counted in s.holding after a give-up
 	onLost    func(error)   // Do's cancel of fn's context
+
+	// Resumption (resume.go), guarded by s.mu.
+	noWait      bool         // asked for BUSY rather than a queue place
+	queued      bool         // answered QUEUED
+	home        *resumeIdent // the session the claim lives on: a re-assertion's prior
+	reassert    bool         // its re-assertion is due or unanswered
+	until       time.Time    // while reassert: its give-up, its last anchor + 0.8 × lease
+	wantRelease bool         // released while the connection was down: RELEASE after its re-assertion
+	sentOn      *resumeIdent // the session that sent its unanswered re-assertion
+	alt         *resumeIdent // the session to name if the re-assertion naming sentOn is refused
 }
 
 // Name returns the name of the lock.
@@ -109,7 +119,8 @@ func (cl *Claim) Lost() <-chan struct{} {
 // Err returns why the claim was lost, or nil while it is held and after
 // a Release that came first: ErrHeartbeatTimeout, ErrConnectionClosed,
 // ErrProtocolViolation, ErrSessionClosed or a *ServerError (REVOKED's
-// code, or the session's ERROR).
+// code, or the session's ERROR); on a resumable session also
+// ErrReassertRefused or ErrNotResumed.
 func (cl *Claim) Err() error {
 	if cl.lock != nil {
 		return cl.lock.Err()
@@ -198,6 +209,10 @@ func (cl *Claim) releaseLocked() (flush bool) {
 	if cl.ended || cl.releasing || s.err != nil {
 		return false
 	}
+	if s.resuming {
+		cl.wantRelease = true // sent after its re-assertion
+		return false
+	}
 	if err := s.rule.SentRelease(cl.id, time.Now()); err != nil {
 		return false // the rule has the claim ended already
 	}
@@ -278,16 +293,29 @@ func (s *Session) claimHere(ctx context.Context, name string, m Mode, noWait boo
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cl := &Claim{s: s, name: name, mode: m, ready: make(chan struct{}), lost: make(chan struct{})}
+	cl := &Claim{s: s, name: name, mode: m, noWait: noWait, ready: make(chan struct{}), lost: make(chan struct{})}
 	var flags uint8
 	if noWait {
 		flags = protocol.ClaimNoWait
 	}
 	s.mu.Lock()
+	for s.resuming && s.err == nil {
+		// A new claim goes on the resumed session, after the
+		// re-assertions.
+		resumed := s.resumed
+		s.mu.Unlock()
+		select {
+		case <-resumed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
 	if s.err != nil {
 		s.mu.Unlock()
 		return nil, s.err
 	}
+	cl.home = s.ident
 	cl.id = s.allocID()
 	if err := s.rule.SentClaim(cl.id, noWait, time.Now()); err != nil {
 		s.mu.Unlock()
@@ -390,6 +418,11 @@ func (cl *Claim) run(ctx context.Context, fn func(ctx context.Context, token uin
 	defer cancel(nil)
 	s := cl.s
 	s.mu.Lock()
+	if !cl.ended && cl.reassert && !time.Now().Before(cl.until) {
+		// Its re-assertion after a broken connection is overdue: the
+		// claim is lost, the session lives on.
+		cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
+	}
 	if !cl.ended && !time.Now().Before(s.rule.Deadline()) {
 		// The give-up is due but the reader has not seen it yet (a
 		// process frozen since the grant): give up now, before fn starts.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -39,6 +40,20 @@ type SessionOptions struct {
 	// (in a *ServerError) instead of falling back to version 1 when the
 	// server does not speak version 2.
 	NoFallback bool
+	// Resumable asks for a resumable session (see Session, and
+	// docs/client.md): when its connection breaks, the server keeps its
+	// claims for the lease, and the Session reconnects, opens a new
+	// session and re-asserts every claim with its token, so that the
+	// guarded work goes on uninterrupted. Off by default: on a single
+	// server, closing the connection (a killed process) then releases
+	// every claim at once. Turn it on for a cluster, where it is what
+	// lets a holder keep its locks through the death of its node.
+	Resumable bool
+	// Addrs are the addresses a resumable session may resume on, tried
+	// in turn starting with the one it was connected to; empty means the
+	// Client's Address only. The session opens on Addrs[0] when it is
+	// set, else on the Client's Address.
+	Addrs []string
 }
 
 // Session is one connection to the server carrying any number of claims
@@ -57,6 +72,16 @@ type SessionOptions struct {
 // protocol violation by the server loses every claim at once and closes
 // the connection. An administrator's REVOKED ends one claim only.
 //
+// A resumable session (SessionOptions.Resumable) survives a broken
+// connection, a shutdown (ERROR 0x01) and a node that stops serving
+// (ERROR 0x03): it reconnects, opens a new session and re-asserts every
+// claim with its token, and a claim the server keeps goes on
+// undisturbed (Lost open, Do's context alive, the same token). A claim
+// that cannot be kept is lost with ErrReassertRefused, or with
+// ErrNotResumed when its re-assertion is not answered before its
+// give-up (the rule above: its last anchor + 0.8 of the lease). See
+// docs/client.md, "Resumable sessions".
+//
 // Against a server that speaks version 1 only, OpenSession falls back
 // (unless SessionOptions.NoFallback): the Session then makes each claim
 // on a version 1 connection of its own, with the session lease, as
@@ -73,7 +98,6 @@ type Session struct {
 	lost  chan struct{} // closed when the session ends
 	rdone chan struct{} // closed when the reader has returned
 	bg    sync.WaitGroup
-	once  sync.Once // closes conn
 
 	mu         sync.Mutex
 	rule       *clientrule.Session
@@ -94,6 +118,28 @@ type Session struct {
 	addr         string  // the address the session is connected to
 	welcomeFlags uint8   // WELCOME's flags
 	rt           *router // sends claims to their owners (router.go); nil for a plain session
+	// Resumption (resume.go).
+	ident     *resumeIdent  // this session's name for a resume; nil: not resumable
+	ring      uint64        // the ring version of this session's WELCOME
+	gen       uint64        // counts connections: a write to an older one is moot
+	addrIdx   int           // index in addrs() of the address in use
+	resuming  bool          // the connection broke; the reader is opening a new session
+	resumed   chan struct{} // closed when a resume ends (made when one starts)
+	stopDials context.CancelFunc
+	dialCtx   context.Context // ends when the session ends: stops a resume
+	// breakCause is the failure that broke the connection, or the last
+	// reconnection's: what a claim lost for want of a resume wraps.
+	breakCause    error
+	lastAttempt   error         // the last reconnection's failure, nil before one failed
+	freshSessions int           // fresh sessions in a row opened for a re-assertion answered "again"
+	freshBackoff  time.Duration // the backoff those fresh sessions have reached
+	freshNeeded   error         // a re-assertion was answered "again" (0x05, 0x03): its refusal
+	expiryTimer   *time.Timer   // loses claims whose re-assertion is overdue (armExpiry)
+	expiryArmed   bool
+	reasserts     int           // re-assertions of this connection not answered yet
+	readSet       time.Time     // the read deadline in force, set under s.mu (setReadDeadline)
+	closing       bool          // Close is releasing every claim: no resume
+	drained       chan struct{} // closed when Close's releases have all been answered
 }
 
 // OpenSession opens a version 2 session with the server: it connects,
@@ -122,6 +168,9 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 	if len(opts.Label) > protocol.MaxLabelLen || !utf8.ValidString(opts.Label) {
 		return nil, protocol.ErrInvalidLabel
 	}
+	if addr == "" && len(opts.Addrs) > 0 {
+		addr = opts.Addrs[0]
+	}
 	conn, addr, err := c.dialNode(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -133,7 +182,8 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 		rule:   clientrule.NewSession(opts.Lease, c.cfg.MinHeartbeatInterval),
 		claims: map[uint32]*Claim{},
 	}
-	f, err := s.open(ctx)
+	w, err := s.open(ctx, conn, s.rule)
+	f := w.frame
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -153,6 +203,11 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 		return nil, &ServerError{Code: f.Code, Reason: f.Reason}
 	}
 	s.id, s.welcomeFlags = f.Session, f.Flags
+	s.ident, s.ring = w.ident, w.ring
+	s.dialCtx, s.stopDials = context.WithCancel(context.Background())
+	if i := slices.Index(s.addrs(), addr); i >= 0 {
+		s.addrIdx = i
+	}
 	s.br = bufio.NewReaderSize(conn, 4096)
 	s.mu.Lock()
 	s.schedulePing()
@@ -161,48 +216,55 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 	return s, nil
 }
 
-// open writes the preamble and HELLO and reads the answer: WELCOME, a
-// version 2 ERROR or a version 1 ERROR.
-func (s *Session) open(ctx context.Context) (protocol.Frame, error) {
+// open writes the preamble and HELLO on conn, recording them in rule,
+// and reads the answer: WELCOME, a version 2 ERROR or a version 1 ERROR.
+// A resumable session asks for resumption in HELLO and accepts the
+// WELCOME fields of a resumable session and of a cluster node.
+func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Session) (welcomeInfo, error) {
 	now := time.Now()
-	s.rule.SentHello(now)
-	deadline := s.rule.Deadline()
+	rule.SentHello(now)
+	deadline := rule.Deadline()
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	stop := context.AfterFunc(ctx, func() { s.conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	b := protocol.AppendPreamble(make([]byte, 0, protocol.PreambleLen+protocol.MaxFrameSize))
-	b = protocol.AppendHello(b, protocol.LeaseMS(s.opts.Lease), s.opts.Label)
-	var f protocol.Frame
-	err := s.conn.SetDeadline(deadline)
+	var helloFlags uint8
+	if s.opts.Resumable {
+		helloFlags = protocol.HelloResumable
+	}
+	b = protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(s.opts.Lease), Flags: helloFlags, Label: s.opts.Label})
+	var w welcomeInfo
+	err := conn.SetDeadline(deadline)
 	if err == nil {
-		_, err = s.conn.Write(b)
+		_, err = conn.Write(b)
 	}
 	if err == nil {
-		f, err = protocol.ReadHelloAnswer(s.conn)
+		w, err = readHelloAnswer(conn, s.opts.Resumable)
 	}
+	f := w.frame
 	// The watch on ctx must be over before the deadline is cleared: a
 	// cancellation that came meanwhile would otherwise leave a deadline
 	// in the past on a live session.
 	if !stop() || err != nil {
 		if ctx.Err() != nil {
-			return f, ctx.Err()
+			return w, ctx.Err()
 		}
-		return f, frameErr(err)
+		return w, frameErr(err)
 	}
-	if err := s.conn.SetDeadline(time.Time{}); err != nil {
-		return f, connErr(err)
+	if err := conn.SetDeadline(time.Time{}); err != nil {
+		return w, connErr(err)
 	}
 	if f.Type == protocol.TypeError {
-		return f, nil
+		return w, nil
 	}
 	if f.Type != protocol.TypeWelcome && f.Type != protocol.TypeSessionError {
-		return f, fmt.Errorf("%w: %v answers HELLO", ErrProtocolViolation, f)
+		return w, fmt.Errorf("%w: %v answers HELLO", ErrProtocolViolation, f)
 	}
-	if _, err := s.rule.Received(f, time.Now()); err != nil {
-		return f, ruleErr(err)
+	if _, err := rule.Received(f, time.Now()); err != nil {
+		return w, ruleErr(err)
 	}
-	return f, nil
+	return w, nil
 }
 
 // Version returns the protocol version the session speaks: 2, or 1 after
@@ -215,8 +277,12 @@ func (s *Session) Version() int {
 }
 
 // ID returns the session id the server gave in WELCOME (0 after a
-// fallback).
-func (s *Session) ID() uint64 { return s.id }
+// fallback); after a resume, the id of the session in use.
+func (s *Session) ID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
 
 // Lease returns the session lease.
 func (s *Session) Lease() time.Duration { return s.opts.Lease }
@@ -244,9 +310,11 @@ func (s *Session) CloseBy() time.Time {
 
 // Close ends the session: every claim still held or queued ends (with
 // ErrSessionClosed) and the connection is closed, which releases them all
-// on the server at once. It waits until the session's goroutines have
-// stopped. It is idempotent. It returns why the session had ended before,
-// or nil.
+// on the server at once. A resumable session's server keeps its claims
+// when the connection closes, so Close releases them first and waits for
+// the server's answers, at most until the give-up deadline. It waits
+// until the session's goroutines have stopped. It is idempotent. It
+// returns why the session had ended before, or nil.
 func (s *Session) Close() error {
 	if s.rt != nil {
 		s.rt.close()
@@ -268,6 +336,17 @@ func (s *Session) Close() error {
 		}
 		return prev
 	}
+	for s.err == nil && s.resuming && !s.closing {
+		// Let the resume end (by the give-up at the latest), so that
+		// the claims are released rather than kept for a lease.
+		resumed := s.resumed
+		s.mu.Unlock()
+		<-resumed
+		s.mu.Lock()
+	}
+	if s.err == nil && s.resumable() {
+		s.releaseAllLocked()
+	}
 	s.loseLocked(ErrSessionClosed)
 	if s.closeArmed && s.closeTimer.Stop() {
 		s.closeArmed = false
@@ -280,7 +359,13 @@ func (s *Session) Close() error {
 	return prev
 }
 
-func (s *Session) closeConn() { s.once.Do(func() { s.conn.Close() }) }
+// closeConn closes the connection in use.
+func (s *Session) closeConn() {
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	conn.Close()
+}
 
 // startWrite is called under s.mu after a frame was appended to s.out:
 // unless a writer is at work, it makes the caller the writer. It reports
@@ -302,7 +387,7 @@ func (s *Session) flush() {
 	defer s.bg.Done()
 	s.mu.Lock()
 	for {
-		if len(s.out) == 0 || s.err != nil {
+		if len(s.out) == 0 || s.err != nil || s.resuming {
 			s.out = s.out[:0]
 			s.writing = false
 			s.mu.Unlock()
@@ -317,13 +402,21 @@ func (s *Session) flush() {
 		} else {
 			set = time.Time{} // in force already
 		}
+		conn, gen := s.conn, s.gen
 		s.mu.Unlock()
-		err := s.write(buf, set)
+		err := s.write(conn, buf, set)
 		s.mu.Lock()
 		s.spare = buf[:0]
-		if err != nil {
+		if err != nil && gen == s.gen {
 			s.out = s.out[:0]
 			s.writing = false
+			if s.resumable() && !errors.Is(err, os.ErrDeadlineExceeded) {
+				// The reader resumes the session when it finds the
+				// connection closed.
+				s.mu.Unlock()
+				conn.Close()
+				return
+			}
 			closeNow := s.loseLocked(connErr(err))
 			s.mu.Unlock()
 			if closeNow {
@@ -331,6 +424,8 @@ func (s *Session) flush() {
 			}
 			return
 		}
+		// A failed write to a connection that a resume has replaced
+		// is moot: its frames were recorded in that connection's rule.
 	}
 }
 
@@ -339,21 +434,23 @@ func (s *Session) flush() {
 // will do): the deadline in force may be earlier than the rule's, never
 // later; when it fires, the write goes on with the rule's deadline
 // unless that has passed too.
-func (s *Session) write(buf []byte, set time.Time) error {
+func (s *Session) write(conn net.Conn, buf []byte, set time.Time) error {
 	for {
 		if !set.IsZero() {
-			if err := s.conn.SetWriteDeadline(set); err != nil {
+			if err := conn.SetWriteDeadline(set); err != nil {
 				return err
 			}
 		}
-		n, err := s.conn.Write(buf)
+		n, err := conn.Write(buf)
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
 		s.mu.Lock()
 		set = s.rule.Deadline()
-		live := s.err == nil && time.Now().Before(set)
-		s.wset = set
+		live := s.err == nil && conn == s.conn && time.Now().Before(set)
+		if conn == s.conn {
+			s.wset = set
+		}
 		s.mu.Unlock()
 		if !live {
 			return err
@@ -370,35 +467,58 @@ func (s *Session) write(buf []byte, set time.Time) error {
 // at the rule's deadline, gives up if that has passed and otherwise
 // sets it and reads on. So an answer costs no timer update and no
 // second hold of the mutex on the way to the goroutine waiting for it.
+//
+// A resumable session whose connection breaks is resumed here, by the
+// reader, which then reads the new connection (resume.go).
 func (s *Session) read() {
 	defer close(s.rdone)
-	s.mu.Lock()
-	set := s.rule.Deadline()
-	s.mu.Unlock()
 	for {
-		if err := s.conn.SetReadDeadline(set); err != nil {
-			s.lose(connErr(err))
+		brk := s.readConn()
+		if brk == nil || !s.resume(brk) {
 			return
 		}
-		for {
-			f, err := s.readFrame()
-			now := time.Now()
-			if err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					s.mu.Lock()
-					deadline, live := s.rule.Deadline(), s.err == nil
+	}
+}
+
+// readConn reads the connection in use until it ends. It returns nil
+// when the session has ended, or the cause of a break that the session
+// is to be resumed after.
+func (s *Session) readConn() error {
+	s.mu.Lock()
+	s.readSet = time.Time{}
+	err := s.setReadDeadline()
+	s.mu.Unlock()
+	if err != nil {
+		return s.broken(connErr(err))
+	}
+	for {
+		f, err := s.readFrame()
+		now := time.Now()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.mu.Lock()
+				s.expireReasserts(now)
+				live := s.err == nil && now.Before(s.rule.Deadline())
+				silent := live && s.silent(now)
+				if live && !silent {
+					// Set the later deadline and read on.
+					s.readSet = time.Time{}
+					err := s.setReadDeadline()
 					s.mu.Unlock()
-					if live && now.Before(deadline) {
-						set = deadline
-						break // set the later deadline and read on
+					if err != nil {
+						return s.broken(connErr(err))
 					}
+					continue
 				}
-				s.lose(frameErr(err))
-				return
+				s.mu.Unlock()
+				if silent {
+					return s.broken(fmt.Errorf("%w: no answer for %v", ErrConnectionClosed, silence(s.opts.Lease)))
+				}
 			}
-			if !s.received(f, now) {
-				return
-			}
+			return s.broken(frameErr(err))
+		}
+		if live, brk := s.received(f, now); !live {
+			return brk
 		}
 	}
 }
@@ -431,12 +551,14 @@ func (s *Session) readFrame() (protocol.Frame, error) {
 	return f, err
 }
 
-// received acts on one frame and reports whether the session lives on.
-func (s *Session) received(f protocol.Frame, now time.Time) bool {
+// received acts on one frame and reports whether the session lives on;
+// when it does not, brk is the cause of a break that the session is to
+// be resumed after, or nil when it has ended.
+func (s *Session) received(f protocol.Frame, now time.Time) (live bool, brk error) {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
-		return false
+		return false, nil
 	}
 	if f.Type == protocol.TypeRangeAnswer {
 		if err := s.receivedRange(f); err != nil {
@@ -445,22 +567,18 @@ func (s *Session) received(f protocol.Frame, now time.Time) bool {
 			if closeNow {
 				s.closeConn()
 			}
-			return false
+			return false, nil
 		}
 		s.mu.Unlock()
-		return true
+		return true, nil
 	}
 	ev, err := s.rule.Received(f, now)
 	if err == nil && ev.Kind == protocol.TypeSessionError {
 		err = &ServerError{Code: ev.Code, Reason: ev.Reason}
 	}
 	if err != nil {
-		closeNow := s.loseLocked(ruleErr(err))
 		s.mu.Unlock()
-		if closeNow {
-			s.closeConn()
-		}
-		return false
+		return false, s.broken(ruleErr(err))
 	}
 	cl := s.claims[ev.Claim]
 	switch ev.Kind {
@@ -472,7 +590,21 @@ func (s *Session) received(f protocol.Frame, now time.Time) bool {
 			if closeNow {
 				s.closeConn()
 			}
-			return false
+			return false, nil
+		}
+	}
+	if cl != nil && cl.reassert {
+		switch ev.Kind {
+		case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
+			brk := s.reasserted(cl, ev, now)
+			if !cl.reassert && s.rule.Free(ev.Claim) {
+				s.forget(ev.Claim)
+			}
+			s.mu.Unlock()
+			if brk != nil {
+				return false, s.broken(brk)
+			}
+			return true, nil
 		}
 	}
 	switch ev.Kind {
@@ -482,6 +614,8 @@ func (s *Session) received(f protocol.Frame, now time.Time) bool {
 		cl.token = ev.Token
 		cl.held = true
 		cl.resolve()
+	case protocol.TypeQueued:
+		cl.queued = true
 	case protocol.TypeBusy:
 		cl.endLocked(ErrBusy)
 	case protocol.TypeRefused:
@@ -494,10 +628,10 @@ func (s *Session) received(f protocol.Frame, now time.Time) bool {
 		cl.endLocked(nil)
 	}
 	if cl != nil && s.rule.Free(ev.Claim) {
-		delete(s.claims, ev.Claim)
+		s.forget(ev.Claim)
 	}
 	s.mu.Unlock()
-	return true
+	return true, nil
 }
 
 // frameErr classifies an error from reading a version 2 frame: one that
@@ -541,8 +675,23 @@ func (s *Session) loseLocked(cause error) (closeNow bool) {
 	}
 	s.err = cause
 	s.rule.Close()
+	if s.stopDials != nil {
+		s.stopDials()
+	}
+	if s.resuming {
+		s.resuming = false
+		close(s.resumed)
+	}
+	if s.drained != nil {
+		close(s.drained)
+		s.drained = nil
+	}
 	if s.pingArmed && s.pingTimer.Stop() {
 		s.pingArmed = false
+		s.bg.Done()
+	}
+	if s.expiryArmed && s.expiryTimer.Stop() {
+		s.expiryArmed = false
 		s.bg.Done()
 	}
 	hold := errors.Is(cause, ErrHeartbeatTimeout)
@@ -620,6 +769,9 @@ func (s *Session) ping() {
 	seq := s.rule.SentPing(time.Now())
 	s.out = protocol.AppendPing(s.out, seq)
 	flush := s.startWrite()
+	if s.resumable() {
+		s.setReadDeadline() // the PING's silence deadline; an error shows in the reader
+	}
 	s.mu.Unlock()
 	if flush {
 		s.flush()
@@ -630,7 +782,7 @@ func (s *Session) ping() {
 func (s *Session) allocID() uint32 {
 	for {
 		s.nextID++
-		if s.nextID != 0 && s.rule.Free(s.nextID) {
+		if s.nextID != 0 && s.rule.Free(s.nextID) && s.claims[s.nextID] == nil {
 			return s.nextID
 		}
 	}

@@ -51,6 +51,15 @@ overtaken by later shared ones) or --semaphore N (at most N holders, all
 giving the same N). Both take their claim on a protocol version 2 session;
 BATON_TOKEN is that claim's own fencing token.
 
+With --resumable the claim (in any mode) is held on a resumable version 2
+session: if the connection breaks, or in a cluster the node dies, baton
+run reconnects and re-asserts the claim with its token, and COMMAND runs
+on undisturbed if that succeeds within 0.8 of --lease after the last
+confirmed heartbeat; otherwise the lock is lost as usual. The server
+keeps the claim for a lease after the connection breaks, so the death of
+baton run releases the lock at once without --resumable, and only a
+lease later with it.
+
 If the lock is lost while COMMAND runs, its process group gets SIGTERM,
 then SIGKILL after --grace. After a heartbeat timeout the claim is kept
 until COMMAND has exited, and at most until one lease after the last
@@ -104,6 +113,9 @@ type runConfig struct {
 	// claim on a session (runsession.go); neither: a version 1 claim.
 	shared    bool
 	semaphore int
+	// resumable (--resumable) takes the claim, in any mode, on a
+	// resumable version 2 session (runsession.go).
+	resumable bool
 	// admin (--admin): the admin API to ask, while waiting, who holds
 	// the lock and how long its queue is; empty: do not ask.
 	admin string
@@ -125,6 +137,7 @@ func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
 	fs.BoolVar(&cfg.shared, "shared", "BATON_SHARED", false, "take a shared (read) lock: any number of shared holders at once, none with an exclusive one (protocol v2)")
 	fs.StringVar(&cfg.admin, "admin", "BATON_ADMIN_ADDRESS", "", "admin API to ask, when waiting, who holds the lock and how many queue (as 'baton show'; the same --tls-* files); empty: do not ask")
 	fs.IntVar(&cfg.semaphore, "semaphore", "BATON_SEMAPHORE", 0, "take one of N places of a semaphore: at most N holders at once, every holder giving the same N (protocol v2); 0: exclusive")
+	fs.BoolVar(&cfg.resumable, "resumable", "BATON_RESUMABLE", false, "hold the lock on a resumable session (protocol v2): a broken connection, or in a cluster the death of the node, does not interrupt COMMAND if the session is resumed within 0.8 of --lease; off: baton run's death releases the lock at once")
 	cfg.tls = clientTLSFlags(fs)
 	fs.StringVar(&cfg.dir, "dir", "BATON_DIR", "", "take the lock kept in this shared directory instead of a server's (no NAME; see docs/dirlock.md)")
 	return fs, cfg
@@ -139,8 +152,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if cfg.dir != "" {
-		if cfg.shared || cfg.semaphore != 0 {
-			fmt.Fprintf(stderr, "baton run: --shared and --semaphore take a server's lock, not --dir's\nRun 'baton run -h' for usage.\n")
+		if cfg.shared || cfg.semaphore != 0 || cfg.resumable {
+			fmt.Fprintf(stderr, "baton run: --shared, --semaphore and --resumable take a server's lock, not --dir's\nRun 'baton run -h' for usage.\n")
 			return exitUsage
 		}
 		return runDir(fs, cfg, args, stdout, stderr)
@@ -337,7 +350,7 @@ type takenLock struct {
 
 // takeLock makes one attempt at the lock, in the mode of cfg.
 func takeLock(ctx context.Context, cfg *runConfig, c *baton.Client, name string) (*takenLock, error) {
-	if cfg.shared || cfg.semaphore > 0 {
+	if cfg.shared || cfg.semaphore > 0 || cfg.resumable {
 		return takeSessionLock(ctx, cfg, c, name)
 	}
 	var lock *baton.Lock

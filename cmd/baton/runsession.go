@@ -11,19 +11,27 @@ import (
 	"github.com/batonlock/baton"
 )
 
-// takeSessionLock makes one attempt at a shared or semaphore claim
-// (--shared, --semaphore N): it opens a version 2 session with the lease
-// and claims the lock on it. The session carries this one claim; closing
-// it releases everything.
+// takeSessionLock makes one attempt at a claim on a version 2 session:
+// shared or semaphore (--shared, --semaphore N), or any mode with
+// --resumable. It opens a session with the lease (resumable with
+// --resumable) and claims the lock on it. The session carries this one
+// claim; closing it releases everything.
 func takeSessionLock(ctx context.Context, cfg *runConfig, c *baton.Client, name string) (*takenLock, error) {
-	mode := baton.Shared
-	if cfg.semaphore > 0 {
+	mode := baton.Exclusive
+	switch {
+	case cfg.shared:
+		mode = baton.Shared
+	case cfg.semaphore > 0:
 		mode = baton.Semaphore(uint32(cfg.semaphore))
 	}
 	host, _ := os.Hostname()
 	s, err := c.OpenSession(ctx, baton.SessionOptions{
-		Lease: cfg.lease,
-		Label: fmt.Sprintf("baton run %s pid %d", host, os.Getpid()),
+		Lease:     cfg.lease,
+		Label:     fmt.Sprintf("baton run %s pid %d", host, os.Getpid()),
+		Resumable: cfg.resumable,
+		// A version 1 server cannot resume: refuse rather than hold
+		// the lock on a connection whose break would lose it.
+		NoFallback: cfg.resumable,
 	})
 	if err != nil {
 		return nil, err

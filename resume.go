@@ -1,0 +1,571 @@
+package baton
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/batonlock/baton/internal/clientrule"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Resumable sessions (SessionOptions.Resumable; docs/client.md).
+//
+// When the connection of a resumable session breaks (EOF, a reset, a
+// failed read or write, or the server's ERROR 0x01 or 0x03), the reader
+// does not end the session: it reconnects (any of the addresses, with
+// backoff and jitter), opens a new resumable session and re-asserts
+// every claim that was held or queued, naming the session the claim
+// lived on (its id, secret and node) and the ring of the new session's
+// WELCOME. A held claim answered GRANTED with its own token goes on as
+// if nothing had happened: Lost is not closed, Do's function is not
+// cancelled, the token is unchanged. Until its re-assertion is answered
+// a claim is believed held only until its last anchor + 0.8 × lease (the
+// client rule, unchanged): past that it is lost, and a later answer is
+// ignored (a grant is released at once).
+
+var (
+	// ErrReassertRefused: after the connection broke, the server refused
+	// the claim's re-assertion (REFUSED 0x04: the claim is not held
+	// there any more, or a conflicting claim holds the lock), or
+	// answered a held claim's with a queue place. The claim is lost; the
+	// error also wraps the server's *ServerError when there was one.
+	ErrReassertRefused = errors.New("baton: claim lost: its re-assertion after a broken connection was refused")
+	// ErrNotResumed: a resumable session could not be resumed, or a
+	// claim's re-assertion answered, before the give-up deadline
+	// (anchor + 0.8 × lease), or the server cannot resume it. The error
+	// wraps ErrHeartbeatTimeout when the deadline passed, and the
+	// failure that broke the connection or the last reconnection's.
+	ErrNotResumed = errors.New("baton: session not resumed")
+)
+
+// Bounds of a resume's reconnection backoff; it never waits past the
+// give-up deadline.
+const (
+	minResumeBackoff = 10 * time.Millisecond
+	maxResumeBackoff = time.Second
+	// maxFreshSessions bounds the fresh sessions opened in a row
+	// because a re-assertion was answered "again" (REFUSED 0x05, a stale
+	// ring, or 0x03, a node that cannot decide now); the give-up
+	// deadline bounds them too, and their backoff grows across them.
+	maxFreshSessions = 32
+)
+
+// errFreshSession is the break that a re-assertion answered "again"
+// causes: it wraps the *ServerError of the refusal.
+var errFreshSession = errors.New("baton: re-assertion to be made again on a fresh session")
+
+// resumable reports whether a break is resumed after. s.mu is held. Range
+// locks cannot be re-asserted: a session that has taken any is not
+// resumed.
+func (s *Session) resumable() bool { return s.ident != nil && s.ranges.next == 0 && !s.closing }
+
+// Resumable reports whether the session is resumable: it asked for it
+// (SessionOptions.Resumable) and the server granted it.
+func (s *Session) Resumable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ident != nil
+}
+
+// Node returns the id of the cluster node the session lives on, as the
+// server's WELCOME named it: after a resume, the node of the new session.
+// It is empty on a single server and for a session that is not resumable.
+func (s *Session) Node() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ident == nil {
+		return ""
+	}
+	return s.ident.node
+}
+
+// isBreak reports whether cause ends a connection but may leave its
+// session to be resumed: the connection closed or failed, the server is
+// shutting down (0x01) or cannot serve here now (0x03), or a
+// re-assertion named a stale ring (0x05).
+func isBreak(cause error) bool {
+	if errors.Is(cause, errFreshSession) {
+		return true
+	}
+	var se *ServerError
+	if errors.As(cause, &se) {
+		switch se.Code {
+		case protocol.CodeShuttingDown, protocol.CodeNotOwner:
+			return true
+		}
+		return false
+	}
+	return errors.Is(cause, ErrConnectionClosed)
+}
+
+// broken decides what a failure of the connection does: it returns the
+// cause when the session is to be resumed, and otherwise ends the
+// session (closing the connection when due) and returns nil.
+func (s *Session) broken(cause error) error {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.resumable() && isBreak(cause) {
+		s.mu.Unlock()
+		return cause
+	}
+	closeNow := s.loseLocked(cause)
+	s.mu.Unlock()
+	if closeNow {
+		s.closeConn()
+	}
+	return nil
+}
+
+// notResumed is the cause of a loss for want of a resume in time: it
+// wraps the break and the last reconnection's failure, if any.
+func notResumed(brk, last error) error {
+	if last == nil || last == brk {
+		return fmt.Errorf("%w before the give-up (%w): %w", ErrNotResumed, ErrHeartbeatTimeout, brk)
+	}
+	return fmt.Errorf("%w before the give-up (%w): %w (last attempt: %w)", ErrNotResumed, ErrHeartbeatTimeout, brk, last)
+}
+
+// silence returns how long a resumable session waits for an answer
+// before it takes its connection for broken: a quarter of the lease. A
+// node whose machine died, or a network cut, closes nothing; the
+// session resumes elsewhere while its claims are still believed (a
+// PING goes out about a quarter lease after the anchor, so the resume
+// starts about half a lease after it, before the give-up at 0.8).
+func silence(lease time.Duration) time.Duration { return lease / 4 }
+
+// silent reports whether the oldest unanswered request of a resumable
+// session has waited its silence out. s.mu is held.
+func (s *Session) silent(now time.Time) bool {
+	r, ok := s.rule.Oldest()
+	return s.resumable() && ok && !now.Before(r.Sent.Add(silence(s.opts.Lease)))
+}
+
+// readDeadline is the reader's deadline: the rule's give-up, the
+// earlier give-up of a claim whose re-assertion is unanswered, or on a
+// resumable session the silence deadline of the oldest unanswered
+// request. s.mu is held.
+func (s *Session) readDeadline() time.Time {
+	d := s.rule.Deadline()
+	for _, cl := range s.claims {
+		if cl.reassert && !cl.ended && cl.until.Before(d) {
+			d = cl.until
+		}
+	}
+	if r, ok := s.rule.Oldest(); ok && s.resumable() {
+		if q := r.Sent.Add(silence(s.opts.Lease)); q.Before(d) {
+			d = q
+		}
+	}
+	return d
+}
+
+// setReadDeadline sets the connection's read deadline to readDeadline
+// unless one at least as early is in force (s.readSet; zero: none
+// known). s.mu is held, so the reader and a PING's sender do not undo
+// each other's.
+func (s *Session) setReadDeadline() error {
+	d := s.readDeadline()
+	if !s.readSet.IsZero() && !d.Before(s.readSet) {
+		return nil
+	}
+	s.readSet = d
+	return s.conn.SetReadDeadline(d)
+}
+
+// expireReasserts loses every claim whose re-assertion has not been
+// answered by its give-up. s.mu is held.
+func (s *Session) expireReasserts(now time.Time) {
+	for _, cl := range s.claims {
+		if cl.reassert && !cl.ended && !now.Before(cl.until) {
+			cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
+		}
+	}
+}
+
+// resume opens a new session after the connection broke with cause and
+// re-asserts the session's claims on it. It runs on the reader's
+// goroutine and reports whether the reader is to read the new
+// connection; when it is not, the session has ended.
+func (s *Session) resume(cause error) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return false
+	}
+	old := s.conn
+	fresh := errors.Is(cause, errFreshSession)
+	if fresh {
+		s.freshSessions++
+	} else {
+		s.freshSessions, s.freshBackoff = 0, 0
+	}
+	if s.freshSessions > maxFreshSessions {
+		closeNow := s.loseLocked(fmt.Errorf("%w: %d fresh sessions in a row: %w", ErrNotResumed, s.freshSessions, cause))
+		s.mu.Unlock()
+		if closeNow {
+			s.closeConn()
+		}
+		return false
+	}
+	s.breakCause, s.lastAttempt = cause, nil
+	s.resuming = true
+	s.resumed = make(chan struct{})
+	s.freshNeeded = nil
+	giveUp := s.rule.Deadline()
+	s.rule.Close() // no PING, claim or release goes on the broken connection
+	if s.pingArmed && s.pingTimer.Stop() {
+		s.pingArmed = false
+		s.bg.Done()
+	}
+	for _, cl := range s.claims {
+		if !cl.reassert {
+			// Confirmed on the broken session: believed until its give-up.
+			cl.reassert, cl.until = true, giveUp
+		}
+	}
+	s.armExpiry()
+	addrs := s.addrs()
+	first := s.addrIdx
+	s.mu.Unlock()
+	old.Close()
+
+	// A fresh session after an "again" waits first, its backoff growing
+	// across the fresh sessions in a row; a reconnection after a break
+	// tries at once.
+	backoff := max(s.freshBackoff, minResumeBackoff)
+	last := cause
+	atOnce := false // the last attempt met a shutdown: another server may be taking over
+	for attempt := 0; ; attempt++ {
+		if (attempt > 0 || fresh) && !atOnce {
+			wait := time.Until(giveUp)
+			if w := jitter(backoff); w < wait {
+				wait = w
+			}
+			if sleep(s.dialCtx, wait) != nil {
+				return false // the session ended
+			}
+			backoff = min(2*backoff, maxResumeBackoff, s.opts.Lease/8+minResumeBackoff)
+			s.mu.Lock()
+			s.freshBackoff = backoff
+			s.mu.Unlock()
+		}
+		now := time.Now()
+		s.mu.Lock()
+		s.lastAttempt = last
+		s.expireReasserts(now)
+		if s.err != nil {
+			s.mu.Unlock()
+			return false
+		}
+		if !now.Before(giveUp) {
+			closeNow := s.loseLocked(notResumed(cause, last))
+			s.mu.Unlock()
+			if closeNow {
+				s.closeConn()
+			}
+			return false
+		}
+		s.mu.Unlock()
+		i := (first + attempt) % len(addrs)
+		conn, w, rule, err := s.reopen(addrs[i], giveUp)
+		if err == nil {
+			return s.install(i, conn, w, rule)
+		}
+		last = err
+		var se *ServerError
+		if errors.Is(err, ErrProtocolViolation) || (errors.As(err, &se) && !se.Temporary()) {
+			s.mu.Lock()
+			closeNow := s.loseLocked(fmt.Errorf("%w: %w", ErrNotResumed, err))
+			s.mu.Unlock()
+			if closeNow {
+				s.closeConn()
+			}
+			return false
+		}
+		atOnce = errors.Is(err, protocol.ErrShuttingDown) && !atOnce
+	}
+}
+
+// addrs returns the addresses a resume may use. s.mu is held.
+func (s *Session) addrs() []string {
+	if len(s.opts.Addrs) > 0 {
+		return s.opts.Addrs
+	}
+	return s.c.nodes()
+}
+
+// reopen connects to addr and opens a new resumable session, by the
+// give-up deadline.
+func (s *Session) reopen(addr string, giveUp time.Time) (net.Conn, welcomeInfo, *clientrule.Session, error) {
+	ctx, cancel := context.WithDeadline(s.dialCtx, giveUp)
+	defer cancel()
+	conn, err := s.c.cfg.Dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, welcomeInfo{}, nil, &dialError{err}
+	}
+	rule := clientrule.NewSession(s.opts.Lease, s.c.cfg.MinHeartbeatInterval)
+	w, err := s.open(ctx, conn, rule)
+	if err != nil {
+		conn.Close()
+		return nil, w, nil, err
+	}
+	f := w.frame
+	switch f.Type {
+	case protocol.TypeError, protocol.TypeSessionError:
+		conn.Close()
+		return nil, w, nil, &ServerError{Code: f.Code, Reason: f.Reason}
+	}
+	if w.ident == nil {
+		conn.Close()
+		return nil, w, nil, fmt.Errorf("%w: %s did not open a resumable session", ErrNotResumed, addr)
+	}
+	return conn, w, rule, nil
+}
+
+// install makes the new session the one in use and re-asserts every
+// claim on it, in the order of their ids; a claim being released is
+// released right after its re-assertion. It reports whether the reader
+// reads on.
+func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientrule.Session) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		conn.Close()
+		return false
+	}
+	now := time.Now()
+	s.expireReasserts(now)
+	s.conn, s.br, s.rule, s.gen, s.addrIdx = conn, bufio.NewReaderSize(conn, 4096), rule, s.gen+1, addr
+	s.addr = s.addrs()[addr]
+	s.id, s.ident, s.ring = w.frame.Session, w.ident, w.ring
+	s.wset, s.readSet = time.Time{}, time.Time{}
+	s.out = s.out[:0]
+	s.reasserts = 0
+	ids := make([]uint32, 0, len(s.claims))
+	for id, cl := range s.claims {
+		if cl.ended {
+			// Lost already: nothing to re-assert; its session on the
+			// server drops it a lease after it last heard from us.
+			delete(s.claims, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		cl := s.claims[id]
+		// A claim whose re-assertion was cut off may have moved into
+		// the session that sent it: name that one first, then the one
+		// it was confirmed on (docs/protocol.md, v2 client obligation 9).
+		prior, alt := cl.home, (*resumeIdent)(nil)
+		if cl.sentOn != nil && cl.sentOn != cl.home {
+			prior, alt = cl.sentOn, cl.home
+		}
+		if len(cl.name)+max(len(prior.node), len(cl.home.node)) > protocol.MaxReassertText {
+			cl.endLocked(fmt.Errorf("%w: name and node too long for a re-assertion", ErrNotResumed))
+			delete(s.claims, id)
+			continue
+		}
+		cl.alt = alt
+		s.sendReassert(cl, prior, now)
+		if cl.releasing || cl.wantRelease {
+			if err := rule.SentRelease(id, now); err == nil {
+				cl.releasing = true
+				s.out = protocol.AppendRelease(s.out, id)
+			}
+		}
+	}
+	s.resuming = false
+	close(s.resumed)
+	s.schedulePing()
+	flush := len(s.out) > 0 && s.startWrite()
+	s.mu.Unlock()
+	if flush {
+		s.flush()
+	}
+	return true
+}
+
+// reasserted acts on the answer to a claim's re-assertion. It returns a
+// break cause when a fresh session is needed (a stale ring), once every
+// re-assertion of this session has been answered, or the violation of a
+// grant with another token. s.mu is held.
+func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) error {
+	s.reasserts--
+	late := !now.Before(cl.until)
+	lost := func(err error) {
+		cl.endLocked(err)
+		s.dropLocked(cl)
+	}
+	stale := false
+	switch ev.Kind {
+	case protocol.TypeGranted, protocol.TypeQueued:
+		granted := ev.Kind == protocol.TypeGranted
+		switch {
+		case cl.ended || ev.Releasing:
+			s.dropLocked(cl)
+		case late:
+			lost(notResumed(s.breakCause, s.lastAttempt))
+		case granted && cl.held && ev.Token != cl.token:
+			// docs/protocol.md, v2 client obligation 9.
+			return fmt.Errorf("%w: re-assertion of claim %d with token %d answered with token %d", ErrProtocolViolation, cl.id, cl.token, ev.Token)
+		case !granted && cl.held:
+			lost(fmt.Errorf("%w: answered with a queue place", ErrReassertRefused))
+		case granted:
+			cl.held, cl.token = true, ev.Token
+			cl.resolve()
+		default:
+			cl.queued = true
+		}
+	case protocol.TypeBusy:
+		cl.endLocked(ErrBusy)
+	case protocol.TypeRefused:
+		se := &ServerError{Code: ev.Code, Reason: ev.Reason}
+		switch {
+		case (ev.Code == protocol.CodeStaleRing || ev.Code == protocol.CodeNotOwner) && !cl.ended && !late:
+			// Again, on a fresh session: a stale ring, or a node that
+			// cannot decide now (warming up without an epoch, or the
+			// owner out of reach).
+			stale = true
+			s.freshNeeded = se
+			cl.sentOn = nil // that session did not take it
+		case late:
+			cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
+		case ev.Code == protocol.CodeReassertRefused && cl.alt != nil && !cl.ended && s.rule.Free(cl.id):
+			// Not in the session whose re-assertion was cut off: in
+			// the one it was confirmed on, then.
+			stale = true // its re-assertion is unanswered again
+			alt := cl.alt
+			cl.alt = nil
+			s.sendReassert(cl, alt, now)
+			if s.startWrite() {
+				go s.flush() // startWrite counted it in s.bg
+			}
+		case ev.Code == protocol.CodeReassertRefused:
+			cl.endLocked(fmt.Errorf("%w: %w", ErrReassertRefused, se))
+		default:
+			cl.endLocked(se)
+		}
+	}
+	if !stale {
+		cl.reassert, cl.until = false, time.Time{}
+		if !cl.ended {
+			cl.home, cl.sentOn, cl.alt = s.ident, nil, nil
+			s.freshSessions, s.freshBackoff = 0, 0
+		}
+	}
+	if s.freshNeeded != nil && s.reasserts == 0 {
+		return fmt.Errorf("%w: %w", errFreshSession, s.freshNeeded)
+	}
+	return nil
+}
+
+// sendReassert records and appends the re-assertion of cl on the session
+// in use, naming prior. s.mu is held; the caller writes it out.
+func (s *Session) sendReassert(cl *Claim, prior *resumeIdent, now time.Time) {
+	var token uint64
+	if cl.held {
+		token = cl.token
+	}
+	noWait := cl.noWait && !cl.held && !cl.queued // not answered yet
+	if err := s.rule.SentClaim(cl.id, noWait, now); err != nil {
+		panic("baton: re-assertion of a claim whose id is in use: " + err.Error())
+	}
+	s.out = appendReassert(s.out, cl.id, cl.mode, noWait, cl.name, token, s.ring, prior)
+	s.reasserts++
+	cl.sentOn = s.ident
+}
+
+// dropLocked releases on the server a claim that the client no longer
+// believes held (lost, or being released) unless a RELEASE of it is
+// under way. s.mu is held; the write goes with the next flush.
+func (s *Session) dropLocked(cl *Claim) {
+	if cl.releasing {
+		return
+	}
+	if err := s.rule.SentRelease(cl.id, time.Now()); err != nil {
+		return
+	}
+	cl.releasing = true
+	s.out = protocol.AppendRelease(s.out, cl.id)
+	if s.startWrite() {
+		go s.flush() // startWrite counted it in s.bg
+	}
+}
+
+// forget drops claim id, which the rule reports free. s.mu is held.
+func (s *Session) forget(id uint32) {
+	delete(s.claims, id)
+	if s.drained != nil && len(s.claims) == 0 {
+		close(s.drained)
+		s.drained = nil
+	}
+}
+
+// releaseAllLocked releases every claim of a live resumable session and
+// waits, at most until the give-up deadline, until the server has
+// answered every release: closing the connection of a resumable session
+// does not release its claims (the server keeps them for the lease). s.mu
+// is held on entry and on return, and released while it waits.
+func (s *Session) releaseAllLocked() {
+	s.closing = true
+	if len(s.claims) == 0 {
+		return
+	}
+	for _, cl := range s.claims {
+		cl.endLocked(ErrSessionClosed)
+		s.dropLocked(cl)
+	}
+	drained := make(chan struct{})
+	s.drained = drained
+	t := time.NewTimer(time.Until(s.rule.Deadline()))
+	s.mu.Unlock()
+	select {
+	case <-drained:
+	case <-t.C:
+	}
+	t.Stop()
+	s.mu.Lock()
+}
+
+// armExpiry arms the timer that loses each claim whose re-assertion is
+// not answered by its give-up, at that instant, whatever the resume is
+// doing (dialing, waiting for WELCOME, backing off). s.mu is held. A
+// give-up is set only when a resume starts, never earlier than those set
+// before, so the timer only ever needs the earliest one.
+func (s *Session) armExpiry() {
+	var next time.Time
+	for _, cl := range s.claims {
+		if cl.reassert && !cl.ended && (next.IsZero() || cl.until.Before(next)) {
+			next = cl.until
+		}
+	}
+	if next.IsZero() || s.err != nil || s.expiryArmed {
+		return
+	}
+	s.expiryArmed = true
+	s.bg.Add(1)
+	if s.expiryTimer == nil {
+		s.expiryTimer = time.AfterFunc(time.Until(next), s.expire)
+	} else {
+		s.expiryTimer.Reset(time.Until(next))
+	}
+}
+
+// expire is the expiry timer's function.
+func (s *Session) expire() {
+	defer s.bg.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expiryArmed = false
+	s.expireReasserts(time.Now())
+	s.armExpiry()
+}

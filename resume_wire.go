@@ -1,0 +1,62 @@
+package baton
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/batonlock/baton/protocol"
+)
+
+// resumeIdent names a resumable session: what a re-assertion gives as
+// its prior session (docs/protocol.md, "v2 resumable sessions and
+// re-assertion").
+type resumeIdent struct {
+	session uint64
+	secret  [protocol.SecretLen]byte
+	node    string
+}
+
+// welcomeInfo is the answer to HELLO with the fields of a resumable
+// session and of a cluster node.
+type welcomeInfo struct {
+	frame protocol.Frame // a WELCOME's Flags cleared: the rule checks the plain frame
+	ident *resumeIdent   // nil unless the session is resumable
+	ring  uint64         // the ring version of a cluster node's WELCOME, else 0
+}
+
+// readHelloAnswer reads the answer to HELLO (protocol.ReadHelloAnswer).
+// A WELCOME may say it comes from a cluster node (its ring) and, when
+// the client asked for it (resumable), that the session is resumable;
+// any other flag is a violation.
+func readHelloAnswer(r io.Reader, resumable bool) (welcomeInfo, error) {
+	f, err := protocol.ReadHelloAnswer(r)
+	if err != nil || f.Type != protocol.TypeWelcome {
+		return welcomeInfo{frame: f}, err
+	}
+	allowed := protocol.WelcomeRing
+	if resumable {
+		allowed |= protocol.WelcomeResumable
+	}
+	if f.Flags&^allowed != 0 {
+		return welcomeInfo{frame: f}, fmt.Errorf("%w: WELCOME flags 0x%02x, the client allows 0x%02x", protocol.ErrUnsupportedFeature, f.Flags, allowed)
+	}
+	w := welcomeInfo{ring: f.Ring}
+	if f.Flags&protocol.WelcomeResumable != 0 {
+		w.ident = &resumeIdent{session: f.Session, secret: f.Secret, node: f.Node}
+	}
+	w.frame = protocol.Frame{Type: protocol.TypeWelcome, Session: f.Session}
+	return w, nil
+}
+
+// appendReassert appends the CLAIM that re-asserts claim id of the
+// prior session, with its token (0 unless it was held) and the ring of
+// the session that sends it.
+func appendReassert(b []byte, id uint32, m Mode, noWait bool, name string, token, ring uint64, prior *resumeIdent) []byte {
+	flags := protocol.ClaimReassert
+	if noWait {
+		flags |= protocol.ClaimNoWait
+	}
+	return protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeClaim, Claim: id, Flags: flags,
+		Mode: m.kind, Limit: m.limit, Name: name,
+		Token: token, Ring: ring, Session: prior.session, Secret: prior.secret, Node: prior.node})
+}
