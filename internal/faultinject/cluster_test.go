@@ -1,0 +1,617 @@
+//go:build linux
+
+package faultinject_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/faultinject"
+	"github.com/batonlock/baton/internal/netlab"
+	"github.com/batonlock/baton/internal/pgtest"
+)
+
+// The cluster suite's parameters. The lease is short so that a run sees
+// several failovers: a dead owner's names are granted again after the
+// warm-up of the largest lease plus 2 s (docs/cluster.md, "Fail closed").
+const (
+	clusterNodes   = 3
+	clusterLease   = 2 * time.Second
+	clusterWorkers = 6 // slot i talks to node i % 3; slots 0-2 version 1, 3-5 version 2
+	clusterV1      = 3
+	clusterGrants  = 6               // grants to wait for after each fault
+	clusterHold    = 3 * time.Second // how long a freeze or a cut lasts: 1.5 leases
+	clusterBudget  = 150 * time.Second
+	// The node's ports, the same in every node's namespace.
+	protoPort = "7070"
+	adminPort = "7072"
+	raftPort  = "7080"
+)
+
+// Faults of the cluster plan: "kind-role", kind one of kill, stop, cut,
+// client-cut, role one of owner (of clusterLock), leader (Raft's),
+// follower (neither). "stop-owner-removed" freezes the owner, has it
+// removed while frozen, waits for a grant by the new owner, then thaws
+// it: without a node that stops serving once it has lost its quorum,
+// the thawed node grants the lock again (TestClusterFaultInjectionUnsafe).
+var (
+	clusterPlanCI = []string{
+		"kill-owner", "stop-leader", "cut-follower", "client-cut-owner",
+		"kill-leader", "stop-owner", "cut-owner", "client-cut-follower",
+		"kill-follower", "stop-follower", "cut-leader", "kill-owner",
+	}
+	clusterPlanShort = []string{"kill-owner", "stop-leader", "cut-owner", "client-cut-follower", "kill-follower"}
+)
+
+const clusterLock = "resource"
+
+func clusterPlan() []string {
+	if p := os.Getenv("BATON_FAULTINJECT_CLUSTER_PLAN"); p != "" {
+		return strings.Split(p, ",")
+	}
+	if os.Getenv("CI") == "true" {
+		return clusterPlanCI
+	}
+	return clusterPlanShort
+}
+
+// TestClusterFaultInjection runs a real three-node cluster, each node in
+// its own network namespace, worker processes on every node (version 1
+// clients and version 2 sessions, through the Go client) writing to a
+// private PostgreSQL through the fence, and kills (SIGKILL), freezes
+// (SIGSTOP) and cuts off (its cluster link or its client link down) the
+// lock's owner, the Raft leader and a follower. Then
+// faultinject.CheckCluster: no stale write accepted, no two confirmed
+// owners at once. The operator's part after a kill ('baton cluster
+// remove' of the dead node, then a new node in its place) is played by
+// the test. Run it with -v for the figures.
+func TestClusterFaultInjection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the cluster fault suite takes one to three minutes; not with -short")
+	}
+	rep, h := runClusterSuite(t, clusterPlan(), false)
+	for _, v := range rep.Violations {
+		t.Errorf("violation: %s", v)
+	}
+	for _, p := range h.problems {
+		t.Errorf("%s", p)
+	}
+	if rep.Grants == 0 || rep.Accepted == 0 || rep.GrantsBy == nil {
+		t.Errorf("the run granted nothing")
+	}
+}
+
+// TestClusterFaultInjectionUnsafe shows that the suite can fail: three
+// independent single servers in the place of a cluster, and a cluster
+// whose owner is removed while frozen and then thawed, each hand the
+// lock to two workers at once, and CheckCluster must say so.
+func TestClusterFaultInjectionUnsafe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the cluster fault suite; not with -short")
+	}
+	for _, tc := range []struct {
+		name        string
+		independent bool
+		plan        []string
+	}{
+		{"independent-servers", true, nil},
+		{"removed-while-frozen", false, []string{"stop-owner-removed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, h := runClusterSuite(t, tc.plan, tc.independent)
+			found := false
+			for _, v := range rep.Violations {
+				found = found || strings.Contains(v, "OVERLAP")
+			}
+			if !found {
+				t.Errorf("%s: no OVERLAP among the violations %q (problems %q)", tc.name, rep.Violations, h.problems)
+			}
+		})
+	}
+}
+
+// clusterHarness runs the nodes in a netlab lab; the embedded harness
+// runs the workers and keeps their records.
+type clusterHarness struct {
+	*harness
+	lab         *netlab.Lab
+	http        *http.Client // dials from the clients' namespace
+	nodes       []*node      // by slot, the current node process
+	nodeGen     int
+	independent bool // single servers, not a cluster
+	faults      []faultinject.ClusterFault
+	ctx         context.Context
+}
+
+type node struct {
+	slot int
+	id   string
+	p    *proc
+}
+
+func runClusterSuite(t *testing.T, plan []string, independent bool) (*faultinject.ClusterReport, *clusterHarness) {
+	t.Helper()
+	began := time.Now()
+	if err := netlab.Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	h := &clusterHarness{
+		harness:     &harness{t: t, dir: t.TempDir(), killed: map[string]int64{}, changed: make(chan struct{})},
+		independent: independent, ctx: ctx,
+	}
+	building := make(chan error, 1)
+	go func() { building <- h.build(ctx) }()
+	pg := pgtest.New(t)
+	h.pg = pg
+	if err := <-building; err != nil {
+		t.Fatal(err)
+	}
+	db := fenceDB(ctx, t, pg.DSN)
+	if _, err := db.Exec(ctx, `INSERT INTO fence VALUES ($1, 0, 0)`, clusterLock); err != nil {
+		t.Fatal(err)
+	}
+	lab, err := netlab.New(ctx, clusterNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.lab = lab
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Errorf("netlab: %v", err)
+		}
+	})
+	tr := &http.Transport{DialContext: lab.DialContext(lab.Clients()), DisableKeepAlives: true}
+	h.http = &http.Client{Transport: tr, Timeout: 3 * time.Second}
+	t.Cleanup(tr.CloseIdleConnections)
+	t.Cleanup(h.killNodes) // runs before the lab is closed
+	t.Cleanup(h.killAll)
+
+	for i := range clusterNodes {
+		h.nodes = append(h.nodes, nil)
+		join := ""
+		if i > 0 {
+			join = lab.ClusterIP(i-1) + ":" + adminPort
+		}
+		h.startNode(i, join)
+	}
+	if !independent {
+		h.waitRing("the first ring of three", func(st cluster.Status) bool { return len(st.Ring) == clusterNodes })
+	}
+	setup := time.Since(began)
+
+	for i := range clusterWorkers {
+		h.workers = append(h.workers, nil)
+		h.spawnWorker(i)
+	}
+	h.deadline = time.Now().Add(clusterBudget)
+	h.progress(clusterGrants)
+	if independent {
+		h.progress(4 * clusterGrants)
+	}
+	scenario := time.Now()
+	for _, f := range plan {
+		h.inject(f)
+		h.progress(clusterGrants)
+	}
+	scenarioTime := time.Since(scenario)
+	h.stopWorkers()
+	h.killNodes()
+
+	var dbWrites int64
+	if err := db.QueryRow(ctx, `SELECT writes FROM fence WHERE resource = $1`, clusterLock).Scan(&dbWrites); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(ctx, `SELECT seq, token, worker, shared FROM fence_log ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbLog, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (faultinject.DBWrite, error) {
+		var w faultinject.DBWrite
+		var tok int64
+		err := row.Scan(&w.Seq, &tok, &w.Worker, &w.Shared)
+		w.Token = uint64(tok)
+		return w, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := faultinject.Input{Records: h.records, Killed: h.killed, DB: dbLog, DBWrites: dbWrites}
+	rep := faultinject.CheckCluster(in, h.faults)
+	if d := os.Getenv("BATON_FAULTINJECT_DUMP"); d != "" {
+		h.dump(d, in)
+	}
+	what := "a cluster of three nodes"
+	if independent {
+		what = "three independent single servers"
+	}
+	t.Logf("cluster fault injection, %s, lease %v, plan %v: setup %.1fs, scenario %.1fs, total %.1fs\n%s",
+		what, clusterLease, plan, setup.Seconds(), scenarioTime.Seconds(), time.Since(began).Seconds(), rep)
+	return rep, h
+}
+
+// startNode starts a node process in slot i (its namespace), joining
+// through join (an admin address) or, empty, bootstrapping, and waits
+// until its admin API answers. A replacement gets a new id and a new
+// data directory: the operator's way back after a removal.
+func (h *clusterHarness) startNode(i int, join string) *node {
+	h.nodeGen++
+	id := fmt.Sprintf("n%d", i)
+	if h.nodeGen > clusterNodes {
+		id = fmt.Sprintf("n%dr%d", i, h.nodeGen)
+	}
+	args := []string{"serve", "-listen", "0.0.0.0:" + protoPort, "-io-timeout", "2s", "-log-format", "json"}
+	if !h.independent {
+		args = append(args, "-node-id", id, "-data-dir", filepath.Join(h.dir, id),
+			"-raft-listen", h.lab.ClusterIP(i)+":"+raftPort, "-admin-listen", "0.0.0.0:"+adminPort,
+			"-advertise-host", h.lab.ClusterIP(i))
+		if join == "" {
+			args = append(args, "-bootstrap")
+		} else {
+			args = append(args, "-join", join)
+		}
+	}
+	argv := h.lab.Exec(h.lab.Node(i), append([]string{h.bin}, args...)...)
+	n := &node{slot: i, id: id, p: h.start(id, -1, argv[0], nil, argv[1:]...)}
+	h.nodes[i] = n
+	deadline := time.Now().Add(waitMax)
+	for {
+		var err error
+		if h.independent {
+			err = h.dialNode(i)
+		} else {
+			_, err = h.status(i)
+		}
+		if err == nil {
+			return n
+		}
+		select {
+		case <-n.p.exited:
+			h.t.Fatalf("%s exited at start: %v\n%s", id, n.p.cmd.ProcessState, tail(n.p.stderr))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s does not answer after %v: %v\n%s", id, waitMax, err, tail(n.p.stderr))
+		}
+	}
+}
+
+func (h *clusterHarness) dialNode(i int) error {
+	ctx, cancel := context.WithTimeout(h.ctx, time.Second)
+	defer cancel()
+	c, err := h.lab.DialContext(h.lab.Clients())(ctx, "tcp", h.lab.ClientIP(i)+":"+protoPort)
+	if err == nil {
+		c.Close()
+	}
+	return err
+}
+
+// status reads node i's view of the cluster through its client link.
+func (h *clusterHarness) status(i int) (cluster.Status, error) {
+	var st cluster.Status
+	resp, err := h.http.Get("http://" + h.lab.ClientIP(i) + ":" + adminPort + "/cluster/v1/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status %s", resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// waitRing waits until every live node's status satisfies cond and all
+// have applied the same ring.
+func (h *clusterHarness) waitRing(what string, cond func(cluster.Status) bool) cluster.Status {
+	h.t.Helper()
+	deadline := time.Now().Add(2 * waitMax)
+	for {
+		var sts []cluster.Status
+		var err error
+		for _, n := range h.nodes {
+			if n == nil {
+				continue
+			}
+			var st cluster.Status
+			if st, err = h.status(n.slot); err != nil || !cond(st) {
+				break
+			}
+			sts = append(sts, st)
+		}
+		if err == nil && len(sts) == h.live() && sts[0].AppliedRingVersion > 0 &&
+			!slices.ContainsFunc(sts, func(st cluster.Status) bool { return st.AppliedRingVersion != sts[0].AppliedRingVersion }) {
+			return sts[0]
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no %s within %v: %d of %d nodes (%v)", what, 2*waitMax, len(sts), h.live(), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (h *clusterHarness) live() int {
+	n := 0
+	for _, x := range h.nodes {
+		if x != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// roles returns the slot of the lock's owner and of the Raft leader, as
+// the first node that knows a leader sees them.
+func (h *clusterHarness) roles() (owner, leader int) {
+	h.t.Helper()
+	deadline := time.Now().Add(waitMax)
+	for {
+		for _, n := range h.nodes {
+			if n == nil {
+				continue
+			}
+			st, err := h.status(n.slot)
+			if err != nil || st.Leader == "" {
+				continue
+			}
+			ownerID := cluster.NewRing(st.AppliedRingVersion, st.Ring).Owner(clusterLock)
+			owner, leader = -1, -1
+			for _, m := range h.nodes {
+				if m == nil {
+					continue
+				}
+				if m.id == ownerID {
+					owner = m.slot
+				}
+				if m.id == st.Leader {
+					leader = m.slot
+				}
+			}
+			if owner >= 0 && leader >= 0 {
+				return owner, leader
+			}
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no owner of %q and leader known within %v", clusterLock, waitMax)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pick returns the slot of the node in role.
+func (h *clusterHarness) pick(role string) (slot int, ownerLost bool) {
+	owner, leader := h.roles()
+	switch role {
+	case "owner":
+		return owner, true
+	case "leader":
+		return leader, leader == owner
+	case "follower":
+		for i := range clusterNodes {
+			if i != owner && i != leader {
+				return i, false
+			}
+		}
+	}
+	h.t.Fatalf("no node in role %q (owner %d, leader %d)", role, owner, leader)
+	return -1, false
+}
+
+// spawnWorker starts a worker in slot i, in the clients' namespace,
+// talking to node i % 3.
+func (h *clusterHarness) spawnWorker(i int) {
+	h.gen++
+	wc := faultinject.WorkerConfig{
+		ID:   fmt.Sprintf("w%d.%d", i, h.gen),
+		Addr: h.lab.ClientIP(i%clusterNodes) + ":" + protoPort, Lock: clusterLock, Lease: clusterLease,
+		DSN: h.pg.DSN, Writes: writes, Step: step,
+	}
+	if i >= clusterV1 {
+		wc.ID, wc.Modes = fmt.Sprintf("s%d.%d", i, h.gen), v2Modes
+	}
+	cfg, _ := json.Marshal(wc)
+	self, err := os.Executable()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	argv := h.lab.Exec(h.lab.Clients(), self)
+	h.workers[i] = h.start(wc.ID, i, argv[0], []string{workerEnv + "=" + string(cfg)}, argv[1:]...)
+}
+
+// inject applies one fault of the plan.
+func (h *clusterHarness) inject(f string) {
+	h.t.Helper()
+	kind, role, ok := strings.Cut(f, "-")
+	if kind == "client" {
+		var rest string
+		rest, role, ok = strings.Cut(role, "-")
+		kind = "client-" + rest
+	}
+	removed := false
+	if r, found := strings.CutSuffix(role, "-removed"); found {
+		role, removed = r, true
+	}
+	if !ok {
+		panic("fault " + f)
+	}
+	slot, ownerLost := h.pick(role)
+	n := h.nodes[slot]
+	fault := faultinject.ClusterFault{Kind: kind, Role: role, Node: n.id, OwnerLost: ownerLost, Start: faultinject.Mono()}
+	if removed {
+		fault.Role = role + "-removed"
+	}
+	switch kind {
+	case faultinject.FaultNodeKill:
+		n.p.signal(syscall.SIGKILL)
+		if !n.p.wait(waitMax) {
+			h.t.Fatalf("%s did not die of SIGKILL", n.id)
+		}
+		h.nodes[slot] = nil
+		fault.End = faultinject.Mono()
+		h.faults = append(h.faults, fault)
+		h.remove(n.id)
+		h.progress(clusterGrants / 2) // the lock moves on before the replacement
+		h.replace(slot)
+		return
+	case faultinject.FaultNodeStop:
+		if err := faultinject.Freeze(n.p.cmd.Process.Pid, waitMax); err != nil {
+			h.t.Fatalf("%s: %v", n.id, err)
+		}
+		if removed {
+			// The operator removes the frozen node; the lock is granted
+			// by its new owner before the node thaws.
+			h.nodes[slot] = nil
+			from := h.mark()
+			h.remove(n.id)
+			h.waitFor(from, "a grant by the new owner", func(r faultinject.Record) bool { return r.Ev == "acquired" })
+			h.nodes[slot] = n
+		} else {
+			time.Sleep(clusterHold)
+		}
+		n.p.signal(syscall.SIGCONT)
+		if removed {
+			// The thawed node's own clients, meanwhile.
+			time.Sleep(clusterHold)
+		}
+	case faultinject.FaultNodeCut:
+		h.must(h.lab.CutCluster(h.ctx, slot))
+		time.Sleep(clusterHold)
+		h.must(h.lab.HealCluster(h.ctx, slot))
+	case faultinject.FaultNodeClientCut:
+		h.must(h.lab.CutClient(h.ctx, slot))
+		time.Sleep(clusterHold)
+		h.must(h.lab.HealClient(h.ctx, slot))
+	default:
+		panic("unknown fault kind " + kind)
+	}
+	fault.End = faultinject.Mono()
+	h.faults = append(h.faults, fault)
+	if removed || !h.inRing(n.id) {
+		// Out of the ring: replace it.
+		n.p.signal(syscall.SIGKILL)
+		n.p.wait(waitMax)
+		h.nodes[slot] = nil
+		h.replace(slot)
+	}
+}
+
+func (h *clusterHarness) must(err error) {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// inRing reports whether the live nodes other than id still have id in
+// their ring.
+func (h *clusterHarness) inRing(id string) bool {
+	for _, n := range h.nodes {
+		if n == nil || n.id == id {
+			continue
+		}
+		if st, err := h.status(n.slot); err == nil {
+			return slices.Contains(st.Ring, id)
+		}
+	}
+	return true
+}
+
+// remove is the operator's 'baton cluster remove ID' after a node died
+// (a stand-in: a cluster node on this version does not remove a silent
+// member by itself). It retries through any live node until one accepts
+// (the remaining nodes may first have to elect a leader), then waits
+// until the live nodes have applied a ring without it.
+func (h *clusterHarness) remove(id string) {
+	h.t.Helper()
+	deadline := time.Now().Add(waitMax)
+	body, _ := json.Marshal(map[string]string{"id": id})
+	for done := false; !done; {
+		for _, n := range h.nodes {
+			if n == nil || n.id == id {
+				continue
+			}
+			resp, err := h.http.Post("http://"+h.lab.ClientIP(n.slot)+":"+adminPort+"/cluster/v1/remove", "application/json", bytes.NewReader(body))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent {
+					done = true
+					break
+				}
+			}
+		}
+		if !done {
+			if time.Now().After(deadline) {
+				h.t.Fatalf("no live node removed %s within %v", id, waitMax)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	h.waitRing("a ring without "+id, func(st cluster.Status) bool { return !slices.Contains(st.Ring, id) })
+}
+
+// replace starts a new node in slot, joining through a live node, and
+// waits until every node has it in its ring.
+func (h *clusterHarness) replace(slot int) {
+	h.t.Helper()
+	join := ""
+	for _, n := range h.nodes {
+		if n != nil {
+			join = h.lab.ClusterIP(n.slot) + ":" + adminPort
+			break
+		}
+	}
+	n := h.startNode(slot, join)
+	h.waitRing("a ring with "+n.id, func(st cluster.Status) bool { return slices.Contains(st.Ring, n.id) })
+}
+
+// stopWorkers ends the workers (end of stdin) and checks that they exit
+// cleanly.
+func (h *clusterHarness) stopWorkers() {
+	for _, w := range h.workers {
+		w.stdin.Close()
+	}
+	for _, w := range h.workers {
+		if !w.wait(waitMax) {
+			h.t.Errorf("%s did not stop within %v of the end of its input; killing it", w.id, waitMax)
+			h.killed[w.id] = faultinject.Mono()
+			w.signal(syscall.SIGKILL)
+			w.wait(waitMax)
+		} else if !w.cmd.ProcessState.Success() {
+			h.t.Errorf("%s: %v\n%s", w.id, w.cmd.ProcessState, tail(w.stderr))
+		}
+	}
+}
+
+// killNodes kills every node still running (nodes are not under test at
+// the end: a planned stop would only hand the names around).
+func (h *clusterHarness) killNodes() {
+	for i, n := range h.nodes {
+		if n == nil {
+			continue
+		}
+		select {
+		case <-n.p.exited:
+		default:
+			n.p.cmd.Process.Kill()
+			n.p.cmd.Process.Signal(syscall.SIGCONT)
+			n.p.wait(waitMax)
+		}
+		h.nodes[i] = nil
+	}
+}
