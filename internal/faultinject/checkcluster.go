@@ -53,18 +53,28 @@ type ClusterReport struct {
 	ByFault map[string]*FaultStats // by Label; "before" is the run up to the first fault
 }
 
-// String adds the per-fault table to the report.
+// String summarizes the report: the run's figures, then a row per kind
+// of fault.
 func (r *ClusterReport) String() string {
 	var b strings.Builder
-	b.WriteString(r.Report.String())
-	fmt.Fprintf(&b, "\n%-18s %6s %6s %9s %8s %6s %8s  %s", "fault", "faults", "grants", "accepted", "refused", "failed", "overlaps", "owner's fault to next grant")
+	fmt.Fprintf(&b, "workers %d, grants %d (ownership intervals the workers logged)\n", r.Workers, r.Grants)
+	fmt.Fprintf(&b, "faults injected: %s\n", formatCounts(r.Faults))
+	fmt.Fprintf(&b, "writes and reads: %d accepted (%d reads), %d stale refused by the fence (%d reads), %d failed; %d sent after the holder had lost the lock\n",
+		r.Accepted, r.Reads, r.Rejected, r.ReadsRef, r.Failed, r.Late)
+	fmt.Fprintf(&b, "pairs of shared holders at once: %d, of them claims of one session: %d\n", r.ReaderPairs, r.SessionPairs)
+	fmt.Fprintf(&b, "version 2 sessions lost: %d, ending %d held claims (at most %d at once)\n", r.SessionLosses, r.LostClaims, r.MaxLostClaims)
+	fmt.Fprintf(&b, "%-22s %6s %6s %9s %8s %6s %8s  %s", "fault", "faults", "grants", "accepted", "refused", "failed", "overlaps", "owner's fault to next grant")
 	for _, k := range slices.Sorted(maps.Keys(r.ByFault)) {
 		s := r.ByFault[k]
 		var ng []string
 		for _, d := range s.NextGrant {
 			ng = append(ng, fmt.Sprintf("%.1fs", d.Seconds()))
 		}
-		fmt.Fprintf(&b, "\n%-18s %6d %6d %9d %8d %6d %8d  %s", k, s.Faults, s.Grants, s.Accepted, s.Refused, s.Failed, s.Overlaps, strings.Join(ng, " "))
+		fmt.Fprintf(&b, "\n%-22s %6d %6d %9d %8d %6d %8d  %s", k, s.Faults, s.Grants, s.Accepted, s.Refused, s.Failed, s.Overlaps, strings.Join(ng, " "))
+	}
+	fmt.Fprintf(&b, "\nviolations: %d", len(r.Violations))
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "\n  - %s", v)
 	}
 	return b.String()
 }

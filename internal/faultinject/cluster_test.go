@@ -63,7 +63,7 @@ func clusterPlan() []string {
 		return strings.Split(p, ",")
 	}
 	if os.Getenv("CI") == "true" {
-		return clusterPlanCI
+		return slices.Concat(clusterPlanCI, clusterPlanCI) // two rounds
 	}
 	return clusterPlanShort
 }
@@ -108,7 +108,7 @@ func TestClusterFaultInjectionUnsafe(t *testing.T) {
 		plan        []string
 	}{
 		{"independent-servers", true, nil},
-		{"removed-while-frozen", false, []string{"stop-owner-removed"}},
+		{"removed-while-frozen", false, []string{"stop-owner-removed", "stop-owner-removed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep, h := runClusterSuite(t, tc.plan, tc.independent)

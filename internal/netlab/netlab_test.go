@@ -172,9 +172,20 @@ func TestLab(t *testing.T) {
 	}
 }
 
-// A lab's namespaces are gone after Close.
+// A lab's namespaces are gone after Close, and a crashed run's (its
+// process gone) are removed by the next New.
 func TestLabClose(t *testing.T) {
+	if netlab.Available() == nil {
+		// No process has a pid above the kernel's limit (at most 2^22).
+		out, err := exec.Command("ip", "netns", "add", netlab.Prefix+"99999999-1-hub").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip netns add: %v: %s", err, out)
+		}
+	}
 	l := lab(t, 1)
+	if _, err := os.Stat("/run/netns/" + netlab.Prefix + "99999999-1-hub"); !os.IsNotExist(err) {
+		t.Errorf("a crashed run's namespace after New: %v", err)
+	}
 	ns := l.Node(0)
 	if _, err := os.Stat("/run/netns/" + ns); err != nil {
 		t.Fatal(err)
