@@ -73,8 +73,12 @@ func (r *ClusterReport) String() string {
 		fmt.Fprintf(&b, "\n%-22s %6d %6d %9d %8d %6d %8d  %s", k, s.Faults, s.Grants, s.Accepted, s.Refused, s.Failed, s.Overlaps, strings.Join(ng, " "))
 	}
 	fmt.Fprintf(&b, "\nviolations: %d", len(r.Violations))
-	for _, v := range r.Violations {
+	const shown = 20 // an unsafe setup has hundreds
+	for _, v := range r.Violations[:min(len(r.Violations), shown)] {
 		fmt.Fprintf(&b, "\n  - %s", v)
+	}
+	if len(r.Violations) > shown {
+		fmt.Fprintf(&b, "\n  ... and %d more", len(r.Violations)-shown)
 	}
 	return b.String()
 }
