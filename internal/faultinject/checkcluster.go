@@ -17,6 +17,7 @@ const (
 	FaultNodeStop      = "stop"       // SIGSTOP, later SIGCONT, of the node
 	FaultNodeCut       = "cut"        // the node's cluster link down, later up
 	FaultNodeClientCut = "client-cut" // the node's client link down, later up
+	FaultNodeRestart   = "restart"    // SIGKILL, then the node again on its data directory
 )
 
 // ClusterFault is one fault of the cluster suite: Kind (a FaultNode*

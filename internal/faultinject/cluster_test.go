@@ -52,6 +52,7 @@ var (
 		"kill-owner", "stop-leader", "cut-follower", "client-cut-owner",
 		"kill-leader", "stop-owner", "cut-owner", "client-cut-follower",
 		"kill-follower", "stop-follower", "cut-leader", "kill-owner",
+		"restart-owner", "restart-follower",
 	}
 	clusterPlanShort = []string{"kill-owner", "stop-leader", "cut-owner", "client-cut-follower", "kill-follower"}
 )
@@ -131,6 +132,7 @@ type clusterHarness struct {
 	http        *http.Client // dials from the clients' namespace
 	nodes       []*node      // by slot, the current node process
 	nodeGen     int
+	procs       int // node processes started
 	independent bool // single servers, not a cluster
 	faults      []faultinject.ClusterFault
 	ctx         context.Context
@@ -190,7 +192,7 @@ func runClusterSuite(t *testing.T, plan []string, independent bool) (*faultinjec
 		if i > 0 {
 			join = lab.ClusterIP(i-1) + ":" + adminPort
 		}
-		h.startNode(i, join)
+		h.startNode(i, join, "")
 	}
 	if !independent {
 		h.waitRing("the first ring of three", func(st cluster.Status) bool { return len(st.Ring) == clusterNodes })
@@ -251,25 +253,34 @@ func runClusterSuite(t *testing.T, plan []string, independent bool) (*faultinjec
 // through join (an admin address) or, empty, bootstrapping, and waits
 // until its admin API answers. A replacement gets a new id and a new
 // data directory: the operator's way back after a removal.
-func (h *clusterHarness) startNode(i int, join string) *node {
-	h.nodeGen++
-	id := fmt.Sprintf("n%d", i)
-	if h.nodeGen > clusterNodes {
-		id = fmt.Sprintf("n%dr%d", i, h.nodeGen)
+//
+// With restart, the node restarts as id on its data directory, and
+// rejoins by itself.
+func (h *clusterHarness) startNode(i int, join, restart string) *node {
+	id := restart
+	if id == "" {
+		h.nodeGen++
+		id = fmt.Sprintf("n%d", i)
+		if h.nodeGen > clusterNodes {
+			id = fmt.Sprintf("n%dr%d", i, h.nodeGen)
+		}
 	}
 	args := []string{"serve", "-listen", "0.0.0.0:" + protoPort, "-io-timeout", "2s", "-log-format", "json"}
 	if !h.independent {
 		args = append(args, "-node-id", id, "-data-dir", filepath.Join(h.dir, id),
 			"-raft-listen", h.lab.ClusterIP(i)+":"+raftPort, "-admin-listen", "0.0.0.0:"+adminPort,
 			"-advertise-host", h.lab.ClusterIP(i))
-		if join == "" {
+		switch {
+		case restart != "":
+		case join == "":
 			args = append(args, "-bootstrap")
-		} else {
+		default:
 			args = append(args, "-join", join)
 		}
 	}
 	argv := h.lab.Exec(h.lab.Node(i), append([]string{h.bin}, args...)...)
-	n := &node{slot: i, id: id, p: h.start(id, -1, argv[0], nil, argv[1:]...)}
+	h.procs++
+	n := &node{slot: i, id: id, p: h.start(fmt.Sprintf("%s.%d", id, h.procs), -1, argv[0], nil, argv[1:]...)}
 	h.nodes[i] = n
 	deadline := time.Now().Add(waitMax)
 	for {
@@ -469,6 +480,19 @@ func (h *clusterHarness) inject(f string) {
 		h.progress(clusterGrants / 2) // the lock moves on before the replacement
 		h.replace(slot)
 		return
+	case faultinject.FaultNodeRestart:
+		// A crash and a restart on the same data directory, at once,
+		// with no removal: the node comes back without its memory.
+		n.p.signal(syscall.SIGKILL)
+		if !n.p.wait(waitMax) {
+			h.t.Fatalf("%s did not die of SIGKILL", n.id)
+		}
+		h.nodes[slot] = nil
+		h.startNode(slot, "", n.id)
+		h.waitRing(n.id+" back in the ring", func(st cluster.Status) bool { return slices.Contains(st.Ring, n.id) })
+		fault.End = faultinject.Mono()
+		h.faults = append(h.faults, fault)
+		return
 	case faultinject.FaultNodeStop:
 		if err := faultinject.Freeze(n.p.cmd.Process.Pid, waitMax); err != nil {
 			h.t.Fatalf("%s: %v", n.id, err)
@@ -576,7 +600,7 @@ func (h *clusterHarness) replace(slot int) {
 			break
 		}
 	}
-	n := h.startNode(slot, join)
+	n := h.startNode(slot, join, "")
 	h.waitRing("a ring with "+n.id, func(st cluster.Status) bool { return slices.Contains(st.Ring, n.id) })
 }
 
