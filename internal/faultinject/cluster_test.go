@@ -42,19 +42,20 @@ const (
 )
 
 // Faults of the cluster plan: "kind-role", kind one of kill, stop, cut,
-// client-cut, role one of owner (of clusterLock), leader (Raft's),
-// follower (neither). "stop-owner-removed" freezes the owner, has it
+// client-cut, restart, role one of owner (of clusterLock), leader
+// (Raft's), follower (neither). A "-steered" fault first pauses a holder
+// between its check and its write (steerLate). "stop-owner-removed" freezes the owner, has it
 // removed while frozen, waits for a grant by the new owner, then thaws
 // it: without a node that stops serving once it has lost its quorum,
 // the thawed node grants the lock again (TestClusterFaultInjectionUnsafe).
 var (
 	clusterPlanCI = []string{
-		"kill-owner", "stop-leader", "cut-follower", "client-cut-owner",
+		"kill-owner-steered", "stop-leader", "cut-follower", "client-cut-owner",
 		"kill-leader", "stop-owner", "cut-owner", "client-cut-follower",
 		"kill-follower", "stop-follower", "cut-leader", "kill-owner",
-		"restart-owner", "restart-follower",
+		"restart-owner-steered", "restart-follower",
 	}
-	clusterPlanShort = []string{"kill-owner", "stop-leader", "cut-owner", "client-cut-follower", "kill-follower"}
+	clusterPlanShort = []string{"kill-owner-steered", "stop-leader", "cut-owner", "client-cut-follower", "kill-follower"}
 )
 
 const clusterLock = "resource"
@@ -90,8 +91,11 @@ func TestClusterFaultInjection(t *testing.T) {
 	for _, p := range h.problems {
 		t.Errorf("%s", p)
 	}
-	if rep.Grants == 0 || rep.Accepted == 0 || rep.GrantsBy == nil {
+	if rep.Grants == 0 || rep.Accepted == 0 {
 		t.Errorf("the run granted nothing")
+	}
+	if h.steered > 0 && rep.Rejected == 0 {
+		t.Errorf("%d steered faults, but the fence refused no write", h.steered)
 	}
 }
 
@@ -244,8 +248,8 @@ func runClusterSuite(t *testing.T, plan []string, independent bool) (*faultinjec
 	if independent {
 		what = "three independent single servers"
 	}
-	t.Logf("cluster fault injection, %s, lease %v, plan %v: setup %.1fs, scenario %.1fs, total %.1fs\n%s",
-		what, clusterLease, plan, setup.Seconds(), scenarioTime.Seconds(), time.Since(began).Seconds(), rep)
+	t.Logf("cluster fault injection, %s, lease %v, plan %v: setup %.1fs, scenario %.1fs, total %.1fs\n%s\nsteered faults whose late write the fence refused: %d of %d",
+		what, clusterLease, plan, setup.Seconds(), scenarioTime.Seconds(), time.Since(began).Seconds(), rep, h.steeredRefused, h.steered)
 	return rep, h
 }
 
@@ -454,18 +458,27 @@ func (h *clusterHarness) inject(f string) {
 		rest, role, ok = strings.Cut(role, "-")
 		kind = "client-" + rest
 	}
-	removed := false
+	removed, steered := false, false
 	if r, found := strings.CutSuffix(role, "-removed"); found {
 		role, removed = r, true
 	}
+	if r, found := strings.CutSuffix(role, "-steered"); found {
+		role, steered = r, true
+	}
 	if !ok {
 		panic("fault " + f)
+	}
+	if steered {
+		defer h.steerLate()()
 	}
 	slot, ownerLost := h.pick(role)
 	n := h.nodes[slot]
 	fault := faultinject.ClusterFault{Kind: kind, Role: role, Node: n.id, OwnerLost: ownerLost, Start: faultinject.Mono()}
 	if removed {
 		fault.Role = role + "-removed"
+	}
+	if steered {
+		fault.Role = role + "-steered"
 	}
 	switch kind {
 	case faultinject.FaultNodeKill:
@@ -532,6 +545,41 @@ func (h *clusterHarness) inject(f string) {
 		n.p.wait(waitMax)
 		h.nodes[slot] = nil
 		h.replace(slot)
+	}
+}
+
+// steerLate makes the fault that follows hit a holder between the check
+// of its context and its write: the holder is told to pause there and,
+// once it has, the fault is injected. The function it returns waits for
+// the lock to move on (a write with a higher token accepted), lets the
+// holder go on with its write, and requires the fence to refuse it. The
+// holder is not frozen: its client gives up on time, and the write is
+// one it sends after that (Late), as a program whose check-then-act gap
+// spans the failover would.
+func (h *clusterHarness) steerLate() func() {
+	h.t.Helper()
+	h.steered++
+	from := h.mark()
+	w, _ := h.holder()
+	w.command("pause")
+	chk := h.waitFor(from, w.id+" pausing after its check", func(r faultinject.Record) bool {
+		return faultinject.Proc(r.W) == w.id && r.Ev == "check" && r.Paused
+	})
+	return func() {
+		h.t.Helper()
+		h.waitFor(from, fmt.Sprintf("accepted write with a token above %s's %d", chk.W, chk.Tok), func(r faultinject.Record) bool {
+			return r.Ev == "write" && r.OK && r.Tok > chk.Tok && (!chk.Shared || !r.Shared)
+		})
+		w.command("resume")
+		late := h.waitFor(from, chk.W+"'s late write", func(r faultinject.Record) bool {
+			return r.W == chk.W && r.Ev == "write" && r.Tok == chk.Tok && r.T0 > chk.T
+		})
+		if !late.OK && late.Err == "" {
+			h.steeredRefused++
+		} else {
+			h.problem("%s's write (shared %v) with token %d after the lock moved on: accepted %v, error %q; want refused by the fence",
+				chk.W, chk.Shared, chk.Tok, late.OK, late.Err)
+		}
 	}
 }
 
