@@ -136,7 +136,7 @@ type clusterHarness struct {
 	http        *http.Client // dials from the clients' namespace
 	nodes       []*node      // by slot, the current node process
 	nodeGen     int
-	procs       int // node processes started
+	procs       int  // node processes started
 	independent bool // single servers, not a cluster
 	faults      []faultinject.ClusterFault
 	ctx         context.Context
