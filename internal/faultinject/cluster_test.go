@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/batonlock/baton/cluster"
 	"github.com/batonlock/baton/internal/faultinject"
 	"github.com/batonlock/baton/internal/netlab"
@@ -221,24 +219,7 @@ func runClusterSuite(t *testing.T, plan []string, independent bool) (*faultinjec
 	h.stopWorkers()
 	h.killNodes()
 
-	var dbWrites int64
-	if err := db.QueryRow(ctx, `SELECT writes FROM fence WHERE resource = $1`, clusterLock).Scan(&dbWrites); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := db.Query(ctx, `SELECT seq, token, worker, shared FROM fence_log ORDER BY seq`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbLog, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (faultinject.DBWrite, error) {
-		var w faultinject.DBWrite
-		var tok int64
-		err := row.Scan(&w.Seq, &tok, &w.Worker, &w.Shared)
-		w.Token = uint64(tok)
-		return w, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbWrites, dbLog := readFence(ctx, t, db, clusterLock)
 	in := faultinject.Input{Records: h.records, Killed: h.killed, DB: dbLog, DBWrites: dbWrites}
 	rep := faultinject.CheckCluster(in, h.faults)
 	if d := os.Getenv("BATON_FAULTINJECT_DUMP"); d != "" {
@@ -650,24 +631,6 @@ func (h *clusterHarness) replace(slot int) {
 	}
 	n := h.startNode(slot, join, "")
 	h.waitRing("a ring with "+n.id, func(st cluster.Status) bool { return slices.Contains(st.Ring, n.id) })
-}
-
-// stopWorkers ends the workers (end of stdin) and checks that they exit
-// cleanly.
-func (h *clusterHarness) stopWorkers() {
-	for _, w := range h.workers {
-		w.stdin.Close()
-	}
-	for _, w := range h.workers {
-		if !w.wait(waitMax) {
-			h.t.Errorf("%s did not stop within %v of the end of its input; killing it", w.id, waitMax)
-			h.killed[w.id] = faultinject.Mono()
-			w.signal(syscall.SIGKILL)
-			w.wait(waitMax)
-		} else if !w.cmd.ProcessState.Success() {
-			h.t.Errorf("%s: %v\n%s", w.id, w.cmd.ProcessState, tail(w.stderr))
-		}
-	}
 }
 
 // killNodes kills every node still running (nodes are not under test at
