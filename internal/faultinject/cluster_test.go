@@ -32,7 +32,7 @@ const (
 	clusterV1      = 3
 	clusterGrants  = 6               // grants to wait for after each fault
 	clusterHold    = 3 * time.Second // how long a freeze or a cut lasts: 1.5 leases
-	clusterBudget  = 150 * time.Second
+	clusterBudget  = 3 * time.Minute
 	// The node's ports, the same in every node's namespace.
 	protoPort = "7070"
 	adminPort = "7072"
@@ -155,7 +155,7 @@ func runClusterSuite(t *testing.T, plan []string, independent bool) (*faultinjec
 		}
 		t.Skip(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	h := &clusterHarness{
 		harness:     &harness{t: t, dir: t.TempDir(), killed: map[string]int64{}, changed: make(chan struct{})},
