@@ -14,6 +14,9 @@ const (
 	ClusterLeave  = "cluster_leave"  // a member was marked leaving (a planned leave): member
 	ClusterRemove = "cluster_remove" // a member was taken out of the cluster: member
 	ClusterRing   = "cluster_ring"   // this node applied a ring version: ring_version, ring, committed_at
+	// ClusterAutoRemove is written by the leader that removed a member it
+	// had not heard from for the removal timeout: member (id only).
+	ClusterAutoRemove = "cluster_auto_remove"
 )
 
 // ClusterMember is a member as a cluster record shows it.

@@ -361,6 +361,9 @@ func TestCrashRestartStaysGated(t *testing.T) {
 	if _, err := n3.AcquireEpoch(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := n3.WaitContact(ctx); err != nil {
+		t.Fatal(err)
+	}
 	name := nameOwnedBy(t, n3.Ring(), "node-3")
 	if d := n3.Route(name, false, time.Now()); d.Action != Queue {
 		t.Errorf("node-3, restarted after a crash, routes its %s as %+v, want queue (restart warm-up)", name, d)

@@ -17,6 +17,7 @@ import (
 //	POST /cluster/v1/remove  body: {"id": "node-3"}   remove a member (a dead node; "planned": true for a leave)
 //	POST /cluster/v1/apply   body: a log command      a member's write, forwarded to the leader
 //	POST /cluster/v1/handoff body: handoffRequest     a prior owner's hand-off of moving names (handoff.go)
+//	POST /cluster/v1/contact body: {"id": "node-2"}   a member's quorum contact, answered by the leader (contact.go)
 //	GET  /cluster/v1/status                           this node's view: Status
 //
 // A write that reaches a follower is forwarded once to the leader, with
@@ -115,6 +116,7 @@ func (n *Node) Handler() http.Handler {
 		mux.HandleFunc("POST "+p, func(w http.ResponseWriter, r *http.Request) { n.serveWrite(w, r, p) })
 	}
 	mux.HandleFunc("POST "+pathHandoff, n.serveHandoff)
+	mux.HandleFunc("POST "+pathContact, n.serveContact)
 	mux.HandleFunc("GET "+pathStatus, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, n.Status())
 	})

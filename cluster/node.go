@@ -94,6 +94,16 @@ type Config struct {
 	// HandoffTimeout bounds the leader's wait for the hand-offs of a
 	// planned change (handoff.go); zero means DefaultHandoffTimeout.
 	HandoffTimeout time.Duration
+	// SelfStop is T_self: after this long on its own clock without quorum
+	// contact a node serves nothing (contact.go); zero means
+	// DefaultSelfStop. RemoveAfter is T: the leader removes a member it
+	// has not heard from for this long; zero means DefaultRemoveAfter.
+	// Open refuses a pair ValidateFailover refuses.
+	SelfStop    time.Duration
+	RemoveAfter time.Duration
+	// OnAutoRemove, when set, is called on the leader after it removed a
+	// silent member, with how long it had been silent.
+	OnAutoRemove func(id string, silent time.Duration)
 	// Now is the clock written into ring changes (their commit time) and
 	// used once at bootstrap for the epoch floor; nil means time.Now.
 	Now func() time.Time
@@ -140,6 +150,10 @@ type Node struct {
 	installedFrom map[uint64]map[string]bool
 	cameBack      bool
 
+	// contact is the quorum contact and, on the leader, the members'
+	// silence (contact.go).
+	contact contactState
+
 	tokens  *Tokens
 	renewCh chan struct{} // Tokens running low: commit the next epoch
 	done    chan struct{} // closed by Shutdown
@@ -158,6 +172,15 @@ func Open(cfg Config) (*Node, error) {
 	}
 	if cfg.Scheme == "" {
 		cfg.Scheme = "http"
+	}
+	if cfg.SelfStop == 0 {
+		cfg.SelfStop = DefaultSelfStop
+	}
+	if cfg.RemoveAfter == 0 {
+		cfg.RemoveAfter = DefaultRemoveAfter
+	}
+	if err := ValidateFailover(cfg.SelfStop, cfg.RemoveAfter); err != nil {
+		return nil, err
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -237,8 +260,14 @@ func Open(cfg Config) (*Node, error) {
 	if n.client == nil {
 		n.client = &http.Client{Timeout: 10 * time.Second}
 	}
+	n.contact.init(cfg)
 	n.fsm.onRing = n.ringChanged
-	n.fsm.onEvent = cfg.OnEvent
+	n.fsm.onEvent = func(e Event) {
+		n.noteEvent(e)
+		if cfg.OnEvent != nil {
+			cfg.OnEvent(e)
+		}
+	}
 	n.fsm.replayTo = lastIndex
 	n.fsm.opening = true
 	n.fsm.onPending = n.pendingApplied
@@ -275,9 +304,10 @@ func Open(cfg Config) (*Node, error) {
 	})
 	r.RegisterObserver(n.observer)
 	go n.observe()
-	n.renewWG.Add(2)
+	n.renewWG.Add(3)
 	go n.renew()
 	go n.handoffLoop()
+	go n.contactLoop()
 	return n, nil
 }
 

@@ -67,6 +67,9 @@ func startNodeWith(t *testing.T, id, dir, raftAddr, adminAddr string, change fun
 		HeartbeatTimeout: testHeartbeat, ElectionTimeout: testElection, LeaderLeaseTimeout: testLease,
 		SnapshotThreshold: 8, SnapshotInterval: 50 * time.Millisecond,
 		GateSlack: testSlack, HandoffTimeout: testHandoff,
+		// No automatic removal in the tests that do not test it: a
+		// test's own removal must not find the member gone.
+		RemoveAfter: time.Hour,
 	}
 	if change != nil {
 		change(&cfg)
@@ -110,12 +113,18 @@ func ctxT(t *testing.T) context.Context {
 // members (so that a follower forwards some joins to the leader).
 func startCluster(t *testing.T, size int) []*testNode {
 	t.Helper()
+	return startClusterWith(t, size, nil)
+}
+
+// startClusterWith is startCluster with a change to each node's Config.
+func startClusterWith(t *testing.T, size int, change func(*Config)) []*testNode {
+	t.Helper()
 	ctx := ctxT(t)
 	base := t.TempDir()
 	var nodes []*testNode
 	for i := 1; i <= size; i++ {
 		id := fmt.Sprintf("node-%d", i)
-		n := startNode(t, id, filepath.Join(base, id), "127.0.0.1:0", "127.0.0.1:0")
+		n := startNodeWith(t, id, filepath.Join(base, id), "127.0.0.1:0", "127.0.0.1:0", change)
 		if i == 1 {
 			if err := n.Bootstrap(ctx); err != nil {
 				t.Fatalf("bootstrap: %v", err)

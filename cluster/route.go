@@ -45,9 +45,12 @@ const (
 	// another node (handoff.go): nothing is granted here; hold the
 	// request and ask again (after the change it is forwarded).
 	Frozen
+	// NoContact: this node has no quorum contact (contact.go): it serves
+	// nothing, forwards nothing; answer the retryable error.
+	NoContact
 )
 
-var actionNames = [...]string{"serve", "queue", "not-ready", "forward", "not-owner", "no-owner", "frozen"}
+var actionNames = [...]string{"serve", "queue", "not-ready", "forward", "not-owner", "no-owner", "frozen", "no-contact"}
 
 func (a Action) String() string {
 	if a >= 0 && int(a) < len(actionNames) {
@@ -64,9 +67,10 @@ type Decision struct {
 	Until       time.Time // Queue: when the warm-up of this name ends
 }
 
-// DefaultGateSlack is added to the largest lease to make the warm-up; it
-// covers the client's heartbeat round trip and timer lateness. Part of the
-// timing argument of a node's death (docs/cluster.md).
+// DefaultGateSlack is added to the largest lease, scaled for clock drift
+// (WarmupFor), to make the warm-up; it covers the client's heartbeat
+// round trip and timer lateness. Part of the timing argument of a node's
+// death (docs/high-availability.md).
 const DefaultGateSlack = 2 * time.Second
 
 // maxTakeovers bounds the recent ring changes remembered for gating; the
@@ -143,13 +147,10 @@ func (n *Node) HandedOver(version uint64) {
 }
 
 // Warmup is the current warm-up of a name taken without its state: the
-// largest lease granted plus the gate slack.
+// largest lease granted, scaled by (1+ρ)/(1−ρ), plus the gate slack
+// (WarmupFor).
 func (n *Node) Warmup() time.Duration {
-	slack := n.cfg.GateSlack
-	if slack <= 0 {
-		slack = DefaultGateSlack
-	}
-	return n.fsm.maxLease() + slack
+	return WarmupFor(n.fsm.maxLease(), n.slack())
 }
 
 // Route decides what this node does with a request for name; forwarded
@@ -177,7 +178,7 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 	if ownerID == n.cfg.ID && ready {
 		w := n.fsm.md.MaxLease
 		for _, t := range n.takeovers {
-			if !n.handedOver[t.version] && now.Before(t.at.Add(w+n.slack())) {
+			if !n.handedOver[t.version] && now.Before(t.at.Add(WarmupFor(w, n.slack()))) {
 				open = append(open, t)
 			}
 		}
@@ -193,12 +194,16 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 	frozen := ownerID == n.cfg.ID && n.pendingRing != nil && n.pendingRing.Owner(name) != n.cfg.ID
 	restarted := n.existing && !n.cameBack
 	startedAt := n.startedAt
-	w := n.fsm.md.MaxLease + n.slack()
+	w := WarmupFor(n.fsm.md.MaxLease, n.slack())
 	n.mu.Unlock()
 	n.fsm.mu.Unlock()
 
 	d := Decision{Owner: owner, RingVersion: r.Version()}
 	switch {
+	case !n.InContact(time.Now()):
+		// Read before the gate of a lapse below: contactAt sets that
+		// gate before the anchor that makes this true.
+		d.Action = NoContact
 	case ownerID == "":
 		d.Action = NoOwner
 	case ownerID != n.cfg.ID && forwarded:
@@ -211,9 +216,13 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 		d.Action = NotReady
 	default:
 		d.Action = Serve
-		// A restarted node lost the state of every name it owns.
+		// A restarted node lost the state of every name it owns; so did
+		// a node whose quorum contact lapsed (it ended its sessions).
 		if restarted && now.Before(startedAt.Add(w)) {
 			d.Action, d.Until = Queue, startedAt.Add(w)
+		}
+		if until, gated := n.resumedGate(now, w); gated && until.After(d.Until) {
+			d.Action, d.Until = Queue, until
 		}
 		for _, t := range open {
 			prev, ok := prevRings[t.version]

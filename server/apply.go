@@ -97,6 +97,7 @@ func (srv *Server) deliver(ds []delivery) {
 		type failure struct {
 			s      *session
 			reason locktable.Reason
+			err    error
 		}
 		var failed []failure
 		for _, d := range ds {
@@ -110,7 +111,7 @@ func (srv *Server) deliver(ds []delivery) {
 				err = d.to.closeWithError(d.send.Code)
 			}
 			if err != nil {
-				failed = append(failed, failure{d.to, writeFailureReason(err)})
+				failed = append(failed, failure{d.to, writeFailureReason(err), err})
 			}
 		}
 		ds = nil
@@ -130,7 +131,9 @@ func (srv *Server) deliver(ds []delivery) {
 		}
 		srv.mu.Unlock()
 		for _, f := range failed {
-			f.s.conn.Close()
+			if !errors.Is(f.err, errSelfStopped) { // its reader closes it after ERROR 0x03
+				f.s.conn.Close()
+			}
 		}
 	}
 }

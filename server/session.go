@@ -427,6 +427,9 @@ var errWriteBudget = fmt.Errorf("server: writes to the session blocked for io-ti
 // client reading and refills the budget, so a holder of many days never
 // loses its lock to scheduling noise that happened to slow a few writes.
 func (s *session) writeLocked(b []byte) error {
+	if !s.closing.Load() && !s.srv.inContact() {
+		return s.stopLocked() // no answer from a node cut off from its quorum (selfstop.go)
+	}
 	budget := s.srv.IOTimeout - s.blocked
 	if budget <= 0 {
 		return errWriteBudget
@@ -460,7 +463,11 @@ func (s *session) closeWithError(code protocol.Code) error {
 			v.omu.Unlock()
 			return nil
 		}
-		b = protocol.AppendSessionError(v.out, code, "")
+		b = v.out
+		if !s.srv.inContact() {
+			b = nil // no answer from a node cut off from its quorum (selfstop.go)
+		}
+		b = protocol.AppendSessionError(b, code, "")
 		v.out = nil
 		v.omu.Unlock()
 	} else {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton/audit"
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -53,6 +54,12 @@ type clusterRuntime struct {
 	// mover is the server, which hands lock state over on planned
 	// changes (cluster.Mover).
 	mover cluster.Mover
+	// srv is the server whose sessions a node without quorum contact
+	// ends (selfStopLoop); nil in tests of the runtime alone.
+	srv *server.Server
+	// selfStops counts the lapses of quorum contact (self-stops);
+	// autoRemovals the silent members this node removed as leader.
+	selfStops, autoRemovals prometheus.Counter
 }
 
 func newClusterRuntime(logger *slog.Logger) *clusterRuntime {
@@ -60,7 +67,15 @@ func newClusterRuntime(logger *slog.Logger) *clusterRuntime {
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_cluster_membership_changes_total",
 			Help: "Membership and ring changes this node has applied from the Raft log, by kind (join, leave, remove, ring); replays at start included.",
-		}, []string{"kind"})}
+		}, []string{"kind"}),
+		selfStops: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_cluster_self_stops_total",
+			Help: "Times this node lost its quorum contact for the self-stop timeout and stopped serving (its sessions ended with ERROR 0x03).",
+		}),
+		autoRemovals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_cluster_auto_removals_total",
+			Help: "Silent members this node, as Raft leader, removed from the cluster after the removal timeout.",
+		})}
 }
 
 // advertised returns the address recorded for the other members: the
@@ -131,6 +146,9 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		HTTPClient:   hc,
 		Scheme:       scheme,
 		OnEvent:      c.event,
+		SelfStop:     cfg.selfStop,
+		RemoveAfter:  cfg.removeAfter,
+		OnAutoRemove: c.autoRemoved,
 	}
 	if cfg.advertiseHost != "" {
 		ncfg.RaftAdvertise = advertised(cfg.raftListen, cfg.advertiseHost)
@@ -191,7 +209,11 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		return fmt.Errorf("committing the first token epoch: %w", err)
 	}
 	c.maxLease.Store(int64(n.Metadata().MaxLease))
+	if err := n.WaitContact(ectx); err != nil {
+		return err
+	}
 	c.ready.Store(true)
+	go c.selfStopLoop(n)
 	c.logger.Info("cluster node serving", "node_id", cfg.nodeID, "epoch", epoch, "ring_version", n.AppliedRingVersion())
 	return nil
 }
@@ -264,6 +286,61 @@ func (c *clusterRuntime) shutdown() {
 	}
 }
 
+// autoRemoved records, on the leader, the removal of a silent member:
+// log, metric and audit record (every node also records the removal it
+// applies, cluster_remove).
+func (c *clusterRuntime) autoRemoved(id string, silent time.Duration) {
+	c.autoRemovals.Inc()
+	c.logger.Warn("removed a silent member: its names go to the other nodes after the warm-up", "member", id,
+		"silent", silent.Round(time.Millisecond))
+	if c.audit != nil {
+		c.audit.Cluster(audit.ClusterEvent{Event: audit.ClusterAutoRemove, Time: time.Now(), Member: &audit.ClusterMember{ID: id}})
+	}
+}
+
+// InContact implements server.QuorumContact: the server answers nothing
+// while the node has no quorum contact (cluster.Node.InContact). Before
+// the node is ready the Router holds every claim, and the server does not
+// serve yet.
+func (c *clusterRuntime) InContact() bool {
+	n := c.node.Load()
+	return n == nil || !c.ready.Load() || n.InContact(time.Now())
+}
+
+// selfStopLoop ends every session of the server with ERROR 0x03 while the
+// node has no quorum contact, and logs each lapse and return, until
+// shutdown. (A session that writes meanwhile is ended at its write:
+// server.QuorumContact.)
+func (c *clusterRuntime) selfStopLoop(n *cluster.Node) {
+	t := time.NewTicker(cluster.ContactInterval(n.SelfStop()) / 2)
+	defer t.Stop()
+	in := true
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		switch now := n.InContact(time.Now()); {
+		case !now:
+			if in {
+				in = false
+				c.selfStops.Inc()
+				c.logger.Warn("no quorum contact for the self-stop timeout: serving nothing, sessions ended with ERROR 0x03",
+					"self_stop", n.SelfStop(), "contact_age", n.ContactAge().Round(time.Millisecond), "removed", n.Removed())
+			}
+			if c.srv != nil {
+				if k := c.srv.EndSessions(protocol.CodeNotOwner); k > 0 {
+					c.logger.Info("sessions ended: no quorum contact", "sessions", k)
+				}
+			}
+		case !in:
+			in = true
+			c.logger.Warn("quorum contact back: serving again after the warm-up", "warmup", n.Warmup())
+		}
+	}
+}
+
 // Next implements locktable.TokenSource: the node's epoch tokens. The
 // server asks for one only when Route said serve, which it says only
 // once the node is open and has committed an epoch.
@@ -277,6 +354,8 @@ func (c *clusterRuntime) Route(name string, lease time.Duration, forwarded bool)
 	}
 	d := n.Route(name, forwarded, time.Now())
 	switch d.Action {
+	case cluster.NoContact:
+		return server.Route{Action: server.RouteNotOwner}
 	case cluster.Serve:
 		if !c.recordLease(n, lease) {
 			return server.Route{Action: server.RouteHold}
@@ -298,7 +377,7 @@ func (c *clusterRuntime) Route(name string, lease time.Duration, forwarded bool)
 // RecordLease implements server.Router for a version 2 session's lease.
 func (c *clusterRuntime) RecordLease(lease time.Duration) bool {
 	n := c.node.Load()
-	return n != nil && c.recordLease(n, lease)
+	return n != nil && n.InContact(time.Now()) && c.recordLease(n, lease)
 }
 
 // recordLease raises the cluster's largest lease before a grant that
@@ -388,6 +467,12 @@ func (c *clusterRuntime) readiness() error {
 	if n == nil || !c.ready.Load() {
 		return errNotReady
 	}
+	if n.Removed() {
+		return errors.New("cluster node was removed from the cluster: restart it to join again")
+	}
+	if !n.InContact(time.Now()) {
+		return fmt.Errorf("cluster node has had no quorum contact for %v (self-stop %v): serving nothing", n.ContactAge().Round(time.Millisecond), n.SelfStop())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), readinessTimeout)
 	defer cancel()
 	if err := n.CaughtUp(ctx); err != nil {
@@ -423,7 +508,16 @@ func (c *clusterRuntime) register(reg *prometheus.Registry, srv *server.Server) 
 			return 0
 		}))
 	}
-	reg.MustRegister(c.changes)
+	reg.MustRegister(c.changes, c.selfStops, c.autoRemovals)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "baton_cluster_quorum_contact",
+		Help: "1 while this node is in contact with its Raft quorum and serves, 0 while it has stopped serving (no contact for the self-stop timeout, or removed).",
+	}, func() float64 {
+		if n := c.node.Load(); n != nil && n.InContact(time.Now()) {
+			return 1
+		}
+		return 0
+	}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "baton_cluster_ring_version",
 		Help: "The version of the ring this node has applied.",

@@ -20,6 +20,7 @@ import (
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/admin/ui"
 	"github.com/batonlock/baton/audit"
+	"github.com/batonlock/baton/cluster"
 	"github.com/batonlock/baton/internal/glob"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/tlsfiles"
@@ -119,6 +120,9 @@ type serveConfig struct {
 	// advertiseHost replaces the host of the addresses recorded for the
 	// other members.
 	advertiseHost string
+	// selfStop (T_self) and removeAfter (T): the failover timings
+	// (cluster.ValidateFailover).
+	selfStop, removeAfter time.Duration
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -145,6 +149,8 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.BoolVar(&cfg.bootstrap, "bootstrap", "BATON_BOOTSTRAP", false, "form a new cluster of this node (ignored when the data directory already holds one)")
 	fs.StringVar(&cfg.join, "join", "BATON_JOIN", "", "join the cluster through the admin address (host:port) of any member; a node restarted from its data directory rejoins without it; without -bootstrap or -join a new node waits for 'baton cluster join'")
 	fs.StringVar(&cfg.advertiseHost, "advertise-host", "BATON_ADVERTISE_HOST", "", "a cluster node's host name or IP as the other members and clients reach it, recorded with its listeners' ports; needed when a listener binds every interface; empty: the bound addresses")
+	fs.DurationVar(&cfg.selfStop, "cluster-self-stop", "BATON_CLUSTER_SELF_STOP", cluster.DefaultSelfStop, "a cluster node with no contact with its Raft quorum for this long serves nothing: it confirms no heartbeat, grants nothing and ends its sessions with ERROR 0x03")
+	fs.DurationVar(&cfg.removeAfter, "cluster-remove-after", "BATON_CLUSTER_REMOVE_AFTER", cluster.DefaultRemoveAfter, "the Raft leader removes a member it has not heard from for this long (not one stopped by SIGTERM); its names go to the other nodes after their warm-up; must exceed 1.0202 times -cluster-self-stop plus a tick of min(self-stop/5, 250ms) (clock drift up to 1%)")
 	fs.StringVar(&cfg.clusterIdentity, "cluster-identity", "BATON_CLUSTER_IDENTITY", "", "with TLS, a glob the certificate identity of every member node matches (and no client's): Raft, member API calls and relay hops are mutual TLS and accepted only from it")
 	return fs, cfg
 }
@@ -228,6 +234,9 @@ func (c *serveConfig) validateCluster(opt func(string) string) error {
 		return fmt.Errorf("%s with TLS needs %s: the certificate identity that makes a peer a member node", opt("node-id"), opt("cluster-identity"))
 	case c.tls.Cert == "" && c.clusterIdentity != "":
 		return fmt.Errorf("%s needs TLS: also give %s, %s and %s", opt("cluster-identity"), opt("tls-cert"), opt("tls-key"), opt("tls-client-ca"))
+	}
+	if err := cluster.ValidateFailover(c.selfStop, c.removeAfter); err != nil {
+		return fmt.Errorf("%s %v and %s %v: %v", opt("cluster-self-stop"), c.selfStop, opt("cluster-remove-after"), c.removeAfter, err)
 	}
 	if c.clusterIdentity != "" {
 		if _, err := glob.Compile(c.clusterIdentity); err != nil {
@@ -339,7 +348,7 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 		// A cluster node's tokens come from epochs committed through
 		// Raft (set below, once the node is open).
 		cl = newClusterRuntime(logger)
-		cl.mover = srv
+		cl.mover, cl.srv = srv, srv
 		srv.Router, srv.TrustHop, srv.Tokens, srv.NodeID = cl, cl.trustHop, cl, cfg.nodeID
 	} else {
 		tokens, closeTokens, err := openTokens(cfg.dataDir, logger)
