@@ -22,12 +22,15 @@ const (
 
 // ClusterFault is one fault of the cluster suite: Kind (a FaultNode*
 // constant) on the node in Role ("owner" of the lock, Raft "leader", or
-// "follower": neither), from Start to End (Mono). OwnerLost is set when
-// the node owned the lock when it was hit.
+// "follower": neither; with a variant, "owner-brief"), from Start to End
+// (Mono). OwnerLost is set when the node owned the lock when it was hit;
+// Removed is when the other nodes were seen to have removed it (0: they
+// did not).
 type ClusterFault struct {
 	Kind, Role, Node string
 	OwnerLost        bool
 	Start, End       int64
+	Removed          int64
 }
 
 // Label is "kind-role", the row of the per-fault report.
@@ -46,6 +49,9 @@ type FaultStats struct {
 	// NextGrant is, per fault that hit the lock's owner, the time from
 	// the fault's start to the next grant.
 	NextGrant []time.Duration
+	// Removal is, per fault after which the node was removed, the time
+	// from the fault's start to the removal.
+	Removal []time.Duration
 }
 
 // ClusterReport is what CheckCluster found.
@@ -64,14 +70,10 @@ func (r *ClusterReport) String() string {
 		r.Accepted, r.Reads, r.Rejected, r.ReadsRef, r.Failed, r.Late)
 	fmt.Fprintf(&b, "pairs of shared holders at once: %d, of them claims of one session: %d\n", r.ReaderPairs, r.SessionPairs)
 	fmt.Fprintf(&b, "version 2 sessions lost: %d, ending %d held claims (at most %d at once)\n", r.SessionLosses, r.LostClaims, r.MaxLostClaims)
-	fmt.Fprintf(&b, "%-22s %6s %6s %9s %8s %6s %8s  %s", "fault", "faults", "grants", "accepted", "refused", "failed", "overlaps", "owner's fault to next grant")
+	fmt.Fprintf(&b, "%-26s %6s %6s %9s %8s %6s %8s  %-16s %s", "fault", "faults", "grants", "accepted", "refused", "failed", "overlaps", "to removal", "owner hit: to next grant")
 	for _, k := range slices.Sorted(maps.Keys(r.ByFault)) {
 		s := r.ByFault[k]
-		var ng []string
-		for _, d := range s.NextGrant {
-			ng = append(ng, fmt.Sprintf("%.1fs", d.Seconds()))
-		}
-		fmt.Fprintf(&b, "\n%-22s %6d %6d %9d %8d %6d %8d  %s", k, s.Faults, s.Grants, s.Accepted, s.Refused, s.Failed, s.Overlaps, strings.Join(ng, " "))
+		fmt.Fprintf(&b, "\n%-26s %6d %6d %9d %8d %6d %8d  %-16s %s", k, s.Faults, s.Grants, s.Accepted, s.Refused, s.Failed, s.Overlaps, seconds(s.Removal), seconds(s.NextGrant))
 	}
 	fmt.Fprintf(&b, "\nviolations: %d", len(r.Violations))
 	const shown = 20 // an unsafe setup has hundreds
@@ -152,10 +154,28 @@ func CheckCluster(in Input, faults []ClusterFault) *ClusterReport {
 			s.NextGrant = append(s.NextGrant, time.Duration(grants[i]-f.Start))
 		}
 	}
+	for _, f := range fs {
+		if f.Removed != 0 {
+			s := window(f.Start)
+			s.Removal = append(s.Removal, time.Duration(f.Removed-f.Start))
+		}
+	}
 	for _, p := range overlaps(ivs) {
 		window(p[1].start).Overlaps++
 	}
 	return cr
+}
+
+// seconds formats durations as "1.2s 3.4s", or "-" for none.
+func seconds(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	var out []string
+	for _, d := range ds {
+		out = append(out, fmt.Sprintf("%.1fs", d.Seconds()))
+	}
+	return strings.Join(out, " ")
 }
 
 // overlaps returns the pairs of conflicting ownership intervals that
