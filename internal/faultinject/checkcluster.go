@@ -18,6 +18,7 @@ const (
 	FaultNodeCut       = "cut"        // the node's cluster link down, later up
 	FaultNodeClientCut = "client-cut" // the node's client link down, later up
 	FaultNodeRestart   = "restart"    // SIGKILL, then the node again on its data directory
+	FaultNodeIsolate   = "isolate"    // both links down, later up
 )
 
 // ClusterFault is one fault of the cluster suite: Kind (a FaultNode*
