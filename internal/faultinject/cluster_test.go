@@ -103,7 +103,7 @@ func TestClusterFaultInjection(t *testing.T) {
 }
 
 // TestClusterFaultInjectionLongLease runs the cluster with leases of
-// 6 s, longer than the removal after 3 s / 0.8: a holder whose owner is
+// 6 s (and 10 s), longer than the removal after 3 s / 0.8: a holder whose owner is
 // isolated (both its links down, so it hears nothing and can tell its
 // clients nothing) still believes for up to 4.8 s after its last
 // confirmed heartbeat, past the owner's removal, and only the new
@@ -114,23 +114,25 @@ func TestClusterFaultInjectionLongLease(t *testing.T) {
 		t.Skip("runs the cluster fault suite; not with -short")
 	}
 	for _, tc := range []struct {
-		name, plan string
-		known      string // a known failure: skipped unless BATON_FAULTINJECT_KNOWN=1
+		name, plan, lease string
+		known             string // a known failure: skipped unless BATON_FAULTINJECT_KNOWN=1
 	}{
-		{name: "isolate", plan: "isolate-owner-steered"},
+		{name: "isolate", plan: "isolate-owner-steered", lease: "6s"},
 		// A node that joins while the names of a removed node are
 		// warming up on their new owner takes them over by a planned
 		// change, handed over by that owner, and serves them at once:
 		// the warm-up is lost, and the joiner grants the lock while the
-		// isolated owner's holder still believes.
-		{name: "join-during-warmup", plan: "isolate-owner-join-steered",
+		// isolated owner's holder still believes (with a lease of 10 s,
+		// for at least 5.5 s after the isolation; the join comes about
+		// 3.5 s after it).
+		{name: "join-during-warmup", plan: "isolate-owner-join-steered", lease: "10s",
 			known: "a node joining during the warm-up of a removed node's names grants them at once (the hand-off does not carry the warm-up)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.known != "" && os.Getenv("BATON_FAULTINJECT_KNOWN") != "1" {
 				t.Skip("known failure, run with BATON_FAULTINJECT_KNOWN=1: " + tc.known)
 			}
-			t.Setenv("BATON_FAULTINJECT_CLUSTER_LEASE", "6s")
+			t.Setenv("BATON_FAULTINJECT_CLUSTER_LEASE", tc.lease)
 			rep, h := runClusterSuite(t, strings.Split(tc.plan, ","), false, false)
 			for _, v := range rep.Violations {
 				t.Errorf("violation: %s", v)
@@ -519,10 +521,10 @@ func (h *clusterHarness) inject(f string) {
 	// "owner-join-steered": the owner; join and steered.
 	base, variants, _ := strings.Cut(role, "-")
 	variant := strings.TrimSuffix(variants, "-steered")
-	if strings.HasSuffix(role, "-steered") {
-		defer h.steerLate()()
-	}
 	slot, ownerLost := h.pick(base)
+	if strings.HasSuffix(role, "-steered") {
+		defer h.steerLate(slot)()
+	}
 	n := h.nodes[slot]
 	fault := faultinject.ClusterFault{Kind: kind, Role: role, Node: n.id, OwnerLost: ownerLost, Start: faultinject.Mono()}
 	defer func() {
@@ -605,9 +607,12 @@ func (h *clusterHarness) inject(f string) {
 		h.must(h.lab.CutClient(h.ctx, slot))
 		fault.Removed = h.awaitRemoval(n)
 		h.nodes[slot] = nil // out of reach, and out of the ring
+		from := h.mark()
 		if joiner != nil {
 			h.joinNode(joiner)
 		}
+		// Isolated until the lock has moved on.
+		h.waitFor(from, "a grant by the new owner", func(r faultinject.Record) bool { return r.Ev == "acquired" })
 		h.must(h.lab.HealCluster(h.ctx, slot))
 		h.must(h.lab.HealClient(h.ctx, slot))
 		h.progress(clusterGrants / 2)
@@ -765,11 +770,26 @@ func (h *clusterHarness) settle(slot int) bool {
 // holder is not frozen: its client gives up on time, and the write is
 // one it sends after that (Late), as a program whose check-then-act gap
 // spans the failover would.
-func (h *clusterHarness) steerLate() func() {
+//
+// It prefers, for up to 10 s, a holder connected to the node in slot
+// (the node about to be hit), which cannot be told of anything once the
+// node is isolated.
+func (h *clusterHarness) steerLate(slot int) func() {
 	h.t.Helper()
 	h.steered++
 	from := h.mark()
+	deadline := time.Now().Add(10 * time.Second)
 	w, _ := h.holder()
+	for w.slot%clusterNodes != slot && time.Now().Before(deadline) {
+		h.mu.Lock()
+		changed := h.changed
+		h.mu.Unlock()
+		select {
+		case <-changed:
+		case <-time.After(time.Until(deadline)):
+		}
+		w, _ = h.holder()
+	}
 	w.command("pause")
 	chk := h.waitFor(from, w.id+" pausing after its check", func(r faultinject.Record) bool {
 		return faultinject.Proc(r.W) == w.id && r.Ev == "check" && r.Paused
