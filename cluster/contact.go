@@ -145,6 +145,7 @@ type contactState struct {
 	heard, watch map[string]time.Time
 	leading      bool
 	leaderSince  time.Time
+	lastTick     time.Time // the leader's previous tick
 	autoRemovals atomic.Int64
 }
 
@@ -301,10 +302,13 @@ func (n *Node) lead(ctx context.Context) {
 	c := &n.contact
 	now := time.Now()
 	c.mu.Lock()
-	if !c.leading {
-		// A new leadership: every silence timer starts now.
+	if !c.leading || now.Sub(c.lastTick) > c.selfStop {
+		// A new leadership: every silence timer starts now. So too after
+		// a pause of this node (a freeze, a stalled machine) as long as
+		// its self-stop: the others' silence was its own deafness.
 		c.leading, c.leaderSince = true, now
 	}
+	c.lastTick = now
 	c.mu.Unlock()
 	n.removeSilent(ctx, now)
 	start := time.Now()

@@ -95,6 +95,19 @@ func startCuttableCluster(t *testing.T, size int, removeAfter time.Duration) ([]
 	return nodes, cuts
 }
 
+// splitLeader waits for the leader of nodes and returns it with the
+// others.
+func splitLeader(t *testing.T, nodes []*testNode) (leader *testNode, others []*testNode) {
+	t.Helper()
+	leader = leaderOf(t, nodes)
+	for _, n := range nodes {
+		if n != leader {
+			others = append(others, n)
+		}
+	}
+	return leader, others
+}
+
 // A follower that still hears the leader (its Raft link is up: Raft's own
 // last contact stays fresh) but is not heard by it stops serving after
 // T_self, before the leader removes it after T; it applies its removal
@@ -102,14 +115,8 @@ func startCuttableCluster(t *testing.T, size int, removeAfter time.Duration) ([]
 func TestFollowerCutOffStopsBeforeRemoval(t *testing.T) {
 	nodes, cuts := startCuttableCluster(t, 3, testRemoveAfter)
 	ctx := ctxT(t)
-	leader := leaderOf(t, nodes)
-	var f *testNode
-	for _, n := range nodes {
-		if n != leader {
-			f = n
-			break
-		}
-	}
+	leader, others := splitLeader(t, nodes)
+	f := others[0]
 	name := nameOwnedBy(t, f.Ring(), f.ID())
 	if _, err := f.AcquireEpoch(ctx); err != nil {
 		t.Fatal(err)
@@ -161,6 +168,27 @@ func TestFollowerCutOffStopsBeforeRemoval(t *testing.T) {
 	if d := f.Route(name, false, time.Now()); d.Action != NoContact {
 		t.Errorf("%s on the removed node: %v", name, d.Action)
 	}
+	if st := f.Status(); st.QuorumContact || !st.Removed {
+		t.Errorf("removed node's status: quorum_contact %v, removed %v", st.QuorumContact, st.Removed)
+	}
+	// Restarted on its data directory and joined again, it is a member
+	// again: its names are handed over to it by their owners since.
+	dir, raftAddr, adminAddr := f.dir, f.raftAddr, f.admin.Addr().String()
+	f.stop()
+	r := startNodeWith(t, f.ID(), dir, raftAddr, adminAddr, func(c *Config) { c.SelfStop, c.RemoveAfter = testSelfStop, testRemoveAfter })
+	if err := r.Join(ctx, leader.admin.Addr().String()); err != nil {
+		t.Fatalf("the removed node joins again: %v", err)
+	}
+	if err := r.WaitContact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name = nameOwnedBy(t, r.Ring(), r.ID())
+	if d := r.Route(name, false, time.Now()); d.Action != Serve && d.Action != Queue {
+		t.Errorf("%s on the node joined again: %v, want serve (handed over) or queue", name, d.Action)
+	}
 }
 
 // A node whose contact comes back before its removal serves again, but
@@ -169,14 +197,8 @@ func TestFollowerCutOffStopsBeforeRemoval(t *testing.T) {
 func TestContactBackGatesNames(t *testing.T) {
 	nodes, cuts := startCuttableCluster(t, 3, time.Hour)
 	ctx := ctxT(t)
-	leader := leaderOf(t, nodes)
-	var f *testNode
-	for _, n := range nodes {
-		if n != leader {
-			f = n
-			break
-		}
-	}
+	leader, others := splitLeader(t, nodes)
+	f := others[0]
 	if _, err := f.AcquireEpoch(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -208,13 +230,7 @@ func TestContactBackGatesNames(t *testing.T) {
 func TestKilledLeaderRemovedByNewLeader(t *testing.T) {
 	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter)
 	ctx := ctxT(t)
-	dead := leaderOf(t, nodes)
-	var alive []*testNode
-	for _, n := range nodes {
-		if n != dead {
-			alive = append(alive, n)
-		}
-	}
+	dead, alive := splitLeader(t, nodes)
 	killed := time.Now()
 	dead.stop()
 	leader := leaderOf(t, alive)
@@ -242,13 +258,8 @@ func TestStoppedMemberNotRemoved(t *testing.T) {
 	t.Cleanup(func() { testHandoff = 10 * time.Second })
 	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter)
 	ctx := ctxT(t)
-	leader := leaderOf(t, nodes)
-	var f *testNode
-	for _, n := range nodes {
-		if n != leader {
-			f = n
-		}
-	}
+	leader, others := splitLeader(t, nodes)
+	f := others[len(others)-1]
 	f.SetMover(newFakeMover(f.ID()))
 	if err := f.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -86,6 +86,13 @@ type Status struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	// Pending is the planned change in progress, if any.
 	Pending *Pending `json:"pending,omitempty"`
+	// QuorumContact tells whether this node is in contact with its
+	// quorum and serves; ContactAge is how old its latest contact is
+	// (the send time of its latest request the leader answered); Removed
+	// that it applied its own removal (contact.go).
+	QuorumContact bool   `json:"quorum_contact"`
+	ContactAge    string `json:"contact_age,omitempty"`
+	Removed       bool   `json:"removed,omitempty"`
 }
 
 // Status returns this node's view of the cluster.
@@ -99,6 +106,10 @@ func (n *Node) Status() Status {
 		AppliedRingVersion: md.RingVersion, RingCommittedAt: md.RingCommittedAt, Ring: md.ring().Members(),
 		Members: md.MemberList(), Epochs: md.Epochs, MaxLease: md.MaxLease.String(),
 		Self: self, CommitIndex: n.raft.CommitIndex(), AppliedIndex: applied, Pending: md.Pending,
+		QuorumContact: n.InContact(time.Now()), Removed: n.Removed(),
+	}
+	if age := n.ContactAge(); age >= 0 {
+		st.ContactAge = age.Round(time.Millisecond).String()
 	}
 	for id := range n.Unreachable() {
 		st.Unreachable = append(st.Unreachable, id)

@@ -155,7 +155,8 @@ func (n *Node) Warmup() time.Duration {
 
 // Route decides what this node does with a request for name; forwarded
 // tells whether the request was forwarded by another member. now is this
-// node's clock (only compared with its own earlier readings).
+// node's clock (only compared with its own earlier readings); the quorum
+// contact is judged at the real present (NoContact), whatever now says.
 func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 	n.fsm.mu.Lock()
 	r := n.fsm.ring

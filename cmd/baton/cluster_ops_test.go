@@ -45,7 +45,8 @@ func TestClusterJoinSelfForms(t *testing.T) {
 // resumed; no /readyz of n3 answers 200 while its applied ring version
 // is below the leader's, and it answers 200 once it has caught up.
 func TestClusterReadyzFollowerBehind(t *testing.T) {
-	nodes := startCluster(t)
+	// n3 stays a member however long it is stopped.
+	nodes := startCluster(t, "-cluster-remove-after", "1h")
 	n3 := nodes["n3"]
 	for id, n := range nodes {
 		waitReadyPlain(t, n)

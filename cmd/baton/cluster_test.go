@@ -25,11 +25,12 @@ type clusterProc struct {
 }
 
 // startNode starts node id with a temporary data directory; join is the
-// admin address to join through, or "" to bootstrap.
-func startNode(t *testing.T, id, join string) *clusterProc {
+// admin address to join through, or "" to bootstrap; extra flags follow.
+func startNode(t *testing.T, id, join string, extra ...string) *clusterProc {
 	t.Helper()
 	args := []string{"-node-id", id, "-listen", "127.0.0.1:0", "-raft-listen", "127.0.0.1:0",
 		"-admin-listen", "127.0.0.1:0", "-ops-listen", "127.0.0.1:0", "-data-dir", filepath.Join(t.TempDir(), id)}
+	args = append(args, extra...)
 	if join == "" {
 		args = append(args, "-bootstrap")
 	} else {
@@ -46,11 +47,11 @@ func startNode(t *testing.T, id, join string) *clusterProc {
 
 // startCluster forms a cluster of three real processes: n1 bootstraps,
 // n2 joins through n1, n3 through n2 (a follower, which forwards it).
-func startCluster(t *testing.T) map[string]*clusterProc {
+func startCluster(t *testing.T, extra ...string) map[string]*clusterProc {
 	t.Helper()
-	n1 := startNode(t, "n1", "")
-	n2 := startNode(t, "n2", n1.admin)
-	n3 := startNode(t, "n3", n2.admin)
+	n1 := startNode(t, "n1", "", extra...)
+	n2 := startNode(t, "n2", n1.admin, extra...)
+	n3 := startNode(t, "n3", n2.admin, extra...)
 	nodes := map[string]*clusterProc{"n1": n1, "n2": n2, "n3": n3}
 	for _, n := range nodes {
 		waitStatus(t, n, "a ring of 3", func(st cluster.Status) bool { return len(st.Ring) == 3 })
@@ -363,7 +364,8 @@ func checkEpochToken(t *testing.T, owner *clusterProc, tok uint64) {
 // (clients asking for them wait), the other nodes keep serving their own
 // names, directly and relayed, and the cluster elects a new leader.
 func TestClusterKillNode(t *testing.T) {
-	nodes := startCluster(t)
+	// An operator's removal: no automatic one meanwhile.
+	nodes := startCluster(t, "-cluster-remove-after", "1h")
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	victim := nodes[st.Leader]
 	var live []*clusterProc

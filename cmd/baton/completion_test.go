@@ -126,7 +126,7 @@ func TestCompleteEngine(t *testing.T) {
 		{words: []string{"cluster", ""}, directive: "words", want: []string{"status", "join", "leave", "remove"}},
 		{words: []string{"cluster", "join", "--tls-"}, directive: "words", want: []string{"--tls-ca", "--tls-cert", "--tls-key"}},
 		{words: []string{"cluster", "join", "--tls-ca", ""}, directive: "files"},
-		{words: []string{"serve", "-cluster-"}, directive: "words", want: []string{"-cluster-identity"}},
+		{words: []string{"serve", "-cluster-"}, directive: "words", want: []string{"-cluster-self-stop", "-cluster-remove-after", "-cluster-identity"}},
 		{words: []string{"serve", "-adv"}, directive: "words", want: []string{"-advertise-host"}},
 		{words: []string{"locks", "--match", ""}, directive: "words"},
 		{words: []string{"show", ""}, directive: "words"},

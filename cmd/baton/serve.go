@@ -79,7 +79,11 @@ directory it comes back into the ring by itself. With TLS (-tls-cert,
 over mutual TLS with their own certificates: Raft, the member API and
 relay hops accept only a peer whose certificate identity matches
 -cluster-identity. /readyz answers 503 until the node has applied the
-ring the leader has.
+ring the leader has. A node with no contact with its Raft quorum for
+-cluster-self-stop serves nothing and ends its sessions with ERROR 0x03;
+the leader removes a member silent for -cluster-remove-after (not one
+stopped by SIGTERM), and its names are granted elsewhere after the
+warm-up (docs/high-availability.md).
 
 Exit status: 0 after a graceful shutdown, 1 on a runtime failure (for
 example an address in use), 2 on a bad flag or environment variable.

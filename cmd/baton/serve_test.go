@@ -344,6 +344,9 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"-node-id", "n1", "-data-dir", "d", "-raft-listen", "0.0.0.0:7080", "-admin-listen", "127.0.0.1:0"}, [2]string{}, `-raft-listen (BATON_RAFT_LISTEN_ADDRESS) "0.0.0.0:7080" binds every interface: give -advertise-host (BATON_ADVERTISE_HOST)`},
 		{append(clusterArgs, "-listen", ":7070"), [2]string{}, `-listen (BATON_LISTEN_ADDRESS) ":7070" binds every interface`},
 		{append(clusterArgs, "-advertise-host", "n1.example:7070"), [2]string{}, "want a host name or IP, without a port"},
+		{append(clusterArgs, "-cluster-remove-after", "5s"), [2]string{}, "-cluster-self-stop (BATON_CLUSTER_SELF_STOP) 5s and -cluster-remove-after (BATON_CLUSTER_REMOVE_AFTER) 5s: cluster: the removal timeout must exceed the self-stop timeout by the drift margin: 5s is not above 5.35"},
+		{append(clusterArgs, "-cluster-self-stop", "0s"), [2]string{"BATON_CLUSTER_REMOVE_AFTER", "1s"}, "the self-stop timeout must be positive"},
+		{clusterArgs, [2]string{"BATON_CLUSTER_SELF_STOP", "6s"}, "6s is not above"},
 	} {
 		t.Run(strings.Join(tt.args, " ")+tt.env[0], func(t *testing.T) {
 			if tt.env[0] != "" {
