@@ -22,9 +22,10 @@ import (
 	"github.com/batonlock/baton/internal/pgtest"
 )
 
-// The cluster suite's parameters. The lease is short so that a run sees
-// several failovers: a dead owner's names are granted again after the
-// warm-up of the largest lease plus 2 s (docs/cluster.md, "Fail closed").
+// The cluster suite's parameters. The lease and the node settings are
+// short so that a run sees many failovers: a dead owner is removed after
+// clusterRemoveAfter, and its names are granted again after the warm-up
+// of the largest lease plus 2 s (docs/high-availability.md).
 const (
 	clusterNodes   = 3
 	clusterLease   = 2 * time.Second
@@ -44,13 +45,14 @@ const (
 	raftPort  = "7080"
 )
 
-// Faults of the cluster plan: "kind-role", kind one of kill, stop, cut,
-// client-cut, restart, role one of owner (of clusterLock), leader
-// (Raft's), follower (neither). A "-steered" fault first pauses a holder
-// between its check and its write (steerLate). "stop-owner-removed" freezes the owner, has it
-// removed while frozen, waits for a grant by the new owner, then thaws
-// it: without a node that stops serving once it has lost its quorum,
-// the thawed node grants the lock again (TestClusterFaultInjectionUnsafe).
+// Faults of the cluster plan: "kind-role[-variant][-steered]", kind one
+// of kill, stop, cut, client-cut, isolate, restart (FaultNode*), role
+// one of owner (of clusterLock), leader (Raft's), follower (neither).
+// Variants: "brief" (a stop or cut shorter than the self-stop),
+// "removed" (a stop during which the operator removes the node),
+// "join" (an isolation after which a new node joins at once). A
+// "-steered" fault first pauses a holder between its check and its
+// write (steerLate). See inject.
 var (
 	clusterPlanCI = []string{
 		"kill-owner-steered", "stop-leader", "cut-follower", "client-cut-owner",
