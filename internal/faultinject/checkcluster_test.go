@@ -3,6 +3,7 @@
 package faultinject_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,31 @@ func TestCheckCluster(t *testing.T) {
 	if k := r.ByFault["kill-owner"]; k == nil || k.Overlaps != 1 {
 		t.Errorf("kill-owner row %+v, want 1 overlap", k)
 	}
-	if !strings.Contains(r.String(), "kill-owner") {
+	// The same overlap, of a holder connected to a node killed under it:
+	// its connection was reset, its claim released at once; excused if
+	// it saw its loss, and counted.
+	died := []faultinject.ClusterFault{{Kind: faultinject.FaultNodeKill, Role: "follower", Node: "n2", Start: 150e6, End: 5000e6, Died: 160e6, Workers: []string{"w1"}}}
+	h = newHistory()
+	h.rec("acquired", "w1", 10, 0)
+	h.write("w1", 10, 1, true)
+	h.rec("lost", "w1", 10, 210)
+	h.rec("released", "w1", 10, 300)
+	h.hold("w2", 20, 200, 400)
+	r = faultinject.CheckCluster(h.in, died)
+	if len(r.Violations) != 0 || r.Overlaps[faultinject.FaultNodeDeath] != 1 || r.MaxExcused != 10*time.Millisecond {
+		t.Fatalf("holder whose node died: violations %q, excused %v (longest %v); want none, 1 (10ms)", r.Violations, r.Overlaps, r.MaxExcused)
+	}
+	// Not if it never saw the loss, nor for a worker of another node.
+	h.in.Records = slices.DeleteFunc(h.in.Records, func(r faultinject.Record) bool { return r.Ev == "lost" })
+	if r := faultinject.CheckCluster(h.in, died); len(r.Violations) != 1 || !strings.Contains(r.Violations[0], "IGNORED LOSS") {
+		t.Errorf("holder that ignored its loss: violations %q, want one IGNORED LOSS", r.Violations)
+	}
+	died[0].Workers = []string{"w3"}
+	if r := faultinject.CheckCluster(h.in, died); len(r.Violations) != 1 || !strings.Contains(r.Violations[0], "OVERLAP") {
+		t.Errorf("holder of another node: violations %q, want one OVERLAP", r.Violations)
+	}
+
+	if !strings.Contains(r.String(), "kill-follower") {
 		t.Errorf("the report does not name the fault:\n%s", r)
 	}
 }

@@ -529,6 +529,11 @@ func (h *clusterHarness) inject(f string) {
 	}
 	n := h.nodes[slot]
 	fault := faultinject.ClusterFault{Kind: kind, Role: role, Node: n.id, OwnerLost: ownerLost, Start: faultinject.Mono()}
+	for _, w := range h.workers {
+		if w.slot%clusterNodes == slot {
+			fault.Workers = append(fault.Workers, w.id)
+		}
+	}
 	defer func() {
 		fault.End = faultinject.Mono()
 		h.faults = append(h.faults, fault)
@@ -536,6 +541,7 @@ func (h *clusterHarness) inject(f string) {
 	switch kind {
 	case faultinject.FaultNodeKill:
 		h.kill(n)
+		fault.Died = faultinject.Mono()
 		fault.Removed = h.awaitRemoval(n)
 		h.progress(clusterGrants / 2) // the lock moves on before the replacement
 		h.replace(slot)
@@ -545,6 +551,7 @@ func (h *clusterHarness) inject(f string) {
 		// with no removal: the node comes back without its memory, or,
 		// if the cluster removed it meanwhile, is replaced.
 		h.kill(n)
+		fault.Died = faultinject.Mono()
 		h.startNode(slot, n.id, "wait")
 		if !h.settle(slot) {
 			fault.Removed = faultinject.Mono()
