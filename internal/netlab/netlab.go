@@ -249,7 +249,7 @@ func (l *Lab) Close() error {
 // RemoveLeftovers removes the namespaces of labs whose test process is
 // gone (a run that crashed before its Close).
 func RemoveLeftovers(ctx context.Context) {
-	for _, ns := range namespaces(ctx) {
+	for _, ns := range namespaces() {
 		rest, ok := strings.CutPrefix(ns, Prefix)
 		if !ok {
 			continue
@@ -266,7 +266,7 @@ func RemoveLeftovers(ctx context.Context) {
 
 func removeWithPrefix(ctx context.Context, prefix string) error {
 	var errs []error
-	for _, ns := range namespaces(ctx) {
+	for _, ns := range namespaces() {
 		if strings.HasPrefix(ns, prefix) {
 			errs = append(errs, ip(ctx, "netns", "del", ns))
 		}
@@ -275,7 +275,7 @@ func removeWithPrefix(ctx context.Context, prefix string) error {
 }
 
 // namespaces lists the named network namespaces.
-func namespaces(ctx context.Context) []string {
+func namespaces() []string {
 	entries, err := os.ReadDir("/run/netns")
 	if err != nil {
 		return nil
