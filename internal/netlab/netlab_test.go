@@ -10,9 +10,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/batonlock/baton/internal/netlab"
 )
@@ -197,5 +200,36 @@ func TestLabClose(t *testing.T) {
 		if _, err := os.Stat("/run/netns/" + n); !os.IsNotExist(err) {
 			t.Errorf("%s after Close: %v", n, err)
 		}
+	}
+}
+
+// InNamespace runs f in the lab's namespace and returns the thread to
+// its own: the thread's namespace, read from /proc, is the lab's inside
+// f and the test's before and after.
+func TestInNamespaceReturns(t *testing.T) {
+	l := lab(t, 1)
+	runtime.LockOSThread() // nested in InNamespace's: one thread throughout
+	defer runtime.UnlockOSThread()
+	netns := func() string {
+		s, err := os.Readlink(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var want unix.Stat_t
+	if err := unix.Stat("/run/netns/"+l.Clients(), &want); err != nil {
+		t.Fatal(err)
+	}
+	before := netns()
+	var inside string
+	if err := netlab.InNamespace(l.Clients(), func() error { inside = netns(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if after := netns(); after != before {
+		t.Errorf("the thread's namespace after InNamespace: %s, want %s as before", after, before)
+	}
+	if inside != fmt.Sprintf("net:[%d]", want.Ino) {
+		t.Errorf("the thread's namespace in f: %s, want the clients' (inode %d)", inside, want.Ino)
 	}
 }
