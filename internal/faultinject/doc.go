@@ -19,5 +19,18 @@
 // TestFreezeServerUnderQueue freezes the server under queued clients until
 // the holder gives up, and checks that the next holder's work never starts
 // before the previous holder's has stopped.
-// docs/verification.md describes the suite and the figures it measured.
+//
+// TestClusterFaultInjection runs the same workers against a real
+// three-node cluster, each node in its own network namespace
+// (internal/netlab), and kills, freezes and cuts off (its cluster link or
+// its client link) the lock's owner, the Raft leader and a follower;
+// CheckCluster (checkcluster.go) then allows no overlap at all, since no
+// worker is ever frozen or cut off there. TestClusterFaultInjectionUnsafe
+// runs it on setups that must fail: three independent servers, and
+// nodes that do not stop serving when they lose their quorum, whose
+// owner is removed while frozen, then thawed.
+// TestClusterFaultInjectionLongLease isolates the owner under leases
+// longer than the removal time, where only the warm-up keeps the next
+// grant after the cut-off holder's give-up.
+// docs/verification.md describes the suites and the figures they measured.
 package faultinject

@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/batonlock/baton/internal/faultinject"
@@ -219,26 +218,7 @@ func runSuite(t *testing.T, plan []string, mutation string) (*faultinject.Report
 	scenarioTime := time.Since(scenario)
 	h.stop()
 
-	// What the database holds.
-	var dbWrites int64
-	if err := db.QueryRow(ctx, `SELECT writes FROM fence WHERE resource = $1`, lockName).Scan(&dbWrites); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := db.Query(ctx, `SELECT seq, token, worker, shared FROM fence_log ORDER BY seq`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbLog, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (faultinject.DBWrite, error) {
-		var w faultinject.DBWrite
-		var tok int64
-		err := row.Scan(&w.Seq, &tok, &w.Worker, &w.Shared)
-		w.Token = uint64(tok)
-		return w, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	dbWrites, dbLog := readFence(ctx, t, db, lockName)
 	in := faultinject.Input{
 		Records: h.records, Killed: h.killed, Faults: h.faults,
 		DB: dbLog, DBWrites: dbWrites,
@@ -829,19 +809,7 @@ func (h *harness) dump(dir string, in faultinject.Input) {
 
 // stop ends the workers (end of stdin), then the server (SIGTERM).
 func (h *harness) stop() {
-	for _, w := range h.workers {
-		w.stdin.Close()
-	}
-	for _, w := range h.workers {
-		if !w.wait(waitMax) {
-			h.t.Errorf("%s did not stop within %v of the end of its input; killing it", w.id, waitMax)
-			h.killed[w.id] = faultinject.Mono()
-			w.signal(syscall.SIGKILL)
-			w.wait(waitMax)
-		} else if !w.cmd.ProcessState.Success() {
-			h.t.Errorf("%s: %v\n%s", w.id, w.cmd.ProcessState, tail(w.stderr))
-		}
-	}
+	h.stopWorkers()
 	h.srv.signal(syscall.SIGTERM)
 	if !h.srv.wait(waitMax) {
 		h.t.Fatalf("%s did not exit on SIGTERM", h.srv.id)
@@ -857,6 +825,24 @@ func (h *harness) stop() {
 			if _, killed := h.killed[r.W]; !killed && !h.exited(r.W) {
 				h.problems = append(h.problems, fmt.Sprintf("%s never logged its exit", r.W))
 			}
+		}
+	}
+}
+
+// stopWorkers ends the workers (end of stdin) and checks that they exit
+// cleanly; one that does not is killed.
+func (h *harness) stopWorkers() {
+	for _, w := range h.workers {
+		w.stdin.Close()
+	}
+	for _, w := range h.workers {
+		if !w.wait(waitMax) {
+			h.t.Errorf("%s did not stop within %v of the end of its input; killing it", w.id, waitMax)
+			h.killed[w.id] = faultinject.Mono()
+			w.signal(syscall.SIGKILL)
+			w.wait(waitMax)
+		} else if !w.cmd.ProcessState.Success() {
+			h.t.Errorf("%s: %v\n%s", w.id, w.cmd.ProcessState, tail(w.stderr))
 		}
 	}
 }

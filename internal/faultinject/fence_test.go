@@ -95,3 +95,28 @@ func fenceDB(ctx context.Context, t *testing.T, dsn string) *pgx.Conn {
 	}
 	return db
 }
+
+// readFence returns what the database holds at the end of a run: the
+// fence row's count of accepted operations on lock, and fence_log.
+func readFence(ctx context.Context, t *testing.T, db *pgx.Conn, lock string) (int64, []faultinject.DBWrite) {
+	t.Helper()
+	var writes int64
+	if err := db.QueryRow(ctx, `SELECT writes FROM fence WHERE resource = $1`, lock).Scan(&writes); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(ctx, `SELECT seq, token, worker, shared FROM fence_log ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (faultinject.DBWrite, error) {
+		var w faultinject.DBWrite
+		var tok int64
+		err := row.Scan(&w.Seq, &tok, &w.Worker, &w.Shared)
+		w.Token = uint64(tok)
+		return w, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writes, log
+}

@@ -1,0 +1,909 @@
+//go:build linux
+
+package faultinject_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/faultinject"
+	"github.com/batonlock/baton/internal/netlab"
+	"github.com/batonlock/baton/internal/pgtest"
+)
+
+// The cluster suite's parameters. The lease and the node settings are
+// short so that a run sees many failovers: a dead owner is removed after
+// clusterRemoveAfter, and its names are granted again after the warm-up
+// of the largest lease plus 2 s (docs/high-availability.md).
+const (
+	clusterNodes   = 3
+	clusterLease   = 2 * time.Second
+	clusterWorkers = 6 // slot i talks to node i % 3; slots 0-2 version 1, 3-5 version 2
+	clusterV1      = 3
+	clusterGrants  = 6               // grants to wait for after each fault
+	clusterHold    = 3 * time.Second // how long a client cut lasts, and a removed node is left running
+	// The nodes' T_self and T (-cluster-self-stop, -cluster-remove-after):
+	// short, so that a run sees many removals; T > 1.0202 T_self + a
+	// tick of T_self/5, as the setting requires.
+	clusterSelfStop    = 2 * time.Second
+	clusterRemoveAfter = 3 * time.Second
+	clusterBudget      = 3 * time.Minute
+	// The node's ports, the same in every node's namespace.
+	protoPort = "7070"
+	adminPort = "7072"
+	raftPort  = "7080"
+)
+
+// Faults of the cluster plan: "kind-role[-variant][-steered]", kind one
+// of kill, stop, cut, client-cut, isolate, restart (FaultNode*), role
+// one of owner (of clusterLock), leader (Raft's), follower (neither).
+// Variants: "brief" (a stop or cut shorter than the self-stop),
+// "removed" (a stop during which the operator removes the node),
+// "join" (an isolation after which a new node joins at once). A
+// "-steered" fault first pauses a holder between its check and its
+// write (steerLate). See inject.
+var (
+	clusterPlanCI = []string{
+		"kill-owner-steered", "stop-leader", "cut-follower", "client-cut-owner",
+		"kill-leader", "stop-owner-brief", "cut-owner", "client-cut-follower",
+		"kill-follower", "stop-follower", "cut-leader-brief", "stop-owner-removed",
+		"restart-owner-steered", "restart-follower", "stop-owner", "kill-owner",
+	}
+	clusterPlanShort = []string{"kill-owner-steered", "stop-leader", "cut-owner", "client-cut-follower", "stop-owner-removed"}
+)
+
+const clusterLock = "resource"
+
+func clusterPlan() []string {
+	if p := os.Getenv("BATON_FAULTINJECT_CLUSTER_PLAN"); p != "" {
+		return strings.Split(p, ",")
+	}
+	if os.Getenv("CI") == "true" {
+		return clusterPlanCI
+	}
+	return clusterPlanShort
+}
+
+// TestClusterFaultInjection runs a real three-node cluster, each node in
+// its own network namespace, worker processes on every node (version 1
+// clients and version 2 sessions, through the Go client) writing to a
+// private PostgreSQL through the fence, and kills (SIGKILL), freezes
+// (SIGSTOP) and cuts off (its cluster link or its client link down) the
+// lock's owner, the Raft leader and a follower. Then
+// faultinject.CheckCluster: no stale write accepted, no two confirmed
+// owners at once. The operator's part after a kill ('baton cluster
+// remove' of the dead node, then a new node in its place) is played by
+// the test. Run it with -v for the figures.
+func TestClusterFaultInjection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the cluster fault suite takes one to three minutes; not with -short")
+	}
+	rep, h := runClusterSuite(t, clusterPlan(), false, false)
+	for _, v := range rep.Violations {
+		t.Errorf("violation: %s", v)
+	}
+	for _, p := range h.problems {
+		t.Errorf("%s", p)
+	}
+	if rep.Grants == 0 || rep.Accepted == 0 {
+		t.Errorf("the run granted nothing")
+	}
+	if h.steered > 0 && rep.Rejected == 0 {
+		t.Errorf("%d steered faults, but the fence refused no write", h.steered)
+	}
+}
+
+// TestClusterFaultInjectionLongLease runs the cluster with leases of
+// 6 s (and 10 s), longer than the removal after 3 s / 0.8: a holder whose owner is
+// isolated (both its links down, so it hears nothing and can tell its
+// clients nothing) still believes for up to 4.8 s after its last
+// confirmed heartbeat, past the owner's removal, and only the new
+// owner's warm-up keeps the next grant after its give-up. Its holder is
+// steered to write after the failover; the fence must refuse it.
+func TestClusterFaultInjectionLongLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the cluster fault suite; not with -short")
+	}
+	for _, tc := range []struct {
+		name, plan, lease string
+		known             string // a known failure: skipped unless BATON_FAULTINJECT_KNOWN=1
+	}{
+		{name: "isolate", plan: "isolate-owner-steered", lease: "6s"},
+		// A node that joins while the names of a removed node are
+		// warming up on their new owner takes them over by a planned
+		// change, handed over by that owner, and serves them at once:
+		// the warm-up is lost, and the joiner grants the lock while the
+		// isolated owner's holder still believes (with a lease of 10 s,
+		// for at least 5.5 s after the isolation; the join comes about
+		// 3.5 s after it).
+		{name: "join-during-warmup", plan: "isolate-owner-join-steered", lease: "10s",
+			known: "a node joining during the warm-up of a removed node's names grants them at once (the hand-off does not carry the warm-up)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.known != "" && os.Getenv("BATON_FAULTINJECT_KNOWN") != "1" {
+				t.Skip("known failure, run with BATON_FAULTINJECT_KNOWN=1: " + tc.known)
+			}
+			t.Setenv("BATON_FAULTINJECT_CLUSTER_LEASE", tc.lease)
+			rep, h := runClusterSuite(t, strings.Split(tc.plan, ","), false, false)
+			for _, v := range rep.Violations {
+				t.Errorf("violation: %s", v)
+			}
+			for _, p := range h.problems {
+				t.Errorf("%s", p)
+			}
+			if rep.Rejected == 0 {
+				t.Errorf("the fence refused no write: the steered holder's late write got in or was never sent")
+			}
+		})
+	}
+}
+
+// TestClusterFaultInjectionUnsafe shows that the suite can fail: three
+// independent single servers in the place of a cluster, and a cluster
+// whose nodes stop serving only an hour after they lost their quorum
+// (rule 2 of the failover design dropped) and whose owner the operator
+// removes while it is frozen, each hand the lock to two workers at once,
+// and CheckCluster must say so. The second is the plan's
+// "stop-owner-removed" fault, which with the suite's settings is safe.
+func TestClusterFaultInjectionUnsafe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the cluster fault suite; not with -short")
+	}
+	for _, tc := range []struct {
+		name                  string
+		independent, lateStop bool
+		plan                  []string
+	}{
+		{"independent-servers", true, false, nil},
+		{"no-self-stop", false, true, []string{"stop-owner-removed", "stop-owner-removed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, h := runClusterSuite(t, tc.plan, tc.independent, tc.lateStop)
+			found := false
+			for _, v := range rep.Violations {
+				found = found || strings.Contains(v, "OVERLAP")
+			}
+			if !found {
+				t.Errorf("%s: no OVERLAP among the violations %q (problems %q)", tc.name, rep.Violations, h.problems)
+			}
+		})
+	}
+}
+
+// clusterHarness runs the nodes in a netlab lab; the embedded harness
+// runs the workers and keeps their records.
+type clusterHarness struct {
+	*harness
+	lab         *netlab.Lab
+	http        *http.Client // dials from the clients' namespace
+	nodes       []*node      // by slot, the current node process
+	all         []*node      // every node process started
+	nodeGen     int
+	procs       int  // node processes started
+	independent bool // single servers, not a cluster
+	// selfStop and removeAfter are the nodes' settings, lease the
+	// workers'.
+	selfStop, removeAfter, lease time.Duration
+	faults                       []faultinject.ClusterFault
+	ctx                          context.Context
+}
+
+type node struct {
+	slot int
+	id   string
+	p    *proc
+}
+
+// runClusterSuite runs plan on a cluster, or with independent on three
+// single servers, or with lateStop on a cluster whose nodes stop serving
+// only an hour after they lost their quorum.
+func runClusterSuite(t *testing.T, plan []string, independent, lateStop bool) (*faultinject.ClusterReport, *clusterHarness) {
+	t.Helper()
+	began := time.Now()
+	if err := netlab.Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	h := &clusterHarness{
+		harness:     &harness{t: t, dir: t.TempDir(), killed: map[string]int64{}, changed: make(chan struct{})},
+		independent: independent, ctx: ctx, selfStop: clusterSelfStop, removeAfter: clusterRemoveAfter,
+		lease: clusterLease,
+	}
+	if l := os.Getenv("BATON_FAULTINJECT_CLUSTER_LEASE"); l != "" {
+		d, err := time.ParseDuration(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.lease = d
+	}
+	if lateStop {
+		h.selfStop, h.removeAfter = time.Hour, 2*time.Hour
+	}
+	building := make(chan error, 1)
+	go func() { building <- h.build(ctx) }()
+	pg := pgtest.New(t)
+	h.pg = pg
+	if err := <-building; err != nil {
+		t.Fatal(err)
+	}
+	db := fenceDB(ctx, t, pg.DSN)
+	if _, err := db.Exec(ctx, `INSERT INTO fence VALUES ($1, 0, 0)`, clusterLock); err != nil {
+		t.Fatal(err)
+	}
+	// A spare namespace: a node that joins while the node it replaces
+	// still runs ("-join" faults).
+	lab, err := netlab.New(ctx, clusterNodes+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.lab = lab
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Errorf("netlab: %v", err)
+		}
+	})
+	tr := &http.Transport{DialContext: lab.DialContext(lab.Clients()), DisableKeepAlives: true}
+	h.http = &http.Client{Transport: tr, Timeout: 3 * time.Second}
+	t.Cleanup(tr.CloseIdleConnections)
+	t.Cleanup(h.killNodes) // runs before the lab is closed
+	t.Cleanup(h.killAll)
+
+	h.nodes = make([]*node, clusterNodes+1)
+	for i := range clusterNodes {
+		join := ""
+		if i > 0 {
+			join = lab.ClusterIP(i-1) + ":" + adminPort
+		}
+		h.startNode(i, "", join)
+	}
+	if !independent {
+		h.waitRing("the first ring of three", func(st cluster.Status) bool { return len(st.Ring) == clusterNodes })
+	}
+	setup := time.Since(began)
+
+	for i := range clusterWorkers {
+		h.workers = append(h.workers, nil)
+		h.spawnWorker(i)
+	}
+	h.deadline = time.Now().Add(clusterBudget)
+	h.progress(clusterGrants)
+	if independent {
+		h.progress(4 * clusterGrants)
+	}
+	scenario := time.Now()
+	for _, f := range plan {
+		h.inject(f)
+		h.progress(clusterGrants)
+	}
+	scenarioTime := time.Since(scenario)
+	h.stopWorkers()
+	h.killNodes()
+
+	dbWrites, dbLog := readFence(ctx, t, db, clusterLock)
+	in := faultinject.Input{Records: h.records, Killed: h.killed, DB: dbLog, DBWrites: dbWrites}
+	rep := faultinject.CheckCluster(in, h.faults)
+	if d := os.Getenv("BATON_FAULTINJECT_DUMP"); d != "" {
+		h.dumpCluster(d, in)
+	}
+	what := fmt.Sprintf("a cluster of three nodes (self-stop %v, removal after %v)", h.selfStop, h.removeAfter)
+	if independent {
+		what = "three independent single servers"
+	}
+	t.Logf("cluster fault injection, %s, lease %v, plan %v: setup %.1fs, scenario %.1fs, total %.1fs\n%s\nsteered faults whose late write the fence refused: %d of %d",
+		what, h.lease, plan, setup.Seconds(), scenarioTime.Seconds(), time.Since(began).Seconds(), rep, h.steeredRefused, h.steered)
+	return rep, h
+}
+
+// startNode starts a node process in slot i (its namespace), joining
+// through join (an admin address) or, empty, bootstrapping, and waits
+// until its admin API answers. A replacement gets a new id and a new
+// data directory: the operator's way back after a removal.
+// With join "wait" it is started with neither -bootstrap nor -join: a
+// node given its id (and data directory) again rejoins by itself, a new
+// one waits until a member adds it (joinNode).
+func (h *clusterHarness) startNode(i int, id, join string) *node {
+	if id == "" {
+		h.nodeGen++
+		id = fmt.Sprintf("n%d", i)
+		if h.nodeGen > clusterNodes {
+			id = fmt.Sprintf("n%dr%d", i, h.nodeGen)
+		}
+	}
+	args := []string{"serve", "-listen", "0.0.0.0:" + protoPort, "-io-timeout", "2s", "-log-format", "json"}
+	if !h.independent {
+		args = append(args, "-node-id", id, "-data-dir", filepath.Join(h.dir, id),
+			"-raft-listen", h.lab.ClusterIP(i)+":"+raftPort, "-admin-listen", "0.0.0.0:"+adminPort,
+			"-advertise-host", h.lab.ClusterIP(i),
+			"-cluster-self-stop", h.selfStop.String(), "-cluster-remove-after", h.removeAfter.String())
+		switch {
+		case join == "wait": // rejoins, or waits to be added
+		case join == "":
+			args = append(args, "-bootstrap")
+		default:
+			args = append(args, "-join", join)
+		}
+	}
+	h.procs++
+	pid := fmt.Sprintf("%s.%d", id, h.procs)
+	args = append(args, "-audit-log", filepath.Join(h.dir, pid+".audit.jsonl"))
+	argv := h.lab.Exec(h.lab.Node(i), append([]string{h.bin}, args...)...)
+	n := &node{slot: i, id: id, p: h.start(pid, -1, argv[0], nil, argv[1:]...)}
+	h.nodes[i] = n
+	h.all = append(h.all, n)
+	deadline := time.Now().Add(waitMax)
+	for {
+		var err error
+		if h.independent {
+			err = h.dialNode(i)
+		} else {
+			_, err = h.status(i)
+		}
+		if err == nil {
+			return n
+		}
+		select {
+		case <-n.p.exited:
+			h.t.Fatalf("%s exited at start: %v\n%s", id, n.p.cmd.ProcessState, tail(n.p.stderr))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s does not answer after %v: %v\n%s", id, waitMax, err, tail(n.p.stderr))
+		}
+	}
+}
+
+func (h *clusterHarness) dialNode(i int) error {
+	ctx, cancel := context.WithTimeout(h.ctx, time.Second)
+	defer cancel()
+	c, err := h.lab.DialContext(h.lab.Clients())(ctx, "tcp", h.lab.ClientIP(i)+":"+protoPort)
+	if err == nil {
+		c.Close()
+	}
+	return err
+}
+
+// status reads node i's view of the cluster through its client link.
+func (h *clusterHarness) status(i int) (cluster.Status, error) {
+	var st cluster.Status
+	resp, err := h.http.Get("http://" + h.lab.ClientIP(i) + ":" + adminPort + "/cluster/v1/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status %s", resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// waitRing waits until every live node's status satisfies cond and all
+// have applied the same ring.
+func (h *clusterHarness) waitRing(what string, cond func(cluster.Status) bool) cluster.Status {
+	h.t.Helper()
+	deadline := time.Now().Add(2 * waitMax)
+	for {
+		var sts []cluster.Status
+		var err error
+		for _, n := range h.nodes {
+			if n == nil {
+				continue
+			}
+			var st cluster.Status
+			if st, err = h.status(n.slot); err != nil || !cond(st) {
+				break
+			}
+			sts = append(sts, st)
+		}
+		if err == nil && len(sts) == h.live() && sts[0].AppliedRingVersion > 0 &&
+			!slices.ContainsFunc(sts, func(st cluster.Status) bool { return st.AppliedRingVersion != sts[0].AppliedRingVersion }) {
+			return sts[0]
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no %s within %v: %d of %d nodes (%v)", what, 2*waitMax, len(sts), h.live(), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (h *clusterHarness) live() int {
+	n := 0
+	for _, x := range h.nodes {
+		if x != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// roles returns the slot of the lock's owner and of the Raft leader, as
+// the first node that knows a leader sees them.
+func (h *clusterHarness) roles() (owner, leader int) {
+	h.t.Helper()
+	deadline := time.Now().Add(waitMax)
+	for {
+		for _, n := range h.nodes {
+			if n == nil {
+				continue
+			}
+			st, err := h.status(n.slot)
+			if err != nil || st.Leader == "" {
+				continue
+			}
+			ownerID := cluster.NewRing(st.AppliedRingVersion, st.Ring).Owner(clusterLock)
+			owner, leader = -1, -1
+			for _, m := range h.nodes {
+				if m == nil {
+					continue
+				}
+				if m.id == ownerID {
+					owner = m.slot
+				}
+				if m.id == st.Leader {
+					leader = m.slot
+				}
+			}
+			if owner >= 0 && leader >= 0 {
+				return owner, leader
+			}
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no owner of %q and leader known within %v", clusterLock, waitMax)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pick returns the slot of the node in role.
+func (h *clusterHarness) pick(role string) (slot int, ownerLost bool) {
+	owner, leader := h.roles()
+	switch role {
+	case "owner":
+		return owner, true
+	case "leader":
+		return leader, leader == owner
+	case "follower":
+		for i, n := range h.nodes {
+			if n != nil && i != owner && i != leader {
+				return i, false
+			}
+		}
+	}
+	h.t.Fatalf("no node in role %q (owner %d, leader %d)", role, owner, leader)
+	return -1, false
+}
+
+// spawnWorker starts a worker in slot i, in the clients' namespace,
+// talking to node i % 3.
+func (h *clusterHarness) spawnWorker(i int) {
+	h.gen++
+	wc := faultinject.WorkerConfig{
+		ID:   fmt.Sprintf("w%d.%d", i, h.gen),
+		Addr: h.lab.ClientIP(i%clusterNodes) + ":" + protoPort, Lock: clusterLock, Lease: h.lease,
+		DSN: h.pg.DSN, Writes: writes, Step: step,
+	}
+	if i >= clusterV1 {
+		wc.ID, wc.Modes = fmt.Sprintf("s%d.%d", i, h.gen), v2Modes
+	}
+	cfg, _ := json.Marshal(wc)
+	self, err := os.Executable()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	argv := h.lab.Exec(h.lab.Clients(), self)
+	h.workers[i] = h.start(wc.ID, i, argv[0], []string{workerEnv + "=" + string(cfg)}, argv[1:]...)
+}
+
+// inject applies one fault of the plan.
+func (h *clusterHarness) inject(f string) {
+	h.t.Helper()
+	kind, role, ok := strings.Cut(f, "-")
+	if kind == "client" {
+		var rest string
+		rest, role, ok = strings.Cut(role, "-")
+		kind = "client-" + rest
+	}
+	if !ok {
+		panic("fault " + f)
+	}
+	// "owner-join-steered": the owner; join and steered.
+	base, variants, _ := strings.Cut(role, "-")
+	variant := strings.TrimSuffix(variants, "-steered")
+	slot, ownerLost := h.pick(base)
+	if strings.HasSuffix(role, "-steered") {
+		defer h.steerLate(slot)()
+	}
+	n := h.nodes[slot]
+	fault := faultinject.ClusterFault{Kind: kind, Role: role, Node: n.id, OwnerLost: ownerLost, Start: faultinject.Mono()}
+	for _, w := range h.workers {
+		if w.slot%clusterNodes == slot {
+			fault.Workers = append(fault.Workers, w.id)
+		}
+	}
+	defer func() {
+		fault.End = faultinject.Mono()
+		h.faults = append(h.faults, fault)
+	}()
+	switch kind {
+	case faultinject.FaultNodeKill:
+		h.kill(n)
+		fault.Died = faultinject.Mono()
+		fault.Removed = h.awaitRemoval(n)
+		h.progress(clusterGrants / 2) // the lock moves on before the replacement
+		h.replace(slot)
+
+	case faultinject.FaultNodeRestart:
+		// A crash and a restart on the same data directory, at once,
+		// with no removal: the node comes back without its memory, or,
+		// if the cluster removed it meanwhile, is replaced.
+		h.kill(n)
+		fault.Died = faultinject.Mono()
+		h.startNode(slot, n.id, "wait")
+		if !h.settle(slot) {
+			fault.Removed = faultinject.Mono()
+		}
+
+	case faultinject.FaultNodeStop, faultinject.FaultNodeCut:
+		stop := func() {
+			if kind == faultinject.FaultNodeStop {
+				h.must(faultinject.Freeze(n.p.cmd.Process.Pid, waitMax))
+			} else {
+				h.must(h.lab.CutCluster(h.ctx, slot))
+			}
+		}
+		resume := func() {
+			if kind == faultinject.FaultNodeStop {
+				n.p.signal(syscall.SIGCONT)
+			} else {
+				h.must(h.lab.HealCluster(h.ctx, slot))
+			}
+		}
+		stop()
+		switch variant {
+		case "brief": // shorter than the self-stop: nothing moves
+			time.Sleep(clusterSelfStop / 2)
+			resume()
+			if !h.settle(slot) {
+				fault.Removed = faultinject.Mono()
+			}
+			return
+		case "removed": // the operator removes it at once (stop only)
+			h.nodes[slot] = nil
+			from := h.mark()
+			h.operatorRemove(n.id)
+			fault.Removed = faultinject.Mono()
+			h.waitFor(from, "a grant by the new owner", func(r faultinject.Record) bool { return r.Ev == "acquired" })
+		default: // until the cluster removes it
+			fault.Removed = h.awaitRemoval(n)
+		}
+		// Back, out of the ring: it must serve nothing (its own clients
+		// try it meanwhile) while the lock moves on, after the new
+		// owner's warm-up; then the operator replaces it. (A node that
+		// joins takes its names over at once: replacing it earlier would
+		// cut the warm-up short.)
+		resume()
+		if variant != "removed" {
+			h.progress(clusterGrants / 2)
+		}
+		time.Sleep(clusterHold)
+		h.kill(n)
+		h.replace(slot)
+
+	case faultinject.FaultNodeIsolate:
+		// Both links down: neither the cluster nor the node's own
+		// clients hear from it, and it cannot tell them anything. With
+		// "join", a new node that owns the lock in the ring without the
+		// isolated one is added as soon as the others have removed it.
+		var joiner *node
+		if variant == "join" {
+			joiner = h.prestart(n)
+		}
+		h.must(h.lab.CutCluster(h.ctx, slot))
+		h.must(h.lab.CutClient(h.ctx, slot))
+		fault.Removed = h.awaitRemoval(n)
+		h.nodes[slot] = nil // out of reach, and out of the ring
+		from := h.mark()
+		if joiner != nil {
+			h.joinNode(joiner)
+		}
+		// Isolated until the lock has moved on.
+		h.waitFor(from, "a grant by the new owner", func(r faultinject.Record) bool { return r.Ev == "acquired" })
+		h.must(h.lab.HealCluster(h.ctx, slot))
+		h.must(h.lab.HealClient(h.ctx, slot))
+		h.progress(clusterGrants / 2)
+		h.kill(n)
+		if joiner == nil {
+			h.replace(slot)
+		}
+
+	case faultinject.FaultNodeClientCut:
+		h.must(h.lab.CutClient(h.ctx, slot))
+		time.Sleep(clusterHold)
+		h.must(h.lab.HealClient(h.ctx, slot))
+
+	default:
+		panic("unknown fault kind " + kind)
+	}
+}
+
+// prestart starts a node in a free slot that waits to be added, with
+// an id that owns the lock in the ring of the live nodes other than n
+// and itself.
+func (h *clusterHarness) prestart(n *node) *node {
+	h.t.Helper()
+	slot := slices.Index(h.nodes, nil)
+	if slot < 0 {
+		h.t.Fatalf("no free slot for a new node")
+	}
+	var ids []string
+	for _, m := range h.nodes {
+		if m != nil && m != n {
+			ids = append(ids, m.id)
+		}
+	}
+	for k := range 1000 {
+		id := fmt.Sprintf("n%dj%d", slot, k)
+		if cluster.NewRing(0, append(slices.Clone(ids), id)).Owner(clusterLock) == id {
+			j := h.startNode(slot, id, "wait")
+			h.nodes[slot] = nil // not a member yet
+			return j
+		}
+	}
+	h.t.Fatalf("no id owns %q among %v", clusterLock, ids)
+	return nil
+}
+
+// joinNode has a live member add the waiting node j ('baton cluster
+// join': j's own record posted to a member), and waits until every
+// node has it in its ring.
+func (h *clusterHarness) joinNode(j *node) {
+	h.t.Helper()
+	st, err := h.status(j.slot)
+	h.must(err)
+	body, _ := json.Marshal(st.Self)
+	h.nodes[j.slot] = j
+	deadline := time.Now().Add(waitMax)
+	for joined := false; !joined; {
+		for _, m := range h.nodes {
+			if m == nil || m == j {
+				continue
+			}
+			resp, err := h.http.Post("http://"+h.lab.ClientIP(m.slot)+":"+adminPort+"/cluster/v1/join", "application/json", bytes.NewReader(body))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode/100 == 2 {
+					joined = true
+					break
+				}
+			}
+		}
+		if !joined {
+			if time.Now().After(deadline) {
+				h.t.Fatalf("no live node added %s within %v", j.id, waitMax)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	h.waitRing("a ring with "+j.id, func(st cluster.Status) bool { return slices.Contains(st.Ring, j.id) })
+}
+
+// kill kills node n (SIGKILL; SIGCONT for a frozen one) and empties its
+// slot.
+func (h *clusterHarness) kill(n *node) {
+	h.t.Helper()
+	n.p.signal(syscall.SIGKILL)
+	n.p.signal(syscall.SIGCONT)
+	if !n.p.wait(waitMax) {
+		h.t.Fatalf("%s did not die of SIGKILL", n.id)
+	}
+	h.nodes[n.slot] = nil
+}
+
+// awaitRemoval waits until the other nodes have applied a ring without
+// n, which the Raft leader commits once it has not heard from n for
+// -cluster-remove-after, and returns when they had. n's slot is empty
+// meanwhile (a frozen or cut-off node's view is not waited for) and
+// restored after, unless n was dead.
+func (h *clusterHarness) awaitRemoval(n *node) int64 {
+	h.t.Helper()
+	h.nodes[n.slot] = nil
+	h.waitRing("a ring without "+n.id, func(st cluster.Status) bool { return !slices.Contains(st.Ring, n.id) })
+	at := faultinject.Mono()
+	select {
+	case <-n.p.exited:
+	default:
+		h.nodes[n.slot] = n
+	}
+	return at
+}
+
+// settle waits until node slot is back in the ring (every live node,
+// itself included, has applied the same ring with it) and returns true,
+// or until the others have removed it: then it is replaced and settle
+// returns false.
+func (h *clusterHarness) settle(slot int) bool {
+	h.t.Helper()
+	n := h.nodes[slot]
+	deadline := time.Now().Add(2 * waitMax)
+	for time.Now().Before(deadline) {
+		back, removed := true, false
+		var version uint64
+		for _, m := range h.nodes {
+			if m == nil {
+				continue
+			}
+			st, err := h.status(m.slot)
+			switch {
+			case err != nil:
+				back = false
+			case m != n && !slices.Contains(st.Ring, n.id):
+				removed = true
+			case !slices.Contains(st.Ring, n.id) || (version != 0 && st.AppliedRingVersion != version):
+				back = false
+			}
+			version = max(version, st.AppliedRingVersion)
+		}
+		if removed {
+			h.kill(n)
+			h.replace(slot)
+			return false
+		}
+		if back {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.t.Fatalf("%s neither back in the ring nor removed within %v", n.id, 2*waitMax)
+	return false
+}
+
+// steerLate makes the fault that follows hit a holder between the check
+// of its context and its write: the holder is told to pause there and,
+// once it has, the fault is injected. The function it returns waits for
+// the lock to move on (a write with a higher token accepted), lets the
+// holder go on with its write, and requires the fence to refuse it. The
+// holder is not frozen: its client gives up on time, and the write is
+// one it sends after that (Late), as a program whose check-then-act gap
+// spans the failover would.
+//
+// It prefers, for up to 10 s, a holder connected to the node in slot
+// (the node about to be hit), which cannot be told of anything once the
+// node is isolated.
+func (h *clusterHarness) steerLate(slot int) func() {
+	h.t.Helper()
+	h.steered++
+	from := h.mark()
+	deadline := time.Now().Add(10 * time.Second)
+	w, _ := h.holder()
+	for w.slot%clusterNodes != slot && time.Now().Before(deadline) {
+		h.mu.Lock()
+		changed := h.changed
+		h.mu.Unlock()
+		select {
+		case <-changed:
+		case <-time.After(time.Until(deadline)):
+		}
+		w, _ = h.holder()
+	}
+	w.command("pause")
+	chk := h.waitFor(from, w.id+" pausing after its check", func(r faultinject.Record) bool {
+		return faultinject.Proc(r.W) == w.id && r.Ev == "check" && r.Paused
+	})
+	return func() {
+		h.t.Helper()
+		h.waitFor(from, fmt.Sprintf("accepted write with a token above %s's %d", chk.W, chk.Tok), func(r faultinject.Record) bool {
+			return r.Ev == "write" && r.OK && r.Tok > chk.Tok && (!chk.Shared || !r.Shared)
+		})
+		w.command("resume")
+		late := h.waitFor(from, chk.W+"'s late write", func(r faultinject.Record) bool {
+			return r.W == chk.W && r.Ev == "write" && r.Tok == chk.Tok && r.T0 > chk.T
+		})
+		if !late.OK && late.Err == "" {
+			h.steeredRefused++
+		} else {
+			h.problem("%s's write (shared %v) with token %d after the lock moved on: accepted %v, error %q; want refused by the fence",
+				chk.W, chk.Shared, chk.Tok, late.OK, late.Err)
+		}
+	}
+}
+
+func (h *clusterHarness) must(err error) {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// operatorRemove is the operator's 'baton cluster remove ID' (what
+// "stop-ROLE-removed" does to a frozen node before the cluster would).
+// It retries through any live node until one accepts (the remaining
+// nodes may first have to elect a leader), then waits until the live
+// nodes have applied a ring without it.
+func (h *clusterHarness) operatorRemove(id string) {
+	h.t.Helper()
+	deadline := time.Now().Add(waitMax)
+	body, _ := json.Marshal(map[string]string{"id": id})
+	for done := false; !done; {
+		for _, n := range h.nodes {
+			if n == nil || n.id == id {
+				continue
+			}
+			resp, err := h.http.Post("http://"+h.lab.ClientIP(n.slot)+":"+adminPort+"/cluster/v1/remove", "application/json", bytes.NewReader(body))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent {
+					done = true
+					break
+				}
+			}
+		}
+		if !done {
+			if time.Now().After(deadline) {
+				h.t.Fatalf("no live node removed %s within %v", id, waitMax)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	h.waitRing("a ring without "+id, func(st cluster.Status) bool { return !slices.Contains(st.Ring, id) })
+}
+
+// replace starts a new node in slot, joining through a live node, and
+// waits until every node has it in its ring.
+func (h *clusterHarness) replace(slot int) {
+	h.t.Helper()
+	join := ""
+	for _, n := range h.nodes {
+		if n != nil {
+			join = h.lab.ClusterIP(n.slot) + ":" + adminPort
+			break
+		}
+	}
+	n := h.startNode(slot, "", join)
+	h.waitRing("a ring with "+n.id, func(st cluster.Status) bool { return slices.Contains(st.Ring, n.id) })
+}
+
+// dumpCluster is dump, with the faults of the cluster suite and every
+// node process's log and audit log.
+func (h *clusterHarness) dumpCluster(dir string, in faultinject.Input) {
+	h.dump(dir, in)
+	b, _ := json.Marshal(h.faults)
+	files, _ := filepath.Glob(filepath.Join(h.dir, "n*"))
+	for _, f := range files {
+		if data, err := os.ReadFile(f); err == nil {
+			os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cluster_faults.json"), b, 0o644); err != nil {
+		h.t.Errorf("dump: %v", err)
+	}
+}
+
+// killNodes kills every node process still running (nodes are not
+// under test at the end: a planned stop would only hand the names
+// around).
+func (h *clusterHarness) killNodes() {
+	for _, n := range h.all {
+		select {
+		case <-n.p.exited:
+		default:
+			n.p.cmd.Process.Kill()
+			n.p.cmd.Process.Signal(syscall.SIGCONT)
+			n.p.wait(waitMax)
+		}
+	}
+	clear(h.nodes)
+}
