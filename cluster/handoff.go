@@ -304,16 +304,14 @@ func (n *Node) handOff(ctx context.Context) (time.Duration, error) {
 	if p == nil || !slices.Contains(p.Prior, self) || slices.Contains(p.Handed, self) || ring.Version() != p.Version-1 {
 		return 0, nil
 	}
-	n.mu.Lock()
-	lostState := n.existing && !n.cameBack
-	n.mu.Unlock()
-	if lostState {
-		// A restarted node lost the state of its names; their holders may
-		// still believe they hold them until the warm-up has passed.
-		if until := n.startedAt.Add(n.Warmup()); time.Now().Before(until) {
-			n.log.Info("planned change: handing over after this node's restart warm-up", "version", p.Version, "in", time.Until(until))
-			return time.Until(until), nil
-		}
+	// A name this node gates (it restarted, its quorum contact lapsed, or
+	// it took the name over from a removed node) may still be believed
+	// held by a holder the node does not know of until the warm-up has
+	// passed; handing it over now would let the new owner serve it at
+	// once. So hand over only once every gate has passed.
+	if until := n.gatedUntil(time.Now()); time.Now().Before(until) {
+		n.log.Info("planned change: handing over after this node's warm-up", "version", p.Version, "in", time.Until(until))
+		return time.Until(until), nil
 	}
 	start := time.Now()
 	states := map[string]json.RawMessage{}

@@ -396,3 +396,64 @@ func TestHandoffRefusedWhenNotPending(t *testing.T) {
 		t.Errorf("installed %v", m.got)
 	}
 }
+
+// A node that took names over from a removed node, and is still warming
+// them up, hands nothing over to a node that joins meanwhile: the
+// joiner would serve those names at once, while a holder of the removed
+// node may still believe it holds them (the cluster fault suite found
+// this: TestClusterFaultInjectionLongLease/join). The joiner gets such a
+// name only once the warm-up has passed, or gated.
+func TestJoinDuringTakeoverWarmupStaysGated(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	withMovers(nodes)
+	const lease = 3 * time.Second
+	if err := nodes[0].RaiseLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	w := WarmupFor(lease, testSlack)
+	dead, n1 := nodes[2], nodes[0]
+	before := n1.Ring()
+	dead.stop()
+	if err := n1.Remove(ctx, "node-3"); err != nil {
+		t.Fatal(err)
+	}
+	removed := time.Now()
+	waitSameRing(t, nodes[:2], 4)
+
+	n4 := startNode(t, "node-4", filepath.Join(t.TempDir(), "node-4"), "127.0.0.1:0", "127.0.0.1:0")
+	n4.SetMover(newFakeMover("node-4"))
+	if err := n4.Join(ctx, n1.admin.Addr().String()); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	joined := time.Since(removed)
+	waitSameRing(t, []*testNode{nodes[0], nodes[1], n4}, 5)
+	if _, err := n4.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(testWait); !n4.InContact(time.Now()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("node-4 never got quorum contact")
+		}
+	}
+	next := n4.Ring()
+	checked := 0
+	for _, name := range names(2000) {
+		if before.Owner(name) != "node-3" || next.Owner(name) != "node-4" {
+			continue
+		}
+		checked++
+		now := time.Now()
+		d := n4.Route(name, false, now)
+		if d.Action == NoContact {
+			t.Fatalf("node-4 lost quorum contact: %+v", d)
+		}
+		if d.Action == Serve && now.Before(removed.Add(w)) {
+			t.Fatalf("node-4 serves %s, taken from the removed node-3, %v after the removal: before the warm-up %v", name, now.Sub(removed), w)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no name of node-3 moved to node-4")
+	}
+	t.Logf("join committed %v after the removal (warm-up %v); %d names of node-3 checked on node-4", joined, w, checked)
+}

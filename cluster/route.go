@@ -244,6 +244,38 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 	return d
 }
 
+// gatedUntil is when the last warm-up gate of this node ends, whatever
+// name it is on: its restart's, a lapse of its quorum contact's, or a
+// take-over's (Route gates each name by the ones that apply to it). It is
+// now or earlier when nothing is gated.
+func (n *Node) gatedUntil(now time.Time) time.Time {
+	n.fsm.mu.Lock()
+	w := WarmupFor(n.fsm.md.MaxLease, n.slack())
+	n.mu.Lock()
+	until := now
+	if n.existing && !n.cameBack {
+		until = later(until, n.startedAt.Add(w))
+	}
+	for _, t := range n.takeovers {
+		if !n.handedOver[t.version] {
+			until = later(until, t.at.Add(w))
+		}
+	}
+	n.mu.Unlock()
+	n.fsm.mu.Unlock()
+	if r, gated := n.resumedGate(now, w); gated {
+		until = later(until, r)
+	}
+	return until
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 func (n *Node) slack() time.Duration {
 	if n.cfg.GateSlack > 0 {
 		return n.cfg.GateSlack
