@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,8 @@ type fakeMover struct {
 	got     []string          // their states
 	block   chan struct{}     // Export waits for it to close, if set
 	started chan struct{}     // closed when Export begins, if set
+	// failInstalls is how many Install calls fail before one succeeds.
+	failInstalls int
 }
 
 func newFakeMover(id string) *fakeMover { return &fakeMover{id: id, moved: map[string]string{}} }
@@ -47,7 +50,7 @@ func (m *fakeMover) Export(newOwner func(name string) string) (map[string]json.R
 	for _, name := range names(1000) {
 		if o := newOwner(name); o != "" {
 			m.moved[name] = o
-			out[o] = json.RawMessage(`"state of ` + m.id + `"`)
+			out[o] = json.RawMessage(fmt.Sprintf(`"state of %s, export %d"`, m.id, m.exports))
 		}
 	}
 	return out, nil
@@ -56,6 +59,10 @@ func (m *fakeMover) Export(newOwner func(name string) string) (map[string]json.R
 func (m *fakeMover) Install(from string, state json.RawMessage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.failInstalls > 0 {
+		m.failInstalls--
+		return errors.New("install refused by the test")
+	}
 	m.from = append(m.from, from)
 	m.got = append(m.got, string(state))
 	return nil
@@ -394,5 +401,46 @@ func TestHandoffRefusedWhenNotPending(t *testing.T) {
 	defer m.mu.Unlock()
 	if len(m.from) != 0 {
 		t.Errorf("installed %v", m.got)
+	}
+}
+
+// A prior owner whose hand-off is not acknowledged (the new owner failed
+// to install it) resends the state it exported, and never exports again:
+// its first export took the moving claims out of its table, so a second
+// would hand over nothing and the change would commit handed over while
+// their clients still believe they hold them (the continuation model's
+// mutation export-again).
+func TestHandoffRetryResendsTheSameExport(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	movers := withMovers(nodes)
+	n4 := startNode(t, "node-4", filepath.Join(t.TempDir(), "node-4"), "127.0.0.1:0", "127.0.0.1:0")
+	m4 := newFakeMover("node-4")
+	m4.failInstalls = 2 // two prior owners' first POSTs fail
+	n4.SetMover(m4)
+	if err := n4.Join(ctx, nodes[0].admin.Addr().String()); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	waitSameRing(t, append(slices.Clone(nodes), n4), 4)
+	if md := n4.Metadata(); !md.RingHandedOver {
+		t.Errorf("ring 4 not handed over: %+v", md)
+	}
+	for id, m := range movers {
+		m.mu.Lock()
+		if m.exports != 1 {
+			t.Errorf("%s exported %d times for one change, want once", id, m.exports)
+		}
+		m.mu.Unlock()
+	}
+	m4.mu.Lock()
+	defer m4.mu.Unlock()
+	t.Logf("node-4 installed %v", m4.got)
+	if len(m4.got) != 3 {
+		t.Fatalf("node-4 installed %d states, want one from each prior owner", len(m4.got))
+	}
+	for i, st := range m4.got {
+		if want := fmt.Sprintf(`"state of %s, export 1"`, m4.from[i]); st != want {
+			t.Errorf("node-4 installed %s, want the first export %s", st, want)
+		}
 	}
 }
