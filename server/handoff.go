@@ -46,20 +46,6 @@ func (srv *Server) servesLocked(name string, forwarded bool) bool {
 	return true
 }
 
-// Export ends every claim on the names newOwner maps to another node (""
-// for a name that stays) for the reason "moved": version 1 sessions get
-// ERROR 0x01 and are closed, version 2 claims REVOKED(claim, 0x03). It
-// returns the state to install on each new owner: none, since no claim
-// continues in this version.
-func (srv *Server) Export(newOwner func(name string) string) (map[string]json.RawMessage, error) {
-	srv.init()
-	n := srv.evict(func(name string) bool { return newOwner(name) != "" })
-	if n > 0 {
-		srv.Logger.Info("planned change: claims on names moving to another node ended", "claims", n)
-	}
-	return nil, nil
-}
-
 // Evict ends every claim on the names gone reports, as Export does: names
 // this node no longer owns (a change committed without its hand-off).
 func (srv *Server) Evict(gone func(name string) bool) {
@@ -79,17 +65,27 @@ func (srv *Server) evict(gone func(name string) bool) int {
 	return len(res.Events)
 }
 
-// Install installs a state another node exported for this one. Export
-// hands over no claims in this version, so a state with locks is refused:
-// installing claims whose sessions are elsewhere needs those sessions to
-// continue through this node, which is not available yet.
+// Install installs a state another node exported for this one: its
+// version 2 claims, detached until their hosts adopt them (move.go). A
+// state of the previous version (a list of locks) must be empty.
 func (srv *Server) Install(from string, state json.RawMessage) error {
-	var locks []locktable.LockState
-	if err := json.Unmarshal(state, &locks); err != nil {
+	srv.init()
+	if len(state) > 0 && state[0] == '[' {
+		var locks []locktable.LockState
+		if err := json.Unmarshal(state, &locks); err != nil {
+			return fmt.Errorf("server: hand-off from %s: %w", from, err)
+		}
+		if len(locks) > 0 {
+			return fmt.Errorf("server: hand-off from %s carries %d locks without their sessions", from, len(locks))
+		}
+		return nil
+	}
+	var ms moveState
+	if err := json.Unmarshal(state, &ms); err != nil {
 		return fmt.Errorf("server: hand-off from %s: %w", from, err)
 	}
-	if len(locks) > 0 {
-		return fmt.Errorf("server: hand-off from %s carries %d locks; this version installs none", from, len(locks))
+	if len(ms.Locks) == 0 {
+		return nil
 	}
-	return nil
+	return srv.installMoved(from, &ms)
 }

@@ -90,6 +90,15 @@ type keptSession struct {
 	resumeKey
 	id    locktable.SessionID
 	timer *time.Timer
+	// moveHash is set for a session whose claims a planned change
+	// installed here (move.go): the hash of the secret with which its
+	// host adopts them.
+	moveHash *[secretHashLen]byte
+}
+
+// matches reports whether secret adopts k's claims.
+func (k *keptSession) matches(secret [protocol.SecretLen]byte) bool {
+	return secretMatches(&k.hash, secret) || k.moveHash != nil && secretMatches(k.moveHash, secret)
 }
 
 // resumeState is the server's kept sessions, guarded by srv.mu.
@@ -194,11 +203,24 @@ func (s *session) keepV2() bool {
 func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bool) {
 	key := s.v2.resume
 	err := srv.table.Detach(s.id, key.origin)
+	var moveHash *[secretHashLen]byte
 	if errors.Is(err, locktable.ErrBadState) {
 		// The same origin kept twice (a relaying node re-opened the
 		// upstream of one client session, which broke too): the older
-		// one ends.
-		if old := srv.resume.kept[key.origin]; old != nil {
+		// one ends. When the older one holds claims a planned change
+		// installed here (move.go), their client still believes it has
+		// them: this session takes them over instead.
+		if old := srv.resume.kept[key.origin]; old != nil && old.moveHash != nil {
+			moveHash = old.moveHash
+			for _, cid := range srv.table.SessionClaims(old.id) {
+				srv.table.Adopt(now, key.origin, cid, s.id)
+			}
+			if _, still := srv.table.DetachedSession(key.origin); still {
+				ds = srv.endKeptLocked(now, old, locktable.ReasonGraceful)
+			} else {
+				srv.forgetKeptLocked(old)
+			}
+		} else if old != nil {
 			ds = srv.endKeptLocked(now, old, locktable.ReasonGraceful)
 		}
 		err = srv.table.Detach(s.id, key.origin)
@@ -210,7 +232,7 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 		srv.resume.kept = map[locktable.Origin]*keptSession{}
 		srv.resume.byID = map[locktable.SessionID]*keptSession{}
 	}
-	k := &keptSession{resumeKey: *key, id: s.id}
+	k := &keptSession{resumeKey: *key, id: s.id, moveHash: moveHash}
 	srv.forgetLiveLocked(s)
 	srv.resume.kept[k.origin] = k
 	srv.resume.byID[k.id] = k
@@ -372,7 +394,7 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 		live.closing.Store(true) // its reader ends without ending its claims
 		go live.conn.Close()
 		k = srv.resume.kept[o]
-	} else if !secretMatches(&k.hash, f.Secret) {
+	} else if !k.matches(f.Secret) {
 		return nil, false
 	}
 	cid := locktable.ClaimID(f.Claim)
