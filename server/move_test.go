@@ -31,7 +31,9 @@ func startMovePair(t *testing.T) *movePair {
 		priorR: &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }},
 	}
 	// N's tokens, as a new owner's fresh epoch, are above P's.
-	mp.prior = startServer(t, func(s *server.Server) { s.Router, s.NodeID, s.Tokens = mp.priorR, priorNode, &locktable.CounterTokens{} })
+	mp.prior = startServer(t, func(s *server.Server) {
+		s.Router, s.NodeID, s.Tokens = mp.priorR, priorNode, &locktable.CounterTokens{}
+	})
 	mp.owner = startServer(t, func(s *server.Server) {
 		s.Router, s.TrustHop, s.NodeID, s.Tokens = mp.ownerR, trustAll, "n1", &epochTokens{next: 1 << 40}
 	})
