@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
@@ -79,13 +81,88 @@ type moveInfo struct {
 	release *outEntry
 }
 
+// codeMoved is the claim-level code of MOVED, a hop-only frame
+// (docs/protocol.md): REVOKED(claim, 0x06) sent only on an upstream
+// session, telling its relaying node that the claim was handed over to
+// a new owner and continues there. A relaying node never passes it on.
+const codeMoved protocol.Code = 0x06
+
 // continues reports whether the claims of session sid continue across a
-// move: an open version 2 session of a client connected to this node.
-// Called with srv.mu held.
+// move: an open version 2 session, of a client connected to this node or
+// relayed by another (whose origin the hop header named). Called with
+// srv.mu held.
 func (srv *Server) continues(sid locktable.SessionID) bool {
 	s := srv.claims[sid]
-	return s != nil && s.v2 != nil && !s.forwarded && !s.closing.Load() && !srv.isKeptLocked(sid) &&
-		srv.Router != nil
+	if s == nil || s.v2 == nil || s.closing.Load() || srv.isKeptLocked(sid) || srv.Router == nil {
+		return false
+	}
+	_, ok := s.origin()
+	return ok
+}
+
+// origin returns the origin a session stands for: this node and its id,
+// or, for a relayed session, the relaying node and the client's session
+// there (from the hop header).
+func (s *session) origin() (locktable.Origin, bool) {
+	if !s.forwarded {
+		return locktable.Origin{Node: s.srv.NodeID, Session: uint64(s.id)}, true
+	}
+	via := s.peer.Via
+	i := strings.LastIndexByte(via, '/')
+	if i <= 0 {
+		return locktable.Origin{}, false
+	}
+	n, err := strconv.ParseUint(via[i+1:], 10, 64)
+	if err != nil {
+		return locktable.Origin{}, false
+	}
+	return locktable.Origin{Node: via[:i], Session: n}, true
+}
+
+// relaysFor reports whether s is the upstream session that origin o's
+// node opened for o's client session.
+func (s *session) relaysFor(o locktable.Origin) bool {
+	if !s.forwarded {
+		return false
+	}
+	so, ok := s.origin()
+	return ok && so == o
+}
+
+// sendMovedLocked tells the relaying node of upstream session s that its
+// claims ids moved (MOVED, in order with everything else s is sent), and
+// remembers them: a RELEASE of one read later is answered MOVED too.
+// Called with srv.mu held, in the critical section of the export.
+func (s *session) sendMovedLocked(ids []locktable.ClaimID) {
+	v := s.v2
+	if v.movedIDs == nil {
+		v.movedIDs = map[uint32]bool{}
+	}
+	for _, id := range ids {
+		v.movedIDs[uint32(id)] = true
+		v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, uint32(id), codeMoved, "moved") })
+	}
+}
+
+// answerMoved answers RELEASE(id) MOVED when claim id of this upstream
+// session was handed over: the claim lives on at the new owner, where
+// the relaying node sends the RELEASE next. Called by the reader with
+// srv.mu held.
+func (s *session) answerMoved(id uint32) bool {
+	v := s.v2
+	if !v.movedIDs[id] {
+		return false
+	}
+	delete(v.movedIDs, id)
+	v.appendOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, id, codeMoved, "moved") })
+	return true
+}
+
+// claimUses forgets that id was handed over: a CLAIM uses it again.
+func (s *session) claimUses(id uint32) {
+	if v := s.v2; v.movedIDs != nil {
+		delete(v.movedIDs, id)
+	}
 }
 
 // Export hands over the claims on the names newOwner maps to another
@@ -133,10 +210,22 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 		st.Locks = append(st.Locks, ls)
 	}
 	hashes := map[locktable.SessionID]moveSession{}
+	var delivered []delivery
 	for sid, cs := range perSession {
 		s := srv.claims[sid]
-		hash := s.startMoving(now, cs)
-		ms := moveSession{Session: sid, Origin: locktable.Origin{Node: srv.NodeID, Session: uint64(sid)}, Adopt: hash[:]}
+		o, _ := s.origin()
+		ms := moveSession{Session: sid, Origin: o}
+		if s.forwarded {
+			ids := make([]locktable.ClaimID, len(cs))
+			for i, c := range cs {
+				ids[i] = c.cs.Claim
+			}
+			s.sendMovedLocked(ids)
+			delivered = append(delivered, delivery{to: s, flush: true})
+		} else {
+			hash := s.startMoving(now, cs)
+			ms.Adopt = hash[:]
+		}
 		if r := s.v2.resume; r != nil {
 			ms.Resume = r.hash[:]
 		}
@@ -162,8 +251,9 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 	}
 	srv.mu.Unlock()
 	srv.deliverAll(ds)
+	srv.deliver(delivered)
 	for sid := range perSession {
-		if s := srv.session(sid); s != nil {
+		if s := srv.session(sid); s != nil && !s.forwarded {
 			s.kickMoving()
 		}
 	}
@@ -390,7 +480,7 @@ func (srv *Server) installMoved(from string, ms *moveState) error {
 	ids := map[locktable.SessionID]locktable.SessionID{}
 	origins := map[locktable.SessionID]locktable.Origin{}
 	for _, m := range ms.Sessions {
-		if len(m.Adopt) != secretHashLen || len(m.Resume) != 0 && len(m.Resume) != secretHashLen {
+		if len(m.Adopt) != 0 && len(m.Adopt) != secretHashLen || len(m.Resume) != 0 && len(m.Resume) != secretHashLen {
 			srv.mu.Unlock()
 			return fmt.Errorf("server: hand-off from %s: bad secret hash for %+v", from, m.Origin)
 		}
@@ -437,9 +527,12 @@ func (srv *Server) installMoved(from string, ms *moveState) error {
 			srv.resume.kept[k.origin] = k
 			srv.resume.byID[k.id] = k
 		}
-		var h [secretHashLen]byte
-		copy(h[:], m.Adopt)
-		k.moveHash = &h
+		k.moved = true
+		if len(m.Adopt) == secretHashLen {
+			var h [secretHashLen]byte
+			copy(h[:], m.Adopt)
+			k.moveHash = &h
+		}
 		srv.armKeptLocked(k)
 	}
 	srv.mu.Unlock()
@@ -469,4 +562,56 @@ func (s *session) releasedMoving(id uint32) bool {
 		}
 	}
 	return false
+}
+
+// movedFrame applies MOVED(claim) read on upstream u: the first is the
+// owner's push at its export (the claim is taken off u and moves: a
+// RELEASE of it in flight on u is kept for the new owner), a second one
+// answers that RELEASE, which the owner read after its export. Called
+// with omu held; it reports false for a frame that fits neither.
+func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool {
+	if len(u.fifo) > 0 {
+		if r := u.fifo[0]; r.kind == protocol.TypeRelease && r.rc.id == f.Claim && r.rc.movedAnswer {
+			u.fifo[0] = upReq{}
+			u.fifo = u.fifo[1:]
+			if r.at.After(u.confirmed) {
+				u.confirmed = r.at
+			}
+			r.rc.movedAnswer = false
+			return true
+		}
+	}
+	rc := u.claims[f.Claim]
+	if rc == nil || rc.state != rcLive && rc.state != rcReleasing {
+		return rc == nil // a claim already ended here: nothing to do
+	}
+	if rc.req.Name == "" {
+		// Attached without its CLAIM (AttachRelayed): it cannot be
+		// adopted, so its client is told it lost it.
+		if rc.state == rcLive {
+			u.push(rel, v, &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), up: u, claim: rc.id})
+		}
+		u.end(rel, rc)
+		return true
+	}
+	mi := &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token, since: time.Now()}
+	if rc.state == rcReleasing {
+		for i := range u.fifo {
+			if r := &u.fifo[i]; r.kind == protocol.TypeRelease && r.rc == rc {
+				mi.release, r.slot = r.slot, nil
+				mi.release.up = nil
+				rc.movedAnswer = true
+				break
+			}
+		}
+		rel.released = append(rel.released, rc)
+	}
+	delete(u.claims, rc.id)
+	rc.up, rc.move, rc.state = nil, mi, rcMoving
+	rel.moving++
+	if !rel.moveTimer && !rel.closed {
+		rel.moveTimer = true
+		time.AfterFunc(moveRetry, u.s.retryMoving)
+	}
+	return true
 }

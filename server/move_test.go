@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -32,7 +35,7 @@ func startMovePair(t *testing.T) *movePair {
 	}
 	// N's tokens, as a new owner's fresh epoch, are above P's.
 	mp.prior = startServer(t, func(s *server.Server) {
-		s.Router, s.NodeID, s.Tokens = mp.priorR, priorNode, &locktable.CounterTokens{}
+		s.Router, s.NodeID, s.Tokens, s.TrustHop = mp.priorR, priorNode, &locktable.CounterTokens{}, trustAll
 	})
 	mp.owner = startServer(t, func(s *server.Server) {
 		s.Router, s.TrustHop, s.NodeID, s.Tokens = mp.ownerR, trustAll, "n1", &epochTokens{next: 1 << 40}
@@ -283,5 +286,114 @@ func TestMoveKeptUpstreamTakesDetachedClaims(t *testing.T) {
 	}
 	if f := a2.reassert(2, excl2, "q", tokQ, w); f.Type != protocol.TypeGranted || f.Token != tokQ {
 		t.Errorf("re-assertion of q at N: %v, want GRANTED with token %#x", f, tokQ)
+	}
+}
+
+// moveTriple adds a relaying node R in front of a movePair: R's clients
+// claim through upstream sessions, to P before the move and to N after;
+// gate sits on R's upstream connections to P.
+type moveTriple struct {
+	*movePair
+	relay  *testServer
+	relayR *router
+	gate   *writeGate
+}
+
+func startMoveTriple(t *testing.T) *moveTriple {
+	t.Helper()
+	mp := startMovePair(t)
+	mt := &moveTriple{movePair: mp, gate: newWriteGate()}
+	mt.relayR = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: mp.prior.addr} }}
+	mt.relay = startServer(t, func(s *server.Server) {
+		s.NodeID, s.Router = relayNode, mt.relayR
+		s.DialOwner = func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil || addr != mp.prior.addr {
+				return c, err
+			}
+			return newGatedConn(c, mt.gate), nil
+		}
+	})
+	t.Cleanup(mt.gate.release)
+	return mt
+}
+
+// commit also has R route the moved names to N.
+func (mt *moveTriple) commit(moving func(string) bool) {
+	mt.movePair.commit(moving)
+	mt.relayR.set(func(name string, _ bool) server.Route {
+		if moving(name) {
+			return server.Route{Action: server.RouteForward, Addr: mt.owner.addr}
+		}
+		return server.Route{Action: server.RouteForward, Addr: mt.prior.addr}
+	})
+}
+
+// Claims relayed by R to P continue at N: P tells R MOVED on the
+// upstream, R holds its answers until it has adopted them at N, with
+// their tokens, and a promotion at N reaches the client.
+func TestMoveRelayedClaimsContinue(t *testing.T) {
+	mt := startMoveTriple(t)
+	a := mt.relay.dialV2(t, longLease, "a")
+	c := mt.prior.dialV2(t, longLease, "c")
+	tokA := a.mustHold(1, excl2, 0, "m")
+	c.mustHold(1, excl2, 0, "q")
+	a.mustQueue(2, excl2, 0, "q")
+	moving := only("m", "q")
+	mt.move(t, moving)
+	a.mustWrite(protocol.AppendPing(nil, 5))
+	a.expectSilenceV2(300 * time.Millisecond)
+	mt.commit(moving)
+	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 5 {
+		t.Fatalf("after the adoption: %v, want PONG 5", f)
+	}
+	h := waitHolder(t, mt.owner, "m", func(h locktable.HolderInfo) bool { return h.Peer.Via != "" })
+	if h.Token != tokA || h.Peer.Via != fmt.Sprintf("%s/%d", relayNode, a.session) {
+		t.Errorf("m at N: token %#x via %q, want %#x via R", h.Token, h.Peer.Via, tokA)
+	}
+	c.release(1)
+	a.expectPromoted(2)
+	a.release(1)
+	a.release(2)
+	waitGone(t, mt.owner, "m", waitLimit)
+	waitGone(t, mt.owner, "q", waitLimit)
+}
+
+// A RELEASE that R sent to P before it read MOVED, and that P read after
+// its export, is answered MOVED by P; R then sends it to N after the
+// adoption (also when R adopted before that answer came), and N's
+// RELEASED answers the client: N does not keep the claim.
+func TestMoveRelayedReleaseInFlight(t *testing.T) {
+	for _, adoptFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("adopt-first=%v", adoptFirst), func(t *testing.T) {
+			mt := startMoveTriple(t)
+			a := mt.relay.dialV2(t, longLease, "a")
+			a.mustHold(1, excl2, 0, "m")
+			mt.gate.hold()
+			a.mustWrite(releaseFrame(1)) // held on its way to P
+			time.Sleep(50 * time.Millisecond)
+			mt.move(t, only("m"))
+			if adoptFirst {
+				// R adopts at N and sends the RELEASE there, before P's
+				// MOVED answer comes.
+				mt.commit(only("m"))
+				a.expect(protocol.TypeReleased, 1)
+				mt.gate.release()
+			} else {
+				mt.gate.release()
+				a.expectSilenceV2(200 * time.Millisecond)
+				mt.commit(only("m"))
+				a.expect(protocol.TypeReleased, 1)
+			}
+			took := waitGone(t, mt.owner, "m", waitLimit)
+			t.Logf("m gone at N %v after RELEASED", took)
+			ping(a, 3)
+			// P's MOVED answer fitted: R's upstream to P lives on.
+			time.Sleep(100 * time.Millisecond)
+			if claims, ups := mt.relay.RelayedClaims(); claims != 0 || ups != 2 {
+				t.Errorf("R relays %d claims on %d upstreams, want 0 on 2 (to P and N)", claims, ups)
+			}
+		})
 	}
 }

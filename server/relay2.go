@@ -143,7 +143,14 @@ type relayedClaim struct {
 	id    uint32
 	up    *upstream
 	state claimState
-	move  *moveInfo // a claim that moved here from this node's table
+	move  *moveInfo // a claim that moves to a new owner (move.go)
+	// req is the CLAIM sent for it, and token the owner's grant: what a
+	// move needs to adopt it at the new owner.
+	req   protocol.Frame
+	token uint64
+	// movedAnswer: a RELEASE of it is in flight on its old upstream,
+	// which answers it MOVED.
+	movedAnswer bool
 }
 
 // upReq is a request sent on an upstream, waiting for its answer.
@@ -160,6 +167,7 @@ type upReq struct {
 // sendClaim sends CLAIM f on u; slot is where its answer goes (nil for a
 // held claim relayed late).
 func (u *upstream) sendClaim(f protocol.Frame, slot *outEntry, rc *relayedClaim) {
+	rc.req = f
 	u.send(protocol.AppendFrame(nil, f), upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc, f: f})
 }
 
@@ -728,6 +736,13 @@ func (u *upstream) handle(frames []upFrame) bool {
 	var bad error
 	for _, fr := range frames {
 		f := fr.f
+		if f.Type == protocol.TypeRevoked && f.Code == codeMoved {
+			if !u.movedFrame(rel, v, f) {
+				bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
+				break
+			}
+			continue
+		}
 		switch f.Type {
 		case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
 			protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased:
@@ -748,7 +763,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 			case protocol.TypePong:
 				u.pings--
 			default:
-				if r.slot == nil && r.rc.state == rcMoving { // an adoption (move.go)
+				if r.slot == nil && r.kind == protocol.TypeClaim && r.rc.state == rcMoving { // an adoption (move.go)
 					u.adoptAnswer(rel, v, r, f)
 					break
 				}
@@ -756,11 +771,17 @@ func (u *upstream) handle(frames []upFrame) bool {
 					u.heldAnswer(rel, v, r, f)
 					break
 				}
+				if r.slot == nil && r.kind == protocol.TypeRelease {
+					break // its claim moved: the RELEASE goes to the new owner
+				}
 				r.slot.b, r.slot.pending = fr.raw, false
 				switch f.Type {
 				case protocol.TypeGranted, protocol.TypeQueued:
 					if r.rc.state == rcPending {
 						r.rc.state = rcLive
+					}
+					if f.Type == protocol.TypeGranted {
+						r.rc.token = f.Token
 					}
 				default: // BUSY, REFUSED, RELEASED: the id is free
 					u.end(rel, r.rc)
@@ -769,6 +790,8 @@ func (u *upstream) handle(frames []upFrame) bool {
 		case protocol.TypePromoted, protocol.TypeRevoked:
 			if rc := u.claims[f.Claim]; f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
 				u.end(rel, rc)
+			} else if rc != nil && f.Type == protocol.TypePromoted {
+				rc.token = f.Token
 			}
 			u.push(rel, v, &outEntry{b: fr.raw, up: u, claim: f.Claim})
 		case protocol.TypeSessionError, protocol.TypeError:
@@ -851,6 +874,9 @@ func (u *upstream) fail(why error) {
 			r.slot.b, r.slot.pending = protocol.AppendRefused(nil, r.rc.id, protocol.CodeNotOwner, ""), false
 			u.end(rel, r.rc)
 		case protocol.TypeRelease:
+			if r.slot == nil {
+				continue // its claim moved: the RELEASE goes to the new owner
+			}
 			r.slot.b, r.slot.pending = protocol.AppendReleased(nil, r.rc.id), false
 			u.end(rel, r.rc)
 		}

@@ -90,9 +90,10 @@ type keptSession struct {
 	resumeKey
 	id    locktable.SessionID
 	timer *time.Timer
-	// moveHash is set for a session whose claims a planned change
-	// installed here (move.go): the hash of the secret with which its
-	// host adopts them.
+	// moved is set for a session whose claims a planned change installed
+	// here (move.go): its host adopts them through an upstream session
+	// of the same origin, or with the secret whose hash is moveHash.
+	moved    bool
 	moveHash *[secretHashLen]byte
 }
 
@@ -204,14 +205,15 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 	key := s.v2.resume
 	err := srv.table.Detach(s.id, key.origin)
 	var moveHash *[secretHashLen]byte
+	moved := false
 	if errors.Is(err, locktable.ErrBadState) {
 		// The same origin kept twice (a relaying node re-opened the
 		// upstream of one client session, which broke too): the older
 		// one ends. When the older one holds claims a planned change
 		// installed here (move.go), their client still believes it has
 		// them: this session takes them over instead.
-		if old := srv.resume.kept[key.origin]; old != nil && old.moveHash != nil {
-			moveHash = old.moveHash
+		if old := srv.resume.kept[key.origin]; old != nil && old.moved {
+			moved, moveHash = true, old.moveHash
 			for _, cid := range srv.table.SessionClaims(old.id) {
 				srv.table.Adopt(now, key.origin, cid, s.id)
 			}
@@ -232,7 +234,7 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 		srv.resume.kept = map[locktable.Origin]*keptSession{}
 		srv.resume.byID = map[locktable.SessionID]*keptSession{}
 	}
-	k := &keptSession{resumeKey: *key, id: s.id, moveHash: moveHash}
+	k := &keptSession{resumeKey: *key, id: s.id, moved: moved, moveHash: moveHash}
 	srv.forgetLiveLocked(s)
 	srv.resume.kept[k.origin] = k
 	srv.resume.byID[k.id] = k
@@ -394,7 +396,7 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 		live.closing.Store(true) // its reader ends without ending its claims
 		go live.conn.Close()
 		k = srv.resume.kept[o]
-	} else if !k.matches(f.Secret) {
+	} else if !k.matches(f.Secret) && !(k.moved && s.relaysFor(o)) {
 		return nil, false
 	}
 	cid := locktable.ClaimID(f.Claim)
