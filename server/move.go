@@ -345,15 +345,22 @@ func (s *session) retryMoving() {
 		ring = rv.RingVersion()
 	}
 	for _, name := range names {
-		if rt := srv.Router.Route(name, 0, false); rt.Action == RouteForward {
+		switch rt := srv.Router.Route(name, 0, false); rt.Action {
+		case RouteForward:
 			addrs[name] = rt.Addr
+		case RouteServe:
+			addrs[name] = "" // this node is the new owner
 		}
 	}
+	srv.mu.Lock() // before omu: an adoption here changes the table
 	v.omu.Lock()
 	if rel.closed || s.closing.Load() || v.ending {
 		v.omu.Unlock()
+		srv.mu.Unlock()
 		return
 	}
+	var ds []delivery
+	var here []*relayedClaim
 	gaveUp := 0
 	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
 		if rc.state != rcMoving || rc.up != nil {
@@ -364,8 +371,12 @@ func (s *session) retryMoving() {
 			gaveUp++
 			continue
 		}
-		addr := addrs[rc.move.name]
+		addr, ok := addrs[rc.move.name]
+		if !ok {
+			continue
+		}
 		if addr == "" {
+			here = append(here, rc)
 			continue
 		}
 		u := s.upstreamLocked(rel, addr)
@@ -376,13 +387,29 @@ func (s *session) retryMoving() {
 			Session: uint64(s.id), Secret: rel.moveSecret, Node: srv.NodeID}
 		u.sendClaim(f, nil, rc)
 	}
+	if len(here) > 0 {
+		// The table's pushes take omu: adopt without it, under srv.mu,
+		// which keeps the session's reader out of the table meanwhile.
+		v.omu.Unlock()
+		done := make([]adoptedHere, len(here))
+		for i, rc := range here {
+			done[i] = s.adoptHereLocked(now, rc)
+			ds = append(ds, done[i].ds...)
+		}
+		v.omu.Lock()
+		for i, rc := range here {
+			rel.adoptedHere(s, rc, done[i])
+		}
+	}
 	rel.pump(v)
 	rel.kickAll()
-	if rel.moving > 0 && !rel.moveTimer {
+	if rel.moving > 0 && !rel.moveTimer && !rel.closed {
 		rel.moveTimer = true
 		time.AfterFunc(moveRetry, s.retryMoving)
 	}
 	v.omu.Unlock()
+	srv.mu.Unlock()
+	srv.deliverAll(ds)
 	if gaveUp > 0 {
 		srv.Logger.Warn("moving claims not adopted by their new owner in half their lease; given up", "session", s.id, "claims", gaveUp)
 	}
@@ -614,4 +641,59 @@ func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool
 		time.AfterFunc(moveRetry, u.s.retryMoving)
 	}
 	return true
+}
+
+// adoptedHere is what adoptHereLocked did to the table.
+type adoptedHere struct {
+	st  locktable.Status
+	err error
+	ds  []delivery
+}
+
+// adoptHereLocked adopts moving claim rc into this session's own table
+// entry: the name moved to this node, the host (the design's H = N). The
+// claim becomes direct, with its token and place; a RELEASE queued for
+// it is applied. Called with srv.mu held, not omu (rc's fields it reads
+// change only under srv.mu and omu both).
+func (s *session) adoptHereLocked(now time.Time, rc *relayedClaim) adoptedHere {
+	srv := s.srv
+	o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
+	st, err := srv.table.Adopt(now, o, locktable.ClaimID(rc.id), s.id)
+	if err != nil {
+		return adoptedHere{err: err}
+	}
+	if _, still := srv.table.DetachedSession(o); !still {
+		if k := srv.resume.kept[o]; k != nil {
+			srv.forgetKeptLocked(k)
+		}
+	}
+	var ds []delivery
+	if rc.move.release != nil {
+		res, _ := srv.table.Release(now, locktable.Key{Session: s.id, Claim: locktable.ClaimID(rc.id)})
+		ds = srv.commit(now, res)
+	}
+	return adoptedHere{st: st, ds: ds}
+}
+
+// adoptedHere updates the session after adoptHereLocked: the claim is no
+// longer relayed; a queued RELEASE is answered, a grant the client has
+// not been told is pushed, and a claim the table did not have is
+// revoked. Called with omu held.
+func (rel *relayState) adoptedHere(s *session, rc *relayedClaim, a adoptedHere) {
+	if rc.state != rcMoving {
+		return // ended meanwhile
+	}
+	if a.err != nil {
+		rel.giveUp(s, rc)
+		return
+	}
+	rel.moved(rc)
+	mi := rc.move
+	rel.endMoved(s, rc)
+	switch {
+	case mi.release != nil:
+		mi.release.b, mi.release.pending, mi.release.up = protocol.AppendReleased(nil, rc.id), false, nil
+	case a.st.State == locktable.Owner && mi.token == 0:
+		rel.add(s.v2, &outEntry{b: protocol.AppendPromoted(nil, rc.id, a.st.Token), claim: rc.id})
+	}
 }

@@ -397,3 +397,45 @@ func TestMoveRelayedReleaseInFlight(t *testing.T) {
 		})
 	}
 }
+
+// A claim relayed by R whose name moves to R itself is adopted into R's
+// own table: direct from then on, with its token, released there.
+func TestMoveRelayedToItsHost(t *testing.T) {
+	mt := startMoveTriple(t)
+	a := mt.relay.dialV2(t, longLease, "a")
+	tokA := a.mustHold(1, excl2, 0, "m")
+	a.mustQueue(2, excl2, 0, "m")
+	mt.priorR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteMoving} })
+	states, err := mt.prior.Export(func(string) string { return relayNode })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mt.relay.Install(priorNode, states[relayNode]); err != nil {
+		t.Fatal(err)
+	}
+	a.mustWrite(protocol.AppendPing(nil, 4))
+	a.expectSilenceV2(200 * time.Millisecond)
+	mt.relayR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
+	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 4 {
+		t.Fatalf("after the adoption: %v, want PONG 4", f)
+	}
+	h := waitHolder(t, mt.relay, "m", func(h locktable.HolderInfo) bool { return h.Peer.Via == "" })
+	if h.Token != tokA || h.Claim != 1 {
+		t.Errorf("m at R: claim %d token %#x, want claim 1 with %#x", h.Claim, h.Token, tokA)
+	}
+	if claims, _ := mt.relay.RelayedClaims(); claims != 0 {
+		t.Errorf("R still relays %d claims", claims)
+	}
+	// The release promotes the session's own waiter: PROMOTED(2) and
+	// RELEASED(1), in the order a single server sends them.
+	a.mustWrite(releaseFrame(1))
+	got := map[protocol.Type]bool{}
+	for range 2 {
+		got[a.mustReadV2().Type] = true
+	}
+	if !got[protocol.TypePromoted] || !got[protocol.TypeReleased] {
+		t.Fatalf("release of 1: got %v, want PROMOTED and RELEASED", got)
+	}
+	a.release(2)
+	waitGone(t, mt.relay, "m", waitLimit)
+}
