@@ -15,15 +15,12 @@ import (
 // (its Router stops answering serve for them), then asks the server to
 // export them, and the new owner's server installs what it gets.
 //
-// In this version no claim continues across a move: Export ends every
-// claim on the moving names. A version 1 connection, holder or waiter,
-// is sent ERROR 0x01 and closed (the client acquires again, on any node,
-// and its ACQUIRE reaches the new owner); a version 2 claim is sent
-// REVOKED(claim, 0x03), and its session lives on (the client claims again
-// and the session relays or refuses as for any name it does not serve).
-// So the state handed over is empty, and the new owner, which serves the
-// names only once the ring has switched, grants them to the next claims
-// with tokens of its own fresh epoch, above every token before.
+// Version 1 connections do not continue across a move: Export ends them
+// (ERROR 0x01, and the client acquires again, reaching the new owner).
+// Version 2 claims of open sessions continue at the new owner with their
+// tokens (move.go); the new owner serves the names only once the ring
+// has switched, and grants new claims with tokens of its own fresh
+// epoch, above every token before.
 
 // errMoved is acquire's error when the Router stopped serving the name
 // between the routing of an ACQUIRE and its entry into the table (a
