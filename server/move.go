@@ -624,7 +624,7 @@ func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool
 	mi := &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token, since: time.Now()}
 	if rc.state == rcReleasing {
 		for i := range u.fifo {
-			if r := &u.fifo[i]; r.kind == protocol.TypeRelease && r.rc == rc {
+			if r := &u.fifo[i]; r.kind == protocol.TypeRelease && r.rc == rc && r.slot != nil {
 				mi.release, r.slot = r.slot, nil
 				mi.release.up = nil
 				rc.movedAnswer = true
