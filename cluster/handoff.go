@@ -250,6 +250,7 @@ func (n *Node) handoffLoop() {
 	defer cancel()
 	var retry <-chan time.Time
 	attempt := 0
+	var kept exported
 	for {
 		select {
 		case <-n.done:
@@ -258,7 +259,7 @@ func (n *Node) handoffLoop() {
 		case <-retry:
 		}
 		retry = nil
-		wait, err := n.handOff(ctx)
+		wait, err := n.handOff(ctx, &kept)
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -275,11 +276,28 @@ func (n *Node) handoffLoop() {
 	}
 }
 
+// exported is what a prior owner exported for a pending change, kept by
+// the hand-off loop until every new owner has acknowledged it: a retry
+// (a POST that failed, a new owner that restarted before it
+// acknowledged) resends this same state and never exports again. A
+// second export for the same change would find the moving names empty
+// (the first one took their claims out of the table) and hand over
+// nothing, and the change would then commit handed over while the moved
+// claims' clients still believe they hold them (docs/cluster.md,
+// "Failures"; the continuation model's mutation export-again).
+type exported struct {
+	version uint64
+	states  map[string]json.RawMessage
+	acked   map[string]bool // new owners that acknowledged the install
+}
+
 // handOff runs one round: evict what this node no longer owns, then, if
 // it is a prior owner of the pending change that has not handed over,
-// export, send and record. It returns how long to wait before trying
-// again when it must wait (a restarted node's warm-up).
-func (n *Node) handOff(ctx context.Context) (time.Duration, error) {
+// export (once per change: kept holds what it exported), send to each
+// new owner that has not acknowledged yet, and record. It returns how
+// long to wait before trying again when it must wait (a restarted node's
+// warm-up).
+func (n *Node) handOff(ctx context.Context, kept *exported) (time.Duration, error) {
 	n.fsm.mu.Lock()
 	md := n.fsm.md.clone()
 	ring := n.fsm.ring
@@ -301,6 +319,9 @@ func (n *Node) handOff(ctx context.Context) (time.Duration, error) {
 			return ring.Owner(name) != self && (next == nil || next.Owner(name) != self)
 		})
 	}
+	if p == nil || kept.version != p.Version {
+		*kept = exported{} // the change it was for is over
+	}
 	if p == nil || !slices.Contains(p.Prior, self) || slices.Contains(p.Handed, self) || ring.Version() != p.Version-1 {
 		return 0, nil
 	}
@@ -314,18 +335,21 @@ func (n *Node) handOff(ctx context.Context) (time.Duration, error) {
 		return time.Until(until), nil
 	}
 	start := time.Now()
-	states := map[string]json.RawMessage{}
-	if mover != nil {
-		var err error
-		states, err = mover.Export(func(name string) string {
-			if o := next.Owner(name); ring.Owner(name) == self && o != self {
-				return o
+	if kept.version != p.Version {
+		states := map[string]json.RawMessage{}
+		if mover != nil {
+			var err error
+			states, err = mover.Export(func(name string) string {
+				if o := next.Owner(name); ring.Owner(name) == self && o != self {
+					return o
+				}
+				return ""
+			})
+			if err != nil {
+				return 0, err
 			}
-			return ""
-		})
-		if err != nil {
-			return 0, err
 		}
+		*kept = exported{version: p.Version, states: states, acked: map[string]bool{}}
 	}
 	// Every member that gains names from this one: the joiner, or, for
 	// this node's own leave, every other member.
@@ -336,11 +360,14 @@ func (n *Node) handOff(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	for _, id := range to {
+		if kept.acked[id] {
+			continue
+		}
 		m, ok := md.Members[id]
 		if !ok || m.AdminAddr == "" {
 			return 0, fmt.Errorf("hand-off of ring version %d: no admin address for %s", p.Version, id)
 		}
-		state := states[id]
+		state := kept.states[id]
 		if state == nil {
 			state = json.RawMessage("null")
 		}
@@ -352,6 +379,7 @@ func (n *Node) handOff(ctx context.Context) (time.Duration, error) {
 			}
 			return 0, fmt.Errorf("hand-off of ring version %d to %s: %w", p.Version, id, err)
 		}
+		kept.acked[id] = true
 	}
 	if _, err := n.propose(ctx, command{Op: opHanded, ID: self, Version: p.Version}); err != nil {
 		if md, _ := n.fsm.read(); md.Pending == nil || md.Pending.Version != p.Version {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,8 @@ type fakeMover struct {
 	got     []string          // their states
 	block   chan struct{}     // Export waits for it to close, if set
 	started chan struct{}     // closed when Export begins, if set
+	// failInstalls is how many Install calls fail before one succeeds.
+	failInstalls int
 }
 
 func newFakeMover(id string) *fakeMover { return &fakeMover{id: id, moved: map[string]string{}} }
@@ -47,7 +50,7 @@ func (m *fakeMover) Export(newOwner func(name string) string) (map[string]json.R
 	for _, name := range names(1000) {
 		if o := newOwner(name); o != "" {
 			m.moved[name] = o
-			out[o] = json.RawMessage(`"state of ` + m.id + `"`)
+			out[o] = json.RawMessage(fmt.Sprintf(`"state of %s, export %d"`, m.id, m.exports))
 		}
 	}
 	return out, nil
@@ -56,6 +59,10 @@ func (m *fakeMover) Export(newOwner func(name string) string) (map[string]json.R
 func (m *fakeMover) Install(from string, state json.RawMessage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.failInstalls > 0 {
+		m.failInstalls--
+		return errors.New("install refused by the test")
+	}
 	m.from = append(m.from, from)
 	m.got = append(m.got, string(state))
 	return nil
@@ -158,6 +165,7 @@ func TestPlannedJoinHandsOver(t *testing.T) {
 	if _, err := n4.AcquireEpoch(ctx); err != nil {
 		t.Fatal(err)
 	}
+	waitContact(t, n4)
 	if d := n4.Route(moving, false, time.Now()); d.Action != Serve {
 		t.Errorf("node-4 routes its handed-over %s as %v, want serve (no warm-up)", moving, d.Action)
 	}
@@ -201,6 +209,7 @@ func TestPlannedJoinTimesOutGated(t *testing.T) {
 	next := n4.Ring()
 	for _, name := range names(1000) {
 		if NewRing(0, []string{"node-1", "node-2", "node-3"}).Owner(name) == "node-3" && next.Owner(name) == "node-4" {
+			waitContact(t, n4)
 			if d := n4.Route(name, false, time.Now()); d.Action != Queue {
 				t.Fatalf("node-4 routes %s, taken without node-3's hand-off, as %v, want queue (warm-up)", name, d.Action)
 			}
@@ -318,6 +327,7 @@ func TestStopAndRejoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := nameOwnedBy(t, n3.Ring(), "node-3")
+	waitContact(t, n3)
 	if d := n3.Route(name, false, time.Now()); d.Action != Serve {
 		t.Errorf("node-3, back after a stop, routes its %s as %+v, want serve", name, d)
 	}
@@ -365,6 +375,7 @@ func TestCrashRestartStaysGated(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := nameOwnedBy(t, n3.Ring(), "node-3")
+	waitContact(t, n3)
 	if d := n3.Route(name, false, time.Now()); d.Action != Queue {
 		t.Errorf("node-3, restarted after a crash, routes its %s as %+v, want queue (restart warm-up)", name, d)
 	}
@@ -431,11 +442,7 @@ func TestJoinDuringTakeoverWarmupStaysGated(t *testing.T) {
 	if _, err := n4.AcquireEpoch(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(testWait); !n4.InContact(time.Now()); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("node-4 never got quorum contact")
-		}
-	}
+	waitContact(t, n4)
 	next := n4.Ring()
 	checked := 0
 	for _, name := range names(2000) {
@@ -456,4 +463,57 @@ func TestJoinDuringTakeoverWarmupStaysGated(t *testing.T) {
 		t.Fatal("no name of node-3 moved to node-4")
 	}
 	t.Logf("join committed %v after the removal (warm-up %v); %d names of node-3 checked on node-4", joined, w, checked)
+}
+
+// A prior owner whose hand-off is not acknowledged (the new owner failed
+// to install it) resends the state it exported, and never exports again:
+// its first export took the moving claims out of its table, so a second
+// would hand over nothing and the change would commit handed over while
+// their clients still believe they hold them (the continuation model's
+// mutation export-again).
+func TestHandoffRetryResendsTheSameExport(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	movers := withMovers(nodes)
+	n4 := startNode(t, "node-4", filepath.Join(t.TempDir(), "node-4"), "127.0.0.1:0", "127.0.0.1:0")
+	m4 := newFakeMover("node-4")
+	m4.failInstalls = 2 // two prior owners' first POSTs fail
+	n4.SetMover(m4)
+	if err := n4.Join(ctx, nodes[0].admin.Addr().String()); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	waitSameRing(t, append(slices.Clone(nodes), n4), 4)
+	if md := n4.Metadata(); !md.RingHandedOver {
+		t.Errorf("ring 4 not handed over: %+v", md)
+	}
+	for id, m := range movers {
+		m.mu.Lock()
+		if m.exports != 1 {
+			t.Errorf("%s exported %d times for one change, want once", id, m.exports)
+		}
+		m.mu.Unlock()
+	}
+	m4.mu.Lock()
+	defer m4.mu.Unlock()
+	t.Logf("node-4 installed %v", m4.got)
+	if len(m4.got) != 3 {
+		t.Fatalf("node-4 installed %d states, want one from each prior owner", len(m4.got))
+	}
+	for i, st := range m4.got {
+		if want := fmt.Sprintf(`"state of %s, export 1"`, m4.from[i]); st != want {
+			t.Errorf("node-4 installed %s, want the first export %s", st, want)
+		}
+	}
+}
+
+// waitContact waits until n has quorum contact: a node that has just
+// joined routes everything as no-contact until its first contact
+// request is answered.
+func waitContact(t *testing.T, n *testNode) {
+	t.Helper()
+	for deadline := time.Now().Add(testWait); !n.InContact(time.Now()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never got quorum contact", n.ID())
+		}
+	}
 }

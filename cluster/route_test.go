@@ -152,6 +152,7 @@ func TestRouteRestartWarmsUp(t *testing.T) {
 		r.HandedOver(v) // rules out the join's own gate: this is the restart's
 	}
 	name := nameOwnedBy(t, r.Ring(), "node-3")
+	waitContact(t, r)
 	d := r.Route(name, false, time.Now())
 	if d.Action != Queue || d.Until.Before(started.Add(lease)) || d.Until.After(time.Now().Add(WarmupFor(lease, testSlack))) {
 		t.Fatalf("restarted owner: %+v, want queued until about %v after the restart", d, WarmupFor(lease, testSlack))

@@ -15,15 +15,12 @@ import (
 // (its Router stops answering serve for them), then asks the server to
 // export them, and the new owner's server installs what it gets.
 //
-// In this version no claim continues across a move: Export ends every
-// claim on the moving names. A version 1 connection, holder or waiter,
-// is sent ERROR 0x01 and closed (the client acquires again, on any node,
-// and its ACQUIRE reaches the new owner); a version 2 claim is sent
-// REVOKED(claim, 0x03), and its session lives on (the client claims again
-// and the session relays or refuses as for any name it does not serve).
-// So the state handed over is empty, and the new owner, which serves the
-// names only once the ring has switched, grants them to the next claims
-// with tokens of its own fresh epoch, above every token before.
+// Version 1 connections do not continue across a move: Export ends them
+// (ERROR 0x01, and the client acquires again, reaching the new owner).
+// Version 2 claims of open sessions continue at the new owner with their
+// tokens (move.go); the new owner serves the names only once the ring
+// has switched, and grants new claims with tokens of its own fresh
+// epoch, above every token before.
 
 // errMoved is acquire's error when the Router stopped serving the name
 // between the routing of an ACQUIRE and its entry into the table (a
@@ -46,20 +43,6 @@ func (srv *Server) servesLocked(name string, forwarded bool) bool {
 	return true
 }
 
-// Export ends every claim on the names newOwner maps to another node (""
-// for a name that stays) for the reason "moved": version 1 sessions get
-// ERROR 0x01 and are closed, version 2 claims REVOKED(claim, 0x03). It
-// returns the state to install on each new owner: none, since no claim
-// continues in this version.
-func (srv *Server) Export(newOwner func(name string) string) (map[string]json.RawMessage, error) {
-	srv.init()
-	n := srv.evict(func(name string) bool { return newOwner(name) != "" })
-	if n > 0 {
-		srv.Logger.Info("planned change: claims on names moving to another node ended", "claims", n)
-	}
-	return nil, nil
-}
-
 // Evict ends every claim on the names gone reports, as Export does: names
 // this node no longer owns (a change committed without its hand-off).
 func (srv *Server) Evict(gone func(name string) bool) {
@@ -79,17 +62,27 @@ func (srv *Server) evict(gone func(name string) bool) int {
 	return len(res.Events)
 }
 
-// Install installs a state another node exported for this one. Export
-// hands over no claims in this version, so a state with locks is refused:
-// installing claims whose sessions are elsewhere needs those sessions to
-// continue through this node, which is not available yet.
+// Install installs a state another node exported for this one: its
+// version 2 claims, detached until their hosts adopt them (move.go). A
+// state of the previous version (a list of locks) must be empty.
 func (srv *Server) Install(from string, state json.RawMessage) error {
-	var locks []locktable.LockState
-	if err := json.Unmarshal(state, &locks); err != nil {
+	srv.init()
+	if len(state) > 0 && state[0] == '[' {
+		var locks []locktable.LockState
+		if err := json.Unmarshal(state, &locks); err != nil {
+			return fmt.Errorf("server: hand-off from %s: %w", from, err)
+		}
+		if len(locks) > 0 {
+			return fmt.Errorf("server: hand-off from %s carries %d locks without their sessions", from, len(locks))
+		}
+		return nil
+	}
+	var ms moveState
+	if err := json.Unmarshal(state, &ms); err != nil {
 		return fmt.Errorf("server: hand-off from %s: %w", from, err)
 	}
-	if len(locks) > 0 {
-		return fmt.Errorf("server: hand-off from %s carries %d locks; this version installs none", from, len(locks))
+	if len(ms.Locks) == 0 {
+		return nil
 	}
-	return nil
+	return srv.installMoved(from, &ms)
 }

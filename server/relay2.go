@@ -102,6 +102,16 @@ type relayState struct {
 	// openFails counts the upstreams that could not be opened since one
 	// last opened, to log the first and then one in 50.
 	openFails int
+	// Claims moving to a new owner (move.go): how many are not adopted
+	// yet (while any is not, no answer is released), the ones the client
+	// released meanwhile (their ids are free), whether a retry is
+	// scheduled, and the secret that adopts them at the new owner.
+	moving        int
+	released      []*relayedClaim
+	moveTimer     bool
+	hasMoveSecret bool
+	moveSecret    [protocol.SecretLen]byte
+	moveHash      [secretHashLen]byte
 }
 
 // outEntry is one frame of the ordered outbox.
@@ -125,6 +135,7 @@ const (
 	rcLive                        // answered GRANTED or QUEUED
 	rcReleasing                   // RELEASE sent
 	rcEnded
+	rcMoving // moving to a new owner, not adopted yet (move.go)
 )
 
 // relayedClaim is one relayed claim (one use of a claim id).
@@ -132,6 +143,14 @@ type relayedClaim struct {
 	id    uint32
 	up    *upstream
 	state claimState
+	move  *moveInfo // a claim that moves to a new owner (move.go)
+	// req is the CLAIM sent for it, and token the owner's grant: what a
+	// move needs to adopt it at the new owner.
+	req   protocol.Frame
+	token uint64
+	// movedAnswer: a RELEASE of it is in flight on its old upstream,
+	// which answers it MOVED.
+	movedAnswer bool
 }
 
 // upReq is a request sent on an upstream, waiting for its answer.
@@ -148,6 +167,7 @@ type upReq struct {
 // sendClaim sends CLAIM f on u; slot is where its answer goes (nil for a
 // held claim relayed late).
 func (u *upstream) sendClaim(f protocol.Frame, slot *outEntry, rc *relayedClaim) {
+	rc.req = f
 	u.send(protocol.AppendFrame(nil, f), upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc, f: f})
 }
 
@@ -223,6 +243,9 @@ func (rel *relayState) insert(i int, e *outEntry) { rel.q = slices.Insert(rel.q,
 // confirmed at or after at. An upstream with none protects nothing: a
 // claim it gets later is answered after its own CLAIM is confirmed.
 func (rel *relayState) confirmedAfter(at time.Time) bool {
+	if rel.moving > 0 {
+		return false // a moving claim is an upstream not confirmed yet
+	}
 	for _, u := range rel.ups {
 		if len(u.claims) > 0 && u.confirmed.Before(at) {
 			return false
@@ -401,6 +424,13 @@ func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 		s.holdClaim(f)
 		return true
 	case rt.Action == RouteForward && !s.forwarded:
+		if s.releasedMoving(f.Claim) {
+			// Its id's earlier claim moved and was released; that RELEASE
+			// still waits for the adoption (move.go): held until it is
+			// sent, so that the owner never sees the id twice.
+			s.holdClaim(f)
+			return true
+		}
 		if s.relayClaim(now, f, rt.Addr) {
 			return true
 		}
@@ -468,6 +498,16 @@ func (s *session) relayRelease(id uint32) bool {
 		return false
 	}
 	delete(rel.claims, id)
+	if rc.state == rcMoving {
+		// Queued until the new owner has adopted the claim (move.go).
+		if !s.closing.Load() && !v.ending {
+			slot := &outEntry{pending: true, at: rel.answerAt(), up: rc.up, claim: id}
+			rel.add(v, slot)
+			rc.move.release = slot
+		}
+		rel.released = append(rel.released, rc)
+		return true
+	}
 	rc.state = rcReleasing
 	if s.closing.Load() || v.ending {
 		return true
@@ -510,6 +550,12 @@ func (s *session) dropUpstreams() {
 	v.omu.Lock()
 	rel := v.rel.Load()
 	rel.closed = true
+	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
+		if rc.state == rcMoving && rc.up == nil {
+			rel.moved(rc)
+			rel.endMoved(s, rc)
+		}
+	}
 	ups := make([]*upstream, 0, len(rel.ups))
 	for _, u := range rel.ups {
 		ups = append(ups, u)
@@ -690,6 +736,13 @@ func (u *upstream) handle(frames []upFrame) bool {
 	var bad error
 	for _, fr := range frames {
 		f := fr.f
+		if f.Type == protocol.TypeRevoked && f.Code == codeMoved {
+			if !u.movedFrame(rel, v, f) {
+				bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
+				break
+			}
+			continue
+		}
 		switch f.Type {
 		case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
 			protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased:
@@ -710,15 +763,25 @@ func (u *upstream) handle(frames []upFrame) bool {
 			case protocol.TypePong:
 				u.pings--
 			default:
+				if r.slot == nil && r.kind == protocol.TypeClaim && r.rc.state == rcMoving { // an adoption (move.go)
+					u.adoptAnswer(rel, v, r, f)
+					break
+				}
 				if r.slot == nil { // a held claim, relayed late
 					u.heldAnswer(rel, v, r, f)
 					break
+				}
+				if r.slot == nil && r.kind == protocol.TypeRelease {
+					break // its claim moved: the RELEASE goes to the new owner
 				}
 				r.slot.b, r.slot.pending = fr.raw, false
 				switch f.Type {
 				case protocol.TypeGranted, protocol.TypeQueued:
 					if r.rc.state == rcPending {
 						r.rc.state = rcLive
+					}
+					if f.Type == protocol.TypeGranted {
+						r.rc.token = f.Token
 					}
 				default: // BUSY, REFUSED, RELEASED: the id is free
 					u.end(rel, r.rc)
@@ -727,6 +790,8 @@ func (u *upstream) handle(frames []upFrame) bool {
 		case protocol.TypePromoted, protocol.TypeRevoked:
 			if rc := u.claims[f.Claim]; f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
 				u.end(rel, rc)
+			} else if rc != nil && f.Type == protocol.TypePromoted {
+				rc.token = f.Token
 			}
 			u.push(rel, v, &outEntry{b: fr.raw, up: u, claim: f.Claim})
 		case protocol.TypeSessionError, protocol.TypeError:
@@ -785,10 +850,17 @@ func (u *upstream) fail(why error) {
 	}
 	rel := v.rel.Load()
 	u.markDead(rel)
-	opened, held := u.opened, 0
+	opened, held, moving := u.opened, 0, 0
 	for _, r := range u.fifo {
 		switch r.kind {
 		case protocol.TypeClaim:
+			if r.rc.state == rcMoving {
+				// An adoption not answered: asked again (move.go).
+				delete(u.claims, r.rc.id)
+				r.rc.up = nil
+				moving++
+				continue
+			}
 			if !opened {
 				held += u.holdUnopened(rel, r)
 				continue
@@ -802,6 +874,9 @@ func (u *upstream) fail(why error) {
 			r.slot.b, r.slot.pending = protocol.AppendRefused(nil, r.rc.id, protocol.CodeNotOwner, ""), false
 			u.end(rel, r.rc)
 		case protocol.TypeRelease:
+			if r.slot == nil {
+				continue // its claim moved: the RELEASE goes to the new owner
+			}
 			r.slot.b, r.slot.pending = protocol.AppendReleased(nil, r.rc.id), false
 			u.end(rel, r.rc)
 		}
@@ -839,6 +914,10 @@ func (u *upstream) fail(why error) {
 	if held > 0 && !rel.holding {
 		rel.holding = true
 		time.AfterFunc(holdRetry, s.retryHeld)
+	}
+	if moving > 0 && !rel.moveTimer && !rel.closed {
+		rel.moveTimer = true
+		time.AfterFunc(moveRetry, s.retryMoving)
 	}
 	fails := 0
 	if !opened {

@@ -188,6 +188,7 @@ func (u *upstream) heldAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Fr
 	switch f.Type {
 	case protocol.TypeGranted:
 		r.rc.state = rcLive
+		r.rc.token = f.Token
 		u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, f.Claim, f.Token), up: u, claim: f.Claim})
 	case protocol.TypeQueued:
 		r.rc.state = rcLive

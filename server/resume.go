@@ -90,6 +90,16 @@ type keptSession struct {
 	resumeKey
 	id    locktable.SessionID
 	timer *time.Timer
+	// moved is set for a session whose claims a planned change installed
+	// here (move.go): its host adopts them through an upstream session
+	// of the same origin, or with the secret whose hash is moveHash.
+	moved    bool
+	moveHash *[secretHashLen]byte
+}
+
+// matches reports whether secret adopts k's claims.
+func (k *keptSession) matches(secret [protocol.SecretLen]byte) bool {
+	return secretMatches(&k.hash, secret) || k.moveHash != nil && secretMatches(k.moveHash, secret)
 }
 
 // resumeState is the server's kept sessions, guarded by srv.mu.
@@ -194,11 +204,25 @@ func (s *session) keepV2() bool {
 func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bool) {
 	key := s.v2.resume
 	err := srv.table.Detach(s.id, key.origin)
+	var moveHash *[secretHashLen]byte
+	moved := false
 	if errors.Is(err, locktable.ErrBadState) {
 		// The same origin kept twice (a relaying node re-opened the
 		// upstream of one client session, which broke too): the older
-		// one ends.
-		if old := srv.resume.kept[key.origin]; old != nil {
+		// one ends. When the older one holds claims a planned change
+		// installed here (move.go), their client still believes it has
+		// them: this session takes them over instead.
+		if old := srv.resume.kept[key.origin]; old != nil && old.moved {
+			moved, moveHash = true, old.moveHash
+			for _, cid := range srv.table.SessionClaims(old.id) {
+				srv.table.Adopt(now, key.origin, cid, s.id)
+			}
+			if _, still := srv.table.DetachedSession(key.origin); still {
+				ds = srv.endKeptLocked(now, old, locktable.ReasonGraceful)
+			} else {
+				srv.forgetKeptLocked(old)
+			}
+		} else if old != nil {
 			ds = srv.endKeptLocked(now, old, locktable.ReasonGraceful)
 		}
 		err = srv.table.Detach(s.id, key.origin)
@@ -210,7 +234,7 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 		srv.resume.kept = map[locktable.Origin]*keptSession{}
 		srv.resume.byID = map[locktable.SessionID]*keptSession{}
 	}
-	k := &keptSession{resumeKey: *key, id: s.id}
+	k := &keptSession{resumeKey: *key, id: s.id, moved: moved, moveHash: moveHash}
 	srv.forgetLiveLocked(s)
 	srv.resume.kept[k.origin] = k
 	srv.resume.byID[k.id] = k
@@ -372,7 +396,7 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 		live.closing.Store(true) // its reader ends without ending its claims
 		go live.conn.Close()
 		k = srv.resume.kept[o]
-	} else if !secretMatches(&k.hash, f.Secret) {
+	} else if !k.matches(f.Secret) && !(k.moved && s.relaysFor(o)) {
 		return nil, false
 	}
 	cid := locktable.ClaimID(f.Claim)

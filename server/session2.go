@@ -59,6 +59,10 @@ type v2conn struct {
 	// map) for a resumable session: what keeps it when its connection
 	// breaks (resume.go).
 	resume *resumeKey
+	// movedIDs are the claims of an upstream session handed over to a
+	// new owner, whose RELEASE is answered MOVED (move.go). Guarded by
+	// srv.mu.
+	movedIDs map[uint32]bool
 }
 
 // appendOut appends the answers built by add to the pending output,
@@ -396,7 +400,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		}
 		key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
 		if f.Type == protocol.TypeRelease {
-			if s.relayRelease(f.Claim) {
+			if s.relayRelease(f.Claim) || s.answerMoved(f.Claim) {
 				continue
 			}
 			res, _ := srv.table.Release(now, key) // not in use: RELEASED all the same
@@ -410,6 +414,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			code, reason = protocol.CodeClaimInUse, locktable.ReasonProtocolError
 			break
 		}
+		s.claimUses(f.Claim)
 		if ce != nil {
 			c, _ := protocol.CodeOf(ce.Err)
 			s.refuse(f, c)

@@ -1,0 +1,699 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Version 2 claims that continue across a planned change
+// (docs/cluster.md, "Continuing version 2 claims across a planned
+// change"), for the claims whose session is on the prior owner itself
+// (the direct case: the host is the prior owner P).
+//
+// Export, under srv.mu: the claims on the moving names that do not
+// continue are ended as before (version 1: ERROR 0x01; a claim of a
+// session relayed by another node, or of a kept session: REVOKED 0x03);
+// the others are exported with their session's origin (this node, the
+// session id) and taken out of the table without a frame, and each
+// session marks them moving, in the same critical section. The new owner
+// N installs them detached (locktable.ImportDetached), each origin as a
+// kept session (resume.go) that a re-assertion naming it with the right
+// secret adopts, and that expires, promoting its queue, a lease after
+// the export when nobody adopts it.
+//
+// The ADOPT of the design is a re-assertion (CLAIM flags bit 1) sent by
+// the host on its upstream session to N: it names the origin, the token
+// the client was told (0 for a queued claim), the ring version, and a
+// move secret the host made for the session, whose hash the hand-off
+// carried. N answers it as any re-assertion: GRANTED or QUEUED when it
+// adopted the claim (same token, same place), REFUSED 0x03 when it does
+// not serve the name yet (its ring is older, or the name is frozen for
+// another change): the host asks again after moveRetry; any other answer
+// means N has no such claim, and the client is told REVOKED 0x03. A
+// resumable session's claims also carry the hash of the client's own
+// secret, so that when the host is the node that stops, the client's own
+// re-assertion, after it reconnects, adopts them at N.
+//
+// While a claim moves it counts as an upstream that has not been
+// confirmed (relayState.moving): no answer to anything read after the
+// export reaches the client before the claim is adopted; a RELEASE of it
+// is queued in the session and sent to N after the adoption; a claim not
+// adopted within half the lease after it began moving is given up
+// (REVOKED 0x03, a queued RELEASE answered RELEASED). The export carries
+// an idle time of zero: N's lease of a detached claim runs from the
+// install, after every confirmation the client was given (late is safe).
+
+// moveRetry is how often a host asks again to adopt its moving claims.
+const moveRetry = 100 * time.Millisecond
+
+// moveState is the state a prior owner hands to one new owner: the locks
+// (claims named by the prior owner's session ids) and, per session, its
+// origin and the hashes of the secrets that may adopt its claims.
+type moveState struct {
+	Locks    []locktable.LockState `json:"locks"`
+	Sessions []moveSession         `json:"sessions"`
+}
+
+// moveSession is one session of a moveState.
+type moveSession struct {
+	Session locktable.SessionID `json:"session"` // as in Locks
+	Origin  locktable.Origin    `json:"origin"`
+	Adopt   []byte              `json:"adopt"`            // SHA-256 of the host's move secret
+	Resume  []byte              `json:"resume,omitempty"` // SHA-256 of a resumable session's own secret
+}
+
+// moveInfo is what a host keeps of a moving claim to adopt it.
+type moveInfo struct {
+	name  string
+	mode  protocol.Mode
+	limit uint32
+	token uint64    // the token the client was told; 0 when queued
+	since time.Time // when it began moving
+	// release is the slot of the client's RELEASE, queued until the
+	// claim is adopted.
+	release *outEntry
+}
+
+// codeMoved is the claim-level code of MOVED, a hop-only frame
+// (docs/protocol.md): REVOKED(claim, 0x06) sent only on an upstream
+// session, telling its relaying node that the claim was handed over to
+// a new owner and continues there. A relaying node never passes it on.
+const codeMoved protocol.Code = 0x06
+
+// continues reports whether the claims of session sid continue across a
+// move: an open version 2 session, of a client connected to this node or
+// relayed by another (whose origin the hop header named). Called with
+// srv.mu held.
+func (srv *Server) continues(sid locktable.SessionID) bool {
+	s := srv.claims[sid]
+	if s == nil || s.v2 == nil || s.closing.Load() || srv.isKeptLocked(sid) || srv.Router == nil {
+		return false
+	}
+	_, ok := s.origin()
+	return ok
+}
+
+// origin returns the origin a session stands for: this node and its id,
+// or, for a relayed session, the relaying node and the client's session
+// there (from the hop header).
+func (s *session) origin() (locktable.Origin, bool) {
+	if !s.forwarded {
+		return locktable.Origin{Node: s.srv.NodeID, Session: uint64(s.id)}, true
+	}
+	via := s.peer.Via
+	i := strings.LastIndexByte(via, '/')
+	if i <= 0 {
+		return locktable.Origin{}, false
+	}
+	n, err := strconv.ParseUint(via[i+1:], 10, 64)
+	if err != nil {
+		return locktable.Origin{}, false
+	}
+	return locktable.Origin{Node: via[:i], Session: n}, true
+}
+
+// relaysFor reports whether s is the upstream session that origin o's
+// node opened for o's client session.
+func (s *session) relaysFor(o locktable.Origin) bool {
+	if !s.forwarded {
+		return false
+	}
+	so, ok := s.origin()
+	return ok && so == o
+}
+
+// sendMovedLocked tells the relaying node of upstream session s that its
+// claims ids moved (MOVED, in order with everything else s is sent), and
+// remembers them: a RELEASE of one read later is answered MOVED too.
+// Called with srv.mu held, in the critical section of the export.
+func (s *session) sendMovedLocked(ids []locktable.ClaimID) {
+	v := s.v2
+	if v.movedIDs == nil {
+		v.movedIDs = map[uint32]bool{}
+	}
+	for _, id := range ids {
+		v.movedIDs[uint32(id)] = true
+		v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, uint32(id), codeMoved, "moved") })
+	}
+}
+
+// answerMoved answers RELEASE(id) MOVED when claim id of this upstream
+// session was handed over: the claim lives on at the new owner, where
+// the relaying node sends the RELEASE next. Called by the reader with
+// srv.mu held.
+func (s *session) answerMoved(id uint32) bool {
+	v := s.v2
+	if !v.movedIDs[id] {
+		return false
+	}
+	delete(v.movedIDs, id)
+	v.appendOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, id, codeMoved, "moved") })
+	return true
+}
+
+// claimUses forgets that id was handed over: a CLAIM uses it again.
+func (s *session) claimUses(id uint32) {
+	if v := s.v2; v.movedIDs != nil {
+		delete(v.movedIDs, id)
+	}
+}
+
+// Export hands over the claims on the names newOwner maps to another
+// node ("" for a name that stays): the version 2 claims of this node's
+// own sessions continue (they are exported and their sessions adopt them
+// at the new owner); the others are ended for the reason "moved", as
+// before: version 1 sessions get ERROR 0x01 and are closed, other
+// version 2 claims REVOKED(claim, 0x03). It returns the state to install
+// on each new owner.
+func (srv *Server) Export(newOwner func(name string) string) (map[string]json.RawMessage, error) {
+	srv.init()
+	moving := func(name string) bool { return newOwner(name) != "" }
+	srv.mu.Lock()
+	now := time.Now()
+	res := srv.table.EvictExcept(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
+	ended := len(res.Events)
+	ds := srv.commit(now, res)
+	locks := srv.table.Export(now, moving)
+	ds = append(ds, srv.commit(now, srv.table.Evict(now, moving, 0, 0))...)
+	states := map[string]*moveState{}
+	perSession := map[locktable.SessionID][]moveClaim{}
+	sessionsOf := map[string]map[locktable.SessionID]bool{}
+	n := 0
+	for _, ls := range locks {
+		to := newOwner(ls.Name)
+		st := states[to]
+		if st == nil {
+			st = &moveState{}
+			states[to] = st
+			sessionsOf[to] = map[locktable.SessionID]bool{}
+		}
+		for i := range ls.Holders {
+			ls.Holders[i].Idle = 0
+			cs := ls.Holders[i]
+			perSession[cs.Session] = append(perSession[cs.Session], moveClaim{cs, ls.Name, ls.Limit})
+			sessionsOf[to][cs.Session] = true
+		}
+		for i := range ls.Waiters {
+			ls.Waiters[i].Idle = 0
+			cs := ls.Waiters[i]
+			perSession[cs.Session] = append(perSession[cs.Session], moveClaim{cs, ls.Name, ls.Limit})
+			sessionsOf[to][cs.Session] = true
+		}
+		n += len(ls.Holders) + len(ls.Waiters)
+		st.Locks = append(st.Locks, ls)
+	}
+	hashes := map[locktable.SessionID]moveSession{}
+	var delivered []delivery
+	for sid, cs := range perSession {
+		s := srv.claims[sid]
+		o, _ := s.origin()
+		ms := moveSession{Session: sid, Origin: o}
+		if s.forwarded {
+			ids := make([]locktable.ClaimID, len(cs))
+			for i, c := range cs {
+				ids[i] = c.cs.Claim
+			}
+			s.sendMovedLocked(ids)
+			delivered = append(delivered, delivery{to: s, flush: true})
+		} else {
+			hash := s.startMoving(now, cs)
+			ms.Adopt = hash[:]
+		}
+		if r := s.v2.resume; r != nil {
+			ms.Resume = r.hash[:]
+		}
+		hashes[sid] = ms
+	}
+	out := map[string]json.RawMessage{}
+	for to, st := range states {
+		for _, sid := range slices.Sorted(func(yield func(locktable.SessionID) bool) {
+			for sid := range sessionsOf[to] {
+				if !yield(sid) {
+					return
+				}
+			}
+		}) {
+			st.Sessions = append(st.Sessions, hashes[sid])
+		}
+		b, err := json.Marshal(st)
+		if err != nil {
+			srv.mu.Unlock()
+			return nil, err
+		}
+		out[to] = b
+	}
+	srv.mu.Unlock()
+	srv.deliverAll(ds)
+	srv.deliver(delivered)
+	for sid := range perSession {
+		if s := srv.session(sid); s != nil && !s.forwarded {
+			s.kickMoving()
+		}
+	}
+	if ended > 0 || n > 0 {
+		srv.Logger.Info("planned change: claims on names moving to another node handed over", "continuing", n, "ended", ended)
+	}
+	return out, nil
+}
+
+// session returns open session sid, or nil.
+func (srv *Server) session(sid locktable.SessionID) *session {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.claims[sid]
+}
+
+// moveClaim is one exported claim of a session, with its lock's name and
+// limit.
+type moveClaim struct {
+	cs    locktable.ClaimState
+	name  string
+	limit uint32
+}
+
+// startMoving marks claims of s moving and returns the hash of the
+// session's move secret. Called with srv.mu held, in the critical
+// section of the export.
+func (s *session) startMoving(now time.Time, cs []moveClaim) [secretHashLen]byte {
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	rel := v.relayLocked()
+	if !rel.hasMoveSecret {
+		rel.moveSecret, rel.moveHash = newSecret()
+		rel.hasMoveSecret = true
+	}
+	for _, c := range cs {
+		rc := &relayedClaim{id: uint32(c.cs.Claim), state: rcMoving,
+			move: &moveInfo{name: c.name, mode: protocol.Mode(c.cs.Mode), limit: c.limit, token: c.cs.Token, since: now}}
+		rel.claims[rc.id] = rc
+		rel.moving++
+		s.srv.relayedClaims.Add(1)
+	}
+	return rel.moveHash
+}
+
+// kickMoving has the session's moving claims retried soon, unless a
+// retry is already due.
+func (s *session) kickMoving() {
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	rel := v.rel.Load()
+	if rel == nil || rel.moveTimer || rel.moving == 0 || rel.closed {
+		return
+	}
+	rel.moveTimer = true
+	time.AfterFunc(moveRetry, s.retryMoving)
+}
+
+// retryMoving sends the adoption of each moving claim that has none in
+// flight to the name's owner, once this node routes the name there, and
+// gives up the claims that have moved for half their lease.
+func (s *session) retryMoving() {
+	srv, v := s.srv, s.v2
+	v.omu.Lock()
+	rel := v.rel.Load()
+	rel.moveTimer = false
+	if rel.closed || s.closing.Load() || v.ending {
+		v.omu.Unlock()
+		return
+	}
+	now := time.Now()
+	var names []string
+	for _, rc := range rel.claims {
+		if rc.state == rcMoving && rc.up == nil {
+			names = append(names, rc.move.name)
+		}
+	}
+	for _, rc := range rel.released {
+		if rc.state == rcMoving && rc.up == nil {
+			names = append(names, rc.move.name)
+		}
+	}
+	v.omu.Unlock()
+	addrs := map[string]string{}
+	var ring uint64
+	if rv, ok := srv.Router.(ringVersioner); ok {
+		ring = rv.RingVersion()
+	}
+	for _, name := range names {
+		switch rt := srv.Router.Route(name, 0, false); rt.Action {
+		case RouteForward:
+			addrs[name] = rt.Addr
+		case RouteServe:
+			addrs[name] = "" // this node is the new owner
+		}
+	}
+	srv.mu.Lock() // before omu: an adoption here changes the table
+	v.omu.Lock()
+	if rel.closed || s.closing.Load() || v.ending {
+		v.omu.Unlock()
+		srv.mu.Unlock()
+		return
+	}
+	var ds []delivery
+	var here []*relayedClaim
+	gaveUp := 0
+	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
+		if rc.state != rcMoving || rc.up != nil {
+			continue
+		}
+		if now.Sub(rc.move.since) >= v.lease/2 {
+			rel.giveUp(s, rc)
+			gaveUp++
+			continue
+		}
+		addr, ok := addrs[rc.move.name]
+		if !ok {
+			continue
+		}
+		if addr == "" {
+			here = append(here, rc)
+			continue
+		}
+		u := s.upstreamLocked(rel, addr)
+		rc.up = u
+		u.claims[rc.id] = rc
+		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: rc.move.mode, Limit: rc.move.limit,
+			Flags: protocol.ClaimReassert, Name: rc.move.name, Token: rc.move.token, Ring: ring,
+			Session: uint64(s.id), Secret: rel.moveSecret, Node: srv.NodeID}
+		u.sendClaim(f, nil, rc)
+	}
+	if len(here) > 0 {
+		// The table's pushes take omu: adopt without it, under srv.mu,
+		// which keeps the session's reader out of the table meanwhile.
+		v.omu.Unlock()
+		done := make([]adoptedHere, len(here))
+		for i, rc := range here {
+			done[i] = s.adoptHereLocked(now, rc)
+			ds = append(ds, done[i].ds...)
+		}
+		v.omu.Lock()
+		for i, rc := range here {
+			rel.adoptedHere(s, rc, done[i])
+		}
+	}
+	rel.pump(v)
+	rel.kickAll()
+	if rel.moving > 0 && !rel.moveTimer && !rel.closed {
+		rel.moveTimer = true
+		time.AfterFunc(moveRetry, s.retryMoving)
+	}
+	v.omu.Unlock()
+	srv.mu.Unlock()
+	srv.deliverAll(ds)
+	if gaveUp > 0 {
+		srv.Logger.Warn("moving claims not adopted by their new owner in half their lease; given up", "session", s.id, "claims", gaveUp)
+	}
+	srv.deliver([]delivery{{to: s, flush: true}})
+}
+
+func mapValues(m map[uint32]*relayedClaim) []*relayedClaim {
+	out := make([]*relayedClaim, 0, len(m))
+	for _, rc := range m {
+		out = append(out, rc)
+	}
+	slices.SortFunc(out, func(a, b *relayedClaim) int { return int(a.id) - int(b.id) })
+	return out
+}
+
+// giveUp ends moving claim rc: the client is told REVOKED 0x03 (unless
+// it released it: its RELEASE is answered RELEASED). Called with omu held.
+func (rel *relayState) giveUp(s *session, rc *relayedClaim) {
+	rel.moved(rc)
+	if rc.move.release != nil {
+		rc.move.release.b, rc.move.release.pending = protocol.AppendReleased(nil, rc.id), false
+	} else {
+		rel.add(s.v2, &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), claim: rc.id})
+	}
+	rel.endMoved(s, rc)
+}
+
+// moved records that rc no longer moves. Called with omu held.
+func (rel *relayState) moved(rc *relayedClaim) {
+	if rc.state == rcMoving {
+		rel.moving--
+	}
+}
+
+// endMoved forgets rc after its move ended. Called with omu held.
+func (rel *relayState) endMoved(s *session, rc *relayedClaim) {
+	if rc.state == rcEnded {
+		return
+	}
+	if rc.up != nil {
+		rc.up.end(rel, rc)
+	} else {
+		rc.state = rcEnded
+		if rel.claims[rc.id] == rc {
+			delete(rel.claims, rc.id)
+		}
+		s.srv.relayedClaims.Add(-1)
+	}
+	if i := slices.Index(rel.released, rc); i >= 0 {
+		rel.released = slices.Delete(rel.released, i, i+1)
+	}
+}
+
+// adoptAnswer applies N's answer f to the adoption r of moving claim
+// r.rc. Called with omu held.
+func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Frame) {
+	rc := r.rc
+	switch {
+	case f.Type == protocol.TypeGranted, f.Type == protocol.TypeQueued:
+		rel.moved(rc)
+		rc.state = rcLive
+		if f.Type == protocol.TypeGranted && rc.move.token == 0 && rc.move.release == nil {
+			u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, rc.id, f.Token), up: u, claim: rc.id})
+		}
+		if slot := rc.move.release; slot != nil {
+			// The client released it while it moved: on to N now.
+			if i := slices.Index(rel.released, rc); i >= 0 {
+				rel.released = slices.Delete(rel.released, i, i+1)
+			}
+			rc.state = rcReleasing
+			slot.up = u
+			u.send(protocol.AppendRelease(nil, rc.id), upReq{kind: protocol.TypeRelease, at: time.Now(), slot: slot, rc: rc})
+		}
+	case f.Type == protocol.TypeRefused && f.Code == protocol.CodeNotOwner:
+		// Not yet: N does not serve the name (its ring is older, or the
+		// name is frozen again). Asked again by retryMoving.
+		delete(u.claims, rc.id)
+		rc.up = nil
+		if !rel.moveTimer && !rel.closed {
+			rel.moveTimer = true
+			time.AfterFunc(moveRetry, u.s.retryMoving)
+		}
+	default:
+		// N has no such claim: it expired, or N lost it.
+		rel.giveUp(u.s, rc)
+	}
+}
+
+// installMoved installs a moveState from another node: every claim
+// detached, each origin a kept session that a re-assertion with one of
+// the state's secrets adopts.
+func (srv *Server) installMoved(from string, ms *moveState) error {
+	srv.mu.Lock()
+	now := time.Now()
+	ids := map[locktable.SessionID]locktable.SessionID{}
+	origins := map[locktable.SessionID]locktable.Origin{}
+	for _, m := range ms.Sessions {
+		if len(m.Adopt) != 0 && len(m.Adopt) != secretHashLen || len(m.Resume) != 0 && len(m.Resume) != secretHashLen {
+			srv.mu.Unlock()
+			return fmt.Errorf("server: hand-off from %s: bad secret hash for %+v", from, m.Origin)
+		}
+		sid, ok := srv.table.DetachedSession(m.Origin)
+		if !ok {
+			srv.nextID++
+			sid = locktable.SessionID(srv.nextID)
+		}
+		ids[m.Session] = sid
+		origins[sid] = m.Origin
+	}
+	locks := make([]locktable.LockState, len(ms.Locks))
+	for i, ls := range ms.Locks {
+		ls.Holders, ls.Waiters = slices.Clone(ls.Holders), slices.Clone(ls.Waiters)
+		for j := range ls.Holders {
+			ls.Holders[j].Session = ids[ls.Holders[j].Session]
+		}
+		for j := range ls.Waiters {
+			ls.Waiters[j].Session = ids[ls.Waiters[j].Session]
+		}
+		locks[i] = ls
+	}
+	res, err := srv.table.ImportDetached(now, locks, origins)
+	if err != nil {
+		srv.mu.Unlock()
+		return fmt.Errorf("server: hand-off from %s: %w", from, err)
+	}
+	ds := srv.commit(now, res)
+	if srv.resume.kept == nil {
+		srv.resume.kept = map[locktable.Origin]*keptSession{}
+		srv.resume.byID = map[locktable.SessionID]*keptSession{}
+	}
+	for _, m := range ms.Sessions {
+		sid := ids[m.Session]
+		if _, ok := srv.table.DetachedSession(m.Origin); !ok {
+			continue // it had no claim in these locks
+		}
+		k := srv.resume.kept[m.Origin]
+		if k == nil {
+			k = &keptSession{resumeKey: resumeKey{origin: m.Origin}, id: sid}
+			if len(m.Resume) == secretHashLen {
+				copy(k.hash[:], m.Resume)
+			}
+			srv.resume.kept[k.origin] = k
+			srv.resume.byID[k.id] = k
+		}
+		k.moved = true
+		if len(m.Adopt) == secretHashLen {
+			var h [secretHashLen]byte
+			copy(h[:], m.Adopt)
+			k.moveHash = &h
+		}
+		srv.armKeptLocked(k)
+	}
+	srv.mu.Unlock()
+	srv.deliverAll(ds)
+	n := 0
+	for _, ls := range ms.Locks {
+		n += len(ls.Holders) + len(ls.Waiters)
+	}
+	srv.Logger.Info("planned change: claims handed over installed, detached until their hosts adopt them", "from", from, "claims", n, "sessions", len(ms.Sessions))
+	return nil
+}
+
+// releasedMoving reports whether claim id was moving when the client
+// released it, and its RELEASE has not been sent on yet. Called with
+// srv.mu held.
+func (s *session) releasedMoving(id uint32) bool {
+	v := s.v2
+	rel := v.rel.Load()
+	if rel == nil {
+		return false
+	}
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	for _, rc := range rel.released {
+		if rc.id == id && rc.state == rcMoving {
+			return true
+		}
+	}
+	return false
+}
+
+// movedFrame applies MOVED(claim) read on upstream u: the first is the
+// owner's push at its export (the claim is taken off u and moves: a
+// RELEASE of it in flight on u is kept for the new owner), a second one
+// answers that RELEASE, which the owner read after its export. Called
+// with omu held; it reports false for a frame that fits neither.
+func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool {
+	if len(u.fifo) > 0 {
+		if r := u.fifo[0]; r.kind == protocol.TypeRelease && r.rc.id == f.Claim && r.rc.movedAnswer {
+			u.fifo[0] = upReq{}
+			u.fifo = u.fifo[1:]
+			if r.at.After(u.confirmed) {
+				u.confirmed = r.at
+			}
+			r.rc.movedAnswer = false
+			return true
+		}
+	}
+	rc := u.claims[f.Claim]
+	if rc == nil || rc.state != rcLive && rc.state != rcReleasing {
+		return rc == nil // a claim already ended here: nothing to do
+	}
+	if rc.req.Name == "" {
+		// Attached without its CLAIM (AttachRelayed): it cannot be
+		// adopted, so its client is told it lost it.
+		if rc.state == rcLive {
+			u.push(rel, v, &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), up: u, claim: rc.id})
+		}
+		u.end(rel, rc)
+		return true
+	}
+	mi := &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token, since: time.Now()}
+	if rc.state == rcReleasing {
+		for i := range u.fifo {
+			if r := &u.fifo[i]; r.kind == protocol.TypeRelease && r.rc == rc && r.slot != nil {
+				mi.release, r.slot = r.slot, nil
+				mi.release.up = nil
+				rc.movedAnswer = true
+				break
+			}
+		}
+		rel.released = append(rel.released, rc)
+	}
+	delete(u.claims, rc.id)
+	rc.up, rc.move, rc.state = nil, mi, rcMoving
+	rel.moving++
+	if !rel.moveTimer && !rel.closed {
+		rel.moveTimer = true
+		time.AfterFunc(moveRetry, u.s.retryMoving)
+	}
+	return true
+}
+
+// adoptedHere is what adoptHereLocked did to the table.
+type adoptedHere struct {
+	st  locktable.Status
+	err error
+	ds  []delivery
+}
+
+// adoptHereLocked adopts moving claim rc into this session's own table
+// entry: the name moved to this node, the host (the design's H = N). The
+// claim becomes direct, with its token and place; a RELEASE queued for
+// it is applied. Called with srv.mu held, not omu (rc's fields it reads
+// change only under srv.mu and omu both).
+func (s *session) adoptHereLocked(now time.Time, rc *relayedClaim) adoptedHere {
+	srv := s.srv
+	o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
+	st, err := srv.table.Adopt(now, o, locktable.ClaimID(rc.id), s.id)
+	if err != nil {
+		return adoptedHere{err: err}
+	}
+	if _, still := srv.table.DetachedSession(o); !still {
+		if k := srv.resume.kept[o]; k != nil {
+			srv.forgetKeptLocked(k)
+		}
+	}
+	var ds []delivery
+	if rc.move.release != nil {
+		res, _ := srv.table.Release(now, locktable.Key{Session: s.id, Claim: locktable.ClaimID(rc.id)})
+		ds = srv.commit(now, res)
+	}
+	return adoptedHere{st: st, ds: ds}
+}
+
+// adoptedHere updates the session after adoptHereLocked: the claim is no
+// longer relayed; a queued RELEASE is answered, a grant the client has
+// not been told is pushed, and a claim the table did not have is
+// revoked. Called with omu held.
+func (rel *relayState) adoptedHere(s *session, rc *relayedClaim, a adoptedHere) {
+	if rc.state != rcMoving {
+		return // ended meanwhile
+	}
+	if a.err != nil {
+		rel.giveUp(s, rc)
+		return
+	}
+	rel.moved(rc)
+	mi := rc.move
+	rel.endMoved(s, rc)
+	switch {
+	case mi.release != nil:
+		mi.release.b, mi.release.pending, mi.release.up = protocol.AppendReleased(nil, rc.id), false, nil
+	case a.st.State == locktable.Owner && mi.token == 0:
+		rel.add(s.v2, &outEntry{b: protocol.AppendPromoted(nil, rc.id, a.st.Token), claim: rc.id})
+	}
+}
