@@ -35,9 +35,13 @@ func TestClusterHAHolderKeepsLockThroughOwnerKill(t *testing.T) {
 	name := servedName(t, victim, "ha-holder", haLease)
 
 	client := baton.New(baton.Config{Address: live[0].addr, Nodes: []string{victim.addr, live[1].addr}})
-	s, err := client.OpenSession(t.Context(), baton.SessionOptions{Lease: haLease, Label: "ha-holder", Resumable: true})
+	// Resumable by default: the client was given the cluster.
+	s, err := client.OpenSession(t.Context(), baton.SessionOptions{Lease: haLease, Label: "ha-holder"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !s.Resumable() {
+		t.Fatal("a session of a Client given the cluster's nodes is not resumable")
 	}
 	t.Cleanup(func() { s.Close() })
 	h := &resumableHolder{s: s, token: make(chan uint64, 1), finish: make(chan struct{}),
