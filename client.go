@@ -30,7 +30,8 @@ type Config struct {
 	// Nodes are further addresses of the same cluster (docs/cluster.md):
 	// a connection that cannot be made to Address is made to the first of
 	// them that accepts it, and with Nodes the client routes by default
-	// (see Routing).
+	// (see Routing) and its sessions are resumable by default (see
+	// SessionOptions.Resumable).
 	Nodes []string
 	// Routing says whether the client learns a cluster's ring and sends
 	// each claim to its name's owner directly (router.go). The zero value,

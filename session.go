@@ -44,11 +44,18 @@ type SessionOptions struct {
 	// docs/client.md): when its connection breaks, the server keeps its
 	// claims for the lease, and the Session reconnects, opens a new
 	// session and re-asserts every claim with its token, so that the
-	// guarded work goes on uninterrupted. Off by default: on a single
-	// server, closing the connection (a killed process) then releases
-	// every claim at once. Turn it on for a cluster, where it is what
-	// lets a holder keep its locks through the death of its node.
+	// guarded work goes on uninterrupted. It is what lets a holder keep
+	// its locks through the death of its node in a cluster, so a Client
+	// given a cluster (Config.Nodes set, or Routing RoutingDirect) makes
+	// every session resumable unless NoResume is set. With a single
+	// Address and no routing it is off unless set: closing the
+	// connection (a killed process) then releases every claim at once.
 	Resumable bool
+	// NoResume turns off the resumable default of a Client given a
+	// cluster: the session's claims are then released as soon as its
+	// connection breaks, as on a single server. Resumable wins when both
+	// are set.
+	NoResume bool
 	// Addrs are the addresses a resumable session may resume on, tried
 	// in turn starting with the one it was connected to; empty means the
 	// Client's Address only. The session opens on Addrs[0] when it is
@@ -72,11 +79,11 @@ type SessionOptions struct {
 // protocol violation by the server loses every claim at once and closes
 // the connection. An administrator's REVOKED ends one claim only.
 //
-// A resumable session (SessionOptions.Resumable) survives a broken
-// connection, a shutdown (ERROR 0x01) and a node that stops serving
-// (ERROR 0x03): it reconnects, opens a new session and re-asserts every
-// claim with its token, and a claim the server keeps goes on
-// undisturbed (Lost open, Do's context alive, the same token). A claim
+// A resumable session (SessionOptions.Resumable, the default of a Client
+// given a cluster) survives a broken connection, a shutdown (ERROR 0x01)
+// and a node that stops serving (ERROR 0x03): it reconnects, opens a new
+// session and re-asserts every claim with its token, and a claim the
+// server keeps goes on undisturbed (Lost open, Do's context alive, the same token). A claim
 // that cannot be kept is lost with ErrReassertRefused, or with
 // ErrNotResumed when its re-assertion is not answered before its
 // give-up (the rule above: its last anchor + 0.8 of the lease). See
@@ -171,6 +178,7 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 	if addr == "" && len(opts.Addrs) > 0 {
 		addr = opts.Addrs[0]
 	}
+	opts.Resumable = opts.Resumable || (c.routes() && !opts.NoResume)
 	conn, addr, err := c.dialNode(ctx, addr)
 	if err != nil {
 		return nil, err
