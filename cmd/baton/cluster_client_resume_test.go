@@ -41,15 +41,7 @@ func holdResumable(t *testing.T, name string, lease time.Duration, addrs []strin
 	}
 	h := &resumableHolder{s: s, token: make(chan uint64, 1), finish: make(chan struct{}),
 		cancelled: make(chan error, 1), done: make(chan error, 1)}
-	go func() {
-		h.done <- s.Do(t.Context(), name, baton.Exclusive, func(ctx context.Context, token uint64) error {
-			stop := context.AfterFunc(ctx, func() { h.cancelled <- context.Cause(ctx) })
-			defer stop()
-			h.token <- token
-			<-h.finish
-			return nil
-		})
-	}()
+	go func() { h.done <- runHolder(t.Context(), s, name, h) }()
 	select {
 	case tok := <-h.token:
 		h.token <- tok
@@ -59,6 +51,18 @@ func holdResumable(t *testing.T, name string, lease time.Duration, addrs []strin
 		t.Fatal("the holder was not granted")
 	}
 	return h
+}
+
+// runHolder runs Do on s for name, reporting to h: its token when
+// granted, a cancellation of fn's context, and (by the caller) Do's result.
+func runHolder(ctx context.Context, s *baton.Session, name string, h *resumableHolder) error {
+	return s.Do(ctx, name, baton.Exclusive, func(ctx context.Context, token uint64) error {
+		stop := context.AfterFunc(ctx, func() { h.cancelled <- context.Cause(ctx) })
+		defer stop()
+		h.token <- token
+		<-h.finish
+		return nil
+	})
 }
 
 // servedName returns a name that owner owns, once owner serves it with
@@ -135,17 +139,7 @@ func busyVia(t *testing.T, n *clusterProc, name string, lease time.Duration) {
 func TestClusterClientResumesAfterRelayKilled(t *testing.T) {
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
-	var victim, owner, other *clusterProc
-	for _, id := range []string{"n1", "n2", "n3"} {
-		switch n := nodes[id]; {
-		case victim == nil && id != st.Leader:
-			victim = n
-		case owner == nil:
-			owner = n
-		default:
-			other = n
-		}
-	}
+	victim, owner, other := followerFirst(nodes, st.Leader)
 	const lease = 3 * time.Second
 	name := servedName(t, owner, "client-resume", lease)
 	h := holdResumable(t, name, lease, []string{victim.addr, other.addr, owner.addr})

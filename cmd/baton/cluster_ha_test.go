@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,15 +229,4 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// runHolder runs Do on s for name, reporting to h as holdResumable does.
-func runHolder(ctx context.Context, s *baton.Session, name string, h *resumableHolder) error {
-	return s.Do(ctx, name, baton.Exclusive, func(ctx context.Context, token uint64) error {
-		stop := context.AfterFunc(ctx, func() { h.cancelled <- context.Cause(ctx) })
-		defer stop()
-		h.token <- token
-		<-h.finish
-		return nil
-	})
 }

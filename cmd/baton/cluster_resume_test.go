@@ -18,27 +18,12 @@ func TestClusterResumeAfterRelayKilled(t *testing.T) {
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	// The victim relays; it is not the leader, so the live nodes keep a
 	// quorum without an election.
-	var victim, owner, other *clusterProc
-	for _, id := range []string{"n1", "n2", "n3"} {
-		switch n := nodes[id]; {
-		case victim == nil && id != st.Leader:
-			victim = n
-		case owner == nil:
-			owner = n
-		default:
-			other = n
-		}
-	}
+	victim, owner, other := followerFirst(nodes, st.Leader)
 	// The lease is recorded as the cluster's largest before the owner
 	// serves the name: a longer one would extend the new cluster's
 	// warm-up.
 	const lease = 8 * time.Second
-	name := nameOwnedBy(t, owner.id, "resume")
-	for range 2 { // wait until the owner serves the name
-		probe, _ := waitGrant(t, owner.addr, name, lease)
-		probe.Close()
-		waitFree(t, owner, name)
-	}
+	name := servedName(t, owner, "resume", lease)
 	a := dialResumable(t, victim, lease)
 	if a.w.Flags != protocol.WelcomeResumable|protocol.WelcomeRing || a.w.Node != victim.id || a.w.Ring == 0 {
 		t.Fatalf("WELCOME %v, want resumable on %s with its ring", a.w, victim.id)

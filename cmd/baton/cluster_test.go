@@ -505,3 +505,20 @@ func TestClusterRestartRejoins(t *testing.T) {
 		t.Fatalf("token %#x after the restart is not above %#x under a fresh epoch", tok2, tok1)
 	}
 }
+
+// followerFirst orders the three nodes n1 to n3: first one that is not
+// the leader (killing it leaves the others a quorum without an
+// election), then the other two in id order.
+func followerFirst(nodes map[string]*clusterProc, leader string) (victim, a, b *clusterProc) {
+	for _, id := range []string{"n1", "n2", "n3"} {
+		switch n := nodes[id]; {
+		case victim == nil && id != leader:
+			victim = n
+		case a == nil:
+			a = n
+		default:
+			b = n
+		}
+	}
+	return victim, a, b
+}

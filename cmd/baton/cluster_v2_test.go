@@ -307,17 +307,7 @@ func TestClusterV2RelayOwnerKilled(t *testing.T) {
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	// The victim is not the leader, so the live nodes keep a quorum
 	// without an election.
-	var victim, via, other *clusterProc
-	for _, id := range []string{"n1", "n2", "n3"} {
-		switch n := nodes[id]; {
-		case victim == nil && id != st.Leader:
-			victim = n
-		case via == nil:
-			via = n
-		default:
-			other = n
-		}
-	}
+	victim, via, other := followerFirst(nodes, st.Leader)
 	const lease = 2 * time.Second
 	deadName := nameOwnedBy(t, victim.id, "v2dead")
 	liveName := nameOwnedBy(t, other.id, "v2live")
