@@ -65,10 +65,14 @@ const (
 	// restart or on taking a name) reuse the epoch in its data directory
 	// instead of committing a new one through Raft.
 	MutStaleEpoch = "stale-epoch"
+	// MutMoveGated lets a prior owner begin a planned move of a name it
+	// still gates (taken over from a dead node, or owned across a
+	// restart): the new owner gets it handed over, ungated.
+	MutMoveGated = "move-gated"
 )
 
 // ClusterMutations lists the mutations of the cluster model.
-var ClusterMutations = []string{MutSwitchFirst, MutForwardAgain, MutNoWarmup, MutStaleEpoch}
+var ClusterMutations = []string{MutSwitchFirst, MutForwardAgain, MutNoWarmup, MutStaleEpoch, MutMoveGated}
 
 func (c ClusterConfig) String() string {
 	s := fmt.Sprintf("%s, %s × %s, %s, %s, %s",
@@ -446,7 +450,7 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 			}
 			// A planned move of the name away from its committed owner.
 			if changesLeft && s.moveFrom < 0 && s.ring[latest].owner == n && nd.view == latest &&
-				nd.lk.present && !nd.lk.gated && !nd.needEpoch {
+				nd.lk.present && (!nd.lk.gated || m.cfg.Mutation == MutMoveGated) && !nd.needEpoch {
 				for y := range nodes {
 					if y == n || !s.n[y].alive {
 						continue

@@ -44,6 +44,7 @@ func TestClusterMutations(t *testing.T) {
 		{MutForwardAgain, PropClusterNoLoop, 6, "node B forwards c1's request to node A, marked forwarded"},
 		{MutNoWarmup, PropClusterOneHolder, 8, "node A opens the gate of the name"},
 		{MutStaleEpoch, PropClusterTokens, 9, "node A commits token epoch 1"},
+		{MutMoveGated, PropClusterOneHolder, 11, "planned move: node A freezes the name and hands it to node B"},
 	} {
 		t.Run(tc.mut, func(t *testing.T) {
 			cfg := DefaultClusterConfig()
