@@ -45,20 +45,32 @@ func TestExportEndsMovingClaims(t *testing.T) {
 		}
 		return server.Route{Action: server.RouteServe}
 	})
-	state, err := ts.Export(func(name string) string {
-		if moving(name) {
-			return "elsewhere"
-		}
-		return ""
-	})
+	type exported struct {
+		state map[string]json.RawMessage
+		err   error
+	}
+	done := make(chan exported, 1)
+	go func() {
+		state, err := ts.Export(func(name string) string {
+			if moving(name) {
+				return "elsewhere"
+			}
+			return ""
+		})
+		done <- exported{state, err}
+	}()
+	h1.Expect(protocol.TypeError, protocol.CodeShuttingDown)
+	w1.Expect(protocol.TypeError, protocol.CodeShuttingDown)
+	// The version 1 holder keeps its claim until it hangs up
+	// (move_test.go); then its end promotes the version 2 waiter before
+	// the export, and its claims continue: nothing more is sent, and no
+	// answer before their adoption.
+	h1.Close()
+	ex := <-done
+	state, err := ex.state, ex.err
 	if err != nil || len(state) != 1 || state["elsewhere"] == nil {
 		t.Fatalf("export: %v, %v; want a state for elsewhere", state, err)
 	}
-	h1.Expect(protocol.TypeError, protocol.CodeShuttingDown)
-	w1.Expect(protocol.TypeError, protocol.CodeShuttingDown)
-	// The version 1 holder's end promoted the version 2 waiter before
-	// the export; its claims then continue: nothing more is sent, and no
-	// answer before their adoption.
 	if f := s.ReadV2(); f.Type != protocol.TypePromoted || f.Claim != 3 {
 		t.Fatalf("v2 session got %v, want PROMOTED 3", f)
 	}

@@ -175,6 +175,7 @@ func (s *session) claimUses(id uint32) {
 func (srv *Server) Export(newOwner func(name string) string) (map[string]json.RawMessage, error) {
 	srv.init()
 	moving := func(name string) bool { return newOwner(name) != "" }
+	srv.tellMoving(moving)
 	srv.mu.Lock()
 	now := time.Now()
 	res := srv.table.EvictExcept(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
@@ -261,6 +262,56 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 		srv.Logger.Info("planned change: claims on names moving to another node handed over", "continuing", n, "ended", ended)
 	}
 	return out, nil
+}
+
+// tellMoving tells the version 1 holders on the moving names that the
+// name moves (ERROR 0x01) and waits until each has hung up or its lease
+// has run out, before Export hands anything on: a holder learns of its
+// loss only when the ERROR arrives, so a claim granted at once (here, to
+// a continuing claim, or at the new owner) could overlap it. The wait is
+// about one round trip, at most the longest of their leases; names that
+// move are frozen meanwhile, so no new claim enters.
+func (srv *Server) tellMoving(moving func(name string) bool) {
+	srv.mu.Lock()
+	now := time.Now()
+	res, told := srv.table.TellMoving(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
+	var waitFor []*session
+	var longest time.Duration
+	for _, sid := range told {
+		if s := srv.claims[sid]; s != nil {
+			s.movedOut.Store(true)
+			waitFor = append(waitFor, s)
+			longest = max(longest, s.lease)
+		}
+	}
+	ds := srv.commit(now, res)
+	srv.mu.Unlock()
+	srv.deliverAll(ds)
+	if len(waitFor) == 0 {
+		return
+	}
+	// Each reader ends its claim by its lease deadline; the bound only
+	// guards against a reader that never does (EvictExcept then ends it).
+	until := now.Add(longest + time.Second)
+	for {
+		srv.mu.Lock()
+		left := 0
+		for _, s := range waitFor {
+			if !s.gone.Load() {
+				left++
+			}
+		}
+		srv.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(until) {
+			srv.Logger.Warn("planned change: holders told of the move did not end within their lease", "holders", left)
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	srv.Logger.Info("planned change: version 1 holders of moving names told and gone", "holders", len(waitFor), "took", time.Since(now))
 }
 
 // session returns open session sid, or nil.

@@ -439,3 +439,73 @@ func TestMoveRelayedToItsHost(t *testing.T) {
 	a.release(2)
 	waitGone(t, mt.relay, "m", waitLimit)
 }
+
+// A version 1 holder of a moving name is told ERROR 0x01, and nothing is
+// granted in its place, here or at the new owner, until it has hung up:
+// before, the continuing claim queued behind it was granted in the same
+// instant the ERROR was sent, while the holder still believed (found by
+// the cluster fault suite).
+func TestMoveV1HolderToldBeforeAnyGrant(t *testing.T) {
+	mp := startMovePair(t)
+	h := mp.prior.dial(t)
+	tokH := h.mustOwn("m", longLease)
+	a := mp.prior.dialV2(t, longLease, "a")
+	a.mustQueue(1, excl2, 0, "m")
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		mp.move(t, only("m"))
+	}()
+	if f := h.mustRead(); f.Type != protocol.TypeError || f.Code != protocol.CodeShuttingDown {
+		t.Fatalf("the holder got %v, want ERROR 0x01", f)
+	}
+	// The holder has read the ERROR but not hung up: it may still be
+	// stopping its work.
+	a.expectSilenceV2(300 * time.Millisecond)
+	select {
+	case <-moved:
+		t.Fatal("the export ended before the told holder hung up")
+	default:
+	}
+	hungUp := time.Now()
+	h.close()
+	select {
+	case <-moved:
+	case <-time.After(waitLimit):
+		t.Fatal("the export did not end after the told holder hung up")
+	}
+	if d := time.Since(hungUp); d > time.Second {
+		t.Errorf("the export took %v after the holder hung up", d)
+	}
+	mp.commit(only("m"))
+	if tok := a.expectPromoted(1); tok <= tokH {
+		t.Errorf("promoted with token %#x, not above the holder's %#x", tok, tokH)
+	}
+}
+
+// A told holder that never hangs up (frozen, or its link cut) keeps the
+// claim until its lease runs out.
+func TestMoveV1HolderSilentKeepsItsLease(t *testing.T) {
+	mp := startMovePair(t)
+	const lease = 700 * time.Millisecond
+	h := mp.prior.dial(t)
+	h.mustOwn("m", lease)
+	granted := time.Now()
+	a := mp.prior.dialV2(t, longLease, "a")
+	a.mustQueue(1, excl2, 0, "m")
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		mp.move(t, only("m"))
+	}()
+	select {
+	case <-moved:
+	case <-time.After(waitLimit):
+		t.Fatal("the export did not end after the told holder's lease")
+	}
+	if d := time.Since(granted); d < lease {
+		t.Errorf("the export ended %v after the grant, within the silent holder's lease of %v", d, lease)
+	}
+	mp.commit(only("m"))
+	a.expectPromoted(1)
+}

@@ -55,6 +55,12 @@ type session struct {
 	// reader only drains.
 	closing atomic.Bool
 
+	// movedOut is set (under srv.mu) when a planned change told this
+	// version 1 holder ERROR 0x01 but left its claim in the table
+	// (move.go): the reader keeps the claim until the client hangs up or
+	// its lease runs out.
+	movedOut atomic.Bool
+
 	wmu   sync.Mutex
 	state locktable.State // what the client has been told: 0, Waiting or Owner
 	token uint64
@@ -203,7 +209,16 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 	for {
 		n, err := s.conn.Read(s.rbuf[:])
 		if s.closing.Load() {
-			return ended, 0
+			if !s.movedOut.Load() {
+				return ended, 0
+			}
+			// Told that the name moves: the claim ends when the client
+			// hangs up (it stops its work before it closes) or its lease
+			// runs out; heartbeats that crossed the ERROR go unanswered.
+			if err == nil {
+				continue
+			}
+			return locktable.ReasonMoved, 0
 		}
 		// Heartbeats first, answered together; then whatever else came.
 		beats := 0
@@ -486,7 +501,9 @@ func (s *session) closeWithError(code protocol.Code) error {
 			cw.CloseWrite()
 		}
 	}
-	s.conn.SetReadDeadline(time.Now().Add(s.srv.linger()))
+	if !s.movedOut.Load() { // a moved-out holder's reader keeps its lease deadline
+		s.conn.SetReadDeadline(time.Now().Add(s.srv.linger()))
+	}
 	return err
 }
 
