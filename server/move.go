@@ -268,14 +268,18 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 // name moves (ERROR 0x01) and waits until each has hung up or its lease
 // has run out, before Export hands anything on: a holder learns of its
 // loss only when the ERROR arrives, so a claim granted at once (here, to
-// a continuing claim, or at the new owner) could overlap it. The wait is
-// about one round trip, at most the longest of their leases; names that
-// move are frozen meanwhile, so no new claim enters.
+// a continuing claim, or at the new owner) could overlap it. It waits as
+// well for the kept sessions (resume.go) that hold moving names: their
+// clients cannot be told, and may still believe until the session is
+// resumed here (it then continues) or its lease has passed. The wait is
+// about one round trip for told holders, at most the longest of the
+// leases; names that move are frozen meanwhile, so no new claim enters.
 func (srv *Server) tellMoving(moving func(name string) bool) {
 	srv.mu.Lock()
 	now := time.Now()
-	res, told := srv.table.TellMoving(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
+	res, told, others := srv.table.TellMoving(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
 	var waitFor []*session
+	var kept []*keptSession
 	var longest time.Duration
 	for _, sid := range told {
 		if s := srv.claims[sid]; s != nil {
@@ -284,14 +288,21 @@ func (srv *Server) tellMoving(moving func(name string) bool) {
 			longest = max(longest, s.lease)
 		}
 	}
+	for _, sid := range others {
+		if k := srv.resume.byID[sid]; k != nil && !slices.Contains(kept, k) {
+			kept = append(kept, k)
+			longest = max(longest, srv.table.SessionLease(sid))
+		}
+	}
 	ds := srv.commit(now, res)
 	srv.mu.Unlock()
 	srv.deliverAll(ds)
-	if len(waitFor) == 0 {
+	if len(waitFor) == 0 && len(kept) == 0 {
 		return
 	}
-	// Each reader ends its claim by its lease deadline; the bound only
-	// guards against a reader that never does (EvictExcept then ends it).
+	// Each reader ends its claim by its lease deadline, and each kept
+	// session's timer by its lease; the bound only guards against one
+	// that never does (EvictExcept then ends it).
 	until := now.Add(longest + time.Second)
 	for {
 		srv.mu.Lock()
@@ -301,17 +312,23 @@ func (srv *Server) tellMoving(moving func(name string) bool) {
 				left++
 			}
 		}
+		for _, k := range kept {
+			if srv.resume.byID[k.id] == k {
+				left++
+			}
+		}
 		srv.mu.Unlock()
 		if left == 0 {
 			break
 		}
 		if time.Now().After(until) {
-			srv.Logger.Warn("planned change: holders told of the move did not end within their lease", "holders", left)
+			srv.Logger.Warn("planned change: holders of moving names did not end within their lease", "holders", left)
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
-	srv.Logger.Info("planned change: version 1 holders of moving names told and gone", "holders", len(waitFor), "took", time.Since(now))
+	srv.Logger.Info("planned change: holders of moving names that do not continue have ended",
+		"told", len(waitFor), "kept", len(kept), "took", time.Since(now))
 }
 
 // session returns open session sid, or nil.

@@ -509,3 +509,35 @@ func TestMoveV1HolderSilentKeepsItsLease(t *testing.T) {
 	mp.commit(only("m"))
 	a.expectPromoted(1)
 }
+
+// A kept resumable session (its connection broke) that holds a moving
+// name cannot be told; its client may believe until its lease has
+// passed. The export waits for that (or a resume) before a continuing
+// claim queued behind it is granted. Before, the kept claim was revoked
+// at once and the waiter granted.
+func TestMoveKeptHolderWaitsForItsLease(t *testing.T) {
+	mp := startMovePair(t)
+	const lease = 700 * time.Millisecond
+	k, _ := mp.prior.dialResumable(t, lease, "k")
+	k.mustHold(1, excl2, 0, "m")
+	a := mp.prior.dialV2(t, longLease, "a")
+	a.mustQueue(1, excl2, 0, "m")
+	k.close()
+	broke := time.Now()
+	mp.prior.events.wait(t, "the session kept", func(e server.Event) bool { return e.Kind == server.EventSessionKept })
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		mp.move(t, only("m"))
+	}()
+	select {
+	case <-moved:
+	case <-time.After(waitLimit):
+		t.Fatal("the export did not end after the kept session's lease")
+	}
+	if d := time.Since(broke); d < lease-50*time.Millisecond {
+		t.Errorf("the export ended %v after the kept holder's connection broke, within its lease of %v", d, lease)
+	}
+	mp.commit(only("m"))
+	a.expectPromoted(1)
+}
