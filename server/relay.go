@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
@@ -438,6 +439,7 @@ func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, pr
 	srv.Logger.Debug("relaying to the owner", "lock", req.Name, "remote_addr", peer.Addr, "owner_addr", up.RemoteAddr().String())
 
 	buf := make([]byte, relayBuf)
+	var rerr error
 	for {
 		n, err := s.conn.Read(buf)
 		if n > 0 && !upDone.Load() {
@@ -446,14 +448,37 @@ func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, pr
 			}
 		}
 		if err != nil {
+			rerr = err
 			break
 		}
 	}
-	// The client hung up (or shutdown ended the session): close the hop
-	// so the owner releases at once, and wait for the copy back to end.
+	// The client hung up: say so on the hop (hopClientGone) so the owner
+	// releases at once (also after an ERROR, this node's or the owner's:
+	// the hang-up is the client's acknowledgement), then close it.
+	// Anything else (a linger or write deadline, this node closing the
+	// connection) closes the hop without it, and the owner keeps the
+	// claim until the client's lease has passed, as it does when this
+	// node dies: the client may still believe.
+	if clientHungUp(rerr) {
+		up.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
+		up.Write([]byte{hopClientGone})
+	}
 	up.Close()
 	<-done
 	return ended, 0
+}
+
+// hopClientGone is the byte a relaying node sends on a version 1 hop when
+// the client hung up: the owner ends the claim at once. A hop that closes
+// without it (the relaying node died, shut down, or was cut off) leaves
+// the claim until the client's lease has passed.
+const hopClientGone = hopMarker
+
+// clientHungUp reports whether a read error means that the client's side
+// closed the connection: its process closed it or died. (A deadline, or
+// this node closing the connection, does not.)
+func clientHungUp(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // writeRelayed passes the owner's bytes to the client, under wmu so that

@@ -257,3 +257,41 @@ func TestRouteHoldShutdown(t *testing.T) {
 		t.Fatalf("after ERROR 0x01: %v", err)
 	}
 }
+
+// The owner ends a relayed claim at once only on the relaying node's word
+// that the client hung up (the byte after the client's last frame). A hop
+// that breaks without it is the relaying node's death or a cut: the
+// client may still believe, so the claim stays until its lease has
+// passed since it was last heard. (Before, the owner released at once,
+// and the fault suite excused the overlap.)
+func TestRelayHopBreakKeepsLease(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		hungUp   bool
+		min, max time.Duration
+	}{
+		{name: "relay-died", hungUp: false, min: 550 * time.Millisecond, max: 2 * time.Second},
+		{name: "client-hung-up", hungUp: true, min: 0, max: 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const lease = 600 * time.Millisecond
+			owner, _ := startPair(t)
+			hop := owner.dial(t)
+			hop.mustWrite(append(server.AppendHop(nil, "10.0.0.1:1", ""), acquireFrame("x", lease)...))
+			if f := hop.mustRead(); f.Type != protocol.TypeAcquired {
+				t.Fatalf("got %v, want ACQUIRED", f)
+			}
+			heard := time.Now()
+			b := owner.dial(t)
+			b.mustWait("x", longLease)
+			if tc.hungUp {
+				hop.mustWrite([]byte{0x7e})
+			}
+			hop.close()
+			b.expectAcquired()
+			if d := time.Since(heard); d < tc.min || d > tc.max {
+				t.Errorf("the waiter was granted %v after the relayed holder was last heard; want %v to %v", d, tc.min, tc.max)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -215,8 +216,17 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 			// Told that the name moves: the claim ends when the client
 			// hangs up (it stops its work before it closes) or its lease
 			// runs out; heartbeats that crossed the ERROR go unanswered.
-			if err == nil {
+			// Through a relay, the hang-up is the relaying node's
+			// hopClientGone; a hop that breaks without it is the relaying
+			// node's end, not the client's.
+			switch {
+			case s.forwarded && bytes.IndexByte(s.rbuf[:n], hopClientGone) >= 0:
+				return locktable.ReasonMoved, 0
+			case err == nil:
 				continue
+			case s.forwarded && !errors.Is(err, os.ErrDeadlineExceeded):
+				s.keepUntilLease(deadline)
+				return ended, 0
 			}
 			return locktable.ReasonMoved, 0
 		}
@@ -237,6 +247,9 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 			}
 		}
 		if beats < n {
+			if s.forwarded && s.rbuf[beats] == hopClientGone {
+				return locktable.ReasonGraceful, 0 // the relayed client hung up
+			}
 			if protocol.Type(s.rbuf[beats]) == protocol.TypeAcquire {
 				return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire
 			}
@@ -244,6 +257,13 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		}
 		if err != nil {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				if s.forwarded && !orphaned {
+					// The hop broke without the relaying node's word that
+					// the client hung up: that node died or was cut off,
+					// and its client may still believe.
+					s.keepUntilLease(deadline)
+					return ended, 0
+				}
 				return locktable.ReasonGraceful, 0
 			}
 			if orphaned {
@@ -263,6 +283,23 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 			s.conn.SetReadDeadline(deadline)
 		}
 	}
+}
+
+// keepUntilLease leaves the claim of a relayed session whose hop broke in
+// the table until the client's lease has passed since it was last heard
+// (deadline, the reader's), then ends it as expired: no one is promoted
+// while the client may still believe. The session's goroutine and
+// connection end now; a timer does the rest.
+func (s *session) keepUntilLease(deadline time.Time) {
+	s.srv.Logger.Debug("hop to a relaying node broke; keeping the claim for the client's lease", "remote_addr", s.peer.Addr, "until", deadline)
+	var expire func()
+	expire = func() {
+		if err := s.expire(); errors.Is(err, locktable.ErrNotExpired) {
+			// The timer fired a hair early for the table's strict rule.
+			time.AfterFunc(time.Millisecond, expire)
+		}
+	}
+	time.AfterFunc(time.Until(deadline), expire)
 }
 
 // errDenied is acquire's error when a Revoke since the ACQUIRE's check
