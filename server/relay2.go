@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -365,13 +366,20 @@ func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
 		// are granted only after.
 		confirmed: now,
 		kick:      make(chan struct{}, 1), stop: make(chan struct{})}
-	var b []byte
+	// The owner keeps the claims when this hop breaks (resume.go): a
+	// resumable session's client resumes them; a plain session's are
+	// released by this node when its client hangs up (dropUpstreams), so
+	// a break without that is this node's death or a cut, and the
+	// client may still believe. A plain session's hash is of a secret
+	// nobody knows: it is never resumed.
+	hash := v.plainHash
 	if r := v.resume; r != nil {
-		// The owner keeps the claims when this hop breaks (resume.go).
-		b = appendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &r.hash)
-	} else {
-		b = AppendHopV2(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id))
+		hash = r.hash
+	} else if hash == ([secretHashLen]byte{}) {
+		_, hash = newSecret()
+		v.plainHash = hash
 	}
+	b := appendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &hash)
 	b = protocol.AppendPreamble(b)
 	b = protocol.AppendHello(b, protocol.LeaseMS(v.lease), v.label)
 	u.send(b, upReq{kind: protocol.TypeHello, at: now})
@@ -540,12 +548,19 @@ func (s *session) relayPump() {
 	}
 }
 
-// dropUpstreams closes every upstream of a session that has ended: each
-// owner releases its claims at once.
-func (s *session) dropUpstreams() {
+// dropUpstreams closes every upstream of a session that has ended. Each
+// owner keeps the claims it relayed until their lease has passed (hop
+// header version 3: it cannot tell this node's death from the client's
+// hang-up), unless release is set: the client hung up, and the claims
+// are released first (RELEASE for each, written before the close), so
+// each owner ends them at once, as it would a direct client's.
+func (s *session) dropUpstreams(release bool) {
 	v := s.v2
 	if v == nil || v.rel.Load() == nil {
 		return
+	}
+	if release {
+		s.releaseUpstreams()
 	}
 	v.omu.Lock()
 	rel := v.rel.Load()
@@ -575,6 +590,43 @@ func (s *session) dropUpstreams() {
 	v.omu.Unlock()
 	for _, u := range ups {
 		u.shutdown()
+	}
+}
+
+// releaseUpstreams writes RELEASE for every claim relayed on each open
+// upstream of an ended session, and waits (at most io-timeout) until it
+// has been written.
+func (s *session) releaseUpstreams() {
+	v := s.v2
+	var ups []*upstream
+	v.omu.Lock()
+	for _, u := range v.rel.Load().ups {
+		if u.conn == nil || u.dead {
+			continue // not open: its frames never reach the owner
+		}
+		n := len(u.wbuf)
+		for _, id := range slices.Sorted(maps.Keys(u.claims)) {
+			if st := u.claims[id].state; st == rcPending || st == rcLive {
+				u.wbuf = protocol.AppendRelease(u.wbuf, id)
+			}
+		}
+		if len(u.wbuf) > n {
+			ups = append(ups, u)
+		}
+	}
+	v.omu.Unlock()
+	until := time.Now().Add(s.srv.IOTimeout)
+	for _, u := range ups {
+		u.flush() // or the goroutine writing now writes them
+		for {
+			v.omu.Lock()
+			written := u.dead || !u.writing && len(u.wbuf) == 0
+			v.omu.Unlock()
+			if written || time.Now().After(until) {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
 	}
 }
 

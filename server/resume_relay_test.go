@@ -99,18 +99,48 @@ func TestResumeRelayedSameNode(t *testing.T) {
 	a3.expectCode(protocol.TypeRefused, 1, protocol.CodeReassertRefused)
 }
 
-// A relayed session that is not resumable is released at once when its
-// relaying node dies, as before.
-func TestRelayedNotResumableReleasedAtOnce(t *testing.T) {
+// A relayed session that is not resumable is kept by the owner when its
+// relaying node dies: its client learns of the death only from its own
+// connection, and may still believe until its lease has passed. (Before,
+// the owner released at once, and the fault suite excused the overlap.)
+// When its client hangs up instead, the relaying node releases its
+// claims first, and the owner ends them at once.
+func TestRelayedNotResumableKeptWhenRelayDies(t *testing.T) {
+	const lease = 600 * time.Millisecond
 	owner, r1, _ := startRelayTrio(t)
-	a := r1.dialV2(t, longLease, "a")
+	a := r1.dialV2(t, lease, "a")
 	a.mustHold(1, excl2, 0, "x")
+	heard := time.Now()
 	b := owner.dialV2(t, longLease, "b")
 	b.mustQueue(1, excl2, 0, "x")
 	r1.Close()
 	b.expectPromoted(1)
+	if d := time.Since(heard); d < lease-50*time.Millisecond {
+		t.Errorf("promoted %v after the relayed holder was last heard, within its lease of %v", d, lease)
+	}
+
 	if n := owner.KeptSessions(); n != 0 {
-		t.Errorf("KeptSessions = %d", n)
+		t.Errorf("KeptSessions = %d after the lease", n)
+	}
+}
+
+// A plain relayed session whose client hangs up is released at the owner
+// at once: the relaying node writes RELEASE for its claims before it
+// closes the upstream.
+func TestRelayedNotResumableReleasedOnHangUp(t *testing.T) {
+	owner, r1, _ := startRelayTrio(t)
+	a := r1.dialV2(t, longLease, "a")
+	a.mustHold(1, excl2, 0, "x")
+	a.mustHold(2, excl2, 0, "y")
+	b := owner.dialV2(t, longLease, "b")
+	b.mustQueue(1, excl2, 0, "x")
+	b.mustQueue(2, excl2, 0, "y")
+	a.close()
+	start := time.Now()
+	b.expectPromoted(1)
+	b.expectPromoted(2)
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("promoted %v after the relayed client hung up", d)
 	}
 }
 

@@ -98,7 +98,10 @@ func (s *session) serve() {
 		// feels.
 		reason, code = s.runV2()
 		s.dropRanges()
-		s.dropUpstreams()
+		// A plain session whose client hung up, or broke the protocol,
+		// releases its relayed claims at once, as a direct session's
+		// are; otherwise each owner keeps them until the lease passes.
+		s.dropUpstreams(s.v2.resume == nil && (s.v2.hungUp || reason == locktable.ReasonProtocolError))
 	}
 	s.finish(reason, code)
 }

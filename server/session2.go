@@ -39,6 +39,9 @@ type v2conn struct {
 	seen         time.Time // when the last frame was read in full
 	flushed      time.Time // the last seen the table has been told
 	partialSince time.Time // when the frame now partly read began; zero if none
+	// hungUp: a read found the client's side closed (its process closed
+	// the connection or died), not a deadline or this node's close.
+	hungUp bool
 
 	omu   sync.Mutex
 	out   []byte // pending frames, in the order decided
@@ -59,6 +62,9 @@ type v2conn struct {
 	// map) for a resumable session: what keeps it when its connection
 	// breaks (resume.go).
 	resume *resumeKey
+	// plainHash is what a plain session's upstreams carry in place of a
+	// secret's hash (relay2.go); set under omu by its first upstream.
+	plainHash [secretHashLen]byte
 	// movedIDs are the claims of an upstream session handed over to a
 	// new owner, whose RELEASE is answered MOVED (move.go). Guarded by
 	// srv.mu.
@@ -211,6 +217,9 @@ func (s *session) runV2Frames() (locktable.Reason, protocol.Code) {
 		s.conn.SetReadDeadline(deadline)
 		had := len(v.buf)
 		err := s.readMore()
+		if err != nil && clientHungUp(err) {
+			v.hungUp = true
+		}
 		if orphaned {
 			v.buf = v.buf[:0]
 		}
