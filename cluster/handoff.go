@@ -177,7 +177,10 @@ type Mover interface {
 	// to install on each new owner, by node id (an owner absent from the
 	// map gets an empty state). Route answers Frozen for those names
 	// before Export is called, so no claim on them enters the table
-	// after it.
+	// after it. It may instead return an error with a method
+	// RetryAfter() time.Duration: it cannot export yet (holders that do
+	// not continue are being told, and must have stopped first); it is
+	// called again after that long.
 	Export(newOwner func(name string) string) (map[string]json.RawMessage, error)
 	// Install installs a state that node from exported for this node.
 	Install(from string, state json.RawMessage) error
@@ -345,6 +348,14 @@ func (n *Node) handOff(ctx context.Context, kept *exported) (time.Duration, erro
 				}
 				return ""
 			})
+			var later interface{ RetryAfter() time.Duration }
+			if errors.As(err, &later) {
+				// Holders that do not continue are being told; the names
+				// stay frozen. Ask again soon, and meanwhile let the
+				// loop do the rest (an eviction once the change commits
+				// without this hand-off).
+				return later.RetryAfter(), nil
+			}
 			if err != nil {
 				return 0, err
 			}

@@ -28,7 +28,16 @@ type fakeMover struct {
 	started chan struct{}     // closed when Export begins, if set
 	// failInstalls is how many Install calls fail before one succeeds.
 	failInstalls int
+	// later is how many Export calls answer "not yet" (holders being
+	// told) before one exports; laterCalls counts them.
+	later, laterCalls int
 }
+
+// notYet is the fake's "not yet" (the server's holders being told).
+type notYet struct{}
+
+func (notYet) Error() string             { return "not yet" }
+func (notYet) RetryAfter() time.Duration { return 20 * time.Millisecond }
 
 func newFakeMover(id string) *fakeMover { return &fakeMover{id: id, moved: map[string]string{}} }
 
@@ -46,6 +55,11 @@ func (m *fakeMover) Export(newOwner func(name string) string) (map[string]json.R
 	out := map[string]json.RawMessage{}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.later > 0 {
+		m.later--
+		m.laterCalls++
+		return nil, notYet{}
+	}
 	m.exports++
 	for _, name := range names(1000) {
 		if o := newOwner(name); o != "" {
@@ -503,6 +517,36 @@ func TestHandoffRetryResendsTheSameExport(t *testing.T) {
 		if want := fmt.Sprintf(`"state of %s, export 1"`, m4.from[i]); st != want {
 			t.Errorf("node-4 installed %s, want the first export %s", st, want)
 		}
+	}
+}
+
+// An Export that answers "not yet" (the server's version 1 holders of
+// moving names told, not gone yet) is called again shortly, not treated
+// as a failure, and the change is handed over once it exports.
+func TestHandoffExportLater(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	movers := withMovers(nodes)
+	for _, m := range movers {
+		m.mu.Lock()
+		m.later = 3
+		m.mu.Unlock()
+	}
+	n4 := startNode(t, "node-4", filepath.Join(t.TempDir(), "node-4"), "127.0.0.1:0", "127.0.0.1:0")
+	n4.SetMover(newFakeMover("node-4"))
+	if err := n4.Join(ctx, nodes[0].admin.Addr().String()); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	waitSameRing(t, append(slices.Clone(nodes), n4), 4)
+	if md := n4.Metadata(); !md.RingHandedOver {
+		t.Errorf("ring 4 not handed over after the exports that waited: %+v", md)
+	}
+	for id, m := range movers {
+		m.mu.Lock()
+		if m.laterCalls != 3 || m.exports != 1 {
+			t.Errorf("%s: %d calls answered not yet and %d exports, want 3 and 1", id, m.laterCalls, m.exports)
+		}
+		m.mu.Unlock()
 	}
 }
 

@@ -51,7 +51,7 @@ func TestExportEndsMovingClaims(t *testing.T) {
 	}
 	done := make(chan exported, 1)
 	go func() {
-		state, err := ts.Export(func(name string) string {
+		state, err := exportWhenReady(ts.Server, func(name string) string {
 			if moving(name) {
 				return "elsewhere"
 			}

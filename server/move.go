@@ -175,7 +175,9 @@ func (s *session) claimUses(id uint32) {
 func (srv *Server) Export(newOwner func(name string) string) (map[string]json.RawMessage, error) {
 	srv.init()
 	moving := func(name string) bool { return newOwner(name) != "" }
-	srv.tellMoving(moving)
+	if n := srv.tellMoving(moving); n > 0 {
+		return nil, exportLater{holders: n}
+	}
 	srv.mu.Lock()
 	now := time.Now()
 	res := srv.table.EvictExcept(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
@@ -265,71 +267,58 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 }
 
 // tellMoving tells the version 1 holders on the moving names that the
-// name moves (ERROR 0x01) and waits until each has hung up or its lease
-// has run out, before Export hands anything on: a holder learns of its
-// loss only when the ERROR arrives, so a claim granted at once (here, to
-// a continuing claim, or at the new owner) could overlap it. It waits as
-// well for the kept sessions (resume.go) that hold moving names: their
-// clients cannot be told, and may still believe until the session is
-// resumed here (it then continues) or its lease has passed. The wait is
-// about one round trip for told holders, at most the longest of the
-// leases; names that move are frozen meanwhile, so no new claim enters.
-func (srv *Server) tellMoving(moving func(name string) bool) {
+// name moves (ERROR 0x01), once, and reports how many holders of moving
+// names that do not continue are still there. Export hands nothing on
+// while any is: a holder learns of its loss only when the ERROR
+// arrives, so a claim granted at once (here, to a continuing claim, or
+// at the new owner) could overlap it. Each told holder ends when its
+// client hangs up (about one round trip) or its lease runs out. Kept
+// sessions (resume.go) that hold moving names are waited for as well:
+// their clients cannot be told and may still believe until the session
+// is resumed here (it then continues) or its lease has passed. Names
+// that move are frozen meanwhile, so no new claim enters.
+func (srv *Server) tellMoving(moving func(name string) bool) (left int) {
 	srv.mu.Lock()
 	now := time.Now()
 	res, told, others := srv.table.TellMoving(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
-	var waitFor []*session
-	var kept []*keptSession
-	var longest time.Duration
 	for _, sid := range told {
-		if s := srv.claims[sid]; s != nil {
-			s.movedOut.Store(true)
-			waitFor = append(waitFor, s)
-			longest = max(longest, s.lease)
+		if s := srv.claims[sid]; s != nil && !s.gone.Load() {
+			left++
+			if !s.movedOut.Swap(true) {
+				srv.Logger.Debug("planned change: version 1 holder told; waiting for it to hang up", "remote_addr", s.peer.Addr)
+			}
 		}
 	}
 	for _, sid := range others {
-		if k := srv.resume.byID[sid]; k != nil && !slices.Contains(kept, k) {
-			kept = append(kept, k)
-			longest = max(longest, srv.table.SessionLease(sid))
+		if srv.isKeptLocked(sid) {
+			left++
 		}
 	}
-	ds := srv.commit(now, res)
+	var ds []delivery
+	for _, d := range srv.commit(now, res) {
+		if d.to.movedOut.Load() && d.to.closing.Load() {
+			continue // told before
+		}
+		ds = append(ds, d)
+	}
 	srv.mu.Unlock()
 	srv.deliverAll(ds)
-	if len(waitFor) == 0 && len(kept) == 0 {
-		return
-	}
-	// Each reader ends its claim by its lease deadline, and each kept
-	// session's timer by its lease; the bound only guards against one
-	// that never does (EvictExcept then ends it).
-	until := now.Add(longest + time.Second)
-	for {
-		srv.mu.Lock()
-		left := 0
-		for _, s := range waitFor {
-			if !s.gone.Load() {
-				left++
-			}
-		}
-		for _, k := range kept {
-			if srv.resume.byID[k.id] == k {
-				left++
-			}
-		}
-		srv.mu.Unlock()
-		if left == 0 {
-			break
-		}
-		if time.Now().After(until) {
-			srv.Logger.Warn("planned change: holders of moving names did not end within their lease", "holders", left)
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	srv.Logger.Info("planned change: holders of moving names that do not continue have ended",
-		"told", len(waitFor), "kept", len(kept), "took", time.Since(now))
+	return left
 }
+
+// exportLater is Export's error while holders of moving names that do
+// not continue are still there (tellMoving): the hand-off is tried again
+// after RetryAfter, and meanwhile whatever else a node must do (end the
+// claims on names it no longer owns once the change commits without its
+// hand-off) is not held up.
+type exportLater struct{ holders int }
+
+func (e exportLater) Error() string {
+	return fmt.Sprintf("server: %d holders of moving names told, not gone yet", e.holders)
+}
+
+// RetryAfter is how soon Export may be called again.
+func (exportLater) RetryAfter() time.Duration { return 5 * time.Millisecond }
 
 // session returns open session sid, or nil.
 func (srv *Server) session(sid locktable.SessionID) *session {

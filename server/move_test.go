@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"testing"
@@ -52,7 +53,7 @@ func (mp *movePair) move(t *testing.T, moving func(string) bool) {
 		}
 		return server.Route{Action: server.RouteServe}
 	})
-	states, err := mp.prior.Export(func(name string) string {
+	states, err := exportWhenReady(mp.prior.Server, func(name string) string {
 		if moving(name) {
 			return "n1"
 		}
@@ -63,6 +64,20 @@ func (mp *movePair) move(t *testing.T, moving func(string) bool) {
 	}
 	if err := mp.owner.Install(priorNode, states["n1"]); err != nil {
 		t.Fatalf("install: %v", err)
+	}
+}
+
+// exportWhenReady calls Export until it no longer asks to be called
+// again later (holders of moving names are being told), as a cluster
+// node's hand-off loop does.
+func exportWhenReady(srv *server.Server, newOwner func(string) string) (map[string]json.RawMessage, error) {
+	for {
+		states, err := srv.Export(newOwner)
+		var later interface{ RetryAfter() time.Duration }
+		if !errors.As(err, &later) {
+			return states, err
+		}
+		time.Sleep(later.RetryAfter())
 	}
 }
 
