@@ -33,7 +33,7 @@ const (
 // a connection the fault has cut. Only such a holder may overlap its
 // successor, and only its writes may be refused by the fence.
 func cutsOff(kind string) bool {
-	return kind == FaultFreeze || kind == FaultBlackhole || kind == FaultReset || kind == FaultNodeDeath
+	return kind == FaultFreeze || kind == FaultBlackhole || kind == FaultReset
 }
 
 // Fault is one fault the test injected, on Worker (empty for the server),
@@ -425,7 +425,7 @@ func checkWrites(in Input, ivs map[ivKey]*interval, r *Report) {
 	}
 	var cuts int
 	for _, f := range in.Faults {
-		if cutsOff(f.Kind) && f.Kind != FaultNodeDeath { // a death need not find a write to refuse
+		if cutsOff(f.Kind) {
 			cuts++
 		}
 	}

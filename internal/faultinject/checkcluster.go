@@ -19,13 +19,6 @@ const (
 	FaultNodeClientCut = "client-cut" // the node's client link down, later up
 	FaultNodeRestart   = "restart"    // SIGKILL, then the node again on its data directory
 	FaultNodeIsolate   = "isolate"    // both links down, later up
-	// FaultNodeDeath is not injected: CheckCluster derives one for every
-	// worker connected to a node that was killed (FaultNodeKill,
-	// FaultNodeRestart), from the kill to the node's death. For such a
-	// worker the death is a connection reset: its claims are released at
-	// once, as a single server releases a closed connection's, and it
-	// sees its loss a moment later, through the reset.
-	FaultNodeDeath = "node-death"
 )
 
 // ClusterFault is one fault of the cluster suite: Kind (a FaultNode*
@@ -60,7 +53,6 @@ type FaultStats struct {
 	Refused  int // operations the fence refused (stale tokens)
 	Failed   int // operations without an answer from the database
 	Overlaps int // overlaps between confirmed owners that began then
-	Excused  int // of a holder whose node died under it with its successor (FaultNodeDeath)
 	// NextGrant is, per fault that hit the lock's owner, the time from
 	// the fault's start to the next grant.
 	NextGrant []time.Duration
@@ -73,8 +65,6 @@ type FaultStats struct {
 type ClusterReport struct {
 	*Report
 	ByFault map[string]*FaultStats // by Label; "before" is the run up to the first fault
-	// MaxExcused is the longest overlap excused by a node's death.
-	MaxExcused time.Duration
 }
 
 // String summarizes the report: the run's figures, then a row per kind
@@ -87,11 +77,10 @@ func (r *ClusterReport) String() string {
 		r.Accepted, r.Reads, r.Rejected, r.ReadsRef, r.Failed, r.Late)
 	fmt.Fprintf(&b, "pairs of shared holders at once: %d, of them claims of one session: %d\n", r.ReaderPairs, r.SessionPairs)
 	fmt.Fprintf(&b, "version 2 sessions lost: %d, ending %d held claims (at most %d at once)\n", r.SessionLosses, r.LostClaims, r.MaxLostClaims)
-	fmt.Fprintf(&b, "overlaps excused by the death of the holder's node (its connection reset): %d, the longest %v\n", r.Overlaps[FaultNodeDeath], r.MaxExcused)
-	fmt.Fprintf(&b, "%-26s %6s %6s %9s %8s %6s %8s %7s  %-16s %s", "fault", "faults", "grants", "accepted", "refused", "failed", "overlaps", "excused", "to removal", "owner hit: to next grant")
+	fmt.Fprintf(&b, "%-26s %6s %6s %9s %8s %6s %8s  %-16s %s", "fault", "faults", "grants", "accepted", "refused", "failed", "overlaps", "to removal", "owner hit: to next grant")
 	for _, k := range slices.Sorted(maps.Keys(r.ByFault)) {
 		s := r.ByFault[k]
-		fmt.Fprintf(&b, "\n%-26s %6d %6d %9d %8d %6d %8d %7d  %-16s %s", k, s.Faults, s.Grants, s.Accepted, s.Refused, s.Failed, s.Overlaps, s.Excused, seconds(s.Removal), seconds(s.NextGrant))
+		fmt.Fprintf(&b, "\n%-26s %6d %6d %9d %8d %6d %8d  %-16s %s", k, s.Faults, s.Grants, s.Accepted, s.Refused, s.Failed, s.Overlaps, seconds(s.Removal), seconds(s.NextGrant))
 	}
 	fmt.Fprintf(&b, "\nviolations: %d", len(r.Violations))
 	const shown = 20 // an unsafe setup has hundreds
@@ -111,23 +100,13 @@ func (r *ClusterReport) String() string {
 // after its last confirmed heartbeat whatever happens to its node or its
 // connection; an ownership interval (from fn's start to the loss seen or
 // fn's return) is the worker's belief, and two conflicting ones must not
-// overlap. One exception, as in Check for a reset connection: the death
-// of the node a worker is connected to resets its connection, and the
-// lock's owner releases its claims at once (FaultNodeDeath); such a
-// holder may overlap its successor until it sees its loss, and must see
-// it. Those overlaps are counted in Overlaps["node-death"], with the
-// longest in MaxExcused. (The nodes' audit logs are not checked:
-// property 4 is about one server's log.)
+// overlap, with no exception: the death of the node a worker is
+// connected to resets the worker's connection, but the lock's owner
+// keeps a relayed claim until its lease has passed unless the relaying
+// node said that the client hung up. (The nodes' audit logs are not
+// checked: property 4 is about one server's log.)
 func CheckCluster(in Input, faults []ClusterFault) *ClusterReport {
 	in.Faults = nil
-	for _, f := range faults {
-		if f.Died == 0 {
-			continue
-		}
-		for _, w := range f.Workers {
-			in.Faults = append(in.Faults, Fault{Kind: FaultNodeDeath, Worker: w, Start: f.Start, End: f.Died})
-		}
-	}
 	r := &Report{RejectedBy: map[string]int{}, Overlaps: map[string]int{}, Faults: map[string]int{}, GrantsBy: map[string]int{}}
 	for _, f := range faults {
 		r.Faults[f.Label()]++
@@ -192,11 +171,6 @@ func CheckCluster(in Input, faults []ClusterFault) *ClusterReport {
 		}
 	}
 	for _, p := range overlaps(ivs) {
-		if _, ok := cutFault(in, p[0].w, p[0].req, p[0].end); ok {
-			cr.MaxExcused = max(cr.MaxExcused, time.Duration(p[0].end-p[1].start))
-			window(p[1].start).Excused++
-			continue
-		}
 		window(p[1].start).Overlaps++
 	}
 	return cr

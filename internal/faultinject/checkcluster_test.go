@@ -3,7 +3,6 @@
 package faultinject_test
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,9 +46,9 @@ func TestCheckCluster(t *testing.T) {
 	if k := r.ByFault["kill-owner"]; k == nil || k.Overlaps != 1 {
 		t.Errorf("kill-owner row %+v, want 1 overlap", k)
 	}
-	// The same overlap, of a holder connected to a node killed under it:
-	// its connection was reset, its claim released at once; excused if
-	// it saw its loss, and counted.
+	// The same overlap, of a holder connected to a node killed under it,
+	// that saw its loss: no longer excused (the owner keeps a claim whose
+	// relaying node died until its lease has passed).
 	died := []faultinject.ClusterFault{{Kind: faultinject.FaultNodeKill, Role: "follower", Node: "n2", Start: 150e6, End: 5000e6, Died: 160e6, Workers: []string{"w1"}}}
 	h = newHistory()
 	h.rec("acquired", "w1", 10, 0)
@@ -58,19 +57,9 @@ func TestCheckCluster(t *testing.T) {
 	h.rec("released", "w1", 10, 300)
 	h.hold("w2", 20, 200, 400)
 	r = faultinject.CheckCluster(h.in, died)
-	if len(r.Violations) != 0 || r.Overlaps[faultinject.FaultNodeDeath] != 1 || r.MaxExcused != 10*time.Millisecond {
-		t.Fatalf("holder whose node died: violations %q, excused %v (longest %v); want none, 1 (10ms)", r.Violations, r.Overlaps, r.MaxExcused)
+	if len(r.Violations) != 1 || !strings.Contains(r.Violations[0], "OVERLAP") {
+		t.Fatalf("holder whose node died: violations %q, want one OVERLAP", r.Violations)
 	}
-	// Not if it never saw the loss, nor for a worker of another node.
-	h.in.Records = slices.DeleteFunc(h.in.Records, func(r faultinject.Record) bool { return r.Ev == "lost" })
-	if r := faultinject.CheckCluster(h.in, died); len(r.Violations) != 1 || !strings.Contains(r.Violations[0], "IGNORED LOSS") {
-		t.Errorf("holder that ignored its loss: violations %q, want one IGNORED LOSS", r.Violations)
-	}
-	died[0].Workers = []string{"w3"}
-	if r := faultinject.CheckCluster(h.in, died); len(r.Violations) != 1 || !strings.Contains(r.Violations[0], "OVERLAP") {
-		t.Errorf("holder of another node: violations %q, want one OVERLAP", r.Violations)
-	}
-
 	if !strings.Contains(r.String(), "kill-follower") {
 		t.Errorf("the report does not name the fault:\n%s", r)
 	}

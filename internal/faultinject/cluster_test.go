@@ -251,6 +251,19 @@ func runClusterSuite(t *testing.T, plan []string, independent, lateStop bool) (*
 			t.Errorf("netlab: %v", err)
 		}
 	})
+	// A run that stops early (t.Fatal) still leaves its nodes' logs.
+	if d := os.Getenv("BATON_FAULTINJECT_DUMP"); d != "" {
+		t.Cleanup(func() {
+			if t.Failed() {
+				files, _ := filepath.Glob(filepath.Join(h.dir, "n*"))
+				for _, f := range files {
+					if data, err := os.ReadFile(f); err == nil {
+						os.WriteFile(filepath.Join(d, "failed-"+filepath.Base(f)), data, 0o644)
+					}
+				}
+			}
+		})
+	}
 	tr := &http.Transport{DialContext: lab.DialContext(lab.Clients()), DisableKeepAlives: true}
 	h.http = &http.Client{Transport: tr, Timeout: 3 * time.Second}
 	t.Cleanup(tr.CloseIdleConnections)
