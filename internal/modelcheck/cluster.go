@@ -54,7 +54,8 @@ import (
 // any release during a freeze, grants nothing on a frozen name and leaves
 // that grant to the new owner.) Mutation grant-before-told is the server
 // before it was fixed: the told holder's record ends as the ERROR is
-// sent.
+// sent; mutation handoff-before-hangup drops the wait: the export ends
+// the told record.
 
 // ClusterConfig bounds the cluster-ownership model.
 type ClusterConfig struct {
@@ -106,10 +107,16 @@ const (
 	// queued behind it is granted while the holder has not read the ERROR
 	// (the server did this until the cluster fault suite found it).
 	MutGrantBeforeTold = "grant-before-told"
+	// MutHandoffBeforeHangup lets the prior owner hand over while a told
+	// version 1 holder's claim is still there, ending it as the export
+	// ends every claim that does not continue, instead of waiting until
+	// the client has hung up or its lease has run out.
+	MutHandoffBeforeHangup = "handoff-before-hangup"
 )
 
 // ClusterMutations lists the mutations of the cluster model.
-var ClusterMutations = []string{MutSwitchFirst, MutForwardAgain, MutNoWarmup, MutStaleEpoch, MutMoveGated, MutGrantBeforeTold}
+var ClusterMutations = []string{MutSwitchFirst, MutForwardAgain, MutNoWarmup, MutStaleEpoch, MutMoveGated, MutGrantBeforeTold,
+	MutHandoffBeforeHangup}
 
 func (c ClusterConfig) String() string {
 	clients := plural(c.Clients, "client")
@@ -239,7 +246,7 @@ const (
 type clStep struct {
 	kind  uint8
 	n, m  int8 // nodes
-	c     int8 // client (clMoveBegin: the version 1 holder told, or -1)
+	c     int8 // client (clMoveBegin: the version 1 holder told; clHandoff: a told claim ended; or -1)
 	what  uint8
 	tok   uint16
 	ended uint8 // clMoveBegin: the version 1 waiters ended
@@ -311,6 +318,9 @@ func (st clStep) String() string {
 		return s
 	case clHandoff:
 		s := "node " + m + " installs the state handed over by node " + n
+		if st.c >= 0 {
+			s += " (its export ended " + c + "'s told claim)"
+		}
 		if st.what != 0 {
 			s += "; the new ring (owner " + m + ") is committed"
 		}
@@ -581,7 +591,7 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 				}
 			}
 			// The hand-off waits for the told holder's record to end.
-			if s.moveFrom == n && s.n[s.moveTo].alive && !nd.lk.told {
+			if s.moveFrom == n && s.n[s.moveTo].alive && (!nd.lk.told || m.cfg.Mutation == MutHandoffBeforeHangup) {
 				t := s
 				y := s.moveTo
 				// The hand-off carries the ring version it is based on; the
@@ -592,6 +602,13 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 				}
 				lk := t.n[n].lk
 				lk.frozen, lk.gated = false, false
+				st := clStep{kind: clHandoff, n: n, m: y, c: -1}
+				if lk.told {
+					// Only under MutHandoffBeforeHangup: the export ends a
+					// claim that does not continue, it carries the others.
+					st.c = lk.holder
+					lk.holder, lk.told = -1, false
+				}
 				if cur := t.n[y].lk; cur.present {
 					// Only reachable when the ring switched first: merge.
 					if lk.holder < 0 {
@@ -605,7 +622,6 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 				t.n[y].lk = lk
 				t.n[n].lk = clLock{holder: -1}
 				t.moveFrom, t.moveTo = -1, -1
-				st := clStep{kind: clHandoff, n: n, m: y}
 				if m.cfg.Mutation != MutSwitchFirst {
 					t.ring[t.nring] = clRing{owner: y}
 					t.nring++

@@ -52,6 +52,7 @@ func TestClusterMutations(t *testing.T) {
 		{MutStaleEpoch, PropClusterTokens, 9, "node A commits token epoch 1"},
 		{MutMoveGated, PropClusterOneHolder, 11, "planned move: node A freezes the name and hands it to node B"},
 		{MutGrantBeforeTold, PropClusterOneHolder, 6, "sends ERROR 0x01 to c2, its version 1 holder, and ends its claim at once"},
+		{MutHandoffBeforeHangup, PropClusterOneHolder, 8, "node B installs the state handed over by node A (its export ended c2's told claim)"},
 	} {
 		t.Run(tc.mut, func(t *testing.T) {
 			cfg := DefaultClusterConfig()
