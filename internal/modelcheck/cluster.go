@@ -250,6 +250,7 @@ type clStep struct {
 	what  uint8
 	tok   uint16
 	ended uint8 // clMoveBegin: the version 1 waiters ended
+	once  bool  // clMoveBegin: the told holder's claim ended at once (MutGrantBeforeTold)
 }
 
 // What happened on a delivery.
@@ -304,7 +305,7 @@ func (st clStep) String() string {
 		}
 		if st.c >= 0 {
 			s += "; sends ERROR 0x01 to " + c + ", its version 1 holder"
-			if st.tok != 0 {
+			if st.once {
 				s += ", and ends its claim at once"
 			} else {
 				s += ", and keeps its claim until it hangs up"
@@ -521,6 +522,8 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 	for n := range nodes {
 		nd := s.n[n]
 		if nd.alive {
+			// A told claim ends once its client no longer believes: its
+			// hang-up arrives, or its lease runs out.
 			if nd.lk.present && nd.lk.told && s.c[nd.lk.holder].st != clTold {
 				t := s
 				t.n[n].lk.holder, t.n[n].lk.told = -1, false
@@ -579,9 +582,7 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 					t.moveFrom, t.moveTo = n, y
 					st := clStep{kind: clMoveBegin, n: n, m: y}
 					st.c, st.ended = m.tell(&t, n)
-					if st.c >= 0 && !t.n[n].lk.told {
-						st.tok = 1 // ended at once (MutGrantBeforeTold)
-					}
+					st.once = st.c >= 0 && !t.n[n].lk.told
 					if m.cfg.Mutation == MutSwitchFirst {
 						t.ring[t.nring] = clRing{owner: y}
 						t.nring++

@@ -58,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		changes  = fs.Int("changes", cdef.Changes, "cluster, cluster-continue: ring changes, planned moves and removals of a dead owner (0..3)")
 		deaths   = fs.Int("deaths", cdef.Deaths, "cluster, cluster-continue: node deaths (0..2)")
 		restarts = fs.Int("restarts", cdef.Restarts, "cluster, cluster-continue: node restarts from the data directory (0..2)")
-		v1       = fs.Int("v1", cdef.V1, "cluster: clients, counted from the last, that speak protocol version 1: a planned move tells them ERROR 0x01 instead of handing their claims over (0..clients)")
+		v1       = fs.Int("v1", cdef.V1, "cluster: clients, counted from the last, that speak protocol version 1: a planned move tells them ERROR 0x01 instead of handing their claims over (0..clients; the default is capped at -clients)")
 		owners   = fs.Int("owners", 3, "ranges: lock owners (1..3)")
 		rsess    = fs.Int("range-sessions", 0, "ranges: sessions the owners are grouped into (1..owners; 0: one per owner)")
 		posns    = fs.Int("positions", 2, "ranges: byte positions (1..3)")
