@@ -29,6 +29,33 @@ import (
 // opens only when no client still believes a grant of a dead incarnation
 // (the largest lease has elapsed). A restarted node has lost its lock
 // state: names it still owns are gated the same way.
+//
+// Version 1 clients (ClusterConfig.V1, counted from the last client) are
+// the same clients except at a planned move: one connection is one claim,
+// and it does not continue through the new owner. The prior owner P tells
+// them as it freezes the name (the server tells them at the start of its
+// export, after the freeze; nothing enters a frozen name in between, so
+// the model makes it one step; server.tellMoving, locktable.TellMoving).
+// A version 1 waiter is ended with ERROR 0x01: it never held, it is idle
+// and acquires again. A version 1 holder is sent ERROR 0x01 and still
+// believes it holds until it reads it, so P keeps its record, marked
+// told: a told record is a holder, P grants nothing in its place and
+// does not hand over while it is there. The client reads the ERROR, stops
+// its work and hangs up (that acquisition is over, as a give-up's is; it
+// acquires again if it has acquisitions left). The record ends when the
+// hang-up reaches P, or when its lease runs out at P; the lease is
+// abstracted as everywhere in this model, P never expires a record whose
+// client may still believe, so the two are one step (EndTold), enabled
+// once the client no longer believes: they end the same record the same
+// way, and a death of P loses either. Then P hands over what is left, or,
+// if the move was called off meanwhile (its new owner died), grants to
+// its queue itself. (The server's table may promote the next claim at P
+// as soon as the record ends, before the export; the model, here as for
+// any release during a freeze, grants nothing on a frozen name and leaves
+// that grant to the new owner.) Mutation grant-before-told is the server
+// before it was fixed: the told holder's record ends as the ERROR is
+// sent; mutation handoff-before-hangup drops the wait: the export ends
+// the told record.
 
 // ClusterConfig bounds the cluster-ownership model.
 type ClusterConfig struct {
@@ -38,16 +65,21 @@ type ClusterConfig struct {
 	Changes  int // ring changes: planned moves and removals of a dead owner (0..3)
 	Deaths   int // node deaths (0..2), at most one node down at a time
 	Restarts int // restarts of a dead node from its data directory (0..2)
+	// V1 is how many of the clients, counted from the last, speak
+	// protocol version 1: their claims do not continue through a planned
+	// move (0..Clients).
+	V1 int
 	// Mutation, when not empty, drops one rule so that the checker must
 	// fail; see ClusterMutations.
 	Mutation string
 }
 
 // DefaultClusterConfig is the configuration always checked: three nodes,
-// two clients taking the lock once each, one ring change, one death and
-// one restart. The tests check larger ones too (two ring changes).
+// two clients taking the lock once each, the second of them a version 1
+// client, one ring change, one death and one restart. The tests check
+// larger ones too (two ring changes).
 func DefaultClusterConfig() ClusterConfig {
-	return ClusterConfig{Nodes: 3, Clients: 2, Lives: 1, Changes: 1, Deaths: 1, Restarts: 1}
+	return ClusterConfig{Nodes: 3, Clients: 2, Lives: 1, Changes: 1, Deaths: 1, Restarts: 1, V1: 1}
 }
 
 // Mutations of the cluster model.
@@ -69,14 +101,30 @@ const (
 	// still gates (taken over from a dead node, or owned across a
 	// restart): the new owner gets it handed over, ungated.
 	MutMoveGated = "move-gated"
+	// MutGrantBeforeTold ends a version 1 holder's claim on a moving name
+	// when the prior owner sends it ERROR 0x01, instead of keeping it
+	// until the client has hung up or its lease has run out: the claim
+	// queued behind it is granted while the holder has not read the ERROR
+	// (the server did this until the cluster fault suite found it).
+	MutGrantBeforeTold = "grant-before-told"
+	// MutHandoffBeforeHangup lets the prior owner hand over while a told
+	// version 1 holder's claim is still there, ending it as the export
+	// ends every claim that does not continue, instead of waiting until
+	// the client has hung up or its lease has run out.
+	MutHandoffBeforeHangup = "handoff-before-hangup"
 )
 
 // ClusterMutations lists the mutations of the cluster model.
-var ClusterMutations = []string{MutSwitchFirst, MutForwardAgain, MutNoWarmup, MutStaleEpoch, MutMoveGated}
+var ClusterMutations = []string{MutSwitchFirst, MutForwardAgain, MutNoWarmup, MutStaleEpoch, MutMoveGated, MutGrantBeforeTold,
+	MutHandoffBeforeHangup}
 
 func (c ClusterConfig) String() string {
+	clients := plural(c.Clients, "client")
+	if c.V1 > 0 {
+		clients += fmt.Sprintf(" (%d version 1)", c.V1)
+	}
 	s := fmt.Sprintf("%s, %s × %s, %s, %s, %s",
-		plural(c.Nodes, "node"), plural(c.Clients, "client"), plural(c.Lives, "acquisition"),
+		plural(c.Nodes, "node"), clients, plural(c.Lives, "acquisition"),
 		plural(c.Changes, "ring change"), plural(c.Deaths, "death"), plural(c.Restarts, "restart"))
 	if c.Mutation != "" {
 		s += ", mutation " + c.Mutation
@@ -99,6 +147,8 @@ func (c ClusterConfig) Validate() error {
 		return fmt.Errorf("deaths must be 0..2, not %d", c.Deaths)
 	case c.Restarts < 0 || c.Restarts > 2:
 		return fmt.Errorf("restarts must be 0..2, not %d", c.Restarts)
+	case c.V1 < 0 || c.V1 > c.Clients:
+		return fmt.Errorf("version 1 clients must be 0..%d (the clients), not %d", c.Clients, c.V1)
 	case c.Mutation != "" && !slices.Contains(ClusterMutations, c.Mutation):
 		return fmt.Errorf("mutation must be one of %s, not %q", strings.Join(ClusterMutations, ", "), c.Mutation)
 	}
@@ -126,12 +176,14 @@ const (
 	clWaiting       // queued on some node
 	clHolding       // granted, and the grant is on record on a live node
 	clOrphan        // granted by a node that died: still believes it holds
+	clTold          // version 1 holder sent ERROR 0x01 by its node: still believes it holds until it reads it
 )
 
 type clLock struct {
 	present bool // this node has the lock's state
 	gated   bool // taken over without verifiable state: grants nothing
 	frozen  bool // being handed to another node
+	told    bool // the holder is a version 1 client told that the name moves
 	holder  int8 // client, or -1
 	nq      int8
 	queue   [clMaxClients]int8
@@ -187,14 +239,18 @@ const (
 	clRemove
 	clRestart
 	clGateOpen
+	clReadError
+	clEndTold
 )
 
 type clStep struct {
-	kind uint8
-	n, m int8 // nodes
-	c    int8 // client
-	what uint8
-	tok  uint16
+	kind  uint8
+	n, m  int8 // nodes
+	c     int8 // client (clMoveBegin: the version 1 holder told; clHandoff: a told claim ended; or -1)
+	what  uint8
+	tok   uint16
+	ended uint8 // clMoveBegin: the version 1 waiters ended
+	once  bool  // clMoveBegin: the told holder's claim ended at once (MutGrantBeforeTold)
 }
 
 // What happened on a delivery.
@@ -247,9 +303,25 @@ func (st clStep) String() string {
 		if st.what != 0 {
 			s += "; the new ring (owner " + m + ") is committed at once"
 		}
+		if st.c >= 0 {
+			s += "; sends ERROR 0x01 to " + c + ", its version 1 holder"
+			if st.once {
+				s += ", and ends its claim at once"
+			} else {
+				s += ", and keeps its claim until it hangs up"
+			}
+		}
+		for w := range int8(clMaxClients) {
+			if st.ended&(1<<w) != 0 {
+				s += fmt.Sprintf("; ends c%d, a version 1 waiter, with ERROR 0x01", w+1)
+			}
+		}
 		return s
 	case clHandoff:
 		s := "node " + m + " installs the state handed over by node " + n
+		if st.c >= 0 {
+			s += " (its export ended " + c + "'s told claim)"
+		}
 		if st.what != 0 {
 			s += "; the new ring (owner " + m + ") is committed"
 		}
@@ -262,12 +334,50 @@ func (st clStep) String() string {
 		return "node " + n + " restarts from its data directory"
 	case clGateOpen:
 		return "node " + n + " opens the gate of the name (warm-up elapsed)"
+	case clReadError:
+		return c + " reads ERROR 0x01: it stops its work, no longer holds the lock and hangs up"
+	case clEndTold:
+		return "node " + n + " ends " + c + "'s told claim (the client hung up, or its lease ran out)"
 	}
 	return "?"
 }
 
 type clModel struct {
 	cfg ClusterConfig
+}
+
+// v1 reports whether client c speaks protocol version 1.
+func (m *clModel) v1(c int8) bool { return int(c) >= m.cfg.Clients-m.cfg.V1 }
+
+// tell is the start of a planned move at node n for its version 1
+// claims: waiters are ended, a holder is told and its record kept (ended
+// at once under MutGrantBeforeTold). It returns the holder told, or -1,
+// and the waiters ended.
+func (m *clModel) tell(s *clState, n int8) (told int8, ended uint8) {
+	lk := &s.n[n].lk
+	told = -1
+	if h := lk.holder; h >= 0 && !lk.told && m.v1(h) {
+		told = h
+		s.c[h].st = clTold
+		if m.cfg.Mutation == MutGrantBeforeTold {
+			lk.holder = -1
+		} else {
+			lk.told = true
+		}
+	}
+	var q [clMaxClients]int8
+	nq := int8(0)
+	for _, c := range lk.queue[:lk.nq] {
+		if m.v1(c) {
+			ended |= 1 << c
+			s.c[c].st = clIdle // it never held: it acquires again
+			continue
+		}
+		q[nq] = c
+		nq++
+	}
+	lk.queue, lk.nq = q, nq
+	return told, ended
 }
 
 func (m *clModel) owner(s *clState, n int8) int8 { return s.ring[s.n[n].view].owner }
@@ -381,7 +491,7 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 			emit(t, st, f)
 		case clHolding:
 			for n := range nodes {
-				if s.n[n].alive && s.n[n].lk.present && s.n[n].lk.holder == c {
+				if s.n[n].alive && s.n[n].lk.present && s.n[n].lk.holder == c && !s.n[n].lk.told {
 					t := s
 					t.n[n].lk.holder = -1
 					t.c[c].lives--
@@ -394,6 +504,11 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 			t.c[c].lives--
 			t.c[c].st = clIdle
 			emit(t, clStep{kind: clGiveUp, c: c}, nil)
+		case clTold:
+			t := s
+			t.c[c].st = clIdle
+			t.c[c].lives--
+			emit(t, clStep{kind: clReadError, c: c}, nil)
 		}
 	}
 	latest := s.nring - 1
@@ -407,6 +522,13 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 	for n := range nodes {
 		nd := s.n[n]
 		if nd.alive {
+			// A told claim ends once its client no longer believes: its
+			// hang-up arrives, or its lease runs out.
+			if nd.lk.present && nd.lk.told && s.c[nd.lk.holder].st != clTold {
+				t := s
+				t.n[n].lk.holder, t.n[n].lk.told = -1, false
+				emit(t, clStep{kind: clEndTold, n: n, c: nd.lk.holder}, nil)
+			}
 			if m.ready(&s, n) && nd.lk.holder < 0 && nd.lk.nq > 0 {
 				t := s
 				lk := &t.n[n].lk
@@ -459,6 +581,8 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 					t.n[n].lk.frozen = true
 					t.moveFrom, t.moveTo = n, y
 					st := clStep{kind: clMoveBegin, n: n, m: y}
+					st.c, st.ended = m.tell(&t, n)
+					st.once = st.c >= 0 && !t.n[n].lk.told
 					if m.cfg.Mutation == MutSwitchFirst {
 						t.ring[t.nring] = clRing{owner: y}
 						t.nring++
@@ -467,7 +591,8 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 					emit(t, st, nil)
 				}
 			}
-			if s.moveFrom == n && s.n[s.moveTo].alive {
+			// The hand-off waits for the told holder's record to end.
+			if s.moveFrom == n && s.n[s.moveTo].alive && (!nd.lk.told || m.cfg.Mutation == MutHandoffBeforeHangup) {
 				t := s
 				y := s.moveTo
 				// The hand-off carries the ring version it is based on; the
@@ -478,6 +603,13 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 				}
 				lk := t.n[n].lk
 				lk.frozen, lk.gated = false, false
+				st := clStep{kind: clHandoff, n: n, m: y, c: -1}
+				if lk.told {
+					// Only under MutHandoffBeforeHangup: the export ends a
+					// claim that does not continue, it carries the others.
+					st.c = lk.holder
+					lk.holder, lk.told = -1, false
+				}
 				if cur := t.n[y].lk; cur.present {
 					// Only reachable when the ring switched first: merge.
 					if lk.holder < 0 {
@@ -491,7 +623,6 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 				t.n[y].lk = lk
 				t.n[n].lk = clLock{holder: -1}
 				t.moveFrom, t.moveTo = -1, -1
-				st := clStep{kind: clHandoff, n: n, m: y}
 				if m.cfg.Mutation != MutSwitchFirst {
 					t.ring[t.nring] = clRing{owner: y}
 					t.nring++
@@ -507,7 +638,7 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 				tn.alive = false
 				for c := range clients {
 					tc := &t.c[c]
-					if tn.lk.present && tn.lk.holder == c {
+					if tn.lk.present && tn.lk.holder == c && (!tn.lk.told || tc.st == clTold) {
 						tc.st = clOrphan
 					}
 					for i := range tn.lk.nq {
@@ -567,11 +698,11 @@ func (m *clModel) invariants(s *clState) *failure {
 	holders := 0
 	for c := range int8(m.cfg.Clients) {
 		cl := s.c[c]
-		if cl.st == clHolding || cl.st == clOrphan {
+		if cl.st == clHolding || cl.st == clOrphan || cl.st == clTold {
 			holders++
 		}
 		if cl.st != clHolding && cl.st != clWaiting {
-			continue
+			continue // a told claim does not continue: its record ends when the client has let go
 		}
 		records := 0
 		for n := range int8(m.cfg.Nodes) {
@@ -579,7 +710,7 @@ func (m *clModel) invariants(s *clState) *failure {
 			if !s.n[n].alive || !lk.present {
 				continue
 			}
-			if cl.st == clHolding && lk.holder == c {
+			if cl.st == clHolding && lk.holder == c && !lk.told {
 				records++
 			}
 			for i := range lk.nq {
@@ -613,7 +744,7 @@ func (s *clState) key(m *clModel) string {
 	for n := range m.cfg.Nodes {
 		nd := &s.n[n]
 		lk := &nd.lk
-		b = append(b, bit(nd.alive)|bit(nd.needEpoch)<<1|bit(lk.present)<<2|bit(lk.gated)<<3|bit(lk.frozen)<<4,
+		b = append(b, bit(nd.alive)|bit(nd.needEpoch)<<1|bit(lk.present)<<2|bit(lk.gated)<<3|bit(lk.frozen)<<4|bit(lk.told)<<5,
 			byte(nd.view), nd.epoch, nd.ctr, byte(lk.holder), byte(lk.nq))
 		for i := range lk.nq {
 			b = append(b, byte(lk.queue[i]))

@@ -63,10 +63,14 @@
 //     new owner before the ring switches), node deaths and restarts (fail
 //     closed: a name taken without its state is gated until no holder of a
 //     dead incarnation can still believe), one-hop forwarding with a
-//     forwarded mark, and token epochs committed before serving. It checks
-//     one holder at a time, strictly increasing tokens, no lost claim and
-//     no forwarding loop; mutations (ClusterMutations) drop each rule. See
-//     docs/cluster.md.
+//     forwarded mark, and token epochs committed before serving. Version
+//     1 clients do not continue through a planned move: the prior owner
+//     ends their waiters and tells their holders ERROR 0x01, keeping a
+//     told holder's claim, granting nothing in its place and handing
+//     nothing over, until the client has let go (hung up, or its lease
+//     ran out). It checks one holder at a time, strictly increasing
+//     tokens, no lost claim and no forwarding loop; mutations
+//     (ClusterMutations) drop each rule. See docs/cluster.md.
 //
 //   - The continuation model (CheckContinue) extends it with version 2
 //     sessions that continue through the new owner of a planned move:

@@ -8,7 +8,7 @@
 //	modelcheck -model=session -lease=10 -delay=1 -lag=1 -workstop=3 [-mutation=anchor-on-push]
 //	modelcheck -model=dirlock-seed -hosts=3 -procs=1 [-mutation=tempting]
 //	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-mutation=no-claim]
-//	modelcheck -model=cluster -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=switch-first]
+//	modelcheck -model=cluster -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 -v1=1 [-mutation=grant-before-told]
 //	modelcheck -model=cluster-continue -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=release-at-host]
 //	modelcheck -model=ranges -owners=3 -positions=2 [-files=2] [-flock] [-nowait] [-mutation=overtake-waiter]
 //	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-mutation=no-tself]
@@ -58,6 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		changes  = fs.Int("changes", cdef.Changes, "cluster, cluster-continue: ring changes, planned moves and removals of a dead owner (0..3)")
 		deaths   = fs.Int("deaths", cdef.Deaths, "cluster, cluster-continue: node deaths (0..2)")
 		restarts = fs.Int("restarts", cdef.Restarts, "cluster, cluster-continue: node restarts from the data directory (0..2)")
+		v1       = fs.Int("v1", cdef.V1, "cluster: clients, counted from the last, that speak protocol version 1: a planned move tells them ERROR 0x01 instead of handing their claims over (0..clients; the default is capped at -clients)")
 		owners   = fs.Int("owners", 3, "ranges: lock owners (1..3)")
 		rsess    = fs.Int("range-sessions", 0, "ranges: sessions the owners are grouped into (1..owners; 0: one per owner)")
 		posns    = fs.Int("positions", 2, "ranges: byte positions (1..3)")
@@ -160,7 +161,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rep = check(cfg)
 	case "cluster":
 		cfg := modelcheck.ClusterConfig{Nodes: *nodes, Clients: *clients, Lives: *acquires, Changes: *changes,
-			Deaths: *deaths, Restarts: *restarts, Mutation: *mutation}
+			Deaths: *deaths, Restarts: *restarts, V1: min(*v1, *clients), Mutation: *mutation}
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "v1" {
+				cfg.V1 = *v1 // given: checked as given
+			}
+		})
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
 			return 2
