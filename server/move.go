@@ -379,7 +379,7 @@ func (s *session) retryMoving() {
 	v.omu.Lock()
 	rel := v.rel.Load()
 	rel.moveTimer = false
-	if rel.closed || s.closing.Load() || v.ending {
+	if rel.closed || (s.closing.Load() || v.ending) && !rel.finishing {
 		v.omu.Unlock()
 		return
 	}
@@ -411,7 +411,7 @@ func (s *session) retryMoving() {
 	}
 	srv.mu.Lock() // before omu: an adoption here changes the table
 	v.omu.Lock()
-	if rel.closed || s.closing.Load() || v.ending {
+	if rel.closed || (s.closing.Load() || v.ending) && !rel.finishing {
 		v.omu.Unlock()
 		srv.mu.Unlock()
 		return
@@ -480,6 +480,55 @@ func mapValues(m map[uint32]*relayedClaim) []*relayedClaim {
 	}
 	slices.SortFunc(out, func(a, b *relayedClaim) int { return int(a.id) - int(b.id) })
 	return out
+}
+
+// releaseMoving releases the claims of a session whose client hung up
+// while they moved to their new owner: each is adopted there and then
+// released, as the client's own RELEASE would have been, so the new
+// owner ends it at once rather than a lease later. It waits for that, at
+// most until the move would have been given up (half the lease).
+func (s *session) releaseMoving() {
+	srv, v := s.srv, s.v2
+	v.omu.Lock()
+	rel := v.rel.Load()
+	var moving []*relayedClaim
+	var since time.Time
+	for _, rc := range mapValues(rel.claims) {
+		if rc.state == rcMoving {
+			moving = append(moving, rc)
+			if rc.move.since.After(since) {
+				since = rc.move.since
+			}
+		}
+	}
+	if len(moving) == 0 {
+		v.omu.Unlock()
+		return
+	}
+	rel.finishing = true
+	v.omu.Unlock()
+	srv.mu.Lock()
+	for _, rc := range moving {
+		s.relayRelease(rc.id)
+	}
+	srv.mu.Unlock()
+	s.retryMoving()                             // it goes on by its timer while claims move
+	until := since.Add(v.lease/2 + 2*moveRetry) // retryMoving gives them up by then
+	for {
+		v.omu.Lock()
+		left := 0
+		for _, rc := range moving {
+			if rc.state != rcEnded {
+				left++
+			}
+		}
+		rel.kickAll()
+		v.omu.Unlock()
+		if left == 0 || time.Now().After(until) || srv.inShutdown.Load() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // giveUp ends moving claim rc: the client is told REVOKED 0x03 (unless

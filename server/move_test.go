@@ -556,3 +556,22 @@ func TestMoveKeptHolderWaitsForItsLease(t *testing.T) {
 	mp.commit(only("m"))
 	a.expectPromoted(1)
 }
+
+// A client that hangs up while its claim moves: its host adopts the
+// claim at N and releases it there, as the client's own RELEASE would
+// have been, so N ends it once it serves the name, not a lease after the
+// install.
+func TestMoveHangUpMidMoveReleasesAtNewOwner(t *testing.T) {
+	mp := startMovePair(t)
+	a := mp.prior.dialV2(t, longLease, "a")
+	a.mustHold(1, excl2, 0, "m")
+	mp.move(t, only("m"))
+	a.close()
+	time.Sleep(100 * time.Millisecond) // the host sees the hang-up first
+	if _, ok := mp.owner.Lock("m"); !ok {
+		t.Fatal("N lost m before the adoption")
+	}
+	mp.commit(only("m"))
+	took := waitGone(t, mp.owner, "m", 5*time.Second)
+	t.Logf("m released at N %v after N served it", took)
+}

@@ -92,6 +92,9 @@ type relayState struct {
 	lastAt time.Time
 	// closed is set when the session has ended: no upstream opens again.
 	closed bool
+	// finishing is set when the session's client hung up while claims
+	// moved (releaseMoving): their adoption and release go on.
+	finishing bool
 	// readAt is when the batch being answered was read in full (owned
 	// by the session's reader, which alone builds answers).
 	readAt time.Time
@@ -560,6 +563,7 @@ func (s *session) dropUpstreams(release bool) {
 		return
 	}
 	if release {
+		s.releaseMoving()
 		s.releaseUpstreams()
 	}
 	v.omu.Lock()
@@ -858,7 +862,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 	if len(u.fifo) == 0 {
 		u.fifo = nil
 	}
-	if !s.closing.Load() && !v.ending {
+	if !s.closing.Load() && !v.ending || rel.finishing {
 		rel.pump(v)
 		rel.kickAll()
 	}
