@@ -36,7 +36,7 @@ func (s *session) holdClaim(f protocol.Frame) {
 		return
 	}
 	rel.held = append(rel.held, f)
-	v.appendOut(s, func(b []byte) []byte { return protocol.AppendQueued(b, f.Claim) })
+	v.appendOut(s, func(b []byte) []byte { return v.appendQueued(b, f.Claim, heldTicket(f)) })
 	if !rel.holding {
 		rel.holding = true
 		time.AfterFunc(holdRetry, s.retryHeld)
@@ -102,7 +102,7 @@ func (s *session) retryHeld() {
 func (s *session) claimHeld(now time.Time, f protocol.Frame) []delivery {
 	srv, v := s.srv, s.v2
 	st, res, err := srv.table.Claim(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
-		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit})
+		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: heldTicket(f)})
 	if err != nil {
 		if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
 			return nil // the session is ending
@@ -132,7 +132,20 @@ func (s *session) relayHeld(f protocol.Frame, addr string) {
 		return
 	}
 	u := s.upstreamLocked(rel, addr)
+	// A re-asserted claim held with its ticket is relayed as the claim
+	// it now is: a plain CLAIM (ClaimTicket alone is no frame's).
+	f.Flags &^= protocol.ClaimTicket
+	f.Ticket = 0
 	u.sendClaim(f, nil, u.attach(rel, f.Claim, rcPending))
+}
+
+// heldTicket returns the queue ticket of a prior owner that held claim f
+// came with: a re-asserted queued claim (takeOver), else 0.
+func heldTicket(f protocol.Frame) uint64 {
+	if f.Flags&protocol.ClaimTicket != 0 {
+		return f.Ticket
+	}
+	return 0
 }
 
 // holdUnopened settles CLAIM r of upstream u, which could not be opened
