@@ -76,6 +76,7 @@ type Claim struct {
 	// Resumption (resume.go), guarded by s.mu.
 	noWait      bool         // asked for BUSY rather than a queue place
 	queued      bool         // answered QUEUED
+	ticket      uint64       // the queue ticket of its latest QUEUED (0: none)
 	home        *resumeIdent // the session the claim lives on: a re-assertion's prior
 	reassert    bool         // its re-assertion is due or unanswered
 	until       time.Time    // while reassert: its give-up, its last anchor + 0.8 × lease
