@@ -420,6 +420,9 @@ func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 	switch rt := r.Route(f.Name, 0, s.forwarded); {
 	case rt.Action == RouteServe:
 		return false
+	case rt.Action == RouteHold && rt.Gated:
+		s.holdGated(f) // entered with the re-asserted ones (tickets.go)
+		return true
 	case rt.Action == RouteHold, rt.Action == RouteMoving:
 		s.holdClaim(f)
 		return true

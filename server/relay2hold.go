@@ -68,9 +68,27 @@ func (s *session) retryHeld() {
 	}
 	now := time.Now()
 	var ds []delivery
+	var others []*session // sessions whose held claims entered with ours
+	var entered map[uint32]bool
 	keep := rel.held[:0]
 	for _, f := range rel.held {
+		if entered[f.Claim] {
+			continue // entered the table with its name's gated claims
+		}
 		rt := srv.Router.Route(f.Name, 0, s.forwarded)
+		if refs, ok := srv.gatedHeld[f.Name]; ok && rt.Action != RouteHold {
+			// The warm-up of f's name is over: every claim held during
+			// it, on any session, enters now, in ticket order (tickets.go).
+			delete(srv.gatedHeld, f.Name)
+			if rt.Action == RouteServe {
+				var eds []delivery
+				eds, others, entered = s.enterGated(now, f.Name, refs, others, entered)
+				ds = append(ds, eds...)
+				if entered[f.Claim] {
+					continue
+				}
+			}
+		}
 		switch {
 		case rt.Action == RouteServe:
 			ds = append(ds, s.claimHeld(now, f)...)
@@ -93,6 +111,14 @@ func (s *session) retryHeld() {
 	v.omu.Lock()
 	rel.kickAll()
 	v.omu.Unlock()
+	for _, o := range others {
+		if orel := o.v2.rel.Load(); orel != nil {
+			o.v2.omu.Lock()
+			orel.kickAll()
+			o.v2.omu.Unlock()
+		}
+		ds = append(ds, delivery{to: o, flush: true})
+	}
 	srv.deliver(append(ds, delivery{to: s, flush: true}))
 }
 

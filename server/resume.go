@@ -461,7 +461,7 @@ func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []deli
 		if f.Ticket == 0 {
 			f.Flags &^= protocol.ClaimTicket
 		}
-		s.holdClaim(f)
+		s.holdGated(f)
 		return nil
 	}
 	st, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{

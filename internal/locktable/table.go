@@ -228,14 +228,7 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 		if fresh { // waiting for the gate, not for a holder
 			t.locks[req.Name] = l
 		}
-		if req.Ticket != 0 {
-			c.ticket, c.carried = req.Ticket, true
-			t.ticket = max(t.ticket, req.Ticket) // its own tickets stay above
-			l.queue.insertBefore(c, at)
-		} else {
-			c.ticket = t.nextTicket()
-			l.queue.push(c)
-		}
+		t.enqueue(c, req.Ticket, at)
 		l.waiters++
 		t.waiters++
 	}

@@ -1,6 +1,7 @@
 package locktable_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -214,5 +215,43 @@ func TestTicketOrderRandom(t *testing.T) {
 		if got := waiterOrder(tb2, now, "a"); !slices.Equal(got, slices.Insert(slices.Clone(want), at, sid)) {
 			t.Fatalf("seed %d: after the move %v, want %d at %d of %v", seed, got, sid, at, want)
 		}
+	}
+}
+
+// Enter puts every claim in its queue before it grants anyone: on a lock
+// nobody holds, the claim its ticket puts first is granted, whatever the
+// order of the entries; the others wait in ticket order, those without
+// a ticket behind. Claim-level errors leave one entry out, not the rest.
+func TestTicketEnter(t *testing.T) {
+	tb := locktable.New(&locktable.CounterTokens{})
+	now := epoch
+	for sid := locktable.SessionID(1); sid <= 5; sid++ {
+		openV2(t, tb, now, sid, time.Minute)
+	}
+	sem := locktable.ClaimRequest{Name: "a", Mode: locktable.Semaphore, Limit: 2}
+	res, errs := tb.Enter(now, []locktable.Entry{
+		{Session: 1, Claim: 1, Req: excl},         // Z: no ticket
+		{Session: 2, Claim: 1, Req: ticketed(20)}, // Y
+		{Session: 3, Claim: 1, Req: sem},          // another family: refused
+		{Session: 4, Claim: 1, Req: ticketed(10)}, // X
+		{Session: 9, Claim: 1, Req: excl},         // no such session
+	})
+	if errs[0] != nil || errs[1] != nil || errs[3] != nil ||
+		!errors.Is(errs[2], locktable.ErrModeConflict) || !errors.Is(errs[4], locktable.ErrNoSession) {
+		t.Fatalf("errors %v", errs)
+	}
+	if len(res.Sends) != 1 || res.Sends[0].Session != 4 || res.Sends[0].Kind != locktable.SendAcquired {
+		t.Fatalf("granted %+v, want X (session 4) alone", res.Sends)
+	}
+	if got := waiterOrder(tb, now, "a"); !slices.Equal(got, []locktable.SessionID{2, 1}) {
+		t.Fatalf("queue %v, want Y then Z", got)
+	}
+	// Entering into a lock held already grants nobody.
+	res, errs = tb.Enter(now, []locktable.Entry{{Session: 5, Claim: 1, Req: ticketed(15)}})
+	if errs[0] != nil || len(res.Sends) != 0 {
+		t.Fatalf("%+v %v", res, errs)
+	}
+	if got := waiterOrder(tb, now, "a"); !slices.Equal(got, []locktable.SessionID{5, 2, 1}) {
+		t.Fatalf("queue %v, want [5 2 1]", got)
 	}
 }
