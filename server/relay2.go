@@ -491,6 +491,7 @@ func (s *session) relayRelease(id uint32) bool {
 		return false
 	}
 	if i := rel.heldIndex(id); i >= 0 {
+		s.srv.forgetGatedLocked(s, id, rel.held[i].Name)
 		rel.held = append(rel.held[:i], rel.held[i+1:]...)
 		return false
 	}

@@ -62,6 +62,9 @@ func (s *session) retryHeld() {
 	closed := rel.closed || s.closing.Load() || v.ending
 	v.omu.Unlock()
 	if closed {
+		for _, f := range rel.held {
+			srv.forgetGatedLocked(s, f.Claim, f.Name)
+		}
 		rel.held, rel.holding = nil, false
 		srv.mu.Unlock()
 		return

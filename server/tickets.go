@@ -57,6 +57,23 @@ func (s *session) holdGated(f protocol.Frame) {
 	srv.gatedHeld[f.Name] = append(srv.gatedHeld[f.Name], gatedRef{s: s, claim: f.Claim, ticket: heldTicket(f)})
 }
 
+// forgetGatedLocked drops claim id of s, held no more, from the claims
+// recorded under name (holdGated): enterGated would skip it anyway, but
+// a name whose warm-up no session sees end must not keep its sessions.
+// Called with srv.mu held.
+func (srv *Server) forgetGatedLocked(s *session, id uint32, name string) {
+	refs, ok := srv.gatedHeld[name]
+	if !ok {
+		return
+	}
+	refs = slices.DeleteFunc(refs, func(r gatedRef) bool { return r.s == s && r.claim == id })
+	if len(refs) == 0 {
+		delete(srv.gatedHeld, name)
+	} else {
+		srv.gatedHeld[name] = refs
+	}
+}
+
 // enterGated enters into the table, now that name is served, the
 // claims refs recorded while it warmed up that are still held on their
 // sessions, all in one step (locktable.Enter): those with a ticket at
