@@ -98,6 +98,11 @@ func (s *session) retryHeld() {
 		case rt.Action == RouteForward && !s.forwarded:
 			s.relayHeld(f, rt.Addr)
 		case rt.Action == RouteHold, rt.Action == RouteMoving:
+			if rt.Gated {
+				// Held for another reason first (an owner out of reach
+				// that was removed since): it enters with the others.
+				srv.recordGatedLocked(s, f)
+			}
 			keep = append(keep, f)
 		default:
 			v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, f.Claim, protocol.CodeNotOwner, "") })

@@ -50,11 +50,20 @@ func (s *session) holdGated(f protocol.Frame) {
 	if rel == nil || rel.heldIndex(f.Claim) < 0 {
 		return // not held: answered BUSY, or the session is closing
 	}
-	srv := s.srv
+	s.srv.recordGatedLocked(s, f)
+}
+
+// recordGatedLocked records held claim f of s under its name, once.
+// Called with srv.mu held.
+func (srv *Server) recordGatedLocked(s *session, f protocol.Frame) {
+	refs := srv.gatedHeld[f.Name]
+	if slices.ContainsFunc(refs, func(r gatedRef) bool { return r.s == s && r.claim == f.Claim }) {
+		return
+	}
 	if srv.gatedHeld == nil {
 		srv.gatedHeld = map[string][]gatedRef{}
 	}
-	srv.gatedHeld[f.Name] = append(srv.gatedHeld[f.Name], gatedRef{s: s, claim: f.Claim, ticket: heldTicket(f)})
+	srv.gatedHeld[f.Name] = append(refs, gatedRef{s: s, claim: f.Claim, ticket: heldTicket(f)})
 }
 
 // forgetGatedLocked drops claim id of s, held no more, from the claims
