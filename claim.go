@@ -83,6 +83,8 @@ type Claim struct {
 	wantRelease bool         // released while the connection was down: RELEASE after its re-assertion
 	sentOn      *resumeIdent // the session that sent its unanswered re-assertion
 	alt         *resumeIdent // the session to name if the re-assertion naming sentOn is refused
+	named       *resumeIdent // the prior session its unanswered re-assertion names
+	sentTicket  bool         // that re-assertion carries its queue ticket
 }
 
 // Name returns the name of the lock.

@@ -446,6 +446,15 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, ticket uint64, now 
 			cl.sentOn = nil // that session did not take it
 		case late:
 			cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
+		case ev.Code == protocol.CodeUnsupportedFeature && cl.sentTicket && !cl.ended && s.rule.Free(cl.id):
+			// The ticket flag, relayed to an owner of the revision
+			// before queue tickets: again without the ticket.
+			stale = true // its re-assertion is unanswered again
+			cl.ticket = 0
+			s.sendReassert(cl, cl.named, now)
+			if s.startWrite() {
+				go s.flush() // startWrite counted it in s.bg
+			}
 		case ev.Code == protocol.CodeReassertRefused && cl.alt != nil && !cl.ended && s.rule.Free(cl.id):
 			// Not in the session whose re-assertion was cut off: in
 			// the one it was confirmed on, then.
@@ -492,7 +501,7 @@ func (s *Session) sendReassert(cl *Claim, prior *resumeIdent, now time.Time) {
 	}
 	s.out = appendReassert(s.out, cl.id, cl.mode, noWait, cl.name, token, ticket, s.ring, prior)
 	s.reasserts++
-	cl.sentOn = s.ident
+	cl.sentOn, cl.named, cl.sentTicket = s.ident, prior, ticket != 0
 }
 
 // dropLocked releases on the server a claim that the client no longer

@@ -112,3 +112,30 @@ func TestTicketsRefusedByOlderServer(t *testing.T) {
 		t.Fatal("a WELCOME with tickets nobody asked for was accepted")
 	}
 }
+
+// A re-assertion with a ticket relayed to an owner of the revision
+// before tickets is refused 0x1e: the client re-asserts again at once,
+// naming the same prior session, without the ticket, and keeps its claim.
+func TestTicketRefusedReassertedWithout(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openResumableFlags(t, fake, SessionOptions{Lease: 2 * time.Second}, protocol.WelcomeTickets)
+	res := goAcquire(t.Context(), s, "job", Exclusive, false)
+	f := fc.expect(protocol.TypeClaim)
+	fc.send(protocol.AppendQueuedTicket(nil, f.Claim, 41))
+	waitAllQueued(t, s, 1)
+	fc.c.Close()
+	fc2 := resumeConnFlags(t, fake, 8, 0x22, 0, protocol.WelcomeTickets)
+	if r := fc2.expect(protocol.TypeClaim); !r.HasTicket() || r.Ticket != 41 {
+		t.Fatalf("re-assertion %v, want the ticket 41", r)
+	}
+	fc2.send(protocol.AppendRefused(nil, f.Claim, protocol.CodeUnsupportedFeature, ""))
+	r := expectReassert(t, fc2, f.Claim, "job", 0, 0, 7, 0x11)
+	if r.Flags&protocol.ClaimTicket != 0 {
+		t.Fatalf("second re-assertion %v, want no ticket", r)
+	}
+	fc2.send(protocol.AppendQueued(nil, f.Claim))
+	fc2.send(protocol.AppendPromoted(nil, f.Claim, 56))
+	if cr := wait(t, res); cr.err != nil || cr.cl.Token() != 56 {
+		t.Fatalf("Acquire: %v", cr.err)
+	}
+}
