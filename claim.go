@@ -76,12 +76,15 @@ type Claim struct {
 	// Resumption (resume.go), guarded by s.mu.
 	noWait      bool         // asked for BUSY rather than a queue place
 	queued      bool         // answered QUEUED
+	ticket      uint64       // the queue ticket of its latest QUEUED (0: none)
 	home        *resumeIdent // the session the claim lives on: a re-assertion's prior
 	reassert    bool         // its re-assertion is due or unanswered
 	until       time.Time    // while reassert: its give-up, its last anchor + 0.8 × lease
 	wantRelease bool         // released while the connection was down: RELEASE after its re-assertion
 	sentOn      *resumeIdent // the session that sent its unanswered re-assertion
 	alt         *resumeIdent // the session to name if the re-assertion naming sentOn is refused
+	named       *resumeIdent // the prior session its unanswered re-assertion names
+	sentTicket  bool         // that re-assertion carries its queue ticket
 }
 
 // Name returns the name of the lock.

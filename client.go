@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonlock/baton/internal/clientrule"
@@ -51,6 +52,10 @@ type Client struct {
 	cfg        Config
 	minBackoff time.Duration // DoRetry's first backoff; 0 means minBackoff (tests set it)
 	rc         ringCache     // the cluster's ring, when the client routes (router.go)
+	// noTickets is set once a server refused HELLO's tickets flag (a
+	// server of the revision before queue tickets): later sessions do
+	// not ask for them (resume_wire.go).
+	noTickets atomic.Bool
 }
 
 // New returns a Client for cfg.

@@ -312,10 +312,16 @@ func (s *Session) reopen(addr string, giveUp time.Time) (net.Conn, welcomeInfo, 
 		return nil, welcomeInfo{}, nil, &dialError{err}
 	}
 	rule := clientrule.NewSession(s.opts.Lease, s.c.cfg.MinHeartbeatInterval)
+	asked := s.asksTickets()
 	w, err := s.open(ctx, conn, rule)
 	if err != nil {
 		conn.Close()
 		return nil, w, nil, err
+	}
+	if ticketsRefused(asked, w) {
+		// A server before queue tickets: once more, without.
+		conn.Close()
+		return s.reopen(addr, giveUp)
 	}
 	f := w.frame
 	switch f.Type {
@@ -345,7 +351,7 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 	s.expireReasserts(now)
 	s.conn, s.br, s.rule, s.gen, s.addrIdx = conn, bufio.NewReaderSize(conn, 4096), rule, s.gen+1, addr
 	s.addr = s.addrs()[addr]
-	s.id, s.ident, s.ring = w.frame.Session, w.ident, w.ring
+	s.id, s.ident, s.ring, s.tickets = w.frame.Session, w.ident, w.ring, w.tickets
 	s.wset, s.readSet = time.Time{}, time.Time{}
 	s.out = s.out[:0]
 	s.reasserts = 0
@@ -397,8 +403,9 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 // reasserted acts on the answer to a claim's re-assertion. It returns a
 // break cause when a fresh session is needed (a stale ring), once every
 // re-assertion of this session has been answered, or the violation of a
-// grant with another token. s.mu is held.
-func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) error {
+// grant with another token. ticket is a QUEUED's queue ticket. s.mu is
+// held.
+func (s *Session) reasserted(cl *Claim, ev clientrule.Event, ticket uint64, now time.Time) error {
 	s.reasserts--
 	late := !now.Before(cl.until)
 	lost := func(err error) {
@@ -423,7 +430,7 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 			cl.held, cl.token = true, ev.Token
 			cl.resolve()
 		default:
-			cl.queued = true
+			cl.queued, cl.ticket = true, ticket
 		}
 	case protocol.TypeBusy:
 		cl.endLocked(ErrBusy)
@@ -439,6 +446,15 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 			cl.sentOn = nil // that session did not take it
 		case late:
 			cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
+		case ev.Code == protocol.CodeUnsupportedFeature && cl.sentTicket && !cl.ended && s.rule.Free(cl.id):
+			// The ticket flag, relayed to an owner of the revision
+			// before queue tickets: again without the ticket.
+			stale = true // its re-assertion is unanswered again
+			cl.ticket = 0
+			s.sendReassert(cl, cl.named, now)
+			if s.startWrite() {
+				go s.flush() // startWrite counted it in s.bg
+			}
 		case ev.Code == protocol.CodeReassertRefused && cl.alt != nil && !cl.ended && s.rule.Free(cl.id):
 			// Not in the session whose re-assertion was cut off: in
 			// the one it was confirmed on, then.
@@ -471,17 +487,21 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, now time.Time) erro
 // sendReassert records and appends the re-assertion of cl on the session
 // in use, naming prior. s.mu is held; the caller writes it out.
 func (s *Session) sendReassert(cl *Claim, prior *resumeIdent, now time.Time) {
-	var token uint64
+	var token, ticket uint64
 	if cl.held {
 		token = cl.token
+	} else if cl.queued && s.tickets {
+		// A server that gives tickets takes them back: on a name it
+		// took over, the claim regains its place (rule 5).
+		ticket = cl.ticket
 	}
 	noWait := cl.noWait && !cl.held && !cl.queued // not answered yet
 	if err := s.rule.SentClaim(cl.id, noWait, now); err != nil {
 		panic("baton: re-assertion of a claim whose id is in use: " + err.Error())
 	}
-	s.out = appendReassert(s.out, cl.id, cl.mode, noWait, cl.name, token, s.ring, prior)
+	s.out = appendReassert(s.out, cl.id, cl.mode, noWait, cl.name, token, ticket, s.ring, prior)
 	s.reasserts++
-	cl.sentOn = s.ident
+	cl.sentOn, cl.named, cl.sentTicket = s.ident, prior, ticket != 0
 }
 
 // dropLocked releases on the server a claim that the client no longer

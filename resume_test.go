@@ -20,7 +20,12 @@ import (
 // a secret made of the byte sec, the node and, when ring is not 0, the
 // ring of a cluster node.
 func (fc *fakeV2Conn) welcomeResumable(session uint64, sec byte, node string, ring uint64) {
-	f := protocol.Frame{Type: protocol.TypeWelcome, Session: session, Flags: protocol.WelcomeResumable, Node: node}
+	fc.welcomeFlags(session, sec, node, ring, 0)
+}
+
+// welcomeFlags is welcomeResumable with more WELCOME flags (tickets).
+func (fc *fakeV2Conn) welcomeFlags(session uint64, sec byte, node string, ring uint64, flags uint8) {
+	f := protocol.Frame{Type: protocol.TypeWelcome, Session: session, Flags: protocol.WelcomeResumable | flags, Node: node}
 	for i := range f.Secret {
 		f.Secret[i] = sec
 	}
@@ -42,6 +47,12 @@ func secretOf(b byte) (s [protocol.SecretLen]byte) {
 // answers its HELLO with session 7, secret 0x11 and node "n1".
 func openResumable(t *testing.T, fake *fakeV2, opts SessionOptions) (*Session, *fakeV2Conn) {
 	t.Helper()
+	return openResumableFlags(t, fake, opts, 0)
+}
+
+// openResumableFlags is openResumable with more WELCOME flags.
+func openResumableFlags(t *testing.T, fake *fakeV2, opts SessionOptions, flags uint8) (*Session, *fakeV2Conn) {
+	t.Helper()
 	opts.Resumable = true
 	type res struct {
 		s   *Session
@@ -53,10 +64,10 @@ func openResumable(t *testing.T, fake *fakeV2, opts SessionOptions) (*Session, *
 		ch <- res{s, err}
 	}()
 	fc, hello := fake.acceptV2()
-	if hello.Flags != protocol.HelloResumable {
-		t.Fatalf("HELLO flags 0x%02x, want the resumable bit", hello.Flags)
+	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets {
+		t.Fatalf("HELLO flags 0x%02x, want the resumable and tickets bits", hello.Flags)
 	}
-	fc.welcomeResumable(7, 0x11, "n1", 0)
+	fc.welcomeFlags(7, 0x11, "n1", 0, flags)
 	r := wait(t, ch)
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -86,11 +97,17 @@ func holdClaim(t *testing.T, s *Session, fc *fakeV2Conn, name string, token uint
 // "n1", ring).
 func resumeConn(t *testing.T, fake *fakeV2, session uint64, sec byte, ring uint64) *fakeV2Conn {
 	t.Helper()
+	return resumeConnFlags(t, fake, session, sec, ring, 0)
+}
+
+// resumeConnFlags is resumeConn with more WELCOME flags.
+func resumeConnFlags(t *testing.T, fake *fakeV2, session uint64, sec byte, ring uint64, flags uint8) *fakeV2Conn {
+	t.Helper()
 	fc, hello := fake.acceptV2()
-	if hello.Flags != protocol.HelloResumable {
+	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets {
 		t.Fatalf("resume: HELLO flags 0x%02x", hello.Flags)
 	}
-	fc.welcomeResumable(session, sec, "n1", ring)
+	fc.welcomeFlags(session, sec, "n1", ring, flags)
 	return fc
 }
 

@@ -19,16 +19,18 @@ type resumeIdent struct {
 // welcomeInfo is the answer to HELLO with the fields of a resumable
 // session and of a cluster node.
 type welcomeInfo struct {
-	frame protocol.Frame // a WELCOME's Flags cleared: the rule checks the plain frame
-	ident *resumeIdent   // nil unless the session is resumable
-	ring  uint64         // the ring version of a cluster node's WELCOME, else 0
+	frame   protocol.Frame // a WELCOME's Flags cleared: the rule checks the plain frame
+	ident   *resumeIdent   // nil unless the session is resumable
+	ring    uint64         // the ring version of a cluster node's WELCOME, else 0
+	tickets bool           // the server gives queue tickets (WelcomeTickets)
 }
 
 // readHelloAnswer reads the answer to HELLO (protocol.ReadHelloAnswer).
 // A WELCOME may say it comes from a cluster node (its ring) and, when
 // the client asked for it (resumable), that the session is resumable;
-// any other flag is a violation.
-func readHelloAnswer(r io.Reader, resumable bool) (welcomeInfo, error) {
+// any other flag is a violation. So is the tickets flag unless the
+// client asked for tickets.
+func readHelloAnswer(r io.Reader, resumable, tickets bool) (welcomeInfo, error) {
 	f, err := protocol.ReadHelloAnswer(r)
 	if err != nil || f.Type != protocol.TypeWelcome {
 		return welcomeInfo{frame: f}, err
@@ -37,10 +39,13 @@ func readHelloAnswer(r io.Reader, resumable bool) (welcomeInfo, error) {
 	if resumable {
 		allowed |= protocol.WelcomeResumable
 	}
+	if tickets {
+		allowed |= protocol.WelcomeTickets
+	}
 	if f.Flags&^allowed != 0 {
 		return welcomeInfo{frame: f}, fmt.Errorf("%w: WELCOME flags 0x%02x, the client allows 0x%02x", protocol.ErrUnsupportedFeature, f.Flags, allowed)
 	}
-	w := welcomeInfo{ring: f.Ring}
+	w := welcomeInfo{ring: f.Ring, tickets: f.Flags&protocol.WelcomeTickets != 0}
 	if f.Flags&protocol.WelcomeResumable != 0 {
 		w.ident = &resumeIdent{session: f.Session, secret: f.Secret, node: f.Node}
 	}
@@ -49,14 +54,25 @@ func readHelloAnswer(r io.Reader, resumable bool) (welcomeInfo, error) {
 }
 
 // appendReassert appends the CLAIM that re-asserts claim id of the
-// prior session, with its token (0 unless it was held) and the ring of
-// the session that sends it.
-func appendReassert(b []byte, id uint32, m Mode, noWait bool, name string, token, ring uint64, prior *resumeIdent) []byte {
+// prior session, with its token (0 unless it was held) or, for a queued
+// claim, its queue ticket (0: none; docs/protocol.md, "v2 queue
+// tickets"), and the ring of the session that sends it.
+func appendReassert(b []byte, id uint32, m Mode, noWait bool, name string, token, ticket, ring uint64, prior *resumeIdent) []byte {
 	flags := protocol.ClaimReassert
 	if noWait {
 		flags |= protocol.ClaimNoWait
 	}
+	if token == 0 && ticket != 0 {
+		flags |= protocol.ClaimTicket
+	}
 	return protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeClaim, Claim: id, Flags: flags,
 		Mode: m.kind, Limit: m.limit, Name: name,
-		Token: token, Ring: ring, Session: prior.session, Secret: prior.secret, Node: prior.node})
+		Token: token, Ticket: ticket, Ring: ring, Session: prior.session, Secret: prior.secret, Node: prior.node})
+}
+
+// ticketsRefused reports whether the answer to a HELLO that asked for
+// queue tickets is the refusal of a server that does not know them
+// (ERROR 0x1e): the client then opens again without asking.
+func ticketsRefused(asked bool, w welcomeInfo) bool {
+	return asked && w.frame.Type == protocol.TypeSessionError && w.frame.Code == protocol.CodeUnsupportedFeature
 }

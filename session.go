@@ -128,6 +128,7 @@ type Session struct {
 	// Resumption (resume.go).
 	ident     *resumeIdent  // this session's name for a resume; nil: not resumable
 	ring      uint64        // the ring version of this session's WELCOME
+	tickets   bool          // this session's server gives queue tickets
 	gen       uint64        // counts connections: a write to an older one is moot
 	addrIdx   int           // index in addrs() of the address in use
 	resuming  bool          // the connection broke; the reader is opening a new session
@@ -190,11 +191,18 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 		rule:   clientrule.NewSession(opts.Lease, c.cfg.MinHeartbeatInterval),
 		claims: map[uint32]*Claim{},
 	}
+	asked := s.asksTickets()
 	w, err := s.open(ctx, conn, s.rule)
 	f := w.frame
 	if err != nil {
 		conn.Close()
 		return nil, err
+	}
+	if ticketsRefused(asked, w) {
+		// Refused by a server before queue tickets: once more, without
+		// (noTickets is set now).
+		conn.Close()
+		return c.openSession(ctx, opts, addr)
 	}
 	switch f.Type {
 	case protocol.TypeError: // a version 1 server
@@ -211,7 +219,7 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 		return nil, &ServerError{Code: f.Code, Reason: f.Reason}
 	}
 	s.id, s.welcomeFlags = f.Session, f.Flags
-	s.ident, s.ring = w.ident, w.ring
+	s.ident, s.ring, s.tickets = w.ident, w.ring, w.tickets
 	s.dialCtx, s.stopDials = context.WithCancel(context.Background())
 	if i := slices.Index(s.addrs(), addr); i >= 0 {
 		s.addrIdx = i
@@ -238,8 +246,12 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	b := protocol.AppendPreamble(make([]byte, 0, protocol.PreambleLen+protocol.MaxFrameSize))
 	var helloFlags uint8
+	tickets := s.asksTickets()
 	if s.opts.Resumable {
 		helloFlags = protocol.HelloResumable
+	}
+	if tickets {
+		helloFlags |= protocol.HelloTickets
 	}
 	b = protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(s.opts.Lease), Flags: helloFlags, Label: s.opts.Label})
 	var w welcomeInfo
@@ -248,7 +260,7 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 		_, err = conn.Write(b)
 	}
 	if err == nil {
-		w, err = readHelloAnswer(conn, s.opts.Resumable)
+		w, err = readHelloAnswer(conn, s.opts.Resumable, tickets)
 	}
 	f := w.frame
 	// The watch on ctx must be over before the deadline is cleared: a
@@ -266,6 +278,9 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 	if f.Type == protocol.TypeError {
 		return w, nil
 	}
+	if ticketsRefused(tickets, w) {
+		s.c.noTickets.Store(true) // a server before queue tickets: open again without
+	}
 	if f.Type != protocol.TypeWelcome && f.Type != protocol.TypeSessionError {
 		return w, fmt.Errorf("%w: %v answers HELLO", ErrProtocolViolation, f)
 	}
@@ -273,6 +288,14 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 		return w, ruleErr(err)
 	}
 	return w, nil
+}
+
+// asksTickets reports whether the session's HELLO asks for queue
+// tickets: a resumable session does, unless a server refused them before
+// (docs/protocol.md, "v2 queue tickets"). Only a resumable session
+// re-asserts a queued claim, the one use of its ticket.
+func (s *Session) asksTickets() bool {
+	return s.opts.Resumable && !s.c.noTickets.Load()
 }
 
 // Version returns the protocol version the session speaks: 2, or 1 after
@@ -604,7 +627,7 @@ func (s *Session) received(f protocol.Frame, now time.Time) (live bool, brk erro
 	if cl != nil && cl.reassert {
 		switch ev.Kind {
 		case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
-			brk := s.reasserted(cl, ev, now)
+			brk := s.reasserted(cl, ev, f.Ticket, now)
 			if !cl.reassert && s.rule.Free(ev.Claim) {
 				s.forget(ev.Claim)
 			}
@@ -623,7 +646,7 @@ func (s *Session) received(f protocol.Frame, now time.Time) (live bool, brk erro
 		cl.held = true
 		cl.resolve()
 	case protocol.TypeQueued:
-		cl.queued = true
+		cl.queued, cl.ticket = true, f.Ticket
 	case protocol.TypeBusy:
 		cl.endLocked(ErrBusy)
 	case protocol.TypeRefused:

@@ -203,3 +203,26 @@ func TestHandlerErrors(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 }
+
+// Queue tickets come from the epoch, with a counter apart from the
+// tokens': a node's increase, a later epoch's are above every earlier
+// one's, and none are given without an epoch.
+func TestTokensTickets(t *testing.T) {
+	if tk := NewTokens(0, nil).NextTicket(); tk != 0 {
+		t.Fatalf("a ticket without an epoch: %d", tk)
+	}
+	tk := NewTokens(5, nil)
+	a, b := tk.NextTicket(), tk.NextTicket()
+	if a != 5<<EpochShift|1 || b != 5<<EpochShift|2 {
+		t.Fatalf("tickets %#x %#x", a, b)
+	}
+	if tok := tk.Next(); tok != 5<<EpochShift|1 {
+		t.Errorf("the first token after two tickets: %#x, want the first of the epoch", tok)
+	}
+	if err := tk.SetEpoch(6); err != nil {
+		t.Fatal(err)
+	}
+	if c := tk.NextTicket(); c != 6<<EpochShift|1 || c <= b {
+		t.Errorf("first ticket of epoch 6: %#x", c)
+	}
+}

@@ -59,6 +59,9 @@ type Tokens struct {
 	mu      sync.Mutex
 	epoch   uint64
 	counter uint64
+	// tickets counts the queue tickets of the epoch (NextTicket), apart
+	// from the tokens so that tickets never use the tokens up.
+	tickets uint64
 	// low is called once per epoch, outside the mutex, when the counter
 	// passes half its range: the node then commits a fresh epoch.
 	low      func()
@@ -88,8 +91,23 @@ func (t *Tokens) SetEpoch(epoch uint64) error {
 	if epoch <= t.epoch {
 		return ErrEpochNotAbove
 	}
-	t.epoch, t.counter, t.lowFired = epoch, 0, false
+	t.epoch, t.counter, t.tickets, t.lowFired = epoch, 0, 0, false
 	return nil
+}
+
+// NextTicket returns the next queue ticket (locktable.TicketSource):
+// epoch<<EpochShift | a counter of tickets of its own, so that a node's
+// tickets increase and a later epoch's, on any node, are above every
+// earlier one's, as tokens are. It returns 0 (none) without an epoch or
+// once the epoch's ticket counter is used up.
+func (t *Tokens) NextTicket() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.epoch == 0 || t.tickets >= counterMask {
+		return 0
+	}
+	t.tickets++
+	return t.epoch<<EpochShift | t.tickets
 }
 
 // TryNext returns the next token, or ErrTokensExhausted.

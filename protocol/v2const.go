@@ -59,6 +59,7 @@ const (
 	claimIDLen      = 4                 // claim
 	welcomeLen      = 8 + 1             // session, flags
 	grantLen        = 4 + 8             // claim, token
+	queuedTicketLen = 4 + 8             // claim, ticket
 	claimErrFixed   = 4 + 1 + 1         // claim, code, reason_len
 	sessionErrFixed = 1 + 1             // code, reason_len
 )
@@ -101,19 +102,33 @@ const ClaimNoWait uint8 = 0x01
 // Node). docs/protocol.md, "v2 resumable sessions and re-assertion".
 const ClaimReassert uint8 = 0x02
 
+// ClaimTicket is the CLAIM flag, valid only with ClaimReassert, of a
+// re-assertion of a claim the client knows as queued with a queue ticket:
+// the field that carries a held claim's token carries the ticket instead
+// (Frame.Ticket). docs/protocol.md, "v2 queue tickets".
+const ClaimTicket uint8 = 0x04
+
 // HelloResumable is the HELLO flag that asks for a resumable session:
 // when its connection breaks, the server keeps its claims for the
 // session's lease, and a new session may re-assert them.
 const HelloResumable uint8 = 0x01
 
+// HelloTickets is the HELLO flag that asks for queue tickets: a server
+// that knows them answers WELCOME with WelcomeTickets and gives every
+// claim it queues for the session a ticket in QUEUED (Frame.Ticket).
+const HelloTickets uint8 = 0x02
+
 // WELCOME flags. WelcomeResumable: the session is resumable, and the
 // session id is followed by its secret and the id of the node it lives
 // on (Frame.Secret, Frame.Node). WelcomeRing: the server is a cluster
 // node, and the frame ends with the ring version it had applied
-// (Frame.Ring).
+// (Frame.Ring). WelcomeTickets: the answer to a HELLO with HelloTickets;
+// the session's QUEUED frames carry queue tickets, and its re-assertions
+// may carry them (ClaimTicket).
 const (
 	WelcomeResumable uint8 = 0x01
 	WelcomeRing      uint8 = 0x02
+	WelcomeTickets   uint8 = 0x04
 )
 
 // SecretLen is the size of a resumable session's secret.
@@ -130,7 +145,7 @@ const MaxReassertText = MaxFrameLen - 1 - claimFixedLen - reassertFixedLen
 // Reserved flag bits: set in a frame of this revision, they are refused
 // with CodeUnsupportedFeature (docs/protocol.md).
 const (
-	helloReservedFlags   uint8 = ^HelloResumable
-	claimReservedFlags   uint8 = ^(ClaimNoWait | ClaimReassert)
-	welcomeReservedFlags uint8 = ^(WelcomeResumable | WelcomeRing)
+	helloReservedFlags   uint8 = ^(HelloResumable | HelloTickets)
+	claimReservedFlags   uint8 = ^(ClaimNoWait | ClaimReassert | ClaimTicket)
+	welcomeReservedFlags uint8 = ^(WelcomeResumable | WelcomeRing | WelcomeTickets)
 )

@@ -107,6 +107,8 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 			f.Session = n
 		case "token":
 			f.Token = n
+		case "ticket":
+			f.Ticket = n
 		case "ring":
 			f.Ring = n
 		case "code":

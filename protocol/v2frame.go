@@ -24,6 +24,10 @@ type Frame struct {
 	Name    string // CLAIM
 	Session uint64 // WELCOME; a re-assertion's prior session
 	Token   uint64 // GRANTED, PROMOTED; a re-assertion's token
+	// Ticket is a queued claim's queue ticket: in QUEUED to a session
+	// that asked for tickets (0: the frame has none), and in a
+	// re-assertion with ClaimTicket, in the place of its token.
+	Ticket uint64
 	// Resumable sessions and re-assertion (docs/protocol.md): a WELCOME
 	// with WelcomeResumable and a re-assertion (CLAIM with ClaimReassert)
 	// carry the session's secret and node; a WELCOME with WelcomeRing and
@@ -57,6 +61,14 @@ func (f Frame) Reassert() bool { return f.Flags&ClaimReassert != 0 }
 // resumable session.
 func (f Frame) Resumable() bool { return f.Flags&HelloResumable != 0 }
 
+// Tickets reports whether a HELLO asks for queue tickets.
+func (f Frame) Tickets() bool { return f.Flags&HelloTickets != 0 }
+
+// HasTicket reports whether a CLAIM is a re-assertion with a queue ticket.
+func (f Frame) HasTicket() bool {
+	return f.Flags&(ClaimReassert|ClaimTicket) == ClaimReassert|ClaimTicket
+}
+
 func (f Frame) String() string {
 	switch f.Type {
 	case TypeHello:
@@ -64,12 +76,21 @@ func (f Frame) String() string {
 	case TypePing, TypePong:
 		return fmt.Sprintf("%v(%d)", f.Type, f.Seq)
 	case TypeClaim:
+		if f.HasTicket() {
+			return fmt.Sprintf("CLAIM(%d %v limit=%d flags=0x%02x %q ticket=%d ring=%d session=%d node=%q)",
+				f.Claim, f.Mode, f.Limit, f.Flags, f.Name, f.Ticket, f.Ring, f.Session, f.Node)
+		}
 		if f.Reassert() {
 			return fmt.Sprintf("CLAIM(%d %v limit=%d flags=0x%02x %q token=%d ring=%d session=%d node=%q)",
 				f.Claim, f.Mode, f.Limit, f.Flags, f.Name, f.Token, f.Ring, f.Session, f.Node)
 		}
 		return fmt.Sprintf("CLAIM(%d %v limit=%d flags=0x%02x %q)", f.Claim, f.Mode, f.Limit, f.Flags, f.Name)
-	case TypeRelease, TypeQueued, TypeBusy, TypeReleased:
+	case TypeQueued:
+		if f.Ticket != 0 {
+			return fmt.Sprintf("%v(%d ticket=%d)", f.Type, f.Claim, f.Ticket)
+		}
+		return fmt.Sprintf("%v(%d)", f.Type, f.Claim)
+	case TypeRelease, TypeBusy, TypeReleased:
 		return fmt.Sprintf("%v(%d)", f.Type, f.Claim)
 	case TypeWelcome:
 		return fmt.Sprintf("WELCOME(session=%d flags=0x%02x node=%q ring=%d)", f.Session, f.Flags, f.Node, f.Ring)
@@ -128,14 +149,23 @@ func AppendFrame(b []byte, f Frame) []byte {
 		b = be.AppendUint32(b, f.Limit)
 		b = appendString8(b, f.Name)
 		if f.Flags&ClaimReassert != 0 {
-			b = be.AppendUint64(b, f.Token)
+			if f.Flags&ClaimTicket != 0 {
+				b = be.AppendUint64(b, f.Ticket)
+			} else {
+				b = be.AppendUint64(b, f.Token)
+			}
 			b = be.AppendUint64(b, f.Ring)
 			b = be.AppendUint64(b, f.Session)
 			b = append(b, f.Secret[:]...)
 			b = appendString8(b, f.Node)
 		}
-	case TypeRelease, TypeQueued, TypeBusy, TypeReleased:
+	case TypeRelease, TypeBusy, TypeReleased:
 		b = be.AppendUint32(b, f.Claim)
+	case TypeQueued:
+		b = be.AppendUint32(b, f.Claim)
+		if f.Ticket != 0 {
+			b = be.AppendUint64(b, f.Ticket)
+		}
 	case TypeWelcome:
 		b = be.AppendUint64(b, f.Session)
 		b = append(b, f.Flags)
@@ -213,6 +243,13 @@ func AppendGranted(b []byte, claim uint32, token uint64) []byte {
 // AppendQueued appends a QUEUED frame: the answer to a CLAIM that waits.
 func AppendQueued(b []byte, claim uint32) []byte {
 	return AppendFrame(b, Frame{Type: TypeQueued, Claim: claim})
+}
+
+// AppendQueuedTicket appends a QUEUED frame with the claim's queue
+// ticket, for a session that asked for tickets; a ticket of 0 gives the
+// frame without one.
+func AppendQueuedTicket(b []byte, claim uint32, ticket uint64) []byte {
+	return AppendFrame(b, Frame{Type: TypeQueued, Claim: claim, Ticket: ticket})
 }
 
 // AppendBusy appends a BUSY frame: the answer to a no-wait CLAIM that
@@ -483,7 +520,7 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 		}
 		f.Claim = be.Uint32(p)
 		f.Flags = p[4]
-		if f.Flags&claimReservedFlags != 0 {
+		if f.Flags&claimReservedFlags != 0 || f.Flags&(ClaimReassert|ClaimTicket) == ClaimTicket {
 			// The fields after the flags may be laid out by a later
 			// revision: they are not judged.
 			return f, &ClaimError{f.Claim, ErrUnsupportedFeature}
@@ -504,7 +541,11 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 				return f, err
 			}
 			r := p[end:]
-			f.Token = be.Uint64(r)
+			if f.Flags&ClaimTicket != 0 {
+				f.Ticket = be.Uint64(r)
+			} else {
+				f.Token = be.Uint64(r)
+			}
 			f.Ring = be.Uint64(r[8:])
 			f.Session = be.Uint64(r[16:])
 			copy(f.Secret[:], r[24:])
@@ -516,11 +557,24 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 		if err := validateClaim(f); err != nil {
 			return f, &ClaimError{f.Claim, err}
 		}
-	case TypeRelease, TypeQueued, TypeBusy, TypeReleased:
+	case TypeRelease, TypeBusy, TypeReleased:
 		if err := payloadLen(f.Type, p, claimIDLen); err != nil {
 			return f, err
 		}
 		f.Claim = be.Uint32(p)
+	case TypeQueued:
+		if len(p) != queuedTicketLen {
+			if err := payloadLen(f.Type, p, claimIDLen); err != nil {
+				return f, err
+			}
+		}
+		f.Claim = be.Uint32(p)
+		if len(p) == queuedTicketLen {
+			// A ticket is never 0: 0 means none, sent as the short form.
+			if f.Ticket = be.Uint64(p[claimIDLen:]); f.Ticket == 0 {
+				return f, malformed(f.Type, "ticket 0")
+			}
+		}
 	case TypeWelcome:
 		if len(p) < welcomeLen {
 			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), welcomeLen)
@@ -587,7 +641,7 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 // name. It returns the sentinel of the first rule broken. The access
 // check (0x18) and the lock's own rules (0x22, 0x23) are the server's.
 func ValidateClaim(f Frame) error {
-	if f.Flags&claimReservedFlags != 0 {
+	if f.Flags&claimReservedFlags != 0 || f.Flags&(ClaimReassert|ClaimTicket) == ClaimTicket {
 		return ErrUnsupportedFeature
 	}
 	return validateClaim(f)

@@ -262,9 +262,15 @@ func fuzzV2Check(in []byte, got []protocol.Frame, holderToken uint64) error {
 	if len(got) > len(want) {
 		return fmt.Errorf("frames %v; want %v", fuzzV2Frames(got), fuzzV2Frames(want))
 	}
+	hello, _, _ := protocol.ParseHello(in)
 	last := holderToken
 	for i, g := range got {
 		w := want[i]
+		// A QUEUED carries a ticket exactly when the session asked for
+		// tickets (docs/protocol.md, "v2 queue tickets").
+		if g.Type == protocol.TypeQueued && (g.Ticket != 0) != hello.Tickets() {
+			return fmt.Errorf("frame %d is %v, to a HELLO with flags 0x%02x", i+1, g, hello.Flags)
+		}
 		if g.Type != w.Type || g.Claim != w.Claim || g.Code != w.Code || g.Seq != w.Seq ||
 			(g.Type == protocol.TypeSessionError || g.Type == protocol.TypeRefused) && g.Reason != g.Code.Reason() {
 			return fmt.Errorf("frame %d is %v; want the frames %v", i+1, g, fuzzV2Frames(want))
@@ -301,6 +307,7 @@ func fuzzV2Seeds() [][]byte {
 	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 	hello := protocol.AppendHello(nil, 60000, "fz")
 	resumable := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60000, Flags: protocol.HelloResumable, Label: "fz"})
+	tickets := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60000, Flags: protocol.HelloResumable | protocol.HelloTickets, Label: "fz"})
 	return [][]byte{
 		{},
 		hello,
@@ -322,6 +329,9 @@ func fuzzV2Seeds() [][]byte {
 		cat(hello, claimFrame(1, excl, 0, "job"))[:20],                                                    // cut in a frame
 		cat(protocol.AppendHello(nil, 1, "short"), bytes.Repeat(protocol.AppendPing(nil, 3), 200)),        // expires mid-stream
 		cat(resumable, claimFrame(1, excl, 0, "job"), claimFrame(2, excl, 0, fuzzHeld)),                   // kept at EOF
+		cat(tickets, claimFrame(1, excl, 0, fuzzHeld), claimFrame(2, shrd, 0, fuzzHeld), releaseFrame(1)), // QUEUED with tickets
+		cat(tickets, protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeClaim, Claim: 1, Flags: protocol.ClaimReassert | protocol.ClaimTicket,
+			Mode: excl, Name: fuzzHeld, Ticket: 3, Session: 1}), claimFrame(1, excl, 0, fuzzHeld)), // 0x04, then QUEUED with a ticket
 		cat(hello, protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeClaim, Claim: 1, Flags: protocol.ClaimReassert,
 			Mode: excl, Name: "job", Token: 9, Session: 1}), claimFrame(1, excl, 0, "job")), // 0x04, id reusable
 	}

@@ -431,6 +431,9 @@ func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 	switch rt := r.Route(f.Name, 0, s.forwarded); {
 	case rt.Action == RouteServe:
 		return false
+	case rt.Action == RouteHold && rt.Gated:
+		s.holdGated(f) // entered with the re-asserted ones (tickets.go)
+		return true
 	case rt.Action == RouteHold, rt.Action == RouteMoving:
 		s.holdClaim(f)
 		return true
@@ -499,6 +502,7 @@ func (s *session) relayRelease(id uint32) bool {
 		return false
 	}
 	if i := rel.heldIndex(id); i >= 0 {
+		s.srv.forgetGatedLocked(s, id, rel.held[i].Name)
 		rel.held = append(rel.held[:i], rel.held[i+1:]...)
 		return false
 	}

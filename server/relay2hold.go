@@ -36,7 +36,7 @@ func (s *session) holdClaim(f protocol.Frame) {
 		return
 	}
 	rel.held = append(rel.held, f)
-	v.appendOut(s, func(b []byte) []byte { return protocol.AppendQueued(b, f.Claim) })
+	v.appendOut(s, func(b []byte) []byte { return v.appendQueued(b, f.Claim, heldTicket(f)) })
 	if !rel.holding {
 		rel.holding = true
 		time.AfterFunc(holdRetry, s.retryHeld)
@@ -62,21 +62,47 @@ func (s *session) retryHeld() {
 	closed := rel.closed || s.closing.Load() || v.ending
 	v.omu.Unlock()
 	if closed {
+		for _, f := range rel.held {
+			srv.forgetGatedLocked(s, f.Claim, f.Name)
+		}
 		rel.held, rel.holding = nil, false
 		srv.mu.Unlock()
 		return
 	}
 	now := time.Now()
 	var ds []delivery
+	var others []*session // sessions whose held claims entered with ours
+	var entered map[uint32]bool
 	keep := rel.held[:0]
 	for _, f := range rel.held {
+		if entered[f.Claim] {
+			continue // entered the table with its name's gated claims
+		}
 		rt := srv.Router.Route(f.Name, 0, s.forwarded)
+		if refs, ok := srv.gatedHeld[f.Name]; ok && rt.Action != RouteHold {
+			// The warm-up of f's name is over: every claim held during
+			// it, on any session, enters now, in ticket order (tickets.go).
+			delete(srv.gatedHeld, f.Name)
+			if rt.Action == RouteServe {
+				var eds []delivery
+				eds, others, entered = s.enterGated(now, f.Name, refs, others, entered)
+				ds = append(ds, eds...)
+				if entered[f.Claim] {
+					continue
+				}
+			}
+		}
 		switch {
 		case rt.Action == RouteServe:
 			ds = append(ds, s.claimHeld(now, f)...)
 		case rt.Action == RouteForward && !s.forwarded:
 			s.relayHeld(f, rt.Addr)
 		case rt.Action == RouteHold, rt.Action == RouteMoving:
+			if rt.Gated {
+				// Held for another reason first (an owner out of reach
+				// that was removed since): it enters with the others.
+				srv.recordGatedLocked(s, f)
+			}
 			keep = append(keep, f)
 		default:
 			v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, f.Claim, protocol.CodeNotOwner, "") })
@@ -93,6 +119,14 @@ func (s *session) retryHeld() {
 	v.omu.Lock()
 	rel.kickAll()
 	v.omu.Unlock()
+	for _, o := range others {
+		if orel := o.v2.rel.Load(); orel != nil {
+			o.v2.omu.Lock()
+			orel.kickAll()
+			o.v2.omu.Unlock()
+		}
+		ds = append(ds, delivery{to: o, flush: true})
+	}
 	srv.deliver(append(ds, delivery{to: s, flush: true}))
 }
 
@@ -102,7 +136,7 @@ func (s *session) retryHeld() {
 func (s *session) claimHeld(now time.Time, f protocol.Frame) []delivery {
 	srv, v := s.srv, s.v2
 	st, res, err := srv.table.Claim(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
-		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit})
+		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: heldTicket(f)})
 	if err != nil {
 		if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
 			return nil // the session is ending
@@ -132,7 +166,20 @@ func (s *session) relayHeld(f protocol.Frame, addr string) {
 		return
 	}
 	u := s.upstreamLocked(rel, addr)
+	// A re-asserted claim held with its ticket is relayed as the claim
+	// it now is: a plain CLAIM (ClaimTicket alone is no frame's).
+	f.Flags &^= protocol.ClaimTicket
+	f.Ticket = 0
 	u.sendClaim(f, nil, u.attach(rel, f.Claim, rcPending))
+}
+
+// heldTicket returns the queue ticket of a prior owner that held claim f
+// came with: a re-asserted queued claim (takeOver), else 0.
+func heldTicket(f protocol.Frame) uint64 {
+	if f.Flags&protocol.ClaimTicket != 0 {
+		return f.Ticket
+	}
+	return 0
 }
 
 // holdUnopened settles CLAIM r of upstream u, which could not be opened

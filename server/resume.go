@@ -153,6 +153,10 @@ func (s *session) welcome(hello protocol.Frame) protocol.Frame {
 			w.Ring = rv.RingVersion()
 		}
 	}
+	if hello.Tickets() {
+		v.tickets = true
+		w.Flags |= protocol.WelcomeTickets
+	}
 	if v.resume != nil {
 		if srv.resume.live == nil {
 			srv.resume.live = map[locktable.Origin]*session{}
@@ -412,6 +416,7 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 	if err != nil {
 		return ds, false
 	}
+	ticket := srv.table.Ticket(locktable.Key{Session: s.id, Claim: cid})
 	if _, still := srv.table.DetachedSession(o); !still {
 		srv.forgetKeptLocked(k) // every claim of it has been taken over
 	}
@@ -420,7 +425,7 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 		if st.State == locktable.Owner {
 			return protocol.AppendGranted(b, f.Claim, st.Token)
 		}
-		return protocol.AppendQueued(b, f.Claim)
+		return s.v2.appendQueued(b, f.Claim, ticket)
 	})
 	return ds, true
 }
@@ -437,8 +442,10 @@ func (srv *Server) liveSession(o locktable.Origin) *session {
 // takeOver answers re-assertion f for a name this node took over without
 // its state (a removed node's, or its own before a restart) at ring
 // since, and is warming up: a held claim is installed with its old token
-// unless a conflicting claim holds the lock; a queued one queues again,
-// as a new claim would (held until the warm-up ends).
+// unless a conflicting claim holds the lock; a queued one queues again
+// (held until the warm-up ends), with its queue ticket when it has one:
+// it then enters the queue at its old place (tickets.go), else at the
+// back, as a new claim would.
 func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []delivery {
 	srv := s.srv
 	if f.Ring < since {
@@ -448,8 +455,13 @@ func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []deli
 	}
 	if f.Token == 0 {
 		s.reasserted(f, ReassertRequeued, 0, 0)
+		// A held claim with ClaimTicket alone keeps its ticket for the
+		// table (claimHeld); it is never sent so.
 		f.Flags &^= protocol.ClaimReassert
-		s.holdClaim(f)
+		if f.Ticket == 0 {
+			f.Flags &^= protocol.ClaimTicket
+		}
+		s.holdGated(f)
 		return nil
 	}
 	st, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{

@@ -122,6 +122,9 @@ type Server struct {
 	held, queued [3]int
 	v2Sessions   int
 	resume       resumeState // resumable sessions kept after their connection broke (resume.go)
+	// gatedHeld are the claims held during a name's warm-up, by name,
+	// entered together when it is served (tickets.go).
+	gatedHeld map[string][]gatedRef
 }
 
 // processStart is when this process started, as far as the server can

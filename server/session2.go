@@ -69,6 +69,9 @@ type v2conn struct {
 	// new owner, whose RELEASE is answered MOVED (move.go). Guarded by
 	// srv.mu.
 	movedIDs map[uint32]bool
+	// tickets is set (under srv.mu, before the session enters the
+	// claims map) when the client asked for queue tickets (tickets.go).
+	tickets bool
 }
 
 // appendOut appends the answers built by add to the pending output,
@@ -459,13 +462,14 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		if st.State == locktable.Waiting {
 			srv.queued[protocol.Version2]++
 		}
+		ticket := srv.table.Ticket(key)
 		ds = append(ds, srv.commit(now, res)...)
 		v.appendOut(s, func(b []byte) []byte {
 			switch st.State {
 			case locktable.Owner:
 				return protocol.AppendGranted(b, f.Claim, st.Token)
 			case locktable.Waiting:
-				return protocol.AppendQueued(b, f.Claim)
+				return v.appendQueued(b, f.Claim, ticket)
 			}
 			return protocol.AppendBusy(b, f.Claim)
 		})

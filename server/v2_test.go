@@ -78,7 +78,7 @@ func TestV2SessionErrors(t *testing.T) {
 		{"CLAIM first", claimFrame(1, excl, 0, "job"), protocol.CodeFirstNotHello},
 		{"HELLO short", frame(0x21, 0, 0, 7, 0xd0, 0), protocol.CodeInvalidFrame},
 		{"HELLO reserved flag", frame(0x21, 0, 0, 7, 0xd0, 0x80, 0), protocol.CodeUnsupportedFeature},
-		{"HELLO flag before lease 0", frame(0x21, 0, 0, 0, 0, 0x02, 0), protocol.CodeUnsupportedFeature},
+		{"HELLO flag before lease 0", frame(0x21, 0, 0, 0, 0, 0x04, 0), protocol.CodeUnsupportedFeature},
 		{"HELLO lease 0", protocol.AppendHello(nil, 0, "w1"), protocol.CodeInvalidLease},
 		{"HELLO lease 0 before bad length", frame(0x21, 0, 0, 0, 0, 0, 5), protocol.CodeInvalidLease},
 		{"HELLO label_len beyond", frame(0x21, 0, 0, 7, 0xd0, 0, 3, 'a'), protocol.CodeInvalidFrame},
@@ -148,7 +148,8 @@ func TestV2ClaimErrors(t *testing.T) {
 		frame []byte
 		code  protocol.Code
 	}{
-		{"reserved flag", protocol.AppendClaim(nil, 7, excl, 0, 0x04, "job"), protocol.CodeUnsupportedFeature},
+		{"reserved flag", protocol.AppendClaim(nil, 7, excl, 0, 0x08, "job"), protocol.CodeUnsupportedFeature},
+		{"ticket flag without re-assertion", protocol.AppendClaim(nil, 7, excl, 0, 0x04, "job"), protocol.CodeUnsupportedFeature},
 		{"reserved flag before short payload", []byte{0, 6, 0x23, 0, 0, 0, 7, 0x80}, protocol.CodeUnsupportedFeature},
 		{"reserved flag before bad mode", protocol.AppendClaim(nil, 7, 9, 0, 0x40, "job"), protocol.CodeUnsupportedFeature},
 		{"mode 0", claimFrame(7, 0, 0, "job"), protocol.CodeUnknownMode},

@@ -347,6 +347,16 @@ func (c *clusterRuntime) selfStopLoop(n *cluster.Node) {
 // once the node is open and has committed an epoch.
 func (c *clusterRuntime) Next() uint64 { return c.node.Load().Tokens().Next() }
 
+// NextTicket implements locktable.TicketSource: queue tickets under the
+// node's epoch, so that a later owner's are above its predecessor's
+// (docs/high-availability.md, rule 5). 0 before the node is open.
+func (c *clusterRuntime) NextTicket() uint64 {
+	if n := c.node.Load(); n != nil {
+		return n.Tokens().NextTicket()
+	}
+	return 0
+}
+
 // Route implements server.Router on cluster.Node.Route.
 func (c *clusterRuntime) Route(name string, lease time.Duration, forwarded bool) server.Route {
 	n := c.node.Load()

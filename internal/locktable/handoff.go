@@ -27,11 +27,14 @@ type LockState struct {
 // the other side. Times are durations before the export, not instants, so
 // that the two nodes' clocks never meet.
 type ClaimState struct {
-	Session SessionID     `json:"session"`
-	Claim   ClaimID       `json:"claim"`
-	Mode    Mode          `json:"mode"`
-	Token   uint64        `json:"token,omitempty"` // holders
-	Lease   time.Duration `json:"lease"`
+	Session SessionID `json:"session"`
+	Claim   ClaimID   `json:"claim"`
+	Mode    Mode      `json:"mode"`
+	Token   uint64    `json:"token,omitempty"` // holders
+	// Ticket is a waiter's queue ticket (tickets.go); 0 from a node that
+	// has none.
+	Ticket uint64        `json:"ticket,omitempty"`
+	Lease  time.Duration `json:"lease"`
 	// Idle is how long before the export the session was last heard
 	// from; Age how long before it the claim was granted (holders) or
 	// queued (waiters).
@@ -79,6 +82,8 @@ func (c *claim) state(now, since time.Time) ClaimState {
 		Idle: max(now.Sub(s.lastSeen), 0), Age: max(now.Sub(since), 0), Label: s.label, Peer: s.peer, V1: s.v1}
 	if c.holding {
 		cs.Token = c.token
+	} else {
+		cs.Ticket = c.ticket
 	}
 	return cs
 }
@@ -200,6 +205,10 @@ func (t *Table) Import(now time.Time, locks []LockState) (Result, error) {
 		for _, cs := range ls.Waiters {
 			c := t.importClaim(now, l, cs)
 			c.queuedAt = now.Add(-cs.Age)
+			// The prior owner's ticket keeps the waiter ahead of the
+			// claims that arrive here without one.
+			c.ticket, c.carried = cs.Ticket, cs.Ticket != 0
+			t.ticket = max(t.ticket, cs.Ticket)
 			l.queue.push(c)
 			l.waiters++
 			t.waiters++

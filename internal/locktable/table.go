@@ -17,6 +17,8 @@ import (
 // waiters alone until it opens.
 type Table struct {
 	tokens   TokenSource
+	tickets  TicketSource // nil: ticket counts 1, 2, 3, …
+	ticket   uint64
 	locks    map[string]*lock
 	sessions map[SessionID]*session
 	held     int // claims holding a lock
@@ -107,12 +109,16 @@ type lock struct {
 type claims struct{ head, tail *claim }
 
 type claim struct {
-	id         ClaimID
-	sess       *session
-	lock       *lock
-	mode       Mode
-	holding    bool
-	token      uint64
+	id      ClaimID
+	sess    *session
+	lock    *lock
+	mode    Mode
+	holding bool
+	token   uint64
+	// ticket is a waiter's queue ticket (tickets.go); carried is set when
+	// it came from a prior owner of the name rather than from this table.
+	ticket     uint64
+	carried    bool
 	queuedAt   time.Time // when the claim arrived
 	grantedAt  time.Time
 	prev, next *claim
@@ -134,8 +140,10 @@ func New(tokens TokenSource) *Table {
 	if tokens == nil {
 		tokens = &ClockTokens{}
 	}
+	tickets, _ := tokens.(TicketSource)
 	return &Table{
 		tokens:   tokens,
+		tickets:  tickets,
 		locks:    map[string]*lock{},
 		sessions: map[SessionID]*session{},
 		detached: map[Origin]SessionID{},
@@ -160,7 +168,10 @@ func (t *Table) Open(now time.Time, id SessionID, p SessionParams) error {
 // Claim adds claim cid of session sid for req. The claim is granted at
 // once when it conflicts with no holder and nobody waits for the name;
 // otherwise, or while the gate is closed (SetGate), it joins the back of
-// the queue, or, with NoWait, is answered Busy and not kept. An answered claim counts as hearing from the session. The errors
+// the queue with a fresh queue ticket, or, with NoWait, is answered Busy
+// and not kept. A claim with a Ticket of a prior owner takes its place
+// by that ticket instead (tickets.go), and is granted at once when that
+// place is the head of the queue and it conflicts with no holder. An answered claim counts as hearing from the session. The errors
 // are claim-level (the session lives on) and change nothing: ErrShutdown,
 // ErrNoSession, a protocol sentinel for an invalid name, ErrInvalidMode,
 // ErrInvalidLimit, ErrClaimExists, ErrModeConflict, ErrLimitMismatch.
@@ -201,8 +212,12 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 		c = new(claim)
 	}
 	*c = claim{id: cid, sess: s, lock: l, mode: req.Mode, queuedAt: now}
+	var at *claim // the waiter a claim with a ticket goes before; nil: the back
+	if req.Ticket != 0 {
+		at = l.ticketPlace(req.Ticket)
+	}
 	switch {
-	case l.queue.head == nil && l.admits(c.mode) && !t.closed(now):
+	case (l.queue.head == nil || req.Ticket != 0 && at == l.queue.head) && l.admits(c.mode) && !t.closed(now):
 		if fresh {
 			t.locks[req.Name] = l
 		}
@@ -213,7 +228,7 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 		if fresh { // waiting for the gate, not for a holder
 			t.locks[req.Name] = l
 		}
-		l.queue.push(c)
+		t.enqueue(c, req.Ticket, at)
 		l.waiters++
 		t.waiters++
 	}
@@ -530,6 +545,21 @@ func (q *claims) push(c *claim) {
 		q.head = c
 	}
 	q.tail = c
+}
+
+// insertBefore puts c in q before at, or at the back when at is nil.
+func (q *claims) insertBefore(c, at *claim) {
+	if at == nil {
+		q.push(c)
+		return
+	}
+	c.prev, c.next = at.prev, at
+	if at.prev != nil {
+		at.prev.next = c
+	} else {
+		q.head = c
+	}
+	at.prev = c
 }
 
 func (q *claims) remove(c *claim) {

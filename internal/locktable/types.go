@@ -69,6 +69,10 @@ type ClaimRequest struct {
 	// NoWait: answer Busy instead of queueing when the claim cannot be
 	// granted at once.
 	NoWait bool
+	// Ticket, when not 0, is the queue ticket a prior owner of the name
+	// gave the claim when it queued it there: the re-assertion of a
+	// queued claim on the node that took the name over (tickets.go).
+	Ticket uint64
 }
 
 // Peer describes who holds a claim, for introspection and audit only: the

@@ -500,7 +500,9 @@ func (nd *foNode) dequeue(c int8) {
 
 // enqueue puts c on node n's queue: at the back, except that on B a claim
 // with a ticket of its predecessor goes ahead of those without one and
-// behind those with a smaller ticket.
+// behind those with a smaller ticket. The code: locktable's ticketPlace
+// (tickets.go), used by Claim and Enter; the server enters the claims
+// held during the warm-up with Enter (server/tickets.go).
 func (nd *foNode) enqueue(c int8, ticket uint8) {
 	i := nd.nq
 	if ticket != 0 {

@@ -1,0 +1,151 @@
+package server
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Queue tickets (docs/protocol.md, "v2 queue tickets";
+// docs/high-availability.md, rule 5). A version 2 session whose HELLO
+// sets HelloTickets is answered WELCOME with WelcomeTickets, and every
+// QUEUED it is sent carries the claim's queue ticket when the claim has
+// one in this node's table (or came with one): a claim queued here, one
+// adopted from a kept session, one re-asserted with a ticket. A claim
+// held out of the table (a name warming up, an owner out of reach) that
+// came without a ticket is told QUEUED without one. Sessions that did not
+// ask get the plain QUEUED of the earlier revision.
+//
+// A re-assertion of a queued claim with its ticket (CLAIM with
+// ClaimReassert and ClaimTicket) on a name this node took over is held
+// for the warm-up like any claim there (resume.go, takeOver), keeping its
+// ticket. Every claim held during a name's warm-up is recorded under the
+// name (holdGated); the first session to find the name served enters
+// them all at once (enterGated, locktable.Enter), and the table puts
+// each at its place: the ticketed ones ahead of those that arrived
+// without a prior owner's ticket, in ticket order, before it grants
+// anyone. The model of this rule is internal/modelcheck's failover
+// model (foNode.enqueue).
+
+// gatedRef is a claim held during the warm-up of its name (holdGated):
+// its session and id, and the queue ticket it came with (0: none).
+type gatedRef struct {
+	s      *session
+	claim  uint32
+	ticket uint64
+}
+
+// holdGated holds claim f on a name that is warming up after a
+// take-over, and records it under its name in srv.gatedHeld. Each
+// session asks about its held claims on its own timer (retryHeld), so
+// the first to ask once the name is served would be granted, whatever
+// its place; instead the first to ask enters every claim recorded under
+// the name (enterGated), in ticket order. Called with srv.mu held.
+func (s *session) holdGated(f protocol.Frame) {
+	s.holdClaim(f)
+	rel := s.v2.rel.Load()
+	if rel == nil || rel.heldIndex(f.Claim) < 0 {
+		return // not held: answered BUSY, or the session is closing
+	}
+	s.srv.recordGatedLocked(s, f)
+}
+
+// recordGatedLocked records held claim f of s under its name, once.
+// Called with srv.mu held.
+func (srv *Server) recordGatedLocked(s *session, f protocol.Frame) {
+	refs := srv.gatedHeld[f.Name]
+	if slices.ContainsFunc(refs, func(r gatedRef) bool { return r.s == s && r.claim == f.Claim }) {
+		return
+	}
+	if srv.gatedHeld == nil {
+		srv.gatedHeld = map[string][]gatedRef{}
+	}
+	srv.gatedHeld[f.Name] = append(refs, gatedRef{s: s, claim: f.Claim, ticket: heldTicket(f)})
+}
+
+// forgetGatedLocked drops claim id of s, held no more, from the claims
+// recorded under name (holdGated): enterGated would skip it anyway, but
+// a name whose warm-up no session sees end must not keep its sessions.
+// Called with srv.mu held.
+func (srv *Server) forgetGatedLocked(s *session, id uint32, name string) {
+	refs, ok := srv.gatedHeld[name]
+	if !ok {
+		return
+	}
+	refs = slices.DeleteFunc(refs, func(r gatedRef) bool { return r.s == s && r.claim == id })
+	if len(refs) == 0 {
+		delete(srv.gatedHeld, name)
+	} else {
+		srv.gatedHeld[name] = refs
+	}
+}
+
+// enterGated enters into the table, now that name is served, the
+// claims refs recorded while it warmed up that are still held on their
+// sessions, all in one step (locktable.Enter): those with a ticket at
+// their places, the others behind, and only then is anyone granted. A
+// grant is pushed as PROMOTED, a claim-level refusal as REVOKED, as
+// claimHeld does. Claims of s (whose retryHeld is running) are reported
+// in entered, for it to drop from its held claims; those of other
+// sessions are dropped from theirs here, and the sessions added to
+// others, to be flushed. Called with srv.mu held.
+func (s *session) enterGated(now time.Time, name string, refs []gatedRef, others []*session, entered map[uint32]bool) ([]delivery, []*session, map[uint32]bool) {
+	srv := s.srv
+	var es []locktable.Entry
+	var who []*session
+	for _, r := range refs {
+		v := r.s.v2
+		rel := v.rel.Load()
+		if rel == nil {
+			continue
+		}
+		v.omu.Lock()
+		closed := rel.closed || r.s.closing.Load() || v.ending
+		v.omu.Unlock()
+		i := rel.heldIndex(r.claim)
+		if closed || i < 0 || rel.held[i].Name != name || heldTicket(rel.held[i]) != r.ticket {
+			continue // ended, released, or another claim with its id
+		}
+		f := rel.held[i]
+		if r.s == s {
+			if entered == nil {
+				entered = map[uint32]bool{}
+			}
+			entered[r.claim] = true
+		} else {
+			rel.held = slices.Delete(rel.held, i, i+1)
+			if !slices.Contains(others, r.s) {
+				others = append(others, r.s)
+			}
+		}
+		es = append(es, locktable.Entry{Session: r.s.id, Claim: locktable.ClaimID(f.Claim), Req: locktable.ClaimRequest{
+			Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: r.ticket}})
+		who = append(who, r.s)
+	}
+	res, errs := srv.table.Enter(now, es)
+	for i, err := range errs {
+		o, claim := who[i], uint32(es[i].Claim)
+		switch {
+		case err == nil:
+			srv.queued[protocol.Version2]++ // a grant below counts it out
+		case errors.Is(err, locktable.ErrShutdown), errors.Is(err, locktable.ErrNoSession):
+			// the session is ending
+		default:
+			code := claimErrorCode(err)
+			o.v2.appendPushOut(o, func(b []byte) []byte { return protocol.AppendRevoked(b, claim, code, "") })
+		}
+	}
+	return srv.commit(now, res), others, entered
+}
+
+// appendQueued appends the QUEUED of claim, with its ticket if the
+// session asked for tickets.
+func (v *v2conn) appendQueued(b []byte, claim uint32, ticket uint64) []byte {
+	if !v.tickets {
+		ticket = 0
+	}
+	return protocol.AppendQueuedTicket(b, claim, ticket)
+}
