@@ -575,3 +575,27 @@ func TestMoveHangUpMidMoveReleasesAtNewOwner(t *testing.T) {
 	took := waitGone(t, mp.owner, "m", 5*time.Second)
 	t.Logf("m released at N %v after N served it", took)
 }
+
+// A shutdown does not wait a told holder's lease for it to hang up: the
+// server grants nothing any more, so it lingers as for any session.
+func TestMoveV1HolderToldShutdownLingersOnly(t *testing.T) {
+	mp := startMovePair(t)
+	h := mp.prior.dial(t)
+	h.mustOwn("m", longLease)
+	mp.priorR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteMoving} })
+	if _, err := mp.prior.Export(func(string) string { return "n1" }); err == nil {
+		t.Fatal("exported with a told holder still there")
+	}
+	if f := h.mustRead(); f.Type != protocol.TypeError || f.Code != protocol.CodeShuttingDown {
+		t.Fatalf("the holder got %v, want ERROR 0x01", f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := mp.prior.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Shutdown took %v with a told holder that did not hang up", d)
+	}
+}

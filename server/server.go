@@ -348,6 +348,12 @@ func (srv *Server) beginShutdown() []delivery {
 	// Sessions without a claim yet (handshake, first frame) are told too.
 	var ds []delivery
 	for s := range srv.sessions {
+		if s.movedOut.Load() {
+			// Told of a move already, its reader waits for the hang-up
+			// until the lease: nothing is granted any more, so a linger
+			// is enough.
+			s.conn.SetReadDeadline(time.Now().Add(srv.linger()))
+		}
 		if _, claimed := srv.claims[s.id]; !claimed {
 			ds = append(ds, delivery{to: s, send: locktable.Send{Kind: locktable.SendError, Session: s.id, Code: protocol.CodeShuttingDown}})
 		}
