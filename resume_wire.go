@@ -23,6 +23,7 @@ type welcomeInfo struct {
 	ident   *resumeIdent   // nil unless the session is resumable
 	ring    uint64         // the ring version of a cluster node's WELCOME, else 0
 	tickets bool           // the server gives queue tickets (WelcomeTickets)
+	flags   uint8          // WELCOME's flags
 }
 
 // readHelloAnswer reads the answer to HELLO (protocol.ReadHelloAnswer).
@@ -49,7 +50,10 @@ func readHelloAnswer(r io.Reader, resumable, tickets bool) (welcomeInfo, error) 
 	if f.Flags&protocol.WelcomeResumable != 0 {
 		w.ident = &resumeIdent{session: f.Session, secret: f.Secret, node: f.Node}
 	}
+	// The rule checks the frame as the base protocol has it (no flags);
+	// the session keeps them (a cluster node's ring flag, router.go).
 	w.frame = protocol.Frame{Type: protocol.TypeWelcome, Session: f.Session}
+	w.flags = f.Flags
 	return w, nil
 }
 

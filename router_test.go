@@ -40,6 +40,7 @@ func (n *ringNode) Route(name string, _ time.Duration, _ bool) server.Route {
 }
 func (n *ringNode) RecordLease(time.Duration) bool { return true }
 func (n *ringNode) RingView() server.RingView      { return n.view() }
+func (n *ringNode) RingVersion() uint64            { return n.view().Version }
 func (n *ringNode) Observe(e server.Event) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -199,6 +200,35 @@ func TestRouterPlainByDefault(t *testing.T) {
 	}
 	if s.rt != nil || len(s.nodeSessions()) != 0 {
 		t.Error("a plain session routes")
+	}
+}
+
+// TestRouterAutoWhenServerIsClusterNode: with RoutingAuto and one
+// address, a resumable session whose WELCOME says it comes from a
+// cluster node (the ring flag) routes: its claims go to their owners.
+// (Its WELCOME's flags were dropped once, and it never routed.)
+func TestRouterAutoWhenServerIsClusterNode(t *testing.T) {
+	ids := []string{"n1", "n2"}
+	nodes := startRing(t, ids...)
+	c := New(DefaultConfig(nodes["n1"].addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second, Label: "auto", Resumable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.rt == nil {
+		t.Fatal("a resumable session on a cluster node does not route")
+	}
+	name := namesOwnedBy(ids, "n2", 1)[0]
+	cl, err := s.Acquire(ctx, name, Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Release(ctx)
+	if n1, n2 := nodes["n1"].grants(name), nodes["n2"].grants(name); n1 != 0 || n2 != 1 {
+		t.Errorf("grants n1 %d, n2 %d; want 1 on n2, the owner", n1, n2)
 	}
 }
 

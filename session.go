@@ -218,7 +218,7 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 		conn.Close()
 		return nil, &ServerError{Code: f.Code, Reason: f.Reason}
 	}
-	s.id, s.welcomeFlags = f.Session, f.Flags
+	s.id, s.welcomeFlags = f.Session, w.flags
 	s.ident, s.ring, s.tickets = w.ident, w.ring, w.tickets
 	s.dialCtx, s.stopDials = context.WithCancel(context.Background())
 	if i := slices.Index(s.addrs(), addr); i >= 0 {
