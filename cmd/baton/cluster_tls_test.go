@@ -289,6 +289,7 @@ func TestClusterTLS(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "spiffe://baton.test/app/relayed") || !strings.Contains(out, "192.0.2.7:4242") {
 		t.Errorf("baton show on the owner = %d, %q, %q: want the relayed client's identity and address", code, out, errOut)
 	}
+	c.Write([]byte{0x7e}) // "the client hung up", as a relaying node says it
 	c.Close()
 	waitTLSFree(t, pki, n1, name)
 
