@@ -24,7 +24,9 @@ import (
 // RouteForward) goes to that owner (O) through an upstream session: one
 // per client session and owner, opened on the first claim for that owner
 // with a version 2 hop header, the version 2 preamble and HELLO with the
-// client session's lease and label. The claim keeps the client's claim
+// client session's lease and label, asking for queue tickets when the
+// client's session did (an owner that refuses them, ERROR 0x1e, gets the
+// upstream again without: reopenLocked). The claim keeps the client's claim
 // id upstream (one upstream per client session keeps the ids unique).
 // CLAIM and RELEASE of relayed claims are forwarded; the owner's answers
 // and pushes about them (GRANTED with the owner's token, QUEUED, BUSY,
