@@ -24,7 +24,9 @@ import (
 // RouteForward) goes to that owner (O) through an upstream session: one
 // per client session and owner, opened on the first claim for that owner
 // with a version 2 hop header, the version 2 preamble and HELLO with the
-// client session's lease and label. The claim keeps the client's claim
+// client session's lease and label, asking for queue tickets when the
+// client's session did (an owner that refuses them, ERROR 0x1e, gets the
+// upstream again without: reopenLocked). The claim keeps the client's claim
 // id upstream (one upstream per client session keeps the ids unique).
 // CLAIM and RELEASE of relayed claims are forwarded; the owner's answers
 // and pushes about them (GRANTED with the owner's token, QUEUED, BUSY,
@@ -106,6 +108,10 @@ type relayState struct {
 	// openFails counts the upstreams that could not be opened since one
 	// last opened, to log the first and then one in 50.
 	openFails int
+	// noTickets are the owners, by address, that refused an upstream
+	// HELLO asking for queue tickets (ERROR 0x1e: the earlier revision):
+	// this session's upstreams to them open without asking.
+	noTickets map[string]bool
 	// Claims moving to a new owner (move.go): how many are not adopted
 	// yet (while any is not, no answer is released), the ones the client
 	// released meanwhile (their ids are free), whether a retry is
@@ -201,6 +207,16 @@ type upstream struct {
 	dead      bool
 	opened    bool     // the owner has answered HELLO with WELCOME
 	conn      net.Conn // set once dialled
+	// tickets: the HELLO asked for queue tickets (the client's session
+	// did). Until the WELCOME, unopened keeps every byte queued, to send
+	// again on a new connection without asking should the owner refuse
+	// (reopenLocked); its first helloLen bytes are the hop header, the
+	// preamble and the HELLO.
+	tickets  bool
+	unopened []byte
+	helloLen int
+
+	redial chan struct{} // tells the writer to dial again (reopenLocked)
 
 	kick     chan struct{} // wakes the writer
 	stop     chan struct{} // closed when the upstream ends
@@ -299,6 +315,9 @@ func (u *upstream) send(b []byte, r upReq) {
 		u.conn.SetReadDeadline(r.at.Add(u.patience()))
 	}
 	u.wbuf = append(u.wbuf, b...)
+	if u.tickets && !u.opened {
+		u.unopened = append(u.unopened, b...)
+	}
 	u.fifo = append(u.fifo, r)
 	u.lastSent = r.at
 }
@@ -343,6 +362,19 @@ func (u *upstream) flush() bool {
 		if u.spare == nil && cap(b) <= maxSpare {
 			u.spare = b[:0]
 		}
+		if u.conn != conn {
+			// Reopened (reopenLocked): what is queued now is for the
+			// next connection, which the writer dials and then writes
+			// to, woken here should it find this flush still writing.
+			u.writing = false
+			select {
+			case u.kick <- struct{}{}:
+			default:
+			}
+			dead := u.dead
+			v.omu.Unlock()
+			return !dead
+		}
 		if err != nil {
 			u.writing = false
 			v.omu.Unlock()
@@ -368,23 +400,13 @@ func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
 		// Answers read before it opened need nothing of it: its claims
 		// are granted only after.
 		confirmed: now,
-		kick:      make(chan struct{}, 1), stop: make(chan struct{})}
-	// The owner keeps the claims when this hop breaks (resume.go): a
-	// resumable session's client resumes them; a plain session's are
-	// released by this node when its client hangs up (dropUpstreams), so
-	// a break without that is this node's death or a cut, and the
-	// client may still believe. A plain session's hash is of a secret
-	// nobody knows: it is never resumed.
-	hash := v.plainHash
-	if r := v.resume; r != nil {
-		hash = r.hash
-	} else if hash == ([secretHashLen]byte{}) {
-		_, hash = newSecret()
-		v.plainHash = hash
-	}
-	b := appendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &hash)
-	b = protocol.AppendPreamble(b)
-	b = protocol.AppendHello(b, protocol.LeaseMS(v.lease), v.label)
+		// Queue tickets are asked for when the client asked for them
+		// (it then understands a QUEUED with one, passed on as the owner
+		// wrote it), unless this owner refused them before.
+		tickets: v.tickets && !rel.noTickets[addr],
+		kick:    make(chan struct{}, 1), stop: make(chan struct{}), redial: make(chan struct{}, 1)}
+	b := s.upstreamHello(u.tickets)
+	u.helloLen = len(b)
 	u.send(b, upReq{kind: protocol.TypeHello, at: now})
 	rel.ups[addr] = u
 	srv.upstreams.Add(1)
@@ -659,35 +681,96 @@ func (u *upstream) shutdown() {
 	}
 }
 
+// upstreamHello returns what opens an upstream session of s: the hop
+// header, the version 2 preamble and HELLO with the client session's
+// lease and label, asking for queue tickets when tickets is set. Called
+// with omu held.
+func (s *session) upstreamHello(tickets bool) []byte {
+	srv, v := s.srv, s.v2
+	// The owner keeps the claims when this hop breaks (resume.go): a
+	// resumable session's client resumes them; a plain session's are
+	// released by this node when its client hangs up (dropUpstreams), so
+	// a break without that is this node's death or a cut, and the
+	// client may still believe. A plain session's hash is of a secret
+	// nobody knows: it is never resumed.
+	hash := v.plainHash
+	if r := v.resume; r != nil {
+		hash = r.hash
+	} else if hash == ([secretHashLen]byte{}) {
+		_, hash = newSecret()
+		v.plainHash = hash
+	}
+	b := appendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &hash)
+	b = protocol.AppendPreamble(b)
+	var flags uint8
+	if tickets {
+		flags = protocol.HelloTickets
+	}
+	return protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(v.lease), Flags: flags, Label: v.label})
+}
+
+// reopenLocked answers an owner that refused the upstream's HELLO
+// asking for queue tickets (ERROR 0x1e: a node of the earlier revision,
+// which has closed the connection and read nothing after the HELLO):
+// the owner is remembered for the session, and everything queued since
+// the HELLO goes again, in order, on a new connection that opens
+// without asking; the requests keep their places in fifo. The client
+// then gets no ticket for the claims relayed there. It returns the old
+// connection, for the caller to close once it has released omu.
+func (u *upstream) reopenLocked(rel *relayState) net.Conn {
+	if rel.noTickets == nil {
+		rel.noTickets = map[string]bool{}
+	}
+	rel.noTickets[u.addr] = true
+	u.tickets = false
+	rest := u.unopened[u.helloLen:]
+	u.wbuf = append(u.s.upstreamHello(false), rest...)
+	u.helloLen, u.unopened = 0, nil
+	c := u.conn
+	u.conn = nil // the writer leaves it (flush) and dials again
+	select {
+	case u.redial <- struct{}{}:
+	default:
+	}
+	return c
+}
+
 // write dials the owner, starts the reader and writes what is queued
-// when woken, until the upstream ends.
+// when woken, until the upstream ends; it dials again when the owner
+// refused queue tickets (reopenLocked).
 func (u *upstream) write() {
 	srv, v := u.s.srv, u.s.v2
 	defer srv.sessionsWG.Done()
-	conn, err := srv.dialOwner(u.addr)
-	if err != nil {
-		u.fail(fmt.Errorf("dialling the owner: %w", err))
-		return
-	}
-	v.omu.Lock()
-	if u.dead {
-		v.omu.Unlock()
-		conn.Close()
-		return
-	}
-	u.conn = conn
-	if len(u.fifo) > 0 {
-		conn.SetReadDeadline(u.fifo[0].at.Add(u.patience()))
-	}
-	v.omu.Unlock()
-	srv.sessionsWG.Add(1)
-	go u.read(conn)
-	for u.flush() {
-		select {
-		case <-u.kick:
-		case <-u.stop:
+dial:
+	for {
+		conn, err := srv.dialOwner(u.addr)
+		if err != nil {
+			u.fail(fmt.Errorf("dialling the owner: %w", err))
 			return
 		}
+		v.omu.Lock()
+		if u.dead {
+			v.omu.Unlock()
+			conn.Close()
+			return
+		}
+		u.conn = conn
+		if len(u.fifo) > 0 {
+			conn.SetReadDeadline(u.fifo[0].at.Add(u.patience()))
+		}
+		v.omu.Unlock()
+		srv.sessionsWG.Add(1)
+		go u.read(conn)
+		for u.flush() {
+			select {
+			case <-u.kick:
+			case <-u.redial:
+				continue dial
+			case <-u.stop:
+				return
+			}
+		}
+		return
 	}
 }
 
@@ -781,6 +864,19 @@ func answers(r upReq, f protocol.Frame) bool {
 	return false
 }
 
+// ticketed reports whether an owner's frame gives queue tickets: the
+// WELCOME flag, or a QUEUED with a ticket (docs/protocol.md, "v2 queue
+// tickets"). An upstream that did not ask for them must get neither.
+func ticketed(f protocol.Frame) bool {
+	switch f.Type {
+	case protocol.TypeWelcome:
+		return f.Flags&protocol.WelcomeTickets != 0
+	case protocol.TypeQueued:
+		return f.Ticket != 0
+	}
+	return false
+}
+
 // handle applies the owner's frames: answers fill their places in the
 // outbox and confirm the upstream, pushes go before the answers the owner
 // had not sent yet. It returns false when the upstream has ended.
@@ -806,7 +902,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 		switch f.Type {
 		case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
 			protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased:
-			if len(u.fifo) == 0 || !answers(u.fifo[0], f) {
+			if len(u.fifo) == 0 || !answers(u.fifo[0], f) || !u.tickets && ticketed(f) {
 				bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
 				break
 			}
@@ -819,6 +915,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 			switch f.Type {
 			case protocol.TypeWelcome:
 				u.opened = true
+				u.unopened = nil
 				rel.openFails = 0
 			case protocol.TypePong:
 				u.pings--
@@ -855,6 +952,16 @@ func (u *upstream) handle(frames []upFrame) bool {
 			}
 			u.push(rel, v, &outEntry{b: fr.raw, up: u, claim: f.Claim})
 		case protocol.TypeSessionError, protocol.TypeError:
+			if f.Code == protocol.CodeUnsupportedFeature && u.tickets && !u.opened {
+				// An owner before queue tickets: again, without.
+				c := u.reopenLocked(rel)
+				v.omu.Unlock()
+				if c != nil {
+					c.Close() // its reader, this one, ends here
+				}
+				s.srv.Logger.Debug("the owner refused queue tickets; opening the upstream session again without", "owner_addr", u.addr, "session", s.id)
+				return false
+			}
 			bad = fmt.Errorf("the owner ended the session: %v", f)
 		default:
 			bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
