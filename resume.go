@@ -294,6 +294,14 @@ func (s *Session) resume(cause error) bool {
 	}
 }
 
+// nodeAddr is the address of the node the session is on now: a resume
+// may move it (install).
+func (s *Session) nodeAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
 // addrs returns the addresses a resume may use. s.mu is held.
 func (s *Session) addrs() []string {
 	if len(s.opts.Addrs) > 0 {

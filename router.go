@@ -428,7 +428,7 @@ func (rt *router) watch() {
 	rc := &rt.c.rc
 	lease := rt.front.opts.Lease
 	for attempt := 0; ; attempt++ {
-		addrs := append([]string{rt.front.addr}, rt.c.nodes()...)
+		addrs := append([]string{rt.front.nodeAddr()}, rt.c.nodes()...)
 		addrs = append(addrs, rc.knownAddrs()...)
 		addr := addrs[attempt%len(addrs)]
 		w, err := rt.c.openRingWatch(rt.ctx, addr, lease, true)
@@ -496,12 +496,12 @@ func (rt *router) sessionFor(ctx context.Context, name string) *Session {
 		rt.c.learnRing(ctx, rt.front.opts.Lease)
 	}
 	id, addr := rc.owner(name, time.Now())
-	if addr == "" || addr == rt.front.addr {
+	if addr == "" || addr == rt.front.nodeAddr() {
 		return rt.front
 	}
 	rt.mu.Lock()
 	s := rt.subs[id]
-	if s != nil && (s.Err() != nil || s.addr != addr) {
+	if s != nil && (s.Err() != nil || s.nodeAddr() != addr) {
 		delete(rt.subs, id)
 		s = nil
 	}
