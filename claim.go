@@ -242,6 +242,9 @@ func (cl *Claim) endLocked(cause error) {
 	cl.ended = true
 	if !cl.dropped { // else Release came first: Lost is closed, Err nil
 		cl.err = cause
+		if hook := cl.s.c.cfg.OnLost; hook != nil && cause != nil && cl.held {
+			hook(cl.name, cl.token, cause)
+		}
 		if cl.onLost != nil && cause != nil {
 			cl.onLost(cause)
 		}

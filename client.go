@@ -22,6 +22,16 @@ type Dialer interface {
 type Config struct {
 	// Address is the server's host:port. Required.
 	Address string
+	// OnLost, if set, is called when a held lock or claim is lost (not
+	// released): a heartbeat timeout, a lost connection, an ERROR or
+	// REVOKED, a protocol violation. It is called synchronously, at the
+	// moment the loss is decided and before the client closes the
+	// connection or does anything else that could let the server hand
+	// the lock on, with the lock's name, the grant's token and the
+	// cause. It must return quickly and must not call the client. (Do's
+	// function is told through its context too, but a context's
+	// watchers run in goroutines of their own, later.)
+	OnLost func(name string, token uint64, cause error)
 	// Dialer opens connections; nil means a plain &net.Dialer{}.
 	Dialer Dialer
 	// MinHeartbeatInterval is the floor of the heartbeat interval: however
@@ -103,6 +113,7 @@ func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, 
 	}
 	l := &Lock{
 		name:       name,
+		lostHook:   c.cfg.OnLost,
 		conn:       conn,
 		noWait:     noWait,
 		granted:    make(chan struct{}),

@@ -41,11 +41,12 @@ type Lock struct {
 
 	mu         sync.Mutex
 	rule       clientrule.Rule
-	timer      *time.Timer // heartbeat timer, created at the first reply
-	closeTimer *time.Timer // after a give-up: closes the connection at CloseBy
-	done       bool        // the claim has ended
-	err        error       // why it ended; nil for Release
-	onLost     func(error) // Do's cancel of fn's context
+	timer      *time.Timer                                  // heartbeat timer, created at the first reply
+	closeTimer *time.Timer                                  // after a give-up: closes the connection at CloseBy
+	done       bool                                         // the claim has ended
+	err        error                                        // why it ended; nil for Release
+	onLost     func(error)                                  // Do's cancel of fn's context
+	lostHook   func(name string, token uint64, cause error) // Config.OnLost
 }
 
 // Name returns the name of the lock.
@@ -130,6 +131,12 @@ func (l *Lock) finish(cause error) {
 		l.timer.Stop()
 	}
 	onLost := l.onLost
+	var token uint64
+	select {
+	case <-l.granted:
+		token = l.rule.Token()
+	default:
+	}
 	hold := errors.Is(cause, ErrHeartbeatTimeout)
 	if hold {
 		l.closers.Add(1)
@@ -140,6 +147,9 @@ func (l *Lock) finish(cause error) {
 	}
 	l.mu.Unlock()
 	// Tell the work before anything can hand the lock on.
+	if l.lostHook != nil && cause != nil && token != 0 {
+		l.lostHook(l.name, token, cause)
+	}
 	if onLost != nil && cause != nil {
 		onLost(cause)
 	}
