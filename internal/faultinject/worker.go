@@ -161,7 +161,8 @@ func Proc(w string) string {
 func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &worker{cfg: cfg, out: stdout, resume: make(chan struct{}, 1), stopped: ctx.Done()}
+	w := &worker{cfg: cfg, out: stdout, resume: make(chan struct{}, 1), stopped: ctx.Done(),
+		tenure: map[uint64]string{}, lost: map[uint64]bool{}}
 	w.log(Record{Ev: "start", PID: os.Getpid()})
 	defer w.log(Record{Ev: "exit"})
 
@@ -184,7 +185,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 		cancel()
 	}()
 
-	c := baton.New(baton.Config{Address: cfg.Addr})
+	c := baton.New(baton.Config{Address: cfg.Addr, OnLost: w.onLost})
 	if len(cfg.Modes) > 0 {
 		for ctx.Err() == nil {
 			w.session(ctx, c)
@@ -270,6 +271,44 @@ type worker struct {
 	pauseShared atomic.Bool
 	resume      chan struct{}
 	stopped     <-chan struct{} // the worker is stopping
+
+	// The actor of each token whose tenure runs, and the tokens whose
+	// loss has been logged: the client's OnLost logs a loss at the
+	// moment it is decided, before the client closes anything; fn's
+	// context hears of it later, in a goroutine of its own, and would
+	// stamp the end of the belief too late.
+	lossMu sync.Mutex
+	tenure map[uint64]string
+	lost   map[uint64]bool
+}
+
+// onLost is the client's Config.OnLost: it logs the loss of a grant
+// whose tenure runs, once.
+func (w *worker) onLost(_ string, token uint64, cause error) {
+	if w.cfg.Mutation == MutationIgnoreLost {
+		return
+	}
+	w.lossMu.Lock()
+	id, ok := w.tenure[token]
+	first := ok && !w.lost[token]
+	if first {
+		w.lost[token] = true
+	}
+	w.lossMu.Unlock()
+	if first {
+		w.log(Record{Ev: "lost", W: id, Tok: token, Err: fmt.Sprint(cause)})
+	}
+}
+
+// lostOnce logs the loss of token by actor id unless it has been logged.
+func (w *worker) lostOnce(id string, token uint64, cause error) {
+	w.lossMu.Lock()
+	first := !w.lost[token]
+	w.lost[token] = true
+	w.lossMu.Unlock()
+	if first {
+		w.log(Record{Ev: "lost", W: id, Tok: token, Err: fmt.Sprint(cause)})
+	}
 }
 
 // actor is one claimant of a worker: the worker itself in version 1, a
@@ -304,15 +343,24 @@ func (a *actor) done(ctx context.Context, tok uint64, err error) {
 func (a *actor) tenure(ctx context.Context, token uint64) error {
 	w := a.w
 	w.log(Record{Ev: "acquired", W: a.id, Tok: token, Shared: a.shared})
+	w.lossMu.Lock()
+	w.tenure[token] = a.id
+	w.lossMu.Unlock()
 	ignore := w.cfg.Mutation == MutationIgnoreLost
+	// OnLost logs a loss as it is decided; this logs one it did not see
+	// (the worker's own ctx ending).
 	stop := context.AfterFunc(ctx, func() {
 		if !ignore {
-			w.log(Record{Ev: "lost", W: a.id, Tok: token, Err: fmt.Sprint(context.Cause(ctx))})
+			w.lostOnce(a.id, token, context.Cause(ctx))
 		}
 	})
 	defer func() {
 		stop()
 		w.log(Record{Ev: "released", W: a.id, Tok: token})
+		w.lossMu.Lock()
+		delete(w.tenure, token)
+		delete(w.lost, token)
+		w.lossMu.Unlock()
 	}()
 	for range w.cfg.Writes {
 		if ctx.Err() != nil && !ignore { // the check
