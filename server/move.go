@@ -76,6 +76,11 @@ type moveInfo struct {
 	limit uint32
 	token uint64    // the token the client was told; 0 when queued
 	since time.Time // when it began moving
+	// failover: the claim's upstream failed (its owner died, or stopped
+	// serving) and it is re-asserted at the name's next owner (fail),
+	// with ticket, a queued claim's queue ticket from its owner (0: none).
+	failover bool
+	ticket   uint64
 	// release is the slot of the client's RELEASE, queued until the
 	// claim is adopted.
 	release *outEntry
@@ -442,6 +447,12 @@ func (s *session) retryMoving() {
 		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: rc.move.mode, Limit: rc.move.limit,
 			Flags: protocol.ClaimReassert, Name: rc.move.name, Token: rc.move.token, Ring: ring,
 			Session: uint64(s.id), Secret: rel.moveSecret, Node: srv.NodeID}
+		if rc.move.token == 0 && rc.move.ticket != 0 && u.tickets {
+			// A queued claim keeps its place at a new owner that took
+			// the name over (tickets.go).
+			f.Flags |= protocol.ClaimTicket
+			f.Ticket = rc.move.ticket
+		}
 		u.sendClaim(f, nil, rc)
 	}
 	if len(here) > 0 {
@@ -532,15 +543,56 @@ func (s *session) releaseMoving() {
 }
 
 // giveUp ends moving claim rc: the client is told REVOKED 0x03 (unless
-// it released it: its RELEASE is answered RELEASED). Called with omu held.
+// it released it: its RELEASE is answered RELEASED). The REVOKED goes
+// right after the last frame about the claim still in the outbox, else
+// first, as fail places the REVOKED of a lost upstream: the answers
+// waiting there were held back because this claim was not confirmed
+// after their requests were read, and the client must hear of its loss
+// before they move its anchor. Called with omu held.
 func (rel *relayState) giveUp(s *session, rc *relayedClaim) {
 	rel.moved(rc)
 	if rc.move.release != nil {
 		rc.move.release.b, rc.move.release.pending = protocol.AppendReleased(nil, rc.id), false
 	} else {
-		rel.add(s.v2, &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), claim: rc.id})
+		e := &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), claim: rc.id}
+		at := 0
+		for i := len(rel.q) - 1; i >= 0; i-- {
+			// About the claim: an owner's frame, or a push (this node's
+			// own answers, such as a PONG, carry claim 0).
+			if x := rel.q[i]; x.claim == rc.id && (x.up != nil || x.at.IsZero()) {
+				at = i + 1
+				break
+			}
+		}
+		if len(rel.q) == 0 {
+			rel.add(s.v2, e)
+		} else {
+			rel.insert(at, e)
+		}
 	}
 	rel.endMoved(s, rc)
+}
+
+// failOver marks live claim rc, whose upstream failed (fail), moving:
+// it is re-asserted at the name's next owner by retryMoving, as a moving
+// claim is adopted, with its token (a held claim) or its queue ticket (a
+// queued one), the current ring and this node's origin; the owner that
+// took the name over installs it when no conflicting claim holds
+// (resume.go, takeOver). Until then it counts as an upstream not
+// confirmed, and it is given up half a lease after now. Called by fail
+// with omu held, rc taken off its dead upstream.
+func (rel *relayState) failOver(rc *relayedClaim, now time.Time) {
+	if !rel.hasMoveSecret {
+		rel.moveSecret, rel.moveHash = newSecret()
+		rel.hasMoveSecret = true
+	}
+	if u := rc.up; u != nil && u.claims[rc.id] == rc {
+		delete(u.claims, rc.id)
+	}
+	rc.up, rc.state = nil, rcMoving
+	rc.move = &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token,
+		since: now, failover: true, ticket: rc.ticket}
+	rel.moving++
 }
 
 // moved records that rc no longer moves. Called with omu held.
@@ -577,6 +629,11 @@ func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.F
 	case f.Type == protocol.TypeGranted, f.Type == protocol.TypeQueued:
 		rel.moved(rc)
 		rc.state = rcLive
+		if f.Type == protocol.TypeGranted {
+			rc.token = f.Token
+		} else {
+			rc.ticket = f.Ticket
+		}
 		if f.Type == protocol.TypeGranted && rc.move.token == 0 && rc.move.release == nil {
 			u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, rc.id, f.Token), up: u, claim: rc.id})
 		}
