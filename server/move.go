@@ -402,16 +402,19 @@ func (s *session) retryMoving() {
 	}
 	v.omu.Unlock()
 	addrs := map[string]string{}
+	gatedHere := map[string]bool{} // names this node took over and warms up
 	var ring uint64
 	if rv, ok := srv.Router.(ringVersioner); ok {
 		ring = rv.RingVersion()
 	}
 	for _, name := range names {
-		switch rt := srv.Router.Route(name, 0, false); rt.Action {
-		case RouteForward:
+		switch rt := srv.Router.Route(name, 0, false); {
+		case rt.Action == RouteForward:
 			addrs[name] = rt.Addr
-		case RouteServe:
+		case rt.Action == RouteServe:
 			addrs[name] = "" // this node is the new owner
+		case rt.Action == RouteHold && rt.Gated:
+			gatedHere[name] = true
 		}
 	}
 	srv.mu.Lock() // before omu: an adoption here changes the table
@@ -422,7 +425,7 @@ func (s *session) retryMoving() {
 		return
 	}
 	var ds []delivery
-	var here []*relayedClaim
+	var here, takeHere []*relayedClaim
 	gaveUp := 0
 	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
 		if rc.state != rcMoving || rc.up != nil {
@@ -431,6 +434,10 @@ func (s *session) retryMoving() {
 		if now.Sub(rc.move.since) >= v.lease/2 {
 			rel.giveUp(s, rc)
 			gaveUp++
+			continue
+		}
+		if rc.move.failover && gatedHere[rc.move.name] {
+			takeHere = append(takeHere, rc)
 			continue
 		}
 		addr, ok := addrs[rc.move.name]
@@ -467,6 +474,18 @@ func (s *session) retryMoving() {
 		v.omu.Lock()
 		for i, rc := range here {
 			rel.adoptedHere(s, rc, done[i])
+		}
+	}
+	if len(takeHere) > 0 {
+		v.omu.Unlock() // as for here
+		done := make([]takenHere, len(takeHere))
+		for i, rc := range takeHere {
+			done[i] = s.takeOverHereLocked(now, rc)
+			ds = append(ds, done[i].ds...)
+		}
+		v.omu.Lock()
+		for i, rc := range takeHere {
+			rel.takenHere(s, rc, done[i])
 		}
 	}
 	rel.pump(v)
@@ -804,6 +823,63 @@ func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool
 		time.AfterFunc(moveRetry, u.s.retryMoving)
 	}
 	return true
+}
+
+// takenHere is what takeOverHereLocked did.
+type takenHere struct {
+	err error
+	ds  []delivery
+}
+
+// takeOverHereLocked re-asserts failed-over claim rc (fail) at this
+// node, which took its name over from the dead owner and warms up: the
+// design's new owner is the relaying node itself. It does what takeOver
+// does for a re-assertion that reaches it (resume.go): a held claim is
+// installed in this session's own table entry with its old token unless
+// a conflicting claim holds the lock; a queued one is held for the
+// warm-up with its queue ticket (tickets.go) and entered with the others
+// when the name is served (retryHeld), the client, told QUEUED long ago,
+// told nothing now. Called with srv.mu held, not omu.
+func (s *session) takeOverHereLocked(now time.Time, rc *relayedClaim) takenHere {
+	srv, mi := s.srv, rc.move
+	if mi.release != nil {
+		return takenHere{err: locktable.ErrNoClaim} // released meanwhile: nothing to continue
+	}
+	if mi.token == 0 {
+		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: mi.mode, Limit: mi.limit, Name: mi.name}
+		if mi.ticket != 0 {
+			f.Flags, f.Ticket = protocol.ClaimTicket, mi.ticket
+		}
+		rel := s.v2.rel.Load()
+		rel.held = append(rel.held, f)
+		srv.recordGatedLocked(s, f)
+		if !rel.holding {
+			rel.holding = true
+			time.AfterFunc(holdRetry, s.retryHeld)
+		}
+		return takenHere{}
+	}
+	_, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(rc.id), locktable.ClaimRequest{
+		Name: mi.name, Mode: locktable.Mode(mi.mode), Limit: mi.limit}, mi.token)
+	if err != nil {
+		return takenHere{err: err}
+	}
+	return takenHere{ds: srv.commit(now, res)}
+}
+
+// takenHere updates the session after takeOverHereLocked: the claim is
+// no longer relayed (it is in this node's table, or held), or it is
+// given up. Called with omu held.
+func (rel *relayState) takenHere(s *session, rc *relayedClaim, t takenHere) {
+	if rc.state != rcMoving {
+		return // ended meanwhile
+	}
+	if t.err != nil {
+		rel.giveUp(s, rc)
+		return
+	}
+	rel.moved(rc)
+	rel.endMoved(s, rc)
 }
 
 // adoptedHere is what adoptHereLocked did to the table.

@@ -148,3 +148,33 @@ func TestRelayReassertQueuedKeepsTicket(t *testing.T) {
 	rb.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
 	expectPromotionOrder(t, []string{"x", "z"}, x, z)
 }
+
+// The relaying node itself took the name over: it installs the held
+// claim in its own table with the old token, and holds the queued one for
+// its warm-up with its ticket, ahead of a claim that queued there
+// without one.
+func TestRelayReassertAtRelayItself(t *testing.T) {
+	const lease = 3 * time.Second
+	a, r1, _, rr, _ := startFailoverTrio(t)
+	c, _ := r1.dialTickets(t, lease, "c")
+	tok := c.mustHold(1, excl2, 0, "x")
+	q, _ := r1.dialTickets(t, lease, "q")
+	q.queueTicket(1, "x")
+	waitRelayed(t, r1, 2, 2)
+	a.Close()
+	time.Sleep(2 * moveRetryTest)
+	rr.set(func(string, bool) server.Route { return server.Route{Action: server.RouteHold, Gated: true, Since: 5} })
+	h := waitHolder(t, r1, "x", func(h locktable.HolderInfo) bool { return h.Label == "c" })
+	if h.Token != tok {
+		t.Fatalf("re-asserted holder at r1 has token %d, want the old %d", h.Token, tok)
+	}
+	ping(c, 1)
+	ping(q, 1)
+	z := r1.dialV2(t, longLease, "z")
+	z.mustQueue(1, excl2, 0, "x") // held for the warm-up, without a ticket
+	rr.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
+	time.Sleep(3 * moveRetryTest) // the held claims enter, behind c
+	c.release(1)
+	expectPromotionOrder(t, []string{"q", "z"}, q, z)
+	waitRelayed(t, r1, 0, 0)
+}
