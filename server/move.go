@@ -665,9 +665,13 @@ func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.F
 			slot.up = u
 			u.send(protocol.AppendRelease(nil, rc.id), upReq{kind: protocol.TypeRelease, at: time.Now(), slot: slot, rc: rc})
 		}
-	case f.Type == protocol.TypeRefused && f.Code == protocol.CodeNotOwner:
+	case f.Type == protocol.TypeRefused && (f.Code == protocol.CodeNotOwner ||
+		f.Code == protocol.CodeStaleRing && rc.move.failover):
 		// Not yet: N does not serve the name (its ring is older, or the
-		// name is frozen again). Asked again by retryMoving.
+		// name is frozen again). Asked again by retryMoving. A
+		// re-assertion after a failure (fail) whose ring was older than
+		// N's take-over is sent again too, with the ring this node has
+		// then: it read its ring before routing the name.
 		delete(u.claims, rc.id)
 		rc.up = nil
 		if !rel.moveTimer && !rel.closed {

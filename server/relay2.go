@@ -42,8 +42,10 @@ import (
 // version 3, resume.go): then each owner keeps its claims for a
 // re-assertion until the lease passes. An upstream ends without the client once open
 // (its owner closed it, died, shut down, or did not answer for half the
-// lease): every claim relayed on it is lost and the client is told
-// REVOKED(claim, 0x03); the session and its other claims live on.
+// lease): when the owner may have died or stops serving, every claim
+// relayed on it is re-asserted at the name's next owner (fail, and
+// failOver in move.go); otherwise it is lost and the client is told
+// REVOKED(claim, 0x03). The session and its other claims live on.
 //
 // The pessimism rule through a relay. The client's confirmation anchor
 // is the send time of its latest request whose answer arrived, and any

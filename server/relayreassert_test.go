@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,26 +19,36 @@ import (
 // node's does: the relay's re-assertions carry it.
 type versionedRouter struct {
 	*router
-	ring uint64
+	ring *atomic.Uint64
 }
 
-func (r versionedRouter) RingVersion() uint64 { return r.ring }
+func (r versionedRouter) RingVersion() uint64 { return r.ring.Load() }
 
 // startFailoverTrio starts owner a, relaying node r1 forwarding every
 // name to a (ring 5), and node b, which takes every name over from a at
 // ring 5 and warms up (gated) until the test says it serves.
 func startFailoverTrio(t *testing.T) (a, r1, b *testServer, rr, rb *router) {
 	t.Helper()
+	a, r1, b, rr, rb, _ = startFailoverTrioRing(t)
+	return a, r1, b, rr, rb
+}
+
+// startFailoverTrioRing is startFailoverTrio that also returns r1's ring
+// version, for the test to set.
+func startFailoverTrioRing(t *testing.T) (a, r1, b *testServer, rr, rb *router, ring *atomic.Uint64) {
+	t.Helper()
+	ring = new(atomic.Uint64)
+	ring.Store(5)
 	a = startServer(t, func(s *server.Server) {
 		s.NodeID = "a"
 		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
 		s.TrustHop = trustAll
 	})
 	rr = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: a.addr} }}
-	r1 = startServer(t, func(s *server.Server) { s.NodeID = "r1"; s.Router = versionedRouter{rr, 5} })
+	r1 = startServer(t, func(s *server.Server) { s.NodeID = "r1"; s.Router = versionedRouter{rr, ring} })
 	rb = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteHold, Gated: true, Since: 5} }}
 	b = startServer(t, func(s *server.Server) { s.NodeID = "b"; s.Router = rb; s.TrustHop = trustAll })
-	return a, r1, b, rr, rb
+	return a, r1, b, rr, rb, ring
 }
 
 // toB has r1 forward every name to b, as its ring does once b took a's
@@ -177,4 +188,33 @@ func TestRelayReassertAtRelayItself(t *testing.T) {
 	c.release(1)
 	expectPromotionOrder(t, []string{"q", "z"}, q, z)
 	waitRelayed(t, r1, 0, 0)
+}
+
+// A re-assertion that reaches the new owner with a ring older than its
+// take-over (0x05: the relay read its ring before it routed the name) is
+// sent again with the relay's newer ring, not given up.
+func TestRelayReassertStaleRingRetried(t *testing.T) {
+	const lease = 3 * time.Second
+	a, r1, b, rr, _, ring := startFailoverTrioRing(t)
+	ring.Store(4)
+	c := r1.dialV2(t, lease, "c")
+	tok := c.mustHold(1, excl2, 0, "x")
+	waitRelayed(t, r1, 1, 1)
+	a.Close()
+	toB(rr, b)
+	deadline := time.Now().Add(waitLimit)
+	for b.events.count(func(e server.Event) bool {
+		return e.Kind == server.EventReasserted && e.Action == server.ReassertStaleRing
+	}) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no re-assertion refused 0x05 at b")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ring.Store(5)
+	h := waitHolder(t, b, "x", func(h locktable.HolderInfo) bool { return h.Label == "c" })
+	if h.Token != tok {
+		t.Fatalf("re-asserted holder at b has token %d, want the old %d", h.Token, tok)
+	}
+	ping(c, 1)
 }
