@@ -76,6 +76,11 @@ type moveInfo struct {
 	limit uint32
 	token uint64    // the token the client was told; 0 when queued
 	since time.Time // when it began moving
+	// failover: the claim's upstream failed (its owner died, or stopped
+	// serving) and it is re-asserted at the name's next owner (fail),
+	// with ticket, a queued claim's queue ticket from its owner (0: none).
+	failover bool
+	ticket   uint64
 	// release is the slot of the client's RELEASE, queued until the
 	// claim is adopted.
 	release *outEntry
@@ -397,16 +402,19 @@ func (s *session) retryMoving() {
 	}
 	v.omu.Unlock()
 	addrs := map[string]string{}
+	gatedHere := map[string]bool{} // names this node took over and warms up
 	var ring uint64
 	if rv, ok := srv.Router.(ringVersioner); ok {
 		ring = rv.RingVersion()
 	}
 	for _, name := range names {
-		switch rt := srv.Router.Route(name, 0, false); rt.Action {
-		case RouteForward:
+		switch rt := srv.Router.Route(name, 0, false); {
+		case rt.Action == RouteForward:
 			addrs[name] = rt.Addr
-		case RouteServe:
+		case rt.Action == RouteServe:
 			addrs[name] = "" // this node is the new owner
+		case rt.Action == RouteHold && rt.Gated:
+			gatedHere[name] = true
 		}
 	}
 	srv.mu.Lock() // before omu: an adoption here changes the table
@@ -417,7 +425,7 @@ func (s *session) retryMoving() {
 		return
 	}
 	var ds []delivery
-	var here []*relayedClaim
+	var here, takeHere []*relayedClaim
 	gaveUp := 0
 	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
 		if rc.state != rcMoving || rc.up != nil {
@@ -426,6 +434,10 @@ func (s *session) retryMoving() {
 		if now.Sub(rc.move.since) >= v.lease/2 {
 			rel.giveUp(s, rc)
 			gaveUp++
+			continue
+		}
+		if rc.move.failover && gatedHere[rc.move.name] {
+			takeHere = append(takeHere, rc)
 			continue
 		}
 		addr, ok := addrs[rc.move.name]
@@ -442,6 +454,12 @@ func (s *session) retryMoving() {
 		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: rc.move.mode, Limit: rc.move.limit,
 			Flags: protocol.ClaimReassert, Name: rc.move.name, Token: rc.move.token, Ring: ring,
 			Session: uint64(s.id), Secret: rel.moveSecret, Node: srv.NodeID}
+		if rc.move.token == 0 && rc.move.ticket != 0 && u.tickets {
+			// A queued claim keeps its place at a new owner that took
+			// the name over (tickets.go).
+			f.Flags |= protocol.ClaimTicket
+			f.Ticket = rc.move.ticket
+		}
 		u.sendClaim(f, nil, rc)
 	}
 	if len(here) > 0 {
@@ -456,6 +474,18 @@ func (s *session) retryMoving() {
 		v.omu.Lock()
 		for i, rc := range here {
 			rel.adoptedHere(s, rc, done[i])
+		}
+	}
+	if len(takeHere) > 0 {
+		v.omu.Unlock() // as for here
+		done := make([]takenHere, len(takeHere))
+		for i, rc := range takeHere {
+			done[i] = s.takeOverHereLocked(now, rc)
+			ds = append(ds, done[i].ds...)
+		}
+		v.omu.Lock()
+		for i, rc := range takeHere {
+			rel.takenHere(s, rc, done[i])
 		}
 	}
 	rel.pump(v)
@@ -532,15 +562,56 @@ func (s *session) releaseMoving() {
 }
 
 // giveUp ends moving claim rc: the client is told REVOKED 0x03 (unless
-// it released it: its RELEASE is answered RELEASED). Called with omu held.
+// it released it: its RELEASE is answered RELEASED). The REVOKED goes
+// right after the last frame about the claim still in the outbox, else
+// first, as fail places the REVOKED of a lost upstream: the answers
+// waiting there were held back because this claim was not confirmed
+// after their requests were read, and the client must hear of its loss
+// before they move its anchor. Called with omu held.
 func (rel *relayState) giveUp(s *session, rc *relayedClaim) {
 	rel.moved(rc)
 	if rc.move.release != nil {
 		rc.move.release.b, rc.move.release.pending = protocol.AppendReleased(nil, rc.id), false
 	} else {
-		rel.add(s.v2, &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), claim: rc.id})
+		e := &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), claim: rc.id}
+		at := 0
+		for i := len(rel.q) - 1; i >= 0; i-- {
+			// About the claim: an owner's frame, or a push (this node's
+			// own answers, such as a PONG, carry claim 0).
+			if x := rel.q[i]; x.claim == rc.id && (x.up != nil || x.at.IsZero()) {
+				at = i + 1
+				break
+			}
+		}
+		if len(rel.q) == 0 {
+			rel.add(s.v2, e)
+		} else {
+			rel.insert(at, e)
+		}
 	}
 	rel.endMoved(s, rc)
+}
+
+// failOver marks live claim rc, whose upstream failed (fail), moving:
+// it is re-asserted at the name's next owner by retryMoving, as a moving
+// claim is adopted, with its token (a held claim) or its queue ticket (a
+// queued one), the current ring and this node's origin; the owner that
+// took the name over installs it when no conflicting claim holds
+// (resume.go, takeOver). Until then it counts as an upstream not
+// confirmed, and it is given up half a lease after now. Called by fail
+// with omu held, rc taken off its dead upstream.
+func (rel *relayState) failOver(rc *relayedClaim, now time.Time) {
+	if !rel.hasMoveSecret {
+		rel.moveSecret, rel.moveHash = newSecret()
+		rel.hasMoveSecret = true
+	}
+	if u := rc.up; u != nil && u.claims[rc.id] == rc {
+		delete(u.claims, rc.id)
+	}
+	rc.up, rc.state = nil, rcMoving
+	rc.move = &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token,
+		since: now, failover: true, ticket: rc.ticket}
+	rel.moving++
 }
 
 // moved records that rc no longer moves. Called with omu held.
@@ -577,6 +648,11 @@ func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.F
 	case f.Type == protocol.TypeGranted, f.Type == protocol.TypeQueued:
 		rel.moved(rc)
 		rc.state = rcLive
+		if f.Type == protocol.TypeGranted {
+			rc.token = f.Token
+		} else {
+			rc.ticket = f.Ticket
+		}
 		if f.Type == protocol.TypeGranted && rc.move.token == 0 && rc.move.release == nil {
 			u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, rc.id, f.Token), up: u, claim: rc.id})
 		}
@@ -589,9 +665,13 @@ func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.F
 			slot.up = u
 			u.send(protocol.AppendRelease(nil, rc.id), upReq{kind: protocol.TypeRelease, at: time.Now(), slot: slot, rc: rc})
 		}
-	case f.Type == protocol.TypeRefused && f.Code == protocol.CodeNotOwner:
+	case f.Type == protocol.TypeRefused && (f.Code == protocol.CodeNotOwner ||
+		f.Code == protocol.CodeStaleRing && rc.move.failover):
 		// Not yet: N does not serve the name (its ring is older, or the
-		// name is frozen again). Asked again by retryMoving.
+		// name is frozen again). Asked again by retryMoving. A
+		// re-assertion after a failure (fail) whose ring was older than
+		// N's take-over is sent again too, with the ring this node has
+		// then: it read its ring before routing the name.
 		delete(u.claims, rc.id)
 		rc.up = nil
 		if !rel.moveTimer && !rel.closed {
@@ -747,6 +827,63 @@ func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool
 		time.AfterFunc(moveRetry, u.s.retryMoving)
 	}
 	return true
+}
+
+// takenHere is what takeOverHereLocked did.
+type takenHere struct {
+	err error
+	ds  []delivery
+}
+
+// takeOverHereLocked re-asserts failed-over claim rc (fail) at this
+// node, which took its name over from the dead owner and warms up: the
+// design's new owner is the relaying node itself. It does what takeOver
+// does for a re-assertion that reaches it (resume.go): a held claim is
+// installed in this session's own table entry with its old token unless
+// a conflicting claim holds the lock; a queued one is held for the
+// warm-up with its queue ticket (tickets.go) and entered with the others
+// when the name is served (retryHeld), the client, told QUEUED long ago,
+// told nothing now. Called with srv.mu held, not omu.
+func (s *session) takeOverHereLocked(now time.Time, rc *relayedClaim) takenHere {
+	srv, mi := s.srv, rc.move
+	if mi.release != nil {
+		return takenHere{err: locktable.ErrNoClaim} // released meanwhile: nothing to continue
+	}
+	if mi.token == 0 {
+		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: mi.mode, Limit: mi.limit, Name: mi.name}
+		if mi.ticket != 0 {
+			f.Flags, f.Ticket = protocol.ClaimTicket, mi.ticket
+		}
+		rel := s.v2.rel.Load()
+		rel.held = append(rel.held, f)
+		srv.recordGatedLocked(s, f)
+		if !rel.holding {
+			rel.holding = true
+			time.AfterFunc(holdRetry, s.retryHeld)
+		}
+		return takenHere{}
+	}
+	_, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(rc.id), locktable.ClaimRequest{
+		Name: mi.name, Mode: locktable.Mode(mi.mode), Limit: mi.limit}, mi.token)
+	if err != nil {
+		return takenHere{err: err}
+	}
+	return takenHere{ds: srv.commit(now, res)}
+}
+
+// takenHere updates the session after takeOverHereLocked: the claim is
+// no longer relayed (it is in this node's table, or held), or it is
+// given up. Called with omu held.
+func (rel *relayState) takenHere(s *session, rc *relayedClaim, t takenHere) {
+	if rc.state != rcMoving {
+		return // ended meanwhile
+	}
+	if t.err != nil {
+		rel.giveUp(s, rc)
+		return
+	}
+	rel.moved(rc)
+	rel.endMoved(s, rc)
 }
 
 // adoptedHere is what adoptHereLocked did to the table.

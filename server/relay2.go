@@ -42,8 +42,10 @@ import (
 // version 3, resume.go): then each owner keeps its claims for a
 // re-assertion until the lease passes. An upstream ends without the client once open
 // (its owner closed it, died, shut down, or did not answer for half the
-// lease): every claim relayed on it is lost and the client is told
-// REVOKED(claim, 0x03); the session and its other claims live on.
+// lease): when the owner may have died or stops serving, every claim
+// relayed on it is re-asserted at the name's next owner (fail, and
+// failOver in move.go); otherwise it is lost and the client is told
+// REVOKED(claim, 0x03). The session and its other claims live on.
 //
 // The pessimism rule through a relay. The client's confirmation anchor
 // is the send time of its latest request whose answer arrived, and any
@@ -158,6 +160,9 @@ type relayedClaim struct {
 	// move needs to adopt it at the new owner.
 	req   protocol.Frame
 	token uint64
+	// ticket is the queue ticket of the owner's QUEUED (0: none), for a
+	// re-assertion of a queued claim at a new owner (fail).
+	ticket uint64
 	// movedAnswer: a RELEASE of it is in flight on its old upstream,
 	// which answers it MOVED.
 	movedAnswer bool
@@ -378,7 +383,7 @@ func (u *upstream) flush() bool {
 		if err != nil {
 			u.writing = false
 			v.omu.Unlock()
-			u.fail(fmt.Errorf("writing to the owner: %w", err))
+			u.fail(ownerLost{fmt.Errorf("writing to the owner: %w", err)})
 			return false
 		}
 	}
@@ -822,7 +827,7 @@ func (u *upstream) read(conn net.Conn) {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !u.overdue(conn) {
 				continue
 			}
-			u.fail(fmt.Errorf("reading from the owner: %w", err))
+			u.fail(ownerLost{fmt.Errorf("reading from the owner: %w", err)})
 			return
 		}
 	}
@@ -939,6 +944,8 @@ func (u *upstream) handle(frames []upFrame) bool {
 					}
 					if f.Type == protocol.TypeGranted {
 						r.rc.token = f.Token
+					} else {
+						r.rc.ticket = f.Ticket
 					}
 				default: // BUSY, REFUSED, RELEASED: the id is free
 					u.end(rel, r.rc)
@@ -962,7 +969,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 				s.srv.Logger.Debug("the owner refused queue tickets; opening the upstream session again without", "owner_addr", u.addr, "session", s.id)
 				return false
 			}
-			bad = fmt.Errorf("the owner ended the session: %v", f)
+			bad = ownerEnded{f}
 		default:
 			bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
 		}
@@ -998,13 +1005,54 @@ func (u *upstream) push(rel *relayState, v *v2conn, e *outEntry) {
 	rel.add(v, e)
 }
 
+// ownerLost is why an open upstream ended when the connection itself
+// failed (EOF, reset, a read or write error, the patience ran out): the
+// owner may have died, or been cut off. Its claims are re-asserted at the
+// name's next owner (fail).
+type ownerLost struct{ err error }
+
+func (e ownerLost) Error() string { return e.err.Error() }
+func (e ownerLost) Unwrap() error { return e.err }
+
+// ownerEnded is why an upstream ended when the owner sent a
+// session-level ERROR.
+type ownerEnded struct{ f protocol.Frame }
+
+func (e ownerEnded) Error() string { return fmt.Sprintf("the owner ended the session: %v", e.f) }
+
+// reassertable reports whether the claims of an open upstream that ended
+// for why are re-asserted at the name's next owner rather than revoked:
+// the connection failed (the owner died, or a cut), or the owner said it
+// stops serving and another node takes its names over (ERROR 0x01, a
+// shutdown or a node leaving; ERROR 0x03, an owner cut off from its
+// quorum). An owner that ends the session for anything else (a protocol
+// violation, a kick) meant it: the claims are lost.
+func reassertable(why error) bool {
+	var lost ownerLost
+	if errors.As(why, &lost) {
+		return true
+	}
+	var ended ownerEnded
+	if errors.As(why, &ended) {
+		return ended.f.Code == protocol.CodeShuttingDown || ended.f.Code == protocol.CodeNotOwner
+	}
+	return false
+}
+
 // fail ends an upstream that ended without the client: the requests it
 // has not answered are answered here (a CLAIM REFUSED 0x03, a RELEASE
-// RELEASED), and every claim it held or queued is REVOKED 0x03, placed
-// right after the last frame about it still in the outbox (else first):
-// the client hears of the loss before its anchor moves again. An upstream
-// that never opened granted nothing: its CLAIMs are held instead
-// (holdUnopened). The session lives on. Called without srv.mu or omu.
+// RELEASED). An upstream that never opened granted nothing: its CLAIMs
+// are held instead (holdUnopened). When the owner may have died or
+// stopped serving (reassertable), every claim it held or queued is
+// re-asserted at the name's next owner, as a client talking to owners
+// directly would (docs/cluster.md, "Relaying a version 2 session"): the
+// claim moves (move.go, failover) and the client sees nothing but the
+// delay of its answers, unless the re-assertion is refused or not
+// accepted within half the lease. Otherwise, and for a claim that cannot
+// be re-asserted (attached without its CLAIM), the claim is REVOKED 0x03,
+// placed right after the last frame about it still in the outbox (else
+// first): the client hears of the loss before its anchor moves again. The
+// session lives on. Called without srv.mu or omu.
 func (u *upstream) fail(why error) {
 	s := u.s
 	srv, v := s.srv, s.v2
@@ -1018,6 +1066,9 @@ func (u *upstream) fail(why error) {
 	rel := v.rel.Load()
 	u.markDead(rel)
 	opened, held, moving := u.opened, 0, 0
+	now := time.Now()
+	reassert := opened && reassertable(why) && srv.Router != nil &&
+		!rel.closed && !s.closing.Load() && !v.ending && !srv.inShutdown.Load()
 	for _, r := range u.fifo {
 		switch r.kind {
 		case protocol.TypeClaim:
@@ -1054,9 +1105,14 @@ func (u *upstream) fail(why error) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	lost, front := 0, 0
+	lost, front, reasserting := 0, 0, 0
 	for _, id := range ids {
 		rc := u.claims[id]
+		if rc.state == rcLive && reassert && rc.req.Name != "" {
+			rel.failOver(rc, now)
+			reasserting++
+			continue
+		}
 		if rc.state == rcLive {
 			lost++
 			at := -1
@@ -1082,7 +1138,7 @@ func (u *upstream) fail(why error) {
 		rel.holding = true
 		time.AfterFunc(holdRetry, s.retryHeld)
 	}
-	if moving > 0 && !rel.moveTimer && !rel.closed {
+	if moving+reasserting > 0 && !rel.moveTimer && !rel.closed {
 		rel.moveTimer = true
 		time.AfterFunc(moveRetry, s.retryMoving)
 	}
@@ -1094,6 +1150,9 @@ func (u *upstream) fail(why error) {
 	v.omu.Unlock()
 	srv.mu.Unlock()
 	switch {
+	case opened && reasserting > 0:
+		srv.Logger.Warn("upstream session to the owner ended; re-asserting its relayed claims at the names' next owner", "owner_addr", u.addr,
+			"session", s.id, "remote_addr", s.peer.Addr, "claims_reasserting", reasserting, "claims_lost", lost, "claims_held", held, "err", why)
 	case opened || lost > 0:
 		srv.Logger.Warn("upstream session to the owner ended; its relayed claims are lost", "owner_addr", u.addr,
 			"session", s.id, "remote_addr", s.peer.Addr, "claims_lost", lost, "claims_held", held, "err", why)

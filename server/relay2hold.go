@@ -239,6 +239,7 @@ func (u *upstream) heldAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Fr
 		u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, f.Claim, f.Token), up: u, claim: f.Claim})
 	case protocol.TypeQueued:
 		r.rc.state = rcLive
+		r.rc.ticket = f.Ticket
 	default:
 		code := f.Code
 		if f.Type == protocol.TypeBusy {
