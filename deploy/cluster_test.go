@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -288,15 +289,22 @@ func TestClusterConfigsForm(t *testing.T) {
 	}
 }
 
+// freePort returns a port that is free now, below the kernel's range of
+// ephemeral ports (32768 up, by default): a port taken from that range
+// and closed again can be handed to another process's connection before
+// the node binds it ("address already in use"), which happened in CI.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		port := strconv.Itoa(20000 + rand.IntN(12000))
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err == nil {
+			l.Close()
+			return port
+		}
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
 
 func formCluster(t *testing.T, envs []map[string]string, aclPath string) {
