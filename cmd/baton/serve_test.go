@@ -464,14 +464,23 @@ func startBatonCmd(t *testing.T, cmd *exec.Cmd) *batonProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &batonProc{cmd: cmd, logs: make(chan map[string]any, 100), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &batonProc{cmd: cmd, logs: make(chan map[string]any, 10000), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
 			p.stderr.Write(append(sc.Bytes(), '\n'))
 			var rec map[string]any
 			if json.Unmarshal(sc.Bytes(), &rec) == nil {
-				p.logs <- rec
+				// Never block: a test that reads no records must not
+				// stop this reader, and with it the process, which
+				// would block writing its log and never exit (seen in
+				// CI: a node that did not stop after SIGTERM, and a
+				// cleanup that waited for it for ever). waitLog reads
+				// what it needs while the buffer has room.
+				select {
+				case p.logs <- rec:
+				default:
+				}
 			}
 		}
 		close(p.logs)
