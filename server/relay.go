@@ -474,6 +474,46 @@ func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, pr
 // the claim until the client's lease has passed.
 const hopClientGone = hopMarker
 
+// hopAck is the owner's answer to hopClientGone on a version 1 hop: the
+// claim has ended, this is the last byte the owner writes for it, and the
+// connection now waits for the next hop header as a fresh one would
+// (within the owner's io-timeout). A relaying node puts a hop back in its
+// pool only after reading it, as the last byte of the owner's stream at a
+// frame boundary; an owner of an earlier version closes the hop instead,
+// or answers ERROR 0x13, and the relaying node closes it as before.
+const hopAck = hopMarker
+
+// passHop, on the owner, ends a relayed claim's use of its hop after the
+// claim left the table on the relaying node's hopClientGone: it writes
+// hopAck, after which nothing of the claim can be written (the session is
+// closing), and returns the session that reads the next hop header on the
+// connection, with the same checks as on an accepted one. passed tells
+// that the ack was attempted; next is nil when the connection is to be
+// closed. An ERROR another goroutine sent first (the claim was ended by a
+// force-release, kick, move or shutdown, and the connection half-closed)
+// leaves passed false: the hop closes as before.
+func (s *session) passHop() (next *session, passed bool) {
+	srv := s.srv
+	s.wmu.Lock()
+	if s.closing.Swap(true) {
+		s.wmu.Unlock()
+		return nil, false
+	}
+	err := ErrServerClosed
+	if !srv.inShutdown.Load() {
+		err = s.writeLocked([]byte{hopAck})
+	}
+	s.wmu.Unlock()
+	if err != nil {
+		return nil, true
+	}
+	next = srv.addSession(s.conn)
+	if next != nil {
+		next.passedOn = true
+	}
+	return next, true
+}
+
 // clientHungUp reports whether a read error means that the client's side
 // closed the connection: its process closed it or died. (A deadline, or
 // this node closing the connection, does not.)
