@@ -530,10 +530,18 @@ func (s *session) writeRelayed(b []byte) error {
 		return net.ErrClosed
 	}
 	err := s.writeLocked(b)
-	if err != nil {
+	if err != nil && !wroteToHungUp(err) {
 		s.conn.Close() // the reader stops too
 	}
 	return err
+}
+
+// wroteToHungUp reports whether a write error means that the client's
+// side has closed: its reader sees the hang-up too, and must, to send
+// hopClientGone (closing the connection under it would read as this
+// node's own close, and the owner would keep the claim for the lease).
+func wroteToHungUp(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // Relayed returns the number of version 1 connections this node is
