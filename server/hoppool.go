@@ -326,7 +326,12 @@ func (srv *Server) sweepHops(addr string, pool *hopPool) {
 			delete(p.owners, addr) // a filler still running finds it gone
 		}
 	} else {
-		srv.fillLocked(addr, pool, now)
+		// Replace what expired, or top up a pool that is low; not a
+		// pool short only of the hops out on relays, which come back
+		// (keepHop) and would find it full.
+		if len(stale) > 0 || len(pool.idle) <= hopPoolLow {
+			srv.fillLocked(addr, pool, now)
+		}
 		srv.armLocked(addr, pool)
 	}
 	p.mu.Unlock()
