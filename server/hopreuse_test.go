@@ -146,6 +146,15 @@ func TestHopReuseNoNewConnections(t *testing.T) {
 	})
 	fillPool(t, owner, relay, "warm")
 	waitUntil(t, waitLimit, "the warm-up claim released", func() bool { _, ok := owner.Lock("warm"); return !ok })
+	// A dial returns before the owner's accept does, and the warm-up's
+	// hop comes back (or, the pool full, is closed) after its claim is
+	// released: every hop accepted and reported, and none out, before
+	// the count starts.
+	waitUntil(t, waitLimit, "the pool's connections accepted and the warm-up relay done", func() bool {
+		now, _ := relay.Relayed()
+		return now == 0 && cl.accepts.Load() == d.dials.Load() &&
+			int64(owner.events.count(kind(server.EventConnected))) == d.dials.Load()
+	})
 	accepts, dials, kept := cl.accepts.Load(), d.dials.Load(), server.HopsKept(relay.Server)
 	connected := owner.events.count(kind(server.EventConnected))
 

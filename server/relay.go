@@ -487,7 +487,9 @@ func (s *session) relay(up net.Conn, addr string, req protocol.Acquire) (locktab
 		born = time.Now()
 		goneSent.Store(true)
 		up.SetWriteDeadline(born.Add(srv.IOTimeout))
-		if _, err := up.Write([]byte{hopClientGone}); err == nil && !upDone.Load() {
+		// Waited for even when the copier has ended already (upDone):
+		// it sets upDone before done closes, and may have read the ack.
+		if _, err := up.Write([]byte{hopClientGone}); err == nil {
 			t := time.NewTimer(srv.linger())
 			select {
 			case <-done:
