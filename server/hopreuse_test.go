@@ -211,6 +211,7 @@ type fakeOwner struct {
 	t       *testing.T
 	ln      net.Listener
 	then    func(c net.Conn)
+	armed   atomic.Bool // then applies; before, the owner acknowledges
 	accepts atomic.Int64
 	closed  chan net.Conn // connections the relay closed after a claim
 	wg      sync.WaitGroup
@@ -271,13 +272,20 @@ func (o *fakeOwner) serve(c net.Conn) {
 		if _, err := io.ReadFull(r, b[:]); err != nil || b[0] != 0x7e {
 			return
 		}
-		o.then(c)
+		armed := o.armed.Load()
+		if armed {
+			o.then(c)
+		} else {
+			c.Write([]byte{0x7e})
+		}
 		// What the relay does now: close the hop, or send the next
 		// header (when the pool hands it to a relay).
 		c.SetReadDeadline(time.Now().Add(waitLimit))
 		_, err := c.Read(b[:1])
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			o.closed <- c
+			if armed {
+				o.closed <- c
+			}
 			return
 		}
 		if err != nil || b[0] != 0x7e {
@@ -332,9 +340,21 @@ func TestHopReuseOnlyOnAck(t *testing.T) {
 				s.DialOwner = d.dial
 				server.SetHopPoolIdle(s, time.Minute)
 			})
+			// Warm the pool with an acknowledging owner: the hop under
+			// test is then taken from a full pool and comes back to it.
+			w := relay.dial(t)
+			w.mustOwn("warm", longLease)
+			w.close()
+			waitUntil(t, waitLimit, "a full pool, no relay running", func() bool {
+				now, _ := relay.Relayed()
+				return now == 0 && server.HopPoolLen(relay.Server, o.ln.Addr().String()) == server.HopPoolSize
+			})
+			kept0 := server.HopsKept(relay.Server)
+			o.armed.Store(true)
 			a := relay.dial(t)
 			a.mustOwn("x", longLease)
 			a.close()
+			waitUntil(t, waitLimit, "the relay done", func() bool { now, _ := relay.Relayed(); return now == 0 })
 			if tc.shut {
 				select {
 				case <-o.closed:
@@ -342,13 +362,15 @@ func TestHopReuseOnlyOnAck(t *testing.T) {
 					t.Fatal("the relay kept the hop open")
 				}
 			}
-			switch tc.kept {
+			switch k := server.HopsKept(relay.Server) - kept0; tc.kept {
 			case 0:
-				if k := server.HopsKept(relay.Server); k != 0 {
+				if k != 0 {
 					t.Fatalf("%d hops put back, want 0", k)
 				}
 			case 1:
-				waitUntil(t, waitLimit, "the hop put back", func() bool { return server.HopsKept(relay.Server) == 1 })
+				if k != 1 {
+					t.Fatalf("%d hops put back, want 1", k)
+				}
 			}
 			// Later clients get their own answers only, whichever hop
 			// they are given, and nothing else.
