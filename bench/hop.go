@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -8,8 +9,10 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -143,6 +146,10 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 			return err
 		}
 	}
+	accepted0, err := nodeMetric(nodes[0], "baton_connections_accepted_total")
+	if err != nil {
+		return err
+	}
 	buf := make([]byte, protocol.AcquiredLen)
 	for i := range rounds {
 		if err := timed(v1Direct, once(owner, names[2*i])); err != nil {
@@ -190,6 +197,10 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 			return fmt.Errorf("ping: %w", err)
 		}
 	}
+	accepted, err := nodeMetric(nodes[0], "baton_connections_accepted_total")
+	if err != nil {
+		return err
+	}
 	for _, d := range m {
 		slices.Sort(d)
 	}
@@ -216,6 +227,9 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 	e50, h50, g50 := p(m[echoRTT], 50), p(m[heartbeat], 50), p(m[ping], 50)
 	fmt.Fprintf(&b, "\nrelayed − direct, v1: %s = %.2f echo, %.2f heartbeat round trips\n", us(x1), float64(x1)/float64(e50), float64(x1)/float64(h50))
 	fmt.Fprintf(&b, "relayed − direct, v2: %s = %.2f echo, %.2f PING round trips\n", us(x2), float64(x2)/float64(e50), float64(x2)/float64(g50))
+	// Each direct acquire is a connection; each relayed one was another
+	// until hops were reused.
+	fmt.Fprintf(&b, "the owner accepted %.0f connections in the %d rounds (%d direct v1 acquires)\n", accepted-accepted0, rounds, rounds)
 	fmt.Print(b.String())
 	return nil
 }
@@ -290,4 +304,20 @@ func hopRelease(s net.Conn, id uint32) error {
 		err = fmt.Errorf("got %v, want RELEASED", f)
 	}
 	return err
+}
+
+// nodeMetric reads an unlabelled metric from a node's /metrics.
+func nodeMetric(n clusterNode, metric string) (float64, error) {
+	resp, err := http.Get("http://" + n.ops + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), metric+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s in its metrics", n.id, metric)
 }

@@ -15,3 +15,7 @@ func SetHopPoolIdle(srv *Server, d time.Duration) {
 	srv.hops.idle = d
 	srv.hops.mu.Unlock()
 }
+
+// HopsKept reports how many hops srv has put back in a pool after the
+// owner acknowledged the end of their claim.
+func HopsKept(srv *Server) int64 { return srv.hopsKept.Load() }

@@ -44,6 +44,18 @@ import (
 // and the relay) is replaced by a fresh dial under the relay's feet, and
 // what was written to it is sent again: the owner never answered it, and
 // a connection that closes ends its claim, so no claim of it survives.
+//
+// A hop outlives its claim: when the client hangs up, the relay sends
+// hopClientGone and the owner, having released the claim, answers hopAck
+// as the last byte it writes for it and waits for the next hop header as
+// on a new connection. Only on that ack, read as the last byte of the
+// owner's stream at a frame boundary, does the relay put the connection
+// back (keepHop), as an idle one born when hopClientGone went out, so
+// that the age limit above still keeps it within the owner's io-timeout.
+// Without the ack (an owner of an earlier version closes the hop, one
+// older still answers ERROR 0x13; or no answer within linger) the hop is
+// closed as before. A relayed acquire thus costs no connection at either
+// node once the pool is warm.
 
 // Bounds of the hop pools.
 const (
@@ -251,7 +263,8 @@ func (srv *Server) fillHops(addr string, pool *hopPool) {
 		p.mu.Unlock()
 		c, err := srv.dialOwner(addr)
 		p.mu.Lock()
-		if err != nil || p.closed || p.owners[addr] != pool {
+		// A hop put back meanwhile (keepHop) may have filled the pool.
+		if err != nil || p.closed || p.owners[addr] != pool || len(pool.idle) >= hopPoolSize {
 			if err != nil {
 				// The relays dial for themselves meanwhile (and hold
 				// their clients when that fails too).
@@ -313,7 +326,12 @@ func (srv *Server) sweepHops(addr string, pool *hopPool) {
 			delete(p.owners, addr) // a filler still running finds it gone
 		}
 	} else {
-		srv.fillLocked(addr, pool, now)
+		// Replace what expired, or top up a pool that is low; not a
+		// pool short only of the hops out on relays, which come back
+		// (keepHop) and would find it full.
+		if len(stale) > 0 || len(pool.idle) <= hopPoolLow {
+			srv.fillLocked(addr, pool, now)
+		}
 		srv.armLocked(addr, pool)
 	}
 	p.mu.Unlock()
@@ -349,6 +367,42 @@ func (srv *Server) closeHops() {
 	p.mu.Unlock()
 	closeAll(conns)
 	p.wg.Wait()
+}
+
+// keepHop puts up, a hop whose claim the owner has acknowledged ended
+// (hopAck), back into the pool of addr as an idle connection born at
+// born (before hopClientGone went out, so before the owner's io-timeout
+// for the next header began), watched as a new one is. It closes it
+// instead if the pool is full, forgotten or closed, or its owner has
+// left.
+func (srv *Server) keepHop(addr string, up net.Conn, born time.Time) {
+	c := up
+	if ph, ok := up.(*pooledHop); ok {
+		c = ph.detach()
+	}
+	c.SetWriteDeadline(time.Time{})
+	kept := srv.hopOwnerKept(addr)
+	p := &srv.hops
+	p.mu.Lock()
+	pool := p.owners[addr]
+	if !kept || p.closed || srv.inShutdown.Load() || pool == nil || len(pool.idle) >= hopPoolSize ||
+		time.Since(born) >= srv.hopMaxAge() {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	h := &idleHop{c: c, born: born, relay: make(chan *pooledHop, 1)}
+	// Oldest first, as dropExpired reads them.
+	i := len(pool.idle)
+	for i > 0 && pool.idle[i-1].born.After(born) {
+		i--
+	}
+	pool.idle = slices.Insert(pool.idle, i, h)
+	srv.hopsKept.Add(1)
+	p.wg.Add(1)
+	go srv.watchHop(addr, h)
+	srv.armLocked(addr, pool)
+	p.mu.Unlock()
 }
 
 // hopPoolLen reports how many idle hop connections the server keeps to
@@ -536,6 +590,15 @@ func (h *pooledHop) Close() error {
 		h.srv.refill(h.addr)
 	}
 	return err
+}
+
+// detach ends the hop's use by its relay without closing its
+// connection, which it returns (keepHop).
+func (h *pooledHop) detach() net.Conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	return h.c
 }
 
 func (h *pooledHop) LocalAddr() net.Addr                { return h.conn().LocalAddr() }

@@ -13,7 +13,8 @@ type EventKind uint8
 const (
 	// EventConnected: a connection was accepted (Peer.Addr).
 	EventConnected EventKind = iota + 1
-	// EventDisconnected: a connection was closed.
+	// EventDisconnected: a connection was closed. (A version 1 hop that
+	// carries several relayed claims one after another is one connection.)
 	EventDisconnected
 	// EventAcceptError: accept failed (Err); the server backs off and retries.
 	EventAcceptError

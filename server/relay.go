@@ -31,9 +31,10 @@ import (
 // sends the hop header, then the client's ACQUIRE, and from then on copies
 // bytes both ways: the owner sees the client's heartbeats and silence, so
 // it ends the claim exactly when it would end a direct one (the client's
-// connection closes: the relay closes the hop, the claim is released at
-// once; the client falls silent: the owner's lease expires and it closes
-// the hop, the relay the client's connection).
+// connection closes: the relay sends hopClientGone, the claim is released
+// at once, and the owner's hopAck returns the hop to the relay's pool for
+// the next claim; the client falls silent: the owner's lease expires and
+// it closes the hop, the relay the client's connection).
 //
 // The hop header, sent only by a relaying node, before the ACQUIRE:
 //
@@ -265,7 +266,7 @@ func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reas
 		case RouteForward:
 			up, err := srv.hopConn(r.Addr)
 			if err == nil {
-				reason, code := s.relay(up, req)
+				reason, code := s.relay(up, r.Addr, req)
 				return false, reason, code
 			}
 			if attempt == 0 || attempt%50 == 0 {
@@ -355,10 +356,10 @@ func (srv *Server) dialOwner(addr string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-// relay sends the hop header and the ACQUIRE to the owner over up, then
-// copies bytes both ways until either side closes. If this node told the
-// client WAITING while it held the claim, the owner's first WAITING is
-// not passed on (the client would read it as an extra answer).
+// relay sends the hop header and the ACQUIRE to the owner at addr over
+// up, then copies bytes both ways until either side closes. If this node
+// told the client WAITING while it held the claim, the owner's first
+// WAITING is not passed on (the client would read it as an extra answer).
 //
 // The owner's bytes are copied to the client by one goroutine, the
 // client's to the owner by this one, each writing what it read at once
@@ -366,9 +367,13 @@ func (srv *Server) dialOwner(addr string) (net.Conn, error) {
 // from the pool the copier is the goroutine that watched the idle
 // connection (hoppool.go), whose read is already waiting for the answer;
 // otherwise a new one.
-func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, protocol.Code) {
+//
+// When the client hangs up, this node sends hopClientGone; an owner of
+// this version answers hopAck after the claim's last byte, and the hop
+// goes back to the pool for the next relay (keepHop) instead of being
+// closed and replaced by a new connection.
+func (s *session) relay(up net.Conn, addr string, req protocol.Acquire) (locktable.Reason, protocol.Code) {
 	srv := s.srv
-	defer up.Close()
 	s.wmu.Lock()
 	told := s.state == locktable.Waiting
 	peer := s.peer
@@ -378,6 +383,10 @@ func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, pr
 	// client's side of the relay only if it went out (sent): a hop that
 	// cannot be written ends the session with ERROR 0x01 instead.
 	var upDone atomic.Bool
+	// goneSent: hopClientGone is on its way, the client gone (the
+	// owner's bytes are not passed on); acked: the owner's stream ended
+	// with hopAck.
+	var goneSent, acked atomic.Bool
 	sent := make(chan bool, 1)
 	done := make(chan struct{})
 	copyBack := func(buf []byte) {
@@ -397,17 +406,28 @@ func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, pr
 			s.conn.SetReadDeadline(time.Now().Add(srv.linger()))
 		}()
 		skip := told // the owner's first WAITING, if it is one
+		var frames frameScan
+		writeErr := false
 		for {
 			n, err := up.Read(buf)
 			b := buf[:n]
+			if at := frames.scan(b); at >= 0 {
+				// The owner's last byte of the claim, answering the
+				// client's hang-up: what came before it is for a client
+				// that has gone, nothing may come after it.
+				acked.Store(goneSent.Load() && at == n-1 && err == nil)
+				return
+			}
 			if skip && n > 0 {
 				skip = false
 				if protocol.Type(b[0]) == protocol.TypeWaiting {
 					b = b[1:]
 				}
 			}
-			if len(b) > 0 && s.writeRelayed(b) != nil {
-				return
+			if len(b) > 0 && !writeErr && !goneSent.Load() && s.writeRelayed(b) != nil {
+				// The client's connection is closed: read on, so that
+				// the owner's answer to hopClientGone is seen.
+				writeErr = true
 			}
 			if err != nil {
 				return
@@ -454,18 +474,79 @@ func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, pr
 	}
 	// The client hung up: say so on the hop (hopClientGone) so the owner
 	// releases at once (also after an ERROR, this node's or the owner's:
-	// the hang-up is the client's acknowledgement), then close it.
+	// the hang-up is the client's acknowledgement), and wait, for at most
+	// linger, for the owner's hopAck: the hop then goes back to the pool.
 	// Anything else (a linger or write deadline, this node closing the
 	// connection) closes the hop without it, and the owner keeps the
 	// claim until the client's lease has passed, as it does when this
 	// node dies: the client may still believe.
+	var born time.Time
 	if clientHungUp(rerr) {
-		up.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
-		up.Write([]byte{hopClientGone})
+		// The owner's io-timeout for the next header starts when it
+		// writes hopAck, after this: the pool's age limit holds.
+		born = time.Now()
+		goneSent.Store(true)
+		up.SetWriteDeadline(born.Add(srv.IOTimeout))
+		// Waited for even when the copier has ended already (upDone):
+		// it sets upDone before done closes, and may have read the ack.
+		if _, err := up.Write([]byte{hopClientGone}); err == nil {
+			t := time.NewTimer(srv.linger())
+			select {
+			case <-done:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+	select {
+	case <-done:
+		if acked.Load() {
+			srv.keepHop(addr, up, born)
+			return ended, 0
+		}
+	default:
 	}
 	up.Close()
 	<-done
 	return ended, 0
+}
+
+// frameScan follows the frame boundaries of what an owner sends on a
+// version 1 hop, to find hopAck: a byte that no frame type starts with,
+// seen where a frame would start.
+type frameScan struct {
+	rem    int  // bytes of the current frame still to come
+	errHdr int  // an ERROR's code and reason length still to come
+	lost   bool // a byte no frame starts with: no ack is recognised
+}
+
+// scan follows b and returns the index of hopAck in it, or -1.
+func (f *frameScan) scan(b []byte) int {
+	for i := 0; i < len(b) && !f.lost; i++ {
+		switch {
+		case f.errHdr == 2:
+			f.errHdr = 1
+		case f.errHdr == 1:
+			f.errHdr, f.rem = 0, int(b[i])
+		case f.rem > 0:
+			k := min(f.rem, len(b)-i)
+			f.rem -= k
+			i += k - 1
+		default:
+			switch protocol.Type(b[i]) {
+			case protocol.TypeWaiting:
+			case protocol.TypeAcquired:
+				f.rem = protocol.AcquiredLen - 1
+			case protocol.TypeError:
+				f.errHdr = 2
+			case hopAck:
+				return i
+			default:
+				f.lost = true
+			}
+		}
+	}
+	return -1
 }
 
 // hopClientGone is the byte a relaying node sends on a version 1 hop when
@@ -473,6 +554,46 @@ func (s *session) relay(up net.Conn, req protocol.Acquire) (locktable.Reason, pr
 // without it (the relaying node died, shut down, or was cut off) leaves
 // the claim until the client's lease has passed.
 const hopClientGone = hopMarker
+
+// hopAck is the owner's answer to hopClientGone on a version 1 hop: the
+// claim has ended, this is the last byte the owner writes for it, and the
+// connection now waits for the next hop header as a fresh one would
+// (within the owner's io-timeout). A relaying node puts a hop back in its
+// pool only after reading it, as the last byte of the owner's stream at a
+// frame boundary; an owner of an earlier version closes the hop instead,
+// or answers ERROR 0x13, and the relaying node closes it as before.
+const hopAck = hopMarker
+
+// passHop, on the owner, ends a relayed claim's use of its hop after the
+// claim left the table on the relaying node's hopClientGone: it writes
+// hopAck, after which nothing of the claim can be written (the session is
+// closing), and returns the session that reads the next hop header on the
+// connection, with the same checks as on an accepted one. passed tells
+// that the ack was attempted; next is nil when the connection is to be
+// closed. An ERROR another goroutine sent first (the claim was ended by a
+// force-release, kick, move or shutdown, and the connection half-closed)
+// leaves passed false: the hop closes as before.
+func (s *session) passHop() (next *session, passed bool) {
+	srv := s.srv
+	s.wmu.Lock()
+	if s.closing.Swap(true) {
+		s.wmu.Unlock()
+		return nil, false
+	}
+	err := ErrServerClosed
+	if !srv.inShutdown.Load() {
+		err = s.writeLocked([]byte{hopAck})
+	}
+	s.wmu.Unlock()
+	if err != nil {
+		return nil, true
+	}
+	next = srv.addSession(s.conn)
+	if next != nil {
+		next.passedOn = true
+	}
+	return next, true
+}
 
 // clientHungUp reports whether a read error means that the client's side
 // closed the connection: its process closed it or died. (A deadline, or
@@ -490,10 +611,18 @@ func (s *session) writeRelayed(b []byte) error {
 		return net.ErrClosed
 	}
 	err := s.writeLocked(b)
-	if err != nil {
+	if err != nil && !wroteToHungUp(err) {
 		s.conn.Close() // the reader stops too
 	}
 	return err
+}
+
+// wroteToHungUp reports whether a write error means that the client's
+// side has closed: its reader sees the hang-up too, and must, to send
+// hopClientGone (closing the connection under it would read as this
+// node's own close, and the owner would keep the claim for the lease).
+func wroteToHungUp(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // Relayed returns the number of version 1 connections this node is

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"crypto/tls"
+	"io"
 	"testing"
 
 	"github.com/batonlock/baton/internal/testpki"
@@ -50,5 +51,22 @@ func TestRelayHopTLSIdentity(t *testing.T) {
 	locks := owner.Snapshot(nil)
 	if len(locks) != 1 || locks[0].Holder.Peer.Identity != "spiffe://test/app/relayed" || locks[0].Holder.Peer.Addr != "192.0.2.7:4242" {
 		t.Fatalf("owner's table: %+v, want the relayed client's identity and address", locks)
+	}
+	// The client hangs up: the owner releases, acknowledges, and the same
+	// TLS connection carries the next hop header, trusted again by the
+	// connection's certificate (not by the identity the last header
+	// carried).
+	conn.Write([]byte{0x7e})
+	var ack [1]byte
+	if _, err := io.ReadFull(conn, ack[:]); err != nil || ack[0] != 0x7e {
+		t.Fatalf("after hopClientGone over TLS: %#x, %v; want the ack", ack[0], err)
+	}
+	conn.Write(append(server.AppendHop(nil, "192.0.2.8:4343", "spiffe://test/app/next"), acquireFrame("y", longLease)...))
+	if f := readTLSFrame(t, conn); f.Type != protocol.TypeAcquired {
+		t.Fatalf("next hop header on the same TLS connection: %v, want ACQUIRED", f)
+	}
+	locks = owner.Snapshot(nil)
+	if len(locks) != 1 || locks[0].Name != "y" || locks[0].Holder.Peer.Identity != "spiffe://test/app/next" || locks[0].Holder.Peer.Addr != "192.0.2.8:4343" {
+		t.Fatalf("owner's table: %+v, want only y, held by the next relayed client", locks)
 	}
 }

@@ -98,7 +98,8 @@ type Server struct {
 	// Version 2 claims relayed to their owners now, and the upstream
 	// sessions that carry them (relay2.go).
 	relayedClaims, upstreams atomic.Int64
-	hops                     hopPools // idle hop connections by owner (hoppool.go)
+	hops                     hopPools     // idle hop connections by owner (hoppool.go)
+	hopsKept                 atomic.Int64 // hops put back in a pool after their claim (keepHop)
 
 	initOnce   sync.Once
 	initErr    error
@@ -246,6 +247,12 @@ func (srv *Server) newSession(conn net.Conn) *session {
 	if srv.TLSConfig != nil {
 		conn = tls.Server(conn, srv.TLSConfig)
 	}
+	return srv.addSession(conn)
+}
+
+// addSession registers a session on conn, accepted or passed on by the
+// session before it (passHop); nil once the server shuts down.
+func (srv *Server) addSession(conn net.Conn) *session {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.inShutdown.Load() {

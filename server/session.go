@@ -82,14 +82,36 @@ type session struct {
 	// v2 is set (under wmu, before the session enters the table) when the
 	// connection opened with the version 2 preamble; nil for version 1.
 	v2 *v2conn
+
+	// hopEnded is set by the reader when a relayed claim ended on the
+	// relaying node's word that its client hung up (hopClientGone), with
+	// nothing after it: finish acknowledges it (hopAck) and the
+	// connection carries the next hop header (relay.go, passHop).
+	hopEnded bool
+	// passedOn: the connection came from the session before it on the
+	// same hop, not from accept (no EventConnected).
+	passedOn bool
 }
 
 // ended is run's result when the claim was ended by another goroutine.
 const ended locktable.Reason = 0
 
+// serve serves the connection's sessions: one, or on a version 1 hop
+// whose claims end by the relaying node's word, one per claim
+// (passHop).
 func (s *session) serve() {
+	for s != nil {
+		s = s.serveOne()
+	}
+}
+
+// serveOne serves one session and returns the next on its connection,
+// if any.
+func (s *session) serveOne() *session {
 	defer s.srv.sessionsWG.Done()
-	s.connected()
+	if !s.passedOn {
+		s.connected()
+	}
 	reason, code := s.run()
 	if reason == openedV2 {
 		// Called from here, not from run, so that a version 2 session
@@ -103,7 +125,7 @@ func (s *session) serve() {
 		// are; otherwise each owner keeps them until the lease passes.
 		s.dropUpstreams(s.v2.resume == nil && (s.v2.hungUp || reason == locktable.ReasonProtocolError))
 	}
-	s.finish(reason, code)
+	return s.finish(reason, code)
 }
 
 // openedV2 is run's result when the connection opened with the version 2
@@ -251,7 +273,11 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		}
 		if beats < n {
 			if s.forwarded && s.rbuf[beats] == hopClientGone {
-				return locktable.ReasonGraceful, 0 // the relayed client hung up
+				// The relayed client hung up. Nothing may follow the
+				// byte until this node's hopAck; if nothing did, the
+				// hop carries the next claim (finish).
+				s.hopEnded = beats+1 == n && err == nil && !orphaned
+				return locktable.ReasonGraceful, 0
 			}
 			if protocol.Type(s.rbuf[beats]) == protocol.TypeAcquire {
 				return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire
@@ -548,8 +574,10 @@ func (s *session) closeWithError(code protocol.Code) error {
 }
 
 // finish ends the claim (promoting the next waiter), sends the error code
-// if there is one, and closes the connection.
-func (s *session) finish(reason locktable.Reason, code protocol.Code) {
+// if there is one, and closes the connection; or, for a relayed claim
+// that ended by the relaying node's word (hopEnded), acknowledges it and
+// returns the session that reads the connection's next hop header.
+func (s *session) finish(reason locktable.Reason, code protocol.Code) (next *session) {
 	srv := s.srv
 	if v := s.v2; v != nil {
 		v.omu.Lock()
@@ -565,14 +593,20 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) {
 		srv.Logger.Debug("closing connection with error", "remote_addr", s.peer.Addr, "code", code)
 		s.closeWithError(code)
 	}
-	if s.closing.Load() {
+	passed := false
+	if s.hopEnded && code == 0 {
+		next, passed = s.passHop()
+	}
+	if !passed && s.closing.Load() {
 		// Let an ERROR frame that another goroutine is writing go out
 		// first; closeWithError then also bounds the drain.
 		s.wmu.Lock()
 		s.wmu.Unlock()
 		s.drain()
 	}
-	s.conn.Close()
+	if next == nil {
+		s.conn.Close()
+	}
 	srv.mu.Lock()
 	delete(srv.sessions, s)
 	if s.v2 != nil {
@@ -583,7 +617,10 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) {
 		srv.forgetLiveLocked(s)
 	}
 	srv.mu.Unlock()
-	srv.observe(Event{Kind: EventDisconnected, Time: time.Now(), Peer: s.peer})
+	if next == nil { // the connection closed
+		srv.observe(Event{Kind: EventDisconnected, Time: time.Now(), Peer: s.peer})
+	}
+	return next
 }
 
 // drain reads and discards until the client hangs up, the linger deadline
