@@ -322,8 +322,11 @@ func (e exportLater) Error() string {
 	return fmt.Sprintf("server: %d holders of moving names told, not gone yet", e.holders)
 }
 
-// RetryAfter is how soon Export may be called again.
-func (exportLater) RetryAfter() time.Duration { return 5 * time.Millisecond }
+// RetryAfter is how soon Export may be called again. Each call scans
+// the table for the moving names under srv.mu, so not too often: a told
+// holder hangs up in about a round trip, and the move waits at most this
+// much longer.
+func (exportLater) RetryAfter() time.Duration { return 20 * time.Millisecond }
 
 // session returns open session sid, or nil.
 func (srv *Server) session(sid locktable.SessionID) *session {
