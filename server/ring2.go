@@ -69,6 +69,7 @@ func (s *session) answerRing(f protocol.Frame) {
 // A cluster node calls it when it applies a new ring version. A session
 // whose write fails is ended, as for any push.
 func (srv *Server) RingChanged() {
+	srv.init() // a node may apply a ring before it serves
 	view := srv.ringView()
 	srv.mu.Lock()
 	var ds []delivery

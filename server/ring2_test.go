@@ -163,3 +163,18 @@ func TestRingRelayingSession(t *testing.T) {
 		t.Fatalf("got %v, want PONG(3)", f)
 	}
 }
+
+// TestRingChangedBeforeServe: a cluster node may apply a ring (and push
+// it) while its hand-off loop is the first to touch the server; the race
+// detector fails this test if RingChanged reads the server's maps before
+// they are made.
+func TestRingChangedBeforeServe(t *testing.T) {
+	srv := &server.Server{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.RingChanged()
+	}()
+	srv.Snapshot(nil)
+	<-done
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -278,6 +279,14 @@ func runClusterSuite(t *testing.T, plan []string, independent, lateStop bool) (*
 	t.Cleanup(tr.CloseIdleConnections)
 	t.Cleanup(h.killNodes) // runs before the lab is closed
 	t.Cleanup(h.killAll)
+	if d := os.Getenv("BATON_FAULTINJECT_DUMP"); d != "" {
+		// Runs first: what each live node and worker saw when it failed.
+		t.Cleanup(func() {
+			if t.Failed() {
+				h.dumpState(d)
+			}
+		})
+	}
 
 	h.nodes = make([]*node, clusterNodes+1)
 	for i := range clusterNodes {
@@ -905,6 +914,37 @@ func (h *clusterHarness) dumpCluster(dir string, in faultinject.Input) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "cluster_faults.json"), b, 0o644); err != nil {
 		h.t.Errorf("dump: %v", err)
+	}
+}
+
+// dumpState writes, for a run that failed, the workers' records and
+// what each live node's admin API says about the lock, its sessions and
+// the cluster, before the nodes are killed.
+func (h *clusterHarness) dumpState(dir string) {
+	h.mu.Lock()
+	var b []byte
+	for _, r := range h.records {
+		line, _ := json.Marshal(r)
+		b = append(append(b, line...), '\n')
+	}
+	h.mu.Unlock()
+	os.WriteFile(filepath.Join(dir, "failed-records.jsonl"), b, 0o644)
+	for _, n := range h.nodes {
+		if n == nil {
+			continue
+		}
+		for _, path := range []string{"/api/locks/" + clusterLock, "/api/sessions", "/api/cluster"} {
+			resp, err := h.http.Get("http://" + h.lab.ClientIP(n.slot) + ":" + adminPort + path)
+			var body []byte
+			if err == nil {
+				body, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			} else {
+				body = []byte(err.Error())
+			}
+			name := fmt.Sprintf("failed-state-%s%s.json", n.id, strings.ReplaceAll(path, "/", "_"))
+			os.WriteFile(filepath.Join(dir, name), body, 0o644)
+		}
 	}
 }
 
