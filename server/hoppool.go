@@ -106,6 +106,7 @@ type hopPool struct {
 	filling  bool
 	retryAt  time.Time   // after a failed dial, no fill before
 	timer    *time.Timer // the next sweep, when armed
+	timerAt  time.Time   // when it fires
 }
 
 type idleHop struct {
@@ -288,19 +289,35 @@ func (srv *Server) fillHops(addr string, pool *hopPool) {
 	}
 }
 
-// armLocked sets pool's sweep, if it has none, for when its oldest
-// connection expires or the pool falls idle. p.mu is held.
+// armLocked sets pool's sweep for when its oldest connection expires or
+// the pool falls idle, unless one is armed no later. p.mu is held.
+//
+// A sweep armed for a later time is moved earlier: a pool swept empty
+// (its connections all expired, as a sweep that fires late finds them,
+// or while its owner refused dials) has its sweep armed for when it
+// would fall idle; the connections a filler or keepHop then adds must
+// still be replaced within their age limit, before the owner's
+// io-timeout closes them.
 func (srv *Server) armLocked(addr string, pool *hopPool) {
 	p := &srv.hops
-	if p.closed || pool.timer != nil || p.owners[addr] != pool {
+	if p.closed || p.owners[addr] != pool {
 		return
 	}
 	at := pool.lastUsed.Add(p.idleAfter())
 	if len(pool.idle) > 0 {
 		at = minTime(at, pool.idle[0].born.Add(srv.hopMaxAge()))
 	}
+	if pool.timer != nil {
+		if !at.Before(pool.timerAt) || !pool.timer.Stop() {
+			// Armed early enough, or its sweep is under way: that sweep
+			// waits for p.mu and then arms the next one from what it
+			// finds.
+			return
+		}
+		p.wg.Done() // the sweep stopped will not run
+	}
 	p.wg.Add(1)
-	pool.timer = time.AfterFunc(time.Until(at), func() { srv.sweepHops(addr, pool) })
+	pool.timer, pool.timerAt = time.AfterFunc(time.Until(at), func() { srv.sweepHops(addr, pool) }), at
 }
 
 // sweepHops closes pool's expired connections and has them replaced

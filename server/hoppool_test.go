@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -254,6 +255,42 @@ func TestHopPoolReplacedBeforeOwnerTimeout(t *testing.T) {
 	base := d.dials.Load()
 	waitUntil(t, waitLimit, "the pool replaced twice", func() bool { return d.dials.Load() >= base+2*server.HopPoolSize })
 	t.Logf("%d replacements in %v (age limit %v, owner's io-timeout %v)", d.dials.Load()-base, time.Since(start), timeout/2, timeout)
+	d.refuse.Store(true)
+	b := relay.dial(t)
+	b.mustOwn("x", longLease)
+}
+
+// A pool that an owner's outage emptied (its connections expired, every
+// dial refused) and that a relay filled again once the owner was back is
+// still replaced before the owner's io-timeout: its sweep is armed for
+// its new connections' age limit, not left for when the pool would fall
+// idle. (A sweep that fires late, on a loaded machine, and finds every
+// connection expired empties the pool the same way.)
+func TestHopPoolReplacedAfterOutage(t *testing.T) {
+	var d hopDialer
+	const timeout = 600 * time.Millisecond
+	owner, relay, _ := startHopPair(t, &d, []func(*server.Server){withIOTimeout(timeout)},
+		[]func(*server.Server){withIOTimeout(timeout), func(s *server.Server) { server.SetHopPoolIdle(s, time.Minute) }})
+	fillPool(t, owner, relay, "warm")
+	d.refuse.Store(true)
+	waitUntil(t, waitLimit, "a pool emptied by the outage", func() bool { return server.HopPoolLen(relay.Server, owner.addr) == 0 })
+	d.refuse.Store(false)
+	// A relay to an empty pool has it filled, once the retry delay after
+	// the last refused dial has passed: relay until it is full.
+	i := 0
+	waitUntil(t, waitLimit, "the pool filled again after the outage", func() bool {
+		if server.HopPoolLen(relay.Server, owner.addr) == 0 {
+			c := relay.dial(t)
+			c.mustOwn(fmt.Sprintf("after%d", i), longLease)
+			c.close()
+			i++
+		}
+		return server.HopPoolLen(relay.Server, owner.addr) == server.HopPoolSize
+	})
+	start := time.Now()
+	base := d.dials.Load()
+	waitUntil(t, waitLimit, "the refilled pool replaced", func() bool { return d.dials.Load() >= base+server.HopPoolSize })
+	t.Logf("refilled pool replaced %v after it was full (age limit %v)", time.Since(start), timeout/2)
 	d.refuse.Store(true)
 	b := relay.dial(t)
 	b.mustOwn("x", longLease)

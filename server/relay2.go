@@ -346,8 +346,9 @@ func (u *upstream) flush() bool {
 	srv, v := u.s.srv, u.s.v2
 	v.omu.Lock()
 	if u.writing || u.conn == nil || u.dead {
+		dead := u.dead // read under omu: markDead may run once it is released
 		v.omu.Unlock()
-		return !u.dead
+		return !dead
 	}
 	u.writing = true
 	conn := u.conn
