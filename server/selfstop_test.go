@@ -78,3 +78,39 @@ func TestEndSessions(t *testing.T) {
 	e.mustHold(1, protocol.ModeExclusive, 0, "y")
 	t.Logf("names free again after %v", time.Since(start))
 }
+
+// A session that a node ends at a write, for want of quorum contact,
+// leaves no claim behind: ERROR 0x03 marks it closing, so the
+// self-stop's EndSessions passes it over, and its reader ends; the
+// claims must end with it, or they stay in the table with nobody to
+// expire them. This is the cluster fault suite's 30-second stall: a
+// promotion pushed to a resumable session just after the contact lapsed
+// was answered ERROR 0x03 instead, and its lock stayed held for good.
+func TestNoContactPushEndsClaims(t *testing.T) {
+	ts, r := startContactServer(t)
+	a := ts.dial(t)
+	a.mustOwn("x", longLease)
+	c, _ := ts.dialResumable(t, longLease, "c")
+	c.mustQueue(1, protocol.ModeExclusive, 0, "x")
+	c.mustHold(2, protocol.ModeExclusive, 0, "y")
+	r.lost.Store(true)
+	a.close() // c is promoted; its push is written by a's goroutine
+	c.expectSessionError(protocol.CodeNotOwner)
+	ts.EndSessions(protocol.CodeNotOwner) // the self-stop loop's next tick
+	r.lost.Store(false)
+	deadline := time.Now().Add(waitLimit)
+	for {
+		locks := ts.Snapshot(nil)
+		if len(locks) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after its session ended, the table still holds %+v", locks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d := ts.dial(t)
+	d.mustOwn("x", longLease)
+	e := ts.dialV2(t, longLease, "")
+	e.mustHold(1, protocol.ModeExclusive, 0, "y")
+}
