@@ -45,6 +45,7 @@ func TestRangeRoundTrip(t *testing.T) {
 		{Type: protocol.TypeRangeAnswer, Claim: 1, Status: protocol.RangeConflict, LockType: protocol.LockRead,
 			Owner: 9, Session: 4, Start: 1, End: 2, Label: "host-a"},
 		{Type: protocol.TypeRangeAnswer, Claim: 7, Status: protocol.RangePromoted, Token: 42},
+		{Type: protocol.TypeRangeAnswer, Claim: 8, Status: protocol.RangeUnavailable},
 	}
 	for _, f := range frames {
 		b := protocol.AppendFrame(nil, f)
@@ -59,6 +60,24 @@ func TestRangeRoundTrip(t *testing.T) {
 		if _, _, err := parse(b[:len(b)-1]); err != nil {
 			t.Errorf("%v: a frame cut short is an error %v, want more bytes", f, err)
 		}
+	}
+}
+
+// TestRangeStatusNames: every status of docs/protocol.md has its name,
+// through 0x0c (unavailable: a cluster node serves no range locks).
+func TestRangeStatusNames(t *testing.T) {
+	want := []string{"granted", "queued", "conflict", "promoted", "done", "free", "locked",
+		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable"}
+	for i, name := range want {
+		if got := protocol.RangeStatus(i + 1).String(); got != name {
+			t.Errorf("status 0x%02x is %q, want %q", i+1, got, name)
+		}
+	}
+	if protocol.RangeUnavailable != 0x0c {
+		t.Errorf("RangeUnavailable is 0x%02x, want 0x0c", uint8(protocol.RangeUnavailable))
+	}
+	if got := protocol.RangeStatus(0x0d).String(); got != "status(0x0d)" {
+		t.Errorf("status 0x0d is %q", got)
 	}
 }
 
@@ -91,6 +110,7 @@ func TestRangeRefusals(t *testing.T) {
 func FuzzV2Range(f *testing.F) {
 	f.Add(byte(protocol.TypeRange), protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeRange, Op: 1, LockType: 2, Name: "k"})[3:])
 	f.Add(byte(protocol.TypeRangeAnswer), protocol.AppendRangeAnswer(nil, 3, protocol.RangeLocked, 0, protocol.Frame{Label: "x", End: 9})[3:])
+	f.Add(byte(protocol.TypeRangeAnswer), protocol.AppendRangeAnswer(nil, 4, protocol.RangeUnavailable, 0, protocol.Frame{})[3:])
 	f.Fuzz(func(t *testing.T, typ byte, payload []byte) {
 		if len(payload) > protocol.MaxFrameLen-1 {
 			return
