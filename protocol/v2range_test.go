@@ -3,6 +3,9 @@ package protocol_test
 import (
 	"bytes"
 	"errors"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/batonlock/baton/protocol"
@@ -130,4 +133,29 @@ func FuzzV2Range(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestV2DocRangeStatuses checks the status table of "v2 range locks" in
+// docs/protocol.md against the RangeStatus constants: every status, in
+// order, by its name, and none more.
+func TestV2DocRangeStatuses(t *testing.T) {
+	_, sec, ok := strings.Cut(v2Doc(t), "\n## v2 range locks\n")
+	if !ok {
+		t.Fatal("no v2 range locks section")
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	row := regexp.MustCompile("(?m)^\\| `0x([0-9a-f]{2})` \\| ([a-z][a-z ]*) \\|")
+	rows := row.FindAllStringSubmatch(sec, -1)
+	for i, m := range rows {
+		n, _ := strconv.ParseUint(m[1], 16, 8)
+		if n != uint64(i+1) {
+			t.Errorf("status row %d is 0x%s, want 0x%02x", i, m[1], i+1)
+		}
+		if name := strings.ReplaceAll(m[2], " ", "-"); protocol.RangeStatus(n).String() != name {
+			t.Errorf("doc status 0x%s is %q; the code calls it %v", m[1], m[2], protocol.RangeStatus(n))
+		}
+	}
+	if last := protocol.RangeUnavailable; len(rows) != int(last) {
+		t.Errorf("doc lists %d range statuses, the code defines %d (through %v)", len(rows), last, last)
+	}
 }
