@@ -23,6 +23,10 @@ var (
 	// ErrRangeCancelled: a waiting set ended without a grant because its
 	// owner's locks on the key were released meanwhile (ReleaseOwner).
 	ErrRangeCancelled = errors.New("baton: waiting range lock cancelled")
+	// ErrRangeUnavailable: the server is a cluster node, which serves no
+	// range locks yet (docs/cluster.md); nothing changed. Range locks
+	// need a single baton server (ENOLCK).
+	ErrRangeUnavailable = errors.New("baton: range locks are not served here: they need a single baton server, not a cluster node")
 )
 
 // LockType is a range lock's type.
@@ -208,6 +212,8 @@ func rangeStatusErr(f protocol.Frame) error {
 		return ErrDeadlock
 	case protocol.RangeInvalid:
 		return ErrInvalidRange
+	case protocol.RangeUnavailable:
+		return ErrRangeUnavailable
 	}
 	return fmt.Errorf("%w: %v", ErrProtocolViolation, f)
 }

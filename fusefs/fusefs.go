@@ -171,7 +171,11 @@ func (c *closeUnlocker) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Sta
 	return c.RawFileSystem.Flush(cancel, in)
 }
 
-type lockFS struct{ o Options }
+type lockFS struct {
+	o Options
+	// unavailable logs, once, why range locks fail with ENOLCK.
+	unavailable sync.Once
+}
 
 // key is the lock key of the file at path rel (relative to the source).
 func (l *lockFS) key(rel string) string {
@@ -432,6 +436,15 @@ func (l *lockFS) errno(op string, err error) syscall.Errno {
 		return syscall.EDEADLK
 	case errors.Is(err, baton.ErrInvalidRange):
 		return syscall.EINVAL
+	case errors.Is(err, baton.ErrRangeUnavailable):
+		// A cluster node serves no range locks: every lock request
+		// fails the same way, so the reason is logged once.
+		l.unavailable.Do(func() {
+			l.o.Logger.Error("the baton server is a cluster node, which serves no range locks: "+
+				"fcntl and flock on this mount fail with ENOLCK; mount against a single baton server",
+				"op", op, "err", err)
+		})
+		return syscall.ENOLCK
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
 	}

@@ -88,11 +88,16 @@ const (
 	RangeCancelled RangeStatus = 0x09 // a queued set ended without a grant (cancel, release)
 	RangeInvalid   RangeStatus = 0x0a // bad op, type, range or empty key (EINVAL)
 	RangeReqInUse  RangeStatus = 0x0b // set with RangeWait: req names a waiting request already
+	// RangeUnavailable: not served here. Range locks are served by a
+	// single server, not by a cluster node, which answers every range
+	// request (but a cancel, which finds no waiting request there) with
+	// it; nothing changed (ENOLCK).
+	RangeUnavailable RangeStatus = 0x0c
 )
 
 func (s RangeStatus) String() string {
 	names := [...]string{"", "granted", "queued", "conflict", "promoted", "done", "free", "locked",
-		"deadlock", "cancelled", "invalid", "req-in-use"}
+		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable"}
 	if int(s) < len(names) && s != 0 {
 		return names[s]
 	}

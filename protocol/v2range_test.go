@@ -3,6 +3,9 @@ package protocol_test
 import (
 	"bytes"
 	"errors"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/batonlock/baton/protocol"
@@ -45,6 +48,7 @@ func TestRangeRoundTrip(t *testing.T) {
 		{Type: protocol.TypeRangeAnswer, Claim: 1, Status: protocol.RangeConflict, LockType: protocol.LockRead,
 			Owner: 9, Session: 4, Start: 1, End: 2, Label: "host-a"},
 		{Type: protocol.TypeRangeAnswer, Claim: 7, Status: protocol.RangePromoted, Token: 42},
+		{Type: protocol.TypeRangeAnswer, Claim: 8, Status: protocol.RangeUnavailable},
 	}
 	for _, f := range frames {
 		b := protocol.AppendFrame(nil, f)
@@ -59,6 +63,24 @@ func TestRangeRoundTrip(t *testing.T) {
 		if _, _, err := parse(b[:len(b)-1]); err != nil {
 			t.Errorf("%v: a frame cut short is an error %v, want more bytes", f, err)
 		}
+	}
+}
+
+// TestRangeStatusNames: every status of docs/protocol.md has its name,
+// through 0x0c (unavailable: a cluster node serves no range locks).
+func TestRangeStatusNames(t *testing.T) {
+	want := []string{"granted", "queued", "conflict", "promoted", "done", "free", "locked",
+		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable"}
+	for i, name := range want {
+		if got := protocol.RangeStatus(i + 1).String(); got != name {
+			t.Errorf("status 0x%02x is %q, want %q", i+1, got, name)
+		}
+	}
+	if protocol.RangeUnavailable != 0x0c {
+		t.Errorf("RangeUnavailable is 0x%02x, want 0x0c", uint8(protocol.RangeUnavailable))
+	}
+	if got := protocol.RangeStatus(0x0d).String(); got != "status(0x0d)" {
+		t.Errorf("status 0x0d is %q", got)
 	}
 }
 
@@ -91,6 +113,7 @@ func TestRangeRefusals(t *testing.T) {
 func FuzzV2Range(f *testing.F) {
 	f.Add(byte(protocol.TypeRange), protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeRange, Op: 1, LockType: 2, Name: "k"})[3:])
 	f.Add(byte(protocol.TypeRangeAnswer), protocol.AppendRangeAnswer(nil, 3, protocol.RangeLocked, 0, protocol.Frame{Label: "x", End: 9})[3:])
+	f.Add(byte(protocol.TypeRangeAnswer), protocol.AppendRangeAnswer(nil, 4, protocol.RangeUnavailable, 0, protocol.Frame{})[3:])
 	f.Fuzz(func(t *testing.T, typ byte, payload []byte) {
 		if len(payload) > protocol.MaxFrameLen-1 {
 			return
@@ -110,4 +133,29 @@ func FuzzV2Range(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestV2DocRangeStatuses checks the status table of "v2 range locks" in
+// docs/protocol.md against the RangeStatus constants: every status, in
+// order, by its name, and none more.
+func TestV2DocRangeStatuses(t *testing.T) {
+	_, sec, ok := strings.Cut(v2Doc(t), "\n## v2 range locks\n")
+	if !ok {
+		t.Fatal("no v2 range locks section")
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	row := regexp.MustCompile("(?m)^\\| `0x([0-9a-f]{2})` \\| ([a-z][a-z ]*) \\|")
+	rows := row.FindAllStringSubmatch(sec, -1)
+	for i, m := range rows {
+		n, _ := strconv.ParseUint(m[1], 16, 8)
+		if n != uint64(i+1) {
+			t.Errorf("status row %d is 0x%s, want 0x%02x", i, m[1], i+1)
+		}
+		if name := strings.ReplaceAll(m[2], " ", "-"); protocol.RangeStatus(n).String() != name {
+			t.Errorf("doc status 0x%s is %q; the code calls it %v", m[1], m[2], protocol.RangeStatus(n))
+		}
+	}
+	if last := protocol.RangeUnavailable; len(rows) != int(last) {
+		t.Errorf("doc lists %d range statuses, the code defines %d (through %v)", len(rows), last, last)
+	}
 }

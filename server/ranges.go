@@ -27,6 +27,9 @@ func newRangeState(tokens locktable.TokenSource) rangeState {
 // other sessions that got a push.
 func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 	srv := s.srv
+	if srv.Router != nil {
+		return s.rangeUnavailable(f)
+	}
 	rs := &srv.ranges
 	sid := rangelock.SessionID(s.id)
 	if _, ok := rs.labels[sid]; !ok {
@@ -95,6 +98,23 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 		})
 	}
 	return srv.rangePushes(res, s)
+}
+
+// rangeUnavailable answers RANGE frame f on a cluster node, which serves
+// no range locks: its range table is local to the node, so two clients
+// on two nodes could both hold conflicting locks on one key, and moves
+// and failover do not carry range locks. Until they are routed to the
+// key's owner, every request is answered RangeUnavailable and changes
+// nothing. A cancel is not answered: no request of the session waits
+// here, and its set has had its final answer already, so an answer
+// would be a second one to the same req (docs/protocol.md).
+func (s *session) rangeUnavailable(f protocol.Frame) []delivery {
+	if f.Op != protocol.RangeCancel {
+		s.v2.appendOut(s, func(b []byte) []byte {
+			return protocol.AppendRangeAnswer(b, f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{})
+		})
+	}
+	return nil
 }
 
 // lockFrame is a conflicting lock as an ANSWER's lock fields.

@@ -356,7 +356,8 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 	srv, v := s.srv, s.v2
 	// The token gate holds back grants, never answers: the table queues
 	// a CLAIM it would grant before the gate (locktable.Table.SetGate).
-	// Only a RANGE frame, whose table has no gate, waits for it (below).
+	// Only a RANGE frame, whose table has no gate, waits for it (below),
+	// and only on a single server.
 	rangeWait := false
 	now := time.Now()
 	if rel := v.rel.Load(); rel != nil {
@@ -376,10 +377,12 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			reason = locktable.ReasonProtocolError
 			break
 		}
-		if f.Type == protocol.TypeRange && time.Now().Before(srv.gate) {
+		if f.Type == protocol.TypeRange && srv.Router == nil && time.Now().Before(srv.gate) {
 			// A range lock may be granted at once, and its token source
 			// would wait under srv.mu: the frames before it are answered
-			// now, it and those after it once the gate is open.
+			// now, it and those after it once the gate is open. A
+			// cluster node grants none (rangeUnavailable): its answers
+			// take no token and do not wait.
 			rangeWait = true
 			break
 		}

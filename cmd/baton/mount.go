@@ -35,6 +35,10 @@ Closing a file releases its owner's locks as POSIX requires. SIGINT or
 SIGTERM unmounts and exits. Needs root (the kernel's mount(2), no
 fusermount) and FUSE (/dev/fuse; 'modprobe fuse' is tried).
 
+The server must be a single baton server: a cluster node serves no range
+locks yet, and against one every fcntl and flock fails with ENOLCK (the
+reason is logged once).
+
 Exit status:
   0   unmounted after SIGINT or SIGTERM
   1   the mount failed or ended on its own

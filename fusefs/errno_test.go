@@ -1,0 +1,38 @@
+package fusefs
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/batonlock/baton"
+)
+
+// TestErrnoRangeUnavailable: a cluster node's refusal of range locks is
+// ENOLCK for fcntl and flock, and its reason is logged once however
+// many requests fail; the other lock errors keep their errnos.
+func TestErrnoRangeUnavailable(t *testing.T) {
+	var logs bytes.Buffer
+	l := &lockFS{o: Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
+	for _, op := range []string{"setlk", "getlk", "unlock", "release", "setlk"} {
+		if got := l.errno(op, fmt.Errorf("wrapped: %w", baton.ErrRangeUnavailable)); got != syscall.ENOLCK {
+			t.Errorf("%s: ErrRangeUnavailable is %v, want ENOLCK", op, got)
+		}
+	}
+	out := logs.String()
+	if n := strings.Count(out, "\n"); n != 1 || !strings.Contains(out, "cluster node") || !strings.Contains(out, "single baton server") || !strings.Contains(out, "ENOLCK") {
+		t.Errorf("logged %d lines, want one saying why:\n%s", n, out)
+	}
+	for err, want := range map[error]syscall.Errno{
+		baton.ErrRangeConflict: syscall.EAGAIN,
+		baton.ErrDeadlock:      syscall.EDEADLK,
+		baton.ErrInvalidRange:  syscall.EINVAL,
+	} {
+		if got := l.errno("setlk", err); got != want {
+			t.Errorf("%v is %v, want %v", err, got, want)
+		}
+	}
+}
