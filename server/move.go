@@ -81,6 +81,15 @@ type moveInfo struct {
 	// with ticket, a queued claim's queue ticket from its owner (0: none).
 	failover bool
 	ticket   uint64
+	// believed (failover of a held claim): the end of the window in
+	// which its client may still believe it holds, and its dead owner
+	// cannot yet have expired it: the send time of the latest request
+	// its upstream confirmed, plus 0.8 × the lease. It is re-asserted
+	// only before then: after it, the old owner may have expired the
+	// claim and granted the name to a client who would re-assert a newer
+	// token, and be refused while it believes (internal/modelcheck's
+	// failover model, -relay).
+	believed time.Time
 	// release is the slot of the client's RELEASE, queued until the
 	// claim is adopted.
 	release *outEntry
@@ -434,7 +443,7 @@ func (s *session) retryMoving() {
 		if rc.state != rcMoving || rc.up != nil {
 			continue
 		}
-		if now.Sub(rc.move.since) >= v.lease/2 {
+		if now.Sub(rc.move.since) >= v.lease/2 || !rc.move.believed.IsZero() && !now.Before(rc.move.believed) {
 			rel.giveUp(s, rc)
 			gaveUp++
 			continue
@@ -601,19 +610,27 @@ func (rel *relayState) giveUp(s *session, rc *relayedClaim) {
 // queued one), the current ring and this node's origin; the owner that
 // took the name over installs it when no conflicting claim holds
 // (resume.go, takeOver). Until then it counts as an upstream not
-// confirmed, and it is given up half a lease after now. Called by fail
-// with omu held, rc taken off its dead upstream.
-func (rel *relayState) failOver(rc *relayedClaim, now time.Time) {
+// confirmed, and it is given up half a lease after now, a held claim
+// earlier if its client's belief may end first (moveInfo.believed).
+// Called by fail with omu held, rc taken off its dead upstream.
+func (rel *relayState) failOver(rc *relayedClaim, now time.Time, lease time.Duration) {
 	if !rel.hasMoveSecret {
 		rel.moveSecret, rel.moveHash = newSecret()
 		rel.hasMoveSecret = true
 	}
-	if u := rc.up; u != nil && u.claims[rc.id] == rc {
-		delete(u.claims, rc.id)
+	var confirmed time.Time
+	if u := rc.up; u != nil {
+		confirmed = u.confirmed
+		if u.claims[rc.id] == rc {
+			delete(u.claims, rc.id)
+		}
 	}
 	rc.up, rc.state = nil, rcMoving
 	rc.move = &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token,
 		since: now, failover: true, ticket: rc.ticket}
+	if rc.token != 0 && !confirmed.IsZero() {
+		rc.move.believed = confirmed.Add(lease * 4 / 5)
+	}
 	rel.moving++
 }
 

@@ -1110,7 +1110,7 @@ func (u *upstream) fail(why error) {
 	for _, id := range ids {
 		rc := u.claims[id]
 		if rc.state == rcLive && reassert && rc.req.Name != "" {
-			rel.failOver(rc, now)
+			rel.failOver(rc, now, u.s.v2.lease)
 			reasserting++
 			continue
 		}

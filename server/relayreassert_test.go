@@ -218,3 +218,30 @@ func TestRelayReassertStaleRingRetried(t *testing.T) {
 	}
 	ping(c, 1)
 }
+
+// A held claim is re-asserted only while its client may still believe
+// it holds: within 0.8 × its lease of the send time of the latest
+// request its upstream confirmed. After that the dead owner may have
+// expired it and granted the name to a client that re-asserts a newer
+// token, which must not be refused while it believes (the failover
+// model's -relay counterexample). Here the client was silent before the
+// owner died: its claim is given up 0.8 × lease after its CLAIM, before
+// half a lease after the failure.
+func TestRelayReassertOnlyWhileBelieved(t *testing.T) {
+	const lease = 2 * time.Second
+	const silent = 900 * time.Millisecond
+	a, r1, _, _, _ := startFailoverTrio(t)
+	c := r1.dialV2(t, lease, "c")
+	sent := time.Now()
+	c.mustHold(1, excl2, 0, "x")
+	waitRelayed(t, r1, 1, 1)
+	time.Sleep(silent - time.Since(sent)) // no request: nothing newer is confirmed
+	a.Close()
+	c.expectCode(protocol.TypeRevoked, 1, protocol.CodeNotOwner)
+	d := time.Since(sent)
+	t.Logf("given up %v after the CLAIM was sent (lease %v)", d, lease)
+	if want := lease * 4 / 5; d < want || d > want+2*moveRetryTest {
+		t.Errorf("given up %v after the CLAIM was sent, want about 0.8 × lease = %v (half a lease after the failure is %v)",
+			d, want, silent+lease/2)
+	}
+}
