@@ -128,6 +128,16 @@ type FailoverConfig struct {
 	T          int // the leader removes a node silent for T
 	Slack      int // W = the largest committed lease + Slack
 
+	// Relay, when not 0, makes client c<Relay> a version 2 client of
+	// node R, which relays its claim to the owner (failoverrelay.go).
+	Relay int
+	// RelayBelief, with Relay, adds a rule that is not built (a proposed
+	// fix, docs/high-availability.md): R re-asserts a moving claim only
+	// while its clock has counted at most 0.8 × the client's lease since
+	// the send time of the latest request answered on the claim's old
+	// upstream, that is while its client may still believe.
+	RelayBelief bool
+
 	// Mutation, when not empty, drops one rule so that the checker must
 	// fail; see FailoverMutations.
 	Mutation string
@@ -136,6 +146,9 @@ type FailoverConfig struct {
 	// serves nothing once the new owner has taken over, so that the tests
 	// can show what the mutations that break it do to the clients.
 	noOwnerCheck bool
+	// noKeptCheck turns off PropFailoverKept, so that the tests can show
+	// what the relay mutations that break it first do to the clients.
+	noKeptCheck bool
 }
 
 // DefaultFailoverConfig is the configuration always checked: two clients
@@ -185,6 +198,12 @@ func (c FailoverConfig) String() string {
 	s := fmt.Sprintf("%s × %s, %d shared; tick %d±%d units (ρ = %.3f); leases %d/%d, TSelf %d, T %d, W = largest lease + %d",
 		plural(c.Clients, "client"), plural(c.Lives, "claim"), c.Shared, c.Unit, c.Drift,
 		float64(c.Drift)/float64(c.Unit), c.Lease, short, c.TSelf, c.T, c.Slack)
+	if c.Relay != 0 {
+		s += fmt.Sprintf("; c%d relayed through R", c.Relay)
+		if c.RelayBelief {
+			s += ", re-asserting only while it may be believed"
+		}
+	}
 	if c.Mutation != "" {
 		s += ", mutation " + c.Mutation
 	}
@@ -219,8 +238,12 @@ func (c FailoverConfig) Validate() error {
 		return fmt.Errorf("TSelf and T must be 1..%d, not %d and %d", foMaxUnits, c.TSelf, c.T)
 	case c.Slack < 0 || c.Lease+c.Slack > foMaxUnits:
 		return fmt.Errorf("slack must be 0..%d, not %d", foMaxUnits-c.Lease, c.Slack)
-	case c.Mutation != "" && !slices.Contains(FailoverMutations, c.Mutation):
-		return fmt.Errorf("mutation must be one of %s, not %q", strings.Join(FailoverMutations, ", "), c.Mutation)
+	case c.Mutation != "" && !slices.Contains(FailoverMutations, c.Mutation) && !slices.Contains(FailoverRelayMutations, c.Mutation):
+		return fmt.Errorf("mutation must be one of %s, not %q", strings.Join(slices.Concat(FailoverMutations, FailoverRelayMutations), ", "), c.Mutation)
+	case c.Relay < 0 || c.Relay > c.Clients:
+		return fmt.Errorf("relay must be 0 (none) or a client, 1..%d, not %d", c.Clients, c.Relay)
+	case slices.Contains(FailoverRelayMutations, c.Mutation) && c.Relay == 0:
+		return fmt.Errorf("mutation %s needs the relay option", c.Mutation)
 	}
 	return nil
 }
@@ -332,6 +355,8 @@ type foState struct {
 	bTake int16 // ticks since B took the name over
 
 	maxTok uint8 // largest token granted (epoch<<4 | counter)
+
+	r foRelay // R, with the relay option
 }
 
 // Step kinds.
@@ -355,6 +380,16 @@ const (
 	fsGiveUp
 	fsStop
 	fsOrphan
+	fsRRead     // R reads c1's request
+	fsRAnswer   // R answers c1, which reads the answer
+	fsRPing     // R pings the upstream
+	fsRUp       // an owner handles R's upstream request
+	fsRFail     // R's upstream ends
+	fsRLearn    // R learns ring 2
+	fsRReassert // R re-asserts the moving claim
+	fsRGiveUp   // R gives the moving claim up
+	fsRRevoked  // the relayed client reads REVOKED
+	fsRExpire   // R ends the relayed client's session
 )
 
 type foStep struct {
@@ -368,7 +403,12 @@ type foStep struct {
 
 func foTok(t uint8) string { return fmt.Sprintf("(epoch %d, %d)", t>>4, t&15) }
 
-func foNodeName(n int8) string { return string(rune('A' + n)) }
+func foNodeName(n int8) string {
+	if n == nodeR {
+		return "R"
+	}
+	return string(rune('A' + n))
+}
 
 type foModel struct {
 	cfg   FailoverConfig
@@ -385,7 +425,12 @@ type foModel struct {
 	eMin       [foMaxClients]int16 // a node's clock passes lease: it may expire the claim
 	sMin, sMax int16               // A's clock reaches TSelf: it stops
 	rMin       int16               // Q's clock reaches T: it may remove A
-	wCap       int16               // the longest gate, in ticks
+	rc         int8                // the relayed client, with the relay option
+	rgMin      int16               // R's clock reaches L/2 of its lease: it may give a moving claim up
+	rgMax      int16
+	sxMin      int16 // R's clock passes its lease since R last heard from it: R may end its session
+	sxMax      int16
+	wCap       int16 // the longest gate, in ticks
 }
 
 // Windows of a timed condition on a clock started at a tick boundary:
@@ -428,6 +473,9 @@ func newFoModel(cfg FailoverConfig) *foModel {
 	m.sMin, m.sMax = m.mayReach(int16(cfg.TSelf)), m.mustReach(int16(cfg.TSelf))
 	m.rMin = m.mayReach(m.t)
 	m.wCap = m.gate(m.long)
+	m.rc = int8(max(cfg.Relay-1, 0))
+	m.rgMin, m.rgMax = m.mayReach(m.lease[m.rc]/2), m.mustReach(m.lease[m.rc]/2)
+	m.sxMin, m.sxMax = m.mayPass(m.lease[m.rc]), m.mustPass(m.lease[m.rc])
 	return m
 }
 
@@ -522,7 +570,11 @@ func (nd *foNode) enqueue(c int8, ticket uint8) {
 // believes it holds it (there, unless anywhere).
 func (m *foModel) kept(s *foState, n, c int8, what string, anywhere bool) *failure {
 	cl := &s.c[c]
-	if m.believes(s, c) && (cl.at == n || anywhere) {
+	at := cl.at
+	if m.isRelayed(c) {
+		at = s.r.on // the node that holds it on R's behalf
+	}
+	if m.believes(s, c) && (at == n || anywhere) && !m.cfg.noKeptCheck {
 		return fail(PropFailoverKept, "node %s %s c%d's claim while c%d still believes it holds it (anchor %d ticks ago)",
 			foNodeName(n), what, c+1, c+1, cl.anc)
 	}
@@ -532,18 +584,31 @@ func (m *foModel) kept(s *foState, n, c int8, what string, anywhere bool) *failu
 // deliver has node n handle client c's outstanding request.
 func (m *foModel) deliver(s *foState, n, c int8) (foStep, *failure) {
 	cl := &s.c[c]
-	nd := &s.n[n]
 	st := foStep{kind: fsDeliver, n: n, c: c, what: cl.out}
+	rep, val, f := m.handle(s, n, c, cl.out, cl.tok, cl.mver, cl.mtick)
+	if cl.out == fmRelease {
+		cl.out = fmNone
+	} else {
+		cl.rep, cl.rval = rep, val
+	}
+	st.val = rep
+	return st, f
+}
+
+// handle has node n handle request out about client c's claim (token tok
+// for a re-assertion, naming ring version ver; ticket mtick for a
+// re-queue), from the client itself or from the relaying node on its
+// behalf. It returns the answer and its token, ticket or ring version.
+func (m *foModel) handle(s *foState, n, c int8, out, tok, ver, mtick uint8) (uint8, uint8, *failure) {
+	nd := &s.n[n]
 	var f *failure
 	if n == nodeA && s.bVer == 2 && !m.cfg.noOwnerCheck {
 		f = fail(PropFailoverOneOwner, "node A handles c%d's request after node B took the name over", c+1)
 	}
-	answer := func(rep, val uint8) {
-		cl.rep, cl.rval = rep, val
-		st.val = rep
-	}
+	var rep, val uint8
+	answer := func(r, v uint8) { rep, val = r, v }
 	r := &nd.rec[c]
-	switch cl.out {
+	switch out {
 	case fmRelease:
 		if r.st != frecNone {
 			if r.st == frecQueued {
@@ -551,8 +616,6 @@ func (m *foModel) deliver(s *foState, n, c int8) (foStep, *failure) {
 			}
 			*r = foRec{}
 		}
-		cl.out = fmNone
-		st.val = frNone
 	case fmClaim:
 		switch {
 		case n == nodeB && s.bVer < 2:
@@ -568,7 +631,7 @@ func (m *foModel) deliver(s *foState, n, c int8) (foStep, *failure) {
 			f = cmp(f, ff)
 			answer(frGranted, tok)
 		default:
-			ticket := cl.mtick
+			ticket := mtick
 			if n == nodeA {
 				s.aTicket++
 				ticket = s.aTicket
@@ -590,11 +653,11 @@ func (m *foModel) deliver(s *foState, n, c int8) (foStep, *failure) {
 			answer(frGone, 0)
 		}
 	case fmReassert:
-		rep, val, ff := m.reassert(s, n, c, cl.tok, cl.mver, false)
+		rep, val, ff := m.reassert(s, n, c, tok, ver, false)
 		f = cmp(f, ff)
 		answer(rep, val)
 	}
-	return st, f
+	return rep, val, f
 }
 
 // reassert has node n handle a re-assertion of client c's claim with
@@ -718,9 +781,13 @@ func (m *foModel) next(s *foState) []foSucc {
 	emit := func(t foState, st foStep, f *failure) {
 		out = append(out, foSucc{step: st, to: t, f: f})
 	}
+	if m.cfg.Relay != 0 {
+		m.relaySteps(s, emit)
+	}
 	// Clients.
 	for c := range m.nc {
 		cl := &s.c[c]
+		viaR := m.isRelayed(c)
 		send := func(kind uint8, out uint8, dst int8, mtick uint8) {
 			t := *s
 			tc := &t.c[c]
@@ -730,7 +797,7 @@ func (m *foModel) next(s *foState) []foSucc {
 			}
 			emit(t, foStep{kind: kind, c: c, n: dst, val: tc.ver}, nil)
 		}
-		if cl.out == fmNone {
+		if cl.out == fmNone && !viaR {
 			switch cl.st {
 			case fcIdle:
 				if cl.ver < 2 {
@@ -758,7 +825,10 @@ func (m *foModel) next(s *foState) []foSucc {
 				}
 			}
 		}
-		if cl.out != fmNone {
+		if cl.out != fmNone && !(viaR && cl.out == fmClaim) {
+			// (A relayed client's CLAIM waits for R's answer or its
+			// give-up: the claim it would send instead is a new one, and
+			// R relays one claim at a time.)
 			t := *s
 			tc := &t.c[c]
 			st := foStep{kind: fsAbandon, c: c, n: tc.dst, what: tc.out}
@@ -769,7 +839,7 @@ func (m *foModel) next(s *foState) []foSucc {
 			}
 			emit(t, st, nil)
 		}
-		if cl.out != fmNone {
+		if cl.out != fmNone && !viaR {
 			n := cl.dst
 			if n == nodeB || m.serving(s) {
 				// The answer is read at once: an answer that takes longer
@@ -791,7 +861,7 @@ func (m *foModel) next(s *foState) []foSucc {
 			tc.orph, tc.otok, tc.over = false, 0, 0
 			emit(t, st, f)
 		}
-		if cl.ver < 2 && s.bVer == 2 {
+		if cl.ver < 2 && s.bVer == 2 && !viaR {
 			// It asks any node that has applied the new ring.
 			t := *s
 			t.c[c].ver = 2
@@ -836,7 +906,15 @@ func (m *foModel) next(s *foState) []foSucc {
 			c := tn.queue[0]
 			tn.dequeue(c)
 			tok, f := m.grant(&t, n, c)
-			if tc := &t.c[c]; tc.st == fcQueued && tc.at == n {
+			if m.isRelayed(c) {
+				if tr := &t.r; tr.cst == frcLive && tr.on == n {
+					// Pushed through R.
+					tr.tok, tr.ticket = tok, 0
+					if tc := &t.c[c]; tc.st == fcQueued {
+						tc.st, tc.tok = fcHeld, tok
+					}
+				}
+			} else if tc := &t.c[c]; tc.st == fcQueued && tc.at == n {
 				// The push is read at once (later only starts the belief
 				// later); it does not move the anchor.
 				tc.st, tc.tok = fcHeld, tok
@@ -866,10 +944,13 @@ func (m *foModel) next(s *foState) []foSucc {
 	}
 	{
 		t := *s
-		m.tick(&t)
-		emit(t, foStep{kind: fsTick}, nil)
+		f := m.tick(&t)
+		emit(t, foStep{kind: fsTick}, f)
 	}
 	for i := range out {
+		if m.cfg.Relay != 0 {
+			m.relayNorm(&out[i].to)
+		}
 		if out[i].f == nil {
 			out[i].f = m.invariants(&out[i].to)
 		}
@@ -952,7 +1033,7 @@ func b2u(b bool) uint8 {
 // be past its give-up has given up (its connection closes: what it had
 // outstanding is lost), and A, if its clock must have reached TSelf since
 // its contact anchor, has stopped.
-func (m *foModel) tick(s *foState) {
+func (m *foModel) tick(s *foState) *failure {
 	for c := range m.nc {
 		cl := &s.c[c]
 		g := m.gMax[c]
@@ -992,6 +1073,10 @@ func (m *foModel) tick(s *foState) {
 		s.bTake = min(s.bTake+1, m.wCap)
 		recs(&s.n[nodeB])
 	}
+	if m.cfg.Relay != 0 {
+		return m.relayTick(s)
+	}
+	return nil
 }
 
 func (m *foModel) invariants(s *foState) *failure {
@@ -1041,6 +1126,9 @@ func (m *foModel) appendKey(b []byte, s *foState) []byte {
 	i16(s.lmax)
 	i16(s.bTake)
 	b = append(b, b2u(s.aRemoved), b2u(s.aStopped), s.aTicket, s.aPing, b2u(s.aPingGone), s.ring, s.bVer, s.maxTok)
+	if m.cfg.Relay != 0 {
+		b = m.appendRelayKey(b, s)
+	}
 	return b
 }
 
@@ -1050,6 +1138,7 @@ func (m *foModel) initial() foState {
 		s.c[c] = foClient{st: fcIdle, ver: 1, lives: int8(m.cfg.Lives), anc: -1}
 	}
 	s.ring, s.bVer = 1, 1
+	s.r = foRelay{ver: 1}
 	// The short lease has been committed by an earlier grant; the long one
 	// is committed before its first grant.
 	s.lmax, s.aLmax = m.short, m.short
@@ -1063,6 +1152,9 @@ func (m *foModel) describe(s *foState, st foStep, t int) string {
 	n := "node " + foNodeName(st.n)
 	at := fmt.Sprintf("t=%-3d ", t)
 	req := [...]string{"", "CLAIM", "HEARTBEAT", "RE-ASSERT", "RELEASE"}
+	if st.kind >= fsRRead {
+		return m.describeRelay(s, st, at)
+	}
 	switch st.kind {
 	case fsTick:
 		return fmt.Sprintf("t=%-3d one tick passes", t)
@@ -1084,6 +1176,9 @@ func (m *foModel) describe(s *foState, st foStep, t int) string {
 	case fsStop:
 		return at + fmt.Sprintf("node A's clock may have reached TSelf since its contact anchor (%d ticks ago): it stops serving", s.aq)
 	case fsClaim:
+		if st.n == nodeR {
+			return at + fmt.Sprintf("%s sends CLAIM to node R", c)
+		}
 		return at + fmt.Sprintf("%s sends CLAIM to %s (knows ring %d)", c, n, st.val)
 	case fsHeartbeat:
 		return at + fmt.Sprintf("%s sends HEARTBEAT to %s", c, n)

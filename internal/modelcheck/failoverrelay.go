@@ -1,0 +1,492 @@
+package modelcheck
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The relay option of the failover model (FailoverConfig.Relay): one
+// client (the relayed client, "c1" in the comments below; c<Relay> in the
+// traces) is a version 2 client connected to node R, which owns nothing
+// and relays its claim through an upstream session to the name's owner
+// (server/relay2.go, server/move.go; docs/cluster.md "Relaying a version
+// 2 session"). R never fails itself and stays in contact with Q and B
+// (one failure at a time: A is the one that fails). R's rules, as built:
+//
+//   - The anchor rule through the relay (relayState.confirmedAfter): R
+//     answers a request of c1's that it read at r (its CLAIM; its
+//     HEARTBEAT, a PING answered PONG) only once the upstream holding the
+//     claim has been confirmed at or after r: an upstream request sent at
+//     or after r has been answered (upstream.confirmed is the send time of
+//     the latest request answered). R sends a PING upstream when a
+//     heartbeat waits and the upstream is not confirmed after it (pump).
+//     While the claim moves (below) nothing is answered (moving > 0).
+//   - The session: R ends c1's session once its clock has counted the
+//     lease since it last heard from c1 (dropping the claim and closing
+//     the upstream; the owner keeps the claim for the lease, as a
+//     resumable session's).
+//   - The upstream to A ends at any moment while it carries the claim (A
+//     died or was cut off from R, A's ERROR 0x03 when it stops, R's
+//     patience of L/2 ran out; R may also be slow to notice). A live
+//     claim then moves (fail, failOver): R re-asserts it at the name's
+//     next owner, held with its token, queued with A's queue ticket,
+//     naming the ring R knows, once R's ring names B (retryMoving routes
+//     the name: while the ring names A, which R cannot reach or which
+//     does not serve, it asks again later); a refusal for want of the
+//     ring is asked again. A claim still being claimed when its upstream
+//     ends is REFUSED 0x03 to c1.
+//   - R gives the moving claim up once its own clock has counted L/2 (c1's
+//     lease) since the claim began moving, when no re-assertion is in
+//     flight (retryMoving skips those); an in-flight one ends only with
+//     its upstream (the patience), and may still reach B afterwards. After
+//     a give-up, and after the owner refused the re-assertion or had no
+//     such claim, c1 is told REVOKED, placed before every later answer of
+//     R's (giveUp): the model has R answer c1's later heartbeats "no such
+//     claim". The REVOKED push itself may be read at any moment or never
+//     (lost): c1's own give-up rule still bounds its belief.
+//   - An owner's push (PROMOTED) reaches c1 at once when R's claim is live
+//     on that owner; a RELEASE R reads ends the claim at R and may reach
+//     its owner.
+//
+// With RelayBelief, a rule that is not built is added (the proposed fix
+// of the counterexample the built rules have, failoverrelay_test.go): R
+// re-asserts a moving claim only while its clock has counted at most
+// 0.8 × c1's lease since the send time of the latest request answered on
+// the claim's old upstream, the window in which c1 may still believe and
+// in which the old owner cannot have expired the claim.
+//
+// c1 itself follows the client rule, talks only to R (claim, heartbeat,
+// release) and never re-asserts: R does, in its place. Its requests and
+// R's answers may be late or lost (a broken connection abandons its
+// request), except that a CLAIM waits for its answer or c1's give-up: the
+// claim it would send instead has a new claim id, and R relays one claim
+// at a time (a new CLAIM makes R forget an earlier claim, which c1 no
+// longer believes in; its owner's record expires). Every step of R's is
+// optional and each upstream request may wait any number of ticks. An
+// owner's answer on an upstream is read by R at once: a later reading
+// only delays R's answers to c1, which are optional steps anyway, and R's
+// give-up waits for an in-flight re-assertion either way. One upstream
+// request is in flight at a time, and the upstream to B ends only by the
+// patience of an in-flight re-assertion (R stays in contact with B).
+//
+// Not modelled: more than one relayed claim or relayed client; a relaying
+// node that fails (the owner keeps its claims for the lease: the existing
+// model's silent client); R's re-assertion at A after a transient break
+// while A still serves (A accepts it: the claim goes on at A); planned
+// moves (MOVED); claims attached without their CLAIM (AttachRelayed:
+// REVOKED at once); and a RELEASE of a moving claim (held until the
+// adoption in the code; here it ends the claim at R, whose record then
+// expires at its owner).
+
+// Mutations of the relay option.
+const (
+	// MutFoRelayUnconfirmed lets R answer c1's heartbeat without an
+	// owner's confirmation of an upstream request sent at or after it
+	// was read.
+	MutFoRelayUnconfirmed = "relay-answers-unconfirmed"
+	// MutFoRelayAnswersAfterGiveUp lets R, having given the moving claim
+	// up, answer c1's heartbeat with a plain PONG, its REVOKED lost (the
+	// REVOKED not placed before R's later answers).
+	MutFoRelayAnswersAfterGiveUp = "relay-answers-after-giveup"
+)
+
+// FailoverRelayMutations lists the mutations of the relay option; each
+// needs FailoverConfig.Relay.
+var FailoverRelayMutations = []string{MutFoRelayUnconfirmed, MutFoRelayAnswersAfterGiveUp}
+
+// The relayed claim at R.
+const (
+	frcNone    uint8 = iota // none (never claimed, released)
+	frcPending              // its CLAIM forwarded, not answered
+	frcLive                 // held or queued on node on
+	frcMoving               // its upstream ended: re-asserted at the next owner
+	frcGone                 // given up or ended by its owner: REVOKED told (or lost)
+)
+
+// nodeR is the relaying node, as the node of c1's requests and claim.
+const nodeR = 2
+
+type foRelay struct {
+	ver    uint8 // ring version R knows
+	cst    uint8 // the relayed claim
+	on     int8  // node of the live claim (or of the one it moves from)
+	tok    uint8 // its token (0: queued)
+	ticket uint8 // its queue ticket
+	conf   int16 // ticks since the send time of the latest answered request on the upstream to on
+	uo     uint8 // upstream request in flight (fmClaim, fmHeartbeat: a PING, fmReassert)
+	to     int8  // ... to this node
+	us     int16 // ... sent this many ticks ago
+	mv     int16 // ticks since the claim began moving
+	rd     bool  // R has read c1's outstanding request, idle ticks ago
+	idle   int16 // ticks since R last heard from c1
+}
+
+func (m *foModel) isRelayed(c int8) bool { return m.cfg.Relay != 0 && c == m.rc }
+
+// relayAnswer is R's answer to c1's outstanding request when R may send
+// it now (frNone: not yet).
+func (m *foModel) relayAnswer(s *foState) (uint8, uint8) {
+	cl, r := &s.c[m.rc], &s.r
+	if !r.rd || cl.out != fmClaim && cl.out != fmHeartbeat {
+		return frNone, 0
+	}
+	mut := m.cfg.Mutation
+	switch r.cst {
+	case frcLive:
+		confirmed := r.conf <= r.idle // sent at or after the read
+		if !confirmed && !(cl.out == fmHeartbeat && mut == MutFoRelayUnconfirmed) {
+			return frNone, 0
+		}
+		switch {
+		case r.tok == 0:
+			return frQueued, r.ticket
+		case cl.out == fmClaim:
+			return frGranted, r.tok
+		}
+		return frHeld, r.tok
+	case frcMoving:
+		if cl.out == fmHeartbeat && mut == MutFoRelayUnconfirmed {
+			if r.tok == 0 {
+				return frQueued, r.ticket
+			}
+			return frHeld, r.tok
+		}
+	case frcGone:
+		if cl.out == fmHeartbeat && mut == MutFoRelayAnswersAfterGiveUp && r.tok != 0 {
+			return frHeld, r.tok
+		}
+		return frGone, 0
+	case frcNone:
+		if cl.out == fmClaim {
+			return frRetry, r.ver // REFUSED 0x03: its upstream ended
+		}
+		return frGone, 0
+	}
+	return frNone, 0
+}
+
+// relaySteps emits c1's requests and R's steps.
+func (m *foModel) relaySteps(s *foState, emit func(foState, foStep, *failure)) {
+	cl, r := &s.c[m.rc], &s.r
+	c := m.rc
+	// c1's requests, all to R.
+	if cl.out == fmNone {
+		send := func(kind, out uint8) {
+			t := *s
+			tc := &t.c[c]
+			tc.out, tc.dst, tc.sent = out, nodeR, 0
+			if out == fmClaim {
+				tc.st = fcPending
+			}
+			emit(t, foStep{kind: kind, c: c, n: nodeR}, nil)
+		}
+		switch cl.st {
+		case fcIdle:
+			send(fsClaim, fmClaim)
+		case fcQueued:
+			send(fsHeartbeat, fmHeartbeat)
+		case fcHeld:
+			send(fsHeartbeat, fmHeartbeat)
+			t := *s
+			m.end(&t, c)
+			t.c[c].out, t.c[c].dst = fmRelease, nodeR
+			emit(t, foStep{kind: fsRelease, c: c, n: nodeR}, nil)
+		}
+	}
+	// R reads c1's request.
+	if cl.out != fmNone && !r.rd {
+		switch cl.out {
+		case fmHeartbeat:
+			t := *s
+			t.r.rd, t.r.idle = true, 0
+			emit(t, foStep{kind: fsRRead, c: c, what: fmHeartbeat}, nil)
+		case fmRelease:
+			t := *s
+			t.c[c].out, t.c[c].dst = fmNone, 0
+			t.r.idle = 0
+			was := t.r.cst
+			t.r.cst = frcNone
+			emit(t, foStep{kind: fsRRead, c: c, what: fmRelease}, nil)
+			if was == frcLive && r.uo == fmNone && (r.on == nodeB || m.serving(s)) {
+				_, _, f := m.handle(&t, r.on, c, fmRelease, 0, 0, 0)
+				emit(t, foStep{kind: fsRRead, c: c, what: fmRelease, n: r.on, val: 1}, f)
+			}
+		case fmClaim:
+			if r.uo != fmNone {
+				break // forwarded once the upstream's request is answered
+			}
+			// A new claim (a new claim id); an earlier one, which c1 no
+			// longer believes in, is forgotten here and expires at its
+			// owner (one relayed claim at a time).
+			to := int8(nodeA)
+			if r.ver == 2 {
+				to = nodeB
+			}
+			t := *s
+			t.r.rd, t.r.idle = true, 0
+			if to != r.on || r.cst == frcNone || r.cst == frcGone {
+				t.r.conf = 0 // a new upstream: confirmed at its opening
+			}
+			t.r.cst, t.r.on, t.r.tok, t.r.ticket, t.r.uo, t.r.to, t.r.us = frcPending, to, 0, 0, fmClaim, to, 0
+			emit(t, foStep{kind: fsRRead, c: c, what: fmClaim, n: to}, nil)
+		}
+	}
+	// R answers c1.
+	if rep, val := m.relayAnswer(s); rep != frNone {
+		t := *s
+		t.c[c].rep, t.c[c].rval = rep, val
+		st := foStep{kind: fsRAnswer, c: c, what: cl.out, val: rep, tok: val}
+		m.answer(&t, c)
+		emit(t, st, nil)
+	}
+	// R pings the upstream for a heartbeat that waits.
+	if r.cst == frcLive && r.uo == fmNone && cl.out == fmHeartbeat && r.rd && r.conf > r.idle {
+		t := *s
+		t.r.uo, t.r.to, t.r.us = fmHeartbeat, r.on, 0
+		emit(t, foStep{kind: fsRPing, n: r.on}, nil)
+	}
+	// The owner reads R's upstream request; R reads the answer at once.
+	if r.uo != fmNone && (r.to == nodeB || m.serving(s)) {
+		t := *s
+		st, f := m.relayUp(&t)
+		emit(t, st, f)
+	}
+	// The upstream ends: to A at any moment; to B only for the patience
+	// of a re-assertion in flight (R stays in contact with B).
+	if (r.cst == frcPending || r.cst == frcLive) && r.on == nodeA || r.uo == fmReassert {
+		t := *s
+		tr := &t.r
+		st := foStep{kind: fsRFail, n: r.to, what: r.uo}
+		if r.uo == fmNone {
+			st.n = r.on
+		}
+		if r.uo == fmReassert && r.to == nodeB && r.tok != 0 && !t.c[c].orph {
+			// Written before the connection ended: B may still read it.
+			tc := &t.c[c]
+			tc.orph, tc.otok, tc.over = true, r.tok, r.ver
+		}
+		switch tr.cst {
+		case frcPending:
+			tr.cst = frcNone
+		case frcLive:
+			tr.cst, tr.mv = frcMoving, 0
+		}
+		tr.uo, tr.to, tr.us = fmNone, 0, 0
+		emit(t, st, nil)
+	}
+	if r.ver < 2 && s.bVer == 2 {
+		t := *s
+		t.r.ver = 2
+		emit(t, foStep{kind: fsRLearn}, nil)
+	}
+	if r.cst == frcMoving && r.uo == fmNone {
+		// While R's ring names A it routes the name to A, which it cannot
+		// reach or which does not serve: it waits (asks again).
+		if r.ver == 2 && r.mv < m.rgMax && (!m.cfg.RelayBelief || r.conf < m.gMax[c]) {
+			t := *s
+			t.r.uo, t.r.to, t.r.us = fmReassert, nodeB, 0
+			emit(t, foStep{kind: fsRReassert, n: nodeB, val: r.ver, tok: r.tok}, nil)
+		}
+		if r.mv >= m.rgMin {
+			t := *s
+			t.r.cst = frcGone
+			emit(t, foStep{kind: fsRGiveUp}, nil)
+		}
+	}
+	// R ends c1's session once its clock may be past the lease since it
+	// last heard from c1: its claim is dropped and its upstream closed
+	// (the owner keeps the claim until the lease passes there).
+	if (r.cst == frcPending || r.cst == frcLive || r.cst == frcMoving) && r.idle >= m.sxMin {
+		t := *s
+		f := m.relayEnd(&t, "ends the session of")
+		emit(t, foStep{kind: fsRExpire, c: c}, f)
+	}
+	// c1 reads the REVOKED of a claim R gave up, or an owner ended.
+	if r.cst == frcGone && (cl.st == fcHeld || cl.st == fcQueued) {
+		t := *s
+		m.end(&t, c)
+		emit(t, foStep{kind: fsRRevoked, c: c}, nil)
+	}
+}
+
+// relayUp has the owner handle R's upstream request, and R read the
+// answer.
+func (m *foModel) relayUp(s *foState) (foStep, *failure) {
+	r := &s.r
+	c := m.rc
+	n := r.to
+	st := foStep{kind: fsRUp, n: n, what: r.uo, tok: r.tok}
+	var rep, val uint8
+	var f *failure
+	switch {
+	case r.uo == fmReassert && r.tok != 0:
+		rep, val, f = m.handle(s, n, c, fmReassert, r.tok, r.ver, 0)
+	case r.uo == fmReassert:
+		// A queued claim re-queues with A's ticket.
+		rep, val, f = m.handle(s, n, c, fmClaim, 0, r.ver, r.ticket)
+	default:
+		rep, val, f = m.handle(s, n, c, r.uo, 0, 0, 0)
+	}
+	st.val = rep
+	uo, us := r.uo, r.us
+	r.uo, r.to, r.us = fmNone, 0, 0
+	if rep == frRetry {
+		// Not served there yet, or an older ring named: asked again.
+		r.ver = max(r.ver, val)
+		if uo == fmClaim {
+			r.cst = frcNone
+		}
+		return st, f
+	}
+	if r.cst == frcNone || r.cst == frcGone {
+		return st, f // released or given up meanwhile: the owner's record expires
+	}
+	r.on, r.conf = n, us
+	switch rep {
+	case frGranted, frHeld:
+		if r.tok == 0 && uo != fmClaim {
+			// A queued claim granted at its re-assertion: PROMOTED.
+			if tc := &s.c[c]; tc.st == fcQueued {
+				tc.st, tc.tok = fcHeld, val
+			}
+		}
+		r.cst, r.tok, r.ticket = frcLive, val, 0
+	case frQueued:
+		r.cst, r.tok, r.ticket = frcLive, 0, val
+	case frGone:
+		// Refused, or no such claim at its owner: REVOKED.
+		r.cst = frcGone
+	}
+	return st, f
+}
+
+// relayEnd: R ends the relayed client's session.
+func (m *foModel) relayEnd(s *foState, what string) *failure {
+	var f *failure
+	if m.believes(s, m.rc) && !m.cfg.noKeptCheck {
+		f = fail(PropFailoverKept, "node R %s c%d while c%d still believes it holds its claim (anchor %d ticks ago)",
+			what, m.rc+1, m.rc+1, s.c[m.rc].anc)
+	}
+	s.r.cst, s.r.uo, s.r.to, s.r.us, s.r.idle = frcNone, fmNone, 0, 0, 0
+	return f
+}
+
+// relayTick advances R's counters; a session end R's clock must have
+// reached takes effect (a give-up does in relayNorm).
+func (m *foModel) relayTick(s *foState) *failure {
+	r := &s.r
+	if r.cst == frcPending || r.cst == frcLive || r.cst == frcMoving {
+		r.idle = min(r.idle+1, m.sxMax)
+		if r.idle >= m.sxMax {
+			return m.relayEnd(s, "must have ended the session of")
+		}
+	}
+	g := m.gMax[m.rc]
+	r.conf = min(r.conf+1, g)
+	if r.uo != fmNone {
+		r.us = min(r.us+1, g)
+	}
+	if r.cst == frcMoving {
+		r.mv = min(r.mv+1, m.rgMax)
+	}
+	return nil
+}
+
+// relayNorm applies what must hold in every state: R has no read request
+// when c1 has none outstanding, and a moving claim with nothing in flight
+// whose give-up R's clock must have reached is given up.
+func (m *foModel) relayNorm(s *foState) {
+	r := &s.r
+	if s.c[m.rc].out == fmNone {
+		r.rd = false
+	}
+	if r.cst == frcMoving && r.uo == fmNone && r.mv >= m.rgMax {
+		r.cst = frcGone
+	}
+	if r.cst == frcNone || r.cst == frcGone {
+		r.mv = 0
+	}
+	if r.cst == frcNone || r.cst == frcGone {
+		r.idle = 0
+	}
+	if r.cst != frcLive && !(r.cst == frcMoving && m.cfg.RelayBelief) {
+		r.conf = 0 // not looked at: only a live claim's upstream answers
+	}
+}
+
+func (m *foModel) appendRelayKey(b []byte, s *foState) []byte {
+	r := &s.r
+	i16 := func(v int16) { b = append(b, byte(v), byte(v>>8)) }
+	b = append(b, r.ver, r.cst, byte(r.on), r.tok, r.ticket, r.uo, byte(r.to))
+	i16(r.conf)
+	i16(r.us)
+	i16(r.mv)
+	b = append(b, b2u(r.rd))
+	i16(r.idle)
+	return b
+}
+
+func (m *foModel) describeRelay(s *foState, st foStep, at string) string {
+	r := &s.r
+	n := "node " + foNodeName(st.n)
+	c1 := fmt.Sprintf("c%d", m.rc+1)
+	cs := strings.NewReplacer("c1", c1)
+	return cs.Replace(m.describeRelay1(s, st, at, r, n))
+}
+
+func (m *foModel) describeRelay1(s *foState, st foStep, at string, r *foRelay, n string) string {
+	req := [...]string{"", "CLAIM", "HEARTBEAT", "RE-ASSERT", "RELEASE"}
+	up := [...]string{"", "CLAIM", "PING", "RE-ASSERT", "RELEASE"}
+	switch st.kind {
+	case fsRRead:
+		switch {
+		case st.what == fmClaim:
+			return at + fmt.Sprintf("node R reads c1's CLAIM and forwards it upstream to %s", n)
+		case st.what == fmRelease && st.val != 0:
+			return at + fmt.Sprintf("node R reads c1's RELEASE and forwards it to %s, which releases", n)
+		case st.what == fmRelease:
+			return at + "node R reads c1's RELEASE and forgets the claim (the owner's record expires)"
+		}
+		return at + fmt.Sprintf("node R reads c1's HEARTBEAT (sent %d ticks ago)", s.c[m.rc].sent)
+	case fsRAnswer:
+		a := "?"
+		switch st.val {
+		case frGranted:
+			a = fmt.Sprintf("GRANTED %s", foTok(st.tok))
+		case frQueued:
+			a = fmt.Sprintf("QUEUED (ticket %d)", st.tok)
+		case frHeld:
+			a = "PONG (every claim held)"
+		case frGone:
+			a = "REVOKED (the claim is gone)"
+		case frRetry:
+			a = "REFUSED 0x03 (its upstream ended)"
+		}
+		conf := fmt.Sprintf("upstream confirmed at a send %d ticks ago, read %d ticks ago", r.conf, r.idle)
+		if r.cst != frcLive {
+			conf = "its claim is not live at R"
+		}
+		return at + fmt.Sprintf("node R answers c1's %s: %s (%s); c1 reads it", req[st.what], a, conf)
+	case fsRPing:
+		return at + fmt.Sprintf("node R sends PING upstream to %s for c1's heartbeat", n)
+	case fsRUp:
+		res := map[uint8]string{frGranted: "granted", frQueued: "queued", frHeld: "held", frGone: "no such claim / refused", frRetry: "retry"}[st.val]
+		return at + fmt.Sprintf("%s reads R's %s (sent %d ticks ago) about c1's claim: %s; R reads the answer", n, up[st.what], r.us, res)
+	case fsRFail:
+		if st.what != fmNone {
+			return at + fmt.Sprintf("R's upstream to %s ends with its %s in flight", n, up[st.what])
+		}
+		return at + fmt.Sprintf("R's upstream to %s ends (the owner is lost to R): c1's claim moves", n)
+	case fsRLearn:
+		return at + "node R learns ring 2 (owner B)"
+	case fsRReassert:
+		return at + fmt.Sprintf("node R re-asserts c1's claim (token %s, ticket %d, ring %d) at %s (moving for %d ticks)", foTok(st.tok), r.ticket, st.val, n, r.mv)
+	case fsRGiveUp:
+		return at + fmt.Sprintf("node R's clock may have counted L/2 since c1's claim began moving (%d ticks ago): it gives it up, REVOKED to c1", r.mv)
+	case fsRRevoked:
+		return at + "c1 reads REVOKED from node R: its claim is over"
+	case fsRExpire:
+		return at + fmt.Sprintf("node R has not heard from c1 for %d ticks (its clock may be past the lease): it ends c1's session and closes its upstream", r.idle)
+	}
+	return "?"
+}
