@@ -131,12 +131,6 @@ type FailoverConfig struct {
 	// Relay, when not 0, makes client c<Relay> a version 2 client of
 	// node R, which relays its claim to the owner (failoverrelay.go).
 	Relay int
-	// RelayBelief, with Relay, adds a rule that is not built (a proposed
-	// fix, docs/high-availability.md): R re-asserts a moving claim only
-	// while its clock has counted at most 0.8 × the client's lease since
-	// the send time of the latest request answered on the claim's old
-	// upstream, that is while its client may still believe.
-	RelayBelief bool
 
 	// Mutation, when not empty, drops one rule so that the checker must
 	// fail; see FailoverMutations.
@@ -200,9 +194,6 @@ func (c FailoverConfig) String() string {
 		float64(c.Drift)/float64(c.Unit), c.Lease, short, c.TSelf, c.T, c.Slack)
 	if c.Relay != 0 {
 		s += fmt.Sprintf("; c%d relayed through R", c.Relay)
-		if c.RelayBelief {
-			s += ", re-asserting only while it may be believed"
-		}
 	}
 	if c.Mutation != "" {
 		s += ", mutation " + c.Mutation

@@ -48,12 +48,13 @@ import (
 //     on that owner; a RELEASE R reads ends the claim at R and may reach
 //     its owner.
 //
-// With RelayBelief, a rule that is not built is added (the proposed fix
-// of the counterexample the built rules have, failoverrelay_test.go): R
-// re-asserts a moving claim only while its clock has counted at most
+// R re-asserts a moving claim only while its clock has counted at most
 // 0.8 × c1's lease since the send time of the latest request answered on
-// the claim's old upstream, the window in which c1 may still believe and
-// in which the old owner cannot have expired the claim.
+// the claim's old upstream (server/move.go, moveInfo.believed): the
+// window in which c1 may still believe and in which the old owner cannot
+// have expired the claim. Without that rule (MutFoRelayReassertUnbelieved)
+// R re-asserts a claim the old owner may already have expired and granted
+// anew, and the newer holder is refused while it believes.
 //
 // c1 itself follows the client rule, talks only to R (claim, heartbeat,
 // release) and never re-asserts: R does, in its place. Its requests and
@@ -88,11 +89,18 @@ const (
 	// up, answer c1's heartbeat with a plain PONG, its REVOKED lost (the
 	// REVOKED not placed before R's later answers).
 	MutFoRelayAnswersAfterGiveUp = "relay-answers-after-giveup"
+	// MutFoRelayReassertUnbelieved drops the belief window: R re-asserts
+	// a moving claim for L/2 after it noticed the loss, however long ago
+	// its upstream last confirmed a request.
+	MutFoRelayReassertUnbelieved = "relay-reassert-unbelieved"
 )
+
+// relayBelief reports whether R keeps to the belief window.
+func (c FailoverConfig) relayBelief() bool { return c.Mutation != MutFoRelayReassertUnbelieved }
 
 // FailoverRelayMutations lists the mutations of the relay option; each
 // needs FailoverConfig.Relay.
-var FailoverRelayMutations = []string{MutFoRelayUnconfirmed, MutFoRelayAnswersAfterGiveUp}
+var FailoverRelayMutations = []string{MutFoRelayUnconfirmed, MutFoRelayAnswersAfterGiveUp, MutFoRelayReassertUnbelieved}
 
 // The relayed claim at R.
 const (
@@ -282,7 +290,7 @@ func (m *foModel) relaySteps(s *foState, emit func(foState, foStep, *failure)) {
 	if r.cst == frcMoving && r.uo == fmNone {
 		// While R's ring names A it routes the name to A, which it cannot
 		// reach or which does not serve: it waits (asks again).
-		if r.ver == 2 && r.mv < m.rgMax && (!m.cfg.RelayBelief || r.conf < m.gMax[c]) {
+		if r.ver == 2 && r.mv < m.rgMax && (!m.cfg.relayBelief() || r.conf < m.gMax[c]) {
 			t := *s
 			t.r.uo, t.r.to, t.r.us = fmReassert, nodeB, 0
 			emit(t, foStep{kind: fsRReassert, n: nodeB, val: r.ver, tok: r.tok}, nil)
@@ -409,7 +417,7 @@ func (m *foModel) relayNorm(s *foState) {
 	if r.cst == frcNone || r.cst == frcGone {
 		r.idle = 0
 	}
-	if r.cst != frcLive && !(r.cst == frcMoving && m.cfg.RelayBelief) {
+	if r.cst != frcLive && !(r.cst == frcMoving && m.cfg.relayBelief()) {
 		r.conf = 0 // not looked at: only a live claim's upstream answers
 	}
 }
