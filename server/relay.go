@@ -65,8 +65,9 @@ const (
 	// RouteForward: relay the connection to Route.Addr, the owner's
 	// protocol address; if it cannot be reached, hold.
 	RouteForward
-	// RouteNotOwner: a relayed request for a name this node does not own:
-	// answer ERROR 0x03 (retryable), never relay again.
+	// RouteNotOwner: a relayed request for a name this node does not own,
+	// or any request on a node without quorum contact: answer ERROR 0x03
+	// (retryable), never relay again.
 	RouteNotOwner
 	// RouteMoving: a planned change is moving the name to another node
 	// (handoff.go): hold, like RouteHold (a version 2 claim is held
@@ -261,7 +262,10 @@ func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reas
 		case RouteServe:
 			return true, 0, 0
 		case RouteNotOwner:
-			srv.Logger.Info("relayed ACQUIRE for a lock this node does not own", "lock", req.Name, "remote_addr", s.peer.Addr)
+			// A relayed request for a name owned elsewhere, or any request
+			// on a node without quorum contact (the Router says the same).
+			srv.Logger.Info("ACQUIRE refused with ERROR 0x03: relayed for a lock this node does not own, or no quorum contact",
+				"lock", req.Name, "remote_addr", s.peer.Addr, "relayed", s.forwarded)
 			return false, locktable.ReasonProtocolError, protocol.CodeNotOwner
 		case RouteForward:
 			up, err := srv.hopConn(r.Addr)
