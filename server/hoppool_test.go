@@ -191,17 +191,7 @@ func TestHopPoolOwnerRestart(t *testing.T) {
 		t.Fatalf("owner's shutdown took %v: it waited for the relay to hang up its idle connections", took)
 	}
 	waitUntil(t, waitLimit, "the dead connections out of the pool", func() bool { return server.HopPoolLen(relay.Server, owner.addr) == 0 })
-	again := startServerWrapped(t, func(ln net.Listener) net.Listener {
-		ln.Close()
-		l, err := net.Listen("tcp", owner.addr)
-		if err != nil {
-			t.Fatalf("listening again on the owner's address: %v", err)
-		}
-		return l
-	}, func(s *server.Server) {
-		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
-		s.TrustHop = trustAll
-	})
+	again := startOwnerAgain(t, owner.addr)
 	// Every pooled connection is dead: each of the next acquires must
 	// reach the new process, whichever connection it is given.
 	for i := range server.HopPoolSize + 2 {
@@ -368,4 +358,21 @@ func TestHopPoolBounds(t *testing.T) {
 		t.Fatalf("owner had %d connections, want at most 2 x %d clients + %d pooled", maxOwner.Load(), clients, server.HopPoolSize)
 	}
 	waitUntil(t, waitLimit, "only the pool left at the owner", func() bool { return owner.Sessions() <= server.HopPoolSize })
+}
+
+// startOwnerAgain starts a new owner process on addr, the address of one
+// that was closed: a relay's pooled connections to the old one are dead.
+func startOwnerAgain(t *testing.T, addr string) *testServer {
+	t.Helper()
+	return startServerWrapped(t, func(ln net.Listener) net.Listener {
+		ln.Close()
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("listening again on the owner's address: %v", err)
+		}
+		return l
+	}, func(s *server.Server) {
+		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
+		s.TrustHop = trustAll
+	})
 }

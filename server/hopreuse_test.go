@@ -440,17 +440,7 @@ func TestHopReuseOwnerRestart(t *testing.T) {
 	}
 	waitUntil(t, waitLimit, "hops put back", func() bool { return server.HopsKept(relay.Server) >= server.HopPoolSize })
 	owner.Close()
-	again := startServerWrapped(t, func(ln net.Listener) net.Listener {
-		ln.Close()
-		l, err := net.Listen("tcp", owner.addr)
-		if err != nil {
-			t.Fatalf("listening again on the owner's address: %v", err)
-		}
-		return l
-	}, func(s *server.Server) {
-		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
-		s.TrustHop = trustAll
-	})
+	again := startOwnerAgain(t, owner.addr)
 	for i := range server.HopPoolSize + 2 {
 		c := relay.dial(t)
 		name := "x" + string(rune('a'+i))
