@@ -133,14 +133,14 @@ func (srv *Server) deliver(ds []delivery) {
 		srv.mu.Lock()
 		now := time.Now()
 		for _, f := range failed {
+			// A resumable session's reader keeps it when it sees the
+			// connection closed (resume.go); but one ended by ERROR 0x03
+			// for want of quorum contact is closing: its reader ends
+			// without keeping it, and the self-stop's EndSessions passes
+			// it over. Its claims end here, as EndSessions would end them.
 			if f.s.v2 != nil && f.s.v2.resume != nil && !errors.Is(f.err, errSelfStopped) {
-				continue // its reader keeps it when it sees the connection closed (resume.go)
+				continue
 			}
-			// A session ended by ERROR 0x03 for want of quorum contact is
-			// closing: its reader ends without keeping it, and the
-			// self-stop's EndSessions passes it over. Its claims end
-			// here, resumable or not, as EndSessions would end them.
-
 			ds = append(ds, srv.commit(now, srv.table.End(now, f.s.id, f.reason))...)
 			if f.s.v2 != nil && srv.claims[f.s.id] == f.s {
 				f.s.closing.Store(true)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/internal/clientrule"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -629,7 +630,7 @@ func (rel *relayState) failOver(rc *relayedClaim, now time.Time, lease time.Dura
 	rc.move = &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token,
 		since: now, failover: true, ticket: rc.ticket}
 	if rc.token != 0 && !confirmed.IsZero() {
-		rc.move.believed = confirmed.Add(lease * 4 / 5)
+		rc.move.believed = confirmed.Add(clientrule.GiveUpAfter(lease))
 	}
 	rel.moving++
 }
