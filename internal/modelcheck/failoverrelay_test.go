@@ -93,6 +93,24 @@ func TestFailoverRelayReassertUnbelieved(t *testing.T) {
 		"node R re-asserts c2's claim (token (epoch 1, 1), ticket 0, ring 2) at node B")
 }
 
+// TestFailoverRelayAdoptExpired: A, still the owner, must adopt R's
+// re-assertion after a transient break only if it still keeps that very
+// claim. Adopting one it expired installs the old token beside the newer
+// holder's; R's re-assertion of it at B then wins over the newer holder's,
+// who is refused while it believes. (Only that: the relayed client gave
+// up before A could expire its claim, so no two clients believe at once
+// with the check turned off, 4,437,034 states by hand.) Its shortest
+// counterexample is pinned (docs/verification.md).
+func TestFailoverRelayAdoptExpired(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("skipped under -race or -short")
+	}
+	cfg := relayConfig()
+	cfg.Mutation = MutFoRelayAdoptExpired
+	expectCounterexample(t, CheckFailover(cfg), PropFailoverKept, 29,
+		"node A reads R's RE-ASSERT (sent 1 ticks ago) about c2's claim: adopted into the new upstream, same token")
+}
+
 // The relay mutations that break its confirmation rules: each is caught
 // first by a holder its node ends while it believes, and, without that
 // check, by two believers.
