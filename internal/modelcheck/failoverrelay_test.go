@@ -28,6 +28,7 @@ func TestFailoverRelay(t *testing.T) {
 		"A accepts R's re-assertion after a transient break, with the old token, while the client believes",
 		"A adopts R's re-assertion of a queued claim at its place",
 		"A refuses R's re-assertion of a claim it no longer keeps",
+		"A refuses R's re-assertion of a queued claim it promoted while the upstream was broken",
 	}
 	var reached [len(behaviours)]bool
 	rc := int8(1)
@@ -55,6 +56,8 @@ func TestFailoverRelay(t *testing.T) {
 				reached[8] = true
 			case st.val == frQueued && s.n[nodeA].rec[rc].ticket == s.r.ticket:
 				reached[9] = true
+			case st.val == frGone && s.r.tok == 0 && s.n[nodeA].rec[rc].st == frecHeld:
+				reached[11] = true
 			case st.val == frGone:
 				reached[10] = true
 			}
