@@ -39,9 +39,10 @@ import (
 //     upstream: A, still the owner and serving, adopts it into the new
 //     upstream (same token, same queue place) if and only if it still
 //     keeps that very claim (held with that token; queued with that
-//     ticket), and refuses it otherwise (expired; or promoted while the
-//     upstream was broken, the PROMOTED lost with it): c1 is then told
-//     REVOKED, as for a refusal by B. A that does not serve (stopped, or
+//     ticket; a queued claim A promoted while the upstream was broken,
+//     its PROMOTED lost with it, is adopted as held with its new token,
+//     and R pushes PROMOTED), and refuses it otherwise (expired): c1 is
+//     then told REVOKED, as for a refusal by B. A that does not serve (stopped, or
 //     cut off from R) leaves the re-assertion unanswered until its
 //     upstream ends, and R asks again: the "not yet" refusal. Once R's
 //     ring names B, at B; a refusal for want of the ring is asked again.
@@ -407,9 +408,8 @@ func (m *foModel) relayUp(s *foState) (foStep, *failure) {
 // A's queue ticket ticket) on a new upstream after the old one broke: A
 // adopts the claim into the new upstream session iff it still keeps that
 // very claim (held with the same token; queued, at its place, with the
-// same ticket), and refuses it otherwise (expired, or promoted while the
-// upstream was broken, its PROMOTED lost with it): R then tells c1
-// REVOKED.
+// same ticket; a queued claim it promoted meanwhile, as held with its new
+// token), and refuses it otherwise (expired): R then tells c1 REVOKED.
 func (m *foModel) adoptAtOwner(s *foState, c int8, tok, ticket uint8) (uint8, uint8, *failure) {
 	var f *failure
 	if s.bVer == 2 && !m.cfg.noOwnerCheck {
@@ -424,6 +424,12 @@ func (m *foModel) adoptAtOwner(s *foState, c int8, tok, ticket uint8) (uint8, ui
 	case tok == 0 && r.st == frecQueued && r.ticket == ticket:
 		r.seen = 0
 		return frQueued, ticket, f
+	case tok == 0 && r.st == frecHeld:
+		// Promoted while the upstream was broken, its PROMOTED lost
+		// with it: adopted as held, with its new token (server/resume.go,
+		// adopt), and R pushes PROMOTED.
+		r.seen = 0
+		return frHeld, r.tok, f
 	case tok != 0 && m.cfg.Mutation == MutFoRelayAdoptExpired:
 		// The mutation: the claim is installed with its old token
 		// whatever A's record says.
