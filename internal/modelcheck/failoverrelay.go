@@ -27,14 +27,27 @@ import (
 //     resumable session's).
 //   - The upstream to A ends at any moment while it carries the claim (A
 //     died or was cut off from R, A's ERROR 0x03 when it stops, R's
-//     patience of L/2 ran out; R may also be slow to notice). A live
-//     claim then moves (fail, failOver): R re-asserts it at the name's
-//     next owner, held with its token, queued with A's queue ticket,
-//     naming the ring R knows, once R's ring names B (retryMoving routes
-//     the name: while the ring names A, which R cannot reach or which
-//     does not serve, it asks again later); a refusal for want of the
-//     ring is asked again. A claim still being claimed when its upstream
-//     ends is REFUSED 0x03 to c1.
+//     patience of L/2 ran out; R may also be slow to notice), and A may
+//     go on serving, in contact with Q, meanwhile: a transient break
+//     between R and A, or A's connection reset. A keeps the claim, held
+//     or queued and not promoted, as a silent relayed session's, until
+//     its clock has counted the lease since it last heard from R on that
+//     upstream (then it expires it). A live claim then moves (fail,
+//     failOver): R re-asserts it, held with its token, queued with A's
+//     queue ticket, naming the ring R knows, where its ring routes the
+//     name (retryMoving). While the ring names A, at A itself, on a new
+//     upstream: A, still the owner and serving, adopts it into the new
+//     upstream (same token, same queue place) if and only if it still
+//     keeps that very claim (held with that token; queued with that
+//     ticket; a queued claim A promoted while the upstream was broken,
+//     its PROMOTED lost with it, is adopted as held with its new token,
+//     and R pushes PROMOTED), and refuses it otherwise (expired): c1 is
+//     then told REVOKED, as for a refusal by B. A that does not serve (stopped, or
+//     cut off from R) leaves the re-assertion unanswered until its
+//     upstream ends, and R asks again: the "not yet" refusal. Once R's
+//     ring names B, at B; a refusal for want of the ring is asked again.
+//     A claim still being claimed when its upstream ends is REFUSED 0x03
+//     to c1.
 //   - R gives the moving claim up once its own clock has counted L/2 (c1's
 //     lease) since the claim began moving, when no re-assertion is in
 //     flight (retryMoving skips those); an in-flight one ends only with
@@ -48,13 +61,18 @@ import (
 //     on that owner; a RELEASE R reads ends the claim at R and may reach
 //     its owner.
 //
-// R re-asserts a moving claim only while its clock has counted at most
-// 0.8 × c1's lease since the send time of the latest request answered on
-// the claim's old upstream (server/move.go, moveInfo.believed): the
-// window in which c1 may still believe and in which the old owner cannot
-// have expired the claim. Without that rule (MutFoRelayReassertUnbelieved)
-// R re-asserts a claim the old owner may already have expired and granted
-// anew, and the newer holder is refused while it believes.
+// R re-asserts a moving claim, at A or at B, only while its clock has
+// counted at most 0.8 × c1's lease since the send time of the latest
+// request answered on the claim's old upstream (server/move.go,
+// moveInfo.believed): the window in which c1 may still believe and in
+// which the old owner cannot have expired the claim. Without that rule
+// (MutFoRelayReassertUnbelieved) R re-asserts a claim the old owner may
+// already have expired and granted anew, and the newer holder is refused
+// while it believes. A's own check, adopting only a claim it still keeps,
+// is what makes a re-assertion at A safe however late it arrives: an A
+// that adopts a claim it expired (MutFoRelayAdoptExpired) holds the old
+// token beside the newer holder's, and R's re-assertion of it later wins
+// at B over the newer holder, who is refused while it believes.
 //
 // c1 itself follows the client rule, talks only to R (claim, heartbeat,
 // release) and never re-asserts: R does, in its place. Its requests and
@@ -72,8 +90,9 @@ import (
 //
 // Not modelled: more than one relayed claim or relayed client; a relaying
 // node that fails (the owner keeps its claims for the lease: the existing
-// model's silent client); R's re-assertion at A after a transient break
-// while A still serves (A accepts it: the claim goes on at A); planned
+// model's silent client); a re-assertion at A whose upstream ended before
+// A answered it and that A reads afterwards (it would only refresh A's
+// record of a claim A still keeps, as a late heartbeat does); planned
 // moves (MOVED); claims attached without their CLAIM (AttachRelayed:
 // REVOKED at once); and a RELEASE of a moving claim (held until the
 // adoption in the code; here it ends the claim at R, whose record then
@@ -93,6 +112,11 @@ const (
 	// a moving claim for L/2 after it noticed the loss, however long ago
 	// its upstream last confirmed a request.
 	MutFoRelayReassertUnbelieved = "relay-reassert-unbelieved"
+	// MutFoRelayAdoptExpired lets A, still the owner, accept R's
+	// re-assertion of a held claim after a transient break whatever its
+	// record says: after it expired the claim (and perhaps granted the
+	// name anew) it installs the claim again with its old token.
+	MutFoRelayAdoptExpired = "relay-adopt-expired"
 )
 
 // relayBelief reports whether R keeps to the belief window.
@@ -100,7 +124,8 @@ func (c FailoverConfig) relayBelief() bool { return c.Mutation != MutFoRelayReas
 
 // FailoverRelayMutations lists the mutations of the relay option; each
 // needs FailoverConfig.Relay.
-var FailoverRelayMutations = []string{MutFoRelayUnconfirmed, MutFoRelayAnswersAfterGiveUp, MutFoRelayReassertUnbelieved}
+var FailoverRelayMutations = []string{MutFoRelayUnconfirmed, MutFoRelayAnswersAfterGiveUp, MutFoRelayReassertUnbelieved,
+	MutFoRelayAdoptExpired}
 
 // The relayed claim at R.
 const (
@@ -259,8 +284,10 @@ func (m *foModel) relaySteps(s *foState, emit func(foState, foStep, *failure)) {
 		st, f := m.relayUp(&t)
 		emit(t, st, f)
 	}
-	// The upstream ends: to A at any moment; to B only for the patience
-	// of a re-assertion in flight (R stays in contact with B).
+	// The upstream ends: to A at any moment, A serving or not (a
+	// transient break leaves A serving and keeping the claim); to B only
+	// for the patience of a re-assertion in flight (R stays in contact
+	// with B).
 	if (r.cst == frcPending || r.cst == frcLive) && r.on == nodeA || r.uo == fmReassert {
 		t := *s
 		tr := &t.r
@@ -288,12 +315,18 @@ func (m *foModel) relaySteps(s *foState, emit func(foState, foStep, *failure)) {
 		emit(t, foStep{kind: fsRLearn}, nil)
 	}
 	if r.cst == frcMoving && r.uo == fmNone {
-		// While R's ring names A it routes the name to A, which it cannot
-		// reach or which does not serve: it waits (asks again).
-		if r.ver == 2 && r.mv < m.rgMax && (!m.cfg.relayBelief() || r.conf < m.gMax[c]) {
+		// R routes the name by its ring: to B once it names B, to A
+		// itself while it still names A (the upstream to A ended by a
+		// transient break, or A is lost: the re-assertion then waits
+		// unanswered until its upstream ends, and R asks again).
+		if r.mv < m.rgMax && (!m.cfg.relayBelief() || r.conf < m.gMax[c]) {
+			to := int8(nodeA)
+			if r.ver == 2 {
+				to = nodeB
+			}
 			t := *s
-			t.r.uo, t.r.to, t.r.us = fmReassert, nodeB, 0
-			emit(t, foStep{kind: fsRReassert, n: nodeB, val: r.ver, tok: r.tok}, nil)
+			t.r.uo, t.r.to, t.r.us = fmReassert, to, 0
+			emit(t, foStep{kind: fsRReassert, n: to, val: r.ver, tok: r.tok}, nil)
 		}
 		if r.mv >= m.rgMin {
 			t := *s
@@ -327,6 +360,8 @@ func (m *foModel) relayUp(s *foState) (foStep, *failure) {
 	var rep, val uint8
 	var f *failure
 	switch {
+	case r.uo == fmReassert && n == nodeA:
+		rep, val, f = m.adoptAtOwner(s, c, r.tok, r.ticket)
 	case r.uo == fmReassert && r.tok != 0:
 		rep, val, f = m.handle(s, n, c, fmReassert, r.tok, r.ver, 0)
 	case r.uo == fmReassert:
@@ -366,6 +401,45 @@ func (m *foModel) relayUp(s *foState) (foStep, *failure) {
 		r.cst = frcGone
 	}
 	return st, f
+}
+
+// adoptAtOwner has A, still the name's owner and serving, handle R's
+// re-assertion of the relayed claim (token tok, 0 for a queued claim with
+// A's queue ticket ticket) on a new upstream after the old one broke: A
+// adopts the claim into the new upstream session iff it still keeps that
+// very claim (held with the same token; queued, at its place, with the
+// same ticket; a queued claim it promoted meanwhile, as held with its new
+// token), and refuses it otherwise (expired): R then tells c1 REVOKED.
+func (m *foModel) adoptAtOwner(s *foState, c int8, tok, ticket uint8) (uint8, uint8, *failure) {
+	var f *failure
+	if s.bVer == 2 && !m.cfg.noOwnerCheck {
+		f = fail(PropFailoverOneOwner, "node A handles R's re-assertion of c%d's claim after node B took the name over", c+1)
+	}
+	nd := &s.n[nodeA]
+	r := &nd.rec[c]
+	switch {
+	case tok != 0 && r.st == frecHeld && r.tok == tok:
+		r.seen = 0
+		return frHeld, tok, f
+	case tok == 0 && r.st == frecQueued && r.ticket == ticket:
+		r.seen = 0
+		return frQueued, ticket, f
+	case tok == 0 && r.st == frecHeld:
+		// Promoted while the upstream was broken, its PROMOTED lost
+		// with it: adopted as held, with its new token (server/resume.go,
+		// adopt), and R pushes PROMOTED.
+		r.seen = 0
+		return frHeld, r.tok, f
+	case tok != 0 && m.cfg.Mutation == MutFoRelayAdoptExpired:
+		// The mutation: the claim is installed with its old token
+		// whatever A's record says.
+		if r.st == frecQueued {
+			nd.dequeue(c)
+		}
+		*r = foRec{st: frecHeld, tok: tok}
+		return frHeld, tok, f
+	}
+	return frGone, 0, cmp(f, m.kept(s, nodeA, c, "refuses the re-assertion of", true))
 }
 
 // relayEnd: R ends the relayed client's session.
@@ -479,6 +553,10 @@ func (m *foModel) describeRelay1(s *foState, st foStep, at string, r *foRelay, n
 		return at + fmt.Sprintf("node R sends PING upstream to %s for c1's heartbeat", n)
 	case fsRUp:
 		res := map[uint8]string{frGranted: "granted", frQueued: "queued", frHeld: "held", frGone: "no such claim / refused", frRetry: "retry"}[st.val]
+		if st.n == nodeA && st.what == fmReassert {
+			res = map[uint8]string{frQueued: "adopted into the new upstream, queued at its place",
+				frHeld: "adopted into the new upstream, same token", frGone: "refused: it no longer keeps that claim"}[st.val]
+		}
 		return at + fmt.Sprintf("%s reads R's %s (sent %d ticks ago) about c1's claim: %s; R reads the answer", n, up[st.what], r.us, res)
 	case fsRFail:
 		if st.what != fmNone {
