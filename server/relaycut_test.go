@@ -88,15 +88,32 @@ func (p *cutProxy) link(t *testing.T, i int) *cutLink {
 	}
 }
 
-// startCutPair starts an owner and a relaying node r1 that forwards
-// every name to it through a cutProxy.
-func startCutPair(t *testing.T) (owner, r1 *testServer, p *cutProxy) {
+// startOwner starts node "o", which serves every name and trusts every
+// hop header.
+func startOwner(t *testing.T) *testServer {
 	t.Helper()
-	owner = startServer(t, func(s *server.Server) {
+	return startServer(t, func(s *server.Server) {
 		s.NodeID = "o"
 		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
 		s.TrustHop = trustAll
 	})
+}
+
+// dialSession opens a version 2 session on ts, resumable or plain.
+func (ts *testServer) dialSession(t *testing.T, resumable bool, label string) *v2client {
+	t.Helper()
+	if resumable {
+		c, _ := ts.dialResumable(t, longLease, label)
+		return c
+	}
+	return ts.dialV2(t, longLease, label)
+}
+
+// startCutPair starts an owner and a relaying node r1 that forwards
+// every name to it through a cutProxy.
+func startCutPair(t *testing.T) (owner, r1 *testServer, p *cutProxy) {
+	t.Helper()
+	owner = startOwner(t)
 	p = &cutProxy{owner: owner.addr}
 	r1 = startServer(t, func(s *server.Server) {
 		s.NodeID = "r1"
@@ -127,12 +144,7 @@ func TestRelayCutLiveOwnerKeepsClaims(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			owner, r1, p := startCutPair(t)
-			var a *v2client
-			if tc.resumable {
-				a, _ = r1.dialResumable(t, longLease, "a")
-			} else {
-				a = r1.dialV2(t, longLease, "a")
-			}
+			a := r1.dialSession(t, tc.resumable, "a")
 			tok := a.mustHold(1, excl2, 0, "x")
 			b := owner.dialV2(t, longLease, "b")
 			b.mustHold(1, excl2, 0, "y")
@@ -191,12 +203,7 @@ func TestRelayCutTwice(t *testing.T) {
 
 func testRelayCutTwice(t *testing.T, resumable bool) {
 	owner, r1, p := startCutPair(t)
-	var a *v2client
-	if resumable {
-		a, _ = r1.dialResumable(t, longLease, "a")
-	} else {
-		a = r1.dialV2(t, longLease, "a")
-	}
+	a := r1.dialSession(t, resumable, "a")
 	tx := a.mustHold(1, excl2, 0, "x")
 	w := owner.dialV2(t, longLease, "w")
 	w.mustQueue(1, excl2, 0, "x")
@@ -236,11 +243,7 @@ func hopSession(t *testing.T, ts *testServer, hash [32]byte) *v2client {
 // first's claims over, instead of ending them (which promoted a waiter
 // while the client could still believe), and the third adopts them.
 func TestRelayKeptTwiceMerges(t *testing.T) {
-	owner := startServer(t, func(s *server.Server) {
-		s.NodeID = "o"
-		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
-		s.TrustHop = trustAll
-	})
+	owner := startOwner(t)
 	var hash [32]byte // of a secret nobody knows, as a plain session's
 	hash[0] = 9
 	up1 := hopSession(t, owner, hash)
@@ -274,11 +277,7 @@ func TestRelayKeptTwiceMerges(t *testing.T) {
 // first, closes it, and the second adopts its claims. A session of
 // another origin cannot, without the secret.
 func TestRelayAbandonedUpstreamKept(t *testing.T) {
-	owner := startServer(t, func(s *server.Server) {
-		s.NodeID = "o"
-		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
-		s.TrustHop = trustAll
-	})
+	owner := startOwner(t)
 	var hash [32]byte
 	hash[0] = 9
 	up1 := hopSession(t, owner, hash)
