@@ -19,6 +19,9 @@ const (
 	FaultNodeClientCut = "client-cut" // the node's client link down, later up
 	FaultNodeRestart   = "restart"    // SIGKILL, then the node again on its data directory
 	FaultNodeIsolate   = "isolate"    // both links down, later up
+	// FaultNodePartition: the node and one other cannot reach each
+	// other, later can; both still reach the rest of the cluster.
+	FaultNodePartition = "partition"
 )
 
 // ClusterFault is one fault of the cluster suite: Kind (a FaultNode*

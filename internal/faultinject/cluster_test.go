@@ -47,9 +47,10 @@ const (
 )
 
 // Faults of the cluster plan: "kind-role[-variant][-steered]", kind one
-// of kill, stop, cut, client-cut, isolate, restart (FaultNode*), role
+// of kill, stop, cut, client-cut, isolate, restart, partition (FaultNode*), role
 // one of owner (of clusterLock), leader (Raft's), follower (neither).
-// Variants: "brief" (a stop or cut shorter than the self-stop),
+// Variants: "brief" (a stop or cut shorter than the self-stop; a
+// partition shorter than the lease),
 // "removed" (a stop during which the operator removes the node),
 // "join" (an isolation after which a new node joins at once). A
 // "-steered" fault first pauses a holder between its check and its
@@ -60,6 +61,7 @@ var (
 		"kill-leader", "stop-owner-brief", "cut-owner", "client-cut-follower",
 		"kill-follower", "stop-follower", "cut-leader-brief", "stop-owner-removed",
 		"restart-owner-steered", "restart-follower", "stop-owner", "kill-owner",
+		"partition-owner-brief", "partition-owner",
 	}
 	clusterPlanShort = []string{"kill-owner-steered", "stop-leader", "cut-owner", "client-cut-follower", "stop-owner-removed"}
 )
@@ -659,6 +661,34 @@ func (h *clusterHarness) inject(f string) {
 		h.must(h.lab.CutClient(h.ctx, slot))
 		time.Sleep(clusterHold)
 		h.must(h.lab.HealClient(h.ctx, slot))
+
+	case faultinject.FaultNodePartition:
+		// The node and one other lose each other alone: the other
+		// relays its workers' claims to the lock's owner over that
+		// link. A follower that is not the leader when there is one, so
+		// that both keep their quorum contact. "brief": past the relay's
+		// patience (L/2), healed before the lease ends: the relayed
+		// claims are re-asserted at the same owner. Otherwise longer
+		// than the lease: they are lost, the owner expires them.
+		_, leader := h.roles()
+		other := -1
+		for i, m := range h.nodes {
+			if m != nil && i != slot && (other < 0 || i != leader) {
+				other = i
+			}
+		}
+		hold := clusterHold
+		if variant == "brief" {
+			hold = h.lease/2 + 200*time.Millisecond
+		}
+		h.must(h.lab.CutBetween(h.ctx, slot, other))
+		time.Sleep(hold)
+		h.must(h.lab.HealBetween(h.ctx, slot, other))
+		for _, i := range []int{slot, other} {
+			if !h.settle(i) && i == slot {
+				fault.Removed = faultinject.Mono()
+			}
+		}
 
 	default:
 		panic("unknown fault kind " + kind)

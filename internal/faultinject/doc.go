@@ -23,7 +23,8 @@
 // TestClusterFaultInjection runs the same workers against a real
 // three-node cluster, each node in its own network namespace
 // (internal/netlab), and kills, freezes and cuts off (its cluster link or
-// its client link) the lock's owner, the Raft leader and a follower;
+// its client link, or only its link to one other node) the lock's owner,
+// the Raft leader and a follower;
 // CheckCluster (checkcluster.go) then allows no overlap at all, since no
 // worker is ever frozen or cut off there. TestClusterFaultInjectionUnsafe
 // runs it on setups that must fail: three independent servers, and

@@ -168,6 +168,27 @@ func (l *Lab) HealCluster(ctx context.Context, i int) error {
 	return ip(ctx, "-n", l.hub(), "link", "set", "c"+strconv.Itoa(i), "up")
 }
 
+// deadGateway is an address on the cluster link that no node has: a
+// route through it drops packets silently (its address never resolves).
+const deadGateway = "10.77.0.254"
+
+// CutBetween partitions nodes i and j from each other alone: each routes
+// the other's cluster address through deadGateway, so their packets to
+// each other are dropped and their TCP connections hang, while both
+// still reach every other node. HealBetween undoes it.
+func (l *Lab) CutBetween(ctx context.Context, i, j int) error {
+	if err := ip(ctx, "-n", l.Node(i), "route", "add", l.ClusterIP(j)+"/32", "via", deadGateway, "dev", "cl"); err != nil {
+		return err
+	}
+	return ip(ctx, "-n", l.Node(j), "route", "add", l.ClusterIP(i)+"/32", "via", deadGateway, "dev", "cl")
+}
+
+// HealBetween removes the routes of CutBetween(i, j).
+func (l *Lab) HealBetween(ctx context.Context, i, j int) error {
+	err := ip(ctx, "-n", l.Node(i), "route", "del", l.ClusterIP(j)+"/32")
+	return errors.Join(err, ip(ctx, "-n", l.Node(j), "route", "del", l.ClusterIP(i)+"/32"))
+}
+
 // CutClient cuts node i's client link: the node's end goes down, so the
 // clients' packets to it are dropped (their side keeps its route).
 func (l *Lab) CutClient(ctx context.Context, i int) error {

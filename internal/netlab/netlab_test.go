@@ -138,6 +138,28 @@ func TestLab(t *testing.T) {
 		t.Errorf("node 0 to node 1 healed: %v", err)
 	}
 
+	// A partition between nodes 0 and 1 alone.
+	if err := l.CutBetween(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := reach(l, l.Node(0), l.ClusterIP(1)+":7080", cut); !timedOut(err) {
+		t.Errorf("node 0 to node 1 partitioned: %v, want a timeout", err)
+	}
+	if err := reach(l, l.Node(1), l.ClusterIP(0)+":7080", cut); !timedOut(err) {
+		t.Errorf("node 1 to node 0 partitioned: %v, want a timeout", err)
+	}
+	for _, p := range [][2]int{{0, 2}, {1, 2}, {2, 0}, {2, 1}} {
+		if err := reach(l, l.Node(p[0]), l.ClusterIP(p[1])+":7080", quick); err != nil {
+			t.Errorf("node %d to node %d with 0 and 1 partitioned: %v", p[0], p[1], err)
+		}
+	}
+	if err := l.HealBetween(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := reach(l, l.Node(0), l.ClusterIP(1)+":7080", quick); err != nil {
+		t.Errorf("node 0 to node 1 healed: %v", err)
+	}
+
 	if err := l.CutClient(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
