@@ -243,7 +243,7 @@ func (c FailoverConfig) Validate() error {
 		return fmt.Errorf("mutation %s needs the relay option", c.Mutation)
 	case c.RelayFails && c.Relay == 0:
 		return fmt.Errorf("relay failure needs the relay option")
-	case c.Mutation == MutFoRelayDeathReleases && !c.RelayFails:
+	case (c.Mutation == MutFoRelayDeathReleases || c.Mutation == MutFoRelayForeignSecret) && !c.RelayFails:
 		return fmt.Errorf("mutation %s needs the relay failure option", c.Mutation)
 	}
 	return nil
@@ -667,6 +667,11 @@ func (m *foModel) handle(s *foState, n, c int8, out, tok, ver, mtick uint8) (uin
 		if n == nodeA {
 			// The relayed client re-asserts at A after R died
 			// (failoverrelayfail.go): A adopts what it still keeps.
+			if m.cfg.Mutation == MutFoRelayForeignSecret {
+				f = cmp(f, m.kept(s, n, c, "refuses (secret mismatch) the re-assertion of", true))
+				answer(frGone, 0)
+				break
+			}
 			rep, val, ff := m.adoptAtOwner(s, c, tok, mtick)
 			f = cmp(f, ff)
 			answer(rep, val)
@@ -1242,7 +1247,7 @@ func (m *foModel) describe(s *foState, st foStep, t int) string {
 		case frGone:
 			switch {
 			case st.what == fmReassert && st.n == nodeA:
-				r += ": refused 0x04, it no longer keeps that claim"
+				r += ": refused 0x04, it keeps no such claim for this client"
 			case st.what == fmReassert:
 				r += ": refused, a conflicting claim is held here"
 			default:

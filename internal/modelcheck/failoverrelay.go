@@ -122,16 +122,21 @@ const (
 	// breaks), as an owner did before hop header version 3, instead of
 	// keeping it for the lease.
 	MutFoRelayDeathReleases = "relay-death-releases"
+	// MutFoRelayForeignSecret, with FailoverConfig.RelayFails, has R's
+	// upstream carry the hash of a secret of R's own instead of its
+	// client's: the owner keeps the claim when R dies, but refuses the
+	// client's own re-assertion of it (the secret does not match).
+	MutFoRelayForeignSecret = "relay-foreign-secret"
 )
 
 // relayBelief reports whether R keeps to the belief window.
 func (c FailoverConfig) relayBelief() bool { return c.Mutation != MutFoRelayReassertUnbelieved }
 
 // FailoverRelayMutations lists the mutations of the relay option; each
-// needs FailoverConfig.Relay, and MutFoRelayDeathReleases also
-// FailoverConfig.RelayFails.
+// needs FailoverConfig.Relay, and MutFoRelayDeathReleases and
+// MutFoRelayForeignSecret also FailoverConfig.RelayFails.
 var FailoverRelayMutations = []string{MutFoRelayUnconfirmed, MutFoRelayAnswersAfterGiveUp, MutFoRelayReassertUnbelieved,
-	MutFoRelayAdoptExpired, MutFoRelayDeathReleases}
+	MutFoRelayAdoptExpired, MutFoRelayDeathReleases, MutFoRelayForeignSecret}
 
 // The relayed claim at R.
 const (
