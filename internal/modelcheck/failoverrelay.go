@@ -10,8 +10,9 @@ import (
 // traces) is a version 2 client connected to node R, which owns nothing
 // and relays its claim through an upstream session to the name's owner
 // (server/relay2.go, server/move.go; docs/cluster.md "Relaying a version
-// 2 session"). R never fails itself and stays in contact with Q and B
-// (one failure at a time: A is the one that fails). R's rules, as built:
+// 2 session"). R stays in contact with Q and B, and never fails itself
+// unless FailoverConfig.RelayFails lets it die (failoverrelayfail.go),
+// which may then combine with A's failure. R's rules, as built:
 //
 //   - The anchor rule through the relay (relayState.confirmedAfter): R
 //     answers a request of c1's that it read at r (its CLAIM; its
@@ -89,8 +90,8 @@ import (
 // patience of an in-flight re-assertion (R stays in contact with B).
 //
 // Not modelled: more than one relayed claim or relayed client; a relaying
-// node that fails (the owner keeps its claims for the lease: the existing
-// model's silent client); a re-assertion at A whose upstream ended before
+// node that fails, except with RelayFails (failoverrelayfail.go, which
+// says what it leaves out); a re-assertion at A whose upstream ended before
 // A answered it and that A reads afterwards (it would only refresh A's
 // record of a claim A still keeps, as a late heartbeat does); planned
 // moves (MOVED); claims attached without their CLAIM (AttachRelayed:
