@@ -51,9 +51,14 @@ import "fmt"
 //
 // Not modelled: c1 reaching the owner through another relaying node (the
 // owner adopts the same way, into that node's upstream); a re-assertion
-// of c1's at A that A reads after c1 stopped waiting for it (it would
-// adopt the claim into a session already broken and keep it for the
-// lease from then: the owner holds the name longer for nobody); c1
+// of c1's at A that A reads after c1 stopped waiting for it (A adopts
+// the claim into that broken session and keeps it for the lease from
+// then; c1's next re-assertion names that session first, v2 client
+// obligation 9 in docs/protocol.md, and is adopted as here; after c1's
+// give-up A holds the name longer for nobody); c1's connection to R
+// breaking while R lives (R then re-asserts too, and the second of the
+// two re-assertions of one token finds the claim in the other's
+// session); c1
 // claiming anew afterwards (one claim per client in the configurations
 // checked); and R coming back.
 
