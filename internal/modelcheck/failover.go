@@ -131,6 +131,9 @@ type FailoverConfig struct {
 	// Relay, when not 0, makes client c<Relay> a version 2 client of
 	// node R, which relays its claim to the owner (failoverrelay.go).
 	Relay int
+	// RelayFails, with Relay, lets node R die at any moment while it
+	// relays a claim (failoverrelayfail.go).
+	RelayFails bool
 
 	// Mutation, when not empty, drops one rule so that the checker must
 	// fail; see FailoverMutations.
@@ -194,6 +197,9 @@ func (c FailoverConfig) String() string {
 		float64(c.Drift)/float64(c.Unit), c.Lease, short, c.TSelf, c.T, c.Slack)
 	if c.Relay != 0 {
 		s += fmt.Sprintf("; c%d relayed through R", c.Relay)
+		if c.RelayFails {
+			s += ", which may die"
+		}
 	}
 	if c.Mutation != "" {
 		s += ", mutation " + c.Mutation
@@ -235,6 +241,10 @@ func (c FailoverConfig) Validate() error {
 		return fmt.Errorf("relay must be 0 (none) or a client, 1..%d, not %d", c.Clients, c.Relay)
 	case slices.Contains(FailoverRelayMutations, c.Mutation) && c.Relay == 0:
 		return fmt.Errorf("mutation %s needs the relay option", c.Mutation)
+	case c.RelayFails && c.Relay == 0:
+		return fmt.Errorf("relay failure needs the relay option")
+	case (c.Mutation == MutFoRelayDeathReleases || c.Mutation == MutFoRelayForeignSecret) && !c.RelayFails:
+		return fmt.Errorf("mutation %s needs the relay failure option", c.Mutation)
 	}
 	return nil
 }
@@ -381,6 +391,8 @@ const (
 	fsRGiveUp   // R gives the moving claim up
 	fsRRevoked  // the relayed client reads REVOKED
 	fsRExpire   // R ends the relayed client's session
+	fsRDie      // R dies (failoverrelayfail.go)
+	fsCReassert // the relayed client, R dead, re-asserts at an owner
 )
 
 type foStep struct {
@@ -562,8 +574,13 @@ func (nd *foNode) enqueue(c int8, ticket uint8) {
 func (m *foModel) kept(s *foState, n, c int8, what string, anywhere bool) *failure {
 	cl := &s.c[c]
 	at := cl.at
-	if m.isRelayed(c) {
+	switch {
+	case m.isRelayed(s, c):
 		at = s.r.on // the node that holds it on R's behalf
+	case m.cfg.Relay != 0 && c == m.rc && at == nodeR:
+		// R died: its owner (A, or B after a move) keeps it for the
+		// client, which has not re-asserted it yet.
+		anywhere = true
 	}
 	if m.believes(s, c) && (at == n || anywhere) && !m.cfg.noKeptCheck {
 		return fail(PropFailoverKept, "node %s %s c%d's claim while c%d still believes it holds it (anchor %d ticks ago)",
@@ -577,6 +594,9 @@ func (m *foModel) deliver(s *foState, n, c int8) (foStep, *failure) {
 	cl := &s.c[c]
 	st := foStep{kind: fsDeliver, n: n, c: c, what: cl.out}
 	rep, val, f := m.handle(s, n, c, cl.out, cl.tok, cl.mver, cl.mtick)
+	if n == nodeA && cl.out == fmReassert {
+		st.tok = val // an adoption (failoverrelayfail.go)
+	}
 	if cl.out == fmRelease {
 		cl.out = fmNone
 	} else {
@@ -644,6 +664,19 @@ func (m *foModel) handle(s *foState, n, c int8, out, tok, ver, mtick uint8) (uin
 			answer(frGone, 0)
 		}
 	case fmReassert:
+		if n == nodeA {
+			// The relayed client re-asserts at A after R died
+			// (failoverrelayfail.go): A adopts what it still keeps.
+			if m.cfg.Mutation == MutFoRelayForeignSecret {
+				f = cmp(f, m.kept(s, n, c, "refuses (secret mismatch) the re-assertion of", true))
+				answer(frGone, 0)
+				break
+			}
+			rep, val, ff := m.adoptAtOwner(s, c, tok, mtick)
+			f = cmp(f, ff)
+			answer(rep, val)
+			break
+		}
 		rep, val, ff := m.reassert(s, n, c, tok, ver, false)
 		f = cmp(f, ff)
 		answer(rep, val)
@@ -751,12 +784,13 @@ func (m *foModel) end(s *foState, c int8) {
 }
 
 // orphan: client cl stops waiting for its outstanding request; a
-// re-assertion may still reach B (one at a time; a second is lost). Other
+// re-assertion to B may still reach B (one at a time; a second is lost;
+// one to A, with the relay failure option, see failoverrelayfail.go). Other
 // requests are lost: a late claim is granted to no one who waits (B
 // grants only after the warm-up), a late heartbeat only keeps a claim
 // longer, a late release frees what its client no longer believes in.
 func (m *foModel) orphan(cl *foClient) {
-	if cl.out == fmReassert && !cl.orph {
+	if cl.out == fmReassert && cl.dst == nodeB && !cl.orph {
 		cl.orph, cl.otok, cl.over = true, cl.tok, cl.mver
 	}
 }
@@ -778,7 +812,7 @@ func (m *foModel) next(s *foState) []foSucc {
 	// Clients.
 	for c := range m.nc {
 		cl := &s.c[c]
-		viaR := m.isRelayed(c)
+		viaR := m.isRelayed(s, c)
 		send := func(kind uint8, out uint8, dst int8, mtick uint8) {
 			t := *s
 			tc := &t.c[c]
@@ -788,7 +822,11 @@ func (m *foModel) next(s *foState) []foSucc {
 			}
 			emit(t, foStep{kind: kind, c: c, n: dst, val: tc.ver}, nil)
 		}
-		if cl.out == fmNone && !viaR {
+		if cl.out == fmNone && !viaR && cl.at == nodeR && (cl.st == fcQueued || cl.st == fcHeld) {
+			// Its relaying node died: it re-asserts, or (a plain
+			// session) can do nothing.
+			m.relayLostSends(s, c, emit)
+		} else if cl.out == fmNone && !viaR {
 			switch cl.st {
 			case fcIdle:
 				if cl.ver < 2 {
@@ -897,7 +935,7 @@ func (m *foModel) next(s *foState) []foSucc {
 			c := tn.queue[0]
 			tn.dequeue(c)
 			tok, f := m.grant(&t, n, c)
-			if m.isRelayed(c) {
+			if m.isRelayed(&t, c) {
 				if tr := &t.r; tr.cst == frcLive && tr.on == n {
 					// Pushed through R.
 					tr.tok, tr.ticket = tok, 0
@@ -1192,17 +1230,27 @@ func (m *foModel) describe(s *foState, st foStep, t int) string {
 		case frGranted:
 			r += ": grants"
 		case frQueued:
-			r += ": queued"
-		case frHeld:
 			if st.what == fmReassert {
-				r += ": accepted, same token"
+				r += ": adopted from R's kept upstream session, queued at its place"
 			} else {
+				r += ": queued"
+			}
+		case frHeld:
+			switch {
+			case st.what == fmReassert && st.n == nodeA:
+				r += ": adopted from R's kept upstream session, token " + foTok(st.tok)
+			case st.what == fmReassert:
+				r += ": accepted, same token"
+			default:
 				r += ": held"
 			}
 		case frGone:
-			if st.what == fmReassert {
+			switch {
+			case st.what == fmReassert && st.n == nodeA:
+				r += ": refused 0x04, it keeps no such claim for this client"
+			case st.what == fmReassert:
 				r += ": refused, a conflicting claim is held here"
-			} else {
+			default:
 				r += ": no such claim"
 			}
 		case frRetry:

@@ -10,8 +10,9 @@ import (
 // traces) is a version 2 client connected to node R, which owns nothing
 // and relays its claim through an upstream session to the name's owner
 // (server/relay2.go, server/move.go; docs/cluster.md "Relaying a version
-// 2 session"). R never fails itself and stays in contact with Q and B
-// (one failure at a time: A is the one that fails). R's rules, as built:
+// 2 session"). R stays in contact with Q and B, and never fails itself
+// unless FailoverConfig.RelayFails lets it die (failoverrelayfail.go),
+// which may then combine with A's failure. R's rules, as built:
 //
 //   - The anchor rule through the relay (relayState.confirmedAfter): R
 //     answers a request of c1's that it read at r (its CLAIM; its
@@ -89,8 +90,8 @@ import (
 // patience of an in-flight re-assertion (R stays in contact with B).
 //
 // Not modelled: more than one relayed claim or relayed client; a relaying
-// node that fails (the owner keeps its claims for the lease: the existing
-// model's silent client); a re-assertion at A whose upstream ended before
+// node that fails, except with RelayFails (failoverrelayfail.go, which
+// says what it leaves out); a re-assertion at A whose upstream ended before
 // A answered it and that A reads afterwards (it would only refresh A's
 // record of a claim A still keeps, as a late heartbeat does); planned
 // moves (MOVED); claims attached without their CLAIM (AttachRelayed:
@@ -117,15 +118,26 @@ const (
 	// record says: after it expired the claim (and perhaps granted the
 	// name anew) it installs the claim again with its old token.
 	MutFoRelayAdoptExpired = "relay-adopt-expired"
+	// MutFoRelayDeathReleases, with FailoverConfig.RelayFails, has the
+	// owner end the relayed claim at once when R dies (its upstream
+	// breaks), as an owner did before hop header version 3, instead of
+	// keeping it for the lease.
+	MutFoRelayDeathReleases = "relay-death-releases"
+	// MutFoRelayForeignSecret, with FailoverConfig.RelayFails, has R's
+	// upstream carry the hash of a secret of R's own instead of its
+	// client's: the owner keeps the claim when R dies, but refuses the
+	// client's own re-assertion of it (the secret does not match).
+	MutFoRelayForeignSecret = "relay-foreign-secret"
 )
 
 // relayBelief reports whether R keeps to the belief window.
 func (c FailoverConfig) relayBelief() bool { return c.Mutation != MutFoRelayReassertUnbelieved }
 
 // FailoverRelayMutations lists the mutations of the relay option; each
-// needs FailoverConfig.Relay.
+// needs FailoverConfig.Relay, and MutFoRelayDeathReleases and
+// MutFoRelayForeignSecret also FailoverConfig.RelayFails.
 var FailoverRelayMutations = []string{MutFoRelayUnconfirmed, MutFoRelayAnswersAfterGiveUp, MutFoRelayReassertUnbelieved,
-	MutFoRelayAdoptExpired}
+	MutFoRelayAdoptExpired, MutFoRelayDeathReleases, MutFoRelayForeignSecret}
 
 // The relayed claim at R.
 const (
@@ -152,9 +164,16 @@ type foRelay struct {
 	mv     int16 // ticks since the claim began moving
 	rd     bool  // R has read c1's outstanding request, idle ticks ago
 	idle   int16 // ticks since R last heard from c1
+	dead   bool  // R died (FailoverConfig.RelayFails): every field above is zero
+	plain  bool  // ... and c1's session was not resumable: it cannot re-assert
 }
 
-func (m *foModel) isRelayed(c int8) bool { return m.cfg.Relay != 0 && c == m.rc }
+// isRelayed reports whether client c is the relayed client and its
+// relaying node R is alive (once R died it is a client of its owners,
+// failoverrelayfail.go).
+func (m *foModel) isRelayed(s *foState, c int8) bool {
+	return m.cfg.Relay != 0 && c == m.rc && !s.r.dead
+}
 
 // relayAnswer is R's answer to c1's outstanding request when R may send
 // it now (frNone: not yet).
@@ -200,6 +219,12 @@ func (m *foModel) relayAnswer(s *foState) (uint8, uint8) {
 
 // relaySteps emits c1's requests and R's steps.
 func (m *foModel) relaySteps(s *foState, emit func(foState, foStep, *failure)) {
+	if s.r.dead {
+		return
+	}
+	if m.cfg.RelayFails {
+		m.relayDies(s, emit)
+	}
 	cl, r := &s.c[m.rc], &s.r
 	c := m.rc
 	// c1's requests, all to R.
@@ -457,6 +482,9 @@ func (m *foModel) relayEnd(s *foState, what string) *failure {
 // reached takes effect (a give-up does in relayNorm).
 func (m *foModel) relayTick(s *foState) *failure {
 	r := &s.r
+	if r.dead {
+		return nil
+	}
 	if r.cst == frcPending || r.cst == frcLive || r.cst == frcMoving {
 		r.idle = min(r.idle+1, m.sxMax)
 		if r.idle >= m.sxMax {
@@ -505,6 +533,7 @@ func (m *foModel) appendRelayKey(b []byte, s *foState) []byte {
 	i16(r.mv)
 	b = append(b, b2u(r.rd))
 	i16(r.idle)
+	b = append(b, b2u(r.dead), b2u(r.plain))
 	return b
 }
 
@@ -571,6 +600,8 @@ func (m *foModel) describeRelay1(s *foState, st foStep, at string, r *foRelay, n
 		return at + fmt.Sprintf("node R's clock may have counted L/2 since c1's claim began moving (%d ticks ago): it gives it up, REVOKED to c1", r.mv)
 	case fsRRevoked:
 		return at + "c1 reads REVOKED from node R: its claim is over"
+	case fsRDie, fsCReassert:
+		return m.describeRelayFail(s, st, at)
 	case fsRExpire:
 		return at + fmt.Sprintf("node R has not heard from c1 for %d ticks (its clock may be past the lease): it ends c1's session and closes its upstream", r.idle)
 	}

@@ -141,12 +141,130 @@ func TestFailoverRelayConfigValidate(t *testing.T) {
 		{Clients: 2, Lives: 1, Unit: 10, Drift: 1, Lease: 40, ShortLease: 20, TSelf: 20, T: 25, Relay: 3},
 		{Clients: 2, Lives: 1, Unit: 10, Drift: 1, Lease: 40, ShortLease: 20, TSelf: 20, T: 25, Relay: -1},
 		{Clients: 2, Lives: 1, Unit: 10, Drift: 1, Lease: 40, ShortLease: 20, TSelf: 20, T: 25, Mutation: MutFoRelayUnconfirmed},
+		{Clients: 2, Lives: 1, Unit: 10, Drift: 1, Lease: 40, ShortLease: 20, TSelf: 20, T: 25, RelayFails: true},
+		{Clients: 2, Lives: 1, Unit: 10, Drift: 1, Lease: 40, ShortLease: 20, TSelf: 20, T: 25, Relay: 2, Mutation: MutFoRelayDeathReleases},
 	} {
 		if c.Validate() == nil {
 			t.Errorf("%+v: valid", c)
 		}
 	}
-	if err := relayConfig().Validate(); err != nil {
-		t.Error(err)
+	for _, c := range []FailoverConfig{relayConfig(), relayFailsConfig()} {
+		if err := c.Validate(); err != nil {
+			t.Error(err)
+		}
 	}
+}
+
+// relayFailsConfig is relayConfig with the relaying node's failure.
+func relayFailsConfig() FailoverConfig {
+	cfg := relayConfig()
+	cfg.RelayFails = true
+	return cfg
+}
+
+// TestFailoverRelayFails checks the relayed configuration in which R may
+// die (the owner keeps the relayed claim for the lease; a resumable
+// client re-asserts it at the owner, a plain one cannot) and, on the
+// same exploration, that it holds not for lack of behaviour.
+func TestFailoverRelayFails(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("skipped under -race or -short")
+	}
+	behaviours := [...]string{
+		"R dies while its resumable client believes",
+		"R dies while its plain client believes",
+		"A adopts the client's re-assertion after R died, with the old token, while the client believes",
+		"A adopts the client's re-assertion of a queued claim after R died, at its place",
+		"A adopts the client's re-assertion of a queued claim it promoted after R died, as held",
+		"the client, adopted at A after R died, has a heartbeat answered by A while it believes",
+		"B accepts the client's re-assertion after R died, with the old token, while the client believes",
+		"B takes the client's re-queue with A's ticket after R died",
+		"R dies with its re-assertion to B in flight",
+		"R dies while the claim moves",
+		"R dies while the client's CLAIM waits, granted at A",
+		"A expires the claim of the plain client after R died",
+		"A expires the claim of the resumable client after R died, never re-asserted",
+		"A promotes the other client after the claim of R's dead client expired",
+	}
+	var reached [len(behaviours)]bool
+	rc := int8(1)
+	rep := checkFailover(relayFailsConfig(), func(s *foState, st foStep) {
+		cl := &s.c[rc]
+		switch {
+		case st.kind == fsRDie && cl.st == fcHeld:
+			reached[st.val] = true // 0: resumable, 1: plain
+			if s.r.uo == fmReassert && s.r.to == nodeB && s.r.tok != 0 {
+				reached[8] = true
+			}
+			if s.r.cst == frcMoving {
+				reached[9] = true
+			}
+		case st.kind == fsRDie && cl.st == fcPending && s.r.cst == frcLive && s.n[nodeA].rec[rc].st == frecHeld:
+			reached[10] = true
+		case st.kind == fsDeliver && st.c == rc && st.n == nodeA && st.what == fmReassert:
+			switch {
+			case st.val == frHeld && cl.st == fcHeld && cl.tok == st.tok:
+				reached[2] = true
+			case st.val == frQueued && cl.st == fcQueued:
+				reached[3] = true
+			case st.val == frHeld && cl.st == fcQueued:
+				reached[4] = true
+			}
+		case st.kind == fsDeliver && st.c == rc && st.n == nodeA && st.what == fmHeartbeat && st.val == frHeld && s.r.dead && cl.st == fcHeld:
+			reached[5] = true
+		case st.kind == fsDeliver && st.c == rc && st.n == nodeB && s.r.dead && cl.at == nodeR:
+			switch {
+			case st.what == fmReassert && st.val == frHeld && cl.st == fcHeld:
+				reached[6] = true
+			case st.what == fmClaim && cl.mtick != 0 && (st.val == frQueued || st.val == frGranted):
+				reached[7] = true
+			}
+		case st.kind == fsExpire && st.n == nodeA && st.c == rc && s.r.dead && st.what == frecHeld:
+			if s.r.plain {
+				reached[11] = true
+			} else if cl.at == nodeR || cl.st == fcDone {
+				reached[12] = true
+			}
+		case st.kind == fsPromote && st.n == nodeA && st.c != rc && s.r.dead && s.n[nodeA].rec[rc].st == frecNone:
+			reached[13] = true
+		}
+	})
+	t.Log(rep)
+	if rep.Violation != nil {
+		t.Fatal(rep.Violation)
+	}
+	// Pinned so that a change in the model is noticed (docs/verification.md
+	// quotes it).
+	if want := 6343789; rep.States != want {
+		t.Errorf("%d states, docs/verification.md says %d", rep.States, want)
+	}
+	for i, ok := range reached {
+		if !ok {
+			t.Errorf("never reached: %s", behaviours[i])
+		}
+	}
+}
+
+// TestFailoverRelayDeathReleases: an owner that ends a relayed session's
+// claims at once when its upstream breaks (hop header version 2, before
+// the owner kept them) ends the claim of a client whose relaying node
+// died while the client still believes; without that check, it grants the
+// name to the next client while the first still believes.
+func TestFailoverRelayDeathReleases(t *testing.T) {
+	cfg := relayFailsConfig()
+	cfg.Mutation = MutFoRelayDeathReleases
+	expectCounterexample(t, CheckFailover(cfg), PropFailoverKept, 5, "node R dies")
+	cfg.noKeptCheck = true
+	expectCounterexample(t, CheckFailover(cfg), PropFailoverOneBeliever, 9, "node R dies: its upstream to the owner and c2's connection to R break; node A ends c2's claim at once")
+}
+
+// TestFailoverRelayForeignSecret: R's upstream must carry the hash of its
+// client's own secret. With one that the client does not hold, the owner
+// keeps the claim when R dies but refuses the client's re-assertion of it
+// while the client believes.
+func TestFailoverRelayForeignSecret(t *testing.T) {
+	cfg := relayFailsConfig()
+	cfg.Mutation = MutFoRelayForeignSecret
+	expectCounterexample(t, CheckFailover(cfg), PropFailoverKept, 7,
+		"node A reads c2's RE-ASSERT (sent 0 ticks ago): refused 0x04")
 }

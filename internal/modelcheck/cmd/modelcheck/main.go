@@ -11,7 +11,7 @@
 //	modelcheck -model=cluster -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 -v1=1 [-mutation=grant-before-told]
 //	modelcheck -model=cluster-continue -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=release-at-host]
 //	modelcheck -model=ranges -owners=3 -positions=2 [-files=2] [-flock] [-nowait] [-mutation=overtake-waiter]
-//	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-relay=2] [-mutation=no-tself]
+//	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-relay=2 [-relay-fails]] [-mutation=no-tself]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
 // the shortest counterexample) and 2 on bad flags.
@@ -73,6 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		removal  = fs.Int("removal", fdef.T, "failover: the leader removes a node silent this long (T), in units")
 		slack    = fs.Int("slack", fdef.Slack, "failover: warm-up W = the largest committed lease + slack, in units")
 		relay    = fs.Int("relay", 0, "failover: client (1..clients) that node R relays to the owner (a version 2 client of a relaying node); 0: none")
+		rfails   = fs.Bool("relay-fails", false, "failover with -relay: node R may die while it relays the claim")
 		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, cluster-continue, ranges, failover: drop one rule so that the check must fail; claims: "+
 			strings.Join(modelcheck.ClaimsMutations, ", ")+"; session: "+strings.Join(modelcheck.SessionMutations, ", ")+"; dirlock seed: "+
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
@@ -199,7 +200,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// own defaults unless given.
 		cfg := modelcheck.FailoverConfig{Clients: fdef.Clients, Shared: *shared, Lives: fdef.Lives, Unit: *unit, Drift: *drift,
 			Lease: fdef.Lease, ShortLease: *short, TSelf: *tself, T: *removal, Slack: *slack, Mutation: *mutation,
-			Relay: *relay}
+			Relay: *relay, RelayFails: *rfails}
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
 			case "clients":
