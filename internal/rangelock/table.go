@@ -576,3 +576,35 @@ type Counts struct {
 func (t *Table) Counts() Counts {
 	return Counts{Files: len(t.files), Ranges: t.ranges, Waiters: t.waiters}
 }
+
+// SessionsOn returns, for each key that match accepts, the sessions that
+// hold a lock on it (held) and those that only wait there (waiting), in
+// no particular order. It is what a cluster node needs when a planned
+// change moves keys away.
+func (t *Table) SessionsOn(match func(key string) bool) (held map[string][]SessionID, waiting []SessionID) {
+	holds := map[SessionID]bool{}
+	waits := map[SessionID]bool{}
+	for fk, f := range t.files {
+		if !match(fk.key) {
+			continue
+		}
+		for _, h := range f.holders {
+			if held == nil {
+				held = map[string][]SessionID{}
+			}
+			if !slices.Contains(held[fk.key], h.owner.Session) {
+				held[fk.key] = append(held[fk.key], h.owner.Session)
+			}
+			holds[h.owner.Session] = true
+		}
+		for _, w := range f.queue {
+			waits[w.owner.Session] = true
+		}
+	}
+	for sid := range waits {
+		if !holds[sid] {
+			waiting = append(waiting, sid)
+		}
+	}
+	return held, waiting
+}
