@@ -199,3 +199,25 @@ func TestClusterRangeMoveGated(t *testing.T) {
 		t.Errorf("conflict names %q, want host-d", f.Label)
 	}
 }
+
+// TestClusterRangeRelayedReqInUse: a relayed waiting set whose req is
+// used again by a second waiting set keeps its place: the owner refuses
+// the second (0x0b), and a cancel still reaches the first.
+func TestClusterRangeRelayedReqInUse(t *testing.T) {
+	t.Parallel()
+	owner, r1 := startRangeRelay(t)
+	a := r1.dialV2(t, longLease, "host-a")
+	b := owner.dialV2(t, longLease, "host-b")
+	w := protocol.LockWrite
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 3, 0, eof, "f"))
+	b.expectRange(1, protocol.RangeGranted)
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 7, 0, eof, "f"))
+	a.expectRange(1, protocol.RangeQueued)
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 8, 0, eof, "f"))
+	a.expectRange(1, protocol.RangeReqInUse)
+	a.mustWrite(rangeFrame(1, protocol.RangeCancel, 0, 0, 0, 0, 0, "f"))
+	a.expectRange(1, protocol.RangeCancelled)
+	b.mustWrite(rangeFrame(2, protocol.RangeUnlock, 0, 0, 3, 0, eof, "f"))
+	b.expectRange(2, protocol.RangeDone)
+	a.expectSilenceV2(100 * time.Millisecond)
+}

@@ -69,7 +69,9 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 	u := s.upstreamLocked(rel, addr)
 	slot := &outEntry{pending: true, at: rel.readAt, up: u}
 	rel.add(v, slot)
-	if f.Op == protocol.RangeSet && f.Flags&protocol.RangeWait != 0 {
+	if f.Op == protocol.RangeSet && f.Flags&protocol.RangeWait != 0 && rel.rangeWaits[f.Claim] == nil {
+		// (A req that names a waiting set already is the owner's to
+		// refuse, 0x0b; the set keeps its place here.)
 		if rel.rangeWaits == nil {
 			rel.rangeWaits = map[uint32]*upstream{}
 		}
@@ -131,7 +133,7 @@ func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 	case st == protocol.RangeGranted, st == protocol.RangeQueued:
 		u.ranges = true
 	}
-	if fr.f.Status != protocol.RangeQueued && rel.rangeWaits[r.req] == u {
+	if st := fr.f.Status; st != protocol.RangeQueued && st != protocol.RangeReqInUse && rel.rangeWaits[r.req] == u {
 		delete(rel.rangeWaits, r.req)
 	}
 }
