@@ -76,6 +76,11 @@ type ClusterRangesConfig struct {
 	Drift int // a clock advances Unit±Drift units per tick: ρ = Drift/Unit
 	Lease int // the clients' lease L
 
+	// Waiter, with Move and a direct c1, adds client w, which asks P for
+	// a conflicting range lock and waits (a blocking set) behind c1's.
+	Waiter      bool
+	WaiterLease int // w's lease (0: Lease)
+
 	// Mutation, when not empty, drops one rule so that the checker must
 	// fail; see ClusterRangesMutations.
 	Mutation string
@@ -83,7 +88,8 @@ type ClusterRangesConfig struct {
 
 // DefaultClusterRangesConfigs are the configurations always checked: the
 // planned move of a direct client's lock, the loss of a relayed client's
-// hop, and the planned move of a relayed client's lock; a tick of 10
+// hop, the planned move of a relayed client's lock, and the planned move
+// of a direct client's lock with a waiter of the same lease; a tick of 10
 // units with a drift of 1 (ρ = 0.1, close to the 1/9 above which the
 // give-up rule itself fails) and a lease of 40 (four ticks).
 func DefaultClusterRangesConfigs() []ClusterRangesConfig {
@@ -91,6 +97,7 @@ func DefaultClusterRangesConfigs() []ClusterRangesConfig {
 		{Move: true, Unit: 10, Drift: 1, Lease: 40},
 		{Relay: true, Unit: 10, Drift: 1, Lease: 40},
 		{Relay: true, Move: true, Unit: 10, Drift: 1, Lease: 40},
+		{Move: true, Waiter: true, Unit: 10, Drift: 1, Lease: 40},
 	}
 }
 
@@ -127,12 +134,25 @@ func (c ClusterRangesConfig) String() string {
 	} else {
 		parts = append(parts, "c1 direct")
 	}
+	if c.Waiter {
+		parts = append(parts, "w waits at P")
+	}
 	s := fmt.Sprintf("%s; tick %d±%d units (ρ = %.3f); lease %d", strings.Join(parts, ", "), c.Unit, c.Drift,
 		float64(c.Drift)/float64(c.Unit), c.Lease)
+	if c.Waiter {
+		s += fmt.Sprintf(", w's %d", c.waiterLease())
+	}
 	if c.Mutation != "" {
 		s += ", mutation " + c.Mutation
 	}
 	return s
+}
+
+func (c ClusterRangesConfig) waiterLease() int {
+	if c.WaiterLease == 0 {
+		return c.Lease
+	}
+	return c.WaiterLease
 }
 
 // Validate reports bounds the checker cannot explore.
@@ -150,6 +170,10 @@ func (c ClusterRangesConfig) Validate() error {
 		return fmt.Errorf("mutation must be one of %s, not %q", strings.Join(ClusterRangesMutations, ", "), c.Mutation)
 	case (c.Mutation == MutCrGateShort || c.Mutation == MutCrAnswerAfterExport) && !c.Move:
 		return fmt.Errorf("mutation %s needs the move option", c.Mutation)
+	case c.Waiter && (!c.Move || c.Relay):
+		return fmt.Errorf("the waiter needs the move option and a direct c1")
+	case c.WaiterLease < 0 || c.WaiterLease > 20*c.Unit:
+		return fmt.Errorf("the waiter's lease must be 0..%d (20 ticks), not %d", 20*c.Unit, c.WaiterLease)
 	case (c.Mutation == MutCrOwnerDropsRelayed || c.Mutation == MutCrRelayUnconfirmed) && !c.Relay:
 		return fmt.Errorf("mutation %s needs the relay option", c.Mutation)
 	}
@@ -162,6 +186,14 @@ const (
 	crPending              // its LOCK is outstanding
 	crHeld                 // holds and believes: a give-up or an ERROR read ends it
 	crDone                 // no lock, and will ask no more
+	crQueued               // w: its blocking set waits at P
+)
+
+// P's record of w's request.
+const (
+	wrNone uint8 = iota
+	wrQueued
+	wrHeld
 )
 
 // Requests.
@@ -197,17 +229,29 @@ type crState struct {
 
 	c2 bool // c2 was granted and believes
 
+	// w, with Waiter: as c1, and P's record of it.
+	w      uint8
+	wAnc   int8
+	wOut   uint8
+	wSent  int8
+	wErr   bool
+	wRec   uint8
+	wSeen  int8
+	wEnded bool // P ended w's session (ERROR 0x01 sent)
+
 	// The owner (P, also O of the relay): the session that holds c1's
 	// lock (c1's own, or R's upstream session).
 	lk     bool // it holds c1's lock
 	seen   int8 // ticks since the owner last read from that session
 	ended  bool // the owner ended that session (expiry, export, hop seen ended)
+	told   bool // P sent c1 ERROR 0x01 (a direct c1 with the move)
 	hopCut bool // the owner saw R's upstream session end: reads nothing more
 
 	// The move.
 	mv   uint8
-	gate int8 // ticks since N installed the gate
-	g    bool // the gate is the holders' lease (false: no holder at the export)
+	gate int8  // ticks since N installed the gate
+	g    uint8 // the gate: 0 none (no holder at the export), 1 c1's lease, 2 w's lease, 3 both
+	pend uint8 // sessions the export must still end: 1 c1's, 2 w's
 
 	// R, with Relay.
 	rq     uint8 // c1's request R read and has not answered
@@ -241,6 +285,15 @@ const (
 	ckRAnswer  // R answers c1, which reads it at once
 	ckRUpEnd   // R notices its upstream ended: ends c1's session (ERROR 0x03)
 	ckOwnerCut // the owner sees R's upstream session end
+	ckEnd      // P ends a session the export named (what: 1 c1's, 2 w's): ERROR 0x01
+	ckHangUp   // P sees a direct client's connection end (what: 1 c1, 2 w): drops its locks
+	ckPromote  // P grants w, whose set waited, and pushes PROMOTED
+	ckWSend    // w sends its blocking set or a PING to P
+	ckWLost    // w's request is lost
+	ckWDeliver // P reads w's request
+	ckWGiveUp
+	ckWReadErr
+	ckWExpire // P's clock may have counted w's lease since it last read from w
 )
 
 type crStep struct {
@@ -249,12 +302,14 @@ type crStep struct {
 }
 
 type crModel struct {
-	cfg        ClusterRangesConfig
-	clk        *foModel // the failover model's timer windows
-	gMin, gMax int8     // c1's clock passes 0.8·L
-	eMin       int8     // the owner's clock passes L since it last read
-	gateMin    int8     // N's clock may have counted G since the install
-	cap        int8     // clamp of R's counters
+	cfg          ClusterRangesConfig
+	clk          *foModel // the failover model's timer windows
+	gMin, gMax   int8     // c1's clock passes 0.8·L
+	eMin         int8     // the owner's clock passes L since it last read
+	wgMin, wgMax int8     // w's clock passes 0.8 × its lease
+	weMin        int8     // P's clock passes w's lease since it last read from w
+	gateMin      [4]int8  // N's clock may have counted G since the install, by gate
+	cap          int8     // clamp of R's counters
 }
 
 func newCrModel(cfg ClusterRangesConfig) *crModel {
@@ -263,18 +318,30 @@ func newCrModel(cfg ClusterRangesConfig) *crModel {
 	m := &crModel{cfg: cfg, clk: clk}
 	m.gMin, m.gMax = int8(clk.mayPass(l*4/5)), int8(clk.mustPass(l*4/5))
 	m.eMin = int8(clk.mayPass(l))
-	m.gateMin = int8(clk.mayReach(m.gateUnits()))
+	wl := int16(cfg.waiterLease())
+	m.wgMin, m.wgMax = int8(clk.mayPass(wl*4/5)), int8(clk.mustPass(wl*4/5))
+	m.weMin = int8(clk.mayPass(wl))
+	for g := range uint8(4) {
+		m.gateMin[g] = int8(clk.mayReach(m.gateUnits(g)))
+	}
 	m.cap = m.gMax + 1
 	return m
 }
 
 // gateUnits is G: the longest lease of the sessions that held range locks
-// on the key at the export.
-func (m *crModel) gateUnits() int16 {
+// on the key at the export (g: 1 c1's session, 2 w's, 3 both).
+func (m *crModel) gateUnits(g uint8) int16 {
 	if m.cfg.Mutation == MutCrGateShort {
 		return 0
 	}
-	return int16(m.cfg.Lease)
+	var G int16
+	if g&1 != 0 {
+		G = int16(m.cfg.Lease)
+	}
+	if g&2 != 0 {
+		G = max(G, int16(m.cfg.waiterLease()))
+	}
+	return G
 }
 
 func (m *crModel) initial() crState {
@@ -292,13 +359,13 @@ func (m *crModel) ownerServes(s *crState) bool {
 	if !s.ended {
 		return true
 	}
-	return m.cfg.Mutation == MutCrAnswerAfterExport && s.g // the export ended it
+	return m.cfg.Mutation == MutCrAnswerAfterExport && s.mv >= mvExported && (s.told || m.cfg.Relay && s.g != 0) // the export ended it
 }
 
 // ownerLock has the owner handle a LOCK on the key from c1's session:
 // granted or refused.
 func (m *crModel) ownerLock(s *crState) uint8 {
-	if s.mv >= mvFrozen || s.c2 || s.ended {
+	if s.mv >= mvFrozen || s.c2 || s.ended || s.wRec != wrNone {
 		return crResRefused
 	}
 	s.lk, s.seen = true, 0
@@ -311,7 +378,7 @@ func (m *crModel) c2Grantable(s *crState) bool {
 		return false
 	}
 	if m.cfg.Move {
-		return s.mv == mvSwitched && (!s.g || s.gate >= m.gateMin)
+		return s.mv == mvSwitched && s.gate >= m.gateMin[s.g]
 	}
 	return !s.lk
 }
@@ -321,8 +388,13 @@ func (m *crModel) next(s *crState) []succ[crState, crStep] {
 	emit := func(t crState, st crStep) {
 		m.norm(&t)
 		var f *failure
-		if t.c1 == crHeld && t.c2 {
+		switch {
+		case t.c1 == crHeld && t.c2:
 			f = fail(PropClusterRangesOneHolder, "c1 (anchor %d ticks ago) and c2 both believe they hold conflicting range locks on the key", t.anc)
+		case t.w == crHeld && t.c2:
+			f = fail(PropClusterRangesOneHolder, "w (anchor %d ticks ago) and c2 both believe they hold conflicting range locks on the key", t.wAnc)
+		case t.w == crHeld && t.c1 == crHeld:
+			f = fail(PropClusterRangesOneHolder, "c1 and w both believe they hold conflicting range locks on the key")
 		}
 		out = append(out, succ[crState, crStep]{step: st, to: t, f: f})
 	}
@@ -389,10 +461,40 @@ func (m *crModel) next(s *crState) []succ[crState, crStep] {
 	// The owner.
 	if s.lk && s.seen >= m.eMin {
 		t := *s
-		t.lk, t.ended = false, true
+		m.dropC1(&t)
 		emit(t, crStep{kind: ckExpire})
 	}
+	if !relay && s.lk && s.c1 == crDone {
+		// c1 gave up or read its ERROR and hung up (or died).
+		t := *s
+		m.dropC1(&t)
+		emit(t, crStep{kind: ckHangUp, what: 1})
+	}
+	if m.cfg.Waiter {
+		m.waiterSteps(s, emit)
+	}
 	// The move.
+	for _, who := range [...]uint8{1, 2} {
+		if s.pend&who == 0 {
+			continue
+		}
+		// P ends the sessions the export named, one at a time, in any
+		// order (Export's closeWithError loop, after srv.mu is released).
+		t := *s
+		t.pend &^= who
+		if who == 1 {
+			t.told, t.ended = true, true
+			if t.c1 != crDone {
+				t.err = true // ERROR 0x01 on its way to c1
+			}
+		} else {
+			t.wEnded = true
+			if t.w != crDone {
+				t.wErr = true
+			}
+		}
+		emit(t, crStep{kind: ckEnd, what: who})
+	}
 	if m.cfg.Move {
 		t := *s
 		switch s.mv {
@@ -402,15 +504,28 @@ func (m *crModel) next(s *crState) []succ[crState, crStep] {
 		case mvFrozen:
 			t.mv = mvExported
 			if t.lk {
-				t.g, t.lk, t.ended = true, false, true
-				if !relay && t.c1 != crDone {
-					t.err = true // ERROR 0x01 on its way to c1
-				}
+				t.g |= 1
 			}
-			emit(t, crStep{kind: ckExport, what: b2u(s.lk)})
+			if t.wRec == wrHeld {
+				t.g |= 2
+			}
+			switch {
+			case relay && t.lk:
+				// R's upstream session ends (R notices at any moment);
+				// P keeps nothing of it that matters any more.
+				t.lk, t.ended = false, true
+			case t.lk:
+				t.pend |= 1
+			}
+			if t.wRec != wrNone {
+				t.pend |= 2
+			}
+			emit(t, crStep{kind: ckExport, what: t.g})
 		case mvExported:
-			t.mv, t.gate = mvInstalled, 0
-			emit(t, crStep{kind: ckInstall})
+			if s.pend == 0 {
+				t.mv, t.gate = mvInstalled, 0
+				emit(t, crStep{kind: ckInstall})
+			}
 		case mvInstalled:
 			t.mv = mvSwitched
 			emit(t, crStep{kind: ckSwitch})
@@ -425,6 +540,83 @@ func (m *crModel) next(s *crState) []succ[crState, crStep] {
 		emit(t, crStep{kind: ckTick})
 	}
 	return out
+}
+
+// dropC1: the owner drops c1's lock and ends the session that held it;
+// w, if it waits, is granted at once (the range table's CloseSession),
+// and told PROMOTED if its own session is not ended yet.
+func (m *crModel) dropC1(s *crState) {
+	s.lk, s.ended = false, true
+	if s.wRec == wrQueued {
+		s.wRec = wrHeld
+		if !s.wEnded && s.w == crQueued {
+			s.w = crHeld // the push is read at once; it does not move the anchor
+		}
+	}
+}
+
+// wDone: w has no lock and asks no more.
+func (m *crModel) wDone(s *crState) {
+	s.w, s.wAnc, s.wOut, s.wSent, s.wErr = crDone, 0, crNone, 0, false
+}
+
+// waiterSteps are w's steps and P's about w: w is a direct client of P
+// whose blocking set waits behind c1's lock.
+func (m *crModel) waiterSteps(s *crState, emit func(crState, crStep)) {
+	switch {
+	case s.wOut == crNone && s.w == crIdle:
+		t := *s
+		t.w, t.wOut, t.wSent = crPending, crLock, 0
+		emit(t, crStep{kind: ckWSend, what: crLock})
+	case s.wOut == crNone && (s.w == crHeld || s.w == crQueued):
+		t := *s
+		t.wOut, t.wSent = crPing, 0
+		emit(t, crStep{kind: ckWSend, what: crPing})
+	case s.wOut != crNone:
+		t := *s
+		if t.wOut == crLock {
+			m.wDone(&t)
+		} else {
+			t.wOut, t.wSent = crNone, 0
+		}
+		emit(t, crStep{kind: ckWLost, what: s.wOut})
+		t = *s
+		what := t.wOut
+		t.wOut = crNone
+		switch {
+		case what == crLock && (t.mv >= mvFrozen || t.c2):
+			m.wDone(&t)
+		case what == crLock && t.lk:
+			t.w, t.wAnc, t.wRec, t.wSeen = crQueued, t.wSent, wrQueued, 0
+		case what == crLock:
+			t.w, t.wAnc, t.wRec, t.wSeen = crHeld, t.wSent, wrHeld, 0
+		case t.wRec != wrNone && !t.wEnded:
+			t.wSeen = 0
+			t.wAnc = min(t.wAnc, t.wSent)
+		}
+		t.wSent = 0
+		emit(t, crStep{kind: ckWDeliver, what: what})
+	}
+	if (s.w == crHeld || s.w == crQueued) && s.wAnc >= m.wgMin {
+		t := *s
+		m.wDone(&t)
+		emit(t, crStep{kind: ckWGiveUp})
+	}
+	if s.wErr {
+		t := *s
+		m.wDone(&t)
+		emit(t, crStep{kind: ckWReadErr})
+	}
+	if s.wRec != wrNone && s.wSeen >= m.weMin {
+		t := *s
+		t.wRec, t.wEnded = wrNone, true
+		emit(t, crStep{kind: ckWExpire})
+	}
+	if s.wRec != wrNone && s.w == crDone {
+		t := *s
+		t.wRec, t.wEnded = wrNone, true
+		emit(t, crStep{kind: ckHangUp, what: 2})
+	}
 }
 
 func (m *crModel) relaySteps(s *crState, emit func(crState, crStep)) {
@@ -529,8 +721,22 @@ func (m *crModel) tick(s *crState) {
 	if s.lk {
 		s.seen = min(s.seen+1, m.eMin)
 	}
-	if s.mv >= mvInstalled && s.g {
-		s.gate = min(s.gate+1, m.gateMin)
+	if s.mv >= mvInstalled {
+		s.gate = min(s.gate+1, m.gateMin[s.g])
+	}
+	if m.cfg.Waiter {
+		if s.w == crHeld || s.w == crQueued {
+			s.wAnc = min(s.wAnc+1, m.wgMax)
+		}
+		if s.wOut != crNone {
+			s.wSent = min(s.wSent+1, m.wgMax)
+		}
+		if (s.w == crHeld || s.w == crQueued) && s.wAnc >= m.wgMax || s.w == crPending && s.wSent >= m.wgMax {
+			m.wDone(s)
+		}
+		if s.wRec != wrNone {
+			s.wSeen = min(s.wSeen+1, m.weMin)
+		}
 	}
 	if s.rq != crNone {
 		s.rRead = min(s.rRead+1, m.gMax) // c1, whose request is older, has given up by then
@@ -546,6 +752,12 @@ func (m *crModel) norm(s *crState) {
 	if !s.lk {
 		s.seen = 0
 	}
+	if s.wRec == wrNone {
+		s.wSeen = 0
+	}
+	if s.w == crDone {
+		s.wAnc, s.wOut, s.wSent, s.wErr = 0, crNone, 0, false
+	}
 	if !s.upOpen || s.upEnd && s.up == crNone {
 		s.conf = m.cap
 	} else if s.rq == crNone {
@@ -560,8 +772,9 @@ func (m *crModel) norm(s *crState) {
 
 func (m *crModel) key(s *crState) string {
 	return string([]byte{s.c1, byte(s.anc), s.out, byte(s.sent), b2u(s.err), b2u(s.c2), b2u(s.lk), byte(s.seen),
-		b2u(s.ended), b2u(s.hopCut), s.mv, byte(s.gate), b2u(s.g), s.rq, byte(s.rRead), s.rRes, s.up,
-		byte(s.upSent), byte(s.conf), b2u(s.upOpen), b2u(s.upEnd)})
+		b2u(s.ended), b2u(s.hopCut), s.mv, byte(s.gate), s.g, s.rq, byte(s.rRead), s.rRes, s.up,
+		byte(s.upSent), byte(s.conf), b2u(s.upOpen), b2u(s.upEnd), b2u(s.told), s.pend,
+		s.w, byte(s.wAnc), s.wOut, byte(s.wSent), b2u(s.wErr), s.wRec, byte(s.wSeen), b2u(s.wEnded)})
 }
 
 func (st crStep) String() string { return fmt.Sprintf("%d/%d", st.kind, st.what) }
@@ -607,25 +820,82 @@ func (m *crModel) describe(s *crState, st crStep, t int) string {
 		n := owner
 		if m.cfg.Move {
 			n = "N"
-			if s.g {
-				return at + fmt.Sprintf("c2 asks N for a conflicting range lock: granted (gate G = %d units, installed %d ticks ago)", m.gateUnits(), s.gate)
+			if s.g != 0 {
+				return at + fmt.Sprintf("c2 asks N for a conflicting range lock: granted (gate G = %d units, installed %d ticks ago)", m.gateUnits(s.g), s.gate)
 			}
 		}
 		return at + fmt.Sprintf("c2 asks %s for a conflicting range lock: granted", n)
 	case ckExpire:
-		return at + fmt.Sprintf("%s's clock may have counted L since it last read from c1's session (%d ticks ago): drops its range lock", owner, s.seen)
+		r := at + fmt.Sprintf("%s's clock may have counted L since it last read from c1's session (%d ticks ago): drops its range lock", owner, s.seen)
+		if s.wRec == wrQueued {
+			if s.wEnded {
+				r += "; grants w, which waited (its session is ended: no push)"
+			} else {
+				r += "; grants w, which waited, and pushes PROMOTED: w believes (anchor unchanged)"
+			}
+		}
+		return r
 	case ckFreeze:
 		return at + "P freezes the key: range requests on it are answered \"unavailable\""
 	case ckExport:
-		if st.what == 0 {
-			return at + "P exports: no session holds a range lock on the key; no gate"
+		holders := [...]string{"no session holds a range lock on the key; no gate", "c1's session holds", "w's session holds", "c1's and w's sessions hold"}[st.what]
+		if st.what != 0 {
+			holders += fmt.Sprintf(": gate G = %d units", m.gateUnits(st.what))
 		}
-		if m.cfg.Relay {
-			return at + fmt.Sprintf("P exports: ends R's upstream session (ERROR 0x01), drops c1's lock, gate G = %d units", m.gateUnits())
+		if m.cfg.Relay && s.lk {
+			return at + "P exports: " + holders + "; ends R's upstream session (ERROR 0x01)"
 		}
-		return at + fmt.Sprintf("P exports: sends c1 ERROR 0x01, drops its lock, gate G = %d units", m.gateUnits())
+		var ending []string
+		if s.lk {
+			ending = append(ending, "c1's")
+		}
+		if s.wRec != wrNone {
+			ending = append(ending, "w's")
+		}
+		if len(ending) > 0 {
+			holders += "; to end " + strings.Join(ending, " and ") + " session"
+		}
+		return at + "P exports: " + holders
 	case ckInstall:
-		return at + fmt.Sprintf("N installs the gate (G = %d units, at least %d ticks)", m.gateUnits(), m.gateMin)
+		return at + fmt.Sprintf("N installs the gate (G = %d units, at least %d ticks)", m.gateUnits(s.g), m.gateMin[s.g])
+	case ckEnd:
+		return at + fmt.Sprintf("P ends %s session: ERROR 0x01 on its way", [...]string{"", "c1's", "w's"}[st.what])
+	case ckHangUp:
+		r := at + fmt.Sprintf("P sees %s's connection end: drops its range locks at once", [...]string{"", "c1", "w"}[st.what])
+		if st.what == 1 && s.wRec == wrQueued {
+			if s.wEnded {
+				r += "; grants w, which waited (its session is ended: no push)"
+			} else {
+				r += "; grants w, which waited, and pushes PROMOTED: w believes (anchor unchanged)"
+			}
+		}
+		return r
+	case ckWSend:
+		if st.what == crLock {
+			return at + "w sends a blocking set (LOCK) to P"
+		}
+		return at + "w sends PING to P"
+	case ckWLost:
+		return at + fmt.Sprintf("w's %s (sent %d ticks ago) is lost: it stops waiting", req[st.what], s.wSent)
+	case ckWDeliver:
+		r := at + fmt.Sprintf("P reads w's %s (sent %d ticks ago)", req[st.what], s.wSent)
+		switch {
+		case st.what == crLock && (s.mv >= mvFrozen || s.c2):
+			return r + ": unavailable"
+		case st.what == crLock && s.lk:
+			return r + ": queued behind c1's lock; w anchors at the send"
+		case st.what == crLock:
+			return r + ": grants; w believes, anchored at the send"
+		case s.wRec != wrNone && !s.wEnded:
+			return r + ": PONG; w re-anchors at the send"
+		}
+		return r + ": the session is ended, no answer"
+	case ckWGiveUp:
+		return at + fmt.Sprintf("w's clock may be past anchor + 0.8 × its lease (anchor %d ticks ago): it gives up", s.wAnc)
+	case ckWReadErr:
+		return at + "w reads the ERROR that ends its session: it stops believing"
+	case ckWExpire:
+		return at + fmt.Sprintf("P's clock may have counted w's lease since it last read from w (%d ticks ago): drops its range lock", s.wSeen)
 	case ckSwitch:
 		return at + "the ring switches: N serves the key"
 	case ckRRead:
