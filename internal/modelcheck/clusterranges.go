@@ -24,6 +24,17 @@ import (
 //     sessions (none when none holds). N installs the gate after the
 //     export, and grants no range lock on the key until its own clock has
 //     counted G since the install; the ring then switches and c2 asks N.
+//   - A waiter (Waiter, with the move and a direct c1): client w's
+//     blocking set waits at P behind c1's lock. The export names both
+//     sessions, and P ends them one at a time, in any order (Export's
+//     closeWithError loop runs after it has released the server's lock),
+//     before N installs the gate. P drops a direct session's locks when
+//     it sees its connection end (its client gave up or read its ERROR
+//     and hung up) or after its lease of silence, and then grants w,
+//     pushing PROMOTED unless w's session is ended already. With a
+//     waiter's lease longer than every holder's, the gate, which counts
+//     the holders' leases alone, opens while w may still believe
+//     (TestClusterRangesWaiterLongerLease).
 //   - Relay loss (Relay): c1 talks to R only; R relays its LOCK and its
 //     heartbeats (PING) upstream to the owner O (P, the same node). R
 //     answers c1 only under the pessimism rule: an answer to a request R
