@@ -78,6 +78,14 @@ func TestClusterRangesModelLarger(t *testing.T) {
 // The checker must be able to fail: each mutation drops one rule and must
 // be caught, in every default configuration it applies to.
 func TestClusterRangesMutations(t *testing.T) {
+	tested := map[string]bool{}
+	defer func() {
+		for _, mut := range ClusterRangesMutations {
+			if !tested[mut] {
+				t.Errorf("mutation %s is not tested", mut)
+			}
+		}
+	}()
 	for _, tc := range []struct {
 		mut  string
 		cfg  int    // index in DefaultClusterRangesConfigs
@@ -95,6 +103,7 @@ func TestClusterRangesMutations(t *testing.T) {
 		{MutCrRelayUnconfirmed, 1, 13, "without an upstream confirmation since"},
 		{MutCrRelayUnconfirmed, 2, 16, "without an upstream confirmation since"},
 	} {
+		tested[tc.mut] = true
 		cfg := DefaultClusterRangesConfigs()[tc.cfg]
 		cfg.Mutation = tc.mut
 		t.Run(cfg.String(), func(t *testing.T) {
