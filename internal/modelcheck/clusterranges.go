@@ -21,7 +21,8 @@ import (
 //     session holding a range lock on the key (ERROR 0x01 to a direct
 //     client; the end of R's upstream session, which R notices at any
 //     later moment) and hands N a gate of G = the longest lease of those
-//     sessions (none when none holds). N installs the gate after the
+//     sessions and of those waiting there (none when none holds or
+//     waits). N installs the gate after the
 //     export, and grants no range lock on the key until its own clock has
 //     counted G since the install; the ring then switches and c2 asks N.
 //   - A waiter (Waiter, with the move and a direct c1): client w's
@@ -31,9 +32,10 @@ import (
 //     before N installs the gate. P drops a direct session's locks when
 //     it sees its connection end (its client gave up or read its ERROR
 //     and hung up) or after its lease of silence, and then grants w,
-//     pushing PROMOTED unless w's session is ended already. With a
-//     waiter's lease longer than every holder's, the gate, which counts
-//     the holders' leases alone, opens while w may still believe
+//     pushing PROMOTED unless w's session is ended already. So the gate
+//     counts the waiters' leases too: counting the holders' alone (the
+//     rule first built, MutCrGateHoldersOnly), a waiter with a longer
+//     lease than every holder may still believe when the gate opens
 //     (TestClusterRangesWaiterLongerLease).
 //   - Relay loss (Relay): c1 talks to R only; R relays its LOCK and its
 //     heartbeats (PING) upstream to the owner O (P, the same node). R
@@ -127,10 +129,15 @@ const (
 	// MutCrRelayUnconfirmed lets R answer c1's heartbeat without an
 	// upstream request sent at or after its read having been answered.
 	MutCrRelayUnconfirmed = "range-relay-unconfirmed"
+	// MutCrGateHoldersOnly counts only the sessions holding a range lock
+	// at the export in the gate, not those waiting (the rule first built):
+	// a waiter granted after the export, with a longer lease than every
+	// holder, outlasts the gate (needs WaiterLease above Lease).
+	MutCrGateHoldersOnly = "range-gate-holders-only"
 )
 
 // ClusterRangesMutations lists the mutations of the cluster-ranges model.
-var ClusterRangesMutations = []string{MutCrGateShort, MutCrAnswerAfterExport, MutCrOwnerDropsRelayed, MutCrRelayUnconfirmed}
+var ClusterRangesMutations = []string{MutCrGateShort, MutCrAnswerAfterExport, MutCrOwnerDropsRelayed, MutCrRelayUnconfirmed, MutCrGateHoldersOnly}
 
 // PropClusterRangesOneHolder is the property of the cluster-ranges model.
 const PropClusterRangesOneHolder = "no instant at which two clients believe they hold conflicting range locks on the key"
@@ -517,7 +524,9 @@ func (m *crModel) next(s *crState) []succ[crState, crStep] {
 			if t.lk {
 				t.g |= 1
 			}
-			if t.wRec == wrHeld {
+			if t.wRec == wrHeld || t.wRec != wrNone && m.cfg.Mutation != MutCrGateHoldersOnly {
+				// A waiter is counted too: P may grant it after the
+				// export, before its session ends.
 				t.g |= 2
 			}
 			switch {
