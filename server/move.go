@@ -60,15 +60,16 @@ const moveRetry = 100 * time.Millisecond
 type moveState struct {
 	Locks    []locktable.LockState `json:"locks"`
 	Sessions []moveSession         `json:"sessions"`
-	// RangeGates are the keys that move with range locks on them, which
-	// the new owner grants no range lock on for LeaseMS after the
-	// install (relayranges.go): the prior owner ends the sessions that
-	// held them, whose clients may believe until their give-up.
+	// RangeGates are the keys that move with range locks or waiting
+	// requests on them, which the new owner grants no range lock on for
+	// LeaseMS after the install (relayranges.go): the prior owner ends
+	// the sessions that held or waited for them, whose clients may
+	// believe until their give-up.
 	RangeGates []rangeGate `json:"range_gates,omitempty"`
 }
 
 // rangeGate is one key of moveState.RangeGates: the longest lease of the
-// sessions that held range locks on it.
+// sessions that held or waited for range locks on it.
 type rangeGate struct {
 	Key     string `json:"key"`
 	LeaseMS uint32 `json:"lease_ms"`
@@ -306,21 +307,25 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 }
 
 // exportRangesLocked gates, at their new owners, the keys that move with
-// range locks on them, and returns the sessions that hold or wait for
-// range locks there: Export ends them (ERROR 0x01), since range locks
-// are not handed over (relayranges.go). A gate lasts the longest lease
-// of the sessions that held locks on its key: each such client stops
-// believing within 0.8 of it after its last answer from this node, which
-// came before the export, so before the install. Called with srv.mu held.
+// range locks or waiting requests on them, and returns the sessions that
+// hold or wait for range locks there: Export ends them (ERROR 0x01),
+// since range locks are not handed over (relayranges.go). A gate lasts
+// the longest lease of those sessions: each such client stops believing
+// within 0.8 of it after the send time of its last request answered here,
+// which came before the export, so before the install. The waiters count
+// too: this node may grant one after the export, before its session
+// ends (its holder hung up meanwhile), and a longer lease carries its
+// belief past the holders' (internal/modelcheck, cluster-ranges,
+// range-gate-holders-only). Called with srv.mu held.
 func (srv *Server) exportRangesLocked(newOwner func(name string) string) (map[string][]rangeGate, []*session) {
 	rs := &srv.ranges
-	held, waiting := rs.table.SessionsOn(func(key string) bool { return newOwner(key) != "" })
-	if held == nil && waiting == nil {
+	on := rs.table.SessionsOn(func(key string) bool { return newOwner(key) != "" })
+	if on == nil {
 		return nil, nil
 	}
 	gates := map[string][]rangeGate{}
 	ending := map[*session]bool{}
-	for key, sids := range held {
+	for key, sids := range on {
 		var lease time.Duration
 		for _, sid := range sids {
 			lease = max(lease, rs.leases[sid])
@@ -330,11 +335,6 @@ func (srv *Server) exportRangesLocked(newOwner func(name string) string) (map[st
 		}
 		to := newOwner(key)
 		gates[to] = append(gates[to], rangeGate{Key: key, LeaseMS: protocol.LeaseMS(lease)})
-	}
-	for _, sid := range waiting {
-		if s := srv.claims[locktable.SessionID(sid)]; s != nil && s.v2 != nil {
-			ending[s] = true
-		}
 	}
 	out := make([]*session, 0, len(ending))
 	for s := range ending {

@@ -148,16 +148,17 @@ func TestClusterRangeRelayDies(t *testing.T) {
 // TestClusterRangeMoveGated: a planned change moves a key with range
 // locks on it. Range locks are not handed over: the prior owner ends
 // the sessions that hold or wait for them (ERROR 0x01), and the new
-// owner grants none on that key for their lease; a key that moves
-// without range locks is served at once.
+// owner grants none on that key for the longest of their leases, a
+// waiter's included (the prior owner may grant it after the export); a
+// key that moves without range locks is served at once.
 func TestClusterRangeMoveGated(t *testing.T) {
 	t.Parallel()
-	const lease = 800 * time.Millisecond
+	const holderLease, lease = 500 * time.Millisecond, 1200 * time.Millisecond
 	mp := startMovePair(t)
-	a := mp.prior.dialV2(t, lease, "host-a")
+	a := mp.prior.dialV2(t, holderLease, "host-a")
 	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
 	a.expectRange(1, protocol.RangeGranted)
-	b := mp.prior.dialV2(t, longLease, "host-b")
+	b := mp.prior.dialV2(t, lease, "host-b") // waits
 	b.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 3, 0, eof, "f"))
 	b.expectRange(1, protocol.RangeQueued)
 	c := mp.prior.dialV2(t, longLease, "host-c") // no range lock on a moving key
@@ -180,7 +181,7 @@ func TestClusterRangeMoveGated(t *testing.T) {
 		f := d.mustReadV2()
 		if f.Type == protocol.TypeRangeAnswer && f.Status == protocol.RangeGranted {
 			if since := time.Since(installed); since < lease {
-				t.Errorf("f granted at the new owner %v after the install, within the lease %v of its holder", since, lease)
+				t.Errorf("f granted at the new owner %v after the install, within the lease %v of its waiter", since, lease)
 			}
 			break
 		}

@@ -578,33 +578,28 @@ func (t *Table) Counts() Counts {
 }
 
 // SessionsOn returns, for each key that match accepts, the sessions that
-// hold a lock on it (held) and those that only wait there (waiting), in
-// no particular order. It is what a cluster node needs when a planned
-// change moves keys away.
-func (t *Table) SessionsOn(match func(key string) bool) (held map[string][]SessionID, waiting []SessionID) {
-	holds := map[SessionID]bool{}
-	waits := map[SessionID]bool{}
+// hold a lock or wait there, each once, in no particular order. It is
+// what a cluster node needs when a planned change moves keys away.
+func (t *Table) SessionsOn(match func(key string) bool) map[string][]SessionID {
+	var out map[string][]SessionID
+	add := func(key string, sid SessionID) {
+		if out == nil {
+			out = map[string][]SessionID{}
+		}
+		if !slices.Contains(out[key], sid) {
+			out[key] = append(out[key], sid)
+		}
+	}
 	for fk, f := range t.files {
 		if !match(fk.key) {
 			continue
 		}
 		for _, h := range f.holders {
-			if held == nil {
-				held = map[string][]SessionID{}
-			}
-			if !slices.Contains(held[fk.key], h.owner.Session) {
-				held[fk.key] = append(held[fk.key], h.owner.Session)
-			}
-			holds[h.owner.Session] = true
+			add(fk.key, h.owner.Session)
 		}
 		for _, w := range f.queue {
-			waits[w.owner.Session] = true
+			add(fk.key, w.owner.Session)
 		}
 	}
-	for sid := range waits {
-		if !holds[sid] {
-			waiting = append(waiting, sid)
-		}
-	}
-	return held, waiting
+	return out
 }
