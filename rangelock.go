@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/batonlock/baton/protocol"
 )
@@ -23,10 +24,12 @@ var (
 	// ErrRangeCancelled: a waiting set ended without a grant because its
 	// owner's locks on the key were released meanwhile (ReleaseOwner).
 	ErrRangeCancelled = errors.New("baton: waiting range lock cancelled")
-	// ErrRangeUnavailable: the server is a cluster node, which serves no
-	// range locks yet (docs/cluster.md); nothing changed. Range locks
-	// need a single baton server (ENOLCK).
-	ErrRangeUnavailable = errors.New("baton: range locks are not served here: they need a single baton server, not a cluster node")
+	// ErrRangeUnavailable: a cluster node cannot serve the key's range
+	// locks now (the node taking the key over warms up after a failure,
+	// or a planned change moved it with range locks on it, for their
+	// holders' lease; docs/cluster.md, "Range locks"); nothing changed
+	// (ENOLCK). SetRange with wait asks again until it can.
+	ErrRangeUnavailable = errors.New("baton: range locks of this key are not served now (a cluster node taking the key over): ask again later")
 )
 
 // LockType is a range lock's type.
@@ -109,8 +112,28 @@ type rangeReqs struct {
 // ctx.Err() returned, unless the grant crossed the withdrawal, in which
 // case the lock is held and its token returned. A wait that would
 // deadlock is ErrDeadlock. A new lock over the owner's own ranges
-// replaces them (merge, split, upgrade, downgrade).
+// replaces them (merge, split, upgrade, downgrade). On a cluster, a key
+// whose range locks are not served for now is ErrRangeUnavailable
+// without wait; with wait, the request is sent again, at most a second
+// apart, until it is served or ctx ends.
 func (s *Session) SetRange(ctx context.Context, l RangeLock, wait bool) (token uint64, err error) {
+	for pause := 20 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		token, err = s.setRange(ctx, l, wait)
+		if !wait || !errors.Is(err, ErrRangeUnavailable) {
+			return token, err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-s.lost:
+			return 0, s.Err()
+		}
+	}
+}
+
+// setRange is one SetRange request.
+func (s *Session) setRange(ctx context.Context, l RangeLock, wait bool) (token uint64, err error) {
 	flags := uint8(0)
 	if wait {
 		flags |= protocol.RangeWait

@@ -11,9 +11,9 @@ import (
 	"github.com/batonlock/baton"
 )
 
-// TestErrnoRangeUnavailable: a cluster node's refusal of range locks is
-// ENOLCK for fcntl and flock, and its reason is logged once however
-// many requests fail; the other lock errors keep their errnos.
+// TestErrnoRangeUnavailable: a cluster node's "not served for now" is
+// ENOLCK for fcntl and flock, and its reason is logged once a minute
+// however many requests fail; the other lock errors keep their errnos.
 func TestErrnoRangeUnavailable(t *testing.T) {
 	var logs bytes.Buffer
 	l := &lockFS{o: Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
@@ -23,7 +23,7 @@ func TestErrnoRangeUnavailable(t *testing.T) {
 		}
 	}
 	out := logs.String()
-	if n := strings.Count(out, "\n"); n != 1 || !strings.Contains(out, "cluster node") || !strings.Contains(out, "single baton server") || !strings.Contains(out, "ENOLCK") {
+	if n := strings.Count(out, "\n"); n != 1 || !strings.Contains(out, "not served for now") || !strings.Contains(out, "ENOLCK") {
 		t.Errorf("logged %d lines, want one saying why:\n%s", n, out)
 	}
 	for err, want := range map[error]syscall.Errno{

@@ -23,7 +23,9 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -173,8 +175,9 @@ func (c *closeUnlocker) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Sta
 
 type lockFS struct {
 	o Options
-	// unavailable logs, once, why range locks fail with ENOLCK.
-	unavailable sync.Once
+	// unavailableLogged is when it last logged why range locks fail
+	// with ENOLCK (UnixNano).
+	unavailableLogged atomic.Int64
 }
 
 // key is the lock key of the file at path rel (relative to the source).
@@ -437,13 +440,14 @@ func (l *lockFS) errno(op string, err error) syscall.Errno {
 	case errors.Is(err, baton.ErrInvalidRange):
 		return syscall.EINVAL
 	case errors.Is(err, baton.ErrRangeUnavailable):
-		// A cluster node serves no range locks: every lock request
-		// fails the same way, so the reason is logged once.
-		l.unavailable.Do(func() {
-			l.o.Logger.Error("the baton server is a cluster node, which serves no range locks: "+
-				"fcntl and flock on this mount fail with ENOLCK; mount against a single baton server",
-				"op", op, "err", err)
-		})
+		// A cluster node that cannot serve the key's range locks for
+		// now (a take-over's warm-up, a planned change): logged at most
+		// once a minute, as it may last a lease or so.
+		now := time.Now().UnixNano()
+		if last := l.unavailableLogged.Load(); now-last >= int64(time.Minute) && l.unavailableLogged.CompareAndSwap(last, now) {
+			l.o.Logger.Warn("range locks of a key are not served for now (a cluster node taking it over): "+
+				"fcntl and flock on it fail with ENOLCK, waiting requests wait", "op", op, "err", err)
+		}
 		return syscall.ENOLCK
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR

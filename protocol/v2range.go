@@ -88,10 +88,10 @@ const (
 	RangeCancelled RangeStatus = 0x09 // a queued set ended without a grant (cancel, release)
 	RangeInvalid   RangeStatus = 0x0a // bad op, type, range or empty key (EINVAL)
 	RangeReqInUse  RangeStatus = 0x0b // set with RangeWait: req names a waiting request already
-	// RangeUnavailable: not served here. Range locks are served by a
-	// single server, not by a cluster node, which answers every range
-	// request (but a cancel, which finds no waiting request there) with
-	// it; nothing changed (ENOLCK).
+	// RangeUnavailable: not served now: a cluster node cannot serve
+	// the key's range locks (a take-over's warm-up, a key a planned
+	// change moved with range locks on it, an owner out of reach); nothing
+	// changed, ask again (ENOLCK).
 	RangeUnavailable RangeStatus = 0x0c
 )
 

@@ -67,7 +67,7 @@ func TestRangeRoundTrip(t *testing.T) {
 }
 
 // TestRangeStatusNames: every status of docs/protocol.md has its name,
-// through 0x0c (unavailable: a cluster node serves no range locks).
+// through 0x0c (unavailable: a cluster node cannot serve the key now).
 func TestRangeStatusNames(t *testing.T) {
 	want := []string{"granted", "queued", "conflict", "promoted", "done", "free", "locked",
 		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable"}

@@ -81,6 +81,7 @@ func (srv *Server) Install(from string, state json.RawMessage) error {
 	if err := json.Unmarshal(state, &ms); err != nil {
 		return fmt.Errorf("server: hand-off from %s: %w", from, err)
 	}
+	srv.gateRanges(ms.RangeGates)
 	if len(ms.Locks) == 0 {
 		return nil
 	}

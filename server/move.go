@@ -60,6 +60,19 @@ const moveRetry = 100 * time.Millisecond
 type moveState struct {
 	Locks    []locktable.LockState `json:"locks"`
 	Sessions []moveSession         `json:"sessions"`
+	// RangeGates are the keys that move with range locks or waiting
+	// requests on them, which the new owner grants no range lock on for
+	// LeaseMS after the install (relayranges.go): the prior owner ends
+	// the sessions that held or waited for them, whose clients may
+	// believe until their give-up.
+	RangeGates []rangeGate `json:"range_gates,omitempty"`
+}
+
+// rangeGate is one key of moveState.RangeGates: the longest lease of the
+// sessions that held or waited for range locks on it.
+type rangeGate struct {
+	Key     string `json:"key"`
+	LeaseMS uint32 `json:"lease_ms"`
 }
 
 // moveSession is one session of a moveState.
@@ -195,6 +208,7 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 	}
 	srv.mu.Lock()
 	now := time.Now()
+	gates, rangeSessions := srv.exportRangesLocked(newOwner)
 	res := srv.table.EvictExcept(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
 	ended := len(res.Events)
 	ds := srv.commit(now, res)
@@ -249,6 +263,14 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 		}
 		hashes[sid] = ms
 	}
+	for to, gs := range gates {
+		st := states[to]
+		if st == nil {
+			st = &moveState{}
+			states[to] = st
+		}
+		st.RangeGates = gs
+	}
 	out := map[string]json.RawMessage{}
 	for to, st := range states {
 		for _, sid := range slices.Sorted(func(yield func(locktable.SessionID) bool) {
@@ -270,6 +292,9 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 	srv.mu.Unlock()
 	srv.deliverAll(ds)
 	srv.deliver(delivered)
+	for _, s := range rangeSessions {
+		s.closeWithError(protocol.CodeShuttingDown)
+	}
 	for sid := range perSession {
 		if s := srv.session(sid); s != nil && !s.forwarded {
 			s.kickMoving()
@@ -279,6 +304,58 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 		srv.Logger.Info("planned change: claims on names moving to another node handed over", "continuing", n, "ended", ended)
 	}
 	return out, nil
+}
+
+// exportRangesLocked gates, at their new owners, the keys that move with
+// range locks or waiting requests on them, and returns the sessions that
+// hold or wait for range locks there: Export ends them (ERROR 0x01),
+// since range locks are not handed over (relayranges.go). A gate lasts
+// the longest lease of those sessions: each such client stops believing
+// within 0.8 of it after the send time of its last request answered here,
+// which came before the export, so before the install. The waiters count
+// too: this node may grant one after the export, before its session
+// ends (its holder hung up meanwhile), and a longer lease carries its
+// belief past the holders' (internal/modelcheck, cluster-ranges,
+// range-gate-holders-only). Called with srv.mu held.
+func (srv *Server) exportRangesLocked(newOwner func(name string) string) (map[string][]rangeGate, []*session) {
+	rs := &srv.ranges
+	on := rs.table.SessionsOn(func(key string) bool { return newOwner(key) != "" })
+	if on == nil {
+		return nil, nil
+	}
+	gates := map[string][]rangeGate{}
+	ending := map[*session]bool{}
+	for key, sids := range on {
+		var lease time.Duration
+		for _, sid := range sids {
+			lease = max(lease, rs.leases[sid])
+			if s := srv.claims[locktable.SessionID(sid)]; s != nil && s.v2 != nil {
+				ending[s] = true
+			}
+		}
+		to := newOwner(key)
+		gates[to] = append(gates[to], rangeGate{Key: key, LeaseMS: protocol.LeaseMS(lease)})
+	}
+	out := make([]*session, 0, len(ending))
+	for s := range ending {
+		out = append(out, s)
+	}
+	return gates, out
+}
+
+// gateRanges gates the range locks of the keys a planned change moved
+// here (Install).
+func (srv *Server) gateRanges(gates []rangeGate) {
+	if len(gates) == 0 {
+		return
+	}
+	srv.mu.Lock()
+	now := time.Now()
+	for _, g := range gates {
+		srv.ranges.gateLocked(g.Key, now.Add(time.Duration(g.LeaseMS)*time.Millisecond))
+	}
+	srv.mu.Unlock()
+	srv.Logger.Info("planned change: range locks of keys moved here are gated for their holders' lease", "keys", len(gates))
 }
 
 // tellMoving tells the version 1 holders on the moving names that the

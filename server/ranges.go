@@ -15,10 +15,37 @@ import (
 type rangeState struct {
 	table  *rangelock.Table
 	labels map[rangelock.SessionID]string
+	// leases are those sessions' leases, for the gate of a key that
+	// moves (exportRangesLocked).
+	leases map[rangelock.SessionID]time.Duration
+	// gates are the keys a planned change moved here with range locks on
+	// them, and until when none is granted (relayranges.go).
+	gates map[string]time.Time
+}
+
+// gatedLocked reports whether key's range locks are gated at now.
+func (rs *rangeState) gatedLocked(key string, now time.Time) bool {
+	until, ok := rs.gates[key]
+	if ok && !now.Before(until) {
+		delete(rs.gates, key)
+		return false
+	}
+	return ok
+}
+
+// gateLocked gates key's range locks until until, or later.
+func (rs *rangeState) gateLocked(key string, until time.Time) {
+	if rs.gates == nil {
+		rs.gates = map[string]time.Time{}
+	}
+	if until.After(rs.gates[key]) {
+		rs.gates[key] = until
+	}
 }
 
 func newRangeState(tokens locktable.TokenSource) rangeState {
-	return rangeState{table: rangelock.New(tokens), labels: map[rangelock.SessionID]string{}}
+	return rangeState{table: rangelock.New(tokens), labels: map[rangelock.SessionID]string{},
+		leases: map[rangelock.SessionID]time.Duration{}}
 }
 
 // rangeOp applies one RANGE frame of session s to the range table and
@@ -27,13 +54,14 @@ func newRangeState(tokens locktable.TokenSource) rangeState {
 // other sessions that got a push.
 func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 	srv := s.srv
-	if srv.Router != nil {
-		return s.rangeUnavailable(f)
+	if srv.Router != nil && s.routeRange(now, f) {
+		return nil
 	}
 	rs := &srv.ranges
 	sid := rangelock.SessionID(s.id)
 	if _, ok := rs.labels[sid]; !ok {
 		rs.labels[sid] = s.v2.label
+		rs.leases[sid] = s.v2.lease
 	}
 	ns := rangelock.POSIX
 	if f.Flags&protocol.RangeFlock != 0 {
@@ -100,21 +128,13 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 	return srv.rangePushes(res, s)
 }
 
-// rangeUnavailable answers RANGE frame f on a cluster node, which serves
-// no range locks: its range table is local to the node, so two clients
-// on two nodes could both hold conflicting locks on one key, and moves
-// and failover do not carry range locks. Until they are routed to the
-// key's owner, every request is answered RangeUnavailable and changes
-// nothing. A cancel is not answered: no request of the session waits
-// here, and its set has had its final answer already, so an answer
-// would be a second one to the same req (docs/protocol.md).
-func (s *session) rangeUnavailable(f protocol.Frame) []delivery {
-	if f.Op != protocol.RangeCancel {
-		s.v2.appendOut(s, func(b []byte) []byte {
-			return protocol.AppendRangeAnswer(b, f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{})
-		})
-	}
-	return nil
+// rangeUnavailable answers RANGE frame f, which a cluster node neither
+// serves nor relays now (relayranges.go), RangeUnavailable: nothing
+// changed.
+func (s *session) rangeUnavailable(f protocol.Frame) {
+	s.v2.appendOut(s, func(b []byte) []byte {
+		return protocol.AppendRangeAnswer(b, f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{})
+	})
 }
 
 // lockFrame is a conflicting lock as an ANSWER's lock fields.
@@ -152,6 +172,25 @@ func (srv *Server) rangePushes(res rangelock.Result, self *session) []delivery {
 	return ds
 }
 
+// dropRangesLater drops the range locks of session s once it has ended,
+// at once, or, for an upstream session of another node, once its lease
+// has passed since it was last heard from: the owner cannot tell the
+// relaying node's death, or a cut, from a client that still believes
+// (relayranges.go). Called by the session's reader.
+func (s *session) dropRangesLater() {
+	if !s.forwarded || s.v2 == nil {
+		s.dropRanges()
+		return
+	}
+	s.srv.mu.Lock()
+	_, has := s.srv.ranges.labels[rangelock.SessionID(s.id)]
+	s.srv.mu.Unlock()
+	if !has {
+		return
+	}
+	time.AfterFunc(time.Until(s.v2.seen.Add(s.v2.lease))+time.Millisecond, s.dropRanges)
+}
+
 // dropRanges ends session s in the range table once it has ended: all
 // its locks and waiting requests go at once and the waiters that now fit
 // are granted.
@@ -164,6 +203,7 @@ func (s *session) dropRanges() {
 		return
 	}
 	delete(srv.ranges.labels, sid)
+	delete(srv.ranges.leases, sid)
 	res := srv.ranges.table.CloseSession(time.Now(), sid)
 	res.Cancelled = nil // to the session that has gone
 	ds := srv.rangePushes(res, s)

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -10,108 +8,217 @@ import (
 	"github.com/batonlock/baton/server"
 )
 
+// Range locks on a cluster node (relayranges.go): served by the key's
+// owner, relayed to it by the other nodes, refused while the key cannot
+// be served, never carried across a failure or a planned change.
+
 // serveAll is a cluster node's Router that serves every name here.
 func serveAll() *router {
 	return &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
 }
 
-// TestClusterRangeUnavailable: a cluster node (a server with a Router)
-// serves no range locks. Every RANGE is answered 0x0c (unavailable) and
-// changes nothing, whatever the op, flags or session: two sessions
-// asking for conflicting locks on one key are both refused, none is
-// granted by a later unlock or release. A cancel, which can find no
-// waiting request there, is not answered (the PING after it is). The
-// session stays usable: a CLAIM on it is granted.
-func TestClusterRangeUnavailable(t *testing.T) {
+// TestClusterRangeHoldUnavailable: a node whose Route holds a key (a
+// warm-up, an owner out of reach) answers every range request on it 0x0c
+// (unavailable) and changes nothing; a cancel that finds no waiting
+// request is not answered. The session stays usable.
+func TestClusterRangeHoldUnavailable(t *testing.T) {
 	t.Parallel()
-	ts := startServer(t, func(s *server.Server) { s.Router = serveAll() })
+	r := &router{route: func(name string, _ bool) server.Route {
+		if name == "f" {
+			return server.Route{Action: server.RouteHold, Gated: true, Since: 1}
+		}
+		return server.Route{Action: server.RouteServe}
+	}}
+	ts := startServer(t, func(s *server.Server) { s.Router = r })
 	a := ts.dialV2(t, longLease, "host-a")
-	b := ts.dialV2(t, longLease, "host-b")
+	w := protocol.LockWrite
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeUnavailable)
+	a.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeWait, w, 7, 0, 99, "f"))
+	a.expectRange(2, protocol.RangeUnavailable)
+	a.mustWrite(rangeFrame(3, protocol.RangeQuery, 0, w, 7, 0, eof, "f"))
+	a.expectRange(3, protocol.RangeUnavailable)
+	a.mustWrite(append(rangeFrame(2, protocol.RangeCancel, 0, 0, 0, 0, 0, "f"), protocol.AppendPing(nil, 9)...))
+	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 9 {
+		t.Fatalf("a cancel of nothing answered %v, want no answer (PONG 9 next)", f)
+	}
+	// A key the node serves: granted as on a single server.
+	a.mustWrite(rangeFrame(4, protocol.RangeSet, 0, w, 7, 0, 99, "g"))
+	a.expectRange(4, protocol.RangeGranted)
+	r.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
+	a.mustWrite(rangeFrame(5, protocol.RangeSet, 0, w, 7, 0, 99, "f"))
+	a.expectRange(5, protocol.RangeGranted)
+}
+
+// startRangeRelay starts an owner and a relaying node r1 that forwards
+// every key to it.
+func startRangeRelay(t *testing.T) (owner, r1 *testServer) {
+	t.Helper()
+	owner = startOwner(t)
+	r1 = startServer(t, func(s *server.Server) {
+		s.NodeID = "r1"
+		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: owner.addr} }}
+	})
+	return owner, r1
+}
+
+// TestClusterRangeRelayed: clients on two nodes contend for one key's
+// range locks; the owner serves both (one table), the relaying node
+// passes every answer and push on: a conflict names the relayed holder,
+// a waiting set is promoted when the holder unlocks, a relayed waiting
+// set is cancelled, and another promoted.
+func TestClusterRangeRelayed(t *testing.T) {
+	t.Parallel()
+	owner, r1 := startRangeRelay(t)
+	a := r1.dialV2(t, longLease, "host-a") // relayed
+	b := owner.dialV2(t, longLease, "host-b")
 	w, r := protocol.LockWrite, protocol.LockRead
-	const unavailable = protocol.RangeUnavailable
 
 	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 7, 0, 99, "f"))
-	a.expectRange(1, unavailable)
-	b.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 3, 0, 99, "f"))
-	b.expectRange(1, unavailable)
-	b.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeWait, r, 3, 50, eof, "f"))
-	b.expectRange(2, unavailable)
-	a.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeFlock, w, 1, 0, 0, "f"))
-	a.expectRange(2, unavailable)
-	a.mustWrite(rangeFrame(3, protocol.RangeSet, protocol.RangeFlock|protocol.RangeWait, r, 1, 0, 0, "f"))
-	a.expectRange(3, unavailable)
-	a.mustWrite(rangeFrame(4, protocol.RangeQuery, 0, w, 7, 0, eof, "f"))
-	a.expectRange(4, unavailable)
-	a.mustWrite(rangeFrame(5, protocol.RangeUnlock, 0, 0, 7, 0, 99, "f"))
-	a.expectRange(5, unavailable)
-	a.mustWrite(rangeFrame(6, protocol.RangeRelease, 0, 0, 7, 0, 0, "f"))
-	a.expectRange(6, unavailable)
-	a.mustWrite(rangeFrame(7, protocol.RangeRelease, protocol.RangeFlock, 0, 1, 0, 0, "f"))
-	a.expectRange(7, unavailable)
-	// What a single server answers invalid is not served here either.
-	a.mustWrite(rangeFrame(8, protocol.RangeOp(0x06), 0, w, 7, 0, 99, "f"))
-	a.expectRange(8, unavailable)
-	a.mustWrite(rangeFrame(9, protocol.RangeSet, 0, w, 1, 0, 0, ""))
-	a.expectRange(9, unavailable)
-	// A cancel, even of the req of a set answered just before it, has no
-	// answer: that set has had its one final answer.
-	b.mustWrite(append(rangeFrame(2, protocol.RangeCancel, 0, 0, 0, 0, 0, "f"), protocol.AppendPing(nil, 9)...))
-	if f := b.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 9 {
-		t.Fatalf("a cancel on a cluster node answered %v, want no answer (PONG 9 next)", f)
+	tok := a.expectRange(1, protocol.RangeGranted).Token
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, 0, r, 3, 50, 60, "f"))
+	if f := b.expectRange(1, protocol.RangeConflict); f.Label != "host-a" || f.Owner != 7 || f.End != 99 {
+		t.Errorf("conflict names %+v, want host-a's owner 7 over 0-99", f)
 	}
-	// Requests and a claim in one write: each range request is answered
-	// in order and the claim after them is granted.
-	batch := rangeFrame(10, protocol.RangeSet, 0, w, 7, 0, 99, "f")
-	batch = append(batch, claimFrame(1, excl, 0, "job")...)
-	batch = append(batch, rangeFrame(11, protocol.RangeQuery, 0, w, 7, 0, 99, "f")...)
-	a.mustWrite(batch)
-	a.expectRange(10, unavailable)
-	if f := a.mustReadV2(); f.Type != protocol.TypeGranted || f.Claim != 1 || f.Token == 0 {
-		t.Fatalf("CLAIM after RANGE on a cluster node answered %v, want GRANTED", f)
+	b.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeWait, r, 3, 50, 60, "f"))
+	b.expectRange(2, protocol.RangeQueued)
+	a.mustWrite(rangeFrame(2, protocol.RangeQuery, 0, w, 8, 0, eof, "f")) // another owner of a's
+	if f := a.expectRange(2, protocol.RangeLocked); f.Owner != 7 {
+		t.Errorf("query names owner %d, want 7", f.Owner)
 	}
-	a.expectRange(11, unavailable)
-	b.mustQueue(1, excl, 0, "job")
-	a.release(1)
-	b.expectPromoted(1)
-	// Nothing was pushed to either session meanwhile.
+	a.mustWrite(rangeFrame(3, protocol.RangeUnlock, 0, 0, 7, 0, 99, "f"))
+	a.expectRange(3, protocol.RangeDone)
+	if f := b.expectRange(2, protocol.RangePromoted); f.Token <= tok {
+		t.Errorf("promoted with token %d, want above %d", f.Token, tok)
+	}
+	// a waits behind b through the relay, cancels, waits again, and is
+	// promoted when b releases.
+	a.mustWrite(rangeFrame(4, protocol.RangeSet, protocol.RangeWait, w, 7, 0, eof, "f"))
+	a.expectRange(4, protocol.RangeQueued)
+	a.mustWrite(rangeFrame(4, protocol.RangeCancel, 0, 0, 0, 0, 0, "f"))
+	a.expectRange(4, protocol.RangeCancelled)
+	a.mustWrite(rangeFrame(5, protocol.RangeSet, protocol.RangeWait, w, 7, 0, eof, "f"))
+	a.expectRange(5, protocol.RangeQueued)
+	b.mustWrite(rangeFrame(3, protocol.RangeRelease, 0, 0, 3, 0, 0, "f"))
+	b.expectRange(3, protocol.RangeDone)
+	a.expectRange(5, protocol.RangePromoted)
 	a.expectSilenceV2(100 * time.Millisecond)
 	b.expectSilenceV2(100 * time.Millisecond)
 }
 
-// TestClusterRangeGateNotHeld: the token gate holds back a single
-// server's range answers (TestV2GateRange), never a cluster node's,
-// which take no token: a RANGE before the gate is answered 0x0c at once,
-// and so are the frames after it in the same write.
-func TestClusterRangeGateNotHeld(t *testing.T) {
+// TestClusterRangeRelayOwnerLost: the owner of a relayed session's range
+// locks goes away (here it closes; a death or a cut alike): range locks
+// are not re-asserted, so the relaying node ends the session, ERROR
+// 0x03, and its client stops believing in them. A session of the same
+// node that relayed none lives on.
+func TestClusterRangeRelayOwnerLost(t *testing.T) {
 	t.Parallel()
-	const gateIn = 3 * time.Second
-	start := time.Now()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gateTokens{notBefore: start.Add(gateIn)}
-	srv := &server.Server{Tokens: g, Router: serveAll(), Logger: slog.New(slog.DiscardHandler)}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close(); <-done })
-	ts := &testServer{Server: srv, addr: ln.Addr().String(), events: newEventLog()}
+	owner, r1 := startRangeRelay(t)
+	a := r1.dialV2(t, longLease, "host-a")
+	c := r1.dialV2(t, longLease, "host-c")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	owner.Close()
+	a.expectSessionError(protocol.CodeNotOwner)
+	ping(c, 1)
+}
 
-	a := ts.dialV2(t, longLease, "a")
-	batch := rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f")
-	batch = append(batch, protocol.AppendPing(nil, 1)...)
-	batch = append(batch, rangeFrame(2, protocol.RangeQuery, 0, protocol.LockWrite, 7, 0, 99, "f")...)
-	a.mustWrite(batch)
-	a.expectRange(1, protocol.RangeUnavailable)
-	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 1 {
-		t.Fatalf("PING answered %v, want PONG 1", f)
+// TestClusterRangeRelayDies: the relaying node dies under a relayed
+// range lock. The owner cannot tell that from a cut client that still
+// believes: it keeps the lock for the session's lease after it last
+// heard from it, then drops it and promotes the waiter.
+func TestClusterRangeRelayDies(t *testing.T) {
+	t.Parallel()
+	const lease = 600 * time.Millisecond
+	owner, r1 := startRangeRelay(t)
+	a := r1.dialV2(t, lease, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	heard := time.Now()
+	b := owner.dialV2(t, longLease, "host-b")
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 3, 0, eof, "f"))
+	b.expectRange(1, protocol.RangeQueued)
+	r1.Close()
+	b.expectRange(1, protocol.RangePromoted)
+	if d := time.Since(heard); d < lease-50*time.Millisecond {
+		t.Errorf("promoted %v after the relayed holder was last heard, within its lease of %v", d, lease)
 	}
-	a.expectRange(2, protocol.RangeUnavailable)
-	if at := time.Now(); !at.Before(g.notBefore) {
-		t.Fatalf("answered %v after the gate, want before it", at.Sub(g.notBefore))
+}
+
+// TestClusterRangeMoveGated: a planned change moves a key with range
+// locks on it. Range locks are not handed over: the prior owner ends
+// the sessions that hold or wait for them (ERROR 0x01), and the new
+// owner grants none on that key for the longest of their leases, a
+// waiter's included (the prior owner may grant it after the export); a
+// key that moves without range locks is served at once.
+func TestClusterRangeMoveGated(t *testing.T) {
+	t.Parallel()
+	const holderLease, lease = 500 * time.Millisecond, 1200 * time.Millisecond
+	mp := startMovePair(t)
+	a := mp.prior.dialV2(t, holderLease, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	b := mp.prior.dialV2(t, lease, "host-b") // waits
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 3, 0, eof, "f"))
+	b.expectRange(1, protocol.RangeQueued)
+	c := mp.prior.dialV2(t, longLease, "host-c") // no range lock on a moving key
+	c.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "stays"))
+	c.expectRange(1, protocol.RangeGranted)
+
+	moving := only("f", "g")
+	mp.move(t, moving)
+	installed := time.Now()
+	a.expectSessionError(protocol.CodeShuttingDown)
+	b.expectSessionError(protocol.CodeShuttingDown)
+	ping(c, 1)
+	mp.commit(moving)
+
+	d := mp.owner.dialV2(t, longLease, "host-d")
+	d.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "g"))
+	d.expectRange(1, protocol.RangeGranted)
+	for id := uint32(2); ; id++ {
+		d.mustWrite(rangeFrame(id, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "f"))
+		f := d.mustReadV2()
+		if f.Type == protocol.TypeRangeAnswer && f.Status == protocol.RangeGranted {
+			if since := time.Since(installed); since < lease {
+				t.Errorf("f granted at the new owner %v after the install, within the lease %v of its waiter", since, lease)
+			}
+			break
+		}
+		if f.Type != protocol.TypeRangeAnswer || f.Status != protocol.RangeUnavailable {
+			t.Fatalf("set on a gated key answered %v, want unavailable", f)
+		}
+		if time.Since(installed) > waitLimit {
+			t.Fatal("f still gated after waitLimit")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("answered after %v (gate at %v)", time.Since(start), gateIn)
-	if g.early.Load() {
-		t.Fatal("a token was issued before the gate")
+	// Through the prior owner, which relays the key to its new owner now.
+	e := mp.prior.dialV2(t, longLease, "host-e")
+	e.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "f"))
+	if f := e.expectRange(1, protocol.RangeConflict); f.Label != "host-d" {
+		t.Errorf("conflict names %q, want host-d", f.Label)
 	}
+}
+
+// TestClusterRangeRelayedReqInUse: a relayed waiting set whose req is
+// used again by a second waiting set keeps its place: the owner refuses
+// the second (0x0b), and a cancel still reaches the first.
+func TestClusterRangeRelayedReqInUse(t *testing.T) {
+	t.Parallel()
+	owner, r1 := startRangeRelay(t)
+	a := r1.dialV2(t, longLease, "host-a")
+	b := owner.dialV2(t, longLease, "host-b")
+	w := protocol.LockWrite
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 3, 0, eof, "f"))
+	b.expectRange(1, protocol.RangeGranted)
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 7, 0, eof, "f"))
+	a.expectRange(1, protocol.RangeQueued)
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 8, 0, eof, "f"))
+	a.expectRange(1, protocol.RangeReqInUse)
+	a.mustWrite(rangeFrame(1, protocol.RangeCancel, 0, 0, 0, 0, 0, "f"))
+	a.expectRange(1, protocol.RangeCancelled)
+	b.mustWrite(rangeFrame(2, protocol.RangeUnlock, 0, 0, 3, 0, eof, "f"))
+	b.expectRange(2, protocol.RangeDone)
+	a.expectSilenceV2(100 * time.Millisecond)
 }

@@ -124,6 +124,10 @@ type relayState struct {
 	hasMoveSecret bool
 	moveSecret    [protocol.SecretLen]byte
 	moveHash      [secretHashLen]byte
+	// rangeWaits are the relayed RANGE sets that wait (or may) at their
+	// owner, by req, with the upstream that carries them: a cancel goes
+	// there (relayranges.go).
+	rangeWaits map[uint32]*upstream
 }
 
 // outEntry is one frame of the ordered outbox.
@@ -177,6 +181,8 @@ type upReq struct {
 	// CLAIM: what it asks (a re-assertion with its fields), to hold it
 	// again if the upstream cannot be opened.
 	f protocol.Frame
+	// RANGE: its req, which its ANSWER names (relayranges.go).
+	req uint32
 }
 
 // sendClaim sends CLAIM f on u; slot is where its answer goes (nil for a
@@ -220,6 +226,11 @@ type upstream struct {
 	tickets  bool
 	unopened []byte
 	helloLen int
+	// ranges: the owner granted or queued a RANGE set relayed on it
+	// (relayranges.go): it may hold range locks of the session, so the
+	// upstream protects them (confirmedAfter), and its loss ends the
+	// session.
+	ranges bool
 
 	redial chan struct{} // tells the writer to dial again (reopenLocked)
 
@@ -272,7 +283,7 @@ func (rel *relayState) confirmedAfter(at time.Time) bool {
 		return false // a moving claim is an upstream not confirmed yet
 	}
 	for _, u := range rel.ups {
-		if len(u.claims) > 0 && u.confirmed.Before(at) {
+		if (len(u.claims) > 0 || u.ranges) && u.confirmed.Before(at) {
 			return false
 		}
 	}
@@ -866,6 +877,8 @@ func answers(r upReq, f protocol.Frame) bool {
 		return r.kind == protocol.TypeClaim && r.rc.id == f.Claim
 	case protocol.TypeReleased:
 		return r.kind == protocol.TypeRelease && r.rc.id == f.Claim
+	case protocol.TypeRangeAnswer:
+		return r.kind == protocol.TypeRange && r.req == f.Claim
 	}
 	return false
 }
@@ -905,9 +918,13 @@ func (u *upstream) handle(frames []upFrame) bool {
 			}
 			continue
 		}
+		if f.Type == protocol.TypeRangeAnswer && rangePush(f) {
+			u.rangePushed(rel, v, fr)
+			continue
+		}
 		switch f.Type {
 		case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
-			protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased:
+			protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased, protocol.TypeRangeAnswer:
 			if len(u.fifo) == 0 || !answers(u.fifo[0], f) || !u.tickets && ticketed(f) {
 				bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
 				break
@@ -925,6 +942,8 @@ func (u *upstream) handle(frames []upFrame) bool {
 				rel.openFails = 0
 			case protocol.TypePong:
 				u.pings--
+			case protocol.TypeRangeAnswer:
+				u.rangeAnswered(rel, r, fr)
 			default:
 				if r.slot == nil && r.kind == protocol.TypeClaim && r.rc.state == rcMoving { // an adoption (move.go)
 					u.adoptAnswer(rel, v, r, f)
@@ -1098,9 +1117,12 @@ func (u *upstream) fail(why error) {
 			}
 			r.slot.b, r.slot.pending = protocol.AppendReleased(nil, r.rc.id), false
 			u.end(rel, r.rc)
+		case protocol.TypeRange:
+			r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeUnavailable, 0, protocol.Frame{}), false
 		}
 	}
 	u.fifo = nil
+	endSession := u.rangesLost(rel)
 	ids := make([]uint32, 0, len(u.claims))
 	for id := range u.claims {
 		ids = append(ids, id)
@@ -1166,6 +1188,11 @@ func (u *upstream) fail(why error) {
 	}
 	u.shutdown()
 	srv.deliver([]delivery{{to: s, flush: true}})
+	if endSession {
+		srv.Logger.Warn("upstream session to the owner ended; the range locks it served are lost: ending the client's session", "owner_addr", u.addr,
+			"session", s.id, "remote_addr", s.peer.Addr, "err", why)
+		s.closeWithError(protocol.CodeNotOwner)
+	}
 }
 
 // AttachRelayed records that claim of version 2 session sid, which is

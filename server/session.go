@@ -119,7 +119,7 @@ func (s *session) serveOne() *session {
 		// at its smallest size, which a session holding few claims
 		// feels.
 		reason, code = s.runV2()
-		s.dropRanges()
+		s.dropRangesLater()
 		// A plain session whose client hung up, or broke the protocol,
 		// releases its relayed claims at once, as a direct session's
 		// are; otherwise each owner keeps them until the lease passes.

@@ -380,12 +380,10 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			reason = locktable.ReasonProtocolError
 			break
 		}
-		if f.Type == protocol.TypeRange && srv.Router == nil && time.Now().Before(srv.gate) {
+		if f.Type == protocol.TypeRange && time.Now().Before(srv.gate) {
 			// A range lock may be granted at once, and its token source
 			// would wait under srv.mu: the frames before it are answered
-			// now, it and those after it once the gate is open. A
-			// cluster node grants none (rangeUnavailable): its answers
-			// take no token and do not wait.
+			// now, it and those after it once the gate is open.
 			rangeWait = true
 			break
 		}

@@ -35,9 +35,11 @@ Closing a file releases its owner's locks as POSIX requires. SIGINT or
 SIGTERM unmounts and exits. Needs root (the kernel's mount(2), no
 fusermount) and FUSE (/dev/fuse; 'modprobe fuse' is tried).
 
-The server must be a single baton server: a cluster node serves no range
-locks yet, and against one every fcntl and flock fails with ENOLCK (the
-reason is logged once).
+The server is a single baton server or any node of a cluster, which
+relays each lock to its key's owner. On a cluster, range locks do not
+survive a failure or a planned change of their key's owner (I/O through
+the files they locked then fails with EIO), and while the key's new owner
+warms up, fcntl and flock without waiting fail with ENOLCK.
 
 Exit status:
   0   unmounted after SIGINT or SIGTERM

@@ -576,3 +576,30 @@ type Counts struct {
 func (t *Table) Counts() Counts {
 	return Counts{Files: len(t.files), Ranges: t.ranges, Waiters: t.waiters}
 }
+
+// SessionsOn returns, for each key that match accepts, the sessions that
+// hold a lock or wait there, each once, in no particular order. It is
+// what a cluster node needs when a planned change moves keys away.
+func (t *Table) SessionsOn(match func(key string) bool) map[string][]SessionID {
+	var out map[string][]SessionID
+	add := func(key string, sid SessionID) {
+		if out == nil {
+			out = map[string][]SessionID{}
+		}
+		if !slices.Contains(out[key], sid) {
+			out[key] = append(out[key], sid)
+		}
+	}
+	for fk, f := range t.files {
+		if !match(fk.key) {
+			continue
+		}
+		for _, h := range f.holders {
+			add(fk.key, h.owner.Session)
+		}
+		for _, w := range f.queue {
+			add(fk.key, w.owner.Session)
+		}
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package rangelock_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -284,5 +285,29 @@ func TestInvalid(t *testing.T) {
 	}
 	if r, err := rangelock.Span(rangelock.MaxOffset, 1); err != nil || r.Len() != 0 || r.End != rangelock.MaxOffset {
 		t.Errorf("Span(MaxOffset, 1) = %v, %v", r, err)
+	}
+}
+
+func TestSessionsOn(t *testing.T) {
+	tb := rangelock.New(&locktable.CounterTokens{})
+	now := time.Unix(0, 0)
+	set := func(key string, sid rangelock.SessionID, typ rangelock.Type, wait bool) {
+		t.Helper()
+		if _, _, err := tb.Set(now, rangelock.Request{Key: key, NS: rangelock.POSIX, Owner: rangelock.Owner{Session: sid, ID: 1},
+			Type: typ, Range: rangelock.Range{Start: 0, End: 9}, Wait: wait, Tag: uint64(sid)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("a", 1, rangelock.Read, false)
+	set("a", 2, rangelock.Read, false)
+	set("a", 3, rangelock.Write, true) // waits behind 1 and 2
+	set("b", 4, rangelock.Write, false)
+	on := tb.SessionsOn(func(k string) bool { return k == "a" })
+	slices.Sort(on["a"])
+	if !slices.Equal(on["a"], []rangelock.SessionID{1, 2, 3}) || len(on) != 1 {
+		t.Errorf("SessionsOn(a) = %v, want a: [1 2 3] (holders and the waiter)", on)
+	}
+	if on := tb.SessionsOn(func(string) bool { return false }); on != nil {
+		t.Errorf("SessionsOn(none) = %v", on)
 	}
 }

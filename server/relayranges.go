@@ -1,0 +1,153 @@
+package server
+
+import (
+	"time"
+
+	"github.com/batonlock/baton/protocol"
+)
+
+// Range locks on a cluster node (docs/cluster.md, "Range locks").
+//
+// A RANGE frame goes to the owner of its key, as a claim goes to the
+// owner of its name: a node serves it when Route says it serves the key
+// (and no planned change gates the key's range locks, rangeGatedLocked);
+// otherwise it relays it on the session's upstream session to the owner
+// (Route says forward), where the owner serves it in the upstream
+// session's range table, with the client's lock owners (one upstream per
+// client session keeps them apart). Everything else (the key held in a
+// warm-up, moving, an owner out of quorum contact, a relayed session
+// asking for a key this node does not own) is answered RangeUnavailable:
+// nothing changed, ask again later. A cancel goes where its set waits.
+//
+// Range locks are not re-asserted or handed over: when the upstream that
+// carried a session's range requests ends (its owner died, stopped or
+// was cut off, or ended the session for a planned change), the session
+// is ended with ERROR 0x03, so that its client stops believing in its
+// range locks, as a client of a single server whose server goes. The
+// owner keeps the range locks of a relayed session for the lease after
+// it last heard from it (dropRangesLater): it cannot tell the relaying
+// node's death, or a cut, from a client that still believes. A key that
+// moved with range locks on it is gated at its new owner for the lease of
+// the sessions that held them (the old owner ends those sessions).
+
+// routeRange routes RANGE frame f of session s on a cluster node: it
+// returns done when f was relayed or answered here, false when this
+// node serves it from its own range table. Called by the reader with
+// srv.mu held.
+func (s *session) routeRange(now time.Time, f protocol.Frame) (done bool) {
+	srv := s.srv
+	if f.Op == protocol.RangeCancel {
+		return s.relayRangeCancel(f)
+	}
+	switch rt := srv.Router.Route(f.Name, 0, s.forwarded); {
+	case rt.Action == RouteServe && !srv.ranges.gatedLocked(f.Name, now):
+		return false
+	case rt.Action == RouteForward && !s.forwarded:
+		s.relayRange(now, f, rt.Addr)
+		return true
+	}
+	s.rangeUnavailable(f)
+	return true
+}
+
+// relayRange sends RANGE f to the owner at addr through the session's
+// upstream there, and leaves a place for its answer in the outbox.
+func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	if s.closing.Load() || v.ending {
+		return
+	}
+	rel := v.relayLocked()
+	if rel.closed {
+		return
+	}
+	if rel.readAt.IsZero() || rel.readAt.Before(now) {
+		rel.readAt = now
+	}
+	u := s.upstreamLocked(rel, addr)
+	slot := &outEntry{pending: true, at: rel.readAt, up: u}
+	rel.add(v, slot)
+	if f.Op == protocol.RangeSet && f.Flags&protocol.RangeWait != 0 && rel.rangeWaits[f.Claim] == nil {
+		// (A req that names a waiting set already is the owner's to
+		// refuse, 0x0b; the set keeps its place here.)
+		if rel.rangeWaits == nil {
+			rel.rangeWaits = map[uint32]*upstream{}
+		}
+		rel.rangeWaits[f.Claim] = u
+	}
+	u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: time.Now(), slot: slot, req: f.Claim})
+}
+
+// relayRangeCancel sends cancel f on the upstream where its set waits,
+// and reports whether it did: a cancel of a set waiting here, or of none,
+// is this node's own (rangeOp). A cancel has no answer of its own: its
+// set's final one (CANCELLED, or PROMOTED if the grant came first) comes
+// back as a push.
+func (s *session) relayRangeCancel(f protocol.Frame) bool {
+	v := s.v2
+	rel := v.rel.Load()
+	if rel == nil {
+		return false
+	}
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	u := rel.rangeWaits[f.Claim]
+	if u == nil {
+		return false
+	}
+	if !s.closing.Load() && !v.ending && !u.dead {
+		u.wbuf = append(u.wbuf, protocol.AppendRange(nil, f)...)
+		if u.tickets && !u.opened {
+			u.unopened = append(u.unopened, protocol.AppendRange(nil, f)...)
+		}
+	}
+	return true
+}
+
+// rangePush reports whether ANSWER f is a push: the final answer of a
+// set that waited (PROMOTED, CANCELLED), not the answer of a request.
+func rangePush(f protocol.Frame) bool {
+	return f.Status == protocol.RangePromoted || f.Status == protocol.RangeCancelled
+}
+
+// rangePushed passes the owner's push about a relayed set to the client,
+// before the answers the owner had not sent yet. Called with omu held.
+func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
+	if rel.rangeWaits[fr.f.Claim] == u {
+		delete(rel.rangeWaits, fr.f.Claim)
+	}
+	if fr.f.Status == protocol.RangePromoted {
+		u.ranges = true
+	}
+	u.push(rel, v, &outEntry{b: fr.raw, up: u})
+}
+
+// rangeAnswered fills the outbox place of relayed RANGE r with the
+// owner's answer. A set that did not wait is done with it. Called with
+// omu held.
+func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
+	r.slot.b, r.slot.pending = fr.raw, false
+	switch st := fr.f.Status; {
+	case st == protocol.RangeGranted, st == protocol.RangeQueued:
+		u.ranges = true
+	}
+	if st := fr.f.Status; st != protocol.RangeQueued && st != protocol.RangeReqInUse && rel.rangeWaits[r.req] == u {
+		delete(rel.rangeWaits, r.req)
+	}
+}
+
+// rangesLost forgets the sets waiting on u, which has failed, and
+// reports whether the session must end: u was open and its owner
+// granted or queued a range request of the session (the session may hold
+// range locks there that nobody will keep). Called by fail with omu held.
+func (u *upstream) rangesLost(rel *relayState) bool {
+	for req, w := range rel.rangeWaits {
+		if w == u {
+			delete(rel.rangeWaits, req)
+		}
+	}
+	v := u.s.v2
+	return u.opened && u.ranges && !rel.closed && !u.s.closing.Load() && !v.ending
+}
