@@ -30,7 +30,9 @@
 // runs it on setups that must fail: three independent servers, and
 // nodes that do not stop serving when they lose their quorum, whose
 // owner is removed while frozen, then thawed.
-// TestClusterFaultInjectionLongLease isolates the owner under leases
+// TestClusterFaultInjectionRanges runs the cluster with range locks in
+// the place of claims. TestClusterFaultInjectionLongLease isolates the
+// owner under leases
 // longer than the removal time, where only the warm-up keeps the next
 // grant after the cut-off holder's give-up.
 // docs/verification.md describes the suites and the figures they measured.
