@@ -222,3 +222,29 @@ func TestClusterRangeRelayedReqInUse(t *testing.T) {
 	b.expectRange(2, protocol.RangeDone)
 	a.expectSilenceV2(100 * time.Millisecond)
 }
+
+// TestClusterRangeRelayedHangUp: a relayed client that hangs up (its
+// process died, or closed its connection) frees its range locks at the
+// owner at once: the relaying node releases them before it closes the
+// upstream, as it releases the claims.
+func TestClusterRangeRelayedHangUp(t *testing.T) {
+	t.Parallel()
+	owner, r1 := startRangeRelay(t)
+	a := r1.dialV2(t, longLease, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	a.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeFlock, protocol.LockWrite, 9, 0, 0, "g"))
+	a.expectRange(2, protocol.RangeGranted)
+	b := owner.dialV2(t, longLease, "host-b")
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 3, 0, eof, "f"))
+	b.expectRange(1, protocol.RangeQueued)
+	b.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeWait|protocol.RangeFlock, protocol.LockWrite, 3, 0, 0, "g"))
+	b.expectRange(2, protocol.RangeQueued)
+	a.close()
+	start := time.Now()
+	b.expectRange(1, protocol.RangePromoted) // "f" before "g"
+	b.expectRange(2, protocol.RangePromoted)
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("promoted %v after the relayed client hung up", d)
+	}
+}

@@ -229,8 +229,10 @@ type upstream struct {
 	// ranges: the owner granted or queued a RANGE set relayed on it
 	// (relayranges.go): it may hold range locks of the session, so the
 	// upstream protects them (confirmedAfter), and its loss ends the
-	// session.
-	ranges bool
+	// session. rangeOwners are the lock owners of the sets relayed on
+	// it, by key and namespace: what a hang-up releases there.
+	ranges      bool
+	rangeOwners map[rangeOwner]bool
 
 	redial chan struct{} // tells the writer to dial again (reopenLocked)
 
@@ -657,6 +659,7 @@ func (s *session) releaseUpstreams() {
 				u.wbuf = protocol.AppendRelease(u.wbuf, id)
 			}
 		}
+		u.wbuf = u.appendRangeReleases(u.wbuf)
 		if len(u.wbuf) > n {
 			ups = append(ups, u)
 		}

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/batonlock/baton/protocol"
@@ -26,7 +29,8 @@ import (
 // range locks, as a client of a single server whose server goes. The
 // owner keeps the range locks of a relayed session for the lease after
 // it last heard from it (dropRangesLater): it cannot tell the relaying
-// node's death, or a cut, from a client that still believes. A key that
+// node's death, or a cut, from a client that still believes; a relaying
+// node whose client hangs up releases them first (appendRangeReleases). A key that
 // moved with range locks on it is gated at its new owner for the lease of
 // the sessions that held them (the old owner ends those sessions).
 
@@ -67,6 +71,12 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 		rel.readAt = now
 	}
 	u := s.upstreamLocked(rel, addr)
+	if f.Op == protocol.RangeSet {
+		if u.rangeOwners == nil {
+			u.rangeOwners = map[rangeOwner]bool{}
+		}
+		u.rangeOwners[rangeOwner{key: f.Name, flock: f.Flags&protocol.RangeFlock != 0, owner: f.Owner}] = true
+	}
 	slot := &outEntry{pending: true, at: rel.readAt, up: u}
 	rel.add(v, slot)
 	if f.Op == protocol.RangeSet && f.Flags&protocol.RangeWait != 0 && rel.rangeWaits[f.Claim] == nil {
@@ -150,4 +160,36 @@ func (u *upstream) rangesLost(rel *relayState) bool {
 	}
 	v := u.s.v2
 	return u.opened && u.ranges && !rel.closed && !u.s.closing.Load() && !v.ending
+}
+
+// rangeOwner is a lock owner of a session on one key, in one namespace.
+type rangeOwner struct {
+	key   string
+	flock bool
+	owner uint64
+}
+
+// appendRangeReleases appends, for each lock owner of a set relayed on
+// u, a RANGE release of its locks and waiting requests on the key: what
+// a client that hangs up would have done itself, so that the owner ends
+// them at once rather than a lease later (the claims' RELEASE, in
+// releaseUpstreams). Their answers are not read. Called with omu held.
+func (u *upstream) appendRangeReleases(b []byte) []byte {
+	for _, o := range slices.SortedFunc(maps.Keys(u.rangeOwners), func(a, b rangeOwner) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(b2i(a.flock), b2i(b.flock)), cmp.Compare(a.owner, b.owner))
+	}) {
+		var flags uint8
+		if o.flock {
+			flags = protocol.RangeFlock
+		}
+		b = protocol.AppendRange(b, protocol.Frame{Op: protocol.RangeRelease, Flags: flags, Owner: o.owner, Name: o.key})
+	}
+	return b
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func TestMountFlockCluster(t *testing.T) {
 	// another, so that its requests are relayed.
 	owner := cluster.NewRing(0, []string{"n1", "n2", "n3"}).Owner("test:f")
 	via := map[string]string{"n1": "n2", "n2": "n3", "n3": "n1"}[owner]
-	startMount(t, nodes[via].addr, src, a, "host-a")
+	procA := startMount(t, nodes[via].addr, src, a, "host-a")
 	startMount(t, nodes[owner].addr, src, b, "host-b")
 	if err := os.WriteFile(filepath.Join(a, "f"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -48,4 +49,23 @@ func TestMountFlockCluster(t *testing.T) {
 	}
 	t.Logf("owner %s, mount a relayed by %s: blocked flock(1) through mount b proceeded %v after the holder let go",
 		owner, via, time.Since(released))
+
+	// kill -9 of the relayed mount: its node releases its locks at the
+	// owner at once (its connection closed), not a lease later.
+	h = startHolder(t, flock, filepath.Join(a, "f"), "sh", "-c", "echo held; read x")
+	h.line(t)
+	w = startHolder(t, flock, filepath.Join(b, "f"), "echo", "got")
+	waitBlocked(t, w.cmd.Process.Pid)
+	killed := time.Now()
+	if err := procA.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if l := w.line(t); l != "got" {
+		t.Fatalf("waiter printed %q", l)
+	}
+	took := time.Since(killed)
+	t.Logf("blocked flock(1) through mount b proceeded %v after kill -9 of mount a, relayed", took)
+	if took > time.Second {
+		t.Errorf("took %v after the kill, more than a second (the lease is 15 s)", took)
+	}
 }

@@ -24,14 +24,15 @@
 // three-node cluster, each node in its own network namespace
 // (internal/netlab), and kills, freezes and cuts off (its cluster link or
 // its client link, or only its link to one other node) the lock's owner,
-// the Raft leader and a follower;
-// CheckCluster (checkcluster.go) then allows no overlap at all, since no
-// worker is ever frozen or cut off there. TestClusterFaultInjectionUnsafe
-// runs it on setups that must fail: three independent servers, and
-// nodes that do not stop serving when they lose their quorum, whose
-// owner is removed while frozen, then thawed.
-// TestClusterFaultInjectionLongLease isolates the owner under leases
-// longer than the removal time, where only the warm-up keeps the next
-// grant after the cut-off holder's give-up.
+// the Raft leader and a follower; CheckCluster (checkcluster.go) then
+// allows no overlap at all, since no worker is ever frozen or cut off
+// there. TestClusterFaultInjectionUnsafe runs it on setups that must
+// fail: three independent servers, and nodes that do not stop serving
+// when they lose their quorum, whose owner is removed while frozen, then
+// thawed. TestClusterFaultInjectionRanges runs the cluster with range
+// locks in the place of claims. TestClusterFaultInjectionLongLease
+// isolates the owner under leases longer than the removal time, where
+// only the warm-up keeps the next grant after the cut-off holder's
+// give-up.
 // docs/verification.md describes the suites and the figures they measured.
 package faultinject

@@ -33,7 +33,10 @@ type WorkerConfig struct {
 	// Modes, when not empty, makes the worker a protocol version 2
 	// session: one Session whose claim actors, one per entry
 	// ("exclusive" or "shared"), loop on Session.Do on Lock at once, so
-	// the session holds several claims. Empty: a version 1 Client.
+	// the session holds several claims; a "range" actor loops on a
+	// write range lock over the whole of the key Lock instead (range
+	// locks and claims on one name do not exclude each other: a run
+	// uses one or the other). Empty: a version 1 Client.
 	Modes []string
 	// Mutation breaks the worker or its fence on purpose, to show that
 	// Check catches it: MutationNoWRule, MutationIgnoreLost. Empty in
@@ -226,6 +229,14 @@ func (w *worker) session(ctx context.Context, c *baton.Client) {
 	}()
 	var actors sync.WaitGroup
 	for k, m := range w.cfg.Modes {
+		if m == "range" {
+			a := &actor{w: w, id: fmt.Sprintf("%s#%d", w.cfg.ID, k)}
+			actors.Go(func() {
+				defer a.close()
+				a.ranges(ctx, s, uint64(k+1))
+			})
+			continue
+		}
 		mode, shared := baton.Exclusive, m == "shared"
 		if shared {
 			mode = baton.Shared
@@ -249,6 +260,35 @@ func (w *worker) session(ctx context.Context, c *baton.Client) {
 	<-watched
 	if ctx.Err() == nil {
 		backoff(ctx)
+	}
+}
+
+// ranges loops, until ctx is done or s is lost, on a write range lock
+// over the whole of the key Lock (baton.Session.SetRange, owner owner):
+// its tenure's context ends when the session is lost, the moment its
+// client stops believing in its range locks (a range lock has no
+// context of its own).
+func (a *actor) ranges(ctx context.Context, s *baton.Session, owner uint64) {
+	l := baton.RangeLock{Key: a.w.cfg.Lock, Owner: owner, Type: baton.WriteLock, End: baton.ToEnd}
+	for ctx.Err() == nil && s.Err() == nil {
+		a.w.log(Record{Ev: "request", W: a.id})
+		tok, err := s.SetRange(ctx, l, true)
+		if err == nil {
+			held, cancel := context.WithCancelCause(ctx)
+			go func() {
+				select {
+				case <-s.Lost():
+					cancel(fmt.Errorf("session lost: %w", s.Err()))
+				case <-held.Done():
+				}
+			}()
+			err = a.tenure(held, tok)
+			cancel(nil)
+			if s.Err() == nil {
+				s.UnlockRange(context.WithoutCancel(ctx), l)
+			}
+		}
+		a.done(ctx, tok, err)
 	}
 }
 
