@@ -289,17 +289,23 @@ func TestClusterConfigsForm(t *testing.T) {
 	}
 }
 
-// freePort returns a port that is free now, below the kernel's range of
-// ephemeral ports (32768 up, by default): a port taken from that range
-// and closed again can be handed to another process's connection before
-// the node binds it ("address already in use"), which happened in CI.
-func freePort(t *testing.T) string {
+// freePort returns a port that is free now and not in taken, below the
+// kernel's range of ephemeral ports (32768 up, by default): a port taken
+// from that range and closed again can be handed to another process's
+// connection before the node binds it ("address already in use"), which
+// happened in CI; and two draws for the nodes of one test can be the
+// same port, free until the first node binds it (CI again).
+func freePort(t *testing.T, taken map[string]bool) string {
 	t.Helper()
 	for range 1000 {
 		port := strconv.Itoa(20000 + rand.IntN(12000))
+		if taken[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:"+port)
 		if err == nil {
 			l.Close()
+			taken[port] = true
 			return port
 		}
 	}
@@ -320,10 +326,11 @@ func formCluster(t *testing.T, envs []map[string]string, aclPath string) {
 	// The same ports for the same flags on every node in the examples:
 	// here each node gets its own, and -join the first node's admin port.
 	ports := make([]map[string]string, len(envs))
+	taken := map[string]bool{}
 	for i := range envs {
 		ports[i] = map[string]string{}
 		for _, k := range []string{"BATON_LISTEN_ADDRESS", "BATON_OPS_LISTEN_ADDRESS", "BATON_ADMIN_LISTEN_ADDRESS", "BATON_RAFT_LISTEN_ADDRESS"} {
-			ports[i][k] = freePort(t)
+			ports[i][k] = freePort(t, taken)
 		}
 	}
 	var ops []string
