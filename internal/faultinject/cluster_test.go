@@ -704,7 +704,9 @@ func (h *clusterHarness) inject(f string) {
 		// that both keep their quorum contact. "brief": past the relay's
 		// patience (L/2), healed before the lease ends: the relayed
 		// claims are re-asserted at the same owner. Otherwise longer
-		// than the lease: they are lost, the owner expires them.
+		// than the lease, and shorter than the removal (T), as the other
+		// node may be a follower cut from the leader: the relayed claims
+		// are lost, the owner expires them, nobody is removed.
 		_, leader := h.roles()
 		other := -1
 		for i, m := range h.nodes {
@@ -712,7 +714,7 @@ func (h *clusterHarness) inject(f string) {
 				other = i
 			}
 		}
-		hold := clusterHold
+		hold := (h.lease + h.removeAfter) / 2
 		if variant == "brief" {
 			hold = h.lease/2 + 200*time.Millisecond
 		}
