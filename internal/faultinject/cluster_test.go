@@ -458,12 +458,14 @@ func (h *clusterHarness) waitRing(what string, cond func(cluster.Status) bool) c
 	for {
 		var sts []cluster.Status
 		var err error
+		var behind *node // the first node that does not answer, or not so
 		for _, n := range h.nodes {
 			if n == nil {
 				continue
 			}
 			var st cluster.Status
 			if st, err = h.status(n.slot); err != nil || !cond(st) {
+				behind = n
 				break
 			}
 			sts = append(sts, st)
@@ -473,7 +475,19 @@ func (h *clusterHarness) waitRing(what string, cond func(cluster.Status) bool) c
 			return sts[0]
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("no %s within %v: %d of %d nodes (%v)", what, 2*waitMax, len(sts), h.live(), err)
+			// What the node that holds it up said last: the suite's only
+			// record of it when the run has no dump directory (CI).
+			var last string
+			if behind != nil {
+				exited := "running"
+				select {
+				case <-behind.p.exited:
+					exited = fmt.Sprintf("exited: %v", behind.p.cmd.ProcessState)
+				default:
+				}
+				last = fmt.Sprintf("\n%s (%s), the end of its log:\n%s", behind.id, exited, tail(behind.p.stderr))
+			}
+			h.t.Fatalf("no %s within %v: %d of %d nodes (%v)%s", what, 2*waitMax, len(sts), h.live(), err, last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
