@@ -446,7 +446,18 @@ func TestClusterKillNode(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		for i, c := range waiters {
 			c.Heartbeat()
-			if f := c.Read(); f.Type == protocol.TypeAcquired {
+			f := c.Read()
+			if f.Type == protocol.TypeError && f.Code == protocol.CodeNotOwner {
+				// Retryable: the ring changes under a relayed waiter
+				// (its node and the new owner apply it one after the
+				// other); a client asks again, as DoRetry does.
+				c.Close()
+				c = opstest.Dial(t, live[i].addr)
+				c.Acquire(deadName, 30*time.Second)
+				waiters[i] = c
+				f = c.Read()
+			}
+			if f.Type == protocol.TypeAcquired {
 				granted = i
 			} else if f.Type != protocol.TypeWaiting {
 				t.Fatalf("waiter %d: %v", i, f)
