@@ -121,7 +121,9 @@ func TestClusterFaultInjectionRanges(t *testing.T) {
 		t.Skip("runs the cluster fault suite; not with -short")
 	}
 	t.Setenv("BATON_FAULTINJECT_CLUSTER_RANGES", "1")
-	plan := []string{"kill-owner", "partition-owner-brief", "cut-owner", "client-cut-owner", "restart-owner", "partition-owner"}
+	// Short: it runs beside the other packages' cluster tests in CI, on
+	// two cores, and a longer plan made their timings flaky.
+	plan := []string{"kill-owner", "partition-owner-brief", "cut-owner"}
 	if p := os.Getenv("BATON_FAULTINJECT_CLUSTER_RANGES_PLAN"); p != "" {
 		plan = strings.Split(p, ",")
 	}
