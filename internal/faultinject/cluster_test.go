@@ -122,7 +122,8 @@ func TestClusterFaultInjectionRanges(t *testing.T) {
 	}
 	t.Setenv("BATON_FAULTINJECT_CLUSTER_RANGES", "1")
 	// Short: it runs beside the other packages' cluster tests in CI, on
-	// two cores, and a longer plan made their timings flaky.
+	// two cores, and the load of a longer plan is a suspect in their
+	// flaky timings.
 	plan := []string{"kill-owner", "partition-owner-brief", "cut-owner"}
 	if p := os.Getenv("BATON_FAULTINJECT_CLUSTER_RANGES_PLAN"); p != "" {
 		plan = strings.Split(p, ",")
