@@ -93,6 +93,16 @@ func TestClusterFaultInjection(t *testing.T) {
 		t.Skip("the cluster fault suite takes one to three minutes; not with -short")
 	}
 	rep, h := runClusterSuite(t, clusterPlan(), false, false)
+	requireSafe(t, rep, h)
+	if h.steered > 0 && rep.Rejected == 0 {
+		t.Errorf("%d steered faults, but the fence refused no write", h.steered)
+	}
+}
+
+// requireSafe fails t for every violation and harness problem of a
+// cluster run, and for a run that granted nothing.
+func requireSafe(t *testing.T, rep *faultinject.ClusterReport, h *clusterHarness) {
+	t.Helper()
 	for _, v := range rep.Violations {
 		t.Errorf("violation: %s", v)
 	}
@@ -101,9 +111,6 @@ func TestClusterFaultInjection(t *testing.T) {
 	}
 	if rep.Grants == 0 || rep.Accepted == 0 {
 		t.Errorf("the run granted nothing")
-	}
-	if h.steered > 0 && rep.Rejected == 0 {
-		t.Errorf("%d steered faults, but the fence refused no write", h.steered)
 	}
 }
 
@@ -129,15 +136,7 @@ func TestClusterFaultInjectionRanges(t *testing.T) {
 		plan = strings.Split(p, ",")
 	}
 	rep, h := runClusterSuite(t, plan, false, false)
-	for _, v := range rep.Violations {
-		t.Errorf("violation: %s", v)
-	}
-	for _, p := range h.problems {
-		t.Errorf("%s", p)
-	}
-	if rep.Grants == 0 || rep.Accepted == 0 {
-		t.Errorf("the run granted nothing")
-	}
+	requireSafe(t, rep, h)
 }
 
 // TestClusterFaultInjectionLongLease runs the cluster with leases of
@@ -166,12 +165,7 @@ func TestClusterFaultInjectionLongLease(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("BATON_FAULTINJECT_CLUSTER_LEASE", tc.lease)
 			rep, h := runClusterSuite(t, strings.Split(tc.plan, ","), false, false)
-			for _, v := range rep.Violations {
-				t.Errorf("violation: %s", v)
-			}
-			for _, p := range h.problems {
-				t.Errorf("%s", p)
-			}
+			requireSafe(t, rep, h)
 			if rep.Rejected == 0 {
 				t.Errorf("the fence refused no write: the steered holder's late write got in or was never sent")
 			}
