@@ -33,6 +33,14 @@ const (
 	// RangeCancel withdraws the session's waiting request whose req is
 	// this frame's.
 	RangeCancel RangeOp = 0x05
+	// RangeAdopt is hop-only (docs/protocol.md, "Range locks across a
+	// planned change"): sent by a relaying node on its upstream session
+	// to a key's new owner, it takes over the range locks on Key that a
+	// planned change handed over for the session the upstream relays.
+	// Answers: RangeDone (adopted), RangeUnavailable (the node does not
+	// serve the key yet: ask again), RangeFree (nothing is kept for the
+	// session there: the locks are lost).
+	RangeAdopt RangeOp = 0x06
 )
 
 func (o RangeOp) String() string {
@@ -47,6 +55,8 @@ func (o RangeOp) String() string {
 		return "release"
 	case RangeCancel:
 		return "cancel"
+	case RangeAdopt:
+		return "adopt"
 	}
 	return fmt.Sprintf("op(0x%02x)", uint8(o))
 }
@@ -93,11 +103,18 @@ const (
 	// change moved with range locks on it, an owner out of reach); nothing
 	// changed, ask again (ENOLCK).
 	RangeUnavailable RangeStatus = 0x0c
+	// RangeMoved is a hop-only push on an upstream session: with req 0,
+	// the range locks of the session on the key in the label were handed
+	// over to the key's new owner, where the relaying node adopts them
+	// (RangeAdopt); with the req of a waiting set (and its key as the
+	// label), that set ended unserved because its key moved, which the
+	// relaying node passes on to its client as RangeUnavailable.
+	RangeMoved RangeStatus = 0x0d
 )
 
 func (s RangeStatus) String() string {
 	names := [...]string{"", "granted", "queued", "conflict", "promoted", "done", "free", "locked",
-		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable"}
+		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable", "moved"}
 	if int(s) < len(names) && s != 0 {
 		return names[s]
 	}

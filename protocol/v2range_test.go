@@ -67,10 +67,11 @@ func TestRangeRoundTrip(t *testing.T) {
 }
 
 // TestRangeStatusNames: every status of docs/protocol.md has its name,
-// through 0x0c (unavailable: a cluster node cannot serve the key now).
+// through 0x0c (unavailable: a cluster node cannot serve the key now)
+// and the hop-only 0x0d (moved).
 func TestRangeStatusNames(t *testing.T) {
 	want := []string{"granted", "queued", "conflict", "promoted", "done", "free", "locked",
-		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable"}
+		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable", "moved"}
 	for i, name := range want {
 		if got := protocol.RangeStatus(i + 1).String(); got != name {
 			t.Errorf("status 0x%02x is %q, want %q", i+1, got, name)
@@ -79,8 +80,11 @@ func TestRangeStatusNames(t *testing.T) {
 	if protocol.RangeUnavailable != 0x0c {
 		t.Errorf("RangeUnavailable is 0x%02x, want 0x0c", uint8(protocol.RangeUnavailable))
 	}
-	if got := protocol.RangeStatus(0x0d).String(); got != "status(0x0d)" {
-		t.Errorf("status 0x0d is %q", got)
+	if protocol.RangeMoved != 0x0d || protocol.RangeAdopt != 0x06 {
+		t.Errorf("RangeMoved is 0x%02x, RangeAdopt 0x%02x, want 0x0d and 0x06", uint8(protocol.RangeMoved), uint8(protocol.RangeAdopt))
+	}
+	if got := protocol.RangeStatus(0x0e).String(); got != "status(0x0e)" {
+		t.Errorf("status 0x0e is %q", got)
 	}
 }
 

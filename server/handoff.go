@@ -82,6 +82,7 @@ func (srv *Server) Install(from string, state json.RawMessage) error {
 		return fmt.Errorf("server: hand-off from %s: %w", from, err)
 	}
 	srv.gateRanges(ms.RangeGates)
+	srv.installRanges(from, ms.Ranges)
 	if len(ms.Locks) == 0 {
 		return nil
 	}

@@ -66,6 +66,10 @@ type moveState struct {
 	// the sessions that held or waited for them, whose clients may
 	// believe until their give-up.
 	RangeGates []rangeGate `json:"range_gates,omitempty"`
+	// Ranges are the range locks held on moving keys by sessions that
+	// continue, which the new owner keeps for their hosts to adopt
+	// (rangemove.go).
+	Ranges []movedRange `json:"ranges,omitempty"`
 }
 
 // rangeGate is one key of moveState.RangeGates: the longest lease of the
@@ -208,7 +212,7 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 	}
 	srv.mu.Lock()
 	now := time.Now()
-	gates, rangeSessions := srv.exportRangesLocked(newOwner)
+	handedRanges, gates, rangeSessions, rangeDs := srv.exportRangesLocked(now, newOwner)
 	res := srv.table.EvictExcept(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
 	ended := len(res.Events)
 	ds := srv.commit(now, res)
@@ -271,6 +275,14 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 		}
 		st.RangeGates = gs
 	}
+	for to, rs := range handedRanges {
+		st := states[to]
+		if st == nil {
+			st = &moveState{}
+			states[to] = st
+		}
+		st.Ranges = rs
+	}
 	out := map[string]json.RawMessage{}
 	for to, st := range states {
 		for _, sid := range slices.Sorted(func(yield func(locktable.SessionID) bool) {
@@ -292,6 +304,7 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 	srv.mu.Unlock()
 	srv.deliverAll(ds)
 	srv.deliver(delivered)
+	srv.deliver(rangeDs)
 	for _, s := range rangeSessions {
 		s.closeWithError(protocol.CodeShuttingDown)
 	}
@@ -304,43 +317,6 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 		srv.Logger.Info("planned change: claims on names moving to another node handed over", "continuing", n, "ended", ended)
 	}
 	return out, nil
-}
-
-// exportRangesLocked gates, at their new owners, the keys that move with
-// range locks or waiting requests on them, and returns the sessions that
-// hold or wait for range locks there: Export ends them (ERROR 0x01),
-// since range locks are not handed over (relayranges.go). A gate lasts
-// the longest lease of those sessions: each such client stops believing
-// within 0.8 of it after the send time of its last request answered here,
-// which came before the export, so before the install. The waiters count
-// too: this node may grant one after the export, before its session
-// ends (its holder hung up meanwhile), and a longer lease carries its
-// belief past the holders' (internal/modelcheck, cluster-ranges,
-// range-gate-holders-only). Called with srv.mu held.
-func (srv *Server) exportRangesLocked(newOwner func(name string) string) (map[string][]rangeGate, []*session) {
-	rs := &srv.ranges
-	on := rs.table.SessionsOn(func(key string) bool { return newOwner(key) != "" })
-	if on == nil {
-		return nil, nil
-	}
-	gates := map[string][]rangeGate{}
-	ending := map[*session]bool{}
-	for key, sids := range on {
-		var lease time.Duration
-		for _, sid := range sids {
-			lease = max(lease, rs.leases[sid])
-			if s := srv.claims[locktable.SessionID(sid)]; s != nil && s.v2 != nil {
-				ending[s] = true
-			}
-		}
-		to := newOwner(key)
-		gates[to] = append(gates[to], rangeGate{Key: key, LeaseMS: protocol.LeaseMS(lease)})
-	}
-	out := make([]*session, 0, len(ending))
-	for s := range ending {
-		out = append(out, s)
-	}
-	return gates, out
 }
 
 // gateRanges gates the range locks of the keys a planned change moved

@@ -21,6 +21,10 @@ type rangeState struct {
 	// gates are the keys a planned change moved here with range locks on
 	// them, and until when none is granted (relayranges.go).
 	gates map[string]time.Time
+	// standIns hold the range locks a planned change handed over here,
+	// by the origin whose host adopts them (rangemove.go).
+	standIns    map[locktable.Origin]*standIn
+	lastStandIn uint64
 }
 
 // gatedLocked reports whether key's range locks are gated at now.
@@ -54,6 +58,10 @@ func newRangeState(tokens locktable.TokenSource) rangeState {
 // other sessions that got a push.
 func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 	srv := s.srv
+	if f.Op == protocol.RangeAdopt {
+		s.adoptRanges(f)
+		return nil
+	}
 	if srv.Router != nil && s.routeRange(now, f) {
 		return nil
 	}

@@ -156,59 +156,156 @@ func TestClusterRangeRelayDies(t *testing.T) {
 	}
 }
 
-// TestClusterRangeMoveGated: a planned change moves a key with range
-// locks on it. Range locks are not handed over: the prior owner ends
-// the sessions that hold or wait for them (ERROR 0x01), and the new
-// owner grants none on that key for the longest of their leases, a
-// waiter's included (the prior owner may grant it after the export); a
-// key that moves without range locks is served at once.
-func TestClusterRangeMoveGated(t *testing.T) {
+// TestClusterRangeMoveHandedOver: at a planned change the range locks of
+// a session that continues move to the key's new owner with it
+// (rangemove.go). The holder's session lives on: its answers wait until
+// its node (the prior owner) has adopted them at the new owner, where
+// they conflict with everyone else's; its unlock, relayed there now,
+// lets a waiter in. A set that waited at the prior owner is answered
+// unavailable (asked again, at the new owner). A key with no range lock
+// on it is served at the new owner at once.
+func TestClusterRangeMoveHandedOver(t *testing.T) {
 	t.Parallel()
-	const holderLease, lease = 500 * time.Millisecond, 1200 * time.Millisecond
 	mp := startMovePair(t)
-	a := mp.prior.dialV2(t, holderLease, "host-a")
+	a := mp.prior.dialV2(t, longLease, "host-a")
 	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
 	a.expectRange(1, protocol.RangeGranted)
-	b := mp.prior.dialV2(t, lease, "host-b") // waits
+	a.mustWrite(rangeFrame(2, protocol.RangeSet, 0, protocol.LockRead, 8, 0, 0, "f"))
+	b := mp.prior.dialV2(t, longLease, "host-b") // waits
+	a.expectRange(2, protocol.RangeConflict)
 	b.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 3, 0, eof, "f"))
 	b.expectRange(1, protocol.RangeQueued)
-	c := mp.prior.dialV2(t, longLease, "host-c") // no range lock on a moving key
-	c.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "stays"))
-	c.expectRange(1, protocol.RangeGranted)
+	a.mustWrite(rangeFrame(3, protocol.RangeSet, protocol.RangeFlock, protocol.LockWrite, 7, 0, 0, "f"))
+	a.expectRange(3, protocol.RangeGranted)
 
 	moving := only("f", "g")
 	mp.move(t, moving)
-	installed := time.Now()
-	a.expectSessionError(protocol.CodeShuttingDown)
-	b.expectSessionError(protocol.CodeShuttingDown)
-	ping(c, 1)
+	b.expectRange(1, protocol.RangeUnavailable)
+	// Held back until the adoption: the prior owner does not route f to
+	// the new owner yet.
+	a.mustWrite(protocol.AppendPing(nil, 1))
+	if f, err := a.readV2(300 * time.Millisecond); err == nil {
+		t.Fatalf("a's PING answered %v while its range locks move", f)
+	}
+	a.mustWrite(rangeFrame(4, protocol.RangeSet, 0, protocol.LockRead, 9, 200, 299, "f"))
 	mp.commit(moving)
+	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 1 {
+		t.Fatalf("a's PING answered %v after the adoption, want PONG 1", f)
+	}
+	a.expectRange(4, protocol.RangeUnavailable) // read while f moved
+	ping(a, 2)
 
 	d := mp.owner.dialV2(t, longLease, "host-d")
 	d.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "g"))
 	d.expectRange(1, protocol.RangeGranted)
-	for id := uint32(2); ; id++ {
+	d.mustWrite(rangeFrame(2, protocol.RangeSet, 0, protocol.LockRead, 1, 50, 50, "f"))
+	if f := d.expectRange(2, protocol.RangeConflict); f.Owner != 7 || f.Start != 0 || f.End != 99 {
+		t.Errorf("conflict names %v, want a's owner 7 over [0,99]", f)
+	}
+	d.mustWrite(rangeFrame(3, protocol.RangeSet, protocol.RangeFlock, protocol.LockRead, 1, 0, 0, "f"))
+	d.expectRange(3, protocol.RangeConflict)
+	d.mustWrite(rangeFrame(4, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 1, 40, 60, "f"))
+	d.expectRange(4, protocol.RangeQueued)
+	// a's own lock is a's: it extends it (through the new owner), then
+	// unlocks the bytes d waits for.
+	a.mustWrite(rangeFrame(5, protocol.RangeSet, 0, protocol.LockWrite, 7, 100, 120, "f"))
+	a.expectRange(5, protocol.RangeGranted)
+	a.mustWrite(rangeFrame(6, protocol.RangeUnlock, 0, 0, 7, 30, 70, "f"))
+	a.expectRange(6, protocol.RangeDone)
+	d.expectRange(4, protocol.RangePromoted)
+	// b asks again, at the new owner, and waits for a's flock.
+	b.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeWait|protocol.RangeFlock, protocol.LockWrite, 3, 0, 0, "f"))
+	b.expectRange(2, protocol.RangeQueued)
+	a.close()
+	b.expectRange(2, protocol.RangePromoted)
+}
+
+// TestClusterRangeMoveRelayedHandedOver: the range locks of a client
+// relayed by a third node move too: the prior owner tells the relaying
+// node on its upstream session (MOVED), which adopts them at the new
+// owner once it routes the key there; its client's session lives on, and
+// its lock holds at the new owner until the client hangs up. A relayed
+// set that waited there is answered unavailable, and the prior owner's
+// end later ends neither session.
+func TestClusterRangeMoveRelayedHandedOver(t *testing.T) {
+	t.Parallel()
+	mp := startMovePair(t)
+	rr := &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: mp.prior.addr} }}
+	r1 := startServer(t, func(s *server.Server) { s.NodeID, s.Router = "r1", rr })
+	c := r1.dialV2(t, longLease, "host-c")
+	c.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 5, 10, 19, "f"))
+	c.expectRange(1, protocol.RangeGranted)
+	w := r1.dialV2(t, longLease, "host-w")
+	w.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 5, 0, eof, "f"))
+	w.expectRange(1, protocol.RangeQueued)
+
+	moving := only("f")
+	mp.move(t, moving)
+	w.expectRange(1, protocol.RangeUnavailable)
+	c.mustWrite(protocol.AppendPing(nil, 1))
+	if f, err := c.readV2(300 * time.Millisecond); err == nil {
+		t.Fatalf("c's PING answered %v while its range locks move", f)
+	}
+	mp.commit(moving)
+	rr.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: mp.owner.addr} })
+	if f := c.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 1 {
+		t.Fatalf("c's PING answered %v after the adoption, want PONG 1", f)
+	}
+	d := mp.owner.dialV2(t, longLease, "host-d")
+	d.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, protocol.LockRead, 1, 15, 15, "f"))
+	d.expectRange(1, protocol.RangeQueued)
+	w.mustWrite(rangeFrame(2, protocol.RangeSet, 0, protocol.LockRead, 5, 15, 15, "f"))
+	w.expectRange(2, protocol.RangeConflict)
+	c.mustWrite(rangeFrame(2, protocol.RangeUnlock, 0, 0, 5, 12, 13, "f"))
+	c.expectRange(2, protocol.RangeDone)
+	ping(c, 2)
+	// The prior owner holds nothing of either session now: its end
+	// ends neither.
+	mp.prior.Close()
+	time.Sleep(300 * time.Millisecond) // r1 sees both upstreams end
+	ping(w, 3)
+	ping(c, 4)
+	c.close() // the relaying node releases at the new owner at once
+	d.expectRange(1, protocol.RangePromoted)
+}
+
+// TestClusterRangeMoveRelayGone: the range lock of a relaying node that
+// died, which the prior owner keeps for its lease, is not granted to
+// anyone at the new owner within that lease: the key is gated there (the
+// prior owner saw the hop end: the session does not continue) or the
+// lock is handed over and never adopted (it had not).
+func TestClusterRangeMoveRelayGone(t *testing.T) {
+	t.Parallel()
+	const lease = 1200 * time.Millisecond
+	mp := startMovePair(t)
+	rr := &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: mp.prior.addr} }}
+	r1 := startServer(t, func(s *server.Server) { s.NodeID, s.Router = "r1", rr })
+	a := r1.dialV2(t, lease, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	heard := time.Now()
+	r1.Close()
+
+	moving := only("f")
+	mp.move(t, moving)
+	mp.commit(moving)
+	d := mp.owner.dialV2(t, longLease, "host-d")
+	for id := uint32(1); ; id++ {
 		d.mustWrite(rangeFrame(id, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "f"))
 		f := d.mustReadV2()
 		if f.Type == protocol.TypeRangeAnswer && f.Status == protocol.RangeGranted {
-			if since := time.Since(installed); since < lease {
-				t.Errorf("f granted at the new owner %v after the install, within the lease %v of its waiter", since, lease)
+			if since := time.Since(heard); since < lease {
+				t.Errorf("f granted at the new owner %v after its relayed holder was last heard, within its lease %v", since, lease)
 			}
 			break
 		}
-		if f.Type != protocol.TypeRangeAnswer || f.Status != protocol.RangeUnavailable {
-			t.Fatalf("set on a gated key answered %v, want unavailable", f)
+		if f.Type != protocol.TypeRangeAnswer || f.Status != protocol.RangeUnavailable && f.Status != protocol.RangeConflict {
+			t.Fatalf("set on a moved key answered %v, want unavailable or conflict", f)
 		}
-		if time.Since(installed) > waitLimit {
+		if time.Since(heard) > waitLimit {
 			t.Fatal("f still gated after waitLimit")
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	// Through the prior owner, which relays the key to its new owner now.
-	e := mp.prior.dialV2(t, longLease, "host-e")
-	e.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "f"))
-	if f := e.expectRange(1, protocol.RangeConflict); f.Label != "host-d" {
-		t.Errorf("conflict names %q, want host-d", f.Label)
 	}
 }
 

@@ -128,6 +128,11 @@ type relayState struct {
 	// owner, by req, with the upstream that carries them: a cancel goes
 	// there (relayranges.go).
 	rangeWaits map[uint32]*upstream
+	// rangeMoves are the keys whose range locks a planned change handed
+	// to their new owner, not adopted there yet (rangemove.go): while
+	// any is, no answer is released; rangeTimer says a retry is due.
+	rangeMoves map[string]*rangeMove
+	rangeTimer bool
 }
 
 // outEntry is one frame of the ordered outbox.
@@ -181,8 +186,10 @@ type upReq struct {
 	// CLAIM: what it asks (a re-assertion with its fields), to hold it
 	// again if the upstream cannot be opened.
 	f protocol.Frame
-	// RANGE: its req, which its ANSWER names (relayranges.go).
-	req uint32
+	// RANGE: its req, which its ANSWER names (relayranges.go), or the
+	// key of an adoption (rangemove.go), whose req is 0.
+	req   uint32
+	adopt string
 }
 
 // sendClaim sends CLAIM f on u; slot is where its answer goes (nil for a
@@ -281,8 +288,8 @@ func (rel *relayState) insert(i int, e *outEntry) { rel.q = slices.Insert(rel.q,
 // confirmed at or after at. An upstream with none protects nothing: a
 // claim it gets later is answered after its own CLAIM is confirmed.
 func (rel *relayState) confirmedAfter(at time.Time) bool {
-	if rel.moving > 0 {
-		return false // a moving claim is an upstream not confirmed yet
+	if rel.moving > 0 || len(rel.rangeMoves) > 0 {
+		return false // a moving claim or key is an upstream not confirmed yet
 	}
 	for _, u := range rel.ups {
 		if (len(u.claims) > 0 || u.ranges) && u.confirmed.Before(at) {
@@ -912,6 +919,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 	}
 	rel := v.rel.Load()
 	var bad error
+	rangesLost := false // an adoption found no range locks kept (rangemove.go)
 	for _, fr := range frames {
 		f := fr.f
 		if f.Type == protocol.TypeRevoked && f.Code == codeMoved {
@@ -946,6 +954,10 @@ func (u *upstream) handle(frames []upFrame) bool {
 			case protocol.TypePong:
 				u.pings--
 			case protocol.TypeRangeAnswer:
+				if r.adopt != "" {
+					rangesLost = rangesLost || u.rangeAdopted(rel, r.adopt, f.Status)
+					break
+				}
 				u.rangeAnswered(rel, r, fr)
 			default:
 				if r.slot == nil && r.kind == protocol.TypeClaim && r.rc.state == rcMoving { // an adoption (move.go)
@@ -1008,6 +1020,11 @@ func (u *upstream) handle(frames []upFrame) bool {
 		rel.kickAll()
 	}
 	v.omu.Unlock()
+	if rangesLost {
+		s.srv.Logger.Warn("range locks handed over to a key's new owner are no longer kept for the session: ending the client's session",
+			"owner_addr", u.addr, "session", s.id, "remote_addr", s.peer.Addr)
+		s.closeWithError(protocol.CodeNotOwner)
+	}
 	if bad != nil {
 		u.fail(bad)
 		return false
@@ -1088,7 +1105,7 @@ func (u *upstream) fail(why error) {
 	}
 	rel := v.rel.Load()
 	u.markDead(rel)
-	opened, held, moving := u.opened, 0, 0
+	opened, held, moving, adopting := u.opened, 0, 0, 0
 	now := time.Now()
 	reassert := opened && reassertable(why) && srv.Router != nil &&
 		!rel.closed && !s.closing.Load() && !v.ending && !srv.inShutdown.Load()
@@ -1121,6 +1138,13 @@ func (u *upstream) fail(why error) {
 			r.slot.b, r.slot.pending = protocol.AppendReleased(nil, r.rc.id), false
 			u.end(rel, r.rc)
 		case protocol.TypeRange:
+			if r.adopt != "" {
+				if rm := rel.rangeMoves[r.adopt]; rm != nil && rm.up == u {
+					rm.up = nil // asked again (rangemove.go)
+					adopting++
+				}
+				continue
+			}
 			r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeUnavailable, 0, protocol.Frame{}), false
 		}
 	}
@@ -1167,6 +1191,10 @@ func (u *upstream) fail(why error) {
 	if moving+reasserting > 0 && !rel.moveTimer && !rel.closed {
 		rel.moveTimer = true
 		time.AfterFunc(moveRetry, s.retryMoving)
+	}
+	if adopting > 0 && !rel.rangeTimer && !rel.closed {
+		rel.rangeTimer = true
+		time.AfterFunc(moveRetry, s.retryRangeMoves)
 	}
 	fails := 0
 	if !opened {

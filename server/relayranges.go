@@ -22,17 +22,19 @@ import (
 // asking for a key this node does not own) is answered RangeUnavailable:
 // nothing changed, ask again later. A cancel goes where its set waits.
 //
-// Range locks are not re-asserted or handed over: when the upstream that
-// carried a session's range requests ends (its owner died, stopped or
-// was cut off, or ended the session for a planned change), the session
-// is ended with ERROR 0x03, so that its client stops believing in its
-// range locks, as a client of a single server whose server goes. The
-// owner keeps the range locks of a relayed session for the lease after
-// it last heard from it (dropRangesLater): it cannot tell the relaying
-// node's death, or a cut, from a client that still believes; a relaying
-// node whose client hangs up releases them first (appendRangeReleases). A key that
-// moved with range locks on it is gated at its new owner for the lease of
-// the sessions that held them (the old owner ends those sessions).
+// A planned change hands the range locks of sessions that continue over
+// to the key's new owner (rangemove.go). They are not re-asserted after
+// a failure: when the upstream that carried a session's range requests
+// ends (its owner died, stopped or was cut off, or ended the session),
+// the session is ended with ERROR 0x03, so that its client stops
+// believing in its range locks, as a client of a single server whose
+// server goes. The owner keeps the range locks of a relayed session for
+// the lease after it last heard from it (dropRangesLater): it cannot
+// tell the relaying node's death, or a cut, from a client that still
+// believes; a relaying node whose client hangs up releases them first
+// (appendRangeReleases). A key that moved with range locks of a session
+// that does not continue is gated at its new owner for that session's
+// lease (the old owner ends it).
 
 // routeRange routes RANGE frame f of session s on a cluster node: it
 // returns done when f was relayed or answered here, false when this
@@ -42,6 +44,10 @@ func (s *session) routeRange(now time.Time, f protocol.Frame) (done bool) {
 	srv := s.srv
 	if f.Op == protocol.RangeCancel {
 		return s.relayRangeCancel(f)
+	}
+	if s.rangeMoving(f.Name) {
+		s.rangeUnavailable(f)
+		return true
 	}
 	switch rt := srv.Router.Route(f.Name, 0, s.forwarded); {
 	case rt.Action == RouteServe && !srv.ranges.gatedLocked(f.Name, now):
@@ -116,17 +122,46 @@ func (s *session) relayRangeCancel(f protocol.Frame) bool {
 	return true
 }
 
+// rangeMoving reports whether the session's range locks on key are
+// moving to the key's new owner (rangemove.go): its range requests on
+// it are answered unavailable until they are adopted there.
+func (s *session) rangeMoving(key string) bool {
+	v := s.v2
+	rel := v.rel.Load()
+	if rel == nil {
+		return false
+	}
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	return rel.rangeMoves[key] != nil
+}
+
 // rangePush reports whether ANSWER f is a push: the final answer of a
-// set that waited (PROMOTED, CANCELLED), not the answer of a request.
+// set that waited (PROMOTED, CANCELLED), or the hop-only MOVED, not the
+// answer of a request.
 func rangePush(f protocol.Frame) bool {
-	return f.Status == protocol.RangePromoted || f.Status == protocol.RangeCancelled
+	return f.Status == protocol.RangePromoted || f.Status == protocol.RangeCancelled || f.Status == protocol.RangeMoved
 }
 
 // rangePushed passes the owner's push about a relayed set to the client,
-// before the answers the owner had not sent yet. Called with omu held.
+// before the answers the owner had not sent yet. MOVED is the owner's
+// news that the session's range locks on a key, or a set waiting there,
+// moved to the key's new owner (rangemove.go): the key moves here, and
+// the set is answered unavailable. Called with omu held.
 func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
+	if fr.f.Status == protocol.RangeMoved && fr.f.Claim == 0 {
+		u.rangesMovedAway(rel, fr.f.Label)
+		return
+	}
 	if rel.rangeWaits[fr.f.Claim] == u {
 		delete(rel.rangeWaits, fr.f.Claim)
+	}
+	if fr.f.Status == protocol.RangeMoved {
+		// The set's key has no state of the session at u any more: a
+		// range lock it held there moved first (MOVED(0) before this).
+		u.forgetRangeKey(fr.f.Label)
+		u.push(rel, v, &outEntry{b: protocol.AppendRangeAnswer(nil, fr.f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{}), up: u})
+		return
 	}
 	if fr.f.Status == protocol.RangePromoted {
 		u.ranges = true

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,4 +76,94 @@ func TestClusterRangeOwnerKilled(t *testing.T) {
 	}
 	t.Logf("%s killed: its key granted again %v later (T %v, W %v)", victim.id, after, failRemoveAfter,
 		cluster.WarmupFor(lease, cluster.DefaultGateSlack))
+}
+
+// TestClusterRangeHandedOverOnStop: the owner of a key with range locks on
+// it is stopped (SIGTERM, a planned stop): the lock moves to the key's new
+// owner with its holder's session, which a live node relays. The holder
+// never loses its session and takes up its lock at once at the new owner
+// (it extends it there); the other client's waiting set, asked again at
+// the new owner, is granted only when the holder unlocks.
+func TestClusterRangeHandedOverOnStop(t *testing.T) {
+	nodes := startCluster(t)
+	_, victim := leaderAndFollower(t, nodes)
+	live := others(nodes, victim)
+	const lease = 4 * time.Second
+	key := nameOwnedBy(t, victim.id, "range-stop")
+	open := func(n *clusterProc, label string) *baton.Session {
+		s, err := baton.New(baton.Config{Address: n.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
+			baton.SessionOptions{Lease: lease, Label: label})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	holder, other := open(live[0], "range-holder"), open(live[1], "range-waiter")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*opstest.Timeout)
+	defer cancel()
+	l := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, End: 99}
+	tok, err := holder.SetRange(ctx, l, true) // waits out a new cluster's warm-up
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		tok uint64
+		err error
+		at  time.Time
+	}
+	granted := make(chan result, 1)
+	go func() {
+		tok, err := other.SetRange(ctx, baton.RangeLock{Key: key, Owner: 2, Type: baton.WriteLock, Start: 50, End: 50}, true)
+		granted <- result{tok, err, time.Now()}
+	}()
+	time.Sleep(100 * time.Millisecond) // the waiter queues at the owner
+
+	stopped := time.Now()
+	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.exited
+	if code := victim.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("%s exited with %d after SIGTERM", victim.id, code)
+	}
+	t.Logf("%s handed over and stopped in %v", victim.id, time.Since(stopped).Round(time.Millisecond))
+	// The holder extends its lock: served at the key's new owner, whose
+	// ranges are the holder's.
+	ext := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, Start: 200, End: 299}
+	for {
+		_, err := holder.SetRange(ctx, ext, false)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, baton.ErrRangeUnavailable) {
+			t.Fatalf("the holder's set after the stop: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("the holder's session served at the key's new owner %v after the SIGTERM", time.Since(stopped).Round(time.Millisecond))
+	select {
+	case r := <-granted:
+		t.Fatalf("the waiter's set ended while the holder holds its lock: token %d, %v", r.tok, r.err)
+	case <-holder.Lost():
+		t.Fatalf("the holder's session ended: %v", holder.Err())
+	case <-time.After(500 * time.Millisecond):
+	}
+	unlocked := time.Now()
+	if err := holder.UnlockRange(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	r := <-granted
+	if r.err != nil {
+		t.Fatalf("the waiter's set: %v", r.err)
+	}
+	if r.tok <= tok {
+		t.Errorf("the waiter's token %d, want above the holder's %d", r.tok, tok)
+	}
+	t.Logf("the waiter granted %v after the holder unlocked", r.at.Sub(unlocked).Round(time.Microsecond))
+	select {
+	case <-holder.Lost():
+		t.Fatalf("the holder's session ended: %v", holder.Err())
+	default:
+	}
 }

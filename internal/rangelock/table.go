@@ -334,6 +334,12 @@ func (t *Table) blocked(now time.Time, f *file, req Request, l Lock, res Result)
 
 // grant gives o a lock of type typ over r on f and returns its token.
 func (t *Table) grant(f *file, o Owner, typ Type, r Range) uint64 {
+	t.hold(f, o, typ, r)
+	return t.tokens.Next()
+}
+
+// hold gives o a lock of type typ over r on f.
+func (t *Table) hold(f *file, o Owner, typ Type, r Range) {
 	h := f.holder(o)
 	if h == nil {
 		h = &holder{owner: o}
@@ -349,7 +355,6 @@ func (t *Table) grant(f *file, o Owner, typ Type, r Range) uint64 {
 		h.writes = h.writes.add(r)
 	}
 	t.ranges += h.n() - n
-	return t.tokens.Next()
 }
 
 // unset takes r out of h's ranges on f, forgetting h when it holds

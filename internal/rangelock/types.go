@@ -240,4 +240,7 @@ var (
 	// ErrDeadlock refuses a waiting request that would close a cycle in
 	// the wait-for graph (EDEADLK).
 	ErrDeadlock = errors.New("rangelock: waiting would deadlock")
+	// ErrConflict refuses to install a handed-over range that conflicts
+	// with another owner's (Install).
+	ErrConflict = errors.New("rangelock: the range conflicts with another owner's")
 )

@@ -1,0 +1,441 @@
+package server
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/internal/rangelock"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Range locks that continue across a planned change (docs/cluster.md,
+// "Range locks"; internal/modelcheck, cluster-ranges -range-handover).
+//
+// At the export the prior owner P takes every moving key out of its
+// range table (rangelock.TakeKeys): it grants nothing there again. The
+// held ranges of sessions that continue (srv.continues: an open version
+// 2 session, on P or relayed by another node) go to the new owner N in
+// the move state, each with its session's origin and lease; a waiting
+// set is answered unavailable (the client asks again, at N: range
+// waiters lose their place across a planned change); a session that
+// does not continue is ended and the key gated at N for its lease, as
+// before (exportRangesLocked). N installs the held ranges under a
+// stand-in session per origin, which conflicts with everyone as the
+// holder did, and which it drops a lease after the install unless the
+// origin's host adopts them first.
+//
+// The host is the node the client is connected to: P itself, which
+// marks the key moving in the same critical section as the export, or a
+// relaying node R, which P tells with a hop-only push on R's upstream
+// session (ANSWER req 0, RangeMoved, the key as label), in order with
+// everything else P sends there: R reads it before any answer P gives
+// after the export. While a session has a key moving, its host releases
+// no answer to the client (a moving key is an upstream not confirmed),
+// answers its range requests on the key unavailable, and, once its ring
+// routes the key to N, sends RANGE adopt(key) on its upstream session to
+// N (or, when the host is N, moves the stand-in's ranges to the session
+// itself). N gives the stand-in's ranges on the key to the upstream
+// session of the same origin: from then they are that session's, kept
+// as a relayed session's are. A key not adopted within half the lease
+// after it began moving at the host, or that N no longer keeps for the
+// session, ends the session (ERROR 0x03): its client must stop believing
+// in range locks nobody keeps.
+
+// standInBit marks the range-table session ids of stand-ins: the real
+// sessions' ids count up from 1 and never reach it.
+const standInBit = 1 << 63
+
+// movedRange is one held range of a moveState (Export, Install).
+type movedRange struct {
+	Key     string           `json:"key"`
+	Flock   bool             `json:"flock,omitempty"`
+	Origin  locktable.Origin `json:"origin"`
+	Owner   uint64           `json:"owner"`
+	Type    uint8            `json:"type"`
+	Start   uint64           `json:"start"`
+	End     uint64           `json:"end"`
+	LeaseMS uint32           `json:"lease_ms"`
+}
+
+// standIn holds, at a new owner, the range locks handed over for one
+// origin until its host adopts them.
+type standIn struct {
+	sid   rangelock.SessionID
+	timer *time.Timer
+}
+
+// rangeMove is a key whose range locks moved to a new owner, as the
+// session's host sees it until it has adopted them there.
+type rangeMove struct {
+	since  time.Time    // when it began moving here
+	up     *upstream    // where the adoption is in flight
+	owners []rangeOwner // the session's lock owners on the key
+}
+
+// exportRangesLocked takes the moving keys out of the range table and
+// returns, per new owner, the held ranges of the sessions that continue
+// and the gates of the keys where a session that does not continue held
+// or waited, with the sessions to end (ERROR 0x01) and the deliveries of
+// the answers it appended. A gate lasts the longest lease of those
+// sessions: each such client stops believing within 0.8 of it after the
+// send time of its last request answered here, which came before the
+// export, so before the install. The waiters count too, although this
+// node grants nothing on the key after the export: a session's lease
+// is as long as its belief, whatever it held (cluster-ranges,
+// range-gate-holders-only). Called with srv.mu held.
+func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) string) (
+	handed map[string][]movedRange, gates map[string][]rangeGate, ending []*session, ds []delivery) {
+	rs := &srv.ranges
+	moving := func(key string) bool { return newOwner(key) != "" }
+	on := rs.table.SessionsOn(moving)
+	if on == nil {
+		return nil, nil, nil, nil
+	}
+	ends := map[*session]bool{}
+	gates = map[string][]rangeGate{}
+	for _, key := range slices.Sorted(maps.Keys(on)) {
+		var lease time.Duration
+		for _, sid := range on[key] {
+			if srv.continues(locktable.SessionID(sid)) {
+				continue
+			}
+			lease = max(lease, rs.leases[sid])
+			if s := srv.claims[locktable.SessionID(sid)]; s != nil && s.v2 != nil {
+				ends[s] = true
+			}
+		}
+		if lease > 0 {
+			to := newOwner(key)
+			gates[to] = append(gates[to], rangeGate{Key: key, LeaseMS: protocol.LeaseMS(lease)})
+		}
+	}
+	held, waiting := rs.table.TakeKeys(moving)
+	flushed := map[*session]bool{}
+	handed = map[string][]movedRange{}
+	type sessionKey struct {
+		s   *session
+		key string
+	}
+	var told []sessionKey
+	owners := map[sessionKey][]rangeOwner{}
+	for _, kl := range held {
+		s := srv.claims[locktable.SessionID(kl.Lock.Owner.Session)]
+		if s == nil || !srv.continues(s.id) {
+			continue // its session ends; the key is gated
+		}
+		o, _ := s.origin()
+		to := newOwner(kl.Key)
+		handed[to] = append(handed[to], movedRange{Key: kl.Key, Flock: kl.NS == rangelock.Flock, Origin: o,
+			Owner: uint64(kl.Lock.Owner.ID), Type: uint8(kl.Lock.Type), Start: kl.Lock.Range.Start, End: kl.Lock.Range.End,
+			LeaseMS: protocol.LeaseMS(rs.leases[kl.Lock.Owner.Session])})
+		sk := sessionKey{s, kl.Key}
+		ro := rangeOwner{key: kl.Key, flock: kl.NS == rangelock.Flock, owner: uint64(kl.Lock.Owner.ID)}
+		if _, ok := owners[sk]; !ok {
+			told = append(told, sk)
+		}
+		if !slices.Contains(owners[sk], ro) {
+			owners[sk] = append(owners[sk], ro)
+		}
+	}
+	for _, sk := range told {
+		if sk.s.forwarded {
+			sk.s.v2.appendPushOut(sk.s, func(b []byte) []byte {
+				return protocol.AppendRangeAnswer(b, 0, protocol.RangeMoved, 0, protocol.Frame{Label: sk.key})
+			})
+			flushed[sk.s] = true
+		} else {
+			sk.s.startRangeMove(now, sk.key, owners[sk])
+		}
+	}
+	// The waiting sets after the MOVED of their session's held ranges,
+	// which carries the key's lock owners to the adoption.
+	for _, w := range waiting {
+		s := srv.claims[locktable.SessionID(w.Owner.Session)]
+		if s == nil || s.v2 == nil || ends[s] {
+			continue
+		}
+		st, l := protocol.RangeUnavailable, protocol.Frame{}
+		if s.forwarded {
+			st, l.Label = protocol.RangeMoved, w.Key // the relaying node answers unavailable
+		}
+		s.v2.appendPushOut(s, func(b []byte) []byte {
+			return protocol.AppendRangeAnswer(b, uint32(w.Tag), st, 0, l)
+		})
+		flushed[s] = true
+	}
+	for s := range flushed {
+		ds = append(ds, delivery{to: s, flush: true})
+	}
+	for s := range ends {
+		ending = append(ending, s)
+	}
+	return handed, gates, ending, ds
+}
+
+// installRanges installs the range locks a planned change handed over,
+// each origin's under a stand-in that its host adopts (adoptRanges) or
+// that is dropped a lease after now.
+func (srv *Server) installRanges(from string, ranges []movedRange) {
+	if len(ranges) == 0 {
+		return
+	}
+	srv.mu.Lock()
+	rs := &srv.ranges
+	failed := 0
+	for _, mr := range ranges {
+		st := rs.standIns[mr.Origin]
+		lease := time.Duration(mr.LeaseMS) * time.Millisecond
+		if st == nil {
+			if rs.standIns == nil {
+				rs.standIns = map[locktable.Origin]*standIn{}
+			}
+			rs.lastStandIn++
+			st = &standIn{sid: rangelock.SessionID(standInBit | rs.lastStandIn)}
+			rs.standIns[mr.Origin] = st
+			rs.labels[st.sid] = fmt.Sprintf("%s/%d (moving)", mr.Origin.Node, mr.Origin.Session)
+			o := mr.Origin
+			st.timer = time.AfterFunc(lease, func() { srv.dropStandIn(o, st) })
+		} else if lease > rs.leases[st.sid] {
+			st.timer.Reset(lease)
+		}
+		rs.leases[st.sid] = max(rs.leases[st.sid], lease)
+		ns := rangelock.POSIX
+		if mr.Flock {
+			ns = rangelock.Flock
+		}
+		err := rs.table.Install(rangelock.KeyLock{Key: mr.Key, NS: ns, Lock: rangelock.Lock{
+			Owner: rangelock.Owner{Session: st.sid, ID: rangelock.OwnerID(mr.Owner)},
+			Type:  rangelock.Type(mr.Type), Range: rangelock.Range{Start: mr.Start, End: mr.End}}})
+		if err != nil {
+			failed++
+			srv.Logger.Error("planned change: a handed-over range lock cannot be installed", "from", from,
+				"key", mr.Key, "origin", fmt.Sprintf("%s/%d", mr.Origin.Node, mr.Origin.Session), "err", err)
+		}
+	}
+	srv.mu.Unlock()
+	srv.Logger.Info("planned change: range locks handed over; kept for their sessions to adopt", "from", from,
+		"ranges", len(ranges)-failed)
+}
+
+// dropStandIn drops the range locks of stand-in st that its host has not
+// adopted within the lease: the client has stopped believing by now.
+func (srv *Server) dropStandIn(o locktable.Origin, st *standIn) {
+	srv.mu.Lock()
+	rs := &srv.ranges
+	if rs.standIns[o] != st {
+		srv.mu.Unlock()
+		return
+	}
+	delete(rs.standIns, o)
+	delete(rs.labels, st.sid)
+	delete(rs.leases, st.sid)
+	res := rs.table.CloseSession(time.Now(), st.sid)
+	ds := srv.rangePushes(res, nil)
+	srv.mu.Unlock()
+	srv.deliver(ds)
+	srv.Logger.Warn("planned change: handed-over range locks not adopted within their lease; dropped",
+		"origin", fmt.Sprintf("%s/%d", o.Node, o.Session))
+}
+
+// adoptRangesLocked gives session s the range locks on key that a
+// planned change handed over for origin o, and answers as RangeAdopt
+// does. Called with srv.mu held.
+func (srv *Server) adoptRangesLocked(s *session, o locktable.Origin, key string) protocol.RangeStatus {
+	rs := &srv.ranges
+	st := rs.standIns[o]
+	if st == nil {
+		return protocol.RangeFree
+	}
+	sid := rangelock.SessionID(s.id)
+	if rs.table.MoveSession(st.sid, sid, key) == 0 {
+		return protocol.RangeFree
+	}
+	if _, ok := rs.labels[sid]; !ok {
+		rs.labels[sid] = s.v2.label
+		rs.leases[sid] = s.v2.lease
+	}
+	if !rs.table.HasSession(st.sid) {
+		st.timer.Stop()
+		delete(rs.standIns, o)
+		delete(rs.labels, st.sid)
+		delete(rs.leases, st.sid)
+	}
+	return protocol.RangeDone
+}
+
+// adoptRanges answers RANGE adopt f on upstream session s: the node
+// serves the key, and the ranges kept for s's origin there become s's.
+// Called by the reader with srv.mu held.
+func (s *session) adoptRanges(f protocol.Frame) {
+	srv := s.srv
+	st := protocol.RangeInvalid
+	if o, ok := s.origin(); ok && s.forwarded && srv.Router != nil {
+		st = protocol.RangeUnavailable
+		if rt := srv.Router.Route(f.Name, 0, true); rt.Action == RouteServe {
+			st = srv.adoptRangesLocked(s, o, f.Name)
+		}
+	}
+	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendRangeAnswer(b, f.Claim, st, 0, protocol.Frame{}) })
+}
+
+// startRangeMove marks key moving for session s, whose range locks on
+// it by owners were handed over (exportRangesLocked, or P's push on an
+// upstream, rangePushed), and has the adoption tried soon. Called with
+// omu held, or (the export) with srv.mu held.
+func (rel *relayState) startRangeMove(s *session, now time.Time, key string, owners []rangeOwner) {
+	if rel.rangeMoves == nil {
+		rel.rangeMoves = map[string]*rangeMove{}
+	}
+	rm := rel.rangeMoves[key]
+	if rm == nil {
+		rm = &rangeMove{since: now}
+		rel.rangeMoves[key] = rm
+	}
+	for _, o := range owners {
+		if !slices.Contains(rm.owners, o) {
+			rm.owners = append(rm.owners, o)
+		}
+	}
+	if !rel.rangeTimer && !rel.closed {
+		rel.rangeTimer = true
+		time.AfterFunc(moveRetry, s.retryRangeMoves)
+	}
+}
+
+// startRangeMove is relayState.startRangeMove for a session on this
+// node, the prior owner, at the export. Called with srv.mu held.
+func (s *session) startRangeMove(now time.Time, key string, owners []rangeOwner) {
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	v.relayLocked().startRangeMove(s, now, key, owners)
+}
+
+// retryRangeMoves sends the adoption of each moving key that has none in
+// flight to the key's new owner once this node routes the key there, or
+// adopts it here when this node is that owner; a key that has moved for
+// half the lease ends the session.
+func (s *session) retryRangeMoves() {
+	srv, v := s.srv, s.v2
+	v.omu.Lock()
+	rel := v.rel.Load()
+	rel.rangeTimer = false
+	if rel.closed || s.closing.Load() || v.ending || len(rel.rangeMoves) == 0 {
+		v.omu.Unlock()
+		return
+	}
+	now := time.Now()
+	var keys []string
+	expired := false
+	for key, rm := range rel.rangeMoves {
+		expired = expired || now.Sub(rm.since) >= v.lease/2
+		if rm.up == nil {
+			keys = append(keys, key)
+		}
+	}
+	v.omu.Unlock()
+	if expired {
+		srv.Logger.Warn("range locks handed over to a key's new owner not adopted in half the lease: ending the client's session",
+			"session", s.id, "remote_addr", s.peer.Addr)
+		s.closeWithError(protocol.CodeNotOwner)
+		return
+	}
+	slices.Sort(keys)
+	routes := map[string]Route{}
+	for _, key := range keys {
+		routes[key] = srv.Router.Route(key, 0, false)
+	}
+	var lost string
+	srv.mu.Lock() // before omu: an adoption here changes the table
+	v.omu.Lock()
+	for _, key := range keys {
+		rm := rel.rangeMoves[key]
+		if rm == nil || rm.up != nil || rel.closed {
+			continue
+		}
+		switch rt := routes[key]; rt.Action {
+		case RouteForward:
+			u := s.upstreamLocked(rel, rt.Addr)
+			rm.up = u
+			u.send(protocol.AppendRange(nil, protocol.Frame{Op: protocol.RangeAdopt, Name: key}),
+				upReq{kind: protocol.TypeRange, at: time.Now(), adopt: key})
+		case RouteServe:
+			o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
+			if st := srv.adoptRangesLocked(s, o, key); st != protocol.RangeDone {
+				lost = key
+				break
+			}
+			delete(rel.rangeMoves, key)
+		}
+	}
+	if lost == "" {
+		rel.pump(v)
+		rel.kickAll()
+		if len(rel.rangeMoves) > 0 && !rel.rangeTimer {
+			rel.rangeTimer = true
+			time.AfterFunc(moveRetry, s.retryRangeMoves)
+		}
+	}
+	v.omu.Unlock()
+	srv.mu.Unlock()
+	if lost != "" {
+		srv.Logger.Warn("range locks handed over here are no longer kept for the session: ending the client's session",
+			"session", s.id, "remote_addr", s.peer.Addr, "key", lost)
+		s.closeWithError(protocol.CodeNotOwner)
+		return
+	}
+	srv.deliver([]delivery{{to: s, flush: true}})
+}
+
+// rangeAdopted applies the new owner's answer to RANGE adopt(key) on u:
+// adopted (the key's ranges are u's from now: a hang-up releases them
+// there, and u's loss ends the session), not served yet (asked again),
+// or lost (it reports true: the session must end). Called with omu held.
+func (u *upstream) rangeAdopted(rel *relayState, key string, st protocol.RangeStatus) (lost bool) {
+	rm := rel.rangeMoves[key]
+	if rm == nil || rm.up != u {
+		return false
+	}
+	rm.up = nil
+	switch st {
+	case protocol.RangeDone:
+		delete(rel.rangeMoves, key)
+		u.ranges = true
+		if u.rangeOwners == nil {
+			u.rangeOwners = map[rangeOwner]bool{}
+		}
+		for _, o := range rm.owners {
+			u.rangeOwners[o] = true
+		}
+		return false
+	case protocol.RangeUnavailable:
+		return false // retryRangeMoves asks again
+	}
+	return true
+}
+
+// rangesMovedAway handles P's push that the session's range locks on key
+// moved to the key's new owner: the key moves here (the host) from u,
+// with the lock owners relayed on u there. Called with omu held.
+func (u *upstream) rangesMovedAway(rel *relayState, key string) {
+	rel.startRangeMove(u.s, time.Now(), key, u.forgetRangeKey(key))
+}
+
+// forgetRangeKey forgets the lock owners relayed on u on key, which has
+// no state of the session at u's owner any more, and returns them: u
+// protects the session's range locks (its loss ends the session) only
+// while it may hold some. Called with omu held.
+func (u *upstream) forgetRangeKey(key string) []rangeOwner {
+	var owners []rangeOwner
+	for o := range u.rangeOwners {
+		if o.key == key {
+			owners = append(owners, o)
+			delete(u.rangeOwners, o)
+		}
+	}
+	u.ranges = len(u.rangeOwners) > 0
+	return owners
+}
