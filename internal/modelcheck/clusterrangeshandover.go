@@ -59,18 +59,19 @@ import "fmt"
 
 // PropClusterRangesNoOrphan, checked by the tests only (orphanCheck): N
 // holds no range lock for a live upstream session whose host has ended
-// the client's session it came from. The model's upstream session carries
-// only c1's heartbeats, so such a lock expires L after; a real upstream
-// carries other sessions' heartbeats too, and N keeps the lock as long as
-// it lives: no client believes in it, and c2 waits for it forever.
+// the client's session it came from. In the model the host sends nothing
+// more on that upstream once it has ended c1's session, so such a lock
+// expires L after; an upstream kept open (reused, or kept alive by any
+// frame N reads) would keep it for as long as it lives: no client
+// believes in it, and c2 waits for it.
 const PropClusterRangesNoOrphan = "N holds no range lock for a live upstream session whose host ended the client's session"
 
-// What the host does when it reads "adopted" for a session it has ended
-// (the host gave the move up with its ADOPT in flight).
+// What becomes of locks N adopts for a session the host has ended (the
+// host gave the move up with its ADOPT in flight).
 const (
-	ofNone    uint8 = iota // nothing: the design as given
-	ofRelease              // it releases the locks at N at once: unsafe, c1 may not have read its ERROR
-	ofDetach               // it detaches them: N keeps them L after it read the ADOPT, whatever else it reads
+	ofNone    uint8 = iota // nothing said: the design as given; the upstream lives on
+	ofRelease              // the host releases them at N (RANGE release) when it reads "adopted": unsafe, c1 may not have read its ERROR 0x03
+	ofClose                // the host closes the upstream session when it ends c1's session, without releases (server/session.go dropUpstreams(false)): N keeps them L after it read the ADOPT
 )
 
 // Mutations of the hand-over option.
@@ -148,7 +149,7 @@ type hoState struct {
 	nSw   bool // N's ring names it the key's owner
 	nLk   bool // N holds c1's locks for the adopting session
 	nSeen int8 // ticks since N last read from that session
-	nDead bool // that session broke, or the host detached the locks: no read refreshes them
+	nDead bool // that session broke or was closed: no read refreshes them
 }
 
 // Step kinds of the hand-over option.
@@ -511,8 +512,8 @@ func (m *hoModel) next(s *hoState) []succ[hoState, hoStep] {
 						t.hm, t.conf = hmAdopted, t.upNSt
 					case ans == adAdopted && m.cfg.orphanFix == ofRelease:
 						t.nLk = false
-					case ans == adAdopted && m.cfg.orphanFix == ofDetach:
-						// No read refreshes them any more.
+					case ans == adAdopted && m.cfg.orphanFix == ofClose:
+						// The ADOPT is the last frame N reads on it.
 						t.nDead = true
 					}
 				case adNone:
@@ -791,8 +792,8 @@ func (m *hoModel) describe(s *hoState, st hoStep, t int) string {
 			if s.hm != hmMoving && m.cfg.orphanFix == ofRelease {
 				return r + ": adopted; the host had ended c1's session already: it releases the lock at N at once"
 			}
-			if s.hm != hmMoving && m.cfg.orphanFix == ofDetach {
-				return r + ": adopted; the host had ended c1's session already: it detaches the lock (N keeps it L after this read)"
+			if s.hm != hmMoving && m.cfg.orphanFix == ofClose {
+				return r + ": adopted; the host had ended c1's session and closed the upstream: N keeps the lock L after this read"
 			}
 			if s.hm != hmMoving {
 				return r + ": adopted; the host had ended c1's session already: N holds the lock for no client"

@@ -111,12 +111,12 @@ func TestClusterRangesHandoverDriftTooLarge(t *testing.T) {
 
 // The finding of the hand-over option: a host that gives the move up
 // (L/2 after the key began moving) while its ADOPT is in flight leaves N
-// adopting the locks for its upstream session, which lives on: N keeps
-// them as long as it reads from that session (other sessions' heartbeats
-// in a real cluster), for no client. Releasing them when the host reads
-// "adopted" is unsafe (c1 may not have read its ERROR 0x03 and believes
-// until 0.8 × L after its anchor); detaching them (N keeps them L after
-// it read the ADOPT, refreshed by nothing) is safe and leaves no orphan.
+// adopting the locks for its upstream session: if that session lives on,
+// N keeps them as long as it reads from it, for no client. Releasing them
+// when the host reads "adopted" is unsafe (c1 may not have read its ERROR
+// 0x03 and believes until 0.8 × L after its anchor); closing the upstream
+// without releases when the host ends c1's session (N keeps them L after
+// it read the ADOPT) is safe and leaves no orphan.
 func TestClusterRangesHandoverOrphan(t *testing.T) {
 	for _, tc := range []struct {
 		cfg            int
@@ -131,7 +131,7 @@ func TestClusterRangesHandoverOrphan(t *testing.T) {
 			expectCounterexample(t, CheckClusterRanges(cfg), PropClusterRangesNoOrphan, tc.orphan, "N holds the lock for no client")
 			cfg.orphanFix = ofRelease
 			expectCounterexample(t, CheckClusterRanges(cfg), PropClusterRangesOneHolder, tc.unsafe, "releases the lock at N at once")
-			cfg.orphanFix = ofDetach
+			cfg.orphanFix = ofClose
 			rep := CheckClusterRanges(cfg)
 			t.Log(rep)
 			if rep.Violation != nil {
