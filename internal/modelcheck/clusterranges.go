@@ -94,6 +94,18 @@ type ClusterRangesConfig struct {
 	Waiter      bool
 	WaiterLease int // w's lease (0: Lease)
 
+	// Handover, with Move, hands c1's range lock over to N instead of
+	// ending its session (clusterrangeshandover.go); RelayAtN, with Relay,
+	// makes N itself c1's host (R = N).
+	Handover bool
+	RelayAtN bool
+
+	// orphanCheck adds PropClusterRangesNoOrphan to the hand-over;
+	// orphanFix is what the host does when N adopts locks for a session
+	// it has ended already (clusterrangeshandover.go, ofNone...).
+	orphanCheck bool
+	orphanFix   uint8
+
 	// Mutation, when not empty, drops one rule so that the checker must
 	// fail; see ClusterRangesMutations.
 	Mutation string
@@ -102,7 +114,8 @@ type ClusterRangesConfig struct {
 // DefaultClusterRangesConfigs are the configurations always checked: the
 // planned move of a direct client's lock, the loss of a relayed client's
 // hop, the planned move of a relayed client's lock, and the planned move
-// of a direct client's lock with a waiter of the same lease; a tick of 10
+// of a direct client's lock with a waiter of the same lease, and the
+// hand-over of c1's lock at the move (direct, relayed, relayed by N); a tick of 10
 // units with a drift of 1 (ρ = 0.1, close to the 1/9 above which the
 // give-up rule itself fails) and a lease of 40 (four ticks).
 func DefaultClusterRangesConfigs() []ClusterRangesConfig {
@@ -111,6 +124,9 @@ func DefaultClusterRangesConfigs() []ClusterRangesConfig {
 		{Relay: true, Unit: 10, Drift: 1, Lease: 40},
 		{Relay: true, Move: true, Unit: 10, Drift: 1, Lease: 40},
 		{Move: true, Waiter: true, Unit: 10, Drift: 1, Lease: 40},
+		{Move: true, Handover: true, Unit: 10, Drift: 1, Lease: 40},
+		{Move: true, Handover: true, Relay: true, Unit: 10, Drift: 1, Lease: 40},
+		{Move: true, Handover: true, Relay: true, RelayAtN: true, Unit: 10, Drift: 1, Lease: 40},
 	}
 }
 
@@ -137,7 +153,8 @@ const (
 )
 
 // ClusterRangesMutations lists the mutations of the cluster-ranges model.
-var ClusterRangesMutations = []string{MutCrGateShort, MutCrAnswerAfterExport, MutCrOwnerDropsRelayed, MutCrRelayUnconfirmed, MutCrGateHoldersOnly}
+var ClusterRangesMutations = []string{MutCrGateShort, MutCrAnswerAfterExport, MutCrOwnerDropsRelayed, MutCrRelayUnconfirmed, MutCrGateHoldersOnly,
+	MutCrPlaceholderShort, MutCrHostAnswersMoving, MutCrMovedUnordered, MutCrAdoptAnyOrigin}
 
 // PropClusterRangesOneHolder is the property of the cluster-ranges model.
 const PropClusterRangesOneHolder = "no instant at which two clients believe they hold conflicting range locks on the key"
@@ -147,7 +164,12 @@ func (c ClusterRangesConfig) String() string {
 	if c.Move {
 		parts = append(parts, "planned move P→N")
 	}
-	if c.Relay {
+	if c.Handover {
+		parts = append(parts, "range locks handed over")
+	}
+	if c.RelayAtN {
+		parts = append(parts, "c1 relayed through N")
+	} else if c.Relay {
 		parts = append(parts, "c1 relayed through R")
 	} else {
 		parts = append(parts, "c1 direct")
@@ -192,8 +214,16 @@ func (c ClusterRangesConfig) Validate() error {
 		return fmt.Errorf("the waiter needs the move option and a direct c1")
 	case c.WaiterLease < 0 || c.WaiterLease > 20*c.Unit:
 		return fmt.Errorf("the waiter's lease must be 0..%d (20 ticks), not %d", 20*c.Unit, c.WaiterLease)
-	case (c.Mutation == MutCrOwnerDropsRelayed || c.Mutation == MutCrRelayUnconfirmed) && !c.Relay:
+	case (c.Mutation == MutCrOwnerDropsRelayed || c.Mutation == MutCrRelayUnconfirmed || c.Mutation == MutCrMovedUnordered) && !c.Relay:
 		return fmt.Errorf("mutation %s needs the relay option", c.Mutation)
+	case c.Handover && (!c.Move || c.Waiter):
+		return fmt.Errorf("the hand-over needs the move option and no waiter")
+	case c.RelayAtN && (!c.Relay || !c.Handover):
+		return fmt.Errorf("c1 relayed through N needs the relay and hand-over options")
+	case c.Handover && (c.Mutation == MutCrGateShort || c.Mutation == MutCrAnswerAfterExport || c.Mutation == MutCrOwnerDropsRelayed || c.Mutation == MutCrGateHoldersOnly):
+		return fmt.Errorf("mutation %s does not apply to the hand-over", c.Mutation)
+	case !c.Handover && (c.Mutation == MutCrPlaceholderShort || c.Mutation == MutCrHostAnswersMoving || c.Mutation == MutCrMovedUnordered || c.Mutation == MutCrAdoptAnyOrigin):
+		return fmt.Errorf("mutation %s needs the hand-over option", c.Mutation)
 	}
 	return nil
 }
@@ -964,7 +994,12 @@ func (m *crModel) describe(s *crState, st crStep, t int) string {
 // CheckClusterRanges explores every interleaving of cfg breadth first and
 // checks that no two clients believe at once that they hold conflicting
 // range locks. It panics on a configuration that Validate rejects.
-func CheckClusterRanges(cfg ClusterRangesConfig) Report { return checkClusterRanges(cfg, nil) }
+func CheckClusterRanges(cfg ClusterRangesConfig) Report {
+	if cfg.Handover {
+		return checkClusterRangesHandover(cfg, nil)
+	}
+	return checkClusterRanges(cfg, nil)
+}
 
 func checkClusterRanges(cfg ClusterRangesConfig, seen func(from *crState, st crStep)) Report {
 	if err := cfg.Validate(); err != nil {

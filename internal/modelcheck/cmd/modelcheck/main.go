@@ -12,6 +12,7 @@
 //	modelcheck -model=cluster-continue -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=release-at-host]
 //	modelcheck -model=ranges -owners=3 -positions=2 [-files=2] [-flock] [-nowait] [-mutation=overtake-waiter]
 //	modelcheck -model=cluster-ranges [-range-move] [-range-relay] [-waiter [-waiter-lease=80]] [-lease=40 -unit=10 -drift=1] [-mutation=range-gate-short]
+//	modelcheck -model=cluster-ranges -range-handover [-range-relay [-range-host-n]] [-lease=40 -unit=10 -drift=1] [-mutation=range-placeholder-short]
 //	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-relay=2 [-relay-fails]] [-mutation=no-tself]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
@@ -36,7 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move and a relay loss, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
@@ -79,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rrelay   = fs.Bool("range-relay", false, "cluster-ranges: c1 is relayed through node R to the key's owner")
 		waiter   = fs.Bool("waiter", false, "cluster-ranges with -range-move and a direct c1: client w waits at P behind c1's lock")
 		wlease   = fs.Int("waiter-lease", 0, "cluster-ranges with -waiter: w's lease, in units (0: -lease)")
+		handover = fs.Bool("range-handover", false, "cluster-ranges: the move hands c1's range lock over to N instead of ending its session (implies -range-move)")
+		hostN    = fs.Bool("range-host-n", false, "cluster-ranges with -range-handover and -range-relay: c1 is relayed through N itself (R = N)")
 		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, cluster-continue, ranges, failover: drop one rule so that the check must fail; claims: "+
 			strings.Join(modelcheck.ClaimsMutations, ", ")+"; session: "+strings.Join(modelcheck.SessionMutations, ", ")+"; dirlock seed: "+
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
@@ -202,8 +205,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rep = modelcheck.CheckRanges(cfg)
 	case "cluster-ranges":
 		// -lease keeps the model's own default (40 units) unless given.
-		cfg := modelcheck.ClusterRangesConfig{Relay: *rrelay, Move: *rmove || !*rrelay, Unit: *unit, Drift: *drift,
-			Lease: 40, Waiter: *waiter, WaiterLease: *wlease, Mutation: *mutation}
+		cfg := modelcheck.ClusterRangesConfig{Relay: *rrelay, Move: *rmove || !*rrelay || *handover, Unit: *unit, Drift: *drift,
+			Lease: 40, Waiter: *waiter, WaiterLease: *wlease, Handover: *handover, RelayAtN: *hostN, Mutation: *mutation}
 		fs.Visit(func(f *flag.Flag) {
 			if f.Name == "lease" {
 				cfg.Lease = *lease
