@@ -159,7 +159,7 @@ func TestV2DocRangeStatuses(t *testing.T) {
 			t.Errorf("doc status 0x%s is %q; the code calls it %v", m[1], m[2], protocol.RangeStatus(n))
 		}
 	}
-	if last := protocol.RangeUnavailable; len(rows) != int(last) {
+	if last := protocol.RangeMoved; len(rows) != int(last) {
 		t.Errorf("doc lists %d range statuses, the code defines %d (through %v)", len(rows), last, last)
 	}
 }
