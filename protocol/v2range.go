@@ -41,6 +41,14 @@ const (
 	// serve the key yet: ask again), RangeFree (nothing is kept for the
 	// session there: the locks are lost).
 	RangeAdopt RangeOp = 0x06
+	// RangeReassert is hop-only: sent by a relaying node on its upstream
+	// session to a key's new owner after the key's owner was lost, it
+	// installs one range lock the lost owner held for the session (Key,
+	// Flags' RangeFlock, Owner, LockType, Start, End). Answers:
+	// RangeDone (held), RangeConflict (another session holds a
+	// conflicting lock there: the lock is lost), RangeUnavailable (the
+	// node does not serve the key, or not yet: ask again).
+	RangeReassert RangeOp = 0x07
 )
 
 func (o RangeOp) String() string {
@@ -57,6 +65,8 @@ func (o RangeOp) String() string {
 		return "cancel"
 	case RangeAdopt:
 		return "adopt"
+	case RangeReassert:
+		return "reassert"
 	}
 	return fmt.Sprintf("op(0x%02x)", uint8(o))
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -73,6 +74,17 @@ type rangeMove struct {
 	since  time.Time    // when it began moving here
 	up     *upstream    // where the adoption is in flight
 	owners []rangeOwner // the session's lock owners on the key
+	locks  []rangelock.KeyLock
+	// failover: the key's owner was lost, and locks are re-asserted at
+	// its next owner (RangeReassert, one per lock) rather than adopted,
+	// until believed: the end of the window in which the client may
+	// still believe and the lost owner cannot yet have expired them
+	// (moveInfo.believed). pending counts the re-assertions in flight
+	// on up, and retry says one was answered "not yet".
+	failover bool
+	believed time.Time
+	pending  int
+	retry    bool
 }
 
 // exportRangesLocked takes the moving keys out of the range table and
@@ -121,6 +133,7 @@ func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) 
 	}
 	var told []sessionKey
 	owners := map[sessionKey][]rangeOwner{}
+	locks := map[sessionKey][]rangelock.KeyLock{}
 	for _, kl := range held {
 		s := srv.claims[locktable.SessionID(kl.Lock.Owner.Session)]
 		if s == nil || !srv.continues(s.id) {
@@ -136,6 +149,7 @@ func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) 
 		if _, ok := owners[sk]; !ok {
 			told = append(told, sk)
 		}
+		locks[sk] = append(locks[sk], kl)
 		if !slices.Contains(owners[sk], ro) {
 			owners[sk] = append(owners[sk], ro)
 		}
@@ -147,7 +161,7 @@ func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) 
 			})
 			flushed[sk.s] = true
 		} else {
-			sk.s.startRangeMove(now, sk.key, owners[sk])
+			sk.s.startRangeMove(now, sk.key, owners[sk], locks[sk])
 		}
 	}
 	// The waiting sets after the MOVED of their session's held ranges,
@@ -285,7 +299,7 @@ func (s *session) adoptRanges(f protocol.Frame) {
 // it by owners were handed over (exportRangesLocked, or P's push on an
 // upstream, rangePushed), and has the adoption tried soon. Called with
 // omu held, or (the export) with srv.mu held.
-func (rel *relayState) startRangeMove(s *session, now time.Time, key string, owners []rangeOwner) {
+func (rel *relayState) startRangeMove(s *session, now time.Time, key string, owners []rangeOwner, locks []rangelock.KeyLock) *rangeMove {
 	if rel.rangeMoves == nil {
 		rel.rangeMoves = map[string]*rangeMove{}
 	}
@@ -294,6 +308,7 @@ func (rel *relayState) startRangeMove(s *session, now time.Time, key string, own
 		rm = &rangeMove{since: now}
 		rel.rangeMoves[key] = rm
 	}
+	rm.locks = append(rm.locks, locks...)
 	for _, o := range owners {
 		if !slices.Contains(rm.owners, o) {
 			rm.owners = append(rm.owners, o)
@@ -303,15 +318,16 @@ func (rel *relayState) startRangeMove(s *session, now time.Time, key string, own
 		rel.rangeTimer = true
 		time.AfterFunc(moveRetry, s.retryRangeMoves)
 	}
+	return rm
 }
 
 // startRangeMove is relayState.startRangeMove for a session on this
 // node, the prior owner, at the export. Called with srv.mu held.
-func (s *session) startRangeMove(now time.Time, key string, owners []rangeOwner) {
+func (s *session) startRangeMove(now time.Time, key string, owners []rangeOwner, locks []rangelock.KeyLock) {
 	v := s.v2
 	v.omu.Lock()
 	defer v.omu.Unlock()
-	v.relayLocked().startRangeMove(s, now, key, owners)
+	v.relayLocked().startRangeMove(s, now, key, owners, locks)
 }
 
 // retryRangeMoves sends the adoption of each moving key that has none in
@@ -331,7 +347,7 @@ func (s *session) retryRangeMoves() {
 	var keys []string
 	expired := false
 	for key, rm := range rel.rangeMoves {
-		expired = expired || now.Sub(rm.since) >= v.lease/2
+		expired = expired || now.Sub(rm.since) >= v.lease/2 || rm.failover && !now.Before(rm.believed)
 		if rm.up == nil {
 			keys = append(keys, key)
 		}
@@ -356,7 +372,31 @@ func (s *session) retryRangeMoves() {
 		if rm == nil || rm.up != nil || rel.closed {
 			continue
 		}
-		switch rt := routes[key]; rt.Action {
+		rt := routes[key]
+		if rm.failover {
+			switch {
+			case rt.Action == RouteForward:
+				u := s.upstreamLocked(rel, rt.Addr)
+				rm.up, rm.pending, rm.retry = u, len(rm.locks), false
+				at := time.Now()
+				for _, kl := range rm.locks {
+					f := reassertFrame(kl)
+					u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: at, adopt: key, f: f})
+				}
+			case rt.Action == RouteServe || rt.Action == RouteHold && rt.Gated:
+				// This node took the key over: the locks are the
+				// session's own here.
+				for _, kl := range rm.locks {
+					if srv.installRangeLocked(s, kl, now) != protocol.RangeDone {
+						lost = key
+						break
+					}
+				}
+				delete(rel.rangeMoves, key)
+			}
+			continue
+		}
+		switch rt.Action {
 		case RouteForward:
 			u := s.upstreamLocked(rel, rt.Addr)
 			rm.up = u
@@ -402,14 +442,7 @@ func (u *upstream) rangeAdopted(rel *relayState, key string, st protocol.RangeSt
 	rm.up = nil
 	switch st {
 	case protocol.RangeDone:
-		delete(rel.rangeMoves, key)
-		u.ranges = true
-		if u.rangeOwners == nil {
-			u.rangeOwners = map[rangeOwner]bool{}
-		}
-		for _, o := range rm.owners {
-			u.rangeOwners[o] = true
-		}
+		u.tookOver(rel, key, rm)
 		return false
 	case protocol.RangeUnavailable:
 		return false // retryRangeMoves asks again
@@ -417,11 +450,118 @@ func (u *upstream) rangeAdopted(rel *relayState, key string, st protocol.RangeSt
 	return true
 }
 
+// tookOver records that u's owner holds the range locks of moving key
+// rm for the session now: a hang-up releases them there, u's loss ends
+// or re-asserts them. Called with omu held.
+func (u *upstream) tookOver(rel *relayState, key string, rm *rangeMove) {
+	delete(rel.rangeMoves, key)
+	u.ranges = true
+	if u.rangeOwners == nil {
+		u.rangeOwners = map[rangeOwner]bool{}
+	}
+	for _, o := range rm.owners {
+		u.rangeOwners[o] = true
+	}
+	if u.mirror == nil {
+		u.mirror = newRangeMirror()
+	}
+	u.mirror.put(rm.locks)
+}
+
+// rangeReasserted applies the new owner's answer st to one RANGE
+// reassert of key's locks on u: once every one is held there, they are
+// u's; one answered "not yet" has them all sent again; one refused (a
+// conflicting lock holds there) reports true: the session must end.
+// Called with omu held.
+func (u *upstream) rangeReasserted(rel *relayState, key string, st protocol.RangeStatus) (lost bool) {
+	rm := rel.rangeMoves[key]
+	if rm == nil || rm.up != u {
+		return false
+	}
+	rm.pending--
+	switch st {
+	case protocol.RangeDone:
+	case protocol.RangeUnavailable:
+		rm.retry = true
+	default:
+		return true
+	}
+	if rm.pending > 0 {
+		return false
+	}
+	rm.up = nil
+	if rm.retry {
+		rm.retry = false
+		return false // retryRangeMoves asks again
+	}
+	u.tookOver(rel, key, rm)
+	u.s.srv.Logger.Info("range locks re-asserted at the key's next owner", "owner_addr", u.addr, "session", u.s.id,
+		"key", key, "locks", len(rm.locks), "took", time.Since(rm.since))
+	return false
+}
+
+// reassertFrame is the RANGE reassert of held lock kl.
+func reassertFrame(kl rangelock.KeyLock) protocol.Frame {
+	f := protocol.Frame{Op: protocol.RangeReassert, Name: kl.Key, Owner: uint64(kl.Lock.Owner.ID),
+		LockType: uint8(kl.Lock.Type), Start: kl.Lock.Range.Start, End: kl.Lock.Range.End}
+	if kl.NS == rangelock.Flock {
+		f.Flags, f.Start, f.End = protocol.RangeFlock, 0, 0
+	}
+	return f
+}
+
+// reassertRange answers RANGE reassert f on upstream session s: the
+// range lock its relaying node re-asserts after the key's owner was
+// lost is held here for s when this node serves the key, or took it over
+// and warms up, and no other session holds a conflicting lock. Called
+// by the reader with srv.mu held.
+func (s *session) reassertRange(now time.Time, f protocol.Frame) {
+	srv := s.srv
+	st := protocol.RangeInvalid
+	if s.forwarded && srv.Router != nil {
+		st = protocol.RangeUnavailable
+		rt := srv.Router.Route(f.Name, 0, true)
+		if rt.Action == RouteServe || rt.Action == RouteHold && rt.Gated {
+			ns, o, r := rangeTarget(f, rangelock.SessionID(s.id))
+			st = srv.installRangeLocked(s, rangelock.KeyLock{Key: f.Name, NS: ns,
+				Lock: rangelock.Lock{Owner: o, Type: rangelock.Type(f.LockType), Range: r}}, now)
+		}
+	}
+	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendRangeAnswer(b, f.Claim, st, 0, protocol.Frame{}) })
+}
+
+// installRangeLocked installs re-asserted lock kl for session s, whose
+// id it takes, unless a planned change gates the key. Called with srv.mu
+// held.
+func (srv *Server) installRangeLocked(s *session, kl rangelock.KeyLock, now time.Time) protocol.RangeStatus {
+	rs := &srv.ranges
+	if rs.gatedLocked(kl.Key, now) {
+		return protocol.RangeUnavailable
+	}
+	sid := rangelock.SessionID(s.id)
+	kl.Lock.Owner.Session = sid
+	switch err := rs.table.Install(kl); {
+	case errors.Is(err, rangelock.ErrConflict):
+		return protocol.RangeConflict
+	case err != nil:
+		return protocol.RangeInvalid
+	}
+	if _, ok := rs.labels[sid]; !ok {
+		rs.labels[sid] = s.v2.label
+		rs.leases[sid] = s.v2.lease
+	}
+	return protocol.RangeDone
+}
+
 // rangesMovedAway handles P's push that the session's range locks on key
 // moved to the key's new owner: the key moves here (the host) from u,
 // with the lock owners relayed on u there. Called with omu held.
 func (u *upstream) rangesMovedAway(rel *relayState, key string) {
-	rel.startRangeMove(u.s, time.Now(), key, u.forgetRangeKey(key))
+	var locks []rangelock.KeyLock
+	if u.mirror != nil {
+		locks = u.mirror.take(key)
+	}
+	rel.startRangeMove(u.s, time.Now(), key, u.forgetRangeKey(key), locks)
 }
 
 // forgetRangeKey forgets the lock owners relayed on u on key, which has

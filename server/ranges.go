@@ -58,8 +58,12 @@ func newRangeState(tokens locktable.TokenSource) rangeState {
 // other sessions that got a push.
 func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 	srv := s.srv
-	if f.Op == protocol.RangeAdopt {
+	switch f.Op {
+	case protocol.RangeAdopt:
 		s.adoptRanges(f)
+		return nil
+	case protocol.RangeReassert:
+		s.reassertRange(now, f)
 		return nil
 	}
 	if srv.Router != nil && s.routeRange(now, f) {

@@ -117,21 +117,149 @@ func TestClusterRangeRelayed(t *testing.T) {
 	b.expectSilenceV2(100 * time.Millisecond)
 }
 
+// startRangeFailover starts the owner o of every key, a node n that
+// takes the keys over when route says so, and a relaying node r1 whose
+// route forwards to o until the test switches it to n.
+func startRangeFailover(t *testing.T) (o, n, r1 *testServer, nRoute, r1Route *router) {
+	t.Helper()
+	o = startOwner(t)
+	nRoute = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteHold, Gated: true, Since: 2} }}
+	n = startServer(t, func(s *server.Server) { s.NodeID, s.Router, s.TrustHop = "n", nRoute, trustAll })
+	r1Route = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: o.addr} }}
+	r1 = startServer(t, func(s *server.Server) { s.NodeID, s.Router = "r1", r1Route })
+	return o, n, r1, nRoute, r1Route
+}
+
+// TestClusterRangeReassertedAfterFailover: the owner of a relayed
+// session's range locks goes away (here it closes; a death or a cut
+// alike). The relaying node holds the session's answers, re-asserts the
+// locks it mirrored (after an unlock and a flock conversion) at the
+// keys' next owner, which installs them during its warm-up, and the
+// session carries on: the locks conflict there as before, and an
+// unlock frees them. A set that waited at the lost owner is answered
+// unavailable (asked again).
+func TestClusterRangeReassertedAfterFailover(t *testing.T) {
+	t.Parallel()
+	o, n, r1, nRoute, r1Route := startRangeFailover(t)
+	a := r1.dialV2(t, 4*time.Second, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	a.mustWrite(rangeFrame(2, protocol.RangeUnlock, 0, 0, 7, 40, 49, "f"))
+	a.expectRange(2, protocol.RangeDone)
+	a.mustWrite(rangeFrame(3, protocol.RangeSet, protocol.RangeFlock, protocol.LockRead, 8, 0, 0, "f"))
+	a.expectRange(3, protocol.RangeGranted)
+	a.mustWrite(rangeFrame(4, protocol.RangeSet, protocol.RangeFlock, protocol.LockWrite, 8, 0, 0, "g"))
+	a.expectRange(4, protocol.RangeGranted)
+	b := o.dialV2(t, longLease, "host-b")
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeFlock, protocol.LockWrite, 1, 0, 0, "f"))
+	b.expectRange(1, protocol.RangeConflict)
+	a.mustWrite(rangeFrame(5, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 9, 0, 0, "h"))
+	a.expectRange(5, protocol.RangeGranted)
+	w := r1.dialV2(t, longLease, "host-w")
+	w.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, protocol.LockRead, 1, 5, 5, "f"))
+	w.expectRange(1, protocol.RangeQueued)
+
+	o.Close()
+	w.expectRange(1, protocol.RangeUnavailable)
+	a.mustWrite(protocol.AppendPing(nil, 1))
+	if f, err := a.readV2(300 * time.Millisecond); err == nil {
+		t.Fatalf("a's PING answered %v while its range locks are re-asserted", f)
+	}
+	r1Route.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: n.addr} })
+	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 1 {
+		t.Fatalf("a's PING answered %v after the re-assertion, want PONG 1", f)
+	}
+	d := n.dialV2(t, longLease, "host-d")
+	nRoute.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }) // warm-up over
+	for _, c := range []struct {
+		flags     uint8
+		typ       uint8
+		start, to uint64
+		key       string
+		want      protocol.RangeStatus
+	}{
+		{0, protocol.LockRead, 0, 0, "f", protocol.RangeConflict},
+		{0, protocol.LockWrite, 45, 45, "f", protocol.RangeGranted}, // unlocked before the failure
+		{0, protocol.LockRead, 99, 99, "f", protocol.RangeConflict},
+		{0, protocol.LockRead, 100, 100, "f", protocol.RangeGranted},
+		{protocol.RangeFlock, protocol.LockRead, 0, 0, "f", protocol.RangeGranted}, // a's flock is shared
+		{protocol.RangeFlock, protocol.LockRead, 0, 0, "g", protocol.RangeConflict},
+		{0, protocol.LockRead, 0, 0, "h", protocol.RangeConflict},
+	} {
+		d.mustWrite(rangeFrame(1, protocol.RangeSet, c.flags, c.typ, 2, c.start, c.to, c.key))
+		if f := d.expectRange(1, c.want); c.want == protocol.RangeConflict && f.Label != "host-a" {
+			t.Errorf("%s [%d,%d] conflicts with %q, want host-a", c.key, c.start, c.to, f.Label)
+		}
+		d.mustWrite(rangeFrame(2, protocol.RangeRelease, c.flags, 0, 2, 0, 0, c.key))
+		d.expectRange(2, protocol.RangeDone)
+	}
+	a.mustWrite(rangeFrame(6, protocol.RangeUnlock, 0, 0, 7, 0, 99, "f"))
+	a.expectRange(6, protocol.RangeDone)
+	d.mustWrite(rangeFrame(3, protocol.RangeSet, 0, protocol.LockWrite, 2, 0, 99, "f"))
+	d.expectRange(3, protocol.RangeGranted)
+	ping(a, 2)
+	ping(w, 3)
+}
+
+// TestClusterRangeReassertRefused: the keys' next owner holds a
+// conflicting lock already (it granted one after its warm-up): the
+// re-assertion is refused and the session ends, ERROR 0x03.
+func TestClusterRangeReassertRefused(t *testing.T) {
+	t.Parallel()
+	o, n, r1, nRoute, r1Route := startRangeFailover(t)
+	nRoute.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
+	a := r1.dialV2(t, 4*time.Second, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	d := n.dialV2(t, longLease, "host-d")
+	d.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockRead, 2, 50, 50, "f"))
+	d.expectRange(1, protocol.RangeGranted)
+	o.Close()
+	r1Route.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: n.addr} })
+	a.expectSessionError(protocol.CodeNotOwner)
+}
+
 // TestClusterRangeRelayOwnerLost: the owner of a relayed session's range
-// locks goes away (here it closes; a death or a cut alike): range locks
-// are not re-asserted, so the relaying node ends the session, ERROR
-// 0x03, and its client stops believing in them. A session of the same
-// node that relayed none lives on.
+// locks goes away and no node takes its keys over: the relaying node
+// gives the re-assertion up within half the lease and ends the session,
+// ERROR 0x03, and its client stops believing in them. A session of the
+// same node that relayed none lives on.
 func TestClusterRangeRelayOwnerLost(t *testing.T) {
 	t.Parallel()
+	const lease = 1200 * time.Millisecond
 	owner, r1 := startRangeRelay(t)
-	a := r1.dialV2(t, longLease, "host-a")
+	a := r1.dialV2(t, lease, "host-a")
 	c := r1.dialV2(t, longLease, "host-c")
 	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
 	a.expectRange(1, protocol.RangeGranted)
 	owner.Close()
+	lost := time.Now()
 	a.expectSessionError(protocol.CodeNotOwner)
+	if d := time.Since(lost); d > lease*4/5 {
+		t.Errorf("the session ended %v after its owner was lost, past the client's give-up at %v", d, lease*4/5)
+	}
 	ping(c, 1)
+}
+
+// TestClusterRangeReassertUnbelieved: a client silent for longer than
+// 0.8 of its lease when its range locks' owner goes away may have been
+// expired there (and another client granted): its locks are not
+// re-asserted, and its session ends at once.
+func TestClusterRangeReassertUnbelieved(t *testing.T) {
+	t.Parallel()
+	const lease = 1 * time.Second
+	o, n, r1, nRoute, r1Route := startRangeFailover(t)
+	a := r1.dialV2(t, lease, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	r1Route.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: n.addr} })
+	time.Sleep(lease * 9 / 10)
+	o.Close()
+	a.expectSessionError(protocol.CodeNotOwner)
+	nRoute.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
+	d := n.dialV2(t, longLease, "host-d")
+	d.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 2, 0, 99, "f"))
+	d.expectRange(1, protocol.RangeGranted)
 }
 
 // TestClusterRangeRelayDies: the relaying node dies under a relayed

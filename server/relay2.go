@@ -240,6 +240,9 @@ type upstream struct {
 	// it, by key and namespace: what a hang-up releases there.
 	ranges      bool
 	rangeOwners map[rangeOwner]bool
+	// mirror is what the owner holds of the session's range locks, for
+	// their re-assertion after a failover (rangemirror.go).
+	mirror *rangeMirror
 
 	redial chan struct{} // tells the writer to dial again (reopenLocked)
 
@@ -954,8 +957,12 @@ func (u *upstream) handle(frames []upFrame) bool {
 			case protocol.TypePong:
 				u.pings--
 			case protocol.TypeRangeAnswer:
+				if r.adopt != "" && r.f.Op == protocol.RangeReassert {
+					rangesLost = u.rangeReasserted(rel, r.adopt, f.Status) || rangesLost
+					break
+				}
 				if r.adopt != "" {
-					rangesLost = rangesLost || u.rangeAdopted(rel, r.adopt, f.Status)
+					rangesLost = u.rangeAdopted(rel, r.adopt, f.Status) || rangesLost
 					break
 				}
 				u.rangeAnswered(rel, r, fr)
@@ -1140,16 +1147,25 @@ func (u *upstream) fail(why error) {
 		case protocol.TypeRange:
 			if r.adopt != "" {
 				if rm := rel.rangeMoves[r.adopt]; rm != nil && rm.up == u {
-					rm.up = nil // asked again (rangemove.go)
+					rm.up, rm.pending, rm.retry = nil, 0, false // asked again (rangemove.go)
 					adopting++
 				}
 				continue
+			}
+			if reassert && u.mirror != nil && (r.f.Op == protocol.RangeUnlock || r.f.Op == protocol.RangeRelease) {
+				// Its locks are re-asserted without what it drops.
+				u.mirror.answered(r.f, protocol.RangeDone)
+				r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeDone, 0, protocol.Frame{}), false
+				continue
+			}
+			if rel.rangeWaits[r.req] == u {
+				delete(rel.rangeWaits, r.req) // its answer is this one
 			}
 			r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeUnavailable, 0, protocol.Frame{}), false
 		}
 	}
 	u.fifo = nil
-	endSession := u.rangesLost(rel)
+	endSession := u.rangesFailed(rel, reassert, now)
 	ids := make([]uint32, 0, len(u.claims))
 	for id := range u.claims {
 		ids = append(ids, id)

@@ -93,7 +93,10 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 		}
 		rel.rangeWaits[f.Claim] = u
 	}
-	u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: time.Now(), slot: slot, req: f.Claim})
+	if f.Op == protocol.RangeSet && u.mirror == nil {
+		u.mirror = newRangeMirror()
+	}
+	u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: time.Now(), slot: slot, req: f.Claim, f: f})
 }
 
 // relayRangeCancel sends cancel f on the upstream where its set waits,
@@ -160,11 +163,17 @@ func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
 		// The set's key has no state of the session at u any more: a
 		// range lock it held there moved first (MOVED(0) before this).
 		u.forgetRangeKey(fr.f.Label)
+		if u.mirror != nil {
+			delete(u.mirror.waiting, fr.f.Claim)
+		}
 		u.push(rel, v, &outEntry{b: protocol.AppendRangeAnswer(nil, fr.f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{}), up: u})
 		return
 	}
 	if fr.f.Status == protocol.RangePromoted {
 		u.ranges = true
+	}
+	if u.mirror != nil {
+		u.mirror.pushed(fr.f.Claim, fr.f.Status)
 	}
 	u.push(rel, v, &outEntry{b: fr.raw, up: u})
 }
@@ -174,6 +183,9 @@ func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
 // omu held.
 func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 	r.slot.b, r.slot.pending = fr.raw, false
+	if u.mirror != nil {
+		u.mirror.answered(r.f, fr.f.Status)
+	}
 	switch st := fr.f.Status; {
 	case st == protocol.RangeGranted, st == protocol.RangeQueued:
 		u.ranges = true
@@ -183,18 +195,53 @@ func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 	}
 }
 
-// rangesLost forgets the sets waiting on u, which has failed, and
-// reports whether the session must end: u was open and its owner
-// granted or queued a range request of the session (the session may hold
-// range locks there that nobody will keep). Called by fail with omu held.
-func (u *upstream) rangesLost(rel *relayState) bool {
-	for req, w := range rel.rangeWaits {
-		if w == u {
-			delete(rel.rangeWaits, req)
+// rangesFailed handles the range state of u, which has failed, and
+// reports whether the session must end. The sets waiting there are
+// answered unavailable (the client asks again, at the key's next owner).
+// The range locks u's owner held for the session (its mirror) are
+// re-asserted at each key's next owner (rangemove.go) when reassert says
+// the owner may have died or stopped serving, and the client may still
+// believe in them and the owner cannot yet have expired them: before
+// 0.8 × the lease after the send time of the latest request u's owner
+// answered (moveInfo.believed; internal/modelcheck's failover model).
+// Otherwise, when the owner may hold range locks of the session, the
+// session ends: nobody keeps them. Called by fail with omu held.
+func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (end bool) {
+	v := u.s.v2
+	live := !rel.closed && !u.s.closing.Load() && !v.ending
+	for _, req := range slices.Sorted(maps.Keys(rel.rangeWaits)) {
+		if rel.rangeWaits[req] != u {
+			continue
+		}
+		delete(rel.rangeWaits, req)
+		if live {
+			rel.add(v, &outEntry{b: protocol.AppendRangeAnswer(nil, req, protocol.RangeUnavailable, 0, protocol.Frame{})})
 		}
 	}
-	v := u.s.v2
-	return u.opened && u.ranges && !rel.closed && !u.s.closing.Load() && !v.ending
+	if !live || !u.opened || !u.ranges {
+		return false
+	}
+	if !reassert {
+		return true
+	}
+	if u.mirror == nil {
+		return false // it granted nothing
+	}
+	keys := u.mirror.keys()
+	believed := u.confirmed.Add(v.lease * 4 / 5)
+	if len(keys) > 0 && !now.Before(believed) {
+		return true
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		rm := rel.startRangeMove(u.s, now, key, u.forgetRangeKey(key), u.mirror.take(key))
+		rm.failover, rm.believed = true, believed
+	}
+	if len(keys) > 0 {
+		u.s.srv.Logger.Warn("upstream session to the owner ended; re-asserting its range locks at the keys' next owner", "owner_addr", u.addr,
+			"session", u.s.id, "keys", len(keys), "until", believed.Sub(now))
+	}
+	return false
 }
 
 // rangeOwner is a lock owner of a session on one key, in one namespace.

@@ -13,8 +13,9 @@ import (
 )
 
 // TestClusterRangeOwnerKilled: range locks of clients on two live nodes,
-// served by a third that is killed (kill -9). Range locks are not
-// re-asserted: the relayed holder's session ends (its client stops
+// served by a third that is killed (kill -9). The holder's lease (2 s) is
+// too short to re-assert its lock at the next owner: its node gives up
+// at half the lease, before T, and ends the session (its client stops
 // believing), and the key is granted again only at its new owner, after
 // the failover and the warm-up (about T + W), never within the holder's
 // give-up.
@@ -161,6 +162,88 @@ func TestClusterRangeHandedOverOnStop(t *testing.T) {
 		t.Errorf("the waiter's token %d, want above the holder's %d", r.tok, tok)
 	}
 	t.Logf("the waiter granted %v after the holder unlocked", r.at.Sub(unlocked).Round(time.Microsecond))
+	select {
+	case <-holder.Lost():
+		t.Fatalf("the holder's session ended: %v", holder.Err())
+	default:
+	}
+}
+
+// TestClusterRangeKeptThroughOwnerKill: the owner of a key with a range
+// lock on it is killed (kill -9). The holder's node, which relays its
+// session, re-asserts the lock at the key's next owner once the failed
+// node is removed (T) and the holder keeps it: its session never ends,
+// it takes its lock up at the new owner (it extends it there), and the
+// other client's waiting set is granted only when the holder unlocks.
+// The lease (6 s) is longer than the failover: the re-assertion must
+// come within half of it, and within 0.8 of it after the holder's last
+// confirmed request.
+func TestClusterRangeKeptThroughOwnerKill(t *testing.T) {
+	nodes := startCluster(t, failoverArgs...)
+	_, victim := leaderAndFollower(t, nodes)
+	live := others(nodes, victim)
+	const lease = 6 * time.Second
+	key := nameOwnedBy(t, victim.id, "range-kill")
+	open := func(n *clusterProc, label string) *baton.Session {
+		s, err := baton.New(baton.Config{Address: n.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
+			baton.SessionOptions{Lease: lease, Label: label})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	holder, other := open(live[0], "range-holder"), open(live[1], "range-waiter")
+	ctx, cancel := context.WithTimeout(t.Context(), 4*opstest.Timeout)
+	defer cancel()
+	l := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, End: 99}
+	tok, err := holder.SetRange(ctx, l, true) // waits out a new cluster's warm-up
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.exited
+	killed := time.Now()
+	type result struct {
+		tok uint64
+		err error
+		at  time.Time
+	}
+	granted := make(chan result, 1)
+	go func() {
+		tok, err := other.SetRange(ctx, baton.RangeLock{Key: key, Owner: 2, Type: baton.WriteLock, Start: 50, End: 50}, true)
+		granted <- result{tok, err, time.Now()}
+	}()
+	// Through the failover and the new owner's warm-up, the holder keeps
+	// its session and the waiter waits.
+	warm := cluster.WarmupFor(lease, cluster.DefaultGateSlack)
+	select {
+	case r := <-granted:
+		t.Fatalf("the waiter's set ended while the holder holds its lock: token %d, %v", r.tok, r.err)
+	case <-holder.Lost():
+		t.Fatalf("the holder's session ended: %v", holder.Err())
+	case <-time.After(time.Until(killed.Add(failRemoveAfter + warm + time.Second))):
+	}
+	// The lock is the holder's at the new owner: it extends it there.
+	ext := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, Start: 200, End: 299}
+	if _, err := holder.SetRange(ctx, ext, false); err != nil {
+		t.Fatalf("the holder's set after the failover: %v", err)
+	}
+	unlocked := time.Now()
+	if err := holder.UnlockRange(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	r := <-granted
+	if r.err != nil {
+		t.Fatalf("the waiter's set: %v", r.err)
+	}
+	if r.tok <= tok {
+		t.Errorf("the waiter's token %d, want above the holder's %d", r.tok, tok)
+	}
+	t.Logf("the waiter granted %v after the holder unlocked (warm-up %v)", r.at.Sub(unlocked).Round(time.Microsecond), warm)
 	select {
 	case <-holder.Lost():
 		t.Fatalf("the holder's session ended: %v", holder.Err())
