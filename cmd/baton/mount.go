@@ -36,10 +36,13 @@ SIGTERM unmounts and exits. Needs root (the kernel's mount(2), no
 fusermount) and FUSE (/dev/fuse; 'modprobe fuse' is tried).
 
 The server is a single baton server or any node of a cluster, which
-relays each lock to its key's owner. On a cluster, range locks do not
-survive a failure or a planned change of their key's owner (I/O through
-the files they locked then fails with EIO), and while the key's new owner
-warms up, fcntl and flock without waiting fail with ENOLCK.
+relays each lock to its key's owner. On a cluster, that node hands the
+locks over when a planned change moves a key, and re-asserts them at the
+key's next owner when its owner dies, if --lease is longer than twice the
+cluster's failover time; a lock that cannot be kept ends the session (I/O
+through the files it locked then fails with EIO), as does the death of
+the node the mount talks to. While a key's new owner warms up, fcntl and
+flock without waiting fail with ENOLCK.
 
 Exit status:
   0   unmounted after SIGINT or SIGTERM
