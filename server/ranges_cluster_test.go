@@ -161,14 +161,19 @@ func TestClusterRangeReassertedAfterFailover(t *testing.T) {
 
 	o.Close()
 	w.expectRange(1, protocol.RangeUnavailable)
-	a.mustWrite(protocol.AppendPing(nil, 1))
+	// An unlock meanwhile applies to what is re-asserted; its answer
+	// waits, as everything else does.
+	a.mustWrite(append(rangeFrame(7, protocol.RangeUnlock, 0, 0, 7, 90, 99, "f"), protocol.AppendPing(nil, 1)...))
 	if f, err := a.readV2(300 * time.Millisecond); err == nil {
-		t.Fatalf("a's PING answered %v while its range locks are re-asserted", f)
+		t.Fatalf("a's unlock or PING answered %v while its range locks are re-asserted", f)
 	}
+	a.mustWrite(rangeFrame(8, protocol.RangeSet, 0, protocol.LockRead, 7, 0, 0, "f"))
 	r1Route.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: n.addr} })
+	a.expectRange(7, protocol.RangeDone)
 	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 1 {
 		t.Fatalf("a's PING answered %v after the re-assertion, want PONG 1", f)
 	}
+	a.expectRange(8, protocol.RangeUnavailable) // a set while the key moved
 	d := n.dialV2(t, longLease, "host-d")
 	nRoute.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }) // warm-up over
 	for _, c := range []struct {
@@ -180,8 +185,8 @@ func TestClusterRangeReassertedAfterFailover(t *testing.T) {
 	}{
 		{0, protocol.LockRead, 0, 0, "f", protocol.RangeConflict},
 		{0, protocol.LockWrite, 45, 45, "f", protocol.RangeGranted}, // unlocked before the failure
-		{0, protocol.LockRead, 99, 99, "f", protocol.RangeConflict},
-		{0, protocol.LockRead, 100, 100, "f", protocol.RangeGranted},
+		{0, protocol.LockRead, 89, 89, "f", protocol.RangeConflict},
+		{0, protocol.LockWrite, 90, 100, "f", protocol.RangeGranted},               // unlocked while re-asserted
 		{protocol.RangeFlock, protocol.LockRead, 0, 0, "f", protocol.RangeGranted}, // a's flock is shared
 		{protocol.RangeFlock, protocol.LockRead, 0, 0, "g", protocol.RangeConflict},
 		{0, protocol.LockRead, 0, 0, "h", protocol.RangeConflict},
@@ -193,7 +198,7 @@ func TestClusterRangeReassertedAfterFailover(t *testing.T) {
 		d.mustWrite(rangeFrame(2, protocol.RangeRelease, c.flags, 0, 2, 0, 0, c.key))
 		d.expectRange(2, protocol.RangeDone)
 	}
-	a.mustWrite(rangeFrame(6, protocol.RangeUnlock, 0, 0, 7, 0, 99, "f"))
+	a.mustWrite(rangeFrame(6, protocol.RangeUnlock, 0, 0, 7, 0, 89, "f"))
 	a.expectRange(6, protocol.RangeDone)
 	d.mustWrite(rangeFrame(3, protocol.RangeSet, 0, protocol.LockWrite, 2, 0, 99, "f"))
 	d.expectRange(3, protocol.RangeGranted)

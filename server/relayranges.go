@@ -45,8 +45,7 @@ func (s *session) routeRange(now time.Time, f protocol.Frame) (done bool) {
 	if f.Op == protocol.RangeCancel {
 		return s.relayRangeCancel(f)
 	}
-	if s.rangeMoving(f.Name) {
-		s.rangeUnavailable(f)
+	if s.rangeMoving(now, f) {
 		return true
 	}
 	switch rt := srv.Router.Route(f.Name, 0, s.forwarded); {
@@ -125,18 +124,46 @@ func (s *session) relayRangeCancel(f protocol.Frame) bool {
 	return true
 }
 
-// rangeMoving reports whether the session's range locks on key are
-// moving to the key's new owner (rangemove.go): its range requests on
-// it are answered unavailable until they are adopted there.
-func (s *session) rangeMoving(key string) bool {
+// rangeMoving answers RANGE f, and reports true, when the session's
+// range locks on its key are moving to the key's new owner
+// (rangemove.go). A request is answered unavailable until they are
+// there, except an unlock or release of locks that are re-asserted after
+// a failover: it applies to what is re-asserted (answered done here),
+// and is sent on after the re-assertions in flight, if any.
+func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 	v := s.v2
 	rel := v.rel.Load()
 	if rel == nil {
 		return false
 	}
 	v.omu.Lock()
-	defer v.omu.Unlock()
-	return rel.rangeMoves[key] != nil
+	rm := rel.rangeMoves[f.Name]
+	if rm == nil {
+		v.omu.Unlock()
+		return false
+	}
+	if !rm.failover || f.Op != protocol.RangeUnlock && f.Op != protocol.RangeRelease {
+		v.omu.Unlock()
+		s.rangeUnavailable(f)
+		return true
+	}
+	m := newRangeMirror()
+	m.put(rm.locks)
+	m.answered(f, protocol.RangeDone)
+	rm.locks = m.take(f.Name)
+	up := rm.up
+	if up == nil && len(rm.locks) == 0 {
+		delete(rel.rangeMoves, f.Name) // nothing left to re-assert
+	}
+	v.omu.Unlock()
+	if up != nil {
+		s.relayRange(now, f, up.addr)
+		return true
+	}
+	s.v2.appendOut(s, func(b []byte) []byte {
+		return protocol.AppendRangeAnswer(b, f.Claim, protocol.RangeDone, 0, protocol.Frame{})
+	})
+	return true
 }
 
 // rangePush reports whether ANSWER f is a push: the final answer of a

@@ -118,11 +118,12 @@ func requireSafe(t *testing.T, rep *faultinject.ClusterReport, h *clusterHarness
 // locks (fcntl's, through the Go client's Session.SetRange) in the place
 // of claims: every worker takes a write range lock over the whole of the
 // key clusterLock, which the ring gives to the same owner as the name.
-// Range locks are not re-asserted or handed over (docs/cluster.md,
-// "Range locks"): a fault of their owner ends their sessions, and the
-// key is granted again only after the holders' give-up; the checks are
-// the same, no stale write accepted and no overlap between confirmed
-// holders.
+// With the suite's 2 s lease, range locks are too short-lived to be
+// re-asserted after their owner's failure (docs/cluster.md, "Range
+// locks"): a fault of their owner ends their sessions, and the key is
+// granted again only after the holders' give-up; a replacement's join
+// hands them over. The checks are the same, no stale write accepted and
+// no overlap between confirmed holders.
 func TestClusterFaultInjectionRanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the cluster fault suite; not with -short")
@@ -137,6 +138,34 @@ func TestClusterFaultInjectionRanges(t *testing.T) {
 	}
 	rep, h := runClusterSuite(t, plan, false, false)
 	requireSafe(t, rep, h)
+}
+
+// TestClusterFaultInjectionRangesLongLease runs the range suite with
+// leases of 8 s, long enough (half of it is above the removal after 3 s)
+// for a relaying node to re-assert its session's range lock at the key's
+// next owner when the owner is killed or crashes and restarts: the
+// holder then keeps its lock through the failover. Which worker holds
+// at the fault is chance, so the re-assertions and hand-overs the nodes
+// logged are reported, not required; the checks are the suite's.
+func TestClusterFaultInjectionRangesLongLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the cluster fault suite; not with -short")
+	}
+	t.Setenv("BATON_FAULTINJECT_CLUSTER_RANGES", "1")
+	t.Setenv("BATON_FAULTINJECT_CLUSTER_LEASE", "8s")
+	rep, h := runClusterSuite(t, []string{"kill-owner", "restart-owner"}, false, false)
+	requireSafe(t, rep, h)
+	logs, _ := filepath.Glob(filepath.Join(h.dir, "*.stderr"))
+	count := func(msg string) (n int) {
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			n += strings.Count(string(b), msg)
+		}
+		return n
+	}
+	t.Logf("range locks re-asserted at a key's next owner: %d (of %d begun); planned hand-overs of range locks: %d",
+		count("range locks re-asserted at the key's next owner"), count("re-asserting its range locks"),
+		count("range locks handed over; kept for their sessions"))
 }
 
 // TestClusterFaultInjectionLongLease runs the cluster with leases of
