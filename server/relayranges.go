@@ -152,10 +152,14 @@ func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 	m.answered(f, protocol.RangeDone)
 	rm.locks = m.take(f.Name)
 	up := rm.up
-	if up == nil && len(rm.locks) == 0 {
+	done := up == nil && len(rm.locks) == 0
+	if done {
 		delete(rel.rangeMoves, f.Name) // nothing left to re-assert
 	}
 	v.omu.Unlock()
+	if done {
+		s.srv.Logger.Info("range locks re-asserted no more: the client let them go", "session", s.id, "key", f.Name)
+	}
 	if up != nil {
 		s.relayRange(now, f, up.addr)
 		return true

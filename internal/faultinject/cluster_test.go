@@ -163,8 +163,9 @@ func TestClusterFaultInjectionRangesLongLease(t *testing.T) {
 		}
 		return n
 	}
-	t.Logf("range locks re-asserted at a key's next owner: %d (of %d begun); planned hand-overs of range locks: %d",
-		count("range locks re-asserted at the key's next owner"), count("re-asserting its range locks"),
+	t.Logf("range locks re-asserted at a key's next owner: %d, let go by their client first: %d, given up: %d (of %d begun); planned hand-overs of range locks: %d",
+		count("range locks re-asserted at the key's next owner"), count("range locks re-asserted no more"),
+		count("not adopted in half the lease"), count("re-asserting its range locks"),
 		count("range locks handed over; kept for their sessions"))
 }
 
