@@ -267,21 +267,17 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 		}
 		hashes[sid] = ms
 	}
-	for to, gs := range gates {
-		st := states[to]
-		if st == nil {
-			st = &moveState{}
-			states[to] = st
+	stateFor := func(to string) *moveState {
+		if states[to] == nil {
+			states[to] = &moveState{}
 		}
-		st.RangeGates = gs
+		return states[to]
+	}
+	for to, gs := range gates {
+		stateFor(to).RangeGates = gs
 	}
 	for to, rs := range handedRanges {
-		st := states[to]
-		if st == nil {
-			st = &moveState{}
-			states[to] = st
-		}
-		st.Ranges = rs
+		stateFor(to).Ranges = rs
 	}
 	out := map[string]json.RawMessage{}
 	for to, st := range states {

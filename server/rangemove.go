@@ -288,7 +288,7 @@ func (s *session) adoptRanges(f protocol.Frame) {
 	st := protocol.RangeInvalid
 	if o, ok := s.origin(); ok && s.forwarded && srv.Router != nil {
 		st = protocol.RangeUnavailable
-		if rt := srv.Router.Route(f.Name, 0, true); rt.Action == RouteServe {
+		if servesOrWarms(srv.Router.Route(f.Name, 0, true)) {
 			st = srv.adoptRangesLocked(s, o, f.Name)
 		}
 	}
@@ -383,7 +383,7 @@ func (s *session) retryRangeMoves() {
 					f := reassertFrame(kl)
 					u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: at, adopt: key, f: f})
 				}
-			case rt.Action == RouteServe || rt.Action == RouteHold && rt.Gated:
+			case servesOrWarms(rt):
 				// This node took the key over: the locks are the
 				// session's own here.
 				for _, kl := range rm.locks {
@@ -396,13 +396,13 @@ func (s *session) retryRangeMoves() {
 			}
 			continue
 		}
-		switch rt.Action {
-		case RouteForward:
+		switch {
+		case rt.Action == RouteForward:
 			u := s.upstreamLocked(rel, rt.Addr)
 			rm.up = u
 			u.send(protocol.AppendRange(nil, protocol.Frame{Op: protocol.RangeAdopt, Name: key}),
 				upReq{kind: protocol.TypeRange, at: time.Now(), adopt: key})
-		case RouteServe:
+		case servesOrWarms(rt):
 			o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
 			if st := srv.adoptRangesLocked(s, o, key); st != protocol.RangeDone {
 				lost = key
@@ -500,6 +500,15 @@ func (u *upstream) rangeReasserted(rel *relayState, key string, st protocol.Rang
 	return false
 }
 
+// servesOrWarms reports whether rt says this node owns the key: it
+// serves it, or warms it up after taking it over without its state
+// (Route.Gated). Either way it may take up range locks that were held
+// (a hand-over's, a re-assertion's), but grants new ones only in the
+// first case.
+func servesOrWarms(rt Route) bool {
+	return rt.Action == RouteServe || rt.Action == RouteHold && rt.Gated
+}
+
 // reassertFrame is the RANGE reassert of held lock kl.
 func reassertFrame(kl rangelock.KeyLock) protocol.Frame {
 	f := protocol.Frame{Op: protocol.RangeReassert, Name: kl.Key, Owner: uint64(kl.Lock.Owner.ID),
@@ -520,8 +529,7 @@ func (s *session) reassertRange(now time.Time, f protocol.Frame) {
 	st := protocol.RangeInvalid
 	if s.forwarded && srv.Router != nil {
 		st = protocol.RangeUnavailable
-		rt := srv.Router.Route(f.Name, 0, true)
-		if rt.Action == RouteServe || rt.Action == RouteHold && rt.Gated {
+		if servesOrWarms(srv.Router.Route(f.Name, 0, true)) {
 			ns, o, r := rangeTarget(f, rangelock.SessionID(s.id))
 			st = srv.installRangeLocked(s, rangelock.KeyLock{Key: f.Name, NS: ns,
 				Lock: rangelock.Lock{Owner: o, Type: rangelock.Type(f.LockType), Range: r}}, now)

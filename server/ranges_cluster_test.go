@@ -489,3 +489,30 @@ func TestClusterRangeRelayedHangUp(t *testing.T) {
 		t.Errorf("promoted %v after the relayed client hung up", d)
 	}
 }
+
+// TestClusterRangeMoveToWarmingOwner: the new owner of a moving key is
+// still warming up (it restarted, or took keys over from a removed node):
+// it grants no new range lock there, but the range locks handed over
+// to it are adopted all the same, and the session carries on.
+func TestClusterRangeMoveToWarmingOwner(t *testing.T) {
+	t.Parallel()
+	mp := startMovePair(t)
+	a := mp.prior.dialV2(t, longLease, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	moving := only("f")
+	mp.move(t, moving)
+	mp.commit(moving)
+	mp.ownerR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteHold, Gated: true, Since: 3} })
+	ping(a, 1) // adopted
+	d := mp.owner.dialV2(t, longLease, "host-d")
+	d.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "f"))
+	d.expectRange(1, protocol.RangeUnavailable)
+	mp.ownerR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
+	d.mustWrite(rangeFrame(2, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "f"))
+	d.expectRange(2, protocol.RangeConflict)
+	a.mustWrite(rangeFrame(2, protocol.RangeUnlock, 0, 0, 7, 0, 99, "f"))
+	a.expectRange(2, protocol.RangeDone)
+	d.mustWrite(rangeFrame(3, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "f"))
+	d.expectRange(3, protocol.RangeGranted)
+}

@@ -12,6 +12,19 @@ import (
 	"github.com/batonlock/baton/internal/opstest"
 )
 
+// openRangeSession opens a session on node n, which relays the range
+// locks of keys other nodes own, closed when the test ends.
+func openRangeSession(t *testing.T, n *clusterProc, lease time.Duration, label string) *baton.Session {
+	t.Helper()
+	s, err := baton.New(baton.Config{Address: n.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
+		baton.SessionOptions{Lease: lease, Label: label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestClusterRangeOwnerKilled: range locks of clients on two live nodes,
 // served by a third that is killed (kill -9). The holder's lease (2 s) is
 // too short to re-assert its lock at the next owner: its node gives up
@@ -25,16 +38,7 @@ func TestClusterRangeOwnerKilled(t *testing.T) {
 	live := others(nodes, victim)
 	const lease = 2 * time.Second
 	key := nameOwnedBy(t, victim.id, "range")
-	open := func(n *clusterProc, label string) *baton.Session {
-		s, err := baton.New(baton.Config{Address: n.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
-			baton.SessionOptions{Lease: lease, Label: label})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	holder, other := open(live[0], "range-holder"), open(live[1], "range-waiter")
+	holder, other := openRangeSession(t, live[0], lease, "range-holder"), openRangeSession(t, live[1], lease, "range-waiter")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*opstest.Timeout)
 	defer cancel()
 	l := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, End: baton.ToEnd}
@@ -79,29 +83,55 @@ func TestClusterRangeOwnerKilled(t *testing.T) {
 		cluster.WarmupFor(lease, cluster.DefaultGateSlack))
 }
 
-// TestClusterRangeHandedOverOnStop: the owner of a key with range locks on
-// it is stopped (SIGTERM, a planned stop): the lock moves to the key's new
-// owner with its holder's session, which a live node relays. The holder
-// never loses its session and takes up its lock at once at the new owner
-// (it extends it there); the other client's waiting set, asked again at
-// the new owner, is granted only when the holder unlocks.
+// TestClusterRangeHandedOverOnStop: the owner of a key with a range lock
+// on it is stopped (SIGTERM, a planned stop): the lock moves to the key's
+// new owner with its holder's session, which a live node relays.
 func TestClusterRangeHandedOverOnStop(t *testing.T) {
 	nodes := startCluster(t)
-	_, victim := leaderAndFollower(t, nodes)
-	live := others(nodes, victim)
-	const lease = 4 * time.Second
-	key := nameOwnedBy(t, victim.id, "range-stop")
-	open := func(n *clusterProc, label string) *baton.Session {
-		s, err := baton.New(baton.Config{Address: n.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
-			baton.SessionOptions{Lease: lease, Label: label})
-		if err != nil {
+	testRangeKeptThrough(t, nodes, 4*time.Second, func(victim *clusterProc) (settle time.Duration) {
+		if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	holder, other := open(live[0], "range-holder"), open(live[1], "range-waiter")
-	ctx, cancel := context.WithTimeout(t.Context(), 2*opstest.Timeout)
+		<-victim.exited
+		if code := victim.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("%s exited with %d after SIGTERM", victim.id, code)
+		}
+		return 500 * time.Millisecond
+	})
+}
+
+// TestClusterRangeKeptThroughOwnerKill: the owner of a key with a range
+// lock on it is killed (kill -9). The holder's node, which relays its
+// session, re-asserts the lock at the key's next owner once the failed
+// node is removed (T). The lease (6 s) is longer than twice the
+// failover: the re-assertion must come within half of it, and within
+// 0.8 of it after the holder's last confirmed request.
+func TestClusterRangeKeptThroughOwnerKill(t *testing.T) {
+	nodes := startCluster(t, failoverArgs...)
+	const lease = 6 * time.Second
+	testRangeKeptThrough(t, nodes, lease, func(victim *clusterProc) (settle time.Duration) {
+		if err := victim.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-victim.exited
+		// Through the failover and the new owner's warm-up.
+		return failRemoveAfter + cluster.WarmupFor(lease, cluster.DefaultGateSlack) + time.Second
+	})
+}
+
+// testRangeKeptThrough has a client on one live node hold a range lock on
+// a key of a third node, with a client on the other live node waiting
+// for it, and applies fault to the third node: the holder never loses
+// its session, the waiter is not granted for settle after the fault, the
+// holder then extends its lock (served at the key's new owner, whose
+// ranges are the holder's), and the waiter is granted only when the
+// holder unlocks, with a newer token.
+func testRangeKeptThrough(t *testing.T, nodes map[string]*clusterProc, lease time.Duration, fault func(victim *clusterProc) (settle time.Duration)) {
+	_, victim := leaderAndFollower(t, nodes)
+	live := others(nodes, victim)
+	key := nameOwnedBy(t, victim.id, "range-kept")
+	holder, other := openRangeSession(t, live[0], lease, "range-holder"), openRangeSession(t, live[1], lease, "range-waiter")
+	ctx, cancel := context.WithTimeout(t.Context(), 4*opstest.Timeout)
 	defer cancel()
 	l := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, End: 99}
 	tok, err := holder.SetRange(ctx, l, true) // waits out a new cluster's warm-up
@@ -120,17 +150,16 @@ func TestClusterRangeHandedOverOnStop(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond) // the waiter queues at the owner
 
-	stopped := time.Now()
-	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	hit := time.Now()
+	settle := fault(victim)
+	t.Logf("%s's fault took %v", victim.id, time.Since(hit).Round(time.Millisecond))
+	select {
+	case r := <-granted:
+		t.Fatalf("the waiter's set ended while the holder holds its lock: token %d, %v", r.tok, r.err)
+	case <-holder.Lost():
+		t.Fatalf("the holder's session ended: %v", holder.Err())
+	case <-time.After(time.Until(hit.Add(settle))):
 	}
-	<-victim.exited
-	if code := victim.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("%s exited with %d after SIGTERM", victim.id, code)
-	}
-	t.Logf("%s handed over and stopped in %v", victim.id, time.Since(stopped).Round(time.Millisecond))
-	// The holder extends its lock: served at the key's new owner, whose
-	// ranges are the holder's.
 	ext := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, Start: 200, End: 299}
 	for {
 		_, err := holder.SetRange(ctx, ext, false)
@@ -138,18 +167,11 @@ func TestClusterRangeHandedOverOnStop(t *testing.T) {
 			break
 		}
 		if !errors.Is(err, baton.ErrRangeUnavailable) {
-			t.Fatalf("the holder's set after the stop: %v", err)
+			t.Fatalf("the holder's set after the fault: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("the holder's session served at the key's new owner %v after the SIGTERM", time.Since(stopped).Round(time.Millisecond))
-	select {
-	case r := <-granted:
-		t.Fatalf("the waiter's set ended while the holder holds its lock: token %d, %v", r.tok, r.err)
-	case <-holder.Lost():
-		t.Fatalf("the holder's session ended: %v", holder.Err())
-	case <-time.After(500 * time.Millisecond):
-	}
+	t.Logf("the holder's set served at the key's new owner %v after the fault", time.Since(hit).Round(time.Millisecond))
 	unlocked := time.Now()
 	if err := holder.UnlockRange(ctx, l); err != nil {
 		t.Fatal(err)
@@ -162,88 +184,6 @@ func TestClusterRangeHandedOverOnStop(t *testing.T) {
 		t.Errorf("the waiter's token %d, want above the holder's %d", r.tok, tok)
 	}
 	t.Logf("the waiter granted %v after the holder unlocked", r.at.Sub(unlocked).Round(time.Microsecond))
-	select {
-	case <-holder.Lost():
-		t.Fatalf("the holder's session ended: %v", holder.Err())
-	default:
-	}
-}
-
-// TestClusterRangeKeptThroughOwnerKill: the owner of a key with a range
-// lock on it is killed (kill -9). The holder's node, which relays its
-// session, re-asserts the lock at the key's next owner once the failed
-// node is removed (T) and the holder keeps it: its session never ends,
-// it takes its lock up at the new owner (it extends it there), and the
-// other client's waiting set is granted only when the holder unlocks.
-// The lease (6 s) is longer than the failover: the re-assertion must
-// come within half of it, and within 0.8 of it after the holder's last
-// confirmed request.
-func TestClusterRangeKeptThroughOwnerKill(t *testing.T) {
-	nodes := startCluster(t, failoverArgs...)
-	_, victim := leaderAndFollower(t, nodes)
-	live := others(nodes, victim)
-	const lease = 6 * time.Second
-	key := nameOwnedBy(t, victim.id, "range-kill")
-	open := func(n *clusterProc, label string) *baton.Session {
-		s, err := baton.New(baton.Config{Address: n.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
-			baton.SessionOptions{Lease: lease, Label: label})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	holder, other := open(live[0], "range-holder"), open(live[1], "range-waiter")
-	ctx, cancel := context.WithTimeout(t.Context(), 4*opstest.Timeout)
-	defer cancel()
-	l := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, End: 99}
-	tok, err := holder.SetRange(ctx, l, true) // waits out a new cluster's warm-up
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	if err := victim.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-victim.exited
-	killed := time.Now()
-	type result struct {
-		tok uint64
-		err error
-		at  time.Time
-	}
-	granted := make(chan result, 1)
-	go func() {
-		tok, err := other.SetRange(ctx, baton.RangeLock{Key: key, Owner: 2, Type: baton.WriteLock, Start: 50, End: 50}, true)
-		granted <- result{tok, err, time.Now()}
-	}()
-	// Through the failover and the new owner's warm-up, the holder keeps
-	// its session and the waiter waits.
-	warm := cluster.WarmupFor(lease, cluster.DefaultGateSlack)
-	select {
-	case r := <-granted:
-		t.Fatalf("the waiter's set ended while the holder holds its lock: token %d, %v", r.tok, r.err)
-	case <-holder.Lost():
-		t.Fatalf("the holder's session ended: %v", holder.Err())
-	case <-time.After(time.Until(killed.Add(failRemoveAfter + warm + time.Second))):
-	}
-	// The lock is the holder's at the new owner: it extends it there.
-	ext := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, Start: 200, End: 299}
-	if _, err := holder.SetRange(ctx, ext, false); err != nil {
-		t.Fatalf("the holder's set after the failover: %v", err)
-	}
-	unlocked := time.Now()
-	if err := holder.UnlockRange(ctx, l); err != nil {
-		t.Fatal(err)
-	}
-	r := <-granted
-	if r.err != nil {
-		t.Fatalf("the waiter's set: %v", r.err)
-	}
-	if r.tok <= tok {
-		t.Errorf("the waiter's token %d, want above the holder's %d", r.tok, tok)
-	}
-	t.Logf("the waiter granted %v after the holder unlocked (warm-up %v)", r.at.Sub(unlocked).Round(time.Microsecond), warm)
 	select {
 	case <-holder.Lost():
 		t.Fatalf("the holder's session ended: %v", holder.Err())
