@@ -568,7 +568,7 @@ func (m *rfModel) pairSteps(s *rfState, i int8, emit func(rfState, rfStep, *fail
 		t := *s
 		t.p[i].oLk, t.p[i].oSeen = false, 0
 		var f *failure
-		if p.ust == usO {
+		if p.ust == usO || p.ust == usRe {
 			f = m.kept(s, i, "node O expires")
 		}
 		emit(t, rfStep{kind: rkOExpire, i: i}, cmp(m.oneOwner(s, "expires a lock"), f))
