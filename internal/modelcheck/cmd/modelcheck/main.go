@@ -13,6 +13,7 @@
 //	modelcheck -model=ranges -owners=3 -positions=2 [-files=2] [-flock] [-nowait] [-mutation=overtake-waiter]
 //	modelcheck -model=cluster-ranges [-range-move] [-range-relay] [-waiter [-waiter-lease=80]] [-lease=40 -unit=10 -drift=1] [-mutation=range-gate-short]
 //	modelcheck -model=cluster-ranges -range-handover [-range-relay [-range-host-n]] [-lease=40 -unit=10 -drift=1] [-mutation=range-placeholder-short]
+//	modelcheck -model=cluster-ranges-failover [-range-second] [-lease=40 -unit=10 -drift=1 -tself=20 -removal=25 -slack=0] [-mutation=range-warmup-short]
 //	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-relay=2 [-relay-fails]] [-mutation=no-tself]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
@@ -37,7 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), cluster-ranges-failover (relayed range locks re-asserted at the new owner after a failover, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
@@ -71,9 +72,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		unit     = fs.Int("unit", fdef.Unit, "failover: clock units per tick at the nominal rate")
 		drift    = fs.Int("drift", fdef.Drift, "failover: a clock advances unit±drift units per tick (ρ = drift/unit)")
 		short    = fs.Int("short-lease", fdef.ShortLease, "failover: lease of the clients after the first, in units (-lease is the first's)")
-		tself    = fs.Int("tself", fdef.TSelf, "failover: the old owner stops serving after this long without quorum contact, in units")
-		removal  = fs.Int("removal", fdef.T, "failover: the leader removes a node silent this long (T), in units")
-		slack    = fs.Int("slack", fdef.Slack, "failover: warm-up W = the largest committed lease + slack, in units")
+		tself    = fs.Int("tself", fdef.TSelf, "failover, cluster-ranges-failover: the old owner stops serving after this long without quorum contact, in units")
+		removal  = fs.Int("removal", fdef.T, "failover, cluster-ranges-failover: the leader removes a node silent this long (T), in units")
+		slack    = fs.Int("slack", fdef.Slack, "failover, cluster-ranges-failover: warm-up W = the largest committed lease + slack, in units")
 		relay    = fs.Int("relay", 0, "failover: client (1..clients) that node R relays to the owner (a version 2 client of a relaying node); 0: none")
 		rfails   = fs.Bool("relay-fails", false, "failover with -relay: node R may die while it relays the claim")
 		rmove    = fs.Bool("range-move", false, "cluster-ranges: the key moves from P to N by a planned change (without -range-relay: implied)")
@@ -82,11 +83,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		wlease   = fs.Int("waiter-lease", 0, "cluster-ranges with -waiter: w's lease, in units (0: -lease)")
 		handover = fs.Bool("range-handover", false, "cluster-ranges: the move hands c1's range lock over to N instead of ending its session (implies -range-move)")
 		hostN    = fs.Bool("range-host-n", false, "cluster-ranges with -range-handover and -range-relay: c1 is relayed through N itself (R = N)")
-		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, cluster-continue, ranges, failover: drop one rule so that the check must fail; claims: "+
+		second   = fs.Bool("range-second", false, "cluster-ranges-failover: client c3, relayed by node R2, holds a conflicting range lock too")
+		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, cluster-continue, ranges, cluster-ranges, cluster-ranges-failover, failover: drop one rule so that the check must fail; claims: "+
 			strings.Join(modelcheck.ClaimsMutations, ", ")+"; session: "+strings.Join(modelcheck.SessionMutations, ", ")+"; dirlock seed: "+
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
 			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", ")+"; cluster-continue: "+strings.Join(modelcheck.ContinueMutations, ", ")+"; ranges: "+strings.Join(modelcheck.RangeMutations, ", ")+
-			"; cluster-ranges: "+strings.Join(modelcheck.ClusterRangesMutations, ", ")+"; failover: "+strings.Join(modelcheck.FailoverMutations, ", ")+"; failover with -relay, also: "+strings.Join(modelcheck.FailoverRelayMutations, ", "))
+			"; cluster-ranges: "+strings.Join(modelcheck.ClusterRangesMutations, ", ")+"; cluster-ranges-failover: "+strings.Join(modelcheck.RangeFailoverMutations, ", ")+"; failover: "+strings.Join(modelcheck.FailoverMutations, ", ")+"; failover with -relay, also: "+strings.Join(modelcheck.FailoverRelayMutations, ", "))
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: modelcheck [flags]\n\nExplores every interleaving of a bounded configuration; exits 0 if every\nproperty holds, 1 on a violation (printing the shortest counterexample),\n2 on bad flags.\n\n")
@@ -217,6 +219,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rep = modelcheck.CheckClusterRanges(cfg)
+	case "cluster-ranges-failover":
+		// -lease keeps the model's own default (40 units) unless given.
+		cfg := modelcheck.RangeFailoverConfig{Second: *second, Unit: *unit, Drift: *drift, Lease: 40, TSelf: *tself, T: *removal,
+			Slack: *slack, Mutation: *mutation}
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "lease" {
+				cfg.Lease = *lease
+			}
+		})
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		rep = modelcheck.CheckRangeFailover(cfg)
 	case "failover":
 		// -clients, -lease and -acquisitions keep the failover model's
 		// own defaults unless given.
@@ -239,7 +255,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		rep = modelcheck.CheckFailover(cfg)
 	default:
-		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps, cluster, cluster-continue, ranges, cluster-ranges or failover, not %q\n", *model)
+		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps, cluster, cluster-continue, ranges, cluster-ranges, cluster-ranges-failover or failover, not %q\n", *model)
 		return 2
 	}
 	fmt.Fprintln(stdout, rep)
