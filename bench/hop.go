@@ -33,7 +33,9 @@ import (
 //   - the floor: one byte echoed by the harness's echo process (a
 //     minimal Go server, a process of its own), a version 1 heartbeat
 //     answered by the owner and a version 2 PING answered by the owner,
-//     each on an open connection.
+//     each on an open connection; and the floor of the hop itself, a
+//     version 1 acquire through the harness's forwarder (a minimal Go TCP
+//     forwarder in front of the owner, with connections dialled ahead).
 //
 // It prints the medians and p90s, and relayed − direct in units of each
 // floor.
@@ -78,12 +80,17 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 		return err
 	}
 	owner, relay := nodes[0].addr, nodes[1].addr
+	fwd, err := startForwarder(self, owner)
+	if err != nil {
+		return err
+	}
+	defer fwd.stop()
 	ring := cluster.NewRing(0, clusterNodes)
 	var names []string
-	// Per round two version 1 names and two version 2 names; then one
+	// Per round three version 1 names and two version 2 names; then one
 	// held by the heartbeat's connection and one for the upstream's
 	// opening.
-	want := 4*rounds + 2
+	want := 5*rounds + 2
 	for i := 0; len(names) < want && i < 100*want; i++ {
 		if n := fmt.Sprintf("hop-%d", i); ring.Owner(n) == nodes[0].id {
 			names = append(names, n)
@@ -118,10 +125,11 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 		return err
 	}
 
-	var m [7][]time.Duration
+	var m [8][]time.Duration
 	const (
 		v1Direct = iota
 		v1Relayed
+		v1Forwarded
 		v2Direct
 		v2Relayed
 		echoRTT
@@ -157,6 +165,9 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 		}
 		if err := timed(v1Relayed, once(relay, names[2*i+1])); err != nil {
 			return fmt.Errorf("relayed acquire: %w", err)
+		}
+		if err := timed(v1Forwarded, once(fwd.addr, names[4*rounds+i])); err != nil {
+			return fmt.Errorf("forwarded acquire: %w", err)
 		}
 		for k, s := range []net.Conn{s1, s2} {
 			id := uint32(2 + i)
@@ -214,6 +225,7 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 	}{
 		{"v1 acquire, direct to the owner", v1Direct},
 		{"v1 acquire, relayed", v1Relayed},
+		{"v1 acquire, through a minimal forwarder to the owner", v1Forwarded},
 		{"v2 claim, direct to the owner", v2Direct},
 		{"v2 claim, relayed", v2Relayed},
 		{"echo round trip (Go echo process)", echoRTT},
@@ -226,6 +238,9 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 	x2 := p(m[v2Relayed], 50) - p(m[v2Direct], 50)
 	e50, h50, g50 := p(m[echoRTT], 50), p(m[heartbeat], 50), p(m[ping], 50)
 	fmt.Fprintf(&b, "\nrelayed − direct, v1: %s = %.2f echo, %.2f heartbeat round trips\n", us(x1), float64(x1)/float64(e50), float64(x1)/float64(h50))
+	xf := p(m[v1Forwarded], 50) - p(m[v1Direct], 50)
+	fmt.Fprintf(&b, "forwarded − direct, v1 (the floor of one hop): %s = %.2f echo round trips; relayed − forwarded: %s\n",
+		us(xf), float64(xf)/float64(e50), us(x1-xf))
 	fmt.Fprintf(&b, "relayed − direct, v2: %s = %.2f echo, %.2f PING round trips\n", us(x2), float64(x2)/float64(e50), float64(x2)/float64(g50))
 	// Each direct acquire is a connection; each relayed one was another
 	// until hops were reused.

@@ -141,6 +141,9 @@ func main() {
 		case "hop":
 			hopMain(os.Args[2:])
 			return
+		case "forward":
+			forwardMain(os.Args[2:])
+			return
 		}
 	}
 	quick := flag.Bool("quick", false, "smoke run: small counts, under 2 minutes")
