@@ -2,19 +2,23 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"time"
 )
 
-// "bench forward LISTEN TARGET": the floor of a relayed hop, for "bench
-// hop". A minimal Go TCP forwarder, a process of its own: it keeps a
+// "bench forward LISTEN TARGET": a relayed hop at its simplest, for
+// "bench hop". A minimal Go TCP forwarder, a process of its own: it keeps a
 // few connections to TARGET dialled ahead (so that no dial is on the
-// path, as a relaying node's hop pool does), and pipes each accepted
-// connection through one of them, a goroutine for each direction. It
-// parses nothing, so that what it costs over a direct connection is one
-// more loopback hop there and back, and nothing else.
+// path, as a relaying node's hop pool does), and passes each accepted
+// connection through one of them in the shape of a request and its
+// answer: one goroutine reads what the client sent, writes it on, reads
+// what comes back and writes it to the client, and so on until either
+// side closes; the pool is refilled after the first answer. It parses
+// nothing. Unlike a relaying node's pooled hops, which outlive their
+// claims, each of its connections to the target serves one client
+// connection, as a generic proxy's do: the target accepts one per
+// forwarded acquire.
 func forwardMain(args []string) {
 	if len(args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: bench forward LISTEN TARGET")
@@ -46,17 +50,31 @@ func forwardMain(args []string) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		up := <-pool
-		go refill()
 		go func() {
-			io.Copy(up, c)
-			up.Close()
-		}()
-		go func() {
-			io.Copy(c, up)
-			c.Close()
+			up := <-pool
+			defer c.Close()
+			defer up.Close()
+			buf := make([]byte, 4096)
+			for first := true; ; first = false {
+				if !pass(c, up, buf) || !pass(up, c, buf) {
+					return
+				}
+				if first {
+					go refill()
+				}
+			}
 		}()
 	}
+}
+
+// pass reads what has arrived on from and writes it to to.
+func pass(from, to net.Conn, buf []byte) bool {
+	n, err := from.Read(buf)
+	if err != nil {
+		return false
+	}
+	_, err = to.Write(buf[:n])
+	return err == nil
 }
 
 // startForwarder starts "bench forward" in front of target.

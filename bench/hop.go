@@ -33,9 +33,10 @@ import (
 //   - the floor: one byte echoed by the harness's echo process (a
 //     minimal Go server, a process of its own), a version 1 heartbeat
 //     answered by the owner and a version 2 PING answered by the owner,
-//     each on an open connection; and the floor of the hop itself, a
-//     version 1 acquire through the harness's forwarder (a minimal Go TCP
-//     forwarder in front of the owner, with connections dialled ahead).
+//     each on an open connection; and, to compare the relay with a
+//     generic proxy, a version 1 acquire through the harness's forwarder
+//     (a minimal Go TCP forwarder in front of the owner, with
+//     connections dialled ahead, one per client connection).
 //
 // It prints the medians and p90s, and relayed − direct in units of each
 // floor.
@@ -239,7 +240,7 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 	e50, h50, g50 := p(m[echoRTT], 50), p(m[heartbeat], 50), p(m[ping], 50)
 	fmt.Fprintf(&b, "\nrelayed − direct, v1: %s = %.2f echo, %.2f heartbeat round trips\n", us(x1), float64(x1)/float64(e50), float64(x1)/float64(h50))
 	xf := p(m[v1Forwarded], 50) - p(m[v1Direct], 50)
-	fmt.Fprintf(&b, "forwarded − direct, v1 (the floor of one hop): %s = %.2f echo round trips; relayed − forwarded: %s\n",
+	fmt.Fprintf(&b, "forwarded − direct, v1 (a minimal Go forwarder): %s = %.2f echo round trips; relayed − forwarded: %s\n",
 		us(xf), float64(xf)/float64(e50), us(x1-xf))
 	fmt.Fprintf(&b, "relayed − direct, v2: %s = %.2f echo, %.2f PING round trips\n", us(x2), float64(x2)/float64(e50), float64(x2)/float64(g50))
 	// Each direct acquire is a connection; each relayed one was another
