@@ -393,6 +393,10 @@ func (s *session) retryRangeMoves() {
 					}
 				}
 				delete(rel.rangeMoves, key)
+				if lost == "" {
+					srv.Logger.Info("range locks re-asserted at the key's next owner, this node", "session", s.id,
+						"key", key, "locks", len(rm.locks), "took", now.Sub(rm.since))
+				}
 			}
 			continue
 		}
