@@ -8,9 +8,10 @@ import (
 	"github.com/batonlock/baton/server"
 )
 
-// Range locks on a cluster node (relayranges.go): served by the key's
-// owner, relayed to it by the other nodes, refused while the key cannot
-// be served, never carried across a failure or a planned change.
+// Range locks on a cluster node (relayranges.go, rangemove.go): served
+// by the key's owner, relayed to it by the other nodes, refused while
+// the key cannot be served, handed over at a planned change and
+// re-asserted by the relaying node after the owner's failure.
 
 // serveAll is a cluster node's Router that serves every name here.
 func serveAll() *router {
