@@ -872,14 +872,25 @@ func (h *clusterHarness) settle(slot int) bool {
 	h.t.Helper()
 	n := h.nodes[slot]
 	deadline := time.Now().Add(2 * waitMax)
+	var views []string // each live node's last view, for the failure
 	for time.Now().Before(deadline) {
 		back, removed := true, false
 		var version uint64
+		views = views[:0]
 		for _, m := range h.nodes {
 			if m == nil {
 				continue
 			}
 			st, err := h.status(m.slot)
+			if err != nil {
+				views = append(views, fmt.Sprintf("%s: %v", m.id, err))
+			} else {
+				pending := "none"
+				if st.Pending != nil {
+					pending = fmt.Sprintf("%+v", *st.Pending)
+				}
+				views = append(views, fmt.Sprintf("%s: ring %v applied %d, leader %q, pending %s", m.id, st.Ring, st.AppliedRingVersion, st.Leader, pending))
+			}
 			switch {
 			case err != nil:
 				back = false
@@ -900,7 +911,14 @@ func (h *clusterHarness) settle(slot int) bool {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	h.t.Fatalf("%s neither back in the ring nor removed within %v", n.id, 2*waitMax)
+	exited := "running"
+	select {
+	case <-n.p.exited:
+		exited = fmt.Sprintf("exited: %v", n.p.cmd.ProcessState)
+	default:
+	}
+	h.t.Fatalf("%s neither back in the ring nor removed within %v; the nodes' views:\n%s\n%s (%s), the end of its log:\n%s",
+		n.id, 2*waitMax, strings.Join(views, "\n"), n.id, exited, tail(n.p.stderr))
 	return false
 }
 
