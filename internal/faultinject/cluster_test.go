@@ -877,11 +877,15 @@ func (h *clusterHarness) settle(slot int) bool {
 		back, removed := true, false
 		var version uint64
 		views = views[:0]
+		sts := map[*node]cluster.Status{}
 		for _, m := range h.nodes {
 			if m == nil {
 				continue
 			}
 			st, err := h.status(m.slot)
+			if err == nil {
+				sts[m] = st
+			}
 			if err != nil {
 				views = append(views, fmt.Sprintf("%s: %v", m.id, err))
 			} else {
@@ -909,6 +913,15 @@ func (h *clusterHarness) settle(slot int) bool {
 		if back {
 			return true
 		}
+		if x := removedOther(n, sts, version); x != nil {
+			// The fault cut another node off too (a partition between
+			// two nodes cuts both ways) and the leader removed that one:
+			// it never applies the rings that follow. Replace it, as a
+			// removed node is.
+			h.t.Logf("%s was removed while %s settled; replacing it", x.id, n.id)
+			h.kill(x)
+			h.replace(x.slot)
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	exited := "running"
@@ -920,6 +933,23 @@ func (h *clusterHarness) settle(slot int) bool {
 	h.t.Fatalf("%s neither back in the ring nor removed within %v; the nodes' views:\n%s\n%s (%s), the end of its log:\n%s",
 		n.id, 2*waitMax, strings.Join(views, "\n"), n.id, exited, tail(n.p.stderr))
 	return false
+}
+
+// removedOther returns a live node other than n that the latest ring
+// (version, as the nodes with sts applied it) leaves out, seen by a node
+// that has applied it: the leader removed it. Nil when there is none.
+func removedOther(n *node, sts map[*node]cluster.Status, version uint64) *node {
+	for x := range sts {
+		if x == n {
+			continue
+		}
+		for m, st := range sts {
+			if m != x && st.AppliedRingVersion == version && !slices.Contains(st.Ring, x.id) {
+				return x
+			}
+		}
+	}
+	return nil
 }
 
 // steerLate makes the fault that follows hit a holder between the check
