@@ -1119,3 +1119,37 @@ func (h *clusterHarness) killNodes() {
 	}
 	clear(h.nodes)
 }
+
+// TestRemovedOther: settle replaces a node that the latest ring leaves
+// out, as a node that has applied that ring sees it, and no other: not
+// the node it waits for, nor one a lagging node has not seen join.
+func TestRemovedOther(t *testing.T) {
+	n, a, b := &node{id: "n1"}, &node{id: "n0r13"}, &node{id: "n2r11"}
+	sts := map[*node]cluster.Status{
+		n: {Ring: []string{"n0r13", "n1"}, AppliedRingVersion: 24},
+		a: {Ring: []string{"n0r13", "n1"}, AppliedRingVersion: 24},
+		b: {Ring: []string{"n0r13", "n1", "n2r11"}, AppliedRingVersion: 23},
+	}
+	if x := removedOther(n, sts, 24); x != b {
+		t.Errorf("removedOther = %v, want n2r11, which ring 24 leaves out", x)
+	}
+	// A node that joined in ring 24, which a lagging node has not
+	// applied: not removed.
+	sts = map[*node]cluster.Status{
+		n: {Ring: []string{"n0r13", "n1", "n2r11"}, AppliedRingVersion: 24},
+		a: {Ring: []string{"n0r13", "n1", "n2r11"}, AppliedRingVersion: 24},
+		b: {Ring: []string{"n1", "n2r11"}, AppliedRingVersion: 23},
+	}
+	if x := removedOther(n, sts, 24); x != nil {
+		t.Errorf("removedOther = %s, want none (n0r13 joined in ring 24)", x.id)
+	}
+	// The node settle waits for is its own case.
+	sts = map[*node]cluster.Status{
+		n: {Ring: []string{"n0r13", "n1", "n2r11"}, AppliedRingVersion: 23},
+		a: {Ring: []string{"n0r13", "n2r11"}, AppliedRingVersion: 24},
+		b: {Ring: []string{"n0r13", "n2r11"}, AppliedRingVersion: 24},
+	}
+	if x := removedOther(n, sts, 24); x != nil {
+		t.Errorf("removedOther = %s, want none", x.id)
+	}
+}
