@@ -46,6 +46,11 @@ func TestClusterRangeHoldUnavailable(t *testing.T) {
 	// A key the node serves: granted as on a single server.
 	a.mustWrite(rangeFrame(4, protocol.RangeSet, 0, w, 7, 0, 99, "g"))
 	a.expectRange(4, protocol.RangeGranted)
+	// The hop-only ops come from other nodes, not from a client.
+	a.mustWrite(rangeFrame(6, protocol.RangeAdopt, 0, 0, 0, 0, 0, "g"))
+	a.expectRange(6, protocol.RangeInvalid)
+	a.mustWrite(rangeFrame(7, protocol.RangeReassert, 0, w, 8, 100, 199, "g"))
+	a.expectRange(7, protocol.RangeInvalid)
 	r.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
 	a.mustWrite(rangeFrame(5, protocol.RangeSet, 0, w, 7, 0, 99, "f"))
 	a.expectRange(5, protocol.RangeGranted)

@@ -85,6 +85,13 @@ func TestRangeFrames(t *testing.T) {
 	a.expectRange(8, protocol.RangeInvalid)
 	a.mustWrite(rangeFrame(9, protocol.RangeSet, 0, w, 1, 0, 0, ""))
 	a.expectRange(9, protocol.RangeInvalid)
+	// The hop-only ops are not a client's.
+	a.mustWrite(rangeFrame(10, protocol.RangeAdopt, 0, 0, 0, 0, 0, "f"))
+	a.expectRange(10, protocol.RangeInvalid)
+	a.mustWrite(rangeFrame(11, protocol.RangeReassert, 0, w, 1, 0, 0, "f"))
+	a.expectRange(11, protocol.RangeInvalid)
+	a.mustWrite(rangeFrame(12, protocol.RangeSet, 0, w, 3, 0, 0, "f"))
+	a.expectRange(12, protocol.RangeConflict) // b's fcntl lock still holds
 }
 
 // TestRangeCloseDropsAll: a session that goes away (its connection
