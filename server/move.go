@@ -810,7 +810,6 @@ func (srv *Server) installMoved(from string, ms *moveState) error {
 			srv.resume.kept[k.origin] = k
 			srv.resume.byID[k.id] = k
 		}
-		k.moved = true
 		if len(m.Adopt) == secretHashLen {
 			var h [secretHashLen]byte
 			copy(h[:], m.Adopt)

@@ -56,17 +56,6 @@ func TestClusterRangeHoldUnavailable(t *testing.T) {
 	a.expectRange(5, protocol.RangeGranted)
 }
 
-// startOwner starts node "o", which serves every name and trusts every
-// hop header.
-func startOwner(t *testing.T) *testServer {
-	t.Helper()
-	return startServer(t, func(s *server.Server) {
-		s.NodeID = "o"
-		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
-		s.TrustHop = trustAll
-	})
-}
-
 // startRangeRelay starts an owner and a relaying node r1 that forwards
 // every key to it.
 func startRangeRelay(t *testing.T) (owner, r1 *testServer) {

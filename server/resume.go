@@ -90,10 +90,10 @@ type keptSession struct {
 	resumeKey
 	id    locktable.SessionID
 	timer *time.Timer
-	// moved is set for a session whose claims a planned change installed
-	// here (move.go): its host adopts them through an upstream session
-	// of the same origin, or with the secret whose hash is moveHash.
-	moved    bool
+	// moveHash is set for a session whose claims a planned change
+	// installed here (move.go): its host adopts them with the secret
+	// whose hash it is, or through an upstream session of the same
+	// origin (as any relaying node its kept claims).
 	moveHash *[secretHashLen]byte
 }
 
@@ -132,7 +132,7 @@ type ringVersioner interface {
 // welcome builds the WELCOME of a session opened by hello and sets up
 // its resumption: a HELLO with flags gets the revision's WELCOME flags
 // (a HELLO with none gets none, as before). Called with srv.mu held.
-func (s *session) welcome(hello protocol.Frame) protocol.Frame {
+func (s *session) welcome(now time.Time, hello protocol.Frame) (_ protocol.Frame, ds []delivery) {
 	srv, v := s.srv, s.v2
 	w := protocol.Frame{Type: protocol.TypeWelcome, Session: uint64(s.id)}
 	switch {
@@ -162,10 +162,33 @@ func (s *session) welcome(hello protocol.Frame) protocol.Frame {
 			srv.resume.live = map[locktable.Origin]*session{}
 		}
 		// A relaying node that opens a second upstream for one client
-		// session replaces the first here.
+		// session has given the first up (its connection broke on the
+		// relaying node's side, which this node may not have seen yet):
+		// the first is kept, for the second to adopt its claims.
+		if old := srv.liveSession(v.resume.origin); old != nil && old != s && s.relaysFor(v.resume.origin) {
+			ds = srv.keepAbandonedLocked(now, old)
+		}
 		srv.resume.live[v.resume.origin] = s
 	}
-	return w
+	return w, ds
+}
+
+// keepAbandonedLocked keeps open session s as if its connection had
+// broken now, and closes that connection: its client has gone elsewhere.
+// Its lease runs from now: its reader may have read frames the table has
+// not been told of (leaseFlush), and nothing else may read its time, so
+// now is the one time known to be no earlier than its last read. Called
+// with srv.mu held.
+func (srv *Server) keepAbandonedLocked(now time.Time, s *session) []delivery {
+	if _, err := srv.table.Touch(now, s.id); err != nil {
+		return nil
+	}
+	ds, kept := srv.keepLocked(now, s)
+	if kept {
+		s.closing.Store(true) // its reader ends without ending its claims
+		go s.conn.Close()
+	}
+	return ds
 }
 
 // forgetLiveLocked drops s from the open resumable sessions; called
@@ -209,15 +232,18 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 	key := s.v2.resume
 	err := srv.table.Detach(s.id, key.origin)
 	var moveHash *[secretHashLen]byte
-	moved := false
 	if errors.Is(err, locktable.ErrBadState) {
-		// The same origin kept twice (a relaying node re-opened the
-		// upstream of one client session, which broke too): the older
-		// one ends. When the older one holds claims a planned change
-		// installed here (move.go), their client still believes it has
-		// them: this session takes them over instead.
-		if old := srv.resume.kept[key.origin]; old != nil && old.moved {
-			moved, moveHash = true, old.moveHash
+		// The same origin kept twice: a relaying node re-opened the
+		// upstream of one client session, which broke too, before it
+		// re-asserted all the claims of the first (or a planned change
+		// installed them here, move.go). Their client may still believe
+		// it has them, and its relaying node may still re-assert them:
+		// this session takes them over, and keeps them for its own
+		// lease, which runs no earlier than the older one's. A claim
+		// whose id this session uses again was given up by the relaying
+		// node: it ends with the older session.
+		if old := srv.resume.kept[key.origin]; old != nil {
+			moveHash = old.moveHash
 			for _, cid := range srv.table.SessionClaims(old.id) {
 				srv.table.Adopt(now, key.origin, cid, s.id)
 			}
@@ -226,8 +252,6 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 			} else {
 				srv.forgetKeptLocked(old)
 			}
-		} else if old != nil {
-			ds = srv.endKeptLocked(now, old, locktable.ReasonGraceful)
 		}
 		err = srv.table.Detach(s.id, key.origin)
 	}
@@ -238,7 +262,7 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 		srv.resume.kept = map[locktable.Origin]*keptSession{}
 		srv.resume.byID = map[locktable.SessionID]*keptSession{}
 	}
-	k := &keptSession{resumeKey: *key, id: s.id, moved: moved, moveHash: moveHash}
+	k := &keptSession{resumeKey: *key, id: s.id, moveHash: moveHash}
 	srv.forgetLiveLocked(s)
 	srv.resume.kept[k.origin] = k
 	srv.resume.byID[k.id] = k
@@ -379,9 +403,11 @@ func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
 
 // adopt moves the claim that f re-asserts from the kept session of its
 // origin into s, and answers it, if that session is kept here, the
-// secret matches and the claim is f's; it reports whether it did. A
-// resumable session of that origin still open here (its client saw the
-// connection break first) is kept first, its connection closed.
+// secret matches (or s is the upstream session its own relaying node
+// opened again for that origin: the one that relayed the claim before)
+// and the claim is f's; it reports whether it did. A resumable session
+// of that origin still open here (its client saw the connection break
+// first) is kept first, its connection closed.
 func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 	srv := s.srv
 	o := locktable.Origin{Node: f.Node, Session: f.Session}
@@ -389,18 +415,14 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 	k := srv.resume.kept[o]
 	if k == nil {
 		live := srv.liveSession(o)
-		if live == nil || live == s || !secretMatches(&live.v2.resume.hash, f.Secret) {
+		if live == nil || live == s || !secretMatches(&live.v2.resume.hash, f.Secret) && !s.relaysFor(o) {
 			return nil, false
 		}
-		kds, kept := srv.keepLocked(now, live)
-		ds = append(ds, kds...)
-		if !kept {
+		ds = srv.keepAbandonedLocked(now, live)
+		if k = srv.resume.kept[o]; k == nil {
 			return ds, false
 		}
-		live.closing.Store(true) // its reader ends without ending its claims
-		go live.conn.Close()
-		k = srv.resume.kept[o]
-	} else if !k.matches(f.Secret) && !(k.moved && s.relaysFor(o)) {
+	} else if !k.matches(f.Secret) && !s.relaysFor(o) {
 		return nil, false
 	}
 	cid := locktable.ClaimID(f.Claim)

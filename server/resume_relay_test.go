@@ -1,10 +1,7 @@
 package server_test
 
 import (
-	"context"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -202,60 +199,5 @@ func TestReassertTakeOver(t *testing.T) {
 	})
 	if got != 3 {
 		t.Errorf("%d installed re-assertions reported, want 3", got)
-	}
-}
-
-// The upstream of one resumable client session breaks twice while its
-// relaying node lives: the owner keeps the second and ends the first
-// (one kept session per origin), and the waiter that this promotes is
-// told.
-func TestResumeRelayedSameOriginTwice(t *testing.T) {
-	var mu sync.Mutex
-	var ups []net.Conn
-	owner := startServer(t, func(s *server.Server) {
-		s.NodeID = "o"
-		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
-		s.TrustHop = trustAll
-	})
-	relay := startServer(t, func(s *server.Server) {
-		s.NodeID = "r1"
-		s.Router = &router{route: func(string, bool) server.Route {
-			return server.Route{Action: server.RouteForward, Addr: owner.addr}
-		}}
-		s.DialOwner = func(ctx context.Context, addr string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, "tcp", addr)
-			if err == nil {
-				mu.Lock()
-				ups = append(ups, c)
-				mu.Unlock()
-			}
-			return c, err
-		}
-	})
-	breakUp := func(i int) {
-		mu.Lock()
-		defer mu.Unlock()
-		ups[i].Close()
-	}
-	a, w := relay.dialResumable(t, longLease, "a")
-	a.mustHold(1, excl2, 0, "x")
-	waiter := owner.dial(t)
-	waiter.mustWait("x", longLease)
-	breakUp(0)
-	a.expectCode(protocol.TypeRevoked, 1, protocol.CodeNotOwner)
-	owner.events.waitCount(t, 1, kind(server.EventSessionKept))
-	a.mustHold(2, excl2, 0, "y")
-	breakUp(1)
-	a.expectCode(protocol.TypeRevoked, 2, protocol.CodeNotOwner)
-	owner.events.waitCount(t, 2, kind(server.EventSessionKept))
-	waiter.expectAcquired()
-	if n := owner.KeptSessions(); n != 1 {
-		t.Errorf("KeptSessions = %d, want 1 (the second upstream's)", n)
-	}
-	// The second one's claim is still there for a re-assertion.
-	b, _ := relay.dialResumable(t, longLease, "b")
-	if f := b.reassert(2, excl2, "y", 0, w); f.Type != protocol.TypeGranted {
-		t.Fatalf("re-assertion of the second upstream's claim answered %v", f)
 	}
 }

@@ -303,12 +303,15 @@ func (s *session) openV2() (locktable.Reason, protocol.Code) {
 	srv.mu.Lock()
 	now := time.Now()
 	err := srv.table.Open(now, s.id, locktable.SessionParams{Lease: hello.Lease(), Peer: s.peer, Label: hello.Label})
+	var kept []delivery
 	if err == nil {
 		srv.claims[s.id] = s
-		w := s.welcome(hello)
+		var w protocol.Frame
+		w, kept = s.welcome(now, hello)
 		v.appendOut(s, func(b []byte) []byte { return protocol.AppendFrame(b, w) })
 	}
 	srv.mu.Unlock()
+	srv.deliver(kept)
 	if err != nil {
 		// Only ErrShutdown: the shutdown sends ERROR 0x01.
 		return locktable.ReasonShutdown, protocol.CodeShuttingDown
