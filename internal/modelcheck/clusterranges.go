@@ -1017,29 +1017,5 @@ func checkClusterRanges(cfg ClusterRangesConfig, seen func(from *crState, st crS
 // trace replays a path of encoded steps from the initial state and
 // describes each.
 func (m *crModel) trace(path []string, detail string) []string {
-	s := m.initial()
-	t := 0
-	lines := make([]string, 0, len(path))
-	for i, enc := range path {
-		var st crStep
-		found := false
-		for _, sc := range m.next(&s) {
-			if sc.step.String() == enc {
-				st, found = sc.step, true
-				if st.kind == ckTick {
-					t++
-				}
-				lines = append(lines, m.describe(&s, st, t))
-				s = sc.to
-				break
-			}
-		}
-		if !found {
-			panic("modelcheck: cluster-ranges trace does not replay")
-		}
-		if i == len(path)-1 {
-			lines[i] += "\n      ✗ " + detail
-		}
-	}
-	return lines
+	return replayTrace("cluster-ranges", m.initial(), m.next, func(st crStep) bool { return st.kind == ckTick }, m.describe, path, detail)
 }

@@ -835,28 +835,5 @@ func checkClusterRangesHandover(cfg ClusterRangesConfig, seen func(from *hoState
 }
 
 func (m *hoModel) trace(path []string, detail string) []string {
-	s := m.initial()
-	t := 0
-	lines := make([]string, 0, len(path))
-	for i, enc := range path {
-		found := false
-		for _, sc := range m.next(&s) {
-			if sc.step.String() == enc {
-				found = true
-				if sc.step.kind == hkTick {
-					t++
-				}
-				lines = append(lines, m.describe(&s, sc.step, t))
-				s = sc.to
-				break
-			}
-		}
-		if !found {
-			panic("modelcheck: cluster-ranges hand-over trace does not replay")
-		}
-		if i == len(path)-1 {
-			lines[i] += "\n      ✗ " + detail
-		}
-	}
-	return lines
+	return replayTrace("cluster-ranges hand-over", m.initial(), m.next, func(st hoStep) bool { return st.kind == hkTick }, m.describe, path, detail)
 }

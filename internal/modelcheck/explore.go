@@ -44,3 +44,36 @@ func exploreSucc[S any, T fmt.Stringer](rep Report, init S, key func(*S) string,
 	}
 	return finish(&rep, g, start)
 }
+
+// replayTrace replays a violation's path of encoded steps from init,
+// following next, and describes each step with describe, given the ticks
+// of real time so far (tick says which steps are ticks); the last line
+// gets detail. model names the model in the panic of a path that does
+// not replay.
+func replayTrace[S any, T fmt.Stringer](model string, init S, next func(*S) []succ[S, T], tick func(T) bool,
+	describe func(*S, T, int) string, path []string, detail string) []string {
+	s := init
+	t := 0
+	lines := make([]string, 0, len(path))
+	for i, enc := range path {
+		found := false
+		for _, sc := range next(&s) {
+			if sc.step.String() == enc {
+				found = true
+				if tick(sc.step) {
+					t++
+				}
+				lines = append(lines, describe(&s, sc.step, t))
+				s = sc.to
+				break
+			}
+		}
+		if !found {
+			panic("modelcheck: " + model + " trace does not replay")
+		}
+		if i == len(path)-1 {
+			lines[i] += "\n      ✗ " + detail
+		}
+	}
+	return lines
+}

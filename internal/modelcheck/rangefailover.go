@@ -913,28 +913,5 @@ func checkRangeFailover(cfg RangeFailoverConfig, seen func(from *rfState, st rfS
 // trace replays a path of encoded steps from the initial state and
 // describes each.
 func (m *rfModel) trace(path []string, detail string) []string {
-	s := m.initial()
-	t := 0
-	lines := make([]string, 0, len(path))
-	for i, enc := range path {
-		found := false
-		for _, sc := range m.next(&s) {
-			if sc.step.String() == enc {
-				found = true
-				if sc.step.kind == rkTick {
-					t++
-				}
-				lines = append(lines, m.describe(&s, sc.step, t))
-				s = sc.to
-				break
-			}
-		}
-		if !found {
-			panic("modelcheck: cluster-ranges-failover trace does not replay")
-		}
-		if i == len(path)-1 {
-			lines[i] += "\n      ✗ " + detail
-		}
-	}
-	return lines
+	return replayTrace("cluster-ranges-failover", m.initial(), m.next, func(st rfStep) bool { return st.kind == rkTick }, m.describe, path, detail)
 }
