@@ -71,10 +71,9 @@ type standIn struct {
 // rangeMove is a key whose range locks moved to a new owner, as the
 // session's host sees it until it has adopted them there.
 type rangeMove struct {
-	since  time.Time    // when it began moving here
-	up     *upstream    // where the adoption is in flight
-	owners []rangeOwner // the session's lock owners on the key
-	locks  []rangelock.KeyLock
+	since time.Time           // when it began moving here
+	up    *upstream           // where the adoption is in flight
+	locks []rangelock.KeyLock // the session's locks on the key
 	// failover: the key's owner was lost, and locks are re-asserted at
 	// its next owner (RangeReassert, one per lock) rather than adopted,
 	// until believed: the end of the window in which the client may
@@ -132,7 +131,6 @@ func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) 
 		key string
 	}
 	var told []sessionKey
-	owners := map[sessionKey][]rangeOwner{}
 	locks := map[sessionKey][]rangelock.KeyLock{}
 	for _, kl := range held {
 		s := srv.claims[locktable.SessionID(kl.Lock.Owner.Session)]
@@ -145,14 +143,10 @@ func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) 
 			Owner: uint64(kl.Lock.Owner.ID), Type: uint8(kl.Lock.Type), Start: kl.Lock.Range.Start, End: kl.Lock.Range.End,
 			LeaseMS: protocol.LeaseMS(rs.leases[kl.Lock.Owner.Session])})
 		sk := sessionKey{s, kl.Key}
-		ro := rangeOwner{key: kl.Key, flock: kl.NS == rangelock.Flock, owner: uint64(kl.Lock.Owner.ID)}
-		if _, ok := owners[sk]; !ok {
+		if _, ok := locks[sk]; !ok {
 			told = append(told, sk)
 		}
 		locks[sk] = append(locks[sk], kl)
-		if !slices.Contains(owners[sk], ro) {
-			owners[sk] = append(owners[sk], ro)
-		}
 	}
 	for _, sk := range told {
 		if sk.s.forwarded {
@@ -161,11 +155,11 @@ func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) 
 			})
 			flushed[sk.s] = true
 		} else {
-			sk.s.startRangeMove(now, sk.key, owners[sk], locks[sk])
+			sk.s.startRangeMove(now, sk.key, locks[sk])
 		}
 	}
 	// The waiting sets after the MOVED of their session's held ranges,
-	// which carries the key's lock owners to the adoption.
+	// before which the relaying node still mirrors the key's locks.
 	for _, w := range waiting {
 		s := srv.claims[locktable.SessionID(w.Owner.Session)]
 		if s == nil || s.v2 == nil || ends[s] {
@@ -296,10 +290,11 @@ func (s *session) adoptRanges(f protocol.Frame) {
 }
 
 // startRangeMove marks key moving for session s, whose range locks on
-// it by owners were handed over (exportRangesLocked, or P's push on an
-// upstream, rangePushed), and has the adoption tried soon. Called with
-// omu held, or (the export) with srv.mu held.
-func (rel *relayState) startRangeMove(s *session, now time.Time, key string, owners []rangeOwner, locks []rangelock.KeyLock) *rangeMove {
+// it (locks) were handed over (exportRangesLocked, or P's push on an
+// upstream, rangePushed) or are re-asserted after a failure
+// (rangesFailed), and has their adoption tried soon. Called with omu
+// held.
+func (rel *relayState) startRangeMove(s *session, now time.Time, key string, locks []rangelock.KeyLock) *rangeMove {
 	if rel.rangeMoves == nil {
 		rel.rangeMoves = map[string]*rangeMove{}
 	}
@@ -309,11 +304,6 @@ func (rel *relayState) startRangeMove(s *session, now time.Time, key string, own
 		rel.rangeMoves[key] = rm
 	}
 	rm.locks = append(rm.locks, locks...)
-	for _, o := range owners {
-		if !slices.Contains(rm.owners, o) {
-			rm.owners = append(rm.owners, o)
-		}
-	}
 	if !rel.rangeTimer && !rel.closed {
 		rel.rangeTimer = true
 		time.AfterFunc(moveRetry, s.retryRangeMoves)
@@ -323,11 +313,11 @@ func (rel *relayState) startRangeMove(s *session, now time.Time, key string, own
 
 // startRangeMove is relayState.startRangeMove for a session on this
 // node, the prior owner, at the export. Called with srv.mu held.
-func (s *session) startRangeMove(now time.Time, key string, owners []rangeOwner, locks []rangelock.KeyLock) {
+func (s *session) startRangeMove(now time.Time, key string, locks []rangelock.KeyLock) {
 	v := s.v2
 	v.omu.Lock()
 	defer v.omu.Unlock()
-	v.relayLocked().startRangeMove(s, now, key, owners, locks)
+	v.relayLocked().startRangeMove(s, now, key, locks)
 }
 
 // retryRangeMoves sends the adoption of each moving key that has none in
@@ -463,8 +453,8 @@ func (u *upstream) tookOver(rel *relayState, key string, rm *rangeMove) {
 	if u.rangeOwners == nil {
 		u.rangeOwners = map[rangeOwner]bool{}
 	}
-	for _, o := range rm.owners {
-		u.rangeOwners[o] = true
+	for _, kl := range rm.locks {
+		u.rangeOwners[rangeOwner{key: kl.Key, flock: kl.NS == rangelock.Flock, owner: uint64(kl.Lock.Owner.ID)}] = true
 	}
 	if u.mirror == nil {
 		u.mirror = newRangeMirror()
@@ -567,27 +557,26 @@ func (srv *Server) installRangeLocked(s *session, kl rangelock.KeyLock, now time
 
 // rangesMovedAway handles P's push that the session's range locks on key
 // moved to the key's new owner: the key moves here (the host) from u,
-// with the lock owners relayed on u there. Called with omu held.
+// with the locks u's owner held for the session there (its mirror).
+// Called with omu held.
 func (u *upstream) rangesMovedAway(rel *relayState, key string) {
 	var locks []rangelock.KeyLock
 	if u.mirror != nil {
 		locks = u.mirror.take(key)
 	}
-	rel.startRangeMove(u.s, time.Now(), key, u.forgetRangeKey(key), locks)
+	u.forgetRangeKey(key)
+	rel.startRangeMove(u.s, time.Now(), key, locks)
 }
 
 // forgetRangeKey forgets the lock owners relayed on u on key, which has
-// no state of the session at u's owner any more, and returns them: u
-// protects the session's range locks (its loss ends the session) only
-// while it may hold some. Called with omu held.
-func (u *upstream) forgetRangeKey(key string) []rangeOwner {
-	var owners []rangeOwner
+// no state of the session at u's owner any more: u protects the
+// session's range locks (its loss ends the session) only while it may
+// hold some. Called with omu held.
+func (u *upstream) forgetRangeKey(key string) {
 	for o := range u.rangeOwners {
 		if o.key == key {
-			owners = append(owners, o)
 			delete(u.rangeOwners, o)
 		}
 	}
 	u.ranges = len(u.rangeOwners) > 0
-	return owners
 }

@@ -265,7 +265,8 @@ func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (
 	}
 	slices.Sort(keys)
 	for _, key := range keys {
-		rm := rel.startRangeMove(u.s, now, key, u.forgetRangeKey(key), u.mirror.take(key))
+		u.forgetRangeKey(key)
+		rm := rel.startRangeMove(u.s, now, key, u.mirror.take(key))
 		rm.failover, rm.believed = true, believed
 	}
 	if len(keys) > 0 {
