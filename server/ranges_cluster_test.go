@@ -511,3 +511,55 @@ func TestClusterRangeMoveToWarmingOwner(t *testing.T) {
 	d.mustWrite(rangeFrame(3, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "f"))
 	d.expectRange(3, protocol.RangeGranted)
 }
+
+// TestClusterRangeHopOnlyAnswers: the answers of the hop-only range ops
+// on an upstream session, as docs/protocol.md gives them: an adopt with
+// nothing kept for the session is free; a reassert is installed (done)
+// when nothing conflicts, refused (conflict) when another session's lock
+// does, and both are unavailable for a key the node does not own.
+func TestClusterRangeHopOnlyAnswers(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(s *server.Server) {
+		s.NodeID = "o"
+		s.Router = &router{route: func(name string, _ bool) server.Route {
+			if name == "theirs" {
+				return server.Route{Action: server.RouteForward, Addr: "127.0.0.1:1"}
+			}
+			return server.Route{Action: server.RouteServe}
+		}}
+		s.TrustHop = trustAll
+	})
+	upstream := func(session uint64) *v2client {
+		c := ts.dialV2Raw(t)
+		c.mustWrite(append(server.AppendHopV2(nil, "10.0.0.1:1", "", "n9", session), openingV2(longLease, "relayed")...))
+		if f := c.mustReadV2(); f.Type != protocol.TypeWelcome {
+			t.Fatalf("got %v, want WELCOME", f)
+		}
+		return c
+	}
+	w := protocol.LockWrite
+	u1, u2 := upstream(41), upstream(42)
+	u1.mustWrite(rangeFrame(0, protocol.RangeAdopt, 0, 0, 0, 0, 0, "k"))
+	u1.expectRange(0, protocol.RangeFree)
+	u1.mustWrite(rangeFrame(0, protocol.RangeReassert, 0, w, 3, 0, 9, "k"))
+	u1.expectRange(0, protocol.RangeDone)
+	u2.mustWrite(rangeFrame(0, protocol.RangeReassert, 0, w, 3, 5, 5, "k"))
+	u2.expectRange(0, protocol.RangeConflict)
+	u2.mustWrite(rangeFrame(0, protocol.RangeReassert, protocol.RangeFlock, w, 3, 0, 0, "k"))
+	u2.expectRange(0, protocol.RangeDone) // the flock namespace is apart
+	u1.mustWrite(rangeFrame(0, protocol.RangeReassert, 0, w, 3, 0, 9, "theirs"))
+	u1.expectRange(0, protocol.RangeUnavailable)
+	u1.mustWrite(rangeFrame(0, protocol.RangeAdopt, 0, 0, 0, 0, 0, "theirs"))
+	u1.expectRange(0, protocol.RangeUnavailable)
+	// The re-asserted lock is u1's: it holds against a direct client and
+	// goes when u1 unlocks it.
+	d := ts.dialV2(t, longLease, "d")
+	d.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockRead, 1, 9, 9, "k"))
+	if f := d.expectRange(1, protocol.RangeConflict); f.Label != "relayed" || f.Owner != 3 {
+		t.Errorf("conflict names %v, want owner 3 of the relayed session", f)
+	}
+	u1.mustWrite(rangeFrame(1, protocol.RangeUnlock, 0, 0, 3, 0, 9, "k"))
+	u1.expectRange(1, protocol.RangeDone)
+	d.mustWrite(rangeFrame(2, protocol.RangeSet, 0, protocol.LockRead, 1, 9, 9, "k"))
+	d.expectRange(2, protocol.RangeGranted)
+}

@@ -187,7 +187,8 @@ type upReq struct {
 	// again if the upstream cannot be opened.
 	f protocol.Frame
 	// RANGE: its req, which its ANSWER names (relayranges.go), or the
-	// key of an adoption (rangemove.go), whose req is 0.
+	// key of an adoption or a re-assertion (rangemove.go; f says which),
+	// whose req is 0.
 	req   uint32
 	adopt string
 }
