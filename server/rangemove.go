@@ -394,8 +394,8 @@ func (s *session) retryRangeMoves() {
 		case rt.Action == RouteForward:
 			u := s.upstreamLocked(rel, rt.Addr)
 			rm.up = u
-			u.send(protocol.AppendRange(nil, protocol.Frame{Op: protocol.RangeAdopt, Name: key}),
-				upReq{kind: protocol.TypeRange, at: time.Now(), adopt: key})
+			f := protocol.Frame{Op: protocol.RangeAdopt, Name: key}
+			u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: time.Now(), adopt: key, f: f})
 		case servesOrWarms(rt):
 			o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
 			if st := srv.adoptRangesLocked(s, o, key); st != protocol.RangeDone {

@@ -962,7 +962,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 					rangesLost = u.rangeReasserted(rel, r.adopt, f.Status) || rangesLost
 					break
 				}
-				if r.adopt != "" {
+				if r.adopt != "" && r.f.Op == protocol.RangeAdopt {
 					rangesLost = u.rangeAdopted(rel, r.adopt, f.Status) || rangesLost
 					break
 				}
