@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/internal/rangelock"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -194,6 +195,7 @@ func fuzzV2Expect(in []byte) (want []protocol.Frame, lease time.Duration) {
 	const sid = 2
 	tbl.Open(now, sid, locktable.SessionParams{Lease: hello.Lease(), Label: hello.Label})
 	want = append(want, protocol.Frame{Type: protocol.TypeWelcome})
+	ranges := rangelock.New(&locktable.CounterTokens{})
 	pushes := func(res locktable.Result) {
 		for _, s := range res.Sends {
 			if s.Session == sid && s.Kind == locktable.SendAcquired {
@@ -215,6 +217,11 @@ func fuzzV2Expect(in []byte) (want []protocol.Frame, lease time.Duration) {
 		switch f.Type {
 		case protocol.TypePing:
 			want = append(want, protocol.Frame{Type: protocol.TypePong, Seq: f.Seq})
+		case protocol.TypeRing:
+			// A single server's ring is empty: no MEMBER, one RINGEND.
+			want = append(want, protocol.Frame{Type: protocol.TypeRingEnd})
+		case protocol.TypeRange:
+			want = append(want, fuzzRangeExpect(ranges, now, sid, f)...)
 		case protocol.TypeRelease:
 			res, _ := tbl.Release(now, key)
 			pushes(res)
@@ -251,6 +258,43 @@ func fuzzV2Expect(in []byte) (want []protocol.Frame, lease time.Duration) {
 		}
 	}
 	return want, hello.Lease()
+}
+
+// fuzzRangeExpect is what a single server sends for RANGE frame f of
+// session sid (docs/protocol.md, "v2 range locks"), decided by table:
+// the ANSWER to f, unless f is a cancel that finds no waiting request,
+// then the pushes it causes (CANCELLED, then PROMOTED). Only the frames'
+// types and reqs are checked.
+func fuzzRangeExpect(table *rangelock.Table, now time.Time, sid rangelock.SessionID, f protocol.Frame) []protocol.Frame {
+	ns, r := rangelock.POSIX, rangelock.Range{Start: f.Start, End: f.End}
+	if f.Flags&protocol.RangeFlock != 0 {
+		ns, r = rangelock.Flock, rangelock.Whole
+	}
+	o := rangelock.Owner{Session: sid, ID: rangelock.OwnerID(f.Owner)}
+	answer := func(req uint32) protocol.Frame { return protocol.Frame{Type: protocol.TypeRangeAnswer, Claim: req} }
+	var res rangelock.Result
+	out := []protocol.Frame{answer(f.Claim)}
+	switch f.Op {
+	case protocol.RangeSet:
+		_, res, _ = table.Set(now, rangelock.Request{Key: f.Name, NS: ns, Owner: o, Type: rangelock.Type(f.LockType),
+			Range: r, Wait: f.Flags&protocol.RangeWait != 0, Tag: uint64(f.Claim)})
+	case protocol.RangeUnlock:
+		res, _ = table.Unlock(now, f.Name, ns, o, r)
+	case protocol.RangeRelease:
+		res, _ = table.ReleaseOwner(now, f.Name, ns, o)
+	case protocol.RangeCancel:
+		var err error
+		if res, err = table.Cancel(now, sid, uint64(f.Claim)); errors.Is(err, rangelock.ErrNoWaiter) {
+			out = nil
+		}
+	}
+	for _, c := range res.Cancelled {
+		out = append(out, answer(uint32(c.Tag)))
+	}
+	for _, g := range res.Grants {
+		out = append(out, answer(uint32(g.Tag)))
+	}
+	return out
 }
 
 // fuzzV2Check checks the frames a session received against fuzzV2Expect:
@@ -334,6 +378,12 @@ func fuzzV2Seeds() [][]byte {
 			Mode: excl, Name: fuzzHeld, Ticket: 3, Session: 1}), claimFrame(1, excl, 0, fuzzHeld)), // 0x04, then QUEUED with a ticket
 		cat(hello, protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeClaim, Claim: 1, Flags: protocol.ClaimReassert,
 			Mode: excl, Name: "job", Token: 9, Session: 1}), claimFrame(1, excl, 0, "job")), // 0x04, id reusable
+		cat(hello, protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeRing})), // an empty ring
+		cat(hello, rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 9, "f"), // held by owner 1
+			rangeFrame(2, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 2, 5, 5, "f"), // owner 2 waits
+			rangeFrame(3, protocol.RangeUnlock, 0, 0, 1, 0, 9, "f"),                                // promotes it
+			rangeFrame(2, protocol.RangeCancel, 0, 0, 2, 0, 0, "f"),                                // too late: no answer
+			rangeFrame(4, protocol.RangeAdopt, 0, 0, 0, 0, 0, "f")),                                // hop-only: invalid here
 	}
 }
 
