@@ -25,9 +25,12 @@ import (
 // closed, heartbeats stop) but keeps the connection open until Release or
 // CloseBy, whichever comes first: the server cannot hand the lock to the
 // next waiter while the connection is open and the lease runs, so the
-// guarded work has the lease's last fifth to stop. Every other end of the
-// claim (an ERROR frame, a protocol violation, a lost connection) closes
-// the connection at once.
+// guarded work has the lease's last fifth to stop. A held lock's ERROR
+// 0x01 (server shutting down, or a cluster moving the name to another
+// node) does the same: a moving name is handed on only once its holder
+// hangs up, so the work stops first. Every other end of the claim (any
+// other ERROR frame, a protocol violation, a lost connection) closes the
+// connection at once.
 type Lock struct {
 	name       string
 	conn       net.Conn
@@ -64,16 +67,17 @@ func (l *Lock) Token() uint64 {
 // Lost returns a channel that is closed the moment ownership stops being
 // confirmed: on heartbeat timeout, connection loss, an ERROR frame from
 // the server, a protocol violation, or Release. The work the lock guards
-// must stop then; after a heartbeat timeout, call Release once it has
-// stopped (see CloseBy).
+// must stop then; after a heartbeat timeout or an ERROR 0x01, call
+// Release once it has stopped (see CloseBy).
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
 // CloseBy returns the time by which the connection is closed after a
-// heartbeat timeout, whether or not Release was called: the confirmation
-// anchor + the lease (docs/protocol.md, client obligation 3). Until then
-// the server keeps the lock for this claim, so work that stops before
-// CloseBy and then calls Release is never overlapped by the next holder.
-// It is meaningful once Lost is closed by ErrHeartbeatTimeout.
+// heartbeat timeout or a held lock's ERROR 0x01, whether or not Release
+// was called: the confirmation anchor + the lease (docs/protocol.md,
+// client obligation 3). Until then the server keeps the lock for this
+// claim, so work that stops before CloseBy and then calls Release is
+// never overlapped by the next holder. It is meaningful once Lost is
+// closed by either.
 func (l *Lock) CloseBy() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -117,8 +121,11 @@ func (l *Lock) Release() error {
 // timer, cancels Do's function and closes Lost, and only then closes the
 // connection, which lets the server promote the next waiter. A give-up on
 // timeout (ErrHeartbeatTimeout) leaves the connection open until Release
-// or CloseBy (docs/protocol.md, client obligation 3); every other cause
-// closes it at once.
+// or CloseBy (docs/protocol.md, client obligation 3), and so does a held
+// lock's ERROR 0x01: a cluster node that moves the name waits for the
+// holder to hang up before anyone else may have it (docs/cluster.md), so
+// the guarded work, an operation in flight included, ends first. Every
+// other cause closes it at once.
 func (l *Lock) finish(cause error) {
 	l.mu.Lock()
 	if l.done {
@@ -137,7 +144,8 @@ func (l *Lock) finish(cause error) {
 		token = l.rule.Token()
 	default:
 	}
-	hold := errors.Is(cause, ErrHeartbeatTimeout)
+	hold := errors.Is(cause, ErrHeartbeatTimeout) ||
+		token != 0 && errors.Is(cause, protocol.ErrShuttingDown)
 	if hold {
 		l.closers.Add(1)
 		l.closeTimer = time.AfterFunc(time.Until(l.rule.CloseBy()), func() {

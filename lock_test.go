@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -158,4 +159,68 @@ func TestLockGiveUpKeepsConnectionUntilCloseBy(t *testing.T) {
 			t.Logf("gave up %v after ACQUIRE, closed %v after it", lostAt.Sub(acq.at), eof.Sub(acq.at))
 		})
 	}
+}
+
+// A held lock told ERROR 0x01 (shutting down, or its name moving to
+// another cluster node) stops believing at once but hangs up only once
+// Do's function has returned: a moving name is handed on when its holder
+// hangs up, so an operation the work had in flight ends before anyone
+// else may start one. Another ERROR closes at once, and so does 0x01 to
+// a claim still waiting.
+func TestLockShuttingDownHangsUpAfterTheWork(t *testing.T) {
+	t.Parallel()
+	const inFlight = 300 * time.Millisecond
+	for _, code := range []protocol.Code{protocol.CodeShuttingDown, protocol.CodeClosedByAdmin} {
+		t.Run(code.String(), func(t *testing.T) {
+			t.Parallel()
+			fake := newFake(t)
+			c := fake.client()
+			running := make(chan struct{})
+			var returned time.Time
+			done := make(chan error, 1)
+			go func() {
+				done <- c.Do(t.Context(), "job", 5*time.Second, func(ctx context.Context, _ uint64) error {
+					close(running)
+					<-ctx.Done()
+					time.Sleep(inFlight) // the operation sent before the loss
+					returned = time.Now()
+					return nil
+				})
+			}()
+			fc, _ := fake.accept()
+			fc.acquired(11)
+			<-running
+			told := time.Now()
+			fc.fail(code)
+			eof := fc.waitEOF()
+			err := <-done
+			if !errors.Is(err, code.Err()) {
+				t.Errorf("Do: %v, want %v", err, code.Err())
+			}
+			if code == protocol.CodeShuttingDown {
+				if eof.Before(returned) {
+					t.Errorf("hung up %v after the ERROR, before fn returned (%v after it)", eof.Sub(told), returned.Sub(told))
+				}
+			} else if d := eof.Sub(told); d >= inFlight {
+				t.Errorf("hung up %v after ERROR %v, want at once", d, code)
+			}
+		})
+	}
+	t.Run("waiting", func(t *testing.T) {
+		t.Parallel()
+		fake := newFake(t)
+		c := fake.client()
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.Acquire(t.Context(), "job", 5*time.Second)
+			errc <- err
+		}()
+		fc, _ := fake.accept()
+		fc.waiting()
+		fc.fail(protocol.CodeShuttingDown)
+		fc.waitEOF()
+		if err := result(t, errc); !errors.Is(err, protocol.ErrShuttingDown) {
+			t.Errorf("Acquire: %v, want ErrShuttingDown", err)
+		}
+	})
 }
