@@ -371,6 +371,18 @@ func checkExclusion(in Input, ivs map[ivKey]*interval, r *Report) {
 	}
 }
 
+// lossNote says, for a refused write of a live holder, when its holder
+// learnt of its loss relative to the write, so that a run's log alone
+// tells a loss delivered while the write was on its way from one never
+// delivered.
+func lossNote(iv *interval, rec Record) string {
+	if !iv.lost {
+		return "its loss was never logged"
+	}
+	return fmt.Sprintf("its loss, %q, logged at %s from the write's send and %s from its refusal",
+		iv.lostErr, ms(rec.T0, iv.end), ms(rec.T, iv.end))
+}
+
 func modeName(shared bool) string {
 	if shared {
 		return "shared"
@@ -419,7 +431,7 @@ func checkWrites(in Input, ivs map[ivKey]*interval, r *Report) {
 			} else if rec.Late {
 				r.RejectedBy["lost without a fault"]++
 			} else {
-				r.violate("write by %s with token %d was refused while its holder still had the lock confirmed and was neither frozen nor cut off: the lock moved on under a live holder", rec.W, rec.Tok)
+				r.violate("write by %s with token %d was refused while its holder still had the lock confirmed and was neither frozen nor cut off: the lock moved on under a live holder (%s)", rec.W, rec.Tok, lossNote(iv, rec))
 			}
 		}
 	}

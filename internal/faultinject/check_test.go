@@ -211,6 +211,12 @@ func TestCheckRejectedWrites(t *testing.T) {
 	h.write("a", 10, 9, false)
 	wantViolation(t, h.check(), "still had the lock confirmed")
 
+	// The message tells when the holder learnt of its loss, if ever.
+	h = base()
+	h.write("a", 10, 9, false).T0 = 8e6
+	h.rec("lost", "a", 10, 9).Err = "baton: server error 0x01 (server shutting down)"
+	wantViolation(t, h.check(), `loss, "baton: server error 0x01 (server shutting down)", logged at +1.000ms from the write's send`)
+
 	// The same write, from a holder cut off meanwhile: the fence at work.
 	h = base()
 	h.write("a", 10, 15, false)
