@@ -374,10 +374,11 @@ func serverLock(lock *baton.Lock) heldLock {
 			"BATON_TOKEN=" + strconv.FormatUint(lock.Token(), 10)},
 		lost:  lock.Lost(),
 		cause: func() string { return lock.Err().Error() },
-		// Release closes the connection. After a heartbeat timeout the
-		// Lock kept it open while the command stopped, so the next holder
-		// could not start before the command had exited (or the Lock's
-		// CloseBy passed).
+		// Release closes the connection. After a heartbeat timeout, or
+		// an ERROR 0x01 (a cluster moving the name), the Lock kept it
+		// open while the command stopped, so the next holder could not
+		// start before the command had exited (or the Lock's CloseBy
+		// passed).
 		release: lock.Release,
 	}
 }
