@@ -854,7 +854,7 @@ func (h *clusterHarness) kill(n *node) {
 func (h *clusterHarness) awaitRemoval(n *node) int64 {
 	h.t.Helper()
 	h.nodes[n.slot] = nil
-	h.waitRing("a ring without "+n.id, func(st cluster.Status) bool { return !slices.Contains(st.Ring, n.id) })
+	h.waitRing("a ring without "+n.id, func(st cluster.Status) bool { return removedFrom(st, n.id) })
 	at := faultinject.Mono()
 	select {
 	case <-n.p.exited:
@@ -898,7 +898,7 @@ func (h *clusterHarness) settle(slot int) bool {
 			switch {
 			case err != nil:
 				back = false
-			case m != n && !slices.Contains(st.Ring, n.id):
+			case m != n && removedFrom(st, n.id):
 				removed = true
 			case !slices.Contains(st.Ring, n.id) || (version != 0 && st.AppliedRingVersion != version):
 				back = false
@@ -935,16 +935,27 @@ func (h *clusterHarness) settle(slot int) bool {
 	return false
 }
 
+// removedFrom reports whether the node whose status is st has applied
+// the removal of member id: id is neither in its ring nor among its
+// members. A member out of the ring alone is not removed: a node that
+// restarts on its data directory leaves the ring while it warms up and
+// comes back by a planned change, and a node started in its place would
+// find its Raft address still in the configuration.
+func removedFrom(st cluster.Status, id string) bool {
+	return !slices.Contains(st.Ring, id) && !slices.ContainsFunc(st.Members, func(m cluster.Member) bool { return m.ID == id })
+}
+
 // removedOther returns a live node other than n that the latest ring
-// (version, as the nodes with sts applied it) leaves out, seen by a node
-// that has applied it: the leader removed it. Nil when there is none.
+// (version, as the nodes with sts applied it) leaves out and that is no
+// longer a member, seen by a node that has applied it: the leader
+// removed it. Nil when there is none.
 func removedOther(n *node, sts map[*node]cluster.Status, version uint64) *node {
 	for x := range sts {
 		if x == n {
 			continue
 		}
 		for m, st := range sts {
-			if m != x && st.AppliedRingVersion == version && !slices.Contains(st.Ring, x.id) {
+			if m != x && st.AppliedRingVersion == version && removedFrom(st, x.id) {
 				return x
 			}
 		}
@@ -1039,7 +1050,7 @@ func (h *clusterHarness) operatorRemove(id string) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	h.waitRing("a ring without "+id, func(st cluster.Status) bool { return !slices.Contains(st.Ring, id) })
+	h.waitRing("a ring without "+id, func(st cluster.Status) bool { return removedFrom(st, id) })
 }
 
 // replace starts a new node in slot, joining through a live node, and
@@ -1121,8 +1132,10 @@ func (h *clusterHarness) killNodes() {
 }
 
 // TestRemovedOther: settle replaces a node that the latest ring leaves
-// out, as a node that has applied that ring sees it, and no other: not
-// the node it waits for, nor one a lagging node has not seen join.
+// out and that is no longer a member, as a node that has applied that
+// ring sees it, and no other: not the node it waits for, nor one a
+// lagging node has not seen join, nor a member warming up after a
+// restart.
 func TestRemovedOther(t *testing.T) {
 	n, a, b := &node{id: "n1"}, &node{id: "n0r13"}, &node{id: "n2r11"}
 	sts := map[*node]cluster.Status{
@@ -1151,5 +1164,27 @@ func TestRemovedOther(t *testing.T) {
 	}
 	if x := removedOther(n, sts, 24); x != nil {
 		t.Errorf("removedOther = %s, want none", x.id)
+	}
+	// A node that restarted on its data directory is out of the ring
+	// while it warms up, and still a member: not removed. (Replacing it
+	// then started a node on its Raft address while that address was
+	// still in the configuration, and the replacement's join failed.)
+	members := func(ids ...string) []cluster.Member {
+		var ms []cluster.Member
+		for _, id := range ids {
+			ms = append(ms, cluster.Member{ID: id})
+		}
+		return ms
+	}
+	sts = map[*node]cluster.Status{
+		n: {Ring: []string{"n0r13", "n1"}, Members: members("n0r13", "n1", "n2r11"), AppliedRingVersion: 24},
+		a: {Ring: []string{"n0r13", "n1"}, Members: members("n0r13", "n1", "n2r11"), AppliedRingVersion: 24},
+		b: {Ring: []string{"n0r13", "n1"}, Members: members("n0r13", "n1", "n2r11"), AppliedRingVersion: 24},
+	}
+	if x := removedOther(n, sts, 24); x != nil {
+		t.Errorf("removedOther = %s, want none (n2r11 is still a member)", x.id)
+	}
+	if removedFrom(sts[a], "n2r11") || !removedFrom(sts[a], "n9") {
+		t.Error("removedFrom: a member out of the ring counts as removed, or a stranger does not")
 	}
 }
