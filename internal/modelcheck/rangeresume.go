@@ -2,7 +2,6 @@ package modelcheck
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -166,27 +165,13 @@ func (c RangeResumeConfig) String() string {
 	if c.Second {
 		who = "c1 and c3 at R, c2 at O, impostor c4 at Y"
 	}
-	s := fmt.Sprintf("range locks re-asserted by their client after its node dies, %s; tick %d±%d units (ρ = %.3f); lease %d",
-		who, c.Unit, c.Drift, float64(c.Drift)/float64(c.Unit), c.Lease)
-	if c.Mutation != "" {
-		s += ", mutation " + c.Mutation
-	}
-	return s
+	return fmt.Sprintf("range locks re-asserted by their client after its node dies, %s; %s",
+		who, timedString(c.Unit, c.Drift, c.Lease)) + mutationString(c.Mutation)
 }
 
 // Validate reports bounds the checker cannot explore.
 func (c RangeResumeConfig) Validate() error {
-	switch {
-	case c.Unit < 1 || c.Unit > 60:
-		return fmt.Errorf("unit must be 1..60, not %d", c.Unit)
-	case c.Drift < 0 || c.Drift >= c.Unit:
-		return fmt.Errorf("drift must be 0..unit-1, not %d", c.Drift)
-	case c.Lease < 1 || c.Lease > 12*c.Unit:
-		return fmt.Errorf("lease must be 1..%d (12 ticks), not %d", 12*c.Unit, c.Lease)
-	case c.Mutation != "" && !slices.Contains(RangeResumeMutations, c.Mutation):
-		return fmt.Errorf("mutation must be one of %s, not %q", strings.Join(RangeResumeMutations, ", "), c.Mutation)
-	}
-	return nil
+	return validateTimed(c.Unit, c.Drift, c.Lease, c.Mutation, RangeResumeMutations)
 }
 
 // rfGaveUp: a client that gave up a lock it held (rfDone otherwise).

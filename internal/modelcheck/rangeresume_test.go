@@ -87,16 +87,7 @@ func checkRangeResumeReaching(t *testing.T, cfg RangeResumeConfig, states int) {
 	if !cfg.Second {
 		reached = reached[:len(reached)-2]
 	}
-	for i, ok := range reached {
-		if !ok {
-			t.Errorf("never reached: %s", rrBehaviours[i])
-		}
-	}
-	for i, ok := range never {
-		if ok {
-			t.Errorf("reached: %s", rrNever[i])
-		}
-	}
+	expectReached(t, reached, rrBehaviours[:], never, rrNever[:])
 }
 
 // TestRangeResumeModel checks the configurations always checked (c1

@@ -108,6 +108,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	// leaseOr is -lease when it was given, else a model's own default.
+	leaseOr := func(def int) int {
+		l := def
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "lease" {
+				l = *lease
+			}
+		})
+		return l
+	}
 	var rep modelcheck.Report
 	switch *model {
 	case "table":
@@ -211,12 +221,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "cluster-ranges":
 		// -lease keeps the model's own default (40 units) unless given.
 		cfg := modelcheck.ClusterRangesConfig{Relay: *rrelay, Move: *rmove || !*rrelay || *handover, Unit: *unit, Drift: *drift,
-			Lease: 40, Waiter: *waiter, WaiterLease: *wlease, Handover: *handover, RelayAtN: *hostN, Mutation: *mutation}
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "lease" {
-				cfg.Lease = *lease
-			}
-		})
+			Lease: leaseOr(40), Waiter: *waiter, WaiterLease: *wlease, Handover: *handover, RelayAtN: *hostN, Mutation: *mutation}
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
 			return 2
@@ -224,13 +229,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rep = modelcheck.CheckClusterRanges(cfg)
 	case "cluster-ranges-failover":
 		// -lease keeps the model's own default (40 units) unless given.
-		cfg := modelcheck.RangeFailoverConfig{Second: *second, Unit: *unit, Drift: *drift, Lease: 40, TSelf: *tself, T: *removal,
+		cfg := modelcheck.RangeFailoverConfig{Second: *second, Unit: *unit, Drift: *drift, Lease: leaseOr(40), TSelf: *tself, T: *removal,
 			Slack: *slack, Mutation: *mutation}
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "lease" {
-				cfg.Lease = *lease
-			}
-		})
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
 			return 2
@@ -238,13 +238,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rep = modelcheck.CheckRangeFailover(cfg)
 	case "cluster-ranges-resume":
 		// -lease keeps the model's own default (40 units) unless given.
-		cfg := modelcheck.DefaultRangeResumeConfigs()[0]
-		cfg.Second, cfg.Unit, cfg.Drift, cfg.Mutation = *rsecond, *unit, *drift, *mutation
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "lease" {
-				cfg.Lease = *lease
-			}
-		})
+		cfg := modelcheck.RangeResumeConfig{Second: *rsecond, Unit: *unit, Drift: *drift, Lease: leaseOr(40), Mutation: *mutation}
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
 			return 2
