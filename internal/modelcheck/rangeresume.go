@@ -235,7 +235,7 @@ const (
 	rrRead          // O reads c's request (what: the answer), c reads the answer
 	rrReadOld       // O reads a request c stopped waiting for
 	rrDie           // R dies
-	rrNotice        // c notices its connection to R ended
+	rrNotice        // c notices its connection to R ended (what 1: it broke while R lives)
 	rrONotice       // O notices u ended (MutRrDropAtOnce only: otherwise nothing changes)
 	rrExpire        // O drops c's lock
 	rrC2            // c2 is granted at O
@@ -275,8 +275,6 @@ func newRrModel(cfg RangeResumeConfig) *rrModel {
 	return m
 }
 
-func rrName(i int8) string { return [...]string{"c1", "c3"}[i] }
-
 // sessName names client i's session s at O.
 func sessName(i int8, s uint8) string {
 	n := [...]string{"", "u", "v", "w"}[s]
@@ -286,14 +284,13 @@ func sessName(i int8, s uint8) string {
 	return n
 }
 
-// holders: whether a session other than client i's holds a lock on K at
-// O (i = -1: any session).
-func (m *rrModel) conflict(s *rrState, i int8) bool {
+// conflict: a session holds a lock on K at O (all of them conflict).
+func (m *rrModel) conflict(s *rrState) bool {
 	if s.c2 || s.c4 == 2 {
 		return true
 	}
 	for j := range m.np {
-		if j != i && s.p[j].lk != snNone {
+		if s.p[j].lk != snNone {
 			return true
 		}
 	}
@@ -343,7 +340,7 @@ func (m *rrModel) next(s *rrState) []succ[rrState, rrStep] {
 		t.rDead = true
 		emit(t, rrStep{kind: rrDie}, nil)
 	}
-	if !s.c2 && !m.conflict(s, -1) {
+	if !s.c2 && !m.conflict(s) {
 		t := *s
 		t.c2 = true
 		emit(t, rrStep{kind: rrC2}, nil)
@@ -362,10 +359,10 @@ func (m *rrModel) next(s *rrState) []succ[rrState, rrStep] {
 		switch {
 		case p.orig && m.cfg.Mutation == MutRrAdoptAnySecret:
 			f = fail(PropRrAdopt, "node O adopts %s's lock (session %s) for c4's re-assertion, which names %s's origin with a wrong secret",
-				rrName(0), sessName(0, p.lk), rrName(0))
+				clientName(0), sessName(0, p.lk), clientName(0))
 			p.lk, p.seen, p.orig, t.c4 = snNone, 0, false, 2
 			emit(t, rrStep{kind: rrC4Read, what: rrAdopted}, f)
-		case !m.conflict(s, -1):
+		case !m.conflict(s):
 			t.c4 = 2
 			emit(t, rrStep{kind: rrC4Read, what: rrInstalled}, nil)
 		default:
@@ -471,7 +468,7 @@ func (m *rrModel) clientSteps(s *rrState, i int8, emit func(rrState, rrStep, *fa
 func (m *rrModel) kept(s *rrState, i int8, what string) *failure {
 	if s.p[i].believes() && !m.noKept {
 		return fail(PropRrKept, "%s %s's range lock while %s still believes it holds it (anchor %d ticks ago)",
-			what, rrName(i), rrName(i), s.p[i].anc)
+			what, clientName(i), clientName(i), s.p[i].anc)
 	}
 	return nil
 }
@@ -514,7 +511,7 @@ func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep
 	switch what {
 	case rqLock:
 		ans = rrRefused
-		if !m.conflict(&t, -1) {
+		if !m.conflict(&t) {
 			ans = rrGranted
 			tp.lk, tp.seen, tp.orig = snU, 0, true
 		}
@@ -529,14 +526,14 @@ func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep
 			ans = rrAdopted
 			tp.lk, tp.seen = sess, 0
 			tp.orig = m.cfg.Mutation != MutRrAdoptForgets
-		case !m.conflict(&t, -1):
+		case !m.conflict(&t):
 			ans = rrInstalled
 			tp.lk, tp.seen, tp.orig = sess, 0, true
 		default:
 			ans = rrRefused
 			if !old && tp.believes() && !m.noKept {
 				f = fail(PropRrKept, "node O refuses %s's re-assertion \"conflict\" while %s still believes (anchor %d ticks ago)",
-					rrName(i), rrName(i), tp.anc)
+					clientName(i), clientName(i), tp.anc)
 			}
 		}
 	}
@@ -558,7 +555,7 @@ func (m *rrModel) invariant(s *rrState) *failure {
 	var who []string
 	for i := range m.np {
 		if s.p[i].believes() {
-			who = append(who, fmt.Sprintf("%s (anchor %d ticks ago)", rrName(i), s.p[i].anc))
+			who = append(who, fmt.Sprintf("%s (anchor %d ticks ago)", clientName(i), s.p[i].anc))
 		}
 	}
 	if s.c2 {
@@ -624,7 +621,7 @@ func (m *rrModel) key(s *rrState) string {
 // tick t.
 func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
 	at := fmt.Sprintf("t=%-3d ", t)
-	c := rrName(st.i)
+	c := clientName(st.i)
 	p := &s.p[st.i]
 	req := [...]string{"", "LOCK", "PING", "RANGE reassert"}
 	ans := [...]string{"", "granted", "refused \"conflict\"", "adopted", "installed", "PONG", "no answer (the session holds nothing)"}
