@@ -25,3 +25,19 @@ func expectCounterexample(t *testing.T, rep Report, prop string, n int, says str
 		t.Errorf("counterexample does not say %q", says)
 	}
 }
+
+// expectReached checks that an exploration reached every behaviour of
+// names (reached[i] for names[i]) and none of neverNames.
+func expectReached(t *testing.T, reached []bool, names []string, never []bool, neverNames []string) {
+	t.Helper()
+	for i, ok := range reached {
+		if !ok {
+			t.Errorf("never reached: %s", names[i])
+		}
+	}
+	for i, ok := range never {
+		if ok {
+			t.Errorf("reached: %s", neverNames[i])
+		}
+	}
+}

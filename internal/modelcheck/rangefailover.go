@@ -138,29 +138,49 @@ func (c RangeFailoverConfig) String() string {
 	if c.Second {
 		who = "c1 relayed through R, c3 through R2, c2 at N"
 	}
-	s := fmt.Sprintf("range locks re-asserted after a failover, %s; tick %d±%d units (ρ = %.3f); lease %d, TSelf %d, T %d, W = lease + %d",
-		who, c.Unit, c.Drift, float64(c.Drift)/float64(c.Unit), c.Lease, c.TSelf, c.T, c.Slack)
-	if c.Mutation != "" {
-		s += ", mutation " + c.Mutation
+	return fmt.Sprintf("range locks re-asserted after a failover, %s; %s, TSelf %d, T %d, W = lease + %d",
+		who, timedString(c.Unit, c.Drift, c.Lease), c.TSelf, c.T, c.Slack) + mutationString(c.Mutation)
+}
+
+// timedString describes the clocks and lease of a timed range model.
+func timedString(unit, drift, lease int) string {
+	return fmt.Sprintf("tick %d±%d units (ρ = %.3f); lease %d", unit, drift, float64(drift)/float64(unit), lease)
+}
+
+// mutationString names a mutation at the end of a configuration's
+// description.
+func mutationString(mut string) string {
+	if mut == "" {
+		return ""
 	}
-	return s
+	return ", mutation " + mut
 }
 
 // Validate reports bounds the checker cannot explore.
 func (c RangeFailoverConfig) Validate() error {
-	switch {
-	case c.Unit < 1 || c.Unit > 60:
-		return fmt.Errorf("unit must be 1..60, not %d", c.Unit)
-	case c.Drift < 0 || c.Drift >= c.Unit:
-		return fmt.Errorf("drift must be 0..unit-1, not %d", c.Drift)
-	case c.Lease < 1 || c.Lease > 12*c.Unit:
-		return fmt.Errorf("lease must be 1..%d (12 ticks), not %d", 12*c.Unit, c.Lease)
+	switch err := validateTimed(c.Unit, c.Drift, c.Lease, c.Mutation, RangeFailoverMutations); {
+	case err != nil:
+		return err
 	case c.TSelf < 1 || c.TSelf > 12*c.Unit || c.T < 1 || c.T > 12*c.Unit:
 		return fmt.Errorf("TSelf and T must be 1..%d (12 ticks), not %d and %d", 12*c.Unit, c.TSelf, c.T)
 	case c.Slack < 0 || c.Slack > 12*c.Unit:
 		return fmt.Errorf("slack must be 0..%d, not %d", 12*c.Unit, c.Slack)
-	case c.Mutation != "" && !slices.Contains(RangeFailoverMutations, c.Mutation):
-		return fmt.Errorf("mutation must be one of %s, not %q", strings.Join(RangeFailoverMutations, ", "), c.Mutation)
+	}
+	return nil
+}
+
+// validateTimed reports clocks, a lease or a mutation (of muts) that a
+// timed range model cannot explore.
+func validateTimed(unit, drift, lease int, mut string, muts []string) error {
+	switch {
+	case unit < 1 || unit > 60:
+		return fmt.Errorf("unit must be 1..60, not %d", unit)
+	case drift < 0 || drift >= unit:
+		return fmt.Errorf("drift must be 0..unit-1, not %d", drift)
+	case lease < 1 || lease > 12*unit:
+		return fmt.Errorf("lease must be 1..%d (12 ticks), not %d", 12*unit, lease)
+	case mut != "" && !slices.Contains(muts, mut):
+		return fmt.Errorf("mutation must be one of %s, not %q", strings.Join(muts, ", "), mut)
 	}
 	return nil
 }

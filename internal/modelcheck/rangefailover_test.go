@@ -86,16 +86,7 @@ func TestRangeFailoverModel(t *testing.T) {
 	if rep.States != 14673 {
 		t.Errorf("%s: %d states, docs/verification.md says 14673", cfg, rep.States)
 	}
-	for i, ok := range reached[:len(reached)-1] {
-		if !ok {
-			t.Errorf("never reached: %s", rfBehaviours[i])
-		}
-	}
-	for i, ok := range never {
-		if ok {
-			t.Errorf("reached: %s", rfNever[i])
-		}
-	}
+	expectReached(t, reached[:len(reached)-1], rfBehaviours[:], never, rfNever[:])
 }
 
 // With c3 relayed by R2 (2.2 million states, about 20 s; skipped under
@@ -114,16 +105,7 @@ func TestRangeFailoverModelSecond(t *testing.T) {
 	if rep.States != 2219794 {
 		t.Errorf("%s: %d states, docs/verification.md says 2219794", cfg, rep.States)
 	}
-	for i, ok := range reached {
-		if !ok {
-			t.Errorf("never reached: %s", rfBehaviours[i])
-		}
-	}
-	for i, ok := range never {
-		if ok {
-			t.Errorf("reached: %s", rfNever[i])
-		}
-	}
+	expectReached(t, reached, rfBehaviours[:], never, rfNever[:])
 }
 
 // Leases of 80 units (eight ticks) instead of 40: finer time.

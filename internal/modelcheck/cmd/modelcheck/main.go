@@ -14,6 +14,7 @@
 //	modelcheck -model=cluster-ranges [-range-move] [-range-relay] [-waiter [-waiter-lease=80]] [-lease=40 -unit=10 -drift=1] [-mutation=range-gate-short]
 //	modelcheck -model=cluster-ranges -range-handover [-range-relay [-range-host-n]] [-lease=40 -unit=10 -drift=1] [-mutation=range-placeholder-short]
 //	modelcheck -model=cluster-ranges-failover [-range-second] [-lease=40 -unit=10 -drift=1 -tself=20 -removal=25 -slack=0] [-mutation=range-warmup-short]
+//	modelcheck -model=cluster-ranges-resume [-resume-second] [-lease=40 -unit=10 -drift=1] [-mutation=resume-drop-at-once]
 //	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-relay=2 [-relay-fails]] [-mutation=no-tself]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
@@ -38,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), cluster-ranges-failover (relayed range locks re-asserted at the new owner after a failover, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), cluster-ranges-failover (relayed range locks re-asserted at the new owner after a failover, timed, with clock drift), cluster-ranges-resume (range locks re-asserted by their client through another node after its own node dies, a design not built yet, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
@@ -84,11 +85,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		handover = fs.Bool("range-handover", false, "cluster-ranges: the move hands c1's range lock over to N instead of ending its session (implies -range-move)")
 		hostN    = fs.Bool("range-host-n", false, "cluster-ranges with -range-handover and -range-relay: c1 is relayed through N itself (R = N)")
 		second   = fs.Bool("range-second", false, "cluster-ranges-failover: client c3, relayed by node R2, holds a conflicting range lock too")
-		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, cluster-continue, ranges, cluster-ranges, cluster-ranges-failover, failover: drop one rule so that the check must fail; claims: "+
+		rsecond  = fs.Bool("resume-second", false, "cluster-ranges-resume: client c3 at R asks for a conflicting range lock too and re-asserts with its own origin and secret")
+		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, cluster-continue, ranges, cluster-ranges, cluster-ranges-failover, cluster-ranges-resume, failover: drop one rule so that the check must fail; claims: "+
 			strings.Join(modelcheck.ClaimsMutations, ", ")+"; session: "+strings.Join(modelcheck.SessionMutations, ", ")+"; dirlock seed: "+
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
 			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", ")+"; cluster-continue: "+strings.Join(modelcheck.ContinueMutations, ", ")+"; ranges: "+strings.Join(modelcheck.RangeMutations, ", ")+
-			"; cluster-ranges: "+strings.Join(modelcheck.ClusterRangesMutations, ", ")+"; cluster-ranges-failover: "+strings.Join(modelcheck.RangeFailoverMutations, ", ")+"; failover: "+strings.Join(modelcheck.FailoverMutations, ", ")+"; failover with -relay, also: "+strings.Join(modelcheck.FailoverRelayMutations, ", "))
+			"; cluster-ranges: "+strings.Join(modelcheck.ClusterRangesMutations, ", ")+"; cluster-ranges-failover: "+strings.Join(modelcheck.RangeFailoverMutations, ", ")+
+			"; cluster-ranges-resume: "+strings.Join(modelcheck.RangeResumeMutations, ", ")+"; failover: "+strings.Join(modelcheck.FailoverMutations, ", ")+"; failover with -relay, also: "+strings.Join(modelcheck.FailoverRelayMutations, ", "))
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: modelcheck [flags]\n\nExplores every interleaving of a bounded configuration; exits 0 if every\nproperty holds, 1 on a violation (printing the shortest counterexample),\n2 on bad flags.\n\n")
@@ -104,6 +107,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "modelcheck: unexpected arguments %q\n", fs.Args())
 		fs.Usage()
 		return 2
+	}
+	// leaseOr is -lease when it was given, else a model's own default.
+	leaseOr := func(def int) int {
+		l := def
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "lease" {
+				l = *lease
+			}
+		})
+		return l
 	}
 	var rep modelcheck.Report
 	switch *model {
@@ -208,12 +221,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "cluster-ranges":
 		// -lease keeps the model's own default (40 units) unless given.
 		cfg := modelcheck.ClusterRangesConfig{Relay: *rrelay, Move: *rmove || !*rrelay || *handover, Unit: *unit, Drift: *drift,
-			Lease: 40, Waiter: *waiter, WaiterLease: *wlease, Handover: *handover, RelayAtN: *hostN, Mutation: *mutation}
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "lease" {
-				cfg.Lease = *lease
-			}
-		})
+			Lease: leaseOr(40), Waiter: *waiter, WaiterLease: *wlease, Handover: *handover, RelayAtN: *hostN, Mutation: *mutation}
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
 			return 2
@@ -221,18 +229,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rep = modelcheck.CheckClusterRanges(cfg)
 	case "cluster-ranges-failover":
 		// -lease keeps the model's own default (40 units) unless given.
-		cfg := modelcheck.RangeFailoverConfig{Second: *second, Unit: *unit, Drift: *drift, Lease: 40, TSelf: *tself, T: *removal,
+		cfg := modelcheck.RangeFailoverConfig{Second: *second, Unit: *unit, Drift: *drift, Lease: leaseOr(40), TSelf: *tself, T: *removal,
 			Slack: *slack, Mutation: *mutation}
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "lease" {
-				cfg.Lease = *lease
-			}
-		})
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
 			return 2
 		}
 		rep = modelcheck.CheckRangeFailover(cfg)
+	case "cluster-ranges-resume":
+		// -lease keeps the model's own default (40 units) unless given.
+		cfg := modelcheck.RangeResumeConfig{Second: *rsecond, Unit: *unit, Drift: *drift, Lease: leaseOr(40), Mutation: *mutation}
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		rep = modelcheck.CheckRangeResume(cfg)
 	case "failover":
 		// -clients, -lease and -acquisitions keep the failover model's
 		// own defaults unless given.
@@ -255,7 +266,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		rep = modelcheck.CheckFailover(cfg)
 	default:
-		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps, cluster, cluster-continue, ranges, cluster-ranges, cluster-ranges-failover or failover, not %q\n", *model)
+		fmt.Fprintf(stderr, "modelcheck: -model must be table, claims, client, session, dirlock-seed, dirlock-steps, cluster, cluster-continue, ranges, cluster-ranges, cluster-ranges-failover, cluster-ranges-resume or failover, not %q\n", *model)
 		return 2
 	}
 	fmt.Fprintln(stdout, rep)

@@ -1,0 +1,723 @@
+package modelcheck
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The cluster-ranges-resume model: a design not built yet (see
+// docs/high-availability.md, "Not built"): a client re-asserts its range
+// locks itself after its own node dies, while the key's owner lives (case
+// B). One key K, whose range locks all conflict (one range each):
+//
+//   - Node O owns K throughout and stays alive and in quorum contact.
+//   - Client c1 has a resumable session s1 at node R, its own node. R
+//     relays c1's LOCK and PINGs on an upstream session u to O, whose hop
+//     header carries c1's origin (R, s1) and the hash of c1's secret. R
+//     answers c1 under the pessimism rule (rangefailover.go).
+//   - R dies at any moment (a crash: it knows nothing and sends nothing
+//     afterwards); its upstream requests in flight may still reach O, or
+//     be lost. O keeps u's range lock until its clock has counted L since
+//     it last read from u (dropRangesLater, as the server does today).
+//     O grants a LOCK when no other session holds a lock on K there.
+//   - c1 notices its connection's end at any moment after R's death; or
+//     the connection breaks while R lives, which R sees as its client
+//     hanging up. Found by this model: R must then keep the relayed range
+//     locks of a resumable session at O as they are (sending nothing
+//     more for them, as if it had died); releasing them, as the server
+//     does today for a client that hangs up (appendRangeReleases), drops
+//     them while c1 believes (MutRrReleaseOnBreak).
+//     While it still believes (its clock not past anchor + 0.8·L) c1
+//     opens a session at node Y (alive) and sends RANGE reassert(K, its
+//     lock, origin (R, s1), its secret), which Y relays to O on its
+//     upstream session v. O adopts the lock into v when it keeps a lock
+//     of origin (R, s1) whose secret hash matches (same lock, no new
+//     grant) and answers "done"; else installs it into v when no other
+//     session holds a lock on K, "done"; else refuses (c1's session at Y
+//     ends, c1 stops believing as it reads it). Y answers c1 only after
+//     O's answer; c1's anchor moves to the reassert's send. Then c1 PINGs
+//     through Y, or stops (and gives up by its rule); O keeps v's lock L
+//     after its last read from v. c1 never re-asserts after its give-up.
+//   - A re-assertion c1 stopped waiting for (its connection to Y broke)
+//     may still reach O, and c1 may re-assert again on a new session.
+//     Found by this model: if O forgot origin (R, s1) once it moved the
+//     lock, the first re-assertion, arriving late, adopts the lock into a
+//     session nobody uses and the second, naming (R, s1) as it must (c1
+//     cannot know whether the first arrived), is refused "conflict" while
+//     c1 believes (MutRrAdoptForgets, PropRrKept). The rule modelled: an
+//     adopted (or installed) lock stays adoptable under the origin and
+//     secret hash it was re-asserted with, as well as under its new
+//     session's.
+//   - c2, a direct client of O, asks for a conflicting lock at any moment:
+//     granted when no session holds a lock on K at O, believed from then
+//     on forever (the longest belief it could have).
+//   - c4, an impostor at Y, sends one RANGE reassert naming c1's origin
+//     with a wrong secret at any moment; what O installs for it is
+//     believed forever.
+//   - With Second, client c3 (session s3 at R, its own upstream session
+//     to O, one per client session as the server does) asks for a
+//     conflicting lock too and re-asserts with its own origin and secret:
+//     adoption is per origin and secret.
+//
+// The relaying nodes are folded into their clients' requests: a request
+// travels to O as the upstream request its node relays, sent when the
+// client sent it (a later relay, or a relay of a later upstream request,
+// only moves O's read later, which the transit delay covers), and the
+// node's answer is read when O's answer comes (the pessimism rule: the
+// anchor, the client's send, is never after O's read of an upstream
+// request it answered). A request waits any number of ticks or is lost;
+// one the client stopped waiting for (it noticed R's death, abandoned it,
+// gave up) may still reach O, one at a time per client (a second is
+// lost). Time, drift, the timer windows and clamping are the failover
+// model's (failover.go's header); the client rule is the cluster-ranges
+// model's.
+//
+// Case A, a client connected directly to O when O dies, is the
+// cluster-ranges-failover model with R identified with c1's own process:
+// R's u.confirmed is the send of the latest upstream request O answered,
+// which for a client without a relay is its anchor, and R's believed
+// window u.confirmed + 0.8·L is then c1's own give-up (both timers run on
+// one clock there, which the model over-approximates with independent
+// windows). R holds c1's answers while it re-asserts and, after N's
+// acceptance, answers a PING read at or before the reassert's send,
+// anchoring c1 no later than that send; a client re-asserting itself
+// anchors at the reassert's send exactly, an instant rangefailover
+// reaches (c1's PING read at the tick the reassert leaves). What differs:
+// R also gives up L/2 after it noticed the loss, which a client need not
+// do. That bound carries no safety: with it raised to 3·L the
+// cluster-ranges-failover configurations (L = 40 with and without c3, L =
+// 80) still hold every property (15,156, 2,297,052 and 497,816 states,
+// checked by hand for this model, not kept as a mutation). A client that
+// re-asserts through another node Z relaying to N is covered as c1's
+// reassert through Y is here: Z answers after N did.
+
+// Not modelled: Y's death or its connection to c1 breaking after an
+// accepted re-assertion (a second re-assertion, naming (Y, v)), c1
+// resuming at R itself (Y = R), releases, several locks, ranges or keys
+// per session, O's death (case A), a re-assertion of a lock whose LOCK
+// was still pending.
+
+// RangeResumeConfig bounds the cluster-ranges-resume model. Durations are
+// in units of the processes' clocks; a tick of real time is Unit units at
+// the nominal rate.
+type RangeResumeConfig struct {
+	// Second adds client c3 at R, whose range lock conflicts with c1's
+	// and which re-asserts with its own origin and secret.
+	Second bool
+
+	Unit  int // units of a clock per tick at the nominal rate (1..60)
+	Drift int // a clock advances Unit±Drift units per tick: ρ = Drift/Unit
+	Lease int // every client's lease L
+
+	// Mutation, when not empty, drops one rule so that the checker must
+	// fail; see RangeResumeMutations.
+	Mutation string
+}
+
+// DefaultRangeResumeConfigs are the configurations always checked: c1 at
+// R, c2 at O and the impostor c4 at Y; and the same with c3 at R. A tick
+// of 10 ± 1 units (ρ = 0.1), L = 40, as in the cluster-ranges-failover
+// model.
+func DefaultRangeResumeConfigs() []RangeResumeConfig {
+	return []RangeResumeConfig{
+		{Unit: 10, Drift: 1, Lease: 40},
+		{Second: true, Unit: 10, Drift: 1, Lease: 40},
+	}
+}
+
+// Mutations of the cluster-ranges-resume model.
+const (
+	// MutRrDropAtOnce: O drops u's lock as soon as it notices u's end.
+	MutRrDropAtOnce = "resume-drop-at-once"
+	// MutRrAdoptAnySecret: O adopts a kept lock of the origin named
+	// whatever the secret.
+	MutRrAdoptAnySecret = "resume-adopt-any-secret"
+	// MutRrAnswerEarly: Y answers c1's reassert and PINGs as it relays
+	// them, before O answered.
+	MutRrAnswerEarly = "resume-answer-early"
+	// MutRrKeepShort: O keeps a relayed session's lock L/2 after its last
+	// read from it.
+	MutRrKeepShort = "resume-keep-short"
+	// MutRrReassertUnbelieved: c1 may re-assert after its give-up and
+	// take its anchor from the answer.
+	MutRrReassertUnbelieved = "resume-reassert-unbelieved"
+	// MutRrAdoptForgets: an adoption moves the lock to its new session
+	// and forgets the origin it was re-asserted with.
+	MutRrAdoptForgets = "resume-adopt-forgets"
+	// MutRrReleaseOnBreak: R releases a client's range locks at O when
+	// the client's connection breaks (what the server does today for a
+	// client that hangs up, appendRangeReleases).
+	MutRrReleaseOnBreak = "resume-release-on-break"
+)
+
+// RangeResumeMutations lists the mutations of the model.
+var RangeResumeMutations = []string{MutRrDropAtOnce, MutRrAdoptAnySecret, MutRrAnswerEarly, MutRrKeepShort,
+	MutRrReassertUnbelieved, MutRrAdoptForgets, MutRrReleaseOnBreak}
+
+// Properties of the model (beside PropClusterRangesOneHolder).
+const (
+	PropRrKept  = "a client's re-assertion is never refused, nor its range lock dropped by the owner, while it still believes"
+	PropRrAdopt = "a range lock is adopted only by a re-assertion naming its origin with its secret"
+)
+
+func (c RangeResumeConfig) String() string {
+	who := "c1 at R, c2 at O, impostor c4 at Y"
+	if c.Second {
+		who = "c1 and c3 at R, c2 at O, impostor c4 at Y"
+	}
+	return fmt.Sprintf("range locks re-asserted by their client after its node dies, %s; %s",
+		who, timedString(c.Unit, c.Drift, c.Lease)) + mutationString(c.Mutation)
+}
+
+// Validate reports bounds the checker cannot explore.
+func (c RangeResumeConfig) Validate() error {
+	return validateTimed(c.Unit, c.Drift, c.Lease, c.Mutation, RangeResumeMutations)
+}
+
+// rfGaveUp: a client that gave up a lock it held (rfDone otherwise).
+const rfGaveUp = rfDone + 1
+
+// Where a client's session is.
+const (
+	atR    uint8 = iota // at R
+	atLost              // R's death noticed: no session
+	atY                 // a re-assertion at Y answered "done"
+)
+
+// O's sessions of a client: u (relayed by R), v (relayed by Y, the
+// latest), w (an older session at Y, whose re-assertion the client
+// stopped waiting for).
+const (
+	snNone uint8 = iota
+	snU
+	snV
+	snW
+)
+
+// O's answers, in rrRead's what.
+const (
+	rrGranted uint8 = iota + 1
+	rrRefused
+	rrAdopted
+	rrInstalled
+	rrPong
+	rrSilent
+)
+
+type rrClient struct {
+	c    uint8 // rfIdle, rfPending, rfHeld, rfDone, rfGaveUp
+	anc  int8  // ticks since its anchor, while held
+	at   uint8
+	up   uint8 // its request on its way to O, which it waits for
+	sent int8  // ticks since it was sent
+	old  uint8 // a request it stopped waiting for, still on its way
+	oldS uint8 // the session old was sent on
+
+	lk   uint8 // the session holding its lock at O
+	seen int8  // ticks since O last read from that session
+	orig bool  // the lock is adoptable under the client's origin at R and secret
+}
+
+type rrState struct {
+	p     [2]rrClient
+	rDead bool
+	c2    bool
+	c4    uint8 // 0 idle, 1 its reassert on its way, 2 holds (believes forever), 3 refused
+}
+
+// Step kinds.
+const (
+	rrTick    uint8 = iota + 1
+	rrSend          // c sends what (LOCK, PING, RANGE reassert)
+	rrAbandon       // c stops waiting for its request (its connection broke)
+	rrLostOld       // a request c stopped waiting for is lost
+	rrGiveUp        // c's clock may be past anchor + 0.8·L
+	rrRead          // O reads c's request (what: the answer), c reads the answer
+	rrReadOld       // O reads a request c stopped waiting for
+	rrDie           // R dies
+	rrNotice        // c notices its connection to R ended (what 1: it broke while R lives)
+	rrONotice       // O notices u ended (MutRrDropAtOnce only: otherwise nothing changes)
+	rrExpire        // O drops c's lock
+	rrC2            // c2 is granted at O
+	rrC4Send        // c4 sends its reassert
+	rrC4Read        // O reads c4's reassert (what: the answer)
+)
+
+type rrStep struct {
+	kind uint8
+	i    int8
+	what uint8
+}
+
+func (st rrStep) String() string { return fmt.Sprintf("%d/%d/%d", st.kind, st.i, st.what) }
+
+type rrModel struct {
+	cfg        RangeResumeConfig
+	np         int8
+	gMin, gMax int8 // a client's clock passes 0.8·L
+	eMin       int8 // O's clock passes the keep time since its last read
+	noKept     bool // tests: PropRrKept is not checked, to reach what lies behind it
+}
+
+func newRrModel(cfg RangeResumeConfig) *rrModel {
+	clk := &foModel{cfg: FailoverConfig{Unit: cfg.Unit, Drift: cfg.Drift}}
+	l := int16(cfg.Lease)
+	m := &rrModel{cfg: cfg, np: 1}
+	if cfg.Second {
+		m.np = 2
+	}
+	m.gMin, m.gMax = int8(clk.mayPass(l*4/5)), int8(clk.mustPass(l*4/5))
+	keep := l
+	if cfg.Mutation == MutRrKeepShort {
+		keep = l / 2
+	}
+	m.eMin = int8(clk.mayPass(keep))
+	return m
+}
+
+// sessName names client i's session s at O.
+func sessName(i int8, s uint8) string {
+	n := [...]string{"", "u", "v", "w"}[s]
+	if i == 1 {
+		n += "3"
+	}
+	return n
+}
+
+// conflict: a session holds a lock on K at O (all of them conflict).
+func (m *rrModel) conflict(s *rrState) bool {
+	if s.c2 || s.c4 == 2 {
+		return true
+	}
+	for j := range m.np {
+		if s.p[j].lk != snNone {
+			return true
+		}
+	}
+	return false
+}
+
+// believes: client i believes it holds its lock.
+func (p *rrClient) believes() bool { return p.c == rfHeld }
+
+// abandon: client i stops waiting for its request, which may still reach
+// O (unless another it abandoned is on its way: then it is lost).
+func (p *rrClient) abandon() {
+	if p.up != rqNone && p.old == rqNone {
+		p.old, p.oldS = p.up, p.session()
+		if p.old == rqReassert && p.at != atY {
+			p.oldS = snW // the client re-asserts on a new session
+		}
+	}
+	p.up, p.sent = rqNone, 0
+	if p.c == rfPending {
+		p.c = rfDone
+	}
+}
+
+// session is the session client i's requests go on.
+func (p *rrClient) session() uint8 {
+	if p.at == atR {
+		return snU
+	}
+	return snV
+}
+
+func (m *rrModel) next(s *rrState) []succ[rrState, rrStep] {
+	var out []succ[rrState, rrStep]
+	emit := func(t rrState, st rrStep, f *failure) {
+		m.norm(&t)
+		if f == nil {
+			f = m.invariant(&t)
+		}
+		out = append(out, succ[rrState, rrStep]{step: st, to: t, f: f})
+	}
+	for i := range m.np {
+		m.clientSteps(s, i, emit)
+	}
+	if !s.rDead {
+		t := *s
+		t.rDead = true
+		emit(t, rrStep{kind: rrDie}, nil)
+	}
+	if !s.c2 && !m.conflict(s) {
+		t := *s
+		t.c2 = true
+		emit(t, rrStep{kind: rrC2}, nil)
+	}
+	switch s.c4 {
+	case 0:
+		t := *s
+		t.c4 = 1
+		emit(t, rrStep{kind: rrC4Send}, nil)
+	case 1:
+		// c4 names c1's origin with a wrong secret: adopted only by the
+		// mutant.
+		t := *s
+		p := &t.p[0]
+		var f *failure
+		switch {
+		case p.orig && m.cfg.Mutation == MutRrAdoptAnySecret:
+			f = fail(PropRrAdopt, "node O adopts %s's lock (session %s) for c4's re-assertion, which names %s's origin with a wrong secret",
+				clientName(0), sessName(0, p.lk), clientName(0))
+			p.lk, p.seen, p.orig, t.c4 = snNone, 0, false, 2
+			emit(t, rrStep{kind: rrC4Read, what: rrAdopted}, f)
+		case !m.conflict(s):
+			t.c4 = 2
+			emit(t, rrStep{kind: rrC4Read, what: rrInstalled}, nil)
+		default:
+			t.c4 = 3
+			emit(t, rrStep{kind: rrC4Read, what: rrRefused}, nil)
+		}
+	}
+	{
+		t := *s
+		m.tick(&t)
+		emit(t, rrStep{kind: rrTick}, nil)
+	}
+	return out
+}
+
+func (m *rrModel) clientSteps(s *rrState, i int8, emit func(rrState, rrStep, *failure)) {
+	p := &s.p[i]
+	mut := m.cfg.Mutation
+	// The client sends.
+	if p.up == rqNone {
+		var what uint8
+		switch {
+		case p.at == atR && s.rDead:
+			// what it would send to R reaches nobody
+		case p.at == atR && p.c == rfIdle:
+			what = rqLock
+		case p.at == atR && p.c == rfHeld, p.at == atY && p.c == rfHeld:
+			what = rqPing
+		case p.at == atLost && p.c == rfHeld, p.at == atLost && p.c == rfGaveUp && mut == MutRrReassertUnbelieved:
+			what = rqReassert
+		}
+		if what != rqNone {
+			t := *s
+			tp := &t.p[i]
+			tp.up, tp.sent = what, 0
+			if what == rqLock {
+				tp.c = rfPending
+			}
+			if mut == MutRrAnswerEarly && tp.at != atR {
+				// Y answers as it relays: the request goes on to O, the
+				// client no longer waits for it.
+				m.answer(tp, rrInstalled)
+				tp.up = what
+				tp.abandon()
+			}
+			emit(t, rrStep{kind: rrSend, i: i, what: what}, nil)
+		}
+	}
+	if p.up != rqNone {
+		t := *s
+		t.p[i].abandon()
+		emit(t, rrStep{kind: rrAbandon, i: i, what: p.up}, nil)
+		m.oReads(s, i, false, emit)
+	}
+	if p.old != rqNone {
+		t := *s
+		t.p[i].old, t.p[i].oldS = rqNone, snNone
+		emit(t, rrStep{kind: rrLostOld, i: i, what: p.old}, nil)
+		m.oReads(s, i, true, emit)
+	}
+	if p.c == rfHeld && p.anc >= m.gMin {
+		t := *s
+		t.p[i].c = rfGaveUp
+		t.p[i].abandon()
+		emit(t, rrStep{kind: rrGiveUp, i: i}, nil)
+	}
+	// The client's connection to R ends: R died (what 0), or it broke
+	// while R lives (what 1), which R sees as its client hanging up.
+	if p.at == atR {
+		t := *s
+		tp := &t.p[i]
+		tp.abandon()
+		tp.at = atLost
+		if tp.c == rfIdle {
+			tp.c = rfDone
+		}
+		if s.rDead {
+			emit(t, rrStep{kind: rrNotice, i: i}, nil)
+		} else {
+			var f *failure
+			if mut == MutRrReleaseOnBreak && tp.lk == snU {
+				// R releases its client's range locks at O.
+				tp.lk, tp.seen, tp.orig = snNone, 0, false
+				f = m.kept(&t, i, "node R releases")
+			}
+			emit(t, rrStep{kind: rrNotice, i: i, what: 1}, f)
+		}
+	}
+	// O.
+	if p.lk == snU && s.rDead && mut == MutRrDropAtOnce {
+		t := *s
+		t.p[i].lk, t.p[i].seen, t.p[i].orig = snNone, 0, false
+		emit(t, rrStep{kind: rrONotice, i: i}, m.kept(s, i, "node O drops"))
+	}
+	if p.lk != snNone && p.seen >= m.eMin {
+		t := *s
+		t.p[i].lk, t.p[i].seen, t.p[i].orig = snNone, 0, false
+		emit(t, rrStep{kind: rrExpire, i: i}, m.kept(s, i, "node O drops"))
+	}
+}
+
+// kept fails if client i still believes.
+func (m *rrModel) kept(s *rrState, i int8, what string) *failure {
+	if s.p[i].believes() && !m.noKept {
+		return fail(PropRrKept, "%s %s's range lock while %s still believes it holds it (anchor %d ticks ago)",
+			what, clientName(i), clientName(i), s.p[i].anc)
+	}
+	return nil
+}
+
+// answer has the client read answer a to its request up (sent sent ticks
+// ago).
+func (m *rrModel) answer(p *rrClient, a uint8) {
+	switch {
+	case a == rrRefused && p.up == rqReassert:
+		// Its session at Y ends: it stops believing.
+		if p.c == rfHeld {
+			p.c = rfGaveUp
+		}
+	case a == rrRefused || a == rrSilent:
+		if p.c == rfPending {
+			p.c = rfDone
+		}
+	case p.up == rqLock:
+		p.c, p.anc = rfHeld, p.sent
+	case p.up == rqPing:
+		p.anc = min(p.anc, p.sent)
+	case p.up == rqReassert && (p.c == rfHeld || p.c == rfGaveUp && m.cfg.Mutation == MutRrReassertUnbelieved):
+		p.c, p.anc, p.at = rfHeld, p.sent, atY
+	}
+	p.up, p.sent = rqNone, 0
+}
+
+// oReads has O read client i's request (old: one it stopped waiting for)
+// and the client read the answer if it waits for it.
+func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep, *failure)) {
+	t := *s
+	tp := &t.p[i]
+	what, sess := tp.up, tp.session()
+	if old {
+		what, sess = tp.old, tp.oldS
+		tp.old, tp.oldS = rqNone, snNone
+	}
+	var f *failure
+	var ans uint8
+	switch what {
+	case rqLock:
+		ans = rrRefused
+		if !m.conflict(&t) {
+			ans = rrGranted
+			tp.lk, tp.seen, tp.orig = snU, 0, true
+		}
+	case rqPing:
+		ans = rrSilent // the session holds nothing there: no answer
+		if tp.lk == sess {
+			ans, tp.seen = rrPong, 0
+		}
+	case rqReassert:
+		switch {
+		case tp.orig:
+			ans = rrAdopted
+			tp.lk, tp.seen = sess, 0
+			tp.orig = m.cfg.Mutation != MutRrAdoptForgets
+		case !m.conflict(&t):
+			ans = rrInstalled
+			tp.lk, tp.seen, tp.orig = sess, 0, true
+		default:
+			ans = rrRefused
+			if !old && tp.believes() && !m.noKept {
+				f = fail(PropRrKept, "node O refuses %s's re-assertion \"conflict\" while %s still believes (anchor %d ticks ago)",
+					clientName(i), clientName(i), tp.anc)
+			}
+		}
+	}
+	switch {
+	case old:
+	case tp.at == atR && s.rDead:
+		tp.up, tp.sent = rqNone, 0 // R is dead: nobody reads the answer
+	default:
+		m.answer(tp, ans)
+	}
+	kind := rrRead
+	if old {
+		kind = rrReadOld
+	}
+	emit(t, rrStep{kind: kind, i: i, what: ans}, f)
+}
+
+func (m *rrModel) invariant(s *rrState) *failure {
+	var who []string
+	for i := range m.np {
+		if s.p[i].believes() {
+			who = append(who, fmt.Sprintf("%s (anchor %d ticks ago)", clientName(i), s.p[i].anc))
+		}
+	}
+	if s.c2 {
+		who = append(who, "c2")
+	}
+	if s.c4 == 2 {
+		who = append(who, "c4")
+	}
+	if len(who) > 1 {
+		return fail(PropClusterRangesOneHolder, "%s both believe they hold conflicting range locks on the key", strings.Join(who, " and "))
+	}
+	return nil
+}
+
+// tick lets one tick of real time pass; a client's give-up takes effect
+// when its clock must be past its deadline.
+func (m *rrModel) tick(s *rrState) {
+	for i := range m.np {
+		p := &s.p[i]
+		if p.c == rfHeld {
+			p.anc = min(p.anc+1, m.gMax)
+		}
+		if p.up != rqNone {
+			p.sent = min(p.sent+1, m.gMax)
+		}
+		if p.c == rfHeld && p.anc >= m.gMax {
+			p.c = rfGaveUp
+			p.abandon()
+		}
+		if p.c == rfPending && p.sent >= m.gMax {
+			p.abandon()
+		}
+		if p.lk != snNone {
+			p.seen = min(p.seen+1, m.eMin)
+		}
+	}
+}
+
+// norm canonicalizes what no longer matters.
+func (m *rrModel) norm(s *rrState) {
+	for i := range m.np {
+		p := &s.p[i]
+		if p.c != rfHeld {
+			p.anc = 0
+		}
+		if p.c == rfDone || p.c == rfGaveUp && m.cfg.Mutation != MutRrReassertUnbelieved {
+			// It asks no more.
+			p.c, p.at = rfDone, atLost
+		}
+	}
+}
+
+func (m *rrModel) key(s *rrState) string {
+	b := make([]byte, 0, 24)
+	for i := range m.np {
+		p := &s.p[i]
+		b = append(b, p.c, byte(p.anc), p.at, p.up, byte(p.sent), p.old, p.oldS, p.lk, byte(p.seen), b2u(p.orig))
+	}
+	return string(append(b, b2u(s.rDead), b2u(s.c2), s.c4))
+}
+
+// describe returns a line for step st from state s (before it), at real
+// tick t.
+func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
+	at := fmt.Sprintf("t=%-3d ", t)
+	c := clientName(st.i)
+	p := &s.p[st.i]
+	req := [...]string{"", "LOCK", "PING", "RANGE reassert"}
+	ans := [...]string{"", "granted", "refused \"conflict\"", "adopted", "installed", "PONG", "no answer (the session holds nothing)"}
+	via := func(sess uint8) string {
+		if sess == snU {
+			return "through R on u"
+		}
+		return "through Y on " + sessName(st.i, sess)
+	}
+	switch st.kind {
+	case rrTick:
+		return fmt.Sprintf("t=%-3d one tick passes", t)
+	case rrSend:
+		x := at + fmt.Sprintf("%s sends %s %s", c, req[st.what], via(p.session()))
+		if st.what == rqReassert {
+			x += fmt.Sprintf(" naming origin (R, %s) and its secret", sessName(st.i, snU))
+		}
+		if p.c == rfGaveUp {
+			x += ", after its give-up"
+		}
+		if m.cfg.Mutation == MutRrAnswerEarly && p.at != atR {
+			x += "; Y answers it at once, before O did: " + c + " re-anchors at its send"
+		}
+		return x
+	case rrAbandon:
+		return at + fmt.Sprintf("%s stops waiting for its %s (sent %d ticks ago): its connection broke; it may still reach O", c, req[st.what], p.sent)
+	case rrLostOld:
+		return at + fmt.Sprintf("%s's %s that it stopped waiting for is lost", c, req[st.what])
+	case rrGiveUp:
+		return at + fmt.Sprintf("%s's clock may be past anchor + 0.8·L (anchor %d ticks ago): it gives up", c, p.anc)
+	case rrRead, rrReadOld:
+		what, sess, sent := p.up, p.session(), fmt.Sprintf(" (sent %d ticks ago)", p.sent)
+		if st.kind == rrReadOld {
+			what, sess, sent = p.old, p.oldS, ", which "+c+" stopped waiting for"
+		}
+		x := at + fmt.Sprintf("O reads %s's %s %s%s: %s", c, req[what], via(sess), sent, ans[st.what])
+		switch {
+		case st.what == rrAdopted:
+			x += fmt.Sprintf(", %s's lock moves from %s to %s", c, sessName(st.i, p.lk), sessName(st.i, sess))
+		case st.what == rrRefused && what == rqReassert && p.lk != snNone:
+			x += fmt.Sprintf(" (%s's lock is on %s, which no longer stands for origin (R, %s))", c, sessName(st.i, p.lk), sessName(st.i, snU))
+		}
+		switch {
+		case st.kind == rrReadOld:
+			return x + "; nobody reads the answer"
+		case p.at == atR && s.rDead:
+			return x + "; R is dead: nobody reads the answer"
+		case st.what == rrSilent:
+			return x
+		}
+		return x + fmt.Sprintf("; %s reads it", c)
+	case rrDie:
+		return at + "R dies"
+	case rrNotice:
+		if st.what == 1 {
+			x := at + fmt.Sprintf("%s's connection to R breaks (R lives)", c)
+			if m.cfg.Mutation == MutRrReleaseOnBreak && p.lk == snU {
+				x += fmt.Sprintf("; R sees its client hang up and releases %s's lock at O", c)
+			}
+			return x
+		}
+		return at + fmt.Sprintf("%s notices its connection to R ended", c)
+	case rrONotice:
+		return at + fmt.Sprintf("O notices %s ended and drops %s's lock at once", sessName(st.i, snU), c)
+	case rrExpire:
+		return at + fmt.Sprintf("O's clock may have counted its keep time since it last read from %s (%d ticks ago): drops %s's lock", sessName(st.i, p.lk), p.seen, c)
+	case rrC2:
+		return at + "c2 asks O for a conflicting range lock: granted"
+	case rrC4Send:
+		return at + "c4 sends RANGE reassert through Y naming c1's origin (R, u) with a wrong secret"
+	case rrC4Read:
+		return at + "O reads c4's RANGE reassert: " + ans[st.what]
+	}
+	return "?"
+}
+
+// CheckRangeResume explores every interleaving of cfg breadth first and
+// checks that no two clients believe at once that they hold conflicting
+// range locks, that no client's re-assertion is refused nor its lock
+// dropped while it believes, and that only the right origin and secret
+// adopt a lock. It panics on a configuration that Validate rejects.
+func CheckRangeResume(cfg RangeResumeConfig) Report { return checkRangeResume(cfg, nil) }
+
+func checkRangeResume(cfg RangeResumeConfig, seen func(from *rrState, st rrStep)) Report {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return newRrModel(cfg).check(seen)
+}
+
+func (m *rrModel) check(seen func(from *rrState, st rrStep)) Report {
+	rep := Report{Model: "cluster-ranges-resume", Config: m.cfg.String()}
+	var init rrState
+	rep = exploreSucc(rep, init, m.key, func(s rrState) []succ[rrState, rrStep] { return m.next(&s) }, seen)
+	if v := rep.Violation; v != nil {
+		v.Trace = replayTrace("cluster-ranges-resume", init, m.next, func(st rrStep) bool { return st.kind == rrTick }, m.describe, v.Trace, v.Detail)
+	}
+	return rep
+}
