@@ -49,6 +49,17 @@ const (
 	// conflicting lock there: the lock is lost), RangeUnavailable (the
 	// node does not serve the key, or not yet: ask again).
 	RangeReassert RangeOp = 0x07
+	// RangeResume is a resumable session's re-assertion of one range
+	// lock it held on an earlier session of its own (docs/protocol.md,
+	// "v2 resumable sessions and re-assertion"): the lock fields as a set
+	// has them, then the earlier session's id, secret and node, as a
+	// CLAIM re-assertion names them (Frame.Session, Secret, Node). It
+	// goes to the key's owner like any RANGE. Answers: RangeDone (held
+	// now by the session that sent it), RangeConflict (another session
+	// holds a conflicting lock there: the lock is lost, or is held by
+	// another earlier session of the client's, which it names next),
+	// RangeUnavailable (not served now: ask again), RangeInvalid.
+	RangeResume RangeOp = 0x08
 )
 
 func (o RangeOp) String() string {
@@ -67,6 +78,8 @@ func (o RangeOp) String() string {
 		return "adopt"
 	case RangeReassert:
 		return "reassert"
+	case RangeResume:
+		return "resume"
 	}
 	return fmt.Sprintf("op(0x%02x)", uint8(o))
 }
@@ -135,7 +148,14 @@ func (s RangeStatus) String() string {
 const (
 	rangeFixedLen  = 4 + 1 + 1 + 1 + 8 + 8 + 8 + 1     // req, op, flags, type, owner, start, end, key_len
 	answerFixedLen = 4 + 1 + 8 + 1 + 8 + 8 + 8 + 8 + 1 // req, status, token, type, owner, session, start, end, label_len
+	// resumeTailFixed follows a RangeResume's key: session, secret,
+	// node_len.
+	resumeTailFixed = 8 + SecretLen + 1
 )
+
+// MaxRangeResumeText is the most bytes a RangeResume's key and node may
+// take together: the frame fits the 512-byte frame.
+const MaxRangeResumeText = MaxFrameLen - 1 - rangeFixedLen - resumeTailFixed
 
 // MaxRangeEnd is the largest end offset of a range: the largest signed
 // 64-bit offset (Linux's OFFSET_MAX), which stands for "to the end of the
@@ -166,7 +186,13 @@ func appendRangeFields(b []byte, f Frame) []byte {
 		b = be.AppendUint64(b, f.Owner)
 		b = be.AppendUint64(b, f.Start)
 		b = be.AppendUint64(b, f.End)
-		return appendString8(b, f.Name)
+		b = appendString8(b, f.Name)
+		if f.Op == RangeResume {
+			b = be.AppendUint64(b, f.Session)
+			b = append(b, f.Secret[:]...)
+			b = appendString8(b, f.Node)
+		}
+		return b
 	}
 	b = append(b, byte(f.Status))
 	b = be.AppendUint64(b, f.Token)
@@ -191,7 +217,20 @@ func decodeRange(f Frame, p []byte) (Frame, error) {
 	if len(p) < fixed {
 		return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), fixed)
 	}
-	if err := payloadLen(f.Type, p, fixed+int(p[strAt])); err != nil {
+	want := fixed + int(p[strAt])
+	if f.Type == TypeRange && RangeOp(p[4]) == RangeResume {
+		// The earlier session: id, secret, node.
+		if len(p) < want+resumeTailFixed {
+			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), want+resumeTailFixed)
+		}
+		tail := p[want:]
+		f.Session = be.Uint64(tail)
+		copy(f.Secret[:], tail[8:])
+		n := int(tail[8+SecretLen])
+		f.Node = string(tail[resumeTailFixed:min(len(tail), resumeTailFixed+n)])
+		want += resumeTailFixed + n
+	}
+	if err := payloadLen(f.Type, p, want); err != nil {
 		return f, err
 	}
 	f.Claim = be.Uint32(p)
@@ -202,7 +241,7 @@ func decodeRange(f Frame, p []byte) (Frame, error) {
 		f.Owner = be.Uint64(p[7:])
 		f.Start = be.Uint64(p[15:])
 		f.End = be.Uint64(p[23:])
-		f.Name = string(p[fixed:])
+		f.Name = string(p[fixed : fixed+int(p[strAt])])
 		if f.Flags&rangeReservedFlags != 0 {
 			return f, fmt.Errorf("%w: RANGE flags 0x%02x", ErrUnsupportedFeature, f.Flags)
 		}
@@ -221,6 +260,10 @@ func decodeRange(f Frame, p []byte) (Frame, error) {
 
 func rangeString(f Frame) string {
 	if f.Type == TypeRange {
+		if f.Op == RangeResume {
+			return fmt.Sprintf("RANGE(%d %v flags=0x%02x type=%d owner=%d [%d,%d] %q of session %d on %q)",
+				f.Claim, f.Op, f.Flags, f.LockType, f.Owner, f.Start, f.End, f.Name, f.Session, f.Node)
+		}
 		return fmt.Sprintf("RANGE(%d %v flags=0x%02x type=%d owner=%d [%d,%d] %q)",
 			f.Claim, f.Op, f.Flags, f.LockType, f.Owner, f.Start, f.End, f.Name)
 	}

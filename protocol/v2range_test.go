@@ -45,6 +45,8 @@ func TestRangeRoundTrip(t *testing.T) {
 		{Type: protocol.TypeRange, Claim: 1, Op: protocol.RangeSet, Flags: protocol.RangeWait, LockType: protocol.LockWrite,
 			Owner: 1<<64 - 1, Start: 5, End: protocol.MaxRangeEnd, Name: "dir/file.db"},
 		{Type: protocol.TypeRange, Claim: 2, Op: protocol.RangeRelease, Flags: protocol.RangeFlock, Owner: 3, Name: "k"},
+		{Type: protocol.TypeRange, Claim: 3, Op: protocol.RangeResume, LockType: protocol.LockRead, Owner: 2,
+			Start: 10, End: 20, Name: "dir/file.db", Session: 77, Secret: [protocol.SecretLen]byte{1, 2, 3}, Node: "n2"},
 		{Type: protocol.TypeRangeAnswer, Claim: 1, Status: protocol.RangeConflict, LockType: protocol.LockRead,
 			Owner: 9, Session: 4, Start: 1, End: 2, Label: "host-a"},
 		{Type: protocol.TypeRangeAnswer, Claim: 7, Status: protocol.RangePromoted, Token: 42},
@@ -62,6 +64,34 @@ func TestRangeRoundTrip(t *testing.T) {
 		}
 		if _, _, err := parse(b[:len(b)-1]); err != nil {
 			t.Errorf("%v: a frame cut short is an error %v, want more bytes", f, err)
+		}
+	}
+}
+
+// TestRangeResumeMalformed: a RangeResume whose earlier session is cut
+// short, or whose node runs past the frame, is malformed; the same bytes
+// under another op are a frame with trailing bytes, malformed too.
+func TestRangeResumeMalformed(t *testing.T) {
+	f := protocol.Frame{Type: protocol.TypeRange, Claim: 3, Op: protocol.RangeResume, LockType: protocol.LockWrite,
+		Owner: 2, Name: "k", Session: 9, Node: "n1"}
+	b := protocol.AppendFrame(nil, f)
+	// The frame's length prefix stays; its payload loses the node.
+	short := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeRange, Claim: 3, Op: protocol.RangeSet,
+		LockType: protocol.LockWrite, Owner: 2, Name: "k"})
+	short = append(short, make([]byte, 8+protocol.SecretLen)...) // session, secret, no node_len
+	fix := func(b []byte, op protocol.RangeOp) []byte {
+		b = bytes.Clone(b)
+		b[0], b[1] = byte((len(b)-2)>>8), byte(len(b)-2) // the length prefix
+		b[3+4] = byte(op)                                // after the prefix and type: req, then op
+		return b
+	}
+	for name, bad := range map[string][]byte{
+		"no node_len":       fix(short, protocol.RangeResume),
+		"node past the end": fix(append(bytes.Clone(b[:len(b)-2]), 9), protocol.RangeResume),
+		"trailing bytes":    fix(b, protocol.RangeSet),
+	} {
+		if _, _, err := protocol.ParseClientFrame(bad); !errors.Is(err, protocol.ErrInvalidFrame) {
+			t.Errorf("%s: %v, want ErrInvalidFrame", name, err)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/rangelock"
+	"github.com/batonlock/baton/internal/rangemirror"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -370,7 +371,7 @@ func (s *session) retryRangeMoves() {
 				rm.up, rm.pending, rm.retry = u, len(rm.locks), false
 				at := time.Now()
 				for _, kl := range rm.locks {
-					f := reassertFrame(kl)
+					f := rangemirror.Frame(protocol.RangeReassert, kl)
 					u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: at, adopt: key, f: f})
 				}
 			case servesOrWarms(rt):
@@ -457,9 +458,9 @@ func (u *upstream) tookOver(rel *relayState, key string, rm *rangeMove) {
 		u.rangeOwners[rangeOwner{key: kl.Key, flock: kl.NS == rangelock.Flock, owner: uint64(kl.Lock.Owner.ID)}] = true
 	}
 	if u.mirror == nil {
-		u.mirror = newRangeMirror()
+		u.mirror = rangemirror.New()
 	}
-	u.mirror.put(rm.locks)
+	u.mirror.Put(rm.locks)
 }
 
 // rangeReasserted applies the new owner's answer st to one RANGE
@@ -503,16 +504,6 @@ func servesOrWarms(rt Route) bool {
 	return rt.Action == RouteServe || rt.Action == RouteHold && rt.Gated
 }
 
-// reassertFrame is the RANGE reassert of held lock kl.
-func reassertFrame(kl rangelock.KeyLock) protocol.Frame {
-	f := protocol.Frame{Op: protocol.RangeReassert, Name: kl.Key, Owner: uint64(kl.Lock.Owner.ID),
-		LockType: uint8(kl.Lock.Type), Start: kl.Lock.Range.Start, End: kl.Lock.Range.End}
-	if kl.NS == rangelock.Flock {
-		f.Flags, f.Start, f.End = protocol.RangeFlock, 0, 0
-	}
-	return f
-}
-
 // reassertRange answers RANGE reassert f on upstream session s: the
 // range lock its relaying node re-asserts after the key's owner was
 // lost is held here for s when this node serves the key, or took it over
@@ -524,7 +515,7 @@ func (s *session) reassertRange(now time.Time, f protocol.Frame) {
 	if s.forwarded && srv.Router != nil {
 		st = protocol.RangeUnavailable
 		if servesOrWarms(srv.Router.Route(f.Name, 0, true)) {
-			ns, o, r := rangeTarget(f, rangelock.SessionID(s.id))
+			ns, o, r := rangemirror.Target(f, rangelock.SessionID(s.id))
 			st = srv.installRangeLocked(s, rangelock.KeyLock{Key: f.Name, NS: ns,
 				Lock: rangelock.Lock{Owner: o, Type: rangelock.Type(f.LockType), Range: r}}, now)
 		}
@@ -562,7 +553,7 @@ func (srv *Server) installRangeLocked(s *session, kl rangelock.KeyLock, now time
 func (u *upstream) rangesMovedAway(rel *relayState, key string) {
 	var locks []rangelock.KeyLock
 	if u.mirror != nil {
-		locks = u.mirror.take(key)
+		locks = u.mirror.Take(key)
 	}
 	u.forgetRangeKey(key)
 	rel.startRangeMove(u.s, time.Now(), key, locks)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/internal/rangemirror"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -243,7 +244,7 @@ type upstream struct {
 	rangeOwners map[rangeOwner]bool
 	// mirror is what the owner holds of the session's range locks, for
 	// their re-assertion after a failover (rangemirror.go).
-	mirror *rangeMirror
+	mirror *rangemirror.Mirror
 
 	redial chan struct{} // tells the writer to dial again (reopenLocked)
 
@@ -1155,7 +1156,7 @@ func (u *upstream) fail(why error) {
 			}
 			if reassert && u.mirror != nil && (r.f.Op == protocol.RangeUnlock || r.f.Op == protocol.RangeRelease) {
 				// Its locks are re-asserted without what it drops.
-				u.mirror.answered(r.f, protocol.RangeDone)
+				u.mirror.Answered(r.f, protocol.RangeDone)
 				r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeDone, 0, protocol.Frame{}), false
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonlock/baton/internal/rangemirror"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -93,7 +94,7 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 		rel.rangeWaits[f.Claim] = u
 	}
 	if f.Op == protocol.RangeSet && u.mirror == nil {
-		u.mirror = newRangeMirror()
+		u.mirror = rangemirror.New()
 	}
 	u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: time.Now(), slot: slot, req: f.Claim, f: f})
 }
@@ -147,10 +148,10 @@ func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 		s.rangeUnavailable(f)
 		return true
 	}
-	m := newRangeMirror()
-	m.put(rm.locks)
-	m.answered(f, protocol.RangeDone)
-	rm.locks = m.take(f.Name)
+	m := rangemirror.New()
+	m.Put(rm.locks)
+	m.Answered(f, protocol.RangeDone)
+	rm.locks = m.Take(f.Name)
 	up := rm.up
 	done := up == nil && len(rm.locks) == 0
 	if done {
@@ -195,7 +196,7 @@ func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
 		// range lock it held there moved first (MOVED(0) before this).
 		u.forgetRangeKey(fr.f.Label)
 		if u.mirror != nil {
-			delete(u.mirror.waiting, fr.f.Claim)
+			delete(u.mirror.Waiting, fr.f.Claim)
 		}
 		u.push(rel, v, &outEntry{b: protocol.AppendRangeAnswer(nil, fr.f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{}), up: u})
 		return
@@ -204,7 +205,7 @@ func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
 		u.ranges = true
 	}
 	if u.mirror != nil {
-		u.mirror.pushed(fr.f.Claim, fr.f.Status)
+		u.mirror.Pushed(fr.f.Claim, fr.f.Status)
 	}
 	u.push(rel, v, &outEntry{b: fr.raw, up: u})
 }
@@ -215,7 +216,7 @@ func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
 func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 	r.slot.b, r.slot.pending = fr.raw, false
 	if u.mirror != nil {
-		u.mirror.answered(r.f, fr.f.Status)
+		u.mirror.Answered(r.f, fr.f.Status)
 	}
 	switch st := fr.f.Status; {
 	case st == protocol.RangeGranted, st == protocol.RangeQueued:
@@ -258,7 +259,7 @@ func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (
 	if u.mirror == nil {
 		return false // it granted nothing
 	}
-	keys := u.mirror.keys()
+	keys := u.mirror.Keys()
 	believed := u.confirmed.Add(v.lease * 4 / 5)
 	if len(keys) > 0 && !now.Before(believed) {
 		return true
@@ -266,7 +267,7 @@ func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (
 	slices.Sort(keys)
 	for _, key := range keys {
 		u.forgetRangeKey(key)
-		rm := rel.startRangeMove(u.s, now, key, u.mirror.take(key))
+		rm := rel.startRangeMove(u.s, now, key, u.mirror.Take(key))
 		rm.failover, rm.believed = true, believed
 	}
 	if len(keys) > 0 {
