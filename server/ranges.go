@@ -21,6 +21,10 @@ type rangeState struct {
 	// gates are the keys a planned change moved here with range locks on
 	// them, and until when none is granted (relayranges.go).
 	gates map[string]time.Time
+	// kept are the range locks of resumable sessions whose connection
+	// broke, by origin, until their client re-asserts them or the lease
+	// passes (rangeresume.go).
+	kept map[locktable.Origin]*keptRanges
 	// standIns hold the range locks a planned change handed over here,
 	// by the origin whose host adopts them (rangemove.go).
 	standIns    map[locktable.Origin]*standIn
@@ -65,6 +69,8 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 	case protocol.RangeReassert:
 		s.reassertRange(now, f)
 		return nil
+	case protocol.RangeResume:
+		return s.resumeRange(now, f)
 	}
 	if srv.Router != nil && s.routeRange(now, f) {
 		return nil
@@ -184,19 +190,32 @@ func (srv *Server) rangePushes(res rangelock.Result, self *session) []delivery {
 	return ds
 }
 
-// dropRangesLater drops the range locks of session s once it has ended,
-// at once, or, for an upstream session of another node, once its lease
-// has passed since it was last heard from: the owner cannot tell the
-// relaying node's death, or a cut, from a client that still believes
-// (relayranges.go). Called by the session's reader.
+// dropRangesLater drops the range locks of session s once it has ended:
+// at once, or, for an upstream session of another node and for a
+// resumable session whose connection broke, once its lease has passed
+// since it was last heard from. The owner cannot tell the relaying
+// node's death, or a cut, from a client that still believes
+// (relayranges.go); a resumable session's client re-asserts them
+// (rangeresume.go). Called by the session's reader.
 func (s *session) dropRangesLater() {
-	if !s.forwarded || s.v2 == nil {
+	if s.v2 == nil {
 		s.dropRanges()
 		return
 	}
-	s.srv.mu.Lock()
-	_, has := s.srv.ranges.labels[rangelock.SessionID(s.id)]
-	s.srv.mu.Unlock()
+	srv := s.srv
+	srv.mu.Lock()
+	if !s.forwarded && !s.v2.keepRanges {
+		srv.mu.Unlock()
+		s.dropRanges()
+		return
+	}
+	_, has := srv.ranges.labels[rangelock.SessionID(s.id)]
+	var ds []delivery
+	if has && s.v2.resume != nil {
+		ds = srv.keepRangesLocked(s)
+	}
+	srv.mu.Unlock()
+	srv.deliver(ds)
 	if !has {
 		return
 	}
@@ -216,6 +235,9 @@ func (s *session) dropRanges() {
 	}
 	delete(srv.ranges.labels, sid)
 	delete(srv.ranges.leases, sid)
+	if r := s.v2; r != nil && r.resume != nil {
+		srv.forgetKeptRangesLocked(r.resume.origin, sid)
+	}
 	res := srv.ranges.table.CloseSession(time.Now(), sid)
 	res.Cancelled = nil // to the session that has gone
 	ds := srv.rangePushes(res, s)

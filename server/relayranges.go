@@ -77,7 +77,8 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 		rel.readAt = now
 	}
 	u := s.upstreamLocked(rel, addr)
-	if f.Op == protocol.RangeSet {
+	holds := f.Op == protocol.RangeSet || f.Op == protocol.RangeResume // may hold a lock there
+	if holds {
 		if u.rangeOwners == nil {
 			u.rangeOwners = map[rangeOwner]bool{}
 		}
@@ -93,7 +94,7 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 		}
 		rel.rangeWaits[f.Claim] = u
 	}
-	if f.Op == protocol.RangeSet && u.mirror == nil {
+	if holds && u.mirror == nil {
 		u.mirror = rangemirror.New()
 	}
 	u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: time.Now(), slot: slot, req: f.Claim, f: f})
@@ -219,7 +220,8 @@ func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 		u.mirror.Answered(r.f, fr.f.Status)
 	}
 	switch st := fr.f.Status; {
-	case st == protocol.RangeGranted, st == protocol.RangeQueued:
+	case st == protocol.RangeGranted, st == protocol.RangeQueued,
+		st == protocol.RangeDone && r.f.Op == protocol.RangeResume:
 		u.ranges = true
 	}
 	if st := fr.f.Status; st != protocol.RangeQueued && st != protocol.RangeReqInUse && rel.rangeWaits[r.req] == u {

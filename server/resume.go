@@ -185,6 +185,7 @@ func (srv *Server) keepAbandonedLocked(now time.Time, s *session) []delivery {
 	}
 	ds, kept := srv.keepLocked(now, s)
 	if kept {
+		s.v2.keepRanges = true
 		s.closing.Store(true) // its reader ends without ending its claims
 		go s.conn.Close()
 	}

@@ -62,6 +62,10 @@ type v2conn struct {
 	// map) for a resumable session: what keeps it when its connection
 	// breaks (resume.go).
 	resume *resumeKey
+	// keepRanges is set (under srv.mu) when a resumable session's
+	// connection broke, or its client went elsewhere: its range locks
+	// are kept for the client's resume (rangeresume.go).
+	keepRanges bool
 	// plainHash is what a plain session's upstreams carry in place of a
 	// secret's hash (relay2.go); set under omu by its first upstream.
 	plainHash [secretHashLen]byte
@@ -180,8 +184,11 @@ func (v *v2conn) keepSpare(b []byte) {
 // stack of every idle session.
 func (s *session) runV2() (locktable.Reason, protocol.Code) {
 	reason, code := s.runV2Frames()
-	if code == 0 && (reason == locktable.ReasonGraceful || reason == locktable.ReasonIOTimeout) && s.keepV2() {
-		return ended, 0 // kept for a resume (resume.go)
+	if code == 0 && (reason == locktable.ReasonGraceful || reason == locktable.ReasonIOTimeout) {
+		s.markRangesKept()
+		if s.keepV2() {
+			return ended, 0 // kept for a resume (resume.go)
+		}
 	}
 	return reason, code
 }

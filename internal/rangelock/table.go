@@ -492,21 +492,7 @@ func (t *Table) CloseSession(now time.Time, sid SessionID) Result {
 		return res
 	}
 	touched := map[fileKey]*file{}
-	ids := make([]OwnerID, 0, len(s.owners))
-	for id := range s.owners {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	var ws []*waiter
-	for _, id := range ids {
-		ws = append(ws, s.owners[id].waiting...)
-	}
-	slices.SortFunc(ws, func(a, b *waiter) int { return cmp.Compare(a.tag, b.tag) })
-	for _, w := range ws {
-		touched[w.f.fk] = w.f
-		t.dequeue(w)
-		res.Cancelled = append(res.Cancelled, Cancelled{Key: w.f.fk.key, NS: w.f.fk.ns, Owner: w.owner, Tag: w.tag})
-	}
+	ids := t.dequeueSession(s, touched, &res)
 	for _, id := range ids {
 		or := s.owners[id]
 		if or == nil {
@@ -523,6 +509,46 @@ func (t *Table) CloseSession(now time.Time, sid SessionID) Result {
 	}
 	delete(t.sessions, sid)
 	return res
+}
+
+// DropWaiting ends every waiting request of session sid, reported
+// Cancelled, and grants the waiters that now fit; its held ranges stay.
+// A session whose connection broke is kept so: its locks wait for their
+// client's resume, but a grant to it would reach nobody.
+func (t *Table) DropWaiting(now time.Time, sid SessionID) Result {
+	var res Result
+	s := t.sessions[sid]
+	if s == nil {
+		return res
+	}
+	touched := map[fileKey]*file{}
+	t.dequeueSession(s, touched, &res)
+	for _, f := range sortedFiles(touched) {
+		t.promote(now, f, &res)
+	}
+	return res
+}
+
+// dequeueSession takes every waiting request of s out of its queue, in
+// arrival order, into res.Cancelled, adds their files to touched, and
+// returns s's owner ids in order.
+func (t *Table) dequeueSession(s *sessRec, touched map[fileKey]*file, res *Result) []OwnerID {
+	ids := make([]OwnerID, 0, len(s.owners))
+	for id := range s.owners {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var ws []*waiter
+	for _, id := range ids {
+		ws = append(ws, s.owners[id].waiting...)
+	}
+	slices.SortFunc(ws, func(a, b *waiter) int { return cmp.Compare(a.tag, b.tag) })
+	for _, w := range ws {
+		touched[w.f.fk] = w.f
+		t.dequeue(w)
+		res.Cancelled = append(res.Cancelled, Cancelled{Key: w.f.fk.key, NS: w.f.fk.ns, Owner: w.owner, Tag: w.tag})
+	}
+	return ids
 }
 
 func sortedFiles(m map[fileKey]*file) []*file {

@@ -311,3 +311,28 @@ func TestSessionsOn(t *testing.T) {
 		t.Errorf("SessionsOn(none) = %v", on)
 	}
 }
+
+// DropWaiting ends a session's waiting requests, keeps its held ranges,
+// and grants the waiters its queued request held back.
+func TestDropWaiting(t *testing.T) {
+	b := newBench(t)
+	b.set("k", px, ownC, rd, rng(0, 9), false, rangelock.Granted)
+	b.set("j", px, ownA, wr, rng(0, 0), false, rangelock.Granted)
+	b.set("k", px, ownB, wr, rng(0, 9), true, rangelock.Waiting)
+	b.set("k", px, ownD, rd, rng(0, 9), true, rangelock.Waiting) // a reader does not overtake B
+	res := b.table.DropWaiting(b.now, 1)
+	b.grants(res)
+	if len(res.Cancelled) != 1 || res.Cancelled[0].Owner != ownB || res.Cancelled[0].Tag != 3 {
+		t.Fatalf("cancelled %+v, want B's waiting write (tag 3)", res.Cancelled)
+	}
+	sameOwners(t, "session 1 stops waiting", owners(res), ownD)
+	if h := b.table.Holders("j", px); len(h) != 1 || h[0].Owner != ownA {
+		t.Fatalf("holders of j %v, want A's write, kept", h)
+	}
+	if !b.table.HasSession(1) || len(b.table.Waiters("k", px)) != 0 {
+		t.Fatalf("session 1 kept: %v, waiters %v; want kept, none", b.table.HasSession(1), b.table.Waiters("k", px))
+	}
+	if res := b.table.DropWaiting(b.now, 9); len(res.Cancelled)+len(res.Grants) != 0 {
+		t.Fatalf("an unknown session: %+v", res)
+	}
+}

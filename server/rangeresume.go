@@ -1,0 +1,133 @@
+package server
+
+import (
+	"time"
+
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/internal/rangelock"
+	"github.com/batonlock/baton/internal/rangemirror"
+	"github.com/batonlock/baton/protocol"
+)
+
+// Range locks of resumable sessions (docs/protocol.md, "v2 resumable
+// sessions and re-assertion"; internal/modelcheck, cluster-ranges-resume).
+//
+// When the connection of a resumable session breaks (on this node, or
+// between a relaying node and this owner: an upstream session of a
+// resumable client session), the node that holds its range locks keeps
+// them, under the session's origin and secret hash, for the lease after
+// it last heard from it (dropRangesLater); its waiting sets end, since a
+// grant would reach nobody. Its client, resumed on a new session on any
+// node, re-asserts each lock it holds with RANGE resume, naming the
+// earlier session; the frame goes to the key's owner like any RANGE.
+// There the ranges on the key that the named session holds (kept, or
+// still open when the client saw the break first) become the new
+// session's when the secret matches, and the lock is held for it unless
+// another session holds a conflicting one. A key's owner that took the
+// key over from a failed node holds nothing for the earlier session:
+// the lock is installed, during its warm-up or after it, unless a
+// conflicting lock holds (as a relaying node's RANGE reassert is).
+
+// keptRanges are the range locks of a resumable session whose
+// connection broke.
+type keptRanges struct {
+	sid  rangelock.SessionID
+	hash [secretHashLen]byte
+}
+
+// keepRangesLocked keeps the range locks of resumable session s, whose
+// connection broke, for its client to re-assert, and ends its waiting
+// sets. Called with srv.mu held; the caller delivers the pushes.
+func (srv *Server) keepRangesLocked(s *session) []delivery {
+	rs := &srv.ranges
+	sid := rangelock.SessionID(s.id)
+	if rs.kept == nil {
+		rs.kept = map[locktable.Origin]*keptRanges{}
+	}
+	rs.kept[s.v2.resume.origin] = &keptRanges{sid: sid, hash: s.v2.resume.hash}
+	res := rs.table.DropWaiting(time.Now(), sid)
+	res.Cancelled = nil // to the session that has gone
+	return srv.rangePushes(res, s)
+}
+
+// forgetKeptRangesLocked forgets the range locks kept for origin o when
+// they are session sid's. Called with srv.mu held.
+func (srv *Server) forgetKeptRangesLocked(o locktable.Origin, sid rangelock.SessionID) {
+	if k := srv.ranges.kept[o]; k != nil && k.sid == sid {
+		delete(srv.ranges.kept, o)
+	}
+}
+
+// markRangesKept records that the connection of session s broke: a
+// resumable session's range locks are then kept (dropRangesLater).
+// Called by the reader.
+func (s *session) markRangesKept() {
+	if s.v2.resume == nil || s.closing.Load() {
+		return
+	}
+	s.srv.mu.Lock()
+	s.v2.keepRanges = true
+	s.srv.mu.Unlock()
+}
+
+// resumeRange answers RANGE resume f of session s: on a cluster node it
+// goes to the key's owner (relayed when that is another node, asked
+// again later when no node serves the key now); the owner holds the
+// lock for s (resumeRangeLocked). Called by the reader with srv.mu held.
+func (s *session) resumeRange(now time.Time, f protocol.Frame) []delivery {
+	srv := s.srv
+	if srv.Router != nil {
+		if s.rangeMoving(now, f) {
+			return nil
+		}
+		switch rt := srv.Router.Route(f.Name, 0, s.forwarded); {
+		case rt.Action == RouteForward && !s.forwarded:
+			s.relayRange(now, f, rt.Addr)
+			return nil
+		case !servesOrWarms(rt):
+			s.rangeUnavailable(f)
+			return nil
+		}
+	}
+	st, ds := srv.resumeRangeLocked(s, f, now)
+	srv.Logger.Debug("range lock re-asserted", "session", s.id, "key", f.Name, "owner", f.Owner,
+		"earlier_node", f.Node, "earlier_session", f.Session, "status", st)
+	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendRangeAnswer(b, f.Claim, st, 0, protocol.Frame{}) })
+	return ds
+}
+
+// resumeRangeLocked holds for session s the range lock that RANGE resume
+// f re-asserts: first the ranges on f's key of the earlier session f
+// names become s's, when f has its secret (or s is the upstream session
+// its relaying node opened again for it); then the lock is installed for
+// s, which conflicts with nothing when it was among them. Called with
+// srv.mu held; it returns the answer and the pushes to deliver.
+func (srv *Server) resumeRangeLocked(s *session, f protocol.Frame, now time.Time) (protocol.RangeStatus, []delivery) {
+	rs := &srv.ranges
+	sid := rangelock.SessionID(s.id)
+	o := locktable.Origin{Node: f.Node, Session: f.Session}
+	var ds []delivery
+	if k := rs.kept[o]; k != nil {
+		if k.sid != sid && (secretMatches(&k.hash, f.Secret) || s.relaysFor(o)) {
+			rs.table.MoveSession(k.sid, sid, f.Name)
+			if !rs.table.HasSession(k.sid) {
+				delete(rs.kept, o)
+				delete(rs.labels, k.sid)
+				delete(rs.leases, k.sid)
+			}
+		}
+	} else if live := srv.liveSession(o); live != nil && live != s &&
+		(secretMatches(&live.v2.resume.hash, f.Secret) || s.relaysFor(o)) {
+		// Its client saw the connection break first: the session's
+		// waiting sets end, its locks on the key are s's.
+		from := rangelock.SessionID(live.id)
+		res := rs.table.DropWaiting(now, from)
+		res.Cancelled = nil
+		ds = srv.rangePushes(res, s)
+		rs.table.MoveSession(from, sid, f.Name)
+	}
+	ns, own, r := rangemirror.Target(f, sid)
+	st := srv.installRangeLocked(s, rangelock.KeyLock{Key: f.Name, NS: ns,
+		Lock: rangelock.Lock{Owner: own, Type: rangelock.Type(f.LockType), Range: r}}, now)
+	return st, ds
+}
