@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/server"
 )
 
 // Range locks of resumable sessions over real TCP (server/rangeresume.go).
@@ -157,4 +158,85 @@ func TestRangePlainSessionBreakDropsAtOnce(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("promoted %v after the break", d)
 	}
+}
+
+// A resumable client whose node goes (here: its connection to the
+// relaying node r1 breaks, and r1 ends its upstream session to the
+// owner) re-asserts its range locks through another node, r2: the owner
+// kept them for the upstream session and gives them to r2's, and only
+// with the client's secret. Nobody waiting is granted meanwhile; the
+// locks then live in the new session (its unlock lets the waiter in).
+func TestClusterRangeResumeThroughAnotherNode(t *testing.T) {
+	t.Parallel()
+	owner, r1 := startRangeRelay(t)
+	r2 := startServer(t, func(s *server.Server) {
+		s.NodeID = "r2"
+		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: owner.addr} }}
+	})
+	w := protocol.LockWrite
+	a, wel := r1.dialResumable(t, longLease, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	a.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeFlock, w, 9, 0, 0, "g"))
+	a.expectRange(2, protocol.RangeGranted)
+	b := owner.dialV2(t, longLease, "host-b")
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 3, 0, eof, "f"))
+	b.expectRange(1, protocol.RangeQueued)
+
+	a.breakConn()
+	b.expectSilenceV2(300 * time.Millisecond)
+
+	other, _ := r2.dialResumable(t, longLease, "intruder")
+	bad := wel
+	bad.Secret[0] ^= 1
+	other.mustWrite(resumeRangeFrame(1, 0, w, 7, 0, 99, "f", bad))
+	other.expectRange(1, protocol.RangeConflict)
+
+	a2, _ := r2.dialResumable(t, longLease, "host-a")
+	a2.mustWrite(resumeRangeFrame(1, 0, w, 7, 0, 99, "f", wel))
+	a2.expectRange(1, protocol.RangeDone)
+	a2.mustWrite(resumeRangeFrame(2, protocol.RangeFlock, w, 9, 0, 0, "g", wel))
+	a2.expectRange(2, protocol.RangeDone)
+	b.expectSilenceV2(100 * time.Millisecond)
+	b.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeFlock, w, 3, 0, 0, "g"))
+	if f := b.expectRange(2, protocol.RangeConflict); f.Label != "host-a" {
+		t.Errorf("the flock conflict names %q, want the new session's label host-a", f.Label)
+	}
+	a2.mustWrite(rangeFrame(3, protocol.RangeUnlock, 0, 0, 7, 0, 99, "f"))
+	a2.expectRange(3, protocol.RangeDone)
+	b.expectRange(1, protocol.RangePromoted)
+	// A resumable session's hang-up keeps its locks; its release lets
+	// the waiter in.
+	b.mustWrite(rangeFrame(3, protocol.RangeSet, protocol.RangeFlock|protocol.RangeWait, w, 3, 0, 0, "g"))
+	b.expectRange(3, protocol.RangeQueued)
+	a2.mustWrite(rangeFrame(4, protocol.RangeRelease, protocol.RangeFlock, 0, 9, 0, 0, "g"))
+	a2.expectRange(4, protocol.RangeDone)
+	b.expectRange(3, protocol.RangePromoted)
+}
+
+// A node warming up on a key it took over from a failed node grants no
+// new range lock there, but installs a re-asserted one that conflicts
+// with nothing: its holder may still believe in it. A node that neither
+// serves nor warms the key answers unavailable.
+func TestClusterRangeResumeAtWarmingOwner(t *testing.T) {
+	t.Parallel()
+	r := &router{route: func(name string, _ bool) server.Route {
+		if name == "f" {
+			return server.Route{Action: server.RouteHold, Gated: true, Since: 1}
+		}
+		return server.Route{Action: server.RouteHold}
+	}}
+	ts := startServer(t, func(s *server.Server) { s.Router = r })
+	w := protocol.LockWrite
+	gone := protocol.Frame{Session: 4, Node: "dead"}
+	a, _ := ts.dialResumable(t, longLease, "a")
+	b := ts.dialV2(t, longLease, "b")
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 3, 0, 0, "f"))
+	b.expectRange(1, protocol.RangeUnavailable)
+	a.mustWrite(resumeRangeFrame(1, 0, w, 7, 0, 99, "f", gone))
+	a.expectRange(1, protocol.RangeDone)
+	b.mustWrite(resumeRangeFrame(2, 0, w, 3, 50, 50, "f", gone))
+	b.expectRange(2, protocol.RangeConflict)
+	a.mustWrite(resumeRangeFrame(2, 0, w, 7, 0, 99, "g", gone))
+	a.expectRange(2, protocol.RangeUnavailable)
 }
