@@ -515,6 +515,11 @@ func (s *session) reassertRange(now time.Time, f protocol.Frame) {
 	if s.forwarded && srv.Router != nil {
 		st = protocol.RangeUnavailable
 		if servesOrWarms(srv.Router.Route(f.Name, 0, true)) {
+			if origin, ok := s.origin(); ok {
+				// A break of the link to a live owner: the ranges it
+				// kept for the upstream session of the same origin.
+				srv.takeKeptRangesLocked(origin, rangelock.SessionID(s.id), f.Name)
+			}
 			ns, o, r := rangemirror.Target(f, rangelock.SessionID(s.id))
 			st = srv.installRangeLocked(s, rangelock.KeyLock{Key: f.Name, NS: ns,
 				Lock: rangelock.Lock{Owner: o, Type: rangelock.Type(f.LockType), Range: r}}, now)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
@@ -41,10 +42,22 @@ type keptRanges struct {
 func (srv *Server) keepRangesLocked(s *session) []delivery {
 	rs := &srv.ranges
 	sid := rangelock.SessionID(s.id)
+	o := s.v2.resume.origin
 	if rs.kept == nil {
 		rs.kept = map[locktable.Origin]*keptRanges{}
 	}
-	rs.kept[s.v2.resume.origin] = &keptRanges{sid: sid, hash: s.v2.resume.hash}
+	if old := rs.kept[o]; old != nil && old.sid != sid {
+		// The same origin kept twice (a relaying node's upstream broke
+		// again before it re-asserted everything): this session takes
+		// the older one's ranges over, as it does its claims (keepLocked).
+		for key, sids := range rs.table.SessionsOn(func(string) bool { return true }) {
+			if slices.Contains(sids, old.sid) {
+				rs.table.MoveSession(old.sid, sid, key)
+			}
+		}
+		srv.forgetRangeSessionLocked(old.sid)
+	}
+	rs.kept[o] = &keptRanges{sid: sid, hash: s.v2.resume.hash}
 	res := rs.table.DropWaiting(time.Now(), sid)
 	res.Cancelled = nil // to the session that has gone
 	return srv.rangePushes(res, s)
@@ -108,13 +121,8 @@ func (srv *Server) resumeRangeLocked(s *session, f protocol.Frame, now time.Time
 	o := locktable.Origin{Node: f.Node, Session: f.Session}
 	var ds []delivery
 	if k := rs.kept[o]; k != nil {
-		if k.sid != sid && (secretMatches(&k.hash, f.Secret) || s.relaysFor(o)) {
-			rs.table.MoveSession(k.sid, sid, f.Name)
-			if !rs.table.HasSession(k.sid) {
-				delete(rs.kept, o)
-				delete(rs.labels, k.sid)
-				delete(rs.leases, k.sid)
-			}
+		if secretMatches(&k.hash, f.Secret) || s.relaysFor(o) {
+			srv.takeKeptRangesLocked(o, sid, f.Name)
 		}
 	} else if live := srv.liveSession(o); live != nil && live != s &&
 		(secretMatches(&live.v2.resume.hash, f.Secret) || s.relaysFor(o)) {
@@ -130,4 +138,27 @@ func (srv *Server) resumeRangeLocked(s *session, f protocol.Frame, now time.Time
 	st := srv.installRangeLocked(s, rangelock.KeyLock{Key: f.Name, NS: ns,
 		Lock: rangelock.Lock{Owner: own, Type: rangelock.Type(f.LockType), Range: r}}, now)
 	return st, ds
+}
+
+// takeKeptRangesLocked gives session sid the ranges on key kept for
+// origin o, and forgets them once none is left. Called with srv.mu held.
+func (srv *Server) takeKeptRangesLocked(o locktable.Origin, sid rangelock.SessionID, key string) {
+	rs := &srv.ranges
+	k := rs.kept[o]
+	if k == nil || k.sid == sid {
+		return
+	}
+	rs.table.MoveSession(k.sid, sid, key)
+	if !rs.table.HasSession(k.sid) {
+		delete(rs.kept, o)
+		srv.forgetRangeSessionLocked(k.sid)
+	}
+}
+
+// forgetRangeSessionLocked forgets the label and lease of session sid,
+// which holds no range lock any more: its timer (dropRangesLater) then
+// finds nothing to drop. Called with srv.mu held.
+func (srv *Server) forgetRangeSessionLocked(sid rangelock.SessionID) {
+	delete(srv.ranges.labels, sid)
+	delete(srv.ranges.leases, sid)
 }

@@ -297,3 +297,51 @@ func TestRelayAbandonedUpstreamKept(t *testing.T) {
 		t.Errorf("x held by %+v", h)
 	}
 }
+
+// TestRelayCutLiveOwnerKeepsRanges: as TestRelayCutLiveOwnerKeepsClaims,
+// for range locks. The relaying node re-asserts the session's range
+// locks at the same owner, which gives it those it kept for the upstream
+// session of the same origin (rangeresume.go): the session goes on,
+// nobody waiting is granted meanwhile, and the client's unlock then lets
+// the waiter in.
+func TestRelayCutLiveOwnerKeepsRanges(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		resumable bool
+		silent    bool // the owner does not see the break
+	}{
+		{"plain/reset", false, false},
+		{"plain/silent", false, true},
+		{"resumable/reset", true, false},
+		{"resumable/silent", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			owner, r1, p := startCutPair(t)
+			a := r1.dialSession(t, tc.resumable, "a")
+			wr := protocol.LockWrite
+			a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, wr, 7, 0, 99, "f"))
+			a.expectRange(1, protocol.RangeGranted)
+			a.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeFlock, wr, 9, 0, 0, "g"))
+			a.expectRange(2, protocol.RangeGranted)
+			w := owner.dialV2(t, longLease, "w")
+			w.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, wr, 3, 50, 50, "f"))
+			w.expectRange(1, protocol.RangeQueued)
+
+			l := p.link(t, 0)
+			l.relay.Close()
+			if !tc.silent {
+				l.owner.Close()
+			}
+			p.link(t, 1) // the relaying node re-asserts on a new upstream
+			ping(a, 1)   // answered once the locks are held again; no ERROR
+			w.expectSilenceV2(200 * time.Millisecond)
+			w.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeFlock, wr, 3, 0, 0, "g"))
+			if f := w.expectRange(2, protocol.RangeConflict); f.Label != "a" {
+				t.Errorf("the flock conflict names %q, want a's session", f.Label)
+			}
+			a.mustWrite(rangeFrame(3, protocol.RangeUnlock, 0, 0, 7, 0, 99, "f"))
+			a.expectRange(3, protocol.RangeDone)
+			w.expectRange(1, protocol.RangePromoted)
+		})
+	}
+}

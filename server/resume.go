@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/internal/rangelock"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -180,10 +181,15 @@ func (s *session) welcome(now time.Time, hello protocol.Frame) (_ protocol.Frame
 // now is the one time known to be no earlier than its last read. Called
 // with srv.mu held.
 func (srv *Server) keepAbandonedLocked(now time.Time, s *session) []delivery {
-	if _, err := srv.table.Touch(now, s.id); err != nil {
-		return nil
+	var ds []delivery
+	kept := false
+	if _, err := srv.table.Touch(now, s.id); err == nil {
+		ds, kept = srv.keepLocked(now, s)
 	}
-	ds, kept := srv.keepLocked(now, s)
+	if srv.ranges.table.HasSession(rangelock.SessionID(s.id)) {
+		ds = append(ds, srv.keepRangesLocked(s)...)
+		kept = true
+	}
 	if kept {
 		s.v2.keepRanges = true
 		s.closing.Store(true) // its reader ends without ending its claims
