@@ -60,6 +60,9 @@ type movedRange struct {
 	Start   uint64           `json:"start"`
 	End     uint64           `json:"end"`
 	LeaseMS uint32           `json:"lease_ms"`
+	// Hash is the secret hash of a resumable session: its client may
+	// re-assert the ranges through another node (rangeresume.go).
+	Hash []byte `json:"hash,omitempty"`
 }
 
 // standIn holds, at a new owner, the range locks handed over for one
@@ -67,6 +70,7 @@ type movedRange struct {
 type standIn struct {
 	sid   rangelock.SessionID
 	timer *time.Timer
+	hash  *[secretHashLen]byte // of a resumable session's secret, or nil
 }
 
 // rangeMove is a key whose range locks moved to a new owner, as the
@@ -140,9 +144,13 @@ func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) 
 		}
 		o, _ := s.origin()
 		to := newOwner(kl.Key)
-		handed[to] = append(handed[to], movedRange{Key: kl.Key, Flock: kl.NS == rangelock.Flock, Origin: o,
+		mr := movedRange{Key: kl.Key, Flock: kl.NS == rangelock.Flock, Origin: o,
 			Owner: uint64(kl.Lock.Owner.ID), Type: uint8(kl.Lock.Type), Start: kl.Lock.Range.Start, End: kl.Lock.Range.End,
-			LeaseMS: protocol.LeaseMS(rs.leases[kl.Lock.Owner.Session])})
+			LeaseMS: protocol.LeaseMS(rs.leases[kl.Lock.Owner.Session])}
+		if r := s.v2.resume; r != nil {
+			mr.Hash = r.hash[:]
+		}
+		handed[to] = append(handed[to], mr)
 		sk := sessionKey{s, kl.Key}
 		if _, ok := locks[sk]; !ok {
 			told = append(told, sk)
@@ -203,6 +211,9 @@ func (srv *Server) installRanges(from string, ranges []movedRange) {
 			}
 			rs.lastStandIn++
 			st = &standIn{sid: rangelock.SessionID(standInBit | rs.lastStandIn)}
+			if len(mr.Hash) == secretHashLen {
+				st.hash = (*[secretHashLen]byte)(mr.Hash)
+			}
 			rs.standIns[mr.Origin] = st
 			rs.labels[st.sid] = fmt.Sprintf("%s/%d (moving)", mr.Origin.Node, mr.Origin.Session)
 			o := mr.Origin

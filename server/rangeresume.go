@@ -27,7 +27,9 @@ import (
 // another session holds a conflicting one. A key's owner that took the
 // key over from a failed node holds nothing for the earlier session:
 // the lock is installed, during its warm-up or after it, unless a
-// conflicting lock holds (as a relaying node's RANGE reassert is).
+// conflicting lock holds (as a relaying node's RANGE reassert is). A key's
+// new owner that a planned change handed the session's ranges to gives
+// them up the same way, from the stand-in that keeps them (rangemove.go).
 
 // keptRanges are the range locks of a resumable session whose
 // connection broke.
@@ -133,6 +135,10 @@ func (srv *Server) resumeRangeLocked(s *session, f protocol.Frame, now time.Time
 		res.Cancelled = nil
 		ds = srv.rangePushes(res, s)
 		rs.table.MoveSession(from, sid, f.Name)
+	} else if st := rs.standIns[o]; st != nil && st.hash != nil && secretMatches(st.hash, f.Secret) {
+		// A planned change handed them over here, and the node that
+		// was to adopt them for the client is gone.
+		srv.adoptRangesLocked(s, o, f.Name)
 	}
 	ns, own, r := rangemirror.Target(f, sid)
 	st := srv.installRangeLocked(s, rangelock.KeyLock{Key: f.Name, NS: ns,

@@ -240,3 +240,38 @@ func TestClusterRangeResumeAtWarmingOwner(t *testing.T) {
 	a.mustWrite(resumeRangeFrame(2, 0, w, 7, 0, 99, "g", gone))
 	a.expectRange(2, protocol.RangeUnavailable)
 }
+
+// A planned change hands a resumable session's range locks to the key's
+// new owner, and the node that was to adopt them there for the session
+// (here the prior owner, its host) goes first: its client re-asserts them
+// at the new owner, which gives it the stand-in's locks, and only with
+// the secret.
+func TestClusterRangeResumeFromStandIn(t *testing.T) {
+	t.Parallel()
+	mp := startMovePair(t)
+	w := protocol.LockWrite
+	a, wel := mp.prior.dialResumable(t, longLease, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 7, 0, 99, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	moving := only("f")
+	mp.move(t, moving)
+	mp.prior.Close() // the host goes before it adopts them
+	mp.commit(moving)
+
+	d := mp.owner.dialV2(t, longLease, "host-d")
+	d.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 1, 50, 50, "f"))
+	d.expectRange(1, protocol.RangeConflict) // the stand-in's
+	bad := wel
+	bad.Secret[0] ^= 1
+	d.mustWrite(resumeRangeFrame(2, 0, w, 7, 0, 99, "f", bad))
+	d.expectRange(2, protocol.RangeConflict)
+
+	a2, _ := mp.owner.dialResumable(t, longLease, "host-a")
+	a2.mustWrite(resumeRangeFrame(1, 0, w, 7, 0, 99, "f", wel))
+	a2.expectRange(1, protocol.RangeDone)
+	d.mustWrite(rangeFrame(3, protocol.RangeSet, protocol.RangeWait, w, 1, 50, 50, "f"))
+	d.expectRange(3, protocol.RangeQueued)
+	a2.mustWrite(rangeFrame(2, protocol.RangeUnlock, 0, 0, 7, 0, 99, "f"))
+	a2.expectRange(2, protocol.RangeDone)
+	d.expectRange(3, protocol.RangePromoted)
+}
