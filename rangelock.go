@@ -103,8 +103,9 @@ func (e *RangeConflictError) Is(target error) bool { return target == ErrRangeCo
 // rangeReqs are a session's range requests awaiting answers and, on a
 // resumable session, its record of its range locks (resume_ranges.go).
 type rangeReqs struct {
-	next    uint32
-	pending map[uint32]chan protocol.Frame // nil channel: the caller has gone
+	next     uint32
+	pending  map[uint32]chan protocol.Frame // nil channel: the caller has gone
+	awaiting int                            // new requests waiting for a resume to end
 
 	// Resumable sessions only (mirror nil otherwise).
 	mirror  *rangemirror.Mirror     // the locks held, as the answers and pushes say
@@ -274,13 +275,18 @@ func (s *Session) sendRange(ctx context.Context, op protocol.RangeOp, flags uint
 	s.mu.Lock()
 	for s.resuming && s.err == nil {
 		resumed := s.resumed
+		s.ranges.awaiting++
 		s.mu.Unlock()
 		select {
 		case <-resumed:
 		case <-ctx.Done():
+			s.mu.Lock()
+			s.ranges.awaiting--
+			s.mu.Unlock()
 			return 0, nil, ctx.Err()
 		}
 		s.mu.Lock()
+		s.ranges.awaiting--
 	}
 	if s.err != nil {
 		err := s.err

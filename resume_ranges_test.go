@@ -211,8 +211,9 @@ func TestResumeRangeCutNamesBothSessions(t *testing.T) {
 // An unlock in flight at the break is never re-asserted: its bytes are
 // let go, and the unlock is sent again after the re-assertions, with its
 // request id, and its caller gets the answer. A set in flight is asked
-// again after them too; a set whose wait was withdrawn is answered
-// cancelled without the server.
+// again after them too. A set whose wait was withdrawn before the break
+// is answered cancelled at once, one withdrawn while the session resumes
+// when the resume ends; neither is asked again.
 func TestResumeRangeRequestsInFlight(t *testing.T) {
 	fake := newFakeV2(t)
 	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
@@ -229,26 +230,44 @@ func TestResumeRangeRequestsInFlight(t *testing.T) {
 	w := expectRange(t, fc, protocol.RangeSet, waiting)
 	answerRange(fc, w.Claim, protocol.RangeQueued)
 
+	// Withdrawn before the break.
 	withdrawn := RangeLock{Key: "x", Owner: 6, Type: ReadLock, Start: 1, End: 2}
-	cctx, cancel := context.WithCancel(t.Context())
-	gone := goSetRange(cctx, s, withdrawn, true)
+	xctx, xcancel := context.WithCancel(t.Context())
+	gone := goSetRange(xctx, s, withdrawn, true)
 	x := expectRange(t, fc, protocol.RangeSet, withdrawn)
 	answerRange(fc, x.Claim, protocol.RangeQueued)
-	cancel()
+	xcancel()
 	if c := fc.expect(protocol.TypeRange); c.Op != protocol.RangeCancel || c.Claim != x.Claim {
 		t.Fatalf("%v, want the cancel of %d", c, x.Claim)
 	}
+	// Withdrawn while resuming.
+	later := RangeLock{Key: "y", Owner: 7, Type: ReadLock}
+	yctx, ycancel := context.WithCancel(t.Context())
+	goneLater := goSetRange(yctx, s, later, true)
+	y := expectRange(t, fc, protocol.RangeSet, later)
+	answerRange(fc, y.Claim, protocol.RangeQueued)
+	waitAllRangesQueued(t, s, 3)
 
 	fc.c.Close()
-	fc2 := resumeConn(t, fake, 8, 0x22, 0)
+	fc2, _ := fake.acceptV2() // HELLO read, not answered yet
+	if res := wait(t, gone); !errors.Is(res.err, context.Canceled) {
+		t.Fatalf("set withdrawn before the break: %d, %v", res.token, res.err)
+	}
+	ycancel()
+	select {
+	case res := <-goneLater:
+		t.Fatalf("set withdrawn while resuming returned before the resume: %d, %v", res.token, res.err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	fc2.welcomeResumable(8, 0x22, "n1", 0)
 	r := expectRangeResume(t, fc2, other, 7, 0x11) // not posixF: being unlocked
 	u2 := expectRange(t, fc2, protocol.RangeUnlock, posixF)
 	w2 := expectRange(t, fc2, protocol.RangeSet, waiting)
 	if u2.Claim != u.Claim || w2.Claim != w.Claim || w2.Flags&protocol.RangeWait == 0 {
 		t.Fatalf("asked again as %v and %v, want request ids %d and %d", u2, w2, u.Claim, w.Claim)
 	}
-	if res := wait(t, gone); !errors.Is(res.err, context.Canceled) {
-		t.Fatalf("withdrawn set: %d, %v", res.token, res.err)
+	if res := wait(t, goneLater); !errors.Is(res.err, context.Canceled) {
+		t.Fatalf("set withdrawn while resuming: %d, %v", res.token, res.err)
 	}
 	answerRange(fc2, r.Claim, protocol.RangeDone)
 	answerRange(fc2, u2.Claim, protocol.RangeDone)
@@ -260,8 +279,34 @@ func TestResumeRangeRequestsInFlight(t *testing.T) {
 	if res := wait(t, set); res.err != nil || res.token != 205 {
 		t.Fatalf("waiting set: %d, %v", res.token, res.err)
 	}
-	if s.Err() != nil || !s.rangesConfirmed() || s.mirrorLen() != 2 {
-		t.Fatalf("session %v, confirmed %v, %d ranges (want k and w)", s.Err(), s.rangesConfirmed(), s.mirrorLen())
+	// Nothing else was asked again: the next frame is a new request.
+	l := RangeLock{Key: "z", Owner: 8, Type: WriteLock}
+	res := goSetRange(t.Context(), s, l, false)
+	f := expectRange(t, fc2, protocol.RangeSet, l)
+	fc2.send(protocol.AppendRangeAnswer(nil, f.Claim, protocol.RangeGranted, 206, protocol.Frame{}))
+	if got := wait(t, res); got.err != nil {
+		t.Fatal(got.err)
+	}
+	if s.Err() != nil || !s.rangesConfirmed() || s.mirrorLen() != 3 {
+		t.Fatalf("session %v, confirmed %v, %d ranges (want k, w and z)", s.Err(), s.rangesConfirmed(), s.mirrorLen())
+	}
+}
+
+// waitAllRangesQueued waits until n sets wait in the session's mirror.
+func waitAllRangesQueued(t *testing.T, s *Session, n int) {
+	t.Helper()
+	deadline := time.Now().Add(fakeTimeout)
+	for {
+		s.mu.Lock()
+		got := len(s.ranges.mirror.Waiting)
+		s.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sets waiting, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -391,6 +436,16 @@ func TestResumeNewRangeWaitsForResume(t *testing.T) {
 		t.Fatal("not resuming")
 	}
 	res := goSetRange(t.Context(), s, flockG, false)
+	deadline := time.Now().Add(fakeTimeout)
+	for awaiting := 0; awaiting == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("SetRange does not wait for the resume")
+		}
+		time.Sleep(time.Millisecond)
+		s.mu.Lock()
+		awaiting = s.ranges.awaiting
+		s.mu.Unlock()
+	}
 	fc2.welcomeResumable(8, 0x22, "n1", 0)
 	r := expectRangeResume(t, fc2, posixF, 7, 0x11)
 	f := expectRange(t, fc2, protocol.RangeSet, flockG)
