@@ -455,3 +455,31 @@ func TestResumeNewRangeWaitsForResume(t *testing.T) {
 		t.Fatalf("SetRange: %d, %v", got.token, got.err)
 	}
 }
+
+// An answer to a request whose caller has gone still changes what the
+// session holds: an unlock answered done after its caller left is not
+// re-asserted at the next break.
+func TestResumeRangeAnswerToGoneCaller(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
+	holdRange(t, s, fc, posixF, 200)
+	holdRange(t, s, fc, flockG, 201)
+	ctx, cancel := context.WithCancel(t.Context())
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- s.UnlockRange(ctx, posixF) }()
+	u := expectRange(t, fc, protocol.RangeUnlock, posixF)
+	cancel()
+	if err := wait(t, unlocked); !errors.Is(err, context.Canceled) {
+		t.Fatalf("UnlockRange: %v", err)
+	}
+	answerRange(fc, u.Claim, protocol.RangeDone)
+	// A round trip after it: the answer has been read.
+	holdRange(t, s, fc, RangeLock{Key: "h", Owner: 3, Type: WriteLock}, 202)
+	if n := s.mirrorLen(); n != 2 {
+		t.Fatalf("%d ranges believed, want g and h", n)
+	}
+	fc.c.Close()
+	fc2 := resumeConn(t, fake, 8, 0x22, 0)
+	expectRangeResume(t, fc2, flockG, 7, 0x11)
+	expectRangeResume(t, fc2, RangeLock{Key: "h", Owner: 3, Type: WriteLock}, 7, 0x11)
+}
