@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batonlock/baton/internal/rangemirror"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -99,10 +100,26 @@ func (e *RangeConflictError) Error() string {
 
 func (e *RangeConflictError) Is(target error) bool { return target == ErrRangeConflict }
 
-// rangeReqs are a session's range requests awaiting answers.
+// rangeReqs are a session's range requests awaiting answers and, on a
+// resumable session, its record of its range locks (resume_ranges.go).
 type rangeReqs struct {
-	next    uint32
-	pending map[uint32]chan protocol.Frame
+	next     uint32
+	pending  map[uint32]chan protocol.Frame // nil channel: the caller has gone
+	awaiting int                            // new requests waiting for a resume to end
+
+	// Resumable sessions only (mirror nil otherwise).
+	mirror  *rangemirror.Mirror     // the locks held, as the answers and pushes say
+	sent    map[uint32]*rangeSent   // the requests in flight, by id
+	seq     uint64                  // counts the requests sent
+	resumes map[uint32]*rangeResume // unanswered re-assertions, by request id
+	// home is the session where the mirror's locks were last all
+	// confirmed; sentOn the one their re-assertions were last sent on
+	// while some are unanswered (nil: none).
+	home, sentOn *resumeIdent
+	until        time.Time // while re-assertions are due or unanswered: their give-up
+	pause        time.Duration
+	retries      map[*time.Timer]struct{} // re-sends of re-assertions answered unavailable
+	closeReqs    map[uint32]struct{}      // Close's releases not answered yet
 }
 
 // SetRange takes the lock l (F_SETLK; with wait, F_SETLKW or flock without
@@ -116,6 +133,12 @@ type rangeReqs struct {
 // whose range locks are not served for now is ErrRangeUnavailable
 // without wait; with wait, the request is sent again, at most a second
 // apart, until it is served or ctx ends.
+//
+// On a resumable session the lock survives a broken connection: the
+// session re-asserts it on its new session (see Session). A request in
+// flight at the break is sent again after the re-assertions, a waiting
+// set losing its place in the queue; one made while the session
+// resumes waits for the resume.
 func (s *Session) SetRange(ctx context.Context, l RangeLock, wait bool) (token uint64, err error) {
 	for pause := 20 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		token, err = s.setRange(ctx, l, wait)
@@ -138,7 +161,7 @@ func (s *Session) setRange(ctx context.Context, l RangeLock, wait bool) (token u
 	if wait {
 		flags |= protocol.RangeWait
 	}
-	req, ch, err := s.sendRange(protocol.RangeSet, flags, l)
+	req, ch, err := s.sendRange(ctx, protocol.RangeSet, flags, l)
 	if err != nil {
 		return 0, err
 	}
@@ -153,7 +176,7 @@ func (s *Session) setRange(ctx context.Context, l RangeLock, wait bool) (token u
 		case <-ctx.Done():
 			if cancelled == nil {
 				cancelled = ctx.Err()
-				if _, _, err := s.sendRangeReq(req, protocol.RangeCancel, 0, RangeLock{Key: l.Key, Flock: l.Flock}); err != nil {
+				if err := s.cancelRange(req, l); err != nil {
 					return 0, err
 				}
 			}
@@ -204,7 +227,7 @@ func (s *Session) ReleaseOwner(ctx context.Context, key string, flock bool, owne
 
 // rangeOnce sends one request answered by one frame and waits for it.
 func (s *Session) rangeOnce(ctx context.Context, op protocol.RangeOp, l RangeLock) (protocol.Frame, error) {
-	req, ch, err := s.sendRange(op, 0, l)
+	req, ch, err := s.sendRange(ctx, op, 0, l)
 	if err != nil {
 		return protocol.Frame{}, err
 	}
@@ -241,71 +264,113 @@ func rangeStatusErr(f protocol.Frame) error {
 	return fmt.Errorf("%w: %v", ErrProtocolViolation, f)
 }
 
-// sendRange allocates a request id and sends a RANGE frame.
-func (s *Session) sendRange(op protocol.RangeOp, flags uint8, l RangeLock) (uint32, chan protocol.Frame, error) {
-	return s.sendRangeReq(0, op, flags, l)
-}
-
-// sendRangeReq sends a RANGE frame with request id req, or a new id when
-// req is 0, and registers it for its answers.
-func (s *Session) sendRangeReq(req uint32, op protocol.RangeOp, flags uint8, l RangeLock) (uint32, chan protocol.Frame, error) {
+// sendRange allocates a request id and sends a RANGE frame. On a
+// session being resumed it waits for the resume to end, as a new claim
+// does: the request goes after the re-assertions.
+func (s *Session) sendRange(ctx context.Context, op protocol.RangeOp, flags uint8, l RangeLock) (uint32, chan protocol.Frame, error) {
 	if s.v1 {
 		return 0, nil, ErrVersion2Required
 	}
-	if l.Flock {
-		flags |= protocol.RangeFlock
-		l.Start, l.End = 0, 0
-	}
+	f := rangeFrame(op, flags, l)
 	s.mu.Lock()
+	for s.resuming && s.err == nil {
+		resumed := s.resumed
+		s.ranges.awaiting++
+		s.mu.Unlock()
+		select {
+		case <-resumed:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.ranges.awaiting--
+			s.mu.Unlock()
+			return 0, nil, ctx.Err()
+		}
+		s.mu.Lock()
+		s.ranges.awaiting--
+	}
 	if s.err != nil {
 		err := s.err
 		s.mu.Unlock()
 		return 0, nil, err
 	}
 	r := &s.ranges
-	var ch chan protocol.Frame
-	if req == 0 {
-		if r.pending == nil {
-			r.pending = map[uint32]chan protocol.Frame{}
-		}
-		for {
-			r.next++
-			if _, used := r.pending[r.next]; r.next != 0 && !used {
-				break
-			}
-		}
-		req = r.next
-		ch = make(chan protocol.Frame, 2)
-		r.pending[req] = ch
+	if r.pending == nil {
+		r.pending = map[uint32]chan protocol.Frame{}
 	}
-	s.out = protocol.AppendRange(s.out, protocol.Frame{Claim: req, Op: op, Flags: flags,
-		LockType: uint8(l.Type), Owner: l.Owner, Start: l.Start, End: l.End, Name: l.Key})
+	f.Claim = r.allocRangeID()
+	ch := make(chan protocol.Frame, 2)
+	r.pending[f.Claim] = ch
+	r.recordSent(f)
+	s.out = protocol.AppendRange(s.out, f)
 	flush := s.startWrite()
 	s.mu.Unlock()
 	if flush {
 		s.flush()
 	}
-	return req, ch, nil
+	return f.Claim, ch, nil
 }
 
-// forgetRange stops routing the answers to req: they are dropped.
+// cancelRange withdraws the waiting set req (RangeCancel). While the
+// session is being resumed nothing is sent: the set, not asked again,
+// is answered cancelled when the resume ends.
+func (s *Session) cancelRange(req uint32, l RangeLock) error {
+	f := rangeFrame(protocol.RangeCancel, 0, RangeLock{Key: l.Key, Flock: l.Flock})
+	f.Claim = req
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	s.ranges.recordSent(f)
+	if s.resuming {
+		s.mu.Unlock()
+		return nil
+	}
+	s.out = protocol.AppendRange(s.out, f)
+	flush := s.startWrite()
+	s.mu.Unlock()
+	if flush {
+		s.flush()
+	}
+	return nil
+}
+
+// rangeFrame is the RANGE frame of op on l, its request id not set.
+func rangeFrame(op protocol.RangeOp, flags uint8, l RangeLock) protocol.Frame {
+	if l.Flock {
+		flags |= protocol.RangeFlock
+		l.Start, l.End = 0, 0
+	}
+	return protocol.Frame{Op: op, Flags: flags, LockType: uint8(l.Type), Owner: l.Owner, Start: l.Start, End: l.End, Name: l.Key}
+}
+
+// forgetRange stops routing the answers to req: they are dropped (a
+// resumable session's mirror still applies them).
 func (s *Session) forgetRange(req uint32) {
 	s.mu.Lock()
-	if s.ranges.pending != nil {
+	if _, ok := s.ranges.pending[req]; ok {
 		s.ranges.pending[req] = nil
 	}
 	s.mu.Unlock()
 }
 
-// receivedRange routes an ANSWER frame to its request. s.mu is held. It
-// reports an error for an answer to no request.
-func (s *Session) receivedRange(f protocol.Frame) error {
+// receivedRange routes an ANSWER frame to its request and applies it to
+// the mirror of a resumable session. s.mu is held. It reports an error
+// for an answer to no request, and the error that ends the session when
+// a re-assertion cannot be kept.
+func (s *Session) receivedRange(f protocol.Frame, now time.Time) error {
+	if rr := s.ranges.resumes[f.Claim]; rr != nil {
+		return s.rangeReasserted(rr, f, now)
+	}
 	ch, ok := s.ranges.pending[f.Claim]
 	if !ok {
 		return fmt.Errorf("%w: %v answers no range request", ErrProtocolViolation, f)
 	}
+	s.ranges.applyAnswer(f)
 	if f.Status != protocol.RangeQueued {
 		delete(s.ranges.pending, f.Claim)
+		s.checkDrained()
 	}
 	if ch != nil {
 		select {

@@ -26,18 +26,22 @@ import (
 // cancelled, the token is unchanged. Until its re-assertion is answered
 // a claim is believed held only until its last anchor + 0.8 × lease (the
 // client rule, unchanged): past that it is lost, and a later answer is
-// ignored (a grant is released at once).
+// ignored (a grant is released at once). Range locks are re-asserted
+// after the claims, under the same give-up (resume_ranges.go).
 
 var (
 	// ErrReassertRefused: after the connection broke, the server refused
 	// the claim's re-assertion (REFUSED 0x04: the claim is not held
 	// there any more, or a conflicting claim holds the lock), or
 	// answered a held claim's with a queue place. The claim is lost; the
-	// error also wraps the server's *ServerError when there was one.
+	// error also wraps the server's *ServerError when there was one. A
+	// range lock's re-assertion answered conflict (or anything but done
+	// or unavailable) ends the whole session with it.
 	ErrReassertRefused = errors.New("baton: claim lost: its re-assertion after a broken connection was refused")
 	// ErrNotResumed: a resumable session could not be resumed, or a
-	// claim's re-assertion answered, before the give-up deadline
-	// (anchor + 0.8 × lease), or the server cannot resume it. The error
+	// claim's or its range locks' re-assertion answered, before the
+	// give-up deadline (anchor + 0.8 × lease), or the server cannot
+	// resume it. The error
 	// wraps ErrHeartbeatTimeout when the deadline passed, and the
 	// failure that broke the connection or the last reconnection's.
 	ErrNotResumed = errors.New("baton: session not resumed")
@@ -59,10 +63,10 @@ const (
 // causes: it wraps the *ServerError of the refusal.
 var errFreshSession = errors.New("baton: re-assertion to be made again on a fresh session")
 
-// resumable reports whether a break is resumed after. s.mu is held. Range
-// locks cannot be re-asserted: a session that has taken any is not
-// resumed.
-func (s *Session) resumable() bool { return s.ident != nil && s.ranges.next == 0 && !s.closing }
+// resumable reports whether a break is resumed after. s.mu is held.
+// Range locks are re-asserted too (resume_ranges.go); a session being
+// closed is not resumed.
+func (s *Session) resumable() bool { return s.ident != nil && !s.closing }
 
 // Resumable reports whether the session is resumable: it asked for it
 // (SessionOptions.Resumable) and the server granted it.
@@ -149,15 +153,18 @@ func (s *Session) silent(now time.Time) bool {
 }
 
 // readDeadline is the reader's deadline: the rule's give-up, the
-// earlier give-up of a claim whose re-assertion is unanswered, or on a
-// resumable session the silence deadline of the oldest unanswered
-// request. s.mu is held.
+// earlier give-up of a claim, or of the range locks, whose re-assertion
+// is unanswered, or on a resumable session the silence deadline of the
+// oldest unanswered request. s.mu is held.
 func (s *Session) readDeadline() time.Time {
 	d := s.rule.Deadline()
 	for _, cl := range s.claims {
 		if cl.reassert && !cl.ended && cl.until.Before(d) {
 			d = cl.until
 		}
+	}
+	if u := s.ranges.until; !u.IsZero() && u.Before(d) {
+		d = u
 	}
 	if r, ok := s.rule.Oldest(); ok && s.resumable() {
 		if q := r.Sent.Add(silence(s.opts.Lease)); q.Before(d) {
@@ -181,13 +188,20 @@ func (s *Session) setReadDeadline() error {
 }
 
 // expireReasserts loses every claim whose re-assertion has not been
-// answered by its give-up. s.mu is held.
-func (s *Session) expireReasserts(now time.Time) {
+// answered by its give-up, and ends the session when the range locks'
+// re-assertions have not all been answered by theirs: a range lock has
+// no loss of its own. It reports whether the caller must close the
+// connection (loseLocked). s.mu is held.
+func (s *Session) expireReasserts(now time.Time) (closeNow bool) {
 	for _, cl := range s.claims {
 		if cl.reassert && !cl.ended && !now.Before(cl.until) {
 			cl.endLocked(notResumed(s.breakCause, s.lastAttempt))
 		}
 	}
+	if u := s.ranges.until; s.err == nil && !u.IsZero() && !now.Before(u) {
+		return s.loseLocked(notResumed(s.breakCause, s.lastAttempt))
+	}
+	return false
 }
 
 // resume opens a new session after the connection broke with cause and
@@ -231,6 +245,7 @@ func (s *Session) resume(cause error) bool {
 			cl.reassert, cl.until = true, giveUp
 		}
 	}
+	s.breakRanges(giveUp)
 	s.armExpiry()
 	addrs := s.addrs()
 	first := s.addrIdx
@@ -260,7 +275,7 @@ func (s *Session) resume(cause error) bool {
 		now := time.Now()
 		s.mu.Lock()
 		s.lastAttempt = last
-		s.expireReasserts(now)
+		s.expireReasserts(now) // the connection in use is closed already
 		if s.err != nil {
 			s.mu.Unlock()
 			return false
@@ -346,8 +361,9 @@ func (s *Session) reopen(addr string, giveUp time.Time) (net.Conn, welcomeInfo, 
 
 // install makes the new session the one in use and re-asserts every
 // claim on it, in the order of their ids; a claim being released is
-// released right after its re-assertion. It reports whether the reader
-// reads on.
+// released right after its re-assertion. The range locks' re-assertions
+// follow, then the range requests that were in flight at the break
+// (installRanges). It reports whether the reader reads on.
 func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientrule.Session) bool {
 	s.mu.Lock()
 	if s.err != nil {
@@ -357,6 +373,11 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 	}
 	now := time.Now()
 	s.expireReasserts(now)
+	if s.err != nil {
+		s.mu.Unlock()
+		conn.Close()
+		return false
+	}
 	s.conn, s.br, s.rule, s.gen, s.addrIdx = conn, bufio.NewReaderSize(conn, 4096), rule, s.gen+1, addr
 	s.addr = s.addrs()[addr]
 	s.id, s.ident, s.ring, s.tickets = w.frame.Session, w.ident, w.ring, w.tickets
@@ -396,6 +417,12 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 				s.out = protocol.AppendRelease(s.out, id)
 			}
 		}
+	}
+	if err := s.installRanges(); err != nil {
+		s.loseLocked(err)
+		s.mu.Unlock()
+		conn.Close()
+		return false
 	}
 	s.resuming = false
 	close(s.resumed)
@@ -532,20 +559,30 @@ func (s *Session) dropLocked(cl *Claim) {
 // forget drops claim id, which the rule reports free. s.mu is held.
 func (s *Session) forget(id uint32) {
 	delete(s.claims, id)
-	if s.drained != nil && len(s.claims) == 0 {
+	s.checkDrained()
+}
+
+// checkDrained closes Close's drained once every claim is forgotten and
+// every range release answered. s.mu is held.
+func (s *Session) checkDrained() {
+	if s.drained != nil && len(s.claims) == 0 && len(s.ranges.closeReqs) == 0 {
 		close(s.drained)
 		s.drained = nil
 	}
 }
 
-// releaseAllLocked releases every claim of a live resumable session and
-// waits, at most until the give-up deadline, until the server has
-// answered every release: closing the connection of a resumable session
-// does not release its claims (the server keeps them for the lease). s.mu
-// is held on entry and on return, and released while it waits.
+// releaseAllLocked releases every claim and range lock of a live
+// resumable session and waits, at most until the give-up deadline, until
+// the server has answered every release: closing the connection of a
+// resumable session does not release its claims or range locks (the
+// server keeps them for the lease). s.mu is held on entry and on return,
+// and released while it waits.
 func (s *Session) releaseAllLocked() {
 	s.closing = true
-	if len(s.claims) == 0 {
+	if s.releaseRangesLocked() > 0 && s.startWrite() {
+		go s.flush() // startWrite counted it in s.bg
+	}
+	if len(s.claims) == 0 && len(s.ranges.closeReqs) == 0 {
 		return
 	}
 	for _, cl := range s.claims {
@@ -570,7 +607,7 @@ func (s *Session) releaseAllLocked() {
 // give-up is set only when a resume starts, never earlier than those set
 // before, so the timer only ever needs the earliest one.
 func (s *Session) armExpiry() {
-	var next time.Time
+	next := s.ranges.until
 	for _, cl := range s.claims {
 		if cl.reassert && !cl.ended && (next.IsZero() || cl.until.Before(next)) {
 			next = cl.until
@@ -592,8 +629,11 @@ func (s *Session) armExpiry() {
 func (s *Session) expire() {
 	defer s.bg.Done()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.expiryArmed = false
-	s.expireReasserts(time.Now())
+	closeNow := s.expireReasserts(time.Now())
 	s.armExpiry()
+	s.mu.Unlock()
+	if closeNow {
+		s.closeConn()
+	}
 }

@@ -214,9 +214,13 @@ func TestResumeRealShutdownRefused(t *testing.T) {
 	cl.Release(t.Context())
 }
 
-// Range locks cannot be re-asserted: a resumable session that took one
-// is not resumed, and a cut ends it as it ends a plain session.
-func TestResumeRealRangeLocksNotResumed(t *testing.T) {
+// A resumable session that took range locks resumes after a cut and
+// re-asserts them (RangeResume) after its claims. A server that kept
+// them answers done, and the session goes on holding them; a server
+// that ended them with the connection (one before range resumption
+// answers the re-assertion invalid) ends the session with
+// ErrReassertRefused: never the plain end of a session not resumed.
+func TestResumeRealRangeLocksReasserted(t *testing.T) {
 	t.Parallel()
 	addr := startServer(t)
 	proxy := newBlackhole(t, addr)
@@ -226,16 +230,35 @@ func TestResumeRealRangeLocksNotResumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.SetRange(t.Context(), RangeLock{Key: "f", Owner: 1, Type: WriteLock, End: 9}, false); err != nil {
+	l := RangeLock{Key: "f", Owner: 1, Type: WriteLock, End: 9}
+	if _, err := s.SetRange(t.Context(), l, false); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := s.Acquire(t.Context(), "job", Exclusive)
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := s.ID()
 	proxy.cut()
-	wait(t, cl.Lost())
-	if !errors.Is(cl.Err(), ErrConnectionClosed) || errors.Is(cl.Err(), ErrNotResumed) {
-		t.Fatalf("claim: %v", cl.Err())
+	deadline := time.Now().Add(fakeTimeout)
+	for s.Err() == nil && (s.ID() == id || !s.rangesConfirmed()) {
+		if time.Now().After(deadline) {
+			t.Fatal("neither resumed nor ended")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := s.Err(); err != nil {
+		t.Logf("the server did not keep the range lock: %v", err)
+		if !errors.Is(err, ErrReassertRefused) || !errors.Is(cl.Err(), ErrReassertRefused) {
+			t.Fatalf("session %v, claim %v", err, cl.Err())
+		}
+		return
+	}
+	if cl.Err() != nil || s.mirrorLen() != 1 {
+		t.Fatalf("claim %v, %d ranges believed", cl.Err(), s.mirrorLen())
+	}
+	other := openReal(t, addr, 3*time.Second, "other")
+	if _, err := other.SetRange(t.Context(), RangeLock{Key: "f", Owner: 2, Type: WriteLock, Start: 5, End: 5}, false); !errors.Is(err, ErrRangeConflict) {
+		t.Fatalf("another session's set over the kept lock: %v", err)
 	}
 }

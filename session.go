@@ -86,8 +86,12 @@ type SessionOptions struct {
 // server keeps goes on undisturbed (Lost open, Do's context alive, the same token). A claim
 // that cannot be kept is lost with ErrReassertRefused, or with
 // ErrNotResumed when its re-assertion is not answered before its
-// give-up (the rule above: its last anchor + 0.8 of the lease). See
-// docs/client.md, "Resumable sessions".
+// give-up (the rule above: its last anchor + 0.8 of the lease). Its
+// range locks are re-asserted after its claims, each naming the session
+// it was held on; a range lock has no Lost of its own, so one that
+// cannot be kept ends the whole session (ErrReassertRefused, or
+// ErrNotResumed at the give-up at the break). See docs/client.md,
+// "Resumable sessions".
 //
 // Against a server that speaks version 1 only, OpenSession falls back
 // (unless SessionOptions.NoFallback): the Session then makes each claim
@@ -220,6 +224,7 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 	}
 	s.id, s.welcomeFlags = f.Session, w.flags
 	s.ident, s.ring, s.tickets = w.ident, w.ring, w.tickets
+	s.initRanges()
 	s.dialCtx, s.stopDials = context.WithCancel(context.Background())
 	if i := slices.Index(s.addrs(), addr); i >= 0 {
 		s.addrIdx = i
@@ -528,7 +533,11 @@ func (s *Session) readConn() error {
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				s.mu.Lock()
-				s.expireReasserts(now)
+				if s.expireReasserts(now) {
+					s.mu.Unlock()
+					s.closeConn()
+					return nil
+				}
 				live := s.err == nil && now.Before(s.rule.Deadline())
 				silent := live && s.silent(now)
 				if live && !silent {
@@ -592,7 +601,7 @@ func (s *Session) received(f protocol.Frame, now time.Time) (live bool, brk erro
 		return false, nil
 	}
 	if f.Type == protocol.TypeRangeAnswer {
-		if err := s.receivedRange(f); err != nil {
+		if err := s.receivedRange(f, now); err != nil {
 			closeNow := s.loseLocked(err)
 			s.mu.Unlock()
 			if closeNow {
@@ -725,6 +734,7 @@ func (s *Session) loseLocked(cause error) (closeNow bool) {
 		s.expiryArmed = false
 		s.bg.Done()
 	}
+	s.stopRangeRetries()
 	hold := errors.Is(cause, ErrHeartbeatTimeout)
 	for _, cl := range s.claims {
 		if hold && cl.held && !cl.workDone && !cl.ended {
