@@ -36,6 +36,10 @@ type rangeSent struct {
 type rangeResume struct {
 	f   protocol.Frame // the RangeResume frame, naming the earlier session
 	alt *resumeIdent   // the session to name next if it is answered conflict
+	// named is the session f names; swapped says alt has been named
+	// once already.
+	named   *resumeIdent
+	swapped bool
 }
 
 // Bounds of the pause before a re-assertion answered RangeUnavailable
@@ -213,7 +217,7 @@ func (s *Session) installRanges() error {
 		for _, kl := range locks {
 			f := rangemirror.Frame(protocol.RangeResume, kl)
 			f.Claim = r.allocRangeID()
-			rr := &rangeResume{f: naming(f, prior), alt: alt}
+			rr := &rangeResume{f: naming(f, prior), alt: alt, named: prior}
 			r.resumes[f.Claim] = rr
 			s.out = protocol.AppendRange(s.out, rr.f)
 		}
@@ -271,8 +275,18 @@ func (s *Session) rangeReasserted(rr *rangeResume, f protocol.Frame, now time.Ti
 		return nil
 	case f.Status == protocol.RangeConflict && rr.alt != nil:
 		// Not in the session whose re-assertions were cut off: in the
-		// one where it was confirmed, then.
-		rr.f, rr.alt = naming(rr.f, rr.alt), nil
+		// one where it was confirmed, then. While the client believes,
+		// its lock is kept in one of the two (nobody else can hold it),
+		// and a cut-off re-assertion arriving late may move it from
+		// the second to the first: name them in turn, pausing after the
+		// first round, until one answers done or the give-up.
+		rr.named, rr.alt = rr.alt, rr.named
+		rr.f = naming(rr.f, rr.named)
+		if rr.swapped {
+			s.retryRangeResume(req, rr, now)
+			return nil
+		}
+		rr.swapped = true
 		s.out = protocol.AppendRange(s.out, rr.f)
 		if s.startWrite() {
 			go s.flush() // startWrite counted it in s.bg

@@ -168,7 +168,8 @@ func TestResumeRangeConflictEndsSession(t *testing.T) {
 
 // Re-assertions cut off on an intermediate session may have moved the
 // locks there: the next resume names that session first and, answered
-// conflict there, the session where the locks were confirmed.
+// conflict there, the session where the locks were confirmed, then
+// each in turn (a late cut-off re-assertion may move them) until done.
 func TestResumeRangeCutNamesBothSessions(t *testing.T) {
 	fake := newFakeV2(t)
 	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
@@ -191,7 +192,15 @@ func TestResumeRangeCutNamesBothSessions(t *testing.T) {
 	if s.rangesConfirmed() {
 		t.Fatal("confirmed with a re-assertion unanswered")
 	}
-	answerRange(fc3, b2.Claim, protocol.RangeDone)
+	// Conflict there too: the cut-off re-assertion may have moved it
+	// into 8 meanwhile. Named in turn, after a pause.
+	fc3.send(protocol.AppendRangeAnswer(nil, b2.Claim, protocol.RangeConflict, 0, protocol.Frame{}))
+	sent := time.Now()
+	b3 := expectRangeResume(t, fc3, flockG, 8, 0x22)
+	if b3.Claim != b.Claim || time.Since(sent) < minRangeResumePause {
+		t.Fatalf("named 8 again as request %d after %v, want %d after at least %v", b3.Claim, time.Since(sent), b.Claim, minRangeResumePause)
+	}
+	answerRange(fc3, b3.Claim, protocol.RangeDone)
 	fc3.send(protocol.AppendPong(nil, fc3.expect(protocol.TypePing).Seq))
 	if s.Err() != nil || !s.rangesConfirmed() || s.mirrorLen() != 2 {
 		t.Fatalf("session %v, confirmed %v, %d ranges", s.Err(), s.rangesConfirmed(), s.mirrorLen())

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,8 +42,12 @@ locks over when a planned change moves a key, and re-asserts them at the
 key's next owner when its owner dies, if --lease is longer than twice the
 cluster's failover time; a lock that cannot be kept ends the session (I/O
 through the files it locked then fails with EIO), as does the death of
-the node the mount talks to. While a key's new owner warms up, fcntl and
-flock without waiting fail with ENOLCK.
+the node the mount talks to, unless the mount is --resumable: its session
+then resumes through the next --server address and re-asserts its locks
+there, the programs seeing a pause. A --resumable mount that is killed
+leaves its locks for --lease (the server cannot tell it from a broken
+connection). While a key's new owner warms up, fcntl and flock without
+waiting fail with ENOLCK.
 
 Exit status:
   0   unmounted after SIGINT or SIGTERM
@@ -54,6 +59,7 @@ Exit status:
 // mountConfig is what 'baton mount' reads from flags and env.
 type mountConfig struct {
 	server    string
+	resumable bool
 	namespace string
 	label     string
 	lease     time.Duration
@@ -66,7 +72,8 @@ func mountFlags(stderr io.Writer) (*flagSet, *mountConfig) {
 	cfg := &mountConfig{}
 	host, _ := os.Hostname()
 	fs := newFlagSet("baton mount", mountSynopsis, stderr)
-	fs.StringVar(&cfg.server, "server", "BATON_SERVER", "127.0.0.1:7070", "lock server address (host:port)")
+	fs.StringVar(&cfg.server, "server", "BATON_SERVER", "127.0.0.1:7070", "lock server address (host:port); on a cluster, nodes may be listed, comma-separated, for --resumable")
+	fs.BoolVar(&cfg.resumable, "resumable", "BATON_MOUNT_RESUMABLE", false, "keep the locks through a broken connection or the death of the node the mount talks to (resumed through the --server addresses in turn); a killed mount's locks then stay for --lease")
 	fs.StringVar(&cfg.namespace, "namespace", "BATON_MOUNT_NAMESPACE", "mount", "starts every lock key; mounts of one shared directory must agree")
 	fs.StringVar(&cfg.label, "label", "BATON_MOUNT_LABEL", "mount@"+host, "session label shown to operators and in F_GETLK conflicts")
 	fs.DurationVar(&cfg.lease, "lease", "BATON_LEASE", 15*time.Second, "session lease: a mount the server stops hearing from loses its locks after this")
@@ -97,8 +104,15 @@ func runMount(args []string, stdout, stderr io.Writer) int {
 		return usage("SRC: %v", err)
 	}
 	mnt := fs.Arg(1)
-	if err := checkHostPort(cfg.server); err != nil {
-		return usage("--server: %v", err)
+	servers := strings.Split(cfg.server, ",")
+	for i, addr := range servers {
+		servers[i] = strings.TrimSpace(addr)
+		if err := checkHostPort(servers[i]); err != nil {
+			return usage("--server: %v", err)
+		}
+	}
+	if len(servers) > 1 && !cfg.resumable {
+		return usage("--server lists %d addresses: only a --resumable mount uses more than one", len(servers))
 	}
 	if err := protocol.ValidateLease(cfg.lease); err != nil {
 		return usage("--lease %v: %v", cfg.lease, err)
@@ -106,21 +120,29 @@ func runMount(args []string, stdout, stderr io.Writer) int {
 	if cfg.namespace == "" {
 		return usage("--namespace must not be empty")
 	}
-	tlsCfg, err := clientTLSConfig(cfg.tls, cfg.server)
+	nameFrom := servers[0]
+	if len(servers) > 1 {
+		nameFrom = "" // each dial checks the name of the node it reaches
+	}
+	tlsCfg, err := clientTLSConfig(cfg.tls, nameFrom)
 	if err != nil {
 		return usage("%v", err)
 	}
-	bc := baton.Config{Address: cfg.server}
+	bc := baton.Config{Address: servers[0]}
 	if tlsCfg != nil {
 		bc.Dialer = &tls.Dialer{Config: tlsCfg}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	sess := &mountSession{c: baton.New(bc), opts: baton.SessionOptions{Lease: cfg.lease, Label: cfg.label, NoFallback: true}, log: logger}
+	opts := baton.SessionOptions{Lease: cfg.lease, Label: cfg.label, NoFallback: true, Resumable: cfg.resumable}
+	if cfg.resumable {
+		opts.Addrs = servers
+	}
+	sess := &mountSession{c: baton.New(bc), opts: opts, log: logger}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_, err = sess.get(ctx)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "baton mount: server %s: %v\n", cfg.server, err)
+		fmt.Fprintf(stderr, "baton mount: server %s: %v\n", servers[0], err)
 		return 69
 	}
 	defer sess.close()
@@ -136,7 +158,7 @@ func runMount(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	fmt.Fprintf(stderr, "baton mount: %s mounted on %s, locks on %s\n", src, mnt, cfg.server)
+	fmt.Fprintf(stderr, "baton mount: %s mounted on %s, locks on %s\n", src, mnt, strings.Join(servers, ","))
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
 	select {

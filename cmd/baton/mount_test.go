@@ -537,3 +537,23 @@ func TestMountLostLocksFailIO(t *testing.T) {
 		t.Fatalf("after the server is back, the lost lock's descriptor: %s", l)
 	}
 }
+
+// 'baton mount --server' takes a list of nodes only for a --resumable
+// mount, and checks each address: a usage error (exit 2) otherwise,
+// before anything is mounted.
+func TestMountServerList(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server", "127.0.0.1:1,127.0.0.1:2"}, "only a --resumable mount"},
+		{[]string{"--resumable", "--server", "127.0.0.1:1,nope"}, `address "nope"`},
+		{[]string{"--resumable", "--server", "127.0.0.1:1,"}, `address ""`},
+	} {
+		args := append(append([]string{"mount"}, tc.args...), t.TempDir(), t.TempDir())
+		code, _, errOut := cli(args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("baton %q = %d, %q; want %d and %q", args, code, errOut, exitUsage, tc.want)
+		}
+	}
+}
