@@ -222,9 +222,14 @@ func (w *worker) session(ctx context.Context, c *baton.Client) {
 	}
 	w.log(Record{Ev: "session"})
 	watched := make(chan struct{})
+	tenures := &rangeTenures{cancel: map[*context.CancelCauseFunc]bool{}}
 	go func() {
 		defer close(watched)
 		<-s.Lost() // closed by s.Close at the latest
+		// A range lock has no context the client cancels before Lost
+		// closes, as a claim's: its tenure ends here, before the loss
+		// is logged, so that an operation sent after the log is Late.
+		tenures.end(fmt.Errorf("session lost: %w", s.Err()))
 		w.log(Record{Ev: "session-lost", Err: fmt.Sprint(s.Err())})
 	}()
 	var actors sync.WaitGroup
@@ -233,7 +238,7 @@ func (w *worker) session(ctx context.Context, c *baton.Client) {
 			a := &actor{w: w, id: fmt.Sprintf("%s#%d", w.cfg.ID, k)}
 			actors.Go(func() {
 				defer a.close()
-				a.ranges(ctx, s, uint64(k+1))
+				a.ranges(ctx, s, uint64(k+1), tenures)
 			})
 			continue
 		}
@@ -263,27 +268,57 @@ func (w *worker) session(ctx context.Context, c *baton.Client) {
 	}
 }
 
+// rangeTenures are the contexts of a session's range-lock tenures, which
+// the session's loss ends.
+type rangeTenures struct {
+	mu     sync.Mutex
+	ended  error
+	cancel map[*context.CancelCauseFunc]bool
+}
+
+// start returns the context of a tenure, ended at once if the session
+// is lost already, and the function that ends it.
+func (rt *rangeTenures) start(ctx context.Context) (context.Context, func()) {
+	held, cancel := context.WithCancelCause(ctx)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.ended != nil {
+		cancel(rt.ended)
+		return held, func() {}
+	}
+	rt.cancel[&cancel] = true
+	return held, func() {
+		rt.mu.Lock()
+		delete(rt.cancel, &cancel)
+		rt.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// end ends every tenure, and those started later, with cause.
+func (rt *rangeTenures) end(cause error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.ended = cause
+	for c := range rt.cancel {
+		(*c)(cause)
+	}
+}
+
 // ranges loops, until ctx is done or s is lost, on a write range lock
 // over the whole of the key Lock (baton.Session.SetRange, owner owner):
-// its tenure's context ends when the session is lost, the moment its
-// client stops believing in its range locks (a range lock has no
-// context of its own).
-func (a *actor) ranges(ctx context.Context, s *baton.Session, owner uint64) {
+// its tenure's context ends when the session is lost (tenures), the
+// moment its client stops believing in its range locks (a range lock
+// has no context of its own).
+func (a *actor) ranges(ctx context.Context, s *baton.Session, owner uint64, tenures *rangeTenures) {
 	l := baton.RangeLock{Key: a.w.cfg.Lock, Owner: owner, Type: baton.WriteLock, End: baton.ToEnd}
 	for ctx.Err() == nil && s.Err() == nil {
 		a.w.log(Record{Ev: "request", W: a.id})
 		tok, err := s.SetRange(ctx, l, true)
 		if err == nil {
-			held, cancel := context.WithCancelCause(ctx)
-			go func() {
-				select {
-				case <-s.Lost():
-					cancel(fmt.Errorf("session lost: %w", s.Err()))
-				case <-held.Done():
-				}
-			}()
+			held, done := tenures.start(ctx)
 			err = a.tenure(held, tok)
-			cancel(nil)
+			done()
 			if s.Err() == nil {
 				s.UnlockRange(context.WithoutCancel(ctx), l)
 			}
