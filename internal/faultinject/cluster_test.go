@@ -169,6 +169,35 @@ func TestClusterFaultInjectionRangesLongLease(t *testing.T) {
 		count("range locks handed over; kept for their sessions"))
 }
 
+// TestClusterFaultInjectionRangesResumable runs the range suite with
+// resumable sessions that may resume through every node, and leases of
+// 8 s: a worker whose own node is killed or cut off (a follower's
+// workers, and the owner's) resumes on another node and re-asserts its
+// range lock there, at the key's owner that kept it or at the node that
+// took the key over. The checks are the suite's; how often a session
+// resumed is reported.
+func TestClusterFaultInjectionRangesResumable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the cluster fault suite; not with -short")
+	}
+	t.Setenv("BATON_FAULTINJECT_CLUSTER_RANGES", "1")
+	t.Setenv("BATON_FAULTINJECT_CLUSTER_RESUMABLE", "1")
+	t.Setenv("BATON_FAULTINJECT_CLUSTER_LEASE", "8s")
+	plan := []string{"kill-follower", "kill-owner", "cut-follower"}
+	if p := os.Getenv("BATON_FAULTINJECT_CLUSTER_RANGES_PLAN"); p != "" {
+		plan = strings.Split(p, ",")
+	}
+	rep, h := runClusterSuite(t, plan, false, false)
+	requireSafe(t, rep, h)
+	moved := 0
+	for _, r := range h.records {
+		if r.Ev == "session-moved" {
+			moved++
+		}
+	}
+	t.Logf("sessions resumed on another node: %d; version 2 sessions lost: %d", moved, rep.SessionLosses)
+}
+
 // TestClusterFaultInjectionLongLease runs the cluster with leases of
 // 6 s (and 10 s), longer than the removal after 3 s / 0.8: a holder whose owner is
 // isolated (both its links down, so it hears nothing and can tell its
@@ -256,6 +285,9 @@ type clusterHarness struct {
 	procs       int  // node processes started
 	independent bool // single servers, not a cluster
 	ranges      bool // every worker takes range locks (TestClusterFaultInjectionRanges)
+	// resumable: each version 2 worker's session is resumable through
+	// every node, its own first (TestClusterFaultInjectionRangesResumable).
+	resumable bool
 	// selfStop and removeAfter are the nodes' settings, lease the
 	// workers'.
 	selfStop, removeAfter, lease time.Duration
@@ -299,6 +331,7 @@ func runClusterSuite(t *testing.T, plan []string, independent, lateStop bool) (*
 		h.selfStop, h.removeAfter = time.Hour, 2*time.Hour
 	}
 	h.ranges = os.Getenv("BATON_FAULTINJECT_CLUSTER_RANGES") == "1"
+	h.resumable = os.Getenv("BATON_FAULTINJECT_CLUSTER_RESUMABLE") == "1"
 	building := make(chan error, 1)
 	go func() { building <- h.build(ctx) }()
 	pg := pgtest.New(t)
@@ -601,6 +634,11 @@ func (h *clusterHarness) spawnWorker(i int) {
 		wc.ID, wc.Modes = fmt.Sprintf("r%d.%d", i, h.gen), []string{"range"}
 	case i >= clusterV1:
 		wc.ID, wc.Modes = fmt.Sprintf("s%d.%d", i, h.gen), v2Modes
+	}
+	if h.resumable && len(wc.Modes) > 0 {
+		for k := range clusterNodes {
+			wc.Addrs = append(wc.Addrs, h.lab.ClientIP((i+k)%clusterNodes)+":"+protoPort)
+		}
 	}
 	cfg, _ := json.Marshal(wc)
 	self, err := os.Executable()

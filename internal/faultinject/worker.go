@@ -38,6 +38,10 @@ type WorkerConfig struct {
 	// locks and claims on one name do not exclude each other: a run
 	// uses one or the other). Empty: a version 1 Client.
 	Modes []string
+	// Addrs, when not empty, makes a version 2 worker's session
+	// resumable through these addresses (Addr first), as the Go client
+	// is on a cluster.
+	Addrs []string
 	// Mutation breaks the worker or its fence on purpose, to show that
 	// Check catches it: MutationNoWRule, MutationIgnoreLost. Empty in
 	// the suite.
@@ -106,6 +110,8 @@ func readSQL(mutation string) string {
 //
 //	start     the worker is up (PID)
 //	session   a version 2 worker opened a session (Err: it failed)
+//	session-moved  a resumable session resumed on another node (Err: its
+//	          id), seen at most 20 ms after
 //	session-lost  its session ended (Err: why), logged once Lost() is
 //	          closed, which the client does after cancelling every claim's
 //	          work
@@ -214,7 +220,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 // actor's fn (Session.Do's contract), and session returns once all have
 // stopped and the session is closed.
 func (w *worker) session(ctx context.Context, c *baton.Client) {
-	s, err := c.OpenSession(ctx, baton.SessionOptions{Lease: w.cfg.Lease, Label: w.cfg.ID, NoFallback: true})
+	s, err := c.OpenSession(ctx, baton.SessionOptions{Lease: w.cfg.Lease, Label: w.cfg.ID, NoFallback: true,
+		Resumable: len(w.cfg.Addrs) > 0, Addrs: w.cfg.Addrs})
 	if err != nil {
 		w.log(Record{Ev: "session", Err: err.Error()})
 		backoff(ctx)
@@ -232,6 +239,24 @@ func (w *worker) session(ctx context.Context, c *baton.Client) {
 		tenures.end(fmt.Errorf("session lost: %w", s.Err()))
 		w.log(Record{Ev: "session-lost", Err: fmt.Sprint(s.Err())})
 	}()
+	if s.Resumable() {
+		go func() {
+			node := s.Node()
+			t := time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-s.Lost():
+					return
+				case <-t.C:
+				}
+				if n := s.Node(); n != node {
+					node = n
+					w.log(Record{Ev: "session-moved", W: w.cfg.ID, Err: n})
+				}
+			}
+		}()
+	}
 	var actors sync.WaitGroup
 	for k, m := range w.cfg.Modes {
 		if m == "range" {
