@@ -5,59 +5,81 @@ import (
 	"strings"
 )
 
-// The cluster-ranges-resume model: a design not built yet (see
-// docs/high-availability.md, "Not built"): a client re-asserts its range
-// locks itself after its own node dies, while the key's owner lives (case
-// B). One key K, whose range locks all conflict (one range each):
+// The cluster-ranges-resume model: a client re-asserts its range locks
+// itself after its own node dies, while the key's owner lives (case B),
+// as built (server/rangeresume.go, and the Go client's resume_ranges.go).
+// One key K, whose range locks all conflict (one range each):
 //
 //   - Node O owns K throughout and stays alive and in quorum contact.
 //   - Client c1 has a resumable session s1 at node R, its own node. R
-//     relays c1's LOCK and PINGs on an upstream session u to O, whose hop
-//     header carries c1's origin (R, s1) and the hash of c1's secret. R
-//     answers c1 under the pessimism rule (rangefailover.go).
+//     relays c1's LOCK and PINGs on an upstream session u to O, which
+//     carries c1's origin (R, s1) and the hash of s1's secret. R answers
+//     c1 under the pessimism rule (rangefailover.go). Every client
+//     session has its own secret, and each upstream session at O carries
+//     its client session's origin and secret hash; the model names a
+//     client session after its upstream session: u at R, then v, w (x)
+//     at Y.
 //   - R dies at any moment (a crash: it knows nothing and sends nothing
 //     afterwards); its upstream requests in flight may still reach O, or
-//     be lost. O keeps u's range lock until its clock has counted L since
-//     it last read from u (dropRangesLater, as the server does today).
-//     O grants a LOCK when no other session holds a lock on K there.
+//     be lost. O keeps a broken or abandoned session's range lock under
+//     that session's origin and secret hash until its clock has counted
+//     L since it last read from it (dropRangesLater). O grants a LOCK
+//     when no other session holds a lock on K there.
 //   - c1 notices its connection's end at any moment after R's death; or
 //     the connection breaks while R lives, which R sees as its client
-//     hanging up. Found by this model: R must then keep the relayed range
-//     locks of a resumable session at O as they are (sending nothing
-//     more for them, as if it had died); releasing them, as the server
-//     does today for a client that hangs up (appendRangeReleases), drops
-//     them while c1 believes (MutRrReleaseOnBreak).
-//     While it still believes (its clock not past anchor + 0.8·L) c1
-//     opens a session at node Y (alive) and sends RANGE reassert(K, its
-//     lock, origin (R, s1), its secret), which Y relays to O on its
-//     upstream session v. O adopts the lock into v when it keeps a lock
-//     of origin (R, s1) whose secret hash matches (same lock, no new
-//     grant) and answers "done"; else installs it into v when no other
-//     session holds a lock on K, "done"; else refuses (c1's session at Y
-//     ends, c1 stops believing as it reads it). Y answers c1 only after
-//     O's answer; c1's anchor moves to the reassert's send. Then c1 PINGs
-//     through Y, or stops (and gives up by its rule); O keeps v's lock L
-//     after its last read from v. c1 never re-asserts after its give-up.
-//   - A re-assertion c1 stopped waiting for (its connection to Y broke)
-//     may still reach O, and c1 may re-assert again on a new session.
-//     Found by this model: if O forgot origin (R, s1) once it moved the
-//     lock, the first re-assertion, arriving late, adopts the lock into a
-//     session nobody uses and the second, naming (R, s1) as it must (c1
-//     cannot know whether the first arrived), is refused "conflict" while
-//     c1 believes (MutRrAdoptForgets, PropRrKept). The rule modelled: an
-//     adopted (or installed) lock stays adoptable under the origin and
-//     secret hash it was re-asserted with, as well as under its new
-//     session's.
+//     hanging up: R then keeps the relayed range locks of a resumable
+//     session at O as they are, as if it had died (releasing them drops
+//     them while c1 believes: MutRrReleaseOnBreak).
+//   - While it still believes (its clock not past anchor + 0.8·L) c1
+//     opens a session at node Y (alive) and sends RANGE resume(K, its
+//     lock, the earlier session named: its origin and secret), which Y
+//     relays to O on an upstream session of its own. A re-assertion
+//     names exactly one earlier session. O: if it has a session (kept,
+//     or still open) of that origin whose hash matches the secret, the
+//     lock that session holds on K moves into the re-asserting session;
+//     then the lock is held for the re-asserting session unless another
+//     session holds a lock on K, "done"; else "conflict". O remembers
+//     nothing of the origins a lock was adopted under. Y answers c1 only
+//     after O's answer; "done" re-anchors c1 at the send of the
+//     re-assertion answered. Then c1 PINGs through Y, or stops (and gives
+//     up by its rule); O keeps the lock L after its last read from the
+//     session holding it. c1 never re-asserts after its give-up.
+//   - The client keeps two sessions to name: home, the session its lock
+//     was last confirmed on (answered), and sentOn, the session its last
+//     re-assertions were sent on, until one is answered done. On a new
+//     session it names sentOn first if it is set and is not home, else
+//     home; on "conflict" with the other one to name it names the other,
+//     in turn on every "conflict" (after any pause) until "done" or its
+//     give-up. A "conflict" with no other session to name is a refusal:
+//     c1's session ends, it stops believing. On "done", home := the
+//     session answered on, sentOn cleared.
+//   - c1's connection to Y may end at any moment (Y dies, or it breaks);
+//     Y keeps the relayed locks as R does. A request c1 stopped waiting
+//     for may still reach O, and c1 re-asserts again on its next session
+//     at Y (v, then w: Sessions bounds them), naming the session it was
+//     cut off on first. Found by the model of the design as first
+//     written (MutRrNameHomeOnly): a client naming only the session its
+//     lock was confirmed on is refused while it believes when its
+//     cut-off first re-assertion arrives first and moves the lock there;
+//     and naming each once is refused when that late re-assertion
+//     arrives between the two tries (MutRrNameOnce). The design first
+//     closed this with an alias at O (an adopted lock stays adoptable
+//     under the origin it was re-asserted with); the client's alternation
+//     closes it instead, with nothing kept at O: while c1 believes, O
+//     keeps its lock in one of c1's sessions (nobody else can hold it),
+//     and a late cut-off re-assertion can only move it between sessions
+//     c1 names; a re-assertion never moves it out of the session c1 is
+//     confirmed on, except c1's own on a newer session (PropRrNoSteal).
 //   - c2, a direct client of O, asks for a conflicting lock at any moment:
 //     granted when no session holds a lock on K at O, believed from then
 //     on forever (the longest belief it could have).
-//   - c4, an impostor at Y, sends one RANGE reassert naming c1's origin
-//     with a wrong secret at any moment; what O installs for it is
-//     believed forever.
+//   - c4, an impostor at Y, sends one RANGE resume naming the session
+//     that holds c1's lock with a wrong secret at any moment; what O
+//     installs for it is believed forever.
 //   - With Second, client c3 (session s3 at R, its own upstream session
 //     to O, one per client session as the server does) asks for a
-//     conflicting lock too and re-asserts with its own origin and secret:
-//     adoption is per origin and secret.
+//     conflicting lock too and re-asserts under the same rules with its
+//     own sessions and secrets.
 //
 // The relaying nodes are folded into their clients' requests: a request
 // travels to O as the upstream request its node relays, sent when the
@@ -66,9 +88,9 @@ import (
 // node's answer is read when O's answer comes (the pessimism rule: the
 // anchor, the client's send, is never after O's read of an upstream
 // request it answered). A request waits any number of ticks or is lost;
-// one the client stopped waiting for (it noticed R's death, abandoned it,
-// gave up) may still reach O, one at a time per client (a second is
-// lost). Time, drift, the timer windows and clamping are the failover
+// one the client stopped waiting for (it noticed R's death, its
+// connection to Y ended, it gave up) may still reach O, one at a time per
+// client (a second is lost). Time, drift, the timer windows and clamping are the failover
 // model's (failover.go's header); the client rule is the cluster-ranges
 // model's.
 //
@@ -91,11 +113,16 @@ import (
 // re-asserts through another node Z relaying to N is covered as c1's
 // reassert through Y is here: Z answers after N did.
 
-// Not modelled: Y's death or its connection to c1 breaking after an
-// accepted re-assertion (a second re-assertion, naming (Y, v)), c1
-// resuming at R itself (Y = R), releases, several locks, ranges or keys
-// per session, O's death (case A), a re-assertion of a lock whose LOCK
-// was still pending.
+// Not modelled: c1 resuming at R itself (Y = R), releases, several
+// locks, ranges or keys per session, O's death (case A), a re-assertion
+// of a lock whose LOCK was still pending, RangeUnavailable answers (a
+// re-send on the same session after a pause, which any delay covers),
+// more than one request a client stopped waiting for on its way at once
+// (a second is lost). With three sessions at Y (Sessions = 3) c1's lock
+// can be left in a session it names neither first nor second (its
+// re-assertions cut off on v, then on w, the first arriving last): every
+// property holds, c1 alternates until its give-up, but the lock is lost
+// to it (a liveness gap, TestRangeResumeThirdSession).
 
 // RangeResumeConfig bounds the cluster-ranges-resume model. Durations are
 // in units of the processes' clocks; a tick of real time is Unit units at

@@ -14,7 +14,7 @@
 //	modelcheck -model=cluster-ranges [-range-move] [-range-relay] [-waiter [-waiter-lease=80]] [-lease=40 -unit=10 -drift=1] [-mutation=range-gate-short]
 //	modelcheck -model=cluster-ranges -range-handover [-range-relay [-range-host-n]] [-lease=40 -unit=10 -drift=1] [-mutation=range-placeholder-short]
 //	modelcheck -model=cluster-ranges-failover [-range-second] [-lease=40 -unit=10 -drift=1 -tself=20 -removal=25 -slack=0] [-mutation=range-warmup-short]
-//	modelcheck -model=cluster-ranges-resume [-resume-second] [-lease=40 -unit=10 -drift=1] [-mutation=resume-drop-at-once]
+//	modelcheck -model=cluster-ranges-resume [-resume-second] [-resume-sessions=2] [-lease=40 -unit=10 -drift=1] [-mutation=resume-drop-at-once]
 //	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-relay=2 [-relay-fails]] [-mutation=no-tself]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
