@@ -5,59 +5,81 @@ import (
 	"strings"
 )
 
-// The cluster-ranges-resume model: a design not built yet (see
-// docs/high-availability.md, "Not built"): a client re-asserts its range
-// locks itself after its own node dies, while the key's owner lives (case
-// B). One key K, whose range locks all conflict (one range each):
+// The cluster-ranges-resume model: a client re-asserts its range locks
+// itself after its own node dies, while the key's owner lives (case B),
+// as built (server/rangeresume.go, and the Go client's resume_ranges.go).
+// One key K, whose range locks all conflict (one range each):
 //
 //   - Node O owns K throughout and stays alive and in quorum contact.
 //   - Client c1 has a resumable session s1 at node R, its own node. R
-//     relays c1's LOCK and PINGs on an upstream session u to O, whose hop
-//     header carries c1's origin (R, s1) and the hash of c1's secret. R
-//     answers c1 under the pessimism rule (rangefailover.go).
+//     relays c1's LOCK and PINGs on an upstream session u to O, which
+//     carries c1's origin (R, s1) and the hash of s1's secret. R answers
+//     c1 under the pessimism rule (rangefailover.go). Every client
+//     session has its own secret, and each upstream session at O carries
+//     its client session's origin and secret hash; the model names a
+//     client session after its upstream session: u at R, then v, w (x)
+//     at Y.
 //   - R dies at any moment (a crash: it knows nothing and sends nothing
 //     afterwards); its upstream requests in flight may still reach O, or
-//     be lost. O keeps u's range lock until its clock has counted L since
-//     it last read from u (dropRangesLater, as the server does today).
-//     O grants a LOCK when no other session holds a lock on K there.
+//     be lost. O keeps a broken or abandoned session's range lock under
+//     that session's origin and secret hash until its clock has counted
+//     L since it last read from it (dropRangesLater). O grants a LOCK
+//     when no other session holds a lock on K there.
 //   - c1 notices its connection's end at any moment after R's death; or
 //     the connection breaks while R lives, which R sees as its client
-//     hanging up. Found by this model: R must then keep the relayed range
-//     locks of a resumable session at O as they are (sending nothing
-//     more for them, as if it had died); releasing them, as the server
-//     does today for a client that hangs up (appendRangeReleases), drops
-//     them while c1 believes (MutRrReleaseOnBreak).
-//     While it still believes (its clock not past anchor + 0.8·L) c1
-//     opens a session at node Y (alive) and sends RANGE reassert(K, its
-//     lock, origin (R, s1), its secret), which Y relays to O on its
-//     upstream session v. O adopts the lock into v when it keeps a lock
-//     of origin (R, s1) whose secret hash matches (same lock, no new
-//     grant) and answers "done"; else installs it into v when no other
-//     session holds a lock on K, "done"; else refuses (c1's session at Y
-//     ends, c1 stops believing as it reads it). Y answers c1 only after
-//     O's answer; c1's anchor moves to the reassert's send. Then c1 PINGs
-//     through Y, or stops (and gives up by its rule); O keeps v's lock L
-//     after its last read from v. c1 never re-asserts after its give-up.
-//   - A re-assertion c1 stopped waiting for (its connection to Y broke)
-//     may still reach O, and c1 may re-assert again on a new session.
-//     Found by this model: if O forgot origin (R, s1) once it moved the
-//     lock, the first re-assertion, arriving late, adopts the lock into a
-//     session nobody uses and the second, naming (R, s1) as it must (c1
-//     cannot know whether the first arrived), is refused "conflict" while
-//     c1 believes (MutRrAdoptForgets, PropRrKept). The rule modelled: an
-//     adopted (or installed) lock stays adoptable under the origin and
-//     secret hash it was re-asserted with, as well as under its new
-//     session's.
+//     hanging up: R then keeps the relayed range locks of a resumable
+//     session at O as they are, as if it had died (releasing them drops
+//     them while c1 believes: MutRrReleaseOnBreak).
+//   - While it still believes (its clock not past anchor + 0.8·L) c1
+//     opens a session at node Y (alive) and sends RANGE resume(K, its
+//     lock, the earlier session named: its origin and secret), which Y
+//     relays to O on an upstream session of its own. A re-assertion
+//     names exactly one earlier session. O: if it has a session (kept,
+//     or still open) of that origin whose hash matches the secret, the
+//     lock that session holds on K moves into the re-asserting session;
+//     then the lock is held for the re-asserting session unless another
+//     session holds a lock on K, "done"; else "conflict". O remembers
+//     nothing of the origins a lock was adopted under. Y answers c1 only
+//     after O's answer; "done" re-anchors c1 at the send of the
+//     re-assertion answered. Then c1 PINGs through Y, or stops (and gives
+//     up by its rule); O keeps the lock L after its last read from the
+//     session holding it. c1 never re-asserts after its give-up.
+//   - The client keeps two sessions to name: home, the session its lock
+//     was last confirmed on (answered), and sentOn, the session its last
+//     re-assertions were sent on, until one is answered done. On a new
+//     session it names sentOn first if it is set and is not home, else
+//     home; on "conflict" with the other one to name it names the other,
+//     in turn on every "conflict" (after any pause) until "done" or its
+//     give-up. A "conflict" with no other session to name is a refusal:
+//     c1's session ends, it stops believing. On "done", home := the
+//     session answered on, sentOn cleared.
+//   - c1's connection to Y may end at any moment (Y dies, or it breaks);
+//     Y keeps the relayed locks as R does. A request c1 stopped waiting
+//     for may still reach O, and c1 re-asserts again on its next session
+//     at Y (v, then w: Sessions bounds them), naming the session it was
+//     cut off on first. Found by the model of the design as first
+//     written (MutRrNameHomeOnly): a client naming only the session its
+//     lock was confirmed on is refused while it believes when its
+//     cut-off first re-assertion arrives first and moves the lock there;
+//     and naming each once is refused when that late re-assertion
+//     arrives between the two tries (MutRrNameOnce). The design first
+//     closed this with an alias at O (an adopted lock stays adoptable
+//     under the origin it was re-asserted with); the client's alternation
+//     closes it instead, with nothing kept at O: while c1 believes, O
+//     keeps its lock in one of c1's sessions (nobody else can hold it),
+//     and a late cut-off re-assertion can only move it between sessions
+//     c1 names; a re-assertion never moves it out of the session c1 is
+//     confirmed on, except c1's own on a newer session (PropRrNoSteal).
 //   - c2, a direct client of O, asks for a conflicting lock at any moment:
 //     granted when no session holds a lock on K at O, believed from then
 //     on forever (the longest belief it could have).
-//   - c4, an impostor at Y, sends one RANGE reassert naming c1's origin
-//     with a wrong secret at any moment; what O installs for it is
-//     believed forever.
+//   - c4, an impostor at Y, sends one RANGE resume naming the session
+//     that holds c1's lock with a wrong secret at any moment; what O
+//     installs for it is believed forever.
 //   - With Second, client c3 (session s3 at R, its own upstream session
 //     to O, one per client session as the server does) asks for a
-//     conflicting lock too and re-asserts with its own origin and secret:
-//     adoption is per origin and secret.
+//     conflicting lock too and re-asserts under the same rules with its
+//     own sessions and secrets.
 //
 // The relaying nodes are folded into their clients' requests: a request
 // travels to O as the upstream request its node relays, sent when the
@@ -66,9 +88,9 @@ import (
 // node's answer is read when O's answer comes (the pessimism rule: the
 // anchor, the client's send, is never after O's read of an upstream
 // request it answered). A request waits any number of ticks or is lost;
-// one the client stopped waiting for (it noticed R's death, abandoned it,
-// gave up) may still reach O, one at a time per client (a second is
-// lost). Time, drift, the timer windows and clamping are the failover
+// one the client stopped waiting for (it noticed R's death, its
+// connection to Y ended, it gave up) may still reach O, one at a time per
+// client (a second is lost). Time, drift, the timer windows and clamping are the failover
 // model's (failover.go's header); the client rule is the cluster-ranges
 // model's.
 //
@@ -91,11 +113,16 @@ import (
 // re-asserts through another node Z relaying to N is covered as c1's
 // reassert through Y is here: Z answers after N did.
 
-// Not modelled: Y's death or its connection to c1 breaking after an
-// accepted re-assertion (a second re-assertion, naming (Y, v)), c1
-// resuming at R itself (Y = R), releases, several locks, ranges or keys
-// per session, O's death (case A), a re-assertion of a lock whose LOCK
-// was still pending.
+// Not modelled: c1 resuming at R itself (Y = R), releases, several
+// locks, ranges or keys per session, O's death (case A), a re-assertion
+// of a lock whose LOCK was still pending, RangeUnavailable answers (a
+// re-send on the same session after a pause, which any delay covers),
+// more than one request a client stopped waiting for on its way at once
+// (a second is lost). With three sessions at Y (Sessions = 3) c1's lock
+// can be left in a session it names neither first nor second (its
+// re-assertions cut off on v, then on w, the first arriving last): every
+// property holds, c1 alternates until its give-up, but the lock is lost
+// to it (a liveness gap, TestRangeResumeThirdSession).
 
 // RangeResumeConfig bounds the cluster-ranges-resume model. Durations are
 // in units of the processes' clocks; a tick of real time is Unit units at
@@ -104,6 +131,9 @@ type RangeResumeConfig struct {
 	// Second adds client c3 at R, whose range lock conflicts with c1's
 	// and which re-asserts with its own origin and secret.
 	Second bool
+	// Sessions is how many successive sessions at Y a client may
+	// re-assert on (1..3; 0 means 2: v, then w).
+	Sessions int
 
 	Unit  int // units of a clock per tick at the nominal rate (1..60)
 	Drift int // a clock advances Unit±Drift units per tick: ρ = Drift/Unit
@@ -117,7 +147,7 @@ type RangeResumeConfig struct {
 // DefaultRangeResumeConfigs are the configurations always checked: c1 at
 // R, c2 at O and the impostor c4 at Y; and the same with c3 at R. A tick
 // of 10 ± 1 units (ρ = 0.1), L = 40, as in the cluster-ranges-failover
-// model.
+// model; each client may re-assert on two successive sessions at Y.
 func DefaultRangeResumeConfigs() []RangeResumeConfig {
 	return []RangeResumeConfig{
 		{Unit: 10, Drift: 1, Lease: 40},
@@ -129,7 +159,7 @@ func DefaultRangeResumeConfigs() []RangeResumeConfig {
 const (
 	// MutRrDropAtOnce: O drops u's lock as soon as it notices u's end.
 	MutRrDropAtOnce = "resume-drop-at-once"
-	// MutRrAdoptAnySecret: O adopts a kept lock of the origin named
+	// MutRrAdoptAnySecret: O moves the lock of the session named
 	// whatever the secret.
 	MutRrAdoptAnySecret = "resume-adopt-any-secret"
 	// MutRrAnswerEarly: Y answers c1's reassert and PINGs as it relays
@@ -141,23 +171,30 @@ const (
 	// MutRrReassertUnbelieved: c1 may re-assert after its give-up and
 	// take its anchor from the answer.
 	MutRrReassertUnbelieved = "resume-reassert-unbelieved"
-	// MutRrAdoptForgets: an adoption moves the lock to its new session
-	// and forgets the origin it was re-asserted with.
-	MutRrAdoptForgets = "resume-adopt-forgets"
+	// MutRrNameHomeOnly: the client always names the session its lock
+	// was last confirmed on, never the one its re-assertions were cut
+	// off on.
+	MutRrNameHomeOnly = "resume-name-home-only"
+	// MutRrNameOnce: the client names each of its two sessions once, the
+	// cut-off one first, and takes the second "conflict" as a refusal.
+	MutRrNameOnce = "resume-name-once"
 	// MutRrReleaseOnBreak: R releases a client's range locks at O when
-	// the client's connection breaks (what the server does today for a
-	// client that hangs up, appendRangeReleases).
+	// the client's connection breaks (what the server did for a client
+	// that hangs up, appendRangeReleases).
 	MutRrReleaseOnBreak = "resume-release-on-break"
 )
 
 // RangeResumeMutations lists the mutations of the model.
 var RangeResumeMutations = []string{MutRrDropAtOnce, MutRrAdoptAnySecret, MutRrAnswerEarly, MutRrKeepShort,
-	MutRrReassertUnbelieved, MutRrAdoptForgets, MutRrReleaseOnBreak}
+	MutRrReassertUnbelieved, MutRrNameHomeOnly, MutRrNameOnce, MutRrReleaseOnBreak}
 
 // Properties of the model (beside PropClusterRangesOneHolder).
 const (
-	PropRrKept  = "a client's re-assertion is never refused, nor its range lock dropped by the owner, while it still believes"
-	PropRrAdopt = "a range lock is adopted only by a re-assertion naming its origin with its secret"
+	PropRrKept = "a client's re-assertion is never finally refused (\"conflict\" with no other session to name), " +
+		"nor its range lock dropped by the owner, while it still believes"
+	PropRrAdopt   = "a range lock is adopted only by a re-assertion naming its session's origin with its secret"
+	PropRrNoSteal = "while a client believes and has re-asserted nothing since its lock was last confirmed on a session, " +
+		"the owner keeps the lock in that session"
 )
 
 func (c RangeResumeConfig) String() string {
@@ -165,12 +202,18 @@ func (c RangeResumeConfig) String() string {
 	if c.Second {
 		who = "c1 and c3 at R, c2 at O, impostor c4 at Y"
 	}
+	if c.Sessions != 0 && c.Sessions != 2 {
+		who += fmt.Sprintf(", %d sessions at Y each", c.Sessions)
+	}
 	return fmt.Sprintf("range locks re-asserted by their client after its node dies, %s; %s",
 		who, timedString(c.Unit, c.Drift, c.Lease)) + mutationString(c.Mutation)
 }
 
 // Validate reports bounds the checker cannot explore.
 func (c RangeResumeConfig) Validate() error {
+	if c.Sessions < 0 || c.Sessions > 3 {
+		return fmt.Errorf("sessions at Y %d out of range 1..3", c.Sessions)
+	}
 	return validateTimed(c.Unit, c.Drift, c.Lease, c.Mutation, RangeResumeMutations)
 }
 
@@ -180,42 +223,50 @@ const rfGaveUp = rfDone + 1
 // Where a client's session is.
 const (
 	atR    uint8 = iota // at R
-	atLost              // R's death noticed: no session
-	atY                 // a re-assertion at Y answered "done"
+	atLost              // its connection ended: no session
+	atY                 // on its latest session at Y
 )
 
-// O's sessions of a client: u (relayed by R), v (relayed by Y, the
-// latest), w (an older session at Y, whose re-assertion the client
-// stopped waiting for).
+// A client's sessions, each with its upstream session at O, named after
+// it: u (s1 at R, origin (R, s1)), then v, w, x at Y, in the order the
+// client opens them.
 const (
 	snNone uint8 = iota
 	snU
 	snV
 	snW
+	snX
 )
 
 // O's answers, in rrRead's what.
 const (
 	rrGranted uint8 = iota + 1
 	rrRefused
-	rrAdopted
+	rrAdopted // a re-assertion: done, the named session's lock moved (or was there)
 	rrInstalled
 	rrPong
 	rrSilent
 )
 
 type rrClient struct {
-	c    uint8 // rfIdle, rfPending, rfHeld, rfDone, rfGaveUp
-	anc  int8  // ticks since its anchor, while held
-	at   uint8
+	c   uint8 // rfIdle, rfPending, rfHeld, rfDone, rfGaveUp
+	anc int8  // ticks since its anchor, while held
+	at  uint8
+	cur uint8 // its session (snU at R, its latest at Y)
+
+	home   uint8 // the session its lock was last confirmed on
+	sentOn uint8 // the session its latest re-assertions were sent on, until one is answered done
+	nm     uint8 // while it re-asserts on cur: the session its (next) re-assertion names
+	alt    uint8 // the other session to name on "conflict", or none
+
 	up   uint8 // its request on its way to O, which it waits for
 	sent int8  // ticks since it was sent
 	old  uint8 // a request it stopped waiting for, still on its way
 	oldS uint8 // the session old was sent on
+	oldN uint8 // the session old names (a re-assertion)
 
 	lk   uint8 // the session holding its lock at O
 	seen int8  // ticks since O last read from that session
-	orig bool  // the lock is adoptable under the client's origin at R and secret
 }
 
 type rrState struct {
@@ -229,7 +280,7 @@ type rrState struct {
 const (
 	rrTick    uint8 = iota + 1
 	rrSend          // c sends what (LOCK, PING, RANGE reassert)
-	rrAbandon       // c stops waiting for its request (its connection broke)
+	rrBreak         // c's connection to Y ends (Y dies, or it breaks)
 	rrLostOld       // a request c stopped waiting for is lost
 	rrGiveUp        // c's clock may be past anchor + 0.8·L
 	rrRead          // O reads c's request (what: the answer), c reads the answer
@@ -254,17 +305,21 @@ func (st rrStep) String() string { return fmt.Sprintf("%d/%d/%d", st.kind, st.i,
 type rrModel struct {
 	cfg        RangeResumeConfig
 	np         int8
-	gMin, gMax int8 // a client's clock passes 0.8·L
-	eMin       int8 // O's clock passes the keep time since its last read
-	noKept     bool // tests: PropRrKept is not checked, to reach what lies behind it
+	last       uint8 // a client's last session at Y
+	gMin, gMax int8  // a client's clock passes 0.8·L
+	eMin       int8  // O's clock passes the keep time since its last read
+	noKept     bool  // tests: PropRrKept and PropRrNoSteal are not checked, to reach what lies behind them
 }
 
 func newRrModel(cfg RangeResumeConfig) *rrModel {
 	clk := &foModel{cfg: FailoverConfig{Unit: cfg.Unit, Drift: cfg.Drift}}
 	l := int16(cfg.Lease)
-	m := &rrModel{cfg: cfg, np: 1}
+	m := &rrModel{cfg: cfg, np: 1, last: snW}
 	if cfg.Second {
 		m.np = 2
+	}
+	if cfg.Sessions != 0 {
+		m.last = snU + uint8(cfg.Sessions)
 	}
 	m.gMin, m.gMax = int8(clk.mayPass(l*4/5)), int8(clk.mustPass(l*4/5))
 	keep := l
@@ -277,8 +332,8 @@ func newRrModel(cfg RangeResumeConfig) *rrModel {
 
 // sessName names client i's session s at O.
 func sessName(i int8, s uint8) string {
-	n := [...]string{"", "u", "v", "w"}[s]
-	if i == 1 {
+	n := [...]string{"-", "u", "v", "w", "x"}[s]
+	if i == 1 && s != snNone {
 		n += "3"
 	}
 	return n
@@ -300,27 +355,38 @@ func (m *rrModel) conflict(s *rrState) bool {
 // believes: client i believes it holds its lock.
 func (p *rrClient) believes() bool { return p.c == rfHeld }
 
-// abandon: client i stops waiting for its request, which may still reach
-// O (unless another it abandoned is on its way: then it is lost).
+// reasserting: the client re-asserts its lock on its session at Y.
+func (p *rrClient) reasserting() bool { return p.at == atY && p.home != p.cur }
+
+// mayReassert: the client may re-assert (only while it believes, but
+// for the mutant).
+func (m *rrModel) mayReassert(p *rrClient) bool {
+	return p.c == rfHeld || p.c == rfGaveUp && m.cfg.Mutation == MutRrReassertUnbelieved
+}
+
+// firstNames are the sessions a client names on the new session it
+// opens: the one its re-assertions were cut off on first, if any (and
+// not home), the other on "conflict".
+func (m *rrModel) firstNames(p *rrClient) (nm, alt uint8) {
+	if p.sentOn != snNone && p.sentOn != p.home && m.cfg.Mutation != MutRrNameHomeOnly {
+		return p.sentOn, p.home
+	}
+	return p.home, snNone
+}
+
+// abandon: the client stops waiting for its request, which may still
+// reach O (unless another it abandoned is on its way: then it is lost).
 func (p *rrClient) abandon() {
 	if p.up != rqNone && p.old == rqNone {
-		p.old, p.oldS = p.up, p.session()
-		if p.old == rqReassert && p.at != atY {
-			p.oldS = snW // the client re-asserts on a new session
+		p.old, p.oldS, p.oldN = p.up, p.cur, snNone
+		if p.up == rqReassert {
+			p.oldN = p.nm
 		}
 	}
 	p.up, p.sent = rqNone, 0
 	if p.c == rfPending {
 		p.c = rfDone
 	}
-}
-
-// session is the session client i's requests go on.
-func (p *rrClient) session() uint8 {
-	if p.at == atR {
-		return snU
-	}
-	return snV
 }
 
 func (m *rrModel) next(s *rrState) []succ[rrState, rrStep] {
@@ -351,16 +417,16 @@ func (m *rrModel) next(s *rrState) []succ[rrState, rrStep] {
 		t.c4 = 1
 		emit(t, rrStep{kind: rrC4Send}, nil)
 	case 1:
-		// c4 names c1's origin with a wrong secret: adopted only by the
-		// mutant.
+		// c4 names the session holding c1's lock with a wrong secret:
+		// its lock moves only for the mutant.
 		t := *s
 		p := &t.p[0]
 		var f *failure
 		switch {
-		case p.orig && m.cfg.Mutation == MutRrAdoptAnySecret:
-			f = fail(PropRrAdopt, "node O adopts %s's lock (session %s) for c4's re-assertion, which names %s's origin with a wrong secret",
-				clientName(0), sessName(0, p.lk), clientName(0))
-			p.lk, p.seen, p.orig, t.c4 = snNone, 0, false, 2
+		case p.lk != snNone && m.cfg.Mutation == MutRrAdoptAnySecret:
+			f = fail(PropRrAdopt, "node O moves %s's lock (session %s) to c4, whose re-assertion names %s with a wrong secret",
+				clientName(0), sessName(0, p.lk), sessName(0, p.lk))
+			p.lk, p.seen, t.c4 = snNone, 0, 2
 			emit(t, rrStep{kind: rrC4Read, what: rrAdopted}, f)
 		case !m.conflict(s):
 			t.c4 = 2
@@ -389,10 +455,12 @@ func (m *rrModel) clientSteps(s *rrState, i int8, emit func(rrState, rrStep, *fa
 			// what it would send to R reaches nobody
 		case p.at == atR && p.c == rfIdle:
 			what = rqLock
-		case p.at == atR && p.c == rfHeld, p.at == atY && p.c == rfHeld:
+		case p.at == atR && p.c == rfHeld, p.at == atY && p.c == rfHeld && !p.reasserting():
 			what = rqPing
-		case p.at == atLost && p.c == rfHeld, p.at == atLost && p.c == rfGaveUp && mut == MutRrReassertUnbelieved:
-			what = rqReassert
+		case p.reasserting() && m.mayReassert(p):
+			what = rqReassert // its next try, after any pause
+		case p.at == atLost && m.mayReassert(p) && p.cur < m.last:
+			what = rqReassert // on a new session at Y
 		}
 		if what != rqNone {
 			t := *s
@@ -401,25 +469,26 @@ func (m *rrModel) clientSteps(s *rrState, i int8, emit func(rrState, rrStep, *fa
 			if what == rqLock {
 				tp.c = rfPending
 			}
+			if tp.at == atLost {
+				tp.nm, tp.alt = m.firstNames(tp)
+				tp.cur++
+				tp.at, tp.sentOn = atY, tp.cur
+			}
 			if mut == MutRrAnswerEarly && tp.at != atR {
 				// Y answers as it relays: the request goes on to O, the
 				// client no longer waits for it.
-				m.answer(tp, rrInstalled)
-				tp.up = what
 				tp.abandon()
+				m.answer(tp, what, rrAdopted)
 			}
 			emit(t, rrStep{kind: rrSend, i: i, what: what}, nil)
 		}
 	}
 	if p.up != rqNone {
-		t := *s
-		t.p[i].abandon()
-		emit(t, rrStep{kind: rrAbandon, i: i, what: p.up}, nil)
 		m.oReads(s, i, false, emit)
 	}
 	if p.old != rqNone {
 		t := *s
-		t.p[i].old, t.p[i].oldS = rqNone, snNone
+		t.p[i].old, t.p[i].oldS, t.p[i].oldN = rqNone, snNone, snNone
 		emit(t, rrStep{kind: rrLostOld, i: i, what: p.old}, nil)
 		m.oReads(s, i, true, emit)
 	}
@@ -428,6 +497,14 @@ func (m *rrModel) clientSteps(s *rrState, i int8, emit func(rrState, rrStep, *fa
 		t.p[i].c = rfGaveUp
 		t.p[i].abandon()
 		emit(t, rrStep{kind: rrGiveUp, i: i}, nil)
+	}
+	// The client's connection to Y ends: Y died, or it broke; Y keeps
+	// the relayed locks at O as they are, as R does.
+	if p.at == atY {
+		t := *s
+		t.p[i].abandon()
+		t.p[i].at = atLost
+		emit(t, rrStep{kind: rrBreak, i: i}, nil)
 	}
 	// The client's connection to R ends: R died (what 0), or it broke
 	// while R lives (what 1), which R sees as its client hanging up.
@@ -445,7 +522,7 @@ func (m *rrModel) clientSteps(s *rrState, i int8, emit func(rrState, rrStep, *fa
 			var f *failure
 			if mut == MutRrReleaseOnBreak && tp.lk == snU {
 				// R releases its client's range locks at O.
-				tp.lk, tp.seen, tp.orig = snNone, 0, false
+				tp.lk, tp.seen = snNone, 0
 				f = m.kept(&t, i, "node R releases")
 			}
 			emit(t, rrStep{kind: rrNotice, i: i, what: 1}, f)
@@ -454,12 +531,12 @@ func (m *rrModel) clientSteps(s *rrState, i int8, emit func(rrState, rrStep, *fa
 	// O.
 	if p.lk == snU && s.rDead && mut == MutRrDropAtOnce {
 		t := *s
-		t.p[i].lk, t.p[i].seen, t.p[i].orig = snNone, 0, false
+		t.p[i].lk, t.p[i].seen = snNone, 0
 		emit(t, rrStep{kind: rrONotice, i: i}, m.kept(s, i, "node O drops"))
 	}
 	if p.lk != snNone && p.seen >= m.eMin {
 		t := *s
-		t.p[i].lk, t.p[i].seen, t.p[i].orig = snNone, 0, false
+		t.p[i].lk, t.p[i].seen = snNone, 0
 		emit(t, rrStep{kind: rrExpire, i: i}, m.kept(s, i, "node O drops"))
 	}
 }
@@ -473,25 +550,31 @@ func (m *rrModel) kept(s *rrState, i int8, what string) *failure {
 	return nil
 }
 
-// answer has the client read answer a to its request up (sent sent ticks
-// ago).
-func (m *rrModel) answer(p *rrClient, a uint8) {
+// answer has the client read answer a to its request what (sent sent
+// ticks ago).
+func (m *rrModel) answer(p *rrClient, what, a uint8) {
 	switch {
-	case a == rrRefused && p.up == rqReassert:
-		// Its session at Y ends: it stops believing.
-		if p.c == rfHeld {
-			p.c = rfGaveUp
+	case a == rrRefused && what == rqReassert && p.alt != snNone:
+		// Not in the session named: in the other one, then; named in
+		// turn until one answers done or the give-up.
+		p.nm, p.alt = p.alt, p.nm
+		if m.cfg.Mutation == MutRrNameOnce {
+			p.alt = snNone
 		}
+	case a == rrRefused && what == rqReassert:
+		// A refusal: its session ends, it stops believing.
+		p.c = rfDone
 	case a == rrRefused || a == rrSilent:
 		if p.c == rfPending {
 			p.c = rfDone
 		}
-	case p.up == rqLock:
+	case what == rqLock:
 		p.c, p.anc = rfHeld, p.sent
-	case p.up == rqPing:
+	case what == rqPing:
 		p.anc = min(p.anc, p.sent)
-	case p.up == rqReassert && (p.c == rfHeld || p.c == rfGaveUp && m.cfg.Mutation == MutRrReassertUnbelieved):
-		p.c, p.anc, p.at = rfHeld, p.sent, atY
+	case what == rqReassert && m.mayReassert(p):
+		p.c, p.anc = rfHeld, p.sent
+		p.home, p.sentOn, p.nm, p.alt = p.cur, snNone, snNone, snNone
 	}
 	p.up, p.sent = rqNone, 0
 }
@@ -501,10 +584,10 @@ func (m *rrModel) answer(p *rrClient, a uint8) {
 func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep, *failure)) {
 	t := *s
 	tp := &t.p[i]
-	what, sess := tp.up, tp.session()
+	what, sess, nm := tp.up, tp.cur, tp.nm
 	if old {
-		what, sess = tp.old, tp.oldS
-		tp.old, tp.oldS = rqNone, snNone
+		what, sess, nm = tp.old, tp.oldS, tp.oldN
+		tp.old, tp.oldS, tp.oldN = rqNone, snNone, snNone
 	}
 	var f *failure
 	var ans uint8
@@ -513,7 +596,7 @@ func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep
 		ans = rrRefused
 		if !m.conflict(&t) {
 			ans = rrGranted
-			tp.lk, tp.seen, tp.orig = snU, 0, true
+			tp.lk, tp.seen = snU, 0
 		}
 	case rqPing:
 		ans = rrSilent // the session holds nothing there: no answer
@@ -521,18 +604,22 @@ func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep
 			ans, tp.seen = rrPong, 0
 		}
 	case rqReassert:
+		// The named session's lock on K moves into sess (the secret
+		// matches: it is the client's); then it is held for sess unless
+		// another session holds a lock on K.
+		if tp.lk == nm {
+			tp.lk = sess
+		}
 		switch {
-		case tp.orig:
-			ans = rrAdopted
-			tp.lk, tp.seen = sess, 0
-			tp.orig = m.cfg.Mutation != MutRrAdoptForgets
+		case tp.lk == sess:
+			ans, tp.seen = rrAdopted, 0
 		case !m.conflict(&t):
 			ans = rrInstalled
-			tp.lk, tp.seen, tp.orig = sess, 0, true
+			tp.lk, tp.seen = sess, 0
 		default:
 			ans = rrRefused
-			if !old && tp.believes() && !m.noKept {
-				f = fail(PropRrKept, "node O refuses %s's re-assertion \"conflict\" while %s still believes (anchor %d ticks ago)",
+			if !old && tp.alt == snNone && tp.believes() && !m.noKept {
+				f = fail(PropRrKept, "node O answers %s's re-assertion \"conflict\" while %s still believes (anchor %d ticks ago) and has no other session to name",
 					clientName(i), clientName(i), tp.anc)
 			}
 		}
@@ -542,7 +629,7 @@ func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep
 	case tp.at == atR && s.rDead:
 		tp.up, tp.sent = rqNone, 0 // R is dead: nobody reads the answer
 	default:
-		m.answer(tp, ans)
+		m.answer(tp, what, ans)
 	}
 	kind := rrRead
 	if old {
@@ -566,6 +653,13 @@ func (m *rrModel) invariant(s *rrState) *failure {
 	}
 	if len(who) > 1 {
 		return fail(PropClusterRangesOneHolder, "%s both believe they hold conflicting range locks on the key", strings.Join(who, " and "))
+	}
+	for i := range m.np {
+		p := &s.p[i]
+		if p.believes() && p.sentOn == snNone && p.lk != p.home && !m.noKept {
+			return fail(PropRrNoSteal, "%s believes its lock confirmed on %s and has re-asserted nothing since, but O holds it on %s",
+				clientName(i), sessName(i, p.home), sessName(i, p.lk))
+		}
 	}
 	return nil
 }
@@ -603,16 +697,20 @@ func (m *rrModel) norm(s *rrState) {
 		}
 		if p.c == rfDone || p.c == rfGaveUp && m.cfg.Mutation != MutRrReassertUnbelieved {
 			// It asks no more.
-			p.c, p.at = rfDone, atLost
+			p.c, p.at, p.cur, p.home, p.sentOn = rfDone, atLost, snNone, snNone, snNone
+		}
+		if !p.reasserting() {
+			p.nm, p.alt = snNone, snNone
 		}
 	}
 }
 
 func (m *rrModel) key(s *rrState) string {
-	b := make([]byte, 0, 24)
+	b := make([]byte, 0, 36)
 	for i := range m.np {
 		p := &s.p[i]
-		b = append(b, p.c, byte(p.anc), p.at, p.up, byte(p.sent), p.old, p.oldS, p.lk, byte(p.seen), b2u(p.orig))
+		b = append(b, p.c, byte(p.anc), p.at, p.cur, p.home, p.sentOn, p.nm, p.alt, p.up, byte(p.sent),
+			p.old, p.oldS, p.oldN, p.lk, byte(p.seen))
 	}
 	return string(append(b, b2u(s.rDead), b2u(s.c2), s.c4))
 }
@@ -623,21 +721,32 @@ func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
 	at := fmt.Sprintf("t=%-3d ", t)
 	c := clientName(st.i)
 	p := &s.p[st.i]
+	sn := func(x uint8) string { return sessName(st.i, x) }
 	req := [...]string{"", "LOCK", "PING", "RANGE reassert"}
-	ans := [...]string{"", "granted", "refused \"conflict\"", "adopted", "installed", "PONG", "no answer (the session holds nothing)"}
+	ans := [...]string{"", "granted", "\"conflict\"", "done", "done (installed)", "PONG", "no answer (the session holds nothing)"}
 	via := func(sess uint8) string {
 		if sess == snU {
 			return "through R on u"
 		}
-		return "through Y on " + sessName(st.i, sess)
+		return "through Y on " + sn(sess)
 	}
 	switch st.kind {
 	case rrTick:
 		return fmt.Sprintf("t=%-3d one tick passes", t)
 	case rrSend:
-		x := at + fmt.Sprintf("%s sends %s %s", c, req[st.what], via(p.session()))
+		sess, nm, alt := p.cur, p.nm, p.alt
+		x := at + c + " sends "
+		if p.at == atLost {
+			nm, alt = m.firstNames(p)
+			sess = p.cur + 1
+			x = at + fmt.Sprintf("%s opens session %s at Y and sends ", c, sn(sess))
+		}
+		x += req[st.what] + " " + via(sess)
 		if st.what == rqReassert {
-			x += fmt.Sprintf(" naming origin (R, %s) and its secret", sessName(st.i, snU))
+			x += fmt.Sprintf(" naming session %s with its secret", sn(nm))
+			if alt != snNone {
+				x += fmt.Sprintf(" (%s next on \"conflict\")", sn(alt))
+			}
 		}
 		if p.c == rfGaveUp {
 			x += ", after its give-up"
@@ -646,23 +755,31 @@ func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
 			x += "; Y answers it at once, before O did: " + c + " re-anchors at its send"
 		}
 		return x
-	case rrAbandon:
-		return at + fmt.Sprintf("%s stops waiting for its %s (sent %d ticks ago): its connection broke; it may still reach O", c, req[st.what], p.sent)
+	case rrBreak:
+		x := at + fmt.Sprintf("%s's connection to Y on %s ends", c, sn(p.cur))
+		if p.up != rqNone {
+			x += fmt.Sprintf(" before the answer to its %s (sent %d ticks ago), which may still reach O", req[p.up], p.sent)
+		}
+		return x
 	case rrLostOld:
 		return at + fmt.Sprintf("%s's %s that it stopped waiting for is lost", c, req[st.what])
 	case rrGiveUp:
 		return at + fmt.Sprintf("%s's clock may be past anchor + 0.8·L (anchor %d ticks ago): it gives up", c, p.anc)
 	case rrRead, rrReadOld:
-		what, sess, sent := p.up, p.session(), fmt.Sprintf(" (sent %d ticks ago)", p.sent)
+		what, sess, nm, sent := p.up, p.cur, p.nm, fmt.Sprintf(" (sent %d ticks ago)", p.sent)
 		if st.kind == rrReadOld {
-			what, sess, sent = p.old, p.oldS, ", which "+c+" stopped waiting for"
+			what, sess, nm, sent = p.old, p.oldS, p.oldN, ", which "+c+" stopped waiting for"
 		}
-		x := at + fmt.Sprintf("O reads %s's %s %s%s: %s", c, req[what], via(sess), sent, ans[st.what])
+		x := at + fmt.Sprintf("O reads %s's %s %s", c, req[what], via(sess))
+		if what == rqReassert {
+			x += fmt.Sprintf(" naming %s", sn(nm))
+		}
+		x += sent + ": " + ans[st.what]
 		switch {
-		case st.what == rrAdopted:
-			x += fmt.Sprintf(", %s's lock moves from %s to %s", c, sessName(st.i, p.lk), sessName(st.i, sess))
+		case st.what == rrAdopted && p.lk != sess:
+			x += fmt.Sprintf(", %s's lock moves from %s to %s", c, sn(p.lk), sn(sess))
 		case st.what == rrRefused && what == rqReassert && p.lk != snNone:
-			x += fmt.Sprintf(" (%s's lock is on %s, which no longer stands for origin (R, %s))", c, sessName(st.i, p.lk), sessName(st.i, snU))
+			x += fmt.Sprintf(" (%s's lock is on %s)", c, sn(p.lk))
 		}
 		switch {
 		case st.kind == rrReadOld:
@@ -671,6 +788,8 @@ func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
 			return x + "; R is dead: nobody reads the answer"
 		case st.what == rrSilent:
 			return x
+		case st.what == rrRefused && what == rqReassert && p.alt != snNone:
+			return x + fmt.Sprintf("; %s reads it and will name %s", c, sn(p.alt))
 		}
 		return x + fmt.Sprintf("; %s reads it", c)
 	case rrDie:
@@ -685,13 +804,13 @@ func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
 		}
 		return at + fmt.Sprintf("%s notices its connection to R ended", c)
 	case rrONotice:
-		return at + fmt.Sprintf("O notices %s ended and drops %s's lock at once", sessName(st.i, snU), c)
+		return at + fmt.Sprintf("O notices %s ended and drops %s's lock at once", sn(snU), c)
 	case rrExpire:
-		return at + fmt.Sprintf("O's clock may have counted its keep time since it last read from %s (%d ticks ago): drops %s's lock", sessName(st.i, p.lk), p.seen, c)
+		return at + fmt.Sprintf("O's clock may have counted its keep time since it last read from %s (%d ticks ago): drops %s's lock", sn(p.lk), p.seen, c)
 	case rrC2:
 		return at + "c2 asks O for a conflicting range lock: granted"
 	case rrC4Send:
-		return at + "c4 sends RANGE reassert through Y naming c1's origin (R, u) with a wrong secret"
+		return at + "c4 sends RANGE reassert through Y naming c1's session that holds its lock, with a wrong secret"
 	case rrC4Read:
 		return at + "O reads c4's RANGE reassert: " + ans[st.what]
 	}
@@ -700,9 +819,11 @@ func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
 
 // CheckRangeResume explores every interleaving of cfg breadth first and
 // checks that no two clients believe at once that they hold conflicting
-// range locks, that no client's re-assertion is refused nor its lock
-// dropped while it believes, and that only the right origin and secret
-// adopt a lock. It panics on a configuration that Validate rejects.
+// range locks, that no client's re-assertion is finally refused nor its
+// lock dropped while it believes, that a lock confirmed on a session
+// stays there until its client re-asserts on a newer one, and that only
+// the right origin and secret move a lock. It panics on a configuration
+// that Validate rejects.
 func CheckRangeResume(cfg RangeResumeConfig) Report { return checkRangeResume(cfg, nil) }
 
 func checkRangeResume(cfg RangeResumeConfig, seen func(from *rrState, st rrStep)) Report {
@@ -715,6 +836,9 @@ func checkRangeResume(cfg RangeResumeConfig, seen func(from *rrState, st rrStep)
 func (m *rrModel) check(seen func(from *rrState, st rrStep)) Report {
 	rep := Report{Model: "cluster-ranges-resume", Config: m.cfg.String()}
 	var init rrState
+	for i := range init.p {
+		init.p[i].cur, init.p[i].home = snU, snU
+	}
 	rep = exploreSucc(rep, init, m.key, func(s rrState) []succ[rrState, rrStep] { return m.next(&s) }, seen)
 	if v := rep.Violation; v != nil {
 		v.Trace = replayTrace("cluster-ranges-resume", init, m.next, func(st rrStep) bool { return st.kind == rrTick }, m.describe, v.Trace, v.Detail)

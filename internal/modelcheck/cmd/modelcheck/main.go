@@ -14,7 +14,7 @@
 //	modelcheck -model=cluster-ranges [-range-move] [-range-relay] [-waiter [-waiter-lease=80]] [-lease=40 -unit=10 -drift=1] [-mutation=range-gate-short]
 //	modelcheck -model=cluster-ranges -range-handover [-range-relay [-range-host-n]] [-lease=40 -unit=10 -drift=1] [-mutation=range-placeholder-short]
 //	modelcheck -model=cluster-ranges-failover [-range-second] [-lease=40 -unit=10 -drift=1 -tself=20 -removal=25 -slack=0] [-mutation=range-warmup-short]
-//	modelcheck -model=cluster-ranges-resume [-resume-second] [-lease=40 -unit=10 -drift=1] [-mutation=resume-drop-at-once]
+//	modelcheck -model=cluster-ranges-resume [-resume-second] [-resume-sessions=2] [-lease=40 -unit=10 -drift=1] [-mutation=resume-drop-at-once]
 //	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-relay=2 [-relay-fails]] [-mutation=no-tself]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
@@ -39,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), cluster-ranges-failover (relayed range locks re-asserted at the new owner after a failover, timed, with clock drift), cluster-ranges-resume (range locks re-asserted by their client through another node after its own node dies, a design not built yet, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), cluster-ranges-failover (relayed range locks re-asserted at the new owner after a failover, timed, with clock drift), cluster-ranges-resume (range locks re-asserted by their client through another node after its own node dies, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
@@ -86,6 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		hostN    = fs.Bool("range-host-n", false, "cluster-ranges with -range-handover and -range-relay: c1 is relayed through N itself (R = N)")
 		second   = fs.Bool("range-second", false, "cluster-ranges-failover: client c3, relayed by node R2, holds a conflicting range lock too")
 		rsecond  = fs.Bool("resume-second", false, "cluster-ranges-resume: client c3 at R asks for a conflicting range lock too and re-asserts with its own origin and secret")
+		rysess   = fs.Int("resume-sessions", 2, "cluster-ranges-resume: successive sessions at Y each client may re-assert on (1..3)")
 		mutation = fs.String("mutation", "", "claims, session, dirlock, cluster, cluster-continue, ranges, cluster-ranges, cluster-ranges-failover, cluster-ranges-resume, failover: drop one rule so that the check must fail; claims: "+
 			strings.Join(modelcheck.ClaimsMutations, ", ")+"; session: "+strings.Join(modelcheck.SessionMutations, ", ")+"; dirlock seed: "+
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
@@ -238,7 +239,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rep = modelcheck.CheckRangeFailover(cfg)
 	case "cluster-ranges-resume":
 		// -lease keeps the model's own default (40 units) unless given.
-		cfg := modelcheck.RangeResumeConfig{Second: *rsecond, Unit: *unit, Drift: *drift, Lease: leaseOr(40), Mutation: *mutation}
+		cfg := modelcheck.RangeResumeConfig{Second: *rsecond, Sessions: *rysess, Unit: *unit, Drift: *drift, Lease: leaseOr(40), Mutation: *mutation}
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
 			return 2
