@@ -113,13 +113,14 @@ type rangeReqs struct {
 	seq     uint64                  // counts the requests sent
 	resumes map[uint32]*rangeResume // unanswered re-assertions, by request id
 	// home is the session where the mirror's locks were last all
-	// confirmed; sentOn the one their re-assertions were last sent on
-	// while some are unanswered (nil: none).
-	home, sentOn *resumeIdent
-	until        time.Time // while re-assertions are due or unanswered: their give-up
-	pause        time.Duration
-	retries      map[*time.Timer]struct{} // re-sends of re-assertions answered unavailable
-	closeReqs    map[uint32]struct{}      // Close's releases not answered yet
+	// confirmed; cutOff the sessions their re-assertions were sent on
+	// since, oldest first, while some are unanswered.
+	home      *resumeIdent
+	cutOff    []*resumeIdent
+	until     time.Time // while re-assertions are due or unanswered: their give-up
+	pause     time.Duration
+	retries   map[*time.Timer]struct{} // re-sends of re-assertions answered unavailable
+	closeReqs map[uint32]struct{}      // Close's releases not answered yet
 }
 
 // SetRange takes the lock l (F_SETLK; with wait, F_SETLKW or flock without

@@ -34,12 +34,12 @@ type rangeSent struct {
 
 // rangeResume is one unanswered re-assertion of a range lock.
 type rangeResume struct {
-	f   protocol.Frame // the RangeResume frame, naming the earlier session
-	alt *resumeIdent   // the session to name next if it is answered conflict
-	// named is the session f names; swapped says alt has been named
-	// once already.
-	named   *resumeIdent
-	swapped bool
+	f protocol.Frame // the RangeResume frame, naming names[at]
+	// names are the earlier sessions the lock may be in: those whose
+	// re-assertions were cut off, the latest first, then the one where
+	// it was confirmed. A conflict names the next, in turn.
+	names []*resumeIdent
+	at    int
 }
 
 // Bounds of the pause before a re-assertion answered RangeUnavailable
@@ -196,18 +196,20 @@ func (s *Session) installRanges() error {
 			cmp.Compare(a.Lock.Owner.ID, b.Lock.Owner.ID), cmp.Compare(a.Lock.Range.Start, b.Lock.Range.Start))
 	})
 	if len(locks) == 0 {
-		r.home, r.sentOn, r.until = s.ident, nil, time.Time{}
+		r.home, r.cutOff, r.until = s.ident, nil, time.Time{}
 	} else {
 		// The re-assertions cut off on a session may have moved the
-		// locks there: name it first, then the session where they
-		// were all confirmed.
-		prior, alt := r.home, (*resumeIdent)(nil)
-		if r.sentOn != nil && r.sentOn != r.home {
-			prior, alt = r.sentOn, r.home
+		// locks there, and one cut off earlier may still arrive and
+		// move them again: name those sessions, the latest first, then
+		// the session where the locks were all confirmed.
+		var names []*resumeIdent
+		for i := len(r.cutOff) - 1; i >= 0; i-- {
+			names = append(names, r.cutOff[i])
 		}
-		longest := len(prior.node)
-		if alt != nil {
-			longest = max(longest, len(alt.node))
+		names = append(names, r.home)
+		longest := 0
+		for _, n := range names {
+			longest = max(longest, len(n.node))
 		}
 		for _, kl := range locks {
 			if len(kl.Key)+longest > protocol.MaxRangeResumeText {
@@ -217,11 +219,11 @@ func (s *Session) installRanges() error {
 		for _, kl := range locks {
 			f := rangemirror.Frame(protocol.RangeResume, kl)
 			f.Claim = r.allocRangeID()
-			rr := &rangeResume{f: naming(f, prior), alt: alt, named: prior}
+			rr := &rangeResume{f: naming(f, names[0]), names: names}
 			r.resumes[f.Claim] = rr
 			s.out = protocol.AppendRange(s.out, rr.f)
 		}
-		r.sentOn = s.ident
+		r.cutOff = append(r.cutOff, s.ident)
 	}
 	inFlight := make([]*rangeSent, 0, len(r.sent))
 	for req, rs := range r.sent {
@@ -270,23 +272,21 @@ func (s *Session) rangeReasserted(rr *rangeResume, f protocol.Frame, now time.Ti
 		delete(r.resumes, req)
 		r.mirror.Answered(rr.f, f.Status)
 		if len(r.resumes) == 0 {
-			r.home, r.sentOn, r.until = s.ident, nil, time.Time{}
+			r.home, r.cutOff, r.until = s.ident, nil, time.Time{}
 		}
 		return nil
-	case f.Status == protocol.RangeConflict && rr.alt != nil:
-		// Not in the session whose re-assertions were cut off: in the
-		// one where it was confirmed, then. While the client believes,
-		// its lock is kept in one of the two (nobody else can hold it),
-		// and a cut-off re-assertion arriving late may move it from
-		// the second to the first: name them in turn, pausing after the
-		// first round, until one answers done or the give-up.
-		rr.named, rr.alt = rr.alt, rr.named
-		rr.f = naming(rr.f, rr.named)
-		if rr.swapped {
+	case f.Status == protocol.RangeConflict && len(rr.names) > 1:
+		// Not in the session named: in another, then. While the client
+		// believes, its lock is kept in one of them (nobody else can
+		// hold it), and a cut-off re-assertion arriving late may move
+		// it from one to another: name them in turn, pausing after
+		// each round, until one answers done or the give-up.
+		rr.at = (rr.at + 1) % len(rr.names)
+		rr.f = naming(rr.f, rr.names[rr.at])
+		if rr.at == 0 { // a round done: pause
 			s.retryRangeResume(req, rr, now)
 			return nil
 		}
-		rr.swapped = true
 		s.out = protocol.AppendRange(s.out, rr.f)
 		if s.startWrite() {
 			go s.flush() // startWrite counted it in s.bg

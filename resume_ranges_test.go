@@ -77,7 +77,7 @@ func (s *Session) mirrorLen() int {
 func (s *Session) rangesConfirmed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ranges.until.IsZero() && len(s.ranges.resumes) == 0 && s.ranges.home == s.ident && s.ranges.sentOn == nil
+	return s.ranges.until.IsZero() && len(s.ranges.resumes) == 0 && s.ranges.home == s.ident && len(s.ranges.cutOff) == 0
 }
 
 var (
@@ -214,6 +214,43 @@ func TestResumeRangeCutNamesBothSessions(t *testing.T) {
 	wait(t, s.Lost())
 	if !errors.Is(s.Err(), ErrReassertRefused) {
 		t.Fatalf("session: %v", s.Err())
+	}
+}
+
+// Every session whose re-assertions were cut off since the locks were
+// confirmed may hold them (one cut off earlier may arrive last): the
+// next resume names each, the latest first, then the confirmed one, in
+// turn, pausing after each round, until one answers done.
+func TestResumeRangeNamesEveryCutOffSession(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
+	holdRange(t, s, fc, posixF, 200)
+	fc.c.Close()
+	fc2 := resumeConn(t, fake, 8, 0x22, 0)
+	expectRangeResume(t, fc2, posixF, 7, 0x11)
+	fc2.c.Close() // before the answer
+	fc3 := resumeConn(t, fake, 9, 0x33, 0)
+	expectRangeResume(t, fc3, posixF, 8, 0x22)
+	fc3.c.Close() // before the answer
+	fc4 := resumeConn(t, fake, 10, 0x44, 0)
+	a := expectRangeResume(t, fc4, posixF, 9, 0x33)
+	for _, next := range []struct {
+		session uint64
+		secret  byte
+	}{{8, 0x22}, {7, 0x11}} {
+		fc4.send(protocol.AppendRangeAnswer(nil, a.Claim, protocol.RangeConflict, 0, protocol.Frame{}))
+		a = expectRangeResume(t, fc4, posixF, next.session, next.secret)
+	}
+	fc4.send(protocol.AppendRangeAnswer(nil, a.Claim, protocol.RangeConflict, 0, protocol.Frame{}))
+	sent := time.Now()
+	a = expectRangeResume(t, fc4, posixF, 9, 0x33) // a round done: after a pause
+	if time.Since(sent) < minRangeResumePause {
+		t.Fatalf("named 9 again after %v, want at least %v", time.Since(sent), minRangeResumePause)
+	}
+	answerRange(fc4, a.Claim, protocol.RangeDone)
+	fc4.send(protocol.AppendPong(nil, fc4.expect(protocol.TypePing).Seq))
+	if s.Err() != nil || !s.rangesConfirmed() {
+		t.Fatalf("session %v, confirmed %v", s.Err(), s.rangesConfirmed())
 	}
 }
 
