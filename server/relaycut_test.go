@@ -125,6 +125,19 @@ func startCutPair(t *testing.T) (owner, r1 *testServer, p *cutProxy) {
 	return owner, r1, p
 }
 
+// cutCases are the sessions and breaks of the relay-cut tests: a plain
+// or resumable session; a reset the owner sees, or a cut it does not.
+var cutCases = []struct {
+	name      string
+	resumable bool
+	silent    bool // the owner does not see the break
+}{
+	{"plain/reset", false, false},
+	{"plain/silent", false, true},
+	{"resumable/reset", true, false},
+	{"resumable/silent", true, true},
+}
+
 // TestRelayCutLiveOwnerKeepsClaims breaks the upstream of a plain and a
 // resumable session two ways: a reset the owner sees, and a cut it does
 // not (its end of the connection stays open and silent, as in a
@@ -132,16 +145,7 @@ func startCutPair(t *testing.T) (owner, r1 *testServer, p *cutProxy) {
 // claim keeps its token, the queued one its place, and nobody behind
 // them is promoted before they are released.
 func TestRelayCutLiveOwnerKeepsClaims(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		resumable bool
-		silent    bool // the owner does not see the break
-	}{
-		{"plain/reset", false, false},
-		{"plain/silent", false, true},
-		{"resumable/reset", true, false},
-		{"resumable/silent", true, true},
-	} {
+	for _, tc := range cutCases {
 		t.Run(tc.name, func(t *testing.T) {
 			owner, r1, p := startCutPair(t)
 			a := r1.dialSession(t, tc.resumable, "a")
@@ -305,16 +309,7 @@ func TestRelayAbandonedUpstreamKept(t *testing.T) {
 // nobody waiting is granted meanwhile, and the client's unlock then lets
 // the waiter in.
 func TestRelayCutLiveOwnerKeepsRanges(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		resumable bool
-		silent    bool // the owner does not see the break
-	}{
-		{"plain/reset", false, false},
-		{"plain/silent", false, true},
-		{"resumable/reset", true, false},
-		{"resumable/silent", true, true},
-	} {
+	for _, tc := range cutCases {
 		t.Run(tc.name, func(t *testing.T) {
 			owner, r1, p := startCutPair(t)
 			a := r1.dialSession(t, tc.resumable, "a")

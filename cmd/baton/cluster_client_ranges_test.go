@@ -53,17 +53,7 @@ func TestClusterClientRangesSurviveOwnNodeKilled(t *testing.T) {
 	if _, err := holder.SetRange(ctx, flock, true); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		tok uint64
-		err error
-		at  time.Time
-	}
-	granted := make(chan result, 1)
-	go func() {
-		tok, err := waiter.SetRange(ctx, baton.RangeLock{Key: relayed, Owner: 7, Type: baton.WriteLock, Start: 50, End: 50}, true)
-		granted <- result{tok, err, time.Now()}
-	}()
-	time.Sleep(100 * time.Millisecond) // the waiter queues at the owner
+	granted := setRangeAsync(ctx, waiter, baton.RangeLock{Key: relayed, Owner: 7, Type: baton.WriteLock, Start: 50, End: 50})
 
 	if err := victim.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

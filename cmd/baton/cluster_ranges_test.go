@@ -119,6 +119,26 @@ func TestClusterRangeKeptThroughOwnerKill(t *testing.T) {
 	})
 }
 
+// rangeResult is the end of a waiting SetRange: its token or error, and
+// when it returned.
+type rangeResult struct {
+	tok uint64
+	err error
+	at  time.Time
+}
+
+// setRangeAsync sets l on s, waiting, in a goroutine, and returns where
+// its result comes; it gives the request 100 ms to queue at the owner.
+func setRangeAsync(ctx context.Context, s *baton.Session, l baton.RangeLock) <-chan rangeResult {
+	granted := make(chan rangeResult, 1)
+	go func() {
+		tok, err := s.SetRange(ctx, l, true)
+		granted <- rangeResult{tok, err, time.Now()}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	return granted
+}
+
 // testRangeKeptThrough has a client on one live node hold a range lock on
 // a key of a third node, with a client on the other live node waiting
 // for it, and applies fault to the third node: the holder never loses
@@ -138,17 +158,7 @@ func testRangeKeptThrough(t *testing.T, nodes map[string]*clusterProc, lease tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		tok uint64
-		err error
-		at  time.Time
-	}
-	granted := make(chan result, 1)
-	go func() {
-		tok, err := other.SetRange(ctx, baton.RangeLock{Key: key, Owner: 2, Type: baton.WriteLock, Start: 50, End: 50}, true)
-		granted <- result{tok, err, time.Now()}
-	}()
-	time.Sleep(100 * time.Millisecond) // the waiter queues at the owner
+	granted := setRangeAsync(ctx, other, baton.RangeLock{Key: key, Owner: 2, Type: baton.WriteLock, Start: 50, End: 50})
 
 	hit := time.Now()
 	settle := fault(victim)
