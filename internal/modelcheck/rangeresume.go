@@ -44,32 +44,40 @@ import (
 //     re-assertion answered. Then c1 PINGs through Y, or stops (and gives
 //     up by its rule); O keeps the lock L after its last read from the
 //     session holding it. c1 never re-asserts after its give-up.
-//   - The client keeps two sessions to name: home, the session its lock
-//     was last confirmed on (answered), and sentOn, the session its last
-//     re-assertions were sent on, until one is answered done. On a new
-//     session it names sentOn first if it is set and is not home, else
-//     home; on "conflict" with the other one to name it names the other,
-//     in turn on every "conflict" (after any pause) until "done" or its
-//     give-up. A "conflict" with no other session to name is a refusal:
-//     c1's session ends, it stops believing. On "done", home := the
-//     session answered on, sentOn cleared.
+//   - The client keeps home, the session its lock was last confirmed on
+//     (answered), and the list of every session its re-assertions were
+//     sent on since (oldest first), each cut off before an answer
+//     done. On a new session it names them the latest first, then home;
+//     on each "conflict" it names the next in that list, wrapping around
+//     (a pause after each full round, which any delay covers), until
+//     "done" or its give-up. A "conflict" with only one session to name
+//     (home) is a refusal: c1's session ends, it stops believing. On
+//     "done", home := the session answered on, the list cleared.
 //   - c1's connection to Y may end at any moment (Y dies, or it breaks);
 //     Y keeps the relayed locks as R does. A request c1 stopped waiting
 //     for may still reach O, and c1 re-asserts again on its next session
-//     at Y (v, then w: Sessions bounds them), naming the session it was
-//     cut off on first. Found by the model of the design as first
-//     written (MutRrNameHomeOnly): a client naming only the session its
-//     lock was confirmed on is refused while it believes when its
-//     cut-off first re-assertion arrives first and moves the lock there;
-//     and naming each once is refused when that late re-assertion
-//     arrives between the two tries (MutRrNameOnce). The design first
-//     closed this with an alias at O (an adopted lock stays adoptable
-//     under the origin it was re-asserted with); the client's alternation
-//     closes it instead, with nothing kept at O: while c1 believes, O
-//     keeps its lock in one of c1's sessions (nobody else can hold it),
-//     and a late cut-off re-assertion can only move it between sessions
-//     c1 names; a re-assertion never moves it out of the session c1 is
-//     confirmed on, except c1's own on a newer session (PropRrNoSteal).
+//     at Y (v, then w, then x: Sessions bounds them), naming the session
+//     it was last cut off on first. Found by the model of the design as
+//     first written (MutRrNameHomeOnly): a client naming only the
+//     session its lock was confirmed on is refused while it believes
+//     when its cut-off first re-assertion arrives first and moves the
+//     lock there; and naming each once is refused when that late
+//     re-assertion arrives between the two tries (MutRrNameOnce). The
+//     design first closed this with an alias at O (an adopted lock stays
+//     adoptable under the origin it was re-asserted with); the client's
+//     turns close it instead, with nothing kept at O: while c1 believes,
+//     O keeps its lock in one of c1's sessions from home on (nobody else
+//     can hold it), and a late cut-off re-assertion can only move it
+//     forward between them (a re-assertion on a session names only
+//     earlier ones), so it is always in one c1 names (PropRrNamed); a
+//     re-assertion never moves it out of the session c1 is confirmed on,
+//     except c1's own on a newer session (PropRrNoSteal). Naming only
+//     the latest cut-off session and home (the client's rule before, now
+//     MutRrNameLatestOnly: the same with two sessions at Y) loses the
+//     lock with three: re-assertions cut off on v and on w, the one from
+//     v arriving late, move it to v while c1 on x names w and u, and is
+//     answered "conflict" until its give-up (safe, but the lock is lost;
+//     9 steps to the state).
 //   - c2, a direct client of O, asks for a conflicting lock at any moment:
 //     granted when no session holds a lock on K at O, believed from then
 //     on forever (the longest belief it could have).
@@ -118,11 +126,13 @@ import (
 // of a lock whose LOCK was still pending, RangeUnavailable answers (a
 // re-send on the same session after a pause, which any delay covers),
 // more than one request a client stopped waiting for on its way at once
-// (a second is lost). With three sessions at Y (Sessions = 3) c1's lock
-// can be left in a session it names neither first nor second (its
-// re-assertions cut off on v, then on w, the first arriving last): every
-// property holds, c1 alternates until its give-up, but the lock is lost
-// to it (a liveness gap, TestRangeResumeThirdSession).
+// (a second is lost), more than three sessions at Y. Liveness is checked
+// only as PropRrNamed (the lock is in a session c1 names), not as
+// "done" eventually: with the lock there and at most one late
+// re-assertion to move it, c1's turns reach it unless its give-up
+// comes first; TestRangeResumeThirdSession checks that the exploration
+// reaches c1 on x answered done naming v after the late re-assertion
+// from v moved the lock there.
 
 // RangeResumeConfig bounds the cluster-ranges-resume model. Durations are
 // in units of the processes' clocks; a tick of real time is Unit units at
@@ -132,7 +142,7 @@ type RangeResumeConfig struct {
 	// and which re-asserts with its own origin and secret.
 	Second bool
 	// Sessions is how many successive sessions at Y a client may
-	// re-assert on (1..3; 0 means 2: v, then w).
+	// re-assert on (1..3; 0 means 2: v, then w; 3 adds x).
 	Sessions int
 
 	Unit  int // units of a clock per tick at the nominal rate (1..60)
@@ -875,8 +885,9 @@ func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
 // checks that no two clients believe at once that they hold conflicting
 // range locks, that no client's re-assertion is finally refused nor its
 // lock dropped while it believes, that a lock confirmed on a session
-// stays there until its client re-asserts on a newer one, and that only
-// the right origin and secret move a lock. It panics on a configuration
+// stays there until its client re-asserts on a newer one, that while it
+// re-asserts its lock is in a session it names, and that only the right
+// origin and secret move a lock. It panics on a configuration
 // that Validate rejects.
 func CheckRangeResume(cfg RangeResumeConfig) Report { return checkRangeResume(cfg, nil) }
 
