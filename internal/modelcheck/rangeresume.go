@@ -44,32 +44,40 @@ import (
 //     re-assertion answered. Then c1 PINGs through Y, or stops (and gives
 //     up by its rule); O keeps the lock L after its last read from the
 //     session holding it. c1 never re-asserts after its give-up.
-//   - The client keeps two sessions to name: home, the session its lock
-//     was last confirmed on (answered), and sentOn, the session its last
-//     re-assertions were sent on, until one is answered done. On a new
-//     session it names sentOn first if it is set and is not home, else
-//     home; on "conflict" with the other one to name it names the other,
-//     in turn on every "conflict" (after any pause) until "done" or its
-//     give-up. A "conflict" with no other session to name is a refusal:
-//     c1's session ends, it stops believing. On "done", home := the
-//     session answered on, sentOn cleared.
+//   - The client keeps home, the session its lock was last confirmed on
+//     (answered), and the list of every session its re-assertions were
+//     sent on since (oldest first), each cut off before an answer
+//     done. On a new session it names them the latest first, then home;
+//     on each "conflict" it names the next in that list, wrapping around
+//     (a pause after each full round, which any delay covers), until
+//     "done" or its give-up. A "conflict" with only one session to name
+//     (home) is a refusal: c1's session ends, it stops believing. On
+//     "done", home := the session answered on, the list cleared.
 //   - c1's connection to Y may end at any moment (Y dies, or it breaks);
 //     Y keeps the relayed locks as R does. A request c1 stopped waiting
 //     for may still reach O, and c1 re-asserts again on its next session
-//     at Y (v, then w: Sessions bounds them), naming the session it was
-//     cut off on first. Found by the model of the design as first
-//     written (MutRrNameHomeOnly): a client naming only the session its
-//     lock was confirmed on is refused while it believes when its
-//     cut-off first re-assertion arrives first and moves the lock there;
-//     and naming each once is refused when that late re-assertion
-//     arrives between the two tries (MutRrNameOnce). The design first
-//     closed this with an alias at O (an adopted lock stays adoptable
-//     under the origin it was re-asserted with); the client's alternation
-//     closes it instead, with nothing kept at O: while c1 believes, O
-//     keeps its lock in one of c1's sessions (nobody else can hold it),
-//     and a late cut-off re-assertion can only move it between sessions
-//     c1 names; a re-assertion never moves it out of the session c1 is
-//     confirmed on, except c1's own on a newer session (PropRrNoSteal).
+//     at Y (v, then w, then x: Sessions bounds them), naming the session
+//     it was last cut off on first. Found by the model of the design as
+//     first written (MutRrNameHomeOnly): a client naming only the
+//     session its lock was confirmed on is refused while it believes
+//     when its cut-off first re-assertion arrives first and moves the
+//     lock there; and naming each once is refused when that late
+//     re-assertion arrives between the two tries (MutRrNameOnce). The
+//     design first closed this with an alias at O (an adopted lock stays
+//     adoptable under the origin it was re-asserted with); the client's
+//     turns close it instead, with nothing kept at O: while c1 believes,
+//     O keeps its lock in one of c1's sessions from home on (nobody else
+//     can hold it), and a late cut-off re-assertion can only move it
+//     forward between them (a re-assertion on a session names only
+//     earlier ones), so it is always in one c1 names (PropRrNamed); a
+//     re-assertion never moves it out of the session c1 is confirmed on,
+//     except c1's own on a newer session (PropRrNoSteal). Naming only
+//     the latest cut-off session and home (the client's rule before, now
+//     MutRrNameLatestOnly: the same with two sessions at Y) loses the
+//     lock with three: re-assertions cut off on v and on w, the one from
+//     v arriving late, move it to v while c1 on x names w and u, and is
+//     answered "conflict" until its give-up (safe, but the lock is lost;
+//     9 steps to the state).
 //   - c2, a direct client of O, asks for a conflicting lock at any moment:
 //     granted when no session holds a lock on K at O, believed from then
 //     on forever (the longest belief it could have).
@@ -118,11 +126,13 @@ import (
 // of a lock whose LOCK was still pending, RangeUnavailable answers (a
 // re-send on the same session after a pause, which any delay covers),
 // more than one request a client stopped waiting for on its way at once
-// (a second is lost). With three sessions at Y (Sessions = 3) c1's lock
-// can be left in a session it names neither first nor second (its
-// re-assertions cut off on v, then on w, the first arriving last): every
-// property holds, c1 alternates until its give-up, but the lock is lost
-// to it (a liveness gap, TestRangeResumeThirdSession).
+// (a second is lost), more than three sessions at Y. Liveness is checked
+// only as PropRrNamed (the lock is in a session c1 names), not as
+// "done" eventually: with the lock there and at most one late
+// re-assertion to move it, c1's turns reach it unless its give-up
+// comes first; TestRangeResumeThirdSession checks that the exploration
+// reaches c1 on x answered done naming v after the late re-assertion
+// from v moved the lock there.
 
 // RangeResumeConfig bounds the cluster-ranges-resume model. Durations are
 // in units of the processes' clocks; a tick of real time is Unit units at
@@ -132,7 +142,7 @@ type RangeResumeConfig struct {
 	// and which re-asserts with its own origin and secret.
 	Second bool
 	// Sessions is how many successive sessions at Y a client may
-	// re-assert on (1..3; 0 means 2: v, then w).
+	// re-assert on (1..3; 0 means 2: v, then w; 3 adds x).
 	Sessions int
 
 	Unit  int // units of a clock per tick at the nominal rate (1..60)
@@ -175,9 +185,15 @@ const (
 	// was last confirmed on, never the one its re-assertions were cut
 	// off on.
 	MutRrNameHomeOnly = "resume-name-home-only"
-	// MutRrNameOnce: the client names each of its two sessions once, the
-	// cut-off one first, and takes the second "conflict" as a refusal.
+	// MutRrNameOnce: the client names each of its sessions once, the
+	// latest cut-off one first, and takes the "conflict" naming home as a
+	// refusal.
 	MutRrNameOnce = "resume-name-once"
+	// MutRrNameLatestOnly: the client names only the latest session its
+	// re-assertions were cut off on, and home, in turn (the rule before
+	// resume_ranges.go kept every cut-off session). The same rule with
+	// two sessions at Y: caught with three (Sessions = 3).
+	MutRrNameLatestOnly = "resume-name-latest-only"
 	// MutRrReleaseOnBreak: R releases a client's range locks at O when
 	// the client's connection breaks (what the server did for a client
 	// that hangs up, appendRangeReleases).
@@ -186,7 +202,7 @@ const (
 
 // RangeResumeMutations lists the mutations of the model.
 var RangeResumeMutations = []string{MutRrDropAtOnce, MutRrAdoptAnySecret, MutRrAnswerEarly, MutRrKeepShort,
-	MutRrReassertUnbelieved, MutRrNameHomeOnly, MutRrNameOnce, MutRrReleaseOnBreak}
+	MutRrReassertUnbelieved, MutRrNameHomeOnly, MutRrNameOnce, MutRrNameLatestOnly, MutRrReleaseOnBreak}
 
 // Properties of the model (beside PropClusterRangesOneHolder).
 const (
@@ -195,6 +211,8 @@ const (
 	PropRrAdopt   = "a range lock is adopted only by a re-assertion naming its session's origin with its secret"
 	PropRrNoSteal = "while a client believes and has re-asserted nothing since its lock was last confirmed on a session, " +
 		"the owner keeps the lock in that session"
+	PropRrNamed = "while a client believes and re-asserts, the owner keeps its lock in a session it names in turn " +
+		"(else it is answered \"conflict\" until its give-up: the lock is lost to it)"
 )
 
 func (c RangeResumeConfig) String() string {
@@ -254,10 +272,13 @@ type rrClient struct {
 	at  uint8
 	cur uint8 // its session (snU at R, its latest at Y)
 
-	home   uint8 // the session its lock was last confirmed on
-	sentOn uint8 // the session its latest re-assertions were sent on, until one is answered done
-	nm     uint8 // while it re-asserts on cur: the session its (next) re-assertion names
-	alt    uint8 // the other session to name on "conflict", or none
+	home uint8 // the session its lock was last confirmed on
+	// cut: the sessions its re-assertions were sent on since its lock
+	// was last confirmed (bit 1<<s for session s; sessions are opened in
+	// order, so this is the client's list, oldest first), cleared when
+	// one is answered done.
+	cut uint8
+	nm  uint8 // while it re-asserts on cur: the session its (next) re-assertion names
 
 	up   uint8 // its request on its way to O, which it waits for
 	sent int8  // ticks since it was sent
@@ -308,7 +329,8 @@ type rrModel struct {
 	last       uint8 // a client's last session at Y
 	gMin, gMax int8  // a client's clock passes 0.8·L
 	eMin       int8  // O's clock passes the keep time since its last read
-	noKept     bool  // tests: PropRrKept and PropRrNoSteal are not checked, to reach what lies behind them
+	noKept     bool  // tests: PropRrKept, PropRrNoSteal and PropRrNamed are not checked, to reach what lies behind them
+	noNamed    bool  // tests: PropRrNamed is not checked, to reach what lies behind it
 }
 
 func newRrModel(cfg RangeResumeConfig) *rrModel {
@@ -364,14 +386,41 @@ func (m *rrModel) mayReassert(p *rrClient) bool {
 	return p.c == rfHeld || p.c == rfGaveUp && m.cfg.Mutation == MutRrReassertUnbelieved
 }
 
-// firstNames are the sessions a client names on the new session it
-// opens: the one its re-assertions were cut off on first, if any (and
-// not home), the other on "conflict".
-func (m *rrModel) firstNames(p *rrClient) (nm, alt uint8) {
-	if p.sentOn != snNone && p.sentOn != p.home && m.cfg.Mutation != MutRrNameHomeOnly {
-		return p.sentOn, p.home
+// names are the sessions a client names on its session cur, in turn:
+// those its re-assertions were sent on (and cut off on) since its lock
+// was last confirmed, before cur, the latest first; then home.
+func (m *rrModel) names(p *rrClient, cur uint8) []uint8 {
+	var ns []uint8
+	for s := cur - 1; s > snNone; s-- {
+		if p.cut&(1<<s) != 0 && s != p.home {
+			ns = append(ns, s)
+		}
 	}
-	return p.home, snNone
+	switch m.cfg.Mutation {
+	case MutRrNameHomeOnly:
+		ns = nil
+	case MutRrNameLatestOnly:
+		ns = ns[:min(len(ns), 1)]
+	}
+	return append(ns, p.home)
+}
+
+// nextName is the session a client re-asserting on its session names
+// after a "conflict" naming p.nm: the next in its names, wrapping
+// around; none (a refusal) if p.nm is its only name (or, for
+// MutRrNameOnce, its last).
+func (m *rrModel) nextName(p *rrClient) uint8 {
+	ns := m.names(p, p.cur)
+	for i, s := range ns {
+		switch {
+		case s != p.nm:
+		case i+1 < len(ns):
+			return ns[i+1]
+		case len(ns) > 1 && m.cfg.Mutation != MutRrNameOnce:
+			return ns[0]
+		}
+	}
+	return snNone
 }
 
 // abandon: the client stops waiting for its request, which may still
@@ -470,9 +519,9 @@ func (m *rrModel) clientSteps(s *rrState, i int8, emit func(rrState, rrStep, *fa
 				tp.c = rfPending
 			}
 			if tp.at == atLost {
-				tp.nm, tp.alt = m.firstNames(tp)
+				tp.nm = m.names(tp, tp.cur+1)[0]
 				tp.cur++
-				tp.at, tp.sentOn = atY, tp.cur
+				tp.at, tp.cut = atY, tp.cut|1<<tp.cur
 			}
 			if mut == MutRrAnswerEarly && tp.at != atR {
 				// Y answers as it relays: the request goes on to O, the
@@ -554,13 +603,11 @@ func (m *rrModel) kept(s *rrState, i int8, what string) *failure {
 // ticks ago).
 func (m *rrModel) answer(p *rrClient, what, a uint8) {
 	switch {
-	case a == rrRefused && what == rqReassert && p.alt != snNone:
-		// Not in the session named: in the other one, then; named in
-		// turn until one answers done or the give-up.
-		p.nm, p.alt = p.alt, p.nm
-		if m.cfg.Mutation == MutRrNameOnce {
-			p.alt = snNone
-		}
+	case a == rrRefused && what == rqReassert && m.nextName(p) != snNone:
+		// Not in the session named: in the next one, then; named in
+		// turn (a pause after each round) until one answers done or
+		// the give-up.
+		p.nm = m.nextName(p)
 	case a == rrRefused && what == rqReassert:
 		// A refusal: its session ends, it stops believing.
 		p.c = rfDone
@@ -574,7 +621,7 @@ func (m *rrModel) answer(p *rrClient, what, a uint8) {
 		p.anc = min(p.anc, p.sent)
 	case what == rqReassert && m.mayReassert(p):
 		p.c, p.anc = rfHeld, p.sent
-		p.home, p.sentOn, p.nm, p.alt = p.cur, snNone, snNone, snNone
+		p.home, p.cut, p.nm = p.cur, 0, snNone
 	}
 	p.up, p.sent = rqNone, 0
 }
@@ -618,7 +665,7 @@ func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep
 			tp.lk, tp.seen = sess, 0
 		default:
 			ans = rrRefused
-			if !old && tp.alt == snNone && tp.believes() && !m.noKept {
+			if !old && m.nextName(tp) == snNone && tp.believes() && !m.noKept {
 				f = fail(PropRrKept, "node O answers %s's re-assertion \"conflict\" while %s still believes (anchor %d ticks ago) and has no other session to name",
 					clientName(i), clientName(i), tp.anc)
 			}
@@ -656,9 +703,22 @@ func (m *rrModel) invariant(s *rrState) *failure {
 	}
 	for i := range m.np {
 		p := &s.p[i]
-		if p.believes() && p.sentOn == snNone && p.lk != p.home && !m.noKept {
+		if p.believes() && p.cut == 0 && p.lk != p.home && !m.noKept {
 			return fail(PropRrNoSteal, "%s believes its lock confirmed on %s and has re-asserted nothing since, but O holds it on %s",
 				clientName(i), sessName(i, p.home), sessName(i, p.lk))
+		}
+		if p.believes() && p.reasserting() && p.lk != snNone && p.lk != p.cur && !m.noKept && !m.noNamed {
+			ns := m.names(p, p.cur)
+			named := false
+			var all []string
+			for _, n := range ns {
+				named = named || n == p.lk
+				all = append(all, sessName(i, n))
+			}
+			if !named {
+				return fail(PropRrNamed, "%s re-asserts on %s naming %s in turn, but O holds its lock on %s",
+					clientName(i), sessName(i, p.cur), strings.Join(all, ", "), sessName(i, p.lk))
+			}
 		}
 	}
 	return nil
@@ -697,10 +757,10 @@ func (m *rrModel) norm(s *rrState) {
 		}
 		if p.c == rfDone || p.c == rfGaveUp && m.cfg.Mutation != MutRrReassertUnbelieved {
 			// It asks no more.
-			p.c, p.at, p.cur, p.home, p.sentOn = rfDone, atLost, snNone, snNone, snNone
+			p.c, p.at, p.cur, p.home, p.cut = rfDone, atLost, snNone, snNone, 0
 		}
 		if !p.reasserting() {
-			p.nm, p.alt = snNone, snNone
+			p.nm = snNone
 		}
 	}
 }
@@ -709,7 +769,7 @@ func (m *rrModel) key(s *rrState) string {
 	b := make([]byte, 0, 36)
 	for i := range m.np {
 		p := &s.p[i]
-		b = append(b, p.c, byte(p.anc), p.at, p.cur, p.home, p.sentOn, p.nm, p.alt, p.up, byte(p.sent),
+		b = append(b, p.c, byte(p.anc), p.at, p.cur, p.home, p.cut, p.nm, p.up, byte(p.sent),
 			p.old, p.oldS, p.oldN, p.lk, byte(p.seen))
 	}
 	return string(append(b, b2u(s.rDead), b2u(s.c2), s.c4))
@@ -734,18 +794,22 @@ func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
 	case rrTick:
 		return fmt.Sprintf("t=%-3d one tick passes", t)
 	case rrSend:
-		sess, nm, alt := p.cur, p.nm, p.alt
+		sess, nm := p.cur, p.nm
 		x := at + c + " sends "
 		if p.at == atLost {
-			nm, alt = m.firstNames(p)
 			sess = p.cur + 1
+			nm = m.names(p, sess)[0]
 			x = at + fmt.Sprintf("%s opens session %s at Y and sends ", c, sn(sess))
 		}
 		x += req[st.what] + " " + via(sess)
 		if st.what == rqReassert {
 			x += fmt.Sprintf(" naming session %s with its secret", sn(nm))
-			if alt != snNone {
-				x += fmt.Sprintf(" (%s next on \"conflict\")", sn(alt))
+			if ns := m.names(p, sess); len(ns) > 1 {
+				var all []string
+				for _, n := range ns {
+					all = append(all, sn(n))
+				}
+				x += fmt.Sprintf(" (its names in turn: %s)", strings.Join(all, ", "))
 			}
 		}
 		if p.c == rfGaveUp {
@@ -788,8 +852,8 @@ func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
 			return x + "; R is dead: nobody reads the answer"
 		case st.what == rrSilent:
 			return x
-		case st.what == rrRefused && what == rqReassert && p.alt != snNone:
-			return x + fmt.Sprintf("; %s reads it and will name %s", c, sn(p.alt))
+		case st.what == rrRefused && what == rqReassert && m.nextName(p) != snNone:
+			return x + fmt.Sprintf("; %s reads it and will name %s", c, sn(m.nextName(p)))
 		}
 		return x + fmt.Sprintf("; %s reads it", c)
 	case rrDie:
@@ -821,8 +885,9 @@ func (m *rrModel) describe(s *rrState, st rrStep, t int) string {
 // checks that no two clients believe at once that they hold conflicting
 // range locks, that no client's re-assertion is finally refused nor its
 // lock dropped while it believes, that a lock confirmed on a session
-// stays there until its client re-asserts on a newer one, and that only
-// the right origin and secret move a lock. It panics on a configuration
+// stays there until its client re-asserts on a newer one, that while it
+// re-asserts its lock is in a session it names, and that only the right
+// origin and secret move a lock. It panics on a configuration
 // that Validate rejects.
 func CheckRangeResume(cfg RangeResumeConfig) Report { return checkRangeResume(cfg, nil) }
 

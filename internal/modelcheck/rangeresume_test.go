@@ -1,6 +1,9 @@
 package modelcheck
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // rrBehaviours are the behaviours the explorations must reach, so that
 // the properties do not hold for lack of them; rrProbe marks those that a
@@ -26,26 +29,53 @@ var rrBehaviours = [...]string{
 }
 
 // rrNever are behaviours the design excludes: findings of
-// TestRangeResumeModel. The second is reached with three sessions at Y
-// (TestRangeResumeThirdSession).
+// TestRangeResumeModel. The second was reached with three sessions at Y
+// while the client named only its latest cut-off session and home
+// (MutRrNameLatestOnly); PropRrNamed now checks it.
 var rrNever = [...]string{
 	"O installs (not moves) a re-assertion whose client waits for it and believes",
-	"c1 re-asserts while its lock is in a session it names neither now nor next",
+	"c1 re-asserts while its lock is in a session it does not name",
 }
 
-func rrProbe(reached, never []bool) func(s *rrState, st rrStep) {
+// rrThird are the behaviours an exploration with three sessions at Y
+// must reach besides rrBehaviours (TestRangeResumeThirdSession).
+var rrThird = [...]string{
+	"c1 re-asserts on x while its lock is in v, moved there by the late re-assertion cut off on v",
+	"c1, on x, is answered \"conflict\" naming w, then done naming v, where its late re-assertion from v moved the lock",
+}
+
+// rrProbeThird marks the behaviours of rrThird.
+func rrProbeThird(reached []bool) func(s *rrState, st rrStep) {
+	return func(s *rrState, st rrStep) {
+		p := &s.p[st.i]
+		if st.i != 0 || !p.believes() || p.cur != snX || p.home != snU {
+			return
+		}
+		// With home u, the lock is in v only by a re-assertion on v that
+		// c1 never read the answer to (one it read would have made v
+		// home): its late one.
+		if p.reasserting() && p.lk == snV {
+			reached[0] = true
+		}
+		if st.kind == rrRead && p.up == rqReassert && st.what == rrAdopted && p.nm == snV && p.lk == snV {
+			reached[1] = true
+		}
+	}
+}
+
+func rrProbe(m *rrModel, reached, never []bool) func(s *rrState, st rrStep) {
 	return func(s *rrState, st rrStep) {
 		p := &s.p[st.i]
 		if st.kind == rrRead && p.up == rqReassert && st.what == rrInstalled && p.believes() {
 			never[0] = true
 		}
-		if st.i == 0 && p.believes() && p.reasserting() && p.lk != snNone && p.lk != p.nm && p.lk != p.alt && p.lk != p.cur {
+		if st.i == 0 && p.believes() && p.reasserting() && p.lk != snNone && p.lk != p.cur && !slices.Contains(m.names(p, p.cur), p.lk) {
 			never[1] = true
 		}
 		live := st.kind == rrRead && p.up == rqReassert
 		late := st.kind == rrReadOld && p.old == rqReassert
 		switch {
-		case live && st.what == rrAdopted && p.nm == p.home && p.alt != snNone && st.i == 0:
+		case live && st.what == rrAdopted && p.nm == p.home && len(m.names(p, p.cur)) > 1 && st.i == 0:
 			reached[3] = true
 		case live && st.what == rrAdopted && p.lk == snU && p.believes() && st.i == 0:
 			reached[0] = true
@@ -53,15 +83,15 @@ func rrProbe(reached, never []bool) func(s *rrState, st rrStep) {
 			reached[1] = true
 		case st.kind == rrExpire && st.i == 0 && p.lk != snU && !p.believes():
 			reached[2] = true
-		case live && st.what == rrAdopted && p.nm != p.home && p.alt != snNone && p.lk == p.nm && p.nm != snU && st.i == 0:
+		case live && st.what == rrAdopted && p.nm != p.home && p.lk == p.nm && p.nm != snU && st.i == 0:
 			reached[4] = true
 		case late && st.what == rrAdopted && p.lk != p.oldS && p.believes() && st.i == 0:
 			reached[5] = true
-		case live && st.what == rrRefused && p.nm == p.home && p.lk == p.alt && st.i == 0:
+		case live && st.what == rrRefused && p.nm == p.home && p.lk == m.names(p, p.cur)[0] && p.lk != p.home && st.i == 0:
 			reached[6] = true
 		case st.kind == rrSend && st.what == rqReassert && p.at == atLost && p.home == snV && st.i == 0:
 			reached[7] = true
-		case late && st.what == rrRefused && p.believes() && p.sentOn == snNone && st.i == 0:
+		case late && st.what == rrRefused && p.believes() && p.cut == 0 && st.i == 0:
 			reached[8] = true
 		case st.kind == rrC4Read && st.what == rrInstalled:
 			reached[9] = true
@@ -89,7 +119,8 @@ func rrProbe(reached, never []bool) func(s *rrState, st rrStep) {
 func checkRangeResumeReaching(t *testing.T, cfg RangeResumeConfig, states int) {
 	t.Helper()
 	reached, never := make([]bool, len(rrBehaviours)), make([]bool, len(rrNever))
-	rep := checkRangeResume(cfg, rrProbe(reached, never))
+	m := newRrModel(cfg)
+	rep := m.check(rrProbe(m, reached, never))
 	t.Log(rep)
 	if rep.Violation != nil {
 		t.Error(rep.Violation)
@@ -131,25 +162,33 @@ func TestRangeResumeModel(t *testing.T) {
 }
 
 // TestRangeResumeThirdSession: with a third session at Y, c1's lock can
-// be in a session it names neither first nor second (its first
-// re-assertion, cut off on v, arrives after the second was cut off on w
-// too: c1 names w and u on x, the lock is in v). Every property still
-// holds: O keeps the lock in v while c1 believes, c1 is never finally
-// refused (it alternates until its give-up) and nobody else is granted;
-// but the lock is lost to c1 at its give-up. The test fails if that
-// changes either way.
+// be moved by a late re-assertion into a session cut off two sessions
+// back (v, while c1 re-asserts on x, w cut off too). Naming only the
+// latest cut-off session and home (w, u: MutRrNameLatestOnly) lost it
+// to c1 until its give-up; naming every cut-off session since the lock
+// was confirmed, in turn (w, v, u), finds it: the exploration reaches
+// c1 on x answered done naming v after the late re-assertion moved the
+// lock there, holds every property (PropRrNamed among them) and the
+// behaviours of the default configurations.
 func TestRangeResumeThirdSession(t *testing.T) {
 	cfg := DefaultRangeResumeConfigs()[0]
 	cfg.Sessions = 3
 	reached, never := make([]bool, len(rrBehaviours)), make([]bool, len(rrNever))
-	rep := checkRangeResume(cfg, rrProbe(reached, never))
+	third := make([]bool, len(rrThird))
+	m := newRrModel(cfg)
+	probe, probeThird := rrProbe(m, reached, never), rrProbeThird(third)
+	rep := m.check(func(s *rrState, st rrStep) {
+		probe(s, st)
+		probeThird(s, st)
+	})
 	t.Log(rep)
 	if rep.Violation != nil {
 		t.Error(rep.Violation)
 	}
-	if !never[1] {
-		t.Errorf("never reached: %s", rrNever[1])
+	if rep.States != 17348 {
+		t.Errorf("%s: %d states, docs/verification.md says %d", cfg, rep.States, 17348)
 	}
+	expectReached(t, append(reached[:len(reached)-2], third...), append(rrBehaviours[:len(rrBehaviours)-2:len(rrBehaviours)-2], rrThird[:]...), never, rrNever[:])
 }
 
 // The checker must be able to fail: each mutation drops one rule and must
@@ -173,17 +212,54 @@ func TestRangeResumeMutations(t *testing.T) {
 		{MutRrAdoptAnySecret, PropRrAdopt, 4, "with a wrong secret"},
 		{MutRrAnswerEarly, PropRrNoSteal, 4, "Y answers it at once, before O did"},
 		{MutRrKeepShort, PropRrKept, 5, "drops c1's lock"},
-		{MutRrNameHomeOnly, PropRrKept, 8, "no other session to name"},
+		{MutRrNameHomeOnly, PropRrNamed, 7, "c1 re-asserts on w naming u in turn, but O holds its lock on v"},
 		{MutRrNameOnce, PropRrKept, 10, "no other session to name"},
 		{MutRrReleaseOnBreak, PropRrKept, 3, "releases c1's lock at O"},
+		{MutRrNameLatestOnly, PropRrNamed, 9, "c1 re-asserts on x naming w, u in turn, but O holds its lock on v"},
 	} {
 		tested[tc.mut] = true
+		if tc.mut == MutRrNameLatestOnly {
+			continue
+		}
 		for _, cfg := range DefaultRangeResumeConfigs() {
 			cfg.Mutation = tc.mut
 			t.Run(cfg.String(), func(t *testing.T) {
 				expectCounterexample(t, CheckRangeResume(cfg), tc.prop, tc.n, tc.says)
 			})
 		}
+	}
+	// Naming home only: with the check of PropRrNamed out of the way,
+	// c1 is then refused while it believes.
+	t.Run("name-home-only, refused", func(t *testing.T) {
+		cfg := DefaultRangeResumeConfigs()[0]
+		cfg.Mutation = MutRrNameHomeOnly
+		m := newRrModel(cfg)
+		m.noNamed = true
+		expectCounterexample(t, m.check(nil), PropRrKept, 8, "no other session to name")
+	})
+	// Naming the latest cut-off session and home only is the rule itself
+	// with two sessions at Y (the same exploration); with three, a late
+	// re-assertion from v moves the lock out of what c1 names on x (the
+	// liveness gap the model found in that rule).
+	for _, cfg := range DefaultRangeResumeConfigs() {
+		cfg.Mutation = MutRrNameLatestOnly
+		if !cfg.Second || !raceEnabled && !testing.Short() {
+			t.Run(cfg.String(), func(t *testing.T) {
+				rep := CheckRangeResume(cfg)
+				t.Log(rep)
+				want := 5802
+				if cfg.Second {
+					want = 154289
+				}
+				if rep.Violation != nil || rep.States != want {
+					t.Errorf("violation %v, %d states, want none and %d", rep.Violation, rep.States, want)
+				}
+			})
+		}
+		cfg.Sessions = 3
+		t.Run(cfg.String(), func(t *testing.T) {
+			expectCounterexample(t, CheckRangeResume(cfg), PropRrNamed, 9, "c1 re-asserts on x naming w, u in turn, but O holds its lock on v")
+		})
 	}
 	// Y answering early breaks the one-holder property too, once the
 	// checks of PropRrKept and PropRrNoSteal (which it breaks first) are
