@@ -243,7 +243,7 @@ type upstream struct {
 	ranges      bool
 	rangeOwners map[rangeOwner]bool
 	// mirror is what the owner holds of the session's range locks, for
-	// their re-assertion after a failover (rangemirror.go).
+	// their re-assertion after a failover (internal/rangemirror).
 	mirror *rangemirror.Mirror
 
 	redial chan struct{} // tells the writer to dial again (reopenLocked)
