@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/internal/rangelock"
 )
 
 // SetAfterTableEntry sets the hook that runs between an ACQUIRE's entry
@@ -18,7 +19,8 @@ func TokenGate(srv *Server) time.Time {
 }
 
 // EndKept ends every kept session (resume.go) at once, as their lease
-// passing would, and returns how many there were.
+// passing would, drops the range locks kept for resumable sessions
+// (rangeresume.go), and returns how many sessions were kept.
 func EndKept(srv *Server) int {
 	srv.mu.Lock()
 	now := time.Now()
@@ -28,9 +30,22 @@ func EndKept(srv *Server) int {
 		ds = append(ds, srv.endKeptLocked(now, k, locktable.ReasonExpired)...)
 		n++
 	}
+	for o, k := range srv.ranges.kept {
+		delete(srv.ranges.kept, o)
+		srv.forgetRangeSessionLocked(k.sid)
+		ds = append(ds, srv.rangePushes(srv.ranges.table.CloseSession(now, k.sid), nil)...)
+	}
 	srv.mu.Unlock()
 	srv.deliver(ds)
 	return n
+}
+
+// RangeCounts returns the sizes of the server's range-lock table.
+func RangeCounts(srv *Server) rangelock.Counts {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.ranges.table.Counts()
 }
 
 // LiveResumable returns the number of open resumable sessions the server

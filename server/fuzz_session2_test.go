@@ -165,6 +165,9 @@ func (fs *fuzzV2Server) baselineErr() error {
 	if c := fs.srv.Counts(); c != (locktable.Counts{Locks: 1}) {
 		return fmt.Errorf("lock table counts %+v, want the held lock only", c)
 	}
+	if c := server.RangeCounts(fs.srv); c != (rangelock.Counts{}) {
+		return fmt.Errorf("range table counts %+v, want none", c)
+	}
 	info, ok := fs.srv.Lock(fuzzHeld)
 	if !ok || len(info.Holders) != 1 || info.Holder.Token != fs.token || len(info.Waiters) != 0 {
 		return fmt.Errorf("lock %q is %+v (held: %v), want held with token %d and no waiters", fuzzHeld, info, ok, fs.token)
@@ -282,6 +285,10 @@ func fuzzRangeExpect(table *rangelock.Table, now time.Time, sid rangelock.Sessio
 		res, _ = table.Unlock(now, f.Name, ns, o, r)
 	case protocol.RangeRelease:
 		res, _ = table.ReleaseOwner(now, f.Name, ns, o)
+	case protocol.RangeResume:
+		// Nothing is kept for another session here: held unless a
+		// conflicting lock holds (waiters are not looked at).
+		table.Install(rangelock.KeyLock{Key: f.Name, NS: ns, Lock: rangelock.Lock{Owner: o, Type: rangelock.Type(f.LockType), Range: r}})
 	case protocol.RangeCancel:
 		var err error
 		if res, err = table.Cancel(now, sid, uint64(f.Claim)); errors.Is(err, rangelock.ErrNoWaiter) {
@@ -373,6 +380,11 @@ func fuzzV2Seeds() [][]byte {
 		cat(hello, claimFrame(1, excl, 0, "job"))[:20],                                                    // cut in a frame
 		cat(protocol.AppendHello(nil, 1, "short"), bytes.Repeat(protocol.AppendPing(nil, 3), 200)),        // expires mid-stream
 		cat(resumable, claimFrame(1, excl, 0, "job"), claimFrame(2, excl, 0, fuzzHeld)),                   // kept at EOF
+		cat(resumable, rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 9, "f"),
+			rangeFrame(2, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 2, 5, 5, "f")), // range locks kept at EOF
+		cat(hello, rangeFrame(1, protocol.RangeSet, 0, protocol.LockRead, 1, 0, 9, "f"),
+			protocol.AppendRange(nil, protocol.Frame{Claim: 2, Op: protocol.RangeResume, LockType: protocol.LockWrite, Owner: 2, Start: 5, End: 5, Name: "f", Session: 9}),
+			protocol.AppendRange(nil, protocol.Frame{Claim: 3, Op: protocol.RangeResume, LockType: protocol.LockRead, Owner: 2, Start: 20, End: 30, Name: "f", Session: 9})), // conflict, then held
 		cat(tickets, claimFrame(1, excl, 0, fuzzHeld), claimFrame(2, shrd, 0, fuzzHeld), releaseFrame(1)), // QUEUED with tickets
 		cat(tickets, protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeClaim, Claim: 1, Flags: protocol.ClaimReassert | protocol.ClaimTicket,
 			Mode: excl, Name: fuzzHeld, Ticket: 3, Session: 1}), claimFrame(1, excl, 0, fuzzHeld)), // 0x04, then QUEUED with a ticket
