@@ -76,9 +76,9 @@ func TestRangeResumeKeptUntilLease(t *testing.T) {
 	const lease = 1500 * time.Millisecond
 	a, _ := ts.dialResumable(t, lease, "a")
 	c := ts.dialV2(t, longLease, "c")
+	heard := time.Now() // a's last frame is sent after this, and read later
 	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f"))
 	a.expectRange(1, protocol.RangeGranted)
-	heard := time.Now()
 	c.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 1, 0, 0, "f"))
 	c.expectRange(1, protocol.RangeQueued)
 	a.breakConn()
