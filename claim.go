@@ -305,17 +305,9 @@ func (s *Session) claimHere(ctx context.Context, name string, m Mode, noWait boo
 		flags = protocol.ClaimNoWait
 	}
 	s.mu.Lock()
-	for s.resuming && s.err == nil {
-		// A new claim goes on the resumed session, after the
-		// re-assertions.
-		resumed := s.resumed
+	if err := s.waitResumedLocked(ctx); err != nil {
 		s.mu.Unlock()
-		select {
-		case <-resumed:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		s.mu.Lock()
+		return nil, err
 	}
 	if s.err != nil {
 		s.mu.Unlock()

@@ -103,9 +103,8 @@ func (e *RangeConflictError) Is(target error) bool { return target == ErrRangeCo
 // rangeReqs are a session's range requests awaiting answers and, on a
 // resumable session, its record of its range locks (resume_ranges.go).
 type rangeReqs struct {
-	next     uint32
-	pending  map[uint32]chan protocol.Frame // nil channel: the caller has gone
-	awaiting int                            // new requests waiting for a resume to end
+	next    uint32
+	pending map[uint32]chan protocol.Frame // nil channel: the caller has gone
 
 	// Resumable sessions only (mirror nil otherwise).
 	mirror  *rangemirror.Mirror     // the locks held, as the answers and pushes say
@@ -274,20 +273,9 @@ func (s *Session) sendRange(ctx context.Context, op protocol.RangeOp, flags uint
 	}
 	f := rangeFrame(op, flags, l)
 	s.mu.Lock()
-	for s.resuming && s.err == nil {
-		resumed := s.resumed
-		s.ranges.awaiting++
+	if err := s.waitResumedLocked(ctx); err != nil {
 		s.mu.Unlock()
-		select {
-		case <-resumed:
-		case <-ctx.Done():
-			s.mu.Lock()
-			s.ranges.awaiting--
-			s.mu.Unlock()
-			return 0, nil, ctx.Err()
-		}
-		s.mu.Lock()
-		s.ranges.awaiting--
+		return 0, nil, err
 	}
 	if s.err != nil {
 		err := s.err

@@ -309,6 +309,29 @@ func (s *Session) resume(cause error) bool {
 	}
 }
 
+// waitResumedLocked waits until no resume is under way, so that a new
+// request goes on the resumed session, after the re-assertions, or
+// until ctx ends. s.mu is held on entry and on return.
+func (s *Session) waitResumedLocked(ctx context.Context) error {
+	for s.resuming && s.err == nil {
+		resumed := s.resumed
+		s.waitingResume++
+		s.mu.Unlock()
+		var err error
+		select {
+		case <-resumed:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		s.mu.Lock()
+		s.waitingResume--
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // nodeAddr is the address of the node the session is on now: a resume
 // may move it (install).
 func (s *Session) nodeAddr() string {

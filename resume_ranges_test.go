@@ -489,7 +489,7 @@ func TestResumeNewRangeWaitsForResume(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 		s.mu.Lock()
-		awaiting = s.ranges.awaiting
+		awaiting = s.waitingResume
 		s.mu.Unlock()
 	}
 	fc2.welcomeResumable(8, 0x22, "n1", 0)

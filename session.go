@@ -130,15 +130,18 @@ type Session struct {
 	welcomeFlags uint8   // WELCOME's flags
 	rt           *router // sends claims to their owners (router.go); nil for a plain session
 	// Resumption (resume.go).
-	ident     *resumeIdent  // this session's name for a resume; nil: not resumable
-	ring      uint64        // the ring version of this session's WELCOME
-	tickets   bool          // this session's server gives queue tickets
-	gen       uint64        // counts connections: a write to an older one is moot
-	addrIdx   int           // index in addrs() of the address in use
-	resuming  bool          // the connection broke; the reader is opening a new session
-	resumed   chan struct{} // closed when a resume ends (made when one starts)
-	stopDials context.CancelFunc
-	dialCtx   context.Context // ends when the session ends: stops a resume
+	ident    *resumeIdent  // this session's name for a resume; nil: not resumable
+	ring     uint64        // the ring version of this session's WELCOME
+	tickets  bool          // this session's server gives queue tickets
+	gen      uint64        // counts connections: a write to an older one is moot
+	addrIdx  int           // index in addrs() of the address in use
+	resuming bool          // the connection broke; the reader is opening a new session
+	resumed  chan struct{} // closed when a resume ends (made when one starts)
+	// waitingResume counts the new requests waiting for a resume to end
+	// (waitResumedLocked).
+	waitingResume int
+	stopDials     context.CancelFunc
+	dialCtx       context.Context // ends when the session ends: stops a resume
 	// breakCause is the failure that broke the connection, or the last
 	// reconnection's: what a claim lost for want of a resume wraps.
 	breakCause    error

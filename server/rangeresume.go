@@ -60,9 +60,16 @@ func (srv *Server) keepRangesLocked(s *session) []delivery {
 		srv.forgetRangeSessionLocked(old.sid)
 	}
 	rs.kept[o] = &keptRanges{sid: sid, hash: s.v2.resume.hash}
-	res := rs.table.DropWaiting(time.Now(), sid)
-	res.Cancelled = nil // to the session that has gone
-	return srv.rangePushes(res, s)
+	return srv.dropWaitingLocked(time.Now(), sid, s)
+}
+
+// dropWaitingLocked ends the waiting sets of session sid, whose client
+// has gone (nothing is sent to it), and returns the flushes of the
+// sessions but self whose waiters this lets in. Called with srv.mu held.
+func (srv *Server) dropWaitingLocked(now time.Time, sid rangelock.SessionID, self *session) []delivery {
+	res := srv.ranges.table.DropWaiting(now, sid)
+	res.Cancelled = nil
+	return srv.rangePushes(res, self)
 }
 
 // forgetKeptRangesLocked forgets the range locks kept for origin o when
@@ -131,9 +138,7 @@ func (srv *Server) resumeRangeLocked(s *session, f protocol.Frame, now time.Time
 		// Its client saw the connection break first: the session's
 		// waiting sets end, its locks on the key are s's.
 		from := rangelock.SessionID(live.id)
-		res := rs.table.DropWaiting(now, from)
-		res.Cancelled = nil
-		ds = srv.rangePushes(res, s)
+		ds = srv.dropWaitingLocked(now, from, s)
 		rs.table.MoveSession(from, sid, f.Name)
 	} else if st := rs.standIns[o]; st != nil && st.hash != nil && secretMatches(st.hash, f.Secret) {
 		// A planned change handed them over here, and the node that
