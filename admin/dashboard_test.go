@@ -228,6 +228,7 @@ func (denyAll) AllowAdminAny(identity, action string) bool    { return false }
 // claim on a readable lock.
 func TestDashboardACL(t *testing.T) {
 	_, addr, base := dash(t, false, admin.Config{Authorizer: readPrefix("pub/")})
+	opstest.PassGate(t, addr)
 	pub := opstest.DialV2(t, addr, time.Minute, "public")
 	pub.Claim(1, protocol.ModeExclusive, 0, "pub/a")
 	pub.ExpectV2(protocol.TypeGranted, 1, 0)
@@ -267,7 +268,9 @@ func TestSessionsKeptDetached(t *testing.T) {
 	}
 	c.Claim(1, protocol.ModeExclusive, 0, "jobs")
 	c.ExpectV2(protocol.TypeGranted, 1, 0)
-	if l := getJSON[admin.SessionList](t, base+"/api/sessions"); len(l.Sessions) != 1 || l.Sessions[0].Detached {
+	// The gate's v1 connection may still be listed until the server has
+	// seen it close, so only the resumable session is looked at.
+	if l := labelled(getJSON[admin.SessionList](t, base+"/api/sessions"), "r"); len(l) != 1 || l[0].Detached {
 		t.Fatalf("sessions while connected = %+v, want one attached", l)
 	}
 	c.Close()
@@ -278,8 +281,19 @@ func TestSessionsKeptDetached(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	l := getJSON[admin.SessionList](t, base+"/api/sessions")
-	if len(l.Sessions) != 1 || !l.Sessions[0].Detached || l.Sessions[0].Held != 1 || l.Sessions[0].Label != "r" {
+	l := labelled(getJSON[admin.SessionList](t, base+"/api/sessions"), "r")
+	if len(l) != 1 || !l[0].Detached || l[0].Held != 1 {
 		t.Fatalf("sessions after the break = %+v, want one detached, holding 1", l)
 	}
+}
+
+// labelled returns the listed sessions with the label.
+func labelled(l admin.SessionList, label string) []admin.Session {
+	var out []admin.Session
+	for _, s := range l.Sessions {
+		if s.Label == label {
+			out = append(out, s)
+		}
+	}
+	return out
 }

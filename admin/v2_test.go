@@ -20,6 +20,7 @@ import (
 // on.
 func TestV2ClaimsOverHTTP(t *testing.T) {
 	f := start(t)
+	opstest.PassGate(t, f.addr)
 	ctx := t.Context()
 	r1 := opstest.DialV2(t, f.addr, 10*time.Second, "reader-1")
 	r1.Claim(7, protocol.ModeShared, 0, "db")
