@@ -132,6 +132,19 @@ func (srv *Server) continues(sid locktable.SessionID) bool {
 	return ok
 }
 
+// movesOn reports whether the claims of session sid are handed over in
+// a planned change rather than ended: those of a session that continues,
+// and those of a kept session (resume.go, or claims a planned change
+// installed here that nobody adopted yet). A kept session's client
+// cannot be told, so its claims go to the new owner as they are, still
+// kept for the session's origin, expiring a lease after it was last
+// heard (the continuation model hands abandoned records over the same
+// way; its mutation export-drops-abandoned ends them instead). Called
+// with srv.mu held.
+func (srv *Server) movesOn(sid locktable.SessionID) bool {
+	return srv.Router != nil && (srv.isKeptLocked(sid) || srv.continues(sid))
+}
+
 // origin returns the origin a session stands for: this node and its id,
 // or, for a relayed session, the relaying node and the client's session
 // there (from the hop header).
@@ -213,7 +226,7 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 	srv.mu.Lock()
 	now := time.Now()
 	handedRanges, gates, rangeSessions, rangeDs := srv.exportRangesLocked(now, newOwner)
-	res := srv.table.EvictExcept(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
+	res := srv.table.EvictExcept(now, moving, srv.movesOn, protocol.CodeShuttingDown, protocol.CodeNotOwner)
 	ended := len(res.Events)
 	ds := srv.commit(now, res)
 	locks := srv.table.Export(now, moving)
@@ -230,14 +243,20 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 			states[to] = st
 			sessionsOf[to] = map[locktable.SessionID]bool{}
 		}
+		// A continuing session is heard from by its host until its claims
+		// are adopted; a kept one keeps the time it was last heard.
 		for i := range ls.Holders {
-			ls.Holders[i].Idle = 0
+			if !srv.isKeptLocked(ls.Holders[i].Session) {
+				ls.Holders[i].Idle = 0
+			}
 			cs := ls.Holders[i]
 			perSession[cs.Session] = append(perSession[cs.Session], moveClaim{cs, ls.Name, ls.Limit})
 			sessionsOf[to][cs.Session] = true
 		}
 		for i := range ls.Waiters {
-			ls.Waiters[i].Idle = 0
+			if !srv.isKeptLocked(ls.Waiters[i].Session) {
+				ls.Waiters[i].Idle = 0
+			}
 			cs := ls.Waiters[i]
 			perSession[cs.Session] = append(perSession[cs.Session], moveClaim{cs, ls.Name, ls.Limit})
 			sessionsOf[to][cs.Session] = true
@@ -248,6 +267,13 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 	hashes := map[locktable.SessionID]moveSession{}
 	var delivered []delivery
 	for sid, cs := range perSession {
+		if k := srv.resume.byID[sid]; k != nil {
+			hashes[sid] = k.handedOver()
+			if len(srv.table.SessionClaims(sid)) == 0 {
+				ds = append(ds, srv.endKeptLocked(now, k, locktable.ReasonMoved)...)
+			}
+			continue
+		}
 		s := srv.claims[sid]
 		o, _ := s.origin()
 		ms := moveSession{Session: sid, Origin: o}
@@ -332,30 +358,24 @@ func (srv *Server) gateRanges(gates []rangeGate) {
 
 // tellMoving tells the version 1 holders on the moving names that the
 // name moves (ERROR 0x01), once, and reports how many holders of moving
-// names that do not continue are still there. Export hands nothing on
-// while any is: a holder learns of its loss only when the ERROR
+// names that are not handed over are still there. Export hands nothing
+// on while any is: a holder learns of its loss only when the ERROR
 // arrives, so a claim granted at once (here, to a continuing claim, or
 // at the new owner) could overlap it. Each told holder ends when its
 // client hangs up (about one round trip) or its lease runs out. Kept
-// sessions (resume.go) that hold moving names are waited for as well:
-// their clients cannot be told and may still believe until the session
-// is resumed here (it then continues) or its lease has passed. Names
-// that move are frozen meanwhile, so no new claim enters.
+// sessions (resume.go) are not waited for: their claims are handed over
+// as they are (movesOn). Names that move are frozen meanwhile, so no new
+// claim enters.
 func (srv *Server) tellMoving(moving func(name string) bool) (left int) {
 	srv.mu.Lock()
 	now := time.Now()
-	res, told, others := srv.table.TellMoving(now, moving, srv.continues, protocol.CodeShuttingDown, protocol.CodeNotOwner)
+	res, told, _ := srv.table.TellMoving(now, moving, srv.movesOn, protocol.CodeShuttingDown, protocol.CodeNotOwner)
 	for _, sid := range told {
 		if s := srv.claims[sid]; s != nil && !s.gone.Load() {
 			left++
 			if !s.movedOut.Swap(true) {
 				srv.Logger.Debug("planned change: version 1 holder told; waiting for it to hang up", "remote_addr", s.peer.Addr)
 			}
-		}
-	}
-	for _, sid := range others {
-		if srv.isKeptLocked(sid) {
-			left++
 		}
 	}
 	var ds []delivery

@@ -98,6 +98,20 @@ type keptSession struct {
 	moveHash *[secretHashLen]byte
 }
 
+// handedOver is what a planned change's hand-off carries of k, whose
+// claims on the moving names go to the new owner still kept: its origin
+// and the hashes of the secrets that may adopt them there.
+func (k *keptSession) handedOver() moveSession {
+	ms := moveSession{Session: k.id, Origin: k.origin}
+	if k.hash != ([secretHashLen]byte{}) {
+		ms.Resume = k.hash[:]
+	}
+	if k.moveHash != nil {
+		ms.Adopt = k.moveHash[:]
+	}
+	return ms
+}
+
 // matches reports whether secret adopts k's claims.
 func (k *keptSession) matches(secret [protocol.SecretLen]byte) bool {
 	return secretMatches(&k.hash, secret) || k.moveHash != nil && secretMatches(k.moveHash, secret)

@@ -967,13 +967,10 @@ func TestClusterRollingRestart(t *testing.T) {
 			}
 		}
 		waitGrants("with "+id+" stopped", g.n.Load()+50)
-		// The claims of the stopped node's own plain sessions wait,
-		// detached at their names' new owners, for a lease: a planned
-		// change within it waits for them to expire there, longer than
-		// its other sessions' hosts keep moving claims (half a lease),
-		// which are then revoked (docs/cluster.md, "Not yet
-		// available"). The node starts again once they have expired.
-		time.Sleep(time.Until(changes[len(changes)-1].to.Add(loadLease)))
+		// The node starts again at once, within the lease for which the
+		// claims of its own plain sessions stay kept at their names' new
+		// owners: the change that gives its names back hands them over
+		// still kept, and holds nobody's moving claims up.
 		start = time.Now()
 		changes = append(changes, change{start, time.Time{}})
 		nodes[id] = startNodeAt(t, id, dirs[id], rafts[id], "", false)
@@ -1015,4 +1012,100 @@ func TestClusterRollingRestart(t *testing.T) {
 	t.Logf("%d holdings (%d v2) over three restarts, no two holders; claims ended by the moves: %d v1 (ERROR 0x01), "+
 		"%d v2 whose session was on the stopping node (its ERROR 0x01), no v2 REVOKED; %d v2 holdings held across a change with their tokens",
 		len(g.hs), v2, lost1, lost2, continued)
+}
+
+// A node stopped and started again at once, while a plain version 2
+// session on it held one of its names: that claim stays kept at the
+// name's new owner for the lease (its client may still believe), and
+// the change that gives the node its names back hands it over still
+// kept instead of waiting for it to expire. So the node is back in the
+// ring well within the lease, a claim relayed by another node on
+// another of its names continues through both changes (not REVOKED at
+// half the lease, as when that change waited), and the kept name is
+// granted to a waiter only once the lease has passed since the stop.
+func TestClusterRestartSoonAfterStop(t *testing.T) {
+	base := t.TempDir()
+	ids := []string{"n1", "n2", "n3"}
+	dirs, rafts := map[string]string{}, map[string]string{}
+	for _, id := range ids {
+		dirs[id], rafts[id] = filepath.Join(base, id), freeAddr(t)
+	}
+	nodes := map[string]*clusterProc{}
+	nodes["n1"] = startNodeAt(t, "n1", dirs["n1"], rafts["n1"], "", true)
+	nodes["n2"] = startNodeAt(t, "n2", dirs["n2"], rafts["n2"], nodes["n1"].admin, false)
+	nodes["n3"] = startNodeAt(t, "n3", dirs["n3"], rafts["n3"], nodes["n2"].admin, false)
+	for _, id := range ids {
+		waitStatus(t, nodes[id], "a ring of 3", func(st cluster.Status) bool { return len(st.Ring) == 3 })
+		drainLogs(nodes[id].batonProc)
+	}
+	const lease = 10 * time.Second
+	kept, relayed := nameOwnedBy(t, "n1", "soon-kept"), nameOwnedBy(t, "n1", "soon-relayed")
+	// A plain session on n1 holds kept; one on n2 holds relayed through n1.
+	keptTok, _, _, stopKept := v2Holder(t, nodes["n1"].addr, kept, lease)
+	defer stopKept()
+	relTok, relRevoked, relRelease, stopRel := v2Holder(t, nodes["n2"].addr, relayed, lease)
+	defer stopRel()
+
+	stopped := time.Now()
+	if err := nodes["n1"].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-nodes["n1"].exited
+	if code := nodes["n1"].cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("n1 exited with %d after SIGTERM", code)
+	}
+	// A waiter for kept, on n3: granted only once the lease has passed.
+	w := opstest.DialV2(t, nodes["n3"].addr, lease, "waiter")
+	w.Claim(1, protocol.ModeExclusive, 0, kept)
+	frames := readAll(w.Conn, true)
+
+	started := time.Now()
+	nodes["n1"] = startNodeAt(t, "n1", dirs["n1"], rafts["n1"], "", false)
+	drainLogs(nodes["n1"].batonProc)
+	for _, id := range ids {
+		waitStatus(t, nodes[id], "a ring with n1 again", func(st cluster.Status) bool { return len(st.Ring) == 3 })
+	}
+	back := time.Since(started)
+	t.Logf("n1 stopped %v after the SIGTERM, back in the ring %v after its start (lease %v)",
+		started.Sub(stopped).Round(time.Millisecond), back.Round(time.Millisecond), lease)
+	if back > lease/2 {
+		t.Errorf("n1 back in the ring %v after its start: the change waited for the kept claim (lease %v)", back, lease)
+	}
+
+	var granted time.Time
+	var tok uint64
+	ping := time.NewTicker(time.Second)
+	defer ping.Stop()
+	for deadline := time.After(lease + opstest.Timeout); granted.IsZero(); {
+		select {
+		case f, ok := <-frames:
+			if !ok || f.err != nil {
+				t.Fatalf("waiter: connection ended: %v", f.err)
+			}
+			switch f.v2.Type {
+			case protocol.TypeGranted, protocol.TypePromoted:
+				granted, tok = f.at, f.v2.Token
+			case protocol.TypeQueued, protocol.TypePong:
+			default:
+				t.Fatalf("waiter: %v", f.v2)
+			}
+		case <-ping.C:
+			w.SetWriteDeadline(time.Now().Add(time.Second))
+			w.Write(protocol.AppendPing(nil, 1))
+		case <-deadline:
+			t.Fatal("the waiter was not granted the kept name")
+		}
+	}
+	t.Logf("the waiter was granted %s %v after the stop, token %#x (the ended session's %#x)",
+		kept, granted.Sub(stopped).Round(time.Millisecond), tok, keptTok)
+	if granted.Sub(stopped) < lease {
+		t.Errorf("the waiter was granted %v after the stop, within the ended session's lease %v", granted.Sub(stopped), lease)
+	}
+	if tok <= keptTok {
+		t.Errorf("granted with token %#x, not above the ended session's %#x", tok, keptTok)
+	}
+	if r := relRevoked(); r != nil {
+		t.Errorf("the relayed claim on %s (token %#x) was revoked: %v", relayed, relTok, r.v2)
+	}
+	relRelease()
 }

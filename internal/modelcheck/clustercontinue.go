@@ -104,11 +104,15 @@ const (
 	// for N restarted (finding the names empty) instead of resending what
 	// it exported (checking the model found this gap in the design).
 	MutExportAgain = "export-again"
+	// MutExportDropsAbandoned makes P end, at the export, the records of
+	// sessions it cannot hear (a host died, or a kept session's
+	// connection broke) instead of handing them over with their lease.
+	MutExportDropsAbandoned = "export-drops-abandoned"
 )
 
 // ContinueMutations lists the mutations of the continuation model.
 var ContinueMutations = []string{MutReleaseAtHost, MutDropDetachedGrant, MutAbortAfterExport, MutAnswerUnconfirmed, MutAdoptBeforeCommit,
-	MutReleaseAfterAdopt, MutExportAgain}
+	MutReleaseAfterAdopt, MutExportAgain, MutExportDropsAbandoned}
 
 // bounds returns the cluster model's configuration with the same bounds.
 func (c ContinueConfig) bounds() ClusterConfig {
@@ -770,8 +774,13 @@ func (m *ccModel) next(s ccState) []succ[ccState, ccStep] {
 			for _, c := range fl.clients() {
 				fl.det |= 1 << c
 				tc := &t.c[c]
-				if tc.aband {
+				if tc.aband && m.mut(MutExportDropsAbandoned) {
+					fl.remove(c)
+					tc.aband = false // its client, an orphan, still believes
 					continue
+				}
+				if tc.aband {
+					continue // handed over with its lease: it expires at N
 				}
 				switch {
 				case tc.mv != ccAttached:

@@ -58,6 +58,9 @@ func TestContinueMutations(t *testing.T) {
 		// The two gaps checking the model found in the design.
 		{MutReleaseAfterAdopt, PropContinueNoStale, 11, "node A releases c1's claim: RELEASED"},
 		{MutExportAgain, PropClusterOneHolder, 11, "node B restarts"},
+		// The hand-off carries the claims of sessions P cannot hear: the
+		// server does not wait for them to expire before a move.
+		{MutExportDropsAbandoned, PropClusterOneHolder, 11, "node B dies"},
 	} {
 		t.Run(tc.mut, func(t *testing.T) {
 			cfg := continueMutationConfig(tc.mut)
