@@ -74,17 +74,20 @@ type Claim struct {
 	onLost    func(error)   // Do's cancel of fn's context
 
 	// Resumption (resume.go), guarded by s.mu.
-	noWait      bool         // asked for BUSY rather than a queue place
-	queued      bool         // answered QUEUED
-	ticket      uint64       // the queue ticket of its latest QUEUED (0: none)
-	home        *resumeIdent // the session the claim lives on: a re-assertion's prior
-	reassert    bool         // its re-assertion is due or unanswered
-	until       time.Time    // while reassert: its give-up, its last anchor + 0.8 × lease
-	wantRelease bool         // released while the connection was down: RELEASE after its re-assertion
-	sentOn      *resumeIdent // the session that sent its unanswered re-assertion
-	alt         *resumeIdent // the session to name if the re-assertion naming sentOn is refused
-	named       *resumeIdent // the prior session its unanswered re-assertion names
-	sentTicket  bool         // that re-assertion carries its queue ticket
+	noWait      bool           // asked for BUSY rather than a queue place
+	queued      bool           // answered QUEUED
+	ticket      uint64         // the queue ticket of its latest QUEUED (0: none)
+	home        *resumeIdent   // the session the claim lives on: a re-assertion's prior
+	reassert    bool           // its re-assertion is due or unanswered
+	until       time.Time      // while reassert: its give-up, its last anchor + 0.8 × lease
+	wantRelease bool           // released while the connection was down: RELEASE after its re-assertion
+	sentOn      *resumeIdent   // the session that sent its unanswered re-assertion
+	cutOff      []*resumeIdent // the sessions its re-assertions were cut off on since home, oldest first
+	names       []*resumeIdent // the sessions its re-assertions name in turn (resume.go)
+	at          int            // the index in names of the one its unanswered re-assertion names
+	pause       time.Duration  // the pause after its latest round of names
+	named       *resumeIdent   // the prior session its unanswered re-assertion names
+	sentTicket  bool           // that re-assertion carries its queue ticket
 }
 
 // Name returns the name of the lock.

@@ -37,7 +37,7 @@ var (
 	// error also wraps the server's *ServerError when there was one. A
 	// range lock's re-assertion answered conflict (or anything but done
 	// or unavailable) ends the whole session with it.
-	ErrReassertRefused = errors.New("baton: claim lost: its re-assertion after a broken connection was refused")
+	ErrReassertRefused = errors.New("baton: lock lost: its re-assertion after a broken connection was refused")
 	// ErrNotResumed: a resumable session could not be resumed, or a
 	// claim's or its range locks' re-assertion answered, before the
 	// give-up deadline (anchor + 0.8 × lease), or the server cannot
@@ -246,6 +246,7 @@ func (s *Session) resume(cause error) bool {
 		}
 	}
 	s.breakRanges(giveUp)
+	s.stopReassertRetries()
 	s.armExpiry()
 	addrs := s.addrs()
 	first := s.addrIdx
@@ -420,20 +421,17 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 	slices.Sort(ids)
 	for _, id := range ids {
 		cl := s.claims[id]
-		// A claim whose re-assertion was cut off may have moved into
-		// the session that sent it: name that one first, then the one
-		// it was confirmed on (docs/protocol.md, v2 client obligation 9).
-		prior, alt := cl.home, (*resumeIdent)(nil)
-		if cl.sentOn != nil && cl.sentOn != cl.home {
-			prior, alt = cl.sentOn, cl.home
+		cl.names, cl.at = cl.reassertNames(), 0
+		longest := 0
+		for _, n := range cl.names {
+			longest = max(longest, len(n.node))
 		}
-		if len(cl.name)+max(len(prior.node), len(cl.home.node)) > protocol.MaxReassertText {
+		if len(cl.name)+longest > protocol.MaxReassertText {
 			cl.endLocked(fmt.Errorf("%w: name and node too long for a re-assertion", ErrNotResumed))
 			delete(s.claims, id)
 			continue
 		}
-		cl.alt = alt
-		s.sendReassert(cl, prior, now)
+		s.sendReassert(cl, cl.names[0], now)
 		if cl.releasing || cl.wantRelease {
 			if err := rule.SentRelease(id, now); err == nil {
 				cl.releasing = true
@@ -513,13 +511,22 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, ticket uint64, now 
 			if s.startWrite() {
 				go s.flush() // startWrite counted it in s.bg
 			}
-		case ev.Code == protocol.CodeReassertRefused && cl.alt != nil && !cl.ended && s.rule.Free(cl.id):
-			// Not in the session whose re-assertion was cut off: in
-			// the one it was confirmed on, then.
+		case ev.Code == protocol.CodeReassertRefused && len(cl.names) > 1 && !cl.ended && s.rule.Free(cl.id):
+			// Not in the session named: in another, then. While the
+			// client believes, the claim is kept in one of them (nobody
+			// else can hold it), and a cut-off re-assertion arriving
+			// late may move it from one to another: name them in turn,
+			// pausing after each round, until one takes it or the
+			// give-up (the rule checked on the cluster-ranges-resume
+			// model, whose range locks move between sessions as claims
+			// do).
 			stale = true // its re-assertion is unanswered again
-			alt := cl.alt
-			cl.alt = nil
-			s.sendReassert(cl, alt, now)
+			cl.at = (cl.at + 1) % len(cl.names)
+			if cl.at == 0 {
+				s.retryReassert(cl, now)
+				break
+			}
+			s.sendReassert(cl, cl.names[cl.at], now)
 			if s.startWrite() {
 				go s.flush() // startWrite counted it in s.bg
 			}
@@ -532,7 +539,7 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, ticket uint64, now 
 	if !stale {
 		cl.reassert, cl.until = false, time.Time{}
 		if !cl.ended {
-			cl.home, cl.sentOn, cl.alt = s.ident, nil, nil
+			cl.home, cl.sentOn, cl.cutOff, cl.names, cl.pause = s.ident, nil, nil, nil, 0
 			s.freshSessions, s.freshBackoff = 0, 0
 		}
 	}
@@ -540,6 +547,67 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, ticket uint64, now 
 		return fmt.Errorf("%w: %w", errFreshSession, s.freshNeeded)
 	}
 	return nil
+}
+
+// reassertNames returns the sessions cl's next re-assertion names in
+// turn: those its re-assertions were cut off on since it was confirmed,
+// the latest first (each may have moved the claim into itself, and one
+// cut off earlier may still arrive and move it again), then the session
+// it was confirmed on (docs/protocol.md, v2 client obligation 9). s.mu
+// is held.
+func (cl *Claim) reassertNames() []*resumeIdent {
+	if cl.sentOn != nil && cl.sentOn != cl.home && !slices.Contains(cl.cutOff, cl.sentOn) {
+		cl.cutOff = append(cl.cutOff, cl.sentOn)
+	}
+	cl.sentOn = nil
+	names := make([]*resumeIdent, 0, len(cl.cutOff)+1)
+	for i := len(cl.cutOff) - 1; i >= 0; i-- {
+		names = append(names, cl.cutOff[i])
+	}
+	return append(names, cl.home)
+}
+
+// retryReassert sends cl's re-assertion again, naming the first of its
+// names, after a pause that doubles each round (as a range lock's,
+// resume_ranges.go), unless the give-up comes first. s.mu is held.
+func (s *Session) retryReassert(cl *Claim, now time.Time) {
+	cl.pause = min(max(2*cl.pause, minRangeResumePause), maxRangeResumePause)
+	if !cl.until.IsZero() && !now.Add(cl.pause).Before(cl.until) {
+		return // lost at the give-up
+	}
+	gen := s.gen
+	var t *time.Timer
+	s.bg.Add(1)
+	t = time.AfterFunc(cl.pause, func() {
+		defer s.bg.Done()
+		s.mu.Lock()
+		delete(s.reassertRetries, t)
+		if s.err != nil || s.gen != gen || s.resuming || cl.ended || s.claims[cl.id] != cl || !cl.reassert || !s.rule.Free(cl.id) {
+			s.mu.Unlock()
+			return
+		}
+		s.sendReassert(cl, cl.names[0], time.Now())
+		flush := s.startWrite()
+		s.mu.Unlock()
+		if flush {
+			s.flush()
+		}
+	})
+	if s.reassertRetries == nil {
+		s.reassertRetries = map[*time.Timer]struct{}{}
+	}
+	s.reassertRetries[t] = struct{}{}
+}
+
+// stopReassertRetries stops the pending re-sends of claims'
+// re-assertions. s.mu is held.
+func (s *Session) stopReassertRetries() {
+	for t := range s.reassertRetries {
+		if t.Stop() {
+			s.bg.Done()
+		}
+		delete(s.reassertRetries, t)
+	}
 }
 
 // sendReassert records and appends the re-assertion of cl on the session

@@ -664,6 +664,106 @@ func TestResumeCutReassertNamesBothSessions(t *testing.T) {
 	}
 }
 
+// Every session whose re-assertions of a claim were cut off since it was
+// confirmed may hold it (one cut off earlier may arrive last): the next
+// resume names each, the latest first, then the confirmed one, in turn,
+// pausing after each round, until one takes it. With two names only
+// (the rule before) the claim was lost when the first cut-off
+// re-assertion had moved it.
+func TestResumeClaimNamesEveryCutOffSession(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
+	cl := holdClaim(t, s, fc, "job", 100)
+	fc.c.Close()
+	fc2 := resumeConn(t, fake, 8, 0x22, 0)
+	expectReassert(t, fc2, cl.ID(), "job", 100, 0, 7, 0x11)
+	fc2.c.Close() // before the answer
+	fc3 := resumeConn(t, fake, 9, 0x33, 0)
+	expectReassert(t, fc3, cl.ID(), "job", 100, 0, 8, 0x22)
+	fc3.c.Close() // before the answer
+	fc4 := resumeConn(t, fake, 10, 0x44, 0)
+	expectReassert(t, fc4, cl.ID(), "job", 100, 0, 9, 0x33)
+	for _, next := range []struct {
+		session uint64
+		secret  byte
+	}{{8, 0x22}, {7, 0x11}} {
+		fc4.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeReassertRefused, "not here"))
+		expectReassert(t, fc4, cl.ID(), "job", 100, 0, next.session, next.secret)
+	}
+	fc4.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeReassertRefused, "not here"))
+	sent := time.Now()
+	expectReassert(t, fc4, cl.ID(), "job", 100, 0, 9, 0x33) // a round done: after a pause
+	if time.Since(sent) < minRangeResumePause {
+		t.Fatalf("named 9 again after %v, want at least %v", time.Since(sent), minRangeResumePause)
+	}
+	if cl.Err() != nil || !notClosed(cl.Lost()) {
+		t.Fatalf("claim lost while its names were tried: %v", cl.Err())
+	}
+	fc4.send(protocol.AppendGranted(nil, cl.ID(), 100))
+	fc4.send(protocol.AppendPong(nil, fc4.expect(protocol.TypePing).Seq))
+	if cl.Err() != nil || !notClosed(cl.Lost()) || cl.Token() != 100 || s.ID() != 10 {
+		t.Fatalf("claim %v, token %d, session %d", cl.Err(), cl.Token(), s.ID())
+	}
+	// Confirmed on session 10: a later break names it alone, and a
+	// refusal there loses the claim.
+	fc4.c.Close()
+	fc5 := resumeConn(t, fake, 11, 0x55, 0)
+	expectReassert(t, fc5, cl.ID(), "job", 100, 0, 10, 0x44)
+	fc5.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeReassertRefused, "gone"))
+	wait(t, cl.Lost())
+	if !errors.Is(cl.Err(), ErrReassertRefused) {
+		t.Fatalf("claim: %v", cl.Err())
+	}
+}
+
+// Refused in every session it may be in until the give-up: the claim is
+// lost at its give-up, not before, and not named again after it.
+func TestResumeClaimRefusedEverywhereUntilGiveUp(t *testing.T) {
+	fake := newFakeV2(t)
+	const lease = time.Second
+	s, fc := openResumable(t, fake, SessionOptions{Lease: lease})
+	cl := holdClaim(t, s, fc, "job", 100)
+	fc.c.Close()
+	fc2 := resumeConn(t, fake, 8, 0x22, 0)
+	expectReassert(t, fc2, cl.ID(), "job", 100, 0, 7, 0x11)
+	fc2.c.Close() // before the answer
+	fc3 := resumeConn(t, fake, 9, 0x33, 0)
+	giveUp := s.giveUp()
+	names, prior := 0, uint64(8) // then 7, 8, 7, ...
+	timeout := time.After(fakeTimeout)
+	for notClosed(cl.Lost()) {
+		select {
+		case f := <-fc3.frames:
+			switch f.Type {
+			case protocol.TypePing:
+				fc3.send(protocol.AppendPong(nil, f.Seq))
+			case protocol.TypeClaim:
+				if f.Session != prior || f.Claim != cl.ID() {
+					t.Fatalf("re-assertion %v names session %d, want %d", f, f.Session, prior)
+				}
+				names++
+				prior = 15 - prior
+				fc3.send(protocol.AppendRefused(nil, cl.ID(), protocol.CodeReassertRefused, "not here"))
+			default:
+				t.Fatalf("fake: got %v", f)
+			}
+		case <-cl.Lost():
+		case <-timeout:
+			t.Fatal("the claim was not lost")
+		}
+	}
+	if late := time.Since(giveUp); late < -lease/8 {
+		t.Fatalf("lost %v before its give-up", -late)
+	}
+	if names < 4 {
+		t.Fatalf("named %d times before the give-up, want rounds", names)
+	}
+	t.Logf("named %d times before the give-up", names)
+	if !errors.Is(cl.Err(), ErrNotResumed) && !errors.Is(cl.Err(), ErrReassertRefused) {
+		t.Fatalf("claim: %v", cl.Err())
+	}
+}
+
 // A re-asserted holder granted with another token is a violation: the
 // session ends (docs/protocol.md, v2 client obligation 9).
 func TestResumeOtherTokenIsViolation(t *testing.T) {
