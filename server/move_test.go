@@ -560,6 +560,35 @@ func TestMoveKeptHolderMovesWithItsLease(t *testing.T) {
 	}
 }
 
+// A kept claim that a planned change installed at N, whose lease passes
+// before N serves the name (the ring has not switched yet, or N has no
+// epoch yet), does not end there before N serves it: its end would grant
+// the claim queued behind with a token N may not issue on that name.
+// Once N serves the name, it ends and the waiter is promoted.
+func TestMoveKeptExpiryWaitsUntilServed(t *testing.T) {
+	mp := startMovePair(t)
+	const lease = 300 * time.Millisecond
+	k, _ := mp.prior.dialResumable(t, lease, "k")
+	k.mustHold(1, excl2, 0, "m")
+	a := mp.prior.dialV2(t, longLease, "a")
+	a.mustQueue(1, excl2, 0, "m")
+	k.close()
+	mp.prior.events.wait(t, "the session kept", func(e server.Event) bool { return e.Kind == server.EventSessionKept })
+	mp.move(t, only("m")) // N forwards m ("not yet") until the commit
+	time.Sleep(3 * lease)
+	l, held := mp.owner.Lock("m")
+	if !held || len(l.Holders) != 1 || l.Holders[0].Label != "k" {
+		t.Fatalf("N's lock m %v after the kept holder's lease, before N serves it: want k's claim still holding", l)
+	}
+	mp.ownerR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteHold} }) // no epoch yet
+	time.Sleep(3 * lease)
+	if l, _ := mp.owner.Lock("m"); len(l.Holders) != 1 || l.Holders[0].Label != "k" {
+		t.Fatalf("N's lock m %v while N holds the name: want k's claim still holding", l)
+	}
+	mp.commit(only("m"))
+	a.expectPromoted(1)
+}
+
 // The client of a kept session whose claim a planned change moved
 // re-asserts it at N, with its token, as if it had been kept there.
 func TestMoveKeptSessionResumesAtNewOwner(t *testing.T) {

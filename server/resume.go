@@ -96,6 +96,7 @@ type keptSession struct {
 	// whose hash it is, or through an upstream session of the same
 	// origin (as any relaying node its kept claims).
 	moveHash *[secretHashLen]byte
+	heldLong bool // its end has waited a lease past its deadline (holdExpiryLocked)
 }
 
 // handedOver is what a planned change's hand-off carries of k, whose
@@ -316,6 +317,11 @@ func (srv *Server) expireKept(k *keptSession) {
 		return
 	}
 	now := time.Now()
+	if srv.holdExpiryLocked(k, now) {
+		k.timer.Reset(keptRetry)
+		srv.mu.Unlock()
+		return
+	}
 	res, err := srv.table.ExpireSession(now, k.id)
 	if errors.Is(err, locktable.ErrNotExpired) {
 		srv.armKeptLocked(k)
@@ -326,6 +332,49 @@ func (srv *Server) expireKept(k *keptSession) {
 	srv.forgetKeptLocked(k)
 	srv.mu.Unlock()
 	srv.deliver(ds)
+}
+
+// keptRetry is how soon a kept session whose end holdExpiryLocked put
+// off is looked at again.
+const keptRetry = 50 * time.Millisecond
+
+// holdExpiryLocked reports whether the end of kept session k, whose lease
+// has passed, must wait because one of its claims is on a name this node
+// may not grant now: ending it would promote the claims queued behind
+// with a token of this node's current epoch, which need not be above the
+// name's earlier tokens. That is the case on a cluster node that has
+// not committed an epoch yet (a restart, whose names the other nodes
+// hand back before it does), has no epoch covering the change that gave
+// it the name, is warming up, or is moving the name (Route holds it); and
+// for claims a planned change installed here before the ring switched
+// (Route forwards the name: the change's commit makes this node serve
+// it, its fallback drops the claim). Waiting is safe: a later end only
+// grants later. A wait longer than a lease past the deadline is logged
+// once, since every such state should pass. Called with srv.mu held.
+func (srv *Server) holdExpiryLocked(k *keptSession, now time.Time) bool {
+	if srv.Router == nil {
+		return false
+	}
+	d, err := srv.table.Deadline(k.id)
+	if err != nil || !now.After(d) {
+		return false // not expired yet: the table says so
+	}
+	for _, cid := range srv.table.SessionClaims(k.id) {
+		c, err := srv.table.DetachedClaim(k.origin, cid)
+		if err != nil {
+			continue
+		}
+		if srv.Router.Route(c.Name, 0, false).Action == RouteServe {
+			continue
+		}
+		if !k.heldLong && now.After(d.Add(srv.table.SessionLease(k.id))) {
+			k.heldLong = true
+			srv.Logger.Warn("a kept session's lease passed more than a lease ago; its end waits until this node serves its lock",
+				"lock", c.Name, "origin", k.origin)
+		}
+		return true
+	}
+	return false
 }
 
 // endKeptLocked ends kept session k at once, for reason.
