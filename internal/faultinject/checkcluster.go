@@ -18,7 +18,11 @@ const (
 	FaultNodeCut       = "cut"        // the node's cluster link down, later up
 	FaultNodeClientCut = "client-cut" // the node's client link down, later up
 	FaultNodeRestart   = "restart"    // SIGKILL, then the node again on its data directory
-	FaultNodeIsolate   = "isolate"    // both links down, later up
+	// FaultNodeTerm: SIGTERM (a planned stop: the node hands its names
+	// over and leaves the ring), then the node again on its data
+	// directory at once, as in a rolling restart.
+	FaultNodeTerm    = "term"
+	FaultNodeIsolate = "isolate" // both links down, later up
 	// FaultNodePartition: the node and one other cannot reach each
 	// other, later can; both still reach the rest of the cluster.
 	FaultNodePartition = "partition"
@@ -32,8 +36,8 @@ const (
 // did not).
 //
 // Workers are the worker processes connected to the node when it was
-// hit, and Died, for a kill or a restart, when the node's process was
-// reaped.
+// hit, and Died, for a kill, a restart or a term, when the node's
+// process was reaped.
 type ClusterFault struct {
 	Kind, Role, Node string
 	OwnerLost        bool

@@ -47,7 +47,7 @@ const (
 )
 
 // Faults of the cluster plan: "kind-role[-variant][-steered]", kind one
-// of kill, stop, cut, client-cut, isolate, restart, partition (FaultNode*), role
+// of kill, stop, cut, client-cut, isolate, restart, term, partition (FaultNode*), role
 // one of owner (of clusterLock), leader (Raft's), follower (neither).
 // Variants: "brief" (a stop or cut shorter than the self-stop; a
 // partition shorter than the lease),
@@ -61,7 +61,7 @@ var (
 		"kill-leader", "stop-owner-brief", "cut-owner", "client-cut-follower",
 		"kill-follower", "stop-follower", "cut-leader-brief", "stop-owner-removed",
 		"restart-owner-steered", "restart-follower", "stop-owner", "kill-owner",
-		"partition-owner-brief", "partition-owner",
+		"partition-owner-brief", "partition-owner", "term-owner", "term-leader",
 	}
 	clusterPlanShort = []string{"kill-owner-steered", "stop-leader", "cut-owner", "client-cut-follower", "stop-owner-removed"}
 )
@@ -698,6 +698,22 @@ func (h *clusterHarness) inject(f string) {
 			fault.Removed = faultinject.Mono()
 		}
 
+	case faultinject.FaultNodeTerm:
+		// A planned stop and a start at once on the same data
+		// directory: the node's names go to the others and come back
+		// by planned changes, the claims of its own plain sessions
+		// kept at their new owners meanwhile.
+		n.p.signal(syscall.SIGTERM)
+		if !n.p.wait(waitMax) {
+			h.t.Fatalf("%s did not stop after SIGTERM", n.id)
+		}
+		h.nodes[n.slot] = nil
+		fault.Died = faultinject.Mono()
+		h.startNode(slot, n.id, "wait")
+		if !h.settle(slot) {
+			fault.Removed = faultinject.Mono()
+		}
+
 	case faultinject.FaultNodeStop, faultinject.FaultNodeCut:
 		stop := func() {
 			if kind == faultinject.FaultNodeStop {
@@ -942,6 +958,18 @@ func (h *clusterHarness) settle(slot int) bool {
 				back = false
 			}
 			version = max(version, st.AppliedRingVersion)
+		}
+		select {
+		case <-n.p.exited:
+			if removed {
+				h.nodes[slot] = nil
+				h.replace(slot)
+				return false
+			}
+			// Nothing here stops it: it crashed.
+			h.t.Fatalf("%s exited while it settled (%v); the nodes' views:\n%s\nthe end of its log:\n%s",
+				n.id, n.p.cmd.ProcessState, strings.Join(views, "\n"), tail(n.p.stderr))
+		default:
 		}
 		if removed {
 			h.kill(n)
