@@ -118,8 +118,7 @@ type rangeReqs struct {
 	cutOff    []*resumeIdent
 	until     time.Time // while re-assertions are due or unanswered: their give-up
 	pause     time.Duration
-	retries   map[*time.Timer]struct{} // re-sends of re-assertions answered unavailable
-	closeReqs map[uint32]struct{}      // Close's releases not answered yet
+	closeReqs map[uint32]struct{} // Close's releases not answered yet
 }
 
 // SetRange takes the lock l (F_SETLK; with wait, F_SETLKW or flock without

@@ -246,7 +246,7 @@ func (s *Session) resume(cause error) bool {
 		}
 	}
 	s.breakRanges(giveUp)
-	s.stopReassertRetries()
+	s.stopResends()
 	s.armExpiry()
 	addrs := s.addrs()
 	first := s.addrIdx
@@ -575,38 +575,50 @@ func (s *Session) retryReassert(cl *Claim, now time.Time) {
 	if !cl.until.IsZero() && !now.Add(cl.pause).Before(cl.until) {
 		return // lost at the give-up
 	}
+	s.resendLater(cl.pause, func() bool {
+		if cl.ended || s.claims[cl.id] != cl || !cl.reassert || !s.rule.Free(cl.id) {
+			return false
+		}
+		s.sendReassert(cl, cl.names[0], time.Now())
+		return true
+	})
+}
+
+// resendLater calls send after d with s.mu held, unless the session has
+// ended, broken or started resuming meanwhile: the re-send of a claim's
+// or a range lock's re-assertion after a pause. send appends what it
+// sends to s.out and reports whether it did. s.mu is held.
+func (s *Session) resendLater(d time.Duration, send func() bool) {
 	gen := s.gen
 	var t *time.Timer
 	s.bg.Add(1)
-	t = time.AfterFunc(cl.pause, func() {
+	t = time.AfterFunc(d, func() {
 		defer s.bg.Done()
 		s.mu.Lock()
-		delete(s.reassertRetries, t)
-		if s.err != nil || s.gen != gen || s.resuming || cl.ended || s.claims[cl.id] != cl || !cl.reassert || !s.rule.Free(cl.id) {
+		delete(s.resends, t)
+		if s.err != nil || s.gen != gen || s.resuming || !send() {
 			s.mu.Unlock()
 			return
 		}
-		s.sendReassert(cl, cl.names[0], time.Now())
 		flush := s.startWrite()
 		s.mu.Unlock()
 		if flush {
 			s.flush()
 		}
 	})
-	if s.reassertRetries == nil {
-		s.reassertRetries = map[*time.Timer]struct{}{}
+	if s.resends == nil {
+		s.resends = map[*time.Timer]struct{}{}
 	}
-	s.reassertRetries[t] = struct{}{}
+	s.resends[t] = struct{}{}
 }
 
-// stopReassertRetries stops the pending re-sends of claims'
-// re-assertions. s.mu is held.
-func (s *Session) stopReassertRetries() {
-	for t := range s.reassertRetries {
+// stopResends stops the pending re-sends (resendLater). s.mu is held.
+func (s *Session) stopResends() {
+	for t := range s.resends {
 		if t.Stop() {
 			s.bg.Done()
 		}
-		delete(s.reassertRetries, t)
+		delete(s.resends, t)
 	}
 }
 

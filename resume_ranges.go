@@ -133,8 +133,7 @@ func (s *Session) breakRanges(giveUp time.Time) {
 	if r.mirror == nil {
 		return
 	}
-	clear(r.resumes)
-	s.stopRangeRetries()
+	clear(r.resumes) // their pending re-sends are stopped by resume
 	for req, rs := range r.sent {
 		switch rs.f.Op {
 		case protocol.RangeUnlock, protocol.RangeRelease:
@@ -310,39 +309,13 @@ func (s *Session) retryRangeResume(req uint32, rr *rangeResume, now time.Time) {
 	if !r.until.IsZero() && !now.Add(r.pause).Before(r.until) {
 		return
 	}
-	gen := s.gen
-	var t *time.Timer
-	s.bg.Add(1)
-	t = time.AfterFunc(r.pause, func() {
-		defer s.bg.Done()
-		s.mu.Lock()
-		delete(r.retries, t)
-		if s.err != nil || s.gen != gen || s.resuming || r.resumes[req] != rr {
-			s.mu.Unlock()
-			return
+	s.resendLater(r.pause, func() bool {
+		if r.resumes[req] != rr {
+			return false
 		}
 		s.out = protocol.AppendRange(s.out, rr.f)
-		flush := s.startWrite()
-		s.mu.Unlock()
-		if flush {
-			s.flush()
-		}
+		return true
 	})
-	if r.retries == nil {
-		r.retries = map[*time.Timer]struct{}{}
-	}
-	r.retries[t] = struct{}{}
-}
-
-// stopRangeRetries stops the pending re-sends of re-assertions. s.mu is
-// held.
-func (s *Session) stopRangeRetries() {
-	for t := range s.ranges.retries {
-		if t.Stop() {
-			s.bg.Done()
-		}
-		delete(s.ranges.retries, t)
-	}
 }
 
 // releaseRangesLocked appends, as Close of a resumable session, a

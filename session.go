@@ -134,12 +134,12 @@ type Session struct {
 	ring    uint64       // the ring version of this session's WELCOME
 	tickets bool         // this session's server gives queue tickets
 	gen     uint64       // counts connections: a write to an older one is moot
-	// reassertRetries are the pending re-sends of claims' re-assertions
-	// after a round of names (resume.go).
-	reassertRetries map[*time.Timer]struct{}
-	addrIdx         int           // index in addrs() of the address in use
-	resuming        bool          // the connection broke; the reader is opening a new session
-	resumed         chan struct{} // closed when a resume ends (made when one starts)
+	// resends are the pending re-sends of re-assertions after a pause
+	// (resendLater).
+	resends  map[*time.Timer]struct{}
+	addrIdx  int           // index in addrs() of the address in use
+	resuming bool          // the connection broke; the reader is opening a new session
+	resumed  chan struct{} // closed when a resume ends (made when one starts)
 	// waitingResume counts the new requests waiting for a resume to end
 	// (waitResumedLocked).
 	waitingResume int
@@ -740,8 +740,7 @@ func (s *Session) loseLocked(cause error) (closeNow bool) {
 		s.expiryArmed = false
 		s.bg.Done()
 	}
-	s.stopRangeRetries()
-	s.stopReassertRetries()
+	s.stopResends()
 	hold := errors.Is(cause, ErrHeartbeatTimeout)
 	for _, cl := range s.claims {
 		if hold && cl.held && !cl.workDone && !cl.ended {
