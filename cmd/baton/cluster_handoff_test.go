@@ -897,6 +897,28 @@ func startNodeAt(t *testing.T, id, dir, raftAddr, join string, bootstrap bool) *
 	return c
 }
 
+// startRestartable starts nodes n1, n2 and n3 on data directories and
+// Raft addresses that a restart keeps, and waits for their ring of three.
+func startRestartable(t *testing.T) (ids []string, dirs, rafts map[string]string, nodes map[string]*clusterProc, logs map[string]*logDrain) {
+	t.Helper()
+	base := t.TempDir()
+	ids = []string{"n1", "n2", "n3"}
+	dirs, rafts = map[string]string{}, map[string]string{}
+	for _, id := range ids {
+		dirs[id], rafts[id] = filepath.Join(base, id), freeAddr(t)
+	}
+	nodes = map[string]*clusterProc{}
+	nodes["n1"] = startNodeAt(t, "n1", dirs["n1"], rafts["n1"], "", true)
+	nodes["n2"] = startNodeAt(t, "n2", dirs["n2"], rafts["n2"], nodes["n1"].admin, false)
+	nodes["n3"] = startNodeAt(t, "n3", dirs["n3"], rafts["n3"], nodes["n2"].admin, false)
+	logs = map[string]*logDrain{}
+	for _, id := range ids {
+		waitStatus(t, nodes[id], "a ring of 3", func(st cluster.Status) bool { return len(st.Ring) == 3 })
+		logs[id] = drainLogs(nodes[id].batonProc)
+	}
+	return ids, dirs, rafts, nodes, logs
+}
+
 // A rolling restart of all three nodes, one at a time, under 30 clients:
 // SIGTERM is a planned stop (the node hands its names over and leaves the
 // ring, staying a voter), the node started again on its data directory
@@ -907,21 +929,7 @@ func startNodeAt(t *testing.T, id, dir, raftAddr, join string, bootstrap bool) *
 // docs/cluster.md); every other claim that ended other than by its
 // client's release was told so (version 1: ERROR 0x01).
 func TestClusterRollingRestart(t *testing.T) {
-	base := t.TempDir()
-	ids := []string{"n1", "n2", "n3"}
-	dirs, rafts := map[string]string{}, map[string]string{}
-	for _, id := range ids {
-		dirs[id], rafts[id] = filepath.Join(base, id), freeAddr(t)
-	}
-	nodes := map[string]*clusterProc{}
-	nodes["n1"] = startNodeAt(t, "n1", dirs["n1"], rafts["n1"], "", true)
-	nodes["n2"] = startNodeAt(t, "n2", dirs["n2"], rafts["n2"], nodes["n1"].admin, false)
-	nodes["n3"] = startNodeAt(t, "n3", dirs["n3"], rafts["n3"], nodes["n2"].admin, false)
-	logs := map[string]*logDrain{}
-	for _, id := range ids {
-		waitStatus(t, nodes[id], "a ring of 3", func(st cluster.Status) bool { return len(st.Ring) == 3 })
-		logs[id] = drainLogs(nodes[id].batonProc)
-	}
+	ids, dirs, rafts, nodes, logs := startRestartable(t)
 	var names []string
 	for i := range 16 {
 		names = append(names, fmt.Sprintf("roll-%d", i))
@@ -1024,20 +1032,7 @@ func TestClusterRollingRestart(t *testing.T) {
 // half the lease, as when that change waited), and the kept name is
 // granted to a waiter only once the lease has passed since the stop.
 func TestClusterRestartSoonAfterStop(t *testing.T) {
-	base := t.TempDir()
-	ids := []string{"n1", "n2", "n3"}
-	dirs, rafts := map[string]string{}, map[string]string{}
-	for _, id := range ids {
-		dirs[id], rafts[id] = filepath.Join(base, id), freeAddr(t)
-	}
-	nodes := map[string]*clusterProc{}
-	nodes["n1"] = startNodeAt(t, "n1", dirs["n1"], rafts["n1"], "", true)
-	nodes["n2"] = startNodeAt(t, "n2", dirs["n2"], rafts["n2"], nodes["n1"].admin, false)
-	nodes["n3"] = startNodeAt(t, "n3", dirs["n3"], rafts["n3"], nodes["n2"].admin, false)
-	for _, id := range ids {
-		waitStatus(t, nodes[id], "a ring of 3", func(st cluster.Status) bool { return len(st.Ring) == 3 })
-		drainLogs(nodes[id].batonProc)
-	}
+	ids, dirs, rafts, nodes, _ := startRestartable(t)
 	const lease = 10 * time.Second
 	kept, relayed := nameOwnedBy(t, "n1", "soon-kept"), nameOwnedBy(t, "n1", "soon-relayed")
 	// A plain session on n1 holds kept; one on n2 holds relayed through n1.
