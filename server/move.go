@@ -369,7 +369,7 @@ func (srv *Server) gateRanges(gates []rangeGate) {
 func (srv *Server) tellMoving(moving func(name string) bool) (left int) {
 	srv.mu.Lock()
 	now := time.Now()
-	res, told, _ := srv.table.TellMoving(now, moving, srv.movesOn, protocol.CodeShuttingDown, protocol.CodeNotOwner)
+	res, told := srv.table.TellMoving(now, moving, srv.movesOn, protocol.CodeShuttingDown, protocol.CodeNotOwner)
 	for _, sid := range told {
 		if s := srv.claims[sid]; s != nil && !s.gone.Load() {
 			left++

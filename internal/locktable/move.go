@@ -50,9 +50,9 @@ func (t *Table) EvictExcept(now time.Time, match func(name string) bool, keep fu
 // their claims, and nobody is promoted in their place, until their
 // sessions end: the client hangs up after reading the ERROR (having
 // stopped its work) or its lease runs out. It returns those holders'
-// sessions, in the order told, and the sessions of the other holders
-// keep rejects (version 2), which it leaves to EvictExcept.
-func (t *Table) TellMoving(now time.Time, match func(name string) bool, keep func(SessionID) bool, v1, v2 protocol.Code) (res Result, told, others []SessionID) {
+// sessions, in the order told; the version 2 holders keep rejects it
+// leaves to EvictExcept.
+func (t *Table) TellMoving(now time.Time, match func(name string) bool, keep func(SessionID) bool, v1, v2 protocol.Code) (res Result, told []SessionID) {
 	var names []string
 	for name := range t.locks {
 		if match(name) {
@@ -74,20 +74,16 @@ func (t *Table) TellMoving(now time.Time, match func(name string) bool, keep fun
 			t.endClaim(now, c, ReasonMoved, false, &res)
 		}
 		for _, c := range l.holders.list(l.held) {
-			switch {
-			case keep(c.sess.id):
-			case c.sess.v1:
+			if c.sess.v1 && !keep(c.sess.id) {
 				res.send(Send{Kind: SendError, Session: c.sess.id, Claim: c.id, Code: v1})
 				told = append(told, c.sess.id)
-			default:
-				others = append(others, c.sess.id)
 			}
 		}
 		// Ending waiters grants nothing the holders that stay do not
 		// admit; a queue that an exclusive waiter blocked may move.
 		t.promote(now, l, &res)
 	}
-	return res, told, others
+	return res, told
 }
 
 // SessionClaims returns the ids of session sid's claims, sorted.
