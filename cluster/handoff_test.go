@@ -299,40 +299,53 @@ func TestPlannedLeaveSurvivesLeaderChange(t *testing.T) {
 
 // Stop takes a node out of the ring after handing its names over but
 // keeps it a voter; Rejoin, after a restart on its data directory, puts
-// it back, with the names handed back by their owners.
+// it back, with the names handed back by their owners. The bootstrap
+// node too, whose log, replayed at its restart, starts with a ring that
+// gave it every name with no hand-off.
 func TestStopAndRejoin(t *testing.T) {
-	nodes := startCluster(t, 3)
+	for _, i := range []int{2, 0} {
+		t.Run(fmt.Sprintf("node-%d", i+1), func(t *testing.T) { testStopAndRejoin(t, i) })
+	}
+}
+
+func testStopAndRejoin(t *testing.T, i int) {
+	// No snapshots: the restarted node replays its whole log, as a node
+	// does whose log is shorter than the default snapshot threshold.
+	noSnapshots := func(c *Config) { c.SnapshotThreshold, c.SnapshotInterval = 1<<20, time.Hour }
+	nodes := startClusterWith(t, 3, noSnapshots)
 	ctx := ctxT(t)
 	withMovers(nodes)
-	n3 := nodes[2]
+	n3 := nodes[i]
+	other := nodes[(i+1)%3]
 	// A long largest lease: a restarted node that lost its names' state
 	// would gate them for it.
 	const lease = 20 * time.Second
-	if err := nodes[0].RaiseLease(ctx, lease); err != nil {
+	if err := other.RaiseLease(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
 	if err := n3.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 	waitSameRing(t, nodes, 4)
-	if md := nodes[0].Metadata(); md.Members["node-3"].State != Stopped || !md.RingHandedOver {
-		t.Fatalf("after the stop: %+v", md.Members["node-3"])
+	id := n3.ID()
+	if md := other.Metadata(); md.Members[id].State != Stopped || !md.RingHandedOver {
+		t.Fatalf("after the stop: %+v", md.Members[id])
 	}
-	if voters, err := nodes[0].Voters(); err != nil || !slices.Contains(voters, "node-3") {
+	if voters, err := other.Voters(); err != nil || !slices.Contains(voters, id) {
 		t.Fatalf("a stopped node is still a voter: %v %v", voters, err)
 	}
 	dir, raftAddr, adminAddr := n3.dir, n3.raftAddr, n3.admin.Addr().String()
 	n3.stop()
-	n3 = startNode(t, "node-3", dir, raftAddr, adminAddr)
+	n3 = startNodeWith(t, id, dir, raftAddr, adminAddr, noSnapshots)
 	rctx, cancel := context.WithTimeout(ctx, testWait)
 	defer cancel()
 	if err := n3.Rejoin(rctx); err != nil {
 		t.Fatalf("rejoin: %v", err)
 	}
-	nodes[2] = n3
+	nodes[i] = n3
 	waitSameRing(t, nodes, 5)
-	if md := nodes[0].Metadata(); md.Members["node-3"].State != Serving || !md.RingHandedOver {
-		t.Fatalf("after the rejoin: %+v, handed over %v", md.Members["node-3"], md.RingHandedOver)
+	if md := other.Metadata(); md.Members[id].State != Serving || !md.RingHandedOver {
+		t.Fatalf("after the rejoin: %+v, handed over %v", md.Members[id], md.RingHandedOver)
 	}
 	// It stopped after handing its names over, so it lost no name's
 	// state: the names handed back are served at once, without the
@@ -340,10 +353,10 @@ func TestStopAndRejoin(t *testing.T) {
 	if _, err := n3.AcquireEpoch(ctx); err != nil {
 		t.Fatal(err)
 	}
-	name := nameOwnedBy(t, n3.Ring(), "node-3")
+	name := nameOwnedBy(t, n3.Ring(), id)
 	waitContact(t, n3)
 	if d := n3.Route(name, false, time.Now()); d.Action != Serve {
-		t.Errorf("node-3, back after a stop, routes its %s as %+v, want serve", name, d)
+		t.Errorf("%s, back after a stop, routes its %s as %+v, want serve", id, name, d)
 	}
 }
 

@@ -105,6 +105,16 @@ func (n *Node) ringChanged(prev, cur *Ring) {
 	}
 	handed := n.fsm.md.RingHandedOver && n.fsm.md.RingVersion == cur.Version()
 	n.mu.Lock()
+	if !cur.Has(n.cfg.ID) {
+		// Out of the ring, this node owns no name: the gates of earlier
+		// take-overs are over. (It handed those names over only after
+		// they had passed, handoff.go, or it is not serving: dead or
+		// removed.) Coming back is a gain of its own. Without this, a
+		// node replaying its log at a restart would gate the names
+		// handed back to it by the take-overs of rings long past, timed
+		// from the replay.
+		n.takeovers = nil
+	}
 	if gained {
 		n.gainedAt = cur.Version()
 		n.takeovers = append(n.takeovers, takeover{version: cur.Version(), at: time.Now()})
