@@ -108,6 +108,11 @@ type relayState struct {
 	// retry is scheduled (relay2hold.go). Guarded by srv.mu.
 	held    []protocol.Frame
 	holding bool
+	// rerouted are the held claims that an owner revoked because their
+	// name moved (rehold), by id: the owner's address and until when this
+	// node, whose ring may still name that owner, waits for its ring
+	// rather than ask that owner again. Guarded by srv.mu.
+	rerouted map[uint32]reroute
 	// openFails counts the upstreams that could not be opened since one
 	// last opened, to log the first and then one in 50.
 	openFails int
@@ -557,6 +562,7 @@ func (s *session) relayRelease(id uint32) bool {
 	if i := rel.heldIndex(id); i >= 0 {
 		s.srv.forgetGatedLocked(s, id, rel.held[i].Name)
 		rel.held = append(rel.held[:i], rel.held[i+1:]...)
+		delete(rel.rerouted, id)
 		return false
 	}
 	v.omu.Lock()
@@ -925,6 +931,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 	rel := v.rel.Load()
 	var bad error
 	rangesLost := false // an adoption found no range locks kept (rangemove.go)
+	var reholds []*relayedClaim
 	for _, fr := range frames {
 		f := fr.f
 		if f.Type == protocol.TypeRevoked && f.Code == codeMoved {
@@ -996,6 +1003,10 @@ func (u *upstream) handle(frames []upFrame) bool {
 				}
 			}
 		case protocol.TypePromoted, protocol.TypeRevoked:
+			if rc := u.claims[f.Claim]; f.Type == protocol.TypeRevoked && reroutable(rc, f) {
+				reholds = append(reholds, rc) // not passed on (rehold)
+				continue
+			}
 			if rc := u.claims[f.Claim]; f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
 				u.end(rel, rc)
 			} else if rc != nil && f.Type == protocol.TypePromoted {
@@ -1029,6 +1040,9 @@ func (u *upstream) handle(frames []upFrame) bool {
 		rel.kickAll()
 	}
 	v.omu.Unlock()
+	if len(reholds) > 0 {
+		u.rehold(reholds)
+	}
 	if rangesLost {
 		s.srv.Logger.Warn("range locks handed over to a key's new owner are no longer kept for the session: ending the client's session",
 			"owner_addr", u.addr, "session", s.id, "remote_addr", s.peer.Addr)

@@ -839,3 +839,56 @@ func TestRelayV2HoldThenRefused(t *testing.T) {
 	waitRelayed(t, relay, 0, 1)
 	ping(a, 1)
 }
+
+// A claim relayed to an owner that holds it (QUEUED), and then revoked
+// there with 0x03 because its name moved to another node (a planned
+// change committed meanwhile), is held again here and relayed to the
+// name's new owner: a queued claim holds nothing, so its client, told
+// QUEUED, hears only its grant. While this node's ring still names the
+// owner that revoked it, it waits for the ring (bounded), instead of
+// asking that owner again. A claim that was granted is not re-routed: its
+// REVOKED is passed on.
+func TestRelayV2QueuedClaimFollowsItsName(t *testing.T) {
+	ownerA, relay, ownerAR, relayR := startHoldPair(t)
+	ownerBR := &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
+	ownerB := startServer(t, func(s *server.Server) { s.Router, s.TrustHop = ownerBR, trustAll })
+	toA := func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: ownerA.addr} }
+	relayR.set(toA)
+	ownerAR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteHold} })
+	a := relay.dialV2(t, longLease, "a")
+	a.mustQueue(1, protocol.ModeExclusive, 0, "m")
+	waitRelayed(t, relay, 1, 1)
+	// The name moves to B: A (forwarded) is no longer its owner and
+	// revokes its held claim; this node learns of the change a little
+	// later.
+	ownerAR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteNotOwner} })
+	a.expectSilenceV2(300 * time.Millisecond)
+	relayR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: ownerB.addr} })
+	tok := a.expectPromoted(1)
+	if h := waitHolder(t, ownerB, "m", func(h locktable.HolderInfo) bool { return h.Peer.Via != "" }); h.Token != tok {
+		t.Fatalf("B's holder of m: %+v, want token %d", h, tok)
+	}
+	a.release(1)
+	waitRelayed(t, relay, 0, 2)
+
+	// This node's ring never moves on: after the wait, the owner that
+	// revoked the claim is asked again, refuses it, and the claim is
+	// revoked.
+	ownerAR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteHold} })
+	relayR.set(toA)
+	a.mustQueue(3, protocol.ModeExclusive, 0, "m2")
+	ownerAR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteNotOwner} })
+	start := time.Now()
+	a.expectCode(protocol.TypeRevoked, 3, protocol.CodeNotOwner)
+	if d := time.Since(start); d < 900*time.Millisecond {
+		t.Errorf("revoked %v after the owner's change, want after the wait for this node's ring (1 s)", d)
+	}
+
+	// Granted at A, then revoked there: lost, as before.
+	ownerAR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
+	relayR.set(toA)
+	a.mustHold(2, protocol.ModeExclusive, 0, "g")
+	ownerA.Evict(func(name string) bool { return name == "g" })
+	a.expectCode(protocol.TypeRevoked, 2, protocol.CodeNotOwner)
+	ping(a, 1)
+}

@@ -18,7 +18,8 @@ import (
 // GRANTED is pushed as PROMOTED, whose QUEUED says nothing new, whose
 // refusal is pushed as REVOKED), anything else revokes it with 0x03. A
 // no-wait CLAIM on a held name is answered BUSY. Nothing is granted
-// anywhere while the name is held.
+// anywhere while the name is held. A queued claim that its owner revokes
+// because the name moved is held again here (rehold).
 
 // holdClaim answers CLAIM f QUEUED and holds it. Called by the reader
 // with srv.mu held; rel.held and rel.holding are guarded by srv.mu.
@@ -65,7 +66,7 @@ func (s *session) retryHeld() {
 		for _, f := range rel.held {
 			srv.forgetGatedLocked(s, f.Claim, f.Name)
 		}
-		rel.held, rel.holding = nil, false
+		rel.held, rel.holding, rel.rerouted = nil, false, nil
 		srv.mu.Unlock()
 		return
 	}
@@ -79,6 +80,13 @@ func (s *session) retryHeld() {
 			continue // entered the table with its name's gated claims
 		}
 		rt := srv.Router.Route(f.Name, 0, s.forwarded)
+		if rr, ok := rel.rerouted[f.Claim]; ok {
+			if rt.Action == RouteForward && rt.Addr == rr.addr && now.Before(rr.until) {
+				keep = append(keep, f) // this node's ring is behind the owner's
+				continue
+			}
+			delete(rel.rerouted, f.Claim)
+		}
 		if refs, ok := srv.gatedHeld[f.Name]; ok && rt.Action != RouteHold {
 			// The warm-up of f's name is over: every claim held during
 			// it, on any session, enters now, in ticket order (tickets.go).
@@ -247,5 +255,66 @@ func (u *upstream) heldAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Fr
 		}
 		u.push(rel, v, &outEntry{b: protocol.AppendRevoked(nil, f.Claim, code, ""), up: u, claim: f.Claim})
 		u.end(rel, r.rc)
+	}
+}
+
+// rerouteWait bounds how long a claim an owner revoked because its name
+// moved is held while this node's ring still names that owner: a ring
+// change reaches every node within a Raft commit, well within it.
+const rerouteWait = time.Second
+
+// reroute is why a held claim was held again (rehold): the owner that
+// revoked it, and until when this node waits for a ring naming another.
+type reroute struct {
+	addr  string
+	until time.Time
+}
+
+// reroutable reports whether the owner's REVOKED f of rc is held again
+// here and relayed to the name's next owner (rehold) rather than passed
+// on: the owner no longer owns the name (0x03), and the claim was queued
+// there, never granted, so it holds nothing and its client, told QUEUED,
+// waits on. Called with omu held.
+func reroutable(rc *relayedClaim, f protocol.Frame) bool {
+	return rc != nil && f.Code == protocol.CodeNotOwner && rc.state == rcLive && rc.token == 0 &&
+		rc.move == nil && rc.req.Name != "" && !rc.req.NoWait()
+}
+
+// rehold holds again the claims of u that its owner revoked because their
+// names moved (a planned change committed while the owner held or queued
+// them: it exported the names before they came): retryHeld relays each to
+// the name's owner in this node's ring. A claim the client released, or
+// that u's end settled, meanwhile is left as it is.
+func (u *upstream) rehold(rcs []*relayedClaim) {
+	s := u.s
+	srv, v := s.srv, s.v2
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	v.omu.Lock()
+	rel := v.rel.Load()
+	closed := rel.closed || s.closing.Load() || v.ending
+	until := time.Now().Add(rerouteWait)
+	n := 0
+	for _, rc := range rcs {
+		if closed || rc.up != u || u.claims[rc.id] != rc || rc.state != rcLive {
+			continue
+		}
+		u.end(rel, rc)
+		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: rc.req.Mode, Limit: rc.req.Limit, Name: rc.req.Name}
+		rel.held = append(rel.held, f)
+		if rel.rerouted == nil {
+			rel.rerouted = map[uint32]reroute{}
+		}
+		rel.rerouted[rc.id] = reroute{addr: u.addr, until: until}
+		n++
+	}
+	v.omu.Unlock()
+	if n > 0 && !rel.holding {
+		rel.holding = true
+		time.AfterFunc(holdRetry, s.retryHeld)
+	}
+	if n > 0 {
+		srv.Logger.Info("queued claims revoked by an owner that no longer owns their names; claiming them at the new owner",
+			"owner_addr", u.addr, "session", s.id, "claims", n)
 	}
 }
