@@ -118,6 +118,11 @@ func (s *session) retryHeld() {
 	}
 	clear(rel.held[len(keep):])
 	rel.held = keep
+	for id := range rel.rerouted {
+		if rel.heldIndex(id) < 0 {
+			delete(rel.rerouted, id) // entered, relayed or revoked
+		}
+	}
 	if len(keep) > 0 {
 		time.AfterFunc(holdRetry, s.retryHeld)
 	} else {
