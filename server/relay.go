@@ -444,6 +444,11 @@ func (s *session) relay(up net.Conn, addr string, req protocol.Acquire) (locktab
 		go copyBack(make([]byte, relayBuf))
 	}
 
+	// Counted before the ACQUIRE goes out: the owner's answer may reach
+	// the client before this goroutine runs again.
+	srv.relayed.Add(1)
+	srv.relayedTotal.Add(1)
+	defer srv.relayed.Add(-1)
 	b := AppendHop(make([]byte, 0, 64+len(req.Name)), peer.Addr, peer.Identity)
 	b = protocol.AppendAcquire(b, req)
 	up.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
@@ -457,9 +462,6 @@ func (s *session) relay(up net.Conn, addr string, req protocol.Acquire) (locktab
 	up.SetWriteDeadline(time.Time{})
 	s.conn.SetDeadline(time.Time{}) // before the copier may set its linger
 	sent <- true
-	srv.relayed.Add(1)
-	srv.relayedTotal.Add(1)
-	defer srv.relayed.Add(-1)
 	srv.Logger.Debug("relaying to the owner", "lock", req.Name, "remote_addr", peer.Addr, "owner_addr", up.RemoteAddr().String())
 
 	buf := make([]byte, relayBuf)
