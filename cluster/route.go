@@ -83,10 +83,19 @@ const DefaultGateSlack = 2 * time.Second
 const maxTakeovers = 16
 
 // takeover is a ring change that gave this node names, applied at (this
-// node's clock, monotonic).
+// node's clock, monotonic), and the largest lease granted then. A prior
+// owner grants a lease only once Raft has recorded it (RaiseLease), so
+// every lease it granted was recorded before the change: a lease raised
+// later does not lengthen this change's warm-up.
 type takeover struct {
 	version uint64
 	at      time.Time
+	lease   time.Duration
+}
+
+// until is when the warm-up of t ends.
+func (t takeover) until(slack time.Duration) time.Time {
+	return t.at.Add(WarmupFor(t.lease, slack))
 }
 
 // ringChanged is the fsm's hook, called under the fsm's mutex with the
@@ -117,7 +126,7 @@ func (n *Node) ringChanged(prev, cur *Ring) {
 	}
 	if gained {
 		n.gainedAt = cur.Version()
-		n.takeovers = append(n.takeovers, takeover{version: cur.Version(), at: time.Now()})
+		n.takeovers = append(n.takeovers, takeover{version: cur.Version(), at: time.Now(), lease: n.fsm.md.MaxLease})
 		if len(n.takeovers) > maxTakeovers {
 			n.takeovers = n.takeovers[len(n.takeovers)-maxTakeovers:]
 		}
@@ -191,9 +200,8 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 	}
 	var open []takeover
 	if ownerID == n.cfg.ID && ready {
-		w := n.fsm.md.MaxLease
 		for _, t := range n.takeovers {
-			if !n.handedOver[t.version] && now.Before(t.at.Add(WarmupFor(w, n.slack()))) {
+			if !n.handedOver[t.version] && now.Before(t.until(n.slack())) {
 				open = append(open, t)
 			}
 		}
@@ -244,7 +252,7 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 			// A name is gated if this change gave it to this node; when the
 			// ring before is no longer kept, every name is (fail closed).
 			if !ok || prev.Owner(name) != n.cfg.ID {
-				if until := t.at.Add(w); until.After(d.Until) {
+				if until := t.until(n.slack()); until.After(d.Until) {
 					d.Action, d.Until = Queue, until
 				}
 				d.Since = max(d.Since, t.version)
@@ -268,7 +276,7 @@ func (n *Node) gatedUntil(now time.Time) time.Time {
 	}
 	for _, t := range n.takeovers {
 		if !n.handedOver[t.version] {
-			until = later(until, t.at.Add(w))
+			until = later(until, t.until(n.slack()))
 		}
 	}
 	n.mu.Unlock()

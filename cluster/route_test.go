@@ -117,8 +117,19 @@ func TestRouteTakeoverFailsClosed(t *testing.T) {
 	if left := time.Until(d.Until); left <= testSlack || left > WarmupFor(lease, testSlack) {
 		t.Errorf("warm-up ends in %v, want between the slack %v and lease·(1+ρ)/(1−ρ)+slack %v", left, testSlack, WarmupFor(lease, testSlack))
 	}
-	if w, want := taker.Warmup(), WarmupFor(lease, testSlack); w != want || w <= lease+testSlack {
-		t.Errorf("Warmup %v, want %v (above lease+slack %v: scaled for clock drift)", w, want, lease+testSlack)
+	// A lease raised after the take-over does not lengthen its warm-up:
+	// the removed owner granted none longer than the one recorded then.
+	if err := nodes[0].RaiseLease(ctx, 4*lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := taker.waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == 4*lease }); err != nil {
+		t.Fatal(err)
+	}
+	if d2 := taker.Route(moving, false, time.Now()); d2.Action != Queue || !d2.Until.Equal(d.Until) {
+		t.Errorf("after a longer lease was recorded: %+v, want queued until %v still", d2, d.Until)
+	}
+	if w, want := taker.Warmup(), WarmupFor(4*lease, testSlack); w != want || w <= 4*lease+testSlack {
+		t.Errorf("Warmup %v, want %v (above lease+slack %v: scaled for clock drift)", w, want, 4*lease+testSlack)
 	}
 	if d := taker.Route(moving, false, d.Until); d.Action != Serve {
 		t.Errorf("taken name after the warm-up: %v", d.Action)
@@ -216,5 +227,36 @@ func TestRouteNameBackNeedsFreshEpoch(t *testing.T) {
 	}
 	if d := n1.Route(name, false, time.Now()); d.Action != Serve {
 		t.Errorf("after a fresh epoch: %v", d.Action)
+	}
+}
+
+// A node's first ring gave it every name with no hand-off: its names are
+// gated for the warm-up of the largest lease recorded then. A longer
+// lease recorded later (a client's first long lease) does not gate them
+// again.
+func TestRouteLaterLeaseDoesNotRegate(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	n1 := nodes[0]
+	if _, err := n1.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name := nameOwnedBy(t, n1.Ring(), "node-1")
+	waitContact(t, n1)
+	deadline := time.Now().Add(testWait)
+	for n1.Route(name, false, time.Now()).Action != Serve {
+		if time.Now().After(deadline) {
+			t.Fatalf("node-1's %s never served: %+v", name, n1.Route(name, false, time.Now()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := n1.RaiseLease(ctx, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == 20*time.Second }); err != nil {
+		t.Fatal(err)
+	}
+	if d := n1.Route(name, false, time.Now()); d.Action != Serve {
+		t.Errorf("after a longer lease was recorded, node-1 routes its %s as %+v, want serve", name, d)
 	}
 }
