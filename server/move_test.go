@@ -525,13 +525,12 @@ func TestMoveV1HolderSilentKeepsItsLease(t *testing.T) {
 	a.expectPromoted(1)
 }
 
-// A kept session's claim on a moving name does not hold the hand-off up:
-// it goes to N still kept, and expires there a lease after its client
-// was last heard (not after the install), when the claim queued behind
-// it, which continues, is promoted at N.
-func TestMoveKeptHolderMovesWithItsLease(t *testing.T) {
-	mp := startMovePair(t)
-	const lease = 700 * time.Millisecond
+// keptHolderAndWaiter has a resumable session "k" of the given lease hold
+// "m" at the prior owner and a plain session "a" queue behind it, then
+// breaks k's connection; it returns a, once P keeps k's session, and when
+// k's connection broke.
+func keptHolderAndWaiter(t *testing.T, mp *movePair, lease time.Duration) (*v2client, time.Time) {
+	t.Helper()
 	k, _ := mp.prior.dialResumable(t, lease, "k")
 	k.mustHold(1, excl2, 0, "m")
 	a := mp.prior.dialV2(t, longLease, "a")
@@ -539,6 +538,17 @@ func TestMoveKeptHolderMovesWithItsLease(t *testing.T) {
 	k.close()
 	broke := time.Now()
 	mp.prior.events.wait(t, "the session kept", func(e server.Event) bool { return e.Kind == server.EventSessionKept })
+	return a, broke
+}
+
+// A kept session's claim on a moving name does not hold the hand-off up:
+// it goes to N still kept, and expires there a lease after its client
+// was last heard (not after the install), when the claim queued behind
+// it, which continues, is promoted at N.
+func TestMoveKeptHolderMovesWithItsLease(t *testing.T) {
+	mp := startMovePair(t)
+	const lease = 700 * time.Millisecond
+	a, broke := keptHolderAndWaiter(t, mp, lease)
 	time.Sleep(lease / 2) // the move comes late in the kept session's lease
 	start := time.Now()
 	mp.move(t, only("m"))
@@ -568,12 +578,7 @@ func TestMoveKeptHolderMovesWithItsLease(t *testing.T) {
 func TestMoveKeptExpiryWaitsUntilServed(t *testing.T) {
 	mp := startMovePair(t)
 	const lease = 300 * time.Millisecond
-	k, _ := mp.prior.dialResumable(t, lease, "k")
-	k.mustHold(1, excl2, 0, "m")
-	a := mp.prior.dialV2(t, longLease, "a")
-	a.mustQueue(1, excl2, 0, "m")
-	k.close()
-	mp.prior.events.wait(t, "the session kept", func(e server.Event) bool { return e.Kind == server.EventSessionKept })
+	a, _ := keptHolderAndWaiter(t, mp, lease)
 	mp.move(t, only("m")) // N forwards m ("not yet") until the commit
 	time.Sleep(3 * lease)
 	l, held := mp.owner.Lock("m")

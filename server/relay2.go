@@ -1003,11 +1003,12 @@ func (u *upstream) handle(frames []upFrame) bool {
 				}
 			}
 		case protocol.TypePromoted, protocol.TypeRevoked:
-			if rc := u.claims[f.Claim]; f.Type == protocol.TypeRevoked && reroutable(rc, f) {
+			rc := u.claims[f.Claim]
+			if f.Type == protocol.TypeRevoked && reroutable(rc, f) {
 				reholds = append(reholds, rc) // not passed on (rehold)
 				continue
 			}
-			if rc := u.claims[f.Claim]; f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
+			if f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
 				u.end(rel, rc)
 			} else if rc != nil && f.Type == protocol.TypePromoted {
 				rc.token = f.Token
