@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -231,6 +232,91 @@ func TestMountFlock(t *testing.T) {
 		t.Fatalf("a second shared flock through mount b: %v %s", err, out)
 	}
 }
+
+// TestMountInterruptedWait: a lock wait that a signal interrupts is
+// withdrawn, not left queued. flock(1) -w gives up after its timeout
+// (SIGALRM interrupts flock(2): the kernel sends FUSE_INTERRUPT, the
+// mount cancels the request and withdraws the wait); then the holder
+// lets go, and the file is free at once through either mount. A wait
+// left queued would be granted to the mount of the process that gave
+// up, which holds the file open no more: the later flock -n would fail.
+// The same for a POSIX range, with Python's fcntl.lockf and a signal
+// handler that raises.
+func TestMountInterruptedWait(t *testing.T) {
+	flock := needTool(t, "flock")
+	python := needTool(t, "python3")
+	p := startMountPair(t)
+	if err := os.WriteFile(filepath.Join(p.src, "f"), make([]byte, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("flock", func(t *testing.T) {
+		h := startHolder(t, flock, filepath.Join(p.a, "f"), "sh", "-c", "echo held; read x")
+		h.line(t)
+		start := time.Now()
+		err := exec.Command(flock, "-w", "1", "-E", "75", filepath.Join(p.b, "f"), "echo", "got").Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 75 {
+			t.Fatalf("flock -w 1 through mount b while mount a's flock holds the file: %v, want exit 75 (timed out)", err)
+		}
+		if took := time.Since(start); took < 900*time.Millisecond {
+			t.Fatalf("flock -w 1 gave up after %v, before its timeout", took)
+		}
+		h.in.Close()
+		h.cmd.Wait() // its read fails at the end of input: exit status 1
+		for _, mnt := range []string{p.b, p.a} {
+			if out, err := exec.Command(flock, "-n", filepath.Join(mnt, "f"), "true").CombinedOutput(); err != nil {
+				t.Fatalf("flock -n through %s after the holder let go and the interrupted wait gave up: %v %s", mnt, err, out)
+			}
+		}
+	})
+	t.Run("lockf", func(t *testing.T) {
+		h := startHolder(t, python, "-c", lockfHold, filepath.Join(p.a, "f"))
+		h.line(t)
+		w := startHolder(t, python, "-c", lockfInterrupted, filepath.Join(p.b, "f"))
+		if l := w.line(t); l != "interrupted" {
+			t.Fatalf("lockf interrupted by SIGALRM: %s", l)
+		}
+		h.in.Close()
+		if err := h.cmd.Wait(); err != nil {
+			t.Fatalf("holder: %v", err)
+		}
+		// The process whose wait was interrupted still has the file open:
+		// a wait left queued would now be granted to it.
+		n := startHolder(t, python, "-c", lockfTry, filepath.Join(p.a, "f"))
+		if l := n.line(t); l != "granted" {
+			t.Fatalf("non-blocking lockf through mount a after the holder let go: %s", l)
+		}
+		w.in.Close()
+	})
+}
+
+// lockfInterrupted waits for bytes 5..14 until SIGALRM, a second later,
+// interrupts the wait; it then keeps the file open until stdin closes.
+const lockfInterrupted = `
+import fcntl, signal, sys
+class Alarm(Exception): pass
+def alarm(signum, frame): raise Alarm()
+signal.signal(signal.SIGALRM, alarm)
+f = open(sys.argv[1], "r+")
+signal.alarm(1)
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX, 10, 5)
+    print("granted", flush=True)
+except Alarm:
+    print("interrupted", flush=True)
+sys.stdin.read()
+`
+
+// lockfTry takes bytes 0..99 without waiting and says whether it got them.
+const lockfTry = `
+import errno, fcntl, sys
+f = open(sys.argv[1], "r+")
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 0)
+    print("granted", flush=True)
+except OSError as e:
+    print("refused" if e.errno in (errno.EAGAIN, errno.EACCES) else "error %d" % e.errno, flush=True)
+`
 
 // lockfScript holds bytes 0..9 of a file with fcntl.lockf (F_SETLKW on a
 // POSIX byte range) until stdin closes.
