@@ -19,3 +19,19 @@ func SetHopPoolIdle(srv *Server, d time.Duration) {
 // HopsKept reports how many hops srv has put back in a pool after the
 // owner acknowledged the end of their claim.
 func HopsKept(srv *Server) int64 { return srv.hopsKept.Load() }
+
+// HopPoolLow is the size at or below which a pool is refilled after a
+// relay, and the least a sweep lowers its target to.
+const HopPoolLow = hopPoolLow
+
+// HopPoolTarget reports how many idle hop connections srv fills its pool
+// to addr to (0 without a pool).
+func HopPoolTarget(srv *Server, addr string) int {
+	p := &srv.hops
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pool := p.owners[addr]; pool != nil {
+		return pool.target()
+	}
+	return 0
+}

@@ -24,10 +24,11 @@ import (
 // connection whose first ACQUIRE has not arrived within its io-timeout of
 // accept. A node therefore keeps a pooled connection for at most half its
 // own io-timeout (the nodes of a cluster share -io-timeout) and then
-// replaces it, for as long as relays to that owner keep coming: pools are
-// filled after a relay, and not refilled once their owner has not been
-// relayed to for hopPoolIdle, nor when the Router (HopOwners) no longer
-// lists it; their connections are then closed and the pool forgotten.
+// replaces it, as far as relays use them (hopPool.target), for as long as
+// relays to that owner keep coming: pools are filled after a relay, and
+// not refilled once their owner has not been relayed to for hopPoolIdle,
+// nor when the Router (HopOwners) no longer lists it; their connections
+// are then closed and the pool forgotten.
 //
 // An idle connection is watched: a goroutine reads it, so that the
 // owner's close, a reset or anything the owner sends before an ACQUIRE
@@ -107,6 +108,23 @@ type hopPool struct {
 	retryAt  time.Time   // after a failed dial, no fill before
 	timer    *time.Timer // the next sweep, when armed
 	timerAt  time.Time   // when it fires
+	taken    int         // connections relays took since the last sweep
+	want     int         // how many to fill to (target); 0 before it is learned
+}
+
+// target is how many idle connections pool is filled to. It starts at
+// hopPoolSize and follows the relays' use: a sweep that finds
+// connections expired unused lowers it to the number relays took since
+// the sweep before (at least hopPoolLow), and a relay that finds the
+// pool empty doubles it. So a pool that relays rarely use keeps a few
+// connections warm instead of replacing all hopPoolSize of them every
+// half io-timeout, and one in steady use keeps what it uses, each taken
+// again before it expires.
+func (pool *hopPool) target() int {
+	if pool.want == 0 {
+		return hopPoolSize
+	}
+	return pool.want
 }
 
 type idleHop struct {
@@ -204,7 +222,12 @@ func (srv *Server) takeHop(addr string) *idleHop {
 		}
 	}
 	if h == nil {
+		if pool.want > 0 {
+			pool.want = min(2*pool.want, hopPoolSize)
+		}
 		srv.fillLocked(addr, pool, now)
+	} else {
+		pool.taken++
 	}
 	p.mu.Unlock()
 	closeAll(stale)
@@ -237,7 +260,7 @@ func (pool *hopPool) dropExpired(now time.Time, maxAge time.Duration) []net.Conn
 // owner is being relayed to. p.mu is held.
 func (srv *Server) fillLocked(addr string, pool *hopPool, now time.Time) {
 	p := &srv.hops
-	if p.closed || pool.filling || len(pool.idle) >= hopPoolSize ||
+	if p.closed || pool.filling || len(pool.idle) >= pool.target() ||
 		now.Sub(pool.lastUsed) > p.idleAfter() || now.Before(pool.retryAt) {
 		return
 	}
@@ -254,7 +277,7 @@ func (srv *Server) fillHops(addr string, pool *hopPool) {
 	for {
 		kept := srv.hopOwnerKept(addr)
 		p.mu.Lock()
-		if p.closed || p.owners[addr] != pool || !kept || len(pool.idle) >= hopPoolSize ||
+		if p.closed || p.owners[addr] != pool || !kept || len(pool.idle) >= pool.target() ||
 			time.Since(pool.lastUsed) > p.idleAfter() {
 			pool.filling = false
 			srv.armLocked(addr, pool)
@@ -265,7 +288,7 @@ func (srv *Server) fillHops(addr string, pool *hopPool) {
 		c, err := srv.dialOwner(addr)
 		p.mu.Lock()
 		// A hop put back meanwhile (keepHop) may have filled the pool.
-		if err != nil || p.closed || p.owners[addr] != pool || len(pool.idle) >= hopPoolSize {
+		if err != nil || p.closed || p.owners[addr] != pool || len(pool.idle) >= pool.target() {
 			if err != nil {
 				// The relays dial for themselves meanwhile (and hold
 				// their clients when that fails too).
@@ -343,6 +366,12 @@ func (srv *Server) sweepHops(addr string, pool *hopPool) {
 			delete(p.owners, addr) // a filler still running finds it gone
 		}
 	} else {
+		if len(stale) > 0 {
+			// Connections expired that no relay took: fill to what
+			// the relays took since the last sweep.
+			pool.want = min(max(pool.taken, hopPoolLow), hopPoolSize)
+		}
+		pool.taken = 0
 		// Replace what expired, or top up a pool that is low; not a
 		// pool short only of the hops out on relays, which come back
 		// (keepHop) and would find it full.

@@ -266,7 +266,8 @@ func TestHopPoolReplacedAfterOutage(t *testing.T) {
 	waitUntil(t, waitLimit, "a pool emptied by the outage", func() bool { return server.HopPoolLen(relay.Server, owner.addr) == 0 })
 	d.refuse.Store(false)
 	// A relay to an empty pool has it filled, once the retry delay after
-	// the last refused dial has passed: relay until it is full.
+	// the last refused dial has passed: relay until it is full (to its
+	// target, which the unused connections of the outage lowered).
 	i := 0
 	waitUntil(t, waitLimit, "the pool filled again after the outage", func() bool {
 		if server.HopPoolLen(relay.Server, owner.addr) == 0 {
@@ -275,15 +276,83 @@ func TestHopPoolReplacedAfterOutage(t *testing.T) {
 			c.close()
 			i++
 		}
-		return server.HopPoolLen(relay.Server, owner.addr) == server.HopPoolSize
+		n := server.HopPoolLen(relay.Server, owner.addr)
+		return n > 0 && n >= server.HopPoolTarget(relay.Server, owner.addr)
 	})
 	start := time.Now()
 	base := d.dials.Load()
-	waitUntil(t, waitLimit, "the refilled pool replaced", func() bool { return d.dials.Load() >= base+server.HopPoolSize })
+	refilled := int64(server.HopPoolLen(relay.Server, owner.addr))
+	waitUntil(t, waitLimit, "the refilled pool replaced", func() bool { return d.dials.Load() >= base+refilled })
 	t.Logf("refilled pool replaced %v after it was full (age limit %v)", time.Since(start), timeout/2)
 	d.refuse.Store(true)
 	b := relay.dial(t)
 	b.mustOwn("x", longLease)
+}
+
+// A pool follows its use. Left unused, it keeps HopPoolLow connections
+// warm instead of replacing all HopPoolSize of them each age limit; a
+// burst of relays that finds it empty raises its target again, and the
+// relays are all served.
+func TestHopPoolFollowsUse(t *testing.T) {
+	var d hopDialer
+	const timeout = 600 * time.Millisecond // connections expire after 300 ms
+	owner, relay, _ := startHopPair(t, &d, []func(*server.Server){withIOTimeout(timeout)},
+		[]func(*server.Server){withIOTimeout(timeout), func(s *server.Server) { server.SetHopPoolIdle(s, time.Minute) }})
+	fillPool(t, owner, relay, "warm")
+	waitUntil(t, waitLimit, "the unused pool's target lowered", func() bool {
+		return server.HopPoolTarget(relay.Server, owner.addr) == server.HopPoolLow
+	})
+	// Three age limits: the replacements of HopPoolLow connections, three
+	// or four times; all HopPoolSize of them (48 dials) before.
+	base := d.dials.Load()
+	time.Sleep(3 * timeout / 2)
+	dials := d.dials.Load() - base
+	t.Logf("%d dials in 3 age limits of an unused pool (target %d)", dials, server.HopPoolTarget(relay.Server, owner.addr))
+	if dials < server.HopPoolLow || dials > 5*server.HopPoolLow {
+		t.Fatalf("%d dials in 3 age limits of an unused pool, want %d to %d", dials, server.HopPoolLow, 5*server.HopPoolLow)
+	}
+	if n := server.HopPoolLen(relay.Server, owner.addr); n == 0 || n > server.HopPoolLow {
+		t.Fatalf("an unused pool keeps %d connections, want 1 to %d", n, server.HopPoolLow)
+	}
+	// A burst of 12 relays at once, more than the pool has: those that
+	// find it empty dial for themselves and raise its target.
+	// Each holds its claim until all have theirs.
+	var wg sync.WaitGroup
+	results := make(chan error, 12)
+	release := make(chan struct{})
+	for i := range 12 {
+		wg.Go(func() {
+			c, err := relay.tryDial(t)
+			if err != nil {
+				results <- err
+				return
+			}
+			defer c.close()
+			if err := c.sendAcquire(fmt.Sprintf("burst%d", i), longLease); err != nil {
+				results <- err
+				return
+			}
+			if f, err := c.read(waitLimit); err != nil || f.Type != protocol.TypeAcquired {
+				results <- errors.Join(err, errors.New("want ACQUIRED, got "+f.Type.String()))
+				return
+			}
+			results <- nil
+			<-release
+		})
+	}
+	var failed error
+	for range 12 {
+		failed = errors.Join(failed, <-results)
+	}
+	close(release)
+	wg.Wait()
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if got := server.HopPoolTarget(relay.Server, owner.addr); got <= server.HopPoolLow {
+		t.Fatalf("after a burst of 12 relays at once on a pool of %d, its target is %d, want more", server.HopPoolLow, got)
+	}
+	t.Logf("target after a burst of 12 relays at once: %d", server.HopPoolTarget(relay.Server, owner.addr))
 }
 
 // Many concurrent relays: the pool never holds more than its bound, the
