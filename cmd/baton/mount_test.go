@@ -240,8 +240,8 @@ func TestMountFlock(t *testing.T) {
 // lets go, and the file is free at once through either mount. A wait
 // left queued would be granted to the mount of the process that gave
 // up, which holds the file open no more: the later flock -n would fail.
-// The same for a POSIX range, with Python's fcntl.lockf and a signal
-// handler that raises.
+// The same for a blocked flock(1) killed with SIGKILL, and for a POSIX
+// range, with Python's fcntl.lockf and a signal handler that raises.
 func TestMountInterruptedWait(t *testing.T) {
 	flock := needTool(t, "flock")
 	python := needTool(t, "python3")
@@ -266,6 +266,30 @@ func TestMountInterruptedWait(t *testing.T) {
 		for _, mnt := range []string{p.b, p.a} {
 			if out, err := exec.Command(flock, "-n", filepath.Join(mnt, "f"), "true").CombinedOutput(); err != nil {
 				t.Fatalf("flock -n through %s after the holder let go and the interrupted wait gave up: %v %s", mnt, err, out)
+			}
+		}
+	})
+	t.Run("kill-9", func(t *testing.T) {
+		// A blocked flock(1) killed with SIGKILL: the kernel interrupts
+		// the request it waits in, and the process dies once the mount
+		// has answered it.
+		h := startHolder(t, flock, filepath.Join(p.a, "f"), "sh", "-c", "echo held; read x")
+		h.line(t)
+		w := startHolder(t, flock, filepath.Join(p.b, "f"), "echo", "got")
+		waitBlocked(t, w.cmd.Process.Pid)
+		w.cmd.Process.Kill()
+		exited := make(chan error, 1)
+		go func() { exited <- w.cmd.Wait() }()
+		select {
+		case <-exited:
+		case <-time.After(testTimeout):
+			t.Fatalf("a flock(1) killed while blocked through mount b did not exit within %v", testTimeout)
+		}
+		h.in.Close()
+		h.cmd.Wait()
+		for _, mnt := range []string{p.b, p.a} {
+			if out, err := exec.Command(flock, "-n", filepath.Join(mnt, "f"), "true").CombinedOutput(); err != nil {
+				t.Fatalf("flock -n through %s after the holder let go and the blocked waiter was killed: %v %s", mnt, err, out)
 			}
 		}
 	})
