@@ -353,11 +353,18 @@ const dialTimeout = time.Second
 func (srv *Server) dialOwner(addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(srv.IOTimeout, dialTimeout))
 	defer cancel()
+	var c net.Conn
+	var err error
 	if srv.DialOwner != nil {
-		return srv.DialOwner(ctx, addr)
+		c, err = srv.DialOwner(ctx, addr)
+	} else {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp", addr)
 	}
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		srv.ownerDials.Add(1)
+	}
+	return c, err
 }
 
 // relay sends the hop header and the ACQUIRE to the owner at addr over

@@ -100,6 +100,7 @@ type Server struct {
 	relayedClaims, upstreams atomic.Int64
 	hops                     hopPools     // idle hop connections by owner (hoppool.go)
 	hopsKept                 atomic.Int64 // hops put back in a pool after their claim (keepHop)
+	ownerDials               atomic.Int64 // connections opened to owners (dialOwner)
 
 	initOnce   sync.Once
 	initErr    error

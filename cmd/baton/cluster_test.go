@@ -261,8 +261,17 @@ func TestClusterThreeNodesContend(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := scrape(t, nodes["n1"].ops)["baton_cluster_relayed_connections_total"]; got != 0 {
+	// n2 keeps a warm hop pool to n1, and opened its connections and an
+	// upstream session; n1, which relayed nothing, opened none.
+	if pool, dials := m["baton_cluster_hop_pool_connections"], m["baton_cluster_owner_dials_total"]; pool < 1 || dials < pool+1 {
+		t.Errorf("n2: %v idle hop connections, %v connections opened to owners; want at least 1, and one more opened (its upstream session)", pool, dials)
+	}
+	m1 := scrape(t, nodes["n1"].ops)
+	if got := m1["baton_cluster_relayed_connections_total"]; got != 0 {
 		t.Errorf("n1, the owner, relayed %v connections, want 0", got)
+	}
+	if pool, dials := m1["baton_cluster_hop_pool_connections"], m1["baton_cluster_owner_dials_total"]; pool != 0 || dials != 0 {
+		t.Errorf("n1, the owner: %v idle hop connections, %v connections opened to owners; want none", pool, dials)
 	}
 }
 
