@@ -64,7 +64,8 @@ const (
 	hopPoolSize = 16
 	// hopPoolLow: a pool that gave connections is refilled, in one batch,
 	// once it is down to this many, so that most relays see no dial
-	// running beside them.
+	// running beside them; and the least a sweep lowers a pool's target
+	// to (hopPool.target).
 	hopPoolLow = 4
 	// hopPoolIdle is how long a pool is refilled after the last relay to
 	// its owner.
