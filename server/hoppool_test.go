@@ -299,21 +299,32 @@ func TestHopPoolFollowsUse(t *testing.T) {
 	owner, relay, _ := startHopPair(t, &d, []func(*server.Server){withIOTimeout(timeout)},
 		[]func(*server.Server){withIOTimeout(timeout), func(s *server.Server) { server.SetHopPoolIdle(s, time.Minute) }})
 	fillPool(t, owner, relay, "warm")
-	waitUntil(t, waitLimit, "the unused pool's target lowered", func() bool {
-		return server.HopPoolTarget(relay.Server, owner.addr) == server.HopPoolLow
+	// The first sweep lowers the target; the connections filled with the
+	// first expire by the next ones, milliseconds later.
+	waitUntil(t, waitLimit, "the unused pool's target lowered, and the pool to it", func() bool {
+		return server.HopPoolTarget(relay.Server, owner.addr) == server.HopPoolLow &&
+			server.HopPoolLen(relay.Server, owner.addr) <= server.HopPoolLow
 	})
-	// Three age limits: the replacements of HopPoolLow connections, three
-	// or four times; all HopPoolSize of them (48 dials) before.
+	// Six age limits: the replacements of HopPoolLow connections, about
+	// six times (24 dials); all HopPoolSize of them (96) before. The pool
+	// never holds more than HopPoolLow meanwhile.
 	base := d.dials.Load()
-	time.Sleep(3 * timeout / 2)
+	most := 0
+	for end := time.Now().Add(3 * timeout); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		most = max(most, server.HopPoolLen(relay.Server, owner.addr))
+	}
 	dials := d.dials.Load() - base
-	t.Logf("%d dials in 3 age limits of an unused pool (target %d)", dials, server.HopPoolTarget(relay.Server, owner.addr))
-	if dials < server.HopPoolLow || dials > 5*server.HopPoolLow {
-		t.Fatalf("%d dials in 3 age limits of an unused pool, want %d to %d", dials, server.HopPoolLow, 5*server.HopPoolLow)
+	t.Logf("%d dials in 6 age limits of an unused pool (target %d), at most %d idle",
+		dials, server.HopPoolTarget(relay.Server, owner.addr), most)
+	if dials < 1 || dials > 7*server.HopPoolLow {
+		t.Fatalf("%d dials in 6 age limits of an unused pool, want 1 to %d", dials, 7*server.HopPoolLow)
 	}
-	if n := server.HopPoolLen(relay.Server, owner.addr); n == 0 || n > server.HopPoolLow {
-		t.Fatalf("an unused pool keeps %d connections, want 1 to %d", n, server.HopPoolLow)
+	if most > server.HopPoolLow {
+		t.Fatalf("an unused pool held %d connections, want at most %d", most, server.HopPoolLow)
 	}
+	waitUntil(t, waitLimit, "an unused pool keeping a connection warm", func() bool {
+		return server.HopPoolLen(relay.Server, owner.addr) > 0
+	})
 	// A burst of 12 relays at once, more than the pool has: those that
 	// find it empty dial for themselves and raise its target.
 	// Each holds its claim until all have theirs.
