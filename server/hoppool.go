@@ -464,18 +464,16 @@ func (srv *Server) hopPoolLen(addr string) int {
 	return 0
 }
 
-// HopPool returns the number of idle hop connections this node keeps
-// open to owners now, and how many connections it has opened to owners
-// in all: version 1 hops (for its pools, or by a relay that found none)
-// and version 2 upstream sessions.
-func (srv *Server) HopPool() (idle int, dials int64) {
+// HopPoolIdle returns the number of idle hop connections this node keeps
+// open to owners now, in all its pools.
+func (srv *Server) HopPoolIdle() (idle int) {
 	p := &srv.hops
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, pool := range p.owners {
 		idle += len(pool.idle)
 	}
-	p.mu.Unlock()
-	return idle, srv.ownerDials.Load()
+	return idle
 }
 
 func closeAll(cs []net.Conn) {

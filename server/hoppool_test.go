@@ -364,11 +364,10 @@ func TestHopPoolFollowsUse(t *testing.T) {
 		t.Fatalf("after a burst of 12 relays at once on a pool of %d, its target is %d, want more", server.HopPoolLow, got)
 	}
 	t.Logf("target after a burst of 12 relays at once: %d", server.HopPoolTarget(relay.Server, owner.addr))
-	// HopPool, behind the node's metrics, counts what it keeps and what
-	// it opened (once no dial of a filler is under way).
-	waitUntil(t, waitLimit, "HopPool() counting the pool and the dials", func() bool {
-		idle, dials := relay.HopPool()
-		return idle == server.HopPoolLen(relay.Server, owner.addr) && dials == d.dials.Load()
+	// HopPoolIdle and OwnerDials, behind the node's metrics, count what
+	// it keeps and what it opened (once no dial of a filler is under way).
+	waitUntil(t, waitLimit, "HopPoolIdle and OwnerDials counting the pool and the dials", func() bool {
+		return relay.HopPoolIdle() == server.HopPoolLen(relay.Server, owner.addr) && relay.OwnerDials() == d.dials.Load()
 	})
 }
 

@@ -349,6 +349,11 @@ func (s *session) holdFor(seen *time.Time, lease time.Duration) (locktable.Reaso
 // keep them unanswered for long.
 const dialTimeout = time.Second
 
+// OwnerDials returns how many connections this node has opened to
+// owners: version 1 hops (for its pools, or by a relay that found none)
+// and version 2 upstream sessions.
+func (srv *Server) OwnerDials() int64 { return srv.ownerDials.Load() }
+
 // dialOwner opens the hop to an owner.
 func (srv *Server) dialOwner(addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(srv.IOTimeout, dialTimeout))

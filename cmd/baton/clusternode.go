@@ -575,11 +575,11 @@ func (c *clusterRuntime) register(reg *prometheus.Registry, srv *server.Server) 
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "baton_cluster_hop_pool_connections",
 		Help: "Idle connections this node keeps open to other nodes for the version 1 connections it relays.",
-	}, func() float64 { n, _ := srv.HopPool(); return float64(n) }))
+	}, func() float64 { return float64(srv.HopPoolIdle()) }))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "baton_cluster_owner_dials_total",
 		Help: "Connections this node has opened to other nodes' protocol ports: version 1 hops and version 2 upstream sessions.",
-	}, func() float64 { _, n := srv.HopPool(); return float64(n) }))
+	}, func() float64 { return float64(srv.OwnerDials()) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "baton_cluster_upstream_sessions",
 		Help: "Upstream version 2 sessions this node holds open to other nodes, one per client session and owner.",
