@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -151,36 +152,74 @@ func (l *writeCountListener) Accept() (net.Conn, error) {
 	return wc, nil
 }
 
-// The owner reads a relayed ACQUIRE's hop header (with a client
-// identity) in three reads, each up to the next length field, and the
-// ACQUIRE as a direct one: the marker, three for the header and the
-// ACQUIRE's first byte, three for the rest of the ACQUIRE.
-func TestHopHeaderReads(t *testing.T) {
+// TestOpeningReads: the server reads a connection's opening in as few
+// reads as it can without reading past it (opening.go): a direct ACQUIRE
+// in two (its header, then its name), a relayed one at its owner in
+// three without a client identity and four with one, where reading each
+// field alone took four and seven.
+func TestOpeningReads(t *testing.T) {
 	wl := &writeCountListener{}
 	owner := startServerWrapped(t, func(ln net.Listener) net.Listener { wl.Listener = ln; return wl }, func(s *server.Server) {
 		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
 		s.TrustHop = trustAll
 	})
-	cl := owner.dial(t)
-	c := cl.conn
+	for i, tc := range []struct {
+		name  string
+		hop   []byte
+		reads int
+	}{
+		{"direct", nil, 2},
+		{"hop without identity", server.AppendHop(nil, "192.0.2.7:4000", ""), 3},
+		{"hop with identity", server.AppendHop(nil, "192.0.2.7:4000", "spiffe://example.test/client"), 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := owner.dial(t)
+			cl.mustWrite(append(tc.hop, acquireFrame("h"+strconv.Itoa(i), longLease)...))
+			if tok := cl.expectAcquired(); tok == 0 {
+				t.Fatal("token 0")
+			}
+			wl.mu.Lock()
+			wc := wl.conns[len(wl.conns)-1]
+			wl.mu.Unlock()
+			wc.mu.Lock()
+			defer wc.mu.Unlock()
+			t.Logf("the server read the opening in %d reads", wc.reads)
+			if wc.reads > tc.reads {
+				t.Errorf("the server read the opening in %d reads, want %d", wc.reads, tc.reads)
+			}
+		})
+	}
+}
+
+// TestOpeningReadsNoFurther: the bytes that follow an opening in the same
+// write are the session's: a relayed ACQUIRE with the shortest name and
+// a heartbeat in one write gets two answers, and a hop header and
+// ACQUIRE sent a byte at a time are one opening.
+func TestOpeningReadsNoFurther(t *testing.T) {
+	t.Parallel()
+	owner := startServer(t, func(s *server.Server) {
+		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
+		s.TrustHop = trustAll
+	})
+	for i, id := range []string{"", "spiffe://example.test/client"} {
+		c := owner.dial(t)
+		b := server.AppendHop(nil, "192.0.2.7:4000", id)
+		b = append(b, acquireFrame(string(rune('x'+i)), longLease)...)
+		c.mustWrite(append(b, heartbeats(1)...))
+		token := c.expectAcquired()
+		if tok := c.expectAcquired(); tok != token {
+			t.Fatalf("identity %q: heartbeat answered ACQUIRED(%d), want ACQUIRED(%d)", id, tok, token)
+		}
+		c.expectOnlyEOFAfterHalfClose()
+	}
+	c := owner.dial(t)
 	b := server.AppendHop(nil, "192.0.2.7:4000", "spiffe://example.test/client")
-	b = append(b, acquireFrame("h", longLease)...)
-	if _, err := c.Write(b); err != nil {
-		t.Fatal(err)
+	for _, x := range append(b, acquireFrame("bytewise", longLease)...) {
+		c.mustWrite([]byte{x})
+		time.Sleep(time.Millisecond) // let each byte travel alone
 	}
-	if tok := cl.expectAcquired(); tok == 0 {
-		t.Fatal("token 0")
-	}
-	wl.mu.Lock()
-	defer wl.mu.Unlock()
-	if len(wl.conns) != 1 {
-		t.Fatalf("%d connections accepted, want 1", len(wl.conns))
-	}
-	wc := wl.conns[0]
-	wc.mu.Lock()
-	defer wc.mu.Unlock()
-	t.Logf("the owner read the hop header and ACQUIRE in %d reads", wc.reads)
-	if wc.reads > 7 {
-		t.Errorf("the owner read the hop header and ACQUIRE in %d reads, want 7 (1 + 3 + 3)", wc.reads)
+	token := c.expectAcquired()
+	if info, ok := owner.Lock("bytewise"); !ok || info.Holder.Token != token || info.Holder.Peer.Addr != "192.0.2.7:4000" || info.Holder.Peer.Identity == "" {
+		t.Fatalf("Lock(bytewise) = %+v, %v; want held by 192.0.2.7:4000 with its identity and token %d", info.Holder, ok, token)
 	}
 }

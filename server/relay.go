@@ -151,14 +151,18 @@ func (h hopInfo) via() string {
 
 // readHop reads a hop header whose marker byte has been read: version 1
 // (relay.go), 2 (relay2.go) or 3 (resume.go); then it reads len(next)
-// bytes more, what follows the header, into next. Each read takes what
-// is known to follow up to the next length field (the relaying node sent
-// the header and its ACQUIRE in one write): three reads for a version 1
-// header and the byte after it, where a read per field took four, five
-// with an identity.
-func readHop(r io.Reader, next []byte) (hopInfo, error) {
+// bytes more, what follows the header, into next. Each read asks for
+// what is known to follow up to the next length field, and for the
+// version 2 preamble or ACQUIRE header that is sure to follow the whole
+// (opening): the relaying node sent the header and its ACQUIRE in one
+// write, so a version 1 header without an identity and the ACQUIRE's
+// header are read in two reads.
+func readHop(o *opening, next []byte) (hopInfo, error) {
+	// After every field: at least a version 2 preamble or an ACQUIRE
+	// header.
+	const after = openingMin
 	var h [2]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
+	if err := o.readFull(h[:], 2+after); err != nil {
 		return hopInfo{}, err
 	}
 	if h[0] != hopVersion && h[0] != hopVersion2 && h[0] != hopVersion3 {
@@ -167,7 +171,7 @@ func readHop(r io.Reader, next []byte) (hopInfo, error) {
 	info := hopInfo{version: h[0]}
 	// The address, and the identity's length.
 	a := make([]byte, int(h[1])+2)
-	if _, err := io.ReadFull(r, a); err != nil {
+	if err := o.readFull(a, after); err != nil {
 		return hopInfo{}, err
 	}
 	m := int(binary.BigEndian.Uint16(a[len(a)-2:]))
@@ -178,7 +182,7 @@ func readHop(r io.Reader, next []byte) (hopInfo, error) {
 		tail = 1
 	}
 	id := make([]byte, m+tail)
-	if _, err := io.ReadFull(r, id); err != nil {
+	if err := o.readFull(id, after-tail); err != nil {
 		return hopInfo{}, err
 	}
 	info.identity = string(id[:m])
@@ -191,20 +195,20 @@ func readHop(r io.Reader, next []byte) (hopInfo, error) {
 	if info.version == hopVersion2 {
 		tail = len(next)
 	}
-	o := make([]byte, int(id[m])+8+tail)
-	if _, err := io.ReadFull(r, o); err != nil {
+	o2 := make([]byte, int(id[m])+8+tail)
+	if err := o.readFull(o2, after-tail); err != nil {
 		return hopInfo{}, err
 	}
 	k := int(id[m])
-	info.origin, info.session = string(o[:k]), binary.BigEndian.Uint64(o[k:k+8])
+	info.origin, info.session = string(o2[:k]), binary.BigEndian.Uint64(o2[k:k+8])
 	if info.version == hopVersion2 {
-		copy(next, o[k+8:])
+		copy(next, o2[k+8:])
 		return info, nil
 	}
-	if err := readHopResume(r, &info); err != nil {
+	if err := readHopResume(o, &info); err != nil {
 		return hopInfo{}, err
 	}
-	if _, err := io.ReadFull(r, next); err != nil {
+	if err := o.readFull(next, after-len(next)); err != nil {
 		return hopInfo{}, err
 	}
 	return info, nil
@@ -218,7 +222,7 @@ func readHop(r io.Reader, next []byte) (hopInfo, error) {
 // is a member node's (TrustHopIdentity); a connection without TLS only
 // if TrustHop accepts its source address, which is weak: anyone on a
 // member's host passes it.
-func (s *session) acceptHop() error {
+func (s *session) acceptHop(o *opening) error {
 	srv := s.srv
 	trusted := false
 	if _, ok := s.conn.(*tls.Conn); ok {
@@ -233,7 +237,7 @@ func (s *session) acceptHop() error {
 		srv.Logger.Info("hop header from a peer that may not relay", "remote_addr", s.peer.Addr, "identity", s.peer.Identity)
 		return errBadHop
 	}
-	h, err := readHop(s.conn, s.rbuf[:1])
+	h, err := readHop(o, s.rbuf[:1])
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
-	"io"
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
@@ -59,9 +58,9 @@ func appendHopV3(b []byte, addr, identity, origin string, session uint64, hash *
 }
 
 // readHopResume reads the fields that hop header version 3 adds.
-func readHopResume(r io.Reader, info *hopInfo) error {
+func readHopResume(o *opening, info *hopInfo) error {
 	var f [1]byte
-	if _, err := io.ReadFull(r, f[:]); err != nil {
+	if err := o.readFull(f[:], openingMin); err != nil {
 		return err
 	}
 	switch f[0] {
@@ -69,7 +68,7 @@ func readHopResume(r io.Reader, info *hopInfo) error {
 		return nil
 	case hopResumable:
 		var h [secretHashLen]byte
-		if _, err := io.ReadFull(r, h[:]); err != nil {
+		if err := o.readFull(h[:], openingMin); err != nil {
 			return err
 		}
 		info.resume = &h

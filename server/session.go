@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"sync"
@@ -160,39 +159,9 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		s.peer.Identity = id
 		s.wmu.Unlock()
 	}
-	if _, err := io.ReadFull(s.conn, s.rbuf[:1]); err != nil {
-		return s.readFailure(err)
-	}
-	if s.rbuf[0] == hopMarker {
-		if err := s.acceptHop(); err != nil {
-			if errors.Is(err, errBadHop) {
-				return locktable.ReasonProtocolError, protocol.CodeUnknownMessage
-			}
-			return s.readFailure(err)
-		}
-	}
-	switch protocol.Type(s.rbuf[0]) {
-	case protocol.TypeAcquire:
-	case protocol.TypeHeartbeat:
-		return locktable.ReasonProtocolError, protocol.CodeFirstNotAcquire
-	default:
-		return locktable.ReasonProtocolError, protocol.CodeUnknownMessage
-	}
-	req, err := protocol.ReadAcquireBody(s.conn)
-	if errors.Is(err, protocol.ErrUnsupportedVersion) && req.Version == protocol.Version2 {
-		if err := protocol.ReadPreambleTail(s.conn); err != nil {
-			if code, ok := protocol.CodeOf(err); ok {
-				return locktable.ReasonProtocolError, code
-			}
-			return s.readFailure(err)
-		}
-		return openedV2, 0
-	}
-	if err != nil {
-		if code, ok := protocol.CodeOf(err); ok {
-			return locktable.ReasonProtocolError, code
-		}
-		return s.readFailure(err)
+	req, reason, code := s.readOpening()
+	if reason != 0 {
+		return reason, code
 	}
 	gen := srv.authGen.Load()
 	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, req.Name) {
@@ -312,6 +281,59 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 			s.conn.SetReadDeadline(deadline)
 		}
 	}
+}
+
+// readOpening reads the connection's opening: a hop header if a cluster
+// node relayed it (acceptHop), then a version 1 ACQUIRE, or the version 2
+// preamble (reason openedV2). A reason other than 0 ends the session.
+// Its own function, so that the opening's buffer is not in the frame of
+// run, which lasts as long as the session.
+//
+//go:noinline
+func (s *session) readOpening() (req protocol.Acquire, reason locktable.Reason, code protocol.Code) {
+	o := opening{r: s.conn}
+	if err := o.readFull(s.rbuf[:1], openingMin-1); err != nil {
+		reason, code = s.readFailure(err)
+		return req, reason, code
+	}
+	if s.rbuf[0] == hopMarker {
+		if err := s.acceptHop(&o); err != nil {
+			if errors.Is(err, errBadHop) {
+				return req, locktable.ReasonProtocolError, protocol.CodeUnknownMessage
+			}
+			reason, code = s.readFailure(err)
+			return req, reason, code
+		}
+	}
+	switch protocol.Type(s.rbuf[0]) {
+	case protocol.TypeAcquire:
+	case protocol.TypeHeartbeat:
+		return req, locktable.ReasonProtocolError, protocol.CodeFirstNotAcquire
+	default:
+		return req, locktable.ReasonProtocolError, protocol.CodeUnknownMessage
+	}
+	// The version, and then the rest of an ACQUIRE header and its name, or
+	// the preamble's six zeros: seven bytes at least either way.
+	o.sure = openingMin - 1
+	req, err := protocol.ReadAcquireBody(&o)
+	if errors.Is(err, protocol.ErrUnsupportedVersion) && req.Version == protocol.Version2 {
+		if err := protocol.ReadPreambleTail(&o); err != nil {
+			if code, ok := protocol.CodeOf(err); ok {
+				return req, locktable.ReasonProtocolError, code
+			}
+			reason, code = s.readFailure(err)
+			return req, reason, code
+		}
+		return req, openedV2, 0
+	}
+	if err != nil {
+		if code, ok := protocol.CodeOf(err); ok {
+			return req, locktable.ReasonProtocolError, code
+		}
+		reason, code = s.readFailure(err)
+		return req, reason, code
+	}
+	return req, 0, 0
 }
 
 // keepUntilLease leaves the claim of a relayed session whose hop broke in
