@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/acl"
+	"github.com/batonlock/baton/internal/freeport"
 	"github.com/batonlock/baton/internal/testpki"
 )
 
@@ -289,30 +289,6 @@ func TestClusterConfigsForm(t *testing.T) {
 	}
 }
 
-// freePort returns a port that is free now and not in taken, below the
-// kernel's range of ephemeral ports (32768 up, by default): a port taken
-// from that range and closed again can be handed to another process's
-// connection before the node binds it ("address already in use"), which
-// happened in CI; and two draws for the nodes of one test can be the
-// same port, free until the first node binds it (CI again).
-func freePort(t *testing.T, taken map[string]bool) string {
-	t.Helper()
-	for range 1000 {
-		port := strconv.Itoa(20000 + rand.IntN(12000))
-		if taken[port] {
-			continue
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+port)
-		if err == nil {
-			l.Close()
-			taken[port] = true
-			return port
-		}
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
-}
-
 func formCluster(t *testing.T, envs []map[string]string, aclPath string) {
 	dir := t.TempDir()
 	ca, err := testpki.NewCA("deploy test CA")
@@ -326,11 +302,10 @@ func formCluster(t *testing.T, envs []map[string]string, aclPath string) {
 	// The same ports for the same flags on every node in the examples:
 	// here each node gets its own, and -join the first node's admin port.
 	ports := make([]map[string]string, len(envs))
-	taken := map[string]bool{}
 	for i := range envs {
 		ports[i] = map[string]string{}
 		for _, k := range []string{"BATON_LISTEN_ADDRESS", "BATON_OPS_LISTEN_ADDRESS", "BATON_ADMIN_LISTEN_ADDRESS", "BATON_RAFT_LISTEN_ADDRESS"} {
-			ports[i][k] = freePort(t, taken)
+			ports[i][k] = freeport.Port(t)
 		}
 	}
 	var ops []string

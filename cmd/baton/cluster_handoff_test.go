@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/freeport"
 	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/protocol"
 )
@@ -905,7 +906,7 @@ func startRestartable(t *testing.T) (ids []string, dirs, rafts map[string]string
 	ids = []string{"n1", "n2", "n3"}
 	dirs, rafts = map[string]string{}, map[string]string{}
 	for _, id := range ids {
-		dirs[id], rafts[id] = filepath.Join(base, id), freeAddr(t)
+		dirs[id], rafts[id] = filepath.Join(base, id), freeport.Addr(t)
 	}
 	nodes = map[string]*clusterProc{}
 	nodes["n1"] = startNodeAt(t, "n1", dirs["n1"], rafts["n1"], "", true)

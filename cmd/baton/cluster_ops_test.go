@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/freeport"
 	"github.com/batonlock/baton/internal/opstest"
 )
 
@@ -16,9 +17,9 @@ import (
 // new data directory (every pod of a StatefulSet joins pod 0, pod 0
 // included), and on a restart rejoins through itself.
 func TestClusterJoinSelfForms(t *testing.T) {
-	admin := freeAddr(t)
+	admin := freeport.Addr(t)
 	dir := filepath.Join(t.TempDir(), "n1")
-	args := []string{"-node-id", "n1", "-listen", "127.0.0.1:0", "-raft-listen", freeAddr(t),
+	args := []string{"-node-id", "n1", "-listen", "127.0.0.1:0", "-raft-listen", freeport.Addr(t),
 		"-admin-listen", admin, "-data-dir", dir, "-join", admin}
 	p := startBaton(t, args...)
 	if rec := p.waitLog(t, "formed a new cluster"); rec["join_self"] != true {
@@ -130,7 +131,7 @@ func TestClusterJoinUsage(t *testing.T) {
 		{[]string{"cluster", "join", "a:1", "b:2"}, exitUsage, `unexpected argument "b:2"`},
 		{[]string{"cluster", "join", "nohostport"}, exitUsage, "MEMBER_ADMIN"},
 		{[]string{"cluster", "join", "--tls-cert", "x", "127.0.0.1:1"}, exitUsage, "--tls-cert and --tls-key go together"},
-		{[]string{"cluster", "join", "--admin", freeAddr(t), "--timeout", "2s", "127.0.0.1:1"}, exitError, "connection refused"},
+		{[]string{"cluster", "join", "--admin", freeport.Addr(t), "--timeout", "2s", "127.0.0.1:1"}, exitError, "connection refused"},
 	} {
 		code, _, errOut := cli(tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/freeport"
 	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/protocol"
 )
@@ -483,23 +484,12 @@ func TestClusterKillNode(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // A node restarted from its data directory rejoins by itself (no
 // -bootstrap, no -join) and issues tokens above those of its previous
 // run, under a fresh epoch, with no use of the wall clock.
 func TestClusterRestartRejoins(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "n1")
-	raftAddr := freeAddr(t)
+	raftAddr := freeport.Addr(t)
 	args := func(extra ...string) []string {
 		return append([]string{"-node-id", "n1", "-listen", "127.0.0.1:0", "-raft-listen", raftAddr,
 			"-admin-listen", "127.0.0.1:0", "-data-dir", dir}, extra...)

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/batonlock/baton/internal/faultinject"
+	"github.com/batonlock/baton/internal/freeport"
 	"github.com/batonlock/baton/internal/pgtest"
 )
 
@@ -194,7 +195,7 @@ func runSuite(t *testing.T, plan []string, mutation string) (*faultinject.Report
 	}
 	setup := time.Since(began)
 
-	h.addr = freeAddr(t)
+	h.addr = freeport.Addr(t) // every server process of the run listens on it: proxies and clients need not know of restarts
 	h.startServer()
 	for i := range slots {
 		p, err := faultinject.NewProxy(h.addr)
@@ -344,18 +345,6 @@ func goTool() string {
 		return p
 	}
 	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-}
-
-// freeAddr returns a loopback address with a port that was free a moment
-// ago; every server process of the run listens on it, so that the
-// proxies and the clients need not know about restarts.
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // startServer starts a server process with a new audit log and waits

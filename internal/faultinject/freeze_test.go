@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/faultinject"
+	"github.com/batonlock/baton/internal/freeport"
 )
 
 // TestFreezeServerUnderQueue freezes a real server (SIGSTOP) under a
@@ -43,7 +44,7 @@ func TestFreezeServerUnderQueue(t *testing.T) {
 	if err := h.build(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.addr = freeAddr(t)
+	h.addr = freeport.Addr(t) // every server process of the run listens on it: proxies and clients need not know of restarts
 	h.startServer()
 	t.Cleanup(h.killAll)
 
