@@ -195,14 +195,14 @@ func readHop(o *opening, next []byte) (hopInfo, error) {
 	if info.version == hopVersion2 {
 		tail = len(next)
 	}
-	o2 := make([]byte, int(id[m])+8+tail)
-	if err := o.readFull(o2, after-tail); err != nil {
+	origin := make([]byte, int(id[m])+8+tail)
+	if err := o.readFull(origin, after-tail); err != nil {
 		return hopInfo{}, err
 	}
 	k := int(id[m])
-	info.origin, info.session = string(o2[:k]), binary.BigEndian.Uint64(o2[k:k+8])
+	info.origin, info.session = string(origin[:k]), binary.BigEndian.Uint64(origin[k:k+8])
 	if info.version == hopVersion2 {
-		copy(next, o2[k+8:])
+		copy(next, origin[k+8:])
 		return info, nil
 	}
 	if err := readHopResume(o, &info); err != nil {

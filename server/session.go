@@ -159,9 +159,12 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		s.peer.Identity = id
 		s.wmu.Unlock()
 	}
-	req, reason, code := s.readOpening()
-	if reason != 0 {
-		return reason, code
+	req, v2, err := s.readOpening()
+	switch {
+	case err != nil:
+		return s.openingFailure(err)
+	case v2:
+		return openedV2, 0
 	}
 	gen := srv.authGen.Load()
 	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, req.Name) {
@@ -285,55 +288,47 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 
 // readOpening reads the connection's opening: a hop header if a cluster
 // node relayed it (acceptHop), then a version 1 ACQUIRE, or the version 2
-// preamble (reason openedV2). A reason other than 0 ends the session.
-// Its own function, so that the opening's buffer is not in the frame of
-// run, which lasts as long as the session.
+// preamble (v2). Its own function, so that the opening's buffer is not
+// in the frame of run, which lasts as long as the session.
 //
 //go:noinline
-func (s *session) readOpening() (req protocol.Acquire, reason locktable.Reason, code protocol.Code) {
+func (s *session) readOpening() (req protocol.Acquire, v2 bool, err error) {
 	o := opening{r: s.conn}
 	if err := o.readFull(s.rbuf[:1], openingMin-1); err != nil {
-		reason, code = s.readFailure(err)
-		return req, reason, code
+		return req, false, err
 	}
 	if s.rbuf[0] == hopMarker {
 		if err := s.acceptHop(&o); err != nil {
-			if errors.Is(err, errBadHop) {
-				return req, locktable.ReasonProtocolError, protocol.CodeUnknownMessage
-			}
-			reason, code = s.readFailure(err)
-			return req, reason, code
+			return req, false, err
 		}
 	}
 	switch protocol.Type(s.rbuf[0]) {
 	case protocol.TypeAcquire:
 	case protocol.TypeHeartbeat:
-		return req, locktable.ReasonProtocolError, protocol.CodeFirstNotAcquire
+		return req, false, protocol.ErrFirstNotAcquire
 	default:
-		return req, locktable.ReasonProtocolError, protocol.CodeUnknownMessage
+		return req, false, protocol.ErrUnknownMessage
 	}
 	// The version, and then the rest of an ACQUIRE header and its name, or
 	// the preamble's six zeros: seven bytes at least either way.
 	o.sure = openingMin - 1
-	req, err := protocol.ReadAcquireBody(&o)
+	req, err = protocol.ReadAcquireBody(&o)
 	if errors.Is(err, protocol.ErrUnsupportedVersion) && req.Version == protocol.Version2 {
-		if err := protocol.ReadPreambleTail(&o); err != nil {
-			if code, ok := protocol.CodeOf(err); ok {
-				return req, locktable.ReasonProtocolError, code
-			}
-			reason, code = s.readFailure(err)
-			return req, reason, code
-		}
-		return req, openedV2, 0
+		return req, true, protocol.ReadPreambleTail(&o)
 	}
-	if err != nil {
-		if code, ok := protocol.CodeOf(err); ok {
-			return req, locktable.ReasonProtocolError, code
-		}
-		reason, code = s.readFailure(err)
-		return req, reason, code
+	return req, false, err
+}
+
+// openingFailure is why a session ends whose opening could not be read:
+// a protocol error with its code, or the connection's failure.
+func (s *session) openingFailure(err error) (locktable.Reason, protocol.Code) {
+	if errors.Is(err, errBadHop) {
+		return locktable.ReasonProtocolError, protocol.CodeUnknownMessage
 	}
-	return req, 0, 0
+	if code, ok := protocol.CodeOf(err); ok {
+		return locktable.ReasonProtocolError, code
+	}
+	return s.readFailure(err)
 }
 
 // keepUntilLease leaves the claim of a relayed session whose hop broke in
