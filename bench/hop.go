@@ -38,6 +38,11 @@ import (
 //     (a minimal Go TCP forwarder in front of the owner, with
 //     connections dialled ahead, one per client connection).
 //
+// Each pair goes direct first in even rounds and relayed first in odd
+// ones, so that neither kind is always the one that starts while the
+// other's close (of the connection, or of the claim) still runs on the
+// owner.
+//
 // It prints the medians and p90s, and relayed − direct in units of each
 // floor.
 func hopMain(args []string) {
@@ -161,16 +166,23 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 	}
 	buf := make([]byte, protocol.AcquiredLen)
 	for i := range rounds {
-		if err := timed(v1Direct, once(owner, names[2*i])); err != nil {
-			return fmt.Errorf("direct acquire: %w", err)
-		}
-		if err := timed(v1Relayed, once(relay, names[2*i+1])); err != nil {
-			return fmt.Errorf("relayed acquire: %w", err)
+		// Direct first in even rounds, relayed first in odd ones: each
+		// then starts as often while the other's close still runs on the
+		// owner.
+		for _, k := range []int{i % 2, 1 - i%2} {
+			addr := owner
+			if k == 1 {
+				addr = relay
+			}
+			if err := timed(v1Direct+k, once(addr, names[2*i+k])); err != nil {
+				return fmt.Errorf("%s acquire: %w", [2]string{"direct", "relayed"}[k], err)
+			}
 		}
 		if err := timed(v1Forwarded, once(fwd.addr, names[4*rounds+i])); err != nil {
 			return fmt.Errorf("forwarded acquire: %w", err)
 		}
-		for k, s := range []net.Conn{s1, s2} {
+		for _, k := range []int{i % 2, 1 - i%2} {
+			s := []net.Conn{s1, s2}[k]
 			id := uint32(2 + i)
 			time.Sleep(pace)
 			d, err := hopClaim(s, id, names[2*rounds+2*i+k])
