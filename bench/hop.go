@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -22,7 +23,8 @@ import (
 
 // "bench hop": the cost of relaying one hop in a three-node cluster,
 // measured side by side with its floor in one run. Each of n rounds takes,
-// one after another on the same machine:
+// one after another on the same machine and in an order drawn for the
+// round:
 //
 //   - a version 1 acquire direct to the owner n1 and one relayed by n2
 //     (connect, ACQUIRE, ACQUIRED; then close), each of a fresh name
@@ -37,11 +39,6 @@ import (
 //     generic proxy, a version 1 acquire through the harness's forwarder
 //     (a minimal Go TCP forwarder in front of the owner, with
 //     connections dialled ahead, one per client connection).
-//
-// Each pair goes direct first in even rounds and relayed first in odd
-// ones, so that neither kind is always the one that starts while the
-// other's close (of the connection, or of the claim) still runs on the
-// owner.
 //
 // It prints the medians and p90s, and relayed − direct in units of each
 // floor.
@@ -131,7 +128,6 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 		return err
 	}
 
-	var m [8][]time.Duration
 	const (
 		v1Direct = iota
 		v1Relayed
@@ -141,84 +137,103 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 		echoRTT
 		heartbeat
 		ping
+		kinds
 	)
-	timed := func(k int, f func() error) error {
-		time.Sleep(pace)
-		start := time.Now()
-		if err := f(); err != nil {
-			return err
-		}
-		m[k] = append(m[k], time.Since(start))
-		return nil
+	kindNames := [kinds]string{
+		v1Direct:    "v1 acquire, direct to the owner",
+		v1Relayed:   "v1 acquire, relayed",
+		v1Forwarded: "v1 acquire, through a minimal forwarder to the owner",
+		v2Direct:    "v2 claim, direct to the owner",
+		v2Relayed:   "v2 claim, relayed",
+		echoRTT:     "echo round trip (Go echo process)",
+		heartbeat:   "v1 heartbeat round trip to the owner",
+		ping:        "v2 PING round trip to the owner",
 	}
-	once := func(addr, name string) func() error {
-		return func() error {
+	// An operation returns how long its timed part took.
+	type op func() (time.Duration, error)
+	timed := func(f func() error) op {
+		return func() (time.Duration, error) {
+			start := time.Now()
+			err := f()
+			return time.Since(start), err
+		}
+	}
+	once := func(addr, name string) op {
+		return timed(func() error {
 			c, err := hopAcquire(addr, name)
 			if err == nil {
 				defer c.Close()
 			}
 			return err
+		})
+	}
+	buf := make([]byte, protocol.AcquiredLen)
+	// The operations of round i, by kind.
+	ops := func(i int) [kinds]op {
+		claim := func(s net.Conn, name string) op {
+			return func() (time.Duration, error) {
+				id := uint32(2 + i)
+				d, err := hopClaim(s, id, name)
+				if err == nil {
+					err = hopRelease(s, id) // not timed
+				}
+				return d, err
+			}
+		}
+		return [kinds]op{
+			v1Direct:    once(owner, names[2*i]),
+			v1Relayed:   once(relay, names[2*i+1]),
+			v1Forwarded: once(fwd.addr, names[4*rounds+i]),
+			v2Direct:    claim(s1, names[2*rounds+2*i]),
+			v2Relayed:   claim(s2, names[2*rounds+2*i+1]),
+			echoRTT:     timed(func() error { return echoRoundTrip(ec) }),
+			heartbeat: timed(func() error {
+				held.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := held.Write(protocol.AppendHeartbeat(nil)); err != nil {
+					return err
+				}
+				_, err := io.ReadFull(held, buf)
+				return err
+			}),
+			ping: timed(func() error {
+				s1.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := s1.Write(protocol.AppendPing(nil, uint64(i))); err != nil {
+					return err
+				}
+				f, err := protocol.ReadServerFrameV2(s1)
+				if err == nil && f.Type != protocol.TypePong {
+					err = fmt.Errorf("got %v, want PONG", f)
+				}
+				return err
+			}),
 		}
 	}
 	accepted0, err := nodeMetric(nodes[0], "baton_connections_accepted_total")
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, protocol.AcquiredLen)
+	// Each round runs its operations in an order of its own. What ran
+	// just before an operation (a close, of a connection or of a claim,
+	// still running on the owner; a process left awake or asleep) moves
+	// its time by as much as the relay costs, and a fixed order gives
+	// each kind the same predecessor every time. Seeded, so that runs
+	// compare.
+	var m [kinds][]time.Duration
+	order := make([]int, kinds)
+	for k := range order {
+		order[k] = k
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range rounds {
-		// Direct first in even rounds, relayed first in odd ones: each
-		// then starts as often while the other's close still runs on the
-		// owner.
-		for _, k := range []int{i % 2, 1 - i%2} {
-			addr := owner
-			if k == 1 {
-				addr = relay
-			}
-			if err := timed(v1Direct+k, once(addr, names[2*i+k])); err != nil {
-				return fmt.Errorf("%s acquire: %w", [2]string{"direct", "relayed"}[k], err)
-			}
-		}
-		if err := timed(v1Forwarded, once(fwd.addr, names[4*rounds+i])); err != nil {
-			return fmt.Errorf("forwarded acquire: %w", err)
-		}
-		for _, k := range []int{i % 2, 1 - i%2} {
-			s := []net.Conn{s1, s2}[k]
-			id := uint32(2 + i)
+		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		round := ops(i)
+		for _, k := range order {
 			time.Sleep(pace)
-			d, err := hopClaim(s, id, names[2*rounds+2*i+k])
+			d, err := round[k]()
 			if err != nil {
-				return fmt.Errorf("claim: %w", err)
+				return fmt.Errorf("%s: %w", kindNames[k], err)
 			}
-			m[v2Direct+k] = append(m[v2Direct+k], d)
-			if err := hopRelease(s, id); err != nil {
-				return fmt.Errorf("release: %w", err)
-			}
-		}
-		if err := timed(echoRTT, func() error { return echoRoundTrip(ec) }); err != nil {
-			return fmt.Errorf("echo: %w", err)
-		}
-		if err := timed(heartbeat, func() error {
-			held.SetDeadline(time.Now().Add(5 * time.Second))
-			if _, err := held.Write(protocol.AppendHeartbeat(nil)); err != nil {
-				return err
-			}
-			_, err := io.ReadFull(held, buf)
-			return err
-		}); err != nil {
-			return fmt.Errorf("heartbeat: %w", err)
-		}
-		if err := timed(ping, func() error {
-			s1.SetDeadline(time.Now().Add(5 * time.Second))
-			if _, err := s1.Write(protocol.AppendPing(nil, uint64(i))); err != nil {
-				return err
-			}
-			f, err := protocol.ReadServerFrameV2(s1)
-			if err == nil && f.Type != protocol.TypePong {
-				err = fmt.Errorf("got %v, want PONG", f)
-			}
-			return err
-		}); err != nil {
-			return fmt.Errorf("ping: %w", err)
+			m[k] = append(m[k], d)
 		}
 	}
 	accepted, err := nodeMetric(nodes[0], "baton_connections_accepted_total")
@@ -232,20 +247,8 @@ func runHop(ctx context.Context, rounds int, batonBin string, pace time.Duration
 	us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d.Nanoseconds())/1e3) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d rounds, pace %v, %s\n\n| | median | p90 |\n|---|---:|---:|\n", rounds, pace, e.batonVersion)
-	for _, r := range []struct {
-		name string
-		k    int
-	}{
-		{"v1 acquire, direct to the owner", v1Direct},
-		{"v1 acquire, relayed", v1Relayed},
-		{"v1 acquire, through a minimal forwarder to the owner", v1Forwarded},
-		{"v2 claim, direct to the owner", v2Direct},
-		{"v2 claim, relayed", v2Relayed},
-		{"echo round trip (Go echo process)", echoRTT},
-		{"v1 heartbeat round trip to the owner", heartbeat},
-		{"v2 PING round trip to the owner", ping},
-	} {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.name, us(p(m[r.k], 50)), us(p(m[r.k], 90)))
+	for k, name := range kindNames {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, us(p(m[k], 50)), us(p(m[k], 90)))
 	}
 	x1 := p(m[v1Relayed], 50) - p(m[v1Direct], 50)
 	x2 := p(m[v2Relayed], 50) - p(m[v2Direct], 50)
