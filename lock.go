@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -170,6 +171,10 @@ func (l *Lock) finish(cause error) {
 // closeConn closes the connection once.
 func (l *Lock) closeConn() { l.closeOnce.Do(func() { l.conn.Close() }) }
 
+// frameReadBuf is the size of a Lock's read buffer: a few WAITING and
+// ACQUIRED frames (an ERROR's longer reason is read through it).
+const frameReadBuf = 64
+
 // read is the permanent reader (docs/protocol.md, client obligation 1). The
 // read deadline is the give-up deadline, so the netpoller, not a timer,
 // enforces it; only a reply moves the deadline, and only here.
@@ -178,12 +183,16 @@ func (l *Lock) read() {
 	l.mu.Lock()
 	deadline := l.rule.Deadline()
 	l.mu.Unlock()
+	// Buffered, so that a frame that arrived whole (an ACQUIRED: type
+	// and token) takes one read, not one for its type and one for the
+	// rest.
+	br := bufio.NewReaderSize(l.conn, frameReadBuf)
 	for {
 		if err := l.conn.SetReadDeadline(deadline); err != nil {
 			l.finish(connErr(err))
 			return
 		}
-		f, err := protocol.ReadServerFrame(l.conn)
+		f, err := protocol.ReadServerFrame(br)
 		now := time.Now()
 		if err != nil {
 			l.finish(readErr(err))

@@ -95,3 +95,60 @@ func TestSessionStaleDeadlineIsRenewed(t *testing.T) {
 	}
 	t.Logf("%d cycles in %v on a %v lease, then idle for %v", n, time.Since(start), lease, 2*lease)
 }
+
+// readConn counts the reads that returned bytes, and the writes.
+type readConn struct {
+	net.Conn
+	reads, writes *atomic.Int64
+}
+
+func (c readConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.reads.Add(1)
+	}
+	return n, err
+}
+
+func (c readConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+type readDialer struct{ reads, writes atomic.Int64 }
+
+func (d *readDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return readConn{c, &d.reads, &d.writes}, nil
+}
+
+// A version 1 lock reads each answer to its heartbeats (an ACQUIRED, type
+// and token, that arrived whole) in one read, not one for its type and
+// one for the token.
+func TestLockReadsEachAnswerOnce(t *testing.T) {
+	addr := startServer(t)
+	d := &readDialer{}
+	c := New(Config{Address: addr, Dialer: d, MinHeartbeatInterval: 20 * time.Millisecond})
+	// 2s: the grant may wait for the server's first second (its token
+	// clock), within the 1.6s give-up; heartbeats at most 500ms apart.
+	l, err := c.Acquire(t.Context(), "x", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0, w0 := d.reads.Load(), d.writes.Load()
+	time.Sleep(1600 * time.Millisecond)
+	// Each write is a heartbeat, answered by one ACQUIRED; the last may
+	// be unanswered yet, and one written before w0 answered after r0.
+	reads, heartbeats := d.reads.Load()-r0, d.writes.Load()-w0
+	l.Release()
+	t.Logf("%d heartbeats, %d reads with bytes", heartbeats, reads)
+	if heartbeats < 2 {
+		t.Fatalf("%d heartbeats in 1.6s on a 2s lease; want at least 2", heartbeats)
+	}
+	if reads > heartbeats+1 {
+		t.Fatalf("%d reads for %d heartbeats' answers; want at most one each", reads, heartbeats)
+	}
+}
