@@ -2,7 +2,6 @@ package baton
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -207,27 +206,4 @@ func (fc *fakeV2Conn) serveGrantAll(tokens *atomic.Uint64) {
 			fc.send(protocol.AppendReleased(nil, f.Claim))
 		}
 	}
-}
-
-// writeCounter counts the writes of the connections it dials.
-type writeCounter struct {
-	writes atomic.Int64
-}
-
-func (d *writeCounter) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return countingConn{c, &d.writes}, nil
-}
-
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c countingConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(b)
 }

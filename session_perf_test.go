@@ -8,30 +8,47 @@ import (
 	"time"
 )
 
-// deadlineConn counts the deadlines set on a connection.
-type deadlineConn struct {
+// countConn counts, on a connection, the deadlines set, the reads that
+// returned bytes and the writes.
+type countConn struct {
 	net.Conn
-	reads, writes *atomic.Int64
+	d *countDialer
 }
 
-func (c deadlineConn) SetReadDeadline(t time.Time) error {
-	c.reads.Add(1)
+func (c countConn) SetReadDeadline(t time.Time) error {
+	c.d.readDeadlines.Add(1)
 	return c.Conn.SetReadDeadline(t)
 }
 
-func (c deadlineConn) SetWriteDeadline(t time.Time) error {
-	c.writes.Add(1)
+func (c countConn) SetWriteDeadline(t time.Time) error {
+	c.d.writeDeadlines.Add(1)
 	return c.Conn.SetWriteDeadline(t)
 }
 
-type deadlineDialer struct{ reads, writes atomic.Int64 }
+func (c countConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.d.reads.Add(1)
+	}
+	return n, err
+}
 
-func (d *deadlineDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+func (c countConn) Write(b []byte) (int, error) {
+	c.d.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// countDialer dials countConns and holds their counts.
+type countDialer struct {
+	readDeadlines, writeDeadlines, reads, writes atomic.Int64
+}
+
+func (d *countDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	return deadlineConn{c, &d.reads, &d.writes}, nil
+	return countConn{c, d}, nil
 }
 
 // An answer costs the reader no deadline update and a request costs the
@@ -40,13 +57,13 @@ func (d *deadlineDialer) DialContext(ctx context.Context, network, addr string) 
 // Session.write), not once per frame.
 func TestSessionDeadlinesNotSetPerFrame(t *testing.T) {
 	addr := startServer(t)
-	d := &deadlineDialer{}
+	d := &countDialer{}
 	s, err := New(Config{Address: addr, Dialer: d}).OpenSession(t.Context(), SessionOptions{Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	r0, w0 := d.reads.Load(), d.writes.Load() // the opening's
+	r0, w0 := d.readDeadlines.Load(), d.writeDeadlines.Load() // the opening's
 	const cycles = 200
 	for range cycles {
 		cl, err := s.Acquire(t.Context(), "x", Exclusive)
@@ -57,7 +74,7 @@ func TestSessionDeadlinesNotSetPerFrame(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reads, writes := d.reads.Load()-r0, d.writes.Load()-w0
+	reads, writes := d.readDeadlines.Load()-r0, d.writeDeadlines.Load()-w0
 	t.Logf("%d claims and releases: %d read deadlines, %d write deadlines set", cycles, reads, writes)
 	if reads > 2 || writes > 2 {
 		t.Fatalf("%d read and %d write deadlines set for %d frames each way; want at most 2 each", reads, writes, 2*cycles)
@@ -96,41 +113,12 @@ func TestSessionStaleDeadlineIsRenewed(t *testing.T) {
 	t.Logf("%d cycles in %v on a %v lease, then idle for %v", n, time.Since(start), lease, 2*lease)
 }
 
-// readConn counts the reads that returned bytes, and the writes.
-type readConn struct {
-	net.Conn
-	reads, writes *atomic.Int64
-}
-
-func (c readConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if n > 0 {
-		c.reads.Add(1)
-	}
-	return n, err
-}
-
-func (c readConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(b)
-}
-
-type readDialer struct{ reads, writes atomic.Int64 }
-
-func (d *readDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return readConn{c, &d.reads, &d.writes}, nil
-}
-
 // A version 1 lock reads each answer to its heartbeats (an ACQUIRED, type
 // and token, that arrived whole) in one read, not one for its type and
 // one for the token.
 func TestLockReadsEachAnswerOnce(t *testing.T) {
 	addr := startServer(t)
-	d := &readDialer{}
+	d := &countDialer{}
 	c := New(Config{Address: addr, Dialer: d, MinHeartbeatInterval: 20 * time.Millisecond})
 	// 2s: the grant may wait for the server's first second (its token
 	// clock), within the 1.6s give-up; heartbeats at most 500ms apart.

@@ -617,7 +617,7 @@ func TestSessionClose(t *testing.T) {
 // Uncontended claim and release cost one write each.
 func TestSessionOneWritePerRequest(t *testing.T) {
 	fake := newFakeV2(t)
-	d := &writeCounter{}
+	d := &countDialer{}
 	c := New(Config{Address: fake.ln.Addr().String(), Dialer: d})
 	s, fc := openOn(t, c, fake, time.Minute)
 	var tokens atomic.Uint64
