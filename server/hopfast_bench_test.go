@@ -39,7 +39,8 @@ func benchHopPair(b *testing.B) (owner, relay string) {
 // BenchmarkRelayedAcquire: an uncontended version 1 acquire (connect,
 // ACQUIRE, read ACQUIRED, close) relayed one hop through the pool, beside
 // the same direct to the owner, a heartbeat round trip to the owner on an
-// open connection and a one-byte echo round trip, alternating in one run:
+// open connection and a one-byte echo round trip, in one run, each round
+// in an order drawn for it:
 //
 //	go test -run '^$' -bench RelayedAcquire -benchtime 2000x ./server
 //
@@ -86,47 +87,38 @@ func BenchmarkRelayedAcquire(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer e.Close()
-		var d, r, hb, rtt []time.Duration
 		one := make([]byte, protocol.AcquiredLen)
-		echo := func() time.Duration {
+		roundTrip := func(c net.Conn, msg []byte, answer int) time.Duration {
 			start := time.Now()
-			e.Write(one[:1])
-			if _, err := io.ReadFull(e, one[:1]); err != nil {
+			c.Write(msg)
+			if _, err := io.ReadFull(c, one[:answer]); err != nil {
 				b.Fatal(err)
 			}
 			return time.Since(start)
 		}
-		heartbeat := func() time.Duration {
-			start := time.Now()
-			held.Write(protocol.AppendHeartbeat(nil))
-			if _, err := io.ReadFull(held, one); err != nil {
-				b.Fatal(err)
-			}
-			return time.Since(start)
+		const direct, relayed, echo, heartbeat = 0, 1, 2, 3
+		kinds := [...]func(i int) time.Duration{
+			direct:    func(i int) time.Duration { return once(owner, 3_000_000+i) },
+			relayed:   func(i int) time.Duration { return once(relay, 4_000_000+i) },
+			echo:      func(int) time.Duration { return roundTrip(e, one[:1], 1) },
+			heartbeat: func(int) time.Duration { return roundTrip(held, protocol.AppendHeartbeat(nil), len(one)) },
 		}
 		// Each round in an order of its own: what ran just before (a
 		// close still running on the owner) moves a time by as much as
 		// the relay costs, and a fixed order gives each kind the same
 		// predecessor every time.
+		var times [len(kinds)][]time.Duration
+		order := []int{direct, relayed, echo, heartbeat}
 		rng := rand.New(rand.NewPCG(1, 2))
-		order := []int{0, 1, 2, 3}
 		i := 0
 		for b.Loop() {
 			i++
 			rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 			for _, k := range order {
-				switch k {
-				case 0:
-					d = append(d, once(owner, 3_000_000+i))
-				case 1:
-					r = append(r, once(relay, 4_000_000+i))
-				case 2:
-					rtt = append(rtt, echo())
-				case 3:
-					hb = append(hb, heartbeat())
-				}
+				times[k] = append(times[k], kinds[k](i))
 			}
 		}
+		d, r, rtt, hb := times[direct], times[relayed], times[echo], times[heartbeat]
 		dm, rm, hbm, em := p50(d), p50(r), p50(hb), p50(rtt)
 		b.ReportMetric(float64(dm.Nanoseconds())/1e3, "direct-p50-µs")
 		b.ReportMetric(float64(rm.Nanoseconds())/1e3, "relayed-p50-µs")
