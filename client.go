@@ -127,7 +127,8 @@ func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, 
 	})
 	// No other goroutine touches l yet: record the send, then write.
 	l.rule.SentAcquire(time.Now())
-	if err := conn.SetWriteDeadline(l.rule.Deadline()); err == nil {
+	err = conn.SetWriteDeadline(l.rule.Deadline())
+	if err == nil {
 		_, err = conn.Write(frame)
 	}
 	if err != nil {

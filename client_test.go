@@ -822,3 +822,42 @@ func TestWorkDoesNotStartAfterGiveUpIsDue(t *testing.T) {
 		t.Fatal("lock not lost")
 	}
 }
+
+// writeFailDialer's connections fail every write with err; reads wait on
+// a pipe that nothing answers.
+type writeFailDialer struct{ err error }
+
+type writeFailConn struct {
+	net.Conn
+	err error
+}
+
+func (c writeFailConn) Write([]byte) (int, error) { return 0, c.err }
+
+func (d writeFailDialer) DialContext(context.Context, string, string) (net.Conn, error) {
+	client, _ := net.Pipe()
+	return writeFailConn{client, d.err}, nil
+}
+
+// TestAcquireWriteFailure: a failed ACQUIRE write ends Acquire at once
+// with that write's error, not 0.8 of the lease later as a heartbeat
+// timeout on an ACQUIRE the server never saw.
+func TestAcquireWriteFailure(t *testing.T) {
+	t.Parallel()
+	errWrite := errors.New("scripted write failure")
+	c := New(Config{Address: "pipe", Dialer: writeFailDialer{errWrite}})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	l, err := c.Acquire(ctx, "job", 5*time.Second)
+	took := time.Since(start)
+	if l != nil {
+		l.Release()
+	}
+	if !errors.Is(err, ErrConnectionClosed) || !errors.Is(err, errWrite) {
+		t.Fatalf("Acquire: %v, want ErrConnectionClosed wrapping the write error", err)
+	}
+	if took > time.Second {
+		t.Fatalf("Acquire returned after %v, want at once", took)
+	}
+}
