@@ -10,6 +10,7 @@ package server_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -32,18 +33,30 @@ type v2Conn struct {
 }
 
 func dialV2Bench(b testing.TB, addr, label string) *v2Conn {
-	c, err := net.Dial("tcp", addr)
+	v, err := dialV2Lease(addr, label, time.Minute)
 	if err != nil {
 		b.Fatal(err)
 	}
-	v := &v2Conn{Conn: c, r: bufio.NewReaderSize(c, 64<<10)}
-	if _, err := c.Write(openingV2(time.Minute, label)); err != nil {
-		b.Fatal(err)
-	}
-	if f := v.read(b); f.Type != protocol.TypeWelcome {
-		b.Fatalf("opening answered %v", f)
-	}
 	return v
+}
+
+// dialV2Lease opens a version 2 session with the given lease; it calls
+// nothing on a testing.TB, so any goroutine may use it.
+func dialV2Lease(addr, label string, lease time.Duration) (*v2Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	v := &v2Conn{Conn: c, r: bufio.NewReaderSize(c, 64<<10)}
+	if _, err := c.Write(openingV2(lease, label)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if f, err := protocol.ReadServerFrameV2(v.r); err != nil || f.Type != protocol.TypeWelcome {
+		c.Close()
+		return nil, fmt.Errorf("opening answered %v, %v", f, err)
+	}
+	return v, nil
 }
 
 func (v *v2Conn) read(b testing.TB) protocol.Frame {
@@ -196,7 +209,9 @@ func envInt(name string, def int) int {
 
 // measureHeldClaims returns the child's live heap plus stacks per claim,
 // its resident set per claim (what the operating system sees, garbage
-// not yet collected included), and the time to take them.
+// not yet collected included), and the time to take them. Its sessions'
+// lease outlasts the run, so no claim expires while others are taken;
+// the first failure stops every worker at once.
 func measureHeldClaims(b *testing.B, sessions, claims int) (float64, float64, time.Duration) {
 	b.Helper()
 	child := startBenchChild(b)
@@ -211,36 +226,65 @@ func measureHeldClaims(b *testing.B, sessions, claims int) (float64, float64, ti
 			}
 		}
 	}()
+	var (
+		failOnce sync.Once
+		failed   = make(chan struct{})
+		failure  error
+	)
+	fail := func(err error) {
+		failOnce.Do(func() { failure = err; close(failed) })
+	}
+	take := func(s int) error {
+		v, err := dialV2Lease(addr, "s"+strconv.Itoa(s), heldClaimLease)
+		if err != nil {
+			return err
+		}
+		conns[s] = v
+		var buf []byte
+		for c := range claims {
+			buf = protocol.AppendClaim(buf, uint32(c+1), protocol.ModeExclusive, 0, 0,
+				"held-"+strconv.Itoa(s)+"-"+strconv.Itoa(c))
+		}
+		go v.Write(buf)
+		for range claims {
+			f, err := protocol.ReadServerFrameV2(v.r)
+			if err != nil {
+				return err
+			}
+			if f.Type != protocol.TypeGranted {
+				return fmt.Errorf("session %d: CLAIM answered %v, want GRANTED", s, f)
+			}
+		}
+		v.r = nil // the client keeps the socket only
+		return nil
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for range 8 {
 		wg.Go(func() {
 			for s := range work {
-				v := dialV2Bench(b, addr, "s"+strconv.Itoa(s))
-				conns[s] = v
-				var buf []byte
-				for c := range claims {
-					buf = protocol.AppendClaim(buf, uint32(c+1), protocol.ModeExclusive, 0, 0,
-						"held-"+strconv.Itoa(s)+"-"+strconv.Itoa(c))
+				if err := take(s); err != nil {
+					fail(err)
+					return
 				}
-				go v.Write(buf)
-				for range claims {
-					if f := v.read(b); f.Type != protocol.TypeGranted {
-						b.Errorf("CLAIM answered %v", f)
-						return
-					}
-				}
-				v.r = nil // the client keeps the socket only
 			}
 		})
 	}
+feed:
 	for s := range sessions {
-		work <- s
+		select {
+		case work <- s:
+		case <-failed:
+			break feed
+		}
 	}
 	close(work)
 	wg.Wait()
 	took := time.Since(start)
+	if failure != nil {
+		b.Fatal(failure)
+	}
 	after, locks, rss := child.mem()
 	if locks != sessions*claims {
 		b.Fatalf("child holds %d locks, want %d", locks, sessions*claims)
@@ -248,6 +292,10 @@ func measureHeldClaims(b *testing.B, sessions, claims int) (float64, float64, ti
 	n := float64(sessions * claims)
 	return float64(after-before) / n, float64(rss-rss0) / n, took
 }
+
+// heldClaimLease outlasts any run of BenchmarkV2HeldClaimMemory (ten
+// million claims take minutes on two cores).
+const heldClaimLease = 6 * time.Hour
 
 // BenchmarkV2Handover: a holder sends RELEASE; the clock stops when the
 // waiting claim of another session has read PROMOTED. Version 1's
