@@ -700,16 +700,6 @@ func ruleErr(err error) error {
 	return err
 }
 
-// lose is loseLocked with the lock taken, closing the connection when due.
-func (s *Session) lose(cause error) {
-	s.mu.Lock()
-	closeNow := s.loseLocked(cause)
-	s.mu.Unlock()
-	if closeNow {
-		s.closeConn()
-	}
-}
-
 // loseLocked ends the session once: every claim is lost, its work told
 // first (Do's context cancelled, Lost closed). It reports whether the
 // caller must close the connection now. After a give-up

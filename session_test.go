@@ -297,7 +297,7 @@ func TestSessionErrorLosesEveryClaim(t *testing.T) {
 // closes and every claim is lost.
 func TestSessionViolations(t *testing.T) {
 	type setup struct {
-		held, queued, pending, nowait uint32 // claim ids in each state (0: none)
+		held, queued, pending uint32 // claim ids in each state (0: none)
 	}
 	for _, tc := range []struct {
 		name string

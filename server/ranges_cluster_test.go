@@ -13,11 +13,6 @@ import (
 // the key cannot be served, handed over at a planned change and
 // re-asserted by the relaying node after the owner's failure.
 
-// serveAll is a cluster node's Router that serves every name here.
-func serveAll() *router {
-	return &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
-}
-
 // TestClusterRangeHoldUnavailable: a node whose Route holds a key (a
 // warm-up, an owner out of reach) answers every range request on it 0x0c
 // (unavailable) and changes nothing; a cancel that finds no waiting

@@ -118,7 +118,6 @@ type Server struct {
 	sessions  map[*session]struct{}            // every open session
 	listeners map[*net.Listener]struct{}
 	nextID    uint64
-	closed    bool
 	// Claims held and queued, and version 2 sessions, by protocol version
 	// (index 1 or 2), for ProtocolCounts.
 	held, queued [3]int

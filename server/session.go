@@ -617,6 +617,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) (next *ses
 	if !passed && s.closing.Load() {
 		// Let an ERROR frame that another goroutine is writing go out
 		// first; closeWithError then also bounds the drain.
+		//lint:ignore SA2001 the empty section waits for that writer.
 		s.wmu.Lock()
 		s.wmu.Unlock()
 		s.drain()

@@ -11,7 +11,6 @@ package ui_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,11 +81,6 @@ func (f dialFunc) DialContext(ctx context.Context, network, addr string) (net.Co
 }
 
 func lockURL(base, name string) string { return base + "/#/lock/" + url.PathEscape(name) }
-
-func js(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
 
 // TestHoldersWaitersAndActions: a version 1 client holds deploy/prod, a
 // version 2 writer and a version 1 client queue behind it, then a second

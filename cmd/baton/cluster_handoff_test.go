@@ -134,25 +134,6 @@ func (d *logDrain) find(msg string) []map[string]any {
 	return out
 }
 
-// wait waits, bounded, for a record with message msg.
-func (d *logDrain) wait(t *testing.T, msg string) map[string]any {
-	t.Helper()
-	deadline := time.After(2 * opstest.Timeout)
-	for {
-		d.mu.Lock()
-		more := d.more
-		d.mu.Unlock()
-		if rs := d.find(msg); len(rs) > 0 {
-			return rs[0]
-		}
-		select {
-		case <-more:
-		case <-deadline:
-			t.Fatalf("no log %q within %v", msg, 2*opstest.Timeout)
-		}
-	}
-}
-
 var threeRing, fourRing = cluster.NewRing(0, []string{"n1", "n2", "n3"}), cluster.NewRing(0, []string{"n1", "n2", "n3", "n4"})
 
 // movingName returns a name that n1, n2, n3 give to from and that a

@@ -835,10 +835,9 @@ func TestRunUsageEnv(t *testing.T) {
 // the client gives up; it reports when the ACQUIRE arrived and when the
 // client closed the connection.
 type silentServer struct {
-	addr      string
-	acquired  chan time.Time
-	closedAt  chan time.Time
-	closeConn func()
+	addr     string
+	acquired chan time.Time
+	closedAt chan time.Time
 }
 
 func startSilentServer(t *testing.T) *silentServer {

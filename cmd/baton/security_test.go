@@ -19,7 +19,6 @@ import (
 // certificates (identities by URI SAN) into a temporary directory.
 type securePKI struct {
 	dir, ca, srvCert, srvKey string
-	ca2                      *testpki.CA
 	caObj                    *testpki.CA
 	clients                  map[string][2]string // name -> cert, key paths
 }

@@ -124,8 +124,6 @@ type claim struct {
 	prev, next *claim
 }
 
-func (c *claim) key() Key { return Key{c.sess.id, c.id} }
-
 func (c *claim) status() Status {
 	st := Status{State: Waiting, Deadline: c.sess.lastSeen.Add(c.sess.lease)}
 	if c.holding {
