@@ -98,7 +98,7 @@ var (
 	ErrEmptyName          = &codeError{CodeEmptyName, "empty lock name"}
 	ErrNameTooLong        = &codeError{CodeNameTooLong, "lock name too long (> 255 bytes)"}
 	ErrInvalidName        = &codeError{CodeInvalidName, "lock name is not valid UTF-8"}
-	ErrInvalidLease       = &codeError{CodeInvalidLease, "lease must be positive"}
+	ErrInvalidLease       = &codeError{CodeInvalidLease, "lease out of range"}
 	ErrNotAuthorized      = &codeError{CodeNotAuthorized, "not authorized for lock"}
 
 	ErrReassertRefused    = &codeError{CodeReassertRefused, "re-assertion refused"}

@@ -95,8 +95,9 @@ type Route struct {
 // relayed the request. Route is called with the server's table mutex held
 // for version 2 claims, with lease 0: it must not block.
 //
-// RecordLease records a version 2 session's lease before the session
-// opens (it may block); false refuses the session with ERROR 0x03.
+// RecordLease records a version 2 session's lease before its first
+// claim that the ACL allows, or its first range request (it may block);
+// false ends the session with ERROR 0x03.
 //
 // A version 2 claim on a name whose Route is RouteForward is relayed
 // through an upstream session to the owner (relay2.go); on RouteHold it

@@ -21,6 +21,10 @@ import (
 const (
 	DefaultAddr      = "127.0.0.1:7070"
 	DefaultIOTimeout = 5 * time.Second
+	// DefaultMaxLease is the MaxLease that baton serve applies unless
+	// told otherwise: ten minutes of silence is far beyond any failure
+	// detector's need, and bounds a cluster's take-over warm-up.
+	DefaultMaxLease = 10 * time.Minute
 )
 
 // ErrServerClosed is returned by Serve and ListenAndServe after Shutdown
@@ -47,6 +51,13 @@ type Server struct {
 	// that does not read); a write that goes through at once starts the
 	// count anew. Zero means DefaultIOTimeout.
 	IOTimeout time.Duration
+	// MaxLease is the longest lease a session may ask for: a version 1
+	// ACQUIRE or a version 2 HELLO with a longer one is answered ERROR
+	// 0x17 and closed. Zero means no limit. A lease is how long a silent
+	// client keeps what it holds, and on a cluster node it sets every
+	// take-over's warm-up, so one client's long lease delays every
+	// failover (docs/capacity.md).
+	MaxLease time.Duration
 	// TLSConfig, when set, makes the protocol port speak TLS.
 	TLSConfig *tls.Config
 	// Authorizer, when set, is asked for every ACQUIRE; nil allows all.
@@ -410,3 +421,8 @@ func (srv *Server) observe(e Event) {
 
 // notify is observe for callers that hold srv.mu.
 func (srv *Server) notify(e Event) { srv.observe(e) }
+
+// leaseTooLong tells whether a session's lease exceeds MaxLease.
+func (srv *Server) leaseTooLong(lease time.Duration) bool {
+	return srv.MaxLease > 0 && lease > srv.MaxLease
+}

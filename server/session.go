@@ -166,6 +166,9 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 	case v2:
 		return openedV2, 0
 	}
+	if srv.leaseTooLong(req.Lease()) {
+		return locktable.ReasonProtocolError, protocol.CodeInvalidLease
+	}
 	gen := srv.authGen.Load()
 	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, req.Name) {
 		return s.denied(req.Name)

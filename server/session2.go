@@ -42,6 +42,11 @@ type v2conn struct {
 	// hungUp: a read found the client's side closed (its process closed
 	// the connection or died), not a deadline or this node's close.
 	hungUp bool
+	// leaseRecorded: a cluster node has recorded this session's lease
+	// (Router.RecordLease), which it does at the first claim the ACL
+	// allows, not at HELLO: a client allowed nothing cannot raise every
+	// take-over's warm-up.
+	leaseRecorded bool
 
 	omu   sync.Mutex
 	out   []byte // pending frames, in the order decided
@@ -304,8 +309,8 @@ func (s *session) openV2() (locktable.Reason, protocol.Code) {
 		readErr = s.readMore()
 	}
 
-	if r := srv.Router; r != nil && !r.RecordLease(hello.Lease()) {
-		return locktable.ReasonProtocolError, protocol.CodeNotOwner
+	if srv.leaseTooLong(hello.Lease()) {
+		return locktable.ReasonProtocolError, protocol.CodeInvalidLease
 	}
 	srv.mu.Lock()
 	now := time.Now()
@@ -369,6 +374,9 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 	// Only a RANGE frame, whose table has no gate, waits for it (below),
 	// and only on a single server.
 	rangeWait := false
+	// A cluster node records the session's lease before the first frame
+	// that may hold something (below): it and those after it wait.
+	leaseWait := false
 	now := time.Now()
 	if rel := v.rel.Load(); rel != nil {
 		rel.readAt = now
@@ -392,6 +400,10 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			// would wait under srv.mu: the frames before it are answered
 			// now, it and those after it once the gate is open.
 			rangeWait = true
+			break
+		}
+		if srv.Router != nil && !v.leaseRecorded && s.mayHold(f, ce) {
+			leaseWait = true
 			break
 		}
 		off += n
@@ -522,8 +534,29 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			time.Sleep(time.Until(srv.gate))
 			return s.batch()
 		}
+		if leaseWait {
+			if !srv.Router.RecordLease(v.lease) {
+				return locktable.ReasonProtocolError, protocol.CodeNotOwner, false
+			}
+			v.leaseRecorded = true
+			return s.batch()
+		}
 	}
 	return reason, code, orphan
+}
+
+// mayHold tells whether frame f (ce: its claim-level error) may make the
+// session hold or wait for something: a valid CLAIM the ACL allows, or a
+// RANGE request (range keys have no ACL yet).
+func (s *session) mayHold(f protocol.Frame, ce *protocol.ClaimError) bool {
+	switch f.Type {
+	case protocol.TypeRange:
+		return true
+	case protocol.TypeClaim:
+		a := s.srv.Authorizer
+		return ce == nil && (a == nil || a.Allow(s.peer.Identity, f.Name))
+	}
+	return false
 }
 
 // othersOnly drops the flushes of session self from ds: its reader

@@ -26,6 +26,7 @@ import (
 	"github.com/batonlock/baton/internal/tlsfiles"
 	"github.com/batonlock/baton/internal/tokenstore"
 	"github.com/batonlock/baton/ops"
+	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
 
@@ -95,6 +96,7 @@ See docs/operations.md.
 type serveConfig struct {
 	listen      string
 	ioTimeout   time.Duration
+	maxLease    time.Duration
 	opsListen   string
 	adminListen string
 	auditLog    string
@@ -134,6 +136,7 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs := newFlagSet("baton serve", "baton serve [flags]", stderr)
 	fs.StringVar(&cfg.listen, "listen", "BATON_LISTEN_ADDRESS", server.DefaultAddr, "protocol address to listen on (host:port)")
 	fs.DurationVar(&cfg.ioTimeout, "io-timeout", "BATON_IO_TIMEOUT", server.DefaultIOTimeout, "bound on the handshake and first ACQUIRE (version 2: preamble and HELLO), a started frame, and the total blocked time of a session's writes")
+	fs.DurationVar(&cfg.maxLease, "max-lease", "BATON_MAX_LEASE", server.DefaultMaxLease, "longest lease a client may ask for; a longer one is refused with ERROR 0x17 (on a cluster it bounds every take-over's warm-up); 0: no limit")
 	fs.StringVar(&cfg.opsListen, "ops-listen", "BATON_OPS_LISTEN_ADDRESS", "", "address for /metrics, /healthz and /readyz (host:port); empty: off")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port); unauthenticated unless mutual TLS and the ACL's admin rules: keep it on loopback; empty: off")
 	fs.StringVar(&cfg.adminHosts, "admin-allowed-hosts", "BATON_ADMIN_ALLOWED_HOSTS", "", "comma-separated host names the admin API also answers to in the Host header, besides its own address, loopback and localhost ('*': any)")
@@ -165,6 +168,9 @@ func (c *serveConfig) validate(fs *flagSet) error {
 	opt := func(name string) string { return "-" + name + " (" + fs.env[name] + ")" }
 	if c.ioTimeout <= 0 {
 		return fmt.Errorf("%s must be positive, got %v", opt("io-timeout"), c.ioTimeout)
+	}
+	if c.maxLease < 0 || (c.maxLease > 0 && protocol.ValidateLease(c.maxLease) != nil) {
+		return fmt.Errorf("%s must be 0 (no limit) or a lease from 1ms to 49 days, got %v", opt("max-lease"), c.maxLease)
 	}
 	for _, a := range []struct{ flag, addr string }{
 		{"listen", c.listen}, {"ops-listen", c.opsListen}, {"admin-listen", c.adminListen},
@@ -344,7 +350,7 @@ type serveAddrs struct{ protocol, ops, admin string }
 func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	logger := env.logger
 	started := time.Now()
-	srv := &server.Server{IOTimeout: cfg.ioTimeout, Logger: logger}
+	srv := &server.Server{IOTimeout: cfg.ioTimeout, MaxLease: cfg.maxLease, Logger: logger}
 	var observers server.Observers
 
 	var cl *clusterRuntime
