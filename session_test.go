@@ -557,6 +557,45 @@ func TestSessionGiveUpCancelsBeforeClose(t *testing.T) {
 	}
 }
 
+// With two held claims, a give-up keeps the connection open until the
+// work of both has stopped: closing when the first stops would let the
+// server hand the second's lock over while its work is still stopping.
+func TestSessionGiveUpWaitsForEveryClaimsWork(t *testing.T) {
+	lease := 2 * time.Second
+	s, fc := openFake(t, lease)
+	first := goAcquire(t.Context(), s, "first", Exclusive, false)
+	f := fc.expect(protocol.TypeClaim)
+	fc.send(protocol.AppendGranted(nil, f.Claim, 1))
+	second := goAcquire(t.Context(), s, "second", Exclusive, false)
+	f = fc.expect(protocol.TypeClaim)
+	fc.send(protocol.AppendGranted(nil, f.Claim, 2))
+	a, b := wait(t, first).cl, wait(t, second).cl
+	// From now on the fake answers nothing: both claims are lost at the
+	// give-up, and both works are told.
+	wait(t, a.Lost())
+	wait(t, b.Lost())
+	if err := a.Release(t.Context()); !errors.Is(err, ErrHeartbeatTimeout) {
+		t.Fatalf("first Release: %v", err)
+	}
+	select {
+	case <-fc.eof:
+		t.Fatal("closed when the first claim's work stopped, while the second's still ran")
+	case <-time.After(lease / 20):
+	}
+	if late := time.Since(s.CloseBy()); late > 0 {
+		t.Fatalf("the check came %v after CloseBy: too late to tell the two closes apart", late)
+	}
+	released := time.Now()
+	if err := b.Release(t.Context()); !errors.Is(err, ErrHeartbeatTimeout) {
+		t.Fatalf("second Release: %v", err)
+	}
+	eofAt := fc.waitEOF()
+	t.Logf("closed %v after the second work stopped, %v before CloseBy", eofAt.Sub(released), s.CloseBy().Sub(eofAt))
+	if !eofAt.Before(s.CloseBy()) {
+		t.Fatalf("closed at CloseBy%+v, want when the second claim's work stopped", eofAt.Sub(s.CloseBy()))
+	}
+}
+
 // Work that ignores its cancellation does not keep the connection open
 // beyond anchor + lease.
 func TestSessionGiveUpClosesByAnchorPlusLease(t *testing.T) {
