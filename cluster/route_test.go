@@ -131,8 +131,24 @@ func TestRouteTakeoverFailsClosed(t *testing.T) {
 	if w, want := taker.Warmup(), WarmupFor(4*lease, testSlack); w != want || w <= 4*lease+testSlack {
 		t.Errorf("Warmup %v, want %v (above lease+slack %v: scaled for clock drift)", w, want, 4*lease+testSlack)
 	}
+	// More ring changes than the history keeps, within the warm-up: the
+	// ring before the take-over is gone, so the node cannot tell which
+	// names it gained, and gates every one until the warm-up ends (fail
+	// closed), the name it kept too.
+	taker.fsm.mu.Lock()
+	cur := taker.fsm.ring
+	for v := cur.Version() + 1; v <= cur.Version()+DefaultHistory; v++ {
+		taker.fsm.history.Add(NewRing(v, cur.Members()), time.Now())
+	}
+	taker.fsm.mu.Unlock()
+	if d3 := taker.Route(kept, false, time.Now()); d3.Action != Queue || !d3.Until.Equal(d.Until) {
+		t.Errorf("a kept name once the ring before the take-over is dropped: %+v, want queued until %v", d3, d.Until)
+	}
 	if d := taker.Route(moving, false, d.Until); d.Action != Serve {
 		t.Errorf("taken name after the warm-up: %v", d.Action)
+	}
+	if d := taker.Route(kept, false, d.Until); d.Action != Serve {
+		t.Errorf("kept name after the warm-up: %v", d.Action)
 	}
 }
 
