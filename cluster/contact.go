@@ -60,6 +60,10 @@ const (
 // maxContactInterval caps the interval between contact requests.
 const maxContactInterval = 250 * time.Millisecond
 
+// ErrRemoved is returned by WaitContact once this node has applied its
+// own removal: it gets no contact until it joins again.
+var ErrRemoved = errors.New("cluster: this node was removed from the cluster")
+
 // ErrFailoverTimings is returned for a RemoveAfter that is not safely
 // above SelfStop.
 var ErrFailoverTimings = errors.New("cluster: the removal timeout must exceed the self-stop timeout by the drift margin")
@@ -134,8 +138,8 @@ type contactState struct {
 	// from then on.
 	resumed atomic.Int64
 	// removed: this node has applied its own removal, not by its own
-	// planned leave (it never serves again in this run); left: it has
-	// applied the end of its own planned leave.
+	// planned leave (it serves nothing unless a later join of it is
+	// applied); left: it has applied the end of its own planned leave.
 	removed, left atomic.Bool
 
 	mu sync.Mutex
@@ -199,11 +203,15 @@ func (n *Node) AutoRemovals() int64 { return n.contact.autoRemovals.Load() }
 func (n *Node) SelfStop() time.Duration    { return n.contact.selfStop }
 func (n *Node) RemoveAfter() time.Duration { return n.contact.removeAfter }
 
-// WaitContact waits until this node is in quorum contact.
+// WaitContact waits until this node is in quorum contact; it returns
+// ErrRemoved once the node has applied its own removal.
 func (n *Node) WaitContact(ctx context.Context) error {
 	t := time.NewTicker(n.contact.interval / 5)
 	defer t.Stop()
 	for !n.InContact(time.Now()) {
+		if n.Removed() {
+			return ErrRemoved
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: no quorum contact: %w", ctx.Err())
@@ -211,6 +219,23 @@ func (n *Node) WaitContact(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// WaitServing is WaitContact for a node that is starting: one that the
+// leader removed as silent while it came back (restarted just before the
+// removal timeout, its join a no-op for a member still in the ring) is
+// not in the cluster any more, so it joins again, once, through rejoin,
+// and waits for contact anew. Its names warm up as after any restart.
+func (n *Node) WaitServing(ctx context.Context, rejoin func(context.Context) error) error {
+	err := n.WaitContact(ctx)
+	if !errors.Is(err, ErrRemoved) {
+		return err
+	}
+	n.log.Warn("this node was removed while it started: joining the cluster again")
+	if err := rejoin(ctx); err != nil {
+		return fmt.Errorf("cluster: joining again after a removal: %w", err)
+	}
+	return n.WaitContact(ctx)
 }
 
 // contactAt records a contact whose request was sent at sent. When the
@@ -285,7 +310,14 @@ func (n *Node) noteEvent(e Event) {
 	c := &n.contact
 	switch e.Kind {
 	case EventJoin:
+		// Back in the cluster: a removal applied before this join (the
+		// node was removed while it was down, and applied that while it
+		// caught up after its restart) is over. Its names are gated as
+		// after any restart or take-over.
 		c.left.Store(false)
+		if c.removed.Swap(false) {
+			n.log.Info("this node joined the cluster again after its removal: it serves once its names have warmed up")
+		}
 	case EventRemove:
 		if e.Member.State == Leaving {
 			c.left.Store(true)

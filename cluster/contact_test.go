@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -310,5 +311,114 @@ func TestContactRequestNeedsLeaderAndMember(t *testing.T) {
 	}
 	if err := follower.post(ctx, leader.admin.Addr().String(), pathContact, []byte(`{"id":"`+follower.ID()+`"}`), false, nil); err != nil {
 		t.Errorf("a member's contact to the leader: %v", err)
+	}
+}
+
+// TestRemovedNodeRestartedServes: a node killed, removed as silent, then
+// started again on its data directory with its command line unchanged
+// applies its old removal while it catches up, then its join: it must
+// serve again (its names granted after the restart warm-up), not stay
+// marked removed for good. It comes back through a member it is told
+// (-join) or, told none, through the members it knows: removed, it
+// hears from no leader.
+func TestRemovedNodeRestartedServes(t *testing.T) {
+	for _, via := range []string{"join", "rejoin"} {
+		t.Run(via, func(t *testing.T) { testRemovedNodeRestartedServes(t, via == "join") })
+	}
+}
+
+func testRemovedNodeRestartedServes(t *testing.T, join bool) {
+	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter)
+	ctx := ctxT(t)
+	leader, others := splitLeader(t, nodes)
+	const lease = time.Second
+	if err := leader.RaiseLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	dead := others[len(others)-1]
+	if err := dead.waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == lease }); err != nil {
+		t.Fatal(err)
+	}
+	dir, raftAddr, adminAddr := dead.dir, dead.raftAddr, dead.admin.Addr().String()
+	dead.stop()
+	if err := waitUntil(ctx, func() bool { return !leader.Ring().Has(dead.ID()) }); err != nil {
+		t.Fatalf("the dead node was never removed: %v", err)
+	}
+	back := startNodeWith(t, dead.ID(), dir, raftAddr, adminAddr, func(c *Config) {
+		c.SelfStop, c.RemoveAfter = testSelfStop, testRemoveAfter
+	})
+	returned := time.Now()
+	if !back.Restarted() {
+		t.Fatal("the node found no cluster in its data directory")
+	}
+	rejoin := back.Rejoin
+	if join {
+		rejoin = func(ctx context.Context) error { return back.Join(ctx, leader.admin.Addr().String()) }
+	}
+	if err := rejoin(ctx); err != nil {
+		t.Fatalf("back into the cluster: %v", err)
+	}
+	if _, err := back.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.WaitContact(ctx); err != nil {
+		t.Fatalf("no quorum contact after the join (removed: %v): %v", back.Removed(), err)
+	}
+	name := nameOwnedBy(t, back.Ring(), back.ID())
+	limit := back.Warmup() + 2*time.Second
+	for {
+		d := back.Route(name, false, time.Now())
+		if d.Action == Serve {
+			if early := time.Since(returned); early < back.Warmup()-100*time.Millisecond {
+				t.Fatalf("%s serves its %s %v after its return, before the restart warm-up %v", back.ID(), name, early, back.Warmup())
+			}
+			break
+		}
+		if time.Since(returned) > limit {
+			t.Fatalf("%s routes its %s as %+v %v after its return (removed: %v), want serve within the warm-up %v",
+				back.ID(), name, d, time.Since(returned).Round(time.Millisecond), back.Removed(), back.Warmup())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("served its names %v after its return (warm-up %v)", time.Since(returned).Round(time.Millisecond), back.Warmup())
+}
+
+// TestRemovedWhileStartingJoinsAgain: a node restarted just before the
+// removal timeout finds itself still a member (its join is a no-op), and
+// is then removed as silent while it catches up. WaitServing joins it
+// again instead of waiting for contact that never comes.
+func TestRemovedWhileStartingJoinsAgain(t *testing.T) {
+	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter)
+	ctx := ctxT(t)
+	leader, others := splitLeader(t, nodes)
+	dead := others[len(others)-1]
+	dir, raftAddr, adminAddr := dead.dir, dead.raftAddr, dead.admin.Addr().String()
+	dead.stop()
+	cut := &cuttable{}
+	back := startNodeWith(t, dead.ID(), dir, raftAddr, adminAddr, func(c *Config) {
+		cut.inner = c.HTTPClient.Transport
+		c.HTTPClient = &http.Client{Timeout: c.HTTPClient.Timeout, Transport: cut}
+		c.SelfStop, c.RemoveAfter = testSelfStop, testRemoveAfter
+	})
+	if err := back.Rejoin(ctx); err != nil {
+		t.Fatalf("rejoin while still a member: %v", err)
+	}
+	// Its contact requests fail until the leader removes it.
+	cut.cut.Store(true)
+	if err := waitUntil(ctx, back.Removed); err != nil {
+		t.Fatalf("the restarted node never applied its removal: %v", err)
+	}
+	cut.cut.Store(false)
+	if !leader.Ring().Has(back.ID()) {
+		t.Logf("removed from the ring at version %d", leader.Ring().Version())
+	}
+	if err := back.WaitServing(ctx, back.Rejoin); err != nil {
+		t.Fatalf("WaitServing after a removal while starting: %v", err)
+	}
+	if back.Removed() || !back.InContact(time.Now()) {
+		t.Fatalf("removed %v, in contact %v after WaitServing", back.Removed(), back.InContact(time.Now()))
+	}
+	if err := waitUntil(ctx, func() bool { return leader.Ring().Has(back.ID()) }); err != nil {
+		t.Fatalf("not back in the leader's ring: %v", err)
 	}
 }

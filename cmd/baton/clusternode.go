@@ -210,7 +210,11 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		return fmt.Errorf("committing the first token epoch: %w", err)
 	}
 	c.maxLease.Store(int64(n.Metadata().MaxLease))
-	if err := n.WaitContact(ectx); err != nil {
+	rejoin := n.Rejoin
+	if cfg.join != "" && !joinSelf {
+		rejoin = func(ctx context.Context) error { return n.Join(ctx, cfg.join) }
+	}
+	if err := n.WaitServing(ectx, rejoin); err != nil {
 		return err
 	}
 	c.ready.Store(true)
