@@ -37,6 +37,7 @@
 package dirlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -252,8 +253,8 @@ func writeRecord(path string, o Owner) error {
 		return err
 	}
 	hook("create-record")
-	_, err = fmt.Fprintf(f, "host=%s\nboot_id=%s\npid_ns=%s\npid=%d\nstart_ticks=%d\nnonce=%s\nsince=%s\n",
-		o.Hostname, o.BootID, o.PIDNS, o.PID, o.Start, o.Nonce, time.Now().UTC().Format(time.RFC3339Nano))
+	_, err = fmt.Fprintf(f, "host=%s\nmachine_id=%s\nboot_id=%s\npid_ns=%s\npid=%d\nstart_ticks=%d\nnonce=%s\nsince=%s\n",
+		o.Hostname, cmp.Or(o.MachineID, noMachineID), o.BootID, o.PIDNS, o.PID, o.Start, o.Nonce, time.Now().UTC().Format(time.RFC3339Nano))
 	if err == nil {
 		err = f.Sync()
 	}

@@ -14,9 +14,30 @@ import (
 // it ran on another host.
 var identityOverride func(Owner) Owner
 
+// Where this machine's identity is read (variables so that a test can
+// play another machine).
+var (
+	machineIDPath = "/etc/machine-id"
+	bootIDPath    = "/proc/sys/kernel/random/boot_id"
+)
+
+// machineID reads /etc/machine-id; "" when it is missing, empty,
+// "uninitialized" or otherwise not a machine id: records then identify
+// only this boot (see judge).
+func machineID() string {
+	b, err := os.ReadFile(machineIDPath)
+	if err != nil {
+		return ""
+	}
+	if id := strings.TrimSpace(string(b)); validMachineID(id) {
+		return id
+	}
+	return ""
+}
+
 // selfIdentity returns this process's Owner, without a nonce.
 func selfIdentity() (Owner, error) {
-	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	boot, err := os.ReadFile(bootIDPath)
 	if err != nil {
 		return Owner{}, fmt.Errorf("%w: cannot read the boot id: %v", ErrNotSupported, err)
 	}
@@ -35,7 +56,7 @@ func selfIdentity() (Owner, error) {
 	if err != nil {
 		return Owner{}, fmt.Errorf("%w: cannot read this process's start time: %v", ErrNotSupported, err)
 	}
-	o := Owner{Hostname: host, BootID: strings.TrimSpace(string(boot)), PIDNS: ns, PID: pid, Start: start}
+	o := Owner{Hostname: host, MachineID: machineID(), BootID: strings.TrimSpace(string(boot)), PIDNS: ns, PID: pid, Start: start}
 	if identityOverride != nil {
 		o = identityOverride(o)
 	}
@@ -68,8 +89,9 @@ func procStat(pid int) (start uint64, state byte, err error) {
 
 // processState judges a pid of this host and pid namespace. kill(pid, 0)
 // decides existence (it sees every process, even where /proc hides other
-// users' ones); /proc decides which incarnation it is. Anything this
-// process cannot read counts as alive: only proof of death frees a lock.
+// users' ones: a hidepid mount gives ENOENT or EACCES, kill EPERM); /proc
+// decides which incarnation it is. Anything this process cannot read
+// counts as alive: only proof of death frees a lock.
 func processState(pid int, start uint64) Verdict {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return Dead
