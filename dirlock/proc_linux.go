@@ -21,6 +21,13 @@ var (
 	bootIDPath    = "/proc/sys/kernel/random/boot_id"
 )
 
+// The reads of another process's state (variables so that a test can
+// play a /proc that hides it: a hidepid mount).
+var (
+	readProcStat = func(pid int) ([]byte, error) { return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat") }
+	signalZero   = func(pid int) error { return syscall.Kill(pid, 0) }
+)
+
 // machineID reads /etc/machine-id; "" when it is missing, empty,
 // "uninitialized" or otherwise not a machine id: records then identify
 // only this boot (see judge).
@@ -66,7 +73,7 @@ func selfIdentity() (Owner, error) {
 // procStat reads the start time (field 22) and state (field 3) of pid
 // from /proc/PID/stat.
 func procStat(pid int) (start uint64, state byte, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProcStat(pid)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -93,12 +100,12 @@ func procStat(pid int) (start uint64, state byte, err error) {
 // decides which incarnation it is. Anything this process cannot read
 // counts as alive: only proof of death frees a lock.
 func processState(pid int, start uint64) Verdict {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+	if err := signalZero(pid); errors.Is(err, syscall.ESRCH) {
 		return Dead
 	}
 	got, state, err := procStat(pid)
 	if err != nil {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		if err := signalZero(pid); errors.Is(err, syscall.ESRCH) {
 			return Dead // exited between the two looks
 		}
 		return Alive
