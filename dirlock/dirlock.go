@@ -287,6 +287,12 @@ func (m *Mutex) try(staging string, self Owner) error {
 		}
 		entry, owner, verdict, rerr := readLock(m.dir, self)
 		switch {
+		case errors.Is(rerr, errEmptyLock):
+			// A release or break that has taken its entry out but not yet
+			// removed the directory (or crashed there): the lock is free.
+			// rmdir removes only an empty directory, never a held lock.
+			os.Remove(lock)
+			continue
 		case errors.Is(rerr, os.ErrNotExist):
 			continue // released meanwhile
 		case rerr != nil:
@@ -315,6 +321,11 @@ func heldError(dir, entry string, o Owner, v Verdict) error {
 	return e
 }
 
+// errEmptyLock: the lock directory has no entry at all. It is free: a
+// release or break empties it before removing it. It matches
+// os.ErrNotExist (Inspect: not held).
+var errEmptyLock = fmt.Errorf("dirlock: empty lock directory: %w", os.ErrNotExist)
+
 // readLock reads the lock directory's entry and judges the process it
 // names. An unreadable lock directory is entry "" (ErrNoRecord).
 func readLock(dir string, self Owner) (entry string, o Owner, v Verdict, err error) {
@@ -330,7 +341,11 @@ func readLock(dir string, self Owner) (entry string, o Owner, v Verdict, err err
 	if err != nil {
 		return "", Owner{}, 0, fsError(dir, "read lock", err)
 	}
-	if len(names) != 1 {
+	switch len(names) {
+	case 0:
+		return "", Owner{}, 0, errEmptyLock
+	case 1:
+	default:
 		return "", Owner{}, 0, nil
 	}
 	_, o, ok := parseEntry(names[0])
@@ -341,13 +356,14 @@ func readLock(dir string, self Owner) (entry string, o Owner, v Verdict, err err
 }
 
 // breakLock frees a lock whose entry names a dead process of this host:
-// claim that exact entry by renaming it, then move the lock directory
-// away and remove it. Losing the claim to another breaker is not an
-// error: the caller tries again.
+// claim that exact entry by renaming it, then take the claimed entry out
+// of the lock directory and remove the directory. Losing the claim to
+// another breaker is not an error: the caller tries again.
 func breakLock(dir, entry string, self Owner) error {
 	lock := filepath.Join(dir, LockName)
 	self = self.withNonce()
-	err := os.Rename(filepath.Join(lock, entry), filepath.Join(lock, kindBreak+"."+self.id()))
+	claimed := kindBreak + "." + self.id()
+	err := os.Rename(filepath.Join(lock, entry), filepath.Join(lock, claimed))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // another process claimed it, or it is a new lock now
 	}
@@ -355,21 +371,48 @@ func breakLock(dir, entry string, self Owner) error {
 		return fsError(dir, "claim dead entry", err)
 	}
 	hook("claim")
-	return removeLock(dir, self)
+	return removeLock(dir, claimed, self)
 }
 
-// removeLock moves the lock directory, which we have claimed, away and
-// removes it. Only the move can fail.
-func removeLock(dir string, self Owner) error {
+// removeLock frees the lock whose entry we have claimed (claimed is our
+// release or break entry): it moves that entry out of the lock directory,
+// which leaves the directory empty, and then removes the directory if it
+// is still empty. Every step names our own entry or needs an empty
+// directory, so none can touch a new holder's lock: an operator may have
+// broken the lock meanwhile and another process taken it (moving the
+// whole directory away, as before, moved that holder's lock). An empty
+// lock directory is free: Lock removes it.
+func removeLock(dir, claimed string, self Owner) error {
+	lock := filepath.Join(dir, LockName)
+	trash := filepath.Join(dir, trashPrefix+self.id())
+	err := os.Rename(filepath.Join(lock, claimed), trash)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // an operator broke the lock after our claim: it is not ours to remove
+	}
+	if err != nil {
+		return fsError(dir, "move entry out", err)
+	}
+	hook("move-away")
+	// rmdir: fails if a new holder's lock is there by now (or it is gone
+	// already); both fine. A crash here leaves an empty directory, which
+	// the next Lock removes the same way.
+	os.Remove(lock)
+	syncDir(dir)
+	// What cannot be removed now (an NFS client's .nfsXXXX of a file still
+	// open) is a leftover, removed once this process is dead by the next
+	// Lock on this host.
+	os.RemoveAll(trash)
+	return nil
+}
+
+// moveLockAway removes a lock directory without a readable entry, for an
+// operator's forced break: there is no entry to claim.
+func moveLockAway(dir string, self Owner) error {
 	trash := filepath.Join(dir, trashPrefix+self.id())
 	if err := os.Rename(filepath.Join(dir, LockName), trash); err != nil {
 		return fsError(dir, "move lock away", err)
 	}
-	hook("move-away")
 	syncDir(dir)
-	// The lock is free from the rename on; what cannot be removed now (an
-	// NFS client's .nfsXXXX of a file still open) is a leftover, removed
-	// once this process is dead by the next Lock on this host.
 	os.RemoveAll(trash)
 	return nil
 }
@@ -393,7 +436,7 @@ func (m *Mutex) Unlock() error {
 		return fsError(m.dir, "release", err)
 	}
 	hook("release-claim")
-	return removeLock(m.dir, self)
+	return removeLock(m.dir, kindRelease+"."+self.id(), self)
 }
 
 // Held reports whether the lock's entry still names this Mutex's
