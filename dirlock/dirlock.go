@@ -67,9 +67,10 @@ const (
 var (
 	// ErrBusy: the lock is held. A *HeldError says by whom.
 	ErrBusy = errors.New("dirlock: lock is held")
-	// ErrOtherHost: the lock is held by a process on another host, which
-	// this host never judges, however long it looks dead. Errors that
-	// match it also match ErrBusy.
+	// ErrOtherHost: the lock is held by a process on another machine (or
+	// in another pid namespace, or by a record without a machine id from
+	// another boot), which this machine never judges, however long it
+	// looks dead. Errors that match it also match ErrBusy.
 	ErrOtherHost = errors.New("dirlock: lock is held by a process on another host")
 	// ErrNoRecord: the lock directory exists but holds no entry baton can
 	// read (made by hand, or damaged). No process breaks it; an operator

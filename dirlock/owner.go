@@ -165,8 +165,9 @@ const (
 	// that pid, or the process with that pid started at another time, or
 	// it has exited and waits to be reaped.
 	Dead
-	// CannotJudge: the process is on another host (or another pid
-	// namespace); no one here can tell whether it is dead or only slow.
+	// CannotJudge: the process is on another machine (or in another pid
+	// namespace, or its record has no machine id and comes from another
+	// boot); no one here can tell whether it is dead or only slow.
 	CannotJudge
 )
 
