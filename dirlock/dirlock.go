@@ -2,13 +2,14 @@
 // for processes on several hosts that share a file system (NFS, for
 // example) and have no lock server.
 //
-// The lock never asks whether a process on another host is dead: no
+// The lock never asks whether a process on another machine is dead: no
 // remote observer can tell a dead process from a slow one. A lock whose
-// holder died is taken back only by a process on the holder's own host,
-// after an exact local check (the pid is gone, or belongs to a process
-// that started at another time, or the host rebooted since). A lock held
-// by a dead process on a host that never comes back waits for an
-// operator ('baton dirlock break').
+// holder died is taken back only by a process on the holder's own
+// machine (same machine id and host name; the host name alone is shared
+// by cloned machines), after an exact local check (the pid is gone, or
+// belongs to a process that started at another time, or the machine
+// rebooted since). A lock held by a dead process on a machine that never
+// comes back waits for an operator ('baton dirlock break').
 //
 // The steps, all in the shared directory DIR (see docs/dirlock.md; the
 // model in internal/modelcheck, CheckDirlockSteps, checks them with a
@@ -22,21 +23,27 @@
 //     its record complete, or not at all.
 //   - Release: rename the own entry .baton-lock/owner.ID to
 //     .baton-lock/release.ID (from then on the lock is no longer held),
-//     rename .baton-lock to DIR/.baton-gone.ID, remove that.
-//   - Break (only the entry's own host, only after proof of death): rename
-//     the exact entry judged to .baton-lock/break.ID (two breakers cannot
-//     both succeed, and a new holder's entry has another name), rename
-//     .baton-lock to DIR/.baton-gone.ID, remove that, and try to acquire.
+//     move that entry out to DIR/.baton-gone.ID, rmdir .baton-lock
+//     (fails unless empty), remove the entry.
+//   - Break (only the entry's own machine, only after proof of death):
+//     rename the exact entry judged to .baton-lock/break.ID (two breakers
+//     cannot both succeed, and a new holder's entry has another name),
+//     then remove the lock as a release does, and try to acquire.
 //
-// ID names the process: host name, boot id, pid namespace, pid, start
-// time and a random nonce. The lock directory's one entry, whatever its
-// kind, names the process responsible for it; if that process is dead,
-// its host breaks the lock. Leftover .baton-tmp and .baton-gone
-// directories of dead processes are not the lock; a later Lock on their
-// host removes them, and Inspect lists them.
+// The last steps of a release or break name only the own entry, so an
+// operator's forced break in between followed by a new holder never
+// loses that holder's lock. An empty .baton-lock is free.
+//
+// ID names the process: host name, machine id, boot id, pid namespace,
+// pid, start time and a random nonce. The lock directory's one entry,
+// whatever its kind, names the process responsible for it; if that
+// process is dead, its machine breaks the lock. Leftover .baton-tmp and
+// .baton-gone entries of dead processes are not the lock; a later Lock on
+// their machine removes them, and Inspect lists them.
 package dirlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,9 +67,10 @@ const (
 var (
 	// ErrBusy: the lock is held. A *HeldError says by whom.
 	ErrBusy = errors.New("dirlock: lock is held")
-	// ErrOtherHost: the lock is held by a process on another host, which
-	// this host never judges, however long it looks dead. Errors that
-	// match it also match ErrBusy.
+	// ErrOtherHost: the lock is held by a process on another machine (or
+	// in another pid namespace, or by a record without a machine id from
+	// another boot), which this machine never judges, however long it
+	// looks dead. Errors that match it also match ErrBusy.
 	ErrOtherHost = errors.New("dirlock: lock is held by a process on another host")
 	// ErrNoRecord: the lock directory exists but holds no entry baton can
 	// read (made by hand, or damaged). No process breaks it; an operator
@@ -252,8 +260,8 @@ func writeRecord(path string, o Owner) error {
 		return err
 	}
 	hook("create-record")
-	_, err = fmt.Fprintf(f, "host=%s\nboot_id=%s\npid_ns=%s\npid=%d\nstart_ticks=%d\nnonce=%s\nsince=%s\n",
-		o.Hostname, o.BootID, o.PIDNS, o.PID, o.Start, o.Nonce, time.Now().UTC().Format(time.RFC3339Nano))
+	_, err = fmt.Fprintf(f, "host=%s\nmachine_id=%s\nboot_id=%s\npid_ns=%s\npid=%d\nstart_ticks=%d\nnonce=%s\nsince=%s\n",
+		o.Hostname, cmp.Or(o.MachineID, noMachineID), o.BootID, o.PIDNS, o.PID, o.Start, o.Nonce, time.Now().UTC().Format(time.RFC3339Nano))
 	if err == nil {
 		err = f.Sync()
 	}
@@ -286,6 +294,12 @@ func (m *Mutex) try(staging string, self Owner) error {
 		}
 		entry, owner, verdict, rerr := readLock(m.dir, self)
 		switch {
+		case errors.Is(rerr, errEmptyLock):
+			// A release or break that has taken its entry out but not yet
+			// removed the directory (or crashed there): the lock is free.
+			// rmdir removes only an empty directory, never a held lock.
+			os.Remove(lock)
+			continue
 		case errors.Is(rerr, os.ErrNotExist):
 			continue // released meanwhile
 		case rerr != nil:
@@ -314,6 +328,11 @@ func heldError(dir, entry string, o Owner, v Verdict) error {
 	return e
 }
 
+// errEmptyLock: the lock directory has no entry at all. It is free: a
+// release or break empties it before removing it. It matches
+// os.ErrNotExist (Inspect: not held).
+var errEmptyLock = fmt.Errorf("dirlock: empty lock directory: %w", os.ErrNotExist)
+
 // readLock reads the lock directory's entry and judges the process it
 // names. An unreadable lock directory is entry "" (ErrNoRecord).
 func readLock(dir string, self Owner) (entry string, o Owner, v Verdict, err error) {
@@ -329,7 +348,11 @@ func readLock(dir string, self Owner) (entry string, o Owner, v Verdict, err err
 	if err != nil {
 		return "", Owner{}, 0, fsError(dir, "read lock", err)
 	}
-	if len(names) != 1 {
+	switch len(names) {
+	case 0:
+		return "", Owner{}, 0, errEmptyLock
+	case 1:
+	default:
 		return "", Owner{}, 0, nil
 	}
 	_, o, ok := parseEntry(names[0])
@@ -340,13 +363,14 @@ func readLock(dir string, self Owner) (entry string, o Owner, v Verdict, err err
 }
 
 // breakLock frees a lock whose entry names a dead process of this host:
-// claim that exact entry by renaming it, then move the lock directory
-// away and remove it. Losing the claim to another breaker is not an
-// error: the caller tries again.
+// claim that exact entry by renaming it, then take the claimed entry out
+// of the lock directory and remove the directory. Losing the claim to
+// another breaker is not an error: the caller tries again.
 func breakLock(dir, entry string, self Owner) error {
 	lock := filepath.Join(dir, LockName)
 	self = self.withNonce()
-	err := os.Rename(filepath.Join(lock, entry), filepath.Join(lock, kindBreak+"."+self.id()))
+	claimed := kindBreak + "." + self.id()
+	err := os.Rename(filepath.Join(lock, entry), filepath.Join(lock, claimed))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // another process claimed it, or it is a new lock now
 	}
@@ -354,21 +378,48 @@ func breakLock(dir, entry string, self Owner) error {
 		return fsError(dir, "claim dead entry", err)
 	}
 	hook("claim")
-	return removeLock(dir, self)
+	return removeLock(dir, claimed, self)
 }
 
-// removeLock moves the lock directory, which we have claimed, away and
-// removes it. Only the move can fail.
-func removeLock(dir string, self Owner) error {
+// removeLock frees the lock whose entry we have claimed (claimed is our
+// release or break entry): it moves that entry out of the lock directory,
+// which leaves the directory empty, and then removes the directory if it
+// is still empty. Every step names our own entry or needs an empty
+// directory, so none can touch a new holder's lock: an operator may have
+// broken the lock meanwhile and another process taken it (moving the
+// whole directory away, as before, moved that holder's lock). An empty
+// lock directory is free: Lock removes it.
+func removeLock(dir, claimed string, self Owner) error {
+	lock := filepath.Join(dir, LockName)
+	trash := filepath.Join(dir, trashPrefix+self.id())
+	err := os.Rename(filepath.Join(lock, claimed), trash)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // an operator broke the lock after our claim: it is not ours to remove
+	}
+	if err != nil {
+		return fsError(dir, "move entry out", err)
+	}
+	hook("move-away")
+	// rmdir: fails if a new holder's lock is there by now (or it is gone
+	// already); both fine. A crash here leaves an empty directory, which
+	// the next Lock removes the same way.
+	os.Remove(lock)
+	syncDir(dir)
+	// What cannot be removed now (an NFS client's .nfsXXXX of a file still
+	// open) is a leftover, removed once this process is dead by the next
+	// Lock on this host.
+	os.RemoveAll(trash)
+	return nil
+}
+
+// moveLockAway removes a lock directory without a readable entry, for an
+// operator's forced break: there is no entry to claim.
+func moveLockAway(dir string, self Owner) error {
 	trash := filepath.Join(dir, trashPrefix+self.id())
 	if err := os.Rename(filepath.Join(dir, LockName), trash); err != nil {
 		return fsError(dir, "move lock away", err)
 	}
-	hook("move-away")
 	syncDir(dir)
-	// The lock is free from the rename on; what cannot be removed now (an
-	// NFS client's .nfsXXXX of a file still open) is a leftover, removed
-	// once this process is dead by the next Lock on this host.
 	os.RemoveAll(trash)
 	return nil
 }
@@ -392,7 +443,7 @@ func (m *Mutex) Unlock() error {
 		return fsError(m.dir, "release", err)
 	}
 	hook("release-claim")
-	return removeLock(m.dir, self)
+	return removeLock(m.dir, kindRelease+"."+self.id(), self)
 }
 
 // Held reports whether the lock's entry still names this Mutex's

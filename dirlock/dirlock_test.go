@@ -184,13 +184,22 @@ func TestNoRecordIsReportedNotBroken(t *testing.T) {
 
 func TestOwnerNameRoundTrip(t *testing.T) {
 	for _, h := range []string{"node1", "node1.example.com", "a_b", "x%y/z", "ünï", ""} {
-		o := Owner{Hostname: h, BootID: "0f0e-11", PIDNS: "4026531836", PID: 42, Start: 12345}.withNonce()
-		kind, got, ok := parseEntry("owner." + o.id())
-		if !ok || kind != kindOwner || got != o {
-			t.Errorf("host %q: parse(%q) = %q %+v %v", h, o.id(), kind, got, ok)
+		for _, m := range []string{"3d1219c7c4c5404aaa1f6d2a48adfda4", ""} {
+			o := Owner{Hostname: h, MachineID: m, BootID: "0f0e-11", PIDNS: "4026531836", PID: 42, Start: 12345}.withNonce()
+			kind, got, ok := parseEntry("owner." + o.id())
+			if !ok || kind != kindOwner || got != o {
+				t.Errorf("host %q machine %q: parse(%q) = %q %+v %v", h, m, o.id(), kind, got, ok)
+			}
 		}
 	}
-	for _, bad := range []string{"owner", "owner.a.b", "steal.h.b.n.1.2.x", "owner.h.b.n.x.2.n", "owner.h.b.n.1.2.", "owner.h%zz.b.n.1.2.x"} {
+	// A name written by an older version: no machine id.
+	if _, got, ok := parseEntry("owner.node1.0f0e-11.4026531836.42.12345.ab"); !ok ||
+		got != (Owner{Hostname: "node1", BootID: "0f0e-11", PIDNS: "4026531836", PID: 42, Start: 12345, Nonce: "ab"}) {
+		t.Errorf("older version's name: %+v %v", got, ok)
+	}
+	for _, bad := range []string{"owner", "owner.a.b", "steal.h.b.n.1.2.x", "owner.h.b.n.x.2.n", "owner.h.b.n.1.2.", "owner.h%zz.b.n.1.2.x",
+		"owner.h.3D1219C7C4C5404AAA1F6D2A48ADFDA4.b.n.1.2.x", "owner.h.00000000000000000000000000000000.b.n.1.2.x", "owner.h.xyz.b.n.1.2.x",
+		"owner.h.m.b.n.1.2.x.y"} {
 		if _, _, ok := parseEntry(bad); ok {
 			t.Errorf("parse(%q) accepted", bad)
 		}
@@ -209,25 +218,36 @@ func TestJudge(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone := cmd.ProcessState.Pid()
-	other := self
-	other.Hostname += "-other"
-	rebooted := self
-	rebooted.BootID = "00000000-0000-0000-0000-000000000000"
-	ns := self
-	ns.PIDNS = "1"
+	with := func(f func(*Owner)) Owner { o := self; f(&o); return o }
+	anyBoot := "00000000-0000-0000-0000-000000000000"
+	otherMachine := "0123456789abcdef0123456789abcdef"
+	noMachine := self
+	noMachine.MachineID = ""
 	for _, tc := range []struct {
-		name string
-		o    Owner
-		want Verdict
+		name     string
+		o, judge Owner
+		want     Verdict
 	}{
-		{"this process", self, Alive},
-		{"this process, another start time", Owner{Hostname: self.Hostname, BootID: self.BootID, PIDNS: self.PIDNS, PID: self.PID, Start: self.Start + 1}, Dead},
-		{"a reaped child", Owner{Hostname: self.Hostname, BootID: self.BootID, PIDNS: self.PIDNS, PID: gone, Start: 1}, Dead},
-		{"this process on another host", other, CannotJudge},
-		{"this host before a reboot", rebooted, Dead},
-		{"another pid namespace", ns, CannotJudge},
+		{"this process", self, self, Alive},
+		{"this process, another start time", with(func(o *Owner) { o.Start++ }), self, Dead},
+		{"a reaped child", with(func(o *Owner) { o.PID, o.Start = gone, 1 }), self, Dead},
+		{"this process on another host", with(func(o *Owner) { o.Hostname += "-other" }), self, CannotJudge},
+		{"this machine before a reboot", with(func(o *Owner) { o.BootID = anyBoot }), self, Dead},
+		{"another pid namespace", with(func(o *Owner) { o.PIDNS = "1" }), self, CannotJudge},
+		// Cloned VMs, containers with a fixed host name: the host name is
+		// shared, the machine is not; nor its boot.
+		{"another machine, this host name", with(func(o *Owner) { o.MachineID, o.BootID = otherMachine, anyBoot }), self, CannotJudge},
+		{"another machine, this host name and boot id", with(func(o *Owner) { o.MachineID = otherMachine }), self, CannotJudge},
+		{"this machine id, another host name, another boot", with(func(o *Owner) { o.Hostname += "-other"; o.BootID = anyBoot }), self, CannotJudge},
+		// No machine id on one side (an older version's record, or no
+		// /etc/machine-id): only this very boot is judged.
+		{"older record, this boot", noMachine, self, Alive},
+		{"older record, this boot, another start time", with(func(o *Owner) { o.MachineID = ""; o.Start++ }), self, Dead},
+		{"older record, another boot", with(func(o *Owner) { o.MachineID, o.BootID = "", anyBoot }), self, CannotJudge},
+		{"no machine id here, another boot", with(func(o *Owner) { o.BootID = anyBoot }), noMachine, CannotJudge},
+		{"no machine id here, this boot", self, noMachine, Alive},
 	} {
-		if got := judge(tc.o, self); got != tc.want {
+		if got := judge(tc.o, tc.judge); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

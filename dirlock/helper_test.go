@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +31,13 @@ func TestMain(m *testing.M) {
 //
 //	DIRLOCK_DIR        the shared directory
 //	DIRLOCK_FAKE_HOST  pretend to run on this host name (the test hook)
+//	DIRLOCK_MACHINE_ID_FILE, DIRLOCK_BOOT_ID_FILE
+//	                   read the machine id and boot id from these files
+//	                   (the seam): pretend to be another machine
+//	DIRLOCK_NEWNS_MACHINE_ID, DIRLOCK_NEWNS_BOOT_ID
+//	                   bind-mount these files over /etc/machine-id and the
+//	                   boot id; the process runs in its own mount namespace
+//	                   (startHelperNS): another machine for real
 //	DIRLOCK_CRASH_AT   SIGKILL this process at that step (testHook)
 //	DIRLOCK_MARKER     contend: the exclusive marker file
 //	DIRLOCK_ROUNDS     contend: how many times to take the lock
@@ -37,9 +45,30 @@ func TestMain(m *testing.M) {
 // Modes: "hold" takes the lock, prints "HELD" and waits to be killed;
 // "contend" takes and releases the lock ROUNDS times, creating the
 // marker with O_EXCL while holding (exit 3 if it exists: two holders);
-// "cycle" takes and releases it once.
+// "cycle" takes and releases it once; "try" calls TryLock once and
+// prints "HELD" (then releases) or "BUSY OTHERHOST VERDICT".
 func helperMain(mode string) int {
 	dir := os.Getenv("DIRLOCK_DIR")
+	for _, b := range []struct{ env, target string }{
+		{"DIRLOCK_NEWNS_MACHINE_ID", "/etc/machine-id"},
+		{"DIRLOCK_NEWNS_BOOT_ID", "/proc/sys/kernel/random/boot_id"},
+	} {
+		if src := os.Getenv(b.env); src != "" {
+			if err := syscall.Mount(src, b.target, "", syscall.MS_BIND, ""); err != nil {
+				fmt.Println("NOMOUNT", b.target, err)
+				return 4
+			}
+		}
+	}
+	if os.Getenv("DIRLOCK_NEWNS_MACHINE_ID") != "" {
+		fmt.Println("MOUNTED")
+	}
+	if f := os.Getenv("DIRLOCK_MACHINE_ID_FILE"); f != "" {
+		machineIDPath = f
+	}
+	if f := os.Getenv("DIRLOCK_BOOT_ID_FILE"); f != "" {
+		bootIDPath = f
+	}
 	if h := os.Getenv("DIRLOCK_FAKE_HOST"); h != "" {
 		identityOverride = func(o Owner) Owner { o.Hostname = h; return o }
 	}
@@ -75,6 +104,23 @@ func helperMain(mode string) int {
 			return 1
 		}
 		fmt.Println("RELEASED")
+		return 0
+	case "try":
+		err := m.TryLock()
+		if err == nil {
+			fmt.Println("HELD")
+			if err := m.Unlock(); err != nil {
+				fmt.Println("ERROR", err)
+				return 1
+			}
+			return 0
+		}
+		var he *HeldError
+		if !errors.As(err, &he) {
+			fmt.Println("ERROR", err)
+			return 1
+		}
+		fmt.Println("BUSY", errors.Is(err, ErrOtherHost), he.Verdict)
 		return 0
 	case "contend":
 		marker := os.Getenv("DIRLOCK_MARKER")
@@ -116,7 +162,41 @@ type helper struct {
 
 func startHelper(t *testing.T, mode, dir string, env ...string) *helper {
 	t.Helper()
+	return startHelperCmd(t, nil, mode, dir, env...)
+}
+
+// startHelperNS starts a helper in its own mount namespace, where it
+// bind-mounts machineID and bootID over this machine's: another machine
+// with this one's host name, as a cloned VM or a container with a fixed
+// host name is.
+func startHelperNS(t *testing.T, mode, dir, machineID, bootID string, env ...string) *helper {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a mount namespace with another machine id needs root")
+	}
+	h := startHelperCmd(t, func(c *exec.Cmd) {
+		c.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	}, mode, dir, append(env, "DIRLOCK_NEWNS_MACHINE_ID="+machineID, "DIRLOCK_NEWNS_BOOT_ID="+bootID)...)
+	select {
+	case line := <-h.lines:
+		if strings.HasPrefix(line, "NOMOUNT") {
+			t.Skipf("cannot play another machine in a mount namespace: %s", line)
+		}
+		if line != "MOUNTED" {
+			t.Fatalf("helper printed %q, want MOUNTED", line)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("helper did not start within 60s")
+	}
+	return h
+}
+
+func startHelperCmd(t *testing.T, prep func(*exec.Cmd), mode, dir string, env ...string) *helper {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if prep != nil {
+		prep(cmd)
+	}
 	cmd.Env = append(os.Environ(), "DIRLOCK_HELPER="+mode, "DIRLOCK_DIR="+dir)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr

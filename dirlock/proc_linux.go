@@ -14,9 +14,37 @@ import (
 // it ran on another host.
 var identityOverride func(Owner) Owner
 
+// Where this machine's identity is read (variables so that a test can
+// play another machine).
+var (
+	machineIDPath = "/etc/machine-id"
+	bootIDPath    = "/proc/sys/kernel/random/boot_id"
+)
+
+// The reads of another process's state (variables so that a test can
+// play a /proc that hides it: a hidepid mount).
+var (
+	readProcStat = func(pid int) ([]byte, error) { return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat") }
+	signalZero   = func(pid int) error { return syscall.Kill(pid, 0) }
+)
+
+// machineID reads /etc/machine-id; "" when it is missing, empty,
+// "uninitialized" or otherwise not a machine id: records then identify
+// only this boot (see judge).
+func machineID() string {
+	b, err := os.ReadFile(machineIDPath)
+	if err != nil {
+		return ""
+	}
+	if id := strings.TrimSpace(string(b)); validMachineID(id) {
+		return id
+	}
+	return ""
+}
+
 // selfIdentity returns this process's Owner, without a nonce.
 func selfIdentity() (Owner, error) {
-	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	boot, err := os.ReadFile(bootIDPath)
 	if err != nil {
 		return Owner{}, fmt.Errorf("%w: cannot read the boot id: %v", ErrNotSupported, err)
 	}
@@ -35,7 +63,7 @@ func selfIdentity() (Owner, error) {
 	if err != nil {
 		return Owner{}, fmt.Errorf("%w: cannot read this process's start time: %v", ErrNotSupported, err)
 	}
-	o := Owner{Hostname: host, BootID: strings.TrimSpace(string(boot)), PIDNS: ns, PID: pid, Start: start}
+	o := Owner{Hostname: host, MachineID: machineID(), BootID: strings.TrimSpace(string(boot)), PIDNS: ns, PID: pid, Start: start}
 	if identityOverride != nil {
 		o = identityOverride(o)
 	}
@@ -45,7 +73,7 @@ func selfIdentity() (Owner, error) {
 // procStat reads the start time (field 22) and state (field 3) of pid
 // from /proc/PID/stat.
 func procStat(pid int) (start uint64, state byte, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProcStat(pid)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -68,15 +96,16 @@ func procStat(pid int) (start uint64, state byte, err error) {
 
 // processState judges a pid of this host and pid namespace. kill(pid, 0)
 // decides existence (it sees every process, even where /proc hides other
-// users' ones); /proc decides which incarnation it is. Anything this
-// process cannot read counts as alive: only proof of death frees a lock.
+// users' ones: a hidepid mount gives ENOENT or EACCES, kill EPERM); /proc
+// decides which incarnation it is. Anything this process cannot read
+// counts as alive: only proof of death frees a lock.
 func processState(pid int, start uint64) Verdict {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+	if err := signalZero(pid); errors.Is(err, syscall.ESRCH) {
 		return Dead
 	}
 	got, state, err := procStat(pid)
 	if err != nil {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		if err := signalZero(pid); errors.Is(err, syscall.ESRCH) {
 			return Dead // exited between the two looks
 		}
 		return Alive

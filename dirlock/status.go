@@ -74,7 +74,7 @@ func Break(dir string, force bool) (Status, error) {
 		return st, heldError(dir, st.Entry, st.Owner, st.Verdict)
 	}
 	if st.NoRecord {
-		return st, removeLock(dir, st.Self.withNonce())
+		return st, moveLockAway(dir, st.Self.withNonce())
 	}
 	self := st.Self.withNonce()
 	lock := filepath.Join(dir, LockName)
@@ -85,5 +85,5 @@ func Break(dir string, force bool) (Status, error) {
 		}
 		return st, fsError(dir, "claim entry", err)
 	}
-	return st, removeLock(dir, self)
+	return st, removeLock(dir, kindBreak+"."+self.id(), self)
 }

@@ -113,8 +113,17 @@ func verdictText(st dirlock.Status) string {
 	case st.Verdict == dirlock.Alive:
 		return "alive on this host"
 	}
-	return fmt.Sprintf("cannot judge: the holder runs on host %q (this is %q, or another boot or pid namespace); only that host, or an operator with 'baton dirlock break --force', can free it",
-		st.Owner.Hostname, st.Self.Hostname)
+	return fmt.Sprintf("cannot judge: the holder runs on host %q, machine %s (this is %q, machine %s; or another boot or pid namespace, or a record without a machine id from another boot); only that machine, or an operator with 'baton dirlock break --force', can free it",
+		st.Owner.Hostname, machineText(st.Owner), st.Self.Hostname, machineText(st.Self))
+}
+
+// machineText is o's machine id, or says that it has none (a record of
+// an older version, or a machine without /etc/machine-id).
+func machineText(o dirlock.Owner) string {
+	if o.MachineID == "" {
+		return "unknown"
+	}
+	return o.MachineID
 }
 
 func printDirlockStatus(w io.Writer, st dirlock.Status) {

@@ -26,6 +26,11 @@ type DirlockConfig struct {
 	// checker must fail; see DirlockSeedMutations and
 	// DirlockStepsMutations.
 	Mutation string
+	// ForcedBreak (steps model only) adds an operator who runs
+	// 'baton dirlock break --force' once, at any moment: a live holder
+	// whose entry it takes no longer counts as a holder (that is what
+	// forcing means), and nobody else may lose the lock to it.
+	ForcedBreak bool
 }
 
 // DefaultDirlockConfig is the configuration CI checks: two hosts with two
@@ -35,6 +40,9 @@ func DefaultDirlockConfig() DirlockConfig { return DirlockConfig{Hosts: 2, Procs
 func (c DirlockConfig) String() string {
 	s := fmt.Sprintf("%s × %s", plural(c.Hosts, "host"), plural(c.ProcsPerHost, "process"))
 	s = strings.Replace(s, "processs", "processes", 1)
+	if c.ForcedBreak {
+		s += ", a forced break"
+	}
 	if c.Mutation != "" {
 		s += ", mutation " + c.Mutation
 	}
@@ -48,6 +56,8 @@ func (c DirlockConfig) Validate() error {
 		return fmt.Errorf("hosts must be 1..3, not %d", c.Hosts)
 	case c.ProcsPerHost < 1 || c.ProcsPerHost > 3:
 		return fmt.Errorf("processes per host must be 1..3, not %d", c.ProcsPerHost)
+	case c.ForcedBreak && c.Mutation == "mkdir-lock":
+		return fmt.Errorf("the forced break is not modelled with mutation mkdir-lock")
 	}
 	return nil
 }

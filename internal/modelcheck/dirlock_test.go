@@ -27,6 +27,9 @@ func TestDirlockStepsModel(t *testing.T) {
 	if !raceEnabled {
 		cfgs = append(cfgs, DirlockConfig{Hosts: 1, ProcsPerHost: 3})
 	}
+	// An operator's forced break at any moment (bigger configurations
+	// take minutes: 2 hosts × 2 processes has 4.45 million states).
+	cfgs = append(cfgs, DirlockConfig{Hosts: 2, ProcsPerHost: 1, ForcedBreak: true}, DirlockConfig{Hosts: 1, ProcsPerHost: 2, ForcedBreak: true})
 	for _, cfg := range cfgs {
 		rep := CheckDirlockSteps(cfg)
 		t.Log(rep)
@@ -56,6 +59,9 @@ func TestDirlockMutations(t *testing.T) {
 		{true, "no-death-check", PropDirOneHolder, 13, "p2@h1 reads LOCK (owner.p1@h1): judged dead"},
 		{true, "no-claim", PropDirOneHolder, 21, "p2@h1 renames LOCK (owner.p1@h1) to its trash"},
 		{true, "mkdir-lock", PropDirNoWedge, 27, "(no record).dead"},
+		// Two machines with one host name: judging by the name takes the
+		// other machine's boot id for a reboot of this one.
+		{true, "host-name", PropDirOneHolder, 13, "p3@h2 reads LOCK (owner.p1@h1): judged dead"},
 	} {
 		t.Run(tc.mut, func(t *testing.T) {
 			cfg := DefaultDirlockConfig()
@@ -67,10 +73,25 @@ func TestDirlockMutations(t *testing.T) {
 			expectCounterexample(t, rep, tc.prop, tc.n, tc.says)
 		})
 	}
+	// A forced break between a release's (or a break's) claim and its
+	// removal of the lock, then a new holder: renaming the whole lock
+	// away, as the steps did, moves the new holder's lock.
+	for _, cfg := range []DirlockConfig{{Hosts: 1, ProcsPerHost: 2}, {Hosts: 2, ProcsPerHost: 1}} {
+		cfg.ForcedBreak, cfg.Mutation = true, "move-lock"
+		t.Run(cfg.String(), func(t *testing.T) {
+			expectCounterexample(t, CheckDirlockSteps(cfg), PropDirOneHolder, 18, "renames LOCK (break.operator) to its trash")
+		})
+	}
+	// Without a forced break nobody else touches a claimed entry: the old
+	// steps were right there.
+	if rep := CheckDirlockSteps(DirlockConfig{Hosts: 2, ProcsPerHost: 1, Mutation: "move-lock"}); rep.Violation != nil {
+		t.Errorf("move-lock without a forced break: %v", rep.Violation)
+	}
 }
 
 func TestDirlockConfigValidate(t *testing.T) {
-	for _, c := range []DirlockConfig{{Hosts: 0, ProcsPerHost: 1}, {Hosts: 4, ProcsPerHost: 1}, {Hosts: 1, ProcsPerHost: 0}, {Hosts: 1, ProcsPerHost: 4}} {
+	for _, c := range []DirlockConfig{{Hosts: 0, ProcsPerHost: 1}, {Hosts: 4, ProcsPerHost: 1}, {Hosts: 1, ProcsPerHost: 0}, {Hosts: 1, ProcsPerHost: 4},
+		{Hosts: 1, ProcsPerHost: 2, ForcedBreak: true, Mutation: "mkdir-lock"}} {
 		if c.Validate() == nil {
 			t.Errorf("%+v: valid", c)
 		}

@@ -18,13 +18,25 @@ import (
 // caller's own, write the record owner.ID into it, rename the staging
 // directory to LOCK (fails if LOCK exists: a directory is never renamed
 // over a non-empty one). On failure, read LOCK's entry; if its process
-// is on this host and provably dead, claim the entry by renaming it to
-// break.ME (fails if that exact entry is gone), rename LOCK to a private
-// trash name, remove the trash, and retry (dirlock.breakLock). Release
-// (dirlock.(*Mutex).Unlock): rename the
-// own entry to release.ME, rename LOCK to a private trash name, remove
-// the trash. Staging and trash directories are private: a crash leaves
-// them as garbage that no step reads, so the model drops them.
+// is on this machine and provably dead, claim the entry by renaming it to
+// break.ME (fails if that exact entry is gone), move that entry out of
+// LOCK to a private trash name (fails if it is gone) and rmdir LOCK
+// (fails unless empty), remove the trash, and retry (dirlock.breakLock).
+// Release (dirlock.(*Mutex).Unlock): rename the own entry to release.ME,
+// move it out of LOCK and rmdir LOCK, remove the trash. An empty LOCK is
+// free (the next Lock removes it), so the model counts it as absent.
+// Staging and trash directories are private: a crash leaves them as
+// garbage that no step reads, so the model drops them.
+//
+// Machines: every host of the model has the same host name (cloned
+// machines, containers with a fixed host name); only the machine id
+// tells them apart, and a crash stands for a reboot as well (its boot id
+// differs, so the machine itself knows the process is dead).
+//
+// With ForcedBreak an operator runs 'baton dirlock break --force' once,
+// at any moment: it reads LOCK's entry, renames that exact entry to
+// break.OPERATOR, and removes LOCK the same way. A holder whose entry it
+// took is no longer a holder (it learns so at its Unlock).
 
 // Entry kinds of LOCK (stNoRecord only in the "mkdir-lock" mutation).
 const (
@@ -43,10 +55,10 @@ const (
 	pcRename     // next: rename staging to LOCK
 	pcInspect    // next: read LOCK's entry
 	pcClaim      // next: rename the entry seen to break.ME
-	pcRemoveLock // next: rename LOCK to trash (breaking)
+	pcRemoveLock // next: move the break entry out of LOCK, rmdir LOCK (breaking)
 	pcCleanTrash // next: remove the trash, then retry the rename
 	pcHolding
-	pcRelRename // next: rename LOCK to trash (releasing)
+	pcRelRename // next: move the release entry out of LOCK, rmdir LOCK (releasing)
 	pcRelClean  // next: remove the trash
 )
 
@@ -69,6 +81,18 @@ const (
 	skRelClean
 	skGiveUp
 	skCrash
+	skOpRead      // the operator reads LOCK's entry to force a break
+	skOpClaim     // the operator renames that entry to break.OPERATOR
+	skOpClaimGone // the entry changed meanwhile: the operator stops
+	skOpRemove    // the operator removes LOCK
+)
+
+// The operator's progress (ForcedBreak): it acts once.
+const (
+	opNotYet = iota
+	opClaim  // next: claim the entry it read
+	opRemove // next: remove LOCK
+	opDone
 )
 
 // DirlockStepsMutations are the variants of the steps model that must
@@ -77,16 +101,32 @@ const (
 // (a timeout instead of the exact check); "no-claim" renames LOCK away
 // after the check without first claiming the entry it judged;
 // "mkdir-lock" creates LOCK itself with mkdir and then writes the record
-// into it.
-var DirlockStepsMutations = []string{"remote-break", "no-death-check", "no-claim", "mkdir-lock"}
+// into it; "host-name" judges a record by its host name, as if a
+// record of this host name with another boot id were this machine's
+// before a reboot (all hosts of the model share one host name);
+// "move-lock" removes the lock after a claim by renaming the whole LOCK
+// away, whatever it holds by then (fails with ForcedBreak).
+var DirlockStepsMutations = []string{"remote-break", "no-death-check", "no-claim", "mkdir-lock", "host-name", "move-lock"}
 
 // CheckDirlockSteps checks the steps model.
 func CheckDirlockSteps(cfg DirlockConfig) Report {
 	n := cfg.procs()
-	// State: LOCK's entry kind, its process, whether that process (the
-	// incarnation named) is dead; then per process its pc and, for
-	// pcClaim, the entry it saw (kind<<4 | process).
-	init := make([]byte, 3+2*n)
+	// State: LOCK's entry kind, its process (n: the operator), whether
+	// that process (the incarnation named) is dead; then per process its
+	// pc and, for pcClaim, the entry it saw (seenEntry), for pcHolding 1
+	// if the operator took its entry; then with ForcedBreak the
+	// operator's progress and the entry it saw.
+	op := 3 + 2*n
+	init := make([]byte, op)
+	if cfg.ForcedBreak {
+		init = make([]byte, op+2)
+	}
+	name := func(i int) string {
+		if i == n {
+			return "operator"
+		}
+		return cfg.name(i)
+	}
 	spec := &dlSpec{model: "dirlock-steps", config: cfg.String(), init: string(init)}
 	mut := cfg.Mutation
 	pc := func(s string, p int) byte { return s[3+2*p] }
@@ -151,6 +191,10 @@ func CheckDirlockSteps(cfg DirlockConfig) Report {
 				case "no-death-check":
 					// a timeout: any record of another process looks dead
 					dead = judgeable && sameHost && (lockDead || lockProc != p)
+				case "host-name":
+					// the same host name and another boot id: "this host
+					// before a reboot"
+					dead = judgeable && lockProc < n && (lockDead || !sameHost)
 				}
 				switch {
 				case lockKind == stAbsent:
@@ -182,7 +226,12 @@ func CheckDirlockSteps(cfg DirlockConfig) Report {
 				}
 			case pcRemoveLock:
 				b := cp()
-				b[0], b[1], b[2] = stAbsent, 0, 0
+				// Only the own claimed entry is moved out (then LOCK is
+				// empty: free); another entry by now (an operator's forced
+				// break, then a new holder) is left alone.
+				if lockKind == stBreak && lockProc == p && !lockDead || mut == "no-claim" || mut == "move-lock" {
+					b[0], b[1], b[2] = stAbsent, 0, 0
+				}
 				setPC(b, pcCleanTrash)
 				emit(skRemoveLock, b)
 			case pcCleanTrash:
@@ -204,7 +253,9 @@ func CheckDirlockSteps(cfg DirlockConfig) Report {
 				emit(skRelClaim, b)
 			case pcRelRename:
 				b := cp()
-				b[0], b[1], b[2] = stAbsent, 0, 0
+				if lockKind == stRelease && lockProc == p && !lockDead || mut == "move-lock" {
+					b[0], b[1], b[2] = stAbsent, 0, 0
+				}
 				setPC(b, pcRelClean)
 				emit(skRelRename, b)
 			case pcRelClean:
@@ -226,6 +277,37 @@ func CheckDirlockSteps(cfg DirlockConfig) Report {
 				emit(skCrash, b)
 			}
 		}
+		if cfg.ForcedBreak {
+			emit := func(k uint8, b []byte) { out = append(out, dlSucc{step: dlStep{int8(n), k}, to: string(b)}) }
+			b := []byte(s)
+			lockKind, lockProc := s[0], int(s[1])
+			switch s[op] {
+			case opNotYet:
+				b[op] = opDone
+				if lockKind != stAbsent {
+					b[op], b[op+1] = opClaim, seenEntry(s)
+				}
+				emit(skOpRead, b)
+			case opClaim:
+				if lockKind != stAbsent && seenEntry(s) == s[op+1] {
+					if lockKind == stOwner && lockProc < n && pc(s, lockProc) == pcHolding && s[2] == 0 {
+						b[4+2*lockProc] = 1 // its holder no longer holds
+					}
+					b[0], b[1], b[2] = stBreak, byte(n), 0
+					b[op], b[op+1] = opRemove, 0
+					emit(skOpClaim, b)
+				} else {
+					b[op], b[op+1] = opDone, 0
+					emit(skOpClaimGone, b)
+				}
+			case opRemove:
+				if lockKind == stBreak && lockProc == n || mut == "move-lock" {
+					b[0], b[1], b[2] = stAbsent, 0, 0
+				}
+				b[op] = opDone
+				emit(skOpRemove, b)
+			}
+		}
 		for i := range out {
 			out[i].f = stepsSafety(cfg, out[i].to)
 		}
@@ -238,21 +320,25 @@ func CheckDirlockSteps(cfg DirlockConfig) Report {
 		if s[0] == stAbsent {
 			parts = append(parts, "no LOCK")
 		} else {
-			who := cfg.name(int(s[1]))
+			who := name(int(s[1]))
 			if s[2] == 1 {
 				who = "dead " + who
 			}
 			parts = append(parts, fmt.Sprintf("LOCK holds %s.%s", entryKind(s[0]), who))
 		}
 		for p := range n {
-			parts = append(parts, cfg.name(p)+" "+pcName(pc(s, p)))
+			c := pcName(pc(s, p))
+			if pc(s, p) == pcHolding && s[4+2*p] == 1 {
+				c += " (its entry taken by the operator)"
+			}
+			parts = append(parts, cfg.name(p)+" "+c)
 		}
 		return strings.Join(parts, "; ")
 	}
 	spec.describe = func(s string, st dlStep) string {
-		p := cfg.name(int(st.proc))
+		p := name(int(st.proc))
 		entry := func() string {
-			who := cfg.name(int(s[1]))
+			who := name(int(s[1]))
 			if s[2] == 1 {
 				who = "dead " + who
 			}
@@ -286,19 +372,48 @@ func CheckDirlockSteps(cfg DirlockConfig) Report {
 		case skClaimGone:
 			return p + " cannot rename the entry it judged: it is gone; retries"
 		case skRemoveLock:
-			return p + " renames LOCK (" + entry() + ") to its trash"
+			if mut == "no-claim" || mut == "move-lock" {
+				return p + " renames LOCK (" + entry() + ") to its trash"
+			}
+			if s[0] == stBreak && int(s[1]) == int(st.proc) && s[2] == 0 {
+				return p + " moves its entry break." + p + " out of LOCK and removes LOCK"
+			}
+			return p + " finds its entry gone from LOCK (" + entry() + "): leaves it alone"
 		case skCleanTrash:
 			return p + " removes its trash"
 		case skRelClaim:
 			return p + " renames its entry to release." + p
 		case skRelRename:
-			return p + " renames LOCK to its trash"
+			if mut == "move-lock" {
+				return p + " renames LOCK (" + entry() + ") to its trash"
+			}
+			if s[0] == stRelease && int(s[1]) == int(st.proc) && s[2] == 0 {
+				return p + " moves its entry release." + p + " out of LOCK and removes LOCK"
+			}
+			return p + " finds its entry gone from LOCK (" + entry() + "): leaves it alone"
 		case skRelClean:
 			return p + " removes its trash: released"
 		case skGiveUp:
 			return p + " gives up waiting (leaves LOCK alone)"
 		case skCrash:
 			return p + " crashes (comes back idle)"
+		case skOpRead:
+			if s[0] == stAbsent {
+				return "the operator forces a break: no LOCK, nothing to do"
+			}
+			return "the operator forces a break: reads LOCK (" + entry() + ")"
+		case skOpClaim:
+			return "the operator renames LOCK's entry (" + entry() + ") to break.operator"
+		case skOpClaimGone:
+			return "the operator cannot rename the entry it read: LOCK changed; stops"
+		case skOpRemove:
+			if mut == "move-lock" {
+				return "the operator renames LOCK (" + entry() + ") to its trash"
+			}
+			if s[0] == stBreak && int(s[1]) == n {
+				return "the operator moves its entry out of LOCK and removes LOCK"
+			}
+			return "the operator finds its entry gone from LOCK: leaves it alone"
 		}
 		return "?"
 	}
@@ -315,6 +430,12 @@ func CheckDirlockSteps(cfg DirlockConfig) Report {
 					c := pc(s, p)
 					return s[0] == stAbsent && c >= pcMkdir && c <= pcCleanTrash
 				}))
+		}
+		if cfg.ForcedBreak {
+			// Once started, the operator's command runs to its end.
+			for _, k := range []uint8{skOpClaim, skOpClaimGone, skOpRemove} {
+				fs = append(fs, stepFairness(g, "operator", dlStep{int8(n), k}))
+			}
 		}
 		return fs
 	}
@@ -336,11 +457,12 @@ func CheckDirlockSteps(cfg DirlockConfig) Report {
 	return exploreDirlock(spec)
 }
 
-// stepsSafety checks the safety properties in state s.
+// stepsSafety checks the safety properties in state s. A holder whose
+// entry the operator took (a forced break) no longer counts.
 func stepsSafety(cfg DirlockConfig, s string) *failure {
 	var hs []int
 	for p := range cfg.procs() {
-		if s[3+2*p] == pcHolding {
+		if s[3+2*p] == pcHolding && s[4+2*p] == 0 {
 			hs = append(hs, p)
 		}
 	}
@@ -360,6 +482,6 @@ func entryKind(k byte) string {
 
 func pcName(c byte) string {
 	return [...]string{"idle", "to mkdir staging", "to write record", "to rename staging to LOCK", "to read LOCK",
-		"to claim the dead entry", "to rename LOCK away (breaking)", "to remove its trash (breaking)",
-		"holding", "to rename LOCK away (releasing)", "to remove its trash (releasing)"}[c]
+		"to claim the dead entry", "to take its entry out of LOCK (breaking)", "to remove its trash (breaking)",
+		"holding", "to take its entry out of LOCK (releasing)", "to remove its trash (releasing)"}[c]
 }

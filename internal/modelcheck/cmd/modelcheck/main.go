@@ -7,7 +7,7 @@
 //	modelcheck -model=client -giveup=1.0
 //	modelcheck -model=session -lease=10 -delay=1 -lag=1 -workstop=3 [-mutation=anchor-on-push]
 //	modelcheck -model=dirlock-seed -hosts=3 -procs=1 [-mutation=tempting]
-//	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-mutation=no-claim]
+//	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-forced-break] [-mutation=no-claim]
 //	modelcheck -model=cluster -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 -v1=1 [-mutation=grant-before-told]
 //	modelcheck -model=cluster-continue -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=release-at-host]
 //	modelcheck -model=ranges -owners=3 -positions=2 [-files=2] [-flock] [-nowait] [-mutation=overtake-waiter]
@@ -54,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		lag      = fs.Int("lag", def.TimerLag, "client: how many steps late the client's give-up and close-by timers may fire")
 		workStop = fs.Int("workstop", def.WorkStop, "client: longest time, in steps, the guarded work takes to stop once told")
 		hosts    = fs.Int("hosts", 2, "dirlock: number of hosts (1..3)")
+		forced   = fs.Bool("forced-break", false, "dirlock-steps: an operator forces a break once, at any moment")
 		procs    = fs.Int("procs", 2, "dirlock: processes on each host (1..3)")
 		cdef     = modelcheck.DefaultClusterConfig()
 		nodes    = fs.Int("nodes", cdef.Nodes, "cluster, cluster-continue: nodes (2..3)")
@@ -171,13 +172,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		rep = modelcheck.CheckSession(cfg)
 	case "dirlock-seed", "dirlock-steps":
-		cfg := modelcheck.DirlockConfig{Hosts: *hosts, ProcsPerHost: *procs, Mutation: *mutation}
+		cfg := modelcheck.DirlockConfig{Hosts: *hosts, ProcsPerHost: *procs, Mutation: *mutation, ForcedBreak: *forced}
 		muts, check := modelcheck.DirlockSeedMutations, modelcheck.CheckDirlockSeed
 		if *model == "dirlock-steps" {
 			muts, check = modelcheck.DirlockStepsMutations, modelcheck.CheckDirlockSteps
 		}
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		if cfg.ForcedBreak && *model != "dirlock-steps" {
+			fmt.Fprintln(stderr, "modelcheck: -forced-break is for -model=dirlock-steps")
 			return 2
 		}
 		if *mutation != "" && !slices.Contains(muts, *mutation) {
