@@ -60,6 +60,11 @@ const (
 // maxContactInterval caps the interval between contact requests.
 const maxContactInterval = 250 * time.Millisecond
 
+// maxContactInFlight bounds a follower's contact requests waiting for an
+// answer at once: with the default timings ten are sent in the timeout
+// of one (half the self-stop time, one each interval).
+const maxContactInFlight = 16
+
 // ErrRemoved is returned by WaitContact once this node has applied its
 // own removal: it gets no contact until it joins again.
 var ErrRemoved = errors.New("cluster: this node was removed from the cluster")
@@ -282,6 +287,13 @@ func (n *Node) contactLoop() {
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
 	body, _ := json.Marshal(contactRequest{ID: n.cfg.ID})
+	// A follower sends a request every interval without waiting for the
+	// ones before: one lost in a network cut hangs until its timeout
+	// (half the self-stop time), and contact must come back with the
+	// first request sent after the cut heals, not that much later.
+	var asking sync.WaitGroup
+	defer asking.Wait()
+	var inFlight atomic.Int32
 	for {
 		if n.raft.State() == raft.Leader {
 			n.lead(ctx)
@@ -289,7 +301,13 @@ func (n *Node) contactLoop() {
 			c.mu.Lock()
 			c.leading = false
 			c.mu.Unlock()
-			n.askContact(ctx, body)
+			if inFlight.Load() < maxContactInFlight {
+				inFlight.Add(1)
+				asking.Go(func() {
+					defer inFlight.Add(-1)
+					n.askContact(ctx, body)
+				})
+			}
 		}
 		select {
 		case <-n.done:

@@ -422,3 +422,66 @@ func TestRemovedWhileStartingJoinsAgain(t *testing.T) {
 		t.Fatalf("not back in the leader's ring: %v", err)
 	}
 }
+
+// blackhole is an http.RoundTripper that, while cut, loses every request
+// without an answer (a network cut drops packets; nothing fails fast):
+// the request hangs until its context ends.
+type blackhole struct {
+	inner http.RoundTripper
+	cut   atomic.Bool
+}
+
+func (b *blackhole) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.cut.Load() {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	return b.inner.RoundTrip(r)
+}
+
+// TestShortCutKeepsContact: a cut of a follower's member API calls
+// shorter than its self-stop time, minus a contact interval, never stops
+// it from serving. A contact request lost in the cut hangs until its
+// timeout; contact must come back with the first request sent after the
+// cut heals, not after that timeout.
+func TestShortCutKeepsContact(t *testing.T) {
+	const selfStop, removeAfter = 3 * time.Second, 3500 * time.Millisecond
+	var holes []*blackhole
+	nodes := startClusterWith(t, 3, func(c *Config) {
+		b := &blackhole{inner: c.HTTPClient.Transport}
+		holes = append(holes, b)
+		c.HTTPClient = &http.Client{Timeout: c.HTTPClient.Timeout, Transport: b}
+		c.SelfStop, c.RemoveAfter = selfStop, removeAfter
+	})
+	ctx := ctxT(t)
+	for _, n := range nodes {
+		if err := n.WaitContact(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cut *testNode
+	var hole *blackhole
+	for i, n := range nodes {
+		if !n.IsLeader() {
+			cut, hole = n, holes[i]
+		}
+	}
+	interval := ContactInterval(selfStop)
+	cutFor := selfStop - 2*interval - 500*time.Millisecond // 2 s
+	hole.cut.Store(true)
+	start := time.Now()
+	lost := time.Duration(-1)
+	for time.Since(start) < cutFor+selfStop {
+		if time.Since(start) >= cutFor && hole.cut.Load() {
+			hole.cut.Store(false)
+		}
+		if !cut.InContact(time.Now()) && lost < 0 {
+			lost = time.Since(start)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("cut %v (self-stop %v); contact age at the end %v", cutFor, selfStop, cut.ContactAge().Round(time.Millisecond))
+	if lost >= 0 {
+		t.Fatalf("a cut of %v stopped the node from serving %v after it began (self-stop %v)", cutFor, lost.Round(time.Millisecond), selfStop)
+	}
+}
