@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -60,6 +61,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Debug logs every FUSE request.
 	Debug bool
+	// AllowOther lets every local user use the mount, not only the one
+	// who mounted it (root). The kernel checks each access against the
+	// files' owners and modes either way (default_permissions), and the
+	// mount acts in the source as the calling user.
+	AllowOther bool
 	// Passthrough lets the kernel read and write the source files
 	// directly (FUSE passthrough, where the kernel offers it): faster
 	// I/O, but the mount no longer sees it, so I/O through a file whose
@@ -109,8 +115,12 @@ func Mount(src, mnt string, o Options) (*fuse.Server, error) {
 		Name:              "baton",
 		DirectMountStrict: true,
 		EnableLocks:       true,
-		AllowOther:        true,
-		Debug:             o.Debug,
+		AllowOther:        o.AllowOther,
+		// The kernel checks permissions against the files' owners and
+		// modes, as on the source: without it any user of the mount
+		// could do whatever root may.
+		Options: []string{"default_permissions"},
+		Debug:   o.Debug,
 	}}
 	raw := &closeUnlocker{RawFileSystem: fs.NewNodeFS(rn, opts), owners: map[nodeOwner]bool{}}
 	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
@@ -197,24 +207,142 @@ type node struct {
 }
 
 var (
-	_ fs.NodeOpener  = (*node)(nil)
-	_ fs.NodeCreater = (*node)(nil)
+	_ fs.NodeOpener        = (*node)(nil)
+	_ fs.NodeCreater       = (*node)(nil)
+	_ fs.NodeMknoder       = (*node)(nil)
+	_ fs.NodeMkdirer       = (*node)(nil)
+	_ fs.NodeSymlinker     = (*node)(nil)
+	_ fs.NodeLinker        = (*node)(nil)
+	_ fs.NodeRenamer       = (*node)(nil)
+	_ fs.NodeUnlinker      = (*node)(nil)
+	_ fs.NodeRmdirer       = (*node)(nil)
+	_ fs.NodeSetattrer     = (*node)(nil)
+	_ fs.NodeSetxattrer    = (*node)(nil)
+	_ fs.NodeRemovexattrer = (*node)(nil)
 )
 
-func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+// Every operation that opens, creates, changes or removes a file in the
+// source acts as the calling process (asCaller).
+
+func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fl uint32, errno syscall.Errno) {
+	op := func() syscall.Errno {
+		fh, fl, errno = n.LoopbackNode.Open(ctx, flags)
+		return errno
+	}
+	if flags&fuse.FMODE_EXEC != 0 {
+		// exec(2) of a file the caller may run but not read (mode
+		// 0711): the kernel has checked the execute permission, and
+		// the source would refuse the caller the read the open is.
+		errno = op()
+	} else {
+		errno = asCaller(ctx, op)
+	}
 	if errno != 0 {
 		return nil, 0, errno
 	}
 	return n.wrap(fh), fl, 0
 }
 
-func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	in, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (in *fs.Inode, fh fs.FileHandle, fl uint32, errno syscall.Errno) {
+	errno = asCaller(ctx, func() syscall.Errno {
+		in, fh, fl, errno = n.LoopbackNode.Create(ctx, name, flags, mode, out)
+		return errno
+	})
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
 	return in, in.Operations().(*node).wrap(fh), fl, 0
+}
+
+func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
+	errno = asCaller(ctx, func() syscall.Errno {
+		in, errno = n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+		return errno
+	})
+	return in, errno
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
+	errno = asCaller(ctx, func() syscall.Errno {
+		in, errno = n.LoopbackNode.Mkdir(ctx, name, mode, out)
+		return errno
+	})
+	return in, errno
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
+	errno = asCaller(ctx, func() syscall.Errno {
+		in, errno = n.LoopbackNode.Symlink(ctx, target, name, out)
+		return errno
+	})
+	return in, errno
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
+	errno = asCaller(ctx, func() syscall.Errno {
+		in, errno = n.LoopbackNode.Link(ctx, target, name, out)
+		return errno
+	})
+	return in, errno
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags) })
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Unlink(ctx, name) })
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Rmdir(ctx, name) })
+}
+
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Setxattr(ctx, attr, data, flags) })
+}
+
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Removexattr(ctx, attr) })
+}
+
+// Setattr acts as the caller too, but for one change the kernel makes
+// on a caller's behalf: when someone who may write a set-uid or set-gid
+// file that is not theirs writes or truncates it, the kernel clears
+// those bits with a mode change the caller could not make itself. That
+// change is made as the mount, the rest as the caller.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if m, ok := in.GetMode(); ok && n.onlyDropsSetID(m) {
+		mode := *in
+		mode.Valid = fuse.FATTR_MODE
+		if errno := n.LoopbackNode.Setattr(ctx, f, &mode, out); errno != 0 {
+			return errno
+		}
+		rest := *in
+		rest.Valid &^= fuse.FATTR_MODE
+		if rest.Valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER|fuse.FATTR_KILL_SUIDGID) == 0 {
+			return 0
+		}
+		in = &rest
+	}
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Setattr(ctx, f, in, out) })
+}
+
+// onlyDropsSetID reports whether mode is the source file's mode less its
+// set-uid or set-gid bits, and differs from it.
+func (n *node) onlyDropsSetID(mode uint32) bool {
+	var st syscall.Stat_t
+	if syscall.Lstat(n.source(), &st) != nil {
+		return false
+	}
+	const setID = syscall.S_ISUID | syscall.S_ISGID
+	cur, want := st.Mode&07777, mode&07777
+	return cur != want && cur&^setID == want && cur&setID != 0
+}
+
+// source is the node's path in the source directory.
+func (n *node) source() string {
+	return filepath.Join(n.RootData.Path, n.Path(n.RootData.RootNode.EmbeddedInode()))
 }
 
 func (n *node) wrap(fh fs.FileHandle) fs.FileHandle {
