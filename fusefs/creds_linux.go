@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -43,7 +44,7 @@ func asCaller(ctx context.Context, op func() syscall.Errno) syscall.Errno {
 	if err != nil {
 		return syscall.EPERM
 	}
-	groups := callerGroups(c.Pid, c.Gid)
+	groups := callerGroups(c.Pid, c.Uid, c.Gid)
 	var errno syscall.Errno
 	done := make(chan struct{})
 	go func() {
@@ -78,11 +79,54 @@ func setCreds(uid, gid int, groups []int) error {
 	return nil
 }
 
-// callerGroups reads the supplementary groups of process pid from
-// /proc. When they cannot be read (the process is gone, or in another
-// pid namespace: pid 0), the caller acts with its group alone, which
-// can only refuse more.
-func callerGroups(pid, gid uint32) []int {
+// groupsCache keeps what callerGroups read for a second: reading
+// /proc/PID/status costs more than the rest of acting as the caller. A
+// process that drops a group is held to it up to that second later, as
+// with an NFS server's credential cache; an entry is also keyed by the
+// uid and gid, so a reused pid with other ids reads afresh.
+var groupsCache = struct {
+	sync.Mutex
+	m map[groupsKey]groupsEntry
+}{m: map[groupsKey]groupsEntry{}}
+
+type groupsKey struct{ pid, uid, gid uint32 }
+
+type groupsEntry struct {
+	groups []int
+	at     time.Time
+}
+
+const (
+	groupsTTL      = time.Second
+	groupsCacheMax = 4096 // entries; the cache starts afresh when it is full
+)
+
+// callerGroups returns the supplementary groups of the calling process,
+// from groupsCache or /proc.
+func callerGroups(pid, uid, gid uint32) []int {
+	k := groupsKey{pid, uid, gid}
+	now := time.Now()
+	groupsCache.Lock()
+	e, ok := groupsCache.m[k]
+	groupsCache.Unlock()
+	if ok && now.Sub(e.at) < groupsTTL {
+		return e.groups
+	}
+	groups := readGroups(pid, gid)
+	groupsCache.Lock()
+	if len(groupsCache.m) >= groupsCacheMax {
+		clear(groupsCache.m)
+	}
+	groupsCache.m[k] = groupsEntry{groups, now}
+	groupsCache.Unlock()
+	return groups
+}
+
+// readGroups reads the supplementary groups of process pid from /proc.
+// When they cannot be read (the process is gone, or in another pid
+// namespace: pid 0), the caller acts with its group alone, which can
+// only refuse more.
+func readGroups(pid, gid uint32) []int {
 	groups := []int{int(gid)}
 	if pid == 0 {
 		return groups
