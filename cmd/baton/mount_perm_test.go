@@ -51,8 +51,9 @@ func denyACL(path string) error {
 // file, appending to it, chmod and chown of root's files, setting the
 // set-uid bit of root's program, giving a copy of a shell to root or
 // file capabilities, creating in root's directory and removing root's
-// file from a sticky directory must fail; what the user creates through
-// the mount is the user's in the source. A file whose ACL denies the
+// file from a sticky directory must fail; running root's program that
+// all may run but not read must not; what the user creates through the
+// mount is the user's in the source. A file whose ACL denies the
 // user, though its mode lets others read, stays unreadable too (the
 // kernel checks only modes: the mount itself acts as the caller). A
 // mount without --allow-other lets no one but root in.
@@ -88,6 +89,13 @@ func TestMountPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if b, err := os.ReadFile("/bin/true"); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(filepath.Join(src, "runonly"), b, 0o700); err != nil {
+		t.Fatal(err)
+	} else if err := os.Chmod(filepath.Join(src, "runonly"), 0o711); err != nil {
+		t.Fatal(err)
+	}
 	aclOK := denyACL(filepath.Join(src, "acl")) == nil
 	if !aclOK {
 		t.Log("the source's file system takes no POSIX ACLs: the ACL step is left out")
@@ -111,6 +119,7 @@ func TestMountPermissions(t *testing.T) {
 		{"create in root's directory", `touch "$D/rootdir/f$S"`, false},
 		{"remove root's file from a sticky directory", `rm -f "$D/pub/other"`, false},
 		{"read root's 0644 file", `cat "$D/rootfile"`, true},
+		{"run root's program that all may run but not read", `"$D/runonly"`, true},
 		{"write to root's set-uid file that all may write", `echo more >> "$D/pub/rw$S"`, true},
 		{"create a file", `echo mine > "$D/pub/new$S"`, true},
 		{"create a directory", `mkdir "$D/pub/dir$S"`, true},
