@@ -204,6 +204,11 @@ func (l *lockFS) key(rel string) string {
 type node struct {
 	fs.LoopbackNode
 	fs *lockFS
+
+	mu sync.Mutex
+	// lockers are the node's open files through which locks are held,
+	// for treeLost.
+	lockers map[*file]bool
 }
 
 var (
@@ -240,7 +245,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fl uin
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return n.wrap(fh), fl, 0
+	return n.wrap(ctx, fh), fl, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (in *fs.Inode, fh fs.FileHandle, fl uint32, errno syscall.Errno) {
@@ -251,7 +256,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	return in, in.Operations().(*node).wrap(fh), fl, 0
+	return in, in.Operations().(*node).wrap(ctx, fh), fl, 0
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
@@ -336,7 +341,7 @@ func (n *node) onlyDropsSetID(mode uint32) bool {
 		return false
 	}
 	const setID = syscall.S_ISUID | syscall.S_ISGID
-	cur, want := st.Mode&07777, mode&07777
+	cur, want := uint32(st.Mode)&07777, mode&07777
 	return cur != want && cur&^setID == want && cur&setID != 0
 }
 
@@ -345,8 +350,12 @@ func (n *node) source() string {
 	return filepath.Join(n.RootData.Path, n.Path(n.RootData.RootNode.EmbeddedInode()))
 }
 
-func (n *node) wrap(fh fs.FileHandle) fs.FileHandle {
-	return &file{LoopbackFile: fh.(*fs.LoopbackFile), n: n}
+func (n *node) wrap(ctx context.Context, fh fs.FileHandle) fs.FileHandle {
+	f := &file{LoopbackFile: fh.(*fs.LoopbackFile), n: n}
+	if c, ok := fuse.FromContext(ctx); ok {
+		f.opener = c.Pid
+	}
+	return f
 }
 
 // file is an open file description: the loopback file's I/O, with its
@@ -366,6 +375,13 @@ type file struct {
 	held   map[uint64]bool
 	heldOn Locker
 	lost   bool
+	// opener is the process (thread id) that opened the file, setters
+	// those that set locks through it, and outside the files whose
+	// lost locks were found to be set by no ancestor of opener: see
+	// treeLost.
+	opener  uint32
+	setters map[uint32]bool
+	outside map[*file]bool
 }
 
 // flockBit marks a flock owner in file.held, apart from POSIX owners.
@@ -459,7 +475,19 @@ func (f *file) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags
 	}
 	f.held[heldKey(l)] = true
 	f.heldOn = lockr
+	if c, ok := fuse.FromContext(ctx); ok && c.Pid != 0 {
+		if f.setters == nil {
+			f.setters = map[uint32]bool{}
+		}
+		f.setters[c.Pid] = true
+	}
 	f.mu.Unlock()
+	f.n.mu.Lock()
+	if f.n.lockers == nil {
+		f.n.lockers = map[*file]bool{}
+	}
+	f.n.lockers[f] = true
+	f.n.mu.Unlock()
 	if l.Flock {
 		f.mu.Lock()
 		if f.flocks == nil {
@@ -492,13 +520,15 @@ func (f *file) lostLocked() bool {
 	return f.lost
 }
 
-// checkLost returns EIO, once logged, when locks set through f were lost.
+// checkLost returns EIO, once logged, when locks set through f were
+// lost, or locks on the same file set by the process that opened f or
+// one of its ancestors (treeLost).
 func (f *file) checkLost(op string) syscall.Errno {
 	f.mu.Lock()
 	lost := f.lost
 	nowLost := f.lostLocked()
 	f.mu.Unlock()
-	if !nowLost {
+	if !nowLost && !f.treeLost() {
 		return 0
 	}
 	if !lost {
@@ -506,6 +536,59 @@ func (f *file) checkLost(op string) syscall.Errno {
 			"path", f.n.Path(nil), "op", op)
 	}
 	return syscall.EIO
+}
+
+// treeLost reports whether another open file of the same node lost
+// locks that the process that opened f, or one of its ancestors, set:
+// 'flock FILE cmd' locks through flock's descriptor, and cmd writes
+// through its own. From then on I/O through f fails too, until it is
+// closed. A process outside that tree writes on: a lock protects only
+// the programs that hold it.
+func (f *file) treeLost() bool {
+	if f.opener == 0 {
+		return false
+	}
+	var setters []uint32
+	var checked []*file
+	f.n.mu.Lock()
+	for h := range f.n.lockers {
+		if h == f {
+			continue
+		}
+		f.mu.Lock()
+		skip := f.outside[h]
+		f.mu.Unlock()
+		if skip {
+			continue
+		}
+		h.mu.Lock()
+		if h.lostLocked() {
+			for pid := range h.setters {
+				setters = append(setters, pid)
+			}
+			checked = append(checked, h)
+		}
+		h.mu.Unlock()
+	}
+	f.n.mu.Unlock()
+	if len(checked) == 0 {
+		return false
+	}
+	if descendsFrom(f.opener, setters) {
+		f.mu.Lock()
+		f.lost = true
+		f.mu.Unlock()
+		return true
+	}
+	f.mu.Lock()
+	if f.outside == nil {
+		f.outside = map[*file]bool{}
+	}
+	for _, h := range checked {
+		f.outside[h] = true
+	}
+	f.mu.Unlock()
+	return false
 }
 
 // PassthroughFd hands the kernel the source file for direct I/O only
@@ -541,6 +624,9 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // Release is the last close of the open file description: its flock
 // locks go (the kernel unlocks POSIX locks itself, on every close).
 func (f *file) Release(ctx context.Context) syscall.Errno {
+	f.n.mu.Lock()
+	delete(f.n.lockers, f)
+	f.n.mu.Unlock()
 	f.mu.Lock()
 	flocks := f.flocks
 	f.flocks = nil
