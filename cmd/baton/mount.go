@@ -38,9 +38,9 @@ fusermount) and FUSE (/dev/fuse; 'modprobe fuse' is tried).
 
 Only root may use the mount, unless --allow-other lets every local user
 in. The kernel checks every access against the files' owners and modes
-as on SRC, and the mount creates, changes and removes files in SRC as
-the calling user (its file system uid, gid and groups), so that nobody
-can do through the mount what SRC would refuse them.
+as on SRC, and the mount opens, creates, changes and removes files in
+SRC as the calling user (its file system uid, gid and groups), so that
+nobody can do through the mount what SRC would refuse them.
 
 The server is a single baton server or any node of a cluster, which
 relays each lock to its key's owner. On a cluster, that node hands the
