@@ -256,6 +256,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
+	n.keepGroup(name, out)
 	return in, in.Operations().(*node).wrap(ctx, fh), fl, 0
 }
 
@@ -264,6 +265,9 @@ func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 		in, errno = n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
 		return errno
 	})
+	if errno == 0 {
+		n.keepGroup(name, out)
+	}
 	return in, errno
 }
 
@@ -272,6 +276,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		in, errno = n.LoopbackNode.Mkdir(ctx, name, mode, out)
 		return errno
 	})
+	if errno == 0 {
+		n.keepGroup(name, out)
+	}
 	return in, errno
 }
 
@@ -280,6 +287,9 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		in, errno = n.LoopbackNode.Symlink(ctx, target, name, out)
 		return errno
 	})
+	if errno == 0 {
+		n.keepGroup(name, out)
+	}
 	return in, errno
 }
 
@@ -309,6 +319,22 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Removexattr(ctx, attr) })
+}
+
+// keepGroup gives a file just created in a set-gid directory the
+// directory's group, as the source did before the loopback, running as
+// root, gave the file the caller's group.
+func (n *node) keepGroup(name string, out *fuse.EntryOut) {
+	if os.Getuid() != 0 { // the loopback changes owners only as root
+		return
+	}
+	var dir syscall.Stat_t
+	if syscall.Stat(n.source(), &dir) != nil || dir.Mode&syscall.S_ISGID == 0 || out.Attr.Gid == dir.Gid {
+		return
+	}
+	if syscall.Lchown(filepath.Join(n.source(), name), -1, int(dir.Gid)) == nil {
+		out.Attr.Gid = dir.Gid
+	}
 }
 
 // Setattr acts as the caller too, but for one change the kernel makes

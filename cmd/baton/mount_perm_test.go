@@ -53,7 +53,8 @@ func denyACL(path string) error {
 // file capabilities, creating in root's directory and removing root's
 // file from a sticky directory must fail; running root's program that
 // all may run but not read must not; what the user creates through the
-// mount is the user's in the source. A file whose ACL denies the
+// mount is the user's in the source (with the group of a set-gid
+// directory, as on the source). A file whose ACL denies the
 // user, though its mode lets others read, stays unreadable too (the
 // kernel checks only modes: the mount itself acts as the caller). A
 // mount without --allow-other lets no one but root in.
@@ -75,6 +76,18 @@ func TestMountPermissions(t *testing.T) {
 		}
 	}
 	if err := syscall.Chmod(filepath.Join(src, "pub"), 0o1777); err != nil { // sticky, like /tmp
+		t.Fatal(err)
+	}
+	// A team's directory: set-gid, of a group the user is not in.
+	const teamGID = 4242
+	team := filepath.Join(src, "team")
+	if err := os.Mkdir(team, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(team, 0, teamGID); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Chmod(team, 0o2777); err != nil {
 		t.Fatal(err)
 	}
 	rootFiles := map[string]uint32{"secret": 0o600, "rootfile": 0o644, "rootexe": 0o755, "acl": 0o644, "pub/other": 0o666,
@@ -123,6 +136,7 @@ func TestMountPermissions(t *testing.T) {
 		{"write to root's set-uid file that all may write", `echo more >> "$D/pub/rw$S"`, true},
 		{"create a file", `echo mine > "$D/pub/new$S"`, true},
 		{"create a directory", `mkdir "$D/pub/dir$S"`, true},
+		{"create a file and a directory in a set-gid directory", `touch "$D/team/f$S" && mkdir "$D/team/d$S"`, true},
 		{"create a set-uid program of one's own", `install -m 4755 /bin/sh "$D/pub/suid$S"`, true},
 	}
 	for _, s := range steps {
@@ -146,9 +160,21 @@ func TestMountPermissions(t *testing.T) {
 			t.Errorf("%s, created through the mount, is owned by %d:%d, want %d:%d", name, st.Uid, st.Gid, nobodyUID, nobodyGID)
 		}
 	}
+	// In the set-gid directory they take its group, and the new
+	// directory is set-gid too, as on the source.
+	for _, name := range []string{"team/f-src", "team/f-mnt", "team/d-src", "team/d-mnt"} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(src, name), &st); err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else if st.Uid != nobodyUID || st.Gid != teamGID {
+			t.Errorf("%s, created in a set-gid directory, is owned by %d:%d, want %d:%d", name, st.Uid, st.Gid, nobodyUID, teamGID)
+		} else if strings.HasPrefix(name, "team/d") && st.Mode&syscall.S_ISGID == 0 {
+			t.Errorf("%s, created in a set-gid directory, is not set-gid: mode %o", name, st.Mode)
+		}
+	}
 	filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		var st syscall.Stat_t
-		if err == nil && syscall.Lstat(p, &st) == nil && st.Uid == 0 && st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+		if err == nil && !d.IsDir() && syscall.Lstat(p, &st) == nil && st.Uid == 0 && st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
 			t.Errorf("%s is root's and set-uid or set-gid: mode %o", p, st.Mode)
 		}
 		return nil
