@@ -91,11 +91,15 @@ func CheckFUSE() error {
 
 // Mount mounts a passthrough of the directory src on mnt with the kernel's
 // mount(2) (no fusermount: the caller must be root) and returns the
-// server; Unmount it to end the mount, Wait for it to end.
+// server; Unmount it to end the mount, Wait for it to end. It clears the
+// process's umask: the kernel has applied the calling process's umask to
+// the mode of every file created through the mount, and a second one
+// would take bits the caller asked for (a group's write permission).
 func Mount(src, mnt string, o Options) (*fuse.Server, error) {
 	if err := CheckFUSE(); err != nil {
 		return nil, err
 	}
+	syscall.Umask(0)
 	var st syscall.Stat_t
 	if err := syscall.Stat(src, &st); err != nil {
 		return nil, fmt.Errorf("fusefs: source %s: %w", src, err)

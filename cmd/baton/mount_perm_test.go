@@ -136,6 +136,7 @@ func TestMountPermissions(t *testing.T) {
 		{"write to root's set-uid file that all may write", `echo more >> "$D/pub/rw$S"`, true},
 		{"create a file", `echo mine > "$D/pub/new$S"`, true},
 		{"create a directory", `mkdir "$D/pub/dir$S"`, true},
+		{"create a file and a directory with umask 002", `umask 002 && touch "$D/pub/um$S" && mkdir "$D/pub/umd$S"`, true},
 		{"create a file and a directory in a set-gid directory", `touch "$D/team/f$S" && mkdir "$D/team/d$S"`, true},
 		{"create a set-uid program of one's own", `install -m 4755 /bin/sh "$D/pub/suid$S"`, true},
 	}
@@ -170,6 +171,14 @@ func TestMountPermissions(t *testing.T) {
 			t.Errorf("%s, created in a set-gid directory, is owned by %d:%d, want %d:%d", name, st.Uid, st.Gid, nobodyUID, teamGID)
 		} else if strings.HasPrefix(name, "team/d") && st.Mode&syscall.S_ISGID == 0 {
 			t.Errorf("%s, created in a set-gid directory, is not set-gid: mode %o", name, st.Mode)
+		}
+	}
+	// The caller's umask, not the mount's, shapes their modes.
+	for _, name := range []string{"pub/um", "pub/umd"} {
+		direct, errD := os.Lstat(filepath.Join(src, name+"-src"))
+		through, errT := os.Lstat(filepath.Join(src, name+"-mnt"))
+		if errD != nil || errT != nil || direct.Mode() != through.Mode() {
+			t.Errorf("%s created with umask 002: mode %v (%v) on the source, %v (%v) through the mount", name, direct.Mode(), errD, through.Mode(), errT)
 		}
 	}
 	filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
