@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -60,6 +61,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Debug logs every FUSE request.
 	Debug bool
+	// AllowOther lets every local user use the mount, not only the one
+	// who mounted it (root). The kernel checks each access against the
+	// files' owners and modes either way (default_permissions), and the
+	// mount acts in the source as the calling user.
+	AllowOther bool
 	// Passthrough lets the kernel read and write the source files
 	// directly (FUSE passthrough, where the kernel offers it): faster
 	// I/O, but the mount no longer sees it, so I/O through a file whose
@@ -85,11 +91,15 @@ func CheckFUSE() error {
 
 // Mount mounts a passthrough of the directory src on mnt with the kernel's
 // mount(2) (no fusermount: the caller must be root) and returns the
-// server; Unmount it to end the mount, Wait for it to end.
+// server; Unmount it to end the mount, Wait for it to end. It clears the
+// process's umask: the kernel has applied the calling process's umask to
+// the mode of every file created through the mount, and a second one
+// would take bits the caller asked for (a group's write permission).
 func Mount(src, mnt string, o Options) (*fuse.Server, error) {
 	if err := CheckFUSE(); err != nil {
 		return nil, err
 	}
+	syscall.Umask(0)
 	var st syscall.Stat_t
 	if err := syscall.Stat(src, &st); err != nil {
 		return nil, fmt.Errorf("fusefs: source %s: %w", src, err)
@@ -109,8 +119,12 @@ func Mount(src, mnt string, o Options) (*fuse.Server, error) {
 		Name:              "baton",
 		DirectMountStrict: true,
 		EnableLocks:       true,
-		AllowOther:        true,
-		Debug:             o.Debug,
+		AllowOther:        o.AllowOther,
+		// The kernel checks permissions against the files' owners and
+		// modes, as on the source: without it any user of the mount
+		// could do whatever root may.
+		Options: []string{"default_permissions"},
+		Debug:   o.Debug,
 	}}
 	raw := &closeUnlocker{RawFileSystem: fs.NewNodeFS(rn, opts), owners: map[nodeOwner]bool{}}
 	srv, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
@@ -194,31 +208,184 @@ func (l *lockFS) key(rel string) string {
 type node struct {
 	fs.LoopbackNode
 	fs *lockFS
+
+	mu sync.Mutex
+	// lockers are the node's open files through which locks are held,
+	// for treeLost.
+	lockers map[*file]bool
 }
 
 var (
-	_ fs.NodeOpener  = (*node)(nil)
-	_ fs.NodeCreater = (*node)(nil)
+	_ fs.NodeOpener        = (*node)(nil)
+	_ fs.NodeCreater       = (*node)(nil)
+	_ fs.NodeMknoder       = (*node)(nil)
+	_ fs.NodeMkdirer       = (*node)(nil)
+	_ fs.NodeSymlinker     = (*node)(nil)
+	_ fs.NodeLinker        = (*node)(nil)
+	_ fs.NodeRenamer       = (*node)(nil)
+	_ fs.NodeUnlinker      = (*node)(nil)
+	_ fs.NodeRmdirer       = (*node)(nil)
+	_ fs.NodeSetattrer     = (*node)(nil)
+	_ fs.NodeSetxattrer    = (*node)(nil)
+	_ fs.NodeRemovexattrer = (*node)(nil)
 )
 
-func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+// Every operation that opens, creates, changes or removes a file in the
+// source acts as the calling process (asCaller).
+
+func (n *node) Open(ctx context.Context, flags uint32) (fh fs.FileHandle, fl uint32, errno syscall.Errno) {
+	op := func() syscall.Errno {
+		fh, fl, errno = n.LoopbackNode.Open(ctx, flags)
+		return errno
+	}
+	if flags&fuse.FMODE_EXEC != 0 {
+		// exec(2) of a file the caller may run but not read (mode
+		// 0711): the kernel has checked the execute permission, and
+		// the source would refuse the caller the read the open is.
+		errno = op()
+	} else {
+		errno = asCaller(ctx, op)
+	}
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return n.wrap(fh), fl, 0
+	return n.wrap(ctx, fh), fl, 0
 }
 
-func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	in, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (in *fs.Inode, fh fs.FileHandle, fl uint32, errno syscall.Errno) {
+	errno = asCaller(ctx, func() syscall.Errno {
+		in, fh, fl, errno = n.LoopbackNode.Create(ctx, name, flags, mode, out)
+		return errno
+	})
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	return in, in.Operations().(*node).wrap(fh), fl, 0
+	n.keepGroup(name, out)
+	return in, in.Operations().(*node).wrap(ctx, fh), fl, 0
 }
 
-func (n *node) wrap(fh fs.FileHandle) fs.FileHandle {
-	return &file{LoopbackFile: fh.(*fs.LoopbackFile), n: n}
+func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
+	errno = asCaller(ctx, func() syscall.Errno {
+		in, errno = n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+		return errno
+	})
+	if errno == 0 {
+		n.keepGroup(name, out)
+	}
+	return in, errno
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
+	errno = asCaller(ctx, func() syscall.Errno {
+		in, errno = n.LoopbackNode.Mkdir(ctx, name, mode, out)
+		return errno
+	})
+	if errno == 0 {
+		n.keepGroup(name, out)
+	}
+	return in, errno
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
+	errno = asCaller(ctx, func() syscall.Errno {
+		in, errno = n.LoopbackNode.Symlink(ctx, target, name, out)
+		return errno
+	})
+	if errno == 0 {
+		n.keepGroup(name, out)
+	}
+	return in, errno
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (in *fs.Inode, errno syscall.Errno) {
+	errno = asCaller(ctx, func() syscall.Errno {
+		in, errno = n.LoopbackNode.Link(ctx, target, name, out)
+		return errno
+	})
+	return in, errno
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags) })
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Unlink(ctx, name) })
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Rmdir(ctx, name) })
+}
+
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Setxattr(ctx, attr, data, flags) })
+}
+
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Removexattr(ctx, attr) })
+}
+
+// keepGroup gives a file just created in a set-gid directory the
+// directory's group, as the source did before the loopback, running as
+// root, gave the file the caller's group.
+func (n *node) keepGroup(name string, out *fuse.EntryOut) {
+	if os.Getuid() != 0 { // the loopback changes owners only as root
+		return
+	}
+	var dir syscall.Stat_t
+	if syscall.Stat(n.source(), &dir) != nil || dir.Mode&syscall.S_ISGID == 0 || out.Attr.Gid == dir.Gid {
+		return
+	}
+	if syscall.Lchown(filepath.Join(n.source(), name), -1, int(dir.Gid)) == nil {
+		out.Attr.Gid = dir.Gid
+	}
+}
+
+// Setattr acts as the caller too, but for one change the kernel makes
+// on a caller's behalf: when someone who may write a set-uid or set-gid
+// file that is not theirs writes or truncates it, the kernel clears
+// those bits with a mode change the caller could not make itself. That
+// change is made as the mount, the rest as the caller.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if m, ok := in.GetMode(); ok && n.onlyDropsSetID(m) {
+		mode := *in
+		mode.Valid = fuse.FATTR_MODE
+		if errno := n.LoopbackNode.Setattr(ctx, f, &mode, out); errno != 0 {
+			return errno
+		}
+		rest := *in
+		rest.Valid &^= fuse.FATTR_MODE
+		if rest.Valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER|fuse.FATTR_KILL_SUIDGID) == 0 {
+			return 0
+		}
+		in = &rest
+	}
+	return asCaller(ctx, func() syscall.Errno { return n.LoopbackNode.Setattr(ctx, f, in, out) })
+}
+
+// onlyDropsSetID reports whether mode is the source file's mode less its
+// set-uid or set-gid bits, and differs from it.
+func (n *node) onlyDropsSetID(mode uint32) bool {
+	var st syscall.Stat_t
+	if syscall.Lstat(n.source(), &st) != nil {
+		return false
+	}
+	const setID = syscall.S_ISUID | syscall.S_ISGID
+	cur, want := uint32(st.Mode)&07777, mode&07777
+	return cur != want && cur&^setID == want && cur&setID != 0
+}
+
+// source is the node's path in the source directory.
+func (n *node) source() string {
+	return filepath.Join(n.RootData.Path, n.Path(n.RootData.RootNode.EmbeddedInode()))
+}
+
+func (n *node) wrap(ctx context.Context, fh fs.FileHandle) fs.FileHandle {
+	f := &file{LoopbackFile: fh.(*fs.LoopbackFile), n: n}
+	if c, ok := fuse.FromContext(ctx); ok {
+		f.opener = c.Pid
+	}
+	return f
 }
 
 // file is an open file description: the loopback file's I/O, with its
@@ -238,6 +405,13 @@ type file struct {
 	held   map[uint64]bool
 	heldOn Locker
 	lost   bool
+	// opener is the process (thread id) that opened the file, setters
+	// those that set locks through it, and outside the files whose
+	// lost locks were found to be set by no ancestor of opener: see
+	// treeLost.
+	opener  uint32
+	setters map[uint32]bool
+	outside map[*file]bool
 }
 
 // flockBit marks a flock owner in file.held, apart from POSIX owners.
@@ -331,7 +505,19 @@ func (f *file) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags
 	}
 	f.held[heldKey(l)] = true
 	f.heldOn = lockr
+	if c, ok := fuse.FromContext(ctx); ok && c.Pid != 0 {
+		if f.setters == nil {
+			f.setters = map[uint32]bool{}
+		}
+		f.setters[c.Pid] = true
+	}
 	f.mu.Unlock()
+	f.n.mu.Lock()
+	if f.n.lockers == nil {
+		f.n.lockers = map[*file]bool{}
+	}
+	f.n.lockers[f] = true
+	f.n.mu.Unlock()
 	if l.Flock {
 		f.mu.Lock()
 		if f.flocks == nil {
@@ -364,13 +550,15 @@ func (f *file) lostLocked() bool {
 	return f.lost
 }
 
-// checkLost returns EIO, once logged, when locks set through f were lost.
+// checkLost returns EIO, once logged, when locks set through f were
+// lost, or locks on the same file set by the process that opened f or
+// one of its ancestors (treeLost).
 func (f *file) checkLost(op string) syscall.Errno {
 	f.mu.Lock()
 	lost := f.lost
 	nowLost := f.lostLocked()
 	f.mu.Unlock()
-	if !nowLost {
+	if !nowLost && !f.treeLost() {
 		return 0
 	}
 	if !lost {
@@ -378,6 +566,59 @@ func (f *file) checkLost(op string) syscall.Errno {
 			"path", f.n.Path(nil), "op", op)
 	}
 	return syscall.EIO
+}
+
+// treeLost reports whether another open file of the same node lost
+// locks that the process that opened f, or one of its ancestors, set:
+// 'flock FILE cmd' locks through flock's descriptor, and cmd writes
+// through its own. From then on I/O through f fails too, until it is
+// closed. A process outside that tree writes on: a lock protects only
+// the programs that hold it.
+func (f *file) treeLost() bool {
+	if f.opener == 0 {
+		return false
+	}
+	var setters []uint32
+	var checked []*file
+	f.n.mu.Lock()
+	for h := range f.n.lockers {
+		if h == f {
+			continue
+		}
+		f.mu.Lock()
+		skip := f.outside[h]
+		f.mu.Unlock()
+		if skip {
+			continue
+		}
+		h.mu.Lock()
+		if h.lostLocked() {
+			for pid := range h.setters {
+				setters = append(setters, pid)
+			}
+			checked = append(checked, h)
+		}
+		h.mu.Unlock()
+	}
+	f.n.mu.Unlock()
+	if len(checked) == 0 {
+		return false
+	}
+	if descendsFrom(f.opener, setters) {
+		f.mu.Lock()
+		f.lost = true
+		f.mu.Unlock()
+		return true
+	}
+	f.mu.Lock()
+	if f.outside == nil {
+		f.outside = map[*file]bool{}
+	}
+	for _, h := range checked {
+		f.outside[h] = true
+	}
+	f.mu.Unlock()
+	return false
 }
 
 // PassthroughFd hands the kernel the source file for direct I/O only
@@ -413,6 +654,9 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // Release is the last close of the open file description: its flock
 // locks go (the kernel unlocks POSIX locks itself, on every close).
 func (f *file) Release(ctx context.Context) syscall.Errno {
+	f.n.mu.Lock()
+	delete(f.n.lockers, f)
+	f.n.mu.Unlock()
 	f.mu.Lock()
 	flocks := f.flocks
 	f.flocks = nil

@@ -36,6 +36,12 @@ Closing a file releases its owner's locks as POSIX requires. SIGINT or
 SIGTERM unmounts and exits. Needs root (the kernel's mount(2), no
 fusermount) and FUSE (/dev/fuse; 'modprobe fuse' is tried).
 
+Only root may use the mount, unless --allow-other lets every local user
+in. The kernel checks every access against the files' owners and modes
+as on SRC, and the mount opens, creates, changes and removes files in
+SRC as the calling user (its file system uid, gid and groups), so that
+nobody can do through the mount what SRC would refuse them.
+
 The server is a single baton server or any node of a cluster, which
 relays each lock to its key's owner. On a cluster, that node hands the
 locks over when a planned change moves a key, and re-asserts them at the
@@ -65,6 +71,7 @@ type mountConfig struct {
 	lease     time.Duration
 	debug     bool
 	passthru  bool
+	allowOth  bool
 	tls       *tlsfiles.ClientFiles
 }
 
@@ -78,6 +85,7 @@ func mountFlags(stderr io.Writer) (*flagSet, *mountConfig) {
 	fs.StringVar(&cfg.label, "label", "BATON_MOUNT_LABEL", "mount@"+host, "session label shown to operators and in F_GETLK conflicts")
 	fs.DurationVar(&cfg.lease, "lease", "BATON_LEASE", 15*time.Second, "session lease: a mount the server stops hearing from loses its locks after this")
 	fs.BoolVar(&cfg.debug, "debug", "BATON_MOUNT_DEBUG", false, "log every FUSE request")
+	fs.BoolVar(&cfg.allowOth, "allow-other", "BATON_MOUNT_ALLOW_OTHER", false, "let every local user use the mount, not only root; the kernel checks each access against the files' owners and modes, and the mount acts in SRC as the calling user")
 	fs.BoolVar(&cfg.passthru, "passthrough", "BATON_MOUNT_PASSTHROUGH", false, "let the kernel read and write the source files directly (FUSE passthrough): faster, but I/O after a lost lock no longer fails with EIO")
 	cfg.tls = clientTLSFlags(fs)
 	return fs, cfg
@@ -150,7 +158,7 @@ func runMount(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	srv, err := fusefs.Mount(src, mnt, fusefs.Options{Namespace: cfg.namespace, Locks: sess.locker, Logger: logger, Debug: cfg.debug, Passthrough: cfg.passthru})
+	srv, err := fusefs.Mount(src, mnt, fusefs.Options{Namespace: cfg.namespace, Locks: sess.locker, Logger: logger, Debug: cfg.debug, Passthrough: cfg.passthru, AllowOther: cfg.allowOth})
 	if err != nil {
 		fmt.Fprintf(stderr, "baton mount: %v\n", err)
 		if errors.Is(err, fusefs.ErrNoFUSE) {

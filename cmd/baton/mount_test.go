@@ -583,6 +583,25 @@ for line in sys.stdin:
     print("locked-" + attempt(fd) + " other-" + attempt(other), flush=True)
 `
 
+// startBatonPastGate starts 'baton serve' and waits out its token gate:
+// the server's first grant waits for it (up to a second after it
+// started; a claim is QUEUED until then), and a range request is
+// answered only then, so a mount with a short lease would spend it
+// there.
+func startBatonPastGate(t *testing.T) (*batonProc, string) {
+	t.Helper()
+	srv := startBaton(t, "-listen", "127.0.0.1:0")
+	addr, _ := srv.waitLog(t, "baton listening")["addr"].(string)
+	first := opstest.DialV2(t, addr, 10*time.Second, "gate")
+	first.Claim(1, protocol.ModeExclusive, 0, "gate")
+	if f := first.ReadV2(); f.Type == protocol.TypeQueued && f.Claim == 1 {
+		first.ExpectV2(protocol.TypePromoted, 1, 0)
+	} else if f.Type != protocol.TypeGranted || f.Claim != 1 {
+		t.Fatalf("CLAIM 1 answered %v, want GRANTED, or QUEUED before the gate", f)
+	}
+	return srv, addr
+}
+
 // TestMountLostLocksFailIO: when the mount's session is lost (here the
 // server is frozen for longer than the mount's lease), its locks are gone
 // on the server, so a program that held one must not go on writing as if
@@ -592,19 +611,7 @@ for line in sys.stdin:
 func TestMountLostLocksFailIO(t *testing.T) {
 	python := needTool(t, "python3")
 	needFUSE(t)
-	srv := startBaton(t, "-listen", "127.0.0.1:0")
-	addr, _ := srv.waitLog(t, "baton listening")["addr"].(string)
-	// The server's first grant waits for its token gate (up to a second
-	// after it started; a claim is QUEUED until then), and a range
-	// request is answered only then: take one grant first, so that the
-	// mount's 1s lease is not spent there.
-	first := opstest.DialV2(t, addr, 10*time.Second, "gate")
-	first.Claim(1, protocol.ModeExclusive, 0, "gate")
-	if f := first.ReadV2(); f.Type == protocol.TypeQueued && f.Claim == 1 {
-		first.ExpectV2(protocol.TypePromoted, 1, 0)
-	} else if f.Type != protocol.TypeGranted || f.Claim != 1 {
-		t.Fatalf("CLAIM 1 answered %v, want GRANTED, or QUEUED before the gate", f)
-	}
+	srv, addr := startBatonPastGate(t)
 	dir := t.TempDir()
 	src, mnt := filepath.Join(dir, "shared"), filepath.Join(dir, "a")
 	for _, d := range []string{src, mnt} {
@@ -665,5 +672,84 @@ func TestMountServerList(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("baton %q = %d, %q; want %d and %q", args, code, errOut, exitUsage, tc.want)
 		}
+	}
+}
+
+// lostWriter opens argv[1] and argv[2] itself, then, for each line on
+// stdin, writes through both and says how each went.
+const lostWriter = `
+import errno, os, sys
+fds = [os.open(p, os.O_RDWR) for p in sys.argv[1:3]]
+print("open", flush=True)
+def attempt(f):
+    try:
+        os.pwrite(f, b"y", 1)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+for line in sys.stdin:
+    print("locked-" + attempt(fds[0]) + " other-" + attempt(fds[1]), flush=True)
+`
+
+// TestMountLostLockFailsIOOfItsChildren: 'flock FILE cmd' locks FILE
+// and runs cmd, which writes to FILE through its own descriptor. When the
+// mount's session is lost, cmd's writes to FILE fail with EIO too: I/O
+// fails on every descriptor of the file opened through the mount by the
+// process that set the lock or a process it started. A process outside
+// that tree, with the file open but no lock, writes on, as does cmd to
+// a file it did not lock.
+func TestMountLostLockFailsIOOfItsChildren(t *testing.T) {
+	flock := needTool(t, "flock")
+	python := needTool(t, "python3")
+	needFUSE(t)
+	srv, addr := startBatonPastGate(t)
+	dir := t.TempDir()
+	src, mnt := filepath.Join(dir, "shared"), filepath.Join(dir, "a")
+	for _, d := range []string{src, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"db", "log"} {
+		if err := os.WriteFile(filepath.Join(src, f), make([]byte, 10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startMount(t, addr, src, mnt, "host-a", "--lease", "1s")
+	db, log := filepath.Join(mnt, "db"), filepath.Join(mnt, "log")
+	child := startHolder(t, flock, db, python, "-c", lostWriter, db, log)
+	outsider := startHolder(t, python, "-c", lostWriter, db, log)
+	for _, h := range []*holder{child, outsider} {
+		if l := h.line(t); l != "open" {
+			t.Fatalf("%v: %s", h.cmd.Args[:2], l)
+		}
+		io.WriteString(h.in, "\n")
+		if l := h.line(t); l != "locked-ok other-ok" {
+			t.Fatalf("before the session is lost, %v: %s", h.cmd.Args[:2], l)
+		}
+	}
+	srv.cmd.Process.Signal(syscall.SIGSTOP)
+	defer srv.cmd.Process.Signal(syscall.SIGCONT)
+	stopped := time.Now()
+	for {
+		io.WriteString(child.in, "\n")
+		l := child.line(t)
+		if l == "locked-EIO other-ok" {
+			t.Logf("the child's writes to the lost lock's file fail with EIO %v after the server froze (lease 1s)", time.Since(stopped).Round(time.Millisecond))
+			break
+		}
+		if l != "locked-ok other-ok" || time.Since(stopped) > testTimeout {
+			t.Fatalf("%v after the server froze, flock's child: %s", time.Since(stopped), l)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	io.WriteString(outsider.in, "\n")
+	if l := outsider.line(t); l != "locked-ok other-ok" {
+		t.Fatalf("after the lock was lost, a process outside the holder's tree: %s", l)
+	}
+	srv.cmd.Process.Signal(syscall.SIGCONT)
+	io.WriteString(child.in, "\n")
+	if l := child.line(t); l != "locked-EIO other-ok" {
+		t.Fatalf("after the server is back, flock's child: %s", l)
 	}
 }
