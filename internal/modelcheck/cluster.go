@@ -28,7 +28,10 @@ import (
 // until a gate opens. The gate is the abstraction of part 2's warm-up: it
 // opens only when no client still believes a grant of a dead incarnation
 // (the largest lease has elapsed). A restarted node has lost its lock
-// state: names it still owns are gated the same way.
+// state: names it still owns are gated the same way. So are they when it
+// restarts on a wiped data directory (new Raft state): it has lost its
+// epoch too, and it rejoins under its old id, still the owner in the
+// ring, without any hand-off to this incarnation.
 //
 // Version 1 clients (ClusterConfig.V1, counted from the last client) are
 // the same clients except at a planned move: one connection is one claim,
@@ -65,6 +68,9 @@ type ClusterConfig struct {
 	Changes  int // ring changes: planned moves and removals of a dead owner (0..3)
 	Deaths   int // node deaths (0..2), at most one node down at a time
 	Restarts int // restarts of a dead node from its data directory (0..2)
+	// Wipes is how many of the restarts find the data directory wiped
+	// (new Raft state, no epoch), counted among Restarts (0..Restarts).
+	Wipes int
 	// V1 is how many of the clients, counted from the last, speak
 	// protocol version 1: their claims do not continue through a planned
 	// move (0..Clients).
@@ -93,6 +99,11 @@ const (
 	// MutNoWarmup opens the gate of a name taken over from a dead node (or
 	// owned by a restarted node) at once.
 	MutNoWarmup = "no-warmup"
+	// MutWipedServes lets a node restarted on a wiped data directory (new
+	// Raft state) serve the names it owns at once, with a fresh epoch but
+	// without the warm-up of a restart: it has forgotten who held them
+	// just as much (the node did this until a review found it).
+	MutWipedServes = "wiped-serves"
 	// MutStaleEpoch lets a node that must take a fresh epoch (after a
 	// restart or on taking a name) reuse the epoch in its data directory
 	// instead of committing a new one through Raft.
@@ -116,7 +127,7 @@ const (
 
 // ClusterMutations lists the mutations of the cluster model.
 var ClusterMutations = []string{MutSwitchFirst, MutForwardAgain, MutNoWarmup, MutStaleEpoch, MutMoveGated, MutGrantBeforeTold,
-	MutHandoffBeforeHangup}
+	MutHandoffBeforeHangup, MutWipedServes}
 
 func (c ClusterConfig) String() string {
 	clients := plural(c.Clients, "client")
@@ -126,6 +137,9 @@ func (c ClusterConfig) String() string {
 	s := fmt.Sprintf("%s, %s × %s, %s, %s, %s",
 		plural(c.Nodes, "node"), clients, plural(c.Lives, "acquisition"),
 		plural(c.Changes, "ring change"), plural(c.Deaths, "death"), plural(c.Restarts, "restart"))
+	if c.Wipes > 0 {
+		s += fmt.Sprintf(" (%d on a wiped data directory)", c.Wipes)
+	}
 	if c.Mutation != "" {
 		s += ", mutation " + c.Mutation
 	}
@@ -147,6 +161,8 @@ func (c ClusterConfig) Validate() error {
 		return fmt.Errorf("deaths must be 0..2, not %d", c.Deaths)
 	case c.Restarts < 0 || c.Restarts > 2:
 		return fmt.Errorf("restarts must be 0..2, not %d", c.Restarts)
+	case c.Wipes < 0 || c.Wipes > c.Restarts:
+		return fmt.Errorf("restarts on a wiped data directory must be 0..%d (the restarts), not %d", c.Restarts, c.Wipes)
 	case c.V1 < 0 || c.V1 > c.Clients:
 		return fmt.Errorf("version 1 clients must be 0..%d (the clients), not %d", c.Clients, c.V1)
 	case c.Mutation != "" && !slices.Contains(ClusterMutations, c.Mutation):
@@ -222,6 +238,7 @@ type clState struct {
 	moveTo   int8
 	deaths   int8
 	restarts int8
+	wipes    int8
 }
 
 // Step kinds.
@@ -331,6 +348,9 @@ func (st clStep) String() string {
 	case clRemove:
 		return "dead node " + n + " is removed: the new ring gives the name to node " + m + ", gated"
 	case clRestart:
+		if st.what != 0 {
+			return "node " + n + " restarts on a wiped data directory (new Raft state, no epoch) and rejoins under its id"
+		}
 		return "node " + n + " restarts from its data directory"
 	case clGateOpen:
 		return "node " + n + " opens the gate of the name (warm-up elapsed)"
@@ -671,19 +691,27 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 				emit(t, clStep{kind: clRemove, n: n, m: y}, nil)
 			}
 		}
-		if int(s.restarts) < m.cfg.Restarts {
+		for wipe := range 2 {
+			if int(s.restarts) >= m.cfg.Restarts || (wipe == 1 && int(s.wipes) >= m.cfg.Wipes) {
+				continue
+			}
 			t := s
 			t.restarts++
 			tn := &t.n[n]
 			tn.alive = true
 			tn.lk = clLock{holder: -1}
 			// The epoch stays in the data directory (only MutStaleEpoch reads
-			// it); the counter was in memory.
+			// it); the counter was in memory. A wiped directory keeps none:
+			// the node rejoins under its id, with the ring the cluster has.
 			tn.ctr, tn.needEpoch = 0, true
-			if m.owner(&t, n) == n {
-				tn.lk = clLock{present: true, gated: true, holder: -1}
+			if wipe == 1 {
+				t.wipes++
+				tn.epoch = 0
 			}
-			emit(t, clStep{kind: clRestart, n: n}, nil)
+			if m.owner(&t, n) == n {
+				tn.lk = clLock{present: true, gated: wipe == 0 || m.cfg.Mutation != MutWipedServes, holder: -1}
+			}
+			emit(t, clStep{kind: clRestart, n: n, what: uint8(wipe)}, nil)
 		}
 	}
 	for i := range out {
@@ -757,7 +785,7 @@ func (s *clState) key(m *clModel) string {
 	for v := range s.nring {
 		b = append(b, byte(s.ring[v].owner)|bit(s.ring[v].gated)<<4)
 	}
-	b = append(b, byte(s.nring), s.maxEpoch, byte(s.maxTok>>8), byte(s.maxTok), byte(s.moveFrom), byte(s.moveTo), byte(s.deaths), byte(s.restarts))
+	b = append(b, byte(s.nring), s.maxEpoch, byte(s.maxTok>>8), byte(s.maxTok), byte(s.moveFrom), byte(s.moveTo), byte(s.deaths), byte(s.restarts), byte(s.wipes))
 	return string(b)
 }
 

@@ -21,6 +21,8 @@ func TestClusterModel(t *testing.T) {
 		{ClusterConfig{Nodes: 2, Clients: 2, Lives: 2, Changes: 2, Deaths: 1, Restarts: 1, V1: 1}, 326651, false},
 		{ClusterConfig{Nodes: 2, Clients: 2, Lives: 2, Changes: 2, Deaths: 1, Restarts: 1}, 411699, true},
 		{ClusterConfig{Nodes: 3, Clients: 2, Lives: 1, Changes: 2, Deaths: 1, Restarts: 1}, 1956053, true},
+		// The restart finds the data directory wiped, or not.
+		{wipedClusterConfig(), 274947, false},
 	} {
 		if tc.big && (raceEnabled || testing.Short()) {
 			t.Logf("%v: skipped under -race or -short", tc.cfg)
@@ -53,9 +55,13 @@ func TestClusterMutations(t *testing.T) {
 		{MutMoveGated, PropClusterOneHolder, 11, "planned move: node A freezes the name and hands it to node B"},
 		{MutGrantBeforeTold, PropClusterOneHolder, 6, "sends ERROR 0x01 to c2, its version 1 holder, and ends its claim at once"},
 		{MutHandoffBeforeHangup, PropClusterOneHolder, 8, "node B installs the state handed over by node A (its export ended c2's told claim)"},
+		{MutWipedServes, PropClusterOneHolder, 7, "node A restarts on a wiped data directory"},
 	} {
 		t.Run(tc.mut, func(t *testing.T) {
 			cfg := DefaultClusterConfig()
+			if tc.mut == MutWipedServes {
+				cfg = wipedClusterConfig()
+			}
 			cfg.Mutation = tc.mut
 			rep := CheckCluster(cfg)
 			expectCounterexample(t, rep, tc.prop, tc.n, tc.says)
@@ -145,4 +151,12 @@ func TestClusterConfigValidate(t *testing.T) {
 	if err := DefaultClusterConfig().Validate(); err != nil {
 		t.Error(err)
 	}
+}
+
+// wipedClusterConfig is the default configuration whose one restart may
+// find the node's data directory wiped.
+func wipedClusterConfig() ClusterConfig {
+	cfg := DefaultClusterConfig()
+	cfg.Wipes = 1
+	return cfg
 }

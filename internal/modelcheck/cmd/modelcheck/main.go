@@ -63,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		changes  = fs.Int("changes", cdef.Changes, "cluster, cluster-continue: ring changes, planned moves and removals of a dead owner (0..3)")
 		deaths   = fs.Int("deaths", cdef.Deaths, "cluster, cluster-continue: node deaths (0..2)")
 		restarts = fs.Int("restarts", cdef.Restarts, "cluster, cluster-continue: node restarts from the data directory (0..2)")
+		wipes    = fs.Int("wipes", cdef.Wipes, "cluster: how many of the restarts find the data directory wiped (0..restarts)")
 		v1       = fs.Int("v1", cdef.V1, "cluster: clients, counted from the last, that speak protocol version 1: a planned move tells them ERROR 0x01 instead of handing their claims over (0..clients; the default is capped at -clients)")
 		owners   = fs.Int("owners", 3, "ranges: lock owners (1..3)")
 		rsess    = fs.Int("range-sessions", 0, "ranges: sessions the owners are grouped into (1..owners; 0: one per owner)")
@@ -192,7 +193,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rep = check(cfg)
 	case "cluster":
 		cfg := modelcheck.ClusterConfig{Nodes: *nodes, Clients: *clients, Lives: *acquires, Changes: *changes,
-			Deaths: *deaths, Restarts: *restarts, V1: min(*v1, *clients), Mutation: *mutation}
+			Deaths: *deaths, Restarts: *restarts, Wipes: *wipes, V1: min(*v1, *clients), Mutation: *mutation}
 		fs.Visit(func(f *flag.Flag) {
 			if f.Name == "v1" {
 				cfg.V1 = *v1 // given: checked as given
