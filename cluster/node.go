@@ -144,11 +144,17 @@ type Node struct {
 	pendingRing *Ring    // its ring
 	handoffCh   chan struct{}
 	// installedFrom records the hand-offs this incarnation accepted, by
-	// ring version and sender; cameBack is set when a restarted node came
-	// back into the ring by a change every prior owner handed over to
-	// this incarnation (it then owns no name whose state it lost).
+	// ring version and sender; cameBack is set when this incarnation came
+	// into the ring by a change every prior owner handed over to it (a
+	// join, or a return after a planned stop: it then owns no name whose
+	// state it lost). formed is set when it formed a new cluster
+	// (Bootstrap): nobody held anything before it. Otherwise it warms up
+	// every name it owns from its start, whether it restarted on its
+	// data directory or on a wiped one (new Raft state, rejoining under
+	// its old id: its old record may still own names).
 	installedFrom map[uint64]map[string]bool
 	cameBack      bool
+	formed        bool
 
 	// contact is the quorum contact and, on the leader, the members'
 	// silence (contact.go).
@@ -357,6 +363,9 @@ func (n *Node) Bootstrap(ctx context.Context) error {
 	if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		return fmt.Errorf("cluster: bootstrap: %w", err)
 	}
+	n.mu.Lock()
+	n.formed = true
+	n.mu.Unlock()
 	_, err := n.propose(ctx, command{Op: opPutMember, Member: n.self(), EpochFloor: EpochFloor(n.cfg.Now())})
 	return err
 }

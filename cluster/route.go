@@ -135,12 +135,12 @@ func (n *Node) ringChanged(prev, cur *Ring) {
 			// over (handoff.go): no warm-up for them.
 			n.handedOver[cur.Version()] = true
 		}
-		if prior := n.fsm.committedPrior; handed && n.existing && len(prior) > 0 && !prev.Has(n.cfg.ID) && n.installedAll(cur.Version(), prior) {
-			// A restarted node that was out of the ring (it stopped) and
-			// came back, by a change this incarnation applied, with every
-			// name handed over to this incarnation lost no name's state:
-			// no restart warm-up. (A ring restored from a snapshot, or
-			// one that had no members before, does not count.)
+		if prior := n.fsm.committedPrior; handed && len(prior) > 0 && !prev.Has(n.cfg.ID) && n.installedAll(cur.Version(), prior) {
+			// A node that was out of the ring (new, or it stopped) and
+			// came in by a change this incarnation applied, with every
+			// name handed over to this incarnation, lost no name's state:
+			// no start warm-up. (A ring restored from a snapshot, or one
+			// that had no members before, does not count.)
 			n.cameBack = true
 		}
 	}
@@ -215,7 +215,7 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 		}
 	}
 	frozen := ownerID == n.cfg.ID && n.pendingRing != nil && n.pendingRing.Owner(name) != n.cfg.ID
-	restarted := n.existing && !n.cameBack
+	restarted := !n.formed && !n.cameBack
 	startedAt := n.startedAt
 	w := WarmupFor(n.fsm.md.MaxLease, n.slack())
 	n.mu.Unlock()
@@ -239,8 +239,10 @@ func (n *Node) Route(name string, forwarded bool, now time.Time) Decision {
 		d.Action = NotReady
 	default:
 		d.Action = Serve
-		// A restarted node lost the state of every name it owns; so did
-		// a node whose quorum contact lapsed (it ended its sessions).
+		// A started node lost the state of every name it owns, its data
+		// directory kept or wiped, unless they were all handed over to it
+		// (or it formed the cluster); so did a node whose quorum contact
+		// lapsed (it ended its sessions).
 		if restarted && now.Before(startedAt.Add(w)) {
 			d.Action, d.Until = Queue, startedAt.Add(w)
 		}
@@ -271,7 +273,7 @@ func (n *Node) gatedUntil(now time.Time) time.Time {
 	w := WarmupFor(n.fsm.md.MaxLease, n.slack())
 	n.mu.Lock()
 	until := now
-	if n.existing && !n.cameBack {
+	if !n.formed && !n.cameBack {
 		until = later(until, n.startedAt.Add(w))
 	}
 	for _, t := range n.takeovers {

@@ -192,6 +192,47 @@ func TestRouteRestartWarmsUp(t *testing.T) {
 	}
 }
 
+// TestRouteWipedNodeWarmsUp: a node that lost its data directory and
+// starts again under its id, with -join (new Raft state), finds its old
+// record still serving in the ring: nothing is handed over to it, and it
+// has forgotten who held its names. It warms them up as any restarted
+// node does (model: cluster, mutation wiped-serves).
+func TestRouteWipedNodeWarmsUp(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	const lease = 5 * time.Second
+	if err := nodes[0].RaiseLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	n3 := nodes[2]
+	if err := n3.waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == lease }); err != nil {
+		t.Fatal(err)
+	}
+	n3.stop()
+	started := time.Now()
+	r := startNode(t, n3.ID(), filepath.Join(t.TempDir(), "wiped"), "127.0.0.1:0", "127.0.0.1:0")
+	if r.Restarted() {
+		t.Fatal("a wiped data directory held a cluster")
+	}
+	if err := r.Join(ctx, nodes[0].admin.Addr().String()); err != nil {
+		t.Fatalf("join under the old id: %v", err)
+	}
+	if _, err := r.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitContact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name := nameOwnedBy(t, r.Ring(), "node-3")
+	d := r.Route(name, false, time.Now())
+	if d.Action != Queue || d.Until.Before(started.Add(lease)) || d.Until.After(time.Now().Add(WarmupFor(lease, testSlack))) {
+		t.Fatalf("wiped owner: %+v, want queued until about %v after its start", d, WarmupFor(lease, testSlack))
+	}
+	if d := r.Route(name, false, d.Until); d.Action != Serve {
+		t.Errorf("after the warm-up: %v", d.Action)
+	}
+}
+
 // A name that moved away and came back since the node's epoch (a join,
 // then its removal) needs a fresh epoch: the other owner issued tokens
 // under a later epoch meanwhile.
