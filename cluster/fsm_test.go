@@ -163,6 +163,8 @@ func TestHandlerErrors(t *testing.T) {
 	defer ts.Close()
 	post := func(path, body string, forwarded bool) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, ts.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		SetSecret(req, []byte(testSecret))
 		if forwarded {
 			req.Header.Set(HeaderForwarded, "1")
 		}
@@ -175,11 +177,11 @@ func TestHandlerErrors(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	// A forwarded write that reaches a follower is not forwarded again.
-	if code, body := post(pathApply, `{"op":"raise_lease","lease":1}`, true); code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
+	if code, body := post(pathLease, `{"lease_ms":1}`, true); code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
 		t.Errorf("forwarded write on a follower: %d %s", code, body)
 	}
 	// A direct one is forwarded to the leader.
-	if code, body := post(pathApply, `{"op":"raise_lease","lease":1}`, false); code != http.StatusOK || !strings.Contains(body, `"index"`) {
+	if code, body := post(pathLease, `{"lease_ms":1}`, false); code != http.StatusOK || !strings.Contains(body, `"index"`) {
 		t.Errorf("write on a follower: %d %s", code, body)
 	}
 	if code, _ := post(pathJoin, `{"id":""}`, false); code != http.StatusBadRequest {
