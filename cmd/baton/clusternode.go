@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -60,6 +63,11 @@ type clusterRuntime struct {
 	// selfStops counts the lapses of quorum contact (self-stops);
 	// autoRemovals the silent members this node removed as leader.
 	selfStops, autoRemovals prometheus.Counter
+	// secret is the cluster's shared secret (-cluster-secret-file); nil
+	// for none.
+	secret []byte
+	// refusals counts the member API requests refused, by reason.
+	refusals *prometheus.CounterVec
 }
 
 func newClusterRuntime(logger *slog.Logger) *clusterRuntime {
@@ -75,7 +83,43 @@ func newClusterRuntime(logger *slog.Logger) *clusterRuntime {
 		autoRemovals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_cluster_auto_removals_total",
 			Help: "Silent members this node, as Raft leader, removed from the cluster after the removal timeout.",
-		})}
+		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_cluster_member_api_refused_total",
+			Help: "Member API requests this node refused, by reason: host (Host header not this node's), cross_origin (a browser's cross-site write), secret (no or wrong cluster secret), content_type (a write not application/json), invalid (not a valid operation).",
+		}, []string{"reason"})}
+}
+
+// refused counts a member API request refused for reason.
+func (c *clusterRuntime) refused(reason string) { c.refusals.WithLabelValues(reason).Inc() }
+
+// minClusterSecret is the shortest cluster secret accepted, in bytes.
+const minClusterSecret = 16
+
+// maxClusterSecret bounds the size of the secret file read.
+const maxClusterSecret = 4096
+
+// readClusterSecret reads the cluster's shared secret from path: its
+// content without surrounding white space (a trailing newline).
+func readClusterSecret(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cluster-secret-file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxClusterSecret+1))
+	if err != nil {
+		return nil, fmt.Errorf("-cluster-secret-file %s: %w", path, err)
+	}
+	if len(b) > maxClusterSecret {
+		return nil, fmt.Errorf("-cluster-secret-file %s: more than %d bytes; is it the right file?", path, maxClusterSecret)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < minClusterSecret {
+		return nil, fmt.Errorf("-cluster-secret-file %s: the secret is %d bytes, want at least %d (for example: openssl rand -hex 32 > %s)",
+			path, len(b), minClusterSecret, path)
+	}
+	return b, nil
 }
 
 // advertised returns the address recorded for the other members: the
@@ -150,6 +194,8 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		SelfStop:     cfg.selfStop,
 		RemoveAfter:  cfg.removeAfter,
 		OnAutoRemove: c.autoRemoved,
+		Secret:       c.secret,
+		OnRefused:    c.refused,
 	}
 	if cfg.advertiseHost != "" {
 		ncfg.RaftAdvertise = advertised(cfg.raftListen, cfg.advertiseHost)
@@ -532,7 +578,7 @@ func (c *clusterRuntime) register(reg *prometheus.Registry, srv *server.Server) 
 			return 0
 		}))
 	}
-	reg.MustRegister(c.changes, c.selfStops, c.autoRemovals)
+	reg.MustRegister(c.changes, c.selfStops, c.autoRemovals, c.refusals)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "baton_cluster_quorum_contact",
 		Help: "1 while this node is in contact with its Raft quorum and serves, 0 while it has stopped serving (no contact for the self-stop timeout, or removed).",
