@@ -197,3 +197,25 @@ func TestClusterMemberAPIWithoutSecret(t *testing.T) {
 		t.Errorf("a member's write without a secret configured: %d %s", code, body)
 	}
 }
+
+// Three real processes with one secret file: n3 joins through n2, a
+// follower that forwards the join to the leader, every node takes its
+// epoch through the leader, and 'baton cluster leave' works with the
+// secret and is refused without it.
+func TestClusterSecretThreeNodes(t *testing.T) {
+	secretFile := writeSecretFile(t)
+	nodes := startCluster(t, "-cluster-secret-file", secretFile)
+	for _, n := range nodes {
+		if st := waitStatus(t, n, "an epoch", func(st cluster.Status) bool { return st.Epochs[n.id] != 0 }); len(st.Members) != 3 {
+			t.Errorf("%s: members %+v", n.id, st.Members)
+		}
+	}
+	n3 := nodes["n3"]
+	if code, _, stderr := cli("cluster", "leave", "--admin", n3.admin); code != exitError || !strings.Contains(stderr, "401") {
+		t.Errorf("'baton cluster leave' without the secret: exit %d, %s", code, stderr)
+	}
+	if code, out, stderr := cli("cluster", "leave", "--admin", n3.admin, "--cluster-secret-file", secretFile); code != exitOK {
+		t.Fatalf("'baton cluster leave' with the secret: exit %d, %s %s", code, out, stderr)
+	}
+	waitStatus(t, nodes["n1"], "a ring of 2", func(st cluster.Status) bool { return len(st.Ring) == 2 && len(st.Members) == 2 })
+}
