@@ -93,6 +93,32 @@ func SetSecret(req *http.Request, secret []byte) {
 	}
 }
 
+// secrets are a node's cluster secrets: the token its requests carry
+// and the tokens its Handler accepts (none: no secret).
+type secrets struct {
+	send   []byte
+	accept [][]byte
+}
+
+// SetSecret replaces the cluster secret (Config.Secret) and the old ones
+// still accepted (Config.OldSecrets), for the requests that follow: a
+// secret is changed without a restart by giving every node the new one
+// as an old one first, then as the secret, then alone. An empty secret
+// turns the check off.
+func (n *Node) SetSecret(secret []byte, old ...[]byte) {
+	s := &secrets{}
+	if len(secret) > 0 {
+		s.send = []byte(SecretToken(secret))
+		s.accept = append(s.accept, s.send)
+		for _, o := range old {
+			if len(o) > 0 {
+				s.accept = append(s.accept, []byte(SecretToken(o)))
+			}
+		}
+	}
+	n.secrets.Store(s)
+}
+
 // epochRequest is the body of POST /cluster/v1/epoch.
 type epochRequest struct {
 	ID string `json:"id"`
@@ -223,14 +249,19 @@ func (n *Node) Handler() http.Handler {
 // checkSecret returns 0 when r carries the cluster's secret (or the
 // cluster has none), else the status and message of the refusal.
 func (n *Node) checkSecret(r *http.Request) (int, string) {
-	if n.secretToken == "" {
+	s := n.secrets.Load()
+	if len(s.accept) == 0 {
 		return 0, ""
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || got == "" {
 		return http.StatusUnauthorized, "the member API needs the cluster's secret (-cluster-secret-file)"
 	}
-	if subtle.ConstantTimeCompare([]byte(got), []byte(n.secretToken)) != 1 {
+	match := 0
+	for _, a := range s.accept { // every one compared, in constant time
+		match |= subtle.ConstantTimeCompare([]byte(got), a)
+	}
+	if match != 1 {
 		return http.StatusForbidden, "wrong cluster secret (-cluster-secret-file)"
 	}
 	return 0, ""
@@ -438,7 +469,9 @@ func (n *Node) do(ctx context.Context, method, addr, path string, body []byte, f
 	if forwarded {
 		req.Header.Set(HeaderForwarded, "1")
 	}
-	SetSecret(req, n.cfg.Secret)
+	if t := n.secrets.Load().send; t != nil {
+		req.Header.Set("Authorization", "Bearer "+string(t))
+	}
 	resp, err := n.client.Do(req)
 	if err != nil {
 		return err

@@ -182,3 +182,42 @@ func TestMemberAPITypedWrites(t *testing.T) {
 		t.Errorf("refusals counted %v, want %d content_type and at least %d invalid", count, 3*3, 3*8)
 	}
 }
+
+// A secret is changed without a restart: every node accepts the new one
+// first, then sends it, then drops the old one; members' writes go
+// through at each step, and the old secret is refused at the end.
+func TestMemberAPISecretRotation(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := leaderOf(t, nodes)
+	var follower *testNode
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	ctx := ctxT(t)
+	old, next := []byte(testSecret), []byte("the next secret of the cluster")
+	step := func(what string, set func(n *testNode)) {
+		t.Helper()
+		for _, n := range nodes {
+			set(n)
+		}
+		if _, err := follower.AcquireEpoch(ctx); err != nil {
+			t.Fatalf("%s: a follower's epoch: %v", what, err)
+		}
+	}
+	step("accept the next", func(n *testNode) { n.SetSecret(old, next) })
+	// The follower sends the next secret before the others do.
+	follower.SetSecret(next, old)
+	if _, err := follower.AcquireEpoch(ctx); err != nil {
+		t.Fatalf("the follower sending the next secret first: %v", err)
+	}
+	step("send the next", func(n *testNode) { n.SetSecret(next, old) })
+	step("drop the old", func(n *testNode) { n.SetSecret(next) })
+	if code, msg := memberPost(t, leader, pathLease, "application/json", testSecret, `{"lease_ms":1}`); code != http.StatusForbidden {
+		t.Errorf("the old secret after the change: %d %s", code, msg)
+	}
+	if code, msg := memberPost(t, leader, pathLease, "application/json", string(next), `{"lease_ms":1}`); code != http.StatusOK {
+		t.Errorf("the new secret: %d %s", code, msg)
+	}
+}

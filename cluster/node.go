@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -109,8 +110,10 @@ type Config struct {
 	// Handler refuses a POST that does not (401, or 403 for another).
 	// Every member must have the same one. Empty: writes are not
 	// authenticated by a secret (with TLS, the members' certificates
-	// still are).
-	Secret []byte
+	// still are). OldSecrets are accepted too, never sent: the previous
+	// secret while a new one is rolled out (Node.SetSecret).
+	Secret     []byte
+	OldSecrets [][]byte
 	// OnRefused, when set, is called for each request the Handler
 	// refuses, with the reason (RefusedSecret, RefusedContentType,
 	// RefusedInvalid): for a metric. It must not block.
@@ -133,8 +136,9 @@ type Node struct {
 	fsm      *fsm
 	client   *http.Client
 	existing bool
-	// secretToken is SecretToken(cfg.Secret); empty without a secret.
-	secretToken string
+	// secrets is what requests carry and what the Handler accepts
+	// (SetSecret).
+	secrets atomic.Pointer[secrets]
 
 	obsCh    chan raft.Observation
 	observer *raft.Observer
@@ -273,9 +277,7 @@ func Open(cfg Config) (*Node, error) {
 	if n.client == nil {
 		n.client = &http.Client{Timeout: 10 * time.Second}
 	}
-	if len(cfg.Secret) > 0 {
-		n.secretToken = SecretToken(cfg.Secret)
-	}
+	n.SetSecret(cfg.Secret, cfg.OldSecrets...)
 	n.contact.init(cfg)
 	n.fsm.onRing = n.ringChanged
 	n.fsm.onEvent = func(e Event) {
