@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/opstest"
 )
 
 // memberSecret is the cluster secret of the member API tests.
@@ -148,13 +150,13 @@ func TestClusterSecretFileErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{short, filepath.Join(t.TempDir(), "missing")} {
-		if _, err := readClusterSecret(path); err == nil || !strings.Contains(err.Error(), "-cluster-secret-file") {
+		if _, _, err := readClusterSecret(path); err == nil || !strings.Contains(err.Error(), "-cluster-secret-file") {
 			t.Errorf("%s: %v", path, err)
 		}
 	}
-	got, err := readClusterSecret(writeSecretFile(t))
-	if err != nil || string(got) != memberSecret {
-		t.Errorf("secret %q, %v", got, err)
+	got, old, err := readClusterSecret(writeSecretFile(t))
+	if err != nil || string(got) != memberSecret || len(old) != 0 {
+		t.Errorf("secret %q, old %q, %v", got, old, err)
 	}
 	if code, _, stderr := cli("serve", "-cluster-secret-file", short); code != exitUsage || !strings.Contains(stderr, "-node-id") {
 		t.Errorf("-cluster-secret-file without -node-id: exit %d, %s", code, stderr)
@@ -218,4 +220,61 @@ func TestClusterSecretThreeNodes(t *testing.T) {
 		t.Fatalf("'baton cluster leave' with the secret: exit %d, %s %s", code, out, stderr)
 	}
 	waitStatus(t, nodes["n1"], "a ring of 2", func(st cluster.Status) bool { return len(st.Ring) == 2 && len(st.Members) == 2 })
+}
+
+// SIGHUP reloads the secret file: a second line is accepted too, a file
+// with the new secret alone refuses the old one, and a broken file keeps
+// the secrets in force.
+func TestClusterSecretReload(t *testing.T) {
+	secretFile := writeSecretFile(t)
+	f := startServe(t, func(c *serveConfig) {
+		c.nodeID, c.dataDir, c.bootstrap = "n1", t.TempDir(), true
+		c.raftListen, c.adminListen = "127.0.0.1:0", "127.0.0.1:0"
+		c.clusterSecretFile = secretFile
+	})
+	next := "the-next-cluster-secret-9876543210"
+	write := func(t *testing.T, s string) {
+		if err := os.WriteFile(secretFile, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hups := 0
+	hup := func(t *testing.T, want string) {
+		t.Helper()
+		hups++
+		f.hup <- syscall.SIGHUP
+		deadline := time.Now().Add(opstest.Timeout)
+		for strings.Count(f.logs.String(), "cluster secret reloaded")+strings.Count(f.logs.String(), "cannot reload the cluster secret") < hups {
+			if time.Now().After(deadline) {
+				t.Fatalf("no reload logged; logs:\n%s", f.logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !strings.Contains(f.logs.String(), want) {
+			t.Errorf("logs lack %q:\n%s", want, f.logs.String())
+		}
+	}
+	post := func(secret string) int {
+		code, _ := memberRequest(t, f.addrs.admin, "POST", "/cluster/v1/lease", "", `{"lease_ms":1000}`,
+			map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + cluster.SecretToken([]byte(secret))})
+		return code
+	}
+	if a, b := post(memberSecret), post(next); a != http.StatusOK || b != http.StatusForbidden {
+		t.Fatalf("before the change: old %d, next %d", a, b)
+	}
+	write(t, memberSecret+"\n"+next+"\n")
+	hup(t, "also_accepted=1")
+	if a, b := post(memberSecret), post(next); a != http.StatusOK || b != http.StatusOK {
+		t.Errorf("accepting the next: old %d, next %d", a, b)
+	}
+	write(t, next+"\n")
+	hup(t, "also_accepted=0")
+	if a, b := post(memberSecret), post(next); a != http.StatusForbidden || b != http.StatusOK {
+		t.Errorf("the next alone: old %d, next %d", a, b)
+	}
+	write(t, "short\n")
+	hup(t, "cannot reload the cluster secret")
+	if b := post(next); b != http.StatusOK {
+		t.Errorf("after a broken file: next %d", b)
+	}
 }

@@ -125,7 +125,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	cc := &clusterClient{tls: cfg.tls}
 	if cfg.secretFile != "" {
-		if cc.secret, err = readClusterSecret(cfg.secretFile); err != nil {
+		if cc.secret, _, err = readClusterSecret(cfg.secretFile); err != nil {
 			fmt.Fprintf(stderr, "baton cluster %s: %v\n", sub, err)
 			return exitError
 		}

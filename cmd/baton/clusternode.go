@@ -63,9 +63,10 @@ type clusterRuntime struct {
 	// selfStops counts the lapses of quorum contact (self-stops);
 	// autoRemovals the silent members this node removed as leader.
 	selfStops, autoRemovals prometheus.Counter
-	// secret is the cluster's shared secret (-cluster-secret-file); nil
-	// for none.
-	secret []byte
+	// secret is the cluster's shared secret (-cluster-secret-file), nil
+	// for none; oldSecrets are accepted too.
+	secret     []byte
+	oldSecrets [][]byte
 	// refusals counts the member API requests refused, by reason.
 	refusals *prometheus.CounterVec
 }
@@ -99,27 +100,55 @@ const minClusterSecret = 16
 // maxClusterSecret bounds the size of the secret file read.
 const maxClusterSecret = 4096
 
-// readClusterSecret reads the cluster's shared secret from path: its
-// content without surrounding white space (a trailing newline).
-func readClusterSecret(path string) ([]byte, error) {
+// readClusterSecret reads the cluster's shared secret from path: one
+// secret per line, without surrounding white space; the first is the
+// one sent, the others are accepted too (the previous secret while a new
+// one is rolled out). Empty lines are skipped.
+func readClusterSecret(path string) (secret []byte, old [][]byte, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("-cluster-secret-file: %w", err)
+		return nil, nil, fmt.Errorf("-cluster-secret-file: %w", err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxClusterSecret+1))
 	if err != nil {
-		return nil, fmt.Errorf("-cluster-secret-file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("-cluster-secret-file %s: %w", path, err)
 	}
 	if len(b) > maxClusterSecret {
-		return nil, fmt.Errorf("-cluster-secret-file %s: more than %d bytes; is it the right file?", path, maxClusterSecret)
+		return nil, nil, fmt.Errorf("-cluster-secret-file %s: more than %d bytes; is it the right file?", path, maxClusterSecret)
 	}
-	b = bytes.TrimSpace(b)
-	if len(b) < minClusterSecret {
-		return nil, fmt.Errorf("-cluster-secret-file %s: the secret is %d bytes, want at least %d (for example: openssl rand -hex 32 > %s)",
-			path, len(b), minClusterSecret, path)
+	var all [][]byte
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if len(line) < minClusterSecret {
+			return nil, nil, fmt.Errorf("-cluster-secret-file %s, line %d: the secret is %d bytes, want at least %d (for example: openssl rand -hex 32 > %s)",
+				path, i+1, len(line), minClusterSecret, path)
+		}
+		all = append(all, line)
 	}
-	return b, nil
+	if len(all) == 0 {
+		return nil, nil, fmt.Errorf("-cluster-secret-file %s: no secret in it (for example: openssl rand -hex 32 > %s)", path, path)
+	}
+	return all[0], all[1:], nil
+}
+
+// reloadSecret re-reads -cluster-secret-file on SIGHUP; a file that
+// fails to load keeps the secrets in force.
+func (c *clusterRuntime) reloadSecret(path string) {
+	n := c.node.Load()
+	if path == "" || n == nil {
+		return
+	}
+	secret, old, err := readClusterSecret(path)
+	if err != nil {
+		c.logger.Error("SIGHUP: cannot reload the cluster secret; keeping the previous one", "err", err)
+		return
+	}
+	n.SetSecret(secret, old...)
+	c.logger.Info("SIGHUP: cluster secret reloaded", "also_accepted", len(old))
 }
 
 // advertised returns the address recorded for the other members: the
@@ -195,6 +224,7 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		RemoveAfter:  cfg.removeAfter,
 		OnAutoRemove: c.autoRemoved,
 		Secret:       c.secret,
+		OldSecrets:   c.oldSecrets,
 		OnRefused:    c.refused,
 	}
 	if cfg.advertiseHost != "" {
