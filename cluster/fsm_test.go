@@ -164,7 +164,7 @@ func TestHandlerErrors(t *testing.T) {
 	post := func(path, body string, forwarded bool) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, ts.URL+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		SetSecret(req, []byte(testSecret))
+		SetRequestSecret(req, []byte(testSecret))
 		if forwarded {
 			req.Header.Set(HeaderForwarded, "1")
 		}

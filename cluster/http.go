@@ -37,7 +37,7 @@ import (
 //
 // Every POST must be Content-Type application/json (415 otherwise), so a
 // web page cannot send one without a CORS preflight, and, when the
-// cluster has a secret (Config.Secret), carry it (SetSecret): 401 without
+// cluster has a secret (Config.Secret), carry it (SetRequestSecret): 401 without
 // it, 403 with another. The Host check and the cross-origin protection
 // of the admin listener are its server's (cmd/baton).
 //
@@ -85,9 +85,9 @@ func SecretToken(secret []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// SetSecret makes req carry secret (Authorization: Bearer, SecretToken);
-// nothing for an empty secret.
-func SetSecret(req *http.Request, secret []byte) {
+// SetRequestSecret makes req carry secret (Authorization: Bearer,
+// SecretToken); nothing for an empty secret.
+func SetRequestSecret(req *http.Request, secret []byte) {
 	if len(secret) > 0 {
 		req.Header.Set("Authorization", "Bearer "+SecretToken(secret))
 	}

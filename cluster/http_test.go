@@ -24,7 +24,7 @@ func memberPost(t *testing.T, n *testNode, path, ctype, secret, body string) (in
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
-	SetSecret(req, []byte(secret))
+	SetRequestSecret(req, []byte(secret))
 	resp, err := n.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

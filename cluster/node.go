@@ -106,8 +106,9 @@ type Config struct {
 	// silent member, with how long it had been silent.
 	OnAutoRemove func(id string, silent time.Duration)
 	// Secret, when not empty, is the cluster's shared secret: every
-	// member API request this node sends carries it (SetSecret), and its
-	// Handler refuses a POST that does not (401, or 403 for another).
+	// member API request this node sends carries it (SetRequestSecret),
+	// and its Handler refuses a POST that does not (401, or 403 for
+	// another).
 	// Every member must have the same one. Empty: writes are not
 	// authenticated by a secret (with TLS, the members' certificates
 	// still are). OldSecrets are accepted too, never sent: the previous

@@ -210,7 +210,7 @@ func (cc *clusterClient) do(ctx context.Context, method, addr, path string, body
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if method != http.MethodGet {
-		cluster.SetSecret(req, cc.secret)
+		cluster.SetRequestSecret(req, cc.secret)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
