@@ -135,9 +135,7 @@ type Config struct {
 
 type handler struct {
 	Config
-	allowed  map[string]bool
-	allowAny bool
-	cache    *snapCache
+	cache *snapCache
 }
 
 // Handler returns the admin API.
@@ -151,24 +149,63 @@ func Handler(cfg Config) http.Handler {
 	if cfg.SnapshotMaxAge <= 0 {
 		cfg.SnapshotMaxAge = DefaultSnapshotMaxAge
 	}
-	h := &handler{Config: cfg, allowed: map[string]bool{}, cache: &snapCache{}}
+	h := &handler{Config: cfg, cache: &snapCache{}}
+	return Guard(h, GuardConfig{Logger: cfg.Logger, AllowedHosts: cfg.AllowedHosts})
+}
+
+// The reasons of a refusal by Guard, as GuardConfig.OnRefused receives
+// them.
+const (
+	RefusedHost        = "host"
+	RefusedCrossOrigin = "cross_origin"
+)
+
+// GuardConfig configures Guard.
+type GuardConfig struct {
+	// Logger records each request refused for its Host; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// AllowedHosts as Config.AllowedHosts.
+	AllowedHosts []string
+	// OnRefused, when set, is called for each refused request with
+	// RefusedHost or RefusedCrossOrigin (for a metric).
+	OnRefused func(reason string)
+}
+
+// Guard wraps h with the admin API's protections against web pages
+// (see the package comment): requests whose Host header names another
+// host (DNS rebinding) and cross-origin requests that change state are
+// refused with 403. Handler uses it; so does the cluster member API that
+// shares the admin listener.
+func Guard(h http.Handler, cfg GuardConfig) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	refused := func(reason string) {
+		if cfg.OnRefused != nil {
+			cfg.OnRefused(reason)
+		}
+	}
+	hp := hostPolicy{allowed: map[string]bool{}}
 	for _, a := range cfg.AllowedHosts {
 		if a == "*" {
-			h.allowAny = true
+			hp.allowAny = true
 		}
 		if host, _, err := net.SplitHostPort(a); err == nil {
 			a = host // any port: the check is about names
 		}
-		h.allowed[normalizeHost(a)] = true
+		hp.allowed[normalizeHost(a)] = true
 	}
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refused(RefusedCrossOrigin)
 		writeError(w, http.StatusForbidden, "cross-origin request refused")
 	}))
 	inner := cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.hostAllowed(r) {
-			h.Logger.Warn("admin: request refused: Host not allowed", "host", r.Host, "admin_addr", r.RemoteAddr)
+		if !hp.hostAllowed(r) {
+			refused(RefusedHost)
+			cfg.Logger.Warn("admin: request refused: Host not allowed", "host", r.Host, "admin_addr", r.RemoteAddr)
 			writeError(w, http.StatusForbidden, fmt.Sprintf("Host %q is not allowed: the admin API answers only to its own address, "+
 				"loopback addresses and localhost (DNS rebinding protection); allow more names with "+
 				"'baton serve -admin-allowed-hosts' (BATON_ADMIN_ALLOWED_HOSTS)", r.Host))
@@ -176,6 +213,12 @@ func Handler(cfg Config) http.Handler {
 		}
 		inner.ServeHTTP(w, r)
 	})
+}
+
+// hostPolicy is the Host check of Guard.
+type hostPolicy struct {
+	allowed  map[string]bool
+	allowAny bool
 }
 
 // normalizeHost lower-cases a host name and drops brackets and a
@@ -186,7 +229,7 @@ func normalizeHost(h string) string {
 }
 
 // hostAllowed reports whether the Host header of r names this server.
-func (h *handler) hostAllowed(r *http.Request) bool {
+func (h hostPolicy) hostAllowed(r *http.Request) bool {
 	if h.allowAny {
 		return true
 	}

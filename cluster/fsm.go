@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -123,6 +124,11 @@ const (
 	opPending      = "pending"       // Pending: propose a planned ring change
 	opHanded       = "handed"        // ID, Version: ID handed its moving names over
 )
+
+// MaxRecordedLease is the largest lease the log records as the cluster's
+// largest: the protocol's largest (lease_ms is a u32), about 49.7 days.
+// A larger one can come from no client, and would overflow the warm-up.
+const MaxRecordedLease = math.MaxUint32 * time.Millisecond
 
 // command is one Raft log entry. At is the proposer's clock, so that every
 // node records the same commit time for a ring change.
@@ -253,6 +259,10 @@ func (f *fsm) apply(c *command) applyResult {
 		if c.Member.ID == "" {
 			return applyResult{Error: "cluster: member without an id"}
 		}
+		if c.EpochFloor > MaxEpoch {
+			// Such a floor would make the next epochs' tokens wrap.
+			return applyResult{Error: fmt.Sprintf("cluster: epoch floor %d above the largest epoch %d", c.EpochFloor, MaxEpoch)}
+		}
 		md.Members[c.Member.ID] = c.Member
 		if c.EpochFloor > md.LastEpoch {
 			md.LastEpoch = c.EpochFloor - 1
@@ -267,10 +277,16 @@ func (f *fsm) apply(c *command) applyResult {
 		// back, and a node that rejoins takes a fresh one.
 		delete(md.Epochs, c.ID)
 	case opEpoch:
+		if md.LastEpoch >= MaxEpoch {
+			return applyResult{Error: fmt.Sprintf("cluster: token epochs used up (the last is %d, the largest %d)", md.LastEpoch, MaxEpoch)}
+		}
 		md.LastEpoch++
 		md.Epochs[c.ID] = md.LastEpoch
 		return applyResult{Epoch: md.LastEpoch, RingVersion: md.RingVersion}
 	case opRaiseLease:
+		if c.Lease <= 0 || c.Lease > MaxRecordedLease {
+			return applyResult{Error: fmt.Sprintf("cluster: lease %v out of range (0, %v]", c.Lease, MaxRecordedLease)}
+		}
 		md.MaxLease = max(md.MaxLease, c.Lease)
 		return applyResult{}
 	case opPending:

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -162,6 +163,8 @@ func TestHandlerErrors(t *testing.T) {
 	defer ts.Close()
 	post := func(path, body string, forwarded bool) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, ts.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		SetRequestSecret(req, []byte(testSecret))
 		if forwarded {
 			req.Header.Set(HeaderForwarded, "1")
 		}
@@ -174,11 +177,11 @@ func TestHandlerErrors(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	// A forwarded write that reaches a follower is not forwarded again.
-	if code, body := post(pathApply, `{"op":"raise_lease","lease":1}`, true); code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
+	if code, body := post(pathLease, `{"lease_ms":1}`, true); code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
 		t.Errorf("forwarded write on a follower: %d %s", code, body)
 	}
 	// A direct one is forwarded to the leader.
-	if code, body := post(pathApply, `{"op":"raise_lease","lease":1}`, false); code != http.StatusOK || !strings.Contains(body, `"index"`) {
+	if code, body := post(pathLease, `{"lease_ms":1}`, false); code != http.StatusOK || !strings.Contains(body, `"index"`) {
 		t.Errorf("write on a follower: %d %s", code, body)
 	}
 	if code, _ := post(pathJoin, `{"id":""}`, false); code != http.StatusBadRequest {
@@ -224,5 +227,44 @@ func TestTokensTickets(t *testing.T) {
 	}
 	if c := tk.NextTicket(); c != 6<<EpochShift|1 || c <= b {
 		t.Errorf("first ticket of epoch 6: %#x", c)
+	}
+}
+
+// The log never hands out an epoch whose tokens would wrap, nor records
+// a lease no client can have, whatever entry reaches it.
+func TestFSMBounds(t *testing.T) {
+	f := newFSM()
+	var index uint64
+	apply := func(c command) applyResult {
+		index++
+		return applyCmd(t, f, index, c)
+	}
+	m := Member{ID: "n1", RaftAddr: "127.0.0.1:1", State: Serving}
+	if res := apply(command{Op: opPutMember, Member: m, EpochFloor: MaxEpoch + 1}); res.Error == "" || f.md.LastEpoch != 0 {
+		t.Errorf("a floor above MaxEpoch: %+v, last epoch %d", res, f.md.LastEpoch)
+	}
+	if res := apply(command{Op: opPutMember, Member: m, EpochFloor: MaxEpoch}); res.Error != "" {
+		t.Fatal(res.Error)
+	}
+	res := apply(command{Op: opEpoch, ID: "n1"})
+	if res.Error != "" || res.Epoch != MaxEpoch {
+		t.Fatalf("the last epoch: %+v", res)
+	}
+	if tok := NewTokens(res.Epoch, nil).Next(); tok>>EpochShift != MaxEpoch {
+		t.Errorf("the last epoch's token %#x", tok)
+	}
+	if res := apply(command{Op: opEpoch, ID: "n1"}); res.Error == "" || f.md.LastEpoch != MaxEpoch {
+		t.Errorf("an epoch past MaxEpoch: %+v, last epoch %d", res, f.md.LastEpoch)
+	}
+	if err := NewTokens(MaxEpoch, nil).SetEpoch(MaxEpoch + 1); !errors.Is(err, ErrEpochRange) {
+		t.Errorf("SetEpoch past MaxEpoch: %v", err)
+	}
+	for _, l := range []time.Duration{-1, 0, MaxRecordedLease + time.Millisecond, 1 << 62} {
+		if res := apply(command{Op: opRaiseLease, Lease: l}); res.Error == "" || f.md.MaxLease != 0 {
+			t.Errorf("lease %v: %+v, largest %v", l, res, f.md.MaxLease)
+		}
+	}
+	if res := apply(command{Op: opRaiseLease, Lease: MaxRecordedLease}); res.Error != "" || f.md.MaxLease != MaxRecordedLease {
+		t.Errorf("the largest lease: %+v, %v", res, f.md.MaxLease)
 	}
 }

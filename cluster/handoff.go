@@ -392,7 +392,7 @@ func (n *Node) handOff(ctx context.Context, kept *exported) (time.Duration, erro
 		}
 		kept.acked[id] = true
 	}
-	if _, err := n.propose(ctx, command{Op: opHanded, ID: self, Version: p.Version}); err != nil {
+	if _, err := n.propose(ctx, pathHanded, handedRequest{ID: self, Version: p.Version}); err != nil {
 		if md, _ := n.fsm.read(); md.Pending == nil || md.Pending.Version != p.Version {
 			return 0, nil // committed (the wait ran out) or abandoned meanwhile
 		}

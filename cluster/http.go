@@ -3,22 +3,43 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"mime"
+	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 )
 
 // The inter-node HTTP API, served by Handler on a member's admin address.
 //
-//	POST /cluster/v1/join    body: Member             add a node (any member; forwarded to the leader)
-//	POST /cluster/v1/remove  body: {"id": "node-3"}   remove a member (a dead node; "planned": true for a leave)
-//	POST /cluster/v1/apply   body: a log command      a member's write, forwarded to the leader
-//	POST /cluster/v1/handoff body: handoffRequest     a prior owner's hand-off of moving names (handoff.go)
-//	POST /cluster/v1/contact body: {"id": "node-2"}   a member's quorum contact, answered by the leader (contact.go)
-//	GET  /cluster/v1/status                           this node's view: Status
+//	POST /cluster/v1/join    body: Member                       add a node (any member; forwarded to the leader)
+//	POST /cluster/v1/remove  body: {"id": "node-3"}             remove a member (a dead node; "planned": true for a leave)
+//	POST /cluster/v1/epoch   body: {"id": "node-2"}             a fresh token epoch for a member
+//	POST /cluster/v1/lease   body: {"lease_ms": 20000}          raise the cluster's largest lease
+//	POST /cluster/v1/handed  body: {"id": "node-2", "version": 7} a prior owner handed its moving names over
+//	POST /cluster/v1/handoff body: handoffRequest               a prior owner's hand-off of moving names (handoff.go)
+//	POST /cluster/v1/contact body: {"id": "node-2"}             a member's quorum contact, answered by the leader (contact.go)
+//	GET  /cluster/v1/status                                     this node's view: Status
+//
+// There is no raw log entry over HTTP: each write is one typed operation,
+// decoded strictly (unknown fields refused) and checked before the leader
+// turns it into a log entry; a member is added only by join, and the
+// epoch floor of a new cluster is set only by Bootstrap, locally.
+//
+// Every POST must be Content-Type application/json (415 otherwise), so a
+// web page cannot send one without a CORS preflight, and, when the
+// cluster has a secret (Config.Secret), carry it (SetRequestSecret): 401 without
+// it, 403 with another. The Host check and the cross-origin protection
+// of the admin listener are its server's (cmd/baton).
 //
 // A write that reaches a follower is forwarded once to the leader, with
 // the header Baton-Forwarded: 1; a node that receives a forwarded write
@@ -28,7 +49,9 @@ import (
 const (
 	pathJoin   = "/cluster/v1/join"
 	pathRemove = "/cluster/v1/remove"
-	pathApply  = "/cluster/v1/apply"
+	pathEpoch  = "/cluster/v1/epoch"
+	pathLease  = "/cluster/v1/lease"
+	pathHanded = "/cluster/v1/handed"
 	pathStatus = "/cluster/v1/status"
 	// pathHandoff: a prior owner's hand-off of moving names (handoff.go).
 	pathHandoff = "/cluster/v1/handoff"
@@ -37,7 +60,80 @@ const (
 	HeaderForwarded = "Baton-Forwarded"
 )
 
+// The reasons of a refusal by Handler, as Config.OnRefused receives them.
+const (
+	// RefusedSecret: a POST without the cluster's secret, or with
+	// another (401, 403).
+	RefusedSecret = "secret"
+	// RefusedContentType: a POST whose body is not application/json
+	// (415).
+	RefusedContentType = "content_type"
+	// RefusedInvalid: a write whose body is not a valid operation (400).
+	RefusedInvalid = "invalid"
+)
+
 const maxBody = 64 << 10
+
+// maxMemberID bounds a member id, as a lock name is bounded.
+const maxMemberID = 255
+
+// SecretToken is what a request carries for secret: the hex SHA-256 of
+// it, so that a secret file may hold any bytes and its content never
+// appears in a header as it is.
+func SecretToken(secret []byte) string {
+	sum := sha256.Sum256(secret)
+	return hex.EncodeToString(sum[:])
+}
+
+// SetRequestSecret makes req carry secret (Authorization: Bearer,
+// SecretToken); nothing for an empty secret.
+func SetRequestSecret(req *http.Request, secret []byte) {
+	if len(secret) > 0 {
+		req.Header.Set("Authorization", "Bearer "+SecretToken(secret))
+	}
+}
+
+// secrets are a node's cluster secrets: the token its requests carry
+// and the tokens its Handler accepts (none: no secret).
+type secrets struct {
+	send   []byte
+	accept [][]byte
+}
+
+// SetSecret replaces the cluster secret (Config.Secret) and the old ones
+// still accepted (Config.OldSecrets), for the requests that follow: a
+// secret is changed without a restart by giving every node the new one
+// as an old one first, then as the secret, then alone. An empty secret
+// turns the check off.
+func (n *Node) SetSecret(secret []byte, old ...[]byte) {
+	s := &secrets{}
+	if len(secret) > 0 {
+		s.send = []byte(SecretToken(secret))
+		s.accept = append(s.accept, s.send)
+		for _, o := range old {
+			if len(o) > 0 {
+				s.accept = append(s.accept, []byte(SecretToken(o)))
+			}
+		}
+	}
+	n.secrets.Store(s)
+}
+
+// epochRequest is the body of POST /cluster/v1/epoch.
+type epochRequest struct {
+	ID string `json:"id"`
+}
+
+// leaseRequest is the body of POST /cluster/v1/lease.
+type leaseRequest struct {
+	LeaseMS uint64 `json:"lease_ms"`
+}
+
+// handedRequest is the body of POST /cluster/v1/handed.
+type handedRequest struct {
+	ID      string `json:"id"`
+	Version uint64 `json:"version"`
+}
 
 type removeRequest struct {
 	ID string `json:"id"`
@@ -118,12 +214,13 @@ func (n *Node) Status() Status {
 }
 
 // Handler returns the inter-node HTTP API (see the paths above), for the
-// admin listener to mount. It does no authentication of its own: mount it
-// where only members and operators can reach it (mutual TLS when TLS is
-// configured).
+// admin listener to mount. It refuses a POST that is not JSON, and one
+// without the cluster's secret when it has one; the admin listener's
+// server adds its Host check and cross-origin protection, and, with TLS,
+// the certificate check of the members' identity.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range []string{pathJoin, pathRemove, pathApply} {
+	for _, p := range []string{pathJoin, pathRemove, pathEpoch, pathLease, pathHanded} {
 		mux.HandleFunc("POST "+p, func(w http.ResponseWriter, r *http.Request) { n.serveWrite(w, r, p) })
 	}
 	mux.HandleFunc("POST "+pathHandoff, n.serveHandoff)
@@ -131,19 +228,157 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET "+pathStatus, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, n.Status())
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if status, msg := n.checkSecret(r); status != 0 {
+				n.refused(RefusedSecret)
+				n.log.Warn("member API: request refused: "+msg, "path", r.URL.Path, "remote_addr", r.RemoteAddr)
+				writeJSON(w, status, map[string]string{"error": msg})
+				return
+			}
+			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+				n.refused(RefusedContentType)
+				writeJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "the member API takes only Content-Type: application/json"})
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// checkSecret returns 0 when r carries the cluster's secret (or the
+// cluster has none), else the status and message of the refusal.
+func (n *Node) checkSecret(r *http.Request) (int, string) {
+	s := n.secrets.Load()
+	if len(s.accept) == 0 {
+		return 0, ""
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || got == "" {
+		return http.StatusUnauthorized, "the member API needs the cluster's secret (-cluster-secret-file)"
+	}
+	match := 0
+	for _, a := range s.accept { // every one compared, in constant time
+		match |= subtle.ConstantTimeCompare([]byte(got), a)
+	}
+	if match != 1 {
+		return http.StatusForbidden, "wrong cluster secret (-cluster-secret-file)"
+	}
+	return 0, ""
+}
+
+// refused counts a refusal (Config.OnRefused).
+func (n *Node) refused(reason string) {
+	if f := n.cfg.OnRefused; f != nil {
+		f(reason)
+	}
+}
+
+// decodeStrict decodes one JSON value into v, refusing unknown fields
+// and anything after the value.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
+
+// checkID checks a member id.
+func checkID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("an empty member id")
+	case len(id) > maxMemberID:
+		return fmt.Errorf("a member id longer than %d bytes", maxMemberID)
+	case strings.ContainsFunc(id, func(r rune) bool { return r < 0x21 || r == 0x7f }):
+		return fmt.Errorf("member id %q has spaces or control characters", id)
+	}
+	return nil
+}
+
+// checkAddr checks a member's address: host:port, or empty when
+// optional.
+func checkAddr(what, addr string, optional bool) error {
+	if addr == "" && optional {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" || len(addr) > 300 {
+		return fmt.Errorf("%s %q: want host:port", what, addr)
+	}
+	return nil
+}
+
+// parseWrite decodes and checks the body of the write at path: a
+// Member (join), removeRequest, epochRequest, leaseRequest or
+// handedRequest. Its errors are the client's (400).
+func parseWrite(path string, body []byte) (any, error) {
+	switch path {
+	case pathJoin:
+		var m Member
+		if err := decodeStrict(body, &m); err != nil {
+			return nil, fmt.Errorf("a join needs a member with id and raft_addr: %w", err)
+		}
+		if err := errors.Join(checkID(m.ID), checkAddr("raft_addr", m.RaftAddr, false),
+			checkAddr("protocol_addr", m.ProtocolAddr, true), checkAddr("admin_addr", m.AdminAddr, true)); err != nil {
+			return nil, fmt.Errorf("a join needs a member with id and raft_addr: %w", err)
+		}
+		return m, nil
+	case pathRemove:
+		var r removeRequest
+		if err := decodeStrict(body, &r); err != nil || r.ID == "" {
+			return nil, fmt.Errorf("a removal needs an id (%v)", err)
+		}
+		return r, nil
+	case pathEpoch:
+		var e epochRequest
+		if err := decodeStrict(body, &e); err != nil {
+			return nil, fmt.Errorf("an epoch request needs a member id: %w", err)
+		}
+		if err := checkID(e.ID); err != nil {
+			return nil, fmt.Errorf("an epoch request needs a member id: %w", err)
+		}
+		return e, nil
+	case pathLease:
+		var l leaseRequest
+		if err := decodeStrict(body, &l); err != nil {
+			return nil, fmt.Errorf("a lease needs lease_ms: %w", err)
+		}
+		if l.LeaseMS == 0 || l.LeaseMS > math.MaxUint32 {
+			return nil, fmt.Errorf("lease_ms %d out of range: from 1 to %d (the protocol's largest lease)", l.LeaseMS, uint64(math.MaxUint32))
+		}
+		return l, nil
+	case pathHanded:
+		var h handedRequest
+		if err := decodeStrict(body, &h); err != nil || h.Version == 0 || checkID(h.ID) != nil {
+			return nil, fmt.Errorf("a hand-off record needs id and version (%v)", err)
+		}
+		return h, nil
+	}
+	return nil, fmt.Errorf("no such write %s", path)
 }
 
 func (n *Node) serveWrite(w http.ResponseWriter, r *http.Request, path string) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err == nil {
+		// Checked here too, not only on the leader: a bad write is
+		// refused where it arrives, and never forwarded.
+		_, err = parseWrite(path, body)
+	}
 	if err != nil {
+		n.refused(RefusedInvalid)
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
 	forwarded := r.Header.Get(HeaderForwarded) != ""
 	var out applyReply
 	var outp any
-	if path == pathApply {
+	if hasReply(path) {
 		outp = &out
 	}
 	switch {
@@ -178,6 +413,35 @@ func (n *Node) serveWrite(w http.ResponseWriter, r *http.Request, path string) {
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 
+// hasReply tells the writes that answer an applyReply: those that become
+// one log entry.
+func hasReply(path string) bool { return path == pathEpoch || path == pathLease || path == pathHanded }
+
+// opCommand checks a typed write against the applied metadata, on the
+// leader, and returns its log entry.
+func (n *Node) opCommand(op any) (command, error) {
+	md, _ := n.fsm.read()
+	switch op := op.(type) {
+	case epochRequest:
+		if _, ok := md.Members[op.ID]; !ok {
+			return command{}, &httpError{Status: http.StatusNotFound, Msg: ErrUnknownMember.Error() + ": " + op.ID}
+		}
+		return command{Op: opEpoch, ID: op.ID}, nil
+	case leaseRequest:
+		return command{Op: opRaiseLease, Lease: time.Duration(op.LeaseMS) * time.Millisecond}, nil
+	case handedRequest:
+		p := md.Pending
+		if p == nil || p.Version != op.Version {
+			return command{}, &httpError{Status: http.StatusConflict, Msg: fmt.Sprintf("ring version %d is not pending", op.Version)}
+		}
+		if !slices.Contains(p.Prior, op.ID) {
+			return command{}, &httpError{Status: http.StatusConflict, Msg: fmt.Sprintf("%s is no prior owner of ring version %d", op.ID, op.Version)}
+		}
+		return command{Op: opHanded, ID: op.ID, Version: op.Version}, nil
+	}
+	return command{}, fmt.Errorf("cluster: no log entry for %T", op)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -204,6 +468,9 @@ func (n *Node) do(ctx context.Context, method, addr, path string, body []byte, f
 	}
 	if forwarded {
 		req.Header.Set(HeaderForwarded, "1")
+	}
+	if t := n.secrets.Load().send; t != nil {
+		req.Header.Set("Authorization", "Bearer "+string(t))
 	}
 	resp, err := n.client.Do(req)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -104,6 +105,20 @@ type Config struct {
 	// OnAutoRemove, when set, is called on the leader after it removed a
 	// silent member, with how long it had been silent.
 	OnAutoRemove func(id string, silent time.Duration)
+	// Secret, when not empty, is the cluster's shared secret: every
+	// member API request this node sends carries it (SetRequestSecret),
+	// and its Handler refuses a POST that does not (401, or 403 for
+	// another).
+	// Every member must have the same one. Empty: writes are not
+	// authenticated by a secret (with TLS, the members' certificates
+	// still are). OldSecrets are accepted too, never sent: the previous
+	// secret while a new one is rolled out (Node.SetSecret).
+	Secret     []byte
+	OldSecrets [][]byte
+	// OnRefused, when set, is called for each request the Handler
+	// refuses, with the reason (RefusedSecret, RefusedContentType,
+	// RefusedInvalid): for a metric. It must not block.
+	OnRefused func(reason string)
 	// Now is the clock written into ring changes (their commit time) and
 	// used once at bootstrap for the epoch floor; nil means time.Now.
 	Now func() time.Time
@@ -122,6 +137,9 @@ type Node struct {
 	fsm      *fsm
 	client   *http.Client
 	existing bool
+	// secrets is what requests carry and what the Handler accepts
+	// (SetSecret).
+	secrets atomic.Pointer[secrets]
 
 	obsCh    chan raft.Observation
 	observer *raft.Observer
@@ -266,6 +284,7 @@ func Open(cfg Config) (*Node, error) {
 	if n.client == nil {
 		n.client = &http.Client{Timeout: 10 * time.Second}
 	}
+	n.SetSecret(cfg.Secret, cfg.OldSecrets...)
 	n.contact.init(cfg)
 	n.fsm.onRing = n.ringChanged
 	n.fsm.onEvent = func(e Event) {
@@ -366,8 +385,18 @@ func (n *Node) Bootstrap(ctx context.Context) error {
 	n.mu.Lock()
 	n.formed = true
 	n.mu.Unlock()
-	_, err := n.propose(ctx, command{Op: opPutMember, Member: n.self(), EpochFloor: EpochFloor(n.cfg.Now())})
-	return err
+	// The floor is written here, on the only member, never over the
+	// member API (which has no way to set one).
+	for attempt := 0; !n.IsLeader(); attempt++ {
+		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+			return fmt.Errorf("cluster: bootstrap: waiting to lead the new cluster: %w", err)
+		}
+	}
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	return n.applyLocal(command{Op: opPutMember, Member: n.self(), EpochFloor: EpochFloor(n.cfg.Now()), At: n.cfg.Now()}, timeout)
 }
 
 // Join asks the member whose admin address is addr to add this node to
@@ -454,7 +483,7 @@ func (n *Node) remove(ctx context.Context, id string, planned, stop bool) error 
 // does Route count the epoch. A node calls it before it serves after a
 // start and when Route answers NotReady (a ring change gave it names).
 func (n *Node) AcquireEpoch(ctx context.Context) (uint64, error) {
-	res, err := n.propose(ctx, command{Op: opEpoch, ID: n.cfg.ID})
+	res, err := n.propose(ctx, pathEpoch, epochRequest{ID: n.cfg.ID})
 	if err != nil {
 		return 0, err
 	}
@@ -503,12 +532,16 @@ func (n *Node) renew() {
 }
 
 // RaiseLease records that a client was granted lease, when it is above the
-// largest recorded; it writes to Raft only then.
+// largest recorded; it writes to Raft only then. The lease is rounded up
+// to a millisecond; one above MaxRecordedLease is refused.
 func (n *Node) RaiseLease(ctx context.Context, lease time.Duration) error {
 	if md, _ := n.fsm.read(); lease <= md.MaxLease {
 		return nil
 	}
-	_, err := n.propose(ctx, command{Op: opRaiseLease, Lease: lease})
+	if lease <= 0 || lease > MaxRecordedLease {
+		return fmt.Errorf("cluster: lease %v out of range (0, %v]", lease, MaxRecordedLease)
+	}
+	_, err := n.propose(ctx, pathLease, leaseRequest{LeaseMS: uint64((lease + time.Millisecond - 1) / time.Millisecond)})
 	return err
 }
 
@@ -636,16 +669,16 @@ func (n *Node) Shutdown() error {
 	return err
 }
 
-// propose commits c through the leader (this node, or the leader's
-// Handler, one hop) and waits until this node has applied it.
-func (n *Node) propose(ctx context.Context, c command) (applyResult, error) {
-	c.At = n.cfg.Now()
-	data, err := json.Marshal(c)
+// propose commits the typed write req at path (pathEpoch, pathLease,
+// pathHanded) through the leader (this node, or the leader's Handler, one
+// hop) and waits until this node has applied it.
+func (n *Node) propose(ctx context.Context, path string, req any) (applyResult, error) {
+	data, err := json.Marshal(req)
 	if err != nil {
 		return applyResult{}, err
 	}
 	var res applyReply
-	if err := n.toLeader(ctx, pathApply, data, &res); err != nil {
+	if err := n.toLeader(ctx, path, data, &res); err != nil {
 		return applyResult{}, err
 	}
 	if res.Error != "" {
@@ -725,31 +758,34 @@ func (n *Node) leaderDo(ctx context.Context, path string, body []byte, out any) 
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
-	switch path {
-	case pathApply:
-		f := n.raft.Apply(body, timeout)
-		if err := f.Error(); err != nil {
-			return err
-		}
-		res, _ := f.Response().(applyResult)
-		if out != nil {
-			*out.(*applyReply) = applyReply{applyResult: res, Index: f.Index()}
-		}
-		return nil
-	case pathJoin:
-		var m Member
-		if err := json.Unmarshal(body, &m); err != nil || m.ID == "" || m.RaftAddr == "" {
-			return &httpError{Status: http.StatusBadRequest, Msg: "a join needs a member with id and raft_addr"}
-		}
-		return n.addMember(ctx, m, timeout)
-	case pathRemove:
-		var r removeRequest
-		if err := json.Unmarshal(body, &r); err != nil || r.ID == "" {
-			return &httpError{Status: http.StatusBadRequest, Msg: "a removal needs an id"}
-		}
-		return n.removeMember(ctx, r.ID, r.Planned, r.Stop, timeout)
+	op, err := parseWrite(path, body)
+	if err != nil {
+		return &httpError{Status: http.StatusBadRequest, Msg: err.Error()}
 	}
-	return &httpError{Status: http.StatusNotFound, Msg: "no such write " + path}
+	switch op := op.(type) {
+	case Member:
+		return n.addMember(ctx, op, timeout)
+	case removeRequest:
+		return n.removeMember(ctx, op.ID, op.Planned, op.Stop, timeout)
+	}
+	c, err := n.opCommand(op)
+	if err != nil {
+		return err
+	}
+	c.At = n.cfg.Now()
+	data, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	f := n.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		return err
+	}
+	res, _ := f.Response().(applyResult)
+	if out != nil {
+		*out.(*applyReply) = applyReply{applyResult: res, Index: f.Index()}
+	}
+	return nil
 }
 
 // addMember, on the leader: record the member as joining, add it to the

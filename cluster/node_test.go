@@ -30,6 +30,9 @@ const (
 	testSlack     = 300 * time.Millisecond
 )
 
+// testSecret is the test nodes' cluster secret (Config.Secret).
+const testSecret = "a test cluster's secret"
+
 // testHandoff is the nodes' hand-off timeout; a test may shorten it
 // before it starts its nodes.
 var testHandoff = 10 * time.Second
@@ -70,6 +73,8 @@ func startNodeWith(t *testing.T, id, dir, raftAddr, adminAddr string, change fun
 		// No automatic removal in the tests that do not test it: a
 		// test's own removal must not find the member gone.
 		RemoveAfter: time.Hour,
+		// Every member request carries the secret, forwarded ones too.
+		Secret: []byte(testSecret),
 	}
 	if change != nil {
 		change(&cfg)

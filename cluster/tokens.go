@@ -29,6 +29,12 @@ const EpochShift = 40
 
 const counterMask = 1<<EpochShift - 1
 
+// MaxEpoch is the largest epoch a token can carry: epoch<<EpochShift of
+// a larger one would lose its top bits and wrap below every earlier
+// token. The log never hands out an epoch above it (fsm.go), and
+// SetEpoch refuses one.
+const MaxEpoch = 1<<(64-EpochShift) - 1
+
 // renewAt is the counter value past which Tokens asks for a fresh epoch,
 // long before the counter runs out.
 const renewAt = 1 << (EpochShift - 1)
@@ -39,6 +45,10 @@ var ErrTokensExhausted = errors.New("cluster: the token counter of this epoch is
 
 // ErrNoEpoch is returned by Tokens.TryNext before an epoch is installed.
 var ErrNoEpoch = errors.New("cluster: no token epoch yet; commit one with AcquireEpoch")
+
+// ErrEpochRange is returned by Tokens.SetEpoch for an epoch above
+// MaxEpoch.
+var ErrEpochRange = errors.New("cluster: a token epoch must not exceed MaxEpoch (2^24-1)")
 
 // ErrEpochNotAbove is returned by Tokens.SetEpoch for an epoch that is not
 // above the current one.
@@ -84,8 +94,12 @@ func (t *Tokens) Epoch() uint64 {
 }
 
 // SetEpoch installs a fresh epoch, which must be above the current one;
-// the counter starts again from 1.
+// the counter starts again from 1. An epoch above MaxEpoch is refused
+// (ErrEpochRange): its tokens would wrap.
 func (t *Tokens) SetEpoch(epoch uint64) error {
+	if epoch > MaxEpoch {
+		return ErrEpochRange
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if epoch <= t.epoch {

@@ -80,14 +80,15 @@ func statefulSetEnv(t *testing.T, pod string) map[string]string {
 // checkClusterEnv checks the nodes' environments: a node id each, every
 // listener on all interfaces with the node's own advertised host, one
 // -join address for all that is the first node's admin address (it forms
-// the cluster), and TLS with a -cluster-identity.
+// the cluster), TLS with a -cluster-identity, and a cluster secret.
 func checkClusterEnv(t *testing.T, where string, envs []map[string]string) {
 	t.Helper()
 	ids, hosts := map[string]bool{}, map[string]bool{}
 	for i, env := range envs {
 		for _, k := range []string{"BATON_NODE_ID", "BATON_DATA_DIR", "BATON_ADVERTISE_HOST", "BATON_RAFT_LISTEN_ADDRESS",
 			"BATON_ADMIN_LISTEN_ADDRESS", "BATON_LISTEN_ADDRESS", "BATON_OPS_LISTEN_ADDRESS", "BATON_JOIN",
-			"BATON_TLS_CERT", "BATON_TLS_KEY", "BATON_TLS_CLIENT_CA", "BATON_CLUSTER_IDENTITY", "BATON_ACL_FILE"} {
+			"BATON_TLS_CERT", "BATON_TLS_KEY", "BATON_TLS_CLIENT_CA", "BATON_CLUSTER_IDENTITY", "BATON_ACL_FILE",
+			"BATON_CLUSTER_SECRET_FILE"} {
 			if env[k] == "" {
 				t.Errorf("%s, node %d: no %s", where, i, k)
 			}
@@ -308,6 +309,11 @@ func formCluster(t *testing.T, envs []map[string]string, aclPath string) {
 			ports[i][k] = freeport.Port(t)
 		}
 	}
+	// One secret file for all: the nodes' member API writes carry it.
+	secret := filepath.Join(dir, "cluster.secret")
+	if err := os.WriteFile(secret, []byte("deploy-test-cluster-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var ops []string
 	for i, env := range envs {
 		id := env["BATON_NODE_ID"]
@@ -342,6 +348,8 @@ func formCluster(t *testing.T, envs []map[string]string, aclPath string) {
 				v = caPath
 			case k == "BATON_ACL_FILE":
 				v = aclPath
+			case k == "BATON_CLUSTER_SECRET_FILE":
+				v = secret
 			}
 			local[k] = v
 		}

@@ -46,7 +46,9 @@ Subcommands, each asking the node whose admin API is --admin:
 With TLS on the nodes, give --tls-ca, --tls-cert and --tls-key: every
 request but status needs a certificate whose identity matches the nodes'
 -cluster-identity (a node's own certificate will do); status also
-accepts one the ACL grants the admin "read" action.
+accepts one the ACL grants the admin "read" action. When the nodes have
+a -cluster-secret-file, join, leave and remove need the same secret:
+--cluster-secret-file.
 
 Exit status: 0 on success (join: also when the node already serves), 1
 on a failure, 2 on bad usage, 3 for an unknown member.
@@ -56,10 +58,11 @@ on a failure, 2 on bad usage, 3 for an unknown member.
 var clusterSubcommands = []string{"status", "join", "leave", "remove"}
 
 type clusterCmdConfig struct {
-	addr    string
-	json    bool
-	timeout time.Duration
-	tls     *tlsfiles.ClientFiles
+	addr       string
+	json       bool
+	timeout    time.Duration
+	tls        *tlsfiles.ClientFiles
+	secretFile string
 }
 
 func clusterFlags(sub string, stderr io.Writer) (*flagSet, *clusterCmdConfig) {
@@ -70,6 +73,8 @@ func clusterFlags(sub string, stderr io.Writer) (*flagSet, *clusterCmdConfig) {
 	cfg.tls = clientTLSFlags(fs)
 	if sub == "status" {
 		fs.BoolVar(&cfg.json, "json", "BATON_JSON", false, "print the node's JSON status instead of a table")
+	} else {
+		fs.StringVar(&cfg.secretFile, "cluster-secret-file", "BATON_CLUSTER_SECRET_FILE", "", "file holding the cluster's shared secret, as the nodes' -cluster-secret-file: needed when the nodes have one")
 	}
 	return fs, cfg
 }
@@ -119,6 +124,12 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
 	cc := &clusterClient{tls: cfg.tls}
+	if cfg.secretFile != "" {
+		if cc.secret, _, err = readClusterSecret(cfg.secretFile); err != nil {
+			fmt.Fprintf(stderr, "baton cluster %s: %v\n", sub, err)
+			return exitError
+		}
+	}
 	switch sub {
 	case "status":
 		err = clusterStatus(ctx, cc, cfg, stdout)
@@ -165,6 +176,9 @@ type clusterClient struct {
 	// (mutual TLS with its own certificate when TLS is on).
 	http   *http.Client
 	scheme string
+	// secret is the cluster's secret, which every write carries; nil for
+	// none.
+	secret []byte
 }
 
 func (cc *clusterClient) do(ctx context.Context, method, addr, path string, body any, out any) error {
@@ -194,6 +208,9 @@ func (cc *clusterClient) do(ctx context.Context, method, addr, path string, body
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if method != http.MethodGet {
+		cluster.SetRequestSecret(req, cc.secret)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -60,6 +63,12 @@ type clusterRuntime struct {
 	// selfStops counts the lapses of quorum contact (self-stops);
 	// autoRemovals the silent members this node removed as leader.
 	selfStops, autoRemovals prometheus.Counter
+	// secret is the cluster's shared secret (-cluster-secret-file), nil
+	// for none; oldSecrets are accepted too.
+	secret     []byte
+	oldSecrets [][]byte
+	// refusals counts the member API requests refused, by reason.
+	refusals *prometheus.CounterVec
 }
 
 func newClusterRuntime(logger *slog.Logger) *clusterRuntime {
@@ -75,7 +84,71 @@ func newClusterRuntime(logger *slog.Logger) *clusterRuntime {
 		autoRemovals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_cluster_auto_removals_total",
 			Help: "Silent members this node, as Raft leader, removed from the cluster after the removal timeout.",
-		})}
+		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_cluster_member_api_refused_total",
+			Help: "Member API requests this node refused, by reason: host (Host header not this node's), cross_origin (a browser's cross-site write), secret (no or wrong cluster secret), content_type (a write not application/json), invalid (not a valid operation).",
+		}, []string{"reason"})}
+}
+
+// refused counts a member API request refused for reason.
+func (c *clusterRuntime) refused(reason string) { c.refusals.WithLabelValues(reason).Inc() }
+
+// minClusterSecret is the shortest cluster secret accepted, in bytes.
+const minClusterSecret = 16
+
+// maxClusterSecret bounds the size of the secret file read.
+const maxClusterSecret = 4096
+
+// readClusterSecret reads the cluster's shared secret from path: one
+// secret per line, without surrounding white space; the first is the
+// one sent, the others are accepted too (the previous secret while a new
+// one is rolled out). Empty lines are skipped.
+func readClusterSecret(path string) (secret []byte, old [][]byte, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-cluster-secret-file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxClusterSecret+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("-cluster-secret-file %s: %w", path, err)
+	}
+	if len(b) > maxClusterSecret {
+		return nil, nil, fmt.Errorf("-cluster-secret-file %s: more than %d bytes; is it the right file?", path, maxClusterSecret)
+	}
+	var all [][]byte
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if len(line) < minClusterSecret {
+			return nil, nil, fmt.Errorf("-cluster-secret-file %s, line %d: the secret is %d bytes, want at least %d (for example: openssl rand -hex 32 > %s)",
+				path, i+1, len(line), minClusterSecret, path)
+		}
+		all = append(all, line)
+	}
+	if len(all) == 0 {
+		return nil, nil, fmt.Errorf("-cluster-secret-file %s: no secret in it (for example: openssl rand -hex 32 > %s)", path, path)
+	}
+	return all[0], all[1:], nil
+}
+
+// reloadSecret re-reads -cluster-secret-file on SIGHUP; a file that
+// fails to load keeps the secrets in force.
+func (c *clusterRuntime) reloadSecret(path string) {
+	n := c.node.Load()
+	if path == "" || n == nil {
+		return
+	}
+	secret, old, err := readClusterSecret(path)
+	if err != nil {
+		c.logger.Error("SIGHUP: cannot reload the cluster secret; keeping the previous one", "err", err)
+		return
+	}
+	n.SetSecret(secret, old...)
+	c.logger.Info("SIGHUP: cluster secret reloaded", "also_accepted", len(old))
 }
 
 // advertised returns the address recorded for the other members: the
@@ -150,6 +223,9 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		SelfStop:     cfg.selfStop,
 		RemoveAfter:  cfg.removeAfter,
 		OnAutoRemove: c.autoRemoved,
+		Secret:       c.secret,
+		OldSecrets:   c.oldSecrets,
+		OnRefused:    c.refused,
 	}
 	if cfg.advertiseHost != "" {
 		ncfg.RaftAdvertise = advertised(cfg.raftListen, cfg.advertiseHost)
@@ -536,7 +612,7 @@ func (c *clusterRuntime) register(reg *prometheus.Registry, srv *server.Server) 
 			return 0
 		}))
 	}
-	reg.MustRegister(c.changes, c.selfStops, c.autoRemovals)
+	reg.MustRegister(c.changes, c.selfStops, c.autoRemovals, c.refusals)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "baton_cluster_quorum_contact",
 		Help: "1 while this node is in contact with its Raft quorum and serves, 0 while it has stopped serving (no contact for the self-stop timeout, or removed).",

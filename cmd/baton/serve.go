@@ -54,7 +54,7 @@ Logs go to standard error; standard output is left to '-audit-log -'.
 
 Signals: SIGINT or SIGTERM shut down gracefully (a second one kills);
 SIGHUP reopens the audit log file (for logrotate) and reloads the TLS
-certificate, key, client CA and ACL; a file that fails to load keeps the
+certificate, key, client CA, ACL and cluster secret; a file that fails to load keeps the
 previous one in force. Waiters the reloaded ACL refuses are removed with
 ERROR 0x18 (a version 2 claim: REVOKED 0x18, its session lives on);
 holders keep their locks unless -acl-revoke-holders is set.
@@ -79,7 +79,10 @@ directory it comes back into the ring by itself. With TLS (-tls-cert,
 -tls-key, -tls-client-ca and -cluster-identity) nodes talk to each other
 over mutual TLS with their own certificates: Raft, the member API and
 relay hops accept only a peer whose certificate identity matches
--cluster-identity. /readyz answers 503 until the node has applied the
+-cluster-identity. With -cluster-secret-file (the same file on every
+node) the member API takes writes only from requests that carry the
+secret; it always takes only typed JSON operations, behind the admin
+API's Host check and cross-origin protection. /readyz answers 503 until the node has applied the
 ring the leader has. A node with no contact with its Raft quorum for
 -cluster-self-stop serves nothing and ends its sessions with ERROR 0x03;
 the leader removes a member silent for -cluster-remove-after (not one
@@ -129,6 +132,8 @@ type serveConfig struct {
 	// selfStop (T_self) and removeAfter (T): the failover timings
 	// (cluster.ValidateFailover).
 	selfStop, removeAfter time.Duration
+	// clusterSecretFile holds the secret every member API write carries.
+	clusterSecretFile string
 }
 
 func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
@@ -158,6 +163,7 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.advertiseHost, "advertise-host", "BATON_ADVERTISE_HOST", "", "a cluster node's host name or IP as the other members and clients reach it, recorded with its listeners' ports; needed when a listener binds every interface; empty: the bound addresses")
 	fs.DurationVar(&cfg.selfStop, "cluster-self-stop", "BATON_CLUSTER_SELF_STOP", cluster.DefaultSelfStop, "a cluster node with no contact with its Raft quorum for this long serves nothing: it confirms no heartbeat, grants nothing and ends its sessions with ERROR 0x03")
 	fs.DurationVar(&cfg.removeAfter, "cluster-remove-after", "BATON_CLUSTER_REMOVE_AFTER", cluster.DefaultRemoveAfter, "the Raft leader removes a member it has not heard from for this long (not one stopped by SIGTERM); its names go to the other nodes after their warm-up; must exceed 1.0202 times -cluster-self-stop plus a tick of min(self-stop/5, 250ms) (clock drift up to 1%)")
+	fs.StringVar(&cfg.clusterSecretFile, "cluster-secret-file", "BATON_CLUSTER_SECRET_FILE", "", "file holding the cluster's shared secret (at least 16 bytes, the same on every node): the member API refuses a write that does not carry it, and this node sends it with its own; further lines are secrets also accepted (to change it); reloaded on SIGHUP; empty: writes carry no secret (a warning without TLS)")
 	fs.StringVar(&cfg.clusterIdentity, "cluster-identity", "BATON_CLUSTER_IDENTITY", "", "with TLS, a glob the certificate identity of every member node matches (and no client's): Raft, member API calls and relay hops are mutual TLS and accepted only from it")
 	return fs, cfg
 }
@@ -222,7 +228,8 @@ func (c *serveConfig) validateCluster(opt func(string) string) error {
 			name string
 			set  bool
 		}{{"raft-listen", c.raftListen != ""}, {"bootstrap", c.bootstrap}, {"join", c.join != ""},
-			{"cluster-identity", c.clusterIdentity != ""}, {"advertise-host", c.advertiseHost != ""}} {
+			{"cluster-identity", c.clusterIdentity != ""}, {"advertise-host", c.advertiseHost != ""},
+			{"cluster-secret-file", c.clusterSecretFile != ""}} {
 			if f.set {
 				return fmt.Errorf("%s is for a cluster node: also give %s", opt(f.name), opt("node-id"))
 			}
@@ -388,6 +395,15 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 			// header is accepted only from a member's.
 			srv.DialOwner, srv.TrustHopIdentity = cl.tls.dialOwner, cl.tls.isNode
 		}
+		if cfg.clusterSecretFile != "" {
+			if cl.secret, cl.oldSecrets, err = readClusterSecret(cfg.clusterSecretFile); err != nil {
+				logger.Error("cannot read the cluster secret", "err", err)
+				return exitError
+			}
+		} else if cl.tls == nil {
+			logger.Warn("no -cluster-secret-file: the member API takes writes (joins, removals, epochs) from anyone who reaches the admin listener; give every node the same secret file",
+				"admin_listen", cfg.adminListen)
+		}
 	}
 	if sec.acl != nil {
 		srv.Authorizer = sec.acl
@@ -518,7 +534,14 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 		if cl != nil {
 			// The member API beside the admin API, on the same listener.
 			mux := http.NewServeMux()
-			mux.Handle("/cluster/", memberAPIGuard(cl.tls, sec.acl, cl))
+			// The admin API's Host check and cross-origin protection,
+			// answering also to the name the other members use.
+			hosts := cfg.allowedHosts()
+			if cfg.advertiseHost != "" {
+				hosts = append(hosts, cfg.advertiseHost)
+			}
+			mux.Handle("/cluster/", admin.Guard(memberAPIGuard(cl.tls, sec.acl, cl), admin.GuardConfig{
+				Logger: logger, AllowedHosts: hosts, OnRefused: cl.refused}))
 			mux.Handle("/", h)
 			h = mux
 		}
@@ -571,6 +594,9 @@ wait:
 				logger.Warn("SIGHUP: the previous audit log reopen has not finished; not starting another", "path", cfg.auditLog)
 			}
 			sec.reload(logger)
+			if cl != nil {
+				cl.reloadSecret(cfg.clusterSecretFile)
+			}
 			if sec.acl != nil {
 				n := srv.Revoke(cfg.aclRevokeHolders)
 				logger.Info("SIGHUP: claims the ACL no longer allows ended with 0x18", "claims", n, "holders_too", cfg.aclRevokeHolders)

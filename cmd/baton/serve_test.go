@@ -35,6 +35,8 @@ type serveFixture struct {
 	stdout *syncBuffer
 	cancel context.CancelFunc
 	done   chan int
+	// hup delivers a SIGHUP to serve.
+	hup chan os.Signal
 }
 
 // startServe runs serve with the flags' defaults changed by edit.
@@ -51,7 +53,7 @@ func startServe(t *testing.T, edit func(*serveConfig)) *serveFixture {
 	if err := cfg.validate(fs); err != nil {
 		t.Fatal(err)
 	}
-	f := &serveFixture{rec: &opstest.Recorder{}, logs: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan int, 1)}
+	f := &serveFixture{rec: &opstest.Recorder{}, logs: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan int, 1), hup: make(chan os.Signal, 1)}
 	logger, err := ops.NewLogger(f.logs, "debug", "text")
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +62,7 @@ func startServe(t *testing.T, edit func(*serveConfig)) *serveFixture {
 	f.cancel = cancel
 	ready := make(chan serveAddrs, 1)
 	go func() {
-		f.done <- serve(ctx, cfg, serveEnv{logger: logger, stdout: f.stdout, settings: fs.settings(), observer: f.rec,
+		f.done <- serve(ctx, cfg, serveEnv{logger: logger, stdout: f.stdout, settings: fs.settings(), observer: f.rec, hup: f.hup,
 			ready: func(a serveAddrs) { ready <- a }})
 	}()
 	select {
