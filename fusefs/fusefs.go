@@ -109,6 +109,7 @@ func Mount(src, mnt string, o Options) (*fuse.Server, error) {
 	}
 	lfs := &lockFS{o: o}
 	root := &fs.LoopbackRoot{Path: src, Dev: uint64(st.Dev)}
+	//lint:ignore SA1019 WrapChild would need node to embed *LoopbackNode; NewNode works in go-fuse v2.12.
 	root.NewNode = func(r *fs.LoopbackRoot, parent *fs.Inode, name string, st *syscall.Stat_t) fs.InodeEmbedder {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, fs: lfs}
 	}

@@ -620,8 +620,8 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) (next *ses
 	if !passed && s.closing.Load() {
 		// Let an ERROR frame that another goroutine is writing go out
 		// first; closeWithError then also bounds the drain.
-		//lint:ignore SA2001 the empty section waits for that writer.
 		s.wmu.Lock()
+		//lint:ignore SA2001 the empty section waits for that writer.
 		s.wmu.Unlock()
 		s.drain()
 	}
