@@ -22,13 +22,20 @@ const (
 	attackKey      = "attacked"
 )
 
-// rangeAttack opens a version 2 session at addr and sends n waiting
-// write RANGE sets, each of its own owner, on byte 1 of attackKey in one
-// write (with held, each owner first takes byte 100+i of its own, so
-// that the deadlock search has edges to follow). It returns the answers
-// to the waiting sets by status and how long they took to come, and
-// leaves the session open: the caller closes conn.
-func rangeAttack(tb testing.TB, addr string, n int, held bool) (conn net.Conn, answers map[protocol.RangeStatus]int, took time.Duration) {
+// attackMode is what an attacking round sends for each of its owners.
+type attackMode int
+
+const (
+	attackWait     attackMode = iota // a waiting write set on byte 1
+	attackWaitHeld                   // a set of byte 100+i of its own, then the waiting set: the deadlock search has edges to follow
+	attackQuery                      // a query of byte 1 instead: the same bytes each way, no queue (the control)
+)
+
+// rangeAttack opens a version 2 session at addr and sends, in one write,
+// n RANGE requests of distinct owners on byte 1 of attackKey as mode
+// says. It returns the answers to them by status and how long they took
+// to come, and leaves the session open: the caller closes conn.
+func rangeAttack(tb testing.TB, addr string, n int, mode attackMode) (conn net.Conn, answers map[protocol.RangeStatus]int, took time.Duration) {
 	tb.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -45,11 +52,15 @@ func rangeAttack(tb testing.TB, addr string, n int, held bool) (conn net.Conn, a
 	var out []byte
 	for i := range n {
 		owner := uint64(i + 1)
-		if held {
+		if mode == attackWaitHeld {
 			out = protocol.AppendRange(out, protocol.Frame{Claim: uint32(2*i + 2), Op: protocol.RangeSet, LockType: protocol.LockWrite,
 				Owner: owner, Start: 100 + owner, End: 100 + owner, Name: attackKey})
 		}
-		out = protocol.AppendRange(out, protocol.Frame{Claim: uint32(2*i + 1), Op: protocol.RangeSet, Flags: protocol.RangeWait,
+		op, flags := protocol.RangeSet, protocol.RangeWait
+		if mode == attackQuery {
+			op, flags = protocol.RangeQuery, 0
+		}
+		out = protocol.AppendRange(out, protocol.Frame{Claim: uint32(2*i + 1), Op: op, Flags: flags,
 			LockType: protocol.LockWrite, Owner: owner, Start: 1, End: 1, Name: attackKey})
 	}
 	start := time.Now()
@@ -150,7 +161,7 @@ func TestRangeAttackDoesNotStall(t *testing.T) {
 			}
 		}
 	}()
-	c, answers, took := rangeAttack(t, ts.addr, attackRequests, false)
+	c, answers, took := rangeAttack(t, ts.addr, attackRequests, attackWait)
 	defer c.Close()
 	close(stop)
 	during := <-probed
@@ -189,13 +200,19 @@ func TestRangeAttackDoesNotStall(t *testing.T) {
 // caps: the server's default caps, or none (-1: every request queues,
 // which shows the table's own cost); held: each attacking owner first
 // holds a byte of its own, so that every deadlock search has a queue of
-// owners to follow.
+// owners to follow; query-control: the same rounds of queries, which
+// queue nothing, to tell what the machine's load and the traffic itself
+// cost the probe from what the range table adds.
 func BenchmarkRangeAttack(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		caps int
-		held bool
-	}{{"default-caps", 0, false}, {"default-caps-held", 0, true}, {"no-caps", -1, false}, {"no-caps-held", -1, true}} {
+		mode attackMode
+	}{
+		{"query-control", 0, attackQuery},
+		{"default-caps", 0, attackWait}, {"default-caps-held", 0, attackWaitHeld},
+		{"no-caps", -1, attackWait}, {"no-caps-held", -1, attackWaitHeld},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -233,7 +250,7 @@ func BenchmarkRangeAttack(b *testing.B) {
 						time.Sleep(time.Millisecond)
 						continue
 					}
-					c, _, took := rangeAttack(b, addr, attackRequests, bc.held)
+					c, _, took := rangeAttack(b, addr, attackRequests, bc.mode)
 					c.Close()
 					mu.Lock()
 					rounds++

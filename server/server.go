@@ -29,7 +29,7 @@ const (
 	// or the wait-for graph costs the other sessions a noticeable pause.
 	DefaultRangeWaitingPerSession = 1024
 	DefaultRangeWaitingPerOwner   = 64
-	DefaultRangeOwnersPerSession  = 16384
+	DefaultRangeOwnersPerSession  = 4096
 )
 
 // ErrServerClosed is returned by Serve and ListenAndServe after Shutdown

@@ -538,16 +538,24 @@ func (t *Table) CloseSession(now time.Time, sid SessionID) Result {
 	}
 	touched := map[fileKey]*file{}
 	ids := t.dequeueSession(s, touched, &res)
+	// Each file's holder list is compacted once, not once per owner: a
+	// session may hold with many owners on one file.
+	gone := map[*holder]bool{}
 	for _, id := range ids {
 		or := s.owners[id]
 		if or == nil {
 			continue
 		}
-		o := Owner{sid, id}
-		for _, f := range sortedFiles(or.held) {
+		for _, f := range or.held {
 			touched[f.fk] = f
-			t.unset(f, f.holder(o), Whole)
+			h := f.holder(Owner{sid, id})
+			t.ranges -= h.n()
+			delete(f.byOwner, h.owner)
+			gone[h] = true
 		}
+	}
+	for _, f := range touched {
+		f.holders = slices.DeleteFunc(f.holders, func(h *holder) bool { return gone[h] })
 	}
 	for _, f := range sortedFiles(touched) {
 		t.promote(now, f, &res)
