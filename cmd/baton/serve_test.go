@@ -325,6 +325,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"-ops-listen", "127.0.0.1:9", "-admin-listen", "127.0.0.1:9"}, [2]string{}, "must differ"},
 		{[]string{"-io-timeout", "0s"}, [2]string{}, "-io-timeout (BATON_IO_TIMEOUT) must be positive"},
 		{nil, [2]string{"BATON_IO_TIMEOUT", "soon"}, "BATON_IO_TIMEOUT"},
+		{[]string{"-range-waiting-per-owner", "-1"}, [2]string{}, "-range-waiting-per-owner (BATON_RANGE_WAITING_PER_OWNER) must not be negative"},
 		{[]string{"-listen", "127.0.0.1:99999"}, [2]string{}, `port "99999" is not a number`},
 		{[]string{"-ops-listen", "127.0.0.1:http"}, [2]string{}, "-ops-listen (BATON_OPS_LISTEN_ADDRESS)"},
 		{[]string{"-bogus"}, [2]string{}, "-bogus"},
