@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -144,19 +146,27 @@ func TestRangeAttackDoesNotStall(t *testing.T) {
 
 	quiet := probe(t, p, nil, 200)
 	stop, probed := make(chan struct{}), make(chan []time.Duration, 1)
-	go func() { probed <- probe(t, p, stop, 1) }()
+	// The goroutines report even when a helper's Fatal ends them.
+	go func() {
+		var ds []time.Duration
+		defer func() { probed <- ds }()
+		ds = probe(t, p, stop, 1)
+	}()
 	pings := make(chan error, 1)
 	go func() {
+		err := errors.New("the pinger failed")
+		defer func() { pings <- err }()
 		for seq := uint64(1); ; seq++ {
 			select {
 			case <-stop:
-				pings <- nil
+				err = nil
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
 			kept.mustWrite(protocol.AppendPing(nil, seq))
-			if f, err := kept.readV2(time.Second); err != nil || f.Type != protocol.TypePong {
-				pings <- err
+			var f protocol.Frame
+			if f, err = kept.readV2(time.Second); err != nil || f.Type != protocol.TypePong {
+				err = fmt.Errorf("ping %d answered %v, %v", seq, f, err)
 				return
 			}
 		}
@@ -167,6 +177,9 @@ func TestRangeAttackDoesNotStall(t *testing.T) {
 	during := <-probed
 	if err := <-pings; err != nil {
 		t.Errorf("the one-second holder's pings: %v", err)
+	}
+	if len(during) == 0 {
+		t.Fatal("the probe failed during the attack")
 	}
 	t.Logf("%d waiting requests answered in %v: %v; unrelated claim+release: quiet p50 %v p99 %v (%d), during the attack p50 %v p99 %v max %v (%d)",
 		attackRequests, took, answers, p50(quiet), p99(quiet), len(quiet), p50(during), p99(during), during[len(during)-1], len(during))
