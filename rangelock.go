@@ -31,6 +31,12 @@ var (
 	// holders' lease; docs/cluster.md, "Range locks"); nothing changed
 	// (ENOLCK). SetRange with wait asks again until it can.
 	ErrRangeUnavailable = errors.New("baton: range locks of this key are not served now (a cluster node taking the key over): ask again later")
+	// ErrRangeLimit: the server refused the set because the session or
+	// its owner already has as many waiting requests, or the session as
+	// many lock owners, as the server allows (ENOLCK); nothing changed,
+	// except that a flock conversion has dropped the old lock. It lasts
+	// until the session's own requests end, so SetRange does not retry.
+	ErrRangeLimit = errors.New("baton: too many waiting range requests or lock owners on this session")
 )
 
 // LockType is a range lock's type.
@@ -259,6 +265,8 @@ func rangeStatusErr(f protocol.Frame) error {
 		return ErrInvalidRange
 	case protocol.RangeUnavailable:
 		return ErrRangeUnavailable
+	case protocol.RangeLimit:
+		return ErrRangeLimit
 	}
 	return fmt.Errorf("%w: %v", ErrProtocolViolation, f)
 }

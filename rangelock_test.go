@@ -3,8 +3,12 @@ package baton
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/server"
 )
 
 // TestSessionRangeLocks: the range operations of a Session against the
@@ -114,5 +118,33 @@ func TestSessionRangeLocks(t *testing.T) {
 	}
 	if _, err := a.SetRange(ctx, RangeLock{Key: "", Owner: 1, Type: WriteLock}, false); !errors.Is(err, ErrInvalidRange) {
 		t.Fatalf("empty key: %v", err)
+	}
+}
+
+// TestSetRangeLimit: a set past a server's range-lock cap is
+// ErrRangeLimit, at once even with wait (a cap is not a node that cannot
+// serve the key for now, which SetRange asks again), and nothing changed.
+func TestSetRangeLimit(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &server.Server{Logger: slog.New(slog.DiscardHandler), RangeOwnersPerSession: 1}
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close(); <-served })
+	s := openReal(t, ln.Addr().String(), 5*time.Second, "capped")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	l := RangeLock{Key: "f", Owner: 1, Type: WriteLock, End: 9}
+	if _, err := s.SetRange(ctx, l, false); err != nil {
+		t.Fatal(err)
+	}
+	l.Owner, l.Start, l.End = 2, 20, 29
+	if _, err := s.SetRange(ctx, l, true); !errors.Is(err, ErrRangeLimit) {
+		t.Fatalf("a second owner's set: %v, want ErrRangeLimit", err)
+	}
+	if h, ok, err := s.QueryRange(ctx, RangeLock{Key: "f", Owner: 3, Type: WriteLock, Start: 20, End: 29}); err != nil || ok {
+		t.Fatalf("the refused range is held: %v %v %v", h, ok, err)
 	}
 }

@@ -30,9 +30,15 @@ func TestErrnoRangeUnavailable(t *testing.T) {
 		baton.ErrRangeConflict: syscall.EAGAIN,
 		baton.ErrDeadlock:      syscall.EDEADLK,
 		baton.ErrInvalidRange:  syscall.EINVAL,
+		baton.ErrRangeLimit:    syscall.ENOLCK,
 	} {
 		if got := l.errno("setlk", err); got != want {
 			t.Errorf("%v is %v, want %v", err, got, want)
 		}
+	}
+	// A session's cap is not a cluster node's "not served": nothing more
+	// is logged for it.
+	if n := strings.Count(logs.String(), "\n"); n != 1 {
+		t.Errorf("logged %d lines after a limit, want still one:\n%s", n, logs.String())
 	}
 }

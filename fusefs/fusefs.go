@@ -694,6 +694,9 @@ func (l *lockFS) errno(op string, err error) syscall.Errno {
 				"fcntl and flock on it fail with ENOLCK, waiting requests wait", "op", op, "err", err)
 		}
 		return syscall.ENOLCK
+	case errors.Is(err, baton.ErrRangeLimit):
+		// Linux's answer when it has no room for another lock.
+		return syscall.ENOLCK
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
 	}

@@ -48,6 +48,7 @@ type Metrics struct {
 	protocolErrors *prometheus.CounterVec
 	refusals       *prometheus.CounterVec
 	reassertions   *prometheus.CounterVec
+	rangeRefusals  *prometheus.CounterVec
 	sessionsKept   prometheus.Counter
 	accepted       prometheus.Counter
 	acceptErrors   prometheus.Counter
@@ -107,6 +108,10 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 			Name: "baton_reassertions_total",
 			Help: "Version 2 re-assertions, by result: adopted (from a kept session), installed (on a name taken over, with its old token), requeued, refused (0x04), stale_ring (0x05), retry (0x03), relayed (to the name's owner).",
 		}, []string{"result"}),
+		rangeRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_range_refused_total",
+			Help: "Version 2 RANGE sets refused by a limit, by reason: waiting_per_session, waiting_per_owner, owners_per_session (answered 0x0e), search_bound (the deadlock search reached its bound; answered 0x08).",
+		}, []string{"reason"}),
 		sessionsKept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_sessions_kept_total",
 			Help: "Resumable version 2 sessions kept, with their claims, after their connection broke.",
@@ -163,6 +168,9 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	for _, r := range server.ReassertResults {
 		m.reassertions.WithLabelValues(r)
 	}
+	for _, r := range server.RangeRefusals {
+		m.rangeRefusals.WithLabelValues(r)
+	}
 
 	src := cfg.Source
 	gauge := func(name, help string, f func(Source) int) prometheus.Collector {
@@ -214,7 +222,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		gauge("baton_connections_active", "Open protocol connections.", func(s Source) int { return s.Sessions() }),
 		gauge("baton_locks_held", "Locks that have an owner.", func(s Source) int { return s.Counts().Locks }),
 		gauge("baton_waiters", "Claims waiting in a queue.", func(s Source) int { return s.Counts().Waiters }),
-		m.acquires, m.releases, m.dequeues, m.protocolErrors, m.refusals, m.reassertions, m.sessionsKept,
+		m.acquires, m.releases, m.dequeues, m.protocolErrors, m.refusals, m.reassertions, m.rangeRefusals, m.sessionsKept,
 		m.accepted, m.acceptErrors, m.heartbeats, m.aclDenials, m.tlsErrors,
 		auditDropped, auditWaiting, m.wait, m.hold,
 	)
@@ -263,6 +271,8 @@ func (m *Metrics) Observe(e server.Event) {
 		m.reassertions.WithLabelValues(e.Action).Inc()
 	case server.EventSessionKept:
 		m.sessionsKept.Inc()
+	case server.EventRangeRefused:
+		m.rangeRefusals.WithLabelValues(e.Action).Inc()
 	}
 }
 

@@ -99,3 +99,43 @@ func TestMetricsResume(t *testing.T) {
 		`baton_claims_refused_total{code="0x04"}`:    1,
 	})
 }
+
+// TestMetricsRangeRefused: a range set past a cap (here the default of
+// waiting requests per owner) counts in baton_range_refused_total by
+// reason, and every reason has its series from the start.
+func TestMetricsRangeRefused(t *testing.T) {
+	f := start(t)
+	opstest.PassGate(t, f.addr)
+	lease := 10 * time.Second
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		`baton_range_refused_total{reason="waiting_per_session"}`: 0,
+		`baton_range_refused_total{reason="waiting_per_owner"}`:   0,
+		`baton_range_refused_total{reason="owners_per_session"}`:  0,
+		`baton_range_refused_total{reason="search_bound"}`:        0,
+	})
+	h := opstest.DialV2(t, f.addr, lease, "h")
+	h.Send(protocol.AppendRange(nil, protocol.Frame{Claim: 1, Op: protocol.RangeSet, LockType: protocol.LockWrite, Owner: 1, End: protocol.MaxRangeEnd, Name: "f"}))
+	if a := h.ReadV2(); a.Status != protocol.RangeGranted {
+		t.Fatalf("holder's set answered %v", a)
+	}
+	s := opstest.DialV2(t, f.addr, lease, "s")
+	var out []byte
+	for i := range server.DefaultRangeWaitingPerOwner + 1 {
+		out = protocol.AppendRange(out, protocol.Frame{Claim: uint32(i + 1), Op: protocol.RangeSet, Flags: protocol.RangeWait,
+			LockType: protocol.LockWrite, Owner: 7, Start: uint64(i), End: uint64(i), Name: "f"})
+	}
+	s.Send(out)
+	for i := range server.DefaultRangeWaitingPerOwner + 1 {
+		want := protocol.RangeQueued
+		if i == server.DefaultRangeWaitingPerOwner {
+			want = protocol.RangeLimit
+		}
+		if a := s.ReadV2(); a.Claim != uint32(i+1) || a.Status != want {
+			t.Fatalf("set %d answered %v, want %v", i+1, a, want)
+		}
+	}
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		`baton_range_refused_total{reason="waiting_per_owner"}`:   1,
+		`baton_range_refused_total{reason="waiting_per_session"}`: 0,
+	})
+}

@@ -133,11 +133,16 @@ const (
 	// label), that set ended unserved because its key moved, which the
 	// relaying node passes on to its client as RangeUnavailable.
 	RangeMoved RangeStatus = 0x0d
+	// RangeLimit: set: the session or the owner has as many waiting
+	// requests, or the session as many lock owners, as the server allows
+	// (docs/capacity.md); nothing changed (ENOLCK). Not retried by
+	// itself: it lasts until the session's own requests end.
+	RangeLimit RangeStatus = 0x0e
 )
 
 func (s RangeStatus) String() string {
 	names := [...]string{"", "granted", "queued", "conflict", "promoted", "done", "free", "locked",
-		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable", "moved"}
+		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable", "moved", "limit"}
 	if int(s) < len(names) && s != 0 {
 		return names[s]
 	}

@@ -97,11 +97,11 @@ func TestRangeResumeMalformed(t *testing.T) {
 }
 
 // TestRangeStatusNames: every status of docs/protocol.md has its name,
-// through 0x0c (unavailable: a cluster node cannot serve the key now)
-// and the hop-only 0x0d (moved).
+// through 0x0c (unavailable: a cluster node cannot serve the key now),
+// the hop-only 0x0d (moved) and 0x0e (limit).
 func TestRangeStatusNames(t *testing.T) {
 	want := []string{"granted", "queued", "conflict", "promoted", "done", "free", "locked",
-		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable", "moved"}
+		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable", "moved", "limit"}
 	for i, name := range want {
 		if got := protocol.RangeStatus(i + 1).String(); got != name {
 			t.Errorf("status 0x%02x is %q, want %q", i+1, got, name)
@@ -113,8 +113,11 @@ func TestRangeStatusNames(t *testing.T) {
 	if protocol.RangeMoved != 0x0d || protocol.RangeAdopt != 0x06 {
 		t.Errorf("RangeMoved is 0x%02x, RangeAdopt 0x%02x, want 0x0d and 0x06", uint8(protocol.RangeMoved), uint8(protocol.RangeAdopt))
 	}
-	if got := protocol.RangeStatus(0x0e).String(); got != "status(0x0e)" {
-		t.Errorf("status 0x0e is %q", got)
+	if protocol.RangeLimit != 0x0e {
+		t.Errorf("RangeLimit is 0x%02x, want 0x0e", uint8(protocol.RangeLimit))
+	}
+	if got := protocol.RangeStatus(0x0f).String(); got != "status(0x0f)" {
+		t.Errorf("status 0x0f is %q", got)
 	}
 }
 
@@ -189,7 +192,7 @@ func TestV2DocRangeStatuses(t *testing.T) {
 			t.Errorf("doc status 0x%s is %q; the code calls it %v", m[1], m[2], protocol.RangeStatus(n))
 		}
 	}
-	if last := protocol.RangeMoved; len(rows) != int(last) {
+	if last := protocol.RangeLimit; len(rows) != int(last) {
 		t.Errorf("doc lists %d range statuses, the code defines %d (through %v)", len(rows), last, last)
 	}
 }

@@ -54,6 +54,9 @@ const (
 	// arrived on Session; Action is its result (ReassertResults), Token
 	// the token it keeps, Code the REFUSED code of a refused one.
 	EventReasserted
+	// EventRangeRefused: a version 2 RANGE set of Session on key Lock was
+	// refused by a limit; Action is which (RangeRefusals).
+	EventRangeRefused
 )
 
 func (k EventKind) String() string {
@@ -92,6 +95,8 @@ func (k EventKind) String() string {
 		return "session_kept"
 	case EventReasserted:
 		return "reasserted"
+	case EventRangeRefused:
+		return "range_refused"
 	}
 	return "unknown"
 }
@@ -113,7 +118,7 @@ type Event struct {
 	// certificate identity (empty without mTLS) and address.
 	Admin locktable.Peer
 	// Action is the admin action refused (EventAdminDenied), such as
-	// "read", "release" or "kick".
+	// "read", "release" or "kick", or the limit behind EventRangeRefused.
 	Action string
 	// Protocol is the protocol version of the session the event is
 	// about: 1 or 2 (protocol.Version2); 0 where no session is involved.

@@ -135,8 +135,14 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 		st = protocol.RangeDeadlock
 	case errors.Is(err, rangelock.ErrTagExists):
 		st = protocol.RangeReqInUse
+	case errors.Is(err, rangelock.ErrSessionWaiting), errors.Is(err, rangelock.ErrOwnerWaiting), errors.Is(err, rangelock.ErrOwners):
+		st = protocol.RangeLimit
 	default:
 		st = protocol.RangeInvalid
+	}
+	if reason := rangeRefusal(err); reason != "" {
+		srv.notify(Event{Kind: EventRangeRefused, Time: now, Lock: f.Name, Peer: s.peer, Action: reason,
+			Protocol: protocol.Version2, Session: locktable.SessionID(s.id), Label: s.v2.label})
 	}
 	if answer {
 		s.v2.appendOut(s, func(b []byte) []byte {
@@ -144,6 +150,26 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 		})
 	}
 	return srv.rangePushes(res, s)
+}
+
+// RangeRefusals are the reasons of EventRangeRefused: a range set
+// refused by a cap (answered 0x0e), or as a deadlock because the
+// deadlock search reached its bound (0x08).
+var RangeRefusals = []string{"waiting_per_session", "waiting_per_owner", "owners_per_session", "search_bound"}
+
+// rangeRefusal names the cap or bound behind err, or "".
+func rangeRefusal(err error) string {
+	switch {
+	case errors.Is(err, rangelock.ErrSessionWaiting):
+		return RangeRefusals[0]
+	case errors.Is(err, rangelock.ErrOwnerWaiting):
+		return RangeRefusals[1]
+	case errors.Is(err, rangelock.ErrOwners):
+		return RangeRefusals[2]
+	case errors.Is(err, rangelock.ErrSearchBound):
+		return RangeRefusals[3]
+	}
+	return ""
 }
 
 // rangeUnavailable answers RANGE frame f, which a cluster node neither

@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/server"
 )
 
 // rangeFrame builds a RANGE frame.
@@ -140,4 +142,50 @@ func TestRangeExpiryDropsAll(t *testing.T) {
 		t.Fatalf("promoted after %v, before the lease %v", took, lease)
 	}
 	a.expectEOFV2()
+}
+
+// TestRangeLimits: each range-lock cap refuses the set past it with
+// status 0x0e and an EventRangeRefused naming it, and changes nothing:
+// the requests queued before it are promoted as usual.
+func TestRangeLimits(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(s *server.Server) {
+		s.RangeWaitingPerSession, s.RangeWaitingPerOwner, s.RangeOwnersPerSession = 2, 1, 3
+	})
+	a := ts.dialV2(t, longLease, "a")
+	b := ts.dialV2(t, longLease, "b")
+	w := protocol.LockWrite
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 9, 0, eof, "f"))
+	b.expectRange(1, protocol.RangeGranted)
+	refused := func(reason, key string) {
+		t.Helper()
+		ts.events.wait(t, "EventRangeRefused "+reason, func(e server.Event) bool {
+			return e.Kind == server.EventRangeRefused && e.Action == reason && e.Lock == key && e.Session == locktable.SessionID(a.session) && e.Label == "a"
+		})
+	}
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 1, 0, 0, "f"))
+	a.expectRange(1, protocol.RangeQueued)
+	a.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeWait, w, 1, 1, 1, "f"))
+	a.expectRange(2, protocol.RangeLimit)
+	refused("waiting_per_owner", "f")
+	a.mustWrite(rangeFrame(3, protocol.RangeSet, protocol.RangeWait, w, 2, 2, 2, "f"))
+	a.expectRange(3, protocol.RangeQueued)
+	a.mustWrite(rangeFrame(4, protocol.RangeSet, protocol.RangeWait, w, 3, 3, 3, "f"))
+	a.expectRange(4, protocol.RangeLimit)
+	refused("waiting_per_session", "f")
+	// Owners 1 and 2 wait, 3 holds: a fourth owner is one too many,
+	// even for a lock it would get at once.
+	a.mustWrite(rangeFrame(5, protocol.RangeSet, 0, w, 3, 0, 0, "g"))
+	a.expectRange(5, protocol.RangeGranted)
+	a.mustWrite(rangeFrame(6, protocol.RangeSet, 0, w, 4, 1, 1, "g"))
+	a.expectRange(6, protocol.RangeLimit)
+	refused("owners_per_session", "g")
+	// The refusals changed nothing: b's unlock promotes both waiters.
+	b.mustWrite(rangeFrame(2, protocol.RangeUnlock, 0, 0, 9, 0, eof, "f"))
+	b.expectRange(2, protocol.RangeDone)
+	a.expectRange(1, protocol.RangePromoted)
+	a.expectRange(3, protocol.RangePromoted)
+	if n := ts.events.count(kind(server.EventRangeRefused)); n != 3 {
+		t.Fatalf("%d EventRangeRefused, want 3", n)
+	}
 }

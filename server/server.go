@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/internal/rangelock"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -25,6 +26,14 @@ const (
 	// told otherwise: ten minutes of silence is far beyond any failure
 	// detector's need, and bounds a cluster's take-over warm-up.
 	DefaultMaxLease = 10 * time.Minute
+
+	// The default range-lock caps (Server.RangeWaitingPerSession and
+	// the next two): far above what a machine's processes ask of one
+	// mount, and small enough that nothing one session adds to a queue
+	// or the wait-for graph costs the other sessions a noticeable pause.
+	DefaultRangeWaitingPerSession = 1024
+	DefaultRangeWaitingPerOwner   = 64
+	DefaultRangeOwnersPerSession  = 4096
 )
 
 // ErrServerClosed is returned by Serve and ListenAndServe after Shutdown
@@ -96,6 +105,15 @@ type Server struct {
 	// upstream sessions that relay version 2 claims (relay2.go).
 	NodeID string
 
+	// RangeWaitingPerSession caps the waiting range requests of one
+	// version 2 session, RangeWaitingPerOwner those of one of its lock
+	// owners, and RangeOwnersPerSession its lock owners that hold or
+	// wait: a set past a cap is answered status 0x0e (limit) and changes
+	// nothing. Zero means the Default of the same name, negative no cap.
+	RangeWaitingPerSession int
+	RangeWaitingPerOwner   int
+	RangeOwnersPerSession  int
+
 	// afterTableEntry, when set by a test, runs between an ACQUIRE's
 	// entry into the table and the reply to it, with the session's write
 	// mutex held; it gets the client's address.
@@ -139,6 +157,18 @@ type Server struct {
 	gatedHeld map[string][]gatedRef
 }
 
+// rangeCap is a range-lock cap as the table takes it (0: none) from a
+// Server field (0: the default, negative: none).
+func rangeCap(n, def int) int {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
 // processStart is when this process started, as far as the server can
 // tell: a previous server process on the same port stopped before it.
 var processStart = time.Now()
@@ -170,6 +200,11 @@ func (srv *Server) init() error {
 			})
 		}
 		srv.ranges = newRangeState(tokens)
+		srv.ranges.table.SetLimits(rangelock.Limits{
+			WaitingPerSession: rangeCap(srv.RangeWaitingPerSession, DefaultRangeWaitingPerSession),
+			WaitingPerOwner:   rangeCap(srv.RangeWaitingPerOwner, DefaultRangeWaitingPerOwner),
+			OwnersPerSession:  rangeCap(srv.RangeOwnersPerSession, DefaultRangeOwnersPerSession),
+		})
 		srv.claims = map[locktable.SessionID]*session{}
 		srv.sessions = map[*session]struct{}{}
 		srv.listeners = map[*net.Listener]struct{}{}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -361,8 +362,13 @@ func (v *v2conn) consume(n int) {
 	v.buf = v.buf[:m]
 }
 
+// maxBatchHold is how long one session's batch holds the table mutex
+// before it lets the other sessions in between two of its frames.
+const maxBatchHold = 200 * time.Microsecond
+
 // batch processes every whole frame in the buffer, in order, under one
-// hold of the table mutex when any needs the table, and writes the
+// hold of the table mutex when any needs the table (or more than one,
+// each at most about maxBatchHold and one frame long), and writes the
 // answers, with whatever pushes were decided meanwhile, in one write. It
 // returns a session-level fault (a reason and an ERROR code, or a reason
 // alone when a write failed), or orphan when the table no longer has the
@@ -382,9 +388,19 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		rel.readAt = now
 	}
 	locked := false
+	var lockedAt time.Time
 	var ds []delivery
 	off := 0
 	for off < len(v.buf) {
+		if locked && time.Since(lockedAt) >= maxBatchHold {
+			// Let the other sessions in between this one's frames: a
+			// buffer full of costly ones (range sets that search the
+			// wait-for graph) would otherwise hold the mutex, and this
+			// processor, for all of them.
+			srv.mu.Unlock()
+			locked = false
+			runtime.Gosched()
+		}
 		f, n, err := protocol.ParseClientFrame(v.buf[off:])
 		if n == 0 && err == nil {
 			break
@@ -420,6 +436,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			srv.mu.Lock()
 			locked = true
 			now = time.Now()
+			lockedAt = now
 			// Every frame read in full refreshes the lease; a session
 			// the table no longer has was ended by another goroutine,
 			// and one closing was kept for a resume (resume.go).

@@ -116,6 +116,9 @@ type serveConfig struct {
 	adminHosts string
 	// httpMaxConns caps the open connections of each HTTP listener.
 	httpMaxConns int
+	// rangeWaitingPerSession, rangeWaitingPerOwner and
+	// rangeOwnersPerSession are the range-lock caps (0: none).
+	rangeWaitingPerSession, rangeWaitingPerOwner, rangeOwnersPerSession int
 	// auditStall bounds every wait for the audit writer.
 	auditStall time.Duration
 	// Cluster mode (docs/cluster.md): on when nodeID is set.
@@ -146,6 +149,9 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port); unauthenticated unless mutual TLS and the ACL's admin rules: keep it on loopback; empty: off")
 	fs.StringVar(&cfg.adminHosts, "admin-allowed-hosts", "BATON_ADMIN_ALLOWED_HOSTS", "", "comma-separated host names the admin API also answers to in the Host header, besides its own address, loopback and localhost ('*': any)")
 	fs.IntVar(&cfg.httpMaxConns, "http-max-connections", "BATON_HTTP_MAX_CONNECTIONS", ops.DefaultMaxConns, "most open connections on each of the ops and admin listeners; more wait in the listen backlog")
+	fs.IntVar(&cfg.rangeWaitingPerSession, "range-waiting-per-session", "BATON_RANGE_WAITING_PER_SESSION", server.DefaultRangeWaitingPerSession, "most waiting range-lock requests of one version 2 session; more are refused (0x0e); 0: no cap")
+	fs.IntVar(&cfg.rangeWaitingPerOwner, "range-waiting-per-owner", "BATON_RANGE_WAITING_PER_OWNER", server.DefaultRangeWaitingPerOwner, "most waiting range-lock requests of one lock owner of a session; more are refused (0x0e); 0: no cap")
+	fs.IntVar(&cfg.rangeOwnersPerSession, "range-owners-per-session", "BATON_RANGE_OWNERS_PER_SESSION", server.DefaultRangeOwnersPerSession, "most range-lock owners (holding or waiting) of one version 2 session; more are refused (0x0e); 0: no cap")
 	fs.StringVar(&cfg.auditLog, "audit-log", "BATON_AUDIT_LOG", "", "append JSON audit lines to this file ('-': standard output); empty: off")
 	fs.DurationVar(&cfg.auditStall, "audit-stall-timeout", "BATON_AUDIT_STALL_TIMEOUT", audit.DefaultStallTimeout, "audit records waiting this long for a write make /readyz answer 503; also bounds every wait for the audit writer (reopen, shutdown)")
 	fs.StringVar(&cfg.logLevel, "log-level", "BATON_LOG_LEVEL", "info", "log level: "+strings.Join(ops.LogLevels, ", "))
@@ -194,6 +200,14 @@ func (c *serveConfig) validate(fs *flagSet) error {
 	}
 	if c.auditStall <= 0 {
 		return fmt.Errorf("%s must be positive, got %v", opt("audit-stall-timeout"), c.auditStall)
+	}
+	for _, r := range []struct {
+		name string
+		v    int
+	}{{"range-waiting-per-session", c.rangeWaitingPerSession}, {"range-waiting-per-owner", c.rangeWaitingPerOwner}, {"range-owners-per-session", c.rangeOwnersPerSession}} {
+		if r.v < 0 {
+			return fmt.Errorf("%s must not be negative, got %d", opt(r.name), r.v)
+		}
 	}
 	if c.httpMaxConns <= 0 {
 		return fmt.Errorf("%s must be positive, got %d", opt("http-max-connections"), c.httpMaxConns)
@@ -351,13 +365,24 @@ type serveEnv struct {
 // serveAddrs are the bound addresses; ops and admin are empty when off.
 type serveAddrs struct{ protocol, ops, admin string }
 
+// rangeCapFlag is a range-lock cap flag (0: none) as a Server field
+// (negative: none).
+func rangeCapFlag(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
 // serve runs the server until ctx ends, then shuts down: the protocol
 // side first (health probes turn 503 at once), then, once every session
 // has closed, the ops and admin HTTP servers, then the audit log.
 func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	logger := env.logger
 	started := time.Now()
-	srv := &server.Server{IOTimeout: cfg.ioTimeout, MaxLease: cfg.maxLease, Logger: logger}
+	srv := &server.Server{IOTimeout: cfg.ioTimeout, MaxLease: cfg.maxLease, Logger: logger,
+		RangeWaitingPerSession: rangeCapFlag(cfg.rangeWaitingPerSession), RangeWaitingPerOwner: rangeCapFlag(cfg.rangeWaitingPerOwner),
+		RangeOwnersPerSession: rangeCapFlag(cfg.rangeOwnersPerSession)}
 	var observers server.Observers
 
 	var cl *clusterRuntime

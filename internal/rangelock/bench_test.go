@@ -1,6 +1,7 @@
 package rangelock_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -143,5 +144,43 @@ func BenchmarkConflict100kRanges(b *testing.B) {
 		if ans, _, err := table.Set(epoch, req); err != nil || ans.State != rangelock.Conflict {
 			b.Fatalf("Set: %+v, %v", ans, err)
 		}
+	}
+}
+
+// BenchmarkWaitOneByte is the cost of one more waiting request on a byte
+// that queue waiting write requests of distinct owners already wait for,
+// each owner holding a byte of its own (so that the deadlock search runs):
+// the new request and its cancel.
+func BenchmarkWaitOneByte(b *testing.B) {
+	for _, queue := range []int{100, 2400} {
+		b.Run(strconv.Itoa(queue), func(b *testing.B) {
+			table := rangelock.New(&locktable.CounterTokens{})
+			own := func(i int) rangelock.Owner { return rangelock.Owner{Session: 1, ID: rangelock.OwnerID(i)} }
+			holder := rangelock.Owner{Session: 2, ID: 1}
+			if _, _, err := table.Set(epoch, rangelock.Request{Key: "k", NS: rangelock.POSIX, Owner: holder, Type: rangelock.Write, Range: rng(0, 0)}); err != nil {
+				b.Fatal(err)
+			}
+			for i := range queue + 1 {
+				off := uint64(i + 1)
+				if _, _, err := table.Set(epoch, rangelock.Request{Key: "k", NS: rangelock.POSIX, Owner: own(i), Type: rangelock.Write, Range: rng(off, off)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			wait := func(i int, tag uint64) {
+				if ans, _, err := table.Set(epoch, rangelock.Request{Key: "k", NS: rangelock.POSIX, Owner: own(i), Type: rangelock.Write, Range: rng(0, 0), Wait: true, Tag: tag}); err != nil || ans.State != rangelock.Waiting {
+					b.Fatalf("Set: %+v, %v", ans, err)
+				}
+			}
+			for i := range queue {
+				wait(i, uint64(i))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				wait(queue, uint64(queue))
+				if _, err := table.Cancel(epoch, 1, uint64(queue)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -16,61 +16,162 @@ package rangelock
 // wait for reaches o in the graph as it is, which wouldDeadlock checks by
 // a depth-first search: sound (a refused request would have closed a
 // cycle) and complete (no cycle ever forms).
+//
+// The search is bounded, as Linux's is (it follows at most 10 blocked
+// locks): it examines at most Limits.SearchBound holders and waiting
+// requests, and a search that reaches the bound answers ErrSearchBound,
+// an ErrDeadlock, without knowing: conservative, never a cycle queued.
+// What keeps ordinary queues far under the bound: an owner that holds
+// and waits for nothing has no edge into it, so its request needs no
+// search at all; and each file's queue is read once per search from
+// its front, skipping the waiters whose owners the search has already
+// reached, so a queue of n writers on one byte costs about 2n steps,
+// not n².
 
-// wouldDeadlock reports whether req, about to wait on f, would close a
-// cycle.
-func (t *Table) wouldDeadlock(f *file, req Request) bool {
-	seen := map[Owner]bool{}
-	var stack []Owner
-	push := func(p Owner) bool {
-		if p == req.Owner {
-			return true
-		}
-		if !seen[p] {
-			seen[p] = true
-			stack = append(stack, p)
-		}
-		return false
+// DefaultSearchBound is the most holders and waiting requests one
+// deadlock search examines (Limits.SearchBound's default): about a
+// quarter of a millisecond of work.
+const DefaultSearchBound = 10000
+
+// search is one wouldDeadlock: the owners reached, the owners still to
+// expand, per file how far from the queue's front every waiter's owner
+// has been reached, and the requests (file, type, range) whose
+// conflicting holders have been visited.
+type search struct {
+	t      *Table
+	target Owner
+	left   int // steps left before the bound
+	seen   map[Owner]bool
+	stack  []Owner
+	front  map[*file]int
+	asked  map[holdersOf]bool // true: the target holds one of them
+}
+
+// holdersOf names the holders of file f that conflict with a lock of
+// type typ over r, whoever asks, except that an owner never conflicts
+// with itself.
+type holdersOf struct {
+	f   *file
+	typ Type
+	r   Range
+}
+
+// wouldDeadlock reports ErrDeadlock when req, about to wait on f, would
+// close a cycle, ErrSearchBound when the search reached its bound, and
+// nil otherwise.
+func (t *Table) wouldDeadlock(f *file, req Request) error {
+	// Only an edge into req.Owner can close a cycle, and only an owner's
+	// held ranges and waiting requests draw edges in.
+	if or := t.owner(req.Owner, false); or == nil || len(or.held) == 0 && len(or.waiting) == 0 {
+		return nil
 	}
-	if f.blockers(req.Owner, req.Type, req.Range, len(f.queue), push) {
-		return true
+	s := &search{t: t, target: req.Owner, left: t.limits.searchBound(), seen: map[Owner]bool{}, front: map[*file]int{},
+		asked: map[holdersOf]bool{}}
+	if err := s.blockers(f, req.Owner, req.Type, req.Range, len(f.queue)); err != nil {
+		return err
 	}
-	for len(stack) > 0 {
-		p := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	for len(s.stack) > 0 {
+		p := s.stack[len(s.stack)-1]
+		s.stack = s.stack[:len(s.stack)-1]
 		or := t.owner(p, false)
 		if or == nil {
 			continue
 		}
 		for _, w := range or.waiting {
-			n := 0
-			for n < len(w.f.queue) && w.f.queue[n] != w {
-				n++
-			}
-			if w.f.blockers(w.owner, w.typ, w.r, n, push) {
-				return true
+			if err := s.blockers(w.f, w.owner, w.typ, w.r, w.f.index(w)); err != nil {
+				return err
 			}
 		}
 	}
-	return false
+	return nil
 }
 
-// blockers calls visit for the owner of every holder of f and of every
-// one of its first n waiters that conflicts with a lock of type typ over
-// r by o, and stops early when visit returns true.
-func (f *file) blockers(o Owner, typ Type, r Range, n int, visit func(Owner) bool) bool {
-	for _, h := range f.holders {
-		if _, ok := h.conflict(o, typ, r); ok && visit(h.owner) {
-			return true
-		}
+// visit reaches owner p: ErrDeadlock when it is the target.
+func (s *search) visit(p Owner) error {
+	if p == s.target {
+		return ErrDeadlock
+	}
+	if !s.seen[p] {
+		s.seen[p] = true
+		s.stack = append(s.stack, p)
+	}
+	return nil
+}
+
+// step counts one holder or waiter examined: ErrSearchBound past the
+// bound.
+func (s *search) step() error {
+	if s.left--; s.left < 0 {
+		return ErrSearchBound
+	}
+	return nil
+}
+
+// blockers visits the owner of every holder of f and of every one of its
+// first n waiters that conflicts with a lock of type typ over r by o (the
+// edges out of such a request), and stops at the first error.
+func (s *search) blockers(f *file, o Owner, typ Type, r Range, n int) error {
+	if err := s.holders(f, o, typ, r); err != nil {
+		return err
 	}
 	if f.holder(o).covers(typ, r) {
-		return false
+		return nil
 	}
-	for _, w := range f.queue[:n] {
-		if conflicting(o, typ, r, w.owner, w.typ, w.r) && visit(w.owner) {
-			return true
+	// Waiters before front[f] all have owners reached already: no edge
+	// to them can add anything.
+	front := s.front[f]
+	for j := front; j < n; j++ {
+		w := f.queue[j]
+		if err := s.step(); err != nil {
+			return err
+		}
+		if !s.seen[w.owner] && conflicting(o, typ, r, w.owner, w.typ, w.r) {
+			if err := s.visit(w.owner); err != nil {
+				return err
+			}
+		}
+		if j == front && s.seen[w.owner] {
+			front++
 		}
 	}
-	return false
+	if front > s.front[f] {
+		s.front[f] = front
+	}
+	return nil
+}
+
+// holders visits the owners of f's holders that conflict with a lock of
+// type typ over r by o. The same request of another owner (waiters on
+// one byte) has the same edges but to the asker's own holder: each of
+// those owners has been reached or is the target.
+func (s *search) holders(f *file, o Owner, typ Type, r Range) error {
+	if err := s.step(); err != nil {
+		return err
+	}
+	k := holdersOf{f, typ, r}
+	if target, ok := s.asked[k]; ok {
+		if target && o != s.target {
+			return ErrDeadlock
+		}
+		return nil
+	}
+	target := false
+	for _, h := range f.holders {
+		if err := s.step(); err != nil {
+			return err
+		}
+		if _, ok := h.conflict(Owner{}, typ, r); !ok {
+			continue
+		}
+		if h.owner == s.target {
+			target = true
+		}
+		if h.owner != o {
+			if err := s.visit(h.owner); err != nil {
+				return err
+			}
+		}
+	}
+	s.asked[k] = target
+	return nil
 }

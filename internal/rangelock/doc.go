@@ -44,7 +44,19 @@
 // A waiting request that would close a cycle in the wait-for graph among
 // owners (across keys, namespaces and sessions; see deadlock.go for the
 // definition) is refused with ErrDeadlock. The graph is kept acyclic, so
-// the check is sound and complete for that definition.
+// the check is complete for that definition, and sound as long as the
+// search stays within its bound (Limits.SearchBound holders and waiting
+// requests examined, DefaultSearchBound unless set): a search that
+// reaches it refuses the request with ErrSearchBound, an ErrDeadlock,
+// as Linux does after 10 steps, so that no request can make the search
+// cost more than that.
+//
+// # Limits
+//
+// SetLimits caps the waiting requests of a session and of an owner, and
+// the owners of a session: what one client could otherwise grow without
+// bound. A request past a cap is refused with its own error and changes
+// nothing.
 //
 // # Cost
 //
@@ -52,7 +64,10 @@
 // ranges, one per type. With k owners holding ranges on a file and n
 // ranges in all, a conflict check or a Query is O(k log n), and a grant
 // or unlock adds O(log n) plus moving the tail of the owner's own slice.
-// A queue is scanned when locks are released.
+// A new waiting request scans its file's queue once; the deadlock search
+// is bounded (above); a waiter leaves its queue by a binary search, and a
+// closing session's waiters leave each queue in one pass. A queue is
+// scanned when locks are released.
 //
 // A Table is not safe for concurrent use; callers serialize access.
 package rangelock

@@ -16,7 +16,12 @@ type Table struct {
 	sessions map[SessionID]*sessRec
 	ranges   int // held ranges, over all files
 	waiters  int
+	limits   Limits
 }
+
+// SetLimits sets the table's limits; New's table has none but the
+// default search bound.
+func (t *Table) SetLimits(l Limits) { t.limits = l }
 
 type fileKey struct {
 	key string
@@ -38,19 +43,19 @@ type file struct {
 	// when it goes from no range on the file to some, as in Linux's lock
 	// list, which F_GETLK walks.
 	holders []*holder
-	queue   []*waiter // arrival order
+	byOwner map[Owner]*holder // the holders by owner
+	queue   []*waiter         // arrival order, so by seq
+	nextSeq uint64
 }
 
-// holder returns o's holder on f, or nil. A linear search: every
-// conflict check already visits every holder.
-func (f *file) holder(o Owner) *holder {
-	for _, h := range f.holders {
-		if h.owner == o {
-			return h
-		}
-	}
-	return nil
+// index returns w's position in f's queue: a binary search by seq.
+func (f *file) index(w *waiter) int {
+	i, _ := slices.BinarySearchFunc(f.queue, w.seq, func(x *waiter, seq uint64) int { return cmp.Compare(x.seq, seq) })
+	return i
 }
+
+// holder returns o's holder on f, or nil.
+func (f *file) holder(o Owner) *holder { return f.byOwner[o] }
 
 // holder is one owner's ranges on one file, by type. The two sets are
 // disjoint; a flock holder has Whole in one of them.
@@ -66,6 +71,7 @@ func (h *holder) n() int { return len(h.reads) + len(h.writes) }
 
 type waiter struct {
 	f     *file
+	seq   uint64 // arrival number on f
 	owner Owner
 	tag   uint64
 	typ   Type
@@ -274,8 +280,12 @@ func (t *Table) Set(now time.Time, req Request) (Answer, Result, error) {
 	if !req.Range.valid() {
 		return Answer{}, res, ErrInvalidRange
 	}
-	if s := t.sessions[req.Owner.Session]; req.Wait && s != nil && s.waiters[req.Tag] != nil {
+	s := t.sessions[req.Owner.Session]
+	if req.Wait && s != nil && s.waiters[req.Tag] != nil {
 		return Answer{}, res, ErrTagExists
+	}
+	if n := t.limits.OwnersPerSession; n > 0 && s != nil && s.owners[req.Owner.ID] == nil && len(s.owners) >= n {
+		return Answer{}, res, ErrOwners
 	}
 	fk := fileKey{req.Key, req.NS}
 	f := t.files[fk]
@@ -314,12 +324,17 @@ func (t *Table) blocked(now time.Time, f *file, req Request, l Lock, res Result)
 		t.tidyFile(f)
 		return Answer{State: Conflict, Conflict: l}, res, nil
 	}
-	if t.wouldDeadlock(f, req) {
+	if err := t.waitLimit(req.Owner); err != nil {
 		t.tidyFile(f)
-		return Answer{}, res, ErrDeadlock
+		return Answer{}, res, err
+	}
+	if err := t.wouldDeadlock(f, req); err != nil {
+		t.tidyFile(f)
+		return Answer{}, res, err
 	}
 	t.files[f.fk] = f
-	w := &waiter{f: f, owner: req.Owner, tag: req.Tag, typ: req.Type, r: req.Range, since: now}
+	f.nextSeq++
+	w := &waiter{f: f, seq: f.nextSeq, owner: req.Owner, tag: req.Tag, typ: req.Type, r: req.Range, since: now}
 	f.queue = append(f.queue, w)
 	or := t.owner(req.Owner, true)
 	or.waiting = append(or.waiting, w)
@@ -330,6 +345,24 @@ func (t *Table) blocked(now time.Time, f *file, req Request, l Lock, res Result)
 	s.waiters[req.Tag] = w
 	t.waiters++
 	return Answer{State: Waiting}, res, nil
+}
+
+// waitLimit refuses one more waiting request of o when its session or
+// o itself has as many as the limits allow.
+func (t *Table) waitLimit(o Owner) error {
+	s := t.sessions[o.Session]
+	if s == nil {
+		return nil
+	}
+	if n := t.limits.WaitingPerSession; n > 0 && len(s.waiters) >= n {
+		return ErrSessionWaiting
+	}
+	if or := s.owners[o.ID]; or != nil {
+		if n := t.limits.WaitingPerOwner; n > 0 && len(or.waiting) >= n {
+			return ErrOwnerWaiting
+		}
+	}
+	return nil
 }
 
 // grant gives o a lock of type typ over r on f and returns its token.
@@ -344,6 +377,10 @@ func (t *Table) hold(f *file, o Owner, typ Type, r Range) {
 	if h == nil {
 		h = &holder{owner: o}
 		f.holders = append(f.holders, h)
+		if f.byOwner == nil {
+			f.byOwner = map[Owner]*holder{}
+		}
+		f.byOwner[o] = h
 		t.owner(o, true).held[f.fk] = f
 	}
 	n := h.n()
@@ -368,6 +405,7 @@ func (t *Table) unset(f *file, h *holder, r Range) {
 		return
 	}
 	f.holders = slices.DeleteFunc(f.holders, func(x *holder) bool { return x == h })
+	delete(f.byOwner, h.owner)
 	if or := t.owner(h.owner, false); or != nil {
 		delete(or.held, f.fk)
 		t.tidy(h.owner)
@@ -403,7 +441,14 @@ func (t *Table) promote(now time.Time, f *file, res *Result) {
 // dequeue takes w out of its file's queue and its owner's and session's
 // records.
 func (t *Table) dequeue(w *waiter) {
-	w.f.queue = slices.DeleteFunc(w.f.queue, func(x *waiter) bool { return x == w })
+	i := w.f.index(w)
+	w.f.queue = slices.Delete(w.f.queue, i, i+1)
+	t.forget(w)
+}
+
+// forget takes w, out of its queue already, out of its owner's and
+// session's records.
+func (t *Table) forget(w *waiter) {
 	t.waiters--
 	s := t.sessions[w.owner.Session]
 	delete(s.waiters, w.tag)
@@ -493,16 +538,24 @@ func (t *Table) CloseSession(now time.Time, sid SessionID) Result {
 	}
 	touched := map[fileKey]*file{}
 	ids := t.dequeueSession(s, touched, &res)
+	// Each file's holder list is compacted once, not once per owner: a
+	// session may hold with many owners on one file.
+	gone := map[*holder]bool{}
 	for _, id := range ids {
 		or := s.owners[id]
 		if or == nil {
 			continue
 		}
-		o := Owner{sid, id}
-		for _, f := range sortedFiles(or.held) {
+		for _, f := range or.held {
 			touched[f.fk] = f
-			t.unset(f, f.holder(o), Whole)
+			h := f.holder(Owner{sid, id})
+			t.ranges -= h.n()
+			delete(f.byOwner, h.owner)
+			gone[h] = true
 		}
+	}
+	for _, f := range touched {
+		f.holders = slices.DeleteFunc(f.holders, func(h *holder) bool { return gone[h] })
 	}
 	for _, f := range sortedFiles(touched) {
 		t.promote(now, f, &res)
@@ -543,9 +596,18 @@ func (t *Table) dequeueSession(s *sessRec, touched map[fileKey]*file, res *Resul
 		ws = append(ws, s.owners[id].waiting...)
 	}
 	slices.SortFunc(ws, func(a, b *waiter) int { return cmp.Compare(a.tag, b.tag) })
+	// One pass over each queue, not one per waiter: a session may wait
+	// many times on one file.
+	gone := make(map[*waiter]bool, len(ws))
 	for _, w := range ws {
+		gone[w] = true
 		touched[w.f.fk] = w.f
-		t.dequeue(w)
+	}
+	for _, f := range touched {
+		f.queue = slices.DeleteFunc(f.queue, func(x *waiter) bool { return gone[x] })
+	}
+	for _, w := range ws {
+		t.forget(w)
 		res.Cancelled = append(res.Cancelled, Cancelled{Key: w.f.fk.key, NS: w.f.fk.ns, Owner: w.owner, Tag: w.tag})
 	}
 	return ids

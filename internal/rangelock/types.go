@@ -227,6 +227,25 @@ type Result struct {
 	Cancelled []Cancelled
 }
 
+// Limits bound what one session can make the table hold and how long a
+// deadlock search may run. A zero cap is no cap; a zero SearchBound is
+// DefaultSearchBound. A request refused by a limit changes nothing, as
+// one answered ErrDeadlock (a flock conversion has dropped its old lock
+// first, as Linux does).
+type Limits struct {
+	WaitingPerSession int // waiting requests of one session (ErrSessionWaiting)
+	WaitingPerOwner   int // waiting requests of one owner (ErrOwnerWaiting)
+	OwnersPerSession  int // owners of one session that hold or wait (ErrOwners)
+	SearchBound       int // holders and waiters one deadlock search examines (ErrSearchBound)
+}
+
+func (l Limits) searchBound() int {
+	if l.SearchBound <= 0 {
+		return DefaultSearchBound
+	}
+	return l.SearchBound
+}
+
 // Errors returned by Table operations. A request answered with an error
 // changes nothing, except that a refused flock conversion has dropped the
 // old lock first, as Linux does.
@@ -240,6 +259,19 @@ var (
 	// ErrDeadlock refuses a waiting request that would close a cycle in
 	// the wait-for graph (EDEADLK).
 	ErrDeadlock = errors.New("rangelock: waiting would deadlock")
+	// ErrSearchBound is an ErrDeadlock answered because the deadlock
+	// search reached Limits.SearchBound before it could tell; as Linux
+	// does, the request is refused rather than risk a cycle.
+	ErrSearchBound = fmt.Errorf("%w (the wait-for search reached its bound)", ErrDeadlock)
+	// ErrSessionWaiting refuses a waiting request of a session that has
+	// Limits.WaitingPerSession waiting requests already.
+	ErrSessionWaiting = errors.New("rangelock: the session has too many waiting requests")
+	// ErrOwnerWaiting refuses a waiting request of an owner that has
+	// Limits.WaitingPerOwner waiting requests already.
+	ErrOwnerWaiting = errors.New("rangelock: the owner has too many waiting requests")
+	// ErrOwners refuses a request of a new owner in a session that has
+	// Limits.OwnersPerSession owners (holding or waiting) already.
+	ErrOwners = errors.New("rangelock: the session has too many lock owners")
 	// ErrConflict refuses to install a handed-over range that conflicts
 	// with another owner's (Install).
 	ErrConflict = errors.New("rangelock: the range conflicts with another owner's")
