@@ -189,17 +189,16 @@ func (srv *Server) init() error {
 			srv.gate = g.NotBefore()
 		}
 		srv.table = locktable.New(tokens)
-		if d := time.Until(srv.gate); d > 0 {
-			// Claims that would be granted before the gate wait in their
-			// queues instead (version 2 answers are never held back);
-			// the timer grants them when it opens, unless a claim has
-			// opened it first.
-			srv.table.SetGate(srv.gate)
-			srv.gateTimer = time.AfterFunc(d, func() {
-				srv.update(func(now time.Time, t *locktable.Table) locktable.Result { return t.OpenGate(now) })
-			})
-		}
 		srv.ranges = newRangeState(tokens)
+		gated := time.Now().Before(srv.gate)
+		if gated {
+			// Claims and range requests that would be granted before the
+			// gate wait in their queues instead (answers are never held
+			// back); the timer below grants them when it opens, unless a
+			// request has opened it first.
+			srv.table.SetGate(srv.gate)
+			srv.ranges.table.SetGate(srv.gate)
+		}
 		srv.ranges.table.SetLimits(rangelock.Limits{
 			WaitingPerSession: rangeCap(srv.RangeWaitingPerSession, DefaultRangeWaitingPerSession),
 			WaitingPerOwner:   rangeCap(srv.RangeWaitingPerOwner, DefaultRangeWaitingPerOwner),
@@ -213,6 +212,9 @@ func (srv *Server) init() error {
 		}
 		if srv.IOTimeout <= 0 {
 			srv.IOTimeout = DefaultIOTimeout
+		}
+		if gated {
+			srv.gateTimer = time.AfterFunc(max(time.Until(srv.gate), 0), srv.openGates)
 		}
 	})
 	return srv.initErr
@@ -460,4 +462,15 @@ func (srv *Server) notify(e Event) { srv.observe(e) }
 // leaseTooLong tells whether a session's lease exceeds MaxLease.
 func (srv *Server) leaseTooLong(lease time.Duration) bool {
 	return srv.MaxLease > 0 && lease > srv.MaxLease
+}
+
+// openGates opens the token gate of both tables: the claims and the range
+// requests that waited for it are granted in the order they came.
+func (srv *Server) openGates() {
+	srv.mu.Lock()
+	now := time.Now()
+	ds := srv.commit(now, srv.table.OpenGate(now))
+	ds = append(ds, srv.rangePushes(srv.ranges.table.OpenGate(now), nil)...)
+	srv.mu.Unlock()
+	srv.deliver(ds)
 }

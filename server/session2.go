@@ -375,11 +375,10 @@ const maxBatchHold = 200 * time.Microsecond
 // session.
 func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan bool) {
 	srv, v := s.srv, s.v2
-	// The token gate holds back grants, never answers: the table queues
-	// a CLAIM it would grant before the gate (locktable.Table.SetGate).
-	// Only a RANGE frame, whose table has no gate, waits for it (below),
-	// and only on a single server.
-	rangeWait := false
+	// The token gate holds back grants, never answers: the tables queue
+	// a CLAIM or RANGE set they would grant before the gate
+	// (locktable.Table.SetGate, rangelock.Table.SetGate), so requests
+	// keep their order across connections.
 	// A cluster node records the session's lease before the first frame
 	// that may hold something (below): it and those after it wait.
 	leaseWait := false
@@ -409,13 +408,6 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		if err != nil && !errors.As(err, &ce) {
 			code, _ = protocol.CodeOf(err)
 			reason = locktable.ReasonProtocolError
-			break
-		}
-		if f.Type == protocol.TypeRange && time.Now().Before(srv.gate) {
-			// A range lock may be granted at once, and its token source
-			// would wait under srv.mu: the frames before it are answered
-			// now, it and those after it once the gate is open.
-			rangeWait = true
 			break
 		}
 		if srv.Router != nil && !v.leaseRecorded && s.mayHold(f, ce) {
@@ -546,10 +538,6 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		}
 		if err := s.flushV2(true); err != nil {
 			return writeFailureReason(err), 0, false
-		}
-		if rangeWait {
-			time.Sleep(time.Until(srv.gate))
-			return s.batch()
 		}
 		if leaseWait {
 			if !srv.Router.RecordLease(v.lease) {

@@ -76,32 +76,58 @@ func TestV2GateHoldsGrantsNotAnswers(t *testing.T) {
 	a.mustHold(3, excl, 0, "after")
 }
 
-// TestV2GateRange: a range request before the gate (its table has no
-// gate of its own) is answered, GRANTED with a token, once the gate
-// opens, never with a token taken early; the frames read before it in
-// the same write are answered at once.
+// TestV2GateRange: the range table has the gate the lock table has. A
+// range set with wait before the gate is answered QUEUED at once and
+// PROMOTED, with a token, once the gate opens, never with a token taken
+// early; a request of another session on the same bytes, sent later but
+// before the gate, stays behind it (a flock -n through a second mount
+// does not overtake a blocking flock through the first); a free no-wait
+// set before the gate is answered conflict, as a no-wait CLAIM is BUSY;
+// frames around them are answered at once.
 func TestV2GateRange(t *testing.T) {
 	t.Parallel()
 	const gateIn = 500 * time.Millisecond
 	start := time.Now()
 	ts, g := startGatedServer(t, start.Add(gateIn))
+	before := func(what string) {
+		t.Helper()
+		at := time.Now()
+		t.Logf("%s after %v (gate at %v)", what, at.Sub(start), gateIn)
+		if !at.Before(g.notBefore) {
+			t.Fatalf("%s arrived %v after the gate, want before it", what, at.Sub(g.notBefore))
+		}
+	}
 
 	a := ts.dialV2(t, longLease, "a")
-	a.mustWrite(append(protocol.AppendPing(nil, 1), rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 99, "f")...))
+	a.mustWrite(append(protocol.AppendPing(nil, 1), rangeFrame(1, protocol.RangeSet, protocol.RangeWait|protocol.RangeFlock, protocol.LockWrite, 7, 0, 0, "f")...))
 	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 1 {
 		t.Fatalf("PING answered %v, want PONG 1", f)
 	}
-	at := time.Now()
-	t.Logf("PONG after %v (gate at %v)", at.Sub(start), gateIn)
-	if !at.Before(g.notBefore) {
-		t.Fatalf("PONG arrived %v after the gate, want before it", at.Sub(g.notBefore))
+	a.expectRange(1, protocol.RangeQueued)
+	before("PONG and QUEUED")
+
+	b := ts.dialV2(t, longLease, "b")
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeFlock, protocol.LockWrite, 9, 0, 0, "f"))
+	if f := b.expectRange(1, protocol.RangeConflict); f.Owner != 7 || f.Label != "a" {
+		t.Fatalf("a later no-wait flock names %v, want a's waiting request (owner 7, label a)", f)
 	}
-	if tok := a.expectRange(1, protocol.RangeGranted).Token; tok == 0 {
-		t.Fatal("range GRANTED without a token")
+	b.mustWrite(rangeFrame(2, protocol.RangeSet, 0, protocol.LockRead, 9, 0, 99, "free"))
+	b.expectRange(2, protocol.RangeConflict)
+	before("b's conflicts")
+
+	tok := a.expectRange(1, protocol.RangePromoted).Token
+	if at := time.Now(); tok == 0 || at.Before(g.notBefore) {
+		t.Fatalf("PROMOTED with token %d, %v after the gate", tok, at.Sub(g.notBefore))
 	}
-	t.Logf("range GRANTED after %v", time.Since(start))
+	t.Logf("range PROMOTED after %v", time.Since(start))
 	if g.early.Load() {
 		t.Fatal("a token was issued before the gate")
+	}
+	b.mustWrite(rangeFrame(3, protocol.RangeSet, protocol.RangeFlock, protocol.LockWrite, 9, 0, 0, "f"))
+	b.expectRange(3, protocol.RangeConflict)
+	b.mustWrite(rangeFrame(4, protocol.RangeSet, 0, protocol.LockRead, 9, 0, 99, "free"))
+	if f := b.expectRange(4, protocol.RangeGranted); f.Token <= tok {
+		t.Fatalf("a grant after the gate has token %d, not above %d", f.Token, tok)
 	}
 }
 

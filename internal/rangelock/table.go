@@ -17,6 +17,10 @@ type Table struct {
 	ranges   int // held ranges, over all files
 	waiters  int
 	limits   Limits
+	// gate, when gated, is the instant before which nothing is granted
+	// (gate.go).
+	gate  time.Time
+	gated bool
 }
 
 // SetLimits sets the table's limits; New's table has none but the
@@ -280,6 +284,11 @@ func (t *Table) Set(now time.Time, req Request) (Answer, Result, error) {
 	if !req.Range.valid() {
 		return Answer{}, res, ErrInvalidRange
 	}
+	if t.gated && !t.closed(now) {
+		// The gate's time has come before its timer: open it first, so
+		// that the requests that waited for it keep their place.
+		res = t.OpenGate(now)
+	}
 	s := t.sessions[req.Owner.Session]
 	if req.Wait && s != nil && s.waiters[req.Tag] != nil {
 		return Answer{}, res, ErrTagExists
@@ -310,6 +319,11 @@ func (t *Table) Set(now time.Time, req Request) (Answer, Result, error) {
 	}
 	if w, ok := f.waiterConflict(req.Owner, req.Type, req.Range, len(f.queue)); ok {
 		return t.blocked(now, f, req, Lock{Owner: w.owner, Type: w.typ, Range: w.r, Waiting: true}, res)
+	}
+	if t.closed(now) {
+		// Free, but no token before the gate: it waits its turn (or,
+		// without Wait, is answered Conflict naming no lock).
+		return t.blocked(now, f, req, Lock{}, res)
 	}
 	t.files[fk] = f
 	tok := t.grant(f, req.Owner, req.Type, req.Range)
@@ -417,6 +431,10 @@ func (t *Table) unset(f *file, h *holder, r Range) {
 // earlier waiter through (a waiter's own downgrade), hence the repeat;
 // each round grants at least one waiter, so it ends.
 func (t *Table) promote(now time.Time, f *file, res *Result) {
+	if t.closed(now) {
+		t.tidyFile(f)
+		return // OpenGate grants them
+	}
 	for granted := true; granted; {
 		granted = false
 		for i := 0; i < len(f.queue); i++ {
