@@ -104,6 +104,9 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 			st, token = protocol.RangeGranted, a.Token
 		case rangelock.Waiting:
 			st = protocol.RangeQueued
+			// A set without wait queued before the token gate: answered
+			// granted when the gate opens (rangePushes).
+			answer = f.Flags&protocol.RangeWait != 0
 		case rangelock.Conflict:
 			st, conflict = protocol.RangeConflict, rs.lockFrame(a.Conflict)
 		}
@@ -211,7 +214,11 @@ func (srv *Server) rangePushes(res rangelock.Result, self *session) []delivery {
 		push(c.Owner.Session, c.Tag, protocol.RangeCancelled, 0)
 	}
 	for _, g := range res.Grants {
-		push(g.Owner.Session, g.Tag, protocol.RangePromoted, g.Token)
+		st := protocol.RangePromoted
+		if g.NoWait {
+			st = protocol.RangeGranted
+		}
+		push(g.Owner.Session, g.Tag, st, g.Token)
 	}
 	return ds
 }

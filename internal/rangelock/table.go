@@ -81,6 +81,9 @@ type waiter struct {
 	typ   Type
 	r     Range
 	since time.Time
+	// noWait: a request without Wait queued before the token gate, to
+	// be granted when it opens (gate.go).
+	noWait bool
 }
 
 type sessRec struct {
@@ -321,9 +324,10 @@ func (t *Table) Set(now time.Time, req Request) (Answer, Result, error) {
 		return t.blocked(now, f, req, Lock{Owner: w.owner, Type: w.typ, Range: w.r, Waiting: true}, res)
 	}
 	if t.closed(now) {
-		// Free, but no token before the gate: it waits its turn (or,
-		// without Wait, is answered Conflict naming no lock).
-		return t.blocked(now, f, req, Lock{}, res)
+		// Free, but no token before the gate: it waits its turn. One
+		// without Wait is queued too, since nothing before it conflicts:
+		// the gate's opening grants it for certain (gate.go).
+		return t.queue(now, f, req, res)
 	}
 	t.files[fk] = f
 	tok := t.grant(f, req.Owner, req.Type, req.Range)
@@ -338,6 +342,16 @@ func (t *Table) blocked(now time.Time, f *file, req Request, l Lock, res Result)
 		t.tidyFile(f)
 		return Answer{State: Conflict, Conflict: l}, res, nil
 	}
+	return t.queue(now, f, req, res)
+}
+
+// queue puts req at the end of f's queue, unless a limit or the deadlock
+// check refuses it.
+func (t *Table) queue(now time.Time, f *file, req Request, res Result) (Answer, Result, error) {
+	if s := t.sessions[req.Owner.Session]; s != nil && s.waiters[req.Tag] != nil {
+		t.tidyFile(f)
+		return Answer{}, res, ErrTagExists
+	}
 	if err := t.waitLimit(req.Owner); err != nil {
 		t.tidyFile(f)
 		return Answer{}, res, err
@@ -348,7 +362,7 @@ func (t *Table) blocked(now time.Time, f *file, req Request, l Lock, res Result)
 	}
 	t.files[f.fk] = f
 	f.nextSeq++
-	w := &waiter{f: f, seq: f.nextSeq, owner: req.Owner, tag: req.Tag, typ: req.Type, r: req.Range, since: now}
+	w := &waiter{f: f, seq: f.nextSeq, owner: req.Owner, tag: req.Tag, typ: req.Type, r: req.Range, since: now, noWait: !req.Wait}
 	f.queue = append(f.queue, w)
 	or := t.owner(req.Owner, true)
 	or.waiting = append(or.waiting, w)
@@ -449,7 +463,7 @@ func (t *Table) promote(now time.Time, f *file, res *Result) {
 			i--
 			tok := t.grant(f, w.owner, w.typ, w.r)
 			res.Grants = append(res.Grants, Grant{Key: f.fk.key, NS: f.fk.ns, Owner: w.owner, Tag: w.tag,
-				Type: w.typ, Range: w.r, Token: tok, Waited: now.Sub(w.since)})
+				Type: w.typ, Range: w.r, Token: tok, Waited: now.Sub(w.since), NoWait: w.noWait})
 			granted = true
 		}
 	}

@@ -209,6 +209,9 @@ type Grant struct {
 	Range  Range
 	Token  uint64
 	Waited time.Duration
+	// NoWait marks the grant of a request made without Wait before the
+	// token gate (gate.go): its answer, not a promotion.
+	NoWait bool
 }
 
 // Cancelled is a waiting request that was removed without a grant
