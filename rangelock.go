@@ -267,6 +267,8 @@ func rangeStatusErr(f protocol.Frame) error {
 		return ErrRangeUnavailable
 	case protocol.RangeLimit:
 		return ErrRangeLimit
+	case protocol.RangeDenied:
+		return protocol.ErrNotAuthorized
 	}
 	return fmt.Errorf("%w: %v", ErrProtocolViolation, f)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
 
@@ -146,5 +147,35 @@ func TestSetRangeLimit(t *testing.T) {
 	}
 	if h, ok, err := s.QueryRange(ctx, RangeLock{Key: "f", Owner: 3, Type: WriteLock, Start: 20, End: 29}); err != nil || ok {
 		t.Fatalf("the refused range is held: %v %v %v", h, ok, err)
+	}
+}
+
+// denyKeys is an Authorizer that refuses every lock name in its set.
+type denyKeys map[string]bool
+
+func (d denyKeys) Allow(_, lock string) bool { return !d[lock] }
+
+// TestSetRangeNotAuthorized: a range set on a key the server's ACL
+// refuses returns protocol.ErrNotAuthorized (the mount's EACCES), not a
+// protocol violation, and the session lives on.
+func TestSetRangeNotAuthorized(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &server.Server{Logger: slog.New(slog.DiscardHandler), Authorizer: denyKeys{"mount:etc/passwd": true}}
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close(); <-served })
+	s := openReal(t, ln.Addr().String(), 5*time.Second, "refused")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	l := RangeLock{Key: "mount:etc/passwd", Owner: 1, Type: WriteLock, End: 9}
+	if _, err := s.SetRange(ctx, l, true); !errors.Is(err, protocol.ErrNotAuthorized) {
+		t.Fatalf("a set on a refused key: %v, want ErrNotAuthorized", err)
+	}
+	l.Key = "mount:home/report"
+	if _, err := s.SetRange(ctx, l, false); err != nil {
+		t.Fatalf("a set on an allowed key after the refusal: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/protocol"
 )
 
 // TestErrnoRangeUnavailable: a cluster node's "not served for now" is
@@ -31,6 +32,8 @@ func TestErrnoRangeUnavailable(t *testing.T) {
 		baton.ErrDeadlock:      syscall.EDEADLK,
 		baton.ErrInvalidRange:  syscall.EINVAL,
 		baton.ErrRangeLimit:    syscall.ENOLCK,
+		// A key the server's ACL refuses (docs/security.md).
+		protocol.ErrNotAuthorized: syscall.EACCES,
 	} {
 		if got := l.errno("setlk", err); got != want {
 			t.Errorf("%v is %v, want %v", err, got, want)

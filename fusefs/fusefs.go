@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/protocol"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -697,6 +698,8 @@ func (l *lockFS) errno(op string, err error) syscall.Errno {
 	case errors.Is(err, baton.ErrRangeLimit):
 		// Linux's answer when it has no room for another lock.
 		return syscall.ENOLCK
+	case errors.Is(err, protocol.ErrNotAuthorized):
+		return syscall.EACCES
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
 	}

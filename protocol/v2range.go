@@ -138,11 +138,15 @@ const (
 	// (docs/capacity.md); nothing changed (ENOLCK). Not retried by
 	// itself: it lasts until the session's own requests end.
 	RangeLimit RangeStatus = 0x0e
+	// RangeDenied: set, query, unlock, release: the access-control list
+	// refuses the session's identity the key, as it would a CLAIM on a
+	// lock of that name; nothing changed (EACCES).
+	RangeDenied RangeStatus = 0x0f
 )
 
 func (s RangeStatus) String() string {
 	names := [...]string{"", "granted", "queued", "conflict", "promoted", "done", "free", "locked",
-		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable", "moved", "limit"}
+		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable", "moved", "limit", "denied"}
 	if int(s) < len(names) && s != 0 {
 		return names[s]
 	}

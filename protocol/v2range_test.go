@@ -98,10 +98,10 @@ func TestRangeResumeMalformed(t *testing.T) {
 
 // TestRangeStatusNames: every status of docs/protocol.md has its name,
 // through 0x0c (unavailable: a cluster node cannot serve the key now),
-// the hop-only 0x0d (moved) and 0x0e (limit).
+// the hop-only 0x0d (moved), 0x0e (limit) and 0x0f (denied).
 func TestRangeStatusNames(t *testing.T) {
 	want := []string{"granted", "queued", "conflict", "promoted", "done", "free", "locked",
-		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable", "moved", "limit"}
+		"deadlock", "cancelled", "invalid", "req-in-use", "unavailable", "moved", "limit", "denied"}
 	for i, name := range want {
 		if got := protocol.RangeStatus(i + 1).String(); got != name {
 			t.Errorf("status 0x%02x is %q, want %q", i+1, got, name)
@@ -116,8 +116,11 @@ func TestRangeStatusNames(t *testing.T) {
 	if protocol.RangeLimit != 0x0e {
 		t.Errorf("RangeLimit is 0x%02x, want 0x0e", uint8(protocol.RangeLimit))
 	}
-	if got := protocol.RangeStatus(0x0f).String(); got != "status(0x0f)" {
-		t.Errorf("status 0x0f is %q", got)
+	if protocol.RangeDenied != 0x0f {
+		t.Errorf("RangeDenied is 0x%02x, want 0x0f", uint8(protocol.RangeDenied))
+	}
+	if got := protocol.RangeStatus(0x10).String(); got != "status(0x10)" {
+		t.Errorf("status 0x10 is %q", got)
 	}
 }
 

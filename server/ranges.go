@@ -72,6 +72,9 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 	case protocol.RangeResume:
 		return s.resumeRange(now, f)
 	}
+	if s.rangeDenied(now, f) {
+		return nil
+	}
 	if srv.Router != nil && s.routeRange(now, f) {
 		return nil
 	}
@@ -153,6 +156,23 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 		})
 	}
 	return srv.rangePushes(res, s)
+}
+
+// rangeDenied answers RANGE frame f RangeDenied, and reports it, when the
+// access-control list refuses the session's identity its key: range keys
+// are lock names, under the same rules as CLAIM and ACQUIRE. A cancel
+// names only the session's own waiting request and is never refused.
+func (s *session) rangeDenied(now time.Time, f protocol.Frame) bool {
+	a := s.srv.Authorizer
+	if a == nil || f.Op == protocol.RangeCancel || a.Allow(s.peer.Identity, f.Name) {
+		return false
+	}
+	s.srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: s.peer, Protocol: protocol.Version2,
+		Session: locktable.SessionID(s.id), Label: s.v2.label})
+	s.v2.appendOut(s, func(b []byte) []byte {
+		return protocol.AppendRangeAnswer(b, f.Claim, protocol.RangeDenied, 0, protocol.Frame{})
+	})
+	return true
 }
 
 // RangeRefusals are the reasons of EventRangeRefused: a range set
