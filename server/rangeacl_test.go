@@ -15,7 +15,9 @@ type denySwitch struct {
 	on     atomic.Bool
 }
 
-func (d *denySwitch) Allow(_, lock string) bool { return !d.on.Load() || !strings.HasPrefix(lock, d.prefix) }
+func (d *denySwitch) Allow(_, lock string) bool {
+	return !d.on.Load() || !strings.HasPrefix(lock, d.prefix)
+}
 
 // TestRangeACL: range keys are lock names under the same access-control
 // list as CLAIM and ACQUIRE. A set, query, unlock or release-owner on a
