@@ -48,6 +48,7 @@ type Metrics struct {
 	protocolErrors *prometheus.CounterVec
 	refusals       *prometheus.CounterVec
 	reassertions   *prometheus.CounterVec
+	limitRefusals  *prometheus.CounterVec
 	sessionsKept   prometheus.Counter
 	accepted       prometheus.Counter
 	acceptErrors   prometheus.Counter
@@ -107,6 +108,10 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 			Name: "baton_reassertions_total",
 			Help: "Version 2 re-assertions, by result: adopted (from a kept session), installed (on a name taken over, with its old token), requeued, refused (0x04), stale_ring (0x05), retry (0x03), relayed (to the name's owner).",
 		}, []string{"result"}),
+		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_limit_refusals_total",
+			Help: "Requests refused by a server limit, by limit: session_claims and waiters (a CLAIM or ACQUIRE answered 0x07), client_sessions (a session answered ERROR 0x07), kept_sessions and kept_claims (a resumable session not kept after its connection broke).",
+		}, []string{"limit"}),
 		sessionsKept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_sessions_kept_total",
 			Help: "Resumable version 2 sessions kept, with their claims, after their connection broke.",
@@ -163,6 +168,9 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	for _, r := range server.ReassertResults {
 		m.reassertions.WithLabelValues(r)
 	}
+	for _, l := range server.Limits {
+		m.limitRefusals.WithLabelValues(l)
+	}
 
 	src := cfg.Source
 	gauge := func(name, help string, f func(Source) int) prometheus.Collector {
@@ -214,7 +222,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		gauge("baton_connections_active", "Open protocol connections.", func(s Source) int { return s.Sessions() }),
 		gauge("baton_locks_held", "Locks that have an owner.", func(s Source) int { return s.Counts().Locks }),
 		gauge("baton_waiters", "Claims waiting in a queue.", func(s Source) int { return s.Counts().Waiters }),
-		m.acquires, m.releases, m.dequeues, m.protocolErrors, m.refusals, m.reassertions, m.sessionsKept,
+		m.acquires, m.releases, m.dequeues, m.protocolErrors, m.refusals, m.reassertions, m.limitRefusals, m.sessionsKept,
 		m.accepted, m.acceptErrors, m.heartbeats, m.aclDenials, m.tlsErrors,
 		auditDropped, auditWaiting, m.wait, m.hold,
 	)
@@ -263,6 +271,8 @@ func (m *Metrics) Observe(e server.Event) {
 		m.reassertions.WithLabelValues(e.Action).Inc()
 	case server.EventSessionKept:
 		m.sessionsKept.Inc()
+	case server.EventLimit:
+		m.limitRefusals.WithLabelValues(e.Action).Inc()
 	}
 }
 

@@ -54,6 +54,9 @@ const (
 	// arrived on Session; Action is its result (ReassertResults), Token
 	// the token it keeps, Code the REFUSED code of a refused one.
 	EventReasserted
+	// EventLimit: a limit (Action, one of Limits) refused something of
+	// Peer: a claim on Lock, a session, or keeping a resumable Session.
+	EventLimit
 )
 
 func (k EventKind) String() string {
@@ -92,6 +95,8 @@ func (k EventKind) String() string {
 		return "session_kept"
 	case EventReasserted:
 		return "reasserted"
+	case EventLimit:
+		return "limit"
 	}
 	return "unknown"
 }
