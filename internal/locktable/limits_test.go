@@ -178,3 +178,41 @@ func claim(t *testing.T, tb *locktable.Table, sid locktable.SessionID, cid lockt
 	}
 	return st
 }
+
+// LockPage returns the queue's waiters from offset, at most limit, in
+// queue order, and the whole queue's length.
+func TestLockPage(t *testing.T) {
+	tb := locktable.New(&locktable.CounterTokens{})
+	for sid := locktable.SessionID(1); sid <= 6; sid++ {
+		if err := tb.Open(epoch, sid, locktable.SessionParams{Lease: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		claim(t, tb, sid, 1, "a")
+	}
+	for _, tc := range []struct {
+		offset, limit int
+		want          []locktable.SessionID
+	}{
+		{0, 2, []locktable.SessionID{2, 3}},
+		{3, 10, []locktable.SessionID{5, 6}},
+		{5, 1, nil},
+		{99, 1, nil},
+		{0, 0, nil},
+		{-1, 1, []locktable.SessionID{2}},
+	} {
+		l, ok := tb.LockPage("a", tc.offset, tc.limit)
+		if !ok {
+			t.Fatal("LockPage: no lock")
+		}
+		var got []locktable.SessionID
+		for _, w := range l.Waiters {
+			got = append(got, w.Session)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) || l.WaiterCount != 5 || len(l.Holders) != 1 {
+			t.Errorf("LockPage(a, %d, %d): waiters %v of %d, %d holders; want %v of 5, 1 holder", tc.offset, tc.limit, got, l.WaiterCount, len(l.Holders), tc.want)
+		}
+	}
+	if _, ok := tb.LockPage("none", 0, 1); ok {
+		t.Error("LockPage of a lock nobody holds reports one")
+	}
+}
