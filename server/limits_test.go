@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"crypto/tls"
 	"testing"
+
+	"github.com/batonlock/baton/internal/testpki"
 
 	"github.com/batonlock/baton/ops"
 	"github.com/batonlock/baton/protocol"
@@ -213,4 +216,52 @@ func TestLimitKept(t *testing.T) {
 	d, wd := keep("d", "d1", "d2")
 	d.breakConn()
 	ts.events.wait(t, "d kept", keptEvent(wd.Session))
+}
+
+// TestLimitSessionsPerIdentity: under mutual TLS the sessions count per
+// certificate identity, not per address: one identity at its limit is
+// refused, another from the same address is served.
+func TestLimitSessionsPerIdentity(t *testing.T) {
+	t.Parallel()
+	ca, err := testpki.NewCA("baton test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(l testpki.Leaf) tls.Certificate {
+		c, err := ca.Issue(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.TLS
+	}
+	srvCert := issue(testpki.Localhost("baton server"))
+	a := &testPKI{pool: ca.Pool(), server: srvCert, client: issue(testpki.Leaf{CommonName: "a", URIs: []string{"spiffe://baton.test/a"}})}
+	b := &testPKI{pool: ca.Pool(), server: srvCert, client: issue(testpki.Leaf{CommonName: "b", URIs: []string{"spiffe://baton.test/b"}})}
+	ts, refusals := startLimited(t, func(s *server.Server) {
+		s.MaxSessionsPerClient = 1
+		s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
+	})
+	acquire := func(p *testPKI, name string) protocol.ServerFrame {
+		t.Helper()
+		c, _ := ts.dialTLS(t, p)
+		if _, err := c.Write(acquireFrame(name, longLease)); err != nil {
+			t.Fatal(err)
+		}
+		return readTLSFrame(t, c)
+	}
+	if f := acquire(a, "a1"); f.Type != protocol.TypeAcquired {
+		t.Fatalf("first session of identity a: %v", f)
+	}
+	if f := acquire(a, "a2"); f.Type != protocol.TypeError || f.Code != protocol.CodeLimitReached {
+		t.Fatalf("second session of identity a: %v, want ERROR 0x07", f)
+	}
+	if f := acquire(b, "b1"); f.Type != protocol.TypeAcquired {
+		t.Fatalf("first session of identity b, same address: %v", f)
+	}
+	if got := refusals(server.LimitClientSession); got != 1 {
+		t.Errorf("baton_limit_refusals_total{limit=%q} = %v, want 1", server.LimitClientSession, got)
+	}
+	if li, ok := ts.Lock("a1"); !ok || li.Holder.Peer.Identity != "spiffe://baton.test/a" {
+		t.Errorf("identity a's lock after the refusal: %+v", li)
+	}
 }
