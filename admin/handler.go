@@ -57,6 +57,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -391,7 +392,19 @@ func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := LockList{Locks: []Lock{}}
-	for _, l := range h.Server.Snapshot(match) {
+	var all []locktable.LockInfo
+	if p, ok := h.Server.(Pager); ok {
+		// Only each lock's page of waiters is copied under the mutex.
+		names := p.LockNames()
+		if match != nil {
+			names = slices.DeleteFunc(names, func(n string) bool { return !match(n) })
+		}
+		slices.Sort(names)
+		all = p.Locks(names, waiters)
+	} else {
+		all = h.Server.Snapshot(match)
+	}
+	for _, l := range all {
 		list.Locks = append(list.Locks, fromInfo(l, 0, waiters))
 	}
 	writeJSON(w, http.StatusOK, list)
