@@ -265,3 +265,41 @@ func TestLimitSessionsPerIdentity(t *testing.T) {
 		t.Errorf("identity a's lock after the refusal: %+v", li)
 	}
 }
+
+// TestLimitKeptAbandoned: a resumable session still open whose client
+// re-asserts elsewhere, with a claim and a range lock, while the kept
+// sessions are at their limit: its range lock is kept for the resume
+// (that is the range table's business), and its claim, not kept, ends
+// at once (its waiter is promoted) rather than staying with no reader.
+func TestLimitKeptAbandoned(t *testing.T) {
+	t.Parallel()
+	ts, refusals := startLimited(t, func(s *server.Server) { s.MaxKeptSessions = 1 })
+	k, wk := ts.dialResumable(t, longLease, "kept")
+	k.mustHold(1, excl2, 0, "k")
+	k.breakConn()
+	ts.events.wait(t, "kept", keptEvent(wk.Session))
+
+	a, wa := ts.dialResumable(t, longLease, "a")
+	a.mustHold(1, excl2, 0, "job")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 7, 0, 9, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	waiter := ts.dialV2(t, longLease, "waiter")
+	waiter.mustQueue(1, excl2, 0, "job")
+
+	// Its client re-asserts the claim on a new session: the open one is
+	// abandoned, its claim not kept (the limit), so the re-assertion
+	// finds nothing and the waiter is promoted.
+	a2, _ := ts.dialResumable(t, longLease, "a")
+	if f := a2.reassert(1, excl2, "job", 0, wa); f.Type != protocol.TypeRefused || f.Code != protocol.CodeReassertRefused {
+		t.Fatalf("re-assertion of a claim not kept answered %v, want REFUSED 0x04", f)
+	}
+	waiter.expectPromoted(1)
+	a2.mustWrite(resumeRangeFrame(1, 0, protocol.LockWrite, 7, 0, 9, "f", wa))
+	a2.expectRange(1, protocol.RangeDone)
+	if got := refusals(server.LimitKeptSessions); got != 1 {
+		t.Errorf("baton_limit_refusals_total{limit=%q} = %v, want 1", server.LimitKeptSessions, got)
+	}
+	if _, ok := ts.Lock("k"); !ok {
+		t.Errorf("the session kept first lost its claim")
+	}
+}

@@ -200,13 +200,19 @@ func (s *session) welcome(now time.Time, hello protocol.Frame) (_ protocol.Frame
 // with srv.mu held.
 func (srv *Server) keepAbandonedLocked(now time.Time, s *session) []delivery {
 	var ds []delivery
-	kept := false
+	kept, claimsKept := false, false
 	if _, err := srv.table.Touch(now, s.id); err == nil {
-		ds, kept = srv.keepLocked(now, s)
+		ds, claimsKept = srv.keepLocked(now, s)
+		kept = claimsKept
 	}
 	if srv.ranges.table.HasSession(rangelock.SessionID(s.id)) {
 		ds = append(ds, srv.keepRangesLocked(s)...)
 		kept = true
+	}
+	if kept && !claimsKept && srv.table.ClaimCount(s.id) > 0 {
+		// Claims a kept-session limit did not keep end with the
+		// connection: its reader will not end them.
+		ds = append(ds, srv.commit(now, srv.table.End(now, s.id, locktable.ReasonGraceful))...)
 	}
 	if kept {
 		s.v2.keepRanges = true
