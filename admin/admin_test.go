@@ -104,7 +104,7 @@ func TestLockShape(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("GET = %d %v", code, v)
 	}
-	if v["name"] != "jobs/eu deploy" || len(v) != 4 {
+	if v["name"] != "jobs/eu deploy" || v["waiters_total"] != 2.0 || len(v) != 5 {
 		t.Errorf("lock = %v", v)
 	}
 	h := v["holder"].(map[string]any)

@@ -36,8 +36,12 @@ import (
 type Pager interface {
 	// LockNames returns the name of every lock with an owner, unsorted.
 	LockNames() []string
-	// Locks describes the locks of names that are still held.
-	Locks(names []string) []locktable.LockInfo
+	// Locks describes the locks of names that are still held, each
+	// with at most its first waiters waiters.
+	Locks(names []string, waiters int) []locktable.LockInfo
+	// LockPage describes one lock with the waiters [offset,
+	// offset+limit) of its queue.
+	LockPage(name string, offset, limit int) (locktable.LockInfo, bool)
 	// SessionInfos describes every session, unsorted.
 	SessionInfos() []locktable.SessionInfo
 	// OldestQueued returns when the longest-waiting claim arrived.
@@ -52,6 +56,31 @@ const DefaultSnapshotMaxAge = time.Second
 // MaxPage is the largest page a listing returns (limit above it is
 // lowered).
 const MaxPage = 1000
+
+// DefaultWaiterPage is how many waiters of each lock a view shows
+// unless waiters_limit asks for another number (up to MaxPage): a queue
+// of any length costs one page (waiters_total counts them all).
+const DefaultWaiterPage = 100
+
+// waiterPage parses waiters_limit and waiters_offset.
+func waiterPage(w http.ResponseWriter, r *http.Request) (limit, offset int, ok bool) {
+	q := r.URL.Query()
+	limit = DefaultWaiterPage
+	for _, p := range []struct {
+		key string
+		v   *int
+	}{{"waiters_limit", &limit}, {"waiters_offset", &offset}} {
+		if s := q.Get(p.key); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("%s %q: want a non-negative decimal number", p.key, s))
+				return 0, 0, false
+			}
+			*p.v = n
+		}
+	}
+	return min(limit, MaxPage), offset, true
+}
 
 // Stats counts what the dashboard charts that the lock table does not
 // keep: grants since start. It is a server.Observer; install it among the
@@ -179,7 +208,7 @@ func (h *handler) readable(r *http.Request) func(string) bool {
 
 // pagedLocks answers GET /api/locks with limit or offset: one page, in
 // name order.
-func (h *handler) pagedLocks(w http.ResponseWriter, match func(string) bool, limit, offset int) {
+func (h *handler) pagedLocks(w http.ResponseWriter, match func(string) bool, limit, offset, waiters int) {
 	if p, ok := h.Server.(Pager); ok {
 		at := time.Now()
 		names := p.LockNames()
@@ -190,8 +219,8 @@ func (h *handler) pagedLocks(w http.ResponseWriter, match func(string) bool, lim
 		lo, hi := window(len(names), limit, offset)
 		total := len(names)
 		list := LockList{Locks: []Lock{}, Offset: offset, Total: &total, SnapshotAt: &Time{at}}
-		for _, l := range p.Locks(names[lo:hi]) {
-			list.Locks = append(list.Locks, fromInfo(l))
+		for _, l := range p.Locks(names[lo:hi], waiters) {
+			list.Locks = append(list.Locks, fromInfo(l, 0, waiters))
 		}
 		writeJSON(w, http.StatusOK, list)
 		return
@@ -204,7 +233,7 @@ func (h *handler) pagedLocks(w http.ResponseWriter, match func(string) bool, lim
 			continue
 		}
 		if n >= offset && n < offset+limit {
-			list.Locks = append(list.Locks, fromInfo(l))
+			list.Locks = append(list.Locks, fromInfo(l, 0, waiters))
 		}
 		n++
 	}

@@ -297,3 +297,62 @@ func labelled(l admin.SessionList, label string) []admin.Session {
 	}
 	return out
 }
+
+// TestWaiterPages: a lock's waiters come one page at a time, with the
+// whole queue's length, in listings (the first waiters_limit, default
+// DefaultWaiterPage) and for one lock (from waiters_offset), through the
+// Pager and through the shared snapshot: a long queue makes a small
+// answer.
+func TestWaiterPages(t *testing.T) {
+	const queued = 3 * admin.DefaultWaiterPage / 2
+	for _, hide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("snapshot=%v", hide), func(t *testing.T) {
+			_, addr, base := dash(t, hide, admin.Config{SnapshotMaxAge: time.Hour})
+			h := opstest.Dial(t, addr)
+			h.Acquire("q", time.Minute)
+			h.Expect(protocol.TypeAcquired, 0)
+			w := opstest.DialV2(t, addr, time.Minute, "w")
+			var b []byte
+			for id := uint32(1); id <= queued; id++ {
+				b = protocol.AppendClaim(b, id, protocol.ModeExclusive, 0, 0, "q")
+			}
+			w.Send(b)
+			for id := uint32(1); id <= queued; id++ {
+				w.ExpectV2(protocol.TypeQueued, id, 0)
+			}
+			claims := func(l admin.Lock) (first, last uint64) {
+				if len(l.Waiters) == 0 {
+					return 0, 0
+				}
+				return l.Waiters[0].Claim.Claim, l.Waiters[len(l.Waiters)-1].Claim.Claim
+			}
+			check := func(what string, l admin.Lock, n int, first uint64) {
+				t.Helper()
+				f, last := claims(l)
+				if len(l.Waiters) != n || l.WaitersTotal != queued || (n > 0 && (f != first || last != first+uint64(n)-1)) {
+					t.Errorf("%s: waiters %d..%d (%d) of %d, want %d from %d of %d", what, f, last, len(l.Waiters), l.WaitersTotal, n, first, queued)
+				}
+			}
+			l := getJSON[admin.LockList](t, base+"/api/locks?limit=1")
+			check("paged listing", l.Locks[0], admin.DefaultWaiterPage, 1)
+			l = getJSON[admin.LockList](t, base+"/api/locks?limit=1&waiters_limit=3")
+			check("paged listing, waiters_limit=3", l.Locks[0], 3, 1)
+			l = getJSON[admin.LockList](t, base+"/api/locks")
+			check("unpaged listing", l.Locks[0], admin.DefaultWaiterPage, 1)
+			one := getJSON[admin.Lock](t, base+"/api/locks/q")
+			check("one lock", one, admin.DefaultWaiterPage, 1)
+			one = getJSON[admin.Lock](t, base+"/api/locks/q?waiters_offset=140&waiters_limit=20")
+			check("one lock from 140", one, queued-140, 141)
+			if one.WaitersOffset != 140 || one.QueueLength() != queued {
+				t.Errorf("waiters_offset %d, queue length %d", one.WaitersOffset, one.QueueLength())
+			}
+			one = getJSON[admin.Lock](t, base+"/api/locks/q?waiters_offset=9999")
+			check("one lock past the end", one, 0, 0)
+			for _, q := range []string{"waiters_limit=-1", "waiters_offset=x"} {
+				if code, _, _ := call(t, "GET", base+"/api/locks/q?"+q); code != 400 {
+					t.Errorf("?%s = %d, want 400", q, code)
+				}
+			}
+		})
+	}
+}

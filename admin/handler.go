@@ -5,11 +5,13 @@
 //	GET    /api/info                                   version, uptime, configuration, counts
 //	GET    /api/locks[?match=GLOB]                     every lock with an owner or a queue
 //	GET    /api/locks?match=GLOB&limit=N&offset=M      one page of them, with the total
+//	       (both: the first waiters_limit=K waiters of each, default 100)
 //	GET    /api/sessions[?limit=N&offset=M]            sessions with a claim (dashboard.go)
 //	GET    /api/summary                                counters for a chart (dashboard.go)
 //	GET    /api/cluster                                cluster status, when Config.Cluster is set
 //	GET    /api/cluster/owner?name=X                   the member owning name X (ClusterHandler)
 //	GET    /api/locks/{name}                           one lock: holder and waiters in FIFO order
+//	GET    /api/locks/{name}?waiters_offset=M&waiters_limit=K  one page of its waiters
 //	POST   /api/locks/{name}/release                   force-release: the owner gets ERROR 0x02
 //	POST   /api/locks/{name}/release?token=T           force-release the holder granted token T
 //	POST   /api/locks/{name}/release?claim=S/C         force-release the holder claim C of session S
@@ -55,6 +57,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -343,7 +346,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case len(segs) == 3 && segs[1] == "locks":
 		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, segs[2], false) {
-			h.lock(w, segs[2])
+			h.lock(w, r, segs[2])
 		}
 	case len(segs) == 4 && segs[1] == "locks" && segs[3] == "release":
 		if allow(w, r, http.MethodPost) && h.authorize(w, r, acl.ActionRelease, segs[2], false) {
@@ -423,24 +426,44 @@ func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	waiters, _, ok := waiterPage(w, r)
+	if !ok {
+		return
+	}
 	if limit > 0 {
-		h.pagedLocks(w, match, limit, offset)
+		h.pagedLocks(w, match, limit, offset, waiters)
 		return
 	}
 	list := LockList{Locks: []Lock{}}
-	for _, l := range h.Server.Snapshot(match) {
-		list.Locks = append(list.Locks, fromInfo(l))
+	var all []locktable.LockInfo
+	if p, ok := h.Server.(Pager); ok {
+		// Only each lock's page of waiters is copied under the mutex.
+		names := p.LockNames()
+		if match != nil {
+			names = slices.DeleteFunc(names, func(n string) bool { return !match(n) })
+		}
+		slices.Sort(names)
+		all = p.Locks(names, waiters)
+	} else {
+		all = h.Server.Snapshot(match)
+	}
+	for _, l := range all {
+		list.Locks = append(list.Locks, fromInfo(l, 0, waiters))
 	}
 	writeJSON(w, http.StatusOK, list)
 }
 
-func (h *handler) lock(w http.ResponseWriter, name string) {
-	l, ok := h.Server.Lock(name)
+func (h *handler) lock(w http.ResponseWriter, r *http.Request, name string) {
+	limit, offset, ok := waiterPage(w, r)
 	if !ok {
+		return
+	}
+	l := h.current(name, offset, limit)
+	if l == nil {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q is not held", name))
 		return
 	}
-	writeJSON(w, http.StatusOK, fromInfo(l))
+	writeJSON(w, http.StatusOK, l)
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request, name string) {
@@ -476,7 +499,7 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	h.invalidate()
 	h.Logger.Warn("admin: lock force-released", "lock", name, "holder", which, "admin_identity", by.Identity, "admin_addr", by.Addr)
-	writeJSON(w, http.StatusOK, Released{Released: name, Lock: h.current(name)})
+	writeJSON(w, http.StatusOK, Released{Released: name, Lock: h.current(name, 0, DefaultWaiterPage)})
 }
 
 func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, waiter string) {
@@ -493,15 +516,29 @@ func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, waiter stri
 	}
 	h.invalidate()
 	h.Logger.Warn("admin: waiter kicked", "lock", name, "waiter", waiter, "admin_identity", by.Identity, "admin_addr", by.Addr)
-	writeJSON(w, http.StatusOK, Kicked{Kicked: waiter, Lock: h.current(name)})
+	writeJSON(w, http.StatusOK, Kicked{Kicked: waiter, Lock: h.current(name, 0, DefaultWaiterPage)})
 }
 
-func (h *handler) current(name string) *Lock {
-	if l, ok := h.Server.Lock(name); ok {
-		out := fromInfo(l)
-		return &out
+// current describes lock name with the waiters [offset, offset+limit)
+// of its queue; nil when nobody holds or waits for it. A Pager copies
+// only that page under the server's mutex.
+func (h *handler) current(name string, offset, limit int) *Lock {
+	var out Lock
+	if p, ok := h.Server.(Pager); ok {
+		l, ok := p.LockPage(name, offset, limit)
+		if !ok {
+			return nil
+		}
+		out = fromInfo(l, 0, limit)
+	} else {
+		l, ok := h.Server.Lock(name)
+		if !ok {
+			return nil
+		}
+		out = fromInfo(l, offset, limit)
 	}
-	return nil
+	out.WaitersOffset = offset
+	return &out
 }
 
 func (h *handler) opError(w http.ResponseWriter, err error, name, addr string) {

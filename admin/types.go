@@ -48,7 +48,12 @@ type Lock struct {
 	// Holders lists every holder in grant order: several for a shared or
 	// semaphore lock.
 	Holders []Holder `json:"holders"`
+	// Waiters are one page of the queue, in FIFO order: from
+	// WaitersOffset, at most waiters_limit (default DefaultWaiterPage).
 	Waiters []Waiter `json:"waiters"`
+	// WaitersTotal is the length of the whole queue.
+	WaitersTotal  int `json:"waiters_total"`
+	WaitersOffset int `json:"waiters_offset,omitempty"`
 }
 
 // Claim names one claim: the protocol version of its session, the
@@ -139,12 +144,17 @@ type ErrorBody struct {
 	Error string `json:"error"`
 }
 
-func fromInfo(l locktable.LockInfo) Lock {
+// fromInfo converts l, keeping the waiters [offset, offset+limit) of
+// l.Waiters.
+func fromInfo(l locktable.LockInfo, offset, limit int) Lock {
+	lo := min(offset, len(l.Waiters))
+	waiters := l.Waiters[lo:min(lo+limit, len(l.Waiters))]
 	out := Lock{
-		Name:    l.Name,
-		Limit:   l.Limit,
-		Holders: make([]Holder, 0, len(l.Holders)),
-		Waiters: make([]Waiter, 0, len(l.Waiters)),
+		Name:         l.Name,
+		Limit:        l.Limit,
+		Holders:      make([]Holder, 0, len(l.Holders)),
+		Waiters:      make([]Waiter, 0, len(waiters)),
+		WaitersTotal: max(l.WaiterCount, len(l.Waiters)),
 	}
 	for _, h := range l.Holders {
 		out.Holders = append(out.Holders, Holder{Identity: h.Peer.Identity, RemoteAddr: h.Peer.Addr, RelayedBy: h.Peer.Via,
@@ -155,13 +165,17 @@ func fromInfo(l locktable.LockInfo) Lock {
 		h := out.Holders[0]
 		out.Holder = &h
 	}
-	for _, w := range l.Waiters {
+	for _, w := range waiters {
 		out.Waiters = append(out.Waiters, Waiter{Identity: w.Peer.Identity,
 			RemoteAddr: w.Peer.Addr, RelayedBy: w.Peer.Via, QueuedAt: Time{w.QueuedAt},
 			Claim: claimOf(w.V1, w.Session, w.Claim, w.Mode, w.Label)})
 	}
 	return out
 }
+
+// QueueLength is the length of the lock's whole queue, of which Waiters
+// is a page (an older server sends them all, without waiters_total).
+func (l Lock) QueueLength() int { return max(l.WaitersTotal, l.WaitersOffset+len(l.Waiters)) }
 
 func claimOf(v1 bool, session locktable.SessionID, claim locktable.ClaimID, mode locktable.Mode, label string) Claim {
 	p := 2

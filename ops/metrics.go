@@ -49,6 +49,7 @@ type Metrics struct {
 	refusals       *prometheus.CounterVec
 	reassertions   *prometheus.CounterVec
 	rangeRefusals  *prometheus.CounterVec
+	limitRefusals  *prometheus.CounterVec
 	sessionsKept   prometheus.Counter
 	accepted       prometheus.Counter
 	acceptErrors   prometheus.Counter
@@ -112,6 +113,10 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 			Name: "baton_range_refused_total",
 			Help: "Version 2 RANGE sets refused by a limit, by reason: waiting_per_session, waiting_per_owner, owners_per_session (answered 0x0e), search_bound (the deadlock search reached its bound; answered 0x08).",
 		}, []string{"reason"}),
+		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_limit_refusals_total",
+			Help: "Requests refused by a server limit, by limit: session_claims and waiters (a CLAIM or ACQUIRE answered 0x07), client_sessions (a session answered ERROR 0x07), kept_sessions and kept_claims (a resumable session not kept after its connection broke).",
+		}, []string{"limit"}),
 		sessionsKept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_sessions_kept_total",
 			Help: "Resumable version 2 sessions kept, with their claims, after their connection broke.",
@@ -171,6 +176,9 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	for _, r := range server.RangeRefusals {
 		m.rangeRefusals.WithLabelValues(r)
 	}
+	for _, l := range server.Limits {
+		m.limitRefusals.WithLabelValues(l)
+	}
 
 	src := cfg.Source
 	gauge := func(name, help string, f func(Source) int) prometheus.Collector {
@@ -222,7 +230,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		gauge("baton_connections_active", "Open protocol connections.", func(s Source) int { return s.Sessions() }),
 		gauge("baton_locks_held", "Locks that have an owner.", func(s Source) int { return s.Counts().Locks }),
 		gauge("baton_waiters", "Claims waiting in a queue.", func(s Source) int { return s.Counts().Waiters }),
-		m.acquires, m.releases, m.dequeues, m.protocolErrors, m.refusals, m.reassertions, m.rangeRefusals, m.sessionsKept,
+		m.acquires, m.releases, m.dequeues, m.protocolErrors, m.refusals, m.reassertions, m.rangeRefusals, m.limitRefusals, m.sessionsKept,
 		m.accepted, m.acceptErrors, m.heartbeats, m.aclDenials, m.tlsErrors,
 		auditDropped, auditWaiting, m.wait, m.hold,
 	)
@@ -273,6 +281,8 @@ func (m *Metrics) Observe(e server.Event) {
 		m.sessionsKept.Inc()
 	case server.EventRangeRefused:
 		m.rangeRefusals.WithLabelValues(e.Action).Inc()
+	case server.EventLimit:
+		m.limitRefusals.WithLabelValues(e.Action).Inc()
 	}
 }
 

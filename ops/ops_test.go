@@ -335,22 +335,29 @@ func TestObserveRareEvents(t *testing.T) {
 		{Kind: server.EventDequeued, Reason: locktable.ReasonExpired},
 		{Kind: server.EventShutdown},
 		{Kind: server.EventDisconnected},
+		{Kind: server.EventLimit, Action: server.LimitWaiters},
+		{Kind: server.EventLimit, Action: server.LimitWaiters},
+		{Kind: server.EventLimit, Action: server.LimitKeptClaims},
 	} {
 		m.Observe(e)
 	}
 	checkSamples(t, scrape(t, hs.URL), map[string]float64{
-		"baton_accept_errors_total":                 2,
-		"baton_tls_handshake_errors_total":          1,
-		"baton_acl_denials_total":                   1,
-		`baton_protocol_errors_total{code="0x18"}`:  1,
-		`baton_protocol_errors_total{code="0x7f"}`:  1,
-		`baton_releases_total{reason="io_timeout"}`: 1,
-		`baton_dequeues_total{reason="expired"}`:    1,
-		"baton_hold_seconds_sum":                    2,
-		`baton_hold_seconds_bucket{le="2.37"}`:      1,
-		"baton_audit_dropped_total":                 5,
-		"baton_connections_active":                  0, // no Source
-		"baton_acquires_total":                      0,
+		"baton_accept_errors_total":                           2,
+		"baton_tls_handshake_errors_total":                    1,
+		"baton_acl_denials_total":                             1,
+		`baton_protocol_errors_total{code="0x18"}`:            1,
+		`baton_protocol_errors_total{code="0x7f"}`:            1,
+		`baton_releases_total{reason="io_timeout"}`:           1,
+		`baton_dequeues_total{reason="expired"}`:              1,
+		"baton_hold_seconds_sum":                              2,
+		`baton_hold_seconds_bucket{le="2.37"}`:                1,
+		"baton_audit_dropped_total":                           5,
+		"baton_connections_active":                            0, // no Source
+		"baton_acquires_total":                                0,
+		`baton_limit_refusals_total{limit="waiters"}`:         2,
+		`baton_limit_refusals_total{limit="kept_claims"}`:     1,
+		`baton_limit_refusals_total{limit="session_claims"}`:  0, // pre-created
+		`baton_limit_refusals_total{limit="client_sessions"}`: 0,
 	})
 }
 

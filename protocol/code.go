@@ -19,7 +19,14 @@ const (
 	// CodeNotOwner is a cluster node's answer to a request another node
 	// relayed to it for a lock it does not own (their rings disagree for
 	// a moment): retry, with backoff, on any node. docs/cluster.md.
-	CodeNotOwner           Code = 0x03
+	CodeNotOwner Code = 0x03
+	// CodeLimitReached answers a request over one of the server's limits
+	// (claims per session, waiters per lock, sessions per client;
+	// docs/capacity.md): nothing was taken, nothing held changed. Retry
+	// with backoff, after releasing something or when the queue is
+	// shorter. In version 2 it refuses a CLAIM (claim level) or, for
+	// sessions per client, a HELLO (session level).
+	CodeLimitReached       Code = 0x07
 	CodeUnsupportedVersion Code = 0x10
 	CodeFirstNotAcquire    Code = 0x11
 	CodeDuplicateAcquire   Code = 0x12
@@ -61,7 +68,7 @@ const (
 // A version 1 server sends only these (and, where version 1 and version 2
 // claims meet on one name, CodeModeConflict; docs/protocol.md).
 var Codes = []Code{
-	CodeShuttingDown, CodeClosedByAdmin, CodeNotOwner,
+	CodeShuttingDown, CodeClosedByAdmin, CodeNotOwner, CodeLimitReached,
 	CodeUnsupportedVersion, CodeFirstNotAcquire, CodeDuplicateAcquire,
 	CodeUnknownMessage, CodeEmptyName, CodeNameTooLong, CodeInvalidName,
 	CodeInvalidLease, CodeNotAuthorized,
@@ -72,7 +79,7 @@ var Codes = []Code{
 // codes it adds.
 var CodesV2 = []Code{
 	CodeShuttingDown, CodeClosedByAdmin, CodeNotOwner, CodeReassertRefused, CodeStaleRing,
-	CodeUnsupportedVersion, CodeUnknownMessage, CodeEmptyName,
+	CodeLimitReached, CodeUnsupportedVersion, CodeUnknownMessage, CodeEmptyName,
 	CodeInvalidName, CodeInvalidLease, CodeNotAuthorized,
 	CodeInvalidFrame, CodeFrameTooLong, CodeFirstNotHello,
 	CodeDuplicateHello, CodeInvalidLabel, CodeUnsupportedFeature,
@@ -91,6 +98,7 @@ var (
 	ErrShuttingDown       = &codeError{CodeShuttingDown, "server shutting down"}
 	ErrClosedByAdmin      = &codeError{CodeClosedByAdmin, "closed by administrator"}
 	ErrNotOwner           = &codeError{CodeNotOwner, "not the owner"}
+	ErrLimitReached       = &codeError{CodeLimitReached, "server limit reached"}
 	ErrUnsupportedVersion = &codeError{CodeUnsupportedVersion, "unsupported protocol version"}
 	ErrFirstNotAcquire    = &codeError{CodeFirstNotAcquire, "first message must be ACQUIRE"}
 	ErrDuplicateAcquire   = &codeError{CodeDuplicateAcquire, "duplicate ACQUIRE"}
@@ -129,7 +137,7 @@ var sentinels = map[Code]*codeError{}
 
 func init() {
 	for _, e := range []*codeError{
-		ErrShuttingDown, ErrClosedByAdmin, ErrNotOwner, ErrUnsupportedVersion,
+		ErrShuttingDown, ErrClosedByAdmin, ErrNotOwner, ErrLimitReached, ErrUnsupportedVersion,
 		ErrFirstNotAcquire, ErrDuplicateAcquire, ErrUnknownMessage,
 		ErrEmptyName, ErrNameTooLong, ErrInvalidName, ErrInvalidLease,
 		ErrNotAuthorized,

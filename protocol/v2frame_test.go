@@ -425,7 +425,7 @@ func v2ErrCases() []v2ErrCase {
 // serverOnlyCodes are the version 2 codes no decoder can produce: server
 // conditions, the access check, the server's claim map, the lock table.
 var serverOnlyCodes = []protocol.Code{
-	protocol.CodeShuttingDown, protocol.CodeClosedByAdmin, protocol.CodeNotOwner, protocol.CodeReassertRefused, protocol.CodeStaleRing, protocol.CodeNotAuthorized,
+	protocol.CodeShuttingDown, protocol.CodeClosedByAdmin, protocol.CodeNotOwner, protocol.CodeReassertRefused, protocol.CodeStaleRing, protocol.CodeLimitReached, protocol.CodeNotAuthorized,
 	protocol.CodeClaimInUse, protocol.CodeLimitMismatch, protocol.CodeModeConflict,
 }
 

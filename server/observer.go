@@ -57,6 +57,9 @@ const (
 	// EventRangeRefused: a version 2 RANGE set of Session on key Lock was
 	// refused by a limit; Action is which (RangeRefusals).
 	EventRangeRefused
+	// EventLimit: a limit (Action, one of Limits) refused something of
+	// Peer: a claim on Lock, a session, or keeping a resumable Session.
+	EventLimit
 )
 
 func (k EventKind) String() string {
@@ -97,6 +100,8 @@ func (k EventKind) String() string {
 		return "reasserted"
 	case EventRangeRefused:
 		return "range_refused"
+	case EventLimit:
+		return "limit"
 	}
 	return "unknown"
 }
@@ -118,7 +123,8 @@ type Event struct {
 	// certificate identity (empty without mTLS) and address.
 	Admin locktable.Peer
 	// Action is the admin action refused (EventAdminDenied), such as
-	// "read", "release" or "kick", or the limit behind EventRangeRefused.
+	// "read", "release" or "kick", or the limit behind EventRangeRefused
+	// or EventLimit.
 	Action string
 	// Protocol is the protocol version of the session the event is
 	// about: 1 or 2 (protocol.Version2); 0 where no session is involved.

@@ -96,6 +96,7 @@ type keptSession struct {
 	// origin (as any relaying node its kept claims).
 	moveHash *[secretHashLen]byte
 	heldLong bool // its end has waited a lease past its deadline (holdExpiryLocked)
+	claims   int  // its count in resumeState.keptClaims
 }
 
 // handedOver is what a planned change's hand-off carries of k, whose
@@ -124,6 +125,9 @@ type resumeState struct {
 	// live are the open resumable sessions by origin, for a re-assertion
 	// that names one whose client saw its connection break first.
 	live map[locktable.Origin]*session
+	// keptClaims counts the claims of the kept sessions, as they were
+	// kept less those re-asserted since (MaxKeptClaims).
+	keptClaims int
 }
 
 // newSecret returns a fresh session secret and its hash.
@@ -196,13 +200,19 @@ func (s *session) welcome(now time.Time, hello protocol.Frame) (_ protocol.Frame
 // with srv.mu held.
 func (srv *Server) keepAbandonedLocked(now time.Time, s *session) []delivery {
 	var ds []delivery
-	kept := false
+	kept, claimsKept := false, false
 	if _, err := srv.table.Touch(now, s.id); err == nil {
-		ds, kept = srv.keepLocked(now, s)
+		ds, claimsKept = srv.keepLocked(now, s)
+		kept = claimsKept
 	}
 	if srv.ranges.table.HasSession(rangelock.SessionID(s.id)) {
 		ds = append(ds, srv.keepRangesLocked(s)...)
 		kept = true
+	}
+	if kept && !claimsKept && srv.table.ClaimCount(s.id) > 0 {
+		// Claims a kept-session limit did not keep end with the
+		// connection: its reader will not end them.
+		ds = append(ds, srv.commit(now, srv.table.End(now, s.id, locktable.ReasonGraceful))...)
 	}
 	if kept {
 		s.v2.keepRanges = true
@@ -251,6 +261,9 @@ func (s *session) keepV2() bool {
 // srv.mu held; the caller ends s's connection and delivers ds.
 func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bool) {
 	key := s.v2.resume
+	if srv.resume.kept[key.origin] == nil && !srv.keepAllowedLocked(s, srv.table.ClaimCount(s.id)) {
+		return nil, false
+	}
 	err := srv.table.Detach(s.id, key.origin)
 	var moveHash *[secretHashLen]byte
 	if errors.Is(err, locktable.ErrBadState) {
@@ -283,7 +296,8 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 		srv.resume.kept = map[locktable.Origin]*keptSession{}
 		srv.resume.byID = map[locktable.SessionID]*keptSession{}
 	}
-	k := &keptSession{resumeKey: *key, id: s.id, moveHash: moveHash}
+	k := &keptSession{resumeKey: *key, id: s.id, moveHash: moveHash, claims: srv.table.ClaimCount(s.id)}
+	srv.resume.keptClaims += k.claims
 	srv.forgetLiveLocked(s)
 	srv.resume.kept[k.origin] = k
 	srv.resume.byID[k.id] = k
@@ -391,6 +405,8 @@ func (srv *Server) forgetKeptLocked(k *keptSession) {
 	}
 	delete(srv.resume.kept, k.origin)
 	delete(srv.resume.byID, k.id)
+	srv.resume.keptClaims -= k.claims
+	k.claims = 0
 }
 
 // dropKeptLocked forgets every kept session at shutdown, after the table
@@ -508,6 +524,10 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 		return ds, false
 	}
 	ticket := srv.table.Ticket(locktable.Key{Session: s.id, Claim: cid})
+	if k.claims > 0 {
+		k.claims--
+		srv.resume.keptClaims--
+	}
 	if _, still := srv.table.DetachedSession(o); !still {
 		srv.forgetKeptLocked(k) // every claim of it has been taken over
 	}

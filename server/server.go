@@ -67,6 +67,28 @@ type Server struct {
 	// take-over's warm-up, so one client's long lease delays every
 	// failover (docs/capacity.md).
 	MaxLease time.Duration
+	// MaxSessionClaims is the most claims, held and queued, one version 2
+	// session may have; a CLAIM over it is answered REFUSED 0x07. Zero
+	// means no limit; baton serve applies DefaultMaxSessionClaims.
+	MaxSessionClaims int
+	// MaxWaiters is the most claims that may wait in one lock's queue, of
+	// either protocol version: a claim that would wait behind as many is
+	// answered REFUSED 0x07 (version 2; a no-wait claim BUSY) or ERROR
+	// 0x07 and closed (version 1). Zero means no limit; baton serve
+	// applies DefaultMaxWaiters.
+	MaxWaiters int
+	// MaxSessionsPerClient is the most open sessions (connections past
+	// their first ACQUIRE or HELLO) of one client: one certificate
+	// identity under mutual TLS, else one remote IP address. One more is
+	// answered ERROR 0x07 and closed. Zero means no limit; baton serve
+	// applies DefaultMaxSessionsPerClient.
+	MaxSessionsPerClient int
+	// MaxKeptSessions and MaxKeptClaims bound the resumable sessions kept
+	// after their connection broke, and the claims they keep together: a
+	// session that would pass either is not kept, and its claims end
+	// with its connection as a plain session's do. Zero means no limit;
+	// baton serve applies DefaultMaxKeptSessions and DefaultMaxKeptClaims.
+	MaxKeptSessions, MaxKeptClaims int
 	// TLSConfig, when set, makes the protocol port speak TLS.
 	TLSConfig *tls.Config
 	// Authorizer, when set, is asked for every ACQUIRE; nil allows all.
@@ -151,7 +173,8 @@ type Server struct {
 	// (index 1 or 2), for ProtocolCounts.
 	held, queued [3]int
 	v2Sessions   int
-	resume       resumeState // resumable sessions kept after their connection broke (resume.go)
+	resume       resumeState    // resumable sessions kept after their connection broke (resume.go)
+	perClient    map[string]int // open sessions by client (limits.go)
 	// gatedHeld are the claims held during a name's warm-up, by name,
 	// entered together when it is served (tickets.go).
 	gatedHeld map[string][]gatedRef
@@ -189,6 +212,7 @@ func (srv *Server) init() error {
 			srv.gate = g.NotBefore()
 		}
 		srv.table = locktable.New(tokens)
+		srv.table.SetLimits(srv.tableLimits())
 		srv.ranges = newRangeState(tokens)
 		gated := time.Now().Before(srv.gate)
 		if gated {

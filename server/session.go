@@ -90,6 +90,9 @@ type session struct {
 	// passedOn: the connection came from the session before it on the
 	// same hop, not from accept (no EventConnected).
 	passedOn bool
+	// client is the key this session counts against for
+	// MaxSessionsPerClient (limits.go); empty when not counted.
+	client string
 }
 
 // ended is run's result when the claim was ended by another goroutine.
@@ -173,6 +176,10 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, req.Name) {
 		return s.denied(req.Name)
 	}
+	if !s.admitClient() {
+		srv.limitHit(LimitClientSession, s.peer, req.Name, 0)
+		return locktable.ReasonProtocolError, protocol.CodeLimitReached
+	}
 	if srv.Router != nil {
 		if serve, reason, code := s.route(req); !serve {
 			return reason, code
@@ -192,6 +199,10 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		if errors.Is(err, locktable.ErrModeConflict) {
 			// A semaphore's claims: version 1 cannot express one.
 			return locktable.ReasonProtocolError, protocol.CodeModeConflict
+		}
+		if limit := tableLimit(err); limit != "" {
+			srv.limitHit(limit, s.peer, req.Name, s.id)
+			return locktable.ReasonProtocolError, protocol.CodeLimitReached
 		}
 		return writeFailureReason(err), 0
 	}
@@ -630,6 +641,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) (next *ses
 	}
 	srv.mu.Lock()
 	delete(srv.sessions, s)
+	srv.leaveClientLocked(s)
 	if s.v2 != nil {
 		srv.v2Sessions--
 		if srv.claims[s.id] == s {

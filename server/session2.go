@@ -313,6 +313,10 @@ func (s *session) openV2() (locktable.Reason, protocol.Code) {
 	if srv.leaseTooLong(hello.Lease()) {
 		return locktable.ReasonProtocolError, protocol.CodeInvalidLease
 	}
+	if !s.admitClient() {
+		srv.limitHit(LimitClientSession, s.peer, "", 0)
+		return locktable.ReasonProtocolError, protocol.CodeLimitReached
+	}
 	srv.mu.Lock()
 	now := time.Now()
 	err := srv.table.Open(now, s.id, locktable.SessionParams{Lease: hello.Lease(), Peer: s.peer, Label: hello.Label})
@@ -488,6 +492,9 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 				code, reason = protocol.CodeClaimInUse, locktable.ReasonProtocolError
 				break
 			}
+			if limit := tableLimit(err); limit != "" {
+				srv.notify(Event{Kind: EventLimit, Time: now, Action: limit, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: key.Claim, Code: protocol.CodeLimitReached})
+			}
 			s.refuse(f, claimErrorCode(err))
 			continue
 		}
@@ -594,6 +601,8 @@ func claimErrorCode(err error) protocol.Code {
 		return protocol.CodeUnknownMode
 	case errors.Is(err, locktable.ErrInvalidLimit):
 		return protocol.CodeInvalidLimit
+	case tableLimit(err) != "":
+		return protocol.CodeLimitReached
 	}
 	if c, ok := protocol.CodeOf(err); ok {
 		return c

@@ -19,18 +19,29 @@ func (srv *Server) LockNames() []string {
 }
 
 // Locks describes the locks of names that are still held, in the order
-// of names, under one acquisition of the table mutex.
-func (srv *Server) Locks(names []string) []locktable.LockInfo {
+// of names, each with at most its first waiters waiters, under one
+// acquisition of the table mutex.
+func (srv *Server) Locks(names []string, waiters int) []locktable.LockInfo {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	out := make([]locktable.LockInfo, 0, len(names))
 	for _, n := range names {
-		if l, ok := srv.table.Lock(n); ok {
+		if l, ok := srv.table.LockPage(n, 0, waiters); ok {
 			out = append(out, l)
 		}
 	}
 	return out
+}
+
+// LockPage describes one lock with only its waiters from queue index
+// offset, at most limit of them (LockInfo.WaiterCount counts them all),
+// or reports false when nobody holds or waits for it.
+func (srv *Server) LockPage(name string, offset, limit int) (locktable.LockInfo, bool) {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.table.LockPage(name, offset, limit)
 }
 
 // SessionInfos describes every session of the lock table with its

@@ -275,11 +275,11 @@ func cmdLocks(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []string
 	for _, l := range locks {
 		h := l.Holder
 		if h == nil {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%d\t0\t-\t-\t-\n", cell(l.Name), len(l.Waiters))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%d\t0\t-\t-\t-\n", cell(l.Name), l.QueueLength())
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", cell(l.Name), cell(h.RemoteAddr), cell(h.Identity),
-			h.Token, timeCell(h.Since), leaseCell(h.LeaseMS), len(l.Waiters), len(l.Holders), modeCell(l, h.Mode),
+			h.Token, timeCell(h.Since), leaseCell(h.LeaseMS), l.QueueLength(), len(l.Holders), modeCell(l, h.Mode),
 			h.Claim.Ref(), cell(h.Label))
 	}
 	return tw.Flush()
@@ -328,6 +328,9 @@ func printLock(out io.Writer, l admin.Lock) {
 			modeCell(l, w.Mode), w.Claim.Ref(), w.Protocol, cell(w.Label))
 	}
 	tw.Flush()
+	if more := l.QueueLength() - l.WaitersOffset - len(l.Waiters); more > 0 {
+		fmt.Fprintf(out, "(and %d more waiters)\n", more)
+	}
 }
 
 func cmdRelease(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error {

@@ -292,7 +292,7 @@ func holderText(l admin.Lock) string {
 	if l.Holder.Identity != "" {
 		h = "held by " + l.Holder.Identity
 	}
-	if n := len(l.Waiters); n > 0 {
+	if n := l.QueueLength(); n > 0 {
 		h += fmt.Sprintf(", %d waiting", n)
 	}
 	return h

@@ -57,5 +57,5 @@ func describeQueue(l admin.Lock, now time.Time) string {
 	if len(hs) > 1 {
 		held = fmt.Sprintf("held by %d holders: %s", len(hs), strings.Join(hs, "; "))
 	}
-	return fmt.Sprintf("%s; %d waiting", held, len(l.Waiters))
+	return fmt.Sprintf("%s; %d waiting", held, l.QueueLength())
 }

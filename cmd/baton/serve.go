@@ -97,17 +97,19 @@ See docs/operations.md.
 
 // serveConfig is everything 'baton serve' reads from flags and env.
 type serveConfig struct {
-	listen      string
-	ioTimeout   time.Duration
-	maxLease    time.Duration
-	opsListen   string
-	adminListen string
-	auditLog    string
-	logLevel    string
-	logFormat   string
-	tls         tlsfiles.ServerFiles
-	aclFile     string
-	dataDir     string
+	listen    string
+	ioTimeout time.Duration
+	maxLease  time.Duration
+	// limits (server.Server's Max* fields)
+	maxSessionClaims, maxWaiters, maxClientSessions, maxKeptSessions, maxKeptClaims int
+	opsListen                                                                       string
+	adminListen                                                                     string
+	auditLog                                                                        string
+	logLevel                                                                        string
+	logFormat                                                                       string
+	tls                                                                             tlsfiles.ServerFiles
+	aclFile                                                                         string
+	dataDir                                                                         string
 	// aclRevokeHolders makes an ACL reload end holders the new rules
 	// refuse, not only waiters.
 	aclRevokeHolders bool
@@ -145,6 +147,11 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.listen, "listen", "BATON_LISTEN_ADDRESS", server.DefaultAddr, "protocol address to listen on (host:port)")
 	fs.DurationVar(&cfg.ioTimeout, "io-timeout", "BATON_IO_TIMEOUT", server.DefaultIOTimeout, "bound on the handshake and first ACQUIRE (version 2: preamble and HELLO), a started frame, and the total blocked time of a session's writes")
 	fs.DurationVar(&cfg.maxLease, "max-lease", "BATON_MAX_LEASE", server.DefaultMaxLease, "longest lease a client may ask for; a longer one is refused with ERROR 0x17 (on a cluster it bounds every take-over's warm-up); 0: no limit")
+	fs.IntVar(&cfg.maxSessionClaims, "max-session-claims", "BATON_MAX_SESSION_CLAIMS", server.DefaultMaxSessionClaims, "most claims, held and queued, of one version 2 session; more are refused 0x07; 0: no limit")
+	fs.IntVar(&cfg.maxWaiters, "max-waiters", "BATON_MAX_WAITERS", server.DefaultMaxWaiters, "most claims waiting in one lock's queue; more are refused 0x07 (version 1: ERROR 0x07 and close); 0: no limit")
+	fs.IntVar(&cfg.maxClientSessions, "max-sessions-per-client", "BATON_MAX_SESSIONS_PER_CLIENT", server.DefaultMaxSessionsPerClient, "most open sessions of one client (certificate identity under mutual TLS, else IP address); more are answered ERROR 0x07; 0: no limit")
+	fs.IntVar(&cfg.maxKeptSessions, "max-kept-sessions", "BATON_MAX_KEPT_SESSIONS", server.DefaultMaxKeptSessions, "most resumable sessions kept after their connection broke; past it a broken session's claims end at once; 0: no limit")
+	fs.IntVar(&cfg.maxKeptClaims, "max-kept-claims", "BATON_MAX_KEPT_CLAIMS", server.DefaultMaxKeptClaims, "most claims the kept resumable sessions keep together; past it a broken session's claims end at once; 0: no limit")
 	fs.StringVar(&cfg.opsListen, "ops-listen", "BATON_OPS_LISTEN_ADDRESS", "", "address for /metrics, /healthz and /readyz (host:port); empty: off")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port); unauthenticated unless mutual TLS and the ACL's admin rules: keep it on loopback; empty: off")
 	fs.StringVar(&cfg.adminHosts, "admin-allowed-hosts", "BATON_ADMIN_ALLOWED_HOSTS", "", "comma-separated host names the admin API also answers to in the Host header, besides its own address, loopback and localhost ('*': any)")
@@ -183,6 +190,18 @@ func (c *serveConfig) validate(fs *flagSet) error {
 	}
 	if c.maxLease < 0 || (c.maxLease > 0 && protocol.ValidateLease(c.maxLease) != nil) {
 		return fmt.Errorf("%s must be 0 (no limit) or a lease from 1ms to 49 days, got %v", opt("max-lease"), c.maxLease)
+	}
+	for _, l := range []struct {
+		flag string
+		n    int
+	}{
+		{"max-session-claims", c.maxSessionClaims}, {"max-waiters", c.maxWaiters},
+		{"max-sessions-per-client", c.maxClientSessions}, {"max-kept-sessions", c.maxKeptSessions},
+		{"max-kept-claims", c.maxKeptClaims},
+	} {
+		if l.n < 0 {
+			return fmt.Errorf("%s must be 0 (no limit) or positive, got %d", opt(l.flag), l.n)
+		}
 	}
 	for _, a := range []struct{ flag, addr string }{
 		{"listen", c.listen}, {"ops-listen", c.opsListen}, {"admin-listen", c.adminListen},
@@ -382,7 +401,9 @@ func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
 	started := time.Now()
 	srv := &server.Server{IOTimeout: cfg.ioTimeout, MaxLease: cfg.maxLease, Logger: logger,
 		RangeWaitingPerSession: rangeCapFlag(cfg.rangeWaitingPerSession), RangeWaitingPerOwner: rangeCapFlag(cfg.rangeWaitingPerOwner),
-		RangeOwnersPerSession: rangeCapFlag(cfg.rangeOwnersPerSession)}
+		RangeOwnersPerSession: rangeCapFlag(cfg.rangeOwnersPerSession),
+		MaxSessionClaims:      cfg.maxSessionClaims, MaxWaiters: cfg.maxWaiters, MaxSessionsPerClient: cfg.maxClientSessions,
+		MaxKeptSessions: cfg.maxKeptSessions, MaxKeptClaims: cfg.maxKeptClaims}
 	var observers server.Observers
 
 	var cl *clusterRuntime

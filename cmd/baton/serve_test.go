@@ -330,6 +330,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"-max-lease", "-1s"}, [2]string{}, "-max-lease (BATON_MAX_LEASE) must be 0 (no limit) or a lease from 1ms to 49 days"},
 		{nil, [2]string{"BATON_MAX_LEASE", "1200h"}, "-max-lease (BATON_MAX_LEASE) must be 0"},
 		{[]string{"-range-waiting-per-owner", "-1"}, [2]string{}, "-range-waiting-per-owner (BATON_RANGE_WAITING_PER_OWNER) must not be negative"},
+		{[]string{"-max-waiters", "-1"}, [2]string{}, "-max-waiters (BATON_MAX_WAITERS) must be 0 (no limit) or positive"},
+		{nil, [2]string{"BATON_MAX_KEPT_CLAIMS", "-5"}, "-max-kept-claims (BATON_MAX_KEPT_CLAIMS) must be 0 (no limit) or positive"},
 		{[]string{"-listen", "127.0.0.1:99999"}, [2]string{}, `port "99999" is not a number`},
 		{[]string{"-ops-listen", "127.0.0.1:http"}, [2]string{}, "-ops-listen (BATON_OPS_LISTEN_ADDRESS)"},
 		{[]string{"-bogus"}, [2]string{}, "-bogus"},

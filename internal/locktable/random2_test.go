@@ -281,6 +281,7 @@ func (m *ref) snapshot() []locktable.LockInfo {
 			info.Waiters = append(info.Waiters, locktable.WaiterInfo{Session: s.id, Claim: w.id, Mode: w.mode, Label: s.label,
 				Peer: s.peer, QueuedAt: w.queuedAt, Lease: s.lease, LastSeen: s.lastSeen})
 		}
+		info.WaiterCount = len(info.Waiters)
 		out = append(out, info)
 	}
 	return out

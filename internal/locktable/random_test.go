@@ -263,6 +263,7 @@ func (m *model) snapshot() []locktable.LockInfo {
 			info.Waiters = append(info.Waiters, locktable.WaiterInfo{Session: w.id, Mode: locktable.Exclusive, Peer: w.peer,
 				QueuedAt: w.queuedAt, Lease: w.lease, LastSeen: w.lastSeen, V1: true})
 		}
+		info.WaiterCount = len(info.Waiters)
 		out = append(out, info)
 	}
 	slices.SortFunc(out, func(a, b locktable.LockInfo) int { return strings.Compare(a.Name, b.Name) })

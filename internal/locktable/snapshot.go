@@ -14,7 +14,11 @@ type LockInfo struct {
 	// exclusive lock (and of every version 1 lock).
 	Holder  HolderInfo
 	Holders []HolderInfo // every holder, in grant order
+	// Waiters are the waiters in queue order: all of them, or the part
+	// LockPage asked for.
 	Waiters []WaiterInfo
+	// WaiterCount is the length of the whole queue.
+	WaiterCount int
 }
 
 // HolderInfo describes a holder of a lock.
@@ -82,12 +86,26 @@ func (t *Table) Snapshot(match func(name string) bool) []LockInfo {
 	return out
 }
 
-func (l *lock) info() LockInfo {
+// LockPage is Lock with only the waiters from queue index offset, at
+// most limit of them (WaiterCount has them all): a queue of any length
+// costs a view of one page. It walks the queue to offset.
+func (t *Table) LockPage(name string, offset, limit int) (LockInfo, bool) {
+	l := t.locks[name]
+	if l == nil {
+		return LockInfo{}, false
+	}
+	return l.page(max(offset, 0), max(limit, 0)), true
+}
+
+func (l *lock) info() LockInfo { return l.page(0, l.waiters) }
+
+func (l *lock) page(offset, limit int) LockInfo {
 	info := LockInfo{
-		Name:    l.name,
-		Limit:   l.limit,
-		Holders: make([]HolderInfo, 0, l.held),
-		Waiters: make([]WaiterInfo, 0, l.waiters),
+		Name:        l.name,
+		Limit:       l.limit,
+		Holders:     make([]HolderInfo, 0, l.held),
+		Waiters:     make([]WaiterInfo, 0, max(0, min(limit, l.waiters-offset))),
+		WaiterCount: l.waiters,
 	}
 	for h := l.holders.head; h != nil; h = h.next {
 		s := h.sess
@@ -97,7 +115,14 @@ func (l *lock) info() LockInfo {
 	if len(info.Holders) > 0 {
 		info.Holder = info.Holders[0]
 	}
-	for w := l.queue.head; w != nil; w = w.next {
+	w := l.queue.head
+	for range offset {
+		if w == nil {
+			break
+		}
+		w = w.next
+	}
+	for ; w != nil && len(info.Waiters) < limit; w = w.next {
 		s := w.sess
 		info.Waiters = append(info.Waiters, WaiterInfo{Session: s.id, Claim: w.id, Mode: w.mode, Label: s.label,
 			Peer: s.peer, QueuedAt: w.queuedAt, Lease: s.lease, LastSeen: s.lastSeen, V1: s.v1})

@@ -24,6 +24,7 @@ type Table struct {
 	held     int // claims holding a lock
 	waiters  int // claims in a queue
 	shutdown bool
+	limits   Limits // SetLimits
 	// gate is the first instant at which the table may grant (SetGate);
 	// gated is set until a grant at or after it opened the gate.
 	gate  time.Time
@@ -172,7 +173,8 @@ func (t *Table) Open(now time.Time, id SessionID, p SessionParams) error {
 // place is the head of the queue and it conflicts with no holder. An answered claim counts as hearing from the session. The errors
 // are claim-level (the session lives on) and change nothing: ErrShutdown,
 // ErrNoSession, a protocol sentinel for an invalid name, ErrInvalidMode,
-// ErrInvalidLimit, ErrClaimExists, ErrModeConflict, ErrLimitMismatch.
+// ErrInvalidLimit, ErrClaimExists, ErrModeConflict, ErrLimitMismatch,
+// and, over a limit (SetLimits), ErrTooManyClaims, ErrTooManyWaiters.
 func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimRequest) (Status, Result, error) {
 	var res Result
 	if t.shutdown {
@@ -191,6 +193,9 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 	}
 	l := t.locks[req.Name]
 	if err := l.family(req); err != nil {
+		return Status{}, res, err
+	}
+	if err := t.overLimit(s, l, req); err != nil {
 		return Status{}, res, err
 	}
 	s.lastSeen = now

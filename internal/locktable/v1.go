@@ -16,7 +16,8 @@ import (
 // the status to answer with (WAITING or ACQUIRED). After Shutdown it
 // returns ErrShutdown; an invalid lease or name returns the protocol
 // sentinel, checked in the protocol's order (lease first); a live
-// session id returns ErrClaimExists.
+// session id returns ErrClaimExists; a lock whose queue is full
+// (SetLimits) returns ErrTooManyWaiters and opens no session.
 func (t *Table) Acquire(now time.Time, id SessionID, req Request) (Status, Result, error) {
 	switch {
 	case t.shutdown:
@@ -34,8 +35,8 @@ func (t *Table) Acquire(now time.Time, id SessionID, req Request) (Status, Resul
 	t.sessions[id] = s
 	st, res, err := t.Claim(now, id, V1Claim, ClaimRequest{Name: req.Name, Mode: Exclusive})
 	if err != nil {
-		// Cannot happen: an exclusive claim fits any exclusive/shared
-		// name, and a semaphore name refuses it (ErrModeConflict).
+		// A semaphore name refuses it (ErrModeConflict), a full queue
+		// too (ErrTooManyWaiters).
 		delete(t.sessions, id)
 	}
 	return st, res, err

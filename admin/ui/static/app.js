@@ -51,6 +51,13 @@ function ref(c) { return c.session + "/" + c.claim; }
 function who(c) {
   return [c.label, c.identity, c.remote_addr].filter(Boolean).join(" · ");
 }
+// The whole queue's length: the API sends one page of waiters.
+function qlen(l) { return Math.max(l.waiters_total || 0, (l.waiters_offset || 0) + l.waiters.length); }
+// A note for the waiters a page leaves out, or nothing.
+function moreWaiters(l, tag) {
+  const more = qlen(l) - (l.waiters_offset || 0) - l.waiters.length;
+  return more > 0 ? [el(tag, { class: "muted more-waiters", text: "… and " + more + " more" })] : [];
+}
 function mode(l) {
   const c = (l.holders[0] || l.waiters[0] || {});
   return l.limit ? "semaphore (" + l.limit + ")" : (c.mode || "");
@@ -105,7 +112,7 @@ const views = {
           el("td", { "data-label": "Holders" }, el("ul", { class: "holders" }, l.holders.map((h) => el("li", { class: "holder" },
             el("span", { class: "mono", text: "token " + h.token }), " ", who(h), " ", el("span", { class: "muted", text: "held " + ago(h.since) }))))),
           el("td", { "data-label": "Waiters" }, l.waiters.length ? el("ol", { class: "waiters" }, l.waiters.map((w) => el("li", { class: "waiter" },
-            who(w) || ref(w), " ", el("span", { class: "muted", text: "waited " + ago(w.queued_at) })))) : el("span", { class: "muted", text: "none" }))));
+            who(w) || ref(w), " ", el("span", { class: "muted", text: "waited " + ago(w.queued_at) }))), moreWaiters(l, "li")) : el("span", { class: "muted", text: "none" }))));
         const table = el("table", { "aria-label": "Locks" },
           el("thead", {}, el("tr", {}, ["Lock", "Mode", "Holders (token, who, held for)", "Waiters in order (waited for)"].map((t) => el("th", { scope: "col", text: t })))),
           el("tbody", {}, rows));
@@ -153,7 +160,7 @@ const views = {
               on: { click: () => confirmKick(l, w, i) } }, "Kick"))))));
         return [...head, el("p", {}, "Mode: " + mode(l)),
           el("h2", {}, "Holders (" + l.holders.length + ")"), holders,
-          el("h2", {}, "Waiters (" + l.waiters.length + ")"), l.waiters.length ? waiters : el("p", { class: "muted", text: "Nobody waits." })];
+          el("h2", {}, "Waiters (" + qlen(l) + ")"), l.waiters.length ? waiters : el("p", { class: "muted", text: "Nobody waits." }), ...moreWaiters(l, "p")];
       };
     },
   },
@@ -371,7 +378,7 @@ async function confirmRelease(l, h) {
 async function confirmKick(l, w, i) {
   const kind = w.protocol === 1 ? "Its version 1 connection is sent ERROR 0x02 and closed." : "Its session is sent REVOKED for this claim and lives on.";
   const sure = await ask("Kick waiter " + ref(w) + " from lock " + l.name + "?", [
-    "Waiter #" + (i + 1) + " of " + l.waiters.length + ": claim " + ref(w) + ", " + w.mode + ", " + (who(w) || "unlabelled") + ", waiting for " + ago(w.queued_at) + ".",
+    "Waiter #" + (i + 1) +  " of " + qlen(l) + ": claim " + ref(w) + ", " + w.mode + ", " + (who(w) || "unlabelled") + ", waiting for " + ago(w.queued_at) + ".",
     kind, "The holders keep the lock; the waiters behind move up one place.", "The audit log records this kick with your identity."], "Kick");
   if (!sure) return;
   // A version 1 waiter is named by its address, a version 2 claim by SESSION/CLAIM.
