@@ -195,7 +195,7 @@ func TestV2DocRangeStatuses(t *testing.T) {
 			t.Errorf("doc status 0x%s is %q; the code calls it %v", m[1], m[2], protocol.RangeStatus(n))
 		}
 	}
-	if last := protocol.RangeLimit; len(rows) != int(last) {
+	if last := protocol.RangeDenied; len(rows) != int(last) {
 		t.Errorf("doc lists %d range statuses, the code defines %d (through %v)", len(rows), last, last)
 	}
 }
