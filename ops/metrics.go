@@ -217,6 +217,19 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	if ps, ok := src.(ProtocolSource); ok {
 		m.reg.MustRegister(protocolCollector{ps})
 	}
+	if rs, ok := src.(RangeSource); ok {
+		rangeGauge := func(name, help string, f func(server.RangeCount) int) prometheus.Collector {
+			return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(rs.RangeCounts())) })
+		}
+		m.reg.MustRegister(
+			rangeGauge("baton_range_keys", "Range-lock keys (per namespace: fcntl or flock) with a holder or a waiting request.",
+				func(c server.RangeCount) int { return c.Keys }),
+			rangeGauge("baton_range_locks_held", "Held byte ranges of POSIX and flock locks, over every key and owner.",
+				func(c server.RangeCount) int { return c.Held }),
+			rangeGauge("baton_range_waiting", "Waiting range-lock requests.",
+				func(c server.RangeCount) int { return c.Waiting }),
+		)
+	}
 	if ks, ok := src.(KeptSource); ok {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "baton_sessions_kept",
@@ -293,6 +306,13 @@ func child[K comparable](pre map[K]prometheus.Counter, k K, vec *prometheus.Coun
 		return c
 	}
 	return vec.WithLabelValues(label)
+}
+
+// RangeSource is a Source that also counts its range locks;
+// *server.Server is one. With it the metrics include baton_range_keys,
+// baton_range_locks_held and baton_range_waiting.
+type RangeSource interface {
+	RangeCounts() server.RangeCount
 }
 
 // KeptSource is a Source that also counts the resumable sessions kept

@@ -139,3 +139,40 @@ func TestMetricsRangeRefused(t *testing.T) {
 		`baton_range_refused_total{reason="waiting_per_session"}`: 0,
 	})
 }
+
+// TestMetricsRanges: range locks are counted like claims: keys with a
+// holder or a waiter, held ranges and waiting requests, back to zero
+// when their sessions end.
+func TestMetricsRanges(t *testing.T) {
+	f := start(t)
+	opstest.PassGate(t, f.addr)
+	lease := 10 * time.Second
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		"baton_range_keys": 0, "baton_range_locks_held": 0, "baton_range_waiting": 0,
+	})
+	h := opstest.DialV2(t, f.addr, lease, "h")
+	h.Send(protocol.AppendRange(nil, protocol.Frame{Claim: 1, Op: protocol.RangeSet, LockType: protocol.LockWrite, Owner: 1, Start: 0, End: 9, Name: "f"}))
+	h.Send(protocol.AppendRange(nil, protocol.Frame{Claim: 2, Op: protocol.RangeSet, LockType: protocol.LockRead, Owner: 1, Start: 20, End: 29, Name: "f"}))
+	for req := uint32(1); req <= 2; req++ {
+		if a := h.ReadV2(); a.Claim != req || a.Status != protocol.RangeGranted {
+			t.Fatalf("holder's set %d answered %v", req, a)
+		}
+	}
+	w := opstest.DialV2(t, f.addr, lease, "w")
+	w.Send(protocol.AppendRange(nil, protocol.Frame{Claim: 1, Op: protocol.RangeSet, Flags: protocol.RangeWait, LockType: protocol.LockWrite, Owner: 2, Start: 5, End: 5, Name: "f"}))
+	if a := w.ReadV2(); a.Status != protocol.RangeQueued {
+		t.Fatalf("waiter's set answered %v", a)
+	}
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		"baton_range_keys": 1, "baton_range_locks_held": 2, "baton_range_waiting": 1,
+	})
+	h.Close()
+	if a := w.ReadV2(); a.Status != protocol.RangePromoted {
+		t.Fatalf("waiter got %v, want promoted", a)
+	}
+	w.Close()
+	f.rec.WaitCount(t, server.EventDisconnected, 3) // the gate probe, then both sessions
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		"baton_range_keys": 0, "baton_range_locks_held": 0, "baton_range_waiting": 0,
+	})
+}

@@ -53,6 +53,22 @@ type ProtocolCount struct {
 	Queued   int // claims in a queue
 }
 
+// RangeCount is the size of the POSIX range-lock table.
+type RangeCount struct {
+	Keys    int // keys (per namespace, fcntl or flock) with a holder or a waiting request
+	Held    int // held ranges, over every key and owner
+	Waiting int // waiting range requests
+}
+
+// RangeCounts returns the range-lock table's size, for metrics.
+func (srv *Server) RangeCounts() RangeCount {
+	srv.init()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	c := srv.ranges.table.Counts()
+	return RangeCount{Keys: c.Files, Held: c.Ranges, Waiting: c.Waiters}
+}
+
 // ProtocolCounts returns the sessions and claims of version 1 and
 // version 2, for metrics.
 func (srv *Server) ProtocolCounts() (v1, v2 ProtocolCount) {
