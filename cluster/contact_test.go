@@ -63,13 +63,20 @@ func TestWarmupScaledForDrift(t *testing.T) {
 
 // cuttable is an http.RoundTripper that fails every request while cut:
 // the node's member API calls (its contact requests among them) fail,
-// while its Raft link is left alone.
+// while its Raft link is left alone. With lose, a request is lost
+// instead, as a network cut drops packets: it hangs until its context
+// ends.
 type cuttable struct {
 	inner http.RoundTripper
 	cut   atomic.Bool
+	lose  bool
 }
 
 func (c *cuttable) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.cut.Load() && c.lose {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
 	if c.cut.Load() {
 		return nil, errors.New("cut")
 	}
@@ -331,14 +338,8 @@ func testRemovedNodeRestartedServes(t *testing.T, join bool) {
 	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter)
 	ctx := ctxT(t)
 	leader, others := splitLeader(t, nodes)
-	const lease = time.Second
-	if err := leader.RaiseLease(ctx, lease); err != nil {
-		t.Fatal(err)
-	}
 	dead := others[len(others)-1]
-	if err := dead.waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == lease }); err != nil {
-		t.Fatal(err)
-	}
+	raiseLease(t, leader, dead, time.Second)
 	dir, raftAddr, adminAddr := dead.dir, dead.raftAddr, dead.admin.Addr().String()
 	dead.stop()
 	if err := waitUntil(ctx, func() bool { return !leader.Ring().Has(dead.ID()) }); err != nil {
@@ -423,22 +424,6 @@ func TestRemovedWhileStartingJoinsAgain(t *testing.T) {
 	}
 }
 
-// blackhole is an http.RoundTripper that, while cut, loses every request
-// without an answer (a network cut drops packets; nothing fails fast):
-// the request hangs until its context ends.
-type blackhole struct {
-	inner http.RoundTripper
-	cut   atomic.Bool
-}
-
-func (b *blackhole) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.cut.Load() {
-		<-r.Context().Done()
-		return nil, r.Context().Err()
-	}
-	return b.inner.RoundTrip(r)
-}
-
 // TestShortCutKeepsContact: a cut of a follower's member API calls
 // shorter than its self-stop time, minus a contact interval, never stops
 // it from serving. A contact request lost in the cut hangs until its
@@ -446,9 +431,9 @@ func (b *blackhole) RoundTrip(r *http.Request) (*http.Response, error) {
 // cut heals, not after that timeout.
 func TestShortCutKeepsContact(t *testing.T) {
 	const selfStop, removeAfter = 3 * time.Second, 3500 * time.Millisecond
-	var holes []*blackhole
+	var holes []*cuttable
 	nodes := startClusterWith(t, 3, func(c *Config) {
-		b := &blackhole{inner: c.HTTPClient.Transport}
+		b := &cuttable{inner: c.HTTPClient.Transport, lose: true}
 		holes = append(holes, b)
 		c.HTTPClient = &http.Client{Timeout: c.HTTPClient.Timeout, Transport: b}
 		c.SelfStop, c.RemoveAfter = selfStop, removeAfter
@@ -460,7 +445,7 @@ func TestShortCutKeepsContact(t *testing.T) {
 		}
 	}
 	var cut *testNode
-	var hole *blackhole
+	var hole *cuttable
 	for i, n := range nodes {
 		if !n.IsLeader() {
 			cut, hole = n, holes[i]

@@ -152,19 +152,27 @@ func TestRouteTakeoverFailsClosed(t *testing.T) {
 	}
 }
 
+// raiseLease records lease as the cluster's largest through via and
+// waits until on has applied it.
+func raiseLease(t *testing.T, via, on *testNode, lease time.Duration) {
+	t.Helper()
+	ctx := ctxT(t)
+	if err := via.RaiseLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := on.waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == lease }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A node restarted from its data directory lost its lock state: all its
 // names warm up.
 func TestRouteRestartWarmsUp(t *testing.T) {
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	const lease = 5 * time.Second
-	if err := nodes[0].RaiseLease(ctx, lease); err != nil {
-		t.Fatal(err)
-	}
 	n3 := nodes[2]
-	if err := n3.waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == lease }); err != nil {
-		t.Fatal(err)
-	}
+	raiseLease(t, nodes[0], n3, lease)
 	raftAddr, adminAddr := n3.RaftAddr(), n3.admin.Addr().String()
 	n3.stop()
 	started := time.Now()
@@ -201,13 +209,8 @@ func TestRouteWipedNodeWarmsUp(t *testing.T) {
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	const lease = 5 * time.Second
-	if err := nodes[0].RaiseLease(ctx, lease); err != nil {
-		t.Fatal(err)
-	}
 	n3 := nodes[2]
-	if err := n3.waitFor(ctx, func(md *Metadata) bool { return md.MaxLease == lease }); err != nil {
-		t.Fatal(err)
-	}
+	raiseLease(t, nodes[0], n3, lease)
 	n3.stop()
 	started := time.Now()
 	r := startNode(t, n3.ID(), filepath.Join(t.TempDir(), "wiped"), "127.0.0.1:0", "127.0.0.1:0")
