@@ -42,7 +42,8 @@ func startBaton(ctx context.Context, e *env) (*server, error) {
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := startProcess("baton", "", 0, 0, []string{e.batonBin, "serve", "-listen", addr, "-log-level", "warn"}, nil)
+	argv := append([]string{e.batonBin, "serve", "-listen", addr, "-log-level", "warn"}, benchLimits...)
+	p, err := startProcess("baton", "", 0, 0, argv, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -94,3 +95,9 @@ func (b *batonLocker) close() {}
 type batonHeld struct{ l *baton.Lock }
 
 func (h batonHeld) unlock() error { return h.l.Release() }
+
+// benchLimits lifts the server's per-client limits: every client of a
+// bench run comes from one loopback address, and the capacity scenarios
+// measure what the server can hold, not its policy (docs/capacity.md).
+var benchLimits = []string{"-max-sessions-per-client", "0", "-max-session-claims", "0", "-max-waiters", "0",
+	"-max-kept-sessions", "0", "-max-kept-claims", "0"}

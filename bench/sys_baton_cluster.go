@@ -138,6 +138,7 @@ func startClusterNodes(ctx context.Context, e *env) ([]clusterNode, []*process, 
 		}
 		argv := []string{e.batonBin, "serve", "-node-id", id, "-listen", n.addr, "-raft-listen", n.raft,
 			"-admin-listen", n.admin, "-ops-listen", n.ops, "-data-dir", filepath.Join(dir, id), "-log-level", "warn"}
+		argv = append(argv, benchLimits...)
 		if i == 0 {
 			argv = append(argv, "-bootstrap")
 		} else {
