@@ -252,7 +252,8 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		if err := n.Bootstrap(ctx); err != nil {
 			return err
 		}
-		c.logger.Info("formed a new cluster", "node_id", cfg.nodeID, "join_self", joinSelf)
+		c.logger.Info("formed a new cluster", "node_id", cfg.nodeID, "join_self", joinSelf,
+			"if_data_lost", "if this node was a member of a running cluster and lost its data directory, stop it now: see 'A node that lost its data directory' in docs/operations.md")
 	case cfg.join != "":
 		// A restarted node joins again only to record its addresses,
 		// which may have changed; its place in the ring stays.
