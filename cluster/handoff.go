@@ -512,15 +512,10 @@ func isChangeInProgress(err error) bool {
 
 // applyLocalResult is applyLocal returning the entry's result.
 func (n *Node) applyLocalResult(c command, timeout time.Duration) (applyResult, error) {
-	data, err := json.Marshal(c)
+	res, _, err := n.applyEntry(c, timeout)
 	if err != nil {
 		return applyResult{}, err
 	}
-	f := n.raft.Apply(data, timeout)
-	if err := f.Error(); err != nil {
-		return applyResult{}, err
-	}
-	res, _ := f.Response().(applyResult)
 	if res.Error != "" {
 		return res, errors.New(res.Error)
 	}

@@ -773,17 +773,14 @@ func (n *Node) leaderDo(ctx context.Context, path string, body []byte, out any) 
 		return err
 	}
 	c.At = n.cfg.Now()
-	data, err := json.Marshal(c)
+	res, index, err := n.applyEntry(c, timeout)
 	if err != nil {
 		return err
 	}
-	f := n.raft.Apply(data, timeout)
-	if err := f.Error(); err != nil {
-		return err
-	}
-	res, _ := f.Response().(applyResult)
 	if out != nil {
-		*out.(*applyReply) = applyReply{applyResult: res, Index: f.Index()}
+		// The entry's own error goes back in the reply, to the member
+		// that forwarded the write.
+		*out.(*applyReply) = applyReply{applyResult: res, Index: index}
 	}
 	return nil
 }
@@ -868,18 +865,23 @@ func (n *Node) removeMember(ctx context.Context, id string, planned, stop bool, 
 }
 
 func (n *Node) applyLocal(c command, timeout time.Duration) error {
+	_, err := n.applyLocalResult(c, timeout)
+	return err
+}
+
+// applyEntry appends c to the log on this node, the leader, and returns
+// the entry's result and index; the result's own Error is the caller's.
+func (n *Node) applyEntry(c command, timeout time.Duration) (applyResult, uint64, error) {
 	data, err := json.Marshal(c)
 	if err != nil {
-		return err
+		return applyResult{}, 0, err
 	}
 	f := n.raft.Apply(data, timeout)
 	if err := f.Error(); err != nil {
-		return err
+		return applyResult{}, 0, err
 	}
-	if res, _ := f.Response().(applyResult); res.Error != "" {
-		return errors.New(res.Error)
-	}
-	return nil
+	res, _ := f.Response().(applyResult)
+	return res, f.Index(), nil
 }
 
 // Members returns the members this node has applied, sorted by id.
