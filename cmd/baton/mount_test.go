@@ -602,18 +602,12 @@ func startBatonPastGate(t *testing.T) (*batonProc, string) {
 	return srv, addr
 }
 
-// TestMountLostLocksFailIO: when the mount's session is lost (here the
-// server is frozen for longer than the mount's lease), its locks are gone
-// on the server, so a program that held one must not go on writing as if
-// it still did: I/O through the descriptor that held the lock fails with
-// EIO (as Linux's NFS client answers for a lost lock), while files
-// without locks stay usable.
-func TestMountLostLocksFailIO(t *testing.T) {
-	python := needTool(t, "python3")
-	needFUSE(t)
-	srv, addr := startBatonPastGate(t)
+// dbAndLogDirs makes a source directory holding the files db and log
+// (10 bytes each) and an empty mount point beside it.
+func dbAndLogDirs(t *testing.T) (src, mnt string) {
+	t.Helper()
 	dir := t.TempDir()
-	src, mnt := filepath.Join(dir, "shared"), filepath.Join(dir, "a")
+	src, mnt = filepath.Join(dir, "shared"), filepath.Join(dir, "a")
 	for _, d := range []string{src, mnt} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -624,6 +618,20 @@ func TestMountLostLocksFailIO(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return src, mnt
+}
+
+// TestMountLostLocksFailIO: when the mount's session is lost (here the
+// server is frozen for longer than the mount's lease), its locks are gone
+// on the server, so a program that held one must not go on writing as if
+// it still did: I/O through the descriptor that held the lock fails with
+// EIO (as Linux's NFS client answers for a lost lock), while files
+// without locks stay usable.
+func TestMountLostLocksFailIO(t *testing.T) {
+	python := needTool(t, "python3")
+	needFUSE(t)
+	srv, addr := startBatonPastGate(t)
+	src, mnt := dbAndLogDirs(t)
 	startMount(t, addr, src, mnt, "host-a", "--lease", "1s")
 	h := startHolder(t, python, "-c", lostHold, filepath.Join(mnt, "db"), filepath.Join(mnt, "log"))
 	if l := h.line(t); l != "held" {
@@ -703,18 +711,7 @@ func TestMountLostLockFailsIOOfItsChildren(t *testing.T) {
 	python := needTool(t, "python3")
 	needFUSE(t)
 	srv, addr := startBatonPastGate(t)
-	dir := t.TempDir()
-	src, mnt := filepath.Join(dir, "shared"), filepath.Join(dir, "a")
-	for _, d := range []string{src, mnt} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []string{"db", "log"} {
-		if err := os.WriteFile(filepath.Join(src, f), make([]byte, 10), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	src, mnt := dbAndLogDirs(t)
 	startMount(t, addr, src, mnt, "host-a", "--lease", "1s")
 	db, log := filepath.Join(mnt, "db"), filepath.Join(mnt, "log")
 	child := startHolder(t, flock, db, python, "-c", lostWriter, db, log)
