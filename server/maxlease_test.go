@@ -71,10 +71,12 @@ func TestLeaseRecordedAtFirstAllowedClaim(t *testing.T) {
 	c := ts.dialV2(t, lease, "recorder")
 	c.mustWrite(claimFrame(1, protocol.ModeExclusive, 0, "secret/payroll"))
 	c.expectCode(protocol.TypeRefused, 1, protocol.CodeNotAuthorized)
+	c.mustWrite(rangeFrame(9, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 1, 0, 9, "secret/file"))
+	c.expectRange(9, protocol.RangeDenied)
 	c.mustWrite(protocol.AppendPing(nil, 1))
 	c.expect(protocol.TypePong, 0)
 	if got := rec.leases(); len(got) != 0 {
-		t.Fatalf("recorded %v after HELLO and a refused claim, want nothing", got)
+		t.Fatalf("recorded %v after HELLO, a refused claim and a refused range, want nothing", got)
 	}
 	c.mustHold(2, protocol.ModeExclusive, 0, "public/report")
 	c.mustHold(3, protocol.ModeExclusive, 0, "public/other")

@@ -96,7 +96,7 @@ type Route struct {
 // for version 2 claims, with lease 0: it must not block.
 //
 // RecordLease records a version 2 session's lease before its first
-// claim that the ACL allows, or its first range request (it may block);
+// claim or range request that the ACL allows (it may block);
 // false ends the session with ERROR 0x03.
 //
 // A version 2 claim on a name whose Route is RouteForward is relayed

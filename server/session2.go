@@ -558,17 +558,17 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 }
 
 // mayHold tells whether frame f (ce: its claim-level error) may make the
-// session hold or wait for something: a valid CLAIM the ACL allows, or a
-// RANGE request (range keys have no ACL yet).
+// session hold or wait for something: a valid CLAIM, or a RANGE request
+// other than a cancel, on a name the ACL allows.
 func (s *session) mayHold(f protocol.Frame, ce *protocol.ClaimError) bool {
-	switch f.Type {
-	case protocol.TypeRange:
-		return true
-	case protocol.TypeClaim:
-		a := s.srv.Authorizer
-		return ce == nil && (a == nil || a.Allow(s.peer.Identity, f.Name))
+	switch {
+	case f.Type == protocol.TypeRange && f.Op != protocol.RangeCancel:
+	case f.Type == protocol.TypeClaim && ce == nil:
+	default:
+		return false
 	}
-	return false
+	a := s.srv.Authorizer
+	return a == nil || a.Allow(s.peer.Identity, f.Name)
 }
 
 // othersOnly drops the flushes of session self from ds: its reader
