@@ -146,6 +146,12 @@ type contactState struct {
 	// planned leave (it serves nothing unless a later join of it is
 	// applied); left: it has applied the end of its own planned leave.
 	removed, left atomic.Bool
+	// lastLeader is the leader this node last knew of (Raft forgets it
+	// when the node, cut off, starts an election): contact requests go on
+	// to it, so that contact comes back as soon as a cut heals, not once
+	// Raft, whose leader backs off from a silent follower, has found the
+	// node again.
+	lastLeader atomic.Pointer[Member]
 
 	mu sync.Mutex
 	// Leader side: when each member's contact request was last heard,
@@ -371,6 +377,12 @@ func (n *Node) lead(ctx context.Context) {
 // send time if the leader answered OK.
 func (n *Node) askContact(ctx context.Context, body []byte) {
 	m, ok := n.Leader()
+	if ok {
+		n.contact.lastLeader.Store(&m)
+	} else if last := n.contact.lastLeader.Load(); last != nil {
+		// Safe: only a leader that a quorum still follows answers OK.
+		m, ok = *last, true
+	}
 	if !ok || m.AdminAddr == "" || m.ID == n.cfg.ID {
 		return
 	}
