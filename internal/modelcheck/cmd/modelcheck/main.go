@@ -15,6 +15,7 @@
 //	modelcheck -model=cluster-ranges -range-handover [-range-relay [-range-host-n]] [-lease=40 -unit=10 -drift=1] [-mutation=range-placeholder-short]
 //	modelcheck -model=cluster-ranges-failover [-range-second] [-lease=40 -unit=10 -drift=1 -tself=20 -removal=25 -slack=0] [-mutation=range-warmup-short]
 //	modelcheck -model=cluster-ranges-resume [-resume-second] [-resume-sessions=2] [-lease=40 -unit=10 -drift=1] [-mutation=resume-drop-at-once]
+//	modelcheck -model=lease-lower -nodes=3 -deaths=2 -restarts=1 -settings=2 [-mutation=remove-completes]
 //	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-relay=2 [-relay-fails]] [-mutation=no-tself]
 //
 // It exits 0 when every property holds, 1 on a violation (after printing
@@ -39,7 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), cluster-ranges-failover (relayed range locks re-asserted at the new owner after a failover, timed, with clock drift), cluster-ranges-resume (range locks re-asserted by their client through another node after its own node dies, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), cluster-ranges-failover (relayed range locks re-asserted at the new owner after a failover, timed, with clock drift), cluster-ranges-resume (range locks re-asserted by their client through another node after its own node dies, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift), lease-lower (an operator lowers the cluster's largest lease while nodes die, restart and are removed)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
@@ -65,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		restarts = fs.Int("restarts", cdef.Restarts, "cluster, cluster-continue: node restarts from the data directory (0..2)")
 		wipes    = fs.Int("wipes", cdef.Wipes, "cluster: how many of the restarts find the data directory wiped (0..restarts)")
 		v1       = fs.Int("v1", cdef.V1, "cluster: clients, counted from the last, that speak protocol version 1: a planned move tells them ERROR 0x01 instead of handing their claims over (0..clients; the default is capped at -clients)")
+		settings = fs.Int("settings", modelcheck.DefaultLeaseLowerConfig().Settings, "lease-lower: lease ceilings an operator sets, alternately a lowering and none (1..3)")
 		owners   = fs.Int("owners", 3, "ranges: lock owners (1..3)")
 		rsess    = fs.Int("range-sessions", 0, "ranges: sessions the owners are grouped into (1..owners; 0: one per owner)")
 		posns    = fs.Int("positions", 2, "ranges: byte positions (1..3)")
@@ -94,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			strings.Join(modelcheck.DirlockSeedMutations, ", ")+"; steps: "+strings.Join(modelcheck.DirlockStepsMutations, ", ")+
 			"; cluster: "+strings.Join(modelcheck.ClusterMutations, ", ")+"; cluster-continue: "+strings.Join(modelcheck.ContinueMutations, ", ")+"; ranges: "+strings.Join(modelcheck.RangeMutations, ", ")+
 			"; cluster-ranges: "+strings.Join(modelcheck.ClusterRangesMutations, ", ")+"; cluster-ranges-failover: "+strings.Join(modelcheck.RangeFailoverMutations, ", ")+
-			"; cluster-ranges-resume: "+strings.Join(modelcheck.RangeResumeMutations, ", ")+"; failover: "+strings.Join(modelcheck.FailoverMutations, ", ")+"; failover with -relay, also: "+strings.Join(modelcheck.FailoverRelayMutations, ", "))
+			"; cluster-ranges-resume: "+strings.Join(modelcheck.RangeResumeMutations, ", ")+"; failover: "+strings.Join(modelcheck.FailoverMutations, ", ")+"; lease-lower: "+strings.Join(modelcheck.LeaseLowerMutations, ", ")+"; failover with -relay, also: "+strings.Join(modelcheck.FailoverRelayMutations, ", "))
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: modelcheck [flags]\n\nExplores every interleaving of a bounded configuration; exits 0 if every\nproperty holds, 1 on a violation (printing the shortest counterexample),\n2 on bad flags.\n\n")
@@ -204,6 +206,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rep = modelcheck.CheckCluster(cfg)
+	case "lease-lower":
+		// -nodes, -deaths and -restarts keep the model's defaults unless given.
+		cfg := modelcheck.DefaultLeaseLowerConfig()
+		cfg.Settings, cfg.Mutation = *settings, *mutation
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "nodes":
+				cfg.Nodes = *nodes
+			case "deaths":
+				cfg.Deaths = *deaths
+			case "restarts":
+				cfg.Restarts = *restarts
+			}
+		})
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
+			return 2
+		}
+		rep = modelcheck.CheckLeaseLower(cfg)
 	case "cluster-continue":
 		cfg := modelcheck.ContinueConfig{Nodes: *nodes, Clients: *clients, Lives: *acquires, Changes: *changes,
 			Deaths: *deaths, Restarts: *restarts, Mutation: *mutation}
