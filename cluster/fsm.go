@@ -58,10 +58,9 @@ type Metadata struct {
 	// node's current one.
 	LastEpoch uint64            `json:"last_epoch"`
 	Epochs    map[string]uint64 `json:"epochs"`
-	// MaxLease is the largest lease any client was granted (a node raises
-	// it before the grant that exceeds it): the bound of a take-over's
-	// warm-up.
-	MaxLease time.Duration `json:"max_lease"`
+	// LeaseBound holds the largest lease granted (MaxLease), the bound of
+	// a take-over's warm-up, and the operator's ceiling (leasebound.go).
+	LeaseBound
 	// Pending is a planned ring change in progress (handoff.go): the ring
 	// it will commit, and the prior owners that have handed their moving
 	// names over. Nil when none is.
@@ -76,6 +75,7 @@ func (md *Metadata) clone() Metadata {
 	c := *md
 	c.Members = maps.Clone(md.Members)
 	c.Epochs = maps.Clone(md.Epochs)
+	c.LeaseBound = md.LeaseBound.clone()
 	if c.Members == nil {
 		c.Members = map[string]Member{}
 	}
@@ -100,6 +100,9 @@ func (md *Metadata) ring() *Ring {
 	return NewRing(md.RingVersion, ids)
 }
 
+// memberIDs returns the members' ids.
+func (md *Metadata) memberIDs() []string { return slices.Collect(maps.Keys(md.Members)) }
+
 // MemberList returns the members sorted by id.
 func (md *Metadata) MemberList() []Member {
 	out := slices.Collect(maps.Values(md.Members))
@@ -123,6 +126,8 @@ const (
 	opRaiseLease   = "raise_lease"   // Lease
 	opPending      = "pending"       // Pending: propose a planned ring change
 	opHanded       = "handed"        // ID, Version: ID handed its moving names over
+	opLeaseCeiling = "lease_ceiling" // Lease: the operator's ceiling (0: none)
+	opLeaseAck     = "lease_ack"     // ID, Lease: ID acknowledges a lowering to Lease
 )
 
 // MaxRecordedLease is the largest lease the log records as the cluster's
@@ -186,6 +191,10 @@ type fsm struct {
 	// changes or ends (handoff.go), with the new one (nil: none). It must
 	// not call back into the fsm.
 	onPending func(p *Pending)
+	// onCeiling is called under mu after every apply and restore with the
+	// lease ceiling, so that a node enforces a ceiling before it serves
+	// anything the log holds after it. It must not block.
+	onCeiling func(time.Duration)
 	// committedPrior is, while onRing runs for a ring that a log entry
 	// commits after a complete hand-off, the prior owners that handed it
 	// over; nil otherwise (a ring restored from a snapshot included).
@@ -237,6 +246,9 @@ func (f *fsm) emit(events []Event, index uint64, replayed bool) {
 
 func (f *fsm) advance(index uint64) {
 	f.index = max(f.index, index)
+	if f.onCeiling != nil {
+		f.onCeiling(f.md.Ceiling)
+	}
 	close(f.changed)
 	f.changed = make(chan struct{})
 }
@@ -273,6 +285,7 @@ func (f *fsm) apply(c *command) applyResult {
 			f.pendingChanged()
 		}
 		delete(md.Members, c.ID)
+		md.MemberRemoved(c.ID, md.memberIDs())
 		// The removed node's epoch stays consumed: LastEpoch never goes
 		// back, and a node that rejoins takes a fresh one.
 		delete(md.Epochs, c.ID)
@@ -287,7 +300,18 @@ func (f *fsm) apply(c *command) applyResult {
 		if c.Lease <= 0 || c.Lease > MaxRecordedLease {
 			return applyResult{Error: fmt.Sprintf("cluster: lease %v out of range (0, %v]", c.Lease, MaxRecordedLease)}
 		}
-		md.MaxLease = max(md.MaxLease, c.Lease)
+		md.Raise(c.Lease)
+		return applyResult{}
+	case opLeaseCeiling:
+		if c.Lease < 0 || c.Lease > MaxRecordedLease {
+			return applyResult{Error: fmt.Sprintf("cluster: lease ceiling %v out of range [0, %v]", c.Lease, MaxRecordedLease)}
+		}
+		md.SetCeiling(c.Lease)
+		return applyResult{}
+	case opLeaseAck:
+		if err := md.Ack(c.ID, c.Lease, md.memberIDs()); err != nil {
+			return applyResult{Error: err.Error()}
+		}
 		return applyResult{}
 	case opPending:
 		return f.applyPending(c)

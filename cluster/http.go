@@ -52,7 +52,11 @@ const (
 	pathEpoch  = "/cluster/v1/epoch"
 	pathLease  = "/cluster/v1/lease"
 	pathHanded = "/cluster/v1/handed"
-	pathStatus = "/cluster/v1/status"
+	// pathLeaseCeiling: an operator's ceiling on leases (leasebound.go);
+	// pathLeaseAck: a member's acknowledgement of a lowering.
+	pathLeaseCeiling = "/cluster/v1/lease-ceiling"
+	pathLeaseAck     = "/cluster/v1/lease-ack"
+	pathStatus       = "/cluster/v1/status"
 	// pathHandoff: a prior owner's hand-off of moving names (handoff.go).
 	pathHandoff = "/cluster/v1/handoff"
 
@@ -129,6 +133,18 @@ type leaseRequest struct {
 	LeaseMS uint64 `json:"lease_ms"`
 }
 
+// leaseCeilingRequest is the body of POST /cluster/v1/lease-ceiling
+// (0: no ceiling).
+type leaseCeilingRequest struct {
+	LeaseMS uint64 `json:"lease_ms"`
+}
+
+// leaseAckRequest is the body of POST /cluster/v1/lease-ack.
+type leaseAckRequest struct {
+	ID       string `json:"id"`
+	TargetMS uint64 `json:"target_ms"`
+}
+
 // handedRequest is the body of POST /cluster/v1/handed.
 type handedRequest struct {
 	ID      string `json:"id"`
@@ -170,6 +186,10 @@ type Status struct {
 	Members            []Member          `json:"members"`
 	Epochs             map[string]uint64 `json:"epochs"`
 	MaxLease           string            `json:"max_lease"`
+	// LeaseCeiling is the operator's ceiling on leases ("" for none);
+	// LeaseLowering the lowering of MaxLease to it in progress, if any.
+	LeaseCeiling  string         `json:"lease_ceiling,omitempty"`
+	LeaseLowering *LeaseLowering `json:"lease_lowering,omitempty"`
 	// Unreachable lists, on the leader, members it cannot heartbeat.
 	Unreachable []string `json:"unreachable,omitempty"`
 	// Self is this node's own record as it would join with it (its
@@ -200,9 +220,12 @@ func (n *Node) Status() Status {
 	st := Status{
 		ID: n.cfg.ID, Leader: string(leader), IsLeader: n.IsLeader(), RaftState: n.raft.State().String(),
 		AppliedRingVersion: md.RingVersion, RingCommittedAt: md.RingCommittedAt, Ring: md.ring().Members(),
-		Members: md.MemberList(), Epochs: md.Epochs, MaxLease: md.MaxLease.String(),
+		Members: md.MemberList(), Epochs: md.Epochs, MaxLease: md.MaxLease.String(), LeaseLowering: md.Lowering,
 		Self: self, CommitIndex: n.raft.CommitIndex(), AppliedIndex: applied, Pending: md.Pending,
 		QuorumContact: n.InContact(time.Now()), Removed: n.Removed(),
+	}
+	if md.Ceiling > 0 {
+		st.LeaseCeiling = md.Ceiling.String()
 	}
 	if age := n.ContactAge(); age >= 0 {
 		st.ContactAge = age.Round(time.Millisecond).String()
@@ -220,7 +243,7 @@ func (n *Node) Status() Status {
 // the certificate check of the members' identity.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range []string{pathJoin, pathRemove, pathEpoch, pathLease, pathHanded} {
+	for _, p := range []string{pathJoin, pathRemove, pathEpoch, pathLease, pathHanded, pathLeaseCeiling, pathLeaseAck} {
 		mux.HandleFunc("POST "+p, func(w http.ResponseWriter, r *http.Request) { n.serveWrite(w, r, p) })
 	}
 	mux.HandleFunc("POST "+pathHandoff, n.serveHandoff)
@@ -353,6 +376,21 @@ func parseWrite(path string, body []byte) (any, error) {
 			return nil, fmt.Errorf("lease_ms %d out of range: from 1 to %d (the protocol's largest lease)", l.LeaseMS, uint64(math.MaxUint32))
 		}
 		return l, nil
+	case pathLeaseCeiling:
+		var l leaseCeilingRequest
+		if err := decodeStrict(body, &l); err != nil {
+			return nil, fmt.Errorf("a lease ceiling needs lease_ms: %w", err)
+		}
+		if l.LeaseMS > math.MaxUint32 {
+			return nil, fmt.Errorf("lease_ms %d out of range: from 0 (no ceiling) to %d (the protocol's largest lease)", l.LeaseMS, uint64(math.MaxUint32))
+		}
+		return l, nil
+	case pathLeaseAck:
+		var a leaseAckRequest
+		if err := decodeStrict(body, &a); err != nil || checkID(a.ID) != nil || a.TargetMS == 0 || a.TargetMS > math.MaxUint32 {
+			return nil, fmt.Errorf("a lease acknowledgement needs id and target_ms (%v)", err)
+		}
+		return a, nil
 	case pathHanded:
 		var h handedRequest
 		if err := decodeStrict(body, &h); err != nil || h.Version == 0 || checkID(h.ID) != nil {
@@ -415,7 +453,9 @@ func (n *Node) serveWrite(w http.ResponseWriter, r *http.Request, path string) {
 
 // hasReply tells the writes that answer an applyReply: those that become
 // one log entry.
-func hasReply(path string) bool { return path == pathEpoch || path == pathLease || path == pathHanded }
+func hasReply(path string) bool {
+	return path == pathEpoch || path == pathLease || path == pathHanded || path == pathLeaseCeiling || path == pathLeaseAck
+}
 
 // opCommand checks a typed write against the applied metadata, on the
 // leader, and returns its log entry.
@@ -429,6 +469,17 @@ func (n *Node) opCommand(op any) (command, error) {
 		return command{Op: opEpoch, ID: op.ID}, nil
 	case leaseRequest:
 		return command{Op: opRaiseLease, Lease: time.Duration(op.LeaseMS) * time.Millisecond}, nil
+	case leaseCeilingRequest:
+		return command{Op: opLeaseCeiling, Lease: time.Duration(op.LeaseMS) * time.Millisecond}, nil
+	case leaseAckRequest:
+		target := time.Duration(op.TargetMS) * time.Millisecond
+		if l := md.Lowering; l == nil || l.Target != target {
+			return command{}, &httpError{Status: http.StatusConflict, Msg: fmt.Sprintf("no lowering of the largest lease to %v is in progress", target)}
+		}
+		if _, ok := md.Members[op.ID]; !ok {
+			return command{}, &httpError{Status: http.StatusNotFound, Msg: ErrUnknownMember.Error() + ": " + op.ID}
+		}
+		return command{Op: opLeaseAck, ID: op.ID, Lease: target}, nil
 	case handedRequest:
 		p := md.Pending
 		if p == nil || p.Version != op.Version {

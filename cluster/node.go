@@ -178,6 +178,10 @@ type Node struct {
 	// silence (contact.go).
 	contact contactState
 
+	// leaseSessions is the server a lowering of the largest lease waits
+	// for (leaselower.go).
+	leaseSessions atomic.Pointer[LeaseSessions]
+
 	tokens  *Tokens
 	renewCh chan struct{} // Tokens running low: commit the next epoch
 	done    chan struct{} // closed by Shutdown
@@ -296,6 +300,7 @@ func Open(cfg Config) (*Node, error) {
 	n.fsm.replayTo = lastIndex
 	n.fsm.opening = true
 	n.fsm.onPending = n.pendingApplied
+	n.fsm.onCeiling = n.applyCeiling
 	n.tokens = NewTokens(0, func() {
 		select {
 		case n.renewCh <- struct{}{}:
@@ -329,7 +334,8 @@ func Open(cfg Config) (*Node, error) {
 	})
 	r.RegisterObserver(n.observer)
 	go n.observe()
-	n.renewWG.Add(3)
+	n.renewWG.Add(4)
+	go n.leaseLoop()
 	go n.renew()
 	go n.handoffLoop()
 	go n.contactLoop()

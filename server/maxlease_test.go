@@ -84,3 +84,36 @@ func TestLeaseRecordedAtFirstAllowedClaim(t *testing.T) {
 		t.Fatalf("recorded %v after two allowed claims, want [%v] once", got, lease)
 	}
 }
+
+// TestLeaseCeiling: a cluster's ceiling (SetLeaseCeiling) refuses longer
+// leases as MaxLease does, while sessions open already keep theirs and
+// count in LongestLease until they end.
+func TestLeaseCeiling(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	if got := ts.LongestLease(); got != 0 {
+		t.Fatalf("LongestLease with no session: %v", got)
+	}
+	old := ts.dialV2(t, time.Hour, "before the ceiling")
+	old.mustHold(1, protocol.ModeExclusive, 0, "old")
+	v1 := ts.dial(t)
+	v1.mustOwn("v1", 2*time.Hour)
+	ts.SetLeaseCeiling(time.Minute)
+
+	longV2 := ts.dialV2Raw(t)
+	longV2.mustWrite(openingV2(time.Minute+time.Millisecond, "long"))
+	longV2.expectSessionError(protocol.CodeInvalidLease)
+	long := ts.dial(t)
+	long.mustWrite(acquireFrame("l", time.Minute+time.Millisecond))
+	long.expectErrorBytes(protocol.CodeInvalidLease)
+	ts.dialV2(t, time.Minute, "at the ceiling").mustHold(1, protocol.ModeExclusive, 0, "new")
+
+	if got := ts.LongestLease(); got != 2*time.Hour {
+		t.Errorf("LongestLease: %v, want the open version 1 session's 2h", got)
+	}
+	v1.conn.Close()
+	old.conn.Close()
+	waitUntil(t, 5*time.Second, "the long sessions to end", func() bool { return ts.LongestLease() == time.Minute })
+	ts.SetLeaseCeiling(0)
+	ts.dialV2(t, time.Hour, "no ceiling").mustHold(1, protocol.ModeExclusive, 0, "again")
+}

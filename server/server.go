@@ -159,6 +159,9 @@ type Server struct {
 	gateTimer  *time.Timer // opens the table's gate; nil without one
 	inShutdown atomic.Bool
 	sessionsWG sync.WaitGroup
+	// leaseCeiling is a cluster's ceiling on leases (SetLeaseCeiling), in
+	// nanoseconds; 0 for none.
+	leaseCeiling atomic.Int64
 
 	// mu guards the table and every field below it. It is never held
 	// during network I/O.
@@ -483,9 +486,31 @@ func (srv *Server) observe(e Event) {
 // notify is observe for callers that hold srv.mu.
 func (srv *Server) notify(e Event) { srv.observe(e) }
 
-// leaseTooLong tells whether a session's lease exceeds MaxLease.
+// leaseTooLong tells whether a session's lease exceeds MaxLease or the
+// ceiling a cluster set (SetLeaseCeiling).
 func (srv *Server) leaseTooLong(lease time.Duration) bool {
-	return srv.MaxLease > 0 && lease > srv.MaxLease
+	c := time.Duration(srv.leaseCeiling.Load())
+	return srv.MaxLease > 0 && lease > srv.MaxLease || c > 0 && lease > c
+}
+
+// errLeaseTooLong: a version 1 ACQUIRE whose lease the ceiling refused
+// after the opening's check.
+var errLeaseTooLong = errors.New("server: lease above the ceiling")
+
+// SetLeaseCeiling makes the server refuse, with ERROR 0x17, a session
+// whose lease is above d, as MaxLease does (0: no ceiling beyond
+// MaxLease): a cluster's ceiling, set by an operator to lower the
+// cluster's largest lease. Sessions open already keep their lease.
+func (srv *Server) SetLeaseCeiling(d time.Duration) { srv.leaseCeiling.Store(int64(d)) }
+
+// LongestLease is the longest lease among the server's sessions, open or
+// kept for re-assertion (0 for none): what a cluster's lowering of its
+// largest lease waits for. It takes the server's mutex for a walk of the
+// sessions, so it is for a slow poll, not a hot path.
+func (srv *Server) LongestLease() time.Duration {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.table.LongestLease()
 }
 
 // openGates opens the token gate of both tables: the claims and the range

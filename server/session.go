@@ -196,6 +196,9 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		if errors.Is(err, errMoved) {
 			return locktable.ReasonGraceful, protocol.CodeShuttingDown
 		}
+		if errors.Is(err, errLeaseTooLong) {
+			return locktable.ReasonProtocolError, protocol.CodeInvalidLease
+		}
 		if errors.Is(err, locktable.ErrModeConflict) {
 			// A semaphore's claims: version 1 cannot express one.
 			return locktable.ReasonProtocolError, protocol.CodeModeConflict
@@ -407,6 +410,12 @@ func (s *session) acquire(req protocol.Acquire, authGen uint64) (deadline time.T
 	if !srv.servesLocked(req.Name, s.forwarded) {
 		srv.mu.Unlock()
 		return time.Time{}, errMoved
+	}
+	if srv.leaseTooLong(req.Lease()) {
+		// The cluster's ceiling came down since the check at the opening
+		// (LongestLease must not miss a session registered after it).
+		srv.mu.Unlock()
+		return time.Time{}, errLeaseTooLong
 	}
 	now := time.Now()
 	st, res, err := srv.table.Acquire(now, s.id, locktable.Request{Name: req.Name, Lease: req.Lease(), Peer: s.peer})

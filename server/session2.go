@@ -318,6 +318,12 @@ func (s *session) openV2() (locktable.Reason, protocol.Code) {
 		return locktable.ReasonProtocolError, protocol.CodeLimitReached
 	}
 	srv.mu.Lock()
+	if srv.leaseTooLong(hello.Lease()) {
+		// The cluster's ceiling came down since the check above
+		// (LongestLease must not miss a session registered after it).
+		srv.mu.Unlock()
+		return locktable.ReasonProtocolError, protocol.CodeInvalidLease
+	}
 	now := time.Now()
 	err := srv.table.Open(now, s.id, locktable.SessionParams{Lease: hello.Lease(), Peer: s.peer, Label: hello.Label})
 	var kept []delivery

@@ -16,13 +16,14 @@ import (
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/cluster"
 	"github.com/batonlock/baton/internal/tlsfiles"
+	"github.com/batonlock/baton/protocol"
 )
 
 // 'baton cluster': the cluster's members and their health, and the
 // removal of members, over the member API a cluster node serves on its
 // admin listener (docs/cluster.md).
 
-const clusterSynopsis = "baton cluster status|join|leave|remove [flags] [MEMBER_ADMIN|ID]"
+const clusterSynopsis = "baton cluster status|join|leave|remove|lease-ceiling [flags] [MEMBER_ADMIN|ID|DURATION]"
 
 const clusterHelp = `
 Subcommands, each asking the node whose admin API is --admin:
@@ -42,6 +43,13 @@ Subcommands, each asking the node whose admin API is --admin:
   remove ID    remove member ID: how a dead node's names get a live owner
                again (until then they are granted nowhere); a live node's
                claims on them are not handed over (not yet available)
+  lease-ceiling DURATION
+               refuse leases above DURATION on every node (0: no ceiling
+               beyond each node's -max-lease); below the largest lease the
+               cluster has recorded, it also lowers that lease, which
+               bounds every take-over's warm-up, once every member has
+               acknowledged that it has no session above it (--wait waits
+               for that, within --timeout)
 
 With TLS on the nodes, give --tls-ca, --tls-cert and --tls-key: every
 request but status needs a certificate whose identity matches the nodes'
@@ -51,11 +59,13 @@ a -cluster-secret-file, join, leave and remove need the same secret:
 --cluster-secret-file.
 
 Exit status: 0 on success (join: also when the node already serves), 1
-on a failure, 2 on bad usage, 3 for an unknown member.
+on a failure (lease-ceiling --wait: also when the lowering did not end
+within --timeout or was cancelled), 2 on bad usage, 3 for an unknown
+member.
 `
 
 // clusterSubcommands are the subcommands of 'baton cluster'.
-var clusterSubcommands = []string{"status", "join", "leave", "remove"}
+var clusterSubcommands = []string{"status", "join", "leave", "remove", "lease-ceiling"}
 
 type clusterCmdConfig struct {
 	addr       string
@@ -63,6 +73,7 @@ type clusterCmdConfig struct {
 	timeout    time.Duration
 	tls        *tlsfiles.ClientFiles
 	secretFile string
+	wait       bool
 }
 
 func clusterFlags(sub string, stderr io.Writer) (*flagSet, *clusterCmdConfig) {
@@ -74,6 +85,9 @@ func clusterFlags(sub string, stderr io.Writer) (*flagSet, *clusterCmdConfig) {
 	if sub == "status" {
 		fs.BoolVar(&cfg.json, "json", "BATON_JSON", false, "print the node's JSON status instead of a table")
 	} else {
+		if sub == "lease-ceiling" {
+			fs.BoolVar(&cfg.wait, "wait", "BATON_WAIT", false, "wait until the largest lease has come down to the ceiling")
+		}
 		fs.StringVar(&cfg.secretFile, "cluster-secret-file", "BATON_CLUSTER_SECRET_FILE", "", "file holding the cluster's shared secret, as the nodes' -cluster-secret-file: needed when the nodes have one")
 	}
 	return fs, cfg
@@ -101,6 +115,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		want, what = 1, "ID"
 	case "join":
 		want, what = 1, "MEMBER_ADMIN"
+	case "lease-ceiling":
+		want, what = 1, "DURATION"
 	}
 	switch {
 	case len(pos) < want:
@@ -116,6 +132,12 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	if sub == "join" {
 		if err := checkHostPort(pos[0]); err != nil {
 			return usage("MEMBER_ADMIN: %v", err)
+		}
+	}
+	var ceiling time.Duration
+	if sub == "lease-ceiling" {
+		if ceiling, err = parseLeaseCeiling(pos[0]); err != nil {
+			return usage("DURATION: %v", err)
 		}
 	}
 	if (cfg.tls.Cert == "") != (cfg.tls.Key == "") {
@@ -148,6 +170,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		if err == nil {
 			fmt.Fprintf(stdout, "%s removed from the cluster\n", pos[0])
 		}
+	case "lease-ceiling":
+		err = clusterLeaseCeiling(ctx, cc, cfg, ceiling, stdout)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "baton cluster %s: %v\n", sub, err)
@@ -293,7 +317,12 @@ func clusterStatus(ctx context.Context, cc *clusterClient, cfg *clusterCmdConfig
 	if cfg.json {
 		return printJSON(out, st)
 	}
-	fmt.Fprintf(out, "node %s (asked), leader %s, ring version %d (%s)\n\n", st.ID, cell(st.Leader), st.AppliedRingVersion, strings.Join(st.Ring, " "))
+	fmt.Fprintf(out, "node %s (asked), leader %s, ring version %d (%s)\n", st.ID, cell(st.Leader), st.AppliedRingVersion, strings.Join(st.Ring, " "))
+	fmt.Fprintf(out, "largest lease %s, lease ceiling %s", st.MaxLease, cell(st.LeaseCeiling))
+	if l := st.LeaseLowering; l != nil {
+		fmt.Fprintf(out, ", lowering to %v acknowledged by %s", l.Target, cell(strings.Join(l.Acked, " ")))
+	}
+	fmt.Fprint(out, "\n\n")
 	members := st.Members
 	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
 	tw := newTable(out)
@@ -307,6 +336,81 @@ func clusterStatus(ctx context.Context, cc *clusterClient, cfg *clusterCmdConfig
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.State, cell(m.ProtocolAddr), cell(m.AdminAddr), cell(m.RaftAddr), health)
 	}
 	return tw.Flush()
+}
+
+// parseLeaseCeiling reads a ceiling: 0, or a lease the protocol can carry.
+func parseLeaseCeiling(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, err
+	case d == 0:
+		return 0, nil
+	case protocol.ValidateLease(d) != nil || d%time.Millisecond != 0:
+		return 0, fmt.Errorf("%v: want 0 or whole milliseconds from 1ms to 49 days", d)
+	}
+	return d, nil
+}
+
+// cell0 is a ceiling as Status shows it: "" for none.
+func cell0(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+// clusterLeaseCeiling sets the cluster's lease ceiling and, with --wait,
+// waits until the largest lease recorded is within it.
+func clusterLeaseCeiling(ctx context.Context, cc *clusterClient, cfg *clusterCmdConfig, ceiling time.Duration, out io.Writer) error {
+	if err := cc.post(ctx, cfg.addr, "/cluster/v1/lease-ceiling", map[string]any{"lease_ms": ceiling.Milliseconds()}); err != nil {
+		return err
+	}
+	// The node asked may apply the entry a moment after the leader.
+	var st cluster.Status
+	for {
+		var err error
+		if st, err = cc.status(ctx, cfg.addr); err != nil {
+			return err
+		}
+		if st.LeaseCeiling == cell0(ceiling) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the ceiling was committed but %s has not applied it: %w", st.ID, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if ceiling == 0 {
+		fmt.Fprintf(out, "no lease ceiling beyond each node's -max-lease; largest lease recorded %s\n", st.MaxLease)
+		return nil
+	}
+	fmt.Fprintf(out, "leases above %v are refused; largest lease recorded %s\n", ceiling, st.MaxLease)
+	if st.LeaseLowering == nil || !cfg.wait {
+		if st.LeaseLowering != nil {
+			fmt.Fprintf(out, "it comes down to %v once every member has acknowledged: see 'baton cluster status'\n", ceiling)
+		}
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the largest lease is still %s; acknowledged by %v (--timeout): sessions with a longer lease, or a warm-up, hold it up", st.MaxLease, st.LeaseLowering.Acked)
+		case <-time.After(200 * time.Millisecond):
+		}
+		next, err := cc.status(ctx, cfg.addr)
+		if err != nil {
+			continue
+		}
+		if st = next; st.LeaseLowering == nil {
+			if d, err := time.ParseDuration(st.MaxLease); err == nil && d <= ceiling {
+				fmt.Fprintf(out, "largest lease lowered to %s\n", st.MaxLease)
+				return nil
+			}
+			return fmt.Errorf("the lowering was cancelled (a member was removed before it acknowledged, or the ceiling was set again); the largest lease is %s", st.MaxLease)
+		}
+	}
 }
 
 // memberProbeTimeout bounds the probe of one member.

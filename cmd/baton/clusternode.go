@@ -41,10 +41,8 @@ type clusterRuntime struct {
 	handler atomic.Pointer[http.Handler]
 	// ready is set once the node has committed its first epoch.
 	ready atomic.Bool
-	// maxLease is the largest lease this node knows the cluster has
-	// recorded; a grant with a longer one raises it through Raft first.
-	maxLease atomic.Int64
-	leaseMu  sync.Mutex
+	// leaseMu makes one raise of the cluster's largest lease at a time.
+	leaseMu sync.Mutex
 	// epochBusy makes one background AcquireEpoch at a time.
 	epochBusy atomic.Bool
 	done      chan struct{}
@@ -240,6 +238,9 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 	if c.mover != nil {
 		n.SetMover(c.mover)
 	}
+	if c.srv != nil {
+		n.SetLeaseSessions(c.srv)
+	}
 	c.node.Store(n)
 	h := n.Handler()
 	c.handler.Store(&h)
@@ -286,7 +287,6 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 	if err != nil {
 		return fmt.Errorf("committing the first token epoch: %w", err)
 	}
-	c.maxLease.Store(int64(n.Metadata().MaxLease))
 	rejoin := n.Rejoin
 	if cfg.join != "" && !joinSelf {
 		rejoin = func(ctx context.Context) error { return n.Join(ctx, cfg.join) }
@@ -489,12 +489,14 @@ func (c *clusterRuntime) RecordLease(lease time.Duration) bool {
 // exceeds it (the bound of a take-over's warm-up). It is a Raft write
 // only when a client asks for a longer lease than any before.
 func (c *clusterRuntime) recordLease(n *cluster.Node, lease time.Duration) bool {
-	if int64(lease) <= c.maxLease.Load() {
+	// Read from the applied state each time, not cached: an operator's
+	// lowering (SetLeaseCeiling) brings it down.
+	if lease <= n.MaxLease() {
 		return true
 	}
 	c.leaseMu.Lock()
 	defer c.leaseMu.Unlock()
-	if int64(lease) <= c.maxLease.Load() {
+	if lease <= n.MaxLease() {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -503,7 +505,6 @@ func (c *clusterRuntime) recordLease(n *cluster.Node, lease time.Duration) bool 
 		c.logger.Warn("cannot record a longer lease in the cluster; holding the claim", "lease", lease, "err", err)
 		return false
 	}
-	c.maxLease.Store(int64(lease))
 	return true
 }
 

@@ -61,6 +61,17 @@ func (t *Table) Counts() Counts { return Counts{Locks: len(t.locks), Waiters: t.
 // when shared or a semaphore).
 func (t *Table) Holders() int { return t.held }
 
+// LongestLease returns the longest lease of the open sessions, kept
+// (detached) ones included; 0 when there are none. It walks every
+// session.
+func (t *Table) LongestLease() time.Duration {
+	var d time.Duration
+	for _, s := range t.sessions {
+		d = max(d, s.lease)
+	}
+	return d
+}
+
 // Sessions returns the number of open sessions.
 func (t *Table) Sessions() int { return len(t.sessions) }
 
