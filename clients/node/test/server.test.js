@@ -298,11 +298,16 @@ describe('losses', { skip: skipNoBin }, () => {
       const t0 = performance.now();
       srv.proc.kill('SIGSTOP');
       const reason = await aborted(cl.signal, 5000);
-      const after = performance.now() - t0;
+      const told = performance.now();
+      const after = told - t0;
       assert.ok(reason instanceof HeartbeatTimeoutError, String(reason));
       // The last confirmed request was sent at most a quarter lease before
       // the stop, so the give-up (anchor + 0.8 L) comes within 0.8 L of it.
       assert.ok(after <= 0.8 * lease + 150, `told after ${after.toFixed(0)} ms, lease ${lease}`);
+      // Against the anchor itself: the send time of the last request answered.
+      const sinceAnchor = told - s._conn.anchor;
+      assert.ok(sinceAnchor >= 0.8 * lease && sinceAnchor <= 0.8 * lease + 150,
+        `told ${sinceAnchor.toFixed(0)} ms after the anchor, want 0.8 of the ${lease} ms lease`);
       assert.equal(s._conn.sock.destroyed, false, 'closed before the work stopped');
       await cl.release();
       assert.equal(s._conn.sock.destroyed, true, 'not closed once the work stopped');
