@@ -534,6 +534,15 @@ export class Session extends EventEmitter {
     const conn = this._conn;
     req.sent = now();
     conn.pending.push(req);
+    // Requests of one tick go out in one write (a RELEASE and the next CLAIM, say).
+    if (!conn.corked) {
+      conn.corked = true;
+      conn.sock.cork();
+      process.nextTick(() => {
+        conn.corked = false;
+        conn.sock.uncork();
+      });
+    }
     conn.sock.write(buf);
     this._armTimer();
   }
