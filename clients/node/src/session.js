@@ -256,6 +256,7 @@ export class Session extends EventEmitter {
         sock.removeListener('error', onError);
         sock.removeListener('close', onClose);
         if (err) {
+          sock.on('error', () => {}); // a late TLS error must not go unhandled
           sock.destroy();
           reject(err);
         } else {
