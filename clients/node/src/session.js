@@ -819,7 +819,8 @@ export class Session extends EventEmitter {
     this._drain?.();
     this._ac.abort(err);
     if (loss && this.listenerCount('lost')) this.emit('lost', err);
-    this._router?.close();
+    // A routed session's claims on its owners' sessions outlive its own
+    // connection; close() ends them.
     if (this._holding === 0) return this._destroy();
     this._closeTimer = setTimeout(() => this._destroy(), Math.max(0, this._conn.closeBy - now()));
   }

@@ -220,9 +220,11 @@ describe('single server', { skip: skipNoBin }, () => {
     }
   });
 
-  test('the lost event fires at a loss and not at a release', async () => {
+  test('the lost event and onLost fire at a loss and not at a release', async () => {
     const name = fresh();
-    const s = await client.openSession({ lease: 2000 });
+    const told = [];
+    const c = new Client({ address: srv.addr, onLost: (claim, err) => told.push([claim.name, err.code]) });
+    const s = await c.openSession({ lease: 2000 });
     try {
       const cl = await s.acquire(name);
       let lostEvents = 0;
@@ -236,6 +238,7 @@ describe('single server', { skip: skipNoBin }, () => {
       await c2.release();
       assert.equal(released, 0);
       assert.equal(lostEvents, 1);
+      assert.deepEqual(told, [[name, Codes.CLOSED_BY_ADMIN]]);
     } finally {
       await s.close();
     }
