@@ -34,15 +34,15 @@ type RangeView struct {
 }
 
 // RangeViews describes the keys that still have a holder or a waiting
-// request, each with at most n held ranges and n waiting requests: a key
-// of any size costs one page under the mutex.
-func (srv *Server) RangeViews(keys []rangelock.Key, n int) []RangeView {
+// request, each with at most held held ranges and waiting waiting
+// requests: a key of any size costs one page under the mutex.
+func (srv *Server) RangeViews(keys []rangelock.Key, held, waiting int) []RangeView {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	out := make([]RangeView, 0, len(keys))
 	for _, k := range keys {
-		v, ok := srv.ranges.table.View(k.Key, k.NS, n)
+		v, ok := srv.ranges.table.View(k.Key, k.NS, held, waiting)
 		if !ok {
 			continue
 		}

@@ -31,10 +31,10 @@ type View struct {
 	WaitingTotal int
 }
 
-// View describes key in ns with at most n held ranges and n waiting
-// requests; false when nobody holds or waits there. It copies only what
-// it returns.
-func (t *Table) View(key string, ns Namespace, n int) (View, bool) {
+// View describes key in ns with at most held of its held ranges and
+// waiting of its waiting requests; false when nobody holds or waits
+// there. It copies only what it returns.
+func (t *Table) View(key string, ns Namespace, held, waiting int) (View, bool) {
 	f := t.files[fileKey{key, ns}]
 	if f == nil {
 		return View{}, false
@@ -43,7 +43,7 @@ func (t *Table) View(key string, ns Namespace, n int) (View, bool) {
 	for _, h := range f.holders {
 		v.HeldTotal += h.n()
 		i, j := 0, 0
-		for len(v.Holders) < n && (i < len(h.reads) || j < len(h.writes)) {
+		for len(v.Holders) < held && (i < len(h.reads) || j < len(h.writes)) {
 			if j == len(h.writes) || i < len(h.reads) && h.reads[i].Start < h.writes[j].Start {
 				v.Holders = append(v.Holders, Lock{Owner: h.owner, Type: Read, Range: h.reads[i]})
 				i++
@@ -53,7 +53,7 @@ func (t *Table) View(key string, ns Namespace, n int) (View, bool) {
 			}
 		}
 	}
-	for _, w := range f.queue[:min(n, len(f.queue))] {
+	for _, w := range f.queue[:min(waiting, len(f.queue))] {
 		v.Waiters = append(v.Waiters, Waiter{Owner: w.owner, Tag: w.tag, Type: w.typ, Range: w.r, Since: w.since})
 	}
 	return v, true
