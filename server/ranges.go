@@ -105,6 +105,10 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 		switch a.State {
 		case rangelock.Granted:
 			st, token = protocol.RangeGranted, a.Token
+			// Reported in table order: a flock conversion's release of
+			// the old lock first, the promotions the set allowed after.
+			srv.rangeEventsLocked(now, rangelock.Result{Released: res.Released}, "", nil)
+			res.Released = nil
 			srv.notifyRangeGrant(now, f.Name, ns, o, rangelock.Type(f.LockType), r, a.Token, 0)
 		case rangelock.Waiting:
 			st = protocol.RangeQueued

@@ -168,3 +168,27 @@ func TestRangeRevokeOnReload(t *testing.T) {
 		t.Errorf("public/f held by session %d, want c's own", f.Session)
 	}
 }
+
+// TestRangeEventsFlockConversion: a flock conversion reports the release
+// of the old lock before the grant of the new one, as the table made
+// them.
+func TestRangeEventsFlockConversion(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	a := ts.dialV2(t, longLease, "host-a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeFlock, protocol.LockRead, 4, 0, 0, "f"))
+	a.expectRange(1, protocol.RangeGranted)
+	a.mustWrite(rangeFrame(2, protocol.RangeSet, protocol.RangeFlock, protocol.LockWrite, 4, 0, 0, "f"))
+	a.expectRange(2, protocol.RangeGranted)
+	ts.events.waitCount(t, 2, rangeEventOf(server.EventRangeGranted, "f", a.session))
+	var kinds []string
+	for _, e := range ts.events.all() {
+		if e.Range != nil {
+			kinds = append(kinds, e.Kind.String()+":"+e.Range.Type+":"+e.Action)
+		}
+	}
+	want := []string{"range_granted:read:", "range_released:read:convert", "range_granted:write:"}
+	if len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
+		t.Errorf("events %q, want %q", kinds, want)
+	}
+}
