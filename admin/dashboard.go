@@ -298,12 +298,25 @@ func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 			add(x.Session, x.V1, x.Label, x.Peer, x.Lease, x.LastSeen).Waiting++
 		}
 	}
+	var infos map[locktable.SessionID]locktable.SessionInfo // of sessions with range locks alone
 	for id, c := range h.rangeCounts(r) {
-		// Only the sessions listed for their claims: a session with range
-		// locks alone is named in GET /api/ranges.
-		if s := byID[uint64(id)]; s != nil {
-			s.RangesHeld, s.RangesWaiting = c.Held, c.Waiting
+		s := byID[uint64(id)]
+		if s == nil {
+			if infos == nil {
+				infos = map[locktable.SessionID]locktable.SessionInfo{}
+				if p, ok := h.Server.(Pager); ok {
+					for _, x := range p.SessionInfos() {
+						infos[x.ID] = x
+					}
+				}
+			}
+			x, ok := infos[id]
+			if !ok {
+				continue
+			}
+			s = add(x.ID, x.V1, x.Label, x.Peer, x.Lease, x.LastSeen)
 		}
+		s.RangesHeld, s.RangesWaiting = c.Held, c.Waiting
 	}
 	ids := make([]uint64, 0, len(byID))
 	for id := range byID {

@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -187,6 +188,12 @@ func TestRangesUnderAdminRules(t *testing.T) {
 		t.Fatalf("reader's range listing %+v, %v: want only mount:home/a", list, err)
 	}
 	owner := fmt.Sprintf("%d/3", list.Ranges[0].Holders[0].Session)
+	// The session has range locks alone: it is listed, with the ranges
+	// the reader may see.
+	sl := sessionsAs(t, dash)
+	if len(sl.Sessions) != 1 || sl.Sessions[0].Label != "mount" || sl.Sessions[0].RangesHeld != 1 {
+		t.Errorf("reader's sessions %+v: want the mount's session with 1 range held", sl)
+	}
 	var ae *admin.Error
 	if _, err := dash.ReleaseRanges(ctx, "mount:home/a", owner); !errors.As(err, &ae) || ae.StatusCode != http.StatusForbidden {
 		t.Errorf("a reader's release: %v, want 403", err)
@@ -200,4 +207,19 @@ func TestRangesUnderAdminRules(t *testing.T) {
 			t.Errorf("range force-release event %+v", e)
 		}
 	}
+}
+
+// sessionsAs reads GET /api/sessions with c's certificate.
+func sessionsAs(t *testing.T, c *admin.Client) admin.SessionList {
+	t.Helper()
+	resp, err := c.HTTPClient.Get(c.BaseURL + "/api/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out admin.SessionList
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
