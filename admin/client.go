@@ -138,6 +138,26 @@ func (c *Client) Kick(ctx context.Context, name, addr string) (Kicked, error) {
 	return out, c.do(ctx, http.MethodDelete, LockPath(name, "waiters", addr), &out)
 }
 
+// Ranges returns the first page of range-lock keys (fcntl and flock)
+// whose key matches the glob pattern (empty: all), in key order, with
+// the total.
+func (c *Client) Ranges(ctx context.Context, match string) (RangeList, error) {
+	p := "/api/ranges"
+	if match != "" {
+		p += "?match=" + url.QueryEscape(match)
+	}
+	var out RangeList
+	return out, c.do(ctx, http.MethodGet, p, &out)
+}
+
+// ReleaseRanges releases the range locks and waiting range requests of
+// owner SESSION/OWNER on key; its session is ended with ERROR 0x02.
+func (c *Client) ReleaseRanges(ctx context.Context, key, owner string) (RangesReleased, error) {
+	var out RangesReleased
+	path := "/api/ranges/" + url.PathEscape(key) + "/release?" + url.Values{"owner": {owner}}.Encode()
+	return out, c.do(ctx, http.MethodPost, path, &out)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, nil)
 	if err != nil {

@@ -130,6 +130,10 @@ type Session struct {
 	// session whose connection broke, kept for a resume until its lease
 	// passes, or claims moved here not yet taken over.
 	Detached bool `json:"detached,omitempty"`
+	// RangesHeld and RangesWaiting count the session's held byte ranges
+	// (fcntl and flock) and waiting range requests (GET /api/ranges).
+	RangesHeld    int `json:"ranges_held"`
+	RangesWaiting int `json:"ranges_waiting"`
 }
 
 // SessionList is the answer of GET /api/sessions.
@@ -255,9 +259,11 @@ func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 		slices.SortFunc(infos, func(a, b locktable.SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
 		lo, hi := window(len(infos), limit, offset)
 		out := SessionList{Sessions: make([]Session, 0, hi-lo), Total: len(infos), Offset: offset, SnapshotAt: Time{at}}
+		ranges := h.rangeCounts(r)
 		for _, x := range infos[lo:hi] {
 			s := Session{Protocol: 2, Session: uint64(x.ID), Label: x.Label, Identity: x.Peer.Identity, RemoteAddr: x.Peer.Addr, RelayedBy: x.Peer.Via,
-				LeaseMS: x.Lease.Milliseconds(), LastSeen: Time{x.LastSeen}, Held: x.Held, Waiting: x.Waiting, Detached: x.Detached != nil}
+				LeaseMS: x.Lease.Milliseconds(), LastSeen: Time{x.LastSeen}, Held: x.Held, Waiting: x.Waiting, Detached: x.Detached != nil,
+				RangesHeld: ranges[x.ID].Held, RangesWaiting: ranges[x.ID].Waiting}
 			if x.V1 {
 				s.Protocol = 1
 			}
@@ -291,6 +297,26 @@ func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 		for _, x := range l.Waiters {
 			add(x.Session, x.V1, x.Label, x.Peer, x.Lease, x.LastSeen).Waiting++
 		}
+	}
+	var infos map[locktable.SessionID]locktable.SessionInfo // of sessions with range locks alone
+	for id, c := range h.rangeCounts(r) {
+		s := byID[uint64(id)]
+		if s == nil {
+			if infos == nil {
+				infos = map[locktable.SessionID]locktable.SessionInfo{}
+				if p, ok := h.Server.(Pager); ok {
+					for _, x := range p.SessionInfos() {
+						infos[x.ID] = x
+					}
+				}
+			}
+			x, ok := infos[id]
+			if !ok {
+				continue
+			}
+			s = add(x.ID, x.V1, x.Label, x.Peer, x.Lease, x.LastSeen)
+		}
+		s.RangesHeld, s.RangesWaiting = c.Held, c.Waiting
 	}
 	ids := make([]uint64, 0, len(byID))
 	for id := range byID {

@@ -17,6 +17,8 @@
 //	POST   /api/locks/{name}/release?claim=S/C         force-release the holder claim C of session S
 //	DELETE /api/locks/{name}/waiters/{remote_addr}     kick a waiter: it gets ERROR 0x02
 //	DELETE /api/locks/{name}/waiters/{S%2FC}           kick the waiting claim C of session S
+//	GET    /api/ranges[?key=K|match=GLOB&limit=N&offset=M]  range locks (fcntl, flock) by key (ranges.go)
+//	POST   /api/ranges/{key}/release?owner=S/O         release owner O of session S's range locks on key
 //
 // Every other GET path is Config.UI, the web dashboard, when it is set.
 //
@@ -347,6 +349,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(segs) == 3 && segs[1] == "locks":
 		if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, segs[2], false) {
 			h.lock(w, r, segs[2])
+		}
+	case len(segs) == 2 && segs[1] == "ranges":
+		if rb, ok := h.Server.(RangeBackend); !ok {
+			writeError(w, http.StatusNotFound, "no such endpoint")
+		} else if allow(w, r, http.MethodGet) && h.authorize(w, r, acl.ActionRead, "", true) {
+			h.ranges(w, r, rb)
+		}
+	case len(segs) == 4 && segs[1] == "ranges" && segs[3] == "release":
+		if rb, ok := h.Server.(RangeBackend); !ok {
+			writeError(w, http.StatusNotFound, "no such endpoint")
+		} else if allow(w, r, http.MethodPost) && h.authorize(w, r, acl.ActionRelease, segs[2], false) {
+			h.releaseRanges(w, r, rb, segs[2])
 		}
 	case len(segs) == 4 && segs[1] == "locks" && segs[3] == "release":
 		if allow(w, r, http.MethodPost) && h.authorize(w, r, acl.ActionRelease, segs[2], false) {

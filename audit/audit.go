@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,32 @@ const (
 	// installed, requeued, refused, stale_ring, retry, relayed), the
 	// token it keeps, or the REFUSED code.
 	Reasserted = "reasserted"
+	// RangeGranted: a byte-range or flock lock was granted: token,
+	// wait_ms, range.
+	RangeGranted = "range_granted"
+	// RangeReleased: a range lock ended, wholly or in part: range (the
+	// span released), reason (unlock, release, convert, session, force,
+	// revoked).
+	RangeReleased = "range_released"
+	// RangeForceRelease: an administrator released one owner's range
+	// locks on a key: admin_*, range.owner; the range_released records
+	// (reason force) follow.
+	RangeForceRelease = "range_force_release"
 )
+
+// RangeRecord is the range lock of a range_* record: one per request or
+// owner, never one per byte.
+type RangeRecord struct {
+	Namespace string `json:"ns"`    // posix (fcntl) or flock
+	Owner     uint64 `json:"owner"` // the lock owner within the session
+	Type      string `json:"type,omitempty"`
+	Start     uint64 `json:"start"`
+	// Length is the number of bytes from start, 0 meaning to the end of
+	// the file, as fcntl's l_len.
+	Length uint64 `json:"length"`
+	// Ranges is how many held ranges a release ended or cut.
+	Ranges int `json:"ranges,omitempty"`
+}
 
 // TimeFormat is the layout of the "time" field: RFC 3339 in UTC with
 // milliseconds.
@@ -111,6 +137,9 @@ type Record struct {
 	// session and the session's id there ("n2/17"); absent for a direct
 	// one.
 	RelayedBy string `json:"relayed_by,omitempty"`
+	// Range is the lock of a range_* record; session and label name its
+	// session, and claim is absent.
+	Range *RangeRecord `json:"range,omitempty"`
 }
 
 // DefaultBuffer is the number of events the Logger holds while its writer
@@ -280,6 +309,12 @@ func (l *Logger) Observe(e server.Event) {
 		l.enqueue(SessionKept, e)
 	case server.EventReasserted:
 		l.enqueue(Reasserted, e)
+	case server.EventRangeGranted:
+		l.enqueue(RangeGranted, e)
+	case server.EventRangeReleased:
+		l.enqueue(RangeReleased, e)
+	case server.EventRangeForceRelease:
+		l.enqueue(RangeForceRelease, e)
 	}
 }
 
@@ -573,6 +608,22 @@ func record(en entry) Record {
 			r.Code = fmt.Sprintf("0x%02x", uint8(e.Code))
 		}
 	}
+	if rg := e.Range; rg != nil {
+		r.Protocol, r.Session, r.Label = int(e.Protocol), uint64(e.Session), e.Label
+		r.Range = &RangeRecord{Namespace: rg.Namespace(), Owner: rg.Owner, Type: rg.Type, Start: rg.Start,
+			Length: rangeLength(rg.Start, rg.End), Ranges: rg.Ranges}
+		switch en.event {
+		case RangeGranted:
+			r.Token, r.WaitMS = e.Token, ms(e.Waited)
+		case RangeReleased:
+			r.Reason = e.Action
+		case RangeForceRelease:
+			id := e.Admin.Identity
+			r.AdminIdentity, r.AdminAddr = &id, e.Admin.Addr
+			r.Range.Type, r.Range.Start, r.Range.Length = "", 0, 0
+		}
+		return r
+	}
 	if en.event == SessionKept {
 		r.Protocol, r.Session, r.Label = int(e.Protocol), uint64(e.Session), e.Label
 		return r
@@ -590,6 +641,15 @@ func record(en entry) Record {
 		r.AdminIdentity, r.AdminAddr, r.Action = &id, e.Admin.Addr, e.Action
 	}
 	return r
+}
+
+// rangeLength is fcntl's l_len of the bytes start..end: 0 to the end of
+// the file.
+func rangeLength(start, end uint64) uint64 {
+	if end >= math.MaxInt64 || end < start {
+		return 0
+	}
+	return end - start + 1
 }
 
 func ms(d time.Duration) *int64 {

@@ -49,6 +49,9 @@ type Metrics struct {
 	refusals       *prometheus.CounterVec
 	reassertions   *prometheus.CounterVec
 	rangeRefusals  *prometheus.CounterVec
+	rangeGrants    prometheus.Counter
+	rangeReleases  *prometheus.CounterVec
+	rangeRevoked   *prometheus.CounterVec
 	limitRefusals  *prometheus.CounterVec
 	sessionsKept   prometheus.Counter
 	accepted       prometheus.Counter
@@ -113,6 +116,18 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 			Name: "baton_range_refused_total",
 			Help: "Version 2 RANGE sets refused by a limit, by reason: waiting_per_session, waiting_per_owner, owners_per_session (answered 0x0e), search_bound (the deadlock search reached its bound; answered 0x08).",
 		}, []string{"reason"}),
+		rangeGrants: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_range_grants_total",
+			Help: "Range locks (fcntl byte ranges and flock) granted, at once or after waiting.",
+		}),
+		rangeReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_range_releases_total",
+			Help: "Range-lock releases (one per request, or per owner and key, never per byte), by reason: unlock, release (file closed), convert (flock conversion), session (session ended), force (administrator), revoked (ACL reload).",
+		}, []string{"reason"}),
+		rangeRevoked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_range_revocations_total",
+			Help: "Held range locks (per owner and key) and waiting range requests ended by an administrator (cause admin) or a reloaded ACL (cause acl).",
+		}, []string{"cause"}),
 		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_limit_refusals_total",
 			Help: "Requests refused by a server limit, by limit: session_claims and waiters (a CLAIM or ACQUIRE answered 0x07), client_sessions (a session answered ERROR 0x07), kept_sessions and kept_claims (a resumable session not kept after its connection broke).",
@@ -175,6 +190,12 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	}
 	for _, r := range server.RangeRefusals {
 		m.rangeRefusals.WithLabelValues(r)
+	}
+	for _, r := range server.RangeReleaseReasons {
+		m.rangeReleases.WithLabelValues(r)
+	}
+	for _, c := range server.RangeRevokeCauses {
+		m.rangeRevoked.WithLabelValues(c)
 	}
 	for _, l := range server.Limits {
 		m.limitRefusals.WithLabelValues(l)
@@ -244,6 +265,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		gauge("baton_locks_held", "Locks that have an owner.", func(s Source) int { return s.Counts().Locks }),
 		gauge("baton_waiters", "Claims waiting in a queue.", func(s Source) int { return s.Counts().Waiters }),
 		m.acquires, m.releases, m.dequeues, m.protocolErrors, m.refusals, m.reassertions, m.rangeRefusals, m.limitRefusals, m.sessionsKept,
+		m.rangeGrants, m.rangeReleases, m.rangeRevoked,
 		m.accepted, m.acceptErrors, m.heartbeats, m.aclDenials, m.tlsErrors,
 		auditDropped, auditWaiting, m.wait, m.hold,
 	)
@@ -296,6 +318,12 @@ func (m *Metrics) Observe(e server.Event) {
 		m.rangeRefusals.WithLabelValues(e.Action).Inc()
 	case server.EventLimit:
 		m.limitRefusals.WithLabelValues(e.Action).Inc()
+	case server.EventRangeGranted:
+		m.rangeGrants.Inc()
+	case server.EventRangeReleased:
+		m.rangeReleases.WithLabelValues(e.Action).Inc()
+	case server.EventRangeRevoked:
+		m.rangeRevoked.WithLabelValues(e.Action).Inc()
 	}
 }
 

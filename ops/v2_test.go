@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
@@ -174,5 +175,58 @@ func TestMetricsRanges(t *testing.T) {
 	f.rec.WaitCount(t, server.EventDisconnected, 3) // the gate probe, then both sessions
 	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
 		"baton_range_keys": 0, "baton_range_locks_held": 0, "baton_range_waiting": 0,
+	})
+}
+
+// TestMetricsRangeCounters: range grants, releases by reason and
+// revocations by cause are counted, every series there from the start.
+func TestMetricsRangeCounters(t *testing.T) {
+	f := start(t)
+	opstest.PassGate(t, f.addr)
+	lease := 10 * time.Second
+	zero := map[string]float64{"baton_range_grants_total": 0}
+	for _, r := range server.RangeReleaseReasons {
+		zero[`baton_range_releases_total{reason="`+r+`"}`] = 0
+	}
+	for _, c := range server.RangeRevokeCauses {
+		zero[`baton_range_revocations_total{cause="`+c+`"}`] = 0
+	}
+	checkSamples(t, scrape(t, f.opsURL), zero)
+	set := func(c *opstest.Conn, req uint32, flags uint8, owner uint64) {
+		c.Send(protocol.AppendRange(nil, protocol.Frame{Claim: req, Op: protocol.RangeSet, Flags: flags, LockType: protocol.LockWrite,
+			Owner: owner, Start: 0, End: 9, Name: "f"}))
+	}
+	h := opstest.DialV2(t, f.addr, lease, "h")
+	set(h, 1, 0, 1)
+	if a := h.ReadV2(); a.Status != protocol.RangeGranted {
+		t.Fatalf("holder's set answered %v", a)
+	}
+	w := opstest.DialV2(t, f.addr, lease, "w")
+	set(w, 1, 0, 2)
+	conflict := w.ReadV2()
+	if conflict.Status != protocol.RangeConflict {
+		t.Fatalf("waiter's first set answered %v", conflict)
+	}
+	set(w, 2, protocol.RangeWait, 2)
+	if a := w.ReadV2(); a.Status != protocol.RangeQueued {
+		t.Fatalf("waiter's set answered %v", a)
+	}
+	if err := f.srv.ReleaseRangesBy("f", conflict.Session, 1, locktable.Peer{}); err != nil {
+		t.Fatal(err)
+	}
+	if a := w.ReadV2(); a.Status != protocol.RangePromoted {
+		t.Fatalf("waiter got %v, want promoted", a)
+	}
+	w.Send(protocol.AppendRange(nil, protocol.Frame{Claim: 3, Op: protocol.RangeUnlock, Owner: 2, Start: 5, End: 5, Name: "f"}))
+	if a := w.ReadV2(); a.Status != protocol.RangeDone {
+		t.Fatalf("unlock answered %v", a)
+	}
+	checkSamples(t, scrape(t, f.opsURL), map[string]float64{
+		"baton_range_grants_total":                     2,
+		`baton_range_releases_total{reason="force"}`:   1,
+		`baton_range_releases_total{reason="unlock"}`:  1,
+		`baton_range_releases_total{reason="session"}`: 0,
+		`baton_range_revocations_total{cause="admin"}`: 1,
+		`baton_range_revocations_total{cause="acl"}`:   0,
 	})
 }

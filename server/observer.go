@@ -60,6 +60,21 @@ const (
 	// EventLimit: a limit (Action, one of Limits) refused something of
 	// Peer: a claim on Lock, a session, or keeping a resumable Session.
 	EventLimit
+	// EventRangeGranted: Peer's Session was granted the range lock Range
+	// on key Lock, with Token, after Waited.
+	EventRangeGranted
+	// EventRangeReleased: the range lock Range of Peer's Session on key
+	// Lock ended, wholly or in part; Action is why (RangeReleaseReasons).
+	EventRangeReleased
+	// EventRangeForceRelease: administrator Admin released the range
+	// locks of owner Range.Owner of Session on key Lock. It comes just
+	// before the EventRangeReleased (reason "force") it causes.
+	EventRangeForceRelease
+	// EventRangeRevoked: a held range lock or a waiting range request
+	// (Range.Waiting) of Session on key Lock was ended by an
+	// administrator (Action "admin") or by a reloaded access-control
+	// list (Action "acl").
+	EventRangeRevoked
 )
 
 func (k EventKind) String() string {
@@ -102,6 +117,14 @@ func (k EventKind) String() string {
 		return "range_refused"
 	case EventLimit:
 		return "limit"
+	case EventRangeGranted:
+		return "range_granted"
+	case EventRangeReleased:
+		return "range_released"
+	case EventRangeForceRelease:
+		return "range_force_release"
+	case EventRangeRevoked:
+		return "range_revoked"
 	}
 	return "unknown"
 }
@@ -137,6 +160,33 @@ type Event struct {
 	Claim   locktable.ClaimID
 	Mode    locktable.Mode
 	Label   string
+	// Range is the range lock of a range event (EventRange*); nil for
+	// the others.
+	Range *RangeLock
+}
+
+// RangeLock describes the range lock, or range request, of a range
+// event: one record per request or owner, never one per byte.
+type RangeLock struct {
+	Flock bool   // flock's namespace; else fcntl's
+	Owner uint64 // the lock owner within its session, as the client chose it
+	// Type is "read" or "write" ("write" when a release ended some
+	// write bytes); empty in EventRangeForceRelease.
+	Type       string
+	Start, End uint64 // the bytes, both included; End 0x7fffffffffffffff: to the end of the file
+	// Ranges is, in EventRangeReleased, how many of the owner's held
+	// ranges ended or were cut.
+	Ranges int
+	// Waiting marks, in EventRangeRevoked, a waiting request.
+	Waiting bool
+}
+
+// Namespace is "flock" or "posix".
+func (r *RangeLock) Namespace() string {
+	if r.Flock {
+		return "flock"
+	}
+	return "posix"
 }
 
 // Observer receives the server's events.

@@ -105,6 +105,11 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 		switch a.State {
 		case rangelock.Granted:
 			st, token = protocol.RangeGranted, a.Token
+			// Reported in table order: a flock conversion's release of
+			// the old lock first, the promotions the set allowed after.
+			srv.rangeEventsLocked(now, rangelock.Result{Released: res.Released}, "", nil)
+			res.Released = nil
+			srv.notifyRangeGrant(now, f.Name, ns, o, rangelock.Type(f.LockType), r, a.Token, 0)
 		case rangelock.Waiting:
 			st = protocol.RangeQueued
 			// A set without wait queued before the token gate: answered
@@ -213,8 +218,16 @@ func (rs *rangeState) lockFrame(l rangelock.Lock) protocol.Frame {
 
 // rangePushes appends the PROMOTED and CANCELLED answers a range-table
 // result asks for to their sessions' output, under srv.mu, and returns
-// the flushes of sessions other than self (nil: all of them).
+// the flushes of sessions other than self (nil: all of them). It reports
+// the result's releases and grants (rangeEventsLocked).
 func (srv *Server) rangePushes(res rangelock.Result, self *session) []delivery {
+	return srv.rangePushesFor(res, self, "", nil)
+}
+
+// rangePushesFor is rangePushes with the reason of the releases and the
+// session that has ended, as rangeEventsLocked takes them.
+func (srv *Server) rangePushesFor(res rangelock.Result, self *session, reason string, gone *session) []delivery {
+	srv.rangeEventsLocked(time.Now(), res, reason, gone)
 	var ds []delivery
 	push := func(sid rangelock.SessionID, tag uint64, st protocol.RangeStatus, token uint64) {
 		to := srv.claims[locktable.SessionID(sid)]
@@ -293,7 +306,7 @@ func (s *session) dropRanges() {
 	}
 	res := srv.ranges.table.CloseSession(time.Now(), sid)
 	res.Cancelled = nil // to the session that has gone
-	ds := srv.rangePushes(res, s)
+	ds := srv.rangePushesFor(res, s, "", s)
 	srv.mu.Unlock()
 	srv.deliver(ds)
 }

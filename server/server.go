@@ -351,6 +351,8 @@ func (srv *Server) addSession(conn net.Conn) *session {
 // With holders, an owner it refuses is ended the same way and the next
 // permitted waiter is promoted; without, owners keep their locks. It
 // returns how many claims it ended; with no Authorizer it does nothing.
+// It applies the same rules to the range locks (RevokeRanges), whose
+// revocations it counts too.
 func (srv *Server) Revoke(holders bool) int {
 	srv.init()
 	a := srv.Authorizer
@@ -368,7 +370,7 @@ func (srv *Server) Revoke(holders bool) int {
 		}
 		return res
 	})
-	return n
+	return n + srv.RevokeRanges(holders)
 }
 
 // Shutdown stops the server gracefully: it stops accepting, stops

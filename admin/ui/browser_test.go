@@ -404,3 +404,68 @@ func TestHundredThousandLocks(t *testing.T) {
 		t.Errorf("sessions page info %q: want 101 sessions", s)
 	}
 }
+
+// TestRangeLocksView: a range lock held through the Go client (as
+// 'baton mount' holds them) and a waiting request are shown on the
+// Ranges tab with their owner, type, bytes and session label; the
+// session lists its ranges. Releasing the owner (confirmed) ends the
+// holder's session with ERROR 0x02, so its client knows the lock lost,
+// and the page shows the waiter holding within 2 s.
+func TestRangeLocksView(t *testing.T) {
+	f := start(t)
+	const key = "mount:etc/passwd"
+	client := baton.New(baton.DefaultConfig(f.addr))
+	sess, err := client.OpenSession(t.Context(), baton.SessionOptions{Lease: time.Minute, Label: "mount-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	if _, err := sess.SetRange(t.Context(), baton.RangeLock{Key: key, Owner: 7, Type: baton.WriteLock, Start: 0, End: 99}, false); err != nil {
+		t.Fatal(err)
+	}
+	w := opstest.DialV2(t, f.addr, time.Minute, "mount-b")
+	w.Send(protocol.AppendRange(nil, protocol.Frame{Claim: 1, Op: protocol.RangeSet, Flags: protocol.RangeWait,
+		LockType: protocol.LockRead, Owner: 3, Start: 50, End: 59, Name: key}))
+	if a := w.ReadV2(); a.Status != protocol.RangeQueued {
+		t.Fatalf("waiter's set answered %v", a)
+	}
+
+	p := open(t, 1280, 900)
+	p.Do(chromedp.Navigate(f.url + "/#/ranges"))
+	sel := fmt.Sprintf(`tr[data-key=%q][data-ns="posix"]`, key)
+	p.WaitFor("the range lock", `document.querySelector('`+sel+` li.range-holder')`, 10*time.Second)
+	row := eval[string](p, `document.querySelector('`+sel+`').innerText`)
+	for _, want := range []string{"write 0–99", "mount-a", "read 50–59", "mount-b"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("range row %q lacks %q", row, want)
+		}
+	}
+	owner := eval[string](p, `document.querySelector('`+sel+` li.range-holder').dataset.owner`)
+	p.Do(chromedp.Navigate(f.url + "/#/sessions"))
+	p.WaitFor("the sessions", `document.querySelectorAll('tr.session').length == 2`, 5*time.Second)
+	if txt := eval[string](p, `document.querySelector('table[aria-label="Sessions"]').innerText`); !strings.Contains(txt, "1, 0") || !strings.Contains(txt, "0, 1") {
+		t.Errorf("sessions view lacks the range counts (1, 0 and 0, 1):\n%s", txt)
+	}
+
+	p.Do(chromedp.Navigate(f.url + "/#/ranges"))
+	label := fmt.Sprintf("Release the range locks of owner %s on %s", owner, key)
+	p.WaitFor("the release button", fmt.Sprintf(`document.querySelector('button[aria-label=%q]')`, label), 10*time.Second)
+	p.Do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label=%q]`, label))))
+	p.WaitFor("the confirmation", `document.getElementById("confirm").open`, 5*time.Second)
+	if msg := eval[string](p, `document.getElementById("confirm").innerText`); !strings.Contains(msg, "mount-a") || !strings.Contains(msg, "ERROR 0x02") {
+		t.Errorf("confirmation %q does not name the session and what it is told", msg)
+	}
+	p.Do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+	if a := w.ReadV2(); a.Claim != 1 || a.Status != protocol.RangePromoted {
+		t.Errorf("waiter got %v, want promoted", a)
+	}
+	select {
+	case <-sess.Lost():
+		if !errors.Is(sess.Err(), protocol.ErrClosedByAdmin) {
+			t.Errorf("the holder's session ended with %v, want closed by administrator", sess.Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder's session was not told")
+	}
+	p.WaitFor("the waiter holding", `(() => { const li = document.querySelector('`+sel+` li.range-holder'); return li && li.innerText.includes("mount-b") && !document.querySelector('`+sel+` li.range-waiter'); })()`, 2*time.Second)
+}

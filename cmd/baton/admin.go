@@ -94,6 +94,8 @@ func adminCommands() []adminCommand {
 		{name: "release", args: []string{"NAME"}, summary: "force-release a lock, or one holder with --token or --claim (version 1: ERROR 0x02; version 2: REVOKED 0x02, the session lives on)", holder: true, run: cmdRelease},
 		{name: "kick", args: []string{"NAME", "WAITER"}, summary: "remove a waiter from a lock's queue: WAITER is a remote address (the first waiter from it) or SESSION/CLAIM as 'baton show' lists it", run: cmdKick},
 		{name: "info", summary: "show server version, uptime, configuration and counts", run: cmdInfo},
+		{name: "ranges", summary: "list byte-range (fcntl) and flock locks by key: holders and waiting requests", match: true, run: cmdRanges},
+		{name: "release-ranges", args: []string{"KEY", "OWNER"}, summary: "release the range locks of OWNER (SESSION/OWNER, as 'baton ranges' lists it) on KEY; its session is ended with ERROR 0x02", run: cmdReleaseRanges},
 	}
 }
 
@@ -138,6 +140,14 @@ func runKick(args []string, stdout, stderr io.Writer) int {
 
 func runInfo(args []string, stdout, stderr io.Writer) int {
 	return runAdmin(adminCommandNamed("info"), args, stdout, stderr)
+}
+
+func runRanges(args []string, stdout, stderr io.Writer) int {
+	return runAdmin(adminCommandNamed("ranges"), args, stdout, stderr)
+}
+
+func runReleaseRanges(args []string, stdout, stderr io.Writer) int {
+	return runAdmin(adminCommandNamed("release-ranges"), args, stdout, stderr)
 }
 
 func adminFlags(ac adminCommand, stderr io.Writer) (*flagSet, *adminConfig) {
@@ -202,7 +212,16 @@ func runAdmin(ac adminCommand, args []string, stdout, stderr io.Writer) int {
 			return usage("--claim: %v", err)
 		}
 	}
-	if len(pos) > 0 {
+	switch {
+	case ac.name == "release-ranges":
+		// A range key is any 1 to 255 bytes, not only UTF-8.
+		if n := len(pos[0]); n == 0 || n > protocol.MaxNameLen {
+			return usage("key %q: want 1 to %d bytes", pos[0], protocol.MaxNameLen)
+		}
+		if _, _, err := admin.ParseRangeOwner(pos[1]); err != nil {
+			return usage("%v", err)
+		}
+	case len(pos) > 0:
 		if err := protocol.ValidateName(pos[0]); err != nil {
 			return usage("lock name %q: %v", pos[0], err)
 		}
@@ -382,6 +401,56 @@ func printAfter(out io.Writer, l *admin.Lock, name string) {
 	}
 	fmt.Fprintln(out)
 	printLock(out, *l)
+}
+
+func cmdRanges(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []string, out io.Writer) error {
+	list, err := c.Ranges(ctx, cfg.match)
+	if err != nil {
+		return err
+	}
+	if cfg.json {
+		return printJSON(out, list)
+	}
+	tw := newTable(out)
+	fmt.Fprintln(tw, "KEY	NS	STATE	OWNER	TYPE	START	LENGTH	LABEL	ADDRESS	IDENTITY")
+	row := func(k admin.RangeKey, state string, h admin.RangeHeld) {
+		length := "EOF"
+		if h.Length != 0 {
+			length = strconv.FormatUint(h.Length, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(k.Key), k.Namespace, state, h.Ref(), h.Type,
+			h.Start, length, cell(h.Label), cell(h.RemoteAddr), cell(h.Identity))
+	}
+	for _, k := range list.Ranges {
+		for _, h := range k.Holders {
+			row(k, "held", h)
+		}
+		for _, w := range k.Waiters {
+			row(k, "waiting", w.RangeHeld)
+		}
+		if more := k.HoldersTotal - len(k.Holders) + k.WaitersTotal - len(k.Waiters); more > 0 {
+			fmt.Fprintf(tw, "%s\t%s\t(and %d more)\t\t\t\t\t\t\t\n", cell(k.Key), k.Namespace, more)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if more := list.Total - len(list.Ranges); more > 0 {
+		fmt.Fprintf(out, "(and %d more keys: narrow with --match)\n", more)
+	}
+	return nil
+}
+
+func cmdReleaseRanges(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error {
+	r, err := c.ReleaseRanges(ctx, args[0], args[1])
+	if err != nil {
+		return err
+	}
+	if cfg.json {
+		return printJSON(out, r)
+	}
+	fmt.Fprintf(out, "released the range locks of owner %s on %s; its session was ended with ERROR 0x02\n", r.Owner, cell(r.Released))
+	return nil
 }
 
 func cmdInfo(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []string, out io.Writer) error {

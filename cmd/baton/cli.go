@@ -66,7 +66,7 @@ func cliCommands() []cliCommand {
 				cs := cliCommand{name: sub, flags: func() *flagSet { fs, _ := clusterFlags(sub, io.Discard); return fs }}
 				cc.subs = append(cc.subs, cs)
 			}
-		case "locks", "show", "lock", "release", "kick", "info":
+		case "locks", "show", "lock", "release", "kick", "info", "ranges", "release-ranges":
 			name := c.name
 			if name == "lock" {
 				name = "show"

@@ -90,6 +90,8 @@ func commands() []command {
 		{"release", "force-release a lock (admin API)", runRelease},
 		{"kick", "remove a waiter from a lock's queue (admin API)", runKick},
 		{"info", "show the server's version, configuration and counts (admin API)", runInfo},
+		{"ranges", "list byte-range and flock locks by key (admin API)", runRanges},
+		{"release-ranges", "release one owner's range locks on a key (admin API)", runReleaseRanges},
 		{"cluster", "a cluster's members and health; join, leave or remove (member API)", runCluster},
 		{"version", "print the version", runVersion},
 		{"completion", "print the shell completion script (bash, zsh, fish)", runCompletion},

@@ -6,7 +6,8 @@
 // Like package locktable it is pure: it does no I/O, starts no
 // goroutines and reads time only from its callers. Each operation
 // returns its effects as data (a Result: grants to push to waiting
-// requests, waiting requests cancelled), and fencing tokens come from an
+// requests, waiting requests cancelled, held locks released, for the
+// audit log), and fencing tokens come from an
 // injected locktable.TokenSource, so a server can give named and range
 // locks one token sequence.
 //

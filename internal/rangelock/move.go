@@ -39,7 +39,7 @@ func (t *Table) TakeKeys(match func(key string) bool) (held []KeyLock, waiting [
 			waiting = append(waiting, Cancelled{Key: fk.key, NS: fk.ns, Owner: w.owner, Tag: w.tag})
 		}
 		for len(f.holders) > 0 {
-			t.unset(f, f.holders[0], Whole)
+			t.unset(f, f.holders[0], Whole, 0, nil)
 		}
 		delete(t.files, fk)
 	}
@@ -98,7 +98,7 @@ func (t *Table) MoveSession(from, to SessionID, key string) int {
 		}
 		for _, l := range moved {
 			if h := f.holder(l.Owner); h != nil {
-				t.unset(f, h, Whole)
+				t.unset(f, h, Whole, 0, nil)
 			}
 		}
 		for _, l := range moved {

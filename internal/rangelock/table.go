@@ -69,6 +69,33 @@ type holder struct {
 	writes spans
 }
 
+// released describes the bytes of r that h holds, as a Released
+// without key and cause; false when it holds none of them. It costs
+// binary searches, not a walk over h's ranges.
+func (h *holder) released(r Range) (Released, bool) {
+	rel := Released{Owner: h.owner, Type: Read}
+	found := false
+	for _, s := range []struct {
+		typ Type
+		sp  spans
+	}{{Write, h.writes}, {Read, h.reads}} {
+		i, j := s.sp.from(r.Start), s.sp.after(r.End)
+		if i >= j {
+			continue
+		}
+		lo, hi := max(s.sp[i].Start, r.Start), min(s.sp[j-1].End, r.End)
+		if !found {
+			rel.Range = Range{lo, hi}
+			rel.Type = s.typ
+		} else {
+			rel.Range = Range{min(rel.Range.Start, lo), max(rel.Range.End, hi)}
+		}
+		rel.Ranges += j - i
+		found = true
+	}
+	return rel, found
+}
+
 func (h *holder) empty() bool { return len(h.reads) == 0 && len(h.writes) == 0 }
 
 func (h *holder) n() int { return len(h.reads) + len(h.writes) }
@@ -313,7 +340,7 @@ func (t *Table) Set(now time.Time, req Request) (Answer, Result, error) {
 			if held == req.Type {
 				return Answer{State: Granted, Token: t.tokens.Next()}, res, nil
 			}
-			t.unset(f, h, Whole)
+			t.unset(f, h, Whole, CauseConvert, &res)
 			t.promote(now, f, &res)
 		}
 	}
@@ -423,8 +450,15 @@ func (t *Table) hold(f *file, o Owner, typ Type, r Range) {
 }
 
 // unset takes r out of h's ranges on f, forgetting h when it holds
-// nothing more.
-func (t *Table) unset(f *file, h *holder, r Range) {
+// nothing more, and reports what ended in res (with cause c) when h
+// held some of r (res nil: a move, which releases nothing).
+func (t *Table) unset(f *file, h *holder, r Range, c Cause, res *Result) {
+	if res != nil {
+		if rel, ok := h.released(r); ok {
+			rel.Key, rel.NS, rel.Cause = f.fk.key, f.fk.ns, c
+			res.Released = append(res.Released, rel)
+		}
+	}
 	n := h.n()
 	h.reads = h.reads.remove(r)
 	h.writes = h.writes.remove(r)
@@ -509,7 +543,7 @@ func (t *Table) Unlock(now time.Time, key string, ns Namespace, o Owner, r Range
 		return res, nil
 	}
 	if h := f.holder(o); h != nil {
-		t.unset(f, h, r)
+		t.unset(f, h, r, CauseUnlock, &res)
 		t.promote(now, f, &res)
 	}
 	return res, nil
@@ -538,7 +572,7 @@ func (t *Table) ReleaseOwner(now time.Time, key string, ns Namespace, o Owner) (
 		}
 	}
 	if h := f.holder(o); h != nil {
-		t.unset(f, h, Whole)
+		t.unset(f, h, Whole, CauseRelease, &res)
 	}
 	t.promote(now, f, &res)
 	return res, nil
@@ -578,9 +612,13 @@ func (t *Table) CloseSession(now time.Time, sid SessionID) Result {
 		if or == nil {
 			continue
 		}
-		for _, f := range or.held {
+		for _, f := range sortedFiles(or.held) { // Released in key order
 			touched[f.fk] = f
 			h := f.holder(Owner{sid, id})
+			if rel, ok := h.released(Whole); ok {
+				rel.Key, rel.NS, rel.Cause = f.fk.key, f.fk.ns, CauseSession
+				res.Released = append(res.Released, rel)
+			}
 			t.ranges -= h.n()
 			delete(f.byOwner, h.owner)
 			gone[h] = true

@@ -224,10 +224,63 @@ type Cancelled struct {
 	Tag   uint64
 }
 
-// Result is what an operation requires of the caller, in order.
+// Cause says which operation ended a held lock (Released).
+type Cause uint8
+
+const (
+	// CauseUnlock: F_UNLCK or LOCK_UN (Unlock).
+	CauseUnlock Cause = iota + 1
+	// CauseRelease: the owner's locks on the key were dropped
+	// (ReleaseOwner): its file was closed, or an operator released them.
+	CauseRelease
+	// CauseConvert: a flock conversion dropped the owner's old lock.
+	CauseConvert
+	// CauseSession: the owner's session ended (CloseSession).
+	CauseSession
+)
+
+func (c Cause) String() string {
+	switch c {
+	case CauseUnlock:
+		return "unlock"
+	case CauseRelease:
+		return "release"
+	case CauseConvert:
+		return "convert"
+	case CauseSession:
+		return "session"
+	}
+	return "unknown"
+}
+
+// Released reports that an owner's held lock on a key ended, wholly or
+// in part: one per operation and owner and key (an unlock, a
+// release-owner, a flock conversion, each owner of a closed session),
+// never one per byte or per range. An operation that finds nothing held
+// in its range reports none.
+type Released struct {
+	Key   string
+	NS    Namespace
+	Owner Owner
+	// Type is Write when the owner held some of the released bytes for
+	// writing, else Read.
+	Type Type
+	// Range spans the bytes released: from the first to the last byte
+	// the owner held in the operation's range (which may leave holes the
+	// owner did not hold).
+	Range Range
+	// Ranges is how many of the owner's held ranges ended or were cut.
+	Ranges int
+	Cause  Cause
+}
+
+// Result is what an operation requires of the caller, in order: the
+// Released come first, since they happened before the grants they
+// allowed.
 type Result struct {
 	Grants    []Grant
 	Cancelled []Cancelled
+	Released  []Released
 }
 
 // Limits bound what one session can make the table hold and how long a

@@ -48,6 +48,9 @@ function dur(ms) {
 }
 function ago(t) { return dur(now() - Date.parse(t)); }
 function ref(c) { return c.session + "/" + c.claim; }
+// A range lock's owner (SESSION/OWNER) and its bytes.
+function orf(h) { return h.session + "/" + h.owner; }
+function bytes(h) { return h.length ? h.start + "–" + (h.start + h.length - 1) : h.start + "–EOF"; }
 function who(c) {
   return [c.label, c.identity, c.remote_addr].filter(Boolean).join(" · ");
 }
@@ -78,6 +81,7 @@ function route() {
   if (parts[0] === "lock" && parts.length > 1) return { view: "lock", name: decodeURIComponent(parts.slice(1).join("/")) };
   if (parts[0] === "sessions") return { view: "sessions", page: +q.get("page") || 0 };
   if (parts[0] === "cluster") return { view: "cluster" };
+  if (parts[0] === "ranges") return { view: "ranges", match: q.get("match") || "", page: +q.get("page") || 0 };
   return { view: "locks", match: q.get("match") || "", page: +q.get("page") || 0 };
 }
 function go(view, params) {
@@ -165,6 +169,45 @@ const views = {
     },
   },
 
+  // Byte-range (fcntl) and flock locks by key: each holder's owner,
+  // type and bytes, the waiting requests in order, and a release of one
+  // owner's locks on the key.
+  ranges: {
+    tab: "tab-ranges",
+    setup(r) {
+      const input = el("input", { type: "search", id: "range-match", name: "match", value: r.match, placeholder: "glob, e.g. mount:etc/*",
+        "aria-label": "Filter range-lock keys (glob: * and ?)" });
+      const form = el("form", { class: "filter", role: "search", on: { submit: (e) => { e.preventDefault(); go("ranges", { match: input.value }); } } },
+        el("label", { for: "range-match", text: "Range locks on keys matching" }), input, el("button", { type: "submit", text: "Filter" }));
+      return [form, el("div", { id: "content" })];
+    },
+    async update(r) {
+      const q = new URLSearchParams({ limit: PAGE, offset: r.page * PAGE });
+      if (r.match) q.set("match", r.match);
+      const list = await api("/api/ranges?" + q);
+      return () => {
+        const rows = list.ranges.map((k) => {
+          const owners = [];
+          for (const h of k.holders) if (!owners.some((o) => orf(o) === orf(h))) owners.push(h);
+          return el("tr", { "data-key": k.key, "data-ns": k.ns },
+            el("td", { "data-label": "Key" }, el("span", { class: "mono", text: k.key }), " ", el("span", { class: "muted", text: k.ns })),
+            el("td", { "data-label": "Held" }, el("ul", { class: "holders" }, k.holders.map((h) => el("li", { class: "range-holder", "data-owner": orf(h) },
+              el("span", { class: "mono", text: h.type + " " + bytes(h) }), " ", who(h) || orf(h), " ", el("span", { class: "muted", text: "owner " + orf(h) })))),
+              k.holders_total > k.holders.length ? el("span", { class: "muted", text: "… and " + (k.holders_total - k.holders.length) + " more" }) : null),
+            el("td", { "data-label": "Waiting" }, k.waiters.length ? el("ol", { class: "waiters" }, k.waiters.map((w) => el("li", { class: "range-waiter" },
+              el("span", { class: "mono", text: w.type + " " + bytes(w) }), " ", who(w) || orf(w), " ", el("span", { class: "muted", text: "waited " + ago(w.since) })))) : el("span", { class: "muted", text: "none" }),
+              k.waiters_total > k.waiters.length ? el("span", { class: "muted", text: "… and " + (k.waiters_total - k.waiters.length) + " more" }) : null),
+            el("td", {}, owners.map((o) => el("button", { class: "danger", type: "button", "aria-label": "Release the range locks of owner " + orf(o) + " on " + k.key,
+              on: { click: () => confirmRangeRelease(k, o) } }, "Release " + orf(o)))));
+        });
+        const table = el("table", { "aria-label": "Range locks" },
+          el("thead", {}, el("tr", {}, ["Key", "Held (type, bytes, who)", "Waiting in order", ""].map((t) => el("th", { scope: "col", text: t })))),
+          el("tbody", {}, rows));
+        return [pager(list.total, r, "ranges", { match: r.match }), list.total ? table : el("p", { class: "muted", text: "No range lock is held" + (r.match ? " on a key matching " + r.match : "") + "." })];
+      };
+    },
+  },
+
   sessions: {
     tab: "tab-sessions",
     setup() { return [el("h2", { text: "Sessions" }), el("div", { id: "content" })]; },
@@ -172,7 +215,7 @@ const views = {
       const list = await api("/api/sessions?" + new URLSearchParams({ limit: PAGE, offset: r.page * PAGE }));
       return () => {
         const table = el("table", { "aria-label": "Sessions" },
-          el("thead", {}, el("tr", {}, ["Session", "Label", "Identity", "Address", "Held", "Waiting", "Lease", "Last heard"].map((t) => el("th", { scope: "col", text: t })))),
+          el("thead", {}, el("tr", {}, ["Session", "Label", "Identity", "Address", "Held", "Waiting", "Ranges held, waiting", "Lease", "Last heard"].map((t) => el("th", { scope: "col", text: t })))),
           el("tbody", {}, list.sessions.map((s) => el("tr", { class: "session" },
             el("td", { "data-label": "Session", class: "mono", text: s.session + " (v" + s.protocol + ")" }),
             el("td", { "data-label": "Label", text: s.label || "—" }),
@@ -180,6 +223,7 @@ const views = {
             el("td", { "data-label": "Address", class: "mono", text: s.remote_addr }),
             el("td", { "data-label": "Held", text: s.held }),
             el("td", { "data-label": "Waiting", text: s.waiting }),
+            el("td", { "data-label": "Ranges held, waiting", text: (s.ranges_held || 0) + ", " + (s.ranges_waiting || 0) }),
             el("td", { "data-label": "Lease", text: dur(s.lease_ms) }),
             el("td", { "data-label": "Last heard", text: ago(s.last_seen) + " ago" })))));
         return [pager(list.total, r, "sessions", {}), list.total ? table : el("p", { class: "muted", text: "No session is open." })];
@@ -384,6 +428,15 @@ async function confirmKick(l, w, i) {
   // A version 1 waiter is named by its address, a version 2 claim by SESSION/CLAIM.
   const id = w.protocol === 1 ? w.remote_addr : ref(w);
   await act("DELETE", "/api/locks/" + encodeURIComponent(l.name) + "/waiters/" + encodeURIComponent(id), "Kicked " + ref(w) + " from " + l.name + ".");
+}
+
+async function confirmRangeRelease(k, o) {
+  const sure = await ask("Release owner " + orf(o) + "'s range locks on " + k.key + "?", [
+    "Owner " + o.owner + " of session " + o.session + " (" + (who(o) || "unlabelled") + ") loses its fcntl and flock locks and waiting requests on this key.",
+    "Its session is sent ERROR 0x02 and closed: a client or mount treats all its locks as lost (EIO).",
+    "The waiting requests that now fit are granted. The audit log records this release with your identity."], "Release");
+  if (!sure) return;
+  await act("POST", "/api/ranges/" + encodeURIComponent(k.key) + "/release?owner=" + encodeURIComponent(orf(o)), "Released owner " + orf(o) + " on " + k.key + ".");
 }
 
 async function act(method, path, done) {
