@@ -147,3 +147,39 @@ func TestDetachRelayed(t *testing.T) {
 		t.Fatalf("re-assertion through r2 after DETACH answered %v, want GRANTED(%d)", f, ctok)
 	}
 }
+
+// Range locks follow the claims: a killed detach session's range lock
+// is released at once, directly and through a relaying node; after
+// DETACH it is kept for a re-assertion.
+func TestDetachRangeLocks(t *testing.T) {
+	w := protocol.LockWrite
+	for _, relayed := range []bool{false, true} {
+		owner, r1, _ := startRelayTrio(t)
+		via := owner
+		if relayed {
+			via = r1
+		}
+		a, _ := via.dialDetach(t, longLease, "a")
+		a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 7, 0, 99, "f"))
+		a.expectRange(1, protocol.RangeGranted)
+		c := owner.dialV2(t, longLease, "c")
+		c.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 1, 0, 9, "f"))
+		c.expectRange(1, protocol.RangeQueued)
+		start := time.Now()
+		a.breakConn()
+		c.expectRange(1, protocol.RangePromoted)
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("relayed=%v: the waiter promoted %v after the holder was killed", relayed, d)
+		}
+
+		b, wel := via.dialDetach(t, longLease, "b")
+		b.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 3, 20, 29, "f"))
+		b.expectRange(1, protocol.RangeGranted)
+		b.detach()
+		c.mustWrite(rangeFrame(2, protocol.RangeSet, 0, w, 1, 25, 25, "f"))
+		c.expectRange(2, protocol.RangeConflict)
+		b2, _ := via.dialDetach(t, longLease, "b")
+		b2.mustWrite(resumeRangeFrame(1, 0, w, 3, 20, 29, "f", wel))
+		b2.expectRange(1, protocol.RangeDone)
+	}
+}
