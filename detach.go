@@ -1,7 +1,9 @@
 package baton
 
 import (
+	"errors"
 	"net"
+	"os"
 	"time"
 
 	"github.com/batonlock/baton/protocol"
@@ -54,9 +56,13 @@ func (s *Session) retire(conn net.Conn, detach bool, giveUp time.Time) {
 		if giveUp.Before(until) {
 			until = giveUp
 		}
-		if !torn && sayDetach(conn, until) {
-			conn.Close()
-			return
+		if !torn {
+			if err := sayDetach(conn, until); err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+				// Said, or the connection is gone already (nothing
+				// more can reach the server on it).
+				conn.Close()
+				return
+			}
 		}
 		t := time.NewTimer(time.Until(giveUp))
 		select {
@@ -69,11 +75,12 @@ func (s *Session) retire(conn net.Conn, detach bool, giveUp time.Time) {
 }
 
 // sayDetach writes DETACH on conn, shuts its writing side down and reads
-// until EOF or until. It reports whether DETACH was written whole.
-func sayDetach(conn net.Conn, until time.Time) bool {
+// until EOF or until. It returns the write's error: nil when DETACH was
+// written whole.
+func sayDetach(conn net.Conn, until time.Time) error {
 	conn.SetWriteDeadline(until)
 	if _, err := conn.Write(protocol.AppendDetach(nil)); err != nil {
-		return false
+		return err
 	}
 	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
@@ -82,7 +89,7 @@ func sayDetach(conn net.Conn, until time.Time) bool {
 	buf := make([]byte, 512)
 	for {
 		if _, err := conn.Read(buf); err != nil {
-			return true
+			return nil
 		}
 	}
 }
