@@ -563,9 +563,12 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		if v.rel.Load() != nil {
 			s.relayPump()
 		}
-		if err := s.flushV2(true); err != nil {
+		if err := s.flushV2(true); err != nil && !(v.detach && wroteToHungUp(err)) {
 			return writeFailureReason(err), 0, false
 		}
+		// A detach session whose client's side has closed reads on: the
+		// reader sees the hang-up after whatever came before it, a
+		// DETACH included, and that decides whether the session is kept.
 		if leaseWait {
 			if !srv.Router.RecordLease(v.lease) {
 				return locktable.ReasonProtocolError, protocol.CodeNotOwner, false
