@@ -66,6 +66,10 @@ type Client struct {
 	// server of the revision before queue tickets): later sessions do
 	// not ask for them (resume_wire.go).
 	noTickets atomic.Bool
+	// noDetach is set once a server refused HELLO's detach flag (a
+	// server of the revision before DETACH): later sessions do not ask
+	// for it, and keep their claims through every broken connection.
+	noDetach atomic.Bool
 }
 
 // New returns a Client for cfg.

@@ -208,7 +208,13 @@ type blackhole struct {
 	dropped atomic.Bool
 	mu      sync.Mutex
 	conns   []net.Conn
-	wg      sync.WaitGroup
+	// silenced are the server-side connections whose client side was
+	// cut: they stay open and silent (cutClientSide).
+	silenced map[net.Conn]bool
+	// muted are client-side connections to which nothing from the
+	// server is passed on any more (muteDown).
+	muted map[net.Conn]bool
+	wg    sync.WaitGroup
 }
 
 func newBlackhole(t *testing.T, target string) *blackhole {
@@ -257,11 +263,19 @@ func (p *blackhole) pipe(dst, src net.Conn) {
 			}
 			continue
 		}
-		if n > 0 {
+		p.mu.Lock()
+		mute := p.muted[dst]
+		p.mu.Unlock()
+		if n > 0 && !mute {
 			dst.Write(buf[:n])
 		}
 		if err != nil {
-			dst.Close()
+			p.mu.Lock()
+			silent := p.silenced[dst]
+			p.mu.Unlock()
+			if !silent {
+				dst.Close()
+			}
 			return
 		}
 	}

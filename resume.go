@@ -250,8 +250,9 @@ func (s *Session) resume(cause error) bool {
 	s.armExpiry()
 	addrs := s.addrs()
 	first := s.addrIdx
+	detach := s.detach
 	s.mu.Unlock()
-	old.Close()
+	s.retire(old, detach, giveUp)
 
 	// A fresh session after an "again" waits first, its backoff growing
 	// across the fresh sessions in a row; a reconnection after a break
@@ -359,14 +360,13 @@ func (s *Session) reopen(addr string, giveUp time.Time) (net.Conn, welcomeInfo, 
 		return nil, welcomeInfo{}, nil, &dialError{err}
 	}
 	rule := clientrule.NewSession(s.opts.Lease, s.c.cfg.MinHeartbeatInterval)
-	asked := s.asksTickets()
 	w, err := s.open(ctx, conn, rule)
 	if err != nil {
 		conn.Close()
 		return nil, w, nil, err
 	}
-	if ticketsRefused(asked, w) {
-		// A server before queue tickets: once more, without.
+	if w.flagRefused {
+		// A server before DETACH or queue tickets: once more, without.
 		conn.Close()
 		return s.reopen(addr, giveUp)
 	}
@@ -404,7 +404,7 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 	}
 	s.conn, s.br, s.rule, s.gen, s.addrIdx = conn, bufio.NewReaderSize(conn, 4096), rule, s.gen+1, addr
 	s.addr = s.addrs()[addr]
-	s.id, s.ident, s.ring, s.tickets = w.frame.Session, w.ident, w.ring, w.tickets
+	s.id, s.ident, s.ring, s.tickets, s.detach = w.frame.Session, w.ident, w.ring, w.tickets, w.detach
 	s.wset, s.readSet = time.Time{}, time.Time{}
 	s.out = s.out[:0]
 	s.reasserts = 0

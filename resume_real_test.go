@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -21,6 +22,47 @@ func (p *blackhole) cut() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// cutClientSide closes the client's end of every connection through the
+// proxy and leaves the server's end open and silent: the client sees
+// its connection end, the server hears nothing (a link that died without
+// a reset reaching the server). The server keeps a detach session, which
+// the client resumes. (A cut of both ends, cut, is a reset the server
+// sees: it ends a detach session at once.)
+func (p *blackhole) cutClientSide() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.silenced == nil {
+		p.silenced = map[net.Conn]bool{}
+	}
+	for i, c := range p.conns {
+		if i%2 == 1 {
+			p.silenced[c] = true // the server-side conn of pair i/2
+		}
+	}
+	for i, c := range p.conns {
+		if i%2 == 0 {
+			c.Close()
+		}
+	}
+	p.conns = nil
+}
+
+// muteDown stops passing the server's bytes to the clients of the
+// connections through the proxy now; the client's still reach the
+// server: a server that seems silent to its client.
+func (p *blackhole) muteDown() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.muted == nil {
+		p.muted = map[net.Conn]bool{}
+	}
+	for i, c := range p.conns {
+		if i%2 == 0 {
+			p.muted[c] = true
+		}
+	}
 }
 
 // waitResumed waits until s runs on a session other than id.
@@ -69,7 +111,7 @@ func TestResumeRealConnectionKilled(t *testing.T) {
 	token := wait(t, started)
 	first := s.ID()
 	broke := time.Now()
-	proxy.cut()
+	proxy.cutClientSide()
 	// The server keeps the claim while the client reconnects.
 	if _, err := other.TryAcquire(t.Context(), "job", Exclusive); !errors.Is(err, ErrBusy) {
 		t.Fatalf("lock free after the cut: %v", err)
@@ -236,7 +278,7 @@ func TestResumeRealRangeLocksReasserted(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := s.ID()
-	proxy.cut()
+	proxy.cutClientSide()
 	deadline := time.Now().Add(fakeTimeout)
 	for s.Err() == nil && (s.ID() == id || !s.rangesConfirmed()) {
 		if time.Now().After(deadline) {
@@ -253,5 +295,87 @@ func TestResumeRealRangeLocksReasserted(t *testing.T) {
 	other := openReal(t, addr, 3*time.Second, "other")
 	if _, err := other.SetRange(t.Context(), RangeLock{Key: "f", Owner: 2, Type: WriteLock, Start: 5, End: 5}, false); !errors.Is(err, ErrRangeConflict) {
 		t.Fatalf("another session's set over the kept lock: %v", err)
+	}
+}
+
+// A connection reset on the way (the proxy closes both ends) is, to the
+// server, the death of a client that promised DETACH: the waiter is
+// granted at once, and the holder's re-assertion is refused.
+func TestResumeRealResetReleases(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t)
+	proxy := newBlackhole(t, addr)
+	const lease = 5 * time.Second
+	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
+		SessionOptions{Lease: lease, Label: "resumable", Resumable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cl, err := s.Acquire(t.Context(), "job", Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := openReal(t, addr, lease, "other")
+	w := goAcquire(t.Context(), other, "job", Exclusive, false)
+	waitAllQueued(t, other, 1)
+	start := time.Now()
+	proxy.cut()
+	if r := wait(t, w); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if d := time.Since(start); d > lease/5 {
+		t.Fatalf("granted %v after the reset, want at once", d)
+	}
+	wait(t, cl.Lost())
+	if !errors.Is(cl.Err(), ErrReassertRefused) {
+		t.Fatalf("claim: %v, want its re-assertion refused", cl.Err())
+	}
+}
+
+// A holder whose server seems silent (its answers stop reaching it)
+// leaves the connection on purpose after a quarter lease: it says DETACH
+// first, which still reaches the server, so the server keeps the claim
+// rather than taking the FIN that follows for the client's death, and
+// the re-assertion on a new connection keeps the lock and its token.
+func TestResumeRealSilentServerDetaches(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t)
+	proxy := newBlackhole(t, addr)
+	const lease = 2 * time.Second
+	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
+		SessionOptions{Lease: lease, Label: "resumable", Resumable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cl, err := s.Acquire(t.Context(), "job", Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, first := cl.Token(), s.ID()
+	other := openReal(t, addr, 10*time.Second, "other")
+	w := goAcquire(t.Context(), other, "job", Exclusive, false)
+	waitAllQueued(t, other, 1)
+	proxy.muteDown()
+	waitResumed(t, s, first)
+	// Confirmed on the new session: its re-assertion was granted.
+	deadline := time.Now().Add(fakeTimeout)
+	for confirmed := false; !confirmed; {
+		s.mu.Lock()
+		confirmed = !cl.reassert
+		s.mu.Unlock()
+		if time.Now().After(deadline) || cl.Err() != nil {
+			t.Fatalf("not re-asserted: %v", cl.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if cl.Err() != nil || cl.Token() != token {
+		t.Fatalf("claim %v, token %d (was %d)", cl.Err(), cl.Token(), token)
+	}
+	select {
+	case r := <-w:
+		t.Fatalf("the waiter was granted while the holder kept its claim: %v", r.err)
+	default:
 	}
 }

@@ -23,7 +23,11 @@ type welcomeInfo struct {
 	ident   *resumeIdent   // nil unless the session is resumable
 	ring    uint64         // the ring version of a cluster node's WELCOME, else 0
 	tickets bool           // the server gives queue tickets (WelcomeTickets)
+	detach  bool           // the server knows DETACH (WelcomeDetach)
 	flags   uint8          // WELCOME's flags
+	// flagRefused: the server refused a HELLO flag it does not know
+	// (ERROR 0x1e); open again without it.
+	flagRefused bool
 }
 
 // readHelloAnswer reads the answer to HELLO (protocol.ReadHelloAnswer).
@@ -31,7 +35,7 @@ type welcomeInfo struct {
 // the client asked for it (resumable), that the session is resumable;
 // any other flag is a violation. So is the tickets flag unless the
 // client asked for tickets.
-func readHelloAnswer(r io.Reader, resumable, tickets bool) (welcomeInfo, error) {
+func readHelloAnswer(r io.Reader, resumable, tickets, detach bool) (welcomeInfo, error) {
 	f, err := protocol.ReadHelloAnswer(r)
 	if err != nil || f.Type != protocol.TypeWelcome {
 		return welcomeInfo{frame: f}, err
@@ -43,10 +47,13 @@ func readHelloAnswer(r io.Reader, resumable, tickets bool) (welcomeInfo, error) 
 	if tickets {
 		allowed |= protocol.WelcomeTickets
 	}
+	if detach {
+		allowed |= protocol.WelcomeDetach
+	}
 	if f.Flags&^allowed != 0 {
 		return welcomeInfo{frame: f}, fmt.Errorf("%w: WELCOME flags 0x%02x, the client allows 0x%02x", protocol.ErrUnsupportedFeature, f.Flags, allowed)
 	}
-	w := welcomeInfo{ring: f.Ring, tickets: f.Flags&protocol.WelcomeTickets != 0}
+	w := welcomeInfo{ring: f.Ring, tickets: f.Flags&protocol.WelcomeTickets != 0, detach: f.Flags&protocol.WelcomeDetach != 0}
 	if f.Flags&protocol.WelcomeResumable != 0 {
 		w.ident = &resumeIdent{session: f.Session, secret: f.Secret, node: f.Node}
 	}
@@ -74,9 +81,9 @@ func appendReassert(b []byte, id uint32, m Mode, noWait bool, name string, token
 		Token: token, Ticket: ticket, Ring: ring, Session: prior.session, Secret: prior.secret, Node: prior.node})
 }
 
-// ticketsRefused reports whether the answer to a HELLO that asked for
-// queue tickets is the refusal of a server that does not know them
-// (ERROR 0x1e): the client then opens again without asking.
-func ticketsRefused(asked bool, w welcomeInfo) bool {
+// flagRefused reports whether the answer to a HELLO that asked for
+// queue tickets or detach is the refusal of a server that does not know
+// them (ERROR 0x1e): the client then opens again without asking.
+func flagRefused(asked bool, w welcomeInfo) bool {
 	return asked && w.frame.Type == protocol.TypeSessionError && w.frame.Code == protocol.CodeUnsupportedFeature
 }

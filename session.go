@@ -133,7 +133,12 @@ type Session struct {
 	ident   *resumeIdent // this session's name for a resume; nil: not resumable
 	ring    uint64       // the ring version of this session's WELCOME
 	tickets bool         // this session's server gives queue tickets
+	detach  bool         // this connection's server knows DETACH (detach.go)
 	gen     uint64       // counts connections: a write to an older one is moot
+	// wconn is the connection a flush is writing to now, if any; torn
+	// is the last connection a write left with part of a frame on it
+	// (detach.go).
+	wconn, torn net.Conn
 	// resends are the pending re-sends of re-assertions after a pause
 	// (resendLater).
 	resends  map[*time.Timer]struct{}
@@ -201,16 +206,15 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 		rule:   clientrule.NewSession(opts.Lease, c.cfg.MinHeartbeatInterval),
 		claims: map[uint32]*Claim{},
 	}
-	asked := s.asksTickets()
 	w, err := s.open(ctx, conn, s.rule)
 	f := w.frame
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	if ticketsRefused(asked, w) {
-		// Refused by a server before queue tickets: once more, without
-		// (noTickets is set now).
+	if w.flagRefused {
+		// Refused by a server before queue tickets or DETACH: once
+		// more, without (noDetach or noTickets is set now).
 		conn.Close()
 		return c.openSession(ctx, opts, addr)
 	}
@@ -229,7 +233,7 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 		return nil, &ServerError{Code: f.Code, Reason: f.Reason}
 	}
 	s.id, s.welcomeFlags = f.Session, w.flags
-	s.ident, s.ring, s.tickets = w.ident, w.ring, w.tickets
+	s.ident, s.ring, s.tickets, s.detach = w.ident, w.ring, w.tickets, w.detach
 	s.initRanges()
 	s.dialCtx, s.stopDials = context.WithCancel(context.Background())
 	if i := slices.Index(s.addrs(), addr); i >= 0 {
@@ -264,6 +268,10 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 	if tickets {
 		helloFlags |= protocol.HelloTickets
 	}
+	detach := s.asksDetach()
+	if detach {
+		helloFlags |= protocol.HelloDetach
+	}
 	b = protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(s.opts.Lease), Flags: helloFlags, Label: s.opts.Label})
 	var w welcomeInfo
 	err := conn.SetDeadline(deadline)
@@ -271,7 +279,7 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 		_, err = conn.Write(b)
 	}
 	if err == nil {
-		w, err = readHelloAnswer(conn, s.opts.Resumable, tickets)
+		w, err = readHelloAnswer(conn, s.opts.Resumable, tickets, detach)
 	}
 	f := w.frame
 	// The watch on ctx must be over before the deadline is cleared: a
@@ -289,8 +297,15 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 	if f.Type == protocol.TypeError {
 		return w, nil
 	}
-	if ticketsRefused(tickets, w) {
-		s.c.noTickets.Store(true) // a server before queue tickets: open again without
+	if flagRefused(tickets || detach, w) {
+		// A server before DETACH, or before queue tickets: open again
+		// without the newer of the flags asked for.
+		w.flagRefused = true
+		if detach {
+			s.c.noDetach.Store(true)
+		} else {
+			s.c.noTickets.Store(true)
+		}
 	}
 	if f.Type != protocol.TypeWelcome && f.Type != protocol.TypeSessionError {
 		return w, fmt.Errorf("%w: %v answers HELLO", ErrProtocolViolation, f)
@@ -307,6 +322,13 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 // re-asserts a queued claim, the one use of its ticket.
 func (s *Session) asksTickets() bool {
 	return s.opts.Resumable && !s.c.noTickets.Load()
+}
+
+// asksDetach reports whether the session's HELLO asks for detach: a
+// resumable session does, unless a server refused it before
+// (docs/protocol.md, "v2 detach").
+func (s *Session) asksDetach() bool {
+	return s.opts.Resumable && !s.c.noDetach.Load()
 }
 
 // Version returns the protocol version the session speaks: 2, or 1 after
@@ -445,10 +467,23 @@ func (s *Session) flush() {
 			set = time.Time{} // in force already
 		}
 		conn, gen := s.conn, s.gen
+		s.wconn = conn
 		s.mu.Unlock()
-		err := s.write(conn, buf, set)
+		n, err := s.write(conn, buf, set)
 		s.mu.Lock()
+		s.wconn = nil
 		s.spare = buf[:0]
+		if err != nil && n > 0 && n < len(buf) {
+			s.torn = conn // no DETACH may follow: it would be read as the rest of a frame
+		}
+		if err != nil && gen == s.gen && s.resuming {
+			// The resume interrupted the write (detach.go): what was not
+			// written is re-sent after the re-assertions.
+			s.out = s.out[:0]
+			s.writing = false
+			s.mu.Unlock()
+			return
+		}
 		if err != nil && gen == s.gen {
 			s.out = s.out[:0]
 			s.writing = false
@@ -476,26 +511,27 @@ func (s *Session) flush() {
 // will do): the deadline in force may be earlier than the rule's, never
 // later; when it fires, the write goes on with the rule's deadline
 // unless that has passed too.
-func (s *Session) write(conn net.Conn, buf []byte, set time.Time) error {
+func (s *Session) write(conn net.Conn, buf []byte, set time.Time) (written int, err error) {
 	for {
 		if !set.IsZero() {
 			if err := conn.SetWriteDeadline(set); err != nil {
-				return err
+				return written, err
 			}
 		}
 		n, err := conn.Write(buf)
+		written += n
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-			return err
+			return written, err
 		}
 		s.mu.Lock()
 		set = s.rule.Deadline()
-		live := s.err == nil && conn == s.conn && time.Now().Before(set)
+		live := s.err == nil && conn == s.conn && !s.resuming && time.Now().Before(set)
 		if conn == s.conn {
 			s.wset = set
 		}
 		s.mu.Unlock()
 		if !live {
-			return err
+			return written, err
 		}
 		buf = buf[n:]
 	}

@@ -78,13 +78,20 @@ func TestTicketsRefusedByOlderServer(t *testing.T) {
 		ch <- res{s, err}
 	}()
 	fc, hello := fake.acceptV2()
-	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets {
+	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets|protocol.HelloDetach {
 		t.Fatalf("HELLO flags 0x%02x", hello.Flags)
 	}
+	// A server before DETACH and tickets refuses the newer flag first,
+	// then the other.
 	fc.send(protocol.AppendSessionError(nil, protocol.CodeUnsupportedFeature, ""))
+	fc1, hello := fake.acceptV2()
+	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets {
+		t.Fatalf("second HELLO flags 0x%02x, want no detach", hello.Flags)
+	}
+	fc1.send(protocol.AppendSessionError(nil, protocol.CodeUnsupportedFeature, ""))
 	fc2, hello := fake.acceptV2()
 	if hello.Flags != protocol.HelloResumable {
-		t.Fatalf("second HELLO flags 0x%02x, want the resumable bit alone", hello.Flags)
+		t.Fatalf("third HELLO flags 0x%02x, want the resumable bit alone", hello.Flags)
 	}
 	fc2.welcomeResumable(7, 0x11, "n1", 0)
 	r := wait(t, ch)

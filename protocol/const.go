@@ -48,6 +48,10 @@ func (t Type) String() string {
 		return "MEMBER"
 	case TypeRingEnd:
 		return "RINGEND"
+	case TypeDetach:
+		return "DETACH"
+	case TypeDetached:
+		return "DETACHED"
 	case TypeHello:
 		return "HELLO"
 	case TypePing:

@@ -118,6 +118,14 @@ const HelloResumable uint8 = 0x01
 // claim it queues for the session a ticket in QUEUED (Frame.Ticket).
 const HelloTickets uint8 = 0x02
 
+// HelloDetach is the HELLO flag, valid only with HelloResumable, of a
+// client that sends DETACH before it closes a connection on purpose: a
+// server that knows it answers WELCOME with WelcomeDetach, and then ends
+// the session, and its claims, at once when the client's side of the
+// connection closes (FIN or reset) without a DETACH before it, as it
+// ends a plain session. docs/protocol.md, "v2 detach".
+const HelloDetach uint8 = 0x04
+
 // WELCOME flags. WelcomeResumable: the session is resumable, and the
 // session id is followed by its secret and the id of the node it lives
 // on (Frame.Secret, Frame.Node). WelcomeRing: the server is a cluster
@@ -129,6 +137,8 @@ const (
 	WelcomeResumable uint8 = 0x01
 	WelcomeRing      uint8 = 0x02
 	WelcomeTickets   uint8 = 0x04
+	// WelcomeDetach: the answer to a HELLO with HelloDetach.
+	WelcomeDetach uint8 = 0x08
 )
 
 // SecretLen is the size of a resumable session's secret.
@@ -145,7 +155,7 @@ const MaxReassertText = MaxFrameLen - 1 - claimFixedLen - reassertFixedLen
 // Reserved flag bits: set in a frame of this revision, they are refused
 // with CodeUnsupportedFeature (docs/protocol.md).
 const (
-	helloReservedFlags   uint8 = ^(HelloResumable | HelloTickets)
+	helloReservedFlags   uint8 = ^(HelloResumable | HelloTickets | HelloDetach)
 	claimReservedFlags   uint8 = ^(ClaimNoWait | ClaimReassert | ClaimTicket)
-	welcomeReservedFlags uint8 = ^(WelcomeResumable | WelcomeRing | WelcomeTickets)
+	welcomeReservedFlags uint8 = ^(WelcomeResumable | WelcomeRing | WelcomeTickets | WelcomeDetach)
 )

@@ -64,6 +64,9 @@ func (f Frame) Resumable() bool { return f.Flags&HelloResumable != 0 }
 // Tickets reports whether a HELLO asks for queue tickets.
 func (f Frame) Tickets() bool { return f.Flags&HelloTickets != 0 }
 
+// Detach reports whether a HELLO asks for detach (HelloDetach).
+func (f Frame) Detach() bool { return f.Flags&HelloDetach != 0 }
+
 // HasTicket reports whether a CLAIM is a re-assertion with a queue ticket.
 func (f Frame) HasTicket() bool {
 	return f.Flags&(ClaimReassert|ClaimTicket) == ClaimReassert|ClaimTicket
@@ -102,6 +105,8 @@ func (f Frame) String() string {
 		return rangeString(f)
 	case TypeRing, TypeRingMember, TypeRingEnd:
 		return ringString(f)
+	case TypeDetach, TypeDetached:
+		return f.Type.String()
 	case TypeSessionError, TypeError:
 		return fmt.Sprintf("ERROR(0x%02x %q)", uint8(f.Code), f.Reason)
 	}
@@ -466,7 +471,7 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 	p := body[1:]
 	be := binary.BigEndian
 	switch f.Type {
-	case TypeHello, TypePing, TypeClaim, TypeRelease, TypeRange, TypeRing:
+	case TypeHello, TypePing, TypeClaim, TypeRelease, TypeRange, TypeRing, TypeDetach:
 		switch {
 		case kind == fromServer:
 			return f, fmt.Errorf("%w: client frame type 0x%02x from the server", ErrUnknownMessage, uint8(f.Type))
@@ -477,7 +482,7 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 		}
 	case TypeWelcome, TypePong, TypeGranted, TypeQueued, TypeBusy, TypePromoted,
 		TypeReleased, TypeRefused, TypeRevoked, TypeSessionError, TypeRangeAnswer,
-		TypeRingMember, TypeRingEnd:
+		TypeRingMember, TypeRingEnd, TypeDetached:
 		if kind != fromServer {
 			return f, fmt.Errorf("%w: server frame type 0x%02x from the client", ErrUnknownMessage, uint8(f.Type))
 		}
@@ -486,6 +491,8 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 	}
 
 	switch f.Type {
+	case TypeDetach, TypeDetached:
+		return f, payloadLen(f.Type, p, 0)
 	case TypeRange, TypeRangeAnswer:
 		return decodeRange(f, p)
 	case TypeRing, TypeRingMember, TypeRingEnd:
@@ -496,7 +503,7 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 		}
 		f.LeaseMS = be.Uint32(p)
 		f.Flags = p[4]
-		if f.Flags&helloReservedFlags != 0 {
+		if f.Flags&helloReservedFlags != 0 || f.Flags&(HelloResumable|HelloDetach) == HelloDetach {
 			return f, fmt.Errorf("%w: HELLO flags 0x%02x", ErrUnsupportedFeature, f.Flags)
 		}
 		if f.LeaseMS == 0 {

@@ -391,8 +391,8 @@ func v2ErrCases() []v2ErrCase {
 		claim("claim name utf-8", claimPayload(9, 0, 3, 1, "a\xc3"), protocol.ErrInvalidName, protocol.Frame{Claim: 9, Mode: 3, Limit: 1, Name: "a\xc3"}),
 		// Server frames.
 		{"welcome short", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1), protocol.ErrInvalidFrame, false, 11, typ(0x31)},
-		{"welcome flags", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 8), protocol.ErrUnsupportedFeature, false, 12,
-			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 8}},
+		{"welcome flags", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 0x10), protocol.ErrUnsupportedFeature, false, 12,
+			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 0x10}},
 		{"welcome resumable short", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 3), protocol.ErrInvalidFrame, false, 15,
 			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 1}},
 		{"welcome resumable node past end", serverReader, cat(frame(0x31, cat([]byte{0, 0, 0, 0, 0, 0, 0, 1, 1}, make([]byte, 16), []byte{3, 'a'})...)), protocol.ErrInvalidFrame, false, 30,

@@ -149,9 +149,16 @@ func (srv *Server) deliver(ds []delivery) {
 		}
 		srv.mu.Unlock()
 		for _, f := range failed {
-			if !errors.Is(f.err, errSelfStopped) { // its reader closes it after ERROR 0x03
-				f.s.conn.Close()
+			if errors.Is(f.err, errSelfStopped) {
+				continue // its reader closes it after ERROR 0x03
 			}
+			if f.s.v2 != nil && f.s.v2.detach && wroteToHungUp(f.err) {
+				// The client's side has closed: its reader sees that
+				// after whatever came before it (a DETACH decides), which
+				// closing the connection under it would throw away.
+				continue
+			}
+			f.s.conn.Close()
 		}
 	}
 }

@@ -223,6 +223,8 @@ func fuzzV2Expect(in []byte) (want []protocol.Frame, lease time.Duration) {
 		case protocol.TypeRing:
 			// A single server's ring is empty: no MEMBER, one RINGEND.
 			want = append(want, protocol.Frame{Type: protocol.TypeRingEnd})
+		case protocol.TypeDetach:
+			want = append(want, protocol.Frame{Type: protocol.TypeDetached})
 		case protocol.TypeRange:
 			want = append(want, fuzzRangeExpect(ranges, now, sid, f)...)
 		case protocol.TypeRelease:
@@ -359,7 +361,11 @@ func fuzzV2Seeds() [][]byte {
 	hello := protocol.AppendHello(nil, 60000, "fz")
 	resumable := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60000, Flags: protocol.HelloResumable, Label: "fz"})
 	tickets := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60000, Flags: protocol.HelloResumable | protocol.HelloTickets, Label: "fz"})
+	detach := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60000, Flags: protocol.HelloResumable | protocol.HelloDetach, Label: "fz"})
 	return [][]byte{
+		cat(detach, claimFrame(1, excl, 0, "job"), claimFrame(2, excl, 0, fuzzHeld)),                                   // released at EOF
+		cat(detach, claimFrame(1, excl, 0, "job"), protocol.AppendDetach(nil), claimFrame(2, excl, 0, "b")),            // kept at EOF
+		cat(hello, protocol.AppendDetach(nil), protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeDetached})), // 0x13
 		{},
 		hello,
 		protocol.AppendHello(nil, 0, "fz"),      // 0x17

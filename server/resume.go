@@ -172,6 +172,10 @@ func (s *session) welcome(now time.Time, hello protocol.Frame) (_ protocol.Frame
 			w.Ring = rv.RingVersion()
 		}
 	}
+	if hello.Detach() && v.resume != nil && s.hopResume == nil {
+		v.detach = true
+		w.Flags |= protocol.WelcomeDetach
+	}
 	if hello.Tickets() {
 		v.tickets = true
 		w.Flags |= protocol.WelcomeTickets

@@ -123,9 +123,11 @@ func (s *session) serveOne() *session {
 		reason, code = s.runV2()
 		s.dropRangesLater()
 		// A plain session whose client hung up, or broke the protocol,
-		// releases its relayed claims at once, as a direct session's
+		// and a detach session whose client hung up without DETACH,
+		// release their relayed claims at once, as a direct session's
 		// are; otherwise each owner keeps them until the lease passes.
-		s.dropUpstreams(s.v2.resume == nil && (s.v2.hungUp || reason == locktable.ReasonProtocolError))
+		v := s.v2
+		s.dropUpstreams(v.resume == nil && (v.hungUp || reason == locktable.ReasonProtocolError) || v.diedUnannounced())
 	}
 	return s.finish(reason, code)
 }

@@ -43,6 +43,11 @@ type v2conn struct {
 	// hungUp: a read found the client's side closed (its process closed
 	// the connection or died), not a deadline or this node's close.
 	hungUp bool
+	// detach: the session was opened with the detach flag, so a hang-up
+	// ends it unless detached is set (a DETACH was read): the client
+	// promised to say DETACH before any close it makes on purpose, and a
+	// killed client says nothing (docs/protocol.md, "v2 detach").
+	detach, detached bool
 	// leaseRecorded: a cluster node has recorded this session's lease
 	// (Router.RecordLease), which it does at the first claim the ACL
 	// allows, not at HELLO: a client allowed nothing cannot raise every
@@ -190,13 +195,21 @@ func (v *v2conn) keepSpare(b []byte) {
 // stack of every idle session.
 func (s *session) runV2() (locktable.Reason, protocol.Code) {
 	reason, code := s.runV2Frames()
-	if code == 0 && (reason == locktable.ReasonGraceful || reason == locktable.ReasonIOTimeout) {
+	if code == 0 && (reason == locktable.ReasonGraceful || reason == locktable.ReasonIOTimeout) && !s.v2.diedUnannounced() {
 		s.markRangesKept()
 		if s.keepV2() {
 			return ended, 0 // kept for a resume (resume.go)
 		}
 	}
 	return reason, code
+}
+
+// diedUnannounced reports whether the client's side closed the
+// connection (FIN or reset) without the DETACH it promised: its process
+// ended, and its claims and range locks are released at once, as a plain
+// session's are, rather than kept for a re-assertion nobody will make.
+func (v *v2conn) diedUnannounced() bool {
+	return v.detach && !v.detached && v.hungUp
 }
 
 // runV2Frames is runV2 until the session ends.
@@ -434,6 +447,13 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			s.answerRing(f)
 			continue
 		}
+		if f.Type == protocol.TypeDetach {
+			// The client will come back: the connection's end keeps the
+			// session, whatever follows.
+			v.detached = true
+			v.appendOut(s, protocol.AppendDetached)
+			continue
+		}
 		if !locked {
 			srv.mu.Lock()
 			locked = true
@@ -549,9 +569,12 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		if v.rel.Load() != nil {
 			s.relayPump()
 		}
-		if err := s.flushV2(true); err != nil {
+		if err := s.flushV2(true); err != nil && !(v.detach && wroteToHungUp(err)) {
 			return writeFailureReason(err), 0, false
 		}
+		// A detach session whose client's side has closed reads on: the
+		// reader sees the hang-up after whatever came before it, a
+		// DETACH included, and that decides whether the session is kept.
 		if leaseWait {
 			if !srv.Router.RecordLease(v.lease) {
 				return locktable.ReasonProtocolError, protocol.CodeNotOwner, false

@@ -16,6 +16,9 @@ type cutProxy struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	wg    sync.WaitGroup
+	// clientOnly: a cut closes the clients' ends only, and the server's
+	// stay open and silent.
+	clientOnly bool
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -39,26 +42,45 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, c, up)
 			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(up, c); up.Close() })
+			p.wg.Go(func() {
+				io.Copy(up, c)
+				p.mu.Lock()
+				silent := p.clientOnly
+				p.mu.Unlock()
+				if !silent {
+					up.Close()
+				}
+			})
 			p.wg.Go(func() { io.Copy(c, up); c.Close() })
 		}
 	})
 	t.Cleanup(func() {
 		ln.Close()
-		p.cut()
+		p.mu.Lock()
+		p.clientOnly = false
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
 		p.wg.Wait()
 	})
 	return p
 }
 
-// cut closes every connection through the proxy, both ends.
-func (p *cutProxy) cut() {
+// cutClientSide closes the clients' ends of the connections through the
+// proxy and leaves the server's ends open and silent: the client sees its
+// connection end, the server hears nothing, as on a link that died
+// without a reset reaching the server. (A reset the server sees ends a
+// session with the detach flag at once, as the client's death.)
+func (p *cutProxy) cutClientSide() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
+	p.clientOnly = true
+	for i, c := range p.conns {
+		if i%2 == 0 {
+			c.Close()
+		}
 	}
-	p.conns = nil
 }
 
 // 'baton run --resumable' keeps its lock through a killed connection:
@@ -73,7 +95,7 @@ func TestRunResumable(t *testing.T) {
 	r := startRunEnv(t, []string{"BATON_RESUMABLE=true"}, "--server", proxy.ln.Addr().String(), "--lease", lease.String(), "job", "--", "sh", "-c", holdScript+"; echo still $BATON_TOKEN")
 	tok := tokenOf(t, r.line(), "held")
 	cut := time.Now()
-	proxy.cut()
+	proxy.cutClientSide()
 	// Past the lease: a session that was not resumed would have lost
 	// the lock on the server and in baton run.
 	time.Sleep(lease + lease/4)

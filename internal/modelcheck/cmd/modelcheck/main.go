@@ -13,6 +13,7 @@
 //	modelcheck -model=ranges -owners=3 -positions=2 [-files=2] [-flock] [-nowait] [-mutation=overtake-waiter]
 //	modelcheck -model=cluster-ranges [-range-move] [-range-relay] [-waiter [-waiter-lease=80]] [-lease=40 -unit=10 -drift=1] [-mutation=range-gate-short]
 //	modelcheck -model=cluster-ranges -range-handover [-range-relay [-range-host-n]] [-lease=40 -unit=10 -drift=1] [-mutation=range-placeholder-short]
+//	modelcheck -model=detach [-relay=1] [-lease=5] [-mutation=fin-keeps]
 //	modelcheck -model=cluster-ranges-failover [-range-second] [-lease=40 -unit=10 -drift=1 -tself=20 -removal=25 -slack=0] [-mutation=range-warmup-short]
 //	modelcheck -model=cluster-ranges-resume [-resume-second] [-resume-sessions=2] [-lease=40 -unit=10 -drift=1] [-mutation=resume-drop-at-once]
 //	modelcheck -model=lease-lower -nodes=3 -deaths=2 -restarts=1 -settings=2 [-mutation=remove-completes]
@@ -40,7 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	def := modelcheck.DefaultClientConfig()
 	var (
-		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), cluster-ranges-failover (relayed range locks re-asserted at the new owner after a failover, timed, with clock drift), cluster-ranges-resume (range locks re-asserted by their client through another node after its own node dies, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift), lease-lower (an operator lowers the cluster's largest lease while nodes die, restart and are removed)")
+		model    = fs.String("model", "table", "which model: table (the lock table, one claim per connection), claims (the lock table, sessions with several claims and modes), client (the client rule), session (the v2 client rule, two claims on one session), dirlock-seed or dirlock-steps (the directory lock), cluster (lock ownership across nodes), cluster-continue (v2 claims that continue through the new owner of a planned move), ranges (the POSIX byte-range and flock lock table), cluster-ranges (range locks across a planned move, their sessions ended or the locks handed over, and a relay loss, timed, with clock drift), cluster-ranges-failover (relayed range locks re-asserted at the new owner after a failover, timed, with clock drift), cluster-ranges-resume (range locks re-asserted by their client through another node after its own node dies, timed, with clock drift), failover (an owner node cut off and its names taken over, timed, with clock drift), lease-lower (an operator lowers the cluster's largest lease while nodes die, restart and are removed), detach (how a resumable session's claim ends with its connection: FIN, DETACH, silence, a relay's death)")
 		sessions = fs.Int("sessions", 3, "table, claims: number of sessions (1..8; claims: 1..6)")
 		claims   = fs.Int("claims", 2, "claims: claims each session makes (1..6), any number live at once")
 		rw       = fs.Int("rw", 1, "claims: exclusive/shared locks")
@@ -80,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		tself    = fs.Int("tself", fdef.TSelf, "failover, cluster-ranges-failover: the old owner stops serving after this long without quorum contact, in units")
 		removal  = fs.Int("removal", fdef.T, "failover, cluster-ranges-failover: the leader removes a node silent this long (T), in units")
 		slack    = fs.Int("slack", fdef.Slack, "failover, cluster-ranges-failover: warm-up W = the largest committed lease + slack, in units")
-		relay    = fs.Int("relay", 0, "failover: client (1..clients) that node R relays to the owner (a version 2 client of a relaying node); 0: none")
+		relay    = fs.Int("relay", 0, "failover: client (1..clients) that node R relays to the owner (a version 2 client of a relaying node); 0: none; detach: not 0 relays the holder through R")
 		rfails   = fs.Bool("relay-fails", false, "failover with -relay: node R may die while it relays the claim")
 		rmove    = fs.Bool("range-move", false, "cluster-ranges: the key moves from P to N by a planned change (without -range-relay: implied)")
 		rrelay   = fs.Bool("range-relay", false, "cluster-ranges: c1 is relayed through node R to the key's owner")
@@ -272,6 +273,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		rep = modelcheck.CheckRangeResume(cfg)
+	case "detach":
+		// -lease keeps the model's own default (5 ticks) unless given;
+		// the give-up is 0.8 × the lease, rounded down.
+		cfg := modelcheck.DefaultDetachConfig()
+		cfg.Lease, cfg.Relay, cfg.Mutation = leaseOr(cfg.Lease), *relay != 0, *mutation
+		cfg.GiveUp = cfg.Lease * 4 / 5
+		if cfg.Lease < 2 || cfg.Lease > 100 {
+			fmt.Fprintf(stderr, "modelcheck: -lease %d: the detach model takes 2 to 100 ticks\n", cfg.Lease)
+			return 2
+		}
+		rep = modelcheck.CheckDetach(cfg)
 	case "failover":
 		// -clients, -lease and -acquisitions keep the failover model's
 		// own defaults unless given.
