@@ -1,0 +1,144 @@
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// build compiles the package at pkg (relative to this one) once per test
+// binary.
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{}
+	tmpDir  string
+)
+
+func build(t *testing.T, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if bin, ok := built[pkg]; ok {
+		return bin
+	}
+	bin := filepath.Join(tmpDir, filepath.Base(pkg))
+	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	built[pkg] = bin
+	return bin
+}
+
+func TestMain(m *testing.M) {
+	var err error
+	if tmpDir, err = os.MkdirTemp("", "testkit"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(tmpDir)
+	os.Exit(code)
+}
+
+// report renders results for a failure message.
+func report(res []Result) string {
+	var b strings.Builder
+	for _, r := range res {
+		b.WriteString("\n" + r.Scenario + ": " + string(r.Status) + " " + r.Detail)
+		for _, m := range r.Marks {
+			fmt.Fprintf(&b, "\n    %8.1fms %s", m.MS, m.What)
+		}
+	}
+	return b.String()
+}
+
+func run(t *testing.T, opts Options) []Result {
+	t.Helper()
+	res, err := Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// The Go client keeps every rule the kit checks.
+func TestGoClientPassesEveryScenario(t *testing.T) {
+	res := run(t, Options{Command: []string{build(t, "./goadapter")}})
+	if len(res) != len(Scenarios()) {
+		t.Fatalf("%d results for %d scenarios", len(res), len(Scenarios()))
+	}
+	for _, r := range res {
+		if r.Status != Pass {
+			t.Errorf("%s: %s: %s%s", r.Scenario, r.Status, r.Detail, report([]Result{r}))
+		}
+	}
+}
+
+// A client written from docs/protocol.md alone passes too, and a client
+// that lacks resumable sessions is skipped there, not failed.
+func TestMinimalClientPasses(t *testing.T) {
+	res := run(t, Options{Command: []string{build(t, "./mutant")}})
+	for _, r := range res {
+		want := Pass
+		if r.Scenario == "resumable-reassert" {
+			want = Skip
+		}
+		if r.Status != want {
+			t.Errorf("%s: %s, want %s: %s%s", r.Scenario, r.Status, want, r.Detail, report([]Result{r}))
+		}
+	}
+}
+
+// Each mutation of the minimal client breaks one rule; the scenarios
+// meant to catch it must fail, and the others still pass.
+func TestMutantsFail(t *testing.T) {
+	bin := build(t, "./mutant")
+	for _, tc := range []struct {
+		mutant string
+		fail   []string
+		why    string // in the detail of the first failing scenario
+	}{
+		{"anchor-at-arrival", []string{"anchor-send-time"}, "a client with the bug"},
+		{"never-lost", []string{"anchor-send-time", "silent-after-grant", "close-after-told", "stops-answering",
+			"violation-unsolicited-answer", "violation-promoted-held", "revoked", "session-error", "push-does-not-confirm"}, "did not report lost"},
+		{"close-first", []string{"close-after-told"}, "before the work was told"},
+		{"close-at-give-up", []string{"close-after-told"}, "while the work was still running"},
+		{"ignore-violation", []string{"violation-unsolicited-answer", "violation-promoted-held"}, "the violation + tolerance"},
+		{"ignore-revoked", []string{"revoked"}, "did not report lost"},
+		{"push-confirms", []string{"push-does-not-confirm"}, "after the bound"},
+		{"no-ping", []string{"stops-answering"}, "while the server answered"},
+	} {
+		t.Run(tc.mutant, func(t *testing.T) {
+			// Run the scenarios meant to fail, and one that should not,
+			// to show the mutant is otherwise a working client (one that
+			// sends no PING loses every claim it holds for 0.8·L).
+			witness := "split-frames"
+			if tc.mutant == "no-ping" {
+				witness = "revoked"
+			}
+			names := append(slices.Clone(tc.fail), witness)
+			re := regexp.MustCompile("^(" + strings.Join(names, "|") + ")$")
+			res := run(t, Options{Command: []string{bin}, Run: re, Env: append(os.Environ(), "BATON_TESTKIT_MUTANT="+tc.mutant)})
+			for _, r := range res {
+				want := Pass
+				if slices.Contains(tc.fail, r.Scenario) {
+					want = Fail
+				}
+				if r.Status != want || strings.Contains(r.Detail, "cannot start") ||
+					(r.Scenario == tc.fail[0] && !strings.Contains(r.Detail, tc.why)) {
+					t.Errorf("%s: %s, want %s: %s%s", r.Scenario, r.Status, want, r.Detail, report([]Result{r}))
+				} else {
+					t.Logf("%s: %s: %s", r.Scenario, r.Status, r.Detail)
+				}
+			}
+		})
+	}
+}
