@@ -4,6 +4,7 @@
 //	baton run NAME -- CMD  run a command while holding a lock
 //	baton status           check a server's protocol port
 //	baton dirlock status PATH  show the lock kept in a shared directory
+//	baton testkit -- ADAPTER   check a client library against a fake server
 //	baton version          print the version (also: baton --version)
 //	baton help COMMAND     the flags of a command (also: baton COMMAND -h)
 //	baton completion SHELL the completion script for bash, zsh or fish
@@ -91,6 +92,7 @@ func commands() []command {
 		{"kick", "remove a waiter from a lock's queue (admin API)", runKick},
 		{"info", "show the server's version, configuration and counts (admin API)", runInfo},
 		{"cluster", "a cluster's members and health; join, leave or remove (member API)", runCluster},
+		{"testkit", "check a client library against a scripted fake server (client test kit)", runTestkit},
 		{"version", "print the version", runVersion},
 		{"completion", "print the shell completion script (bash, zsh, fish)", runCompletion},
 		{"man", "print the manual page (roff)", runMan},

@@ -62,6 +62,9 @@ type Options struct {
 	Env []string
 	// Stderr receives the adapter's stderr; nil discards it.
 	Stderr io.Writer
+	// OnResult, when set, is called with each result as its scenario
+	// ends.
+	OnResult func(Result)
 }
 
 func (o Options) lease() time.Duration {
@@ -141,7 +144,11 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		out = append(out, runOne(ctx, opts, sc))
+		r := runOne(ctx, opts, sc)
+		if opts.OnResult != nil {
+			opts.OnResult(r)
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -281,8 +288,10 @@ func runOne(parent context.Context, opts Options, sc Scenario) Result {
 
 // stopDelay is BATON_TESTKIT_STOP_MS: how long an adapter that honours it
 // keeps its work running after it printed lost. It ends well before the
-// close-by bound (anchor + L) of a give-up at anchor + 0.8·L.
-func stopDelay(L time.Duration) time.Duration { return L / 10 }
+// close-by bound (anchor + L) of a give-up at anchor + 0.8·L, and is at
+// least twice raceTol, so that a close at the give-up and a close after
+// the work stopped are told apart.
+func stopDelay(L time.Duration) time.Duration { return max(L/10, 2*raceTol) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 

@@ -112,7 +112,7 @@ func (k *kit) accept(deadline time.Time) (*peer, error) {
 	}
 	c.SetReadDeadline(time.Time{})
 	p.hello = hello
-	k.mark("server: HELLO "+hello.String(), time.Now())
+	k.mark("server: read "+hello.String(), time.Now())
 	go p.read(br)
 	return p, nil
 }
