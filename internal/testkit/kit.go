@@ -230,25 +230,33 @@ func runOne(parent context.Context, opts Options, sc Scenario) Result {
 	if opts.Stderr != nil {
 		cmd.Stderr = opts.Stderr
 	}
-	stdout, err := cmd.StdoutPipe()
+	cmd.WaitDelay = time.Second // bounds the copy of a Stderr that is not a file
+	// stdout is a pipe of our own rather than StdoutPipe, so that the end
+	// of the adapter does not wait for a child it left holding the pipe.
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		res.Status, res.Detail = Fail, err.Error()
 		return res
 	}
+	defer pr.Close()
+	cmd.Stdout = pw
 	k.stdin, err = cmd.StdinPipe()
 	if err != nil {
+		pw.Close()
 		res.Status, res.Detail = Fail, err.Error()
 		return res
 	}
 	k.t0 = time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
 		res.Status, res.Detail = Fail, "cannot start the adapter: "+err.Error()
 		return res
 	}
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		k.readEvents(stdout)
+		k.readEvents(pr)
 	}()
 
 	err = sc.run(k)
@@ -257,12 +265,18 @@ func runOne(parent context.Context, opts Options, sc Scenario) Result {
 	io.WriteString(k.stdin, "close\n")
 	k.stdin.Close()
 	waited := make(chan error, 1)
-	go func() { <-readDone; waited <- cmd.Wait() }()
+	go func() { waited <- cmd.Wait() }()
 	select {
 	case <-waited:
 	case <-time.After(5 * time.Second):
 		cmd.Process.Kill()
 		<-waited
+	}
+	select {
+	case <-readDone:
+	case <-time.After(time.Second):
+		pr.Close() // a child of the adapter holds its stdout
+		<-readDone
 	}
 	k.closePeers()
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // build compiles the package at pkg (relative to this one) once per test
@@ -140,5 +141,29 @@ func TestMutantsFail(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An adapter that misbehaves fails each scenario with a clear reason,
+// promptly, and never hangs the kit.
+func TestBadAdapters(t *testing.T) {
+	re := regexp.MustCompile("^revoked$")
+	for _, tc := range []struct {
+		script, want string
+	}{
+		{"echo not json; read line", "not an event"},
+		{"exit 0", "ended its output before its client connected"},
+		{`echo '{"event":"error","message":"no server"}'; read line`, "no server"},
+		{`echo '{"event":"unsupported","feature":"resumable"}'; read line`, "does not support resumable"},
+	} {
+		start := time.Now()
+		res := run(t, Options{Command: []string{"sh", "-c", tc.script}, Run: re, Timeout: 5 * time.Second})
+		if len(res) != 1 || !strings.Contains(res[0].Detail, tc.want) {
+			t.Errorf("%q: %+v, want a result saying %q", tc.script, res, tc.want)
+		}
+		// The adapter exits on the close line; it never takes the timeout.
+		if d := time.Since(start); d > 4*time.Second {
+			t.Errorf("%q: the run took %v", tc.script, d)
+		}
 	}
 }

@@ -67,6 +67,10 @@ func (k *kit) accept(deadline time.Time) (*peer, error) {
 			k.ln.Close()
 			return nil, fmt.Errorf("the adapter reported an error before its client connected: %s", e.Message)
 		}
+		if e, ok := k.find("bad"); ok {
+			k.ln.Close()
+			return nil, fmt.Errorf("the adapter printed a line that is not an event: %q", e.raw)
+		}
 		if done {
 			k.ln.Close()
 			return nil, errors.New("the adapter ended its output before its client connected")
@@ -132,11 +136,23 @@ func (p *peer) read(br *bufio.Reader) {
 			}
 			p.k.mark(what, now)
 			close(p.gone)
-			p.in <- rx{at: now, err: err}
+			p.deliver(rx{at: now, err: err})
 			return
 		}
 		p.k.mark("server: read "+f.String(), now)
-		p.in <- rx{f: f, at: now}
+		if !p.deliver(rx{f: f, at: now}) {
+			return
+		}
+	}
+}
+
+// deliver hands r to the script, unless the scenario is over.
+func (p *peer) deliver(r rx) bool {
+	select {
+	case p.in <- r:
+		return true
+	case <-p.k.ctx.Done():
+		return false
 	}
 }
 
