@@ -18,7 +18,7 @@ const testkitSynopsis = "baton testkit [flags] -- ADAPTER_COMMAND [ARGS...]"
 
 const testkitHelp = `
 Checks a baton client library from the outside against a scripted fake
-server (protocol version 2 on 127.0.0.1): the anchor is the send time, no
+server on 127.0.0.1 (protocol version 2, and version 1 after a fallback): the anchor is the send time, no
 claim is believed past anchor + 0.8 of the lease without an answer, the
 connection closes only once the work was told, a frame out of order, a
 REVOKED or an ERROR ends what it names, pushes and frame boundaries change
@@ -53,7 +53,7 @@ type testkitConfig struct {
 
 // testkitMinLease keeps every time bound of the scenarios well above the
 // scheduling noise the tolerance absorbs.
-const testkitMinLease = 500 * time.Millisecond
+const testkitMinLease = time.Second
 
 func testkitFlags(stderr io.Writer) (*flagSet, *testkitConfig) {
 	cfg := &testkitConfig{}
@@ -62,8 +62,8 @@ func testkitFlags(stderr io.Writer) (*flagSet, *testkitConfig) {
 	fs.BoolVar(&cfg.list, "list", "BATON_TESTKIT_LIST", false, "list the scenarios and what each checks; run nothing")
 	fs.BoolVar(&cfg.json, "json", "BATON_TESTKIT_JSON", false, "print one JSON object per scenario")
 	fs.DurationVar(&cfg.timeout, "timeout", "BATON_TESTKIT_TIMEOUT", testkit.DefaultTimeout, "give up on a scenario after this long, the adapter's start included")
-	fs.DurationVar(&cfg.lease, "lease", "BATON_TESTKIT_LEASE", testkit.DefaultLease, "the session lease the adapter asks for (at least 500ms); every time bound is a multiple of it")
-	fs.DurationVar(&cfg.tolerance, "tolerance", "BATON_TESTKIT_TOLERANCE", 0, "slack on every time bound; 0 is the larger of 100ms and a tenth of the lease")
+	fs.DurationVar(&cfg.lease, "lease", "BATON_TESTKIT_LEASE", testkit.DefaultLease, "the session lease the adapter asks for (at least 1s); every time bound is a multiple of it")
+	fs.DurationVar(&cfg.tolerance, "tolerance", "BATON_TESTKIT_TOLERANCE", 0, "slack on every time bound, below a fifth of the lease; 0 is the larger of 100ms and a tenth of the lease")
 	return fs, cfg
 }
 
@@ -116,6 +116,9 @@ func runTestkit(args []string, stdout, stderr io.Writer) int {
 		return usage("--lease must be at least %v, got %v", testkitMinLease, cfg.lease)
 	case cfg.tolerance < 0:
 		return usage("--tolerance must not be negative, got %v", cfg.tolerance)
+	case cfg.tolerance >= cfg.lease/5:
+		// Else a client that gives up only at anchor + L would pass.
+		return usage("--tolerance must be below a fifth of --lease (%v), got %v", cfg.lease/5, cfg.tolerance)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -23,7 +23,9 @@ func buildTestkitAdapter(t *testing.T, name string) string {
 // passes every scenario and exits 0.
 func TestTestkitGoClient(t *testing.T) {
 	bin := buildTestkitAdapter(t, "goadapter")
-	code, out, errOut := cli("testkit", "--", bin)
+	// A lease and tolerance wider than the defaults: this machine runs
+	// other tests beside this one.
+	code, out, errOut := cli("testkit", "--lease", "2s", "--tolerance", "300ms", "--", bin)
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errOut)
 	}
@@ -81,7 +83,8 @@ func TestTestkitUsage(t *testing.T) {
 		{[]string{"testkit"}, "no adapter command"},
 		{[]string{"testkit", "--run", "("}, "--run"},
 		{[]string{"testkit", "--run", "no-such-scenario", "--", "x"}, "matches no scenario"},
-		{[]string{"testkit", "--lease", "100ms", "--", "x"}, "--lease must be at least"},
+		{[]string{"testkit", "--lease", "500ms", "--", "x"}, "--lease must be at least"},
+		{[]string{"testkit", "--lease", "1s", "--tolerance", "200ms", "--", "x"}, "below a fifth"},
 		{[]string{"testkit", "--timeout", "0", "--", "x"}, "--timeout must be positive"},
 		{[]string{"testkit", "--tolerance", "-1s", "--", "x"}, "--tolerance must not be negative"},
 		{[]string{"testkit", "--bogus"}, "flag provided but not defined"},

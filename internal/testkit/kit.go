@@ -51,7 +51,8 @@ type Options struct {
 	// of it.
 	Lease time.Duration
 	// Tolerance is the slack allowed on every time bound; when 0, the
-	// larger of 100ms and L/10.
+	// larger of 100ms and L/10. It must stay below L/5, or a client that
+	// gives up only at anchor + L would pass.
 	Tolerance time.Duration
 	// Timeout bounds one scenario, the adapter's start included;
 	// DefaultTimeout when 0.
@@ -135,6 +136,9 @@ func Scenarios() []Scenario { return scenarios() }
 func Run(ctx context.Context, opts Options) ([]Result, error) {
 	if len(opts.Command) == 0 {
 		return nil, errors.New("testkit: no adapter command")
+	}
+	if opts.tolerance() >= opts.lease()/5 {
+		return nil, fmt.Errorf("testkit: the tolerance %v must be below a fifth of the lease %v", opts.tolerance(), opts.lease())
 	}
 	var out []Result
 	for _, sc := range scenarios() {
@@ -221,11 +225,11 @@ func runOne(parent context.Context, opts Options, sc Scenario) Result {
 	}
 	cmd.Env = append(env,
 		"BATON_TESTKIT_ADDR="+ln.Addr().String(),
-		"BATON_TESTKIT_NAME=testkit/"+sc.Name,
+		"BATON_TESTKIT_NAME="+k.name(),
 		"BATON_TESTKIT_LEASE_MS="+strconv.FormatInt(k.L.Milliseconds(), 10),
 		"BATON_TESTKIT_RESUMABLE="+resumable,
 		"BATON_TESTKIT_SCENARIO="+sc.Name,
-		"BATON_TESTKIT_STOP_MS="+strconv.FormatInt(stopDelay(k.L).Milliseconds(), 10),
+		"BATON_TESTKIT_STOP_MS="+strconv.FormatInt(k.stopDelay().Milliseconds(), 10),
 	)
 	if opts.Stderr != nil {
 		cmd.Stderr = opts.Stderr
@@ -300,12 +304,15 @@ func runOne(parent context.Context, opts Options, sc Scenario) Result {
 	return res
 }
 
+// name is the lock name the adapter claims.
+func (k *kit) name() string { return "testkit/" + k.sc.Name }
+
 // stopDelay is BATON_TESTKIT_STOP_MS: how long an adapter that honours it
 // keeps its work running after it printed lost. It ends well before the
 // close-by bound (anchor + L) of a give-up at anchor + 0.8·L, and is at
 // least twice raceTol, so that a close at the give-up and a close after
 // the work stopped are told apart.
-func stopDelay(L time.Duration) time.Duration { return max(L/10, 2*raceTol) }
+func (k *kit) stopDelay() time.Duration { return max(k.L/10, k.tol) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 

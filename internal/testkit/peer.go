@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,14 @@ import (
 
 	"github.com/batonlock/baton/protocol"
 )
+
+// adapterError: the adapter reported an error before its client
+// connected.
+type adapterError struct{ msg string }
+
+func (e adapterError) Error() string {
+	return "the adapter reported an error before its client connected: " + e.msg
+}
 
 // rx is one frame the fake server read, stamped on arrival, or the end
 // of the connection (err set: io.EOF for the client's close).
@@ -28,7 +37,10 @@ type peer struct {
 	k     *kit
 	conn  net.Conn
 	hello protocol.Frame
-	in    chan rx
+	// v1: a version 1 connection, opened with acquire.
+	v1      bool
+	acquire protocol.Acquire
+	in      chan rx
 
 	wmu sync.Mutex
 
@@ -41,6 +53,33 @@ type peer struct {
 // accept waits for the adapter's client to connect and reads its opening
 // (the version 2 preamble and HELLO), without answering it.
 func (k *kit) accept(deadline time.Time) (*peer, error) {
+	return k.acceptAs(deadline, false)
+}
+
+// acceptV1 plays a server that speaks version 1 only: it refuses every
+// version 2 opening with the version 1 ERROR 0x10, as such a server
+// does, and returns the first version 1 connection, its ACQUIRE read and
+// not answered.
+func (k *kit) acceptV1(deadline time.Time) (*peer, error) {
+	return k.acceptAs(deadline, true)
+}
+
+func (k *kit) acceptAs(deadline time.Time, v1 bool) (*peer, error) {
+	for {
+		c, err := k.acceptConn(deadline)
+		if err != nil {
+			return nil, err
+		}
+		p, err := k.opening(c, deadline, v1)
+		if p != nil || err != nil {
+			return p, err
+		}
+	}
+}
+
+// acceptConn waits for a connection, or for the adapter to say it will
+// not make one.
+func (k *kit) acceptConn(deadline time.Time) (net.Conn, error) {
 	type res struct {
 		c   net.Conn
 		err error
@@ -63,9 +102,13 @@ func (k *kit) accept(deadline time.Time) (*peer, error) {
 			k.ln.Close()
 			return nil, errSkip{feature: e.Feature}
 		}
+		if e, ok := k.find("lost"); ok {
+			k.ln.Close()
+			return nil, adapterError{"lost: " + e.Reason}
+		}
 		if e, ok := k.find("error"); ok {
 			k.ln.Close()
-			return nil, fmt.Errorf("the adapter reported an error before its client connected: %s", e.Message)
+			return nil, adapterError{e.Message}
 		}
 		if e, ok := k.find("bad"); ok {
 			k.ln.Close()
@@ -90,6 +133,13 @@ func (k *kit) accept(deadline time.Time) (*peer, error) {
 			return nil, fmt.Errorf("the client did not connect: %w", k.ctx.Err())
 		}
 	}
+	return c, nil
+}
+
+// opening reads the opening of connection c. With v1 a version 2 opening
+// is refused (nil peer, nil error: the client is expected to fall back
+// on a new connection).
+func (k *kit) opening(c net.Conn, deadline time.Time, v1 bool) (*peer, error) {
 	now := time.Now()
 	p := &peer{k: k, conn: c, in: make(chan rx, 1024), gone: make(chan struct{})}
 	k.mu.Lock()
@@ -104,11 +154,38 @@ func (k *kit) accept(deadline time.Time) (*peer, error) {
 	if _, err := io.ReadFull(br, pre[:]); err != nil {
 		return nil, fmt.Errorf("no opening from the client: %v", err)
 	}
-	if pre[0] != byte(protocol.TypeAcquire) || pre[1] != protocol.Version2 {
-		return nil, fmt.Errorf("the client's opening is % x, not the version 2 preamble 01 02", pre)
+	if pre[0] != byte(protocol.TypeAcquire) || (pre[1] != protocol.Version2 && pre[1] != protocol.Version) {
+		return nil, fmt.Errorf("the client's opening is % x, neither the version 2 preamble 01 02 nor a version 1 ACQUIRE", pre)
+	}
+	if pre[1] == protocol.Version {
+		if !v1 {
+			return nil, errors.New("the client opened with a version 1 ACQUIRE; the kit's server speaks version 2")
+		}
+		a, err := protocol.ReadAcquireBody(io.MultiReader(bytes.NewReader(pre[1:]), br))
+		if err != nil {
+			return nil, fmt.Errorf("bad version 1 ACQUIRE: %v", err)
+		}
+		c.SetReadDeadline(time.Time{})
+		p.v1, p.acquire = true, a
+		k.mark(fmt.Sprintf("server: read ACQUIRE(v1 %dms %q)", a.LeaseMS, a.Name), time.Now())
+		go p.readV1(br)
+		return p, nil
 	}
 	if err := protocol.ReadPreambleTail(br); err != nil {
 		return nil, fmt.Errorf("bad preamble: %v", err)
+	}
+	if v1 {
+		// A version 1 server reads the 8-byte header, answers ERROR
+		// 0x10 and discards what follows before it closes, so that the
+		// ERROR is not lost to a reset.
+		p.write(protocol.AppendError(nil, protocol.CodeUnsupportedVersion, ""), whole, "version 1 ERROR 0x10: this server speaks version 1 only")
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		io.Copy(io.Discard, br)
+		c.Close()
+		return nil, nil
 	}
 	hello, err := protocol.ReadHello(br)
 	if err != nil {
@@ -121,22 +198,33 @@ func (k *kit) accept(deadline time.Time) (*peer, error) {
 	return p, nil
 }
 
+// readV1 is read for a version 1 connection: after ACQUIRE every client
+// frame is a one-byte HEARTBEAT.
+func (p *peer) readV1(br *bufio.Reader) {
+	for {
+		b, err := br.ReadByte()
+		now := time.Now()
+		if err == nil && protocol.Type(b) != protocol.TypeHeartbeat {
+			err = fmt.Errorf("a byte 0x%02x that is no version 1 client frame", b)
+		}
+		if err != nil {
+			p.ended(now, err)
+			return
+		}
+		p.k.mark("server: read HEARTBEAT", now)
+		if !p.deliver(rx{f: protocol.Frame{Type: protocol.TypeHeartbeat}, at: now}) {
+			return
+		}
+	}
+}
+
 func (p *peer) read(br *bufio.Reader) {
 	for {
 		f, err := protocol.ReadClientFrame(br)
 		now := time.Now()
 		var ce *protocol.ClaimError
 		if err != nil && !errors.As(err, &ce) {
-			p.mu.Lock()
-			p.closedAt, p.closeErr = now, err
-			p.mu.Unlock()
-			what := "server: client closed the connection"
-			if !errors.Is(err, io.EOF) {
-				what = "server: connection ended: " + err.Error()
-			}
-			p.k.mark(what, now)
-			close(p.gone)
-			p.deliver(rx{at: now, err: err})
+			p.ended(now, err)
 			return
 		}
 		p.k.mark("server: read "+f.String(), now)
@@ -144,6 +232,20 @@ func (p *peer) read(br *bufio.Reader) {
 			return
 		}
 	}
+}
+
+// ended records the end of the connection, seen at now.
+func (p *peer) ended(now time.Time, err error) {
+	p.mu.Lock()
+	p.closedAt, p.closeErr = now, err
+	p.mu.Unlock()
+	what := "server: client closed the connection"
+	if !errors.Is(err, io.EOF) {
+		what = "server: connection ended: " + err.Error()
+	}
+	p.k.mark(what, now)
+	close(p.gone)
+	p.deliver(rx{at: now, err: err})
 }
 
 // deliver hands r to the script, unless the scenario is over.
@@ -171,9 +273,9 @@ func (p *peer) next(deadline time.Time) (rx, error) {
 	}
 }
 
-// ended returns when the reader saw the connection end, and whether it
+// endedAt returns when the reader saw the connection end, and whether it
 // has by now.
-func (p *peer) ended() (time.Time, bool) {
+func (p *peer) endedAt() (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.closedAt, !p.closedAt.IsZero()

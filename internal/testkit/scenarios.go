@@ -17,8 +17,9 @@ const token uint64 = 1782579200000001
 // raceTol bounds how far apart the kit observes two things the client
 // did in one order: the adapter's stdout line (a pipe) and the close of
 // its connection (a loopback socket) are both read by goroutines of this
-// process, so only the scheduler, not a network, separates them.
-const raceTol = 50 * time.Millisecond
+// process, so only the scheduler, not a network, separates them: half
+// the tolerance, which absorbs the same scheduling delays.
+func (k *kit) raceTol() time.Duration { return k.tol / 2 }
 
 // Session ids and secrets of the fake server's sessions.
 var (
@@ -57,6 +58,10 @@ func scenarios() []Scenario {
 			Checks: "every server frame arrives one byte per TCP segment; the claim is held with the right token, kept, and released"},
 		{Name: "coalesced-frames", run: coalescedFrames,
 			Checks: "an answer and a push arrive in one TCP segment (QUEUED and PROMOTED together); the claim is held with the right token, kept, and released"},
+		{Name: "v1-anchor-send-time", run: v1AnchorSendTime,
+			Checks: "after a fallback to version 1 (the server answers the version 2 opening ERROR 0x10), the anchor is the ACQUIRE's send time: ACQUIRED is delayed by L/2, then nothing is answered; lost must come by the ACQUIRE's arrival + 0.8·L"},
+		{Name: "v1-push-counting", run: v1PushCounting,
+			Checks: "after a fallback to version 1, a queued client takes the first ACQUIRED after WAITING as the push while a HEARTBEAT is unanswered, and the next ACQUIRED as that HEARTBEAT's answer; the lock is held and kept"},
 		{Name: "resumable-reassert", Resumable: true, run: resumableReassert,
 			Checks: "a resumable client re-asserts after a broken connection: the kit resets the connection and the CLAIM with the re-assertion flag, the old token, session id and secret must arrive by anchor + 0.8·L, and the work is never told lost"},
 	}
@@ -263,27 +268,30 @@ func closeAfterTold(k *kit) error {
 	case <-k.ctx.Done():
 		return k.ctx.Err()
 	}
-	fin, ok := p.ended()
+	fin, ok := p.endedAt()
 	if !ok {
 		return fmt.Errorf("the connection was still open at %s, past anchor + L + tolerance: the rule closes it by anchor + L at the latest", k.at(closeBy))
 	}
 	if fin.After(closeBy) {
 		return fmt.Errorf("the client closed at %s, after anchor + L + tolerance (%s)", k.at(fin), k.at(closeBy))
 	}
-	if lost.at.After(fin.Add(raceTol)) {
+	if lost.at.After(fin.Add(k.raceTol())) {
 		return fmt.Errorf("the client closed the connection at %s, before the work was told (lost at %s, %.0fms later; the kit allows %v for the race between the adapter's output and the socket)",
-			k.at(fin), k.at(lost.at), ms(lost.at.Sub(fin)), raceTol)
+			k.at(fin), k.at(lost.at), ms(lost.at.Sub(fin)), k.raceTol())
 	}
 	// An adapter that honours BATON_TESTKIT_STOP_MS keeps its work
 	// running that long after lost and then prints stopped: the close
 	// must come after that, or at the close-by bound (anchor + L).
-	stopped, err := k.waitEvent(lost.at.Add(stopDelay(k.L)+k.tol), "stopped")
+	stopped, err := k.waitEvent(lost.at.Add(k.stopDelay()+k.tol), "stopped")
 	if err != nil {
 		k.mark("kit: no stopped event: only the order of lost and the close was checked", time.Now())
 		return nil
 	}
-	atCap := fin.After(anchor.Add(k.L).Add(-k.tol))
-	if fin.Before(stopped.at.Add(-raceTol)) && !atCap {
+	// The client's anchor is the CLAIM's send, at most its arrival, and
+	// timers do not fire early: a close at the close-by bound comes no
+	// earlier than the arrival + L, give or take the race.
+	atCap := !fin.Before(anchor.Add(k.L).Add(-k.raceTol()))
+	if fin.Before(stopped.at.Add(-k.raceTol())) && !atCap {
 		return fmt.Errorf("the client closed the connection at %s while the work was still running (it stopped at %s): close only once the work has stopped, or at anchor + L",
 			k.at(fin), k.at(stopped.at))
 	}
@@ -368,7 +376,7 @@ func violation(promoted bool) func(k *kit) error {
 		if _, err := k.expectLostBy(tv.Add(k.tol), "the violation + tolerance: at once", time.Time{}); err != nil {
 			return err
 		}
-		closeBy := tv.Add(stopDelay(k.L) + k.L/2)
+		closeBy := tv.Add(k.stopDelay() + k.L/2)
 		select {
 		case <-p.gone:
 		case <-time.After(time.Until(closeBy)):
@@ -689,6 +697,92 @@ func resumableReassert(k *kit) error {
 	}
 	if err := a2.serveFor(k.L / 2); err != nil {
 		return err
+	}
+	return k.noLoss()
+}
+
+// openV1 plays a version 1 server: the client's version 2 opening is
+// refused, and its version 1 connection returned. A client that does
+// not fall back (the protocol allows that) is skipped.
+func (k *kit) openV1() (*peer, error) {
+	p, err := k.acceptV1(k.deadline())
+	var ae adapterError
+	if errors.As(err, &ae) {
+		return nil, errSkip{feature: "a fallback to version 1 (it reported: " + ae.msg + ")"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p.acquire.Name != k.name() || p.acquire.LeaseMS != uint32(k.L.Milliseconds()) {
+		return nil, fmt.Errorf("the version 1 ACQUIRE asks for %q with %dms, not %q with %dms", p.acquire.Name, p.acquire.LeaseMS, k.name(), k.L.Milliseconds())
+	}
+	return p, nil
+}
+
+// v1AnchorSendTime is anchorSendTime on version 1.
+func v1AnchorSendTime(k *kit) error {
+	p, err := k.openV1()
+	if err != nil {
+		return err
+	}
+	ta := time.Now() // the ACQUIRE was read just now
+	if err := k.sleep(k.L / 2); err != nil {
+		return err
+	}
+	tg, err := p.write(protocol.AppendAcquired(nil, token), whole, "ACQUIRED, delayed by L/2; nothing more is answered")
+	if err != nil {
+		return err
+	}
+	bound := ta.Add(k.L * 8 / 10).Add(k.tol)
+	if _, err := k.expectHeld(bound, token); err != nil {
+		return err
+	}
+	_, err = k.expectLostBy(bound, "ACQUIRE arrival + 0.8·L + tolerance", tg.Add(k.L*8/10))
+	return err
+}
+
+// v1PushCounting queues the version 1 claim, pushes ACQUIRED while a
+// HEARTBEAT is unanswered, then answers it and every later one.
+func v1PushCounting(k *kit) error {
+	p, err := k.openV1()
+	if err != nil {
+		return err
+	}
+	if _, err := p.write(protocol.AppendWaiting(nil), whole, "WAITING"); err != nil {
+		return err
+	}
+	r, err := p.next(time.Now().Add(k.L / 2))
+	if err != nil || r.err != nil {
+		return fmt.Errorf("no HEARTBEAT within L/2 of WAITING: %v%v", err, r.err)
+	}
+	tp, err := p.write(protocol.AppendAcquired(nil, token), whole, "ACQUIRED, pushed while the HEARTBEAT waits")
+	if err != nil {
+		return err
+	}
+	if err := k.sleep(20 * time.Millisecond); err != nil {
+		return err
+	}
+	if _, err := p.write(protocol.AppendAcquired(nil, token), whole, "ACQUIRED, the HEARTBEAT's answer"); err != nil {
+		return err
+	}
+	if _, err := k.expectHeld(tp.Add(k.tol), token); err != nil {
+		return err
+	}
+	end := time.Now().Add(k.L)
+	for {
+		r, err := p.next(end)
+		if errors.Is(err, errTimeout) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if r.err != nil {
+			return fmt.Errorf("the client closed the connection at %s while the server answered", k.at(r.at))
+		}
+		if _, err := p.write(protocol.AppendAcquired(nil, token), whole, "ACQUIRED"); err != nil {
+			return err
+		}
 	}
 	return k.noLoss()
 }

@@ -3,7 +3,8 @@
 // break one rule of the client rule (BATON_TESTKIT_MUTANT). The kit's
 // tests run it to show that each scenario fails for the client bug it
 // is meant to catch; with BATON_TESTKIT_MUTANT unset it keeps every rule
-// and passes. It does not support resumable sessions, and says so.
+// and passes. It falls back to version 1 when the server answers its
+// opening ERROR 0x10. It does not support resumable sessions, and says so.
 //
 // Mutations:
 //
@@ -15,6 +16,7 @@
 //	ignore-revoked     ignores REVOKED
 //	push-confirms      a PROMOTED moves the anchor
 //	no-ping            sends no PING
+//	no-push-counting   version 1: takes the push after WAITING for a heartbeat's answer
 package main
 
 import (
@@ -101,32 +103,7 @@ func main() {
 	var seq uint64
 	pingInFlight := false
 	nextPing := t0.Add(L / 4)
-	lost := func(reason string) {
-		switch mode {
-		case "never-lost":
-			conn.Close()
-		case "close-first":
-			conn.Close()
-			time.Sleep(200 * time.Millisecond)
-			emit(map[string]any{"event": "lost", "reason": reason})
-		case "close-at-give-up":
-			emit(map[string]any{"event": "lost", "reason": reason})
-			conn.Close()
-			time.Sleep(stop)
-			emit(map[string]any{"event": "stopped"})
-		default:
-			emit(map[string]any{"event": "lost", "reason": reason})
-			// The work stops, then the connection closes, by anchor + L.
-			wait := min(stop, time.Until(anchor.Add(L)))
-			if stop > 0 {
-				time.Sleep(max(wait, 0))
-				emit(map[string]any{"event": "stopped"})
-			}
-			conn.Close()
-		}
-		drain(lines)
-		os.Exit(0)
-	}
+	lost := func(reason string) { loseAndExit(conn, reason, stop, anchor.Add(L), lines) }
 	violation := func(f protocol.Frame) {
 		if mode != "ignore-violation" {
 			lost("protocol violation: " + f.String())
@@ -192,6 +169,17 @@ func main() {
 					lost(fmt.Sprintf("revoked 0x%02x", uint8(f.Code)))
 				}
 			case protocol.TypeSessionError, protocol.TypeError:
+				if len(pending) > 0 && pending[0].typ == protocol.TypeHello {
+					// The opening is refused: nothing was held.
+					conn.Close()
+					if f.Type == protocol.TypeError && f.Code == protocol.CodeUnsupportedVersion {
+						runV1(L, stop, lines)
+						return
+					}
+					emit(map[string]any{"event": "error", "message": fmt.Sprintf("opening refused: %v", f)})
+					drain(lines)
+					return
+				}
 				lost(fmt.Sprintf("error 0x%02x", uint8(f.Code)))
 			default:
 				violation(f)
@@ -215,6 +203,134 @@ func main() {
 			case l == "release":
 				pending = append(pending, req{typ: protocol.TypeRelease, claim: 1, sent: time.Now()})
 				conn.Write(protocol.AppendRelease(nil, 1))
+			}
+		}
+	}
+}
+
+// loseAndExit tells the work the claim is lost, lets it stop, closes
+// the connection (by closeBy at the latest), waits for close and exits;
+// each in the order the mutation says.
+func loseAndExit(conn net.Conn, reason string, stop time.Duration, closeBy time.Time, lines <-chan string) {
+	switch mode {
+	case "never-lost":
+		conn.Close()
+	case "close-first":
+		conn.Close()
+		time.Sleep(500 * time.Millisecond)
+		emit(map[string]any{"event": "lost", "reason": reason})
+	case "close-at-give-up":
+		emit(map[string]any{"event": "lost", "reason": reason})
+		conn.Close()
+		time.Sleep(stop)
+		emit(map[string]any{"event": "stopped"})
+	default:
+		emit(map[string]any{"event": "lost", "reason": reason})
+		if stop > 0 {
+			time.Sleep(max(min(stop, time.Until(closeBy)), 0))
+			emit(map[string]any{"event": "stopped"})
+		}
+		conn.Close()
+	}
+	drain(lines)
+	os.Exit(0)
+}
+
+// runV1 is the client after a fallback to version 1 (docs/protocol.md,
+// "Client obligations"): one connection, one exclusive claim, heartbeats
+// and the counting of replies around the push.
+func runV1(L, stop time.Duration, lines <-chan string) {
+	conn, err := net.Dial("tcp", os.Getenv("BATON_TESTKIT_ADDR"))
+	if err != nil {
+		emit(map[string]any{"event": "error", "message": err.Error()})
+		drain(lines)
+		return
+	}
+	t0 := time.Now()
+	conn.Write(protocol.AppendAcquire(nil, protocol.Acquire{Version: protocol.Version, LeaseMS: uint32(L.Milliseconds()), Name: os.Getenv("BATON_TESTKIT_NAME")}))
+	inflight, anchor := t0, t0 // the unanswered request's send (zero: none)
+	var token uint64
+	state := "pending"
+	frames := make(chan rxFrame, 16)
+	go func() {
+		br := bufio.NewReader(conn)
+		for {
+			f, err := protocol.ReadServerFrame(br)
+			frames <- rxFrame{protocol.Frame{Type: f.Type, Token: f.Token, Code: f.Code}, err, time.Now()}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	lost := func(reason string) { loseAndExit(conn, reason, stop, anchor.Add(L), lines) }
+	nextHB := t0.Add(L / 4)
+	reply := func(now time.Time) {
+		anchor = inflight
+		if mode == "anchor-at-arrival" {
+			anchor = now
+		}
+		nextHB = inflight.Add(L / 4)
+		if nextHB.Before(now) {
+			nextHB = now
+		}
+		inflight = time.Time{}
+	}
+	for {
+		deadline := anchor.Add(L * 8 / 10)
+		wake := deadline
+		if mode == "never-lost" {
+			wake = time.Now().Add(time.Hour)
+		}
+		if inflight.IsZero() && nextHB.Before(wake) {
+			wake = nextHB
+		}
+		timer := time.NewTimer(time.Until(wake))
+		select {
+		case r := <-frames:
+			timer.Stop()
+			if r.err != nil {
+				lost("connection: " + r.err.Error())
+			}
+			switch f := r.f; {
+			case f.Type == protocol.TypeWaiting:
+				if state == "held" || inflight.IsZero() {
+					lost("protocol violation: WAITING")
+				}
+				state = "waiting"
+				reply(r.at)
+			case f.Type == protocol.TypeAcquired && state == "waiting" && mode != "no-push-counting":
+				// The push: the heartbeat in flight stays in flight.
+				state, token = "held", f.Token
+				emit(map[string]any{"event": "held", "token": token})
+			case f.Type == protocol.TypeAcquired:
+				if inflight.IsZero() || (state == "held" && f.Token != token) {
+					lost("protocol violation: ACQUIRED")
+				}
+				if state != "held" {
+					state, token = "held", f.Token
+					emit(map[string]any{"event": "held", "token": token})
+				}
+				reply(r.at)
+			default:
+				lost(fmt.Sprintf("error 0x%02x", uint8(f.Code)))
+			}
+		case now := <-timer.C:
+			if mode != "never-lost" && now.After(deadline) {
+				lost("heartbeat timeout")
+			}
+			if inflight.IsZero() && !now.Before(nextHB) {
+				inflight = now
+				conn.Write(protocol.AppendHeartbeat(nil))
+			}
+		case l, ok := <-lines:
+			timer.Stop()
+			switch {
+			case !ok || l == "close":
+				conn.Close()
+				return
+			case l == "release": // version 1 releases by closing
+				conn.Close()
+				emit(map[string]any{"event": "released"})
 			}
 		}
 	}
