@@ -45,8 +45,7 @@ type peer struct {
 	wmu sync.Mutex
 
 	mu       sync.Mutex
-	closedAt time.Time // when the reader saw the end of the connection
-	closeErr error
+	closedAt time.Time     // when the reader saw the end of the connection
 	gone     chan struct{} // closed then
 }
 
@@ -237,7 +236,7 @@ func (p *peer) read(br *bufio.Reader) {
 // ended records the end of the connection, seen at now.
 func (p *peer) ended(now time.Time, err error) {
 	p.mu.Lock()
-	p.closedAt, p.closeErr = now, err
+	p.closedAt = now
 	p.mu.Unlock()
 	what := "server: client closed the connection"
 	if !errors.Is(err, io.EOF) {
@@ -341,7 +340,6 @@ type answerer struct {
 	// lastAnswered is the arrival of the latest request answered: the
 	// client's anchor is that request's send time, which is no later.
 	lastAnswered time.Time
-	claims       []protocol.Frame // the CLAIMs read
 }
 
 // answer writes the answer to request r.
@@ -354,7 +352,6 @@ func (a *answerer) answer(r rx) error {
 	case protocol.TypeRelease:
 		b = protocol.AppendReleased(nil, f.Claim)
 	case protocol.TypeClaim:
-		a.claims = append(a.claims, f)
 		if a.claim != nil {
 			b = a.claim(f)
 		} else {

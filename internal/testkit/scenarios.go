@@ -225,7 +225,7 @@ func anchorSendTime(k *kit) error {
 
 // silentAfterGrant grants at once, then goes silent.
 func silentAfterGrant(k *kit) error {
-	_, a, c, err := k.grantAtOnce()
+	_, a, _, err := k.grantAtOnce()
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,6 @@ func silentAfterGrant(k *kit) error {
 	if _, err := k.expectHeld(bound, token); err != nil {
 		return err
 	}
-	_ = c
 	_, err = k.expectLostBy(bound, "CLAIM arrival + 0.8·L + tolerance", time.Time{})
 	return err
 }
@@ -601,9 +600,6 @@ func coalescedFrames(k *kit) error {
 	if _, err := k.expectHeld(time.Now().Add(k.L/2), token); err != nil {
 		return err
 	}
-	// Coalesce the next answer with a needless one of its kind: the
-	// PONG and, in the same segment, nothing else the client may not
-	// expect, so only one frame per request goes out.
 	if err := a.serveFor(k.L); err != nil {
 		return err
 	}
