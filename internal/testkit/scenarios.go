@@ -441,12 +441,14 @@ func sessionError(k *kit) error {
 }
 
 // untilPing answers the requests before the next PING and returns the
-// PING, unanswered.
+// PING, unanswered. The heartbeat schedule sends one within L/4.
 func (a *answerer) untilPing() (rx, error) {
+	k := a.p.k
+	deadline := time.Now().Add(k.L/4 + k.tol)
 	for {
-		r, err := a.p.next(a.p.k.deadline())
+		r, err := a.p.next(deadline)
 		if err != nil {
-			return rx{}, fmt.Errorf("no PING from the client: %v", err)
+			return rx{}, fmt.Errorf("no PING from the client by %s (the heartbeat schedule sends one within L/4): %v", k.at(deadline), err)
 		}
 		if r.err != nil {
 			return rx{}, fmt.Errorf("the connection ended at %s before a PING: %v", a.p.k.at(r.at), r.err)
