@@ -119,6 +119,7 @@ func TestMutantsFail(t *testing.T) {
 		{"push-confirms", []string{"push-does-not-confirm"}, "after the bound"},
 		{"no-ping", []string{"stops-answering"}, "while the server answered"},
 		{"no-push-counting", []string{"v1-push-counting"}, "closed the connection"},
+		{"strict-release", []string{"revoked-crosses-release"}, "did not report released"},
 	} {
 		t.Run(tc.mutant, func(t *testing.T) {
 			t.Parallel() // the kit and its adapters mostly sleep

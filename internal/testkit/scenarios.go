@@ -50,6 +50,8 @@ func scenarios() []Scenario {
 			Checks: "REVOKED ends the claim it names at once (an administrator's force-release)"},
 		{Name: "session-error", run: sessionError,
 			Checks: "a session-level ERROR (0x01, shutting down) ends every claim at once"},
+		{Name: "revoked-crosses-release", run: revokedCrossesRelease,
+			Checks: "a REVOKED that crosses the client's RELEASE (pushed before the RELEASED that answers it) is valid: the release completes and the session stays open"},
 		{Name: "push-between-answers", run: pushBetweenAnswers,
 			Checks: "a PROMOTED pushed while a PING is unanswered grants the queued claim, and the PONG after it still answers the PING"},
 		{Name: "push-does-not-confirm", run: pushDoesNotConfirm,
@@ -416,6 +418,45 @@ func revoked(k *kit) error {
 	return nil
 }
 
+// revokedCrossesRelease answers the adapter's RELEASE with REVOKED and
+// then RELEASED, as a server does whose administrator force-released the
+// claim just before the RELEASE arrived.
+func revokedCrossesRelease(k *kit) error {
+	p, a, c, err := k.grantAtOnce()
+	if err != nil {
+		return err
+	}
+	if _, err := k.expectHeld(time.Now().Add(k.L/2), token); err != nil {
+		return err
+	}
+	k.send("release")
+	var rel rx
+	for rel.f.Type != protocol.TypeRelease {
+		if rel, err = a.untilAny(time.Now().Add(k.L/2), protocol.TypeRelease); err != nil {
+			return fmt.Errorf("no RELEASE after the adapter was told to release: %v", err)
+		}
+	}
+	b := protocol.AppendRevoked(nil, c.f.Claim, protocol.CodeClosedByAdmin, "")
+	b = protocol.AppendReleased(b, rel.f.Claim)
+	if _, err := p.write(b, whole, "REVOKED 0x02, then RELEASED"); err != nil {
+		return err
+	}
+	a.lastAnswered = rel.at
+	e, err := k.waitEvent(rel.at.Add(k.L/2), "released", "error")
+	switch {
+	case errors.Is(err, errTimeout):
+		return fmt.Errorf("the adapter did not report released by %s", k.at(rel.at.Add(k.L/2)))
+	case err != nil:
+		return err
+	case e.Event == "error":
+		return fmt.Errorf("the adapter reported an error: %s", e.Message)
+	}
+	if _, err := a.serve(time.Now().Add(k.L/2), nil); !errors.Is(err, errTimeout) {
+		return fmt.Errorf("the session did not stay open after the crossing REVOKED: %v", err)
+	}
+	return nil
+}
+
 // sessionError grants, answers for 0.3·L, then ends the session with
 // ERROR 0x01 as a server that shuts down does.
 func sessionError(k *kit) error {
@@ -438,6 +479,26 @@ func sessionError(k *kit) error {
 	}
 	_, err = k.expectLostBy(te.Add(k.tol), "ERROR + tolerance: at once", time.Time{})
 	return err
+}
+
+// untilAny answers the requests before the first of type t and returns
+// it, unanswered.
+func (a *answerer) untilAny(deadline time.Time, t protocol.Type) (rx, error) {
+	for {
+		r, err := a.p.next(deadline)
+		if err != nil {
+			return rx{}, err
+		}
+		if r.err != nil {
+			return rx{}, fmt.Errorf("the connection ended at %s: %v", a.p.k.at(r.at), r.err)
+		}
+		if r.f.Type == t {
+			return r, nil
+		}
+		if err := a.answer(r); err != nil {
+			return rx{}, err
+		}
+	}
 }
 
 // untilPing answers the requests before the next PING and returns the

@@ -17,6 +17,7 @@
 //	push-confirms      a PROMOTED moves the anchor
 //	no-ping            sends no PING
 //	no-push-counting   version 1: takes the push after WAITING for a heartbeat's answer
+//	strict-release     takes a REVOKED that crossed its RELEASE for a violation
 package main
 
 import (
@@ -165,7 +166,12 @@ func main() {
 					anchor = r.at
 				}
 			case protocol.TypeRevoked:
-				if mode != "ignore-revoked" {
+				switch {
+				case f.Claim != 1 || (state != "held" && state != "queued" && state != "releasing"):
+					violation(f)
+				case state == "releasing" && mode != "strict-release":
+					// It crossed our RELEASE, whose RELEASED follows.
+				case mode != "ignore-revoked":
 					lost(fmt.Sprintf("revoked 0x%02x", uint8(f.Code)))
 				}
 			case protocol.TypeSessionError, protocol.TypeError:
@@ -201,6 +207,7 @@ func main() {
 				conn.Close()
 				return
 			case l == "release":
+				state = "releasing"
 				pending = append(pending, req{typ: protocol.TypeRelease, claim: 1, sent: time.Now()})
 				conn.Write(protocol.AppendRelease(nil, 1))
 			}
