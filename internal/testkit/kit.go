@@ -265,7 +265,9 @@ func runOne(parent context.Context, opts Options, sc Scenario) Result {
 
 	err = sc.run(k)
 
-	// Tell the adapter to close and exit; kill it if it does not.
+	// Tell the adapter to close and exit; kill it if it does not. What
+	// the times show after this mark is the adapter closing.
+	k.mark("kit: verdict reached; the adapter is told to close", time.Now())
 	io.WriteString(k.stdin, "close\n")
 	k.stdin.Close()
 	waited := make(chan error, 1)

@@ -239,7 +239,10 @@ func (p *peer) ended(now time.Time, err error) {
 	p.closedAt = now
 	p.mu.Unlock()
 	what := "server: client closed the connection"
-	if !errors.Is(err, io.EOF) {
+	switch {
+	case errors.Is(err, net.ErrClosed):
+		what = "server: connection closed by the kit"
+	case !errors.Is(err, io.EOF):
 		what = "server: connection ended: " + err.Error()
 	}
 	p.k.mark(what, now)
