@@ -235,6 +235,7 @@ func runOne(parent context.Context, opts Options, sc Scenario) Result {
 		cmd.Stderr = opts.Stderr
 	}
 	cmd.WaitDelay = time.Second // bounds the copy of a Stderr that is not a file
+	ownGroup(cmd)
 	// stdout is a pipe of our own rather than StdoutPipe, so that the end
 	// of the adapter does not wait for a child it left holding the pipe.
 	pr, pw, err := os.Pipe()
@@ -275,7 +276,7 @@ func runOne(parent context.Context, opts Options, sc Scenario) Result {
 	select {
 	case <-waited:
 	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
+		kill(cmd)
 		<-waited
 	}
 	select {
