@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/protocol"
 )
 
 // build compiles the package at pkg (relative to this one) once per test
@@ -220,5 +223,28 @@ func TestBadAdapters(t *testing.T) {
 		if d := time.Since(start); d > 8*time.Second {
 			t.Errorf("%q: the run took %v", tc.script, d)
 		}
+	}
+}
+
+// The fake server answers a client that asks for the ring as a single
+// server does (a routing client may ask before it claims), and refuses
+// to guess at a request it does not know.
+func TestAnswerer(t *testing.T) {
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	a := &answerer{p: &peer{k: &kit{t0: time.Now()}, conn: c1}}
+	done := make(chan error, 1)
+	go func() { done <- a.answer(rx{f: protocol.Frame{Type: protocol.TypeRing, Flags: 1}, at: time.Now()}) }()
+	c2.SetReadDeadline(time.Now().Add(2 * time.Second))
+	f, err := protocol.ReadServerFrameV2(c2)
+	if err != nil || f.Type != protocol.TypeRingEnd || f.Ring != 0 || f.Flags != 0 {
+		t.Fatalf("answer to RING: %v, %v; want RINGEND version 0, count 0, not pushed", f, err)
+	}
+	if err := <-done; err != nil || a.lastAnswered.IsZero() {
+		t.Fatalf("answer: %v, lastAnswered %v", err, a.lastAnswered)
+	}
+	if err := a.answer(rx{f: protocol.Frame{Type: protocol.TypeRange}}); err == nil {
+		t.Fatal("a RANGE was answered; the kit has no range locks to answer it with")
 	}
 }

@@ -354,6 +354,10 @@ func (a *answerer) answer(r rx) error {
 		b = protocol.AppendPong(nil, f.Seq)
 	case protocol.TypeRelease:
 		b = protocol.AppendReleased(nil, f.Claim)
+	case protocol.TypeRing:
+		// A single server's ring: none, never pushed (a client that
+		// routes may ask before it claims).
+		b = protocol.AppendRingEnd(nil, 0, 0, 0)
 	case protocol.TypeClaim:
 		if a.claim != nil {
 			b = a.claim(f)
