@@ -53,6 +53,9 @@ func cliCommands() []cliCommand {
 			cc.dashCommand = true
 		case "status":
 			cc.flags = func() *flagSet { fs, _ := statusFlags(io.Discard); return fs }
+		case "testkit":
+			cc.flags = func() *flagSet { fs, _ := testkitFlags(io.Discard); return fs }
+			cc.dashCommand = true
 		case "dirlock":
 			for _, sub := range dirlockSubcommands {
 				cc.subs = append(cc.subs, cliCommand{

@@ -4,6 +4,7 @@
 //	baton run NAME -- CMD  run a command while holding a lock
 //	baton status           check a server's protocol port
 //	baton dirlock status PATH  show the lock kept in a shared directory
+//	baton testkit -- ADAPTER   check a client library against a fake server
 //	baton version          print the version (also: baton --version)
 //	baton help COMMAND     the flags of a command (also: baton COMMAND -h)
 //	baton completion SHELL the completion script for bash, zsh or fish
@@ -93,6 +94,7 @@ func commands() []command {
 		{"ranges", "list byte-range and flock locks by key (admin API)", runRanges},
 		{"release-ranges", "release one owner's range locks on a key (admin API)", runReleaseRanges},
 		{"cluster", "a cluster's members and health; join, leave or remove (member API)", runCluster},
+		{"testkit", "check a client library against a scripted fake server (client test kit)", runTestkit},
 		{"version", "print the version", runVersion},
 		{"completion", "print the shell completion script (bash, zsh, fish)", runCompletion},
 		{"man", "print the manual page (roff)", runMan},
