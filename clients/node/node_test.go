@@ -55,3 +55,32 @@ func TestNodeClient(t *testing.T) {
 	}
 	t.Logf("node --test:\n%s", out)
 }
+
+// TestNodeClientTestkit runs the client test kit ('baton testkit',
+// docs/testkit.md) against the JavaScript client through its adapter:
+// every scenario must pass, or be skipped only for what the client does
+// not offer (it says so on its adapter's stdout).
+func TestNodeClientTestkit(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("node is not installed (.ci/run installs it): %v", err)
+		}
+		t.Skipf("node is not installed: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "baton")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/batonlock/baton/cmd/baton").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/baton: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
+	defer cancel()
+	// A lease and tolerance wider than the kit's defaults: the machine
+	// runs other tests beside this one, and Node takes a while to start.
+	cmd := exec.CommandContext(ctx, bin, "testkit", "--lease", "2s", "--tolerance", "300ms", "--", node, "testkit-adapter.mjs")
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	t.Logf("baton testkit:\n%s", out)
+	if err != nil {
+		t.Fatalf("baton testkit: %v", err)
+	}
+}
