@@ -239,11 +239,15 @@ class Claim:
                 return
         fn(self, self.error)
 
-    def release(self, timeout: Optional[float] = None) -> None:
+    def release(self, timeout: Optional[float] = None, wait: bool = True) -> None:
         """Release the claim and wait for the server's RELEASED (or the
-        session's end). Releasing a claim that was lost tells the session
-        that its work has stopped. Never raises for a lost claim."""
-        self.session._release(self, timeout)
+        session's end, or ``timeout``). With ``wait=False`` it returns once
+        RELEASE is written: the claim is no longer held, and the server
+        applies the release before any later request of this session
+        (another session may find the lock held a round trip longer).
+        Releasing a claim that was lost tells the session that its work
+        has stopped. Never raises for a lost claim."""
+        self.session._release(self, 0.0 if not wait else timeout)
 
     def __enter__(self) -> "Claim":
         return self
