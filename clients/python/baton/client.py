@@ -543,6 +543,8 @@ class Session:
             raise err
         if result is not None:
             raise result
+        if state is _State.ENDED:
+            raise SessionClosed("session closed while %r waited" % name) from self._error
         self._release(cl, None)
         raise LockTimeout("%r not granted within %.3fs" % (name, timeout or 0))
 
@@ -640,6 +642,8 @@ class Session:
                             d = sock.recv(65536)
                             if not d:
                                 cause = ConnectionLost("connection closed by the server")
+                            elif self._gave_up:
+                                pass  # nothing more is believed; the close waits for the work
                             else:
                                 buf += d
                                 with self._mu:
@@ -917,7 +921,7 @@ class Session:
 
     def _expire_reasserts_locked(self, now: float) -> None:
         for cl in list(self._claims.values()):
-            if cl._until is not None and now > cl._until and cl._state is not _State.ENDED and not cl._releasing:
+            if cl._until is not None and now > cl._until and cl._state is not _State.ENDED:
                 self._lose_locked(cl, NotResumed("%r not re-asserted before its give-up" % cl.name))
                 self._claims[cl.id] = cl  # its answer may still come: released then
                 self._cond.notify_all()
@@ -1014,8 +1018,7 @@ class Session:
                 for cid in sorted(self._claims):
                     cl = self._claims[cid]
                     if cl._state is _State.ENDED:
-                        if cl._releasing and cl.error is not None:
-                            self._claims.pop(cid)  # lost: its kept session drops it
+                        self._claims.pop(cid)  # lost: its kept session drops it
                         continue
                     self._send_reassert_locked(cl)
                 if self._watching:

@@ -226,3 +226,57 @@ def test_heartbeats_keep_claims(server, name):
         cl = s.claim(name)
         time.sleep(1.5)  # several leases
         assert cl.held and not cl.lost.is_set()
+
+
+def test_close_while_waiting_raises_session_closed(server, name):
+    c = baton.Client(server.addr, lease=2)
+    with c.session() as a:
+        a.claim(name)
+        b = c.session()
+        t, res = claim_in_thread(b, name)
+        queued(server, name)
+        b.close()
+        t.join(TIMEOUT)
+        assert isinstance(res[0], baton.SessionClosed), res
+
+
+def test_resumable_reasserts_after_a_broken_connection(server, name):
+    """The connection breaks under a resumable session: it reconnects,
+    re-asserts the held and the queued claim, tokens unchanged, and the
+    work is never told of a loss."""
+    import socket
+    c = baton.Client(server.addr, lease=2)
+    with c.session(resumable=True) as s, c.session() as other:
+        assert s.resumable
+        held = s.claim(name)
+        o = other.claim(name + "-q")
+        t, res = claim_in_thread(s, name + "-q")
+        queued(server, name + "-q")
+        first_id = s.id
+        s._sock.shutdown(socket.SHUT_RDWR)  # the connection breaks
+        wait_for(lambda: s.id != first_id and not s._resuming, "the resume")
+        assert held.held and not held.lost.is_set(), held.error
+        tok = held.token
+        o.release()  # the re-asserted queued claim is promoted on the new session
+        t.join(TIMEOUT)
+        assert isinstance(res[0], baton.Claim) and res[0].held and res[0].token > o.token
+        with pytest.raises(baton.Busy):
+            other.claim(name, wait=False)  # still held by the resumed session
+        assert held.token == tok
+        held.release()
+        assert other.claim(name, wait=False).token > tok
+
+
+def test_resumable_not_resumed_when_the_server_is_gone(own_server, name):
+    srv = own_server()
+    lease = 1.0
+    c = baton.Client(srv.addr, lease=lease)
+    s = c.session(resumable=True)
+    cl = s.claim(name)
+    srv.kill()
+    t0 = time.monotonic()
+    assert cl.lost.wait(TIMEOUT)
+    took = time.monotonic() - t0
+    assert isinstance(cl.error, baton.NotResumed), cl.error
+    assert took <= 0.8 * lease + 0.2, "lost %.3fs after the kill" % took
+    s.close()
