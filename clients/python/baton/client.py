@@ -425,7 +425,11 @@ class Session:
                         w = P.parse_welcome(p, flags)
                         if resumable and not w.flags & P.WELCOME_RESUMABLE:
                             raise ProtocolViolation("WELCOME to a resumable HELLO is not resumable")
-                        sock.settimeout(min(5.0, max(self.lease, 0.05)))
+                        # Writes happen under the session's lock: one that
+                        # cannot complete within 5% of the lease (the server
+                        # reads nothing) breaks the connection, so the
+                        # give-up is never held up past 0.85 of the lease.
+                        sock.settimeout(max(0.01, min(5.0, 0.05 * self.lease)))
                         if buf:  # a server answers nothing before it reads a request
                             raise ProtocolViolation("frames after WELCOME before any request")
                         return sock, w, sent

@@ -280,3 +280,19 @@ def test_resumable_not_resumed_when_the_server_is_gone(own_server, name):
     assert isinstance(cl.error, baton.NotResumed), cl.error
     assert took <= 0.8 * lease + 0.2, "lost %.3fs after the kill" % took
     s.close()
+
+
+def test_exclusive_conflicts_with_the_same_sessions_claim(server, name):
+    """No deadlock detection: a session's second exclusive claim on a name
+    waits for its first; the release promotes it (a push that may come
+    before the RELEASED answer)."""
+    c = baton.Client(server.addr, lease=2)
+    with c.session() as s:
+        first = s.claim(name)
+        with pytest.raises(baton.Busy):
+            s.claim(name, wait=False)
+        t, res = claim_in_thread(s, name)
+        queued(server, name)
+        first.release()
+        t.join(TIMEOUT)
+        assert res[0].held and res[0].token > first.token
