@@ -55,7 +55,8 @@ func TestPythonClient(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
+	// A test that hangs dumps every thread's stack after a minute.
+	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-o", "faulthandler_timeout=60", "tests")
 	cmd.Env = append(os.Environ(), "BATON_BIN="+bin, "PYTHONDONTWRITEBYTECODE=1")
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
