@@ -8,7 +8,9 @@ It opens a session with that lease (resumable when asked), claims NAME
 exclusively, waiting, and prints one JSON line per event, flushed at
 once: {"event":"held","token":N}, {"event":"lost","reason":"..."} (the
 moment the library tells the work of a loss, before it closes the
-connection), {"event":"released"}, {"event":"error","message":"..."}.
+connection), {"event":"released"}, {"event":"error","message":"..."},
+and {"event":"unsupported","feature":"resumable"} when a resumable
+session was asked for and the server opened a plain one.
 Standard input: "release" releases the claim (then "released"), "close"
 closes the session and exits 0; the end of standard input does the same.
 """
@@ -55,6 +57,10 @@ def main() -> int:
             client = baton.Client(addr, lease=lease, routing="off", label="testkit-python")
             s = client.session(resumable=resumable)
             state["session"] = s
+            if resumable and not s.resumable:
+                # The server refused a resumable session (an earlier
+                # revision): the claim goes on, on a plain session.
+                emit(event="unsupported", feature="resumable")
             if state["closing"]:
                 s.close()
                 return

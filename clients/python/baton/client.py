@@ -525,8 +525,13 @@ class Session:
             while self._resuming and self._error is None:
                 self._cond.wait()
             self._check_open_locked()
+            # Ids count up, wrapping at 2^32, and skip the ids still in use
+            # (held, queued, or awaiting RELEASED): no frame can name an
+            # older claim of the same id.
             cid = self._next_id
-            self._next_id += 1  # ids are never reused: no frame can name an old claim
+            while cid in self._claims:
+                cid = cid % 0xFFFFFFFF + 1
+            self._next_id = cid % 0xFFFFFFFF + 1
             cl = Claim(self, cid, name, bname, mode, limit, lost)
             if on_lost is not None:
                 cl._callbacks.append(on_lost)

@@ -86,3 +86,28 @@ def test_promoted_without_queued_is_a_violation():
         assert isinstance(e.cause, baton.ProtocolViolation)
     t.join(10)
     s.close()
+
+
+def test_claim_ids_wrap_and_skip_ids_in_use():
+    def script(c, result):
+        ids = []
+        for tok in (1, 2, 3):
+            f = read_frame(c)
+            cid = struct.unpack(">I", f[1:5])[0]
+            ids.append(cid)
+            c.sendall(frame(0x33, struct.pack(">IQ", cid, tok)))
+        result["ids"] = ids
+        while read_frame(c):
+            pass
+
+    addr, t, result = serve_once(script)
+    s = baton.Client(addr, lease=5).session()
+    s._next_id = 0xFFFFFFFF
+    a = s.claim("a")
+    b = s.claim("b")
+    assert (a.id, b.id) == (0xFFFFFFFF, 1)
+    s._next_id = 1  # 1 is held: the next id skips it
+    assert s.claim("c").id == 2
+    s.close()
+    t.join(10)
+    assert result["ids"] == [0xFFFFFFFF, 1, 2]
