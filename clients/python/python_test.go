@@ -14,6 +14,9 @@ import (
 // three-node cluster take about 20 s on the 2-core CI machine).
 const suiteTimeout = 4 * time.Minute
 
+// buildTimeout bounds building baton for the suite (a cold build cache).
+const buildTimeout = 5 * time.Minute
+
 // findPython returns a Python 3.9+ interpreter that has pytest:
 // $BATON_PYTHON, else python3 on PATH, else the system's /usr/bin/python3
 // (where Debian's python3-pytest installs it). Without one the test is
@@ -49,12 +52,14 @@ func findPython(t *testing.T) string {
 func TestPythonClient(t *testing.T) {
 	py := findPython(t)
 	bin := filepath.Join(t.TempDir(), "baton")
-	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/batonlock/baton/cmd/baton")
+	bctx, bcancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer bcancel()
+	build := exec.CommandContext(bctx, "go", "build", "-o", bin, "github.com/batonlock/baton/cmd/baton")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
+	defer cancel()
 	// A test that hangs dumps every thread's stack after a minute.
 	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-o", "faulthandler_timeout=60", "tests")
 	cmd.Env = append(os.Environ(), "BATON_BIN="+bin, "PYTHONDONTWRITEBYTECODE=1")
