@@ -21,6 +21,7 @@ from .client import Claim, Client, Lock, Mode, Session
 from .errors import (
     BatonError,
     Busy,
+    ClaimCancelled,
     ClaimRefused,
     Code,
     ConnectError,
@@ -41,7 +42,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "BatonError", "Busy", "Claim", "ClaimRefused", "Client", "Code", "ConnectError",
+    "BatonError", "Busy", "Claim", "ClaimCancelled", "ClaimRefused", "Client", "Code", "ConnectError",
     "ConnectionLost", "HeartbeatTimeout", "Lock", "LockLost", "LockTimeout", "Mode",
     "NotResumed", "ProtocolViolation", "ReassertRefused", "Revoked", "ServerError",
     "Session", "SessionClosed", "SessionError", "UnsupportedVersion", "tls_context",

@@ -25,6 +25,7 @@ from ._ring import owner as ring_owner
 from .errors import (
     BatonError,
     Busy,
+    ClaimCancelled,
     ClaimRefused,
     Code,
     ConnectError,
@@ -339,7 +340,7 @@ class Session:
 
     def claim(self, name: str, *, mode: Mode = Mode.EXCLUSIVE, limit: int = 0, wait: bool = True,
               timeout: Optional[float] = None, on_lost: Optional[OnLost] = None,
-              _lost: Optional[threading.Event] = None) -> Claim:
+              cancel: Optional[threading.Event] = None, _lost: Optional[threading.Event] = None) -> Claim:
         """Claim ``name`` and return the held :class:`Claim`.
 
         :param mode: :attr:`Mode.EXCLUSIVE`, :attr:`Mode.SHARED` or
@@ -348,12 +349,15 @@ class Session:
             claim that cannot be granted at once raises :class:`Busy`.
         :param timeout: give up waiting after this many seconds: the claim
             leaves the queue and :class:`LockTimeout` is raised.
+        :param cancel: a :class:`threading.Event` another thread may set to
+            stop waiting: the claim leaves the queue and
+            :class:`ClaimCancelled` is raised.
         :raises ClaimRefused: the server refused the claim (the code says why).
         :raises LockLost: the session ended while the claim waited.
         """
         if self._router is not None:
-            return self._router.claim(name, mode, limit, wait, timeout, on_lost, _lost)
-        return self._claim_here(name, mode, limit, wait, timeout, on_lost, _lost)
+            return self._router.claim(name, mode, limit, wait, timeout, on_lost, _lost, cancel)
+        return self._claim_here(name, mode, limit, wait, timeout, on_lost, _lost, cancel)
 
     def close(self) -> None:
         """Close the session: every claim on it ends and the server hands
@@ -512,7 +516,8 @@ class Session:
     # -- claims ---------------------------------------------------------
 
     def _claim_here(self, name: str, mode: Mode, limit: int, wait: bool, timeout: Optional[float],
-                    on_lost: Optional[OnLost], lost: Optional[threading.Event]) -> Claim:
+                    on_lost: Optional[OnLost], lost: Optional[threading.Event],
+                    cancel: Optional[threading.Event] = None) -> Claim:
         bname = P.check_name(name)
         mode = Mode(mode)
         if mode is Mode.SEMAPHORE:
@@ -538,13 +543,14 @@ class Session:
             self._claims[cid] = cl
             self._send_locked("claim", cid, P.claim(cid, 0 if wait else P.CLAIM_NO_WAIT, mode, limit, bname))
             while cl._state in (_State.PENDING, _State.QUEUED) and cl.error is None:
-                if deadline is None:
-                    self._cond.wait()
-                else:
-                    left = deadline - _now()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
+                if cancel is not None and cancel.is_set():
+                    break
+                left = None if deadline is None else deadline - _now()
+                if left is not None and left <= 0:
+                    break
+                if cancel is not None:  # an Event cannot wake the condition: look often
+                    left = 0.02 if left is None else min(left, 0.02)
+                self._cond.wait(left)
             state, err, result = cl._state, cl.error, cl._result
         if state is _State.HELD:
             return cl
@@ -555,6 +561,8 @@ class Session:
         if state is _State.ENDED:
             raise SessionClosed("session closed while %r waited" % name) from self._error
         self._release(cl, None)
+        if cancel is not None and cancel.is_set():
+            raise ClaimCancelled("the wait for %r was cancelled" % name)
         raise LockTimeout("%r not granted within %.3fs" % (name, timeout or 0))
 
     def _release(self, cl: Claim, timeout: Optional[float]) -> None:
@@ -1097,11 +1105,12 @@ class _Router:
         return keep
 
     def claim(self, name: str, mode: Mode, limit: int, wait: bool, timeout: Optional[float],
-              on_lost: Optional[OnLost], lost: Optional[threading.Event]) -> Claim:
+              on_lost: Optional[OnLost], lost: Optional[threading.Event],
+              cancel: Optional[threading.Event]) -> Claim:
         for attempt in range(2):
             s = self.session_for(name)
             try:
-                return s._claim_here(name, mode, limit, wait, timeout, on_lost, lost)
+                return s._claim_here(name, mode, limit, wait, timeout, on_lost, lost, cancel)
             except ClaimRefused as e:
                 if e.code != Code.NOT_OWNER or attempt:
                     raise

@@ -100,6 +100,10 @@ class LockTimeout(BatonError, TimeoutError):
     """A waiting claim was not granted within its timeout; it left the queue."""
 
 
+class ClaimCancelled(BatonError):
+    """A waiting claim's ``cancel`` event was set; it left the queue."""
+
+
 class LockLost(BatonError):
     """A claim that was held or queued has ended without a release asked
     for. Stop the work it guarded. ``cause`` is the underlying error."""
