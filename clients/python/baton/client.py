@@ -297,6 +297,7 @@ class Session:
         self._pong_at = 0.0
         self._error: Optional[BaseException] = None  # set once the session has ended
         self._gave_up = False
+        self._working: "set[Claim]" = set()  # lost by the give-up, work not yet stopped
         self._close_by = 0.0
         self._closing = False
         self._resuming = False
@@ -570,7 +571,8 @@ class Session:
         with self._mu:
             if cl._must_stop:
                 cl._must_stop = False
-                close = self._gave_up and not any(c._must_stop for c in self._claims.values())
+                self._working.discard(cl)
+                close = self._gave_up and not self._working
             if cl._state is not _State.ENDED and self._error is None:
                 if not cl._releasing:
                     cl._releasing = True
@@ -734,6 +736,7 @@ class Session:
         for cl in list(self._claims.values()):
             if cl._state in (_State.HELD, _State.QUEUED) and not cl._releasing:
                 cl._must_stop = True
+                self._working.add(cl)
                 working = True
             self._lose_locked(cl, err)
         self._error = err

@@ -188,6 +188,7 @@ def test_give_up_at_anchor_plus_0_8_lease(own_server, name):
     s = c.session()
     lost_at = []
     cl = s.claim(name, on_lost=lambda *_: lost_at.append(time.monotonic()))
+    other = s.claim(name + "-2")
     srv.proc.send_signal(signal.SIGSTOP)
     stopped = time.monotonic()
     assert cl.lost.wait(TIMEOUT)
@@ -196,7 +197,9 @@ def test_give_up_at_anchor_plus_0_8_lease(own_server, name):
     # The anchor is at most a quarter lease (plus a round trip) before the stop.
     assert 0.8 * lease - 0.35 * lease <= took <= 0.8 * lease + 0.15, "gave up %.3fs after the stop" % took
     assert s._sock is not None, "closed before the work stopped"
-    cl.release()  # the work has stopped: now the connection closes
+    cl.release()
+    assert s._sock is not None, "closed before the second claim's work stopped"
+    other.release()  # the work of both has stopped: now the connection closes
     wait_for(lambda: s._sock is None, "the close after the work stopped", timeout=2)
     srv.proc.send_signal(signal.SIGCONT)
     s.close()
