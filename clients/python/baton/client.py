@@ -1015,10 +1015,15 @@ class Session:
                 if _now() >= end:
                     self._end_locked(NotResumed("session not resumed before the give-up: %s" % last, last))
                     return False
+                # An attempt lasts at most until the next claim's give-up,
+                # so that its loss is told on time.
+                until = min([end] + [c._until for c in self._claims.values()
+                                     if c._until is not None and c._state is not _State.ENDED])
+            self._run_callbacks()
             addr = addrs[(first + attempt) % len(addrs)]
             attempt += 1
             try:
-                sock, w, sent = self._dial(addr, True, end)
+                sock, w, sent = self._dial(addr, True, max(until, _now() + 0.01))
             except (ConnectError, OSError, ProtocolViolation, SessionError) as e:
                 last = e
                 if isinstance(e, ServerError) and not e.temporary:

@@ -299,3 +299,22 @@ def test_exclusive_conflicts_with_the_same_sessions_claim(server, name):
         first.release()
         t.join(TIMEOUT)
         assert res[0].held and res[0].token > first.token
+
+
+def test_resumable_gives_up_on_time_when_the_server_stops_answering(own_server, name):
+    """SIGSTOP: the resumable session takes the silence for a break, its
+    reconnection gets no WELCOME, and the claim is lost by anchor + 0.8 L."""
+    srv = own_server()
+    lease = 1.0
+    c = baton.Client(srv.addr, lease=lease)
+    s = c.session(resumable=True)
+    lost_at = []
+    cl = s.claim(name, on_lost=lambda *_: lost_at.append(time.monotonic()))
+    srv.proc.send_signal(signal.SIGSTOP)
+    stopped = time.monotonic()
+    assert cl.lost.wait(TIMEOUT)
+    took = lost_at[0] - stopped
+    assert isinstance(cl.error, baton.NotResumed), cl.error
+    assert 0.8 * lease - 0.35 * lease <= took <= 0.8 * lease + 0.15, "lost %.3fs after the stop" % took
+    srv.proc.send_signal(signal.SIGCONT)
+    s.close()
