@@ -708,8 +708,6 @@ class Session:
         wake = give_up
         if self._ident is not None and self._pending and now - self._pending[0].sent > L / 4:
             return None, ConnectionLost("no answer for a quarter of the lease"), False
-        if self._ident is not None and self._pending:
-            wake = min(wake, self._pending[0].sent + L / 4)
         if self._ping_sent is None:
             base = L / 4
             interval = min(max(base - 2 * self._srtt, min(0.1, base)), base)
@@ -720,6 +718,8 @@ class Session:
                 self._send_locked("ping", self._seq, P.ping(self._seq))
             else:
                 wake = min(wake, at)
+        if self._ident is not None and self._pending:  # after a PING just sent
+            wake = min(wake, self._pending[0].sent + L / 4)
         for cl in self._claims.values():
             if cl._until is not None and cl._state is not _State.ENDED:
                 wake = min(wake, cl._until)
