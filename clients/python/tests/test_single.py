@@ -148,7 +148,8 @@ def test_force_release_signals_loss_and_session_lives(server, name):
         assert server.force_release(name) == 200
         assert cl.lost.wait(TIMEOUT), "force-release was not signalled"
         assert isinstance(cl.error, baton.Revoked) and cl.error.code == baton.Code.ADMIN
-        assert seen and seen[0][0] == name and seen[0][1] is cl.error
+        wait_for(lambda: seen, "the on_lost callback")
+        assert seen[0][0] == name and seen[0][1] is cl.error
         cl.release()  # a no-op on a lost claim
         again = s.claim(name)  # the session lives on
         assert again.token > cl.token
@@ -193,6 +194,7 @@ def test_give_up_at_anchor_plus_0_8_lease(own_server, name):
     stopped = time.monotonic()
     assert cl.lost.wait(TIMEOUT)
     assert isinstance(cl.error, baton.HeartbeatTimeout)
+    wait_for(lambda: lost_at, "the on_lost callback")  # runs just after the Event is set
     took = lost_at[0] - stopped
     # The anchor is at most a quarter lease (plus a round trip) before the stop.
     assert 0.8 * lease - 0.35 * lease <= took <= 0.8 * lease + 0.15, "gave up %.3fs after the stop" % took
@@ -313,6 +315,7 @@ def test_resumable_gives_up_on_time_when_the_server_stops_answering(own_server, 
     srv.proc.send_signal(signal.SIGSTOP)
     stopped = time.monotonic()
     assert cl.lost.wait(TIMEOUT)
+    wait_for(lambda: lost_at, "the on_lost callback")  # runs just after the Event is set
     took = lost_at[0] - stopped
     assert isinstance(cl.error, baton.NotResumed), cl.error
     assert 0.8 * lease - 0.35 * lease <= took <= 0.8 * lease + 0.15, "lost %.3fs after the stop" % took
