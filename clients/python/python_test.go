@@ -73,3 +73,27 @@ func TestPythonClient(t *testing.T) {
 		t.Fatalf("pytest failed: %v", err)
 	}
 }
+
+// TestPythonClientTestkit runs the client test kit ('baton testkit',
+// docs/testkit.md) against the Python client through its adapter: every
+// scenario must pass, or be skipped only for what the client does not
+// offer (the adapter says so).
+func TestPythonClientTestkit(t *testing.T) {
+	py := findPython(t)
+	bin := filepath.Join(t.TempDir(), "baton")
+	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/batonlock/baton/cmd/baton").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// A lease and tolerance wider than the kit's defaults: the machine
+	// runs other tests beside this one.
+	cmd := exec.CommandContext(ctx, bin, "testkit", "--lease", "2s", "--tolerance", "300ms", "--", py, "testkit_adapter.py")
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	t.Logf("baton testkit:\n%s", out)
+	if err != nil {
+		t.Fatalf("baton testkit: %v", err)
+	}
+}
