@@ -3,9 +3,9 @@
 // RELEASED (one write); the next claim's answer comes after the RELEASE.
 // Also the cycle that awaits RELEASED (two round trips).
 //
-//   node bench/claim-release.mjs 127.0.0.1:7070 [cycles]
+//   node bench/clients/claim-release.mjs 127.0.0.1:7070 [cycles]
 import { performance } from 'node:perf_hooks';
-import { Client } from '../src/index.js';
+import { Client } from '../../clients/node/src/index.js';
 
 const addr = process.argv[2] ?? '127.0.0.1:7070';
 const cycles = Number(process.argv[3] ?? 2000);

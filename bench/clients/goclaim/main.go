@@ -1,8 +1,8 @@
 // Command goclaim measures claim + release on an open session with the Go
-// client, for comparison with bench/claim-release.mjs against the same
+// client, for comparison with the other clients (bench/clients/run) against the same
 // server in the same run.
 //
-//	go run ./clients/node/bench/goclaim 127.0.0.1:7070 [cycles]
+//	go run ./bench/clients/goclaim 127.0.0.1:7070 [cycles]
 package main
 
 import (
