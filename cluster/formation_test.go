@@ -1,0 +1,137 @@
+package cluster
+
+import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestFormedNodeAbsorbedTakesFreshEpoch: node-3 loses its data
+// directory and forms a cluster of its own (a -bootstrap kept in its
+// configuration), with its first epoch from the clock floor, the first
+// the old cluster used. When the old cluster's leader reaches it, Raft
+// replaces its state with the old cluster's; the node must stop serving
+// at once, and serve again only under a fresh epoch of the cluster it
+// now follows, above every epoch used, after the warm-up of new Raft
+// state (issue: it kept its epoch and reissued old tokens).
+func TestFormedNodeAbsorbedTakesFreshEpoch(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	// Enough entries for the old cluster to compact its log, so that it
+	// reaches the node with a snapshot, and epochs above the floor.
+	for range 12 {
+		if _, err := nodes[0].AcquireEpoch(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldID := nodes[0].ClusterID()
+	if oldID == "" || nodes[1].ClusterID() != oldID {
+		t.Fatalf("cluster ids %q, %q: want one, the same on every member", oldID, nodes[1].ClusterID())
+	}
+	nodes[2].stop()
+
+	r := startNode(t, "node-3", filepath.Join(t.TempDir(), "wiped"), "127.0.0.1:0", "127.0.0.1:0")
+	if err := r.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held, err := r.AcquireEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ClusterID() == oldID || r.ClusterID() == "" {
+		t.Fatalf("the second cluster's id %q (the first's %q)", r.ClusterID(), oldID)
+	}
+	if err := r.WaitContact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name := nameOwnedBy(t, nodes[0].Ring(), "node-3")
+	if d := r.Route(name, false, time.Now().Add(time.Second)); d.Action != Serve {
+		t.Fatalf("the second cluster's only node: %v, want serve (it formed it)", d.Action)
+	}
+	if held > nodes[0].Metadata().LastEpoch {
+		t.Fatalf("the second cluster's epoch %d is above the first's last, %d: the test shows nothing", held, nodes[0].Metadata().LastEpoch)
+	}
+
+	// The old cluster reaches it (here by recording its new Raft
+	// address; after a partition, at the old one).
+	if err := r.Join(ctx, nodes[0].admin.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitUntil(ctx, func() bool { return r.ClusterID() == oldID }); err != nil {
+		t.Fatalf("node-3 follows cluster %q, want %q", r.ClusterID(), oldID)
+	}
+	if r.ClusterChanges() == 0 {
+		t.Error("the replacement of the node's state was not noticed")
+	}
+	if d := r.Route(name, false, time.Now()); d.Action == Serve || d.Action == Queue {
+		t.Fatalf("after following the old cluster, under epoch %d of the second: %v, want nothing served before a fresh epoch", held, d.Action)
+	}
+	e, err := r.AcquireEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := nodes[0].Metadata()
+	if e <= held || e != md.Epochs["node-3"] || e != md.LastEpoch {
+		t.Fatalf("fresh epoch %d: want above %d (held) and the old cluster's last, %d", e, held, md.LastEpoch)
+	}
+	if err := r.WaitContact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Route(name, false, time.Now()); d.Action != Queue {
+		t.Fatalf("with the fresh epoch: %v, want queued for the warm-up of new Raft state", d.Action)
+	}
+}
+
+// TestBelongsAnswer: GET /cluster/v1/cluster says whether a node is in a
+// cluster and which; only with the cluster's secret, since the answer
+// decides whether another node forms one.
+func TestBelongsAnswer(t *testing.T) {
+	ctx := ctxT(t)
+	n := startNode(t, "node-1", filepath.Join(t.TempDir(), "n1"), "127.0.0.1:0", "127.0.0.1:0")
+	get := func(secret string) (int, Belonging) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+n.admin.Addr().String()+pathCluster, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		SetRequestSecret(req, []byte(secret))
+		resp, err := n.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b Belonging
+		_ = json.NewDecoder(resp.Body).Decode(&b)
+		return resp.StatusCode, b
+	}
+	if code, b := get(testSecret); code != http.StatusOK || b.Member || b.ID != "node-1" {
+		t.Fatalf("a new node: %d %+v, want 200, in no cluster", code, b)
+	}
+	if code, _ := get(""); code != http.StatusUnauthorized {
+		t.Errorf("without the secret: %d, want 401", code)
+	}
+	if code, _ := get("another secret of the right size"); code != http.StatusForbidden {
+		t.Errorf("with another secret: %d, want 403", code)
+	}
+	if err := n.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code, b := get(testSecret); code != http.StatusOK || !b.Member || b.ClusterID == "" || b.ClusterID != n.Status().ClusterID {
+		t.Fatalf("after forming: %d %+v, want in a cluster with its id (status %q)", code, b, n.Status().ClusterID)
+	}
+}
+
+// TestSplitJoinList: the -join list's parsing refuses what it cannot use.
+func TestSplitJoinList(t *testing.T) {
+	if got, err := SplitJoinList(" a:1, b:2 ,c:3"); err != nil || !slices.Equal(got, []string{"a:1", "b:2", "c:3"}) {
+		t.Errorf("a list of three: %q, %v", got, err)
+	}
+	for _, bad := range []string{"a:1,,b:2", "a:1,a:1", "a:1,b", ","} {
+		if _, err := SplitJoinList(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
