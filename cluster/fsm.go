@@ -51,7 +51,7 @@ func (m Member) inRing() bool { return m.State == Serving || m.State == Leaving 
 type Metadata struct {
 	// ClusterID is drawn at random when the cluster is formed
 	// (Bootstrap) and never changes: a node whose applied state changes
-	// it was taken over by another cluster (Node.ClusterChanged). Empty
+	// it was taken over by another cluster (checkIncarnation). Empty
 	// for a cluster formed before cluster ids existed.
 	ClusterID string            `json:"cluster_id,omitempty"`
 	Members   map[string]Member `json:"members"`
@@ -233,7 +233,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	// overwritten by another cluster's leader (it formed a cluster of its
 	// own, then the one it belonged to reached it). Its applied state
 	// mixes both clusters from here; the node stops serving until it has
-	// a fresh epoch of the cluster it follows now (Node.clusterChanged).
+	// a fresh epoch of the cluster it follows now (Node.checkIncarnation).
 	// (Every leader of a cluster that has an id stamps its entries with
 	// it, so an entry without one is another cluster's too.)
 	foreign := f.md.ClusterID != "" && c.ClusterID != f.md.ClusterID

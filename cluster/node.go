@@ -123,7 +123,7 @@ type Config struct {
 	OnRefused func(reason string)
 	// OnClusterChanged, when set, is called (on a goroutine of its own)
 	// when this node finds its applied state replaced by another
-	// cluster's (Node.ClusterChanged): it has stopped serving and ends
+	// cluster's (checkIncarnation): it has stopped serving and ends
 	// its sessions there. It must not block for long.
 	OnClusterChanged func(ClusterChange)
 	// Now is the clock written into ring changes (their commit time) and
@@ -181,7 +181,7 @@ type Node struct {
 	cameBack      bool
 	formed        bool
 	// usedEpoch, once this node's applied state was replaced by another
-	// cluster's (clusterChanged), is the epoch it held then: the next it
+	// cluster's (checkIncarnation), is the epoch it held then: the next it
 	// takes must be above it. changes counts those replacements.
 	usedEpoch uint64
 	changes   uint64

@@ -354,6 +354,10 @@ func (c *clusterRuntime) waitingLogger(joins []string) func(cluster.Waiting) {
 func (c *clusterRuntime) clusterChanged(ch cluster.ClusterChange) {
 	c.logger.Error("this node now follows another cluster: it had formed one of its own (a -bootstrap or a -join of itself on a lost data directory?); sessions ended, serving again after a fresh epoch and the warm-up",
 		"cluster_id", ch.ClusterID, "reason", ch.Reason, "held_epoch", ch.Epoch)
+	// The largest lease known here was the other cluster's: ask this
+	// one's again before the next grant (RaiseLease writes only when it
+	// is above the recorded one).
+	c.maxLease.Store(0)
 	if c.srv != nil {
 		c.srv.EndSessions(protocol.CodeNotOwner)
 	}
