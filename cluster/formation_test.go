@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -154,5 +156,32 @@ func TestSplitJoinList(t *testing.T) {
 		if _, err := SplitJoinList(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// TestFSMClusterID: the first entry with an id sets the cluster's; an
+// entry without one (a leader elected after a restart that has not
+// applied its log yet stamps none) is not another cluster's, and the id
+// stays; an entry or a snapshot with another id is.
+func TestFSMClusterID(t *testing.T) {
+	f := newFSM()
+	var foreign []bool
+	f.onApplied = func(md *Metadata, fo bool) { foreign = append(foreign, fo) }
+	applyCmd(t, f, 1, command{Op: opPutMember, Member: Member{ID: "a", RaftAddr: "127.0.0.1:1", State: Serving}, ClusterID: "x"})
+	applyCmd(t, f, 2, command{Op: opRaiseLease, Lease: time.Second})
+	applyCmd(t, f, 3, command{Op: opRaiseLease, Lease: 2 * time.Second, ClusterID: "x"})
+	if md, _ := f.read(); md.ClusterID != "x" || !slices.Equal(foreign, []bool{false, false, false}) {
+		t.Fatalf("cluster id %q, foreign %v: want x, none foreign", md.ClusterID, foreign)
+	}
+	applyCmd(t, f, 4, command{Op: opRaiseLease, Lease: 3 * time.Second, ClusterID: "y"})
+	if md, _ := f.read(); md.ClusterID != "y" || !foreign[3] {
+		t.Fatalf("an entry of cluster y: id %q, foreign %v", md.ClusterID, foreign)
+	}
+	snap, _ := json.Marshal(Metadata{ClusterID: "z"})
+	if err := f.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+	if md, _ := f.read(); md.ClusterID != "z" || !foreign[4] {
+		t.Fatalf("a snapshot of cluster z: id %q, foreign %v", md.ClusterID, foreign)
 	}
 }

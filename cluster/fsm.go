@@ -234,10 +234,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 	// own, then the one it belonged to reached it). Its applied state
 	// mixes both clusters from here; the node stops serving until it has
 	// a fresh epoch of the cluster it follows now (Node.checkIncarnation).
-	// (Every leader of a cluster that has an id stamps its entries with
-	// it, so an entry without one is another cluster's too.)
-	foreign := f.md.ClusterID != "" && c.ClusterID != f.md.ClusterID
-	if foreign || f.md.ClusterID == "" {
+	// An entry without an id proves nothing: a leader that has not
+	// applied its log yet (just elected after a restart) stamps none.
+	foreign := c.ClusterID != "" && f.md.ClusterID != "" && c.ClusterID != f.md.ClusterID
+	if c.ClusterID != "" {
 		f.md.ClusterID = c.ClusterID
 	}
 	res := f.apply(&c)

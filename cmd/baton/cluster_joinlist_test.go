@@ -170,6 +170,13 @@ func TestClusterJoinListWipedNodeWaits(t *testing.T) {
 	if st.ClusterID != id {
 		t.Fatalf("n1 is in cluster %q, want %q", st.ClusterID, id)
 	}
+	// The restarted leader's first entries, proposed before it applied
+	// its log, must not look like another cluster's.
+	for _, n := range lc.nodes {
+		if strings.Contains(n.stderr.String(), "now follows another cluster") {
+			t.Errorf("%s took a whole-cluster restart for another cluster's state", n.id)
+		}
+	}
 }
 
 // TestClusterBootstrapRestartWarns: -bootstrap on a data directory that
