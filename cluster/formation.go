@@ -58,6 +58,11 @@ func (n *Node) ClusterID() string {
 // ClusterChange is what Config.OnClusterChanged receives: this node's
 // applied state was replaced by another cluster's.
 type ClusterChange struct {
+	// Mixed tells that another cluster's log entries were applied on top
+	// of this node's own, rather than a snapshot replacing them: its
+	// state (members, ring) mixes both clusters, and it serves nothing
+	// until it is started again on an empty data directory.
+	Mixed bool
 	// ClusterID is the cluster it follows now.
 	ClusterID string
 	// Reason is "cluster_id" (an entry or snapshot of another cluster)
@@ -68,15 +73,19 @@ type ClusterChange struct {
 	Epoch uint64
 }
 
-// checkIncarnation is the fsm's hook after each entry or snapshot,
-// under its mutex. When this node's applied state was replaced by
+// checkIncarnation is the fsm's hook after each entry or snapshot
+// (snapshot tells which), under its mutex. When this node's applied state was replaced by
 // another cluster's (hashicorp/raft lets the leader of the cluster it
 // belonged to overwrite the log of a node that formed one of its own),
 // the epoch it holds and what it derived from its rings belong to a
 // cluster that no longer exists: it stops serving at once and serves
 // again only after a fresh epoch of the cluster it follows, above the
-// one it held, and the warm-up of a node with new Raft state.
-func (n *Node) checkIncarnation(md *Metadata, foreign bool) {
+// one it held, and the warm-up of a node with new Raft state. When the
+// other cluster's entries were applied on top of its own (its log was
+// overwritten entry by entry, not by a snapshot), its members and ring
+// mix both clusters: it serves nothing until it is started again on an
+// empty data directory (Mixed).
+func (n *Node) checkIncarnation(md *Metadata, foreign, snapshot bool) {
 	held := n.tokens.Epoch()
 	n.mu.Lock()
 	rec := md.Epochs[n.cfg.ID]
@@ -101,13 +110,23 @@ func (n *Node) checkIncarnation(md *Metadata, foreign bool) {
 	n.installedFrom = map[uint64]map[string]bool{}
 	n.changes++
 	n.mu.Unlock()
-	ch := ClusterChange{ClusterID: md.ClusterID, Reason: reason, Epoch: held}
+	ch := ClusterChange{ClusterID: md.ClusterID, Reason: reason, Epoch: held, Mixed: foreign && !snapshot}
+	if ch.Mixed {
+		n.mixed.Store(true)
+		n.log.Error("another cluster's log entries were applied on top of this node's own: its state mixes both clusters, so it serves nothing; stop it and start it again on an empty data directory with the -join list of every member",
+			"cluster_id", md.ClusterID)
+	}
 	n.log.Error("this node's state was replaced by another cluster's: serving nothing until it has a fresh epoch there and its names are warmed up",
 		"cluster_id", md.ClusterID, "reason", reason, "held_epoch", held, "recorded_epoch", rec)
 	if f := n.cfg.OnClusterChanged; f != nil {
 		go f(ch)
 	}
 }
+
+// Mixed reports whether another cluster's log entries were applied on
+// top of this node's own: it serves nothing (InContact is false) until
+// it is started again on an empty data directory.
+func (n *Node) Mixed() bool { return n.mixed.Load() }
 
 // ClusterChanges counts the times this node found its applied state
 // replaced by another cluster's.

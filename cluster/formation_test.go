@@ -166,7 +166,7 @@ func TestSplitJoinList(t *testing.T) {
 func TestFSMClusterID(t *testing.T) {
 	f := newFSM()
 	var foreign []bool
-	f.onApplied = func(md *Metadata, fo bool) { foreign = append(foreign, fo) }
+	f.onApplied = func(md *Metadata, fo, _ bool) { foreign = append(foreign, fo) }
 	applyCmd(t, f, 1, command{Op: opPutMember, Member: Member{ID: "a", RaftAddr: "127.0.0.1:1", State: Serving}, ClusterID: "x"})
 	applyCmd(t, f, 2, command{Op: opRaiseLease, Lease: time.Second})
 	applyCmd(t, f, 3, command{Op: opRaiseLease, Lease: 2 * time.Second, ClusterID: "x"})
@@ -183,5 +183,48 @@ func TestFSMClusterID(t *testing.T) {
 	}
 	if md, _ := f.read(); md.ClusterID != "z" || !foreign[4] {
 		t.Fatalf("a snapshot of cluster z: id %q, foreign %v", md.ClusterID, foreign)
+	}
+}
+
+// TestFormedNodeOverwrittenEntryByEntryServesNothing: when the old
+// cluster still has the entries the formed node lacks, Raft overwrites
+// its log entry by entry and the node applies them on top of its own
+// state: its members and ring mix both clusters. It must serve nothing
+// at all, not even after a fresh epoch and a warm-up, and say to start
+// it again on an empty data directory.
+func TestFormedNodeOverwrittenEntryByEntryServesNothing(t *testing.T) {
+	noCompaction := func(c *Config) { c.SnapshotThreshold, c.SnapshotInterval = 1<<20, time.Hour }
+	nodes := startClusterWith(t, 3, noCompaction)
+	ctx := ctxT(t)
+	for range 4 {
+		if _, err := nodes[0].AcquireEpoch(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldID := nodes[0].ClusterID()
+	nodes[2].stop()
+	r := startNodeWith(t, "node-3", filepath.Join(t.TempDir(), "wiped"), "127.0.0.1:0", "127.0.0.1:0", noCompaction)
+	if err := r.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AcquireEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Join(ctx, nodes[0].admin.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitUntil(ctx, func() bool { return r.ClusterID() == oldID }); err != nil {
+		t.Fatalf("node-3 follows cluster %q, want %q", r.ClusterID(), oldID)
+	}
+	if !r.Mixed() || !r.Status().MixedState || r.InContact(time.Now()) {
+		t.Fatalf("mixed %v, status %v, in contact %v: want a node that serves nothing", r.Mixed(), r.Status().MixedState, r.InContact(time.Now()))
+	}
+	// Its mixed state lacks records the old cluster has (here, typically,
+	// the leader's: it cannot even find the leader to ask for an epoch).
+	t.Logf("members in the mixed state: %v", r.Members())
+	name := nameOwnedBy(t, nodes[0].Ring(), "node-3")
+	// Not after any warm-up either.
+	if d := r.Route(name, false, time.Now().Add(time.Hour)); d.Action != NoContact {
+		t.Fatalf("a node with a mixed state: %v, want nothing served", d.Action)
 	}
 }

@@ -200,10 +200,11 @@ type fsm struct {
 	// over; nil otherwise (a ring restored from a snapshot included).
 	committedPrior []string
 	// onApplied, when set, is called under mu after each entry or
-	// snapshot is applied, with the metadata and whether the entry or
+	// snapshot is applied, with the metadata, whether the entry or
 	// snapshot came from another cluster than the one applied before
-	// (its cluster id differs). It must not call back into the fsm.
-	onApplied func(md *Metadata, foreign bool)
+	// (its cluster id differs), and whether it was a snapshot. It must
+	// not call back into the fsm.
+	onApplied func(md *Metadata, foreign, snapshot bool)
 }
 
 func newFSM() *fsm {
@@ -242,7 +243,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	res := f.apply(&c)
 	if f.onApplied != nil {
-		f.onApplied(&f.md, foreign)
+		f.onApplied(&f.md, foreign, false)
 	}
 	f.advance(l.Index)
 	events := f.pending
@@ -413,7 +414,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	foreign := f.md.ClusterID != "" && md.ClusterID != f.md.ClusterID
 	f.md = md
 	if f.onApplied != nil {
-		f.onApplied(&f.md, foreign)
+		f.onApplied(&f.md, foreign, true)
 	}
 	f.setRing(md.ring(), md.RingCommittedAt)
 	f.pendingChanged()

@@ -194,6 +194,9 @@ type Status struct {
 	QuorumContact bool   `json:"quorum_contact"`
 	ContactAge    string `json:"contact_age,omitempty"`
 	Removed       bool   `json:"removed,omitempty"`
+	// MixedState tells that another cluster's log entries were applied
+	// on top of this node's own (Node.Mixed): it serves nothing.
+	MixedState bool `json:"mixed_state,omitempty"`
 }
 
 // Status returns this node's view of the cluster.
@@ -207,7 +210,7 @@ func (n *Node) Status() Status {
 		AppliedRingVersion: md.RingVersion, RingCommittedAt: md.RingCommittedAt, Ring: md.ring().Members(),
 		Members: md.MemberList(), Epochs: md.Epochs, MaxLease: md.MaxLease.String(),
 		Self: self, CommitIndex: n.raft.CommitIndex(), AppliedIndex: applied, Pending: md.Pending,
-		QuorumContact: n.InContact(time.Now()), Removed: n.Removed(),
+		QuorumContact: n.InContact(time.Now()), Removed: n.Removed(), MixedState: n.Mixed(),
 	}
 	if age := n.ContactAge(); age >= 0 {
 		st.ContactAge = age.Round(time.Millisecond).String()

@@ -185,6 +185,10 @@ type Node struct {
 	// takes must be above it. changes counts those replacements.
 	usedEpoch uint64
 	changes   uint64
+	// mixed is set when another cluster's entries were applied on top of
+	// this node's own (checkIncarnation): it serves nothing until it is
+	// started again on an empty data directory.
+	mixed atomic.Bool
 
 	// contact is the quorum contact and, on the leader, the members'
 	// silence (contact.go).

@@ -353,7 +353,7 @@ func (c *clusterRuntime) waitingLogger(joins []string) func(cluster.Waiting) {
 // fresh epoch and the warm-up.
 func (c *clusterRuntime) clusterChanged(ch cluster.ClusterChange) {
 	c.logger.Error("this node now follows another cluster: it had formed one of its own (a -bootstrap or a -join of itself on a lost data directory?); sessions ended, serving again after a fresh epoch and the warm-up",
-		"cluster_id", ch.ClusterID, "reason", ch.Reason, "held_epoch", ch.Epoch)
+		"cluster_id", ch.ClusterID, "reason", ch.Reason, "held_epoch", ch.Epoch, "mixed_state", ch.Mixed)
 	// The largest lease known here was the other cluster's: ask this
 	// one's again before the next grant (RaiseLease writes only when it
 	// is above the recorded one).
@@ -637,6 +637,9 @@ func (c *clusterRuntime) readiness() error {
 	}
 	if n.Removed() {
 		return errors.New("cluster node was removed from the cluster: restart it to join again")
+	}
+	if n.Mixed() {
+		return errors.New("cluster node applied another cluster's log on top of its own: serving nothing; start it again on an empty data directory with the -join list")
 	}
 	if !n.InContact(time.Now()) {
 		return fmt.Errorf("cluster node has had no quorum contact for %v (self-stop %v): serving nothing", n.ContactAge().Round(time.Millisecond), n.SelfStop())
