@@ -182,7 +182,7 @@ func (c *contactState) since(t time.Time) int64 { return max(int64(t.Sub(c.base)
 // relays to answer for themselves.
 func (n *Node) InContact(now time.Time) bool {
 	c := &n.contact
-	if c.removed.Load() {
+	if c.removed.Load() || n.mixed.Load() {
 		return false
 	}
 	if c.left.Load() {

@@ -49,7 +49,12 @@ func (m Member) inRing() bool { return m.State == Serving || m.State == Leaving 
 // membership changes, epoch acquisitions and lease raises, never per lock
 // operation.
 type Metadata struct {
-	Members map[string]Member `json:"members"`
+	// ClusterID is drawn at random when the cluster is formed
+	// (Bootstrap) and never changes: a node whose applied state changes
+	// it was taken over by another cluster (checkIncarnation). Empty
+	// for a cluster formed before cluster ids existed.
+	ClusterID string            `json:"cluster_id,omitempty"`
+	Members   map[string]Member `json:"members"`
 	// RingVersion increases with every change of the ring's members;
 	// RingCommittedAt is the leader's clock when that change was proposed.
 	RingVersion     uint64    `json:"ring_version"`
@@ -150,6 +155,10 @@ type command struct {
 	// Pending (opPending) and Version (opHanded): handoff.go.
 	Pending *Pending `json:"pending,omitempty"`
 	Version uint64   `json:"version,omitempty"`
+	// ClusterID is the id of the cluster whose leader appended the entry
+	// (Metadata.ClusterID; set by the first entry, Bootstrap's): an
+	// entry of another cluster tells the node it now follows that one.
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
 // applyResult is what Apply returns to the proposer.
@@ -199,6 +208,12 @@ type fsm struct {
 	// commits after a complete hand-off, the prior owners that handed it
 	// over; nil otherwise (a ring restored from a snapshot included).
 	committedPrior []string
+	// onApplied, when set, is called under mu after each entry or
+	// snapshot is applied, with the metadata, whether the entry or
+	// snapshot came from another cluster than the one applied before
+	// (its cluster id differs), and whether it was a snapshot. It must
+	// not call back into the fsm.
+	onApplied func(md *Metadata, foreign, snapshot bool)
 }
 
 func newFSM() *fsm {
@@ -224,7 +239,21 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return applyResult{Error: fmt.Sprintf("cluster: undecodable log entry %d: %v", l.Index, err)}
 	}
 	f.mu.Lock()
+	// An entry stamped with another cluster's id: this node's log was
+	// overwritten by another cluster's leader (it formed a cluster of its
+	// own, then the one it belonged to reached it). Its applied state
+	// mixes both clusters from here; the node stops serving until it has
+	// a fresh epoch of the cluster it follows now (Node.checkIncarnation).
+	// An entry without an id proves nothing: a leader that has not
+	// applied its log yet (just elected after a restart) stamps none.
+	foreign := c.ClusterID != "" && f.md.ClusterID != "" && c.ClusterID != f.md.ClusterID
+	if c.ClusterID != "" {
+		f.md.ClusterID = c.ClusterID
+	}
 	res := f.apply(&c)
+	if f.onApplied != nil {
+		f.onApplied(&f.md, foreign, false)
+	}
 	f.advance(l.Index)
 	events := f.pending
 	f.pending = nil
@@ -406,7 +435,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	md = md.clone()
 	f.mu.Lock()
+	foreign := f.md.ClusterID != "" && md.ClusterID != f.md.ClusterID
 	f.md = md
+	if f.onApplied != nil {
+		f.onApplied(&f.md, foreign, true)
+	}
 	f.setRing(md.ring(), md.RingCommittedAt)
 	f.pendingChanged()
 	f.advance(0)

@@ -29,6 +29,7 @@ import (
 //	POST /cluster/v1/handoff body: handoffRequest               a prior owner's hand-off of moving names (handoff.go)
 //	POST /cluster/v1/contact body: {"id": "node-2"}             a member's quorum contact, answered by the leader (contact.go)
 //	GET  /cluster/v1/status                                     this node's view: Status
+//	GET  /cluster/v1/cluster                                    does this node belong to a cluster, which: Belonging (formation.go)
 //
 // There is no raw log entry over HTTP: each write is one typed operation,
 // decoded strictly (unknown fields refused) and checked before the leader
@@ -176,7 +177,11 @@ func (e *httpError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Msg, e
 // Status is a node's view of the cluster, as GET /cluster/v1/status
 // returns it.
 type Status struct {
-	ID                 string            `json:"id"`
+	ID string `json:"id"`
+	// ClusterID is the id of the cluster this node belongs to (drawn
+	// when it was formed; "" before it belongs to one, or for a cluster
+	// formed before cluster ids existed).
+	ClusterID          string            `json:"cluster_id,omitempty"`
 	Leader             string            `json:"leader"`
 	IsLeader           bool              `json:"is_leader"`
 	RaftState          string            `json:"raft_state"`
@@ -209,6 +214,9 @@ type Status struct {
 	QuorumContact bool   `json:"quorum_contact"`
 	ContactAge    string `json:"contact_age,omitempty"`
 	Removed       bool   `json:"removed,omitempty"`
+	// MixedState tells that another cluster's log entries were applied
+	// on top of this node's own (Node.Mixed): it serves nothing.
+	MixedState bool `json:"mixed_state,omitempty"`
 }
 
 // Status returns this node's view of the cluster.
@@ -218,11 +226,11 @@ func (n *Node) Status() Status {
 	self := n.self()
 	self.State = md.Members[n.cfg.ID].State
 	st := Status{
-		ID: n.cfg.ID, Leader: string(leader), IsLeader: n.IsLeader(), RaftState: n.raft.State().String(),
+		ID: n.cfg.ID, ClusterID: md.ClusterID, Leader: string(leader), IsLeader: n.IsLeader(), RaftState: n.raft.State().String(),
 		AppliedRingVersion: md.RingVersion, RingCommittedAt: md.RingCommittedAt, Ring: md.ring().Members(),
 		Members: md.MemberList(), Epochs: md.Epochs, MaxLease: md.MaxLease.String(), LeaseLowering: md.Lowering,
 		Self: self, CommitIndex: n.raft.CommitIndex(), AppliedIndex: applied, Pending: md.Pending,
-		QuorumContact: n.InContact(time.Now()), Removed: n.Removed(),
+		QuorumContact: n.InContact(time.Now()), Removed: n.Removed(), MixedState: n.Mixed(),
 	}
 	if md.Ceiling > 0 {
 		st.LeaseCeiling = md.Ceiling.String()
@@ -251,14 +259,22 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET "+pathStatus, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, n.Status())
 	})
+	mux.HandleFunc("GET "+pathCluster, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, n.Belongs())
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		write := r.Method != http.MethodGet && r.Method != http.MethodHead
+		// The answer to "do you belong to a cluster" decides whether a
+		// node forms one: only members (with the secret) may ask.
+		if write || r.URL.Path == pathCluster {
 			if status, msg := n.checkSecret(r); status != 0 {
 				n.refused(RefusedSecret)
 				n.log.Warn("member API: request refused: "+msg, "path", r.URL.Path, "remote_addr", r.RemoteAddr)
 				writeJSON(w, status, map[string]string{"error": msg})
 				return
 			}
+		}
+		if write {
 			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 				n.refused(RefusedContentType)
 				writeJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "the member API takes only Content-Type: application/json"})

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,6 +121,11 @@ type Config struct {
 	// refuses, with the reason (RefusedSecret, RefusedContentType,
 	// RefusedInvalid): for a metric. It must not block.
 	OnRefused func(reason string)
+	// OnClusterChanged, when set, is called (on a goroutine of its own)
+	// when this node finds its applied state replaced by another
+	// cluster's (checkIncarnation): it has stopped serving and ends
+	// its sessions there. It must not block for long.
+	OnClusterChanged func(ClusterChange)
 	// Now is the clock written into ring changes (their commit time) and
 	// used once at bootstrap for the epoch floor; nil means time.Now.
 	Now func() time.Time
@@ -173,6 +180,15 @@ type Node struct {
 	installedFrom map[uint64]map[string]bool
 	cameBack      bool
 	formed        bool
+	// usedEpoch, once this node's applied state was replaced by another
+	// cluster's (checkIncarnation), is the epoch it held then: the next it
+	// takes must be above it. changes counts those replacements.
+	usedEpoch uint64
+	changes   uint64
+	// mixed is set when another cluster's entries were applied on top of
+	// this node's own (checkIncarnation): it serves nothing until it is
+	// started again on an empty data directory.
+	mixed atomic.Bool
 
 	// contact is the quorum contact and, on the leader, the members'
 	// silence (contact.go).
@@ -301,6 +317,7 @@ func Open(cfg Config) (*Node, error) {
 	n.fsm.opening = true
 	n.fsm.onPending = n.pendingApplied
 	n.fsm.onCeiling = n.applyCeiling
+	n.fsm.onApplied = n.checkIncarnation
 	n.tokens = NewTokens(0, func() {
 		select {
 		case n.renewCh <- struct{}{}:
@@ -388,6 +405,10 @@ func (n *Node) Bootstrap(ctx context.Context) error {
 	if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		return fmt.Errorf("cluster: bootstrap: %w", err)
 	}
+	id, err := newClusterID()
+	if err != nil {
+		return fmt.Errorf("cluster: bootstrap: %w", err)
+	}
 	n.mu.Lock()
 	n.formed = true
 	n.mu.Unlock()
@@ -402,7 +423,16 @@ func (n *Node) Bootstrap(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
-	return n.applyLocal(command{Op: opPutMember, Member: n.self(), EpochFloor: EpochFloor(n.cfg.Now()), At: n.cfg.Now()}, timeout)
+	return n.applyLocal(command{Op: opPutMember, Member: n.self(), EpochFloor: EpochFloor(n.cfg.Now()), At: n.cfg.Now(), ClusterID: id}, timeout)
+}
+
+// newClusterID draws a cluster id: 16 random bytes, in hex.
+func newClusterID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // Join asks the member whose admin address is addr to add this node to
@@ -489,15 +519,38 @@ func (n *Node) remove(ctx context.Context, id string, planned, stop bool) error 
 // does Route count the epoch. A node calls it before it serves after a
 // start and when Route answers NotReady (a ring change gave it names).
 func (n *Node) AcquireEpoch(ctx context.Context) (uint64, error) {
-	res, err := n.propose(ctx, pathEpoch, epochRequest{ID: n.cfg.ID})
-	if err != nil {
-		return 0, err
+	var res applyResult
+	for attempt := 0; ; attempt++ {
+		var err error
+		res, err = n.propose(ctx, pathEpoch, epochRequest{ID: n.cfg.ID})
+		if err != nil {
+			return 0, err
+		}
+		n.mu.Lock()
+		used := n.usedEpoch
+		n.mu.Unlock()
+		if res.Epoch > used {
+			break
+		}
+		// This node held epoch used in a cluster whose state it lost to
+		// the one it follows now, which has not reached it yet: never
+		// take an epoch at or below one this node used. Each request
+		// raises the cluster's last epoch by one.
+		if attempt >= maxEpochCatchUp {
+			return 0, fmt.Errorf("cluster: the cluster's epoch %d is still below %d, the one this node used before its state was replaced; restart it on an empty data directory", res.Epoch, used)
+		}
 	}
 	// A concurrent call may have installed a later epoch already: keep it.
 	if err := n.tokens.SetEpoch(res.Epoch); err != nil && !errors.Is(err, ErrEpochNotAbove) {
 		return 0, err
 	}
 	n.mu.Lock()
+	if res.Epoch <= n.usedEpoch {
+		// A replacement came in between: this epoch is not above the
+		// one held then.
+		n.mu.Unlock()
+		return 0, fmt.Errorf("cluster: epoch %d committed while this node's state was replaced; ask again", res.Epoch)
+	}
 	if res.RingVersion >= n.epochRing {
 		n.epochRing, n.hasEpoch = res.RingVersion, true
 	}
@@ -878,6 +931,10 @@ func (n *Node) applyLocal(c command, timeout time.Duration) error {
 // applyEntry appends c to the log on this node, the leader, and returns
 // the entry's result and index; the result's own Error is the caller's.
 func (n *Node) applyEntry(c command, timeout time.Duration) (applyResult, uint64, error) {
+	if c.ClusterID == "" {
+		// Every entry says which cluster appended it (Metadata.ClusterID).
+		c.ClusterID = n.ClusterID()
+	}
 	data, err := json.Marshal(c)
 	if err != nil {
 		return applyResult{}, 0, err

@@ -79,8 +79,10 @@ func statefulSetEnv(t *testing.T, pod string) map[string]string {
 
 // checkClusterEnv checks the nodes' environments: a node id each, every
 // listener on all interfaces with the node's own advertised host, one
-// -join address for all that is the first node's admin address (it forms
-// the cluster), TLS with a -cluster-identity, and a cluster secret.
+// -join list for all that names every node's admin address, the first
+// node's first (it forms the cluster; a node that lost its data
+// directory joins again instead of forming one), TLS with a
+// -cluster-identity, and a cluster secret.
 func checkClusterEnv(t *testing.T, where string, envs []map[string]string) {
 	t.Helper()
 	ids, hosts := map[string]bool{}, map[string]bool{}
@@ -104,9 +106,13 @@ func checkClusterEnv(t *testing.T, where string, envs []map[string]string) {
 	if len(ids) != len(envs) || len(hosts) != len(envs) {
 		t.Errorf("%s: node ids %v and advertised hosts %v, want %d distinct of each", where, slices.Collect(maps.Keys(ids)), slices.Collect(maps.Keys(hosts)), len(envs))
 	}
-	_, port, _ := net.SplitHostPort(envs[0]["BATON_ADMIN_LISTEN_ADDRESS"])
-	if first := net.JoinHostPort(envs[0]["BATON_ADVERTISE_HOST"], port); envs[0]["BATON_JOIN"] != first {
-		t.Errorf("%s: BATON_JOIN=%q, want the first node's own admin address %q (it forms the cluster)", where, envs[0]["BATON_JOIN"], first)
+	var want []string
+	for _, env := range envs {
+		_, port, _ := net.SplitHostPort(env["BATON_ADMIN_LISTEN_ADDRESS"])
+		want = append(want, net.JoinHostPort(env["BATON_ADVERTISE_HOST"], port))
+	}
+	if got := strings.Split(envs[0]["BATON_JOIN"], ","); !slices.Equal(got, want) {
+		t.Errorf("%s: BATON_JOIN=%q, want the list of every node's admin address, the first node's first: %q", where, envs[0]["BATON_JOIN"], strings.Join(want, ","))
 	}
 }
 
@@ -301,7 +307,7 @@ func formCluster(t *testing.T, envs []map[string]string, aclPath string) {
 		t.Fatal(err)
 	}
 	// The same ports for the same flags on every node in the examples:
-	// here each node gets its own, and -join the first node's admin port.
+	// here each node gets its own, and -join the list of their admin ports.
 	ports := make([]map[string]string, len(envs))
 	for i := range envs {
 		ports[i] = map[string]string{}
@@ -335,7 +341,11 @@ func formCluster(t *testing.T, envs []map[string]string, aclPath string) {
 			case k == "BATON_ADVERTISE_HOST":
 				v = "127.0.0.1"
 			case k == "BATON_JOIN":
-				v = "127.0.0.1:" + ports[0]["BATON_ADMIN_LISTEN_ADDRESS"]
+				var list []string
+				for j := range envs {
+					list = append(list, "127.0.0.1:"+ports[j]["BATON_ADMIN_LISTEN_ADDRESS"])
+				}
+				v = strings.Join(list, ",")
 			case k == "BATON_DATA_DIR":
 				v = filepath.Join(dir, id+"-data")
 			case k == "BATON_AUDIT_LOG" && v != "-":

@@ -209,21 +209,22 @@ func (c *clusterRuntime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serveAddrs) error {
 	hc, scheme := c.tls.httpClient()
 	ncfg := cluster.Config{
-		ID:           cfg.nodeID,
-		RaftAddr:     cfg.raftListen,
-		ProtocolAddr: advertised(addrs.protocol, cfg.advertiseHost),
-		AdminAddr:    advertised(addrs.admin, cfg.advertiseHost),
-		DataDir:      filepath.Join(cfg.dataDir, clusterDir),
-		Logger:       c.logger,
-		HTTPClient:   hc,
-		Scheme:       scheme,
-		OnEvent:      c.event,
-		SelfStop:     cfg.selfStop,
-		RemoveAfter:  cfg.removeAfter,
-		OnAutoRemove: c.autoRemoved,
-		Secret:       c.secret,
-		OldSecrets:   c.oldSecrets,
-		OnRefused:    c.refused,
+		ID:               cfg.nodeID,
+		RaftAddr:         cfg.raftListen,
+		ProtocolAddr:     advertised(addrs.protocol, cfg.advertiseHost),
+		AdminAddr:        advertised(addrs.admin, cfg.advertiseHost),
+		DataDir:          filepath.Join(cfg.dataDir, clusterDir),
+		Logger:           c.logger,
+		HTTPClient:       hc,
+		Scheme:           scheme,
+		OnEvent:          c.event,
+		SelfStop:         cfg.selfStop,
+		RemoveAfter:      cfg.removeAfter,
+		OnAutoRemove:     c.autoRemoved,
+		Secret:           c.secret,
+		OldSecrets:       c.oldSecrets,
+		OnRefused:        c.refused,
+		OnClusterChanged: c.clusterChanged,
 	}
 	if cfg.advertiseHost != "" {
 		ncfg.RaftAdvertise = advertised(cfg.raftListen, cfg.advertiseHost)
@@ -246,14 +247,42 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 	c.handler.Store(&h)
 	// -join naming this node's own advertised admin address forms the
 	// cluster on a new data directory: the first node of a set that
-	// shares one configuration (a StatefulSet: every pod joins pod 0).
-	joinSelf := cfg.join != "" && cfg.join == ncfg.AdminAddr
+	// shares one configuration. A list of several addresses forms only
+	// when every other listed member says it is in no cluster
+	// (cluster.Node.JoinList).
+	joins, err := cluster.SplitJoinList(cfg.join)
+	if cfg.join == "" {
+		joins, err = nil, nil
+	}
+	if err != nil {
+		return fmt.Errorf("-join: %w", err)
+	}
+	joinSelf := len(joins) == 1 && joins[0] == ncfg.AdminAddr
+	if cfg.bootstrap && n.Restarted() {
+		c.logger.Warn("-bootstrap is ignored: the data directory holds a cluster already; remove -bootstrap (or give every node the same -join list): started on a lost data directory, -bootstrap forms a second cluster",
+			"dir", filepath.Join(cfg.dataDir, clusterDir))
+	}
 	switch {
+	case len(joins) > 1 && !n.Restarted():
+		formed, err := n.JoinList(ctx, joins, c.waitingLogger(joins))
+		if err != nil {
+			return err
+		}
+		if formed {
+			c.logger.Info("formed a new cluster: every other member of the -join list answered that it is in no cluster",
+				"node_id", cfg.nodeID, "cluster_id", n.ClusterID(), "join", joins)
+		} else {
+			c.logger.Info("joined the cluster through the -join list", "cluster_id", n.ClusterID(), "new_raft_state", true)
+		}
+	case len(joins) > 1:
+		// A restarted node records its addresses through the leader
+		// (Rejoin below).
+		c.logger.Info("rejoining the cluster from the data directory", "dir", filepath.Join(cfg.dataDir, clusterDir))
 	case (cfg.bootstrap || joinSelf) && !n.Restarted():
 		if err := n.Bootstrap(ctx); err != nil {
 			return err
 		}
-		c.logger.Info("formed a new cluster", "node_id", cfg.nodeID, "join_self", joinSelf,
+		c.logger.Info("formed a new cluster", "node_id", cfg.nodeID, "cluster_id", n.ClusterID(), "join_self", joinSelf,
 			"if_data_lost", "if this node was a member of a running cluster and lost its data directory, stop it now: see 'A node that lost its data directory' in docs/operations.md")
 	case cfg.join != "":
 		// A restarted node joins again only to record its addresses,
@@ -288,7 +317,7 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		return fmt.Errorf("committing the first token epoch: %w", err)
 	}
 	rejoin := n.Rejoin
-	if cfg.join != "" && !joinSelf {
+	if len(joins) == 1 && !joinSelf {
 		rejoin = func(ctx context.Context) error { return n.Join(ctx, cfg.join) }
 	}
 	if err := n.WaitServing(ectx, rejoin); err != nil {
@@ -298,6 +327,38 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 	go c.selfStopLoop(n)
 	c.logger.Info("cluster node serving", "node_id", cfg.nodeID, "epoch", epoch, "ring_version", n.AppliedRingVersion())
 	return nil
+}
+
+// waitingLogEvery bounds how often a node waiting for the members of its
+// -join list says so.
+const waitingLogEvery = 10 * time.Second
+
+// waitingLogger returns JoinList's report of a round without a cluster
+// to join or form: logged at once, then at most every waitingLogEvery.
+func (c *clusterRuntime) waitingLogger(joins []string) func(cluster.Waiting) {
+	var last time.Time
+	return func(w cluster.Waiting) {
+		if !last.IsZero() && time.Since(last) < waitingLogEvery {
+			return
+		}
+		last = time.Now()
+		c.logger.Warn("waiting for the members of the -join list: this node has new Raft state and forms a cluster only as the first of the list, once every other member answers that it is in no cluster",
+			"no_answer", w.Unreachable, "in_no_cluster", w.NoCluster, "join", joins)
+	}
+}
+
+// clusterChanged is the node's report that its applied state was
+// replaced by another cluster's: it ends every session (their claims
+// belong to a cluster that no longer exists) and serves again after a
+// fresh epoch and the warm-up.
+func (c *clusterRuntime) clusterChanged(ch cluster.ClusterChange) {
+	c.logger.Error("this node now follows another cluster: it had formed one of its own (a -bootstrap or a -join of itself on a lost data directory?); sessions ended, serving again after a fresh epoch and the warm-up",
+		"cluster_id", ch.ClusterID, "reason", ch.Reason, "held_epoch", ch.Epoch, "mixed_state", ch.Mixed)
+	// The largest lease is read from the applied state at each grant
+	// (recordLease), so it is this cluster's from now on.
+	if c.srv != nil {
+		c.srv.EndSessions(protocol.CodeNotOwner)
+	}
 }
 
 // stopTimeout bounds a stopping node's planned leave of the ring.
@@ -576,6 +637,9 @@ func (c *clusterRuntime) readiness() error {
 	if n.Removed() {
 		return errors.New("cluster node was removed from the cluster: restart it to join again")
 	}
+	if n.Mixed() {
+		return errors.New("cluster node applied another cluster's log on top of its own: serving nothing; start it again on an empty data directory with the -join list")
+	}
 	if !n.InContact(time.Now()) {
 		return fmt.Errorf("cluster node has had no quorum contact for %v (self-stop %v): serving nothing", n.ContactAge().Round(time.Millisecond), n.SelfStop())
 	}
@@ -621,6 +685,15 @@ func (c *clusterRuntime) register(reg *prometheus.Registry, srv *server.Server) 
 	}, func() float64 {
 		if n := c.node.Load(); n != nil && n.InContact(time.Now()) {
 			return 1
+		}
+		return 0
+	}))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "baton_cluster_state_replaced_total",
+		Help: "Times this node found its applied state replaced by another cluster's (it had formed one of its own): it stopped serving until a fresh epoch and the warm-up.",
+	}, func() float64 {
+		if n := c.node.Load(); n != nil {
+			return float64(n.ClusterChanges())
 		}
 		return 0
 	}))

@@ -66,9 +66,13 @@ clock does not step back. With -data-dir they come from a high-water mark
 synced to DIR/tokens before use and need no clock; a corrupt or unreadable
 file stops the server from starting.
 
-With -node-id the server is a node of a cluster (docs/cluster.md): the
-first node forms it with -bootstrap, the others -join the admin address
-of any member (or, started with neither, wait for 'baton cluster join');
+With -node-id the server is a node of a cluster (docs/cluster.md): give
+every node the same -join list of every member's admin address (the
+first of the list forms the cluster once every other listed member
+answers that it is in no cluster, the others join; a node that lost its
+data directory joins again, never forms), or form it with -bootstrap on
+the first node's first start and -join any member's address (or, started
+with neither, wait for 'baton cluster join');
 each lock name has one owner node, and a node relays a version 1
 connection or a version 2 claim for a name it does not own to the owner.
 Raft's state lives in DIR/cluster; tokens come from epochs committed
@@ -171,8 +175,8 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.StringVar(&cfg.dataDir, "data-dir", "BATON_DATA_DIR", "", "directory for durable state (the fencing-token high-water mark, DIR/tokens; a cluster node's Raft state, DIR/cluster); empty: tokens from the wall clock")
 	fs.StringVar(&cfg.nodeID, "node-id", "BATON_NODE_ID", "", "run as a cluster node with this stable id (needs -data-dir, -raft-listen, -admin-listen; the first time -bootstrap, -join, or neither to wait for 'baton cluster join'; with TLS also -tls-client-ca and -cluster-identity); empty: a single server")
 	fs.StringVar(&cfg.raftListen, "raft-listen", "BATON_RAFT_LISTEN_ADDRESS", "", "a cluster node's inter-node (Raft) address (host:port); keep it stable across restarts")
-	fs.BoolVar(&cfg.bootstrap, "bootstrap", "BATON_BOOTSTRAP", false, "form a new cluster of this node (ignored when the data directory already holds one)")
-	fs.StringVar(&cfg.join, "join", "BATON_JOIN", "", "join the cluster through the admin address (host:port) of any member; a node restarted from its data directory rejoins without it; without -bootstrap or -join a new node waits for 'baton cluster join'")
+	fs.BoolVar(&cfg.bootstrap, "bootstrap", "BATON_BOOTSTRAP", false, "form a new cluster of this node, for its first start only: ignored (with a warning) when the data directory holds one, but started on a lost data directory it forms a second cluster; prefer a -join list")
+	fs.StringVar(&cfg.join, "join", "BATON_JOIN", "", "join the cluster through the admin address (host:port) of any member, or, safe when a node loses its data directory, the comma-separated admin addresses of every member, the same list on every node: a node with new Raft state joins through a listed member in a cluster, and forms one only as the first of the list once every other listed member answers that it is in no cluster; a node restarted from its data directory rejoins by itself; without -bootstrap or -join a new node waits for 'baton cluster join'")
 	fs.StringVar(&cfg.advertiseHost, "advertise-host", "BATON_ADVERTISE_HOST", "", "a cluster node's host name or IP as the other members and clients reach it, recorded with its listeners' ports; needed when a listener binds every interface; empty: the bound addresses")
 	fs.DurationVar(&cfg.selfStop, "cluster-self-stop", "BATON_CLUSTER_SELF_STOP", cluster.DefaultSelfStop, "a cluster node with no contact with its Raft quorum for this long serves nothing: it confirms no heartbeat, grants nothing and ends its sessions with ERROR 0x03")
 	fs.DurationVar(&cfg.removeAfter, "cluster-remove-after", "BATON_CLUSTER_REMOVE_AFTER", cluster.DefaultRemoveAfter, "the Raft leader removes a member it has not heard from for this long (not one stopped by SIGTERM); its names go to the other nodes after their warm-up; must exceed 1.0202 times -cluster-self-stop plus a tick of min(self-stop/5, 250ms) (clock drift up to 1%)")
@@ -306,8 +310,8 @@ func (c *serveConfig) validateCluster(opt func(string) string) error {
 		return fmt.Errorf("%s %q: want a host name or IP, without a port", opt("advertise-host"), c.advertiseHost)
 	}
 	if c.join != "" {
-		if _, _, err := net.SplitHostPort(c.join); err != nil {
-			return fmt.Errorf("%s %q: want host:port: %v", opt("join"), c.join, err)
+		if _, err := cluster.SplitJoinList(c.join); err != nil {
+			return fmt.Errorf("%s %q: want host:port, or a comma-separated list of them: %v", opt("join"), c.join, err)
 		}
 	}
 	return nil

@@ -342,6 +342,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"-node-id", "n1", "-data-dir", "d", "-admin-listen", "127.0.0.1:0"}, [2]string{}, "needs -raft-listen (BATON_RAFT_LISTEN_ADDRESS)"},
 		{[]string{"-node-id", "n1", "-data-dir", "d", "-raft-listen", "127.0.0.1:0"}, [2]string{}, "needs -admin-listen"},
 		{[]string{"-node-id", "n1", "-data-dir", "d", "-raft-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-bootstrap", "-join", "127.0.0.1:1"}, [2]string{}, "exclude each other"},
+		{append(clusterArgs, "-join", "127.0.0.1:1,,127.0.0.1:2"), [2]string{}, "or a comma-separated list of them"},
+		{append(clusterArgs, "-join", "127.0.0.1:1,127.0.0.1:1"), [2]string{}, "in the -join list twice"},
 		{[]string{"-cluster-identity", "spiffe://x/*"}, [2]string{}, "-cluster-identity (BATON_CLUSTER_IDENTITY) is for a cluster node"},
 		{[]string{"-advertise-host", "n1.example"}, [2]string{}, "-advertise-host (BATON_ADVERTISE_HOST) is for a cluster node"},
 		{append(clusterArgs, "-tls-cert", "c", "-tls-key", "k"), [2]string{}, "with TLS needs -tls-client-ca (BATON_TLS_CLIENT_CA)"},

@@ -104,6 +104,20 @@ const (
 	// without the warm-up of a restart: it has forgotten who held them
 	// just as much (the node did this until a review found it).
 	MutWipedServes = "wiped-serves"
+	// MutWipedReusesEpoch lets a node restarted on a wiped data directory
+	// take its first epoch from the clock floor, as a node that forms a
+	// cluster does, instead of committing one above every epoch the
+	// cluster used (the node did this until a review found it: its tokens
+	// repeated ones already issued).
+	MutWipedReusesEpoch = "wiped-reuses-epoch"
+	// MutWipedForms lets a node restarted on a wiped data directory form
+	// a cluster of its own while the members of its cluster exist (its
+	// -bootstrap, or a -join naming itself, with the others out of reach
+	// for a moment): it owns every name in its own ring, ungated, under
+	// the clock floor's epoch. The rule it breaks: a node with new Raft
+	// state forms a cluster only when every listed member answers that it
+	// belongs to none, so never while a member of its cluster exists.
+	MutWipedForms = "wiped-forms"
 	// MutStaleEpoch lets a node that must take a fresh epoch (after a
 	// restart or on taking a name) reuse the epoch in its data directory
 	// instead of committing a new one through Raft.
@@ -127,7 +141,7 @@ const (
 
 // ClusterMutations lists the mutations of the cluster model.
 var ClusterMutations = []string{MutSwitchFirst, MutForwardAgain, MutNoWarmup, MutStaleEpoch, MutMoveGated, MutGrantBeforeTold,
-	MutHandoffBeforeHangup, MutWipedServes}
+	MutHandoffBeforeHangup, MutWipedServes, MutWipedReusesEpoch, MutWipedForms}
 
 func (c ClusterConfig) String() string {
 	clients := plural(c.Clients, "client")
@@ -211,6 +225,7 @@ type clNode struct {
 	epoch     uint8 // token epoch of this incarnation (kept in the data dir)
 	ctr       uint8 // token counter under epoch
 	needEpoch bool  // took a name or restarted: commit a fresh epoch first
+	formed    bool  // formed a cluster of its own (MutWipedForms): owns the name in its own ring
 	lk        clLock
 }
 
@@ -348,6 +363,9 @@ func (st clStep) String() string {
 	case clRemove:
 		return "dead node " + n + " is removed: the new ring gives the name to node " + m + ", gated"
 	case clRestart:
+		if st.what == 2 {
+			return "node " + n + " restarts on a wiped data directory and forms a cluster of its own (it owns the name there, ungated, token epoch 1 from the clock floor)"
+		}
 		if st.what != 0 {
 			return "node " + n + " restarts on a wiped data directory (new Raft state, no epoch) and rejoins under its id"
 		}
@@ -400,7 +418,12 @@ func (m *clModel) tell(s *clState, n int8) (told int8, ended uint8) {
 	return told, ended
 }
 
-func (m *clModel) owner(s *clState, n int8) int8 { return s.ring[s.n[n].view].owner }
+func (m *clModel) owner(s *clState, n int8) int8 {
+	if s.n[n].formed {
+		return n // its own cluster's ring has it alone
+	}
+	return s.ring[s.n[n].view].owner
+}
 
 func (m *clModel) ready(s *clState, n int8) bool {
 	nd := &s.n[n]
@@ -559,7 +582,7 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 				tok, f := m.grant(&t, n, c)
 				emit(t, clStep{kind: clPromote, n: n, c: c, tok: tok}, f)
 			}
-			if nd.view < latest {
+			if nd.view < latest && !nd.formed {
 				t := s
 				v := nd.view + 1
 				m.apply(&t, n, v)
@@ -571,6 +594,10 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 				if m.cfg.Mutation == MutStaleEpoch && tn.epoch != 0 {
 					// Reuses the epoch of its data directory.
 					tn.ctr, tn.needEpoch = 0, false
+				} else if m.cfg.Mutation == MutWipedReusesEpoch && tn.epoch == 0 {
+					// A wiped node (no epoch kept) takes the clock floor's,
+					// the first epoch the cluster used.
+					tn.epoch, tn.ctr, tn.needEpoch = 1, 0, false
 				} else {
 					t.maxEpoch++
 					tn.epoch, tn.ctr, tn.needEpoch = t.maxEpoch, 0, false
@@ -712,6 +739,14 @@ func (m *clModel) next(s clState) []succ[clState, clStep] {
 				tn.lk = clLock{present: true, gated: wipe == 0 || m.cfg.Mutation != MutWipedServes, holder: -1}
 			}
 			emit(t, clStep{kind: clRestart, n: n, what: uint8(wipe)}, nil)
+			if wipe == 1 && m.cfg.Mutation == MutWipedForms {
+				// It forms a cluster of its own instead: the only member,
+				// nobody held anything before it (no gate), its first epoch
+				// the clock floor's.
+				tn.formed, tn.needEpoch, tn.epoch, tn.ctr = true, false, 1, 0
+				tn.lk = clLock{present: true, holder: -1}
+				emit(t, clStep{kind: clRestart, n: n, what: 2}, nil)
+			}
 		}
 	}
 	for i := range out {
@@ -772,7 +807,7 @@ func (s *clState) key(m *clModel) string {
 	for n := range m.cfg.Nodes {
 		nd := &s.n[n]
 		lk := &nd.lk
-		b = append(b, bit(nd.alive)|bit(nd.needEpoch)<<1|bit(lk.present)<<2|bit(lk.gated)<<3|bit(lk.frozen)<<4|bit(lk.told)<<5,
+		b = append(b, bit(nd.alive)|bit(nd.needEpoch)<<1|bit(lk.present)<<2|bit(lk.gated)<<3|bit(lk.frozen)<<4|bit(lk.told)<<5|bit(nd.formed)<<6,
 			byte(nd.view), nd.epoch, nd.ctr, byte(lk.holder), byte(lk.nq))
 		for i := range lk.nq {
 			b = append(b, byte(lk.queue[i]))

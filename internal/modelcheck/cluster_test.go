@@ -56,10 +56,12 @@ func TestClusterMutations(t *testing.T) {
 		{MutGrantBeforeTold, PropClusterOneHolder, 6, "sends ERROR 0x01 to c2, its version 1 holder, and ends its claim at once"},
 		{MutHandoffBeforeHangup, PropClusterOneHolder, 8, "node B installs the state handed over by node A (its export ended c2's told claim)"},
 		{MutWipedServes, PropClusterOneHolder, 7, "node A restarts on a wiped data directory"},
+		{MutWipedReusesEpoch, PropClusterTokens, 9, "node A commits token epoch 1"},
+		{MutWipedForms, PropClusterTokens, 6, "node A restarts on a wiped data directory and forms a cluster of its own"},
 	} {
 		t.Run(tc.mut, func(t *testing.T) {
 			cfg := DefaultClusterConfig()
-			if tc.mut == MutWipedServes {
+			if tc.mut == MutWipedServes || tc.mut == MutWipedReusesEpoch || tc.mut == MutWipedForms {
 				cfg = wipedClusterConfig()
 			}
 			cfg.Mutation = tc.mut
