@@ -318,7 +318,7 @@ func clusterStatus(ctx context.Context, cc *clusterClient, cfg *clusterCmdConfig
 		return printJSON(out, st)
 	}
 	fmt.Fprintf(out, "node %s (asked), leader %s, ring version %d (%s)\n", st.ID, cell(st.Leader), st.AppliedRingVersion, strings.Join(st.Ring, " "))
-	fmt.Fprintf(out, "largest lease %s, lease ceiling %s", st.MaxLease, cell(st.LeaseCeiling))
+	fmt.Fprintf(out, "cluster id %s, largest lease %s, lease ceiling %s", cell(st.ClusterID), st.MaxLease, cell(st.LeaseCeiling))
 	if l := st.LeaseLowering; l != nil {
 		fmt.Fprintf(out, ", lowering to %v acknowledged by %s", l.Target, cell(strings.Join(l.Acked, " ")))
 	}
