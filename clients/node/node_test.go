@@ -21,18 +21,7 @@ const suiteTimeout = 4 * time.Minute
 // file under test/, helpers included). Without node it is skipped, or fails when CI
 // is "true": CI installs node and must not pass by skipping.
 func TestNodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node is not installed (.ci/run installs it): %v", err)
-		}
-		t.Skipf("node is not installed: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "baton")
-	build := exec.Command("go", "build", "-o", bin, "github.com/batonlock/baton/cmd/baton")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/baton: %v\n%s", err, out)
-	}
+	node, bin := nodeAndBaton(t)
 	files, err := filepath.Glob(filepath.Join("test", "*.test.js"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no test files in test/: %v", err)
@@ -61,17 +50,7 @@ func TestNodeClient(t *testing.T) {
 // every scenario must pass, or be skipped only for what the client does
 // not offer (it says so on its adapter's stdout).
 func TestNodeClientTestkit(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node is not installed (.ci/run installs it): %v", err)
-		}
-		t.Skipf("node is not installed: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "baton")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/batonlock/baton/cmd/baton").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/baton: %v\n%s", err, out)
-	}
+	node, bin := nodeAndBaton(t)
 	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
 	defer cancel()
 	// A lease and tolerance wider than the kit's defaults: the machine
@@ -83,4 +62,23 @@ func TestNodeClientTestkit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("baton testkit: %v", err)
 	}
+}
+
+// nodeAndBaton finds node, or skips (fails when CI is "true": CI installs
+// it and must not pass by skipping), and builds baton into the test's
+// directory.
+func nodeAndBaton(t *testing.T) (node, bin string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("node is not installed (.ci/run installs it): %v", err)
+		}
+		t.Skipf("node is not installed: %v", err)
+	}
+	bin = filepath.Join(t.TempDir(), "baton")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/batonlock/baton/cmd/baton").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/baton: %v\n%s", err, out)
+	}
+	return node, bin
 }
