@@ -156,21 +156,22 @@ func (s *search) holders(f *file, o Owner, typ Type, r Range) error {
 		return nil
 	}
 	target := false
-	for _, h := range f.holders {
-		if err := s.step(); err != nil {
-			return err
+	var err error
+	// The index gives the conflicting ranges only: a step each.
+	f.conflicts(typ, r, func(n *node) bool {
+		if err = s.step(); err != nil {
+			return false
 		}
-		if _, ok := h.conflict(Owner{}, typ, r); !ok {
-			continue
-		}
-		if h.owner == s.target {
+		if n.h.owner == s.target {
 			target = true
 		}
-		if h.owner != o {
-			if err := s.visit(h.owner); err != nil {
-				return err
-			}
+		if n.h.owner != o {
+			err = s.visit(n.h.owner)
 		}
+		return err == nil
+	})
+	if err != nil {
+		return err
 	}
 	s.asked[k] = target
 	return nil
