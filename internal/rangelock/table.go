@@ -401,8 +401,18 @@ func (t *Table) Set(now time.Time, req Request) (Answer, Result, error) {
 		return t.queue(now, f, req, res)
 	}
 	t.files[fk] = f
+	// Only a downgrade frees bytes a waiter could want; any other grant
+	// adds to what is held, so no waiter can fit that did not before,
+	// and the queue is not scanned (with 1,000 waiters on a key, each
+	// grant there would cost a check of all of them).
+	h, down := f.holder(req.Owner), false
+	if h != nil && req.Type == Read {
+		_, down = h.writes.first(req.Range)
+	}
 	tok := t.grant(f, req.Owner, req.Type, req.Range)
-	t.promote(now, f, &res)
+	if down {
+		t.promote(now, f, &res)
+	}
 	return Answer{State: Granted, Token: tok}, res, nil
 }
 
