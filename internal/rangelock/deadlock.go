@@ -96,34 +96,29 @@ func (t *Table) wouldDeadlock(f *file, req Request) error {
 // Each comparison is a few binary searches, far cheaper than a search
 // step (a queue of 1,000 writers on one byte, each owner holding a
 // byte of its own, costs each new writer about 1,000 comparisons rather
-// than a search through all their owners). Past budget comparisons it
-// says true: let the bounded search decide.
+// than a search through all their owners). Past budget comparisons (a
+// key or a waiter each) it says true: let the bounded search decide.
 func (t *Table) waitedFor(or *ownerRec, o Owner, budget int) bool {
-	mine := map[*file][]*waiter{}
-	for _, w := range or.waiting {
-		mine[w.f] = append(mine[w.f], w)
-	}
+	// spend counts one comparison: false once the budget is gone.
+	spend := func() bool { budget--; return budget >= 0 }
 	for _, f := range or.held {
-		if _, ok := mine[f]; !ok {
-			mine[f] = nil
+		if !spend() {
+			return true
 		}
-	}
-	for f, ws := range mine {
 		h := f.holder(o)
 		for _, w := range f.queue {
-			if w.owner == o {
-				continue
-			}
-			if budget -= 1 + len(ws); budget < 0 {
+			if !spend() || w.owner != o && h != nil && h.conflicts(w.typ, w.r) {
 				return true
 			}
-			if h != nil && h.conflicts(w.typ, w.r) {
+		}
+	}
+	for _, m := range or.waiting {
+		if !spend() {
+			return true
+		}
+		for _, w := range m.f.queue {
+			if !spend() || conflicting(o, m.typ, m.r, w.owner, w.typ, w.r) {
 				return true
-			}
-			for _, m := range ws {
-				if conflicting(o, m.typ, m.r, w.owner, w.typ, w.r) {
-					return true
-				}
 			}
 		}
 	}
