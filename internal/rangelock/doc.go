@@ -62,13 +62,19 @@
 // # Cost
 //
 // Each owner's ranges of one file are two sorted slices of disjoint
-// ranges, one per type. With k owners holding ranges on a file and n
-// ranges in all, a conflict check or a Query is O(k log n), and a grant
-// or unlock adds O(log n) plus moving the tail of the owner's own slice.
-// A new waiting request scans its file's queue once; the deadlock search
-// is bounded (above); a waiter leaves its queue by a binary search, and a
-// closing session's waiters leave each queue in one pass. A queue is
-// scanned when locks are released.
+// ranges, one per type, and each file indexes every owner's ranges in
+// two interval trees, one per type (index.go). With n ranges held on a
+// file, a conflict check, a Query and the deadlock search's "who holds
+// what conflicts with this" cost O(log n) plus about log n per
+// conflicting range, whatever the number of owners; a grant or unlock
+// adds O(log n) per range it makes or ends, plus moving the tail of the
+// owner's own slice. A new request is checked against its file's earlier
+// waiting requests (FIFO) once; only a release, a cancel or a downgrade
+// re-checks the waiters of its file. A waiting request of an owner that
+// holds or waits first checks the queues where it does for a request
+// that conflicts with it, and runs the bounded deadlock search (above)
+// only when one does. A waiter leaves its queue by a binary search, and
+// a closing session's waiters leave each queue in one pass.
 //
 // A Table is not safe for concurrent use; callers serialize access.
 package rangelock

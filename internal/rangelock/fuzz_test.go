@@ -14,7 +14,8 @@ import (
 // two sessions, and after each one checks the invariants that need no
 // reference: no conflicting holders, each owner's ranges sorted, disjoint
 // and merged, every waiter held back by a holder or an earlier waiter,
-// an acyclic wait-for graph, increasing tokens and consistent counts.
+// an acyclic wait-for graph, increasing tokens and consistent counts;
+// and Query's answers (the table's index) against a scan of Holders.
 func FuzzTable(f *testing.F) {
 	f.Add([]byte{0x00, 0x13, 0x41, 0x02, 0x92, 0x11, 0x85, 0x03, 0xa1, 0x00})
 	f.Add([]byte{0x10, 0x00, 0x23, 0x00, 0x90, 0x00, 0xb0, 0x00, 0x40, 0x01, 0xc3})
@@ -108,6 +109,7 @@ func checkInvariants(t *testing.T, table *rangelock.Table) {
 					}
 				}
 			}
+			checkQuery(t, table, key, ns, hs)
 			ws := table.Waiters(key, ns)
 			waiters += len(ws)
 			for i, w := range ws {
@@ -152,5 +154,44 @@ func checkInvariants(t *testing.T, table *rangelock.Table) {
 	}
 	for o := range waitsFor {
 		visit(o)
+	}
+}
+
+// queryProbes are the ranges checkQuery asks about.
+var queryProbes = []rangelock.Range{rangelock.Whole, {Start: 0, End: 0}, {Start: 1, End: 2}, {Start: 4, End: 4}, {Start: 3, End: 6}}
+
+// checkQuery compares Query's answers on key in ns, which the table
+// finds through its index of held ranges, with the first conflicting
+// lock in hs, Holders' list (which is in Query's order): for every
+// holder and an outsider, each type and a few ranges.
+func checkQuery(t *testing.T, table *rangelock.Table, key string, ns rangelock.Namespace, hs []rangelock.Lock) {
+	t.Helper()
+	owners := []rangelock.Owner{{Session: 99, ID: 99}}
+	for _, h := range hs {
+		if h.Owner != owners[len(owners)-1] {
+			owners = append(owners, h.Owner)
+		}
+	}
+	for _, o := range owners {
+		for _, typ := range []rangelock.Type{rangelock.Read, rangelock.Write} {
+			for _, r := range queryProbes {
+				if ns == rangelock.Flock {
+					r = rangelock.Whole
+				}
+				q := rangelock.Lock{Owner: o, Type: typ, Range: r}
+				var want rangelock.Lock
+				found := false
+				for _, h := range hs {
+					if conflicts(q, h) {
+						want, found = h, true
+						break
+					}
+				}
+				got, ok, err := table.Query(key, ns, o, typ, r)
+				if err != nil || ok != found || got != want {
+					t.Fatalf("%s %v: Query %v: %v, %v, %v; want %v, %v", key, ns, q, got, ok, err, want, found)
+				}
+			}
+		}
 	}
 }

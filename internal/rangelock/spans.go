@@ -26,29 +26,27 @@ func (s spans) first(r Range) (Range, bool) {
 	return Range{}, false
 }
 
-// remove takes the bytes of r out of the set, splitting a range that
-// r cuts in the middle.
-func (s spans) remove(r Range) spans {
-	i, j := s.from(r.Start), s.after(r.End)
+// cut plans taking the bytes of r out of the set: s[i:j] are the
+// ranges r touches, to be replaced by keep, their parts outside r (a
+// range that r cuts in the middle splits in two).
+func (s spans) cut(r Range) (i, j int, keep []Range) {
+	i, j = s.from(r.Start), s.after(r.End)
 	if i >= j {
-		return s
+		return i, i, nil
 	}
-	var keep [2]Range
-	n := 0
 	if s[i].Start < r.Start {
-		keep[n] = Range{s[i].Start, r.Start - 1}
-		n++
+		keep = append(keep, Range{s[i].Start, r.Start - 1})
 	}
 	if s[j-1].End > r.End {
-		keep[n] = Range{r.End + 1, s[j-1].End}
-		n++
+		keep = append(keep, Range{r.End + 1, s[j-1].End})
 	}
-	return spansReplace(s, i, j, keep[:n])
+	return i, j, keep
 }
 
-// add puts the bytes of r into the set, merging the ranges it overlaps or
-// touches into one.
-func (s spans) add(r Range) spans {
+// join plans putting the bytes of r into the set: s[i:j] are the ranges
+// r overlaps or touches, to be replaced by merged, one range over them
+// and r.
+func (s spans) join(r Range) (i, j int, merged Range) {
 	lo, hi := r.Start, r.End
 	if lo > 0 {
 		lo--
@@ -56,12 +54,12 @@ func (s spans) add(r Range) spans {
 	if hi < MaxOffset {
 		hi++
 	}
-	i, j := s.from(lo), s.after(hi)
+	i, j = s.from(lo), s.after(hi)
 	if i < j {
 		r.Start = min(r.Start, s[i].Start)
 		r.End = max(r.End, s[j-1].End)
 	}
-	return spansReplace(s, i, j, []Range{r})
+	return i, j, r
 }
 
 // spansReplace replaces s[i:j] with with, reusing the slice where it can.

@@ -40,16 +40,54 @@ func (a fileKey) compare(b fileKey) int {
 }
 
 // file is one key in one namespace: its holders in the order Query
-// reports them, and its FIFO queue.
+// reports them, the index of their ranges, and its FIFO queue.
 type file struct {
 	fk fileKey
 	// holders in the order of their first range: an owner joins the end
 	// when it goes from no range on the file to some, as in Linux's lock
-	// list, which F_GETLK walks.
-	holders []*holder
-	byOwner map[Owner]*holder // the holders by owner
-	queue   []*waiter         // arrival order, so by seq
-	nextSeq uint64
+	// list, which F_GETLK walks. So they are sorted by seq.
+	holders    []*holder
+	byOwner    map[Owner]*holder // the holders by owner
+	reads      index             // every holder's read ranges
+	writes     index             // every holder's write ranges
+	nextHolder uint64
+	queue      []*waiter // arrival order, so by seq
+	nextSeq    uint64
+}
+
+// edit puts the bytes of r into h's ranges of type typ (add) or takes
+// them out, and keeps f's index of that type in step.
+func (f *file) edit(h *holder, typ Type, r Range, add bool) {
+	sp, x := &h.reads, &f.reads
+	if typ == Write {
+		sp, x = &h.writes, &f.writes
+	}
+	var i, j int
+	var with []Range
+	if add {
+		var merged Range
+		i, j, merged = sp.join(r)
+		with = []Range{merged}
+	} else {
+		i, j, with = sp.cut(r)
+	}
+	for _, old := range (*sp)[i:j] {
+		x.delete(old.Start, h)
+	}
+	*sp = spansReplace(*sp, i, j, with)
+	for _, nr := range with {
+		x.insert(nr, typ, h)
+	}
+}
+
+// unindex takes all of h's ranges out of f's index.
+func (f *file) unindex(h *holder) {
+	for _, r := range h.reads {
+		f.reads.delete(r.Start, h)
+	}
+	for _, r := range h.writes {
+		f.writes.delete(r.Start, h)
+	}
 }
 
 // index returns w's position in f's queue: a binary search by seq.
@@ -65,6 +103,7 @@ func (f *file) holder(o Owner) *holder { return f.byOwner[o] }
 // disjoint; a flock holder has Whole in one of them.
 type holder struct {
 	owner  Owner
+	seq    uint64 // its place in file.holders
 	reads  spans
 	writes spans
 }
@@ -182,36 +221,41 @@ func (t *Table) tidyFile(f *file) {
 	}
 }
 
-// conflicts reports whether a lock of type typ over r by o conflicts with
-// the held ranges of h: another owner, overlapping bytes, one of them a
-// write. It returns the first such range (lowest start).
-func (h *holder) conflict(o Owner, typ Type, r Range) (Lock, bool) {
-	if h.owner == o {
+// holderConflict returns the first range of another owner on f that
+// conflicts with a lock of type typ over r by o, in Query's order:
+// the conflicting range of the earliest holder, and of its ranges the
+// one with the lowest start. The index yields the conflicting ranges
+// only, so this costs O(log n) plus the ranges of the other type that
+// overlap r, not a visit to every holder.
+func (f *file) holderConflict(o Owner, typ Type, r Range) (Lock, bool) {
+	var first *node
+	f.conflicts(typ, r, func(n *node) bool {
+		if n.h.owner != o && (first == nil || n.h.seq < first.h.seq || n.h.seq == first.h.seq && n.r.Start < first.r.Start) {
+			first = n
+		}
+		return true
+	})
+	if first == nil {
 		return Lock{}, false
 	}
-	w, okW := h.writes.first(r)
-	if typ == Read {
-		return Lock{Owner: h.owner, Type: Write, Range: w}, okW
-	}
-	rd, okR := h.reads.first(r)
-	switch {
-	case okW && (!okR || w.Start < rd.Start):
-		return Lock{Owner: h.owner, Type: Write, Range: w}, true
-	case okR:
-		return Lock{Owner: h.owner, Type: Read, Range: rd}, true
-	}
-	return Lock{}, false
+	return Lock{Owner: first.h.owner, Type: first.typ, Range: first.r}, true
 }
 
-// holderConflict returns the first range of another owner on f that
-// conflicts with a lock of type typ over r by o, in Query's order.
-func (f *file) holderConflict(o Owner, typ Type, r Range) (Lock, bool) {
-	for _, h := range f.holders {
-		if l, ok := h.conflict(o, typ, r); ok {
-			return l, true
-		}
+// blockedByHolder reports whether a range of another owner on f
+// conflicts with a lock of type typ over r by o: holderConflict without
+// the order, stopping at the first.
+func (f *file) blockedByHolder(o Owner, typ Type, r Range) bool {
+	return !f.conflicts(typ, r, func(n *node) bool { return n.h.owner == o })
+}
+
+// conflicts calls fn with every held range on f, of any owner, that
+// overlaps r and whose type or typ is Write, until fn returns false; it
+// returns false when fn did.
+func (f *file) conflicts(typ Type, r Range, fn func(*node) bool) bool {
+	if !f.writes.overlapping(r, fn) {
+		return false
 	}
-	return Lock{}, false
+	return typ == Read || f.reads.overlapping(r, fn)
 }
 
 func conflicting(o Owner, typ Type, r Range, p Owner, ptyp Type, pr Range) bool {
@@ -357,8 +401,18 @@ func (t *Table) Set(now time.Time, req Request) (Answer, Result, error) {
 		return t.queue(now, f, req, res)
 	}
 	t.files[fk] = f
+	// Only a downgrade frees bytes a waiter could want; any other grant
+	// adds to what is held, so no waiter can fit that did not before,
+	// and the queue is not scanned (with 1,000 waiters on a key, each
+	// grant there would cost a check of all of them).
+	h, down := f.holder(req.Owner), false
+	if h != nil && req.Type == Read {
+		_, down = h.writes.first(req.Range)
+	}
 	tok := t.grant(f, req.Owner, req.Type, req.Range)
-	t.promote(now, f, &res)
+	if down {
+		t.promote(now, f, &res)
+	}
 	return Answer{State: Granted, Token: tok}, res, nil
 }
 
@@ -430,7 +484,8 @@ func (t *Table) grant(f *file, o Owner, typ Type, r Range) uint64 {
 func (t *Table) hold(f *file, o Owner, typ Type, r Range) {
 	h := f.holder(o)
 	if h == nil {
-		h = &holder{owner: o}
+		f.nextHolder++
+		h = &holder{owner: o, seq: f.nextHolder}
 		f.holders = append(f.holders, h)
 		if f.byOwner == nil {
 			f.byOwner = map[Owner]*holder{}
@@ -439,13 +494,12 @@ func (t *Table) hold(f *file, o Owner, typ Type, r Range) {
 		t.owner(o, true).held[f.fk] = f
 	}
 	n := h.n()
-	if typ == Read {
-		h.writes = h.writes.remove(r)
-		h.reads = h.reads.add(r)
-	} else {
-		h.reads = h.reads.remove(r)
-		h.writes = h.writes.add(r)
+	other := Write
+	if typ == Write {
+		other = Read
 	}
+	f.edit(h, other, r, false)
+	f.edit(h, typ, r, true)
 	t.ranges += h.n() - n
 }
 
@@ -460,13 +514,14 @@ func (t *Table) unset(f *file, h *holder, r Range, c Cause, res *Result) {
 		}
 	}
 	n := h.n()
-	h.reads = h.reads.remove(r)
-	h.writes = h.writes.remove(r)
+	f.edit(h, Read, r, false)
+	f.edit(h, Write, r, false)
 	t.ranges += h.n() - n
 	if !h.empty() {
 		return
 	}
-	f.holders = slices.DeleteFunc(f.holders, func(x *holder) bool { return x == h })
+	i, _ := slices.BinarySearchFunc(f.holders, h.seq, func(x *holder, seq uint64) int { return cmp.Compare(x.seq, seq) })
+	f.holders = slices.Delete(f.holders, i, i+1)
 	delete(f.byOwner, h.owner)
 	if or := t.owner(h.owner, false); or != nil {
 		delete(or.held, f.fk)
@@ -487,7 +542,7 @@ func (t *Table) promote(now time.Time, f *file, res *Result) {
 		granted = false
 		for i := 0; i < len(f.queue); i++ {
 			w := f.queue[i]
-			if _, ok := f.holderConflict(w.owner, w.typ, w.r); ok {
+			if f.blockedByHolder(w.owner, w.typ, w.r) {
 				continue
 			}
 			if _, ok := f.waiterConflict(w.owner, w.typ, w.r, i); ok {
@@ -620,6 +675,7 @@ func (t *Table) CloseSession(now time.Time, sid SessionID) Result {
 				res.Released = append(res.Released, rel)
 			}
 			t.ranges -= h.n()
+			f.unindex(h)
 			delete(f.byOwner, h.owner)
 			gone[h] = true
 		}
