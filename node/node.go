@@ -39,11 +39,11 @@ import (
 )
 
 // Config is everything a node is started from. Each field is a flag of
-// 'baton serve' (in parentheses); the zero value of a field is that
-// flag's zero, not its default: cmd/baton fills in the defaults.
-// Validation of the combination of fields is the caller's ('baton
-// serve' refuses bad flags before it starts a node); Start reports what
-// fails to open.
+// 'baton serve' (in parentheses). A zero duration is the default of the
+// package that uses it (server, audit, cluster); a zero limit or cap is
+// none, not the flag's default: cmd/baton passes the flags' values.
+// 'baton serve' checks the combination of flags before it starts a node;
+// Start reports what fails to open (a listener, a file, Raft's data).
 type Config struct {
 	// Listen is the protocol address (-listen); "127.0.0.1:0" picks a port.
 	Listen string
@@ -154,6 +154,9 @@ type Node struct {
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.IOTimeout <= 0 {
+		cfg.IOTimeout = server.DefaultIOTimeout // also bounds Shutdown
 	}
 	if cfg.TokensSince.IsZero() {
 		cfg.TokensSince = time.Now()
