@@ -204,6 +204,60 @@ func (n *Node) open() error {
 		srv.Tokens = tokens
 	}
 
+	if err := n.openSecurity(); err != nil {
+		return err
+	}
+
+	var err error
+	if cfg.AuditLog != "" {
+		acfg := audit.Config{Logger: logger, StallTimeout: cfg.AuditStallTimeout}
+		if cfg.AuditLog == "-" {
+			out := cfg.AuditStdout
+			if out == nil {
+				out = os.Stdout
+			}
+			n.auditLog = audit.New(out, acfg)
+		} else if n.auditLog, err = audit.Open(cfg.AuditLog, acfg); err != nil {
+			logger.Error("cannot open the audit log", "path", cfg.AuditLog, "err", err)
+			return err
+		}
+		observers = append(observers, n.auditLog)
+		if cl != nil {
+			cl.audit = n.auditLog
+		}
+	}
+
+	if n.ln, err = n.listen("protocol", cfg.Listen); err != nil {
+		return err
+	}
+	n.addrs.Protocol = n.ln.Addr().String()
+	if cfg.OpsListen != "" {
+		metrics, err := n.serveOps()
+		if err != nil {
+			return err
+		}
+		observers = append(observers, metrics)
+	}
+	if cfg.AdminListen != "" {
+		stats, err := n.serveAdmin(started)
+		if err != nil {
+			return err
+		}
+		observers = append(observers, stats)
+	}
+	if cfg.Observer != nil {
+		observers = append(observers, cfg.Observer)
+	}
+	if len(observers) > 0 {
+		srv.Observer = observers
+	}
+	return nil
+}
+
+// openSecurity loads the TLS files and the ACL into the server and, on a
+// cluster node, the inter-node TLS and the cluster secret.
+func (n *Node) openSecurity() error {
+	cfg, logger, srv, cl := &n.cfg, n.logger, n.srv, n.cl
 	sec, err := loadSecurity(cfg)
 	if err != nil {
 		logger.Error("cannot load TLS or ACL files", "err", err)
@@ -240,131 +294,111 @@ func (n *Node) open() error {
 				"acl_file", cfg.ACLFile)
 		}
 	}
-
-	if cfg.AuditLog != "" {
-		acfg := audit.Config{Logger: logger, StallTimeout: cfg.AuditStallTimeout}
-		if cfg.AuditLog == "-" {
-			out := cfg.AuditStdout
-			if out == nil {
-				out = os.Stdout
-			}
-			n.auditLog = audit.New(out, acfg)
-		} else if n.auditLog, err = audit.Open(cfg.AuditLog, acfg); err != nil {
-			logger.Error("cannot open the audit log", "path", cfg.AuditLog, "err", err)
-			return err
-		}
-		observers = append(observers, n.auditLog)
-		if cl != nil {
-			cl.audit = n.auditLog
-		}
-	}
-
-	listen := func(what, addr string) (net.Listener, error) {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			logger.Error("cannot listen", "listener", what, "addr", addr, "err", err)
-			return nil, err
-		}
-		n.listeners = append(n.listeners, l)
-		return l, nil
-	}
-	if n.ln, err = listen("protocol", cfg.Listen); err != nil {
-		return err
-	}
-	n.addrs.Protocol = n.ln.Addr().String()
-
-	// The HTTP servers have timeouts and a connection cap, so idle or
-	// slow HTTP clients can never take the descriptors the protocol
-	// port needs.
-	startHTTP := func(l net.Listener, h http.Handler) {
-		hs := ops.NewHTTPServer(h, logger)
-		n.httpServers = append(n.httpServers, hs)
-		go hs.Serve(l)
-	}
-	if cfg.OpsListen != "" {
-		l, err := listen("ops", cfg.OpsListen)
-		if err != nil {
-			return err
-		}
-		n.addrs.Ops = l.Addr().String()
-		// A descriptor in reserve keeps the probes reachable when
-		// protocol clients have taken all the others.
-		if l, err = ops.ReserveListener(l); err != nil {
-			logger.Error("cannot reserve a descriptor for the ops listener", "err", err)
-			return err
-		}
-		l = ops.LimitListener(l, cfg.HTTPMaxConns)
-		mcfg := ops.MetricsConfig{Source: srv, Version: cfg.Version}
-		var checks []ops.ReadinessCheck
-		if n.auditLog != nil {
-			mcfg.AuditDropped, mcfg.AuditWaiting = n.auditLog.Dropped, n.auditLog.Waiting
-			checks = append(checks, n.auditLog.Stalled)
-		}
-		if cl != nil {
-			checks = append(checks, cl.readiness)
-		}
-		metrics := ops.NewMetrics(mcfg)
-		if cl != nil {
-			cl.register(metrics.Registry(), srv)
-		}
-		observers = append(observers, metrics)
-		startHTTP(l, ops.Handler(metrics, srv, checks...))
-	}
-	if cfg.AdminListen != "" {
-		l, err := listen("admin", cfg.AdminListen)
-		if err != nil {
-			return err
-		}
-		n.addrs.Admin = l.Addr().String()
-		l = ops.LimitListener(l, cfg.HTTPMaxConns)
-		if sec.tls != nil {
-			l = tls.NewListener(l, sec.tls.Config())
-		}
-		if tcp, ok := l.Addr().(*net.TCPAddr); (!ok || !tcp.IP.IsLoopback()) && sec.acl == nil {
-			logger.Warn("the admin API has no authentication and is not bound to a loopback address; anyone who can reach it can release locks",
-				"addr", n.addrs.Admin)
-		}
-		acfg := admin.Config{Server: srv, Version: cfg.Version, Started: started,
-			Settings: cfg.Settings, Logger: logger, AllowedHosts: cfg.AdminAllowedHosts,
-			UI: ui.Handler(), Stats: &admin.Stats{}} // the dashboard at /
-		observers = append(observers, acfg.Stats)
-		if cl != nil {
-			acfg.Cluster = cl.dashboard(srv) // the dashboard's cluster view
-		}
-		if n.auditLog != nil {
-			acfg.Observer = n.auditLog // refused admin requests
-		}
-		if sec.acl != nil {
-			acfg.Authorizer = sec.acl
-			if sec.acl.AdminLen() == 0 {
-				logger.Warn("the ACL has no admin rules: the admin API refuses every request (add \"admin\" rules to the ACL file; see docs/security.md)",
-					"acl_file", cfg.ACLFile)
-			}
-		}
-		var h http.Handler = admin.Handler(acfg)
-		if cl != nil {
-			// The member API beside the admin API, on the same listener.
-			mux := http.NewServeMux()
-			// The admin API's Host check and cross-origin protection,
-			// answering also to the name the other members use.
-			hosts := append([]string(nil), cfg.AdminAllowedHosts...)
-			if cfg.AdvertiseHost != "" {
-				hosts = append(hosts, cfg.AdvertiseHost)
-			}
-			mux.Handle("/cluster/", admin.Guard(memberAPIGuard(cl.tls, sec.acl, cl), admin.GuardConfig{
-				Logger: logger, AllowedHosts: hosts, OnRefused: cl.refused}))
-			mux.Handle("/", h)
-			h = mux
-		}
-		startHTTP(l, h)
-	}
-	if cfg.Observer != nil {
-		observers = append(observers, cfg.Observer)
-	}
-	if len(observers) > 0 {
-		srv.Observer = observers
-	}
 	return nil
+}
+
+// listen binds a listener, closed by release.
+func (n *Node) listen(what, addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		n.logger.Error("cannot listen", "listener", what, "addr", addr, "err", err)
+		return nil, err
+	}
+	n.listeners = append(n.listeners, l)
+	return l, nil
+}
+
+// startHTTP serves h on l. The HTTP servers have timeouts and a
+// connection cap, so idle or slow HTTP clients can never take the
+// descriptors the protocol port needs.
+func (n *Node) startHTTP(l net.Listener, h http.Handler) {
+	hs := ops.NewHTTPServer(h, n.logger)
+	n.httpServers = append(n.httpServers, hs)
+	go hs.Serve(l)
+}
+
+// serveOps serves /metrics and the health probes on the ops listener.
+func (n *Node) serveOps() (server.Observer, error) {
+	cfg, logger, srv, cl := &n.cfg, n.logger, n.srv, n.cl
+	l, err := n.listen("ops", cfg.OpsListen)
+	if err != nil {
+		return nil, err
+	}
+	n.addrs.Ops = l.Addr().String()
+	// A descriptor in reserve keeps the probes reachable when
+	// protocol clients have taken all the others.
+	if l, err = ops.ReserveListener(l); err != nil {
+		logger.Error("cannot reserve a descriptor for the ops listener", "err", err)
+		return nil, err
+	}
+	l = ops.LimitListener(l, cfg.HTTPMaxConns)
+	mcfg := ops.MetricsConfig{Source: srv, Version: cfg.Version}
+	var checks []ops.ReadinessCheck
+	if n.auditLog != nil {
+		mcfg.AuditDropped, mcfg.AuditWaiting = n.auditLog.Dropped, n.auditLog.Waiting
+		checks = append(checks, n.auditLog.Stalled)
+	}
+	if cl != nil {
+		checks = append(checks, cl.readiness)
+	}
+	metrics := ops.NewMetrics(mcfg)
+	if cl != nil {
+		cl.register(metrics.Registry(), srv)
+	}
+	n.startHTTP(l, ops.Handler(metrics, srv, checks...))
+	return metrics, nil
+}
+
+// serveAdmin serves the admin API, the dashboard and, on a cluster
+// node, the member API on the admin listener.
+func (n *Node) serveAdmin(started time.Time) (server.Observer, error) {
+	cfg, logger, srv, cl, sec := &n.cfg, n.logger, n.srv, n.cl, n.sec
+	l, err := n.listen("admin", cfg.AdminListen)
+	if err != nil {
+		return nil, err
+	}
+	n.addrs.Admin = l.Addr().String()
+	l = ops.LimitListener(l, cfg.HTTPMaxConns)
+	if sec.tls != nil {
+		l = tls.NewListener(l, sec.tls.Config())
+	}
+	if tcp, ok := l.Addr().(*net.TCPAddr); (!ok || !tcp.IP.IsLoopback()) && sec.acl == nil {
+		logger.Warn("the admin API has no authentication and is not bound to a loopback address; anyone who can reach it can release locks",
+			"addr", n.addrs.Admin)
+	}
+	acfg := admin.Config{Server: srv, Version: cfg.Version, Started: started,
+		Settings: cfg.Settings, Logger: logger, AllowedHosts: cfg.AdminAllowedHosts,
+		UI: ui.Handler(), Stats: &admin.Stats{}} // the dashboard at /
+	if cl != nil {
+		acfg.Cluster = cl.dashboard(srv) // the dashboard's cluster view
+	}
+	if n.auditLog != nil {
+		acfg.Observer = n.auditLog // refused admin requests
+	}
+	if sec.acl != nil {
+		acfg.Authorizer = sec.acl
+		if sec.acl.AdminLen() == 0 {
+			logger.Warn("the ACL has no admin rules: the admin API refuses every request (add \"admin\" rules to the ACL file; see docs/security.md)",
+				"acl_file", cfg.ACLFile)
+		}
+	}
+	var h http.Handler = admin.Handler(acfg)
+	if cl != nil {
+		// The member API beside the admin API, on the same listener.
+		mux := http.NewServeMux()
+		// The admin API's Host check and cross-origin protection,
+		// answering also to the name the other members use.
+		hosts := append([]string(nil), cfg.AdminAllowedHosts...)
+		if cfg.AdvertiseHost != "" {
+			hosts = append(hosts, cfg.AdvertiseHost)
+		}
+		mux.Handle("/cluster/", admin.Guard(memberAPIGuard(cl.tls, sec.acl, cl), admin.GuardConfig{
+			Logger: logger, AllowedHosts: hosts, OnRefused: cl.refused}))
+		mux.Handle("/", h)
+		h = mux
+	}
+	n.startHTTP(l, h)
+	return acfg.Stats, nil
 }
 
 // run starts the cluster node, if any, then serves the protocol port.
