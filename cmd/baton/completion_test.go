@@ -123,7 +123,7 @@ func TestCompleteEngine(t *testing.T) {
 		{words: []string{"dirlock", ""}, directive: "words", want: []string{"status", "break"}},
 		{words: []string{"dirlock", "break", "-"}, directive: "words", want: []string{"-force"}},
 		{words: []string{"dirlock", "status", ""}, directive: "dirs"},
-		{words: []string{"cluster", ""}, directive: "words", want: []string{"status", "join", "leave", "remove"}},
+		{words: []string{"cluster", ""}, directive: "words", want: []string{"status", "join", "leave", "remove", "lease-ceiling"}},
 		{words: []string{"cluster", "join", "--tls-"}, directive: "words", want: []string{"--tls-ca", "--tls-cert", "--tls-key"}},
 		{words: []string{"cluster", "join", "--tls-ca", ""}, directive: "files"},
 		{words: []string{"serve", "-cluster-"}, directive: "words", want: []string{"-cluster-self-stop", "-cluster-remove-after", "-cluster-secret-file", "-cluster-identity"}},
