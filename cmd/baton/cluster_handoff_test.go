@@ -190,10 +190,7 @@ func readAll(c net.Conn, v2 bool) <-chan framed {
 // and kept confirming the version 1 holder's heartbeats, and the new
 // owner granted the names after its warm-up: two holders.
 func TestClusterJoinHandsOver(t *testing.T) {
-	nodes := startCluster(t)
-	for _, n := range nodes {
-		drainLogs(n.batonProc)
-	}
+	nodes := startClusterLib(t)
 	const lease = 2 * time.Second
 	from := "n1"
 	name1, name2 := movingName(t, from, "hand-v1"), movingName(t, from, "hand-v2")
@@ -249,8 +246,7 @@ func TestClusterJoinHandsOver(t *testing.T) {
 	defer stop3()
 
 	joinStart := time.Now()
-	n4 := startNode(t, "n4", nodes["n2"].admin)
-	drainLogs(n4.batonProc)
+	n4 := startNodeLib(t, "n4", nodes["n2"].admin)
 	for _, n := range []*clusterProc{nodes["n1"], nodes["n2"], nodes["n3"], n4} {
 		waitStatus(t, n, "a ring of 4", func(st cluster.Status) bool { return len(st.Ring) == 4 })
 	}
@@ -596,10 +592,7 @@ func v2Once(addr, name string, lease, hold time.Duration, g *grantLog, stop <-ch
 // that ended other than by its client's release was told so (ERROR 0x01),
 // and only on a name that moved.
 func TestClusterJoinLeaveUnderLoad(t *testing.T) {
-	nodes := startCluster(t)
-	for _, n := range nodes {
-		drainLogs(n.batonProc)
-	}
+	nodes := startClusterLib(t)
 	var names []string
 	for i := range 16 {
 		names = append(names, fmt.Sprintf("load-%d", i))
@@ -618,8 +611,7 @@ func TestClusterJoinLeaveUnderLoad(t *testing.T) {
 
 	start := time.Now()
 	joinBegan := start
-	n4 := startNode(t, "n4", nodes["n1"].admin)
-	drainLogs(n4.batonProc)
+	n4 := startNodeLib(t, "n4", nodes["n1"].admin)
 	all := []*clusterProc{nodes["n1"], nodes["n2"], nodes["n3"], n4}
 	for _, n := range all {
 		waitStatus(t, n, "a ring of 4", func(st cluster.Status) bool { return len(st.Ring) == 4 })

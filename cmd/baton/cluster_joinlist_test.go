@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonlock/baton/cluster"
 	"github.com/batonlock/baton/internal/freeport"
+	"github.com/batonlock/baton/node"
 )
 
 // The messages a node logs when it leaves cluster.Node.JoinList.
@@ -158,7 +159,7 @@ func TestClusterJoinListWipedNodeWaits(t *testing.T) {
 		t.Fatalf("wiped n1 formed a cluster while n2 and n3 were out of reach:\n%s", out)
 	}
 	if got := strings.Count(n1.stderr.String(), "waiting for the members of the -join list"); got > 1 {
-		t.Errorf("the wait was logged %d times in about 3 s, want at most once per %v", got, waitingLogEvery)
+		t.Errorf("the wait was logged %d times in about 3 s, want at most once per %v", got, node.WaitingLogEvery)
 	}
 
 	// n2 and n3 come back from their data directories: n1 joins them.

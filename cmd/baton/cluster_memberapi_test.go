@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/memberclient"
 	"github.com/batonlock/baton/internal/opstest"
 )
 
@@ -150,11 +151,11 @@ func TestClusterSecretFileErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{short, filepath.Join(t.TempDir(), "missing")} {
-		if _, _, err := readClusterSecret(path); err == nil || !strings.Contains(err.Error(), "-cluster-secret-file") {
+		if _, _, err := memberclient.ReadSecret(path); err == nil || !strings.Contains(err.Error(), "-cluster-secret-file") {
 			t.Errorf("%s: %v", path, err)
 		}
 	}
-	got, old, err := readClusterSecret(writeSecretFile(t))
+	got, old, err := memberclient.ReadSecret(writeSecretFile(t))
 	if err != nil || string(got) != memberSecret || len(old) != 0 {
 		t.Errorf("secret %q, old %q, %v", got, old, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/node"
 )
 
 // SIGTERM to every node at once (a whole cluster shut down, as
@@ -19,18 +21,18 @@ func TestClusterStopAllAtOnce(t *testing.T) {
 		}
 	}
 	// Raft's default election timeout is 1 s; a node without a leader
-	// for leaderlessStopWait gives up its leave. Well under stopTimeout.
-	bound := leaderlessStopWait + 10*time.Second
+	// for node.LeaderlessStopWait gives up its leave. Well under node.StopTimeout.
+	bound := node.LeaderlessStopWait + 10*time.Second
 	for id, n := range nodes {
 		select {
 		case <-n.exited:
 			t.Logf("%s exited %v after the SIGTERMs", id, time.Since(start).Round(time.Millisecond))
 		case <-time.After(time.Until(start.Add(bound))):
 			t.Fatalf("%s still running %v after SIGTERM to every node (bound %v, stop timeout %v):\n%s",
-				id, time.Since(start).Round(time.Millisecond), bound, stopTimeout, n.stderr.String())
+				id, time.Since(start).Round(time.Millisecond), bound, node.StopTimeout, n.stderr.String())
 		}
 	}
-	if bound >= stopTimeout {
-		t.Fatalf("bound %v is not under the stop timeout %v: the test could not fail", bound, stopTimeout)
+	if bound >= node.StopTimeout {
+		t.Fatalf("bound %v is not under the stop timeout %v: the test could not fail", bound, node.StopTimeout)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,10 +17,13 @@ import (
 	"github.com/batonlock/baton/cluster"
 	"github.com/batonlock/baton/internal/freeport"
 	"github.com/batonlock/baton/internal/opstest"
+	"github.com/batonlock/baton/node"
+	"github.com/batonlock/baton/ops"
 	"github.com/batonlock/baton/protocol"
 )
 
-// clusterProc is one 'baton serve' cluster node.
+// clusterProc is one 'baton serve' cluster node: a process, or a node
+// in this process (startNodeLib: batonProc nil).
 type clusterProc struct {
 	*batonProc
 	id, addr, admin, ops string
@@ -46,13 +50,63 @@ func startNode(t *testing.T, id, join string, extra ...string) *clusterProc {
 	return c
 }
 
+// startNodeLib starts node id as startNode does, in this process through
+// package node: the flags' defaults, a temporary data directory, every
+// address on a port of its own. It returns once the node serves; the
+// test's end closes it (no planned leave: as a killed process).
+func startNodeLib(t *testing.T, id, join string) *clusterProc {
+	t.Helper()
+	fs, cfg := testServeConfig(t, func(c *serveConfig) {
+		c.nodeID, c.raftListen, c.adminListen, c.opsListen = id, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+		c.dataDir, c.bootstrap, c.join = filepath.Join(t.TempDir(), id), join == "", join
+	})
+	logs := &syncBuffer{}
+	logger, err := ops.NewLogger(logs, "info", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(context.Background(), cfg.nodeConfig(serveEnv{logger: logger, settings: fs.settings()}))
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", id, err, logs.String())
+	}
+	t.Cleanup(func() {
+		n.Close()
+		if t.Failed() {
+			t.Logf("%s logs:\n%s", id, logs.String())
+		}
+	})
+	select {
+	case <-n.Ready():
+	case <-n.Done():
+		t.Fatalf("%s did not start: %v\n%s", id, n.Err(), logs.String())
+	case <-time.After(2 * opstest.Timeout):
+		t.Fatalf("%s not serving after %v:\n%s", id, 2*opstest.Timeout, logs.String())
+	}
+	a := n.Addrs()
+	return &clusterProc{id: id, addr: a.Protocol, admin: a.Admin, ops: a.Ops}
+}
+
 // startCluster forms a cluster of three real processes: n1 bootstraps,
 // n2 joins through n1, n3 through n2 (a follower, which forwards it).
 func startCluster(t *testing.T, extra ...string) map[string]*clusterProc {
 	t.Helper()
-	n1 := startNode(t, "n1", "", extra...)
-	n2 := startNode(t, "n2", n1.admin, extra...)
-	n3 := startNode(t, "n3", n2.admin, extra...)
+	return formCluster(t, func(id, join string) *clusterProc { return startNode(t, id, join, extra...) })
+}
+
+// startClusterLib forms the cluster of startCluster in this process,
+// through package node: for tests that need no real process.
+func startClusterLib(t *testing.T) map[string]*clusterProc {
+	t.Helper()
+	return formCluster(t, func(id, join string) *clusterProc { return startNodeLib(t, id, join) })
+}
+
+// formCluster forms a cluster of three nodes started by start: n1
+// bootstraps, n2 joins through n1, n3 through n2.
+func formCluster(t *testing.T, start func(id, join string) *clusterProc) map[string]*clusterProc {
+	t.Helper()
+	n1 := start("n1", "")
+	n2 := start("n2", n1.admin)
+	n3 := start("n3", n2.admin)
 	nodes := map[string]*clusterProc{"n1": n1, "n2": n2, "n3": n3}
 	for _, n := range nodes {
 		waitStatus(t, n, "a ring of 3", func(st cluster.Status) bool { return len(st.Ring) == 3 })
@@ -149,7 +203,7 @@ func waitFree(t *testing.T, owner *clusterProc, name string) {
 // at a time, FIFO in arrival order at the owner, tokens strictly
 // increasing and under the owner's epoch.
 func TestClusterThreeNodesContend(t *testing.T) {
-	nodes := startCluster(t)
+	nodes := startClusterLib(t)
 	name := nameOwnedBy(t, "n1", "contend")
 	const lease = 2 * time.Second
 	// Twice: the first grant records the lease as the cluster's largest,

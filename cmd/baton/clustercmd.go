@@ -1,20 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/memberclient"
 	"github.com/batonlock/baton/internal/tlsfiles"
 	"github.com/batonlock/baton/protocol"
 )
@@ -145,9 +141,9 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
-	cc := &clusterClient{tls: cfg.tls}
+	cc := &memberclient.Client{TLS: cfg.tls}
 	if cfg.secretFile != "" {
-		if cc.secret, _, err = readClusterSecret(cfg.secretFile); err != nil {
+		if cc.Secret, _, err = memberclient.ReadSecret(cfg.secretFile); err != nil {
 			fmt.Fprintf(stderr, "baton cluster %s: %v\n", sub, err)
 			return exitError
 		}
@@ -159,14 +155,14 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		err = clusterJoin(ctx, cc, cfg.addr, pos[0], stdout)
 	case "leave":
 		var st cluster.Status
-		if st, err = cc.status(ctx, cfg.addr); err == nil {
-			err = cc.post(ctx, cfg.addr, "/cluster/v1/remove", map[string]any{"id": st.ID, "planned": true})
+		if st, err = cc.Status(ctx, cfg.addr); err == nil {
+			err = cc.Post(ctx, cfg.addr, "/cluster/v1/remove", map[string]any{"id": st.ID, "planned": true})
 			if err == nil {
 				fmt.Fprintf(stdout, "%s left the cluster\n", st.ID)
 			}
 		}
 	case "remove":
-		err = cc.post(ctx, cfg.addr, "/cluster/v1/remove", map[string]any{"id": pos[0]})
+		err = cc.Post(ctx, cfg.addr, "/cluster/v1/remove", map[string]any{"id": pos[0]})
 		if err == nil {
 			fmt.Fprintf(stdout, "%s removed from the cluster\n", pos[0])
 		}
@@ -175,7 +171,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "baton cluster %s: %v\n", sub, err)
-		if he, ok := err.(*clusterHTTPError); ok && he.status == http.StatusNotFound {
+		if he, ok := err.(*memberclient.HTTPError); ok && he.Status == http.StatusNotFound {
 			return exitAdminNotFound
 		}
 		return exitError
@@ -183,101 +179,11 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// clusterHTTPError is a member API error answer.
-type clusterHTTPError struct {
-	status int
-	msg    string
-}
-
-func (e *clusterHTTPError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.msg, e.status) }
-
-// clusterClient calls the member API of nodes, over HTTPS when a --tls-*
-// flag is given (a node serves its admin listener with its TLS
-// certificate), or through a node's own member client when http is set.
-type clusterClient struct {
-	tls *tlsfiles.ClientFiles
-	// http and scheme, when set, are a node's client for other members
-	// (mutual TLS with its own certificate when TLS is on).
-	http   *http.Client
-	scheme string
-	// secret is the cluster's secret, which every write carries; nil for
-	// none.
-	secret []byte
-}
-
-func (cc *clusterClient) do(ctx context.Context, method, addr, path string, body any, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	scheme, client := "http", http.DefaultClient
-	if cc.http != nil {
-		scheme, client = cc.scheme, cc.http
-	} else {
-		tlsCfg, err := clientTLSConfig(cc.tls, addr)
-		if err != nil {
-			return err
-		}
-		if tlsCfg != nil {
-			scheme = "https"
-			tr := &http.Transport{TLSClientConfig: tlsCfg}
-			defer tr.CloseIdleConnections()
-			client = &http.Client{Transport: tr}
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+addr+path, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if method != http.MethodGet {
-		cluster.SetRequestSecret(req, cc.secret)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(b))
-		}
-		if resp.StatusCode == http.StatusNotFound && e.Error == "404 page not found" {
-			e.Error = "no member API at this address: is it the admin listener of a cluster node (baton serve -node-id)?"
-		}
-		return &clusterHTTPError{status: resp.StatusCode, msg: e.Error}
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
-}
-
-func (cc *clusterClient) status(ctx context.Context, addr string) (cluster.Status, error) {
-	var st cluster.Status
-	err := cc.do(ctx, http.MethodGet, addr, "/cluster/v1/status", nil, &st)
-	return st, err
-}
-
-func (cc *clusterClient) post(ctx context.Context, addr, path string, body any) error {
-	return cc.do(ctx, http.MethodPost, addr, path, body, nil)
-}
-
 // clusterJoin asks the member at memberAddr to add the node at addr (its
 // own record, as its status gives it), then waits until that node has
 // applied its entry as a serving member.
-func clusterJoin(ctx context.Context, cc *clusterClient, addr, memberAddr string, out io.Writer) error {
-	st, err := cc.status(ctx, addr)
+func clusterJoin(ctx context.Context, cc *memberclient.Client, addr, memberAddr string, out io.Writer) error {
+	st, err := cc.Status(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -288,11 +194,11 @@ func clusterJoin(ctx context.Context, cc *clusterClient, addr, memberAddr string
 	if st.Self.ID == "" || st.Self.RaftAddr == "" {
 		return fmt.Errorf("the node at %s did not give its own record (is it a cluster node of this version?)", addr)
 	}
-	if err := cc.post(ctx, memberAddr, "/cluster/v1/join", st.Self); err != nil {
+	if err := cc.Post(ctx, memberAddr, "/cluster/v1/join", st.Self); err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		st, err = cc.status(ctx, addr)
+		st, err = cc.Status(ctx, addr)
 		if err == nil && st.Self.State == cluster.Serving {
 			fmt.Fprintf(out, "%s joined the cluster: ring version %d (%s)\n", st.ID, st.AppliedRingVersion, strings.Join(st.Ring, " "))
 			return nil
@@ -309,8 +215,8 @@ func clusterJoin(ctx context.Context, cc *clusterClient, addr, memberAddr string
 
 // clusterStatus prints the view of the node at cfg.addr, with each
 // member's own Raft state and applied ring version.
-func clusterStatus(ctx context.Context, cc *clusterClient, cfg *clusterCmdConfig, out io.Writer) error {
-	st, err := cc.status(ctx, cfg.addr)
+func clusterStatus(ctx context.Context, cc *memberclient.Client, cfg *clusterCmdConfig, out io.Writer) error {
+	st, err := cc.Status(ctx, cfg.addr)
 	if err != nil {
 		return err
 	}
@@ -327,11 +233,11 @@ func clusterStatus(ctx context.Context, cc *clusterClient, cfg *clusterCmdConfig
 	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
 	tw := newTable(out)
 	fmt.Fprintln(tw, "ID\tSTATE\tPROTOCOL\tADMIN\tRAFT\tHEALTH")
-	probes := probeMembers(ctx, cc, members, false)
+	probes := memberclient.ProbeMembers(ctx, cc, members, false)
 	for _, m := range members {
 		health := "unreachable"
-		if p := probes[m.ID]; p.err == nil {
-			health = fmt.Sprintf("%s, ring %d, epoch %d", p.status.RaftState, p.status.AppliedRingVersion, p.status.Epochs[m.ID])
+		if p := probes[m.ID]; p.Err == nil {
+			health = fmt.Sprintf("%s, ring %d, epoch %d", p.Status.RaftState, p.Status.AppliedRingVersion, p.Status.Epochs[m.ID])
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.State, cell(m.ProtocolAddr), cell(m.AdminAddr), cell(m.RaftAddr), health)
 	}
@@ -362,15 +268,15 @@ func cell0(d time.Duration) string {
 
 // clusterLeaseCeiling sets the cluster's lease ceiling and, with --wait,
 // waits until the largest lease recorded is within it.
-func clusterLeaseCeiling(ctx context.Context, cc *clusterClient, cfg *clusterCmdConfig, ceiling time.Duration, out io.Writer) error {
-	if err := cc.post(ctx, cfg.addr, "/cluster/v1/lease-ceiling", map[string]any{"lease_ms": ceiling.Milliseconds()}); err != nil {
+func clusterLeaseCeiling(ctx context.Context, cc *memberclient.Client, cfg *clusterCmdConfig, ceiling time.Duration, out io.Writer) error {
+	if err := cc.Post(ctx, cfg.addr, "/cluster/v1/lease-ceiling", map[string]any{"lease_ms": ceiling.Milliseconds()}); err != nil {
 		return err
 	}
 	// The node asked may apply the entry a moment after the leader.
 	var st cluster.Status
 	for {
 		var err error
-		if st, err = cc.status(ctx, cfg.addr); err != nil {
+		if st, err = cc.Status(ctx, cfg.addr); err != nil {
 			return err
 		}
 		if st.LeaseCeiling == cell0(ceiling) {
@@ -399,7 +305,7 @@ func clusterLeaseCeiling(ctx context.Context, cc *clusterClient, cfg *clusterCmd
 			return fmt.Errorf("the largest lease is still %s; acknowledged by %v (--timeout): sessions with a longer lease, or a warm-up, hold it up", st.MaxLease, st.LeaseLowering.Acked)
 		case <-time.After(200 * time.Millisecond):
 		}
-		next, err := cc.status(ctx, cfg.addr)
+		next, err := cc.Status(ctx, cfg.addr)
 		if err != nil {
 			continue
 		}
@@ -411,45 +317,4 @@ func clusterLeaseCeiling(ctx context.Context, cc *clusterClient, cfg *clusterCmd
 			return fmt.Errorf("the lowering was cancelled (a member was removed before it acknowledged, or the ceiling was set again); the largest lease is %s", st.MaxLease)
 		}
 	}
-}
-
-// memberProbeTimeout bounds the probe of one member.
-const memberProbeTimeout = 2 * time.Second
-
-// memberProbe is a member's answer about itself, asked over its admin
-// address: its status and, when asked for, its /api/info (counts).
-type memberProbe struct {
-	status cluster.Status
-	info   admin.Info
-	err    error
-}
-
-// probeMembers asks every member, all at once and each within
-// memberProbeTimeout, for its own status (GET /cluster/v1/status) and,
-// with counts, its /api/info. A member without an admin address is not
-// asked.
-func probeMembers(ctx context.Context, cc *clusterClient, members []cluster.Member, counts bool) map[string]memberProbe {
-	out := make(map[string]memberProbe, len(members))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, m := range members {
-		if m.AdminAddr == "" {
-			out[m.ID] = memberProbe{err: errors.New("no admin address recorded")}
-			continue
-		}
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, memberProbeTimeout)
-			defer cancel()
-			var p memberProbe
-			p.status, p.err = cc.status(ctx, m.AdminAddr)
-			if p.err == nil && counts {
-				p.err = cc.do(ctx, http.MethodGet, m.AdminAddr, "/api/info", nil, &p.info)
-			}
-			mu.Lock()
-			out[m.ID] = p
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return out
 }

@@ -2,29 +2,23 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/batonlock/baton/admin"
-	"github.com/batonlock/baton/admin/ui"
 	"github.com/batonlock/baton/audit"
 	"github.com/batonlock/baton/cluster"
 	"github.com/batonlock/baton/internal/glob"
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/tlsfiles"
-	"github.com/batonlock/baton/internal/tokenstore"
+	"github.com/batonlock/baton/node"
 	"github.com/batonlock/baton/ops"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
@@ -388,337 +382,78 @@ type serveEnv struct {
 // serveAddrs are the bound addresses; ops and admin are empty when off.
 type serveAddrs struct{ protocol, ops, admin string }
 
-// rangeCapFlag is a range-lock cap flag (0: none) as a Server field
-// (negative: none).
-func rangeCapFlag(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
+// nodeConfig is the node configuration of the flags.
+func (c *serveConfig) nodeConfig(env serveEnv) node.Config {
+	return node.Config{Listen: c.listen, IOTimeout: c.ioTimeout, MaxLease: c.maxLease,
+		MaxSessionClaims: c.maxSessionClaims, MaxWaiters: c.maxWaiters, MaxSessionsPerClient: c.maxClientSessions,
+		MaxKeptSessions: c.maxKeptSessions, MaxKeptClaims: c.maxKeptClaims,
+		RangeWaitingPerSession: c.rangeWaitingPerSession, RangeWaitingPerOwner: c.rangeWaitingPerOwner,
+		RangeOwnersPerSession: c.rangeOwnersPerSession,
+		OpsListen:             c.opsListen, AdminListen: c.adminListen, AdminAllowedHosts: c.allowedHosts(), HTTPMaxConns: c.httpMaxConns,
+		AuditLog: c.auditLog, AuditStdout: env.stdout, AuditStallTimeout: c.auditStall,
+		TLS: c.tls, ACLFile: c.aclFile, ACLRevokeHolders: c.aclRevokeHolders, DataDir: c.dataDir,
+		NodeID: c.nodeID, RaftListen: c.raftListen, Bootstrap: c.bootstrap, Join: c.join,
+		ClusterIdentity: c.clusterIdentity, AdvertiseHost: c.advertiseHost,
+		SelfStop: c.selfStop, RemoveAfter: c.removeAfter, ClusterSecretFile: c.clusterSecretFile,
+		Logger: env.logger, Version: version, Settings: env.settings, Observer: env.observer, TokensSince: processStart}
 }
 
-// serve runs the server until ctx ends, then shuts down: the protocol
-// side first (health probes turn 503 at once), then, once every session
-// has closed, the ops and admin HTTP servers, then the audit log.
+// serve runs a node (package node) until ctx ends, then shuts it down
+// gracefully; SIGHUP (env.hup) reloads it once it serves.
 func serve(ctx context.Context, cfg *serveConfig, env serveEnv) int {
-	logger := env.logger
-	started := time.Now()
-	srv := &server.Server{IOTimeout: cfg.ioTimeout, MaxLease: cfg.maxLease, Logger: logger,
-		RangeWaitingPerSession: rangeCapFlag(cfg.rangeWaitingPerSession), RangeWaitingPerOwner: rangeCapFlag(cfg.rangeWaitingPerOwner),
-		RangeOwnersPerSession: rangeCapFlag(cfg.rangeOwnersPerSession),
-		MaxSessionClaims:      cfg.maxSessionClaims, MaxWaiters: cfg.maxWaiters, MaxSessionsPerClient: cfg.maxClientSessions,
-		MaxKeptSessions: cfg.maxKeptSessions, MaxKeptClaims: cfg.maxKeptClaims}
-	var observers server.Observers
-
-	var cl *clusterRuntime
-	if cfg.nodeID != "" {
-		// A cluster node's tokens come from epochs committed through
-		// Raft (set below, once the node is open).
-		cl = newClusterRuntime(logger)
-		cl.mover, cl.srv = srv, srv
-		srv.Router, srv.TrustHop, srv.Tokens, srv.NodeID = cl, cl.trustHop, cl, cfg.nodeID
-	} else {
-		tokens, closeTokens, err := openTokens(cfg.dataDir, logger)
-		if err != nil {
-			logger.Error("cannot start the fencing-token source", "data_dir", cfg.dataDir, "err", err)
-			return exitError
-		}
-		defer closeTokens()
-		srv.Tokens = tokens
-	}
-
-	sec, err := loadSecurity(cfg)
+	n, err := node.Start(ctx, cfg.nodeConfig(env))
 	if err != nil {
-		logger.Error("cannot load TLS or ACL files", "err", err)
-		return exitError
+		return exitError // logged by Start
 	}
-	if sec.tls != nil {
-		srv.TLSConfig = sec.tls.Config()
-	}
-	if cl != nil {
-		if cl.tls, err = newClusterTLS(sec, cfg.clusterIdentity); err != nil {
-			logger.Error("cannot set up mutual TLS between cluster nodes", "err", err)
-			return exitError
-		}
-		if cl.tls != nil {
-			// Hops to owners present this node's certificate; a hop
-			// header is accepted only from a member's.
-			srv.DialOwner, srv.TrustHopIdentity = cl.tls.dialOwner, cl.tls.isNode
-		}
-		if cfg.clusterSecretFile != "" {
-			if cl.secret, cl.oldSecrets, err = readClusterSecret(cfg.clusterSecretFile); err != nil {
-				logger.Error("cannot read the cluster secret", "err", err)
-				return exitError
-			}
-		} else if cl.tls == nil {
-			logger.Warn("no -cluster-secret-file: the member API takes writes (joins, removals, epochs) from anyone who reaches the admin listener; give every node the same secret file",
-				"admin_listen", cfg.adminListen)
-		}
-	}
-	if sec.acl != nil {
-		srv.Authorizer = sec.acl
-		if sec.acl.Len() == 0 {
-			logger.Warn("the ACL has no lock rules: every ACQUIRE is denied (add \"rules\" to the ACL file; see docs/security.md)",
-				"acl_file", cfg.aclFile)
-		}
-	}
-
-	var auditLog *audit.Logger
-	if cfg.auditLog != "" {
-		var err error
-		acfg := audit.Config{Logger: logger, StallTimeout: cfg.auditStall}
-		if cfg.auditLog == "-" {
-			auditLog = audit.New(env.stdout, acfg)
-		} else {
-			auditLog, err = audit.Open(cfg.auditLog, acfg)
-		}
-		if err != nil {
-			logger.Error("cannot open the audit log", "path", cfg.auditLog, "err", err)
-			return exitError
-		}
-		defer func() {
-			if err := auditLog.Close(); err != nil {
-				logger.Error("closing the audit log", "err", err)
-			}
-		}()
-		observers = append(observers, auditLog)
-		if cl != nil {
-			cl.audit = auditLog
-		}
-	}
-
-	var listeners []net.Listener
-	closeListeners := func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}
-	listen := func(what, addr string) (net.Listener, bool) {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			logger.Error("cannot listen", "listener", what, "addr", addr, "err", err)
-			closeListeners()
-			return nil, false
-		}
-		listeners = append(listeners, l)
-		return l, true
-	}
-	var addrs serveAddrs
-	ln, ok := listen("protocol", cfg.listen)
-	if !ok {
-		return exitError
-	}
-	addrs.protocol = ln.Addr().String()
-
-	// The HTTP servers have timeouts and a connection cap, so idle or
-	// slow HTTP clients can never take the descriptors the protocol
-	// port needs.
-	var httpServers []*http.Server
-	startHTTP := func(l net.Listener, h http.Handler) {
-		hs := ops.NewHTTPServer(h, logger)
-		httpServers = append(httpServers, hs)
-		go hs.Serve(l)
-	}
-	if cfg.opsListen != "" {
-		l, ok := listen("ops", cfg.opsListen)
-		if !ok {
-			return exitError
-		}
-		addrs.ops = l.Addr().String()
-		// A descriptor in reserve keeps the probes reachable when
-		// protocol clients have taken all the others.
-		if l, err = ops.ReserveListener(l); err != nil {
-			logger.Error("cannot reserve a descriptor for the ops listener", "err", err)
-			closeListeners()
-			return exitError
-		}
-		l = ops.LimitListener(l, cfg.httpMaxConns)
-		mcfg := ops.MetricsConfig{Source: srv, Version: version}
-		var checks []ops.ReadinessCheck
-		if auditLog != nil {
-			mcfg.AuditDropped, mcfg.AuditWaiting = auditLog.Dropped, auditLog.Waiting
-			checks = append(checks, auditLog.Stalled)
-		}
-		if cl != nil {
-			checks = append(checks, cl.readiness)
-		}
-		metrics := ops.NewMetrics(mcfg)
-		if cl != nil {
-			cl.register(metrics.Registry(), srv)
-		}
-		observers = append(observers, metrics)
-		startHTTP(l, ops.Handler(metrics, srv, checks...))
-	}
-	if cfg.adminListen != "" {
-		l, ok := listen("admin", cfg.adminListen)
-		if !ok {
-			return exitError
-		}
-		addrs.admin = l.Addr().String()
-		l = ops.LimitListener(l, cfg.httpMaxConns)
-		if sec.tls != nil {
-			l = tls.NewListener(l, sec.tls.Config())
-		}
-		if tcp, ok := l.Addr().(*net.TCPAddr); (!ok || !tcp.IP.IsLoopback()) && sec.acl == nil {
-			logger.Warn("the admin API has no authentication and is not bound to a loopback address; anyone who can reach it can release locks",
-				"addr", addrs.admin)
-		}
-		acfg := admin.Config{Server: srv, Version: version, Started: started,
-			Settings: env.settings, Logger: logger, AllowedHosts: cfg.allowedHosts(),
-			UI: ui.Handler(), Stats: &admin.Stats{}} // the dashboard at /
-		observers = append(observers, acfg.Stats)
-		if cl != nil {
-			acfg.Cluster = cl.dashboard(srv) // the dashboard's cluster view
-		}
-		if auditLog != nil {
-			acfg.Observer = auditLog // refused admin requests
-		}
-		if sec.acl != nil {
-			acfg.Authorizer = sec.acl
-			if sec.acl.AdminLen() == 0 {
-				logger.Warn("the ACL has no admin rules: the admin API refuses every request (add \"admin\" rules to the ACL file; see docs/security.md)",
-					"acl_file", cfg.aclFile)
-			}
-		}
-		var h http.Handler = admin.Handler(acfg)
-		if cl != nil {
-			// The member API beside the admin API, on the same listener.
-			mux := http.NewServeMux()
-			// The admin API's Host check and cross-origin protection,
-			// answering also to the name the other members use.
-			hosts := cfg.allowedHosts()
-			if cfg.advertiseHost != "" {
-				hosts = append(hosts, cfg.advertiseHost)
-			}
-			mux.Handle("/cluster/", admin.Guard(memberAPIGuard(cl.tls, sec.acl, cl), admin.GuardConfig{
-				Logger: logger, AllowedHosts: hosts, OnRefused: cl.refused}))
-			mux.Handle("/", h)
-			h = mux
-		}
-		startHTTP(l, h)
-	}
-	if env.observer != nil {
-		observers = append(observers, env.observer)
-	}
-	if len(observers) > 0 {
-		srv.Observer = observers
-	}
-
-	if cl != nil {
-		defer cl.shutdown()
-		if err := cl.start(ctx, cfg, addrs); err != nil {
-			logger.Error("cannot start the cluster node", "node_id", cfg.nodeID, "err", err)
-			closeListeners()
-			return exitError
-		}
-	}
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("baton listening", "addr", addrs.protocol, "ops_addr", addrs.ops, "admin_addr", addrs.admin,
-		"audit_log", cfg.auditLog, "version", version, "io_timeout", cfg.ioTimeout,
-		"tls", sec.mode(), "acl_file", cfg.aclFile)
-	if env.ready != nil {
-		env.ready(addrs)
-	}
-
-	// The audit reopen runs beside the loop: a stalled sink must never
-	// hold up signals, reloads or shutdown. One at a time.
-	var reopening atomic.Bool
+	ready := n.Ready()
+	var hup <-chan os.Signal // SIGHUP waits until the node serves
 	code := exitOK
 wait:
 	for {
 		select {
-		case err := <-serveErr:
-			logger.Error("server stopped", "err", err)
-			serveErr <- err
-			code = exitError
+		case <-ready:
+			ready, hup = nil, env.hup
+			if env.ready != nil {
+				a := n.Addrs()
+				env.ready(serveAddrs{protocol: a.Protocol, ops: a.Ops, admin: a.Admin})
+			}
+		case <-n.Done():
+			if !isClosed(n.Ready()) {
+				return exitError // the start failed (logged)
+			}
+			code = exitError // the protocol listener failed (logged)
 			break wait
-		case <-env.hup:
-			if reopening.CompareAndSwap(false, true) {
-				go func() {
-					defer reopening.Store(false)
-					reopen(logger, auditLog, cfg.auditLog)
-				}()
-			} else {
-				logger.Warn("SIGHUP: the previous audit log reopen has not finished; not starting another", "path", cfg.auditLog)
-			}
-			sec.reload(logger)
-			if cl != nil {
-				cl.reloadSecret(cfg.clusterSecretFile)
-			}
-			if sec.acl != nil {
-				n := srv.Revoke(cfg.aclRevokeHolders)
-				logger.Info("SIGHUP: claims the ACL no longer allows ended with 0x18", "claims", n, "holders_too", cfg.aclRevokeHolders)
-			}
+		case <-hup:
+			n.Reload()
 		case <-ctx.Done():
+			if ready != nil {
+				// Still starting: the start ends with ctx.
+				select {
+				case <-n.Ready():
+				case <-n.Done():
+					return exitError
+				}
+			}
 			break wait
 		}
 	}
 	if env.stopped != nil {
 		env.stopped()
 	}
-	logger.Info("shutting down")
-	if cl != nil {
-		cl.leave() // a planned leave: hand this node's names over first
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*cfg.ioTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		logger.Warn("shutdown: sessions still open at the deadline were closed", "err", err)
-	}
-	<-serveErr
-	// The probes have answered 503 since Shutdown began; they stop only
-	// now that the protocol side is fully closed.
-	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancelHTTP()
-	for _, hs := range httpServers {
-		if err := hs.Shutdown(httpCtx); err != nil {
-			hs.Close()
-		}
-	}
-	logger.Info("stopped")
+	n.Shutdown(context.Background())
 	return code
 }
 
-// openTokens returns the fencing-token source: the durable store in
-// dataDir, or the wall clock rule from the start of the process.
-func openTokens(dataDir string, logger *slog.Logger) (locktable.TokenSource, func(), error) {
-	if dataDir == "" {
-		ct, err := locktable.NewClockTokens(processStart)
-		return ct, func() {}, err
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
-	st, err := tokenstore.Open(dataDir, tokenstore.Options{
-		OnError: func(err error) {
-			logger.Error("cannot reserve fencing tokens ahead; retrying", "err", err)
-		},
-		Fatal: func(err error) {
-			logger.Error("stopping: no fencing token can be issued safely", "err", err)
-			os.Exit(exitError)
-		},
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	logger.Info("fencing tokens from the data directory", "path", st.Path())
-	return st, func() { st.Close() }, nil
 }
 
 // processStart is when this process started: a previous server on the
 // same port had stopped issuing tokens by then.
 var processStart = time.Now()
-
-func reopen(logger *slog.Logger, l *audit.Logger, path string) {
-	switch {
-	case l == nil:
-		logger.Info("SIGHUP: no audit log to reopen")
-	case path == "-":
-		logger.Info("SIGHUP: the audit log is standard output; nothing to reopen")
-	default:
-		if err := l.Reopen(); err != nil {
-			logger.Error("SIGHUP: cannot reopen the audit log; still writing to the old file", "path", path, "err", err)
-			return
-		}
-		logger.Info("SIGHUP: audit log reopened", "path", path)
-	}
-}

@@ -39,8 +39,9 @@ type serveFixture struct {
 	hup chan os.Signal
 }
 
-// startServe runs serve with the flags' defaults changed by edit.
-func startServe(t *testing.T, edit func(*serveConfig)) *serveFixture {
+// testServeConfig returns the flags' defaults, listening on a port of
+// its own, changed by edit and validated.
+func testServeConfig(t *testing.T, edit func(*serveConfig)) (*flagSet, *serveConfig) {
 	t.Helper()
 	fs, cfg := serveFlags(io.Discard)
 	if err := fs.FlagSet.Parse(nil); err != nil { // defaults only, no environment
@@ -53,6 +54,13 @@ func startServe(t *testing.T, edit func(*serveConfig)) *serveFixture {
 	if err := cfg.validate(fs); err != nil {
 		t.Fatal(err)
 	}
+	return fs, cfg
+}
+
+// startServe runs serve with the flags' defaults changed by edit.
+func startServe(t *testing.T, edit func(*serveConfig)) *serveFixture {
+	t.Helper()
+	fs, cfg := testServeConfig(t, edit)
 	f := &serveFixture{rec: &opstest.Recorder{}, logs: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan int, 1), hup: make(chan os.Signal, 1)}
 	logger, err := ops.NewLogger(f.logs, "debug", "text")
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"net"
 
 	"github.com/batonlock/baton/internal/tlsfiles"
 )
@@ -20,12 +19,5 @@ func clientTLSFlags(fs *flagSet) *tlsfiles.ClientFiles {
 // clientTLSConfig returns nil when no TLS flag was given, else the TLS
 // configuration for dialing addr (host:port or a URL's host).
 func clientTLSConfig(f *tlsfiles.ClientFiles, addr string) (*tls.Config, error) {
-	if !f.Enabled() {
-		return nil, nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	return tlsfiles.ClientConfig(*f, host)
+	return tlsfiles.ClientConfigForAddr(f, addr)
 }

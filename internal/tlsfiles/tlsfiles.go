@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync/atomic"
 )
@@ -126,4 +127,17 @@ func ClientConfig(f ClientFiles, serverName string) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// ClientConfigForAddr returns nil when no TLS file was given, else the
+// configuration for dialing addr (host:port or a URL's host).
+func ClientConfigForAddr(f *ClientFiles, addr string) (*tls.Config, error) {
+	if !f.Enabled() {
+		return nil, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	return ClientConfig(*f, host)
 }

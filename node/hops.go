@@ -1,4 +1,4 @@
-package main
+package node
 
 // HopOwners implements server.HopOwners: the protocol addresses of the
 // ring's other members, the only owners this node may relay to. The

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonlock/baton/admin"
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/memberclient"
 	"github.com/batonlock/baton/server"
 )
 
@@ -17,7 +18,7 @@ import (
 // (GET /api/cluster and /api/cluster/owner).
 func (c *clusterRuntime) dashboard(srv *server.Server) http.Handler {
 	hc, scheme := c.tls.httpClient()
-	return admin.ClusterHandler(clusterView{c: c, members: &clusterClient{http: hc, scheme: scheme}, self: func() admin.Counts {
+	return admin.ClusterHandler(clusterView{c: c, members: &memberclient.Client{HTTP: hc, Scheme: scheme}, self: func() admin.Counts {
 		n := srv.Counts()
 		return admin.Counts{Connections: srv.Sessions(), Locks: n.Locks, Waiters: n.Waiters}
 	}}, 0)
@@ -30,7 +31,7 @@ func (c *clusterRuntime) dashboard(srv *server.Server) http.Handler {
 type clusterView struct {
 	c *clusterRuntime
 	// members asks other members, as this node (its member client).
-	members *clusterClient
+	members *memberclient.Client
 	// self returns this node's own counts, which it does not ask itself
 	// over HTTP for.
 	self func() admin.Counts
@@ -55,7 +56,7 @@ func (v clusterView) ClusterStatus(ctx context.Context) (admin.ClusterStatus, er
 			others = append(others, m)
 		}
 	}
-	probes := probeMembers(ctx, v.members, others, true)
+	probes := memberclient.ProbeMembers(ctx, v.members, others, true)
 	out.CheckedAt.Time = time.Now()
 
 	// The leader's view: this node's own when it leads, else what the
@@ -70,10 +71,10 @@ func (v clusterView) ClusterStatus(ctx context.Context) (admin.ClusterStatus, er
 			unreachable[id] = admin.Time{Time: t}
 		}
 	case st.Leader != "":
-		if p, ok := probes[st.Leader]; ok && p.err == nil && p.status.IsLeader {
+		if p, ok := probes[st.Leader]; ok && p.Err == nil && p.Status.IsLeader {
 			leaderKnows = true
 			unreachable = map[string]admin.Time{}
-			for _, id := range p.status.Unreachable {
+			for _, id := range p.Status.Unreachable {
 				unreachable[id] = admin.Time{}
 			}
 		}
@@ -95,11 +96,11 @@ func (v clusterView) ClusterStatus(ctx context.Context) (admin.ClusterStatus, er
 			c := v.self()
 			cm.Health = &admin.MemberHealth{RaftState: st.RaftState, Leader: st.Leader, RingVersion: st.AppliedRingVersion,
 				Connections: c.Connections, Locks: c.Locks, Waiters: c.Waiters}
-		} else if p := probes[m.ID]; p.err != nil {
-			cm.Error = p.err.Error()
+		} else if p := probes[m.ID]; p.Err != nil {
+			cm.Error = p.Err.Error()
 		} else {
-			cm.Health = &admin.MemberHealth{RaftState: p.status.RaftState, Leader: p.status.Leader, RingVersion: p.status.AppliedRingVersion,
-				Connections: p.info.Counts.Connections, Locks: p.info.Counts.Locks, Waiters: p.info.Counts.Waiters}
+			cm.Health = &admin.MemberHealth{RaftState: p.Status.RaftState, Leader: p.Status.Leader, RingVersion: p.Status.AppliedRingVersion,
+				Connections: p.Info.Counts.Connections, Locks: p.Info.Counts.Locks, Waiters: p.Info.Counts.Waiters}
 		}
 		out.Members = append(out.Members, cm)
 	}

@@ -1,15 +1,12 @@
-package main
+package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton/audit"
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/internal/memberclient"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +30,7 @@ const clusterDir = "cluster"
 // epoch (which needs a leader).
 const startupEpochTimeout = time.Minute
 
-// clusterRuntime is a cluster node as 'baton serve' runs it: the member
+// clusterRuntime is what makes a server a cluster node: the member
 // API on the admin listener, the Router of the server, the readiness
 // check and the metrics. Its node is set once the listeners are bound.
 type clusterRuntime struct {
@@ -92,47 +90,6 @@ func newClusterRuntime(logger *slog.Logger) *clusterRuntime {
 // refused counts a member API request refused for reason.
 func (c *clusterRuntime) refused(reason string) { c.refusals.WithLabelValues(reason).Inc() }
 
-// minClusterSecret is the shortest cluster secret accepted, in bytes.
-const minClusterSecret = 16
-
-// maxClusterSecret bounds the size of the secret file read.
-const maxClusterSecret = 4096
-
-// readClusterSecret reads the cluster's shared secret from path: one
-// secret per line, without surrounding white space; the first is the
-// one sent, the others are accepted too (the previous secret while a new
-// one is rolled out). Empty lines are skipped.
-func readClusterSecret(path string) (secret []byte, old [][]byte, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("-cluster-secret-file: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxClusterSecret+1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("-cluster-secret-file %s: %w", path, err)
-	}
-	if len(b) > maxClusterSecret {
-		return nil, nil, fmt.Errorf("-cluster-secret-file %s: more than %d bytes; is it the right file?", path, maxClusterSecret)
-	}
-	var all [][]byte
-	for i, line := range bytes.Split(b, []byte("\n")) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		if len(line) < minClusterSecret {
-			return nil, nil, fmt.Errorf("-cluster-secret-file %s, line %d: the secret is %d bytes, want at least %d (for example: openssl rand -hex 32 > %s)",
-				path, i+1, len(line), minClusterSecret, path)
-		}
-		all = append(all, line)
-	}
-	if len(all) == 0 {
-		return nil, nil, fmt.Errorf("-cluster-secret-file %s: no secret in it (for example: openssl rand -hex 32 > %s)", path, path)
-	}
-	return all[0], all[1:], nil
-}
-
 // reloadSecret re-reads -cluster-secret-file on SIGHUP; a file that
 // fails to load keeps the secrets in force.
 func (c *clusterRuntime) reloadSecret(path string) {
@@ -140,7 +97,7 @@ func (c *clusterRuntime) reloadSecret(path string) {
 	if path == "" || n == nil {
 		return
 	}
-	secret, old, err := readClusterSecret(path)
+	secret, old, err := memberclient.ReadSecret(path)
 	if err != nil {
 		c.logger.Error("SIGHUP: cannot reload the cluster secret; keeping the previous one", "err", err)
 		return
@@ -206,28 +163,28 @@ func (c *clusterRuntime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // start opens the node (rejoining by itself from its data directory),
 // bootstraps or joins as asked, and commits the node's first epoch.
-func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serveAddrs) error {
+func (c *clusterRuntime) start(ctx context.Context, cfg *Config, addrs Addrs) error {
 	hc, scheme := c.tls.httpClient()
 	ncfg := cluster.Config{
-		ID:               cfg.nodeID,
-		RaftAddr:         cfg.raftListen,
-		ProtocolAddr:     advertised(addrs.protocol, cfg.advertiseHost),
-		AdminAddr:        advertised(addrs.admin, cfg.advertiseHost),
-		DataDir:          filepath.Join(cfg.dataDir, clusterDir),
+		ID:               cfg.NodeID,
+		RaftAddr:         cfg.RaftListen,
+		ProtocolAddr:     advertised(addrs.Protocol, cfg.AdvertiseHost),
+		AdminAddr:        advertised(addrs.Admin, cfg.AdvertiseHost),
+		DataDir:          filepath.Join(cfg.DataDir, clusterDir),
 		Logger:           c.logger,
 		HTTPClient:       hc,
 		Scheme:           scheme,
 		OnEvent:          c.event,
-		SelfStop:         cfg.selfStop,
-		RemoveAfter:      cfg.removeAfter,
+		SelfStop:         cfg.SelfStop,
+		RemoveAfter:      cfg.RemoveAfter,
 		OnAutoRemove:     c.autoRemoved,
 		Secret:           c.secret,
 		OldSecrets:       c.oldSecrets,
 		OnRefused:        c.refused,
 		OnClusterChanged: c.clusterChanged,
 	}
-	if cfg.advertiseHost != "" {
-		ncfg.RaftAdvertise = advertised(cfg.raftListen, cfg.advertiseHost)
+	if cfg.AdvertiseHost != "" {
+		ncfg.RaftAdvertise = advertised(cfg.RaftListen, cfg.AdvertiseHost)
 	}
 	if c.tls != nil {
 		ncfg.ServerTLS, ncfg.ClientTLS = c.tls.server, c.tls.client
@@ -250,17 +207,17 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 	// shares one configuration. A list of several addresses forms only
 	// when every other listed member says it is in no cluster
 	// (cluster.Node.JoinList).
-	joins, err := cluster.SplitJoinList(cfg.join)
-	if cfg.join == "" {
+	joins, err := cluster.SplitJoinList(cfg.Join)
+	if cfg.Join == "" {
 		joins, err = nil, nil
 	}
 	if err != nil {
 		return fmt.Errorf("-join: %w", err)
 	}
 	joinSelf := len(joins) == 1 && joins[0] == ncfg.AdminAddr
-	if cfg.bootstrap && n.Restarted() {
+	if cfg.Bootstrap && n.Restarted() {
 		c.logger.Warn("-bootstrap is ignored: the data directory holds a cluster already; remove -bootstrap (or give every node the same -join list): started on a lost data directory, -bootstrap forms a second cluster",
-			"dir", filepath.Join(cfg.dataDir, clusterDir))
+			"dir", filepath.Join(cfg.DataDir, clusterDir))
 	}
 	switch {
 	case len(joins) > 1 && !n.Restarted():
@@ -270,34 +227,34 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 		}
 		if formed {
 			c.logger.Info("formed a new cluster: every other member of the -join list answered that it is in no cluster",
-				"node_id", cfg.nodeID, "cluster_id", n.ClusterID(), "join", joins)
+				"node_id", cfg.NodeID, "cluster_id", n.ClusterID(), "join", joins)
 		} else {
 			c.logger.Info("joined the cluster through the -join list", "cluster_id", n.ClusterID(), "new_raft_state", true)
 		}
 	case len(joins) > 1:
 		// A restarted node records its addresses through the leader
 		// (Rejoin below).
-		c.logger.Info("rejoining the cluster from the data directory", "dir", filepath.Join(cfg.dataDir, clusterDir))
-	case (cfg.bootstrap || joinSelf) && !n.Restarted():
+		c.logger.Info("rejoining the cluster from the data directory", "dir", filepath.Join(cfg.DataDir, clusterDir))
+	case (cfg.Bootstrap || joinSelf) && !n.Restarted():
 		if err := n.Bootstrap(ctx); err != nil {
 			return err
 		}
-		c.logger.Info("formed a new cluster", "node_id", cfg.nodeID, "cluster_id", n.ClusterID(), "join_self", joinSelf,
+		c.logger.Info("formed a new cluster", "node_id", cfg.NodeID, "cluster_id", n.ClusterID(), "join_self", joinSelf,
 			"if_data_lost", "if this node was a member of a running cluster and lost its data directory, stop it now: see 'A node that lost its data directory' in docs/operations.md")
-	case cfg.join != "":
+	case cfg.Join != "":
 		// A restarted node joins again only to record its addresses,
 		// which may have changed; its place in the ring stays.
-		if err := n.Join(ctx, cfg.join); err != nil {
+		if err := n.Join(ctx, cfg.Join); err != nil {
 			return err
 		}
-		c.logger.Info("joined the cluster", "via", cfg.join, "restarted", n.Restarted())
+		c.logger.Info("joined the cluster", "via", cfg.Join, "restarted", n.Restarted())
 	case n.Restarted():
-		c.logger.Info("rejoining the cluster from the data directory", "dir", filepath.Join(cfg.dataDir, clusterDir))
+		c.logger.Info("rejoining the cluster from the data directory", "dir", filepath.Join(cfg.DataDir, clusterDir))
 	default:
 		// Neither -bootstrap nor -join on a new data directory: wait
 		// until an operator has a member add this node.
 		c.logger.Info("waiting to be added to a cluster: run 'baton cluster join --admin THIS_NODE_ADMIN MEMBER_ADMIN'",
-			"node_id", cfg.nodeID, "admin_addr", ncfg.AdminAddr, "ops_addr", addrs.ops)
+			"node_id", cfg.NodeID, "admin_addr", ncfg.AdminAddr, "ops_addr", addrs.Ops)
 		if err := n.WaitAdded(ctx); err != nil {
 			return fmt.Errorf("waiting to be added to a cluster: %w", err)
 		}
@@ -318,27 +275,27 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *serveConfig, addrs serv
 	}
 	rejoin := n.Rejoin
 	if len(joins) == 1 && !joinSelf {
-		rejoin = func(ctx context.Context) error { return n.Join(ctx, cfg.join) }
+		rejoin = func(ctx context.Context) error { return n.Join(ctx, cfg.Join) }
 	}
 	if err := n.WaitServing(ectx, rejoin); err != nil {
 		return err
 	}
 	c.ready.Store(true)
 	go c.selfStopLoop(n)
-	c.logger.Info("cluster node serving", "node_id", cfg.nodeID, "epoch", epoch, "ring_version", n.AppliedRingVersion())
+	c.logger.Info("cluster node serving", "node_id", cfg.NodeID, "epoch", epoch, "ring_version", n.AppliedRingVersion())
 	return nil
 }
 
-// waitingLogEvery bounds how often a node waiting for the members of its
+// WaitingLogEvery bounds how often a node waiting for the members of its
 // -join list says so.
-const waitingLogEvery = 10 * time.Second
+const WaitingLogEvery = 10 * time.Second
 
 // waitingLogger returns JoinList's report of a round without a cluster
-// to join or form: logged at once, then at most every waitingLogEvery.
+// to join or form: logged at once, then at most every WaitingLogEvery.
 func (c *clusterRuntime) waitingLogger(joins []string) func(cluster.Waiting) {
 	var last time.Time
 	return func(w cluster.Waiting) {
-		if !last.IsZero() && time.Since(last) < waitingLogEvery {
+		if !last.IsZero() && time.Since(last) < WaitingLogEvery {
 			return
 		}
 		last = time.Now()
@@ -361,15 +318,15 @@ func (c *clusterRuntime) clusterChanged(ch cluster.ClusterChange) {
 	}
 }
 
-// stopTimeout bounds a stopping node's planned leave of the ring.
-const stopTimeout = 20 * time.Second
+// StopTimeout bounds a stopping node's planned leave of the ring.
+const StopTimeout = 20 * time.Second
 
-// leaderlessStopWait is how long a stopping node waits for a leader
+// LeaderlessStopWait is how long a stopping node waits for a leader
 // before it gives up its planned leave: when every node is stopped at
 // once, the last ones have no quorum, and a leave that cannot be
-// committed would only delay their shutdown to stopTimeout. It covers
+// committed would only delay their shutdown to StopTimeout. It covers
 // an election at Raft's default timeouts (1 s) with room to spare.
-const leaderlessStopWait = 3 * time.Second
+const LeaderlessStopWait = 3 * time.Second
 
 // leave is the planned part of a SIGTERM: the node hands its names over
 // and leaves the ring, staying a Raft voter (cluster.Node.Stop); started
@@ -382,7 +339,7 @@ func (c *clusterRuntime) leave() {
 		return
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 	defer cancel()
 	go cancelWithoutLeader(ctx, cancel, n.Leader)
 	if err := n.Stop(ctx); err != nil {
@@ -393,7 +350,7 @@ func (c *clusterRuntime) leave() {
 }
 
 // cancelWithoutLeader calls cancel once leader has reported no leader
-// for leaderlessStopWait without a break, or returns when ctx ends.
+// for LeaderlessStopWait without a break, or returns when ctx ends.
 func cancelWithoutLeader(ctx context.Context, cancel context.CancelFunc, leader func() (cluster.Member, bool)) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -410,7 +367,7 @@ func cancelWithoutLeader(ctx context.Context, cancel context.CancelFunc, leader 
 			if since.IsZero() {
 				since = now
 			}
-			if now.Sub(since) >= leaderlessStopWait {
+			if now.Sub(since) >= LeaderlessStopWait {
 				cancel()
 				return
 			}

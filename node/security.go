@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"log/slog"
@@ -14,16 +14,16 @@ type security struct {
 	acl *acl.Reloadable
 }
 
-func loadSecurity(cfg *serveConfig) (*security, error) {
+func loadSecurity(cfg *Config) (*security, error) {
 	sec := &security{}
 	var err error
-	if cfg.tls.Cert != "" {
-		if sec.tls, err = tlsfiles.NewServer(cfg.tls); err != nil {
+	if cfg.TLS.Cert != "" {
+		if sec.tls, err = tlsfiles.NewServer(cfg.TLS); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.aclFile != "" {
-		if sec.acl, err = acl.LoadReloadable(cfg.aclFile); err != nil {
+	if cfg.ACLFile != "" {
+		if sec.acl, err = acl.LoadReloadable(cfg.ACLFile); err != nil {
 			return nil, err
 		}
 	}
