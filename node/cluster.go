@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,12 @@ import (
 // DIR/tokens (which a cluster node does not use: its tokens come from
 // epochs committed through Raft).
 const clusterDir = "cluster"
+
+// ErrBootstrapKept is returned by Start for a node given Bootstrap
+// (-bootstrap) whose data directory holds a cluster that others have
+// joined: kept in its configuration, it would form a second cluster
+// after losing that directory.
+var ErrBootstrapKept = errors.New("node: -bootstrap is still set on a member of a running cluster")
 
 // startupEpochTimeout bounds a node's wait, at start, for its first token
 // epoch (which needs a leader).
@@ -216,6 +223,14 @@ func (c *clusterRuntime) start(ctx context.Context, cfg *Config, addrs Addrs) er
 	}
 	joinSelf := len(joins) == 1 && joins[0] == ncfg.AdminAddr
 	if cfg.Bootstrap && n.Restarted() {
+		// A node cannot tell a first start from a lost data directory:
+		// kept in its configuration once others have joined, -bootstrap
+		// would one day form a second cluster beside them. Refused now,
+		// while the fix is a change of flags, not a split cluster.
+		if voters, err := n.Voters(); err == nil && len(voters) > 1 {
+			return fmt.Errorf("%w: the data directory holds a cluster of %d voters (%s); remove -bootstrap from this node's configuration and give it -join with every member's admin address, as the other nodes have (docs/operations.md, \"A node that lost its data directory\"): on a lost data directory, -bootstrap would form a second cluster beside them",
+				ErrBootstrapKept, len(voters), strings.Join(voters, ", "))
+		}
 		c.logger.Warn("-bootstrap is ignored: the data directory holds a cluster already; remove -bootstrap (or give every node the same -join list): started on a lost data directory, -bootstrap forms a second cluster",
 			"dir", filepath.Join(cfg.DataDir, clusterDir))
 	}

@@ -201,3 +201,36 @@ func TestClusterBootstrapRestartWarns(t *testing.T) {
 		t.Errorf("the warning: %v", rec)
 	}
 }
+
+// TestClusterBootstrapKeptRefused: a node restarted with -bootstrap on a
+// data directory whose cluster others have joined refuses to start,
+// naming the fix: kept in its configuration, -bootstrap would form a
+// second cluster the day that directory is lost.
+func TestClusterBootstrapKeptRefused(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "n1")
+	raftAddr := freeport.Addr(t)
+	n1 := startNodeAt(t, "n1", dir, raftAddr, "", true)
+	n2 := startNode(t, "n2", n1.admin)
+	waitStatus(t, n2, "a ring of 2", func(st cluster.Status) bool { return len(st.Ring) == 2 })
+	n1.cmd.Process.Kill()
+	<-n1.exited
+
+	p := startBaton(t, "-node-id", "n1", "-listen", "127.0.0.1:0", "-raft-listen", raftAddr,
+		"-admin-listen", "127.0.0.1:0", "-data-dir", dir, "-bootstrap")
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a node with -bootstrap kept on a cluster of 2 did not exit")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != exitError {
+		t.Errorf("exit %d, want %d", code, exitError)
+	}
+	if out := p.stderr.String(); !strings.Contains(out, "remove -bootstrap from this node's configuration") || !strings.Contains(out, "n1, n2") {
+		t.Errorf("the refusal does not name the fix and the voters:\n%s", out)
+	}
+	// Without -bootstrap it rejoins from its data directory.
+	p = startBaton(t, "-node-id", "n1", "-listen", "127.0.0.1:0", "-raft-listen", raftAddr,
+		"-admin-listen", "127.0.0.1:0", "-data-dir", dir)
+	p.waitLog(t, "rejoining the cluster from the data directory")
+}
