@@ -198,6 +198,7 @@ func TestClusterJoinHandsOver(t *testing.T) {
 	// The version 1 holder heartbeats every 200 ms and notes each
 	// ACQUIRED that confirms it, and when it learns it lost the lock.
 	holder, _ := waitGrant(t, nodes[from].addr, name1, lease)
+	granted0 := time.Now()
 	frames := readAll(holder.Conn, false)
 	var mu sync.Mutex
 	var lastConfirmed, lostAt time.Time
@@ -236,6 +237,18 @@ func TestClusterJoinHandsOver(t *testing.T) {
 		}
 	}()
 	defer func() { close(stop); <-hbDone }()
+	// A heartbeat confirmed before the move begins, so that the check
+	// below (none confirmed after the new grant) can fail: nodes started
+	// in one process join within a heartbeat interval.
+	for confirmed := false; !confirmed; {
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		confirmed = !lastConfirmed.IsZero()
+		mu.Unlock()
+		if !confirmed && time.Since(granted0) > 5*time.Second {
+			t.Fatal("the v1 holder's heartbeats are not confirmed")
+		}
+	}
 
 	// Version 2 holders, one on the owner and one relayed by another
 	// node.
@@ -296,6 +309,9 @@ func TestClusterJoinHandsOver(t *testing.T) {
 	defer mu.Unlock()
 	t.Logf("v1: holder last confirmed %v before the new grant, told it lost the lock (code 0x%02x) %v before; new token %#x",
 		granted1.Sub(lastConfirmed).Round(time.Millisecond), uint8(lostCode), granted1.Sub(lostAt).Round(time.Millisecond), tok1)
+	if lastConfirmed.IsZero() {
+		t.Errorf("no heartbeat of the v1 holder of %s was ever confirmed: the check that it was not confirmed after the new grant proves nothing", name1)
+	}
 	if !lastConfirmed.Before(granted1) {
 		t.Errorf("the prior owner confirmed the v1 holder of %s %v after the new owner granted it: two holders",
 			name1, lastConfirmed.Sub(granted1))
