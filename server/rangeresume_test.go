@@ -275,3 +275,27 @@ func TestClusterRangeResumeFromStandIn(t *testing.T) {
 	a2.expectRange(2, protocol.RangeDone)
 	d.expectRange(3, protocol.RangePromoted)
 }
+
+// A range lock's re-assertion passes the access check as any RANGE set
+// and any CLAIM's re-assertion do: a key the client may no longer lock is
+// refused 0x0f, and the kept lock stays kept (nobody else gets it).
+func TestRangeResumeNotAuthorized(t *testing.T) {
+	t.Parallel()
+	authz := &switchAuthz{}
+	ts := startServer(t, func(s *server.Server) { s.Authorizer = authz })
+	w := protocol.LockWrite
+	a, wel := ts.dialResumable(t, longLease, "a")
+	a.mustWrite(rangeFrame(1, protocol.RangeSet, 0, w, 7, 0, 99, "secret/f"))
+	a.expectRange(1, protocol.RangeGranted)
+	a.breakConn()
+	b := ts.dialV2(t, longLease, "b")
+	b.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 1, 0, 0, "secret/f"))
+	b.expectRange(1, protocol.RangeQueued)
+	b.expectSilenceV2(300 * time.Millisecond) // a's lock is kept
+	authz.deny.Store(true)
+
+	a2, _ := ts.dialResumable(t, longLease, "a")
+	a2.mustWrite(resumeRangeFrame(1, 0, w, 7, 0, 99, "secret/f", wel))
+	a2.expectRange(1, protocol.RangeDenied)
+	b.expectSilenceV2(300 * time.Millisecond) // still kept: b still waits
+}

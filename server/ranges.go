@@ -69,11 +69,15 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 	case protocol.RangeReassert:
 		s.reassertRange(now, f)
 		return nil
-	case protocol.RangeResume:
-		return s.resumeRange(now, f)
 	}
+	// A client's re-assertion passes the access check as any RANGE set
+	// does (and as a CLAIM's re-assertion does): a key the rules no
+	// longer allow is refused 0x0f, and the kept lock stays kept.
 	if s.rangeDenied(now, f) {
 		return nil
+	}
+	if f.Op == protocol.RangeResume {
+		return s.resumeRange(now, f)
 	}
 	if srv.Router != nil && s.routeRange(now, f) {
 		return nil
