@@ -50,6 +50,11 @@ const (
 	// the one in which this node took the name: open a fresh session and
 	// re-assert again. Claim level.
 	CodeStaleRing Code = 0x05
+	// CodeSlowWatcher ends a watch (REVOKED with the watch's id) whose
+	// session did not read its changes fast enough: the server drops
+	// the watch rather than hold an unbounded backlog. The client may
+	// watch again; it starts from the current state. Claim level.
+	CodeSlowWatcher Code = 0x08
 
 	CodeInvalidFrame       Code = 0x19 // session level
 	CodeFrameTooLong       Code = 0x1a // session level
@@ -62,6 +67,7 @@ const (
 	CodeInvalidLimit       Code = 0x21 // claim level
 	CodeLimitMismatch      Code = 0x22 // claim level
 	CodeModeConflict       Code = 0x23 // claim level
+	CodeValueTooLong       Code = 0x24 // claim level
 )
 
 // Codes lists every code defined by protocol version 1, in numeric order.
@@ -79,12 +85,12 @@ var Codes = []Code{
 // codes it adds.
 var CodesV2 = []Code{
 	CodeShuttingDown, CodeClosedByAdmin, CodeNotOwner, CodeReassertRefused, CodeStaleRing,
-	CodeLimitReached, CodeUnsupportedVersion, CodeUnknownMessage, CodeEmptyName,
+	CodeLimitReached, CodeSlowWatcher, CodeUnsupportedVersion, CodeUnknownMessage, CodeEmptyName,
 	CodeInvalidName, CodeInvalidLease, CodeNotAuthorized,
 	CodeInvalidFrame, CodeFrameTooLong, CodeFirstNotHello,
 	CodeDuplicateHello, CodeInvalidLabel, CodeUnsupportedFeature,
 	CodeClaimInUse, CodeUnknownMode, CodeInvalidLimit, CodeLimitMismatch,
-	CodeModeConflict,
+	CodeModeConflict, CodeValueTooLong,
 }
 
 // Temporary reports whether the code is a server condition, after which a
@@ -111,6 +117,7 @@ var (
 
 	ErrReassertRefused    = &codeError{CodeReassertRefused, "re-assertion refused"}
 	ErrStaleRing          = &codeError{CodeStaleRing, "stale ring"}
+	ErrSlowWatcher        = &codeError{CodeSlowWatcher, "watcher too slow: its changes were not read"}
 	ErrInvalidFrame       = &codeError{CodeInvalidFrame, "malformed frame"}
 	ErrFrameTooLong       = &codeError{CodeFrameTooLong, "frame too long (> 512 bytes)"}
 	ErrFirstNotHello      = &codeError{CodeFirstNotHello, "first frame must be HELLO"}
@@ -122,6 +129,7 @@ var (
 	ErrInvalidLimit       = &codeError{CodeInvalidLimit, "invalid semaphore limit for the mode"}
 	ErrLimitMismatch      = &codeError{CodeLimitMismatch, "semaphore limit differs from the lock's"}
 	ErrModeConflict       = &codeError{CodeModeConflict, "mode cannot be mixed with the lock's claims"}
+	ErrValueTooLong       = &codeError{CodeValueTooLong, "claim value too long (> 1024 bytes)"}
 )
 
 // codeError is the type of the sentinels. It is unexported so that the
@@ -141,10 +149,10 @@ func init() {
 		ErrFirstNotAcquire, ErrDuplicateAcquire, ErrUnknownMessage,
 		ErrEmptyName, ErrNameTooLong, ErrInvalidName, ErrInvalidLease,
 		ErrNotAuthorized,
-		ErrReassertRefused, ErrStaleRing,
+		ErrReassertRefused, ErrStaleRing, ErrSlowWatcher,
 		ErrInvalidFrame, ErrFrameTooLong, ErrFirstNotHello, ErrDuplicateHello,
 		ErrInvalidLabel, ErrUnsupportedFeature, ErrClaimInUse, ErrUnknownMode,
-		ErrInvalidLimit, ErrLimitMismatch, ErrModeConflict,
+		ErrInvalidLimit, ErrLimitMismatch, ErrModeConflict, ErrValueTooLong,
 	} {
 		sentinels[e.code] = e
 	}

@@ -61,6 +61,7 @@ var wantCodesV2 = []codeRow{
 	{protocol.CodeReassertRefused, 0x04, protocol.ErrReassertRefused},
 	{protocol.CodeStaleRing, 0x05, protocol.ErrStaleRing},
 	{protocol.CodeLimitReached, 0x07, protocol.ErrLimitReached},
+	{protocol.CodeSlowWatcher, 0x08, protocol.ErrSlowWatcher},
 	{protocol.CodeUnsupportedVersion, 0x10, protocol.ErrUnsupportedVersion},
 	{protocol.CodeUnknownMessage, 0x13, protocol.ErrUnknownMessage},
 	{protocol.CodeEmptyName, 0x14, protocol.ErrEmptyName},
@@ -78,6 +79,7 @@ var wantCodesV2 = []codeRow{
 	{protocol.CodeInvalidLimit, 0x21, protocol.ErrInvalidLimit},
 	{protocol.CodeLimitMismatch, 0x22, protocol.ErrLimitMismatch},
 	{protocol.CodeModeConflict, 0x23, protocol.ErrModeConflict},
+	{protocol.CodeValueTooLong, 0x24, protocol.ErrValueTooLong},
 }
 
 func TestCodeValuesV2(t *testing.T) {

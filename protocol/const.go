@@ -52,6 +52,14 @@ func (t Type) String() string {
 		return "DETACH"
 	case TypeDetached:
 		return "DETACHED"
+	case TypeProclaim:
+		return "PROCLAIM"
+	case TypeWatch:
+		return "WATCH"
+	case TypeProclaimed:
+		return "PROCLAIMED"
+	case TypeChange:
+		return "CHANGE"
 	case TypeHello:
 		return "HELLO"
 	case TypePing:

@@ -155,7 +155,7 @@ const MaxReassertText = MaxFrameLen - 1 - claimFixedLen - reassertFixedLen
 // Reserved flag bits: set in a frame of this revision, they are refused
 // with CodeUnsupportedFeature (docs/protocol.md).
 const (
-	helloReservedFlags   uint8 = ^(HelloResumable | HelloTickets | HelloDetach)
-	claimReservedFlags   uint8 = ^(ClaimNoWait | ClaimReassert | ClaimTicket)
-	welcomeReservedFlags uint8 = ^(WelcomeResumable | WelcomeRing | WelcomeTickets | WelcomeDetach)
+	helloReservedFlags   uint8 = ^(HelloResumable | HelloTickets | HelloDetach | HelloValues)
+	claimReservedFlags   uint8 = ^(ClaimNoWait | ClaimReassert | ClaimTicket | ClaimValue)
+	welcomeReservedFlags uint8 = ^(WelcomeResumable | WelcomeRing | WelcomeTickets | WelcomeDetach | WelcomeValues)
 )

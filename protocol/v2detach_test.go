@@ -54,9 +54,9 @@ func TestDetachRefusals(t *testing.T) {
 		{"DETACH as the first frame", protocol.AppendDetach(nil), protocol.ParseHello, protocol.ErrFirstNotHello},
 		{"HELLO detach without resumable", protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 1000, Flags: protocol.HelloDetach}),
 			protocol.ParseHello, protocol.ErrUnsupportedFeature},
-		{"HELLO reserved bit 3", protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 1000, Flags: 0x09}),
+		{"HELLO reserved bit 4", protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 1000, Flags: 0x11}),
 			protocol.ParseHello, protocol.ErrUnsupportedFeature},
-		{"WELCOME reserved bit 4", protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeWelcome, Flags: 0x10}),
+		{"WELCOME reserved bit 5", protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeWelcome, Flags: 0x20}),
 			protocol.ParseServerFrameV2, protocol.ErrUnsupportedFeature},
 	} {
 		if _, _, err := c.parse(c.b); !errors.Is(err, c.want) {

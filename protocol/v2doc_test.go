@@ -62,6 +62,10 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 				f.Name = s
 			case "node":
 				f.Node = s
+			case "value":
+				f.Value = s
+			case "identity":
+				f.Identity = s
 			default:
 				if !ringExampleString(&f, key, s) {
 					t.Fatalf("%s: unknown string field %s", name, key)
@@ -113,6 +117,14 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 			f.Ring = n
 		case "code":
 			f.Code = protocol.Code(n)
+		case "kind":
+			f.Change = protocol.ChangeKind(n)
+		case "status" /* PROCLAIMED's; ANSWER's is the range helper's */ :
+			if f.Type != protocol.TypeProclaimed {
+				rangeExampleField(&f, key, n)
+				continue
+			}
+			f.Proclaim = protocol.ProclaimStatus(n)
 		default:
 			if rangeExampleField(&f, key, n) || ringExampleField(&f, key, n) {
 				continue

@@ -46,6 +46,13 @@ type Frame struct {
 	Owner      uint64      // RANGE, ANSWER
 	Start, End uint64      // RANGE, ANSWER
 	Status     RangeStatus // ANSWER
+
+	// Values and watches (v2watch.go) use Claim as the watch id, Name,
+	// Mode, Token and Label, and these:
+	Value    string         // CLAIM with ClaimValue, PROCLAIM, CHANGE
+	Proclaim ProclaimStatus // PROCLAIMED
+	Change   ChangeKind     // CHANGE
+	Identity string         // CHANGE
 }
 
 // Lease returns a HELLO's session lease as a duration.
@@ -107,6 +114,8 @@ func (f Frame) String() string {
 		return ringString(f)
 	case TypeDetach, TypeDetached:
 		return f.Type.String()
+	case TypeProclaim, TypeWatch, TypeProclaimed, TypeChange:
+		return watchString(f)
 	case TypeSessionError, TypeError:
 		return fmt.Sprintf("ERROR(0x%02x %q)", uint8(f.Code), f.Reason)
 	}
@@ -164,6 +173,9 @@ func AppendFrame(b []byte, f Frame) []byte {
 			b = append(b, f.Secret[:]...)
 			b = appendString8(b, f.Node)
 		}
+		if f.Flags&ClaimValue != 0 {
+			b = appendValue(b, f.Value)
+		}
 	case TypeRelease, TypeBusy, TypeReleased:
 		b = be.AppendUint32(b, f.Claim)
 	case TypeQueued:
@@ -195,6 +207,8 @@ func AppendFrame(b []byte, f Frame) []byte {
 		b = appendRangeFields(b, f)
 	case TypeRing, TypeRingMember, TypeRingEnd:
 		b = appendRingFields(b, f)
+	case TypeProclaim, TypeWatch, TypeProclaimed, TypeChange:
+		b = appendWatchFields(b, f)
 	}
 	be.PutUint16(b[start:], uint16(len(b)-start-FrameHeaderLen))
 	return b
@@ -332,7 +346,7 @@ const (
 // except I/O errors (io.ErrUnexpectedEOF for a frame cut short). It
 // reads exactly one frame, or only its length field when that is 0 or
 // over MaxFrameLen, and allocates at most MaxFrameLen bytes plus the label.
-func ReadHello(r io.Reader) (Frame, error) { return readFrame(r, firstFromClient, -1) }
+func ReadHello(r io.Reader) (Frame, error) { return readFrame(r, firstFromClient, -1, MaxFrameLen) }
 
 // ReadClientFrame reads one client frame after HELLO: PING, CLAIM or
 // RELEASE (HELLO again is ErrDuplicateHello). A claim-level fault of a
@@ -341,14 +355,20 @@ func ReadHello(r io.Reader) (Frame, error) { return readFrame(r, firstFromClient
 // ErrClaimInUse, session level), answers REFUSED and reads on. Every
 // other error ends the session as ReadHello's do. It reads exactly one
 // frame, or only its length field when that is 0 or over MaxFrameLen.
-func ReadClientFrame(r io.Reader) (Frame, error) { return readFrame(r, fromClient, -1) }
+func ReadClientFrame(r io.Reader) (Frame, error) { return readFrame(r, fromClient, -1, MaxFrameLen) }
 
 // ReadServerFrameV2 reads one version 2 server frame, for a client. A
 // frame that is not a well-formed server frame gives an error carrying the
 // code that names the fault (CodeOf); the client closes the connection. A
 // clean EOF before the frame gives io.EOF, a frame cut short
 // io.ErrUnexpectedEOF.
-func ReadServerFrameV2(r io.Reader) (Frame, error) { return readFrame(r, fromServer, -1) }
+func ReadServerFrameV2(r io.Reader) (Frame, error) { return readFrame(r, fromServer, -1, MaxFrameLen) }
+
+// ReadServerFrameV2Max is ReadServerFrameV2 with another frame limit:
+// MaxValuesFrameLen on a session whose WELCOME carries WelcomeValues.
+func ReadServerFrameV2Max(r io.Reader, maxLen int) (Frame, error) {
+	return readFrame(r, fromServer, -1, maxLen)
+}
 
 // ReadHelloAnswer reads the server's first frame after a version 2
 // opening. A server that does not speak version 2 answers with a version
@@ -369,12 +389,12 @@ func ReadHelloAnswer(r io.Reader) (Frame, error) {
 		}
 		return Frame{Type: sf.Type, Code: sf.Code, Reason: sf.Reason}, nil
 	}
-	return readFrame(r, fromServer, int(b[0]))
+	return readFrame(r, fromServer, int(b[0]), MaxFrameLen)
 }
 
 // readFrame reads one frame; first, when not -1, is the length's high
 // byte, already read.
-func readFrame(r io.Reader, kind reader, first int) (Frame, error) {
+func readFrame(r io.Reader, kind reader, first, maxLen int) (Frame, error) {
 	var hdr [FrameHeaderLen]byte
 	h := hdr[:]
 	if first >= 0 {
@@ -387,7 +407,7 @@ func readFrame(r io.Reader, kind reader, first int) (Frame, error) {
 		}
 		return Frame{}, err
 	}
-	n, err := frameLen(hdr)
+	n, err := frameLen(hdr, maxLen)
 	if err != nil {
 		return Frame{}, err
 	}
@@ -398,13 +418,15 @@ func readFrame(r io.Reader, kind reader, first int) (Frame, error) {
 	return decodeBody(body, kind)
 }
 
-func frameLen(hdr [FrameHeaderLen]byte) (int, error) {
+func frameLen(hdr [FrameHeaderLen]byte, maxLen int) (int, error) {
 	n := int(binary.BigEndian.Uint16(hdr[:]))
 	switch {
 	case n == 0:
 		return 0, fmt.Errorf("%w: length 0, a frame holds at least its type byte", ErrInvalidFrame)
-	case n > MaxFrameLen:
+	case n > maxLen && maxLen == MaxFrameLen:
 		return 0, fmt.Errorf("%w: length %d", ErrFrameTooLong, n)
+	case n > maxLen:
+		return 0, fmt.Errorf("%w: length %d, over this session's %d", ErrFrameTooLong, n, maxLen)
 	}
 	return n, nil
 }
@@ -414,21 +436,39 @@ func frameLen(hdr [FrameHeaderLen]byte) (int, error) {
 // not hold the whole frame yet it returns n == 0 and a nil error: read
 // more and call again. A length of 0 or over MaxFrameLen is refused as
 // soon as the length field is in, with n == FrameHeaderLen.
-func ParseHello(b []byte) (f Frame, n int, err error) { return parseFrame(b, firstFromClient) }
+func ParseHello(b []byte) (f Frame, n int, err error) {
+	return parseFrame(b, firstFromClient, MaxFrameLen)
+}
 
 // ParseClientFrame is ReadClientFrame on a buffer, as ParseHello is
 // ReadHello. With a *ClaimError, n is the frame's size: skip it and go on.
-func ParseClientFrame(b []byte) (f Frame, n int, err error) { return parseFrame(b, fromClient) }
+func ParseClientFrame(b []byte) (f Frame, n int, err error) {
+	return parseFrame(b, fromClient, MaxFrameLen)
+}
+
+// ParseClientFrameMax is ParseClientFrame with another frame limit:
+// MaxValuesFrameLen on a session whose WELCOME carries WelcomeValues.
+func ParseClientFrameMax(b []byte, maxLen int) (f Frame, n int, err error) {
+	return parseFrame(b, fromClient, maxLen)
+}
 
 // ParseServerFrameV2 is ReadServerFrameV2 on a buffer, as ParseHello is
 // ReadHello.
-func ParseServerFrameV2(b []byte) (f Frame, n int, err error) { return parseFrame(b, fromServer) }
+func ParseServerFrameV2(b []byte) (f Frame, n int, err error) {
+	return parseFrame(b, fromServer, MaxFrameLen)
+}
+
+// ParseServerFrameV2Max is ParseServerFrameV2 with another frame limit,
+// as ParseClientFrameMax is ParseClientFrame.
+func ParseServerFrameV2Max(b []byte, maxLen int) (f Frame, n int, err error) {
+	return parseFrame(b, fromServer, maxLen)
+}
 
 // ParseHelloAnswer is ReadHelloAnswer on a buffer, as ParseHello is
 // ReadHello.
 func ParseHelloAnswer(b []byte) (f Frame, n int, err error) {
 	if len(b) == 0 || Type(b[0]) != TypeError {
-		return parseFrame(b, fromServer)
+		return parseFrame(b, fromServer, MaxFrameLen)
 	}
 	if len(b) < 3 || len(b) < 3+int(b[2]) {
 		return Frame{}, 0, nil
@@ -437,11 +477,11 @@ func ParseHelloAnswer(b []byte) (f Frame, n int, err error) {
 	return Frame{Type: TypeError, Code: Code(b[1]), Reason: string(b[3:n])}, n, nil
 }
 
-func parseFrame(b []byte, kind reader) (Frame, int, error) {
+func parseFrame(b []byte, kind reader, maxLen int) (Frame, int, error) {
 	if len(b) < FrameHeaderLen {
 		return Frame{}, 0, nil
 	}
-	n, err := frameLen([FrameHeaderLen]byte(b))
+	n, err := frameLen([FrameHeaderLen]byte(b), maxLen)
 	if err != nil {
 		return Frame{}, FrameHeaderLen, err
 	}
@@ -471,7 +511,8 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 	p := body[1:]
 	be := binary.BigEndian
 	switch f.Type {
-	case TypeHello, TypePing, TypeClaim, TypeRelease, TypeRange, TypeRing, TypeDetach:
+	case TypeHello, TypePing, TypeClaim, TypeRelease, TypeRange, TypeRing, TypeDetach,
+		TypeProclaim, TypeWatch:
 		switch {
 		case kind == fromServer:
 			return f, fmt.Errorf("%w: client frame type 0x%02x from the server", ErrUnknownMessage, uint8(f.Type))
@@ -482,7 +523,7 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 		}
 	case TypeWelcome, TypePong, TypeGranted, TypeQueued, TypeBusy, TypePromoted,
 		TypeReleased, TypeRefused, TypeRevoked, TypeSessionError, TypeRangeAnswer,
-		TypeRingMember, TypeRingEnd, TypeDetached:
+		TypeRingMember, TypeRingEnd, TypeDetached, TypeProclaimed, TypeChange:
 		if kind != fromServer {
 			return f, fmt.Errorf("%w: server frame type 0x%02x from the client", ErrUnknownMessage, uint8(f.Type))
 		}
@@ -497,6 +538,8 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 		return decodeRange(f, p)
 	case TypeRing, TypeRingMember, TypeRingEnd:
 		return decodeRing(f, p)
+	case TypeProclaim, TypeWatch, TypeProclaimed, TypeChange:
+		return decodeWatch(f, p)
 	case TypeHello:
 		if len(p) < helloFixedLen {
 			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), helloFixedLen)
@@ -536,27 +579,24 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), claimFixedLen)
 		}
 		end := claimFixedLen + int(p[10])
-		if f.Flags&ClaimReassert == 0 {
-			if err := payloadLen(f.Type, p, end); err != nil {
+		if len(p) < end {
+			return f, malformed(f.Type, "payload of %d bytes, at least %d", len(p), end)
+		}
+		tail := p[end:]
+		if f.Flags&ClaimReassert != 0 {
+			n, err := decodeReassert(&f, tail)
+			if err != nil {
 				return f, err
 			}
-		} else {
-			if len(p) < end+reassertFixedLen {
-				return f, malformed(f.Type, "re-assertion payload of %d bytes, at least %d", len(p), end+reassertFixedLen)
-			}
-			if err := payloadLen(f.Type, p, end+reassertFixedLen+int(p[end+reassertFixedLen-1])); err != nil {
+			tail = tail[n:]
+		}
+		if f.Flags&ClaimValue != 0 {
+			var err error
+			if f, err = decodeClaimValue(f, tail); err != nil {
 				return f, err
 			}
-			r := p[end:]
-			if f.Flags&ClaimTicket != 0 {
-				f.Ticket = be.Uint64(r)
-			} else {
-				f.Token = be.Uint64(r)
-			}
-			f.Ring = be.Uint64(r[8:])
-			f.Session = be.Uint64(r[16:])
-			copy(f.Secret[:], r[24:])
-			f.Node = string(r[reassertFixedLen:])
+		} else if err := payloadLen(f.Type, tail, 0); err != nil {
+			return f, malformed(f.Type, "%d bytes after the claim's fields", len(tail))
 		}
 		f.Mode = Mode(p[5])
 		f.Limit = be.Uint32(p[6:])
@@ -643,9 +683,32 @@ func decodeBody(body []byte, kind reader) (Frame, error) {
 	return f, nil
 }
 
+// decodeReassert decodes a re-assertion's fields at the start of r, the
+// bytes after a CLAIM's name, and returns their size.
+func decodeReassert(f *Frame, r []byte) (int, error) {
+	if len(r) < reassertFixedLen {
+		return 0, malformed(f.Type, "re-assertion fields of %d bytes, at least %d", len(r), reassertFixedLen)
+	}
+	n := reassertFixedLen + int(r[reassertFixedLen-1])
+	if len(r) < n {
+		return 0, malformed(f.Type, "re-assertion fields of %d bytes, want %d", len(r), n)
+	}
+	be := binary.BigEndian
+	if f.Flags&ClaimTicket != 0 {
+		f.Ticket = be.Uint64(r)
+	} else {
+		f.Token = be.Uint64(r)
+	}
+	f.Ring = be.Uint64(r[8:])
+	f.Session = be.Uint64(r[16:])
+	copy(f.Secret[:], r[24:])
+	f.Node = string(r[reassertFixedLen:n])
+	return n, nil
+}
+
 // ValidateClaim checks the claim-level rules of a CLAIM that the frame
 // alone decides, in the order of docs/protocol.md: flags, mode, limit,
-// name. It returns the sentinel of the first rule broken. The access
+// name, value. It returns the sentinel of the first rule broken. The access
 // check (0x18) and the lock's own rules (0x22, 0x23) are the server's.
 func ValidateClaim(f Frame) error {
 	if f.Flags&claimReservedFlags != 0 || f.Flags&(ClaimReassert|ClaimTicket) == ClaimTicket {
@@ -672,6 +735,8 @@ func validateClaim(f Frame) error {
 		return ErrEmptyName
 	case !utf8.ValidString(f.Name):
 		return ErrInvalidName
+	case len(f.Value) > MaxValueLen:
+		return ErrValueTooLong
 	}
 	return nil
 }

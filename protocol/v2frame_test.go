@@ -372,7 +372,9 @@ func v2ErrCases() []v2ErrCase {
 		{"claim short", clientReader, frame(0x23, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0), protocol.ErrInvalidFrame, false, 13, protocol.Frame{Type: protocol.TypeClaim, Claim: 1}},
 		{"claim name longer than frame", clientReader, frame(0x23, claimPayload(1, 0, 1, 0, "ab")[:12]...), protocol.ErrInvalidFrame, false, 15, protocol.Frame{Type: protocol.TypeClaim, Claim: 1}},
 		{"claim trailing byte", clientReader, frame(0x23, append(claimPayload(1, 0, 1, 0, "ab"), 0)...), protocol.ErrInvalidFrame, false, 17, protocol.Frame{Type: protocol.TypeClaim, Claim: 1}},
-		claim("claim reserved flag", claimPayload(9, 0x08, 1, 0, "job"), protocol.ErrUnsupportedFeature, protocol.Frame{Claim: 9, Flags: 8}),
+		claim("claim reserved flag", claimPayload(9, 0x10, 1, 0, "job"), protocol.ErrUnsupportedFeature, protocol.Frame{Claim: 9, Flags: 0x10}),
+		badClaim("claim value without its field", claimPayload(9, 0x08, 1, 0, "job"), protocol.ErrInvalidFrame, protocol.Frame{Claim: 9, Flags: 8}),
+		badClaim("claim value past end", cat(claimPayload(9, 0x08, 1, 0, "job"), []byte{0, 3, 'a'}), protocol.ErrInvalidFrame, protocol.Frame{Claim: 9, Flags: 8}),
 		claim("claim ticket without re-assertion", claimPayload(9, 0x04, 1, 0, "job"), protocol.ErrUnsupportedFeature, protocol.Frame{Claim: 9, Flags: 4}),
 		badClaim("claim re-assertion without its fields", claimPayload(9, 0x02, 1, 0, "job"), protocol.ErrInvalidFrame, protocol.Frame{Claim: 9, Flags: 2}),
 		badClaim("claim re-assertion short", cat(claimPayload(9, 0x02, 1, 0, "job"), make([]byte, 40)), protocol.ErrInvalidFrame, protocol.Frame{Claim: 9, Flags: 2}),
@@ -391,8 +393,8 @@ func v2ErrCases() []v2ErrCase {
 		claim("claim name utf-8", claimPayload(9, 0, 3, 1, "a\xc3"), protocol.ErrInvalidName, protocol.Frame{Claim: 9, Mode: 3, Limit: 1, Name: "a\xc3"}),
 		// Server frames.
 		{"welcome short", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1), protocol.ErrInvalidFrame, false, 11, typ(0x31)},
-		{"welcome flags", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 0x10), protocol.ErrUnsupportedFeature, false, 12,
-			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 0x10}},
+		{"welcome flags", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 0x20), protocol.ErrUnsupportedFeature, false, 12,
+			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 0x20}},
 		{"welcome resumable short", serverReader, frame(0x31, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 3), protocol.ErrInvalidFrame, false, 15,
 			protocol.Frame{Type: protocol.TypeWelcome, Session: 1, Flags: 1}},
 		{"welcome resumable node past end", serverReader, cat(frame(0x31, cat([]byte{0, 0, 0, 0, 0, 0, 0, 1, 1}, make([]byte, 16), []byte{3, 'a'})...)), protocol.ErrInvalidFrame, false, 30,
@@ -425,7 +427,7 @@ func v2ErrCases() []v2ErrCase {
 // serverOnlyCodes are the version 2 codes no decoder can produce: server
 // conditions, the access check, the server's claim map, the lock table.
 var serverOnlyCodes = []protocol.Code{
-	protocol.CodeShuttingDown, protocol.CodeClosedByAdmin, protocol.CodeNotOwner, protocol.CodeReassertRefused, protocol.CodeStaleRing, protocol.CodeLimitReached, protocol.CodeNotAuthorized,
+	protocol.CodeShuttingDown, protocol.CodeClosedByAdmin, protocol.CodeNotOwner, protocol.CodeReassertRefused, protocol.CodeStaleRing, protocol.CodeSlowWatcher, protocol.CodeLimitReached, protocol.CodeNotAuthorized,
 	protocol.CodeClaimInUse, protocol.CodeLimitMismatch, protocol.CodeModeConflict,
 }
 
@@ -484,6 +486,23 @@ func TestV2Errors(t *testing.T) {
 	}
 	if err := protocol.ReadPreambleTail(bytes.NewReader(make([]byte, 6))); err != nil {
 		t.Errorf("zero preamble tail: %v", err)
+	}
+
+	// A value over MaxValueLen fits only a values session's frame limit.
+	long := string(make([]byte, protocol.MaxValueLen+1))
+	for _, b := range [][]byte{
+		protocol.AppendClaimValue(nil, 9, protocol.ModeExclusive, 0, 0, "job", long),
+		protocol.AppendProclaim(nil, 9, long),
+	} {
+		f, n, err := protocol.ParseClientFrameMax(b, protocol.MaxValuesFrameLen)
+		var ce *protocol.ClaimError
+		if !errors.Is(err, protocol.ErrValueTooLong) || !errors.As(err, &ce) || n != len(b) || f.Claim != 9 {
+			t.Errorf("%v with a %d-byte value: %v, %d; want a claim-level ErrValueTooLong over %d bytes", f.Type, len(long), err, n, len(b))
+		}
+		if _, _, err := protocol.ParseClientFrame(b); !errors.Is(err, protocol.ErrFrameTooLong) {
+			t.Errorf("%v of %d bytes outside a values session: %v, want ErrFrameTooLong", f.Type, len(b), err)
+		}
+		produced[protocol.CodeValueTooLong] = true
 	}
 
 	// Every version 2 code is produced by some malformed input, or is one
