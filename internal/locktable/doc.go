@@ -24,6 +24,16 @@
 // KickClaim, Revoke) while the session lives on, and all at once when the
 // session is closed or expires (one lease of silence).
 //
+// # Values and watches
+//
+// A claim may carry a value its client chose (ClaimRequest.Value,
+// SetValue). A version 2 session may watch a name (Watch): the table
+// answers with the name's holders and then, in every later Result, sends
+// the watch each grant, value change and end on that name, in the order
+// it makes them (SendChange), so a watcher never sees holders in another
+// order than they were granted. A watch's id is one of its session's
+// claim ids; Release ends it.
+//
 // # Modes and fairness
 //
 // Exclusive conflicts with every other holder; Shared conflicts with

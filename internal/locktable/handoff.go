@@ -43,6 +43,7 @@ type ClaimState struct {
 	Label string        `json:"label,omitempty"`
 	Peer  Peer          `json:"peer"`
 	V1    bool          `json:"v1,omitempty"`
+	Value string        `json:"value,omitempty"` // the claim's value (watch.go)
 }
 
 // ErrLockExists is Import's error for a lock the table already has with
@@ -65,10 +66,10 @@ func (t *Table) Export(now time.Time, match func(name string) bool) []LockState 
 		ls := LockState{Name: name, Limit: l.limit,
 			Holders: make([]ClaimState, 0, l.held), Waiters: make([]ClaimState, 0, l.waiters)}
 		for c := l.holders.head; c != nil; c = c.next {
-			ls.Holders = append(ls.Holders, c.state(now, c.grantedAt))
+			ls.Holders = append(ls.Holders, t.claimState(now, c, c.grantedAt))
 		}
 		for c := l.queue.head; c != nil; c = c.next {
-			ls.Waiters = append(ls.Waiters, c.state(now, c.queuedAt))
+			ls.Waiters = append(ls.Waiters, t.claimState(now, c, c.queuedAt))
 		}
 		out = append(out, ls)
 	}
@@ -76,10 +77,10 @@ func (t *Table) Export(now time.Time, match func(name string) bool) []LockState 
 	return out
 }
 
-func (c *claim) state(now, since time.Time) ClaimState {
+func (t *Table) claimState(now time.Time, c *claim, since time.Time) ClaimState {
 	s := c.sess
 	cs := ClaimState{Session: s.id, Claim: c.id, Mode: c.mode, Lease: s.lease,
-		Idle: max(now.Sub(s.lastSeen), 0), Age: max(now.Sub(since), 0), Label: s.label, Peer: s.peer, V1: s.v1}
+		Idle: max(now.Sub(s.lastSeen), 0), Age: max(now.Sub(since), 0), Label: s.label, Peer: s.peer, V1: s.v1, Value: t.valueOf(c)}
 	if c.holding {
 		cs.Token = c.token
 	} else {
@@ -148,7 +149,7 @@ func (t *Table) Import(now time.Time, locks []LockState) (Result, error) {
 			k := Key{cs.Session, cs.Claim}
 			switch {
 			case seen[k], cs.Lease <= 0, cs.Mode < Exclusive || cs.Mode > Semaphore,
-				(cs.Mode == Semaphore) != (ls.Limit > 0):
+				(cs.Mode == Semaphore) != (ls.Limit > 0), len(cs.Value) > protocol.MaxValueLen:
 				return res, ErrBadState
 			}
 			seen[k] = true
@@ -201,6 +202,7 @@ func (t *Table) Import(now time.Time, locks []LockState) (Result, error) {
 			if c.mode == Exclusive {
 				l.exclusives++
 			}
+			t.told(c, &res)
 		}
 		for _, cs := range ls.Waiters {
 			c := t.importClaim(now, l, cs)
@@ -237,6 +239,7 @@ func (t *Table) importClaim(now time.Time, l *lock, cs ClaimState) *claim {
 		c = new(claim)
 	}
 	*c = claim{id: cs.Claim, sess: s, lock: l, mode: cs.Mode}
+	t.setValue(c, cs.Value)
 	s.add(c)
 	return c
 }

@@ -45,7 +45,7 @@ func (s *session) count() int {
 // a no-wait claim never waits, so neither counts as a new waiter.
 func (t *Table) overLimit(s *session, l *lock, req ClaimRequest) error {
 	switch {
-	case t.limits.Claims > 0 && !s.v1 && req.Ticket == 0 && s.count() >= t.limits.Claims:
+	case t.limits.Claims > 0 && !s.v1 && req.Ticket == 0 && s.count()+len(t.watchesOf[s.id]) >= t.limits.Claims:
 		return ErrTooManyClaims
 	case t.limits.Waiters > 0 && l != nil && req.Ticket == 0 && !req.NoWait && l.waiters >= t.limits.Waiters:
 		// A queue this long has a head, so the claim would wait.

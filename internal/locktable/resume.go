@@ -108,7 +108,7 @@ func (t *Table) Reassert(now time.Time, sid SessionID, cid ClaimID, req ClaimReq
 	switch {
 	case token == 0:
 		return Status{}, res, ErrNoToken
-	case s.get(cid) != nil:
+	case s.get(cid) != nil || t.watchOf(sid, cid) != nil:
 		return Status{}, res, ErrClaimExists
 	}
 	l := t.locks[req.Name]
@@ -128,6 +128,7 @@ func (t *Table) Reassert(now time.Time, sid SessionID, cid ClaimID, req ClaimReq
 	}
 	s.lastSeen = now
 	c := &claim{id: cid, sess: s, lock: l, mode: req.Mode, queuedAt: now, grantedAt: now, holding: true, token: token}
+	t.setValue(c, req.Value)
 	l.holders.push(c)
 	l.held++
 	t.held++
@@ -137,5 +138,6 @@ func (t *Table) Reassert(now time.Time, sid SessionID, cid ClaimID, req ClaimReq
 	s.add(c)
 	res.event(Event{Kind: EventGranted, Lock: l.name, Session: s.id, Claim: c.id, Mode: c.mode,
 		Label: s.label, Peer: s.peer, Token: token})
+	t.told(c, &res)
 	return c.status(), res, nil
 }

@@ -19,6 +19,8 @@ type LockInfo struct {
 	Waiters []WaiterInfo
 	// WaiterCount is the length of the whole queue.
 	WaiterCount int
+	// Watchers is how many watches the name has (watch.go).
+	Watchers int
 }
 
 // HolderInfo describes a holder of a lock.
@@ -32,7 +34,8 @@ type HolderInfo struct {
 	Lease    time.Duration
 	Token    uint64
 	LastSeen time.Time
-	V1       bool // a version 1 session's one claim
+	V1       bool   // a version 1 session's one claim
+	Value    string // the claim's value (watch.go)
 }
 
 // WaiterInfo describes one waiter.
@@ -81,7 +84,21 @@ func (t *Table) Lock(name string) (LockInfo, bool) {
 	if l == nil {
 		return LockInfo{}, false
 	}
-	return l.info(), true
+	return t.withWatchers(l.info()), true
+}
+
+// withWatchers fills in info's watcher count and its holders' values.
+func (t *Table) withWatchers(info LockInfo) LockInfo {
+	info.Watchers = t.Watchers(info.Name)
+	if len(t.values) > 0 {
+		for i, h := range info.Holders {
+			info.Holders[i].Value = t.valueOf(t.claim(Key{h.Session, h.Claim}))
+		}
+		if len(info.Holders) > 0 {
+			info.Holder = info.Holders[0]
+		}
+	}
+	return info
 }
 
 // Snapshot describes every lock for which match returns true (nil matches
@@ -90,7 +107,7 @@ func (t *Table) Snapshot(match func(name string) bool) []LockInfo {
 	out := []LockInfo{}
 	for name, l := range t.locks {
 		if match == nil || match(name) {
-			out = append(out, l.info())
+			out = append(out, t.withWatchers(l.info()))
 		}
 	}
 	slices.SortFunc(out, func(a, b LockInfo) int { return strings.Compare(a.Name, b.Name) })
@@ -105,7 +122,7 @@ func (t *Table) LockPage(name string, offset, limit int) (LockInfo, bool) {
 	if l == nil {
 		return LockInfo{}, false
 	}
-	return l.page(max(offset, 0), max(limit, 0)), true
+	return t.withWatchers(l.page(max(offset, 0), max(limit, 0))), true
 }
 
 func (l *lock) info() LockInfo { return l.page(0, l.waiters) }

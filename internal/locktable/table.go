@@ -33,6 +33,14 @@ type Table struct {
 	// importing, set during ImportDetached, the origins of its sessions.
 	detached  map[Origin]SessionID
 	importing map[SessionID]Origin
+	// watches lists each watched name's watches, watchesOf each
+	// session's by id, and values the claims that have one (watch.go).
+	// They live beside the claims and sessions, not in them, so that a
+	// claim without them costs no more than before.
+	watches    map[string]*watchList
+	watchesOf  map[SessionID]map[ClaimID]*watch
+	values     map[*claim]string
+	watchCount int
 }
 
 type session struct {
@@ -187,7 +195,7 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 	if err := checkRequest(req); err != nil {
 		return Status{}, res, err
 	}
-	if s.get(cid) != nil || s.v1 && s.one != nil {
+	if s.get(cid) != nil || s.v1 && s.one != nil || t.watchOf(sid, cid) != nil {
 		// A version 1 session has its one claim only.
 		return Status{}, res, ErrClaimExists
 	}
@@ -215,6 +223,7 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 		c = new(claim)
 	}
 	*c = claim{id: cid, sess: s, lock: l, mode: req.Mode, queuedAt: now}
+	t.setValue(c, req.Value) // before a grant tells the watchers
 	var at *claim // the waiter a claim with a ticket goes before; nil: the back
 	if req.Ticket != 0 {
 		at = l.ticketPlace(req.Ticket)
@@ -226,6 +235,7 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 		}
 		t.grant(now, c, &res)
 	case req.NoWait:
+		t.setValue(c, "")
 		return Status{State: Busy, Deadline: s.lastSeen.Add(s.lease)}, res, nil
 	default:
 		if fresh { // waiting for the gate, not for a holder
@@ -250,6 +260,8 @@ func checkRequest(req ClaimRequest) error {
 		return ErrInvalidMode
 	case req.Mode == Semaphore && req.Limit == 0:
 		return ErrInvalidLimit
+	case len(req.Value) > protocol.MaxValueLen:
+		return protocol.ErrValueTooLong
 	}
 	return nil
 }
@@ -295,6 +307,11 @@ func (t *Table) Release(now time.Time, k Key) (Result, error) {
 	var res Result
 	c := t.claim(k)
 	if c == nil {
+		if w := t.watchOf(k.Session, k.Claim); w != nil {
+			w.sess.lastSeen = now
+			t.unwatch(w)
+			return res, nil
+		}
 		return res, ErrNoClaim
 	}
 	c.sess.lastSeen = now
@@ -397,6 +414,7 @@ func (t *Table) Revoke(now time.Time, allow func(p Peer, lock string) bool, owne
 			}
 		}
 	}
+	t.revokeWatches(allow, &res)
 	return res
 }
 
@@ -427,6 +445,7 @@ func (t *Table) Shutdown(now time.Time) Result {
 		res.send(Send{Kind: SendSessionError, Session: id, Code: protocol.CodeShuttingDown})
 		delete(t.sessions, id)
 	}
+	t.watches, t.watchesOf, t.values, t.watchCount = nil, nil, nil, 0
 	return res
 }
 
@@ -473,6 +492,7 @@ func (t *Table) grant(now time.Time, c *claim, res *Result) {
 	c.grantedAt = now
 	res.event(Event{Kind: EventGranted, Lock: l.name, Session: c.sess.id, Claim: c.id, Mode: c.mode,
 		Label: c.sess.label, Peer: c.sess.peer, Token: c.token, Waited: now.Sub(c.queuedAt)})
+	t.told(c, res)
 }
 
 // promote grants, in queue order, every waiter at the head of l's queue
@@ -510,6 +530,9 @@ func (t *Table) endClaim(now time.Time, c *claim, reason Reason, promote bool, r
 		delete(t.sessions, s.id)
 	}
 	ev := Event{Lock: l.name, Session: s.id, Claim: c.id, Mode: c.mode, Label: s.label, Peer: s.peer, Reason: reason}
+	if len(t.values) > 0 {
+		delete(t.values, c)
+	}
 	if c.holding {
 		l.holders.remove(c)
 		l.held--
@@ -518,6 +541,9 @@ func (t *Table) endClaim(now time.Time, c *claim, reason Reason, promote bool, r
 			l.exclusives--
 		}
 		ev.Kind, ev.Token, ev.Held = EventReleased, c.token, now.Sub(c.grantedAt)
+		if t.watches[l.name] != nil {
+			t.tell(l.name, protocol.Change{Kind: protocol.ChangeFreed, Mode: c.mode.wire(), Token: c.token}, res)
+		}
 	} else {
 		l.queue.remove(c)
 		l.waiters--
@@ -531,6 +557,10 @@ func (t *Table) endClaim(now time.Time, c *claim, reason Reason, promote bool, r
 }
 
 func (t *Table) closeSession(now time.Time, s *session, reason Reason, res *Result) {
+	// Its watches end first: a session that ends is told nothing.
+	for _, w := range t.watchesOf[s.id] {
+		t.unwatch(w)
+	}
 	for _, id := range s.ids() {
 		t.end(now, s.get(id), reason, res)
 	}

@@ -73,6 +73,9 @@ type ClaimRequest struct {
 	// gave the claim when it queued it there: the re-assertion of a
 	// queued claim on the node that took the name over (tickets.go).
 	Ticket uint64
+	// Value is the claim's value, at most protocol.MaxValueLen bytes,
+	// reported to the name's watchers while the claim holds (watch.go).
+	Value string
 }
 
 // Peer describes who holds a claim, for introspection and audit only: the
@@ -181,6 +184,8 @@ const (
 	// SendSessionError is ERROR(Code) to a version 2 session as a whole,
 	// followed by closing its connection (shutdown). Claim is unused.
 	SendSessionError
+	// SendChange is CHANGE(Change) to watch Claim of the session.
+	SendChange
 )
 
 // Send is one frame to deliver, to claim (Session, Claim).
@@ -188,8 +193,9 @@ type Send struct {
 	Kind    SendKind
 	Session SessionID
 	Claim   ClaimID
-	Token   uint64        // SendAcquired
-	Code    protocol.Code // SendError, SendSessionError
+	Token   uint64           // SendAcquired
+	Code    protocol.Code    // SendError, SendSessionError
+	Change  *protocol.Change // SendChange
 }
 
 // EventKind is an ownership change.
