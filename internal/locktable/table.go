@@ -224,7 +224,7 @@ func (t *Table) Claim(now time.Time, sid SessionID, cid ClaimID, req ClaimReques
 	}
 	*c = claim{id: cid, sess: s, lock: l, mode: req.Mode, queuedAt: now}
 	t.setValue(c, req.Value) // before a grant tells the watchers
-	var at *claim // the waiter a claim with a ticket goes before; nil: the back
+	var at *claim            // the waiter a claim with a ticket goes before; nil: the back
 	if req.Ticket != 0 {
 		at = l.ticketPlace(req.Ticket)
 	}
