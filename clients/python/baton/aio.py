@@ -253,7 +253,7 @@ class AsyncObserver:
                     raise
                 self._watch = None  # watch again from the current state
                 continue
-            ok, leader = self._filter.feed(st)
+            ok, leader = self._filter.feed(self._watch.watch._skip_to_latest(st))
             if ok:
                 return leader
 

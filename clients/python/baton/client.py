@@ -1463,6 +1463,16 @@ class Watch:
                     raise TimeoutError("no change of %r within %.3fs" % (self.name, timeout or 0))
                 self._cond.wait(left)
 
+    def _skip_to_latest(self, st: List[Holder]) -> List[Holder]:
+        """The latest of st and the states already queued behind it (an
+        observer wants the leader now: a release and the next grant, sent
+        together, are not shown as a moment without a leader)."""
+        with self.session._mu:
+            if self._states and not self._closing:
+                st = self._states[-1]
+                self._states.clear()
+        return st
+
     def _poll(self) -> Optional[List[Holder]]:
         """The next state without waiting, or None (asyncio)."""
         with self.session._mu:
@@ -1679,7 +1689,7 @@ class Observer:
                 with self._mu:
                     self._watch = None  # watch again: the new watch starts from the current state
                 continue
-            ok, leader = self._filter.feed(st)
+            ok, leader = self._filter.feed(w._skip_to_latest(st))
             if ok:
                 return leader
 

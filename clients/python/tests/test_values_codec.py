@@ -172,3 +172,72 @@ def test_an_older_server_is_asked_again_without_values_and_says_not_supported():
         s.close()
     t.join(10)
     assert result["hellos"] == [P.HELLO_VALUES, 0]
+
+
+def _change(wid, kind, token=0, value=b"", label=b"", mode=1):
+    p = struct.pack(">IBBQH", wid, kind, mode if kind < 4 else 0, token, len(value)) + value
+    p += bytes([len(label)]) + label + b"\x00"
+    return struct.pack(">HB", len(p) + 1, P.T_CHANGE) + p
+
+
+def _read_frame(c):
+    n = struct.unpack(">H", c.recv(2, socket.MSG_WAITALL))[0]
+    return c.recv(n, socket.MSG_WAITALL)
+
+
+def test_observer_watches_again_after_a_slow_watcher_and_never_goes_back():
+    """A scripted server: the watch is dropped as too slow, and the new
+    watch shows an older leader (as a stale node might): the observer
+    drops it, and goes on with what is newer."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    seen = {}
+
+    def run():
+        c, _ = ls.accept()
+        c.settimeout(10)
+        try:
+            c.recv(8, socket.MSG_WAITALL)
+            seen["hello_flags"] = _read_frame(c)[5]
+            c.sendall(struct.pack(">HBQB", 10, P.T_WELCOME, 7, P.WELCOME_VALUES))
+            f = _read_frame(c)
+            assert f[0] == P.T_WATCH, f
+            w1 = struct.unpack(">I", f[1:5])[0]
+            c.sendall(_change(w1, 1, 10, b"a") + _change(w1, 4))
+            c.sendall(_change(w1, 3, 10) + _change(w1, 1, 20, b"b"))
+            reason = b"watcher too slow"
+            c.sendall(struct.pack(">HBIBB", 7 + len(reason), P.T_REVOKED, w1, 0x08, len(reason)) + reason)
+            while True:  # PINGs may come first
+                f = _read_frame(c)
+                if f[0] == P.T_WATCH:
+                    break
+                c.sendall(struct.pack(">HB", 9, P.T_PONG) + f[1:9])
+            w2 = struct.unpack(">I", f[1:5])[0]
+            seen["ids"] = (w1, w2)
+            c.sendall(_change(w2, 1, 10, b"a") + _change(w2, 4))  # older than 20: dropped
+            c.sendall(_change(w2, 3, 10))  # nobody leads
+            c.sendall(_change(w2, 1, 30, b"c"))
+            while c.recv(4096):
+                pass
+        finally:
+            c.close()
+            ls.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    s = baton.Client("127.0.0.1:%d" % ls.getsockname()[1], lease=5).session()
+    got = []
+    try:
+        with s.election("db").observe() as obs:
+            for leader in obs:
+                got.append(None if leader is None else (leader.token, leader.value))
+                if leader is not None and leader.token == 30:
+                    break
+    finally:
+        s.close()
+    t.join(10)
+    assert seen["hello_flags"] & P.HELLO_VALUES
+    assert seen["ids"][0] != seen["ids"][1]
+    leaders = [g for g in got if g is not None]
+    assert leaders == [(10, b"a"), (20, b"b"), (30, b"c")], got
