@@ -149,7 +149,7 @@ func (s *session) retryHeld() {
 func (s *session) claimHeld(now time.Time, f protocol.Frame) []delivery {
 	srv, v := s.srv, s.v2
 	st, res, err := srv.table.Claim(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
-		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: heldTicket(f)})
+		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: heldTicket(f), Value: f.Value})
 	if err != nil {
 		if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
 			return nil // the session is ending

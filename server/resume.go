@@ -180,6 +180,7 @@ func (s *session) welcome(now time.Time, hello protocol.Frame) (_ protocol.Frame
 		v.tickets = true
 		w.Flags |= protocol.WelcomeTickets
 	}
+	s.welcomeValues(hello, &w)
 	if v.resume != nil {
 		if srv.resume.live == nil {
 			srv.resume.live = map[locktable.Origin]*session{}
@@ -466,6 +467,11 @@ func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
 		case rt.Action == RouteServe:
 		case rt.Action == RouteHold && rt.Gated:
 			gated, since = true, rt.Since
+		case rt.Action == RouteForward && !s.forwarded && f.HasValue():
+			// Relaying values is not built (watch.go).
+			s.reasserted(f, ReassertRefused, protocol.CodeUnsupportedFeature, 0)
+			s.refuse(f, protocol.CodeUnsupportedFeature)
+			return nil
 		case rt.Action == RouteForward && !s.forwarded:
 			s.reasserted(f, ReassertRelayed, 0, 0)
 			s.relayClaim(now, f, rt.Addr) // the owner answers
@@ -527,6 +533,12 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 	if err != nil {
 		return ds, false
 	}
+	if f.HasValue() {
+		// The client's value is the latest: a PROCLAIM may have been
+		// lost with the old connection.
+		res, _ := srv.table.SetValue(now, locktable.Key{Session: s.id, Claim: cid}, f.Value)
+		ds = append(ds, srv.commit(now, res)...)
+	}
 	ticket := srv.table.Ticket(locktable.Key{Session: s.id, Claim: cid})
 	if k.claims > 0 {
 		k.claims--
@@ -580,7 +592,7 @@ func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []deli
 		return nil
 	}
 	st, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
-		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit}, f.Token)
+		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Value: f.Value}, f.Token)
 	if err != nil {
 		code := protocol.CodeReassertRefused
 		switch {
