@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -36,21 +35,13 @@ import (
 // the next claim; the client falls silent: the owner's lease expires and
 // it closes the hop, the relay the client's connection).
 //
-// The hop header, sent only by a relaying node, before the ACQUIRE:
-//
-//	0x7e                hop marker (no protocol frame type starts with it)
-//	0x01                hop header version
-//	u8  n, n bytes      the client's address as the relaying node saw it
-//	u16 m, m bytes      the client's TLS identity (empty without one)
-//
-// The owner uses both for the ACL, audit and the admin API, and treats the
-// request as forwarded: it never relays it again.
+// The relaying node sends a hop header (version 1, protocol/hop.go)
+// before the ACQUIRE: the client's address and TLS identity. The owner
+// uses both for the ACL, audit and the admin API, and treats the request
+// as forwarded: it never relays it again.
 
 // hopMarker is the first byte of a hop header.
-const hopMarker = 0x7e
-
-// hopVersion is the version of the hop header.
-const hopVersion = 1
+const hopMarker = protocol.HopMarker
 
 // RouteAction is a Router's answer.
 type RouteAction int
@@ -112,107 +103,24 @@ type Router interface {
 // holdRetry is how often a held connection asks its Router again.
 const holdRetry = 100 * time.Millisecond
 
-// AppendHop appends a hop header carrying the client's address and TLS
-// identity to b. Addresses longer than 255 bytes and identities longer
-// than 65535 bytes are cut.
-func AppendHop(b []byte, addr, identity string) []byte {
-	addr = addr[:min(len(addr), 255)]
-	identity = identity[:min(len(identity), 65535)]
-	b = append(b, hopMarker, hopVersion, byte(len(addr)))
-	b = append(b, addr...)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(identity)))
-	return append(b, identity...)
-}
+// errBadHop is what reading a hop header fails with when the header is
+// malformed (protocol.ReadHopBody) or its peer may not relay
+// (errUntrustedHop): the connection ends with ERROR 0x13
+// (openingFailure).
+var errBadHop = protocol.ErrBadHop
 
-// errBadHop is returned for a malformed hop header or one from a peer the
-// server does not trust.
-var errBadHop = errors.New("server: malformed or untrusted hop header")
+// errUntrustedHop is returned for a hop header from a peer the server
+// does not trust.
+var errUntrustedHop = fmt.Errorf("server: hop header from a peer that may not relay: %w", errBadHop)
 
-// hopInfo is what a hop header carries.
-type hopInfo struct {
-	addr, identity string
-	// origin and session (hop header version 2): the relaying node's id
-	// and the client session's id there.
-	origin  string
-	session uint64
-	version byte
-	// resume (hop header version 3): the client session is resumable,
-	// with this hash of its secret (resume.go).
-	resume *[secretHashLen]byte
-}
-
-// via names the relaying node and the client's session there, as the
-// admin API shows it: "n2/17"; empty for a version 1 hop header.
-func (h hopInfo) via() string {
-	if h.version < hopVersion2 {
+// hopVia names the relaying node and the client's session there that hop
+// header h carries, as the admin API shows it: "n2/17"; empty for a
+// version 1 hop header.
+func hopVia(h protocol.Hop) string {
+	if h.Version < protocol.HopVersion2 {
 		return ""
 	}
-	return h.origin + "/" + strconv.FormatUint(h.session, 10)
-}
-
-// readHop reads a hop header whose marker byte has been read: version 1
-// (relay.go), 2 (relay2.go) or 3 (resume.go); then it reads len(next)
-// bytes more, what follows the header, into next. Each read asks for
-// what is known to follow up to the next length field, and for the
-// version 2 preamble or ACQUIRE header that is sure to follow the whole
-// (opening): the relaying node sent the header and its ACQUIRE in one
-// write, so a version 1 header without an identity and the ACQUIRE's
-// header are read in two reads.
-func readHop(o *opening, next []byte) (hopInfo, error) {
-	// After every field: at least a version 2 preamble or an ACQUIRE
-	// header.
-	const after = openingMin
-	var h [2]byte
-	if err := o.readFull(h[:], 2+after); err != nil {
-		return hopInfo{}, err
-	}
-	if h[0] != hopVersion && h[0] != hopVersion2 && h[0] != hopVersion3 {
-		return hopInfo{}, errBadHop
-	}
-	info := hopInfo{version: h[0]}
-	// The address, and the identity's length.
-	a := make([]byte, int(h[1])+2)
-	if err := o.readFull(a, after); err != nil {
-		return hopInfo{}, err
-	}
-	m := int(binary.BigEndian.Uint16(a[len(a)-2:]))
-	info.addr = string(a[:len(a)-2])
-	// The identity, and then next (version 1) or the origin's length.
-	tail := len(next)
-	if info.version >= hopVersion2 {
-		tail = 1
-	}
-	id := make([]byte, m+tail)
-	if err := o.readFull(id, after-tail); err != nil {
-		return hopInfo{}, err
-	}
-	info.identity = string(id[:m])
-	if info.version == hopVersion {
-		copy(next, id[m:])
-		return info, nil
-	}
-	// The origin and the session id, and next (version 2).
-	tail = 0
-	if info.version == hopVersion2 {
-		tail = len(next)
-	}
-	origin := make([]byte, int(id[m])+8+tail)
-	if err := o.readFull(origin, after-tail); err != nil {
-		return hopInfo{}, err
-	}
-	k := int(id[m])
-	info.origin, info.session = string(origin[:k]), binary.BigEndian.Uint64(origin[k:k+8])
-	if info.version == hopVersion2 {
-		copy(next, origin[k+8:])
-		return info, nil
-	}
-	if err := readHopResume(o, &info); err != nil {
-		return hopInfo{}, err
-	}
-	if err := o.readFull(next, after-len(next)); err != nil {
-		return hopInfo{}, err
-	}
-	return info, nil
+	return h.Origin + "/" + strconv.FormatUint(h.Session, 10)
 }
 
 // acceptHop handles a connection that opened with the hop marker: it
@@ -236,17 +144,19 @@ func (s *session) acceptHop(o *opening) error {
 	}
 	if srv.Router == nil || !trusted {
 		srv.Logger.Info("hop header from a peer that may not relay", "remote_addr", s.peer.Addr, "identity", s.peer.Identity)
-		return errBadHop
+		return errUntrustedHop
 	}
-	h, err := readHop(o, s.rbuf[:1])
+	// The hop header, and the first byte after it, in as few reads as
+	// the opening allows (opening.go).
+	h, err := protocol.ReadHopBody(o.readFull, s.rbuf[:1])
 	if err != nil {
 		return err
 	}
 	s.wmu.Lock()
-	s.peer.Addr, s.peer.Identity, s.peer.Via = h.addr, h.identity, h.via()
+	s.peer.Addr, s.peer.Identity, s.peer.Via = h.Addr, h.Identity, hopVia(h)
 	s.forwarded = true
-	if h.resume != nil {
-		s.hopResume = &resumeKey{origin: locktable.Origin{Node: h.origin, Session: h.session}, hash: *h.resume}
+	if h.Resume != nil {
+		s.hopResume = &resumeKey{origin: locktable.Origin{Node: h.Origin, Session: h.Session}, hash: *h.Resume}
 	}
 	s.wmu.Unlock()
 	return nil
@@ -466,7 +376,7 @@ func (s *session) relay(up net.Conn, addr string, req protocol.Acquire) (locktab
 	srv.relayed.Add(1)
 	srv.relayedTotal.Add(1)
 	defer srv.relayed.Add(-1)
-	b := AppendHop(make([]byte, 0, 64+len(req.Name)), peer.Addr, peer.Identity)
+	b := protocol.AppendHop(make([]byte, 0, 64+len(req.Name)), peer.Addr, peer.Identity)
 	b = protocol.AppendAcquire(b, req)
 	up.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
 	if _, err := up.Write(b); err != nil {

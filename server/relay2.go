@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -24,9 +23,9 @@ import (
 // relaying node, R). Each CLAIM whose name another node owns (Route says
 // RouteForward) goes to that owner (O) through an upstream session: one
 // per client session and owner, opened on the first claim for that owner
-// with a version 2 hop header, the version 2 preamble and HELLO with the
-// client session's lease and label, asking for queue tickets when the
-// client's session did (an owner that refuses them, ERROR 0x1e, gets the
+// with a hop header (protocol/hop.go), the version 2 preamble and HELLO
+// with the client session's lease and label, asking for queue tickets
+// when the client's session did (an owner that refuses them, ERROR 0x1e, gets the
 // upstream again without: reopenLocked). The claim keeps the client's claim
 // id upstream (one upstream per client session keeps the ids unique).
 // CLAIM and RELEASE of relayed claims are forwarded; the owner's answers
@@ -62,26 +61,8 @@ import (
 // an owner goes before the answers that owner had not sent yet. A
 // session that never relayed a claim keeps the direct path.
 
-// hopVersion2 is the hop header version of an upstream session: version
-// 1's fields, then the relaying node's id (u8 length, bytes) and the
-// client session's id there (u64).
-const hopVersion2 = 2
-
 // maxUpstreamPings bounds the PINGs in flight on one upstream.
 const maxUpstreamPings = 2
-
-// AppendHopV2 appends a version 2 hop header to b: the client's address
-// and TLS identity (as AppendHop), then the relaying node's id origin and
-// the client session's id there. An origin longer than 255 bytes is cut.
-func AppendHopV2(b []byte, addr, identity, origin string, session uint64) []byte {
-	start := len(b)
-	b = AppendHop(b, addr, identity)
-	b[start+1] = hopVersion2
-	origin = origin[:min(len(origin), 255)]
-	b = append(b, byte(len(origin)))
-	b = append(b, origin...)
-	return binary.BigEndian.AppendUint64(b, session)
-}
 
 // relayState is the relaying part of a version 2 session, from its first
 // relayed claim on. Every field is guarded by the session's omu.
@@ -738,7 +719,7 @@ func (s *session) upstreamHello(tickets bool) []byte {
 		_, hash = newSecret()
 		v.plainHash = hash
 	}
-	b := appendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &hash)
+	b := protocol.AppendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &hash)
 	b = protocol.AppendPreamble(b)
 	var flags uint8
 	if tickets {
@@ -1324,7 +1305,7 @@ func (srv *Server) DetachRelayed(sid locktable.SessionID, claim uint32) (string,
 // hop header), if it is open.
 func (srv *Server) RelayedSession(origin string, clientSession uint64) (locktable.SessionID, bool) {
 	srv.init()
-	via := hopInfo{version: hopVersion2, origin: origin, session: clientSession}.via()
+	via := hopVia(protocol.Hop{Version: protocol.HopVersion2, Origin: origin, Session: clientSession})
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	for id, s := range srv.claims {
