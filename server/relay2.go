@@ -65,7 +65,11 @@ import (
 const maxUpstreamPings = 2
 
 // relayState is the relaying part of a version 2 session, from its first
-// relayed claim on. Every field is guarded by the session's omu.
+// relayed claim on. Its fields are guarded by the session's omu, except
+// held, holding and rerouted, which are guarded by srv.mu (a retry
+// enters held claims in the table, other sessions' too, enterGated, and
+// the table's pushes take omu), and readAt, which only the session's
+// reader touches.
 type relayState struct {
 	// q holds the frames not yet released to out, in the order decided.
 	q []*outEntry
@@ -81,18 +85,18 @@ type relayState struct {
 	// finishing is set when the session's client hung up while claims
 	// moved (releaseMoving): their adoption and release go on.
 	finishing bool
-	// readAt is when the batch being answered was read in full (owned
-	// by the session's reader, which alone builds answers).
+	// readAt is when the batch being answered was read in full. Owned
+	// by the session's reader, which alone builds answers: no lock.
 	readAt time.Time
 	// held are the claims held back because Route said hold, or their
 	// upstream could not be opened, in arrival order, and holding says a
-	// retry is scheduled (relay2hold.go). Guarded by srv.mu.
+	// retry is scheduled (relay2hold.go). Guarded by srv.mu, not omu.
 	held    []protocol.Frame
 	holding bool
 	// rerouted are the held claims that an owner revoked because their
 	// name moved (rehold), by id: the owner's address and until when this
 	// node, whose ring may still name that owner, waits for its ring
-	// rather than ask that owner again. Guarded by srv.mu.
+	// rather than ask that owner again. Guarded by srv.mu, not omu.
 	rerouted map[uint32]reroute
 	// openFails counts the upstreams that could not be opened since one
 	// last opened, to log the first and then one in 50.
