@@ -22,7 +22,8 @@ import (
 // because the name moved is held again here (rehold).
 
 // holdClaim answers CLAIM f QUEUED and holds it. Called by the reader
-// with srv.mu held; rel.held and rel.holding are guarded by srv.mu.
+// with srv.mu held; rel.held, rel.holding and rel.rerouted are guarded
+// by srv.mu (relayState).
 func (s *session) holdClaim(f protocol.Frame) {
 	v := s.v2
 	v.omu.Lock()

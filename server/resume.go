@@ -36,46 +36,8 @@ import (
 // take-over (0x05). Everything else is refused 0x04.
 
 // secretHashLen is the size of the hash of a session secret that the
-// server keeps, and that a hop header version 3 carries.
-const secretHashLen = sha256.Size
-
-// hopVersion3 is the hop header of an upstream session of a resumable
-// client session: version 2's fields, then flags u8 (bit 0: resumable)
-// and, with bit 0, the SHA-256 of the client session's secret. The owner
-// keeps the upstream session's claims when the hop connection breaks.
-const hopVersion3 = 3
-
-// hopResumable is the hop header version 3 flag of a resumable session.
-const hopResumable = 0x01
-
-// appendHopV3 is AppendHopV2 with the resumable flag and secret hash.
-func appendHopV3(b []byte, addr, identity, origin string, session uint64, hash *[secretHashLen]byte) []byte {
-	start := len(b)
-	b = AppendHopV2(b, addr, identity, origin, session)
-	b[start+1] = hopVersion3
-	b = append(b, hopResumable)
-	return append(b, hash[:]...)
-}
-
-// readHopResume reads the fields that hop header version 3 adds.
-func readHopResume(o *opening, info *hopInfo) error {
-	var f [1]byte
-	if err := o.readFull(f[:], openingMin); err != nil {
-		return err
-	}
-	switch f[0] {
-	case 0:
-		return nil
-	case hopResumable:
-		var h [secretHashLen]byte
-		if err := o.readFull(h[:], openingMin); err != nil {
-			return err
-		}
-		info.resume = &h
-		return nil
-	}
-	return errBadHop
-}
+// server keeps (SHA-256), and that a hop header version 3 carries.
+const secretHashLen = protocol.SecretHashLen
 
 // resumeKey is what a session needs to be kept: the origin it stands for
 // and the hash of its secret.
