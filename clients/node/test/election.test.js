@@ -17,13 +17,16 @@ function adminGet(admin, p) {
   });
 }
 
-/** The next item of an async iterator, or a rejection after ms. */
-async function next(it, ms = 10000) {
+/** p, or a rejection after ms. */
+async function within(p, ms = 10000) {
   let t;
-  const r = await Promise.race([it.next(), new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`nothing within ${ms} ms`)), ms); })]);
+  const r = await Promise.race([p, new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`nothing within ${ms} ms`)), ms); })]);
   clearTimeout(t);
   return r;
 }
+
+/** The next item of an async iterator, or a rejection after ms. */
+const next = (it, ms) => within(it.next(), ms);
 
 /** The next leader (not null when skipNull: a release and the next grant may come in two reads). */
 async function nextLeader(it, skipNull = false) {
@@ -64,14 +67,16 @@ describe('values, watches and elections', { skip: skipNoBin }, () => {
         const l = await nextLeader(o);
         assert.deepEqual([l.token, l.value.toString(), l.label, l.mode], [ta, '10.0.0.1:5432', 'a', 'exclusive']);
       }
+      const waiters = async (k) => waitFor(async () => JSON.parse((await adminGet(srv.admin, `/api/locks/${name}`)).body).waiters?.length === k, 10000, `${k} waiters`);
       const pb = eb.campaign('10.0.0.2:5432');
+      await waiters(1); // b queues before c
       const pc = ec.campaign('10.0.0.3:5432');
-      await waitFor(async () => JSON.parse((await adminGet(srv.admin, `/api/locks/${name}`)).body).waiters?.length === 2, 10000, 'two waiters');
+      await waiters(2);
       await assert.rejects(eb.proclaim('x'), NotLeaderError);
 
       // The leader's connection closes (not a release): the next leads.
       sa._conn.sock.destroy();
-      const tb = await pb;
+      const tb = await within(pb);
       assert.ok(tb > ta, `token ${tb} after ${ta}`);
       for (const o of obs) {
         const l = await nextLeader(o, true);
@@ -91,7 +96,7 @@ describe('values, watches and elections', { skip: skipNoBin }, () => {
 
       // Resign: the third candidate leads, with a larger token.
       await eb.resign();
-      const tc = await pc;
+      const tc = await within(pc);
       assert.ok(tc > tb);
       for (const o of obs) assert.equal((await nextLeader(o, true)).token, tc);
 
@@ -141,6 +146,35 @@ describe('values, watches and elections', { skip: skipNoBin }, () => {
     }
   });
 
+  test('resumable sessions watch again after a break, and the leader keeps its claim and value', async () => {
+    const name = fresh();
+    const s1 = await client.openSession({ lease: 2000, resumable: true, label: 'lead' });
+    const s2 = await client.openSession({ lease: 2000, resumable: true });
+    try {
+      assert.ok(s1.resumable && s2.resumable);
+      const e = s1.election(name);
+      const token = await e.campaign('v1');
+      const obs = s2.election(name).observe();
+      let l = await nextLeader(obs);
+      assert.deepEqual([l.token, l.value.toString()], [token, 'v1']);
+      // Both connections break: the observer watches again (the same
+      // leader is not given twice); the leader's claim is re-asserted.
+      const resumed = [s1, s2].map((s) => new Promise((r) => s.once('resumed', r)));
+      s2._conn.sock.destroy();
+      s1._conn.sock.destroy();
+      await within(Promise.all(resumed));
+      assert.ok(e.isLeader && e.token === token && !e.signal.aborted);
+      assert.equal((await e.leader()).value.toString(), 'v1');
+      await e.proclaim('v2');
+      l = await nextLeader(obs);
+      assert.deepEqual([l.token, l.value.toString()], [token, 'v2']);
+      obs.close();
+    } finally {
+      await s1.close();
+      await s2.close();
+    }
+  });
+
   test('a watch reports the holders in grant order, with values and labels', async () => {
     const name = fresh();
     const a = await client.openSession({ lease: 2000, label: 'r1' });
@@ -160,6 +194,7 @@ describe('values, watches and elections', { skip: skipNoBin }, () => {
       await r1.release();
       assert.deepEqual((await next(watch)).value.map((h) => h.token), [r2.token]);
       assert.deepEqual(watch.holders.map((h) => h.token), [r2.token]);
+      await new Promise((r) => setImmediate(r)); // the events follow the reader's turn
       assert.deepEqual(changes, [[], [r1.token], [r1.token, r2.token], [r2.token]]);
       watch.close();
       // The watch's id is free again, and the session serves on.

@@ -73,6 +73,7 @@ def test_three_candidates_two_observers(server, name):
             lead = next_leader(q)
             assert (lead.token, lead.value, lead.label) == (ta, b"10.0.0.1:5432", "a")
         tb_thread, tb = campaign_in_thread(eb, "10.0.0.2:5432")
+        wait_waiters(server, name, 1)  # b queues before c
         tc_thread, tc = campaign_in_thread(ec, "10.0.0.3:5432")
         wait_waiters(server, name, 2)
         assert not tb and not tc, "a candidate led beside the leader"
@@ -195,3 +196,34 @@ def test_async_election(server, name):
                 await it.__anext__()
 
     asyncio.run(main())
+
+
+def test_resumable_sessions_watch_again_and_keep_the_value(server, name):
+    c = baton.Client(server.addr, lease=2)
+    s1, s2 = c.session(resumable=True, label="lead"), c.session(resumable=True)
+    try:
+        assert s1.resumable and s2.resumable
+        e = s1.election(name)
+        token = e.campaign("v1")
+        obs = s2.election(name).observe()
+        q = follow(obs)
+        lead = next_leader(q)
+        assert (lead.token, lead.value) == (token, b"v1")
+        # The observer's connection breaks: it resumes and watches again;
+        # the same leader is not given twice.
+        id2 = s2.id
+        s2._sock.shutdown(socket.SHUT_RDWR)
+        # The leader's breaks: its claim is re-asserted with its value.
+        s1._sock.shutdown(socket.SHUT_RDWR)
+        from conftest import wait_for
+        wait_for(lambda: s2.id != id2 and not s2._resuming and not s1._resuming and s1.error is None,
+                 "both sessions resumed")
+        assert e.is_leader and e.token == token and not e.lost.is_set()
+        assert e.leader().value == b"v1"
+        e.proclaim("v2")
+        lead = next_leader(q)
+        assert (lead.token, lead.value) == (token, b"v2"), lead
+        obs.close()
+    finally:
+        s1.close()
+        s2.close()
