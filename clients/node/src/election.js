@@ -169,14 +169,18 @@ class LeaderFilter {
   }
 }
 
+// A watch ended or refused for a server condition (too slow, the name
+// moved, ...) is made again; a client error (0x10 and above) ends the observer.
+const isTemporary = (e) => e instanceof ServerError && e.frame !== 'error' && e.code < 0x10;
 const isSlow = (e) => e instanceof ServerError && e.frame === 'revoked' && e.code === Codes.SLOW_WATCHER;
 
 /**
  * The leader of a name now and after each change, made by
  * Election.observe. Iterate it with `for await` (each item is the leader,
- * or null when nobody leads) or listen to 'leader'. A watch dropped as
- * too slow is made again; a leader older than one delivered is never
- * delivered.
+ * or null when nobody leads) or listen to 'leader'. A watch the server
+ * ends or refuses for a server condition (code below 0x10: too slow, the
+ * name moved) is made again, with backoff; a leader older than one
+ * delivered is never delivered.
  *
  * Events: 'leader' (leader|null); 'close' (err) - null after close().
  */
@@ -203,11 +207,28 @@ export class Observer extends EventEmitter {
 
   /** @internal */
   async _run() {
+    let backoff = 0;
+    const pause = async () => {
+      backoff = backoff ? Math.min(1000, 2 * backoff) : 50;
+      await new Promise((r) => {
+        const done = () => {
+          clearTimeout(t);
+          this.removeListener('close', done);
+          r();
+        };
+        const t = setTimeout(done, backoff / 2 + Math.random() * (backoff / 2));
+        this.once('close', done);
+      });
+    };
     while (!this._closed) {
       let w;
       try {
         w = await this._s.watch(this.name);
       } catch (e) {
+        if (isTemporary(e)) {
+          await pause();
+          continue;
+        }
         return this._end(e);
       }
       if (this._closed) return w.close();
@@ -218,11 +239,14 @@ export class Observer extends EventEmitter {
           // are not shown as a moment without a leader.
           if (w._queue.length) holders = w._queue.splice(0).pop();
           const [ok, leader] = this._filter.feed(holders);
+          backoff = 0;
           if (ok) this._deliver(leader);
         }
       } catch (e) {
-        if (isSlow(e)) continue; // watch again: the new watch starts from the current state
-        return this._end(e);
+        if (!isTemporary(e)) return this._end(e);
+        // Watch again: the new watch starts from the current state.
+        if (!isSlow(e)) await pause();
+        continue;
       }
       return this._end(null);
     }

@@ -676,7 +676,7 @@ export class Session extends EventEmitter {
    */
   async watch(name) {
     const nameBuf = P.nameBytes(name);
-    if (this._router) return (await this._router.sessionFor(name))._watch(name, nameBuf);
+    if (this._router) return this._router.watch(name, nameBuf);
     return this._watch(name, nameBuf);
   }
 
@@ -1358,6 +1358,19 @@ export class Router {
         return await s._acquire(name, nameBuf, m, noWait, signal, value);
       } catch (e) {
         // Refused 0x03: the ring moved under the claim; once more.
+        if (attempt === 0 && e instanceof ServerError && e.code === Codes.NOT_OWNER && e.frame === 'refused') continue;
+        throw e;
+      }
+    }
+  }
+
+  async watch(name, nameBuf) {
+    for (let attempt = 0; ; attempt++) {
+      const s = await this.sessionFor(name);
+      try {
+        return await s._watch(name, nameBuf);
+      } catch (e) {
+        // Refused 0x03: the ring moved under the watch; once more.
         if (attempt === 0 && e instanceof ServerError && e.code === Codes.NOT_OWNER && e.frame === 'refused') continue;
         throw e;
       }

@@ -138,7 +138,7 @@ function change(wid, kind, token = 0n, value = '', label = '') {
   return b;
 }
 
-test('an observer watches again after a slow watcher, and never goes back to an older leader', async () => {
+for (const code of [0x08, 0x03, 0x18]) test(`an observer watches again after a revoke 0x${code.toString(16)} (not 0x18), and never goes back to an older leader`, async () => {
   const seen = {};
   const srv = net.createServer((sock) => {
     sock.on('error', () => {});
@@ -172,7 +172,7 @@ test('an observer watches again after a slow watcher, and never goes back to an 
           r.writeUInt16BE(r.length - 2, 0);
           r[2] = P.T.REVOKED;
           r.writeUInt32BE(w, 3);
-          r[7] = 0x08;
+          r[7] = code;
           r[8] = reason.length;
           reason.copy(r, 9);
           sock.write(r);
@@ -194,6 +194,10 @@ test('an observer watches again after a slow watcher, and never goes back to an 
       got.push(leader && [leader.token, leader.value.toString()]);
       if (leader?.token === 30n) break;
     }
+  } catch (e) {
+    assert.ok(code === 0x18 && e.code === 0x18 && e.frame === 'revoked', String(e));
+    assert.deepEqual(got, [[10n, 'a'], [20n, 'b']]);
+    return;
   } finally {
     await s.close();
     srv.close();

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import random
 import threading
 from typing import Any, List, Optional, Union
 
 from .client import Claim, Client, Election, Holder, Session, Watch, _LeaderFilter
-from .errors import Code, Revoked
+from .errors import ClaimRefused, Code, Revoked
 
 __all__ = ["AsyncClient", "AsyncSession", "AsyncLock", "AsyncWatch", "AsyncElection", "AsyncObserver"]
 
@@ -232,6 +233,7 @@ class AsyncObserver:
         self._filter = _LeaderFilter()
         self._watch: Optional[AsyncWatch] = None
         self._closed = False
+        self._backoff = 0.0
 
     def __aiter__(self) -> "AsyncObserver":
         return self
@@ -241,7 +243,13 @@ class AsyncObserver:
             if self._closed:
                 raise StopAsyncIteration
             if self._watch is None:
-                w = AsyncWatch(await _in_thread(self.session.watch, self.name))
+                try:
+                    w = AsyncWatch(await _in_thread(self.session.watch, self.name))
+                except ClaimRefused as e:
+                    if not e.temporary:
+                        raise
+                    await self._pause()
+                    continue
                 if self._closed:
                     w.close()
                     raise StopAsyncIteration
@@ -249,13 +257,21 @@ class AsyncObserver:
             try:
                 st = await self._watch.__anext__()
             except Revoked as e:
-                if e.code != Code.SLOW_WATCHER:
+                if e.code >= 0x10:
                     raise
                 self._watch = None  # watch again from the current state
+                if e.code != Code.SLOW_WATCHER:
+                    await self._pause()
                 continue
+            self._backoff = 0.0
             ok, leader = self._filter.feed(self._watch.watch._skip_to_latest(st))
             if ok:
                 return leader
+
+    async def _pause(self) -> None:
+        """Wait before watching again: 50 ms, doubling to 1 s."""
+        self._backoff = min(1.0, 2 * self._backoff) if self._backoff else 0.05
+        await asyncio.sleep(random.uniform(0.5, 1.0) * self._backoff)
 
     def close(self) -> None:
         self._closed = True

@@ -407,7 +407,7 @@ class Session:
         """
         bname = P.check_name(name)
         if self._router is not None:
-            return self._router.session_for(name)._watch_here(name, bname)
+            return self._router.watch(name, bname)
         return self._watch_here(name, bname)
 
     def election(self, name: str) -> "Election":
@@ -1335,6 +1335,17 @@ class _Router:
                 self.front._ask_ring(False, min(self.front.lease, 2.0))  # the ring moved: ask again
         raise AssertionError("unreachable")
 
+    def watch(self, name: str, bname: bytes) -> "Watch":
+        for attempt in range(2):
+            s = self.session_for(name)
+            try:
+                return s._watch_here(name, bname)
+            except ClaimRefused as e:
+                if e.code != Code.NOT_OWNER or attempt:
+                    raise
+                self.front._ask_ring(False, min(self.front.lease, 2.0))  # the ring moved: ask again
+        raise AssertionError("unreachable")
+
     def close(self) -> None:
         with self.mu:
             self.closed = True
@@ -1654,9 +1665,11 @@ class _LeaderFilter:
 class Observer:
     """The leader of a name now and after each change, made by
     :meth:`Election.observe`. Iterate it: each item is the leader
-    (:class:`Holder`) or None when nobody leads. A watch dropped as too
-    slow is made again. Iteration ends at :meth:`close` (callable from
-    another thread), and raises the session's error when it ends."""
+    (:class:`Holder`) or None when nobody leads. A watch the server ends
+    or refuses for a server condition (code below 0x10: too slow, the
+    name moved) is made again, with backoff. Iteration ends at
+    :meth:`close` (callable from another thread), and raises the
+    session's error when it ends."""
 
     def __init__(self, session: Session, name: str) -> None:
         self.session = session
@@ -1665,6 +1678,8 @@ class Observer:
         self._watch: Optional[Watch] = None
         self._closed = False
         self._mu = threading.Lock()
+        self._backoff = 0.0
+        self._wake = threading.Event()  # set by close(): a pause ends
 
     def get(self, timeout: Optional[float] = None) -> Optional[Holder]:
         """The next leader (None: no leader); :class:`TimeoutError` after ``timeout``."""
@@ -1675,7 +1690,13 @@ class Observer:
                     raise StopIteration
                 w = self._watch
             if w is None:
-                w = self.session.watch(self.name)
+                try:
+                    w = self.session.watch(self.name)
+                except ClaimRefused as e:
+                    if not e.temporary:
+                        raise
+                    self._pause(deadline)
+                    continue
                 with self._mu:
                     if self._closed:
                         w.close()
@@ -1684,14 +1705,25 @@ class Observer:
             try:
                 st = w.get(None if deadline is None else max(0.0, deadline - _now()))
             except Revoked as e:
-                if e.code != Code.SLOW_WATCHER:
+                if e.code >= 0x10:
                     raise
                 with self._mu:
                     self._watch = None  # watch again: the new watch starts from the current state
+                if e.code != Code.SLOW_WATCHER:
+                    self._pause(deadline)
                 continue
+            self._backoff = 0.0
             ok, leader = self._filter.feed(w._skip_to_latest(st))
             if ok:
                 return leader
+
+    def _pause(self, deadline: Optional[float]) -> None:
+        """Wait before watching again: 50 ms, doubling to 1 s."""
+        self._backoff = min(1.0, 2 * self._backoff) if self._backoff else 0.05
+        pause = self._backoff if deadline is None else min(self._backoff, max(0.0, deadline - _now()))
+        self._wake.wait(random.uniform(0.5, 1.0) * pause)
+        if deadline is not None and _now() >= deadline:
+            raise TimeoutError("no leader change of %r in time" % self.name)
 
     def __iter__(self) -> "Observer":
         return self
@@ -1700,6 +1732,7 @@ class Observer:
         return self.get()
 
     def close(self) -> None:
+        self._wake.set()
         with self._mu:
             self._closed = True
             w, self._watch = self._watch, None

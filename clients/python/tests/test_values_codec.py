@@ -185,10 +185,12 @@ def _read_frame(c):
     return c.recv(n, socket.MSG_WAITALL)
 
 
-def test_observer_watches_again_after_a_slow_watcher_and_never_goes_back():
-    """A scripted server: the watch is dropped as too slow, and the new
-    watch shows an older leader (as a stale node might): the observer
-    drops it, and goes on with what is newer."""
+@pytest.mark.parametrize("code", [0x08, 0x03, 0x18])
+def test_observer_watches_again_after_a_revoke_and_never_goes_back(code):
+    """A scripted server: the watch is revoked (0x08 too slow, 0x03 the
+    name moved), and the new watch shows an older leader (as a stale node
+    might): the observer drops it, and goes on with what is newer. A
+    client error (0x18 access revoked) ends the observer."""
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(1)
@@ -206,10 +208,13 @@ def test_observer_watches_again_after_a_slow_watcher_and_never_goes_back():
             w1 = struct.unpack(">I", f[1:5])[0]
             c.sendall(_change(w1, 1, 10, b"a") + _change(w1, 4))
             c.sendall(_change(w1, 3, 10) + _change(w1, 1, 20, b"b"))
-            reason = b"watcher too slow"
-            c.sendall(struct.pack(">HBIBB", 7 + len(reason), P.T_REVOKED, w1, 0x08, len(reason)) + reason)
+            reason = b"revoked"
+            c.sendall(struct.pack(">HBIBB", 7 + len(reason), P.T_REVOKED, w1, code, len(reason)) + reason)
             while True:  # PINGs may come first
-                f = _read_frame(c)
+                try:
+                    f = _read_frame(c)
+                except (struct.error, OSError):
+                    return  # closed: the observer ended
                 if f[0] == P.T_WATCH:
                     break
                 c.sendall(struct.pack(">HB", 9, P.T_PONG) + f[1:9])
@@ -234,6 +239,10 @@ def test_observer_watches_again_after_a_slow_watcher_and_never_goes_back():
                 got.append(None if leader is None else (leader.token, leader.value))
                 if leader is not None and leader.token == 30:
                     break
+    except baton.Revoked as e:
+        assert code == 0x18 and e.code == code
+        assert got == [(10, b"a"), (20, b"b")], got
+        return
     finally:
         s.close()
     t.join(10)
