@@ -446,7 +446,7 @@ func fuzzV2Seeds() [][]byte {
 			protocol.AppendClaimValue(nil, 3, excl, 0, 0, "w", "v1"), protocol.AppendProclaim(nil, 3, "v2"),
 			protocol.AppendClaimValue(nil, 4, excl, 0, 0, "w", "v3"), releaseFrame(3), releaseFrame(2),
 			protocol.AppendProclaim(nil, 9, "x"), protocol.AppendWatch(nil, 1, "again")), // values and watches, then 0x1f
-		cat(hello, protocol.AppendClaimValue(nil, 1, excl, 0, 0, "w", "v"), protocol.AppendWatch(nil, 2, "w")), // 0x1e, then 0x13
+		cat(hello, protocol.AppendClaimValue(nil, 1, excl, 0, 0, "w", "v"), protocol.AppendWatch(nil, 2, "w")),     // 0x1e, then 0x13
 		cat(values, protocol.AppendWatch(nil, 1, ""), protocol.AppendProclaim(nil, 1, string(make([]byte, 1025)))), // 0x14, 0x24
 		cat(hello, rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 9, "f"), // held by owner 1
 			rangeFrame(2, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 2, 5, 5, "f"), // owner 2 waits
