@@ -225,7 +225,8 @@ export interface ObserverEvents {
 /**
  * The leader of a name now and after each change (a new leader, a new
  * value, or null for no leader); never a leader with a token below one
- * already delivered. A watch dropped as too slow is made again.
+ * already delivered. A watch the server ends or refuses for a server
+ * condition (code below 0x10: too slow, the name moved) is made again.
  */
 export declare class Observer extends EventEmitter<ObserverEvents> implements AsyncIterableIterator<Leader | null> {
   private constructor();
@@ -259,7 +260,7 @@ export declare class Election {
   campaign(value?: string | Uint8Array, options?: { signal?: AbortSignal; timeout?: number }): Promise<bigint>;
   /** Publishes a new value while leading; rejects with NotLeaderError otherwise. */
   proclaim(value: string | Uint8Array): Promise<void>;
-  /** Stops leading (or campaigning): the next candidate leads. */
+  /** Stops leading: the next candidate leads. (A campaign still waiting stops by its signal or timeout.) */
   resign(): Promise<void>;
   /** The leader now, or null. */
   leader(): Promise<Leader | null>;

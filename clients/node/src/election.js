@@ -375,7 +375,7 @@ export class Election {
     await this._claim.proclaim(value);
   }
 
-  /** Stops leading: the next candidate leads. */
+  /** Stops leading: the next candidate leads. (A campaign still waiting stops by its signal or timeout.) */
   async resign() {
     const cl = this._claim;
     this._claim = null;

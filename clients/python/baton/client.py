@@ -1621,7 +1621,8 @@ class Election:
         cl.proclaim(value, timeout)
 
     def resign(self) -> None:
-        """Stop leading (or campaigning): the next candidate leads."""
+        """Stop leading: the next candidate leads. (A campaign still
+        waiting stops by its ``cancel`` event or ``timeout``.)"""
         cl, self.claim = self.claim, None
         if cl is not None:
             cl.release()
