@@ -206,3 +206,44 @@ for (const code of [0x08, 0x03, 0x18]) test(`an observer watches again after a r
   assert.notEqual(seen.first, seen.second);
   assert.deepEqual(got.filter((g) => g !== null), [[10n, 'a'], [20n, 'b'], [30n, 'c']], JSON.stringify(got, (k, v) => (typeof v === 'bigint' ? String(v) : v)));
 });
+
+test('a reset clears the holders until synced', async () => {
+  const srv = net.createServer((sock) => {
+    sock.on('error', () => {});
+    let buf = Buffer.alloc(0);
+    let opened = false;
+    sock.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      if (!opened) {
+        if (buf.length < 10 || buf.length < 10 + buf.readUInt16BE(8)) return;
+        buf = buf.subarray(10 + buf.readUInt16BE(8));
+        opened = true;
+        sock.write(unhex('00 0a 31 00 00 00 00 00 00 00 07 10'));
+      }
+      while (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
+        const f = buf.subarray(2, 2 + buf.readUInt16BE(0));
+        buf = buf.subarray(2 + f.length);
+        if (f[0] !== P.T.WATCH) continue;
+        const w = f.readUInt32BE(1);
+        sock.write(Buffer.concat([change(w, 1, 10n, 'a'), change(w, 4)]));
+        sock.write(change(w, 5));
+        sock.write(change(w, 1, 20n, 'b', 'x'));
+        sock.write(change(w, 1, 30n, 'c'));
+        sock.write(change(w, 4));
+        sock.write(change(w, 2, 30n, 'c2'));
+      }
+    });
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const s = await new Client({ address: `127.0.0.1:${srv.address().port}` }).openSession({ lease: 5000 });
+  try {
+    const w = await s.watch('db');
+    const states = [];
+    for (let i = 0; i < 3; i++) states.push((await w.next()).value.map((h) => [h.token, h.value.toString()]));
+    assert.deepEqual(states, [[[10n, 'a']], [[20n, 'b'], [30n, 'c']], [[20n, 'b'], [30n, 'c2']]]);
+    assert.equal(w.holders[0].label, 'x');
+  } finally {
+    await s.close();
+    srv.close();
+  }
+});

@@ -250,3 +250,41 @@ def test_observer_watches_again_after_a_revoke_and_never_goes_back(code):
     assert seen["ids"][0] != seen["ids"][1]
     leaders = [g for g in got if g is not None]
     assert leaders == [(10, b"a"), (20, b"b"), (30, b"c")], got
+
+
+def test_a_reset_clears_the_holders_until_synced():
+    """A scripted server sends a reset (kind 5) and a new whole state:
+    the watch gives [10], then [20, 30], never a state in between."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+
+    def run():
+        c, _ = ls.accept()
+        c.settimeout(10)
+        try:
+            c.recv(8, socket.MSG_WAITALL)
+            _read_frame(c)
+            c.sendall(struct.pack(">HBQB", 10, P.T_WELCOME, 7, P.WELCOME_VALUES))
+            wid = struct.unpack(">I", _read_frame(c)[1:5])[0]
+            c.sendall(_change(wid, 1, 10, b"a") + _change(wid, 4))
+            c.sendall(_change(wid, 5))
+            c.sendall(_change(wid, 1, 20, b"b", b"x"))
+            c.sendall(_change(wid, 1, 30, b"c"))
+            c.sendall(_change(wid, 4))
+            c.sendall(_change(wid, 2, 30, b"c2"))
+            while c.recv(4096):
+                pass
+        finally:
+            c.close()
+            ls.close()
+
+    threading.Thread(target=run, daemon=True).start()
+    s = baton.Client("127.0.0.1:%d" % ls.getsockname()[1], lease=5).session()
+    try:
+        w = s.watch("db")
+        states = [[(h.token, h.value) for h in w.get(5)] for _ in range(3)]
+        assert states == [[(10, b"a")], [(20, b"b"), (30, b"c")], [(20, b"b"), (30, b"c2")]], states
+        assert w.holders[0].label == "x"
+    finally:
+        s.close()
