@@ -18,6 +18,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"-model=claims", "-rw=0", "-sems=1", "-claims=1", "-mutation=semaphore-over-limit"}, 1, "no conflicting holders"},
 		{[]string{"-model=claims", "-mutation=no-claim"}, 2, ""},
 		{[]string{"-model=claims", "-claims=7"}, 2, ""},
+		{[]string{"-model=claims", "-sessions=2", "-claims=1", "-watches=1", "-values"}, 0, "696 states"},
+		{[]string{"-model=claims", "-watches=4"}, 2, ""},
 		{[]string{"-model=client"}, 0, "ok: every property holds"},
 		{[]string{"-model=client", "-giveup=1.0"}, 1, "counterexample, 15 steps"},
 		{[]string{"-model=session", "-lease=5", "-delay=0", "-lag=0", "-workstop=2"}, 0, "16077 states"},
