@@ -19,6 +19,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"-model=claims", "-mutation=no-claim"}, 2, ""},
 		{[]string{"-model=claims", "-claims=7"}, 2, ""},
 		{[]string{"-model=claims", "-sessions=2", "-claims=1", "-watches=1", "-values"}, 0, "696 states"},
+		{[]string{"-model=claims", "-sessions=2", "-claims=1", "-watches=1", "-values", "-mutation=value-untold"}, 1, "counterexample, 3 steps"},
 		{[]string{"-model=claims", "-watches=4"}, 2, ""},
 		{[]string{"-model=client"}, 0, "ok: every property holds"},
 		{[]string{"-model=client", "-giveup=1.0"}, 1, "counterexample, 15 steps"},
