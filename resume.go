@@ -404,7 +404,7 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 	}
 	s.conn, s.br, s.rule, s.gen, s.addrIdx = conn, bufio.NewReaderSize(conn, 4096), rule, s.gen+1, addr
 	s.addr = s.addrs()[addr]
-	s.id, s.ident, s.ring, s.tickets, s.detach = w.frame.Session, w.ident, w.ring, w.tickets, w.detach
+	s.id, s.ident, s.ring, s.tickets, s.detach, s.values = w.frame.Session, w.ident, w.ring, w.tickets, w.detach, w.values
 	s.wset, s.readSet = time.Time{}, time.Time{}
 	s.out = s.out[:0]
 	s.reasserts = 0
@@ -439,6 +439,7 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 			}
 		}
 	}
+	s.rewatchLocked(now)
 	if err := s.installRanges(); err != nil {
 		s.loseLocked(err)
 		s.mu.Unlock()
@@ -485,8 +486,10 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, ticket uint64, now 
 		case granted:
 			cl.held, cl.token = true, ev.Token
 			cl.resolve()
+			cl.proclaimedAll(nil) // the re-assertion carried the latest value
 		default:
 			cl.queued, cl.ticket = true, ticket
+			cl.proclaimedAll(nil)
 		}
 	case protocol.TypeBusy:
 		cl.endLocked(ErrBusy)
@@ -637,7 +640,7 @@ func (s *Session) sendReassert(cl *Claim, prior *resumeIdent, now time.Time) {
 	if err := s.rule.SentClaim(cl.id, noWait, now); err != nil {
 		panic("baton: re-assertion of a claim whose id is in use: " + err.Error())
 	}
-	s.out = appendReassert(s.out, cl.id, cl.mode, noWait, cl.name, token, ticket, s.ring, prior)
+	s.out = appendReassert(s.out, cl.id, cl.mode, noWait, cl.name, token, ticket, s.ring, prior, cl.value)
 	s.reasserts++
 	cl.sentOn, cl.named, cl.sentTicket = s.ident, prior, ticket != 0
 }

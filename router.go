@@ -472,10 +472,10 @@ func (rt *router) watch() {
 // made once more after the ring was asked again. A claim whose session
 // ends while it waits fails, as on a plain session: it is not made again
 // elsewhere behind the caller's back.
-func (rt *router) claim(ctx context.Context, name string, m Mode, noWait bool) (*Claim, error) {
+func (rt *router) claim(ctx context.Context, name string, m Mode, noWait bool, value *string) (*Claim, error) {
 	for attempt := 0; ; attempt++ {
 		s := rt.sessionFor(ctx, name)
-		cl, err := s.claimHere(ctx, name, m, noWait)
+		cl, err := s.claimHere(ctx, name, m, noWait, value)
 		if err == nil || attempt > 0 || ctx.Err() != nil {
 			return cl, err
 		}
