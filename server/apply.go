@@ -16,6 +16,9 @@ type delivery struct {
 	to    *session
 	send  locktable.Send
 	flush bool
+	// direct: flush here even if the session has a writer of its own
+	// (the writer's own flush, watch.go).
+	direct bool
 }
 
 // commit turns a table result into deliveries and observer events. It is
@@ -25,6 +28,7 @@ type delivery struct {
 func (srv *Server) commit(now time.Time, res locktable.Result) []delivery {
 	var ds []delivery
 	var closed []*session // version 2 sessions the result closes
+	var dropped map[*session]bool
 	for _, send := range res.Sends {
 		s := srv.claims[send.Session]
 		switch {
@@ -34,6 +38,15 @@ func (srv *Server) commit(now time.Time, res locktable.Result) []delivery {
 		case send.Kind == locktable.SendSessionError:
 			ds = append(ds, delivery{to: s, send: send})
 			closed = append(closed, s)
+		case send.Kind == locktable.SendChange:
+			if dropped == nil {
+				dropped = map[*session]bool{}
+			}
+			if srv.pushChange(s, send, dropped) {
+				if n := len(ds); n == 0 || ds[n-1].to != s || !ds[n-1].flush {
+					ds = append(ds, delivery{to: s, flush: true})
+				}
+			}
 		default:
 			// Appended now, under srv.mu, so a session's frames go out
 			// in table order: a PROMOTED never overtakes its QUEUED, a
@@ -114,6 +127,9 @@ func (srv *Server) deliver(ds []delivery) {
 			var err error
 			switch {
 			case d.flush:
+				if !d.direct && d.to.v2.wakeWriter() {
+					break // its writer writes it (watch.go)
+				}
 				err = d.to.flushV2(false)
 			case d.send.Kind == locktable.SendAcquired:
 				err = d.to.push(d.send.Token)

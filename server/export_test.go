@@ -55,9 +55,3 @@ func LiveResumable(srv *Server) int {
 	defer srv.mu.Unlock()
 	return len(srv.resume.live)
 }
-
-// AppendHopV3 appends the hop header of a relaying node's upstream
-// session (hop header version 3), for tests that play that node.
-func AppendHopV3(b []byte, addr, identity, origin string, session uint64, hash [secretHashLen]byte) []byte {
-	return appendHopV3(b, addr, identity, origin, session, &hash)
-}

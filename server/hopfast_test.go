@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
 
@@ -169,8 +170,8 @@ func TestOpeningReads(t *testing.T) {
 		reads int
 	}{
 		{"direct", nil, 2},
-		{"hop without identity", server.AppendHop(nil, "192.0.2.7:4000", ""), 3},
-		{"hop with identity", server.AppendHop(nil, "192.0.2.7:4000", "spiffe://example.test/client"), 4},
+		{"hop without identity", protocol.AppendHop(nil, "192.0.2.7:4000", ""), 3},
+		{"hop with identity", protocol.AppendHop(nil, "192.0.2.7:4000", "spiffe://example.test/client"), 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := owner.dial(t)
@@ -203,7 +204,7 @@ func TestOpeningReadsNoFurther(t *testing.T) {
 	})
 	for i, id := range []string{"", "spiffe://example.test/client"} {
 		c := owner.dial(t)
-		b := server.AppendHop(nil, "192.0.2.7:4000", id)
+		b := protocol.AppendHop(nil, "192.0.2.7:4000", id)
 		b = append(b, acquireFrame(string(rune('x'+i)), longLease)...)
 		c.mustWrite(append(b, heartbeats(1)...))
 		token := c.expectAcquired()
@@ -213,7 +214,7 @@ func TestOpeningReadsNoFurther(t *testing.T) {
 		c.expectOnlyEOFAfterHalfClose()
 	}
 	c := owner.dial(t)
-	b := server.AppendHop(nil, "192.0.2.7:4000", "spiffe://example.test/client")
+	b := protocol.AppendHop(nil, "192.0.2.7:4000", "spiffe://example.test/client")
 	for _, x := range append(b, acquireFrame("bytewise", longLease)...) {
 		c.mustWrite([]byte{x})
 		time.Sleep(time.Millisecond) // let each byte travel alone

@@ -36,7 +36,7 @@ func (l *countListener) Accept() (net.Conn, error) {
 // reads the answer.
 func hopClaim(t *testing.T, c *client, addr, name string) protocol.ServerFrame {
 	t.Helper()
-	c.mustWrite(append(server.AppendHop(nil, addr, ""), acquireFrame(name, longLease)...))
+	c.mustWrite(append(protocol.AppendHop(nil, addr, ""), acquireFrame(name, longLease)...))
 	return c.mustRead()
 }
 

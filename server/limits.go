@@ -29,6 +29,10 @@ const (
 	// does not pile up claims.
 	DefaultMaxKeptSessions = 10_000
 	DefaultMaxKeptClaims   = 200_000
+	// DefaultMaxWatchBacklog bounds what a session with watches lets pile
+	// up unsent: thousands of changes, far more than a reader that keeps
+	// up ever has waiting.
+	DefaultMaxWatchBacklog = 256 << 10
 )
 
 // The limits, as the label of EventLimit's Action and of the metric
@@ -39,10 +43,11 @@ const (
 	LimitClientSession = "client_sessions"
 	LimitKeptSessions  = "kept_sessions"
 	LimitKeptClaims    = "kept_claims"
+	LimitWatchBacklog  = "watch_backlog"
 )
 
 // Limits lists every limit name, for metrics that pre-create their labels.
-var Limits = []string{LimitSessionClaims, LimitWaiters, LimitClientSession, LimitKeptSessions, LimitKeptClaims}
+var Limits = []string{LimitSessionClaims, LimitWaiters, LimitClientSession, LimitKeptSessions, LimitKeptClaims, LimitWatchBacklog}
 
 // tableLimits are the limits the lock table enforces.
 func (srv *Server) tableLimits() locktable.Limits {

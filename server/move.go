@@ -3,9 +3,11 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/batonlock/baton/internal/clientrule"
@@ -231,46 +233,89 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 	ds := srv.commit(now, res)
 	locks := srv.table.Export(now, moving)
 	ds = append(ds, srv.commit(now, srv.table.Evict(now, moving, 0, 0))...)
-	states := map[string]*moveState{}
-	perSession := map[locktable.SessionID][]moveClaim{}
-	sessionsOf := map[string]map[locktable.SessionID]bool{}
-	n := 0
+	plan := srv.planExportLocked(locks, newOwner)
+	hashes, delivered, keptDs := srv.handOverSessionsLocked(now, plan.perSession)
+	ds = append(ds, keptDs...)
+	out, err := plan.encode(hashes, gates, handedRanges)
+	srv.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	srv.deliverAll(ds)
+	srv.deliver(delivered)
+	srv.deliver(rangeDs)
+	for _, s := range rangeSessions {
+		s.closeWithError(protocol.CodeShuttingDown)
+	}
+	for sid := range plan.perSession {
+		if s := srv.session(sid); s != nil && !s.forwarded {
+			s.kickMoving()
+		}
+	}
+	if ended > 0 || plan.claims > 0 {
+		srv.Logger.Info("planned change: claims on names moving to another node handed over", "continuing", plan.claims, "ended", ended)
+	}
+	return out, nil
+}
+
+// exportPlan is what Export hands over: the state for each new owner,
+// and the exported claims of each session.
+type exportPlan struct {
+	states     map[string]*moveState // by new owner
+	perSession map[locktable.SessionID][]moveClaim
+	sessionsOf map[string]map[locktable.SessionID]bool // by new owner
+	claims     int                                     // the claims exported
+}
+
+// planExportLocked sorts the exported locks by new owner and their
+// claims by session. A continuing session is heard from by its host
+// until its claims are adopted, so their idle time becomes zero; a kept
+// one keeps the time it was last heard. Called with srv.mu held.
+func (srv *Server) planExportLocked(locks []locktable.LockState, newOwner func(name string) string) *exportPlan {
+	p := &exportPlan{
+		states:     map[string]*moveState{},
+		perSession: map[locktable.SessionID][]moveClaim{},
+		sessionsOf: map[string]map[locktable.SessionID]bool{},
+	}
 	for _, ls := range locks {
 		to := newOwner(ls.Name)
-		st := states[to]
+		st := p.states[to]
 		if st == nil {
 			st = &moveState{}
-			states[to] = st
-			sessionsOf[to] = map[locktable.SessionID]bool{}
+			p.states[to] = st
+			p.sessionsOf[to] = map[locktable.SessionID]bool{}
 		}
-		// A continuing session is heard from by its host until its claims
-		// are adopted; a kept one keeps the time it was last heard.
-		for i := range ls.Holders {
-			if !srv.isKeptLocked(ls.Holders[i].Session) {
-				ls.Holders[i].Idle = 0
+		for _, claims := range [][]locktable.ClaimState{ls.Holders, ls.Waiters} {
+			for i := range claims {
+				if !srv.isKeptLocked(claims[i].Session) {
+					claims[i].Idle = 0
+				}
+				cs := claims[i]
+				p.perSession[cs.Session] = append(p.perSession[cs.Session], moveClaim{cs, ls.Name, ls.Limit})
+				p.sessionsOf[to][cs.Session] = true
 			}
-			cs := ls.Holders[i]
-			perSession[cs.Session] = append(perSession[cs.Session], moveClaim{cs, ls.Name, ls.Limit})
-			sessionsOf[to][cs.Session] = true
 		}
-		for i := range ls.Waiters {
-			if !srv.isKeptLocked(ls.Waiters[i].Session) {
-				ls.Waiters[i].Idle = 0
-			}
-			cs := ls.Waiters[i]
-			perSession[cs.Session] = append(perSession[cs.Session], moveClaim{cs, ls.Name, ls.Limit})
-			sessionsOf[to][cs.Session] = true
-		}
-		n += len(ls.Holders) + len(ls.Waiters)
+		p.claims += len(ls.Holders) + len(ls.Waiters)
 		st.Locks = append(st.Locks, ls)
 	}
-	hashes := map[locktable.SessionID]moveSession{}
-	var delivered []delivery
+	return p
+}
+
+// handOverSessionsLocked marks the exported claims of each session as
+// handed over, and returns what the new owners install for each: a kept
+// session's origin and hashes (the session ends here when it has no
+// claim left, with the deliveries kept), a relayed session's (its
+// relaying node is told MOVED, delivered), and those of a session on
+// this node, whose claims start moving (startMoving). Called with srv.mu
+// held.
+func (srv *Server) handOverSessionsLocked(now time.Time, perSession map[locktable.SessionID][]moveClaim) (
+	hashes map[locktable.SessionID]moveSession, delivered, kept []delivery) {
+	hashes = map[locktable.SessionID]moveSession{}
 	for sid, cs := range perSession {
 		if k := srv.resume.byID[sid]; k != nil {
 			hashes[sid] = k.handedOver()
 			if len(srv.table.SessionClaims(sid)) == 0 {
-				ds = append(ds, srv.endKeptLocked(now, k, locktable.ReasonMoved)...)
+				kept = append(kept, srv.endKeptLocked(now, k, locktable.ReasonMoved)...)
 			}
 			continue
 		}
@@ -293,50 +338,35 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 		}
 		hashes[sid] = ms
 	}
+	return hashes, delivered, kept
+}
+
+// encode adds the sessions (by id), the range gates and the handed-over
+// ranges to the state of each new owner, and encodes it.
+func (p *exportPlan) encode(hashes map[locktable.SessionID]moveSession, gates map[string][]rangeGate,
+	ranges map[string][]movedRange) (map[string]json.RawMessage, error) {
 	stateFor := func(to string) *moveState {
-		if states[to] == nil {
-			states[to] = &moveState{}
+		if p.states[to] == nil {
+			p.states[to] = &moveState{}
 		}
-		return states[to]
+		return p.states[to]
 	}
 	for to, gs := range gates {
 		stateFor(to).RangeGates = gs
 	}
-	for to, rs := range handedRanges {
+	for to, rs := range ranges {
 		stateFor(to).Ranges = rs
 	}
 	out := map[string]json.RawMessage{}
-	for to, st := range states {
-		for _, sid := range slices.Sorted(func(yield func(locktable.SessionID) bool) {
-			for sid := range sessionsOf[to] {
-				if !yield(sid) {
-					return
-				}
-			}
-		}) {
+	for to, st := range p.states {
+		for _, sid := range slices.Sorted(maps.Keys(p.sessionsOf[to])) {
 			st.Sessions = append(st.Sessions, hashes[sid])
 		}
 		b, err := json.Marshal(st)
 		if err != nil {
-			srv.mu.Unlock()
 			return nil, err
 		}
 		out[to] = b
-	}
-	srv.mu.Unlock()
-	srv.deliverAll(ds)
-	srv.deliver(delivered)
-	srv.deliver(rangeDs)
-	for _, s := range rangeSessions {
-		s.closeWithError(protocol.CodeShuttingDown)
-	}
-	for sid := range perSession {
-		if s := srv.session(sid); s != nil && !s.forwarded {
-			s.kickMoving()
-		}
-	}
-	if ended > 0 || n > 0 {
-		srv.Logger.Info("planned change: claims on names moving to another node handed over", "continuing", n, "ended", ended)
 	}
 	return out, nil
 }
@@ -466,110 +496,28 @@ func (s *session) retryMoving() {
 	v.omu.Lock()
 	rel := v.rel.Load()
 	rel.moveTimer = false
-	if rel.closed || (s.closing.Load() || v.ending) && !rel.finishing {
+	if rel.movingOver(s) {
 		v.omu.Unlock()
 		return
 	}
 	now := time.Now()
-	var names []string
-	for _, rc := range rel.claims {
-		if rc.state == rcMoving && rc.up == nil {
-			names = append(names, rc.move.name)
-		}
-	}
-	for _, rc := range rel.released {
-		if rc.state == rcMoving && rc.up == nil {
-			names = append(names, rc.move.name)
-		}
-	}
+	names := rel.unsentMovingNames()
 	v.omu.Unlock()
-	addrs := map[string]string{}
-	gatedHere := map[string]bool{} // names this node took over and warms up
-	var ring uint64
-	if rv, ok := srv.Router.(ringVersioner); ok {
-		ring = rv.RingVersion()
-	}
-	for _, name := range names {
-		switch rt := srv.Router.Route(name, 0, false); {
-		case rt.Action == RouteForward:
-			addrs[name] = rt.Addr
-		case rt.Action == RouteServe:
-			addrs[name] = "" // this node is the new owner
-		case rt.Action == RouteHold && rt.Gated:
-			gatedHere[name] = true
-		}
-	}
+	routes := srv.routeMoving(names)
 	srv.mu.Lock() // before omu: an adoption here changes the table
 	v.omu.Lock()
-	if rel.closed || (s.closing.Load() || v.ending) && !rel.finishing {
+	if rel.movingOver(s) {
 		v.omu.Unlock()
 		srv.mu.Unlock()
 		return
 	}
-	var ds []delivery
-	var here, takeHere []*relayedClaim
-	gaveUp := 0
-	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
-		if rc.state != rcMoving || rc.up != nil {
-			continue
-		}
-		if now.Sub(rc.move.since) >= v.lease/2 || !rc.move.believed.IsZero() && !now.Before(rc.move.believed) {
-			rel.giveUp(s, rc)
-			gaveUp++
-			continue
-		}
-		if rc.move.failover && gatedHere[rc.move.name] {
-			takeHere = append(takeHere, rc)
-			continue
-		}
-		addr, ok := addrs[rc.move.name]
-		if !ok {
-			continue
-		}
-		if addr == "" {
-			here = append(here, rc)
-			continue
-		}
-		u := s.upstreamLocked(rel, addr)
-		rc.up = u
-		u.claims[rc.id] = rc
-		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: rc.move.mode, Limit: rc.move.limit,
-			Flags: protocol.ClaimReassert, Name: rc.move.name, Token: rc.move.token, Ring: ring,
-			Session: uint64(s.id), Secret: rel.moveSecret, Node: srv.NodeID}
-		if rc.move.token == 0 && rc.move.ticket != 0 && u.tickets {
-			// A queued claim keeps its place at a new owner that took
-			// the name over (tickets.go).
-			f.Flags |= protocol.ClaimTicket
-			f.Ticket = rc.move.ticket
-		}
-		u.sendClaim(f, nil, rc)
-	}
-	if len(here) > 0 {
-		// The table's pushes take omu: adopt without it, under srv.mu,
-		// which keeps the session's reader out of the table meanwhile.
-		v.omu.Unlock()
-		done := make([]adoptedHere, len(here))
-		for i, rc := range here {
-			done[i] = s.adoptHereLocked(now, rc)
-			ds = append(ds, done[i].ds...)
-		}
-		v.omu.Lock()
-		for i, rc := range here {
-			rel.adoptedHere(s, rc, done[i])
-		}
-	}
-	if len(takeHere) > 0 {
-		v.omu.Unlock() // as for here
-		done := make([]takenHere, len(takeHere))
-		for i, rc := range takeHere {
-			done[i] = s.takeOverHereLocked(now, rc)
-			ds = append(ds, done[i].ds...)
-		}
-		v.omu.Lock()
-		for i, rc := range takeHere {
-			rel.takenHere(s, rc, done[i])
-		}
-	}
+	here, takeHere, gaveUp := s.sendAdoptionsLocked(rel, now, routes)
+	ds := hereLocked(&v.omu, here,
+		func(rc *relayedClaim) adoptedHere { return s.adoptHereLocked(now, rc) },
+		func(rc *relayedClaim, a adoptedHere) { rel.adoptedHere(s, rc, a) })
+	ds = append(ds, hereLocked(&v.omu, takeHere,
+		func(rc *relayedClaim) takenHere { return s.takeOverHereLocked(now, rc) },
+		func(rc *relayedClaim, t takenHere) { rel.takenHere(s, rc, t) })...)
 	rel.pump(v)
 	rel.kickAll()
 	if rel.moving > 0 && !rel.moveTimer && !rel.closed {
@@ -583,6 +531,133 @@ func (s *session) retryMoving() {
 		srv.Logger.Warn("moving claims not adopted by their new owner in half their lease; given up", "session", s.id, "claims", gaveUp)
 	}
 	srv.deliver([]delivery{{to: s, flush: true}})
+}
+
+// movingOver reports whether the moving claims of s are no longer
+// retried: the session has ended, or is ending without its client
+// having hung up while they moved (finishing). Called with omu held.
+func (rel *relayState) movingOver(s *session) bool {
+	return rel.closed || (s.closing.Load() || s.v2.ending) && !rel.finishing
+}
+
+// unsentMovingNames returns the names of the moving claims (released or
+// not) whose adoption is not in flight. Called with omu held.
+func (rel *relayState) unsentMovingNames() []string {
+	var names []string
+	for _, rc := range rel.claims {
+		if rc.state == rcMoving && rc.up == nil {
+			names = append(names, rc.move.name)
+		}
+	}
+	for _, rc := range rel.released {
+		if rc.state == rcMoving && rc.up == nil {
+			names = append(names, rc.move.name)
+		}
+	}
+	return names
+}
+
+// movingRoutes is where this node routes the names of moving claims now.
+type movingRoutes struct {
+	addrs     map[string]string // by name: the owner's address; "" for this node
+	gatedHere map[string]bool   // names this node took over and warms up
+	ring      uint64            // this node's ring version
+}
+
+// routeMoving asks the Router about each name, without a lock held.
+func (srv *Server) routeMoving(names []string) movingRoutes {
+	r := movingRoutes{addrs: map[string]string{}, gatedHere: map[string]bool{}}
+	if rv, ok := srv.Router.(ringVersioner); ok {
+		r.ring = rv.RingVersion()
+	}
+	for _, name := range names {
+		switch rt := srv.Router.Route(name, 0, false); {
+		case rt.Action == RouteForward:
+			r.addrs[name] = rt.Addr
+		case rt.Action == RouteServe:
+			r.addrs[name] = "" // this node is the new owner
+		case rt.Action == RouteHold && rt.Gated:
+			r.gatedHere[name] = true
+		}
+	}
+	return r
+}
+
+// sendAdoptionsLocked gives up each moving claim whose adoption is not
+// in flight and that has moved for half its lease (or past the window
+// its client may believe in), and sends the adoption of the others whose
+// name routes to another node on an upstream to it. It returns the
+// claims this node adopts itself: here, whose name moved to this node;
+// takeHere, failed-over claims whose name this node took over. Called
+// with srv.mu and omu held.
+func (s *session) sendAdoptionsLocked(rel *relayState, now time.Time, routes movingRoutes) (here, takeHere []*relayedClaim, gaveUp int) {
+	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
+		if rc.state != rcMoving || rc.up != nil {
+			continue
+		}
+		if now.Sub(rc.move.since) >= s.v2.lease/2 || !rc.move.believed.IsZero() && !now.Before(rc.move.believed) {
+			rel.giveUp(s, rc)
+			gaveUp++
+			continue
+		}
+		if rc.move.failover && routes.gatedHere[rc.move.name] {
+			takeHere = append(takeHere, rc)
+			continue
+		}
+		addr, ok := routes.addrs[rc.move.name]
+		if !ok {
+			continue
+		}
+		if addr == "" {
+			here = append(here, rc)
+			continue
+		}
+		s.sendAdoptLocked(rel, rc, addr, routes.ring)
+	}
+	return here, takeHere, gaveUp
+}
+
+// sendAdoptLocked sends the adoption of moving claim rc to the owner at
+// addr: a re-assertion on the session's upstream there, naming the
+// session as its origin, with the move secret. Called with srv.mu and
+// omu held.
+func (s *session) sendAdoptLocked(rel *relayState, rc *relayedClaim, addr string, ring uint64) {
+	u := s.upstreamLocked(rel, addr)
+	rc.up = u
+	u.claims[rc.id] = rc
+	f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: rc.move.mode, Limit: rc.move.limit,
+		Flags: protocol.ClaimReassert, Name: rc.move.name, Token: rc.move.token, Ring: ring,
+		Session: uint64(s.id), Secret: rel.moveSecret, Node: s.srv.NodeID}
+	if rc.move.token == 0 && rc.move.ticket != 0 && u.tickets {
+		// A queued claim keeps its place at a new owner that took
+		// the name over (tickets.go).
+		f.Flags |= protocol.ClaimTicket
+		f.Ticket = rc.move.ticket
+	}
+	u.sendClaim(f, nil, rc)
+}
+
+// hereLocked adopts claims cs into this node's own table (do), and then
+// records each adoption in the session (done). do runs without omu,
+// since the table's pushes take it, under srv.mu, which keeps the
+// session's reader out of the table meanwhile. Called with srv.mu and
+// omu held; it returns do's deliveries.
+func hereLocked[R interface{ deliveries() []delivery }](omu *sync.Mutex, cs []*relayedClaim,
+	do func(*relayedClaim) R, done func(*relayedClaim, R)) (ds []delivery) {
+	if len(cs) == 0 {
+		return nil
+	}
+	omu.Unlock()
+	rs := make([]R, len(cs))
+	for i, rc := range cs {
+		rs[i] = do(rc)
+		ds = append(ds, rs[i].deliveries()...)
+	}
+	omu.Lock()
+	for i, rc := range cs {
+		done(rc, rs[i])
+	}
+	return ds
 }
 
 func mapValues(m map[uint32]*relayedClaim) []*relayedClaim {
@@ -924,6 +999,8 @@ type takenHere struct {
 	ds  []delivery
 }
 
+func (t takenHere) deliveries() []delivery { return t.ds }
+
 // takeOverHereLocked re-asserts failed-over claim rc (fail) at this
 // node, which took its name over from the dead owner and warms up: the
 // design's new owner is the relaying node itself. It does what takeOver
@@ -981,6 +1058,8 @@ type adoptedHere struct {
 	err error
 	ds  []delivery
 }
+
+func (a adoptedHere) deliveries() []delivery { return a.ds }
 
 // adoptHereLocked adopts moving claim rc into this session's own table
 // entry: the name moved to this node, the host (the design's H = N). The

@@ -110,61 +110,18 @@ func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) 
 	if on == nil {
 		return nil, nil, nil, nil
 	}
-	ends := map[*session]bool{}
-	gates = map[string][]rangeGate{}
-	for _, key := range slices.Sorted(maps.Keys(on)) {
-		var lease time.Duration
-		for _, sid := range on[key] {
-			if srv.continues(locktable.SessionID(sid)) {
-				continue
-			}
-			lease = max(lease, rs.leases[sid])
-			if s := srv.claims[locktable.SessionID(sid)]; s != nil && s.v2 != nil {
-				ends[s] = true
-			}
-		}
-		if lease > 0 {
-			to := newOwner(key)
-			gates[to] = append(gates[to], rangeGate{Key: key, LeaseMS: protocol.LeaseMS(lease)})
-		}
-	}
+	gates, ends := srv.rangeGatesLocked(on, newOwner)
 	held, waiting := rs.table.TakeKeys(moving)
+	handed, moved := srv.handOverRangesLocked(held, newOwner)
 	flushed := map[*session]bool{}
-	handed = map[string][]movedRange{}
-	type sessionKey struct {
-		s   *session
-		key string
-	}
-	var told []sessionKey
-	locks := map[sessionKey][]rangelock.KeyLock{}
-	for _, kl := range held {
-		s := srv.claims[locktable.SessionID(kl.Lock.Owner.Session)]
-		if s == nil || !srv.continues(s.id) {
-			continue // its session ends; the key is gated
-		}
-		o, _ := s.origin()
-		to := newOwner(kl.Key)
-		mr := movedRange{Key: kl.Key, Flock: kl.NS == rangelock.Flock, Origin: o,
-			Owner: uint64(kl.Lock.Owner.ID), Type: uint8(kl.Lock.Type), Start: kl.Lock.Range.Start, End: kl.Lock.Range.End,
-			LeaseMS: protocol.LeaseMS(rs.leases[kl.Lock.Owner.Session])}
-		if r := s.v2.resume; r != nil {
-			mr.Hash = r.hash[:]
-		}
-		handed[to] = append(handed[to], mr)
-		sk := sessionKey{s, kl.Key}
-		if _, ok := locks[sk]; !ok {
-			told = append(told, sk)
-		}
-		locks[sk] = append(locks[sk], kl)
-	}
-	for _, sk := range told {
-		if sk.s.forwarded {
-			sk.s.v2.appendPushOut(sk.s, func(b []byte) []byte {
-				return protocol.AppendRangeAnswer(b, 0, protocol.RangeMoved, 0, protocol.Frame{Label: sk.key})
+	for _, m := range moved {
+		if m.s.forwarded {
+			m.s.v2.appendPushOut(m.s, func(b []byte) []byte {
+				return protocol.AppendRangeAnswer(b, 0, protocol.RangeMoved, 0, protocol.Frame{Label: m.key})
 			})
-			flushed[sk.s] = true
+			flushed[m.s] = true
 		} else {
-			sk.s.startRangeMove(now, sk.key, locks[sk])
+			m.s.startRangeMove(now, m.key, m.locks)
 		}
 	}
 	// The waiting sets after the MOVED of their session's held ranges,
@@ -190,6 +147,80 @@ func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) 
 		ending = append(ending, s)
 	}
 	return handed, gates, ending, ds
+}
+
+// rangeGatesLocked returns, per new owner, the gates of the moving keys
+// (on: the sessions on each) where a session that does not continue held
+// or waited, and the version 2 sessions among those, which end. Called
+// with srv.mu held.
+func (srv *Server) rangeGatesLocked(on map[string][]rangelock.SessionID, newOwner func(name string) string) (
+	gates map[string][]rangeGate, ends map[*session]bool) {
+	rs := &srv.ranges
+	ends = map[*session]bool{}
+	gates = map[string][]rangeGate{}
+	for _, key := range slices.Sorted(maps.Keys(on)) {
+		var lease time.Duration
+		for _, sid := range on[key] {
+			if srv.continues(locktable.SessionID(sid)) {
+				continue
+			}
+			lease = max(lease, rs.leases[sid])
+			if s := srv.claims[locktable.SessionID(sid)]; s != nil && s.v2 != nil {
+				ends[s] = true
+			}
+		}
+		if lease > 0 {
+			to := newOwner(key)
+			gates[to] = append(gates[to], rangeGate{Key: key, LeaseMS: protocol.LeaseMS(lease)})
+		}
+	}
+	return gates, ends
+}
+
+// sessionRanges are the range locks of one session on one moving key.
+type sessionRanges struct {
+	s     *session
+	key   string
+	locks []rangelock.KeyLock
+}
+
+// handOverRangesLocked returns, per new owner, the held range locks of
+// the sessions that continue, and those locks by session and key, in the
+// order of their first lock in held. The others' sessions end, and their
+// keys are gated. Called with srv.mu held.
+func (srv *Server) handOverRangesLocked(held []rangelock.KeyLock, newOwner func(name string) string) (
+	handed map[string][]movedRange, moved []sessionRanges) {
+	rs := &srv.ranges
+	handed = map[string][]movedRange{}
+	type sessionKey struct {
+		s   *session
+		key string
+	}
+	at := map[sessionKey]int{} // index in moved
+	for _, kl := range held {
+		s := srv.claims[locktable.SessionID(kl.Lock.Owner.Session)]
+		if s == nil || !srv.continues(s.id) {
+			continue // its session ends; the key is gated
+		}
+		o, _ := s.origin()
+		to := newOwner(kl.Key)
+		mr := movedRange{Key: kl.Key, Flock: kl.NS == rangelock.Flock, Origin: o,
+			Owner: uint64(kl.Lock.Owner.ID), Type: uint8(kl.Lock.Type), Start: kl.Lock.Range.Start, End: kl.Lock.Range.End,
+			LeaseMS: protocol.LeaseMS(rs.leases[kl.Lock.Owner.Session])}
+		if r := s.v2.resume; r != nil {
+			mr.Hash = r.hash[:]
+		}
+		handed[to] = append(handed[to], mr)
+		sk := sessionKey{s, kl.Key}
+		i, ok := at[sk]
+		if !ok {
+			i = len(moved)
+			at[sk] = i
+			moved = append(moved, sessionRanges{s: s, key: kl.Key})
+		}
+		moved[i].locks = append(moved[i].locks, kl)
+	}
+	return handed, moved
 }
 
 // installRanges installs the range locks a planned change handed over,
@@ -346,14 +377,7 @@ func (s *session) retryRangeMoves() {
 		return
 	}
 	now := time.Now()
-	var keys []string
-	expired := false
-	for key, rm := range rel.rangeMoves {
-		expired = expired || now.Sub(rm.since) >= v.lease/2 || rm.failover && !now.Before(rm.believed)
-		if rm.up == nil {
-			keys = append(keys, key)
-		}
-	}
+	keys, expired := rel.unsentRangeMoves(now, v.lease)
 	v.omu.Unlock()
 	if expired {
 		srv.Logger.Warn("range locks handed over to a key's new owner not adopted in half the lease: ending the client's session",
@@ -374,47 +398,19 @@ func (s *session) retryRangeMoves() {
 		if rm == nil || rm.up != nil || rel.closed {
 			continue
 		}
-		rt := routes[key]
-		if rm.failover {
-			switch {
-			case rt.Action == RouteForward:
-				u := s.upstreamLocked(rel, rt.Addr)
-				rm.up, rm.pending, rm.retry = u, len(rm.locks), false
-				at := time.Now()
-				for _, kl := range rm.locks {
-					f := rangemirror.Frame(protocol.RangeReassert, kl)
-					u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: at, adopt: key, f: f})
-				}
-			case servesOrWarms(rt):
-				// This node took the key over: the locks are the
-				// session's own here.
-				for _, kl := range rm.locks {
-					if srv.installRangeLocked(s, kl, now) != protocol.RangeDone {
-						lost = key
-						break
-					}
-				}
-				delete(rel.rangeMoves, key)
-				if lost == "" {
-					srv.Logger.Info("range locks re-asserted at the key's next owner, this node", "session", s.id,
-						"key", key, "locks", len(rm.locks), "took", now.Sub(rm.since))
-				}
+		if !rm.failover {
+			if !s.adoptRangeMoveLocked(rel, key, rm, routes[key]) {
+				lost = key
 			}
 			continue
 		}
-		switch {
-		case rt.Action == RouteForward:
-			u := s.upstreamLocked(rel, rt.Addr)
-			rm.up = u
-			f := protocol.Frame{Op: protocol.RangeAdopt, Name: key}
-			u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: time.Now(), adopt: key, f: f})
-		case servesOrWarms(rt):
-			o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
-			if st := srv.adoptRangesLocked(s, o, key); st != protocol.RangeDone {
-				lost = key
-				break
-			}
-			delete(rel.rangeMoves, key)
+		here, ok := s.reassertRangeMoveLocked(rel, key, rm, routes[key], now)
+		if !ok {
+			lost = key
+		}
+		if here && lost == "" {
+			srv.Logger.Info("range locks re-asserted at the key's next owner, this node", "session", s.id,
+				"key", key, "locks", len(rm.locks), "took", now.Sub(rm.since))
 		}
 	}
 	if lost == "" {
@@ -434,6 +430,72 @@ func (s *session) retryRangeMoves() {
 		return
 	}
 	srv.deliver([]delivery{{to: s, flush: true}})
+}
+
+// unsentRangeMoves returns the moving keys whose adoption is not in
+// flight, and whether any key has moved for half the lease or, after a
+// failure, past the window its client may believe in. Called with omu
+// held.
+func (rel *relayState) unsentRangeMoves(now time.Time, lease time.Duration) (keys []string, expired bool) {
+	for key, rm := range rel.rangeMoves {
+		expired = expired || now.Sub(rm.since) >= lease/2 || rm.failover && !now.Before(rm.believed)
+		if rm.up == nil {
+			keys = append(keys, key)
+		}
+	}
+	return keys, expired
+}
+
+// adoptRangeMoveLocked has the range locks of key, handed over by a
+// planned change (rm), adopted where rt routes the key: RANGE adopt on
+// the upstream to its new owner, or here, from their stand-in, when this
+// node is that owner. It reports false when they are no longer kept
+// here. Called with srv.mu and omu held.
+func (s *session) adoptRangeMoveLocked(rel *relayState, key string, rm *rangeMove, rt Route) bool {
+	srv := s.srv
+	switch {
+	case rt.Action == RouteForward:
+		u := s.upstreamLocked(rel, rt.Addr)
+		rm.up = u
+		f := protocol.Frame{Op: protocol.RangeAdopt, Name: key}
+		u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: time.Now(), adopt: key, f: f})
+	case servesOrWarms(rt):
+		o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
+		if st := srv.adoptRangesLocked(s, o, key); st != protocol.RangeDone {
+			return false
+		}
+		delete(rel.rangeMoves, key)
+	}
+	return true
+}
+
+// reassertRangeMoveLocked re-asserts the range locks of key, whose owner
+// was lost (rm.failover), where rt routes the key: one RANGE re-assert a
+// lock on the upstream to its next owner, or, when this node took the key
+// over (here), installed as the session's own. ok is false when one of
+// them cannot be installed here. Called with srv.mu and omu held.
+func (s *session) reassertRangeMoveLocked(rel *relayState, key string, rm *rangeMove, rt Route, now time.Time) (here, ok bool) {
+	switch {
+	case rt.Action == RouteForward:
+		u := s.upstreamLocked(rel, rt.Addr)
+		rm.up, rm.pending, rm.retry = u, len(rm.locks), false
+		at := time.Now()
+		for _, kl := range rm.locks {
+			f := rangemirror.Frame(protocol.RangeReassert, kl)
+			u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: at, adopt: key, f: f})
+		}
+	case servesOrWarms(rt):
+		ok = true
+		for _, kl := range rm.locks {
+			if s.srv.installRangeLocked(s, kl, now) != protocol.RangeDone {
+				ok = false
+				break
+			}
+		}
+		delete(rel.rangeMoves, key)
+		return true, ok
+	}
+	return false, true
 }
 
 // rangeAdopted applies the new owner's answer to RANGE adopt(key) on u:

@@ -526,7 +526,7 @@ func TestClusterRangeHopOnlyAnswers(t *testing.T) {
 	})
 	upstream := func(session uint64) *v2client {
 		c := ts.dialV2Raw(t)
-		c.mustWrite(append(server.AppendHopV2(nil, "10.0.0.1:1", "", "n9", session), openingV2(longLease, "relayed")...))
+		c.mustWrite(append(protocol.AppendHopV2(nil, "10.0.0.1:1", "", "n9", session), openingV2(longLease, "relayed")...))
 		if f := c.mustReadV2(); f.Type != protocol.TypeWelcome {
 			t.Fatalf("got %v, want WELCOME", f)
 		}

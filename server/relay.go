@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -36,21 +35,13 @@ import (
 // the next claim; the client falls silent: the owner's lease expires and
 // it closes the hop, the relay the client's connection).
 //
-// The hop header, sent only by a relaying node, before the ACQUIRE:
-//
-//	0x7e                hop marker (no protocol frame type starts with it)
-//	0x01                hop header version
-//	u8  n, n bytes      the client's address as the relaying node saw it
-//	u16 m, m bytes      the client's TLS identity (empty without one)
-//
-// The owner uses both for the ACL, audit and the admin API, and treats the
-// request as forwarded: it never relays it again.
+// The relaying node sends a hop header (version 1, protocol/hop.go)
+// before the ACQUIRE: the client's address and TLS identity. The owner
+// uses both for the ACL, audit and the admin API, and treats the request
+// as forwarded: it never relays it again.
 
 // hopMarker is the first byte of a hop header.
-const hopMarker = 0x7e
-
-// hopVersion is the version of the hop header.
-const hopVersion = 1
+const hopMarker = protocol.HopMarker
 
 // RouteAction is a Router's answer.
 type RouteAction int
@@ -112,107 +103,24 @@ type Router interface {
 // holdRetry is how often a held connection asks its Router again.
 const holdRetry = 100 * time.Millisecond
 
-// AppendHop appends a hop header carrying the client's address and TLS
-// identity to b. Addresses longer than 255 bytes and identities longer
-// than 65535 bytes are cut.
-func AppendHop(b []byte, addr, identity string) []byte {
-	addr = addr[:min(len(addr), 255)]
-	identity = identity[:min(len(identity), 65535)]
-	b = append(b, hopMarker, hopVersion, byte(len(addr)))
-	b = append(b, addr...)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(identity)))
-	return append(b, identity...)
-}
+// errBadHop is what reading a hop header fails with when the header is
+// malformed (protocol.ReadHopBody) or its peer may not relay
+// (errUntrustedHop): the connection ends with ERROR 0x13
+// (openingFailure).
+var errBadHop = protocol.ErrBadHop
 
-// errBadHop is returned for a malformed hop header or one from a peer the
-// server does not trust.
-var errBadHop = errors.New("server: malformed or untrusted hop header")
+// errUntrustedHop is returned for a hop header from a peer the server
+// does not trust.
+var errUntrustedHop = fmt.Errorf("server: hop header from a peer that may not relay: %w", errBadHop)
 
-// hopInfo is what a hop header carries.
-type hopInfo struct {
-	addr, identity string
-	// origin and session (hop header version 2): the relaying node's id
-	// and the client session's id there.
-	origin  string
-	session uint64
-	version byte
-	// resume (hop header version 3): the client session is resumable,
-	// with this hash of its secret (resume.go).
-	resume *[secretHashLen]byte
-}
-
-// via names the relaying node and the client's session there, as the
-// admin API shows it: "n2/17"; empty for a version 1 hop header.
-func (h hopInfo) via() string {
-	if h.version < hopVersion2 {
+// hopVia names the relaying node and the client's session there that hop
+// header h carries, as the admin API shows it: "n2/17"; empty for a
+// version 1 hop header.
+func hopVia(h protocol.Hop) string {
+	if h.Version < protocol.HopVersion2 {
 		return ""
 	}
-	return h.origin + "/" + strconv.FormatUint(h.session, 10)
-}
-
-// readHop reads a hop header whose marker byte has been read: version 1
-// (relay.go), 2 (relay2.go) or 3 (resume.go); then it reads len(next)
-// bytes more, what follows the header, into next. Each read asks for
-// what is known to follow up to the next length field, and for the
-// version 2 preamble or ACQUIRE header that is sure to follow the whole
-// (opening): the relaying node sent the header and its ACQUIRE in one
-// write, so a version 1 header without an identity and the ACQUIRE's
-// header are read in two reads.
-func readHop(o *opening, next []byte) (hopInfo, error) {
-	// After every field: at least a version 2 preamble or an ACQUIRE
-	// header.
-	const after = openingMin
-	var h [2]byte
-	if err := o.readFull(h[:], 2+after); err != nil {
-		return hopInfo{}, err
-	}
-	if h[0] != hopVersion && h[0] != hopVersion2 && h[0] != hopVersion3 {
-		return hopInfo{}, errBadHop
-	}
-	info := hopInfo{version: h[0]}
-	// The address, and the identity's length.
-	a := make([]byte, int(h[1])+2)
-	if err := o.readFull(a, after); err != nil {
-		return hopInfo{}, err
-	}
-	m := int(binary.BigEndian.Uint16(a[len(a)-2:]))
-	info.addr = string(a[:len(a)-2])
-	// The identity, and then next (version 1) or the origin's length.
-	tail := len(next)
-	if info.version >= hopVersion2 {
-		tail = 1
-	}
-	id := make([]byte, m+tail)
-	if err := o.readFull(id, after-tail); err != nil {
-		return hopInfo{}, err
-	}
-	info.identity = string(id[:m])
-	if info.version == hopVersion {
-		copy(next, id[m:])
-		return info, nil
-	}
-	// The origin and the session id, and next (version 2).
-	tail = 0
-	if info.version == hopVersion2 {
-		tail = len(next)
-	}
-	origin := make([]byte, int(id[m])+8+tail)
-	if err := o.readFull(origin, after-tail); err != nil {
-		return hopInfo{}, err
-	}
-	k := int(id[m])
-	info.origin, info.session = string(origin[:k]), binary.BigEndian.Uint64(origin[k:k+8])
-	if info.version == hopVersion2 {
-		copy(next, origin[k+8:])
-		return info, nil
-	}
-	if err := readHopResume(o, &info); err != nil {
-		return hopInfo{}, err
-	}
-	if err := o.readFull(next, after-len(next)); err != nil {
-		return hopInfo{}, err
-	}
-	return info, nil
+	return h.Origin + "/" + strconv.FormatUint(h.Session, 10)
 }
 
 // acceptHop handles a connection that opened with the hop marker: it
@@ -236,17 +144,19 @@ func (s *session) acceptHop(o *opening) error {
 	}
 	if srv.Router == nil || !trusted {
 		srv.Logger.Info("hop header from a peer that may not relay", "remote_addr", s.peer.Addr, "identity", s.peer.Identity)
-		return errBadHop
+		return errUntrustedHop
 	}
-	h, err := readHop(o, s.rbuf[:1])
+	// The hop header, and the first byte after it, in as few reads as
+	// the opening allows (opening.go).
+	h, err := protocol.ReadHopBody(o.readFull, s.rbuf[:1])
 	if err != nil {
 		return err
 	}
 	s.wmu.Lock()
-	s.peer.Addr, s.peer.Identity, s.peer.Via = h.addr, h.identity, h.via()
+	s.peer.Addr, s.peer.Identity, s.peer.Via = h.Addr, h.Identity, hopVia(h)
 	s.forwarded = true
-	if h.resume != nil {
-		s.hopResume = &resumeKey{origin: locktable.Origin{Node: h.origin, Session: h.session}, hash: *h.resume}
+	if h.Resume != nil {
+		s.hopResume = &resumeKey{origin: locktable.Origin{Node: h.Origin, Session: h.Session}, hash: *h.Resume}
 	}
 	s.wmu.Unlock()
 	return nil
@@ -382,8 +292,9 @@ func (srv *Server) dialOwner(addr string) (net.Conn, error) {
 // told the client WAITING while it held the claim, the owner's first
 // WAITING is not passed on (the client would read it as an extra answer).
 //
-// The owner's bytes are copied to the client by one goroutine, the
-// client's to the owner by this one, each writing what it read at once
+// The owner's bytes are copied to the client by one goroutine
+// (copyBack), the client's to the owner by this one (copyToOwner), each
+// writing what it read at once
 // (no buffering: the frames are small and each is awaited). On a hop
 // from the pool the copier is the goroutine that watched the idle
 // connection (hoppool.go), whose read is already waiting for the answer;
@@ -391,74 +302,22 @@ func (srv *Server) dialOwner(addr string) (net.Conn, error) {
 //
 // When the client hangs up, this node sends hopClientGone; an owner of
 // this version answers hopAck after the claim's last byte, and the hop
-// goes back to the pool for the next relay (keepHop) instead of being
-// closed and replaced by a new connection.
+// goes back to the pool for the next relay (finish, keepHop) instead of
+// being closed and replaced by a new connection.
 func (s *session) relay(up net.Conn, addr string, req protocol.Acquire) (locktable.Reason, protocol.Code) {
 	srv := s.srv
 	s.wmu.Lock()
-	told := s.state == locktable.Waiting
+	r := &hopRelay{s: s, up: up, told: s.state == locktable.Waiting, sent: make(chan bool, 1), done: make(chan struct{})}
 	peer := s.peer
 	s.wmu.Unlock()
 
 	// The copier starts before the ACQUIRE goes out, but ends the
 	// client's side of the relay only if it went out (sent): a hop that
 	// cannot be written ends the session with ERROR 0x01 instead.
-	var upDone atomic.Bool
-	// goneSent: hopClientGone is on its way, the client gone (the
-	// owner's bytes are not passed on); acked: the owner's stream ended
-	// with hopAck.
-	var goneSent, acked atomic.Bool
-	sent := make(chan bool, 1)
-	done := make(chan struct{})
-	copyBack := func(buf []byte) {
-		defer close(done)
-		// The owner closed the hop (lease expired, ERROR sent, shutdown):
-		// half-close the client's connection after what the owner sent,
-		// and let the reader drain what the client still sends for at
-		// most linger, so that no reset destroys a frame in flight.
-		defer func() {
-			upDone.Store(true)
-			if !<-sent {
-				return
-			}
-			if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
-				cw.CloseWrite()
-			}
-			s.conn.SetReadDeadline(time.Now().Add(srv.linger()))
-		}()
-		skip := told // the owner's first WAITING, if it is one
-		var frames frameScan
-		writeErr := false
-		for {
-			n, err := up.Read(buf)
-			b := buf[:n]
-			if at := frames.scan(b); at >= 0 {
-				// The owner's last byte of the claim, answering the
-				// client's hang-up: what came before it is for a client
-				// that has gone, nothing may come after it.
-				acked.Store(goneSent.Load() && at == n-1 && err == nil)
-				return
-			}
-			if skip && n > 0 {
-				skip = false
-				if protocol.Type(b[0]) == protocol.TypeWaiting {
-					b = b[1:]
-				}
-			}
-			if len(b) > 0 && !writeErr && !goneSent.Load() && s.writeRelayed(b) != nil {
-				// The client's connection is closed: read on, so that
-				// the owner's answer to hopClientGone is seen.
-				writeErr = true
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
 	if ph, ok := up.(*pooledHop); ok {
-		ph.startCopy(copyBack)
+		ph.startCopy(r.copyBack)
 	} else {
-		go copyBack(make([]byte, relayBuf))
+		go r.copyBack(make([]byte, relayBuf))
 	}
 
 	// Counted before the ACQUIRE goes out: the owner's answer may reach
@@ -466,72 +325,158 @@ func (s *session) relay(up net.Conn, addr string, req protocol.Acquire) (locktab
 	srv.relayed.Add(1)
 	srv.relayedTotal.Add(1)
 	defer srv.relayed.Add(-1)
-	b := AppendHop(make([]byte, 0, 64+len(req.Name)), peer.Addr, peer.Identity)
-	b = protocol.AppendAcquire(b, req)
-	up.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
-	if _, err := up.Write(b); err != nil {
-		sent <- false
-		up.Close()
-		<-done
+	if err := r.open(peer, req); err != nil {
 		srv.Logger.Warn("cannot write to the owner of a lock", "lock", req.Name, "err", err)
 		return locktable.ReasonShutdown, protocol.CodeShuttingDown
 	}
-	up.SetWriteDeadline(time.Time{})
-	s.conn.SetDeadline(time.Time{}) // before the copier may set its linger
-	sent <- true
 	srv.Logger.Debug("relaying to the owner", "lock", req.Name, "remote_addr", peer.Addr, "owner_addr", up.RemoteAddr().String())
+	r.finish(addr, r.copyToOwner())
+	return ended, 0
+}
 
-	buf := make([]byte, relayBuf)
-	var rerr error
+// hopRelay is one relayed version 1 claim: its hop up to the owner, and
+// what the two copying goroutines tell each other.
+type hopRelay struct {
+	s    *session
+	up   net.Conn
+	told bool // the client was told WAITING while the claim was held
+	// upDone: the copier has ended (the owner's side is closed).
+	upDone atomic.Bool
+	// goneSent: hopClientGone is on its way, the client gone (the
+	// owner's bytes are not passed on); acked: the owner's stream ended
+	// with hopAck.
+	goneSent, acked atomic.Bool
+	sent            chan bool     // whether the opening went out
+	done            chan struct{} // closed when the copier has ended
+}
+
+// open writes the hop header and the client's ACQUIRE to the owner, and
+// tells the copier whether they went out. On failure the hop is closed
+// and the copier has ended.
+func (r *hopRelay) open(peer locktable.Peer, req protocol.Acquire) error {
+	srv, up := r.s.srv, r.up
+	b := protocol.AppendHop(make([]byte, 0, 64+len(req.Name)), peer.Addr, peer.Identity)
+	b = protocol.AppendAcquire(b, req)
+	up.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
+	if _, err := up.Write(b); err != nil {
+		r.sent <- false
+		up.Close()
+		<-r.done
+		return err
+	}
+	up.SetWriteDeadline(time.Time{})
+	r.s.conn.SetDeadline(time.Time{}) // before the copier may set its linger
+	r.sent <- true
+	return nil
+}
+
+// copyBack copies the owner's bytes to the client until the owner's
+// stream ends, or ends with hopAck. It runs on its own goroutine: the
+// watcher of a pooled hop, or a new one.
+func (r *hopRelay) copyBack(buf []byte) {
+	s, up := r.s, r.up
+	defer close(r.done)
+	// The owner closed the hop (lease expired, ERROR sent, shutdown):
+	// half-close the client's connection after what the owner sent,
+	// and let the reader drain what the client still sends for at
+	// most linger, so that no reset destroys a frame in flight.
+	defer func() {
+		r.upDone.Store(true)
+		if !<-r.sent {
+			return
+		}
+		if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		s.conn.SetReadDeadline(time.Now().Add(s.srv.linger()))
+	}()
+	skip := r.told // the owner's first WAITING, if it is one
+	var frames frameScan
+	writeErr := false
 	for {
-		n, err := s.conn.Read(buf)
-		if n > 0 && !upDone.Load() {
-			if _, werr := up.Write(buf[:n]); werr != nil && !upDone.Load() {
-				break
+		n, err := up.Read(buf)
+		b := buf[:n]
+		if at := frames.scan(b); at >= 0 {
+			// The owner's last byte of the claim, answering the
+			// client's hang-up: what came before it is for a client
+			// that has gone, nothing may come after it.
+			r.acked.Store(r.goneSent.Load() && at == n-1 && err == nil)
+			return
+		}
+		if skip && n > 0 {
+			skip = false
+			if protocol.Type(b[0]) == protocol.TypeWaiting {
+				b = b[1:]
+			}
+		}
+		if len(b) > 0 && !writeErr && !r.goneSent.Load() && s.writeRelayed(b) != nil {
+			// The client's connection is closed: read on, so that
+			// the owner's answer to hopClientGone is seen.
+			writeErr = true
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// copyToOwner copies the client's bytes to the owner until the client's
+// side ends, and returns the read error that ended it.
+func (r *hopRelay) copyToOwner() error {
+	buf := make([]byte, relayBuf)
+	for {
+		n, err := r.s.conn.Read(buf)
+		if n > 0 && !r.upDone.Load() {
+			if _, werr := r.up.Write(buf[:n]); werr != nil && !r.upDone.Load() {
+				return nil
 			}
 		}
 		if err != nil {
-			rerr = err
-			break
+			return err
 		}
 	}
-	// The client hung up: say so on the hop (hopClientGone) so the owner
-	// releases at once (also after an ERROR, this node's or the owner's:
-	// the hang-up is the client's acknowledgement), and wait, for at most
-	// linger, for the owner's hopAck: the hop then goes back to the pool.
-	// Anything else (a linger or write deadline, this node closing the
-	// connection) closes the hop without it, and the owner keeps the
-	// claim until the client's lease has passed, as it does when this
-	// node dies: the client may still believe.
+}
+
+// finish ends the relay once the client's side has ended with rerr.
+//
+// The client hung up: say so on the hop (hopClientGone) so the owner
+// releases at once (also after an ERROR, this node's or the owner's:
+// the hang-up is the client's acknowledgement), and wait, for at most
+// linger, for the owner's hopAck: the hop then goes back to the pool of
+// addr. Anything else (a linger or write deadline, this node closing the
+// connection, a failed write to the owner) closes the hop without it,
+// and the owner keeps the claim until the client's lease has passed, as
+// it does when this node dies: the client may still believe.
+func (r *hopRelay) finish(addr string, rerr error) {
+	srv, up := r.s.srv, r.up
 	var born time.Time
 	if clientHungUp(rerr) {
 		// The owner's io-timeout for the next header starts when it
 		// writes hopAck, after this: the pool's age limit holds.
 		born = time.Now()
-		goneSent.Store(true)
+		r.goneSent.Store(true)
 		up.SetWriteDeadline(born.Add(srv.IOTimeout))
 		// Waited for even when the copier has ended already (upDone):
 		// it sets upDone before done closes, and may have read the ack.
 		if _, err := up.Write([]byte{hopClientGone}); err == nil {
 			t := time.NewTimer(srv.linger())
 			select {
-			case <-done:
+			case <-r.done:
 			case <-t.C:
 			}
 			t.Stop()
 		}
 	}
 	select {
-	case <-done:
-		if acked.Load() {
+	case <-r.done:
+		if r.acked.Load() {
 			srv.keepHop(addr, up, born)
-			return ended, 0
+			return
 		}
 	default:
 	}
 	up.Close()
-	<-done
-	return ended, 0
+	<-r.done
 }
 
 // frameScan follows the frame boundaries of what an owner sends on a

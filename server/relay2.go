@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -24,9 +23,9 @@ import (
 // relaying node, R). Each CLAIM whose name another node owns (Route says
 // RouteForward) goes to that owner (O) through an upstream session: one
 // per client session and owner, opened on the first claim for that owner
-// with a version 2 hop header, the version 2 preamble and HELLO with the
-// client session's lease and label, asking for queue tickets when the
-// client's session did (an owner that refuses them, ERROR 0x1e, gets the
+// with a hop header (protocol/hop.go), the version 2 preamble and HELLO
+// with the client session's lease and label, asking for queue tickets
+// when the client's session did (an owner that refuses them, ERROR 0x1e, gets the
 // upstream again without: reopenLocked). The claim keeps the client's claim
 // id upstream (one upstream per client session keeps the ids unique).
 // CLAIM and RELEASE of relayed claims are forwarded; the owner's answers
@@ -62,29 +61,15 @@ import (
 // an owner goes before the answers that owner had not sent yet. A
 // session that never relayed a claim keeps the direct path.
 
-// hopVersion2 is the hop header version of an upstream session: version
-// 1's fields, then the relaying node's id (u8 length, bytes) and the
-// client session's id there (u64).
-const hopVersion2 = 2
-
 // maxUpstreamPings bounds the PINGs in flight on one upstream.
 const maxUpstreamPings = 2
 
-// AppendHopV2 appends a version 2 hop header to b: the client's address
-// and TLS identity (as AppendHop), then the relaying node's id origin and
-// the client session's id there. An origin longer than 255 bytes is cut.
-func AppendHopV2(b []byte, addr, identity, origin string, session uint64) []byte {
-	start := len(b)
-	b = AppendHop(b, addr, identity)
-	b[start+1] = hopVersion2
-	origin = origin[:min(len(origin), 255)]
-	b = append(b, byte(len(origin)))
-	b = append(b, origin...)
-	return binary.BigEndian.AppendUint64(b, session)
-}
-
 // relayState is the relaying part of a version 2 session, from its first
-// relayed claim on. Every field is guarded by the session's omu.
+// relayed claim on. Its fields are guarded by the session's omu, except
+// held, holding and rerouted, which are guarded by srv.mu (a retry
+// enters held claims in the table, other sessions' too, enterGated, and
+// the table's pushes take omu), and readAt, which only the session's
+// reader touches.
 type relayState struct {
 	// q holds the frames not yet released to out, in the order decided.
 	q []*outEntry
@@ -100,18 +85,18 @@ type relayState struct {
 	// finishing is set when the session's client hung up while claims
 	// moved (releaseMoving): their adoption and release go on.
 	finishing bool
-	// readAt is when the batch being answered was read in full (owned
-	// by the session's reader, which alone builds answers).
+	// readAt is when the batch being answered was read in full. Owned
+	// by the session's reader, which alone builds answers: no lock.
 	readAt time.Time
 	// held are the claims held back because Route said hold, or their
 	// upstream could not be opened, in arrival order, and holding says a
-	// retry is scheduled (relay2hold.go). Guarded by srv.mu.
+	// retry is scheduled (relay2hold.go). Guarded by srv.mu, not omu.
 	held    []protocol.Frame
 	holding bool
 	// rerouted are the held claims that an owner revoked because their
 	// name moved (rehold), by id: the owner's address and until when this
 	// node, whose ring may still name that owner, waits for its ring
-	// rather than ask that owner again. Guarded by srv.mu.
+	// rather than ask that owner again. Guarded by srv.mu, not omu.
 	rerouted map[uint32]reroute
 	// openFails counts the upstreams that could not be opened since one
 	// last opened, to log the first and then one in 50.
@@ -738,7 +723,7 @@ func (s *session) upstreamHello(tickets bool) []byte {
 		_, hash = newSecret()
 		v.plainHash = hash
 	}
-	b := appendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &hash)
+	b := protocol.AppendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &hash)
 	b = protocol.AppendPreamble(b)
 	var flags uint8
 	if tickets {
@@ -1324,7 +1309,7 @@ func (srv *Server) DetachRelayed(sid locktable.SessionID, claim uint32) (string,
 // hop header), if it is open.
 func (srv *Server) RelayedSession(origin string, clientSession uint64) (locktable.SessionID, bool) {
 	srv.init()
-	via := hopInfo{version: hopVersion2, origin: origin, session: clientSession}.via()
+	via := hopVia(protocol.Hop{Version: protocol.HopVersion2, Origin: origin, Session: clientSession})
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	for id, s := range srv.claims {

@@ -486,7 +486,7 @@ func TestRelayV2UntrustedHop(t *testing.T) {
 		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
 	})
 	a := ts.dial(t)
-	b := server.AppendHopV2(nil, "10.0.0.1:1", "admin", "n9", 42)
+	b := protocol.AppendHopV2(nil, "10.0.0.1:1", "admin", "n9", 42)
 	a.mustWrite(append(b, openingV2(longLease, "x")...))
 	a.expectError(protocol.CodeUnknownMessage)
 }
@@ -648,7 +648,7 @@ func TestRelayV2HopHeader(t *testing.T) {
 		s.TrustHop = trustAll
 	})
 	a := ts.dialV2Raw(t)
-	a.mustWrite(append(server.AppendHopV2(nil, "10.0.0.1:1", "alice", "n9", 42), openingV2(longLease, "lbl")...))
+	a.mustWrite(append(protocol.AppendHopV2(nil, "10.0.0.1:1", "alice", "n9", 42), openingV2(longLease, "lbl")...))
 	if f := a.mustReadV2(); f.Type != protocol.TypeWelcome {
 		t.Fatalf("got %v, want WELCOME", f)
 	}

@@ -22,7 +22,8 @@ import (
 // because the name moved is held again here (rehold).
 
 // holdClaim answers CLAIM f QUEUED and holds it. Called by the reader
-// with srv.mu held; rel.held and rel.holding are guarded by srv.mu.
+// with srv.mu held; rel.held, rel.holding and rel.rerouted are guarded
+// by srv.mu (relayState).
 func (s *session) holdClaim(f protocol.Frame) {
 	v := s.v2
 	v.omu.Lock()
@@ -149,7 +150,7 @@ func (s *session) retryHeld() {
 func (s *session) claimHeld(now time.Time, f protocol.Frame) []delivery {
 	srv, v := s.srv, s.v2
 	st, res, err := srv.table.Claim(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
-		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: heldTicket(f)})
+		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: heldTicket(f), Value: f.Value})
 	if err != nil {
 		if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
 			return nil // the session is ending

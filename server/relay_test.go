@@ -122,7 +122,7 @@ func TestRelayUntrustedHop(t *testing.T) {
 		s.Router = &router{route: func(string, bool) server.Route { return server.Route{Action: server.RouteServe} }}
 	})
 	a := ts.dial(t)
-	a.mustWrite(append(server.AppendHop(nil, "10.0.0.1:1", "admin"), acquireFrame("x", longLease)...))
+	a.mustWrite(append(protocol.AppendHop(nil, "10.0.0.1:1", "admin"), acquireFrame("x", longLease)...))
 	a.expectError(protocol.CodeUnknownMessage)
 }
 
@@ -277,7 +277,7 @@ func TestRelayHopBreakKeepsLease(t *testing.T) {
 			const lease = 600 * time.Millisecond
 			owner, _ := startPair(t)
 			hop := owner.dial(t)
-			hop.mustWrite(append(server.AppendHop(nil, "10.0.0.1:1", ""), acquireFrame("x", lease)...))
+			hop.mustWrite(append(protocol.AppendHop(nil, "10.0.0.1:1", ""), acquireFrame("x", lease)...))
 			if f := hop.mustRead(); f.Type != protocol.TypeAcquired {
 				t.Fatalf("got %v, want ACQUIRED", f)
 			}

@@ -36,7 +36,7 @@ func TestRelayHopTLSIdentity(t *testing.T) {
 		s.TrustHop = trustAll // loopback: the address rule would let anyone in
 		s.TrustHopIdentity = func(id string) bool { return id == "spiffe://test/node/n2" }
 	})
-	hop := append(server.AppendHop(nil, "192.0.2.7:4242", "spiffe://test/app/relayed"), acquireFrame("x", longLease)...)
+	hop := append(protocol.AppendHop(nil, "192.0.2.7:4242", "spiffe://test/app/relayed"), acquireFrame("x", longLease)...)
 
 	conn, _ := owner.dialTLS(t, app)
 	conn.Write(hop)
@@ -61,7 +61,7 @@ func TestRelayHopTLSIdentity(t *testing.T) {
 	if _, err := io.ReadFull(conn, ack[:]); err != nil || ack[0] != 0x7e {
 		t.Fatalf("after hopClientGone over TLS: %#x, %v; want the ack", ack[0], err)
 	}
-	conn.Write(append(server.AppendHop(nil, "192.0.2.8:4343", "spiffe://test/app/next"), acquireFrame("y", longLease)...))
+	conn.Write(append(protocol.AppendHop(nil, "192.0.2.8:4343", "spiffe://test/app/next"), acquireFrame("y", longLease)...))
 	if f := readTLSFrame(t, conn); f.Type != protocol.TypeAcquired {
 		t.Fatalf("next hop header on the same TLS connection: %v, want ACQUIRED", f)
 	}

@@ -234,7 +234,7 @@ func testRelayCutTwice(t *testing.T, resumable bool) {
 func hopSession(t *testing.T, ts *testServer, hash [32]byte) *v2client {
 	t.Helper()
 	c := ts.dialV2Raw(t)
-	b := server.AppendHopV3(nil, "127.0.0.1:1", "", "r9", 77, hash)
+	b := protocol.AppendHopV3(nil, "127.0.0.1:1", "", "r9", 77, &hash)
 	c.mustWrite(append(b, openingV2(longLease, "a")...))
 	if f := c.mustReadV2(); f.Type != protocol.TypeWelcome {
 		t.Fatalf("upstream opening answered %v", f)

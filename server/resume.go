@@ -36,46 +36,8 @@ import (
 // take-over (0x05). Everything else is refused 0x04.
 
 // secretHashLen is the size of the hash of a session secret that the
-// server keeps, and that a hop header version 3 carries.
-const secretHashLen = sha256.Size
-
-// hopVersion3 is the hop header of an upstream session of a resumable
-// client session: version 2's fields, then flags u8 (bit 0: resumable)
-// and, with bit 0, the SHA-256 of the client session's secret. The owner
-// keeps the upstream session's claims when the hop connection breaks.
-const hopVersion3 = 3
-
-// hopResumable is the hop header version 3 flag of a resumable session.
-const hopResumable = 0x01
-
-// appendHopV3 is AppendHopV2 with the resumable flag and secret hash.
-func appendHopV3(b []byte, addr, identity, origin string, session uint64, hash *[secretHashLen]byte) []byte {
-	start := len(b)
-	b = AppendHopV2(b, addr, identity, origin, session)
-	b[start+1] = hopVersion3
-	b = append(b, hopResumable)
-	return append(b, hash[:]...)
-}
-
-// readHopResume reads the fields that hop header version 3 adds.
-func readHopResume(o *opening, info *hopInfo) error {
-	var f [1]byte
-	if err := o.readFull(f[:], openingMin); err != nil {
-		return err
-	}
-	switch f[0] {
-	case 0:
-		return nil
-	case hopResumable:
-		var h [secretHashLen]byte
-		if err := o.readFull(h[:], openingMin); err != nil {
-			return err
-		}
-		info.resume = &h
-		return nil
-	}
-	return errBadHop
-}
+// server keeps (SHA-256), and that a hop header version 3 carries.
+const secretHashLen = protocol.SecretHashLen
 
 // resumeKey is what a session needs to be kept: the origin it stands for
 // and the hash of its secret.
@@ -180,6 +142,7 @@ func (s *session) welcome(now time.Time, hello protocol.Frame) (_ protocol.Frame
 		v.tickets = true
 		w.Flags |= protocol.WelcomeTickets
 	}
+	s.welcomeValues(hello, &w)
 	if v.resume != nil {
 		if srv.resume.live == nil {
 			srv.resume.live = map[locktable.Origin]*session{}
@@ -466,6 +429,11 @@ func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
 		case rt.Action == RouteServe:
 		case rt.Action == RouteHold && rt.Gated:
 			gated, since = true, rt.Since
+		case rt.Action == RouteForward && !s.forwarded && f.HasValue():
+			// Relaying values is not built (watch.go).
+			s.reasserted(f, ReassertRefused, protocol.CodeUnsupportedFeature, 0)
+			s.refuse(f, protocol.CodeUnsupportedFeature)
+			return nil
 		case rt.Action == RouteForward && !s.forwarded:
 			s.reasserted(f, ReassertRelayed, 0, 0)
 			s.relayClaim(now, f, rt.Addr) // the owner answers
@@ -527,6 +495,12 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 	if err != nil {
 		return ds, false
 	}
+	if f.HasValue() {
+		// The client's value is the latest: a PROCLAIM may have been
+		// lost with the old connection.
+		res, _ := srv.table.SetValue(now, locktable.Key{Session: s.id, Claim: cid}, f.Value)
+		ds = append(ds, srv.commit(now, res)...)
+	}
 	ticket := srv.table.Ticket(locktable.Key{Session: s.id, Claim: cid})
 	if k.claims > 0 {
 		k.claims--
@@ -580,7 +554,7 @@ func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []deli
 		return nil
 	}
 	st, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
-		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit}, f.Token)
+		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Value: f.Value}, f.Token)
 	if err != nil {
 		code := protocol.CodeReassertRefused
 		switch {

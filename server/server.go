@@ -77,6 +77,13 @@ type Server struct {
 	// 0x07 and closed (version 1). Zero means no limit; baton serve
 	// applies DefaultMaxWaiters.
 	MaxWaiters int
+	// MaxWatchBacklog is the most bytes a version 2 session with watches
+	// may have decided and not yet sent when a change is due to one of
+	// its watches: over it, every watch of the session ends with REVOKED
+	// 0x08 (its claims live on), so a watcher that does not read never
+	// holds the server's memory. Zero means no limit; baton serve
+	// applies DefaultMaxWatchBacklog.
+	MaxWatchBacklog int
 	// MaxSessionsPerClient is the most open sessions (connections past
 	// their first ACQUIRE or HELLO) of one client: one certificate
 	// identity under mutual TLS, else one remote IP address. One more is

@@ -625,6 +625,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) (next *ses
 		v.omu.Lock()
 		v.ending = true
 		v.omu.Unlock()
+		v.stopWriter()
 	}
 	if reason != ended {
 		srv.update(func(now time.Time, t *locktable.Table) locktable.Result {

@@ -87,6 +87,12 @@ type v2conn struct {
 	// tickets is set (under srv.mu, before the session enters the
 	// claims map) when the client asked for queue tickets (tickets.go).
 	tickets bool
+	// values is set likewise when the client asked for values and
+	// watches (watch.go).
+	values bool
+	// writer is set (under srv.mu) by the session's first watch: the
+	// goroutine that writes its pushes (watch.go).
+	writer atomic.Pointer[watchWriter]
 }
 
 // appendOut appends the answers built by add to the pending output,
@@ -120,7 +126,8 @@ func (v *v2conn) appendPushOut(s *session, add func(b []byte) []byte) {
 	v.omu.Unlock()
 }
 
-// appendPush appends the frame the table asked for: PROMOTED or REVOKED.
+// appendPush appends the frame the table asked for: PROMOTED, REVOKED or
+// CHANGE.
 func (v *v2conn) appendPush(s *session, send locktable.Send) {
 	claim := uint32(send.Claim)
 	v.appendPushOut(s, func(b []byte) []byte {
@@ -129,6 +136,8 @@ func (v *v2conn) appendPush(s *session, send locktable.Send) {
 			return protocol.AppendPromoted(b, claim, send.Token)
 		case locktable.SendError:
 			return protocol.AppendRevoked(b, claim, send.Code, "")
+		case locktable.SendChange:
+			return protocol.AppendChange(b, claim, *send.Change)
 		}
 		return b
 	})
@@ -423,7 +432,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			locked = false
 			runtime.Gosched()
 		}
-		f, n, err := protocol.ParseClientFrame(v.buf[off:])
+		f, n, err := protocol.ParseClientFrameMax(v.buf[off:], v.maxFrame())
 		if n == 0 && err == nil {
 			break
 		}
@@ -472,6 +481,15 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			ds = append(ds, s.rangeOp(now, f)...)
 			continue
 		}
+		if f.Type == protocol.TypeProclaim || f.Type == protocol.TypeWatch {
+			more, c := s.watchFrame(now, f, ce)
+			if c != 0 {
+				code, reason = c, locktable.ReasonProtocolError
+				break
+			}
+			ds = append(ds, more...)
+			continue
+		}
 		key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
 		if f.Type == protocol.TypeRelease {
 			if s.relayRelease(f.Claim) || s.answerMoved(f.Claim) {
@@ -484,7 +502,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		}
 		// CLAIM: the id in use is a session-level fault, checked before
 		// the claim-level ones (docs/protocol.md, v2 validation 14).
-		if _, err := srv.table.ClaimStatus(key); err == nil || s.relayInUse(f.Claim) {
+		if s.idInUse(key) {
 			code, reason = protocol.CodeClaimInUse, locktable.ReasonProtocolError
 			break
 		}
@@ -500,6 +518,9 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			s.refuse(f, protocol.CodeNotAuthorized)
 			continue
 		}
+		if f.HasValue() && !s.valuedClaim(f) {
+			continue // refused (watch.go)
+		}
 		if f.Reassert() {
 			ds = append(ds, s.reassert(now, f)...)
 			continue // answered, or relayed to its owner (resume.go)
@@ -508,7 +529,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			continue // relayed to its owner, or refused (relay2.go)
 		}
 		st, res, err := srv.table.Claim(now, s.id, key.Claim, locktable.ClaimRequest{
-			Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, NoWait: f.NoWait()})
+			Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, NoWait: f.NoWait(), Value: f.Value})
 		if err != nil {
 			if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
 				orphan = true

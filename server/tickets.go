@@ -122,7 +122,7 @@ func (s *session) enterGated(now time.Time, name string, refs []gatedRef, others
 			}
 		}
 		es = append(es, locktable.Entry{Session: r.s.id, Claim: locktable.ClaimID(f.Claim), Req: locktable.ClaimRequest{
-			Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: r.ticket}})
+			Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: r.ticket, Value: f.Value}})
 		who = append(who, r.s)
 	}
 	res, errs := srv.table.Enter(now, es)

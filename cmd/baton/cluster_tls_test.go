@@ -21,7 +21,6 @@ import (
 	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/internal/testpki"
 	"github.com/batonlock/baton/protocol"
-	"github.com/batonlock/baton/server"
 )
 
 // clusterPKI is a CA and certificate files for the nodes (identity
@@ -274,7 +273,7 @@ func TestClusterTLS(t *testing.T) {
 	// A hop header from a client with a valid certificate that is not a
 	// node's: ERROR 0x13. From a node's certificate: accepted, and the
 	// owner sees the client identity the header carries.
-	hop := append(server.AppendHop(nil, "192.0.2.7:4242", "spiffe://baton.test/app/relayed"), opstest.AcquireFrame(name, lease)...)
+	hop := append(protocol.AppendHop(nil, "192.0.2.7:4242", "spiffe://baton.test/app/relayed"), opstest.AcquireFrame(name, lease)...)
 	c := dialTLS(t, pki, "app", n1.addr)
 	c.Write(hop)
 	if f := readFrame(t, c); f.Type != protocol.TypeError || f.Code != protocol.CodeUnknownMessage {

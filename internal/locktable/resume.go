@@ -24,7 +24,8 @@ var ErrNoToken = errors.New("locktable: a re-asserted holder needs its token")
 
 // Detach keeps open version 2 session sid as a detached session standing
 // for origin o: it is sent nothing from now on, its claims keep their
-// places, and its lease runs on from when it was last heard from. Errors,
+// places, its watches end, and its lease runs on from when it was last
+// heard from. Errors,
 // which change nothing: ErrNoSession when sid is not an open version 2
 // session that is not detached, ErrNoClaim when it has no claim (there is
 // nothing to keep), ErrBadState when another session stands for o.
@@ -41,6 +42,7 @@ func (t *Table) Detach(sid SessionID, o Origin) error {
 	}
 	s.origin = &o
 	t.detached[o] = sid
+	t.EndWatches(sid) // a watch lives with its connection
 	return nil
 }
 
