@@ -420,7 +420,11 @@ func (s *Session) Received(f protocol.Frame, t time.Time) (Event, error) {
 		s.state = SessionClosed
 		return ev, nil
 	case protocol.TypePromoted, protocol.TypeRevoked:
-		return s.pushed(f, t, ev)
+		if r := s.claims[f.Claim]; !(f.Type == protocol.TypeRevoked && r.watch && r.state == ClaimPending) {
+			return s.pushed(f, t, ev)
+		}
+		// A watch dropped (slow watcher) before its synced was sent:
+		// the REVOKED takes the synced's place as the WATCH's answer.
 	case protocol.TypeChange:
 		if r := s.claims[f.Claim]; !(f.Change == protocol.ChangeSynced && r.watch && r.state == ClaimPending) {
 			return s.changed(f, ev)
@@ -475,7 +479,7 @@ func (s *Session) Received(f protocol.Frame, t time.Time) (Event, error) {
 			r.state = ClaimHeld
 		}
 		s.store(f.Claim, r)
-	case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
+	case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused, protocol.TypeRevoked:
 		r := s.claims[f.Claim] // exists: fits checked the request
 		r.reqs--
 		ev.Releasing = r.releasing
@@ -565,7 +569,7 @@ func fits(req Request, f protocol.Frame) bool {
 		return (req.Kind == ReqClaim || req.Kind == ReqWatch || (req.Kind == ReqProclaim && f.Code == protocol.CodeValueTooLong)) && req.Claim == f.Claim
 	case protocol.TypeReleased:
 		return req.Kind == ReqRelease && req.Claim == f.Claim
-	case protocol.TypeChange:
+	case protocol.TypeChange, protocol.TypeRevoked:
 		return req.Kind == ReqWatch && req.Claim == f.Claim
 	case protocol.TypeProclaimed:
 		return req.Kind == ReqProclaim && req.Claim == f.Claim

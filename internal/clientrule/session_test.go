@@ -279,6 +279,15 @@ func TestSessionWatchAndProclaim(t *testing.T) {
 	if !s.Free(2) {
 		t.Fatal("watch id not free after RELEASED")
 	}
+	// A watch dropped before its synced was sent: the REVOKED answers
+	// the WATCH.
+	if err := s.SentWatch(3, ms(120)); err != nil {
+		t.Fatal(err)
+	}
+	ev = mustRecv(t, s, protocol.Frame{Type: protocol.TypeRevoked, Claim: 3, Code: protocol.CodeSlowWatcher}, ms(130))
+	if ev.Answers != ReqWatch || s.Anchor() != ms(120) || !s.Free(3) || s.Pending() != 0 {
+		t.Fatalf("REVOKED of a new watch: answers %v, anchor %v, free %v, pending %d", ev.Answers, s.Anchor().Sub(t0), s.Free(3), s.Pending())
+	}
 }
 
 // Frames about watches that do not fit are violations.
