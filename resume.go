@@ -408,18 +408,9 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 	s.wset, s.readSet = time.Time{}, time.Time{}
 	s.out = s.out[:0]
 	s.reasserts = 0
-	ids := make([]uint32, 0, len(s.claims))
-	for id, cl := range s.claims {
-		if cl.ended {
-			// Lost already: nothing to re-assert; its session on the
-			// server drops it a lease after it last heard from us.
-			delete(s.claims, id)
-			continue
-		}
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	// A claim lost already has nothing to re-assert; its session on the
+	// server drops it a lease after it last heard from us.
+	for _, id := range sortedLive(s.claims, func(cl *Claim) bool { return cl.ended }) {
 		cl := s.claims[id]
 		cl.names, cl.at = cl.reassertNames(), 0
 		longest := 0
@@ -660,6 +651,21 @@ func (s *Session) dropLocked(cl *Claim) {
 	if s.startWrite() {
 		go s.flush() // startWrite counted it in s.bg
 	}
+}
+
+// sortedLive deletes from m the entries that dead reports and returns
+// the ids of the others in order.
+func sortedLive[T any](m map[uint32]T, dead func(T) bool) []uint32 {
+	ids := make([]uint32, 0, len(m))
+	for id, v := range m {
+		if dead(v) {
+			delete(m, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // forget drops claim id, which the rule reports free. s.mu is held.

@@ -384,21 +384,29 @@ func (s *Session) watchHere(ctx context.Context, w *Watch) error {
 	case err := <-ws.ready:
 		if err != nil {
 			w.mu.Lock()
-			if w.sub == ws {
-				w.sub = nil
-			}
+			w.sub = nil // the watch did not start: nothing is bound
 			w.mu.Unlock()
 		}
 		return err
 	case <-ctx.Done():
-		w.mu.Lock()
-		if w.sub == ws {
-			w.sub = nil
+		// The watch ends: the WATCH sent (or the one a slow-watcher drop
+		// sent in its place) is released.
+		if cur := w.end(ctx.Err()); cur != nil {
+			cur.s.releaseWatch(cur)
 		}
-		w.mu.Unlock()
-		s.releaseWatch(ws)
 		return ctx.Err()
 	}
+}
+
+// failWatch ends ws with err: the caller of its first WATCH is told
+// (watchHere), or its Watch loses the binding (subLost). s.mu is held.
+func (s *Session) failWatch(ws *watchSub, err error) {
+	if !ws.answered {
+		ws.answered = true
+		ws.ready <- err
+		return
+	}
+	s.subLost(ws, err)
 }
 
 // sendWatchLocked sends ws's WATCH with a new id and reports whether the
@@ -475,25 +483,21 @@ func (s *Session) watchEvent(ws *watchSub, ev clientrule.Event, f protocol.Frame
 	case protocol.TypeRefused:
 		// The WATCH refused: the first one's caller is told; a later
 		// one's (after a resume) ends the watch.
-		err := &ServerError{Code: ev.Code, Reason: ev.Reason}
 		ws.closing = true // over: the id is forgotten once free
-		if !ws.answered {
-			ws.answered = true
-			ws.ready <- err
-		}
-		s.subLost(ws, err)
+		s.failWatch(ws, &ServerError{Code: ev.Code, Reason: ev.Reason})
 	case protocol.TypeRevoked:
 		if ws.closing {
 			break
 		}
 		ws.closing = true
 		if ev.Code != protocol.CodeSlowWatcher {
-			s.subLost(ws, &ServerError{Code: ev.Code, Reason: ev.Reason})
+			s.failWatch(ws, &ServerError{Code: ev.Code, Reason: ev.Reason})
 			break
 		}
 		// Dropped for falling behind: start again from the current
-		// state, on a new id (older states are filtered out).
-		nws := &watchSub{w: w, s: s, ready: make(chan error, 1), answered: true}
+		// state, on a new id (older states are filtered out). A first
+		// WATCH dropped before its answer hands its caller on.
+		nws := &watchSub{w: w, s: s, ready: ws.ready, answered: ws.answered}
 		w.mu.Lock()
 		live := w.sub == ws && !w.ended
 		if live {
@@ -577,18 +581,8 @@ func (w *Watch) rebind(cause error) {
 // endWatchesLocked ends the binding of every watch on the session, which
 // has ended with cause (subLost). s.mu is held.
 func (s *Session) endWatchesLocked(cause error) {
-	ids := make([]uint32, 0, len(s.watches))
-	for id := range s.watches {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		ws := s.watches[id]
-		if !ws.answered {
-			ws.answered = true
-			ws.ready <- cause
-		}
-		s.subLost(ws, cause)
+	for _, id := range sortedLive(s.watches, func(*watchSub) bool { return false }) {
+		s.failWatch(s.watches[id], cause)
 	}
 	clear(s.watches)
 }
@@ -598,16 +592,7 @@ func (s *Session) endWatchesLocked(cause error) {
 // once the new answer is in, filtered as the Watch doc says. A watch
 // being closed is dropped. s.mu is held; the caller flushes.
 func (s *Session) rewatchLocked(now time.Time) {
-	ids := make([]uint32, 0, len(s.watches))
-	for id, ws := range s.watches {
-		if ws.closing {
-			delete(s.watches, id)
-			continue
-		}
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range sortedLive(s.watches, func(ws *watchSub) bool { return ws.closing }) {
 		ws := s.watches[id]
 		ws.holders, ws.synced = ws.holders[:0], false
 		if err := s.rule.SentWatch(id, now); err != nil {

@@ -313,3 +313,41 @@ func TestWatchResumeDeliversNothingOlder(t *testing.T) {
 		t.Fatalf("Err %v", w.Err())
 	}
 }
+
+// A WATCH dropped as a slow watcher before its answer was sent is
+// answered by its REVOKED: the client watches again and Watch returns
+// once that is answered. A session lost before the answer fails Watch,
+// and the watch does not live on.
+func TestWatchDroppedBeforeAnswer(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openValues(t, fake, false)
+	wres := goWatch(s, "db")
+	f := fc.expect(protocol.TypeWatch)
+	fc.send(protocol.AppendRevoked(nil, f.Claim, protocol.CodeSlowWatcher, "slow"))
+	f2 := fc.expect(protocol.TypeWatch)
+	if f2.Claim == f.Claim || f2.Name != "db" {
+		t.Fatalf("WATCH after the drop: %v", f2)
+	}
+	fc.send(change(f2.Claim, protocol.ChangeHeld, 7, "v"))
+	fc.send(change(f2.Claim, protocol.ChangeSynced, 0, ""))
+	r := wait(t, wres)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if st := nextState(t, r.w); len(st) != 1 || st[0].Token != 7 {
+		t.Fatalf("state %+v", st)
+	}
+
+	wres = goWatch(s, "other")
+	fc.expect(protocol.TypeWatch)
+	fc.send(protocol.AppendSessionError(nil, protocol.CodeShuttingDown, "bye"))
+	if r := wait(t, wres); !errors.Is(r.err, protocol.ErrShuttingDown) {
+		t.Fatalf("Watch on a lost session: %v", r.err)
+	}
+	if _, ok := <-r.w.Changes(); ok {
+		t.Fatal("the first watch lives on after the session ended")
+	}
+	if !errors.Is(r.w.Err(), protocol.ErrShuttingDown) {
+		t.Fatalf("first watch's Err: %v", r.w.Err())
+	}
+}

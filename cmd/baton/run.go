@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/tlsfiles"
-	"github.com/batonlock/baton/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -203,22 +201,11 @@ func runHeld(fs *flagSet, cfg *runConfig, name string, argv []string, usage func
 	case cfg.semaphore < 0 || int64(cfg.semaphore) > math.MaxUint32:
 		return usage("--semaphore must be from 1 to %d (0: exclusive), got %d", uint32(math.MaxUint32), cfg.semaphore)
 	}
-	if err := protocol.ValidateName(name); err != nil {
-		return usage("lock name %q: %v", name, err)
+	dialer, code := checkTarget(name, cfg.lease, cfg.server, cfg.tls, usage)
+	if code >= 0 {
+		return code
 	}
-	if err := protocol.ValidateLease(cfg.lease); err != nil {
-		return usage("--lease %v: must be from 1ms to %v", cfg.lease, time.Duration(math.MaxUint32)*time.Millisecond)
-	}
-	if err := checkHostPort(cfg.server); err != nil {
-		return usage("--server: %v", err)
-	}
-	tlsCfg, err := clientTLSConfig(cfg.tls, cfg.server)
-	if err != nil {
-		return usage("%v", err)
-	}
-	if tlsCfg != nil {
-		cfg.dialer = &tls.Dialer{Config: tlsCfg}
-	}
+	cfg.dialer = dialer
 
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)

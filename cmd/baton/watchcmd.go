@@ -108,22 +108,9 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 		return usage("unexpected argument %q after NAME", rest[1])
 	}
 	name := rest[0]
-	if err := protocol.ValidateName(name); err != nil {
-		return usage("lock name %q: %v", name, err)
-	}
-	if err := protocol.ValidateLease(cfg.lease); err != nil {
-		return usage("--lease %v: must be from 1ms to %v", cfg.lease, time.Duration(math.MaxUint32)*time.Millisecond)
-	}
-	if err := checkHostPort(cfg.server); err != nil {
-		return usage("--server: %v", err)
-	}
-	tlsCfg, err := clientTLSConfig(cfg.tlsFiles, cfg.server)
-	if err != nil {
-		return usage("%v", err)
-	}
-	var dialer baton.Dialer
-	if tlsCfg != nil {
-		dialer = &tls.Dialer{Config: tlsCfg}
+	dialer, code := checkTarget(name, cfg.lease, cfg.server, cfg.tlsFiles, usage)
+	if code >= 0 {
+		return code
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -171,6 +158,29 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 	}
+}
+
+// checkTarget checks the NAME, lease and server of a command that talks
+// to a lock server, and returns the dialer its TLS flags ask for (nil:
+// plain TCP); code is a usage error's exit code, else -1.
+func checkTarget(name string, lease time.Duration, server string, files *tlsfiles.ClientFiles, usage func(format string, a ...any) int) (d baton.Dialer, code int) {
+	if err := protocol.ValidateName(name); err != nil {
+		return nil, usage("lock name %q: %v", name, err)
+	}
+	if err := protocol.ValidateLease(lease); err != nil {
+		return nil, usage("--lease %v: must be from 1ms to %v", lease, time.Duration(math.MaxUint32)*time.Millisecond)
+	}
+	if err := checkHostPort(server); err != nil {
+		return nil, usage("--server: %v", err)
+	}
+	tlsCfg, err := clientTLSConfig(files, server)
+	if err != nil {
+		return nil, usage("%v", err)
+	}
+	if tlsCfg != nil {
+		return &tls.Dialer{Config: tlsCfg}, -1
+	}
+	return nil, -1
 }
 
 // watchHolder is a holder in --json output.

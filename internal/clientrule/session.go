@@ -292,14 +292,19 @@ func (s *Session) SentHello(t time.Time) {
 // It returns an error, and records nothing, when the session is not live
 // or id is not free.
 func (s *Session) SentClaim(id uint32, noWait bool, t time.Time) error {
+	return s.sentNew(Request{Kind: ReqClaim, Claim: id, Sent: t}, claimRec{state: ClaimPending, reqs: 1, noWait: noWait})
+}
+
+// sentNew records req, which starts id's use as r.
+func (s *Session) sentNew(req Request, r claimRec) error {
 	if !s.Live() {
-		return fmt.Errorf("clientrule: CLAIM on a %v session", s.state)
+		return fmt.Errorf("clientrule: %v on a %v session", req.Kind, s.state)
 	}
-	if !s.Free(id) {
-		return fmt.Errorf("clientrule: claim id %d is not free", id)
+	if !s.Free(req.Claim) {
+		return fmt.Errorf("clientrule: claim id %d is not free", req.Claim)
 	}
-	s.claims[id] = claimRec{state: ClaimPending, reqs: 1, noWait: noWait}
-	s.push(Request{Kind: ReqClaim, Claim: id, Sent: t})
+	s.claims[req.Claim] = r
+	s.push(req)
 	return nil
 }
 
@@ -324,15 +329,7 @@ func (s *Session) SentRelease(id uint32, t time.Time) error {
 // SentWatch records a WATCH with id at t, as SentClaim records a CLAIM:
 // a watch takes an id from the session's claim ids.
 func (s *Session) SentWatch(id uint32, t time.Time) error {
-	if !s.Live() {
-		return fmt.Errorf("clientrule: WATCH on a %v session", s.state)
-	}
-	if !s.Free(id) {
-		return fmt.Errorf("clientrule: claim id %d is not free", id)
-	}
-	s.claims[id] = claimRec{state: ClaimPending, reqs: 1, watch: true}
-	s.push(Request{Kind: ReqWatch, Claim: id, Sent: t})
-	return nil
+	return s.sentNew(Request{Kind: ReqWatch, Claim: id, Sent: t}, claimRec{state: ClaimPending, reqs: 1, watch: true})
 }
 
 // SentProclaim records a PROCLAIM of claim id at t. It returns an error,
