@@ -525,9 +525,14 @@ func (s *Session) subLost(ws *watchSub, cause error) {
 		return
 	}
 	w.sub = nil
-	// A session with an owner ends by itself only when it is lost;
-	// the routed Session's Close closes it too, and ends the watch.
-	again := w.s.rt != nil && ws.s != w.s && s.err != nil && !errors.Is(cause, ErrSessionClosed)
+	// On a routed Session the watch starts again through the router
+	// when its session with the owner is lost (the routed Session's
+	// Close closes that session too, and ends the watch), or when the
+	// node its session now reaches refuses it for a name it does not
+	// serve (a resume that landed on another node).
+	var se *ServerError
+	refused := errors.As(cause, &se) && (se.Code == protocol.CodeNotOwner || se.Code == protocol.CodeUnsupportedFeature)
+	again := w.s.rt != nil && ((ws.s != w.s && s.err != nil && !errors.Is(cause, ErrSessionClosed)) || (refused && s.err == nil))
 	w.mu.Unlock()
 	if again {
 		go w.rebind(cause)
