@@ -351,3 +351,40 @@ func TestWatchDroppedBeforeAnswer(t *testing.T) {
 		t.Fatalf("first watch's Err: %v", r.w.Err())
 	}
 }
+
+// A claim's value goes with its re-assertion after a broken connection:
+// the latest one, also when a SetValue was cut off, which the grant of
+// the re-assertion then answers.
+func TestValueReasserted(t *testing.T) {
+	fake := newFakeV2(t)
+	s, fc := openValues(t, fake, true)
+	ctx := t.Context()
+	res := make(chan claimResult, 1)
+	go func() {
+		cl, err := s.AcquireValue(ctx, "db", Exclusive, "a")
+		res <- claimResult{cl, err}
+	}()
+	f := fc.expect(protocol.TypeClaim)
+	fc.send(protocol.AppendGranted(nil, f.Claim, 42))
+	r := wait(t, res)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.cl.SetValue(ctx, "b") }()
+	fc.expect(protocol.TypeProclaim)
+	fc.c.Close() // before the PROCLAIMED
+
+	fc2 := resumeConnFlags(t, fake, 8, 0x22, 0, protocol.WelcomeValues)
+	ra := expectReassert(t, fc2, f.Claim, "db", 42, 0, 7, 0x11)
+	if !ra.HasValue() || ra.Value != "b" {
+		t.Fatalf("re-assertion %v, want the latest value b", ra)
+	}
+	fc2.send(protocol.AppendGranted(nil, ra.Claim, 42))
+	if err := wait(t, done); err != nil {
+		t.Fatalf("SetValue cut off by the break: %v", err)
+	}
+	if r.cl.Token() != 42 || r.cl.Err() != nil {
+		t.Fatalf("claim after the resume: token %d, err %v", r.cl.Token(), r.cl.Err())
+	}
+}
