@@ -104,7 +104,7 @@ func TestLockShape(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("GET = %d %v", code, v)
 	}
-	if v["name"] != "jobs/eu deploy" || v["waiters_total"] != 2.0 || len(v) != 5 {
+	if v["name"] != "jobs/eu deploy" || v["waiters_total"] != 2.0 || v["watchers"] != 0.0 || len(v) != 6 {
 		t.Errorf("lock = %v", v)
 	}
 	h := v["holder"].(map[string]any)

@@ -54,6 +54,8 @@ type Lock struct {
 	// WaitersTotal is the length of the whole queue.
 	WaitersTotal  int `json:"waiters_total"`
 	WaitersOffset int `json:"waiters_offset,omitempty"`
+	// Watchers is how many sessions watch the name (docs/election.md).
+	Watchers int `json:"watchers"`
 }
 
 // Claim names one claim: the protocol version of its session, the
@@ -82,6 +84,10 @@ type Holder struct {
 	Since     Time   `json:"since"` // when the lock was granted
 	LeaseMS   int64  `json:"lease_ms"`
 	Token     uint64 `json:"token"`
+	// Value is the value its holder published with the claim
+	// (docs/election.md), as text: bytes that are not UTF-8 read as
+	// U+FFFD; absent when it has none.
+	Value string `json:"value,omitempty"`
 	Claim
 }
 
@@ -155,10 +161,11 @@ func fromInfo(l locktable.LockInfo, offset, limit int) Lock {
 		Holders:      make([]Holder, 0, len(l.Holders)),
 		Waiters:      make([]Waiter, 0, len(waiters)),
 		WaitersTotal: max(l.WaiterCount, len(l.Waiters)),
+		Watchers:     l.Watchers,
 	}
 	for _, h := range l.Holders {
 		out.Holders = append(out.Holders, Holder{Identity: h.Peer.Identity, RemoteAddr: h.Peer.Addr, RelayedBy: h.Peer.Via,
-			Since: Time{h.Since}, LeaseMS: h.Lease.Milliseconds(), Token: h.Token,
+			Since: Time{h.Since}, LeaseMS: h.Lease.Milliseconds(), Token: h.Token, Value: h.Value,
 			Claim: claimOf(h.V1, h.Session, h.Claim, h.Mode, h.Label)})
 	}
 	if len(out.Holders) > 0 {

@@ -50,8 +50,9 @@ type Config struct {
 	// IOTimeout (-io-timeout) and MaxLease (-max-lease): see server.Server.
 	IOTimeout, MaxLease time.Duration
 	// The limits of server.Server (-max-session-claims, -max-waiters,
-	// -max-sessions-per-client, -max-kept-sessions, -max-kept-claims).
-	MaxSessionClaims, MaxWaiters, MaxSessionsPerClient, MaxKeptSessions, MaxKeptClaims int
+	// -max-sessions-per-client, -max-kept-sessions, -max-kept-claims,
+	// -max-watch-backlog).
+	MaxSessionClaims, MaxWaiters, MaxSessionsPerClient, MaxKeptSessions, MaxKeptClaims, MaxWatchBacklog int
 	// The range-lock caps (-range-waiting-per-session,
 	// -range-waiting-per-owner, -range-owners-per-session); 0: no cap.
 	RangeWaitingPerSession, RangeWaitingPerOwner, RangeOwnersPerSession int
@@ -182,7 +183,7 @@ func (n *Node) open() error {
 		RangeWaitingPerSession: rangeCap(cfg.RangeWaitingPerSession), RangeWaitingPerOwner: rangeCap(cfg.RangeWaitingPerOwner),
 		RangeOwnersPerSession: rangeCap(cfg.RangeOwnersPerSession),
 		MaxSessionClaims:      cfg.MaxSessionClaims, MaxWaiters: cfg.MaxWaiters, MaxSessionsPerClient: cfg.MaxSessionsPerClient,
-		MaxKeptSessions: cfg.MaxKeptSessions, MaxKeptClaims: cfg.MaxKeptClaims}
+		MaxKeptSessions: cfg.MaxKeptSessions, MaxKeptClaims: cfg.MaxKeptClaims, MaxWatchBacklog: cfg.MaxWatchBacklog}
 	n.srv = srv
 	var observers server.Observers
 

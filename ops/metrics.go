@@ -251,6 +251,12 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 				func(c server.RangeCount) int { return c.Waiting }),
 		)
 	}
+	if ws, ok := src.(WatchSource); ok {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "baton_watches",
+			Help: "Watches of lock names by version 2 sessions (docs/election.md).",
+		}, func() float64 { return float64(ws.Watches()) }))
+	}
 	if ks, ok := src.(KeptSource); ok {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "baton_sessions_kept",
@@ -341,6 +347,12 @@ func child[K comparable](pre map[K]prometheus.Counter, k K, vec *prometheus.Coun
 // baton_range_locks_held and baton_range_waiting.
 type RangeSource interface {
 	RangeCounts() server.RangeCount
+}
+
+// WatchSource is a Source that also counts its watches; *server.Server
+// is one. With it the metrics include baton_watches.
+type WatchSource interface {
+	Watches() int
 }
 
 // KeptSource is a Source that also counts the resumable sessions kept

@@ -469,3 +469,44 @@ func TestRangeLocksView(t *testing.T) {
 	}
 	p.WaitFor("the waiter holding", `(() => { const li = document.querySelector('`+sel+` li.range-holder'); return li && li.innerText.includes("mount-b") && !document.querySelector('`+sel+` li.range-waiter'); })()`, 2*time.Second)
 }
+
+// A holder's value and the number of watchers show on the lock's page
+// and in the list (docs/election.md).
+func TestValueAndWatchers(t *testing.T) {
+	f := start(t)
+	const name = "db/primary"
+	open2 := func(frames ...[]byte) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		b := protocol.AppendFrame(protocol.AppendPreamble(nil), protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60_000, Flags: protocol.HelloValues, Label: "web"})
+		for _, fr := range frames {
+			b = append(b, fr...)
+		}
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	open2(protocol.AppendClaimValue(nil, 1, protocol.ModeExclusive, 0, 0, name, "10.0.0.5:5432"))
+	open2(protocol.AppendWatch(nil, 1, name))
+	open2(protocol.AppendWatch(nil, 1, name))
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		if l, ok := f.srv.Lock(name); ok && l.Watchers == 2 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the holder and two watchers never arrived")
+		}
+	}
+	p := open(t, 1280, 800)
+	p.Do(chromedp.Navigate(lockURL(f.url, name)))
+	p.WaitFor("the holder's value and the watchers", `document.querySelector('tr.holder td.value')?.textContent === "10.0.0.5:5432" &&
+		document.getElementById("watchers")?.textContent === "Watched by 2 sessions."`, 10*time.Second)
+	p.Do(chromedp.Navigate(f.url + "/#/locks"))
+	p.WaitFor("the list's value and watchers", `document.querySelector('li.holder .value')?.textContent === " = 10.0.0.5:5432" &&
+		document.querySelector('li.watchers')?.textContent === "2 watchers"`, 10*time.Second)
+}

@@ -98,6 +98,7 @@ func (t *Table) claimState(now time.Time, c *claim, since time.Time) ClaimState 
 // order, holders before waiters, so the result is deterministic.
 func (t *Table) Evict(now time.Time, match func(name string) bool, v1, v2 protocol.Code) Result {
 	var res Result
+	t.moveWatches(match, &res)
 	// Only the matching names are sorted: the sweep after every ring
 	// change usually matches none of a large table.
 	var names []string

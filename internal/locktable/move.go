@@ -17,6 +17,7 @@ import (
 // are visited in name order.
 func (t *Table) EvictExcept(now time.Time, match func(name string) bool, keep func(SessionID) bool, v1, v2 protocol.Code) Result {
 	var res Result
+	t.moveWatches(match, &res)
 	var names []string
 	for name := range t.locks {
 		if match(name) {
@@ -53,6 +54,7 @@ func (t *Table) EvictExcept(now time.Time, match func(name string) bool, keep fu
 // sessions, in the order told; the version 2 holders keep rejects it
 // leaves to EvictExcept.
 func (t *Table) TellMoving(now time.Time, match func(name string) bool, keep func(SessionID) bool, v1, v2 protocol.Code) (res Result, told []SessionID) {
+	t.moveWatches(match, &res)
 	var names []string
 	for name := range t.locks {
 		if match(name) {

@@ -197,6 +197,29 @@ func (t *Table) revokeWatches(allow func(p Peer, lock string) bool, res *Result)
 	}
 }
 
+// moveWatches ends the watches of the names match accepts, which are
+// leaving this table, each with ERROR(0x03): the watcher watches again
+// at the name's new owner. It comes before the moving claims end, so
+// that no watcher is told a holder freed that only moved. Names are
+// visited in order.
+func (t *Table) moveWatches(match func(name string) bool, res *Result) {
+	var names []string
+	for name := range t.watches {
+		if match(name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for w := t.watches[name].head; w != nil; {
+			next := w.next
+			res.send(Send{Kind: SendError, Session: w.sess.id, Claim: w.id, Code: protocol.CodeNotOwner})
+			t.unwatch(w)
+			w = next
+		}
+	}
+}
+
 // tell sends change to every watch of name, in the order they began.
 func (t *Table) tell(name string, change protocol.Change, res *Result) {
 	wl := t.watches[name]

@@ -320,3 +320,53 @@ func runWatchSeed(t *testing.T, rng *rand.Rand, steps, seed int) {
 		}
 	}
 }
+
+// A name that leaves the table ends its watches with ERROR 0x03 before
+// its claims end: a watcher is never told that a holder that only moved
+// was freed.
+func TestWatchesMoveFirst(t *testing.T) {
+	for _, move := range []struct {
+		name string
+		f    func(tb *locktable.Table, match func(string) bool) locktable.Result
+	}{
+		{"Evict", func(tb *locktable.Table, match func(string) bool) locktable.Result {
+			return tb.Evict(epoch, match, protocol.CodeNotOwner, 0)
+		}},
+		{"EvictExcept", func(tb *locktable.Table, match func(string) bool) locktable.Result {
+			return tb.EvictExcept(epoch, match, func(locktable.SessionID) bool { return false }, protocol.CodeNotOwner, protocol.CodeNotOwner)
+		}},
+		{"TellMoving", func(tb *locktable.Table, match func(string) bool) locktable.Result {
+			res, _ := tb.TellMoving(epoch, match, func(locktable.SessionID) bool { return false }, protocol.CodeNotOwner, protocol.CodeNotOwner)
+			return res
+		}},
+	} {
+		tb := locktable.New(&locktable.CounterTokens{})
+		for sid := range locktable.SessionID(2) {
+			if err := tb.Open(epoch, sid+1, locktable.SessionParams{Lease: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := tb.Claim(epoch, 1, 1, locktable.ClaimRequest{Name: "db", Mode: locktable.Exclusive, Value: "v"}); err != nil {
+			t.Fatal(err)
+		}
+		for i, name := range []string{"db", "empty", "stays"} {
+			if _, err := tb.Watch(epoch, 2, locktable.ClaimID(i+1), name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res := move.f(tb, func(name string) bool { return name != "stays" })
+		var got []string
+		for _, s := range res.Sends {
+			if s.Session == 2 {
+				got = append(got, fmt.Sprint(s.Kind, " ", s.Claim, " ", s.Code))
+			}
+		}
+		want := []string{
+			fmt.Sprint(locktable.SendError, " 1 ", protocol.CodeNotOwner),
+			fmt.Sprint(locktable.SendError, " 2 ", protocol.CodeNotOwner),
+		}
+		if !slices.Equal(got, want) || !tb.Watching(2, 3) || tb.WatchCount() != 1 {
+			t.Errorf("%s: the watcher was sent %q, want %q, and the watch of \"stays\" kept", move.name, got, want)
+		}
+	}
+}

@@ -114,7 +114,8 @@ const views = {
           el("td", { "data-label": "Lock" }, el("a", { href: "#/lock/" + encodeURIComponent(l.name), class: "mono", text: l.name })),
           el("td", { "data-label": "Mode", text: mode(l) }),
           el("td", { "data-label": "Holders" }, el("ul", { class: "holders" }, l.holders.map((h) => el("li", { class: "holder" },
-            el("span", { class: "mono", text: "token " + h.token }), " ", who(h), " ", el("span", { class: "muted", text: "held " + ago(h.since) }))))),
+            el("span", { class: "mono", text: "token " + h.token }), " ", who(h), h.value ? el("span", { class: "value mono", text: " = " + h.value }) : null, " ",
+            el("span", { class: "muted", text: "held " + ago(h.since) }))), l.watchers ? el("li", { class: "watchers muted", text: l.watchers + (l.watchers === 1 ? " watcher" : " watchers") }) : null)),
           el("td", { "data-label": "Waiters" }, l.waiters.length ? el("ol", { class: "waiters" }, l.waiters.map((w) => el("li", { class: "waiter" },
             who(w) || ref(w), " ", el("span", { class: "muted", text: "waited " + ago(w.queued_at) }))), moreWaiters(l, "li")) : el("span", { class: "muted", text: "none" }))));
         const table = el("table", { "aria-label": "Locks" },
@@ -138,7 +139,7 @@ const views = {
       if (!l) return () => [...head, el("p", { class: "muted", id: "not-held", text: "Nobody holds or waits for this lock now" + (o && o.owner && !o.owner.self ? " on this node." : ".") })];
       return () => {
         const holders = el("table", { "aria-label": "Holders" },
-          el("thead", {}, el("tr", {}, ["Token", "Claim", "Mode", "Label", "Identity", "Address", "Held for", "Lease", ""].map((t) => el("th", { scope: "col", text: t })))),
+          el("thead", {}, el("tr", {}, ["Token", "Claim", "Mode", "Label", "Identity", "Address", "Value", "Held for", "Lease", ""].map((t) => el("th", { scope: "col", text: t })))),
           el("tbody", {}, l.holders.map((h) => el("tr", { class: "holder", "data-token": h.token },
             el("td", { "data-label": "Token", class: "mono", text: h.token }),
             el("td", { "data-label": "Claim", class: "mono", text: ref(h) + " (v" + h.protocol + ")" }),
@@ -146,6 +147,7 @@ const views = {
             el("td", { "data-label": "Label", text: h.label || "—" }),
             el("td", { "data-label": "Identity", text: h.identity || "—" }),
             el("td", { "data-label": "Address", class: "mono", text: h.remote_addr }),
+            el("td", { "data-label": "Value", class: "mono value", text: h.value || "—" }),
             el("td", { "data-label": "Held for", text: ago(h.since) }),
             el("td", { "data-label": "Lease", text: dur(h.lease_ms) }),
             el("td", {}, el("button", { class: "danger", type: "button", "aria-label": "Force-release token " + h.token + " of lock " + l.name,
@@ -163,6 +165,7 @@ const views = {
             el("td", {}, el("button", { type: "button", "aria-label": "Kick waiter " + ref(w) + " from lock " + l.name,
               on: { click: () => confirmKick(l, w, i) } }, "Kick"))))));
         return [...head, el("p", {}, "Mode: " + mode(l)),
+          el("p", { id: "watchers" }, "Watched by " + (l.watchers || 0) + (l.watchers === 1 ? " session." : " sessions.")),
           el("h2", {}, "Holders (" + l.holders.length + ")"), holders,
           el("h2", {}, "Waiters (" + qlen(l) + ")"), l.waiters.length ? waiters : el("p", { class: "muted", text: "Nobody waits." }), ...moreWaiters(l, "p")];
       };
