@@ -222,4 +222,27 @@ func TestElectionNoLeader(t *testing.T) {
 	if e.Token() != 0 || e.Claim() != nil {
 		t.Fatalf("after Resign: token %d", e.Token())
 	}
+	// Observe delivers nothing while nobody leads, and closes its
+	// channel when its ctx ends, ending its watch.
+	octx, ocancel := context.WithCancel(ctx)
+	obs := other.Observe(octx)
+	deadline := time.Now().Add(fakeTimeout)
+	for srv.Watches() != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	ocancel()
+	select {
+	case l, ok := <-obs:
+		if ok {
+			t.Fatalf("Observe delivered %+v with no leader", l)
+		}
+	case <-time.After(fakeTimeout):
+		t.Fatal("Observe's channel open after its ctx ended")
+	}
+	for srv.Watches() != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := srv.Watches(); n != 0 {
+		t.Fatalf("%d watches left after Observe ended", n)
+	}
 }
