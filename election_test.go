@@ -224,9 +224,12 @@ func TestElectionNoLeader(t *testing.T) {
 	}
 	// Observe delivers nothing while nobody leads, and closes its
 	// channel when its ctx ends, ending its watch.
+	deadline := time.Now().Add(fakeTimeout)
+	for srv.Watches() != 0 && time.Now().Before(deadline) { // Leader's watch, released without a wait
+		time.Sleep(5 * time.Millisecond)
+	}
 	octx, ocancel := context.WithCancel(ctx)
 	obs := other.Observe(octx)
-	deadline := time.Now().Add(fakeTimeout)
 	for srv.Watches() != 1 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
