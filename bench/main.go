@@ -144,6 +144,12 @@ func main() {
 		case "forward":
 			forwardMain(os.Args[2:])
 			return
+		case "election":
+			electionMain(os.Args[2:])
+			return
+		case "elect-leader":
+			electLeaderMain(os.Args[2:])
+			return
 		}
 	}
 	quick := flag.Bool("quick", false, "smoke run: small counts, under 2 minutes")
