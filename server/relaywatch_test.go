@@ -6,9 +6,11 @@ package server_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -184,4 +186,41 @@ func TestLocalWatchFollowsName(t *testing.T) {
 	}
 	tok2 := h.claimValue(2, "db", "here again")
 	w.expectChange(1, protocol.ChangeHeld, tok2, "here again")
+}
+
+// A claim with a value through a node that does not own the name: the
+// owner holds it with its value (the longest value fits beside the
+// longest name), PROCLAIM changes it there and is answered by the
+// owner's PROCLAIMED, and the owner's watchers see each value.
+func TestRelayedValues(t *testing.T) {
+	owner, relay := startRelayPair(t, nil)
+	w := owner.dialValues(t, "w")
+	w.mustWrite(protocol.AppendWatch(nil, 1, "db"))
+	w.expectChange(1, protocol.ChangeSynced, 0, "")
+
+	c := relay.dialValues(t, "cand")
+	tok := c.claimValue(1, "db", "10.0.0.5")
+	if f := w.expectChange(1, protocol.ChangeHeld, tok, "10.0.0.5"); f.Label != "cand" {
+		t.Fatalf("held through the relay: %v", f)
+	}
+	c.mustWrite(protocol.AppendProclaim(nil, 1, "10.0.0.6"))
+	if f := c.expectValues(protocol.TypeProclaimed, 1); f.Proclaim != protocol.ProclaimSet {
+		t.Fatalf("relayed PROCLAIM: %v", f)
+	}
+	w.expectChange(1, protocol.ChangeValue, tok, "10.0.0.6")
+	if h := waitHolder(t, owner, "db", func(h locktable.HolderInfo) bool { return h.Value == "10.0.0.6" }); h.Token != tok {
+		t.Fatalf("owner's holder %+v", h)
+	}
+	long := strings.Repeat("v", protocol.MaxValueLen)
+	c.claimValue(2, strings.Repeat("n", 255), long)
+	if h := waitHolder(t, owner, strings.Repeat("n", 255), func(locktable.HolderInfo) bool { return true }); h.Value != long {
+		t.Fatalf("the longest value through the relay: %d bytes at the owner", len(h.Value))
+	}
+	c.mustWrite(releaseFrame(1))
+	c.expectValues(protocol.TypeReleased, 1)
+	w.expectChange(1, protocol.ChangeFreed, tok, "")
+	c.mustWrite(protocol.AppendProclaim(nil, 1, "x"))
+	if f := c.expectValues(protocol.TypeProclaimed, 1); f.Proclaim != protocol.ProclaimNotInUse {
+		t.Fatalf("PROCLAIM of a released relayed claim: %v", f)
+	}
 }

@@ -152,11 +152,7 @@ func (s *session) proclaim(now time.Time, f protocol.Frame, key locktable.Key, c
 		return nil
 	}
 	if s.relayInUse(f.Claim) {
-		// A claim relayed to another node: its value lives there, and
-		// relaying values is not built.
-		v.appendOut(s, func(b []byte) []byte {
-			return protocol.AppendRefused(b, f.Claim, protocol.CodeUnsupportedFeature, "values are not relayed between cluster nodes")
-		})
+		s.relayProclaim(now, f) // its value lives at its owner
 		return nil
 	}
 	status := protocol.ProclaimSet
@@ -178,20 +174,18 @@ func (s *session) idInUse(key locktable.Key) bool {
 	return s.srv.table.Watching(key.Session, key.Claim) || s.relayInUse(uint32(key.Claim)) || s.relayWatchInUse(uint32(key.Claim))
 }
 
-// servedHere reports whether this node serves valued CLAIM f itself.
-// On a cluster node that does not, f is answered: REFUSED 0x1e when the
-// name's owner is another node (relaying values is not built), REFUSED
-// 0x03 while the name is warming up or moving (the client retries).
+// servedHere reports whether this node serves valued CLAIM f, itself or
+// through the claim relay (relayvalues.go). On a cluster node that does
+// not, f is answered REFUSED 0x03: the name is warming up or moving (the
+// client retries).
 func (s *session) servedHere(f protocol.Frame) bool {
 	r := s.srv.Router
 	if r == nil {
 		return true
 	}
 	switch rt := r.Route(f.Name, 0, s.forwarded); rt.Action {
-	case RouteServe:
+	case RouteServe, RouteForward:
 		return true
-	case RouteForward:
-		s.refuse(f, protocol.CodeUnsupportedFeature)
 	default:
 		s.refuse(f, protocol.CodeNotOwner)
 	}
