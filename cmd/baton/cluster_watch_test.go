@@ -88,9 +88,8 @@ type leadership struct {
 }
 
 // electCandidate claims name with value via addr until its session ends;
-// each grant goes to granted. A claim refused 0x03 (a warm-up), refused
-// 0x1e (addr does not own the name now: a valued claim is not relayed)
-// or revoked (its owner went) is made again.
+// each grant goes to granted. A claim refused 0x03 (a warm-up) or
+// revoked (its owner went) is made again.
 func electCandidate(t *testing.T, addr, name, value string, granted chan<- leadership) *valuesConn {
 	t.Helper()
 	vc, err := dialValuesConn(addr, value)
@@ -111,8 +110,7 @@ func electCandidate(t *testing.T, addr, name, value string, granted chan<- leade
 				return
 			case f.Type == protocol.TypeGranted || f.Type == protocol.TypePromoted:
 				granted <- leadership{who: value, token: f.Token, at: fr.at}
-			case f.Type == protocol.TypeRefused && (f.Code == protocol.CodeNotOwner || f.Code == protocol.CodeUnsupportedFeature),
-				f.Type == protocol.TypeRevoked:
+			case f.Type == protocol.TypeRefused && f.Code == protocol.CodeNotOwner, f.Type == protocol.TypeRevoked:
 				time.Sleep(20 * time.Millisecond)
 				id++
 				claim()
@@ -306,10 +304,9 @@ func nextLeader(t *testing.T, granted <-chan leadership, after uint64, limit tim
 	}
 }
 
-// Three candidates and two watchers (one on the name's owner, one on
-// another node) on a cluster of real processes. The candidates connect to
-// the name's owner (a valued claim is not relayed between nodes yet); the
-// planned move makes their claims relayed ones:
+// Three candidates (one on the name's owner, two relayed by the other
+// nodes) and two watchers (one on the owner, one relayed) on a cluster of
+// real processes:
 //
 //   - the leader's session dies (its process killed: the connection ends
 //     as a kill -9 ends it): the waiter first in line is promoted, and the
@@ -336,7 +333,7 @@ func TestClusterElectionWatchers(t *testing.T) {
 	for _, w := range []*watcher{w1, w2} {
 		w.learned(t, "the first leader", first.token-1, 2*opstest.Timeout)
 	}
-	c2 := electCandidate(t, owner.addr, name, "c2@n1", granted)
+	c2 := electCandidate(t, x.addr, name, "c2@n2", granted)
 	waitQueued := func(n int) {
 		t.Helper()
 		deadline := time.Now().Add(opstest.Timeout)
@@ -348,9 +345,9 @@ func TestClusterElectionWatchers(t *testing.T) {
 		}
 	}
 	waitQueued(1)
-	c3 := electCandidate(t, owner.addr, name, "c3@n1", granted)
+	c3 := electCandidate(t, y.addr, name, "c3@n3", granted)
 	waitQueued(2)
-	cands := map[string]*valuesConn{"c1@n1": c1, "c2@n1": c2, "c3@n1": c3}
+	cands := map[string]*valuesConn{"c1@n1": c1, "c2@n2": c2, "c3@n3": c3}
 
 	// 1. The leader dies.
 	killed := time.Now()
