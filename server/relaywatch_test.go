@@ -43,6 +43,19 @@ func (c *v2client) claimValue(id uint32, name, value string) uint64 {
 	return c.expectValues(protocol.TypeGranted, id).Token
 }
 
+// holdAndWatch claims "db" with value on holderAt, watches it (id 1) on
+// watchAt, and reads the watch's state: the holder, then synced.
+func holdAndWatch(t *testing.T, holderAt, watchAt *testServer, value string) (holder, watcher *v2client, token uint64) {
+	t.Helper()
+	holder = holderAt.dialValues(t, "holder")
+	token = holder.claimValue(1, "db", value)
+	watcher = watchAt.dialValues(t, "w")
+	watcher.mustWrite(protocol.AppendWatch(nil, 1, "db"))
+	watcher.expectChange(1, protocol.ChangeHeld, token, value)
+	watcher.expectChange(1, protocol.ChangeSynced, 0, "")
+	return holder, watcher, token
+}
+
 func waitCount(t *testing.T, what string, n func() int64, want int64) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
@@ -110,12 +123,7 @@ func TestRelayedWatchFollowsName(t *testing.T) {
 	relayR := &router{route: forwardTo(a.addr)}
 	relay := startServer(t, func(s *server.Server) { s.NodeID, s.Router = relayNode, relayR })
 
-	ca := a.dialValues(t, "ca")
-	tokA := ca.claimValue(1, "db", "on-a")
-	w := relay.dialValues(t, "w")
-	w.mustWrite(protocol.AppendWatch(nil, 1, "db"))
-	w.expectChange(1, protocol.ChangeHeld, tokA, "on-a")
-	w.expectChange(1, protocol.ChangeSynced, 0, "")
+	ca, w, _ := holdAndWatch(t, a, relay, "on-a")
 
 	// A planned move to b, which warms the name up first.
 	cb := b.dialValues(t, "cb")
@@ -157,12 +165,7 @@ func TestLocalWatchFollowsName(t *testing.T) {
 	nodeR := &router{route: serveUnlessWarming(new(bool))}
 	node := startServer(t, func(s *server.Server) { s.NodeID, s.Router, s.TrustHop = relayNode, nodeR, trustAll })
 
-	h := node.dialValues(t, "h")
-	tok := h.claimValue(1, "db", "here")
-	w := node.dialValues(t, "w")
-	w.mustWrite(protocol.AppendWatch(nil, 1, "db"))
-	w.expectChange(1, protocol.ChangeHeld, tok, "here")
-	w.expectChange(1, protocol.ChangeSynced, 0, "")
+	h, w, _ := holdAndWatch(t, node, node, "here")
 
 	nodeR.set(forwardTo(a.addr))
 	node.Evict(func(name string) bool { return name == "db" })
