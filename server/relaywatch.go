@@ -485,6 +485,9 @@ func (rw *relayWatch) handle(f protocol.Frame) (out watchOutcome, done bool) {
 			return watchOutcome{err: errWatchEnded}, true
 		}
 		if rw.overBacklogLocked() {
+			s := rw.s
+			srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitWatchBacklog, Peer: s.peer, Lock: rw.name,
+				Session: s.id, Claim: locktable.ClaimID(rw.id), Code: protocol.CodeSlowWatcher})
 			rw.failLocked(protocol.CodeSlowWatcher)
 			srv.mu.Unlock()
 			return watchOutcome{err: errWatchEnded}, true

@@ -227,3 +227,46 @@ func TestRelayedValues(t *testing.T) {
 		t.Fatalf("PROCLAIM of a released relayed claim: %v", f)
 	}
 }
+
+// A relayed watch whose watcher does not read ends with REVOKED 0x08 at
+// the relaying node's backlog bound, and its upstream watch ends at the
+// owner; the session's other watches and claims live on.
+func TestRelayedSlowWatcherDropped(t *testing.T) {
+	owner, _ := startWatchOwner(t)
+	relay := startServer(t, func(s *server.Server) {
+		s.NodeID, s.Router, s.MaxWatchBacklog = relayNode, &router{route: forwardTo(owner.addr)}, 64<<10
+	})
+	events := relay.events
+	slow := relay.dialValues(t, "slow")
+	slow.mustWrite(protocol.AppendWatch(nil, 7, "hot"))
+	slow.expectChange(7, protocol.ChangeSynced, 0, "")
+	leader := owner.dialValues(t, "leader")
+	leader.claimValue(1, "hot", "v")
+	value := strings.Repeat("x", protocol.MaxValueLen)
+	deadline := time.Now().Add(20 * time.Second)
+	dropped := func(e server.Event) bool { return e.Kind == server.EventLimit && e.Action == server.LimitWatchBacklog }
+	for i := 0; events.count(dropped) == 0; i++ {
+		if i == 100_000 || time.Now().After(deadline) {
+			t.Fatalf("no relayed watch dropped after %d PROCLAIMs", i)
+		}
+		leader.mustWrite(protocol.AppendProclaim(nil, 1, value[:len(value)-i%2]))
+		leader.expectValues(protocol.TypeProclaimed, 1)
+	}
+	waitCount(t, "relayed watches", relay.RelayedWatches, 0)
+	waitCount(t, "the owner's watches", func() int64 { return int64(owner.Watches()) }, 0)
+	for {
+		f := slow.mustReadValues()
+		if f.Type == protocol.TypeChange {
+			continue
+		}
+		if f.Type != protocol.TypeRevoked || f.Claim != 7 || f.Code != protocol.CodeSlowWatcher {
+			t.Fatalf("after its changes the slow watcher read %v, want REVOKED(7 0x08)", f)
+		}
+		break
+	}
+	slow.mustWrite(protocol.AppendWatch(nil, 7, "hot")) // the id is free, and a new watch starts afresh
+	if f := slow.mustReadValues(); f.Type != protocol.TypeChange || f.Change != protocol.ChangeHeld {
+		t.Fatalf("watching again: %v, want the holder", f)
+	}
+	slow.expectChange(7, protocol.ChangeSynced, 0, "")
+}
