@@ -72,6 +72,8 @@ type Claim struct {
 	workDone  bool          // the guarded work has stopped (Release called)
 	counted   bool          // counted in s.holding after a give-up
 	onLost    func(error)   // Do's cancel of fn's context
+	value     *string       // the claim's value, nil for a claim made without one (watch.go)
+	proclaims []chan error  // SetValue calls waiting for PROCLAIMED, in order
 
 	// Resumption (resume.go), guarded by s.mu.
 	noWait      bool           // asked for BUSY rather than a queue place
@@ -253,6 +255,13 @@ func (cl *Claim) endLocked(cause error) {
 		}
 		close(cl.lost)
 	}
+	if len(cl.proclaims) > 0 {
+		err := cause
+		if err == nil {
+			err = ErrClaimEnded
+		}
+		cl.proclaimedAll(err)
+	}
 	cl.resolve()
 	if cl.released != nil {
 		close(cl.released)
@@ -272,29 +281,37 @@ func (cl *Claim) endLocked(cause error) {
 // ended (Session.Err) at once; when Temporary reports that error, a new
 // session may succeed, never this one.
 func (s *Session) Acquire(ctx context.Context, name string, m Mode) (*Claim, error) {
-	return s.claim(ctx, name, m, false)
+	return s.claim(ctx, name, m, false, nil)
 }
 
 // TryAcquire is Acquire without waiting: if the claim cannot be granted
 // at once, the server answers BUSY and TryAcquire returns ErrBusy.
 func (s *Session) TryAcquire(ctx context.Context, name string, m Mode) (*Claim, error) {
-	return s.claim(ctx, name, m, true)
+	return s.claim(ctx, name, m, true, nil)
 }
 
-func (s *Session) claim(ctx context.Context, name string, m Mode, noWait bool) (*Claim, error) {
+// claim makes a claim; value is nil for a claim without a value.
+func (s *Session) claim(ctx context.Context, name string, m Mode, noWait bool, value *string) (*Claim, error) {
 	if s.rt != nil {
-		return s.rt.claim(ctx, name, m, noWait)
+		return s.rt.claim(ctx, name, m, noWait, value)
 	}
-	return s.claimHere(ctx, name, m, noWait)
+	return s.claimHere(ctx, name, m, noWait, value)
 }
 
 // claimHere is claim on this session's own connection.
-func (s *Session) claimHere(ctx context.Context, name string, m Mode, noWait bool) (*Claim, error) {
+func (s *Session) claimHere(ctx context.Context, name string, m Mode, noWait bool, value *string) (*Claim, error) {
 	if err := protocol.ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := protocol.ValidateClaim(protocol.Frame{Mode: m.kind, Limit: m.limit, Name: name}); err != nil {
+	f := protocol.Frame{Mode: m.kind, Limit: m.limit, Name: name}
+	if value != nil {
+		f.Value = *value
+	}
+	if err := protocol.ValidateClaim(f); err != nil {
 		return nil, err
+	}
+	if value != nil && s.v1 {
+		return nil, ErrValuesNotSupported
 	}
 	if s.v1 {
 		return s.claimV1(ctx, name, m, noWait)
@@ -302,7 +319,7 @@ func (s *Session) claimHere(ctx context.Context, name string, m Mode, noWait boo
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cl := &Claim{s: s, name: name, mode: m, noWait: noWait, ready: make(chan struct{}), lost: make(chan struct{})}
+	cl := &Claim{s: s, name: name, mode: m, noWait: noWait, value: value, ready: make(chan struct{}), lost: make(chan struct{})}
 	var flags uint8
 	if noWait {
 		flags = protocol.ClaimNoWait
@@ -316,6 +333,10 @@ func (s *Session) claimHere(ctx context.Context, name string, m Mode, noWait boo
 		s.mu.Unlock()
 		return nil, s.err
 	}
+	if value != nil && !s.values {
+		s.mu.Unlock()
+		return nil, ErrValuesNotSupported
+	}
 	cl.home = s.ident
 	cl.id = s.allocID()
 	if err := s.rule.SentClaim(cl.id, noWait, time.Now()); err != nil {
@@ -323,7 +344,11 @@ func (s *Session) claimHere(ctx context.Context, name string, m Mode, noWait boo
 		return nil, err
 	}
 	s.claims[cl.id] = cl
-	s.out = protocol.AppendClaim(s.out, cl.id, m.kind, m.limit, flags, name)
+	if value != nil {
+		s.out = protocol.AppendClaimValue(s.out, cl.id, m.kind, m.limit, flags, name, *value)
+	} else {
+		s.out = protocol.AppendClaim(s.out, cl.id, m.kind, m.limit, flags, name)
+	}
 	flush := s.startWrite()
 	s.mu.Unlock()
 	if flush {

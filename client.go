@@ -70,6 +70,9 @@ type Client struct {
 	// server of the revision before DETACH): later sessions do not ask
 	// for it, and keep their claims through every broken connection.
 	noDetach atomic.Bool
+	// noValues is set once a server refused HELLO's values flag (a
+	// server before values and watches): later sessions do not ask.
+	noValues atomic.Bool
 }
 
 // New returns a Client for cfg.

@@ -404,22 +404,13 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 	}
 	s.conn, s.br, s.rule, s.gen, s.addrIdx = conn, bufio.NewReaderSize(conn, 4096), rule, s.gen+1, addr
 	s.addr = s.addrs()[addr]
-	s.id, s.ident, s.ring, s.tickets, s.detach = w.frame.Session, w.ident, w.ring, w.tickets, w.detach
+	s.id, s.ident, s.ring, s.tickets, s.detach, s.values = w.frame.Session, w.ident, w.ring, w.tickets, w.detach, w.values
 	s.wset, s.readSet = time.Time{}, time.Time{}
 	s.out = s.out[:0]
 	s.reasserts = 0
-	ids := make([]uint32, 0, len(s.claims))
-	for id, cl := range s.claims {
-		if cl.ended {
-			// Lost already: nothing to re-assert; its session on the
-			// server drops it a lease after it last heard from us.
-			delete(s.claims, id)
-			continue
-		}
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	// A claim lost already has nothing to re-assert; its session on the
+	// server drops it a lease after it last heard from us.
+	for _, id := range sortedLive(s.claims, func(cl *Claim) bool { return cl.ended }) {
 		cl := s.claims[id]
 		cl.names, cl.at = cl.reassertNames(), 0
 		longest := 0
@@ -439,6 +430,7 @@ func (s *Session) install(addr int, conn net.Conn, w welcomeInfo, rule *clientru
 			}
 		}
 	}
+	s.rewatchLocked(now)
 	if err := s.installRanges(); err != nil {
 		s.loseLocked(err)
 		s.mu.Unlock()
@@ -485,8 +477,10 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, ticket uint64, now 
 		case granted:
 			cl.held, cl.token = true, ev.Token
 			cl.resolve()
+			cl.proclaimedAll(nil) // the re-assertion carried the latest value
 		default:
 			cl.queued, cl.ticket = true, ticket
+			cl.proclaimedAll(nil)
 		}
 	case protocol.TypeBusy:
 		cl.endLocked(ErrBusy)
@@ -637,7 +631,7 @@ func (s *Session) sendReassert(cl *Claim, prior *resumeIdent, now time.Time) {
 	if err := s.rule.SentClaim(cl.id, noWait, now); err != nil {
 		panic("baton: re-assertion of a claim whose id is in use: " + err.Error())
 	}
-	s.out = appendReassert(s.out, cl.id, cl.mode, noWait, cl.name, token, ticket, s.ring, prior)
+	s.out = appendReassert(s.out, cl.id, cl.mode, noWait, cl.name, token, ticket, s.ring, prior, cl.value)
 	s.reasserts++
 	cl.sentOn, cl.named, cl.sentTicket = s.ident, prior, ticket != 0
 }
@@ -657,6 +651,21 @@ func (s *Session) dropLocked(cl *Claim) {
 	if s.startWrite() {
 		go s.flush() // startWrite counted it in s.bg
 	}
+}
+
+// sortedLive deletes from m the entries that dead reports and returns
+// the ids of the others in order.
+func sortedLive[T any](m map[uint32]T, dead func(T) bool) []uint32 {
+	ids := make([]uint32, 0, len(m))
+	for id, v := range m {
+		if dead(v) {
+			delete(m, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // forget drops claim id, which the rule reports free. s.mu is held.

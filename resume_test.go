@@ -64,8 +64,8 @@ func openResumableFlags(t *testing.T, fake *fakeV2, opts SessionOptions, flags u
 		ch <- res{s, err}
 	}()
 	fc, hello := fake.acceptV2()
-	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets|protocol.HelloDetach {
-		t.Fatalf("HELLO flags 0x%02x, want the resumable, tickets and detach bits", hello.Flags)
+	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets|protocol.HelloDetach|protocol.HelloValues {
+		t.Fatalf("HELLO flags 0x%02x, want the resumable, tickets, detach and values bits", hello.Flags)
 	}
 	fc.welcomeFlags(7, 0x11, "n1", 0, flags)
 	r := wait(t, ch)
@@ -104,7 +104,7 @@ func resumeConn(t *testing.T, fake *fakeV2, session uint64, sec byte, ring uint6
 func resumeConnFlags(t *testing.T, fake *fakeV2, session uint64, sec byte, ring uint64, flags uint8) *fakeV2Conn {
 	t.Helper()
 	fc, hello := fake.acceptV2()
-	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets|protocol.HelloDetach {
+	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets|protocol.HelloDetach|protocol.HelloValues {
 		t.Fatalf("resume: HELLO flags 0x%02x", hello.Flags)
 	}
 	fc.welcomeFlags(session, sec, "n1", ring, flags)
@@ -522,8 +522,8 @@ func TestResumeOffByDefault(t *testing.T) {
 		ch <- s
 	}()
 	fc, hello := fake.acceptV2()
-	if hello.Flags != 0 {
-		t.Fatalf("HELLO flags 0x%02x", hello.Flags)
+	if hello.Flags != protocol.HelloValues {
+		t.Fatalf("HELLO flags 0x%02x, want values alone", hello.Flags)
 	}
 	fc.welcome()
 	s := wait(t, ch)

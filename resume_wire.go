@@ -24,6 +24,7 @@ type welcomeInfo struct {
 	ring    uint64         // the ring version of a cluster node's WELCOME, else 0
 	tickets bool           // the server gives queue tickets (WelcomeTickets)
 	detach  bool           // the server knows DETACH (WelcomeDetach)
+	values  bool           // the server gives values and watches (WelcomeValues)
 	flags   uint8          // WELCOME's flags
 	// flagRefused: the server refused a HELLO flag it does not know
 	// (ERROR 0x1e); open again without it.
@@ -35,7 +36,7 @@ type welcomeInfo struct {
 // the client asked for it (resumable), that the session is resumable;
 // any other flag is a violation. So is the tickets flag unless the
 // client asked for tickets.
-func readHelloAnswer(r io.Reader, resumable, tickets, detach bool) (welcomeInfo, error) {
+func readHelloAnswer(r io.Reader, resumable, tickets, detach, values bool) (welcomeInfo, error) {
 	f, err := protocol.ReadHelloAnswer(r)
 	if err != nil || f.Type != protocol.TypeWelcome {
 		return welcomeInfo{frame: f}, err
@@ -50,10 +51,14 @@ func readHelloAnswer(r io.Reader, resumable, tickets, detach bool) (welcomeInfo,
 	if detach {
 		allowed |= protocol.WelcomeDetach
 	}
+	if values {
+		allowed |= protocol.WelcomeValues
+	}
 	if f.Flags&^allowed != 0 {
 		return welcomeInfo{frame: f}, fmt.Errorf("%w: WELCOME flags 0x%02x, the client allows 0x%02x", protocol.ErrUnsupportedFeature, f.Flags, allowed)
 	}
-	w := welcomeInfo{ring: f.Ring, tickets: f.Flags&protocol.WelcomeTickets != 0, detach: f.Flags&protocol.WelcomeDetach != 0}
+	w := welcomeInfo{ring: f.Ring, tickets: f.Flags&protocol.WelcomeTickets != 0, detach: f.Flags&protocol.WelcomeDetach != 0,
+		values: f.Flags&protocol.WelcomeValues != 0}
 	if f.Flags&protocol.WelcomeResumable != 0 {
 		w.ident = &resumeIdent{session: f.Session, secret: f.Secret, node: f.Node}
 	}
@@ -67,9 +72,15 @@ func readHelloAnswer(r io.Reader, resumable, tickets, detach bool) (welcomeInfo,
 // appendReassert appends the CLAIM that re-asserts claim id of the
 // prior session, with its token (0 unless it was held) or, for a queued
 // claim, its queue ticket (0: none; docs/protocol.md, "v2 queue
-// tickets"), and the ring of the session that sends it.
-func appendReassert(b []byte, id uint32, m Mode, noWait bool, name string, token, ticket, ring uint64, prior *resumeIdent) []byte {
+// tickets"), and the ring of the session that sends it. A claim made
+// with a value carries its latest one (value non-nil).
+func appendReassert(b []byte, id uint32, m Mode, noWait bool, name string, token, ticket, ring uint64, prior *resumeIdent, value *string) []byte {
 	flags := protocol.ClaimReassert
+	var v string
+	if value != nil {
+		flags |= protocol.ClaimValue
+		v = *value
+	}
 	if noWait {
 		flags |= protocol.ClaimNoWait
 	}
@@ -78,11 +89,11 @@ func appendReassert(b []byte, id uint32, m Mode, noWait bool, name string, token
 	}
 	return protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeClaim, Claim: id, Flags: flags,
 		Mode: m.kind, Limit: m.limit, Name: name,
-		Token: token, Ticket: ticket, Ring: ring, Session: prior.session, Secret: prior.secret, Node: prior.node})
+		Token: token, Ticket: ticket, Ring: ring, Session: prior.session, Secret: prior.secret, Node: prior.node, Value: v})
 }
 
 // flagRefused reports whether the answer to a HELLO that asked for
-// queue tickets or detach is the refusal of a server that does not know
+// queue tickets, detach or values is the refusal of a server that does not know
 // them (ERROR 0x1e): the client then opens again without asking.
 func flagRefused(asked bool, w welcomeInfo) bool {
 	return asked && w.frame.Type == protocol.TypeSessionError && w.frame.Code == protocol.CodeUnsupportedFeature

@@ -391,8 +391,12 @@ type router struct {
 	first  chan struct{} // closed when the watch has learnt a ring, or gave up
 	done   chan struct{} // closed when the watch has returned
 
-	mu     sync.Mutex
-	subs   map[string]*Session // by node id
+	mu   sync.Mutex
+	subs map[string]*Session // by node id
+	// moved are live sessions that subs no longer names (a resume took
+	// them to another node): their claims live on there, and close
+	// closes them.
+	moved  []*Session
 	closed bool
 }
 
@@ -472,10 +476,10 @@ func (rt *router) watch() {
 // made once more after the ring was asked again. A claim whose session
 // ends while it waits fails, as on a plain session: it is not made again
 // elsewhere behind the caller's back.
-func (rt *router) claim(ctx context.Context, name string, m Mode, noWait bool) (*Claim, error) {
+func (rt *router) claim(ctx context.Context, name string, m Mode, noWait bool, value *string) (*Claim, error) {
 	for attempt := 0; ; attempt++ {
 		s := rt.sessionFor(ctx, name)
-		cl, err := s.claimHere(ctx, name, m, noWait)
+		cl, err := s.claimHere(ctx, name, m, noWait, value)
 		if err == nil || attempt > 0 || ctx.Err() != nil {
 			return cl, err
 		}
@@ -503,6 +507,9 @@ func (rt *router) sessionFor(ctx context.Context, name string) *Session {
 	s := rt.subs[id]
 	if s != nil && (s.Err() != nil || s.nodeAddr() != addr) {
 		delete(rt.subs, id)
+		if s.Err() == nil {
+			rt.moved = append(rt.moved, s)
+		}
 		s = nil
 	}
 	rt.mu.Unlock()
@@ -540,11 +547,14 @@ func (rt *router) sessionFor(ctx context.Context, name string) *Session {
 func (rt *router) close() {
 	rt.mu.Lock()
 	rt.closed = true
-	subs := rt.subs
-	rt.subs = nil
+	subs, moved := rt.subs, rt.moved
+	rt.subs, rt.moved = nil, nil
 	rt.mu.Unlock()
 	rt.cancel()
 	for _, s := range subs {
+		s.Close()
+	}
+	for _, s := range moved {
 		s.Close()
 	}
 	<-rt.done

@@ -123,8 +123,9 @@ type Session struct {
 	pingArmed  bool
 	closeTimer *time.Timer
 	closeArmed bool
-	holding    int       // after a give-up: held claims whose work has not stopped
-	ranges     rangeReqs // range-lock requests awaiting answers (rangelock.go)
+	holding    int                  // after a give-up: held claims whose work has not stopped
+	ranges     rangeReqs            // range-lock requests awaiting answers (rangelock.go)
+	watches    map[uint32]*watchSub // the watches on this connection, by id (watch.go)
 
 	addr         string  // the address the session is connected to
 	welcomeFlags uint8   // WELCOME's flags
@@ -134,6 +135,7 @@ type Session struct {
 	ring    uint64       // the ring version of this session's WELCOME
 	tickets bool         // this session's server gives queue tickets
 	detach  bool         // this connection's server knows DETACH (detach.go)
+	values  bool         // this connection's server gives values and watches (watch.go)
 	gen     uint64       // counts connections: a write to an older one is moot
 	// wconn is the connection a flush is writing to now, if any; torn
 	// is the last connection a write left with part of a frame on it
@@ -233,7 +235,7 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 		return nil, &ServerError{Code: f.Code, Reason: f.Reason}
 	}
 	s.id, s.welcomeFlags = f.Session, w.flags
-	s.ident, s.ring, s.tickets, s.detach = w.ident, w.ring, w.tickets, w.detach
+	s.ident, s.ring, s.tickets, s.detach, s.values = w.ident, w.ring, w.tickets, w.detach, w.values
 	s.initRanges()
 	s.dialCtx, s.stopDials = context.WithCancel(context.Background())
 	if i := slices.Index(s.addrs(), addr); i >= 0 {
@@ -272,6 +274,10 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 	if detach {
 		helloFlags |= protocol.HelloDetach
 	}
+	values := !s.c.noValues.Load()
+	if values {
+		helloFlags |= protocol.HelloValues
+	}
 	b = protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(s.opts.Lease), Flags: helloFlags, Label: s.opts.Label})
 	var w welcomeInfo
 	err := conn.SetDeadline(deadline)
@@ -279,7 +285,7 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 		_, err = conn.Write(b)
 	}
 	if err == nil {
-		w, err = readHelloAnswer(conn, s.opts.Resumable, tickets, detach)
+		w, err = readHelloAnswer(conn, s.opts.Resumable, tickets, detach, values)
 	}
 	f := w.frame
 	// The watch on ctx must be over before the deadline is cleared: a
@@ -297,11 +303,13 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 	if f.Type == protocol.TypeError {
 		return w, nil
 	}
-	if flagRefused(tickets || detach, w) {
-		// A server before DETACH, or before queue tickets: open again
-		// without the newer of the flags asked for.
+	if flagRefused(tickets || detach || values, w) {
+		// A server before values, DETACH or queue tickets: open again
+		// without the newest of the flags asked for.
 		w.flagRefused = true
-		if detach {
+		if values {
+			s.c.noValues.Store(true)
+		} else if detach {
 			s.c.noDetach.Store(true)
 		} else {
 			s.c.noTickets.Store(true)
@@ -616,9 +624,13 @@ func (s *Session) readFrame() (protocol.Frame, error) {
 		}
 		return protocol.Frame{}, err
 	}
+	maxLen := protocol.MaxFrameLen
+	if s.values {
+		maxLen = protocol.MaxValuesFrameLen // the buffer holds it
+	}
 	n := protocol.FrameHeaderLen + int(binary.BigEndian.Uint16(hdr))
-	if n == protocol.FrameHeaderLen || n > protocol.MaxFrameSize {
-		_, _, err := protocol.ParseServerFrameV2(hdr) // the length's own error
+	if n == protocol.FrameHeaderLen || n > protocol.FrameHeaderLen+maxLen {
+		_, _, err := protocol.ParseServerFrameV2Max(hdr, maxLen) // the length's own error
 		return protocol.Frame{}, err
 	}
 	b, err := s.br.Peek(n)
@@ -628,7 +640,7 @@ func (s *Session) readFrame() (protocol.Frame, error) {
 		}
 		return protocol.Frame{}, err
 	}
-	f, _, err := protocol.ParseServerFrameV2(b)
+	f, _, err := protocol.ParseServerFrameV2Max(b, maxLen)
 	s.br.Discard(n)
 	return f, err
 }
@@ -662,6 +674,14 @@ func (s *Session) received(f protocol.Frame, now time.Time) (live bool, brk erro
 		s.mu.Unlock()
 		return false, s.broken(ruleErr(err))
 	}
+	if ws := s.watches[ev.Claim]; ws != nil && ev.Kind != protocol.TypeWelcome && ev.Kind != protocol.TypePong {
+		flush := s.watchEvent(ws, ev, f)
+		s.mu.Unlock()
+		if flush {
+			s.flush()
+		}
+		return true, nil
+	}
 	cl := s.claims[ev.Claim]
 	switch ev.Kind {
 	case protocol.TypeWelcome, protocol.TypePong:
@@ -675,7 +695,7 @@ func (s *Session) received(f protocol.Frame, now time.Time) (live bool, brk erro
 			return false, nil
 		}
 	}
-	if cl != nil && cl.reassert {
+	if cl != nil && cl.reassert && ev.Answers != clientrule.ReqProclaim {
 		switch ev.Kind {
 		case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
 			brk := s.reasserted(cl, ev, f.Ticket, now)
@@ -700,7 +720,13 @@ func (s *Session) received(f protocol.Frame, now time.Time) (live bool, brk erro
 		cl.queued, cl.ticket = true, f.Ticket
 	case protocol.TypeBusy:
 		cl.endLocked(ErrBusy)
+	case protocol.TypeProclaimed:
+		cl.proclaimed(f.Proclaim, nil)
 	case protocol.TypeRefused:
+		if ev.Answers == clientrule.ReqProclaim {
+			cl.proclaimed(0, &ServerError{Code: ev.Code, Reason: ev.Reason})
+			break
+		}
 		cl.endLocked(&ServerError{Code: ev.Code, Reason: ev.Reason})
 	case protocol.TypeRevoked:
 		if !ev.Releasing {
@@ -776,6 +802,7 @@ func (s *Session) loseLocked(cause error) (closeNow bool) {
 		cl.endLocked(cause)
 	}
 	clear(s.claims)
+	s.endWatchesLocked(cause)
 	close(s.lost)
 	if s.holding == 0 {
 		return true
@@ -855,7 +882,7 @@ func (s *Session) ping() {
 func (s *Session) allocID() uint32 {
 	for {
 		s.nextID++
-		if s.nextID != 0 && s.rule.Free(s.nextID) && s.claims[s.nextID] == nil {
+		if s.nextID != 0 && s.rule.Free(s.nextID) && s.claims[s.nextID] == nil && s.watches[s.nextID] == nil {
 			return s.nextID
 		}
 	}

@@ -77,12 +77,17 @@ func TestTicketsRefusedByOlderServer(t *testing.T) {
 		s, err := c.OpenSession(context.Background(), SessionOptions{Lease: 2 * time.Second, Resumable: true})
 		ch <- res{s, err}
 	}()
-	fc, hello := fake.acceptV2()
-	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets|protocol.HelloDetach {
+	fcv, hello := fake.acceptV2()
+	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets|protocol.HelloDetach|protocol.HelloValues {
 		t.Fatalf("HELLO flags 0x%02x", hello.Flags)
 	}
-	// A server before DETACH and tickets refuses the newer flag first,
-	// then the other.
+	// A server before values, DETACH and tickets refuses the newest flag
+	// first, then the next.
+	fcv.send(protocol.AppendSessionError(nil, protocol.CodeUnsupportedFeature, ""))
+	fc, hello := fake.acceptV2()
+	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets|protocol.HelloDetach {
+		t.Fatalf("HELLO flags 0x%02x, want no values", hello.Flags)
+	}
 	fc.send(protocol.AppendSessionError(nil, protocol.CodeUnsupportedFeature, ""))
 	fc1, hello := fake.acceptV2()
 	if hello.Flags != protocol.HelloResumable|protocol.HelloTickets {

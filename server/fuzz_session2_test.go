@@ -119,6 +119,11 @@ func (fs *fuzzV2Server) session(t *testing.T, in []byte) {
 				return
 			}
 			read = protocol.ReadServerFrameV2
+			if len(r.frames) == 0 && fr.Flags&protocol.WelcomeValues != 0 {
+				read = func(r io.Reader) (protocol.Frame, error) {
+					return protocol.ReadServerFrameV2Max(r, protocol.MaxValuesFrameLen)
+				}
+			}
 			r.frames = append(r.frames, fr)
 		}
 	}()
@@ -201,13 +206,21 @@ func fuzzV2Expect(in []byte) (want []protocol.Frame, lease time.Duration) {
 	ranges := rangelock.New(&locktable.CounterTokens{})
 	pushes := func(res locktable.Result) {
 		for _, s := range res.Sends {
-			if s.Session == sid && s.Kind == locktable.SendAcquired {
+			switch {
+			case s.Session != sid:
+			case s.Kind == locktable.SendAcquired:
 				want = append(want, protocol.Frame{Type: protocol.TypePromoted, Claim: uint32(s.Claim)})
+			case s.Kind == locktable.SendChange:
+				want = append(want, protocol.Frame{Type: protocol.TypeChange, Claim: uint32(s.Claim), Change: s.Change.Kind, Value: s.Change.Value})
 			}
 		}
 	}
+	values, maxLen := hello.Values(), protocol.MaxFrameLen
+	if values {
+		maxLen = protocol.MaxValuesFrameLen
+	}
 	for off := n; off < len(in); {
-		f, n, err := protocol.ParseClientFrame(in[off:])
+		f, n, err := protocol.ParseClientFrameMax(in[off:], maxLen)
 		if n == 0 && err == nil {
 			break // cut short by the end of the stream: no answer
 		}
@@ -231,13 +244,43 @@ func fuzzV2Expect(in []byte) (want []protocol.Frame, lease time.Duration) {
 			res, _ := tbl.Release(now, key)
 			pushes(res)
 			want = append(want, protocol.Frame{Type: protocol.TypeReleased, Claim: f.Claim})
+		case protocol.TypeProclaim, protocol.TypeWatch:
+			if !values {
+				return fail(protocol.ErrUnknownMessage), hello.Lease()
+			}
+			if f.Type == protocol.TypeWatch {
+				if _, err := tbl.ClaimStatus(key); err == nil || tbl.Watching(sid, key.Claim) {
+					return fail(protocol.ErrClaimInUse), hello.Lease()
+				}
+			}
+			if ce != nil {
+				code, _ := protocol.CodeOf(ce.Err)
+				want = append(want, protocol.Frame{Type: protocol.TypeRefused, Claim: f.Claim, Code: code})
+				continue
+			}
+			if f.Type == protocol.TypeWatch {
+				res, _ := tbl.Watch(now, sid, key.Claim, f.Name)
+				pushes(res)
+				continue
+			}
+			res, err := tbl.SetValue(now, key, f.Value)
+			pushes(res)
+			status := protocol.ProclaimSet
+			if err != nil {
+				status = protocol.ProclaimNotInUse
+			}
+			want = append(want, protocol.Frame{Type: protocol.TypeProclaimed, Claim: f.Claim, Proclaim: status})
 		case protocol.TypeClaim:
-			if _, err := tbl.ClaimStatus(key); err == nil {
+			if _, err := tbl.ClaimStatus(key); err == nil || tbl.Watching(sid, key.Claim) {
 				return fail(protocol.ErrClaimInUse), hello.Lease()
 			}
 			if ce != nil {
 				code, _ := protocol.CodeOf(ce.Err)
 				want = append(want, protocol.Frame{Type: protocol.TypeRefused, Claim: f.Claim, Code: code})
+				continue
+			}
+			if f.HasValue() && !values {
+				want = append(want, protocol.Frame{Type: protocol.TypeRefused, Claim: f.Claim, Code: protocol.CodeUnsupportedFeature})
 				continue
 			}
 			if f.Reassert() {
@@ -246,7 +289,7 @@ func fuzzV2Expect(in []byte) (want []protocol.Frame, lease time.Duration) {
 				continue
 			}
 			st, res, err := tbl.Claim(now, sid, key.Claim, locktable.ClaimRequest{
-				Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, NoWait: f.NoWait()})
+				Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, NoWait: f.NoWait(), Value: f.Value})
 			switch {
 			case errors.Is(err, locktable.ErrModeConflict):
 				want = append(want, protocol.Frame{Type: protocol.TypeRefused, Claim: f.Claim, Code: protocol.CodeModeConflict})
@@ -325,6 +368,7 @@ func fuzzV2Check(in []byte, got []protocol.Frame, holderToken uint64) error {
 			return fmt.Errorf("frame %d is %v, to a HELLO with flags 0x%02x", i+1, g, hello.Flags)
 		}
 		if g.Type != w.Type || g.Claim != w.Claim || g.Code != w.Code || g.Seq != w.Seq ||
+			g.Change != w.Change || g.Value != w.Value || g.Proclaim != w.Proclaim ||
 			(g.Type == protocol.TypeSessionError || g.Type == protocol.TypeRefused) && g.Reason != g.Code.Reason() {
 			return fmt.Errorf("frame %d is %v; want the frames %v", i+1, g, fuzzV2Frames(want))
 		}
@@ -362,6 +406,7 @@ func fuzzV2Seeds() [][]byte {
 	resumable := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60000, Flags: protocol.HelloResumable, Label: "fz"})
 	tickets := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60000, Flags: protocol.HelloResumable | protocol.HelloTickets, Label: "fz"})
 	detach := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60000, Flags: protocol.HelloResumable | protocol.HelloDetach, Label: "fz"})
+	values := protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeHello, LeaseMS: 60000, Flags: protocol.HelloValues, Label: "fz"})
 	return [][]byte{
 		cat(detach, claimFrame(1, excl, 0, "job"), claimFrame(2, excl, 0, fuzzHeld)),                                   // released at EOF
 		cat(detach, claimFrame(1, excl, 0, "job"), protocol.AppendDetach(nil), claimFrame(2, excl, 0, "b")),            // kept at EOF
@@ -397,6 +442,12 @@ func fuzzV2Seeds() [][]byte {
 		cat(hello, protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeClaim, Claim: 1, Flags: protocol.ClaimReassert,
 			Mode: excl, Name: "job", Token: 9, Session: 1}), claimFrame(1, excl, 0, "job")), // 0x04, id reusable
 		cat(hello, protocol.AppendFrame(nil, protocol.Frame{Type: protocol.TypeRing})), // an empty ring
+		cat(values, protocol.AppendWatch(nil, 1, fuzzHeld), protocol.AppendWatch(nil, 2, "w"),
+			protocol.AppendClaimValue(nil, 3, excl, 0, 0, "w", "v1"), protocol.AppendProclaim(nil, 3, "v2"),
+			protocol.AppendClaimValue(nil, 4, excl, 0, 0, "w", "v3"), releaseFrame(3), releaseFrame(2),
+			protocol.AppendProclaim(nil, 9, "x"), protocol.AppendWatch(nil, 1, "again")), // values and watches, then 0x1f
+		cat(hello, protocol.AppendClaimValue(nil, 1, excl, 0, 0, "w", "v"), protocol.AppendWatch(nil, 2, "w")),     // 0x1e, then 0x13
+		cat(values, protocol.AppendWatch(nil, 1, ""), protocol.AppendProclaim(nil, 1, string(make([]byte, 1025)))), // 0x14, 0x24
 		cat(hello, rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 9, "f"), // held by owner 1
 			rangeFrame(2, protocol.RangeSet, protocol.RangeWait, protocol.LockWrite, 2, 5, 5, "f"), // owner 2 waits
 			rangeFrame(3, protocol.RangeUnlock, 0, 0, 1, 0, 9, "f"),                                // promotes it

@@ -56,6 +56,13 @@ export interface AcquireOptions {
   timeout?: number;
   /** Aborting leaves the queue and rejects with the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * A value for the claim (a string, sent as UTF-8, or bytes; at most
+   * 1024 bytes, else ValidationError): shown to the name's watchers with
+   * its holder, changed by Claim.proclaim, gone when the claim ends.
+   * Needs a server with values (else NotSupportedError).
+   */
+  value?: string | Uint8Array;
 }
 
 export interface WithLockOptions extends AcquireOptions {
@@ -108,6 +115,16 @@ export declare class Session extends EventEmitter<SessionEvents> {
   readonly signal: AbortSignal;
   /** Why the session ended, or null while it lives. */
   readonly error: Error | null;
+  /** Whether the server offers values, watches and elections on this session. */
+  readonly values: boolean;
+  /**
+   * Watches a name's holders without claiming it; resolves once the
+   * current holders came. Rejects with NotSupportedError on a server
+   * without watches, or with the server's refusal (a ServerError).
+   */
+  watch(name: string): Promise<Watch>;
+  /** The election on a name: campaign to lead, observe who leads. */
+  election(name: string): Election;
   /** Claims a lock; resolves when it is held. */
   acquire(name: string, options?: AcquireOptions): Promise<Claim>;
   /** acquire with `wait: false`: rejects with BusyError when the lock is taken. */
@@ -147,6 +164,108 @@ export declare class Claim extends EventEmitter<ClaimEvents> {
   readonly session: Session;
   /** Releases the claim: it stops being held at once; resolves when the server has applied it. Never rejects. */
   release(): Promise<void>;
+  /** The claim's value (the latest proclaimed), or null for a claim made without one. */
+  readonly value: Buffer | null;
+  /**
+   * Sets a new value on the claim; the name's watchers are told before
+   * it resolves. At most 1024 bytes (else ValidationError, nothing sent).
+   */
+  proclaim(value: string | Uint8Array): Promise<void>;
+}
+
+/** One holder of a watched name, as the server reports it. */
+export interface Holder {
+  /** The fencing token of its grant. */
+  token: bigint;
+  mode: Mode;
+  /** The claim's value (empty when it has none). */
+  value: Buffer;
+  /** The holder session's label. */
+  label: string;
+  /** The holder's certificate identity ('' without mutual TLS). */
+  identity: string;
+}
+
+/** The leader of an election: the holder of its exclusive claim. */
+export type Leader = Holder;
+
+export interface WatchEvents {
+  /** The holders, in grant order, after a change (each state whole). */
+  change: [holders: Holder[]];
+  /** The watch ended: null after close(), else why (a ServerError with code SLOW_WATCHER when its changes were not read in time, or the session's end). */
+  close: [err: Error | null];
+}
+
+/**
+ * A watch of a name's holders. `for await (const holders of watch)`
+ * gives the holders when the watch began, then after each change; the
+ * loop ends at close() and throws when the watch ends otherwise.
+ */
+export declare class Watch extends EventEmitter<WatchEvents> implements AsyncIterableIterator<Holder[]> {
+  private constructor();
+  readonly name: string;
+  /** The latest whole state, or null before the first. */
+  readonly holders: Holder[] | null;
+  /** Why the watch ended, or null. */
+  readonly error: Error | null;
+  /** Ends the watch. Idempotent. */
+  close(): void;
+  next(): Promise<IteratorResult<Holder[], undefined>>;
+  return(): Promise<IteratorResult<Holder[], undefined>>;
+  [Symbol.asyncIterator](): AsyncIterableIterator<Holder[]>;
+}
+
+export interface ObserverEvents {
+  /** The leader now, or null when nobody leads. */
+  leader: [leader: Leader | null];
+  /** Observing ended: null after close(), else why. */
+  close: [err: Error | null];
+}
+
+/**
+ * The leader of a name now and after each change (a new leader, a new
+ * value, or null for no leader); never a leader with a token below one
+ * already delivered. A watch the server ends or refuses for a server
+ * condition (code below 0x10: too slow, the name moved) is made again.
+ */
+export declare class Observer extends EventEmitter<ObserverEvents> implements AsyncIterableIterator<Leader | null> {
+  private constructor();
+  readonly name: string;
+  /** Why observing ended, or null. */
+  readonly error: Error | null;
+  /** Stops observing. Idempotent. */
+  close(): void;
+  next(): Promise<IteratorResult<Leader | null, undefined>>;
+  return(): Promise<IteratorResult<Leader | null, undefined>>;
+  [Symbol.asyncIterator](): AsyncIterableIterator<Leader | null>;
+}
+
+/**
+ * Leader election on one name: the leader holds its exclusive claim and
+ * publishes a value with its fencing token (docs/election.md).
+ */
+export declare class Election {
+  private constructor();
+  readonly session: Session;
+  readonly name: string;
+  /** The claim of this candidate's leadership, or null. */
+  readonly claim: Claim | null;
+  /** Whether this candidate leads now. */
+  readonly isLeader: boolean;
+  /** The fencing token of this candidate's leadership (0n if it never led). */
+  readonly token: bigint;
+  /** Aborts when the leadership ends (lost or resigned); null before campaign resolved. */
+  readonly signal: AbortSignal | null;
+  /** Waits to lead, publishing value; resolves to the fencing token. `signal`/`timeout` stop the wait. */
+  campaign(value?: string | Uint8Array, options?: { signal?: AbortSignal; timeout?: number }): Promise<bigint>;
+  /** Publishes a new value while leading; rejects with NotLeaderError otherwise. */
+  proclaim(value: string | Uint8Array): Promise<void>;
+  /** Stops leading: the next candidate leads. (A campaign still waiting stops by its signal or timeout.) */
+  resign(): Promise<void>;
+  /** The leader now, or null. */
+  leader(): Promise<Leader | null>;
+  /** Follows the leader until close() or the signal aborts. */
+  observe(options?: { signal?: AbortSignal }): Observer;
 }
 
 /** The id of the in-ring member owning name (rendezvous hashing, as the nodes compute it); '' for an empty ring. */
@@ -160,6 +279,7 @@ export declare const Codes: Readonly<{
   REASSERT_REFUSED: 0x04;
   STALE_RING: 0x05;
   LIMIT_REACHED: 0x07;
+  SLOW_WATCHER: 0x08;
   UNSUPPORTED_VERSION: 0x10;
   FIRST_NOT_ACQUIRE: 0x11;
   DUPLICATE_ACQUIRE: 0x12;
@@ -180,6 +300,7 @@ export declare const Codes: Readonly<{
   INVALID_LIMIT: 0x21;
   LIMIT_MISMATCH: 0x22;
   MODE_CONFLICT: 0x23;
+  VALUE_TOO_LONG: 0x24;
 }>;
 
 /** Base class of every error this package throws. */
@@ -207,6 +328,10 @@ export declare class UnsupportedVersionError extends ServerError {}
 export declare class ModeError extends ServerError {}
 /** A name, lease, label or option the protocol cannot carry; nothing was sent. */
 export declare class ValidationError extends BatonError {}
+/** The server does not offer values, watches or elections; nothing was sent. */
+export declare class NotSupportedError extends BatonError {}
+/** The election's candidate does not lead. */
+export declare class NotLeaderError extends BatonError {}
 /** A non-waiting claim found the lock taken. */
 export declare class BusyError extends BatonError {
   readonly lockName: string;

@@ -51,6 +51,13 @@ func cliCommands() []cliCommand {
 			cc.flags = runFlagTable
 			cc.args = []cliArg{argLock}
 			cc.dashCommand = true
+		case "elect":
+			cc.flags = electFlagTable
+			cc.args = []cliArg{argLock}
+			cc.dashCommand = true
+		case "watch":
+			cc.flags = func() *flagSet { fs, _ := watchFlags(io.Discard); return fs }
+			cc.args = []cliArg{argLock}
 		case "status":
 			cc.flags = func() *flagSet { fs, _ := statusFlags(io.Discard); return fs }
 		case "testkit":

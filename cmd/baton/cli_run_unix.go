@@ -9,3 +9,9 @@ func runFlagTable() *flagSet {
 	fs, _ := runFlags(io.Discard)
 	return fs
 }
+
+// electFlagTable returns the flags of 'baton elect'.
+func electFlagTable() *flagSet {
+	fs, _ := electFlags(io.Discard)
+	return fs
+}

@@ -94,7 +94,12 @@ func TestCompleteEngine(t *testing.T) {
 		contains  []string // at least these
 	}{
 		{words: []string{"ru"}, directive: "words", want: []string{"run"}},
-		{words: []string{""}, directive: "words", contains: []string{"serve", "run", "status", "dirlock", "locks", "show", "completion", "man", "help"}},
+		{words: []string{""}, directive: "words", contains: []string{"serve", "run", "elect", "watch", "status", "dirlock", "locks", "show", "completion", "man", "help"}},
+		{words: []string{"el"}, directive: "words", want: []string{"elect"}},
+		{words: []string{"elect", "--val"}, directive: "words", want: []string{"--value"}},
+		{words: []string{"elect", "db", "--", ""}, directive: "commands"},
+		{words: []string{"watch", "--js"}, directive: "words", want: []string{"--json"}},
+		{words: []string{"watch", "--on"}, directive: "words", want: []string{"--once"}},
 		{words: []string{"--v"}, directive: "words", want: []string{"--version"}},
 		{words: []string{"run", "--lea"}, directive: "words", want: []string{"--lease"}},
 		{words: []string{"run", "-lea"}, directive: "words", want: []string{"-lease"}},

@@ -2,6 +2,8 @@
 //
 //	baton serve            run the server
 //	baton run NAME -- CMD  run a command while holding a lock
+//	baton elect NAME --value V -- CMD  run a command while leading an election
+//	baton watch NAME       print who holds a lock at each change
 //	baton status           check a server's protocol port
 //	baton dirlock status PATH  show the lock kept in a shared directory
 //	baton testkit -- ADAPTER   check a client library against a fake server
@@ -82,6 +84,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run the lock server", runServe},
 		{"run", "run a command while holding a lock", runRun},
+		{"elect", "run a command while leading an election, publishing a value", runElect},
+		{"watch", "print who holds a lock (an election's leader) at each change", runWatch},
 		{"mount", "mount a directory whose flock and fcntl locks are held on the server", runMount},
 		{"status", "check that a server answers on its protocol port (no admin API)", runStatus},
 		{"dirlock", "show or break the lock kept in a shared directory (run --dir)", runDirlock},

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/tlsfiles"
-	"github.com/batonlock/baton/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -119,6 +117,18 @@ type runConfig struct {
 	// admin (--admin): the admin API to ask, while waiting, who holds
 	// the lock and how long its queue is; empty: do not ask.
 	admin string
+	// elect (baton elect) campaigns with value instead of claiming
+	// (elect.go); prog names the command in messages ("" is baton run).
+	elect *string
+	prog  string
+}
+
+// progName is the command's name in messages.
+func (cfg *runConfig) progName() string {
+	if cfg.prog == "" {
+		return "baton run"
+	}
+	return cfg.prog
 }
 
 func runFlags(stderr io.Writer) (*flagSet, *runConfig) {
@@ -163,31 +173,16 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "Usage: %s\nRun 'baton run -h' for more.\n", runSynopsis)
 		return exitUsage
 	}
-	rest := fs.Args()
-	if len(rest) > 1 && rest[1] != "--" && strings.HasPrefix(rest[1], "-") {
-		// Flags after NAME, as the admin commands take them.
-		in := rest[1:]
-		fs.SetOutput(io.Discard)
-		err := fs.FlagSet.Parse(in)
-		fs.SetOutput(nil)
-		if err != nil {
-			return usage("%v", strings.TrimSpace(err.Error()))
-		}
-		if after := fs.Args(); terminated(in, after) {
-			rest = append([]string{rest[0], "--"}, after...)
-		} else {
-			rest = append([]string{rest[0]}, after...)
-		}
+	name, argv, code := nameAndCommand(fs, usage)
+	if code >= 0 {
+		return code
 	}
-	switch {
-	case len(rest) == 0:
-		return usage("missing NAME")
-	case len(rest) == 1 || rest[1] != "--":
-		return usage("missing -- between NAME and COMMAND")
-	case len(rest) == 2:
-		return usage("missing COMMAND")
-	}
-	name, argv := rest[0], rest[2:]
+	return runHeld(fs, cfg, name, argv, usage, stdout, stderr)
+}
+
+// runHeld checks the flags of a lock on a server, takes the lock and
+// runs argv while it is held (baton run, baton elect).
+func runHeld(fs *flagSet, cfg *runConfig, name string, argv []string, usage func(format string, a ...any) int, stdout, stderr io.Writer) int {
 	waitSet := false
 	fs.Visit(func(f *flag.Flag) { waitSet = waitSet || f.Name == "wait" })
 	switch {
@@ -206,22 +201,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	case cfg.semaphore < 0 || int64(cfg.semaphore) > math.MaxUint32:
 		return usage("--semaphore must be from 1 to %d (0: exclusive), got %d", uint32(math.MaxUint32), cfg.semaphore)
 	}
-	if err := protocol.ValidateName(name); err != nil {
-		return usage("lock name %q: %v", name, err)
+	dialer, code := checkTarget(name, cfg.lease, cfg.server, cfg.tls, usage)
+	if code >= 0 {
+		return code
 	}
-	if err := protocol.ValidateLease(cfg.lease); err != nil {
-		return usage("--lease %v: must be from 1ms to %v", cfg.lease, time.Duration(math.MaxUint32)*time.Millisecond)
-	}
-	if err := checkHostPort(cfg.server); err != nil {
-		return usage("--server: %v", err)
-	}
-	tlsCfg, err := clientTLSConfig(cfg.tls, cfg.server)
-	if err != nil {
-		return usage("%v", err)
-	}
-	if tlsCfg != nil {
-		cfg.dialer = &tls.Dialer{Config: tlsCfg}
-	}
+	cfg.dialer = dialer
 
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -232,6 +216,37 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	return runCommand(cfg, lock.held, argv, sigs, stdout, stderr)
+}
+
+// nameAndCommand returns NAME and COMMAND of 'NAME -- COMMAND [ARGS...]'
+// after fs's flags, with flags allowed after NAME too; code is the exit
+// code of a usage error, else -1.
+func nameAndCommand(fs *flagSet, usage func(format string, a ...any) int) (name string, argv []string, code int) {
+	rest := fs.Args()
+	if len(rest) > 1 && rest[1] != "--" && strings.HasPrefix(rest[1], "-") {
+		// Flags after NAME, as the admin commands take them.
+		in := rest[1:]
+		fs.SetOutput(io.Discard)
+		err := fs.FlagSet.Parse(in)
+		fs.SetOutput(nil)
+		if err != nil {
+			return "", nil, usage("%v", strings.TrimSpace(err.Error()))
+		}
+		if after := fs.Args(); terminated(in, after) {
+			rest = append([]string{rest[0], "--"}, after...)
+		} else {
+			rest = append([]string{rest[0]}, after...)
+		}
+	}
+	switch {
+	case len(rest) == 0:
+		return "", nil, usage("missing NAME")
+	case len(rest) == 1 || rest[1] != "--":
+		return "", nil, usage("missing -- between NAME and COMMAND")
+	case len(rest) == 2:
+		return "", nil, usage("missing COMMAND")
+	}
+	return rest[0], rest[2:], -1
 }
 
 // waitContext is the context of the wait for a lock: it ends at --wait,
@@ -276,7 +291,7 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	waiting := time.AfterFunc(runWaitingAfter, func() {
 		if verbose && !cfg.noWait {
 			saidWaiting.Store(true)
-			fmt.Fprintf(stderr, "baton run: waiting for lock %q on %s (%s)\n", name, cfg.server, whoHolds(ctx, cfg, name))
+			fmt.Fprintf(stderr, cfg.progName()+": waiting for lock %q on %s (%s)\n", name, cfg.server, whoHolds(ctx, cfg, name))
 		}
 	})
 	defer waiting.Stop()
@@ -288,7 +303,7 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 		lock, err = takeLock(ctx, cfg, c, name)
 		last = err
 		if err != nil && verbose && cfg.retry && baton.Temporary(err) && ctx.Err() == nil {
-			fmt.Fprintf(stderr, "baton run: attempt %d for lock %q failed: %v; retrying with backoff\n", attempts, name, err)
+			fmt.Fprintf(stderr, cfg.progName()+": attempt %d for lock %q failed: %v; retrying with backoff\n", attempts, name, err)
 		}
 		return err
 	}
@@ -305,26 +320,26 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 		if lock != nil {
 			lock.drop()
 		}
-		fmt.Fprintf(stderr, "baton run: %v while waiting for lock %q\n", sig, name)
+		fmt.Fprintf(stderr, cfg.progName()+": %v while waiting for lock %q\n", sig, name)
 		return nil, 128 + int(sig.(syscall.Signal))
 	case err == nil:
 		if cfg.verbose || saidWaiting.Load() { // on a terminal, only after a wait
-			fmt.Fprintf(stderr, "baton run: acquired lock %q after %v (token %d)\n", name, time.Since(start).Round(time.Millisecond), lock.token)
+			fmt.Fprintf(stderr, cfg.progName()+": acquired lock %q after %v (token %d)\n", name, time.Since(start).Round(time.Millisecond), lock.token)
 		}
 		return lock, 0
 	case errors.Is(err, baton.ErrBusy):
-		fmt.Fprintf(stderr, "baton run: lock %q is busy\n", name)
+		fmt.Fprintf(stderr, cfg.progName()+": lock %q is busy\n", name)
 		return nil, cfg.conflict
 	case errors.Is(err, context.DeadlineExceeded) && last != nil && !errors.Is(last, context.DeadlineExceeded):
 		// --wait ended between retries: the server was not reachable, so
 		// nobody can say the lock was busy.
-		fmt.Fprintf(stderr, "baton run: lock %q: server still unavailable when --wait %v ended: %v\n", name, cfg.wait, last)
+		fmt.Fprintf(stderr, cfg.progName()+": lock %q: server still unavailable when --wait %v ended: %v\n", name, cfg.wait, last)
 		return nil, exitUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
-		fmt.Fprintf(stderr, "baton run: lock %q not acquired within %v: %v\n", name, cfg.wait, err)
+		fmt.Fprintf(stderr, cfg.progName()+": lock %q not acquired within %v: %v\n", name, cfg.wait, err)
 		return nil, cfg.conflict
 	}
-	fmt.Fprintf(stderr, "baton run: lock %q: %v\n", name, err)
+	fmt.Fprintf(stderr, cfg.progName()+": lock %q: %v\n", name, err)
 	return nil, exitUnavailable
 }
 
@@ -350,6 +365,9 @@ type takenLock struct {
 
 // takeLock makes one attempt at the lock, in the mode of cfg.
 func takeLock(ctx context.Context, cfg *runConfig, c *baton.Client, name string) (*takenLock, error) {
+	if cfg.elect != nil {
+		return takeElection(ctx, cfg, c, name)
+	}
 	if cfg.shared || cfg.semaphore > 0 || cfg.resumable {
 		return takeSessionLock(ctx, cfg, c, name)
 	}
@@ -411,7 +429,7 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 	tty := foregroundTTY(os.Stdin)
 	cmd, killAll, err := startCommand(cmd, cfg.isolate, tty >= 0, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "baton run: %v\n", err)
+		fmt.Fprintf(stderr, cfg.progName()+": %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitNotFound
 		}
@@ -439,33 +457,33 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 			switch {
 			case forwarded.IsZero():
 				forwarded = time.Now()
-				fmt.Fprintf(stderr, "baton run: forwarded %s to the command (process group %d); a second SIGINT, or any signal after %v, sends SIGKILL\n", signalName(sig), pgid, cfg.grace)
+				fmt.Fprintf(stderr, cfg.progName()+": forwarded %s to the command (process group %d); a second SIGINT, or any signal after %v, sends SIGKILL\n", signalName(sig), pgid, cfg.grace)
 				syscall.Kill(-pgid, sig)
 			case sig == syscall.SIGINT && last == syscall.SIGINT, time.Since(forwarded) >= cfg.grace:
-				fmt.Fprintf(stderr, "baton run: got %s again; sending SIGKILL to the command (process group %d)\n", signalName(sig), pgid)
+				fmt.Fprintf(stderr, cfg.progName()+": got %s again; sending SIGKILL to the command (process group %d)\n", signalName(sig), pgid)
 				killAll()
 			default:
-				fmt.Fprintf(stderr, "baton run: forwarded %s to the command (process group %d)\n", signalName(sig), pgid)
+				fmt.Fprintf(stderr, cfg.progName()+": forwarded %s to the command (process group %d)\n", signalName(sig), pgid)
 				syscall.Kill(-pgid, sig)
 			}
 			last = sig
 		case <-deadline:
 			deadline, timedOut = nil, true
-			fmt.Fprintf(stderr, "baton run: command still running after --timeout %v; sending SIGTERM\n", cfg.timeout)
+			fmt.Fprintf(stderr, cfg.progName()+": command still running after --timeout %v; sending SIGTERM\n", cfg.timeout)
 			syscall.Kill(-pgid, syscall.SIGTERM)
 			if kill == nil {
 				kill = time.After(cfg.grace)
 			}
 		case <-lost:
 			lost = nil
-			fmt.Fprintf(stderr, "baton run: %s lost: %s; sending SIGTERM to the command\n", l.what, l.cause())
+			fmt.Fprintf(stderr, cfg.progName()+": %s lost: %s; sending SIGTERM to the command\n", l.what, l.cause())
 			syscall.Kill(-pgid, syscall.SIGTERM)
 			if kill == nil {
 				kill = time.After(cfg.grace)
 			}
 		case <-kill:
 			kill = nil
-			fmt.Fprintf(stderr, "baton run: command still running %v after SIGTERM; sending SIGKILL\n", cfg.grace)
+			fmt.Fprintf(stderr, cfg.progName()+": command still running %v after SIGTERM; sending SIGKILL\n", cfg.grace)
 			killAll()
 		case <-exited:
 			running = false
@@ -477,7 +495,7 @@ func runCommand(cfg *runConfig, l heldLock, argv []string, sigs <-chan os.Signal
 	released = true
 	if err := l.release(); err != nil {
 		if lost != nil {
-			fmt.Fprintf(stderr, "baton run: %s lost: %v\n", l.what, err)
+			fmt.Fprintf(stderr, cfg.progName()+": %s lost: %v\n", l.what, err)
 		}
 		return exitLost
 	}

@@ -145,8 +145,15 @@ func startRun(t *testing.T, args ...string) *runProc {
 // startRunEnv is startRun with env added to the clean environment.
 func startRunEnv(t *testing.T, env []string, args ...string) *runProc {
 	t.Helper()
+	return startCLI(t, env, append([]string{"run"}, args...)...)
+}
+
+// startCLI starts the baton binary with args (a command and its
+// arguments) and env added to the clean environment.
+func startCLI(t *testing.T, env []string, args ...string) *runProc {
+	t.Helper()
 	p := &runProc{t: t, lines: make(chan string, 64), stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(batonBin, append([]string{"run"}, args...)...)
+	p.cmd = exec.Command(batonBin, args...)
 	p.cmd.Env = append(cleanEnv(), env...)
 	p.cmd.Stderr = p.stderr
 	var err error

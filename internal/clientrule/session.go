@@ -16,6 +16,8 @@ import (
 //	SentPing(t)             a PING is about to be written (returns its seq)
 //	SentClaim(id, t)        a CLAIM is about to be written
 //	SentRelease(id, t)      a RELEASE is about to be written
+//	SentWatch(id, t)        a WATCH is about to be written
+//	SentProclaim(id, t)     a PROCLAIM is about to be written
 //	Received(f, t)          a version 2 server frame arrived
 //	Expire(t)               the caller's give-up timer fired
 //
@@ -72,7 +74,7 @@ const (
 	ClaimPending
 	// ClaimQueued: answered QUEUED, not promoted yet.
 	ClaimQueued
-	// ClaimHeld: granted (GRANTED or PROMOTED).
+	// ClaimHeld: granted (GRANTED or PROMOTED); for a watch, synced.
 	ClaimHeld
 	// ClaimEnded: ended (BUSY, REFUSED, RELEASED, REVOKED) while a
 	// request about the id is still unanswered, so the id is not free.
@@ -92,16 +94,18 @@ const (
 	ReqPing
 	ReqClaim
 	ReqRelease
+	ReqWatch    // answered by CHANGE synced (or REFUSED)
+	ReqProclaim // answered by PROCLAIMED (or REFUSED 0x24)
 )
 
 func (k RequestKind) String() string {
-	return [...]string{"?", "HELLO", "PING", "CLAIM", "RELEASE"}[k]
+	return [...]string{"?", "HELLO", "PING", "CLAIM", "RELEASE", "WATCH", "PROCLAIM"}[k]
 }
 
 // Request is one unanswered request.
 type Request struct {
 	Kind  RequestKind
-	Claim uint32    // CLAIM, RELEASE
+	Claim uint32    // CLAIM, RELEASE, WATCH, PROCLAIM
 	Seq   uint64    // PING
 	Sent  time.Time // when it was recorded, before its write
 }
@@ -110,6 +114,8 @@ type Request struct {
 // frame's type; the fields are those of the frame. Releasing reports that
 // the claim had a RELEASE outstanding: a GRANTED, QUEUED, PROMOTED or
 // REVOKED for it changes nothing for the caller, whose RELEASED follows.
+// Answers is the kind of the request an answer answers (0 for a push):
+// a REFUSED that answers a PROCLAIM leaves its claim as it was.
 type Event struct {
 	Kind      protocol.Type
 	Claim     uint32
@@ -117,6 +123,7 @@ type Event struct {
 	Code      protocol.Code
 	Reason    string
 	Releasing bool
+	Answers   RequestKind
 }
 
 // Mutation is a deliberate defect for the model checker's mutation tests;
@@ -138,8 +145,9 @@ type claimRec struct {
 	state     ClaimState
 	releasing bool   // a RELEASE of it is unanswered
 	noWait    bool   // asked for BUSY rather than a queue place
-	reqs      uint16 // unanswered requests about the id (CLAIM, RELEASE)
+	reqs      uint16 // unanswered requests about the id (CLAIM, RELEASE, WATCH, PROCLAIM)
 	token     uint64
+	watch     bool // the id is a watch's (WATCH), not a claim's
 }
 
 // Session is the state of one version 2 session. Make one with
@@ -284,14 +292,19 @@ func (s *Session) SentHello(t time.Time) {
 // It returns an error, and records nothing, when the session is not live
 // or id is not free.
 func (s *Session) SentClaim(id uint32, noWait bool, t time.Time) error {
+	return s.sentNew(Request{Kind: ReqClaim, Claim: id, Sent: t}, claimRec{state: ClaimPending, reqs: 1, noWait: noWait})
+}
+
+// sentNew records req, which starts id's use as r.
+func (s *Session) sentNew(req Request, r claimRec) error {
 	if !s.Live() {
-		return fmt.Errorf("clientrule: CLAIM on a %v session", s.state)
+		return fmt.Errorf("clientrule: %v on a %v session", req.Kind, s.state)
 	}
-	if !s.Free(id) {
-		return fmt.Errorf("clientrule: claim id %d is not free", id)
+	if !s.Free(req.Claim) {
+		return fmt.Errorf("clientrule: claim id %d is not free", req.Claim)
 	}
-	s.claims[id] = claimRec{state: ClaimPending, reqs: 1, noWait: noWait}
-	s.push(Request{Kind: ReqClaim, Claim: id, Sent: t})
+	s.claims[req.Claim] = r
+	s.push(req)
 	return nil
 }
 
@@ -310,6 +323,29 @@ func (s *Session) SentRelease(id uint32, t time.Time) error {
 	r.reqs++
 	s.claims[id] = r
 	s.push(Request{Kind: ReqRelease, Claim: id, Sent: t})
+	return nil
+}
+
+// SentWatch records a WATCH with id at t, as SentClaim records a CLAIM:
+// a watch takes an id from the session's claim ids.
+func (s *Session) SentWatch(id uint32, t time.Time) error {
+	return s.sentNew(Request{Kind: ReqWatch, Claim: id, Sent: t}, claimRec{state: ClaimPending, reqs: 1, watch: true})
+}
+
+// SentProclaim records a PROCLAIM of claim id at t. It returns an error,
+// and records nothing, when the session is not live or id is not a
+// claim's that is pending, queued or held.
+func (s *Session) SentProclaim(id uint32, t time.Time) error {
+	if !s.Live() {
+		return fmt.Errorf("clientrule: PROCLAIM on a %v session", s.state)
+	}
+	r, ok := s.claims[id]
+	if !ok || r.watch || r.state == ClaimEnded {
+		return fmt.Errorf("clientrule: PROCLAIM of claim %d in state %v (watch %v)", id, r.state, r.watch)
+	}
+	r.reqs++
+	s.claims[id] = r
+	s.push(Request{Kind: ReqProclaim, Claim: id, Sent: t})
 	return nil
 }
 
@@ -381,9 +417,18 @@ func (s *Session) Received(f protocol.Frame, t time.Time) (Event, error) {
 		s.state = SessionClosed
 		return ev, nil
 	case protocol.TypePromoted, protocol.TypeRevoked:
-		return s.pushed(f, t, ev)
+		if r := s.claims[f.Claim]; !(f.Type == protocol.TypeRevoked && r.watch && r.state == ClaimPending) {
+			return s.pushed(f, t, ev)
+		}
+		// A watch dropped (slow watcher) before its synced was sent:
+		// the REVOKED takes the synced's place as the WATCH's answer.
+	case protocol.TypeChange:
+		if r := s.claims[f.Claim]; !(f.Change == protocol.ChangeSynced && r.watch && r.state == ClaimPending) {
+			return s.changed(f, ev)
+		}
+		// The synced that ends a new watch's state answers its WATCH.
 	case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
-		protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased:
+		protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased, protocol.TypeProclaimed:
 	default:
 		return Event{}, s.violate("unexpected %v", f)
 	}
@@ -404,6 +449,7 @@ func (s *Session) Received(f protocol.Frame, t time.Time) (Event, error) {
 		return Event{}, s.violate("%v for a claim that waits", f)
 	}
 	s.head++
+	ev.Answers = req.Kind
 	if s.mut == MutAnchorAtReceive {
 		s.setAnchor(t)
 	} else {
@@ -422,14 +468,24 @@ func (s *Session) Received(f protocol.Frame, t time.Time) (Event, error) {
 		} else {
 			s.srtt, s.sampled = rtt, true
 		}
-	case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
+	case protocol.TypeChange, protocol.TypeProclaimed:
+		r := s.claims[f.Claim]
+		r.reqs--
+		ev.Releasing = r.releasing
+		if f.Type == protocol.TypeChange {
+			r.state = ClaimHeld
+		}
+		s.store(f.Claim, r)
+	case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused, protocol.TypeRevoked:
 		r := s.claims[f.Claim] // exists: fits checked the request
 		r.reqs--
 		ev.Releasing = r.releasing
-		switch f.Type {
-		case protocol.TypeGranted:
+		switch {
+		case req.Kind == ReqProclaim:
+			// A refused PROCLAIM (a value too long) changes nothing.
+		case f.Type == protocol.TypeGranted:
 			r.state, r.token = ClaimHeld, f.Token
-		case protocol.TypeQueued:
+		case f.Type == protocol.TypeQueued:
 			r.state = ClaimQueued
 		default:
 			r.state = ClaimEnded
@@ -445,12 +501,30 @@ func (s *Session) Received(f protocol.Frame, t time.Time) (Event, error) {
 	return ev, nil
 }
 
+// changed handles a CHANGE that is a push: one for a watch that is
+// being answered (its current holders, before the synced that answers
+// the WATCH) or synced, or that a RELEASE is ending. Pushes do not move
+// the anchor.
+func (s *Session) changed(f protocol.Frame, ev Event) (Event, error) {
+	r, ok := s.claims[f.Claim]
+	switch {
+	case !ok || !r.watch:
+		return Event{}, s.violate("%v for claim %d, which is not a watch", f, f.Claim)
+	case r.state != ClaimPending && r.state != ClaimHeld:
+		return Event{}, s.violate("%v for watch %d in state %v", f, f.Claim, r.state)
+	}
+	ev.Releasing = r.releasing
+	return ev, nil
+}
+
 // pushed handles PROMOTED and REVOKED.
 func (s *Session) pushed(f protocol.Frame, t time.Time, ev Event) (Event, error) {
 	r, ok := s.claims[f.Claim]
 	switch {
 	case !ok:
 		return Event{}, s.violate("%v for claim %d, which is not a claim", f, f.Claim)
+	case f.Type == protocol.TypePromoted && r.watch:
+		return Event{}, s.violate("%v for watch %d", f, f.Claim)
 	case f.Type == protocol.TypePromoted && r.state != ClaimQueued:
 		return Event{}, s.violate("%v for claim %d in state %v", f, f.Claim, r.state)
 	case f.Type == protocol.TypeRevoked && r.state != ClaimQueued && r.state != ClaimHeld:
@@ -486,10 +560,16 @@ func fits(req Request, f protocol.Frame) bool {
 		return req.Kind == ReqHello
 	case protocol.TypePong:
 		return req.Kind == ReqPing && req.Seq == f.Seq
-	case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
+	case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy:
 		return req.Kind == ReqClaim && req.Claim == f.Claim
+	case protocol.TypeRefused:
+		return (req.Kind == ReqClaim || req.Kind == ReqWatch || (req.Kind == ReqProclaim && f.Code == protocol.CodeValueTooLong)) && req.Claim == f.Claim
 	case protocol.TypeReleased:
 		return req.Kind == ReqRelease && req.Claim == f.Claim
+	case protocol.TypeChange, protocol.TypeRevoked:
+		return req.Kind == ReqWatch && req.Claim == f.Claim
+	case protocol.TypeProclaimed:
+		return req.Kind == ReqProclaim && req.Claim == f.Claim
 	}
 	return false
 }

@@ -228,3 +228,96 @@ func TestSessionFIFOCompacts(t *testing.T) {
 		t.Fatalf("FIFO capacity %d with one request unanswered", cap(s.pending))
 	}
 }
+
+// A watch takes a claim id: its current holders are pushes, the synced
+// that follows answers the WATCH (and moves the anchor), later changes
+// are pushes, and RELEASED ends it. A PROCLAIM is answered PROCLAIMED,
+// or REFUSED 0x24, which leaves its claim held.
+func TestSessionWatchAndProclaim(t *testing.T) {
+	s := open(t, NoMutation)
+	if err := s.SentClaim(1, false, ms(20)); err != nil {
+		t.Fatal(err)
+	}
+	mustRecv(t, s, protocol.Frame{Type: protocol.TypeGranted, Claim: 1, Token: 5}, ms(30))
+	if err := s.SentWatch(1, ms(40)); err == nil {
+		t.Fatal("WATCH with the id of a held claim accepted")
+	}
+	if err := s.SentWatch(2, ms(40)); err != nil {
+		t.Fatal(err)
+	}
+	mustRecv(t, s, protocol.Frame{Type: protocol.TypeChange, Claim: 2, Change: protocol.ChangeHeld, Token: 5}, ms(50))
+	if s.Anchor() != ms(20) {
+		t.Fatalf("anchor %v moved by a held push", s.Anchor().Sub(t0))
+	}
+	ev := mustRecv(t, s, protocol.Frame{Type: protocol.TypeChange, Claim: 2, Change: protocol.ChangeSynced}, ms(60))
+	if ev.Answers != ReqWatch || s.Anchor() != ms(40) {
+		t.Fatalf("synced: answers %v, anchor %v", ev.Answers, s.Anchor().Sub(t0))
+	}
+	if err := s.SentProclaim(2, ms(65)); err == nil {
+		t.Fatal("PROCLAIM of a watch accepted")
+	}
+	if err := s.SentProclaim(1, ms(70)); err != nil {
+		t.Fatal(err)
+	}
+	mustRecv(t, s, protocol.Frame{Type: protocol.TypeChange, Claim: 2, Change: protocol.ChangeValue, Token: 5, Value: "x"}, ms(75))
+	ev = mustRecv(t, s, protocol.Frame{Type: protocol.TypeProclaimed, Claim: 1}, ms(80))
+	if ev.Answers != ReqProclaim || s.Anchor() != ms(70) {
+		t.Fatalf("PROCLAIMED: answers %v, anchor %v", ev.Answers, s.Anchor().Sub(t0))
+	}
+	if err := s.SentProclaim(1, ms(90)); err != nil {
+		t.Fatal(err)
+	}
+	mustRecv(t, s, protocol.Frame{Type: protocol.TypeRefused, Claim: 1, Code: protocol.CodeValueTooLong}, ms(95))
+	if st, tok := s.Claim(1); st != ClaimHeld || tok != 5 {
+		t.Fatalf("after a refused PROCLAIM: claim %v %d", st, tok)
+	}
+	if err := s.SentRelease(2, ms(100)); err != nil {
+		t.Fatal(err)
+	}
+	mustRecv(t, s, protocol.Frame{Type: protocol.TypeChange, Claim: 2, Change: protocol.ChangeFreed, Token: 5}, ms(105))
+	mustRecv(t, s, protocol.Frame{Type: protocol.TypeReleased, Claim: 2}, ms(110))
+	if !s.Free(2) {
+		t.Fatal("watch id not free after RELEASED")
+	}
+	// A watch dropped before its synced was sent: the REVOKED answers
+	// the WATCH.
+	if err := s.SentWatch(3, ms(120)); err != nil {
+		t.Fatal(err)
+	}
+	ev = mustRecv(t, s, protocol.Frame{Type: protocol.TypeRevoked, Claim: 3, Code: protocol.CodeSlowWatcher}, ms(130))
+	if ev.Answers != ReqWatch || s.Anchor() != ms(120) || !s.Free(3) || s.Pending() != 0 {
+		t.Fatalf("REVOKED of a new watch: answers %v, anchor %v, free %v, pending %d", ev.Answers, s.Anchor().Sub(t0), s.Free(3), s.Pending())
+	}
+}
+
+// Frames about watches that do not fit are violations.
+func TestSessionWatchViolations(t *testing.T) {
+	cases := []struct {
+		name string
+		send func(s *Session)
+		f    protocol.Frame
+	}{
+		{"CHANGE for a claim", func(s *Session) {
+			s.SentClaim(1, false, ms(20))
+			s.Received(protocol.Frame{Type: protocol.TypeGranted, Claim: 1, Token: 5}, ms(30))
+		}, protocol.Frame{Type: protocol.TypeChange, Claim: 1, Change: protocol.ChangeHeld, Token: 5}},
+		{"CHANGE for no id", func(s *Session) {}, protocol.Frame{Type: protocol.TypeChange, Claim: 3, Change: protocol.ChangeSynced}},
+		{"PROCLAIMED unasked", func(s *Session) {
+			s.SentClaim(1, false, ms(20))
+			s.Received(protocol.Frame{Type: protocol.TypeGranted, Claim: 1, Token: 5}, ms(30))
+		}, protocol.Frame{Type: protocol.TypeProclaimed, Claim: 1}},
+		{"PROMOTED for a watch", func(s *Session) { s.SentWatch(2, ms(20)) }, protocol.Frame{Type: protocol.TypePromoted, Claim: 2, Token: 1}},
+		{"REFUSED 0x18 for a PROCLAIM", func(s *Session) {
+			s.SentClaim(1, false, ms(20))
+			s.Received(protocol.Frame{Type: protocol.TypeGranted, Claim: 1, Token: 5}, ms(30))
+			s.SentProclaim(1, ms(40))
+		}, protocol.Frame{Type: protocol.TypeRefused, Claim: 1, Code: protocol.CodeNotAuthorized}},
+	}
+	for _, c := range cases {
+		s := open(t, NoMutation)
+		c.send(s)
+		if _, err := s.Received(c.f, ms(50)); !errors.Is(err, ErrViolation) {
+			t.Errorf("%s: %v, want a violation", c.name, err)
+		}
+	}
+}

@@ -29,6 +29,11 @@ type ClaimsTable interface {
 	Shutdown(now time.Time) locktable.Result
 	Snapshot(match func(name string) bool) []locktable.LockInfo
 	Counts() locktable.Counts
+	// Values and watches (claimswatch.go).
+	Watch(now time.Time, sid locktable.SessionID, wid locktable.ClaimID, name string) (locktable.Result, error)
+	SetValue(now time.Time, k locktable.Key, value string) (locktable.Result, error)
+	EndWatches(sid locktable.SessionID) []locktable.ClaimID
+	Watchers(name string) int
 }
 
 var _ ClaimsTable = (*locktable.Table)(nil)
@@ -44,6 +49,12 @@ type ClaimsConfig struct {
 	Limit  int // the semaphores' limit; 0 means 2
 	// NoWait also explores claims that answer busy instead of queueing.
 	NoWait bool
+	// Watches is how many watches each session starts over a run (watch
+	// ids 11, 12, ..., on any lock); 0 means none (claimswatch.go).
+	Watches int
+	// Values makes every claim carry a value, which its session may
+	// change once while the claim is live.
+	Values bool
 	// New returns a fresh table under test; nil means the real
 	// locktable.New with CounterTokens.
 	New func() ClaimsTable
@@ -83,6 +94,16 @@ func (c ClaimsConfig) String() string {
 	if c.NoWait {
 		s += ", no-wait claims"
 	}
+	if c.Watches > 0 {
+		s += fmt.Sprintf(", %d watch", c.Watches)
+		if c.Watches > 1 {
+			s += "es"
+		}
+		s += " per session"
+	}
+	if c.Values {
+		s += ", values"
+	}
 	return s
 }
 
@@ -98,6 +119,8 @@ func (c ClaimsConfig) Validate() error {
 		return fmt.Errorf("locks (exclusive/shared plus semaphores) must be 1..4, not %d", c.RW+c.Sems)
 	case c.Limit < 1 || c.Limit > 4:
 		return fmt.Errorf("limit must be 1..4, not %d", c.Limit)
+	case c.Watches < 0 || c.Watches > 3:
+		return fmt.Errorf("watches must be 0..3, not %d", c.Watches)
 	}
 	return nil
 }
@@ -105,17 +128,21 @@ func (c ClaimsConfig) Validate() error {
 type cOpKind uint8
 
 const (
-	cClaim     cOpKind = iota + 1 // session s claims lock l in mode m (no-wait when nowait)
-	cBadClaim                     // session s makes a claim on l that the name's kind or limit refuses
-	cTouch                        // session s sends a session heartbeat
-	cRelease                      // session s releases its claim c
-	cClose                        // session s closes its connection
-	cExpire                       // time passes s's lease; the server expires the session
-	cForce                        // an administrator force-releases held claim (s, c)
-	cKick                         // an administrator kicks waiting claim (s, c)
-	cRevoke                       // an ACL reload refuses session s: its waiting claims end
-	cRevokeAll                    // the same with holders revoked too
-	cShutdown                     // the server shuts down
+	cClaim      cOpKind = iota + 1 // session s claims lock l in mode m (no-wait when nowait)
+	cBadClaim                      // session s makes a claim on l that the name's kind or limit refuses
+	cTouch                         // session s sends a session heartbeat
+	cRelease                       // session s releases its claim c
+	cClose                         // session s closes its connection
+	cExpire                        // time passes s's lease; the server expires the session
+	cForce                         // an administrator force-releases held claim (s, c)
+	cKick                          // an administrator kicks waiting claim (s, c)
+	cRevoke                        // an ACL reload refuses session s: its waiting claims end
+	cRevokeAll                     // the same with holders revoked too
+	cShutdown                      // the server shuts down
+	cWatch                         // session s starts a watch of lock l
+	cUnwatch                       // session s ends its watch c (Release of the watch id)
+	cEndWatches                    // the server ends every watch of session s (a slow watcher)
+	cSetValue                      // session s changes the value of its claim c
 )
 
 type claimsOp struct {
@@ -124,6 +151,7 @@ type claimsOp struct {
 	l      int8
 	mode   locktable.Mode
 	nowait bool
+	value  bool // a claim with a value
 }
 
 type cRec struct {
@@ -133,6 +161,7 @@ type cRec struct {
 	where   place
 	token   uint64
 	arrival int
+	value   string
 }
 
 func (c *cRec) String() string { return fmt.Sprintf("s%d/c%d(%s)", c.s+1, c.c, c.mode) }
@@ -144,6 +173,7 @@ func (c *cRec) key() locktable.Key {
 type sRec struct {
 	open     bool
 	made     int // claims made (ids 1..made used)
+	watched  int // watches started (ids watchBase+1..watchBase+watched)
 	lastSeen time.Time
 	live     []*cRec // in claim id order
 }
@@ -159,6 +189,8 @@ type claimsRun struct {
 	shutdown bool
 	maxToken uint64
 	describe bool
+	watches  []*wRec // every watch started, in order, ended ones too
+	revoking []*wRec // the watches the current revoke must end
 }
 
 func claimsSession(s int) locktable.SessionID { return locktable.SessionID(s + 1) }
@@ -206,6 +238,9 @@ func (r *claimsRun) name(k locktable.Key) string {
 	if c := r.find(k); c != nil {
 		return c.String()
 	}
+	if w := r.watchOf(k); w != nil {
+		return w.String()
+	}
 	return fmt.Sprintf("s%d/c%d", k.Session, k.Claim)
 }
 
@@ -229,7 +264,7 @@ func (r *claimsRun) enabled() []claimsOp {
 				modes = []locktable.Mode{locktable.Semaphore}
 			}
 			for _, m := range modes {
-				ops = append(ops, claimsOp{kind: cClaim, s: int8(s), l: int8(l), mode: m})
+				ops = append(ops, claimsOp{kind: cClaim, s: int8(s), l: int8(l), mode: m, value: r.cfg.Values})
 				if r.cfg.NoWait {
 					ops = append(ops, claimsOp{kind: cClaim, s: int8(s), l: int8(l), mode: m, nowait: true})
 				}
@@ -255,7 +290,11 @@ func (r *claimsRun) enabled() []claimsOp {
 			} else {
 				ops = append(ops, claimsOp{kind: cKick, s: int8(s), c: int8(c.c)})
 			}
+			if r.cfg.Values && c.value == claimValues[0] {
+				ops = append(ops, claimsOp{kind: cSetValue, s: int8(s), c: int8(c.c)})
+			}
 		}
+		ops = r.watchOps(ops, s)
 	}
 	return append(ops, claimsOp{kind: cShutdown})
 }
@@ -306,6 +345,7 @@ func (r *claimsRun) step(op claimsOp, full bool) (line string, f *failure) {
 		}
 		res := r.t.CloseSession(r.now, sid, locktable.ReasonGraceful)
 		ss.open = false
+		r.endWatches(s) // a session that ends is told nothing
 		line, f = r.ended(line, res, locktable.ReasonGraceful, 0, false, slices.Clone(ss.live)...)
 	case cExpire:
 		deadline := ss.lastSeen.Add(claimsLease(s))
@@ -327,6 +367,7 @@ func (r *claimsRun) step(op claimsOp, full bool) (line string, f *failure) {
 				s+1, r.now.Sub(ss.lastSeen), claimsLease(s), err)
 		}
 		ss.open = false
+		r.endWatches(s)
 		line, f = r.ended(line, res, locktable.ReasonExpired, 0, false, slices.Clone(ss.live)...)
 	case cForce:
 		if r.describe {
@@ -358,8 +399,13 @@ func (r *claimsRun) step(op claimsOp, full bool) (line string, f *failure) {
 			}
 		}
 		deny := sessionIdentity(s)
+		r.revoking = r.liveWatches(s) // each is sent ERROR(0x18) and ends
 		res := r.t.Revoke(r.now, func(p locktable.Peer, _ string) bool { return p.Identity != deny }, all)
 		line, f = r.ended(line, res, locktable.ReasonRevoked, protocol.CodeNotAuthorized, false, targets...)
+		if f == nil {
+			f = r.allEnded(r.revoking, "the revoke")
+		}
+		r.revoking = nil
 	case cShutdown:
 		if r.describe {
 			line = "the server shuts down"
@@ -370,13 +416,22 @@ func (r *claimsRun) step(op claimsOp, full bool) (line string, f *failure) {
 		}
 		r.shutdown = true
 		res := r.t.Shutdown(r.now)
+		live := r.liveWatches(-1)
 		line, f = r.ended(line, res, locktable.ReasonShutdown, protocol.CodeShuttingDown, true, all...)
 		for _, ss := range r.sess {
 			ss.open = false
 		}
+		if f == nil {
+			f = r.allEnded(live, "the shutdown")
+		}
+	case cWatch, cUnwatch, cEndWatches, cSetValue:
+		line, f = r.watchStep(op)
 	}
 	if f == nil {
 		f = r.withheld()
+	}
+	if f == nil {
+		f = r.checkWatches()
 	}
 	if f == nil && full {
 		f = r.verify()
@@ -386,6 +441,9 @@ func (r *claimsRun) step(op claimsOp, full bool) (line string, f *failure) {
 
 func (r *claimsRun) request(op claimsOp) locktable.ClaimRequest {
 	req := locktable.ClaimRequest{Name: r.lockName(int(op.l)), Mode: op.mode, NoWait: op.nowait}
+	if op.value {
+		req.Value = claimValues[0]
+	}
 	if op.mode == locktable.Semaphore {
 		req.Limit = uint32(r.cfg.Limit)
 	}
@@ -409,7 +467,7 @@ func (r *claimsRun) claim(op claimsOp) (line string, f *failure) {
 		}
 		return line, nil
 	}
-	c := &cRec{s: s, c: cid, lock: l, mode: op.mode, where: waiting, arrival: r.arrivals}
+	c := &cRec{s: s, c: cid, lock: l, mode: op.mode, where: waiting, arrival: r.arrivals, value: req.Value}
 	r.arrivals++
 	grantable := len(r.queue[l]) == 0 && r.admits(l, op.mode)
 	ss.lastSeen = r.now
@@ -420,6 +478,9 @@ func (r *claimsRun) claim(op claimsOp) (line string, f *failure) {
 		nw := ""
 		if op.nowait {
 			nw = ", no-wait"
+		}
+		if req.Value != "" {
+			nw += fmt.Sprintf(", value %q", req.Value)
 		}
 		line = fmt.Sprintf("%s claims %q%s → %s", c, req.Name, nw, statusString(st))
 		if st.State == locktable.Busy {
@@ -579,7 +640,14 @@ func (r *claimsRun) apply(res locktable.Result, answered *cRec, reason locktable
 			return fail(PropConsistent, "unknown event kind %v", ev.Kind)
 		}
 	}
-	return checkSends(res.Sends, want, r.formatSends)
+	for _, w := range r.revoking {
+		want = append(want, locktable.Send{Kind: locktable.SendError, Session: claimsSession(w.s), Claim: w.id, Code: protocol.CodeNotAuthorized})
+	}
+	rest, f := r.watchSends(res.Sends)
+	if f != nil {
+		return f
+	}
+	return checkSends(rest, want, r.formatSends)
 }
 
 // withheld checks that no queue head could be granted: the table grants
@@ -644,6 +712,9 @@ func (r *claimsRun) verify() *failure {
 			if h.Lease != claimsLease(c.s) || !h.LastSeen.Equal(r.sess[c.s].lastSeen) {
 				return fail(PropLease, "holder %s: lease %v last seen %v", c, h.Lease, h.LastSeen.Sub(epoch))
 			}
+			if h.Value != c.value {
+				return fail(PropConsistent, "%q: holder %s has value %q, want %q", name, c, h.Value, c.value)
+			}
 		}
 		for i, w := range li.Waiters {
 			c := r.queue[l][i]
@@ -657,6 +728,9 @@ func (r *claimsRun) verify() *failure {
 	}
 	for name := range byName {
 		return fail(PropConsistent, "the table lists lock %q, which the model does not have", name)
+	}
+	if f := r.verifyWatchers(snap); f != nil {
+		return f
 	}
 	if n := r.t.Counts(); n.Locks != len(snap) || n.Waiters != waiters {
 		return fail(PropConsistent, "counts are %d locks and %d waiters, want %d and %d", n.Locks, n.Waiters, len(snap), waiters)
@@ -693,6 +767,7 @@ func (r *claimsRun) key() string {
 		}
 		b.WriteByte(o)
 		b.WriteByte(byte(ss.made))
+		b.WriteByte(byte(ss.watched))
 	}
 	var tokens []uint64
 	for _, hs := range r.holders {
@@ -705,11 +780,18 @@ func (r *claimsRun) key() string {
 		b.WriteByte(0xff)
 		for _, h := range r.holders[l] {
 			rank, _ := slices.BinarySearch(tokens, h.token)
-			b.Write([]byte{byte(h.s), byte(h.c), byte(h.mode), byte(rank)})
+			b.Write([]byte{byte(h.s), byte(h.c), byte(h.mode), byte(rank), valueCode(h.value)})
 		}
 		b.WriteByte(0xfe)
 		for _, w := range r.queue[l] {
-			b.Write([]byte{byte(w.s), byte(w.c), byte(w.mode)})
+			b.Write([]byte{byte(w.s), byte(w.c), byte(w.mode), valueCode(w.value)})
+		}
+	}
+	// A live watch's picture is not part of the state: every step checks
+	// that it equals its lock's holders.
+	for _, w := range r.watches {
+		if !w.ended {
+			b.Write([]byte{0xfd, byte(w.s), byte(w.id), byte(w.lock)})
 		}
 	}
 	return b.String()
@@ -750,6 +832,8 @@ func (r *claimsRun) formatSends(sends []locktable.Send) string {
 			parts[i] = fmt.Sprintf("claim ERROR 0x%02x to %s", uint8(s.Code), r.name(k))
 		case locktable.SendSessionError:
 			parts[i] = fmt.Sprintf("session ERROR 0x%02x to s%d", uint8(s.Code), s.Session)
+		case locktable.SendChange:
+			parts[i] = fmt.Sprintf("CHANGE %s to %s", changeString(s.Change), r.name(k))
 		default:
 			parts[i] = fmt.Sprintf("send kind %d to %s", s.Kind, r.name(k))
 		}
@@ -784,6 +868,11 @@ func (r *claimsRun) stateString() string {
 	var parts []string
 	for l := range r.holders {
 		parts = append(parts, fmt.Sprintf("%q: holders %s, queue %s", r.lockName(l), r.names(r.holders[l]), r.names(r.queue[l])))
+	}
+	for _, w := range r.watches {
+		if !w.ended {
+			parts = append(parts, fmt.Sprintf("%s watches %q", w, r.lockName(w.lock)))
+		}
 	}
 	if r.shutdown {
 		parts = append(parts, "shut down")

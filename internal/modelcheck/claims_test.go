@@ -61,6 +61,19 @@ func TestClaimsMutantsAreCaught(t *testing.T) {
 		{MutSemaphoreOverLimit, ClaimsConfig{Sessions: 3, Claims: 1, Sems: 1, Limit: 2}, PropNoConflict, 3,
 			"s3/c1(semaphore) was granted \"sema\" while [s1/c1(semaphore) s2/c1(semaphore)] hold it"},
 		{MutSemaphoreOverLimit, ClaimsConfig{Sessions: 1, Claims: 3, Sems: 1, Limit: 1}, PropNoConflict, 2, "hold it"},
+		// The watch mutations (claimswatch.go).
+		{MutGrantUntold, ClaimsConfig{Sessions: 2, Claims: 1, RW: 1, Watches: 1, Values: true}, PropWatchPicture, 2,
+			`s1/w11's picture of "a" is [] (synced true), but its holders in grant order are [1 exclusive "p" (session 1)]`},
+		{MutFreedAfterGrant, ClaimsConfig{Sessions: 1, Claims: 2, RW: 1, Watches: 2, Values: true}, PropWatchOrder, 4,
+			`s1/w11's picture of "a" became [1 exclusive "p" (session 1), 2 exclusive "p" (session 1)], which the table never had`},
+		{MutFreedAfterGrant, ClaimsConfig{Sessions: 2, Claims: 1, RW: 1, Watches: 1, Values: true}, PropWatchOrder, 4, "which the table never had"},
+		{MutGrantsReversed, ClaimsConfig{Sessions: 2, Claims: 2, Sems: 1, Limit: 2, Watches: 1}, PropWatchOrder, 6, "after token"},
+		{MutGrantsReversed, ClaimsConfig{Sessions: 1, Claims: 3, RW: 1, Watches: 1}, PropWatchOrder, 5,
+			`s1/w11 was told holder token 2 of "a" after token 3`},
+		{MutValueUntold, ClaimsConfig{Sessions: 2, Claims: 1, RW: 1, Watches: 1, Values: true}, PropWatchPicture, 3,
+			`s1/w11's picture of "a" is [1 exclusive "p" (session 1)] (synced true), but its holders in grant order are [1 exclusive "q" (session 1)]`},
+		{MutUnwatchKept, ClaimsConfig{Sessions: 1, Claims: 2, RW: 1, Watches: 2, Values: true}, PropWatchEnded, 4,
+			`s1/w12 was told held(1, "p") after it ended`},
 	} {
 		t.Run(tc.mutation+"/"+tc.cfg.String(), func(t *testing.T) {
 			tc.cfg.New = NewClaimsMutant(tc.mutation)
@@ -95,6 +108,16 @@ func TestClaimsMutantsAreOtherwiseFaithful(t *testing.T) {
 		{MutReaderOvertakes, ClaimsConfig{Sessions: 2, Claims: 1, RW: 1, NoWait: true}},
 		// Over a limit of 2 takes three claims.
 		{MutSemaphoreOverLimit, ClaimsConfig{Sessions: 2, Claims: 1, Sems: 1, Limit: 2, NoWait: true}},
+		// Every grant a watch sees is caught, so without watches.
+		{MutGrantUntold, ClaimsConfig{Sessions: 2, Claims: 2, RW: 1}},
+		// No waiter, so no release grants in the same step.
+		{MutFreedAfterGrant, ClaimsConfig{Sessions: 1, Claims: 1, RW: 1, Watches: 2, Values: true}},
+		// Two claims in all: at most one grant per step.
+		{MutGrantsReversed, ClaimsConfig{Sessions: 2, Claims: 1, RW: 1, Watches: 1, Values: true}},
+		// No value changes.
+		{MutValueUntold, ClaimsConfig{Sessions: 2, Claims: 1, RW: 1, Watches: 1}},
+		// One watch in all: an ended watch has no other to copy.
+		{MutUnwatchKept, ClaimsConfig{Sessions: 1, Claims: 2, RW: 1, Watches: 1, Values: true}},
 	} {
 		tc.cfg.New = NewClaimsMutant(tc.mutation)
 		if rep := CheckClaims(tc.cfg); rep.Violation != nil {

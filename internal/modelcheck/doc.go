@@ -25,7 +25,14 @@
 //     no grant is withheld, tokens, leases and, on the whole graph, that
 //     no waiter starves while holders eventually let go. Mutations
 //     (NewClaimsMutant) show that it catches a reader overtaking a queued
-//     writer and a semaphore over its limit.
+//     writer and a semaphore over its limit. With ClaimsConfig.Watches
+//     and Values it also starts and ends watches and sets claims'
+//     values, and checks that each watch's picture, built only from the
+//     changes it was sent, is its name's holders in grant order with
+//     their values after every step, never passes through a picture the
+//     table never had (tokens increase, an exclusive holder is alone),
+//     and that a watch is told nothing after it ends; watch mutations
+//     drop, reorder or misdirect changes.
 //
 //   - The client-rule model (CheckClient) composes a client that follows
 //     docs/protocol.md "Client obligations" 2-4, the work it guards (which

@@ -9,6 +9,7 @@ export const Codes = Object.freeze({
   REASSERT_REFUSED: 0x04,
   STALE_RING: 0x05,
   LIMIT_REACHED: 0x07,
+  SLOW_WATCHER: 0x08,
   UNSUPPORTED_VERSION: 0x10,
   FIRST_NOT_ACQUIRE: 0x11,
   DUPLICATE_ACQUIRE: 0x12,
@@ -29,6 +30,7 @@ export const Codes = Object.freeze({
   INVALID_LIMIT: 0x21,
   LIMIT_MISMATCH: 0x22,
   MODE_CONFLICT: 0x23,
+  VALUE_TOO_LONG: 0x24,
 });
 
 const codeNames = new Map(Object.entries(Codes).map(([k, v]) => [v, k]));
@@ -129,6 +131,16 @@ export function serverError(code, reason, frame) {
 
 /** A name, lease, label or option the protocol cannot carry; nothing was sent. */
 export class ValidationError extends BatonError {}
+
+/**
+ * The server does not offer what was asked: values, watches and
+ * elections need a server that answered HELLO's values flag. Nothing was
+ * sent.
+ */
+export class NotSupportedError extends BatonError {}
+
+/** The election's candidate does not lead (it never won, resigned, or lost its claim). */
+export class NotLeaderError extends BatonError {}
 
 /** A non-waiting claim found the lock taken. */
 export class BusyError extends BatonError {

@@ -4,10 +4,11 @@
 
 export { Client } from './client.js';
 export { Session, Claim } from './session.js';
+export { Watch, Election, Observer } from './election.js';
 export { ownerOf } from './ring.js';
 export {
   Codes, BatonError, ServerError, ShuttingDownError, ClosedByAdminError, NotOwnerError,
   ReassertRefusedError, LimitReachedError, NotAuthorizedError, UnsupportedVersionError, ModeError,
   ValidationError, BusyError, HeartbeatTimeoutError, ConnectionClosedError, ProtocolViolationError,
-  SessionClosedError, NotResumedError, isTemporary,
+  SessionClosedError, NotResumedError, NotSupportedError, NotLeaderError, isTemporary,
 } from './errors.js';

@@ -5,6 +5,10 @@ import { ProtocolViolationError, ValidationError } from './errors.js';
 
 export const PREAMBLE = Buffer.from([0x01, 0x02, 0, 0, 0, 0, 0, 0]);
 export const MAX_FRAME_LEN = 512;
+/** Frames may be this long on a session whose WELCOME has WELCOME_VALUES. */
+export const MAX_VALUES_FRAME_LEN = 2048;
+/** The longest claim value, in bytes. */
+export const MAX_VALUE_LEN = 1024;
 export const MAX_NAME_LEN = 255;
 export const MAX_LABEL_LEN = 255;
 export const MAX_LEASE_MS = 0xffffffff;
@@ -13,17 +17,24 @@ export const MAX_REASSERT_TEXT = 459;
 
 export const T = Object.freeze({
   HELLO: 0x21, PING: 0x22, CLAIM: 0x23, RELEASE: 0x24, RING: 0x26,
+  PROCLAIM: 0x29, WATCH: 0x2a,
   WELCOME: 0x31, PONG: 0x32, GRANTED: 0x33, QUEUED: 0x34, BUSY: 0x35,
   PROMOTED: 0x36, RELEASED: 0x37, REFUSED: 0x38, REVOKED: 0x39, ERROR: 0x3a,
-  ANSWER: 0x3b, MEMBER: 0x3c, RINGEND: 0x3d,
+  ANSWER: 0x3b, MEMBER: 0x3c, RINGEND: 0x3d, PROCLAIMED: 0x3f, CHANGE: 0x40,
   V1ERROR: 0x13, // a version 1 ERROR answering the preamble
 });
 
 export const HELLO_RESUMABLE = 0x01;
+export const HELLO_VALUES = 0x08;
 export const WELCOME_RESUMABLE = 0x01;
 export const WELCOME_RING = 0x02;
+export const WELCOME_VALUES = 0x10;
 export const CLAIM_NOWAIT = 0x01;
 export const CLAIM_REASSERT = 0x02;
+export const CLAIM_VALUE = 0x08;
+
+/** CHANGE kinds. */
+export const CHANGE = Object.freeze({ HELD: 1, VALUE: 2, FREED: 3, SYNCED: 4, RESET: 5 });
 export const RING_WATCH = 0x01;
 
 export const MODES = Object.freeze({ exclusive: 1, shared: 2, semaphore: 3 });
@@ -39,6 +50,22 @@ export function nameBytes(name) {
   if (b.length > MAX_NAME_LEN) throw new ValidationError(`baton: lock name too long (${b.length} > ${MAX_NAME_LEN} bytes)`);
   // A lone surrogate is not UTF-8: Buffer.from replaced it with U+FFFD.
   if (!name.isWellFormed()) throw new ValidationError('baton: lock name is not valid UTF-8');
+  return b;
+}
+
+/**
+ * Checks a claim value: a string (sent as UTF-8) or bytes, at most
+ * MAX_VALUE_LEN bytes. Returns its bytes.
+ * @param {string|Uint8Array} value
+ */
+export function valueBytes(value) {
+  let b;
+  if (typeof value === 'string') {
+    if (!value.isWellFormed()) throw new ValidationError('baton: claim value is not valid UTF-8');
+    b = Buffer.from(value, 'utf8');
+  } else if (value instanceof Uint8Array) b = Buffer.from(value);
+  else throw new ValidationError('baton: a claim value must be a string or a Uint8Array');
+  if (b.length > MAX_VALUE_LEN) throw new ValidationError(`baton: claim value too long (${b.length} > ${MAX_VALUE_LEN} bytes)`);
   return b;
 }
 
@@ -88,15 +115,17 @@ export function ring(flags) {
 }
 
 /**
- * A CLAIM; with `re` a re-assertion naming a prior session.
+ * A CLAIM; with `re` a re-assertion naming a prior session; with `value`
+ * (even empty) a claim that carries it (CLAIM_VALUE).
  * @param {number} id @param {number} flags @param {number} mode @param {number} limit @param {Buffer} name
  * @param {{token: bigint, ring: bigint, session: bigint, secret: Buffer, node: Buffer}} [re]
+ * @param {Buffer|null} [value]
  */
-export function claim(id, flags, mode, limit, name, re) {
-  const extra = re ? 8 + 8 + 8 + 16 + 1 + re.node.length : 0;
+export function claim(id, flags, mode, limit, name, re, value) {
+  const extra = (re ? 8 + 8 + 8 + 16 + 1 + re.node.length : 0) + (value ? 2 + value.length : 0);
   const b = frame(T.CLAIM, 11 + name.length + extra);
   b.writeUInt32BE(id, 3);
-  b[7] = flags | (re ? CLAIM_REASSERT : 0);
+  b[7] = flags | (re ? CLAIM_REASSERT : 0) | (value ? CLAIM_VALUE : 0);
   b[8] = mode;
   b.writeUInt32BE(limit, 9);
   b[13] = name.length;
@@ -110,6 +139,29 @@ export function claim(id, flags, mode, limit, name, re) {
     b[o++] = re.node.length;
     re.node.copy(b, o);
   }
+  if (value) {
+    const o = b.length - 2 - value.length;
+    b.writeUInt16BE(value.length, o);
+    value.copy(b, o + 2);
+  }
+  return b;
+}
+
+/** A PROCLAIM: claim id's new value. @param {number} id @param {Buffer} value */
+export function proclaim(id, value) {
+  const b = frame(T.PROCLAIM, 6 + value.length);
+  b.writeUInt32BE(id, 3);
+  b.writeUInt16BE(value.length, 7);
+  value.copy(b, 9);
+  return b;
+}
+
+/** A WATCH of name with id (from the claim ids). @param {number} id @param {Buffer} name */
+export function watch(id, name) {
+  const b = frame(T.WATCH, 5 + name.length);
+  b.writeUInt32BE(id, 3);
+  b[7] = name.length;
+  name.copy(b, 8);
   return b;
 }
 
@@ -196,6 +248,25 @@ export function decode(b) {
       if (id.length === 0) throw bad('MEMBER with an empty id');
       if (p[0] & ~1) throw bad('MEMBER with reserved flags');
       return { type, inRing: (p[0] & 1) === 1, id: id.toString('utf8'), addr: addr.toString('utf8') };
+    }
+    case T.PROCLAIMED:
+      need(5);
+      if (p[4] > 1) throw bad(`PROCLAIMED with status ${p[4]}`);
+      return { type, claim: p.readUInt32BE(0), status: p[4] };
+    case T.CHANGE: {
+      // watch u32, kind u8, mode u8, token u64, value_len u16, value, label, identity
+      if (p.length < 18) throw bad(`CHANGE of ${p.length} payload bytes`);
+      const kind = p[4];
+      if (kind < CHANGE.HELD || kind > CHANGE.RESET) throw bad(`CHANGE of kind ${kind}`);
+      const vlen = p.readUInt16BE(14);
+      if (vlen > MAX_VALUE_LEN || 16 + vlen + 2 > p.length) throw bad(`CHANGE with a value of ${vlen} bytes`);
+      const [label, o] = str(16 + vlen);
+      const [identity, end] = str(o);
+      if (end !== p.length) throw bad('bytes left over');
+      return {
+        type, claim: p.readUInt32BE(0), kind, mode: p[5], token: p.readBigUInt64BE(6),
+        value: Buffer.from(p.subarray(16, 16 + vlen)), label: decoder.decode(label), identity: decoder.decode(identity),
+      };
     }
     case T.RINGEND:
       need(11);

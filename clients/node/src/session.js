@@ -6,11 +6,12 @@ import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import * as P from './protocol.js';
 import {
-  BatonError, BusyError, ConnectionClosedError, HeartbeatTimeoutError, NotResumedError,
+  BatonError, BusyError, ConnectionClosedError, HeartbeatTimeoutError, NotResumedError, NotSupportedError,
   ProtocolViolationError, ReassertRefusedError, ServerError, SessionClosedError, ValidationError,
   Codes, serverError,
 } from './errors.js';
 import { ownerOf } from './ring.js';
+import { Election, Watch } from './election.js';
 
 const now = () => performance.now();
 const GIVE_UP = 0.8;
@@ -101,6 +102,7 @@ export class Claim extends EventEmitter {
     /** @internal */ this._err = null;
     /** @internal */ this._waiter = null;
     /** @internal */ this._ac = new AbortController();
+    /** @internal */ this._value = null; // Buffer: the claim's value
     let resolveReleased;
     /** @internal */ this._released = new Promise((r) => { resolveReleased = r; });
     /** @internal */ this._resolveReleased = resolveReleased;
@@ -109,6 +111,30 @@ export class Claim extends EventEmitter {
   /** The fencing token of the grant (a BigInt); 0n until granted. */
   get token() {
     return this._token;
+  }
+
+  /** The claim's value (the latest proclaimed), or null for a claim made without one. */
+  get value() {
+    return this._value;
+  }
+
+  /**
+   * Sets a new value on the claim (PROCLAIM): the watchers of a held
+   * claim's name are told before the promise resolves. value is a string
+   * (sent as UTF-8) or bytes, at most 1024 bytes (else ValidationError,
+   * nothing sent). Rejects with NotSupportedError on a server without
+   * values, and with the claim's loss when it has ended.
+   * @param {string|Uint8Array} value
+   * @returns {Promise<void>}
+   */
+  proclaim(value) {
+    let b;
+    try {
+      b = P.valueBytes(value);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this._s._proclaim(this, b);
   }
 
   /** Aborts when the claim stops being held: lost, released, or its session closed. `signal.reason` says why. */
@@ -184,6 +210,13 @@ export class Session extends EventEmitter {
     this._ringWaiter = null;
     this._closing = false;
     this._drain = null;
+    this._watches = new Map();
+    this._values = false;
+  }
+
+  /** Whether the server offers values, watches and elections on this session (it answered HELLO's values flag). */
+  get values() {
+    return this._values;
   }
 
   /** The session lease in milliseconds. */
@@ -225,7 +258,15 @@ export class Session extends EventEmitter {
 
   /** @internal Opens the first connection; rejects on failure. */
   async _open(signal) {
-    const conn = await this._dial(this._addrs[this._addrIdx], signal, Infinity);
+    const addr = this._addrs[this._addrIdx];
+    let conn;
+    try {
+      conn = await this._dial(addr, signal, Infinity, true);
+    } catch (e) {
+      // A server before values refuses the flag: open again without it.
+      if (!(e instanceof ServerError && e.frame === 'error' && e.code === Codes.UNSUPPORTED_FEATURE)) throw e;
+      conn = await this._dial(addr, signal, Infinity, false);
+    }
     this._install(conn);
     this._state = 'open';
     this._schedulePing();
@@ -237,14 +278,14 @@ export class Session extends EventEmitter {
    * violation, a dial error or signal's reason.
    * @internal
    */
-  _dial(addr, signal, giveUpAt) {
+  _dial(addr, signal, giveUpAt, values = this._values) {
     return new Promise((resolve, reject) => {
       const sock = this._c._connect(addr);
       const lease = this._lease;
       const conn = {
         sock, addr, rbuf: null, pending: [], anchor: 0, deadline: 0, closeBy: 0,
         pingInflight: false, pingSent: 0, pongAt: 0, srtt: 0, sampled: false, seq: 0n,
-        welcome: null, members: [], watching: false,
+        welcome: null, members: [], watching: false, maxFrame: P.MAX_FRAME_LEN,
       };
       let done = false;
       const finish = (err) => {
@@ -284,7 +325,7 @@ export class Session extends EventEmitter {
         clearTimeout(timer);
         timer = setTimeout(() => finish(new HeartbeatTimeoutError(`baton: no WELCOME from ${addr} within 0.8 of the lease`)),
           Math.max(0, Math.min(conn.deadline, giveUpAt) - now()));
-        const flags = this._wantResume ? P.HELLO_RESUMABLE : 0;
+        const flags = (this._wantResume ? P.HELLO_RESUMABLE : 0) | (values ? P.HELLO_VALUES : 0);
         sock.setNoDelay(true);
         sock.write(Buffer.concat([P.PREAMBLE, P.hello(lease, flags, this._labelBuf)]));
       });
@@ -309,7 +350,7 @@ export class Session extends EventEmitter {
         conn.rbuf = b.length > 2 + len ? b.subarray(2 + len) : null;
         if (f.type === P.T.ERROR) return finish(serverError(f.code, f.reason));
         if (f.type !== P.T.WELCOME) return finish(violation(`frame 0x${f.type.toString(16)} answers HELLO`));
-        const asked = this._wantResume ? P.WELCOME_RESUMABLE | P.WELCOME_RING : 0;
+        const asked = (this._wantResume ? P.WELCOME_RESUMABLE | P.WELCOME_RING : 0) | (values ? P.WELCOME_VALUES : 0);
         if (f.flags & ~asked) return finish(violation(`WELCOME with flags 0x${f.flags.toString(16)} not asked for`));
         if (this._wantResume && !(f.flags & P.WELCOME_RESUMABLE)) {
           // A cluster node that does not offer resumption to this session is
@@ -320,6 +361,7 @@ export class Session extends EventEmitter {
         conn.pending.shift();
         conn.pongAt = t;
         conn.welcome = f;
+        if (f.flags & P.WELCOME_VALUES) conn.maxFrame = P.MAX_VALUES_FRAME_LEN;
         finish(null);
       };
       sock.on('data', onData);
@@ -335,6 +377,7 @@ export class Session extends EventEmitter {
       ? { session: conn.welcome.session, secret: conn.welcome.secret, node: conn.welcome.node, nodeBytes: conn.welcome.nodeBytes }
       : null;
     this._ring = conn.welcome.ring;
+    this._values = (conn.welcome.flags & P.WELCOME_VALUES) !== 0;
     const sock = conn.sock;
     sock.on('data', (chunk) => {
       if (gen === this._gen) this._onData(conn, chunk);
@@ -362,7 +405,7 @@ export class Session extends EventEmitter {
       const b = conn.rbuf;
       if (!b || b.length < 2) return;
       const len = b.readUInt16BE(0);
-      if (len === 0 || len > P.MAX_FRAME_LEN) return this._lose(violation(`frame length ${len}`));
+      if (len === 0 || len > conn.maxFrame) return this._lose(violation(`frame length ${len}`));
       if (b.length < 2 + len) return;
       conn.rbuf = b.length > 2 + len ? b.subarray(2 + len) : null;
       let f;
@@ -407,6 +450,12 @@ export class Session extends EventEmitter {
         break;
       case P.T.WELCOME:
         throw violation('a second WELCOME');
+      case P.T.CHANGE: {
+        const w = this._watches.get(f.claim);
+        if (!w) throw violation(`CHANGE for ${f.claim}, which is not a watch`);
+        if (f.kind !== P.CHANGE.SYNCED || w._answered) return w._change(f);
+        break; // the first synced answers the WATCH
+      }
     }
     const req = conn.pending[0];
     if (!req) throw violation(`frame 0x${f.type.toString(16)} with no request unanswered`);
@@ -416,6 +465,11 @@ export class Session extends EventEmitter {
     conn.anchor = req.sent;
     conn.deadline = req.sent + GIVE_UP * this._lease;
     conn.closeBy = req.sent + this._lease;
+    if (req.kind === 'proclaim' || req.kind === 'watch' || req.kind === 'unwatch') {
+      this._watchAnswer(req, f);
+      this._armTimer();
+      return;
+    }
     switch (f.type) {
       case P.T.PONG: {
         conn.pingInflight = false;
@@ -477,8 +531,44 @@ export class Session extends EventEmitter {
     this._forget(cl);
   }
 
+  /** The answer to a PROCLAIM, a WATCH or the RELEASE of a watch. @internal */
+  _watchAnswer(req, f) {
+    switch (req.kind) {
+      case 'proclaim': {
+        const cl = req.claim;
+        cl._reqs--;
+        if (f.type === P.T.REFUSED) req.reject(serverError(f.code, f.reason, 'refused'));
+        else if (f.status !== 0) req.reject(cl._err ?? new BatonError('baton: the claim has ended'));
+        else req.resolve();
+        this._forget(cl);
+        return;
+      }
+      case 'watch':
+        if (f.type === P.T.REFUSED) {
+          this._watches.delete(req.watch._id);
+          req.watch._answered = true;
+          req.watch._readyFns.reject(serverError(f.code, f.reason, 'refused'));
+          req.watch._end(serverError(f.code, f.reason, 'refused'));
+          return;
+        }
+        req.watch._change(f);
+        return;
+      case 'unwatch':
+        this._watches.delete(req.watch._id);
+        req.watch._end(null);
+    }
+  }
+
   /** PROMOTED and REVOKED. @internal */
   _pushed(f) {
+    const w = this._watches.get(f.claim);
+    if (w) {
+      if (f.type !== P.T.REVOKED || !w._answered) throw violation(`frame 0x${f.type.toString(16)} for watch ${f.claim}`);
+      if (w._closing) return; // valid, changes nothing: RELEASED follows
+      this._watches.delete(f.claim);
+      w._end(serverError(f.code, f.reason, 'revoked'));
+      return;
+    }
     const cl = this._claims.get(f.claim);
     if (!cl) throw violation(`push for claim ${f.claim}, which is not a claim`);
     if (f.type === P.T.PROMOTED) {
@@ -552,8 +642,71 @@ export class Session extends EventEmitter {
   _allocId() {
     for (;;) {
       this._nextId = (this._nextId + 1) >>> 0;
-      if (this._nextId !== 0 && !this._claims.has(this._nextId)) return this._nextId;
+      if (this._nextId !== 0 && !this._claims.has(this._nextId) && !this._watches.has(this._nextId)) return this._nextId;
     }
+  }
+
+  /** @internal */
+  _needValues() {
+    if (!this._values) throw new NotSupportedError(`baton: values, watches and elections are not supported by this server (${this.address})`);
+  }
+
+  /** @internal */
+  async _proclaim(cl, value) {
+    await this._waitOpen();
+    this._needValues();
+    if (cl._state === 'ended' || cl._err || cl._done || cl._releasing || this._claims.get(cl._id) !== cl) {
+      throw cl._err ?? new BatonError('baton: the claim has ended');
+    }
+    cl._value = value; // re-asserted with it should the connection break
+    cl._reqs++;
+    return new Promise((resolve, reject) => {
+      this._send({ kind: 'proclaim', claim: cl, resolve, reject }, P.proclaim(cl._id, value));
+    });
+  }
+
+  /**
+   * Watches the holders of name without claiming it. Resolves once the
+   * server has sent the current holders; iterate the Watch (or listen to
+   * its 'change' event) for the holders after each change. Rejects with
+   * NotSupportedError on a server without watches, and with the server's
+   * refusal (a bad name, the access list, too many claims).
+   * @param {string} name
+   * @returns {Promise<Watch>}
+   */
+  async watch(name) {
+    const nameBuf = P.nameBytes(name);
+    if (this._router) return this._router.watch(name, nameBuf);
+    return this._watch(name, nameBuf);
+  }
+
+  /** @internal */
+  async _watch(name, nameBuf) {
+    await this._waitOpen();
+    this._needValues();
+    const w = new Watch(this, this._allocId(), name, nameBuf);
+    this._watches.set(w._id, w);
+    this._send({ kind: 'watch', watch: w }, P.watch(w._id, nameBuf));
+    return w._ready;
+  }
+
+  /** Ends a watch (Watch.close). @internal */
+  _unwatch(w) {
+    if (w._closing || this._watches.get(w._id) !== w) return;
+    w._closing = true;
+    if (this._state === 'open') this._send({ kind: 'unwatch', watch: w }, P.release(w._id));
+    else {
+      this._watches.delete(w._id);
+      w._end(null);
+    }
+  }
+
+  /**
+   * The election on name: campaign to lead, observe who leads.
+   * @param {string} name
+   */
+  election(name) {
+    return new Election(this, name);
   }
 
   /** @internal Waits while the session resumes. */
@@ -590,27 +743,30 @@ export class Session extends EventEmitter {
     const nameBuf = P.nameBytes(name);
     const m = modeOf(opts);
     const noWait = opts.wait === false;
+    const value = opts.value === undefined || opts.value === null ? null : P.valueBytes(opts.value);
     let signal = opts.signal;
     if (opts.timeout !== undefined) {
       const ts = AbortSignal.timeout(opts.timeout);
       signal = signal ? AbortSignal.any([signal, ts]) : ts;
     }
     signal?.throwIfAborted();
-    if (this._router) return this._router.acquire(name, nameBuf, m, noWait, signal);
-    return this._acquire(name, nameBuf, m, noWait, signal);
+    if (this._router) return this._router.acquire(name, nameBuf, m, noWait, signal, value);
+    return this._acquire(name, nameBuf, m, noWait, signal, value);
   }
 
   /** @internal */
-  async _acquire(name, nameBuf, m, noWait, signal) {
+  async _acquire(name, nameBuf, m, noWait, signal, value = null) {
     await this._waitOpen(signal);
+    if (value) this._needValues();
     const id = this._allocId();
     const cl = new Claim(this, id, name, nameBuf, m, noWait);
+    cl._value = value;
     this._claims.set(id, cl);
     const p = new Promise((resolve, reject) => {
       cl._waiter = { resolve, reject };
     });
     cl._reqs++;
-    this._send({ kind: 'claim', claim: cl }, P.claim(id, noWait ? P.CLAIM_NOWAIT : 0, m.code, m.limit, nameBuf));
+    this._send({ kind: 'claim', claim: cl }, P.claim(id, noWait ? P.CLAIM_NOWAIT : 0, m.code, m.limit, nameBuf, undefined, value));
     let onAbort;
     if (signal) {
       onAbort = () => {
@@ -815,6 +971,9 @@ export class Session extends EventEmitter {
       cl._resolveReleased();
     }
     this._claims.clear();
+    this._cutOff(this._conn, err);
+    for (const w of this._watches.values()) w._end(err);
+    this._watches.clear();
     for (const w of this._resumedWaiters.splice(0)) w();
     this._drain?.();
     this._ac.abort(err);
@@ -823,6 +982,11 @@ export class Session extends EventEmitter {
     // connection; close() ends them.
     if (this._holding === 0) return this._destroy();
     this._closeTimer = setTimeout(() => this._destroy(), Math.max(0, this._conn.closeBy - now()));
+  }
+
+  /** Rejects the PROCLAIMs of conn still unanswered. @internal */
+  _cutOff(conn, err) {
+    for (const r of conn?.pending ?? []) if (r.kind === 'proclaim') r.reject(err);
   }
 
   /** @internal */
@@ -845,6 +1009,13 @@ export class Session extends EventEmitter {
     }
     const old = this._conn;
     const giveUp = old.deadline;
+    this._cutOff(old, new ConnectionClosedError('baton: the connection broke before PROCLAIMED; the claim is re-asserted with the new value', { cause }));
+    for (const w of [...this._watches.values()]) {
+      if (w._closing) {
+        this._watches.delete(w._id);
+        w._end(null);
+      } else w._reset(true); // watched again on the new connection
+    }
     this._gen++; // events of the old connection are moot
     old.sock.destroy();
     clearTimeout(this._pingTimer);
@@ -941,6 +1112,13 @@ export class Session extends EventEmitter {
         this._send({ kind: 'release', claim: cl }, P.release(cl._id));
       }
     }
+    for (const w of [...this._watches.values()]) {
+      if (this._values) this._send({ kind: 'watch', watch: w }, P.watch(w._id, w._nameBuf));
+      else {
+        this._watches.delete(w._id);
+        w._end(new NotSupportedError('baton: the session resumed on a server without watches'));
+      }
+    }
     if (this._router) this._router.rewatch(this);
     this._schedulePing();
     for (const w of this._resumedWaiters.splice(0)) w();
@@ -953,7 +1131,8 @@ export class Session extends EventEmitter {
     cl._reqs++;
     const token = cl._state === 'held' ? cl._token : 0n;
     this._send({ kind: 'claim', claim: cl }, P.claim(cl._id, cl._noWait ? P.CLAIM_NOWAIT : 0, cl._m.code, cl._m.limit, cl._nameBuf,
-      { token, ring: this._ring, session: prior.session, secret: prior.secret, node: prior.nodeBytes }));
+      { token, ring: this._ring, session: prior.session, secret: prior.secret, node: prior.nodeBytes },
+      this._values ? cl._value : null));
   }
 
   /** The answer to a re-assertion. @internal */
@@ -1102,9 +1281,15 @@ export class Session extends EventEmitter {
 function fits(req, f) {
   switch (f.type) {
     case P.T.PONG: return req.kind === 'ping' && req.seq === f.seq;
-    case P.T.GRANTED: case P.T.QUEUED: case P.T.BUSY: case P.T.REFUSED:
+    case P.T.GRANTED: case P.T.QUEUED: case P.T.BUSY:
       return req.kind === 'claim' && req.claim._id === f.claim;
-    case P.T.RELEASED: return req.kind === 'release' && req.claim._id === f.claim;
+    case P.T.REFUSED:
+      return ((req.kind === 'claim' || req.kind === 'proclaim') && req.claim._id === f.claim)
+        || (req.kind === 'watch' && req.watch._id === f.claim);
+    case P.T.RELEASED:
+      return (req.kind === 'release' && req.claim._id === f.claim) || (req.kind === 'unwatch' && req.watch._id === f.claim);
+    case P.T.PROCLAIMED: return req.kind === 'proclaim' && req.claim._id === f.claim;
+    case P.T.CHANGE: return req.kind === 'watch' && req.watch._id === f.claim && f.kind === P.CHANGE.SYNCED;
     case P.T.RINGEND: return req.kind === 'ring';
     default: return false;
   }
@@ -1166,13 +1351,26 @@ export class Router {
     }
   }
 
-  async acquire(name, nameBuf, m, noWait, signal) {
+  async acquire(name, nameBuf, m, noWait, signal, value) {
     for (let attempt = 0; ; attempt++) {
       const s = await this.sessionFor(name);
       try {
-        return await s._acquire(name, nameBuf, m, noWait, signal);
+        return await s._acquire(name, nameBuf, m, noWait, signal, value);
       } catch (e) {
         // Refused 0x03: the ring moved under the claim; once more.
+        if (attempt === 0 && e instanceof ServerError && e.code === Codes.NOT_OWNER && e.frame === 'refused') continue;
+        throw e;
+      }
+    }
+  }
+
+  async watch(name, nameBuf) {
+    for (let attempt = 0; ; attempt++) {
+      const s = await this.sessionFor(name);
+      try {
+        return await s._watch(name, nameBuf);
+      } catch (e) {
+        // Refused 0x03: the ring moved under the watch; once more.
         if (attempt === 0 && e instanceof ServerError && e.code === Codes.NOT_OWNER && e.frame === 'refused') continue;
         throw e;
       }

@@ -4,7 +4,7 @@
 
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client, ownerOf, BusyError } from '../src/index.js';
+import { Client, Codes, ownerOf, BusyError } from '../src/index.js';
 import { startCluster, skipNoBin, once } from './helpers.js';
 
 // Short failure detection, so that a dead node's names move within a
@@ -35,6 +35,28 @@ describe('cluster', { skip: skipNoBin, timeout: 120000 }, () => {
         assert.equal(c.session.address, node.addr);
       }
       await s.close();
+
+      // An election routed to its name's owner; through n1 unrouted, a
+      // watch of a name n2 owns is refused 0x1e (no relaying of watches
+      // in this revision).
+      {
+        const ename = nameOwnedBy('n2', 'elect');
+        const [lead, watcher] = [await client.openSession({ lease: 3000 }), await client.openSession({ lease: 3000 })];
+        const e = lead.election(ename);
+        const token = await e.campaign('n2-owned');
+        const obs = watcher.election(ename).observe();
+        const first = (await obs.next()).value;
+        assert.deepEqual([first.token, first.value.toString()], [token, 'n2-owned']);
+        await e.proclaim('again');
+        assert.equal((await obs.next()).value.value.toString(), 'again');
+        obs.close();
+        await lead.close();
+        await watcher.close();
+        const plain = await new Client({ address: n1.addr, routing: 'off' }).openSession({ lease: 3000 });
+        assert.ok(plain.values);
+        await assert.rejects(plain.watch(ename), (err) => err.code === Codes.UNSUPPORTED_FEATURE && err.frame === 'refused');
+        await plain.close();
+      }
 
       // Not routed: a claim owned by n2 goes through n1, which relays it.
       const relayed = new Client({ address: n1.addr, routing: 'off' });

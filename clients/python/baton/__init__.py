@@ -17,7 +17,7 @@ from __future__ import annotations
 import ssl
 from typing import Optional
 
-from .client import Claim, Client, Lock, Mode, Session
+from .client import Claim, Client, Election, Holder, Lock, Mode, Observer, Session, Watch
 from .errors import (
     BatonError,
     Busy,
@@ -29,7 +29,9 @@ from .errors import (
     HeartbeatTimeout,
     LockLost,
     LockTimeout,
+    NotLeader,
     NotResumed,
+    NotSupported,
     ProtocolViolation,
     ReassertRefused,
     Revoked,
@@ -43,9 +45,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BatonError", "Busy", "Claim", "ClaimCancelled", "ClaimRefused", "Client", "Code", "ConnectError",
-    "ConnectionLost", "HeartbeatTimeout", "Lock", "LockLost", "LockTimeout", "Mode",
-    "NotResumed", "ProtocolViolation", "ReassertRefused", "Revoked", "ServerError",
-    "Session", "SessionClosed", "SessionError", "UnsupportedVersion", "tls_context",
+    "ConnectionLost", "Election", "HeartbeatTimeout", "Holder", "Lock", "LockLost", "LockTimeout", "Mode",
+    "NotLeader", "NotResumed", "NotSupported", "Observer", "ProtocolViolation", "ReassertRefused", "Revoked",
+    "ServerError", "Session", "SessionClosed", "SessionError", "UnsupportedVersion", "Watch", "tls_context",
 ]
 
 

@@ -13,7 +13,9 @@ from .errors import ProtocolViolation
 
 PREAMBLE = b"\x01\x02\x00\x00\x00\x00\x00\x00"
 MAX_FRAME_LEN = 512
+MAX_VALUES_FRAME_LEN = 2048  # on a session whose WELCOME has WELCOME_VALUES
 MAX_NAME = 255
+MAX_VALUE = 1024  # the longest claim value, in bytes
 
 # Client frames.
 T_HELLO = 0x21
@@ -21,6 +23,8 @@ T_PING = 0x22
 T_CLAIM = 0x23
 T_RELEASE = 0x24
 T_RING = 0x26
+T_PROCLAIM = 0x29
+T_WATCH = 0x2A
 # Server frames.
 T_WELCOME = 0x31
 T_PONG = 0x32
@@ -34,13 +38,25 @@ T_REVOKED = 0x39
 T_ERROR = 0x3A
 T_MEMBER = 0x3C
 T_RINGEND = 0x3D
+T_PROCLAIMED = 0x3F
+T_CHANGE = 0x40
 V1_ERROR = 0x13
 
 HELLO_RESUMABLE = 0x01
+HELLO_VALUES = 0x08
 WELCOME_RESUMABLE = 0x01
 WELCOME_RING = 0x02
+WELCOME_VALUES = 0x10
 CLAIM_NO_WAIT = 0x01
 CLAIM_REASSERT = 0x02
+CLAIM_VALUE = 0x08
+
+# CHANGE kinds.
+CHANGE_HELD = 1
+CHANGE_VALUE = 2
+CHANGE_FREED = 3
+CHANGE_SYNCED = 4
+CHANGE_RESET = 5
 RING_WATCH = 0x01
 MEMBER_IN_RING = 0x01
 RINGEND_PUSHED = 0x01
@@ -63,6 +79,20 @@ def check_name(name: str) -> bytes:
         raise ValueError("lock name is empty")
     if len(b) > MAX_NAME:
         raise ValueError("lock name is longer than 255 bytes")
+    return b
+
+
+def check_value(value: "bytes | str") -> bytes:
+    """Encode a claim value (bytes, or str as UTF-8), refusing one over
+    MAX_VALUE bytes as the server would (REFUSED 0x24)."""
+    if isinstance(value, str):
+        b = value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        b = bytes(value)
+    else:
+        raise TypeError("a claim value must be bytes or str")
+    if len(b) > MAX_VALUE:
+        raise ValueError("claim value is %d bytes, longer than %d" % (len(b), MAX_VALUE))
     return b
 
 
@@ -97,15 +127,36 @@ def release(claim: int) -> bytes:
     return _frame(T_RELEASE, _U32.pack(claim))
 
 
-def claim(cid: int, flags: int, mode: int, limit: int, name: bytes) -> bytes:
-    return _frame(T_CLAIM, struct.pack(">IBBIB", cid, flags, mode, limit, len(name)) + name)
+def _value_field(value: bytes) -> bytes:
+    return struct.pack(">H", len(value)) + value
+
+
+def claim(cid: int, flags: int, mode: int, limit: int, name: bytes, value: Optional[bytes] = None) -> bytes:
+    """A CLAIM; with a value (even empty) it sets CLAIM_VALUE and carries it."""
+    if value is not None:
+        flags |= CLAIM_VALUE
+    p = struct.pack(">IBBIB", cid, flags, mode, limit, len(name)) + name
+    if value is not None:
+        p += _value_field(value)
+    return _frame(T_CLAIM, p)
 
 
 def reassert(cid: int, mode: int, limit: int, name: bytes, token: int, ring_version: int,
-             session: int, secret: bytes, node: bytes) -> bytes:
-    p = struct.pack(">IBBIB", cid, CLAIM_REASSERT, mode, limit, len(name)) + name
+             session: int, secret: bytes, node: bytes, value: Optional[bytes] = None) -> bytes:
+    flags = CLAIM_REASSERT | (CLAIM_VALUE if value is not None else 0)
+    p = struct.pack(">IBBIB", cid, flags, mode, limit, len(name)) + name
     p += struct.pack(">QQQ", token, ring_version, session) + secret + bytes([len(node)]) + node
+    if value is not None:
+        p += _value_field(value)
     return _frame(T_CLAIM, p)
+
+
+def proclaim(cid: int, value: bytes) -> bytes:
+    return _frame(T_PROCLAIM, _U32.pack(cid) + _value_field(value))
+
+
+def watch(wid: int, name: bytes) -> bytes:
+    return _frame(T_WATCH, struct.pack(">IB", wid, len(name)) + name)
 
 
 class Welcome(NamedTuple):
@@ -126,6 +177,12 @@ class Frame(NamedTuple):
     member_id: str = ""
     member_addr: str = ""
     count: int = 0
+    kind: int = 0  # CHANGE
+    mode: int = 0  # CHANGE
+    data: bytes = b""  # CHANGE: the holder's value
+    label: str = ""  # CHANGE
+    identity: str = ""  # CHANGE
+    status: int = 0  # PROCLAIMED
 
 
 def _string(p: bytes, off: int) -> Tuple[str, int]:
@@ -144,6 +201,8 @@ def parse_welcome(p: bytes, asked_flags: int) -> Welcome:
     session = _U64.unpack_from(p, 0)[0]
     flags = p[8]
     allowed = (WELCOME_RESUMABLE | WELCOME_RING) if asked_flags & HELLO_RESUMABLE else 0
+    if asked_flags & HELLO_VALUES:
+        allowed |= WELCOME_VALUES
     if flags & ~allowed:
         raise ProtocolViolation("WELCOME has a flag the client did not ask for: %#x" % flags)
     off, secret, node, ring_v = 9, b"", "", 0
@@ -199,15 +258,40 @@ def parse(t: int, p: bytes) -> Frame:
             raise ProtocolViolation("malformed RINGEND")
         v, cnt, fl = struct.unpack(">QHB", p)
         return Frame(t, value=v, count=cnt, flags=fl)
+    if t == T_PROCLAIMED:
+        if n != 5 or p[4] > 1:
+            raise ProtocolViolation("malformed PROCLAIMED")
+        return Frame(t, claim=_U32.unpack_from(p)[0], status=p[4])
+    if t == T_CHANGE:
+        return _parse_change(p)
     raise ProtocolViolation("unexpected frame type %#x" % t)
 
 
-def split(buf: bytearray) -> Optional[Tuple[int, bytes]]:
-    """Take one whole frame off the front of buf: (type, payload), or None."""
+def _parse_change(p: bytes) -> Frame:
+    # watch u32, kind u8, mode u8, token u64, value_len u16, value,
+    # label_len u8, label, identity_len u8, identity
+    if len(p) < 18:
+        raise ProtocolViolation("malformed CHANGE: %d bytes" % len(p))
+    wid, kind, mode, token, vlen = struct.unpack_from(">IBBQH", p)
+    if kind < CHANGE_HELD or kind > CHANGE_RESET:
+        raise ProtocolViolation("malformed CHANGE: kind %#x" % kind)
+    if vlen > MAX_VALUE or 16 + vlen + 2 > len(p):
+        raise ProtocolViolation("malformed CHANGE: value of %d bytes" % vlen)
+    data = bytes(p[16:16 + vlen])
+    label, off = _string(p, 16 + vlen)
+    identity, off = _string(p, off)
+    if off != len(p):
+        raise ProtocolViolation("malformed CHANGE: bytes left over")
+    return Frame(T_CHANGE, claim=wid, value=token, kind=kind, mode=mode, data=data, label=label, identity=identity)
+
+
+def split(buf: bytearray, max_len: int = MAX_FRAME_LEN) -> Optional[Tuple[int, bytes]]:
+    """Take one whole frame off the front of buf: (type, payload), or None.
+    max_len is MAX_VALUES_FRAME_LEN on a session with values."""
     if len(buf) < 2:
         return None
     ln = (buf[0] << 8) | buf[1]
-    if ln == 0 or ln > MAX_FRAME_LEN:
+    if ln == 0 or ln > max_len:
         raise ProtocolViolation("frame length %d out of range" % ln)
     if len(buf) < 2 + ln:
         return None

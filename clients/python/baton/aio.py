@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import random
 import threading
-from typing import Any, Optional
+from typing import Any, List, Optional, Union
 
-from .client import Claim, Client, Session
+from .client import Claim, Client, Election, Holder, Session, Watch, _LeaderFilter
+from .errors import ClaimRefused, Code, Revoked
 
-__all__ = ["AsyncClient", "AsyncSession", "AsyncLock"]
+__all__ = ["AsyncClient", "AsyncSession", "AsyncLock", "AsyncWatch", "AsyncElection", "AsyncObserver"]
 
 
 async def _in_thread(fn: Any, *args: Any, **kw: Any) -> Any:
@@ -68,6 +70,15 @@ class AsyncSession:
             else:
                 await _in_thread(cl.release)  # granted just before the cancellation
             raise
+
+    async def watch(self, name: str) -> "AsyncWatch":
+        """Watch ``name``'s holders (:meth:`baton.Session.watch`); iterate
+        with ``async for``."""
+        return AsyncWatch(await _in_thread(self.session.watch, name))
+
+    def election(self, name: str) -> "AsyncElection":
+        """The election on ``name`` (:meth:`baton.Session.election`)."""
+        return AsyncElection(self, self.session.election(name))
 
     async def close(self) -> None:
         await _in_thread(self.session.close)
@@ -121,3 +132,155 @@ class AsyncLock:
 
 
 
+
+
+def _waker(loop: asyncio.AbstractEventLoop, ev: asyncio.Event) -> Any:
+    def wake() -> None:  # on the session's thread, with its lock held
+        try:
+            loop.call_soon_threadsafe(ev.set)
+        except RuntimeError:
+            pass  # the loop has closed
+    return wake
+
+
+class AsyncWatch:
+    """The asyncio counterpart of :class:`baton.Watch`: ``async for
+    holders in watch``; ``close()`` ends it."""
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+        self._ev = asyncio.Event()
+        watch._listener = _waker(asyncio.get_running_loop(), self._ev)
+
+    @property
+    def holders(self) -> Optional[List[Holder]]:
+        return self.watch.holders
+
+    def __aiter__(self) -> "AsyncWatch":
+        return self
+
+    async def __anext__(self) -> List[Holder]:
+        while True:
+            self._ev.clear()
+            st = self.watch._poll()
+            if st is not None:
+                return st
+            await self._ev.wait()
+
+    def close(self) -> None:
+        self.watch.close()
+
+    async def __aenter__(self) -> "AsyncWatch":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncElection:
+    """The asyncio counterpart of :class:`baton.Election`."""
+
+    def __init__(self, session: AsyncSession, election: Election) -> None:
+        self.session = session
+        self.election = election
+        self.lost: Optional[asyncio.Event] = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.election.is_leader
+
+    @property
+    def token(self) -> int:
+        return self.election.token
+
+    async def campaign(self, value: Union[bytes, str] = b"") -> int:
+        """Wait to lead (cancel the task to stop waiting); returns the
+        fencing token. ``lost`` (an :class:`asyncio.Event`) is set if the
+        leadership is lost."""
+        e = self.election
+        if e.claim is not None and e.claim.error is None and e.claim.held:
+            raise RuntimeError("already leading; resign first")
+        loop = asyncio.get_running_loop()
+        lost = self.lost = asyncio.Event()
+
+        def on_lost(cl: Claim, err: BaseException) -> None:
+            loop.call_soon_threadsafe(lost.set)
+
+        e.claim = await self.session.claim(e.name, value=value, on_lost=on_lost)
+        return e.claim.token
+
+    async def proclaim(self, value: Union[bytes, str]) -> None:
+        await _in_thread(self.election.proclaim, value)
+
+    async def resign(self) -> None:
+        await _in_thread(self.election.resign)
+
+    async def leader(self) -> Optional[Holder]:
+        return await _in_thread(self.election.leader)
+
+    def observe(self) -> "AsyncObserver":
+        """``async for leader in election.observe()``: the leader (None:
+        nobody leads) now and after each change."""
+        return AsyncObserver(self.session.session, self.election.name)
+
+
+class AsyncObserver:
+    """The asyncio counterpart of :class:`baton.Observer`."""
+
+    def __init__(self, session: Session, name: str) -> None:
+        self.session = session
+        self.name = name
+        self._filter = _LeaderFilter()
+        self._watch: Optional[AsyncWatch] = None
+        self._closed = False
+        self._backoff = 0.0
+
+    def __aiter__(self) -> "AsyncObserver":
+        return self
+
+    async def __anext__(self) -> Optional[Holder]:
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            if self._watch is None:
+                try:
+                    w = AsyncWatch(await _in_thread(self.session.watch, self.name))
+                except ClaimRefused as e:
+                    if not e.temporary:
+                        raise
+                    await self._pause()
+                    continue
+                if self._closed:
+                    w.close()
+                    raise StopAsyncIteration
+                self._watch = w
+            try:
+                st = await self._watch.__anext__()
+            except Revoked as e:
+                if e.code >= 0x10:
+                    raise
+                self._watch = None  # watch again from the current state
+                if e.code != Code.SLOW_WATCHER:
+                    await self._pause()
+                continue
+            self._backoff = 0.0
+            ok, leader = self._filter.feed(self._watch.watch._skip_to_latest(st))
+            if ok:
+                return leader
+
+    async def _pause(self) -> None:
+        """Wait before watching again: 50 ms, doubling to 1 s."""
+        self._backoff = min(1.0, 2 * self._backoff) if self._backoff else 0.05
+        await asyncio.sleep(random.uniform(0.5, 1.0) * self._backoff)
+
+    def close(self) -> None:
+        self._closed = True
+        w, self._watch = self._watch, None
+        if w is not None:
+            w.close()
+
+    async def __aenter__(self) -> "AsyncObserver":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

@@ -18,7 +18,7 @@ import socket
 import ssl
 import threading
 import time
-from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _protocol as P
 from ._ring import owner as ring_owner
@@ -33,7 +33,9 @@ from .errors import (
     HeartbeatTimeout,
     LockLost,
     LockTimeout,
+    NotLeader,
     NotResumed,
+    NotSupported,
     ProtocolViolation,
     ReassertRefused,
     Revoked,
@@ -43,7 +45,7 @@ from .errors import (
     UnsupportedVersion,
 )
 
-__all__ = ["Client", "Session", "Claim", "Lock", "Mode"]
+__all__ = ["Client", "Session", "Claim", "Lock", "Mode", "Holder", "Watch", "Election", "Observer"]
 
 _now = time.monotonic
 OnLost = Callable[["Claim", LockLost], None]
@@ -223,6 +225,24 @@ class Claim:
         self._origins: List[Tuple[int, bytes, bytes]] = []
         self._origin_idx = 0
         self._must_stop = False  # lost by give-up: the connection waits for release()
+        self._value: Optional[bytes] = None  # None: a claim without a value
+
+    @property
+    def value(self) -> Optional[bytes]:
+        """The claim's value (the latest proclaimed), or None for a claim
+        made without one."""
+        return self._value
+
+    def proclaim(self, value: Union[bytes, str], timeout: Optional[float] = None) -> None:
+        """Set a new value on the claim (PROCLAIM): watchers of a held
+        claim's name are told before this returns. ``value`` is bytes (or
+        str, sent as UTF-8) of at most 1024 bytes.
+
+        :raises ValueError: the value is longer than 1024 bytes (nothing sent).
+        :raises NotSupported: the server has no values.
+        :raises LockLost: the claim has ended (it is not in use on the server).
+        """
+        self.session._proclaim(self, P.check_value(value), timeout)
 
     @property
     def held(self) -> bool:
@@ -261,10 +281,11 @@ class Claim:
 
 
 class _Req:
-    __slots__ = ("kind", "key", "sent")
+    __slots__ = ("kind", "key", "sent", "box")
 
     def __init__(self, kind: str, key: int, sent: float) -> None:
         self.kind, self.key, self.sent = kind, key, sent
+        self.box: Optional[List[Optional[BaseException]]] = None  # a PROCLAIM's outcome
 
 
 class Session:
@@ -304,6 +325,9 @@ class Session:
         self._ident: Optional[Tuple[int, bytes, bytes]] = None
         self._ring_version = 0
         self._welcome_flags = 0
+        self._values = False  # the WELCOME granted values and watches
+        self._max_frame = P.MAX_FRAME_LEN
+        self._watches: Dict[int, "Watch"] = {}
         self.id = 0
         self.node = ""
         self._outbox = bytearray()  # TLS: written by the reader thread only
@@ -339,9 +363,16 @@ class Session:
         """Why the session ended, or None while it is open."""
         return self._error
 
+    @property
+    def values(self) -> bool:
+        """Whether the server offers values, watches and elections on this
+        session (it answered HELLO's values flag)."""
+        return self._values
+
     def claim(self, name: str, *, mode: Mode = Mode.EXCLUSIVE, limit: int = 0, wait: bool = True,
               timeout: Optional[float] = None, on_lost: Optional[OnLost] = None,
-              cancel: Optional[threading.Event] = None, _lost: Optional[threading.Event] = None) -> Claim:
+              cancel: Optional[threading.Event] = None, value: Union[bytes, str, None] = None,
+              _lost: Optional[threading.Event] = None) -> Claim:
         """Claim ``name`` and return the held :class:`Claim`.
 
         :param mode: :attr:`Mode.EXCLUSIVE`, :attr:`Mode.SHARED` or
@@ -353,12 +384,36 @@ class Session:
         :param cancel: a :class:`threading.Event` another thread may set to
             stop waiting: the claim leaves the queue and
             :class:`ClaimCancelled` is raised.
+        :param value: a value for the claim (bytes, or str as UTF-8; at
+            most 1024 bytes), shown to the name's watchers with its holder,
+            changed by :meth:`Claim.proclaim`, gone when the claim ends.
         :raises ClaimRefused: the server refused the claim (the code says why).
         :raises LockLost: the session ended while the claim waited.
+        :raises NotSupported: a value, and the server has no values.
         """
+        bvalue = None if value is None else P.check_value(value)
         if self._router is not None:
-            return self._router.claim(name, mode, limit, wait, timeout, on_lost, _lost, cancel)
-        return self._claim_here(name, mode, limit, wait, timeout, on_lost, _lost, cancel)
+            return self._router.claim(name, mode, limit, wait, timeout, on_lost, _lost, cancel, bvalue)
+        return self._claim_here(name, mode, limit, wait, timeout, on_lost, _lost, cancel, bvalue)
+
+    def watch(self, name: str) -> "Watch":
+        """Watch the holders of ``name`` without claiming it. Returns once
+        the server has sent the current holders; then iterate the
+        :class:`Watch` for the holders after each change.
+
+        :raises NotSupported: the server has no watches.
+        :raises ClaimRefused: the server refused the watch (a bad name,
+            the access list, too many claims on the session).
+        """
+        bname = P.check_name(name)
+        if self._router is not None:
+            return self._router.watch(name, bname)
+        return self._watch_here(name, bname)
+
+    def election(self, name: str) -> "Election":
+        """The election on ``name``: :meth:`Election.campaign` to lead,
+        :meth:`Election.observe` to follow who leads."""
+        return Election(self, name)
 
     def close(self) -> None:
         """Close the session: every claim on it ends and the server hands
@@ -393,7 +448,8 @@ class Session:
 
     # -- opening --------------------------------------------------------
 
-    def _dial(self, addr: str, resumable: bool, deadline: float) -> Tuple[socket.socket, P.Welcome, float]:
+    def _dial(self, addr: str, resumable: bool, deadline: float,
+              values: bool = True) -> Tuple[socket.socket, P.Welcome, float]:
         host, port = _split_addr(addr)
         c = self.client
         try:
@@ -407,7 +463,7 @@ class Session:
                     sock = c.tls.wrap_socket(sock, server_hostname=c.server_hostname or host)
                 except (ssl.SSLError, OSError) as e:
                     raise ConnectError("TLS with %s: %s" % (addr, e)) from e
-            flags = P.HELLO_RESUMABLE if resumable else 0
+            flags = (P.HELLO_RESUMABLE if resumable else 0) | (P.HELLO_VALUES if values else 0)
             sent = _now()
             sock.sendall(P.PREAMBLE + P.hello(self.lease, self.label, flags))
             buf = bytearray()
@@ -460,12 +516,7 @@ class Session:
         last: Optional[BaseException] = None
         for addr in self._addrs:
             try:
-                try:
-                    sock, w, sent = self._dial(addr, self._want_resumable, deadline)
-                except SessionError as e:
-                    if not (self._want_resumable and e.code == Code.UNSUPPORTED_FEATURE):
-                        raise
-                    sock, w, sent = self._dial(addr, False, deadline)  # a server before resumable sessions
+                sock, w, sent = self._dial_falling_back(addr, deadline)
             except (ConnectError, OSError) as e:
                 last = e
                 continue
@@ -477,10 +528,27 @@ class Session:
             raise last
         raise ConnectError("no node could be reached: %s" % last)
 
+    def _dial_falling_back(self, addr: str, deadline: float) -> Tuple[socket.socket, P.Welcome, float]:
+        """Ask for values (and resumption, if wanted); a server that refuses
+        a flag (ERROR 0x1e) is asked again without values, then without
+        resumption: it predates them."""
+        tries = [(self._want_resumable, True), (self._want_resumable, False)]
+        if self._want_resumable:
+            tries.append((False, False))
+        for i, (resumable, values) in enumerate(tries):
+            try:
+                return self._dial(addr, resumable, deadline, values)
+            except SessionError as e:
+                if e.code != Code.UNSUPPORTED_FEATURE or i == len(tries) - 1:
+                    raise
+        raise AssertionError("unreachable")
+
     def _install_conn(self, addr: str, sock: socket.socket, w: P.Welcome, sent: float) -> None:
         self._sock, self._addr = sock, addr
         self.id, self.node = w.session, w.node
         self._welcome_flags = w.flags
+        self._values = bool(w.flags & P.WELCOME_VALUES)
+        self._max_frame = P.MAX_VALUES_FRAME_LEN if self._values else P.MAX_FRAME_LEN
         self._ring_version = w.ring
         self._ident = (w.session, w.secret, w.node.encode()) if w.flags & P.WELCOME_RESUMABLE else None
         self._anchor = self._last_ping = sent
@@ -491,22 +559,24 @@ class Session:
 
     # -- sending --------------------------------------------------------
 
-    def _send_locked(self, kind: str, key: int, data: bytes) -> None:
+    def _send_locked(self, kind: str, key: int, data: bytes) -> _Req:
         """Write one request and queue its answer; the anchor candidate is
         taken before the write (never later than the send). mu is held."""
         now = _now()
-        self._pending.append(_Req(kind, key, now))
+        req = _Req(kind, key, now)
+        self._pending.append(req)
         if self._write_err is not None or self._sock is None:
-            return
+            return req
         if self.client.tls is not None:
             self._outbox += data  # one thread does all of an SSL socket's I/O
             self._wake()
-            return
+            return req
         try:
             self._sock.sendall(data)
         except OSError as e:
             self._write_err = e
             self._wake()
+        return req
 
     def _wake(self) -> None:
         try:
@@ -518,7 +588,7 @@ class Session:
 
     def _claim_here(self, name: str, mode: Mode, limit: int, wait: bool, timeout: Optional[float],
                     on_lost: Optional[OnLost], lost: Optional[threading.Event],
-                    cancel: Optional[threading.Event] = None) -> Claim:
+                    cancel: Optional[threading.Event] = None, value: Optional[bytes] = None) -> Claim:
         bname = P.check_name(name)
         mode = Mode(mode)
         if mode is Mode.SEMAPHORE:
@@ -531,18 +601,15 @@ class Session:
             while self._resuming and self._error is None:
                 self._cond.wait()
             self._check_open_locked()
-            # Ids count up, wrapping at 2^32, and skip the ids still in use
-            # (held, queued, or awaiting RELEASED): no frame can name an
-            # older claim of the same id.
-            cid = self._next_id
-            while cid in self._claims:
-                cid = cid % 0xFFFFFFFF + 1
-            self._next_id = cid % 0xFFFFFFFF + 1
+            if value is not None:
+                self._check_values_locked()
+            cid = self._alloc_id_locked()
             cl = Claim(self, cid, name, bname, mode, limit, lost)
+            cl._value = value
             if on_lost is not None:
                 cl._callbacks.append(on_lost)
             self._claims[cid] = cl
-            self._send_locked("claim", cid, P.claim(cid, 0 if wait else P.CLAIM_NO_WAIT, mode, limit, bname))
+            self._send_locked("claim", cid, P.claim(cid, 0 if wait else P.CLAIM_NO_WAIT, mode, limit, bname, value))
             while cl._state in (_State.PENDING, _State.QUEUED) and cl.error is None:
                 if cancel is not None and cancel.is_set():
                     break
@@ -590,6 +657,75 @@ class Session:
     def _check_open_locked(self) -> None:
         if self._error is not None:
             raise SessionClosed("session has ended: %s" % self._error) from self._error
+
+    def _check_values_locked(self) -> None:
+        if not self._values:
+            raise NotSupported("values, watches and elections are not supported by this server (%s)" % self._addr)
+
+    def _alloc_id_locked(self) -> int:
+        # Ids count up, wrapping at 2^32, and skip the ids still in use
+        # (claims held, queued or awaiting RELEASED, and watches): no
+        # frame can name an older claim or watch of the same id.
+        cid = self._next_id
+        while cid in self._claims or cid in self._watches:
+            cid = cid % 0xFFFFFFFF + 1
+        self._next_id = cid % 0xFFFFFFFF + 1
+        return cid
+
+    # -- values and watches ---------------------------------------------
+
+    def _proclaim(self, cl: Claim, value: bytes, timeout: Optional[float]) -> None:
+        deadline = None if timeout is None else _now() + timeout
+        with self._mu:
+            while self._resuming and self._error is None:
+                self._cond.wait()
+            self._check_values_locked()
+            if cl._state is _State.ENDED or cl._releasing or cl.error is not None or self._error is not None:
+                raise cl.error or LockLost("claim %r has ended" % cl.name)
+            # Re-asserted with the new value should the connection break.
+            cl._value = value
+            req = self._send_locked("proclaim", cl.id, P.proclaim(cl.id, value))
+            req.box = []
+            while not req.box and self._error is None:
+                left = None if deadline is None else deadline - _now()
+                if left is not None and left <= 0:
+                    raise LockTimeout("no PROCLAIMED for %r within %.3fs" % (cl.name, timeout or 0))
+                self._cond.wait(left)
+            err = req.box[0] if req.box else (cl.error or SessionClosed("session has ended: %s" % self._error))
+        if err is not None:
+            raise err
+
+    def _watch_here(self, name: str, bname: bytes) -> "Watch":
+        with self._mu:
+            while self._resuming and self._error is None:
+                self._cond.wait()
+            self._check_open_locked()
+            self._check_values_locked()
+            wid = self._alloc_id_locked()
+            w = Watch(self, wid, name, bname)
+            self._watches[wid] = w
+            self._send_locked("watch", wid, P.watch(wid, bname))
+            while not w._answered and not w._ended:
+                self._cond.wait()
+            if w._ended:
+                raise w._error or SessionClosed("session has ended: %s" % self._error)
+        return w
+
+    def _unwatch(self, w: "Watch") -> None:
+        with self._mu:
+            if w._closing or self._watches.get(w.id) is not w:
+                return
+            w._closing = True
+            w._cond.notify_all()
+            if self._error is None and not self._resuming:
+                self._send_locked("unwatch", w.id, P.release(w.id))
+            else:
+                self._watches.pop(w.id, None)
+
+    def _end_watches_locked(self, err: BaseException) -> None:
+        for w in list(self._watches.values()):
+            w._end_locked(err)
+        self._watches.clear()
 
     # -- the ring -------------------------------------------------------
 
@@ -739,6 +875,8 @@ class Session:
                 self._working.add(cl)
                 working = True
             self._lose_locked(cl, err)
+        self._fail_boxes_locked(err)
+        self._end_watches_locked(err)
         self._error = err
         if not working:
             self._close_by = now
@@ -777,6 +915,8 @@ class Session:
             else:
                 cl._state = _State.ENDED
         self._claims.clear()
+        self._fail_boxes_locked(lost if lose else err)
+        self._end_watches_locked(lost if lose else err)
         self._resuming = False
         self._cond.notify_all()
         self._ring_answered.notify_all()
@@ -800,7 +940,7 @@ class Session:
     def _frames_locked(self, buf: bytearray) -> Optional[BaseException]:
         try:
             while True:
-                fr = P.split(buf)
+                fr = P.split(buf, self._max_frame)
                 if fr is None:
                     return None
                 cause = self._frame_locked(*fr)
@@ -814,6 +954,23 @@ class Session:
         now = _now()
         if t == P.T_ERROR:
             return SessionError(f.code, f.reason)
+        if t == P.T_REVOKED and f.claim in self._watches:
+            w = self._watches[f.claim]
+            if w._closing:
+                return None  # valid, changes nothing: RELEASED follows
+            if not w._answered:
+                raise ProtocolViolation("REVOKED for watch %d before its synced" % f.claim)
+            self._watches.pop(f.claim)
+            w._end_locked(Revoked(f.code, f.reason))
+            return None
+        if t == P.T_CHANGE:
+            w = self._watches.get(f.claim)
+            if w is None:
+                raise ProtocolViolation("CHANGE for %d, which is not a watch" % f.claim)
+            if f.kind != P.CHANGE_SYNCED or w._answered:
+                w._change_locked(f)
+                return None
+            # The first synced answers the WATCH: fall through.
         if t in (P.T_PROMOTED, P.T_REVOKED):
             cl = self._claims.get(f.claim)
             if cl is not None and cl._releasing:
@@ -846,9 +1003,11 @@ class Session:
             P.T_GRANTED: req.kind in ("claim", "reassert") and req.key == f.claim,
             P.T_QUEUED: req.kind in ("claim", "reassert") and req.key == f.claim,
             P.T_BUSY: req.kind in ("claim", "reassert") and req.key == f.claim,
-            P.T_REFUSED: req.kind in ("claim", "reassert") and req.key == f.claim,
-            P.T_RELEASED: req.kind == "release" and req.key == f.claim,
+            P.T_REFUSED: req.kind in ("claim", "reassert", "proclaim", "watch") and req.key == f.claim,
+            P.T_RELEASED: req.kind in ("release", "unwatch") and req.key == f.claim,
             P.T_RINGEND: req.kind == "ring",
+            P.T_PROCLAIMED: req.kind == "proclaim" and req.key == f.claim,
+            P.T_CHANGE: req.kind == "watch" and req.key == f.claim,
         }.get(t, False)
         if not ok:
             raise ProtocolViolation("answer %#x does not fit the request %s %d" % (t, req.kind, req.key))
@@ -862,6 +1021,9 @@ class Session:
             self._ring_end_locked(f)
             self._ring_answers += 1
             self._ring_answered.notify_all()
+            return None
+        if req.kind in ("proclaim", "watch", "unwatch"):
+            self._watch_answer_locked(req, f, t)
             return None
         if t == P.T_RELEASED:
             cl = self._claims.pop(f.claim, None)
@@ -884,6 +1046,40 @@ class Session:
             cl._result = Busy("%r is held" % cl.name) if t == P.T_BUSY else ClaimRefused(f.code, f.reason)
         self._cond.notify_all()
         return None
+
+    def _watch_answer_locked(self, req: _Req, f: P.Frame, t: int) -> None:
+        if req.kind == "proclaim":
+            cl = self._claims.get(f.claim)
+            if t == P.T_REFUSED:
+                err: Optional[BaseException] = ClaimRefused(f.code, f.reason)
+            elif f.status != 0:
+                err = (cl.error if cl is not None else None) or LockLost("the claim has ended", None)
+            else:
+                err = None
+            if req.box is not None:
+                req.box.append(err)
+        elif req.kind == "watch":
+            w = self._watches.get(f.claim)
+            if w is None:
+                raise ProtocolViolation("answer for unknown watch %d" % f.claim)
+            w._answered = True
+            if t == P.T_REFUSED:
+                self._watches.pop(f.claim)
+                w._end_locked(ClaimRefused(f.code, f.reason))
+            else:
+                w._change_locked(f)
+        else:  # unwatch
+            w = self._watches.pop(f.claim, None)
+            if w is not None:
+                w._end_locked(None)
+        self._cond.notify_all()
+
+    def _fail_boxes_locked(self, err: BaseException) -> None:
+        """Requests cut off by a break or the session's end: a PROCLAIM
+        waiting for its answer is told."""
+        for r in self._pending:
+            if r.box is not None and not r.box:
+                r.box.append(err)
 
     def _ring_end_locked(self, f: P.Frame) -> None:
         members, self._members = self._members, []
@@ -936,8 +1132,9 @@ class Session:
     def _send_reassert_locked(self, cl: Claim) -> None:
         sid, secret, node = cl._origins[cl._origin_idx]
         token = cl.token if cl._state is _State.HELD else 0
+        value = cl._value if self._values else None
         self._send_locked("reassert", cl.id, P.reassert(cl.id, cl.mode, cl.limit, cl._bname, token,
-                                                        self._ring_version, sid, secret, node))
+                                                        self._ring_version, sid, secret, node, value))
 
     def _expire_reasserts_locked(self, now: float) -> None:
         for cl in list(self._claims.values()):
@@ -988,7 +1185,15 @@ class Session:
                     cl._origin_idx = 0
                 elif cl.id in cut:
                     cl._origin_idx = 0
+            self._fail_boxes_locked(ConnectionLost("connection broke before the answer; the claim is "
+                                                   "re-asserted with the new value", cause))
             self._pending.clear()
+            for w in list(self._watches.values()):
+                if w._closing:
+                    self._watches.pop(w.id)
+                    w._end_locked(None)
+                else:
+                    w._reset_locked(rewatch=True)  # watched again on the new connection
             self._members = []
             self._resuming = True
             self._ring_answered.notify_all()
@@ -1023,7 +1228,7 @@ class Session:
             addr = addrs[(first + attempt) % len(addrs)]
             attempt += 1
             try:
-                sock, w, sent = self._dial(addr, True, max(until, _now() + 0.01))
+                sock, w, sent = self._dial(addr, True, max(until, _now() + 0.01), self._values)
             except (ConnectError, OSError, ProtocolViolation, SessionError) as e:
                 last = e
                 if isinstance(e, ServerError) and not e.temporary:
@@ -1046,6 +1251,11 @@ class Session:
                         self._claims.pop(cid)  # lost: its kept session drops it
                         continue
                     self._send_reassert_locked(cl)
+                for wid in sorted(self._watches):
+                    if self._values:
+                        self._send_locked("watch", wid, P.watch(wid, self._watches[wid]._bname))
+                    else:
+                        self._watches.pop(wid)._end_locked(NotSupported("the session resumed on a server without watches"))
                 if self._watching:
                     self._send_locked("ring", 0, P.ring(True))
                 self._resuming = False
@@ -1114,11 +1324,22 @@ class _Router:
 
     def claim(self, name: str, mode: Mode, limit: int, wait: bool, timeout: Optional[float],
               on_lost: Optional[OnLost], lost: Optional[threading.Event],
-              cancel: Optional[threading.Event]) -> Claim:
+              cancel: Optional[threading.Event], value: Optional[bytes] = None) -> Claim:
         for attempt in range(2):
             s = self.session_for(name)
             try:
-                return s._claim_here(name, mode, limit, wait, timeout, on_lost, lost, cancel)
+                return s._claim_here(name, mode, limit, wait, timeout, on_lost, lost, cancel, value)
+            except ClaimRefused as e:
+                if e.code != Code.NOT_OWNER or attempt:
+                    raise
+                self.front._ask_ring(False, min(self.front.lease, 2.0))  # the ring moved: ask again
+        raise AssertionError("unreachable")
+
+    def watch(self, name: str, bname: bytes) -> "Watch":
+        for attempt in range(2):
+            s = self.session_for(name)
+            try:
+                return s._watch_here(name, bname)
             except ClaimRefused as e:
                 if e.code != Code.NOT_OWNER or attempt:
                     raise
@@ -1176,3 +1397,351 @@ class Lock:
         finally:
             if s is not None:
                 s.close()
+
+
+class Holder(NamedTuple):
+    """One holder of a watched name, as the server reports it."""
+
+    token: int  #: the fencing token of its grant
+    mode: Mode
+    value: bytes  #: the claim's value (b"" when it has none)
+    label: str  #: the holder session's label
+    identity: str  #: the holder's certificate identity ("" without mutual TLS)
+
+
+# A consumer that falls this many states behind skips the oldest: the
+# latest state is always delivered, and memory stays bounded.
+_MAX_STATES = 1024
+
+
+class Watch:
+    """A watch of a name's holders, made by :meth:`Session.watch`.
+
+    Iterate it (or call :meth:`get`) for the holders, in grant order,
+    after each change: the first state is the holders when the watch
+    began, then one state per change as the server made it. A state is
+    given only once the server says it is whole (synced). ``holders`` is
+    the latest state. Iteration ends when :meth:`close` is called and
+    raises the cause when the watch ends otherwise: :class:`Revoked` with
+    :attr:`Code.SLOW_WATCHER` when the changes were not read fast enough
+    (watch again), or the session's end.
+    """
+
+    def __init__(self, session: Session, wid: int, name: str, bname: bytes) -> None:
+        self.session = session
+        self.id = wid
+        self.name = name
+        self._bname = bname
+        self._holders: List[Holder] = []
+        self._synced = False
+        self._answered = False
+        self._closing = False
+        self._ended = False
+        self._error: Optional[BaseException] = None
+        self._states: Deque[List[Holder]] = collections.deque(maxlen=_MAX_STATES)
+        self._latest: Optional[List[Holder]] = None
+        self._cond = threading.Condition(session._mu)
+        self._listener: Optional[Callable[[], None]] = None  # called with mu held
+
+    @property
+    def holders(self) -> Optional[List[Holder]]:
+        """The latest whole state (None before the first)."""
+        with self.session._mu:
+            return None if self._latest is None else list(self._latest)
+
+    @property
+    def error(self) -> Optional[BaseException]:
+        """Why the watch ended, or None."""
+        return self._error
+
+    def get(self, timeout: Optional[float] = None) -> List[Holder]:
+        """The next state, waiting for it at most ``timeout`` seconds
+        (:class:`TimeoutError` then).
+
+        :raises StopIteration: :meth:`close` was called.
+        """
+        deadline = None if timeout is None else _now() + timeout
+        with self.session._mu:
+            while True:
+                if self._closing:
+                    raise StopIteration
+                if self._states:
+                    return self._states.popleft()
+                if self._ended:
+                    raise self._error or StopIteration
+                left = None if deadline is None else deadline - _now()
+                if left is not None and left <= 0:
+                    raise TimeoutError("no change of %r within %.3fs" % (self.name, timeout or 0))
+                self._cond.wait(left)
+
+    def _skip_to_latest(self, st: List[Holder]) -> List[Holder]:
+        """The latest of st and the states already queued behind it (an
+        observer wants the leader now: a release and the next grant, sent
+        together, are not shown as a moment without a leader)."""
+        with self.session._mu:
+            if self._states and not self._closing:
+                st = self._states[-1]
+                self._states.clear()
+        return st
+
+    def _poll(self) -> Optional[List[Holder]]:
+        """The next state without waiting, or None (asyncio)."""
+        with self.session._mu:
+            if self._closing:
+                raise StopAsyncIteration
+            if self._states:
+                return self._states.popleft()
+            if self._ended:
+                if self._error is None:
+                    raise StopAsyncIteration
+                raise self._error
+            return None
+
+    def close(self) -> None:
+        """End the watch (RELEASE of its id); iteration stops. Safe to call
+        from any thread, more than once."""
+        self.session._unwatch(self)
+
+    def __iter__(self) -> "Watch":
+        return self
+
+    def __next__(self) -> List[Holder]:
+        return self.get()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "<Watch %d %r>" % (self.id, self.name)
+
+    # -- from the session's thread, mu held --------------------------------
+
+    def _wake_locked(self) -> None:
+        self._cond.notify_all()
+        if self._listener is not None:
+            self._listener()
+
+    def _change_locked(self, f: P.Frame) -> None:
+        if self._closing or self._ended:
+            return  # crossed the RELEASE
+        k = f.kind
+        if k == P.CHANGE_HELD:
+            self._holders.append(Holder(f.value, Mode(f.mode) if f.mode in (1, 2, 3) else f.mode,
+                                        f.data, f.label, f.identity))
+        elif k in (P.CHANGE_VALUE, P.CHANGE_FREED):
+            i = next((i for i, h in enumerate(self._holders) if h.token == f.value), -1)
+            if i < 0:
+                raise ProtocolViolation("CHANGE %d of token %d, which is not a holder" % (k, f.value))
+            if k == P.CHANGE_VALUE:
+                self._holders[i] = self._holders[i]._replace(value=f.data)
+            else:
+                del self._holders[i]
+        elif k == P.CHANGE_SYNCED:
+            self._synced = True
+        else:  # reset: the whole state follows
+            self._reset_locked()
+            return
+        if self._synced:
+            self._latest = list(self._holders)
+            self._states.append(list(self._holders))
+            self._wake_locked()
+
+    def _reset_locked(self, rewatch: bool = False) -> None:
+        self._holders = []
+        self._synced = False
+        if rewatch:
+            self._answered = False  # the new WATCH's synced answers it
+
+    def _end_locked(self, err: Optional[BaseException]) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if err is not None and not self._closing:
+            self._error = err
+        self._wake_locked()
+
+
+class Election:
+    """Leader election on one name, made by :meth:`Session.election`.
+
+    The leader is the holder of an exclusive claim on the name; its value
+    (an address, say) is published to every observer with its fencing
+    token. Tokens of a name only grow: pass the leader's token to what it
+    writes, so that an old leader's writes are refused
+    (docs/election.md).
+    """
+
+    def __init__(self, session: Session, name: str) -> None:
+        P.check_name(name)
+        self.session = session
+        self.name = name
+        self.claim: Optional[Claim] = None
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this candidate leads (its claim held and believed)."""
+        cl = self.claim
+        return cl is not None and cl.held
+
+    @property
+    def token(self) -> int:
+        """The fencing token of this candidate's leadership, 0 if it never led."""
+        return self.claim.token if self.claim is not None else 0
+
+    @property
+    def lost(self) -> Optional[threading.Event]:
+        """Set when the leadership is lost (not by :meth:`resign`); None
+        before :meth:`campaign` returned."""
+        return self.claim.lost if self.claim is not None else None
+
+    def campaign(self, value: Union[bytes, str] = b"", *, timeout: Optional[float] = None,
+                 cancel: Optional[threading.Event] = None, on_lost: Optional[OnLost] = None) -> int:
+        """Wait to lead, publishing ``value`` (at most 1024 bytes), and
+        return the fencing token. Candidates lead in the order they came.
+
+        :raises NotSupported: the server has no values.
+        :raises LockTimeout, ClaimCancelled: as :meth:`Session.claim`.
+        """
+        if self.claim is not None and self.claim._state is not _State.ENDED:
+            raise BatonError("this candidate is already campaigning or leading; resign first")
+        self.claim = self.session.claim(self.name, value=value, timeout=timeout, cancel=cancel, on_lost=on_lost)
+        return self.claim.token
+
+    def proclaim(self, value: Union[bytes, str], timeout: Optional[float] = None) -> None:
+        """Publish a new value while leading; observers are told.
+
+        :raises NotLeader: this candidate does not lead.
+        """
+        cl = self.claim
+        if cl is None or not cl.held:
+            raise NotLeader("not the leader of %r" % self.name)
+        cl.proclaim(value, timeout)
+
+    def resign(self) -> None:
+        """Stop leading: the next candidate leads. (A campaign still
+        waiting stops by its ``cancel`` event or ``timeout``.)"""
+        cl, self.claim = self.claim, None
+        if cl is not None:
+            cl.release()
+
+    def leader(self, timeout: Optional[float] = None) -> Optional[Holder]:
+        """The leader now (token, value, label, identity), or None."""
+        with self.session.watch(self.name) as w:
+            st = w.get(timeout)
+        return st[0] if st else None
+
+    def observe(self) -> "Observer":
+        """Follow the leader: iterate the returned :class:`Observer` for
+        the leader (None: no leader) now and after each change."""
+        return Observer(self.session, self.name)
+
+
+class _LeaderFilter:
+    """What an observer delivers: a new leader, a new value of the leader,
+    or no leader; never a leader with a token below one delivered (after
+    a re-watch the server may show an older state)."""
+
+    _NOTHING = object()
+
+    def __init__(self) -> None:
+        self.top = 0
+        self.last: object = self._NOTHING
+
+    def feed(self, holders: List[Holder]) -> Tuple[bool, Optional[Holder]]:
+        leader = holders[0] if holders else None
+        if leader is None:
+            if self.last is None:
+                return False, None
+            self.last = None
+            return True, None
+        if leader.token < self.top or (leader.token == self.top and (self.last is None or self.last == leader)):
+            return False, None
+        self.top, self.last = leader.token, leader
+        return True, leader
+
+
+class Observer:
+    """The leader of a name now and after each change, made by
+    :meth:`Election.observe`. Iterate it: each item is the leader
+    (:class:`Holder`) or None when nobody leads. A watch the server ends
+    or refuses for a server condition (code below 0x10: too slow, the
+    name moved) is made again, with backoff. Iteration ends at
+    :meth:`close` (callable from another thread), and raises the
+    session's error when it ends."""
+
+    def __init__(self, session: Session, name: str) -> None:
+        self.session = session
+        self.name = name
+        self._filter = _LeaderFilter()
+        self._watch: Optional[Watch] = None
+        self._closed = False
+        self._mu = threading.Lock()
+        self._backoff = 0.0
+        self._wake = threading.Event()  # set by close(): a pause ends
+
+    def get(self, timeout: Optional[float] = None) -> Optional[Holder]:
+        """The next leader (None: no leader); :class:`TimeoutError` after ``timeout``."""
+        deadline = None if timeout is None else _now() + timeout
+        while True:
+            with self._mu:
+                if self._closed:
+                    raise StopIteration
+                w = self._watch
+            if w is None:
+                try:
+                    w = self.session.watch(self.name)
+                except ClaimRefused as e:
+                    if not e.temporary:
+                        raise
+                    self._pause(deadline)
+                    continue
+                with self._mu:
+                    if self._closed:
+                        w.close()
+                        raise StopIteration
+                    self._watch = w
+            try:
+                st = w.get(None if deadline is None else max(0.0, deadline - _now()))
+            except Revoked as e:
+                if e.code >= 0x10:
+                    raise
+                with self._mu:
+                    self._watch = None  # watch again: the new watch starts from the current state
+                if e.code != Code.SLOW_WATCHER:
+                    self._pause(deadline)
+                continue
+            self._backoff = 0.0
+            ok, leader = self._filter.feed(w._skip_to_latest(st))
+            if ok:
+                return leader
+
+    def _pause(self, deadline: Optional[float]) -> None:
+        """Wait before watching again: 50 ms, doubling to 1 s."""
+        self._backoff = min(1.0, 2 * self._backoff) if self._backoff else 0.05
+        pause = self._backoff if deadline is None else min(self._backoff, max(0.0, deadline - _now()))
+        self._wake.wait(random.uniform(0.5, 1.0) * pause)
+        if deadline is not None and _now() >= deadline:
+            raise TimeoutError("no leader change of %r in time" % self.name)
+
+    def __iter__(self) -> "Observer":
+        return self
+
+    def __next__(self) -> Optional[Holder]:
+        return self.get()
+
+    def close(self) -> None:
+        self._wake.set()
+        with self._mu:
+            self._closed = True
+            w, self._watch = self._watch, None
+        if w is not None:
+            w.close()
+
+    def __enter__(self) -> "Observer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

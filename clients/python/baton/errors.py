@@ -21,6 +21,7 @@ class Code(enum.IntEnum):
     REASSERT_REFUSED = 0x04
     STALE_RING = 0x05
     LIMIT = 0x07  # a server limit was reached
+    SLOW_WATCHER = 0x08  # a watch whose changes were not read was ended
     UNSUPPORTED_VERSION = 0x10
     UNKNOWN_TYPE = 0x13
     EMPTY_NAME = 0x14
@@ -39,6 +40,7 @@ class Code(enum.IntEnum):
     INVALID_LIMIT = 0x21
     LIMIT_MISMATCH = 0x22
     MODE_MISMATCH = 0x23
+    VALUE_TOO_LONG = 0x24
 
 
 def code_name(code: int) -> str:
@@ -90,6 +92,17 @@ class UnsupportedVersion(SessionError):
 
 class ClaimRefused(ServerError):
     """REFUSED: the server refused this claim; the session lives on."""
+
+
+class NotSupported(BatonError):
+    """The server does not offer what was asked (values, watches and
+    elections need a server that answered HELLO's values flag); nothing
+    was sent."""
+
+
+class NotLeader(BatonError):
+    """The election's candidate does not lead (it never won, resigned, or
+    lost its claim)."""
 
 
 class Busy(BatonError):

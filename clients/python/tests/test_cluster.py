@@ -79,6 +79,30 @@ def test_routing_sends_claims_to_the_owner(cluster):
         assert cl.session is s and s.address == cluster["n1"].addr
 
 
+def test_routed_election_and_a_relayed_watch_refused(cluster):
+    # Before the test that kills a node: every node serves here.
+    addrs = [cluster[n].addr for n in ("n1", "n2", "n3")]
+    name = name_owned_by("n2", "elect")
+    c = baton.Client(addrs, lease=LEASE)
+    with c.session() as lead, c.session() as watcher:
+        e = lead.election(name)
+        token = e.campaign("n2-owned")
+        obs = watcher.election(name).observe()
+        first = obs.get(TIMEOUT)
+        assert (first.token, first.value) == (token, b"n2-owned")
+        e.proclaim("again")
+        assert obs.get(TIMEOUT).value == b"again"
+        obs.close()
+        e.resign()
+    # Through n1 without routing, n1 would have to relay: refused 0x1e.
+    with baton.Client(cluster["n1"].addr, lease=LEASE, routing="off").session() as s:
+        assert s.values
+        with pytest.raises(baton.ClaimRefused) as ei:
+            s.watch(name)
+        assert ei.value.code == baton.Code.UNSUPPORTED_FEATURE
+        assert s.claim(name).held  # the session lives on
+
+
 def test_resume_after_relaying_node_killed(cluster):
     st = _status(cluster["n1"])
     leader = st["leader"]
@@ -117,3 +141,4 @@ def test_resume_after_relaying_node_killed(cluster):
     assert got and got[0].token > tok
     s.close()
     w.close()
+

@@ -3,7 +3,7 @@
 // the time it took.
 //
 //	modelcheck -model=table -sessions=3 -locks=2
-//	modelcheck -model=claims -sessions=3 -claims=2 -rw=1 -sems=1 -limit=2 [-nowait] [-mutation=reader-overtakes]
+//	modelcheck -model=claims -sessions=3 -claims=2 -rw=1 -sems=1 -limit=2 [-nowait] [-watches=1 [-values]] [-mutation=reader-overtakes]
 //	modelcheck -model=client -giveup=1.0
 //	modelcheck -model=session -lease=10 -delay=1 -lag=1 -workstop=3 [-mutation=anchor-on-push]
 //	modelcheck -model=dirlock-seed -hosts=3 -procs=1 [-mutation=tempting]
@@ -48,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		sems     = fs.Int("sems", 0, "claims: semaphore locks")
 		limit    = fs.Int("limit", 2, "claims: the semaphores' limit (1..4)")
 		noWait   = fs.Bool("nowait", false, "claims, ranges: also explore no-wait claims (requests)")
+		watches  = fs.Int("watches", 0, "claims: watches each session starts (0..3)")
+		values   = fs.Bool("values", false, "claims: claims carry a value, which may change once")
 		locks    = fs.Int("locks", 2, "table: number of locks (1..8)")
 		lives    = fs.Int("lives", 2, "table: claims each session makes, one after another (1..8)")
 		lease    = fs.Int("lease", def.Lease, "client: lease, in time steps")
@@ -134,7 +136,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		rep = modelcheck.CheckTable(cfg)
 	case "claims":
-		cfg := modelcheck.ClaimsConfig{Sessions: *sessions, Claims: *claims, RW: *rw, Sems: *sems, Limit: *limit, NoWait: *noWait}
+		cfg := modelcheck.ClaimsConfig{Sessions: *sessions, Claims: *claims, RW: *rw, Sems: *sems, Limit: *limit, NoWait: *noWait,
+			Watches: *watches, Values: *values}
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintf(stderr, "modelcheck: %v\n", err)
 			return 2
