@@ -700,6 +700,10 @@ func (c *clusterRuntime) register(reg *prometheus.Registry, srv *server.Server) 
 		Help: "Version 2 claims this node relays to the owner of their lock now (waiting for an answer, held or queued there).",
 	}, func() float64 { n, _ := srv.RelayedClaims(); return float64(n) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "baton_cluster_relayed_watches",
+		Help: "Watches this node relays to the owner of their name now, one upstream connection each.",
+	}, func() float64 { return float64(srv.RelayedWatches()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "baton_cluster_hop_pool_connections",
 		Help: "Idle connections this node keeps open to other nodes for the version 1 connections it relays.",
 	}, func() float64 { return float64(srv.HopPoolIdle()) }))

@@ -51,8 +51,11 @@ func (srv *Server) commit(now time.Time, res locktable.Result) []delivery {
 			// Appended now, under srv.mu, so a session's frames go out
 			// in table order: a PROMOTED never overtakes its QUEUED, a
 			// REVOKED never follows the answer to a later CLAIM that
-			// reuses the id.
-			s.v2.appendPush(s, send)
+			// reuses the id. A watch that follows its name is sent a
+			// reset in place of its REVOKED 0x03 (relaywatch.go).
+			if send.Kind != locktable.SendError || s.v2.watches == nil || !srv.followLocal(s, uint32(send.Claim), send.Code) {
+				s.v2.appendPush(s, send)
+			}
 			if n := len(ds); n == 0 || ds[n-1].to != s || !ds[n-1].flush {
 				ds = append(ds, delivery{to: s, flush: true})
 			}

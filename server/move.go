@@ -628,6 +628,12 @@ func (s *session) sendAdoptLocked(rel *relayState, rc *relayedClaim, addr string
 	f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: rc.move.mode, Limit: rc.move.limit,
 		Flags: protocol.ClaimReassert, Name: rc.move.name, Token: rc.move.token, Ring: ring,
 		Session: uint64(s.id), Secret: rel.moveSecret, Node: s.srv.NodeID}
+	if rc.move.failover && rc.req.HasValue() && u.values {
+		// The next owner took the name without its state: the claim's
+		// latest value goes with it (relayvalues.go).
+		f.Flags |= protocol.ClaimValue
+		f.Value = rc.req.Value
+	}
 	if rc.move.token == 0 && rc.move.ticket != 0 && u.tickets {
 		// A queued claim keeps its place at a new owner that took
 		// the name over (tickets.go).
@@ -1030,7 +1036,7 @@ func (s *session) takeOverHereLocked(now time.Time, rc *relayedClaim) takenHere 
 		return takenHere{}
 	}
 	_, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(rc.id), locktable.ClaimRequest{
-		Name: mi.name, Mode: locktable.Mode(mi.mode), Limit: mi.limit}, mi.token)
+		Name: mi.name, Mode: locktable.Mode(mi.mode), Limit: mi.limit, Value: rc.req.Value}, mi.token)
 	if err != nil {
 		return takenHere{err: err}
 	}

@@ -224,6 +224,10 @@ type upstream struct {
 	// preamble and the HELLO.
 	tickets  bool
 	unopened []byte
+	// values: the HELLO asked for values (the client's session did):
+	// valued claims and PROCLAIM are relayed on it, in frames of up to
+	// 2048 bytes (relayvalues.go). Kept until the WELCOME as tickets are.
+	values   bool
 	helloLen int
 	// ranges: the owner granted or queued a RANGE set relayed on it
 	// (relayranges.go): it may hold range locks of the session, so the
@@ -335,7 +339,7 @@ func (u *upstream) send(b []byte, r upReq) {
 		u.conn.SetReadDeadline(r.at.Add(u.patience()))
 	}
 	u.wbuf = append(u.wbuf, b...)
-	if u.tickets && !u.opened {
+	if (u.tickets || u.values) && !u.opened {
 		u.unopened = append(u.unopened, b...)
 	}
 	u.fifo = append(u.fifo, r)
@@ -425,8 +429,9 @@ func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
 		// (it then understands a QUEUED with one, passed on as the owner
 		// wrote it), unless this owner refused them before.
 		tickets: v.tickets && !rel.noTickets[addr],
+		values:  v.values && !rel.noTickets[addr],
 		kick:    make(chan struct{}, 1), stop: make(chan struct{}), redial: make(chan struct{}, 1)}
-	b := s.upstreamHello(u.tickets)
+	b := s.upstreamHello(u.tickets, u.values)
 	u.helloLen = len(b)
 	u.send(b, upReq{kind: protocol.TypeHello, at: now})
 	rel.ups[addr] = u
@@ -706,9 +711,9 @@ func (u *upstream) shutdown() {
 
 // upstreamHello returns what opens an upstream session of s: the hop
 // header, the version 2 preamble and HELLO with the client session's
-// lease and label, asking for queue tickets when tickets is set. Called
-// with omu held.
-func (s *session) upstreamHello(tickets bool) []byte {
+// lease and label, asking for queue tickets when tickets is set and for
+// values when values is. Called with omu held.
+func (s *session) upstreamHello(tickets, values bool) []byte {
 	srv, v := s.srv, s.v2
 	// The owner keeps the claims when this hop breaks (resume.go): a
 	// resumable session's client resumes them; a plain session's are
@@ -729,6 +734,9 @@ func (s *session) upstreamHello(tickets bool) []byte {
 	if tickets {
 		flags = protocol.HelloTickets
 	}
+	if values {
+		flags |= protocol.HelloValues
+	}
 	return protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(v.lease), Flags: flags, Label: v.label})
 }
 
@@ -745,9 +753,9 @@ func (u *upstream) reopenLocked(rel *relayState) net.Conn {
 		rel.noTickets = map[string]bool{}
 	}
 	rel.noTickets[u.addr] = true
-	u.tickets = false
+	u.tickets, u.values = false, false
 	rest := u.unopened[u.helloLen:]
-	u.wbuf = append(u.s.upstreamHello(false), rest...)
+	u.wbuf = append(u.s.upstreamHello(false, false), rest...)
 	u.helloLen, u.unopened = 0, nil
 	c := u.conn
 	u.conn = nil // the writer leaves it (flush) and dials again
@@ -781,9 +789,10 @@ dial:
 		if len(u.fifo) > 0 {
 			conn.SetReadDeadline(u.fifo[0].at.Add(u.patience()))
 		}
+		values := u.values
 		v.omu.Unlock()
 		srv.sessionsWG.Add(1)
-		go u.read(conn)
+		go u.read(conn, values)
 		for u.flush() {
 			select {
 			case <-u.kick:
@@ -806,10 +815,12 @@ type upFrame struct {
 // errUpstreamAnswer is an upstream frame that does not fit.
 var errUpstreamAnswer = errors.New("server: the owner's frame does not fit the requests sent")
 
-// read reads the owner's frames until the upstream ends.
-func (u *upstream) read(conn net.Conn) {
+// read reads the owner's frames until the upstream ends; values: the
+// upstream asked for values, and its frames may be larger.
+func (u *upstream) read(conn net.Conn, values bool) {
 	defer u.s.srv.sessionsWG.Done()
-	buf := make([]byte, 0, v2ReadBuf)
+	maxLen, bufLen := upstreamFrames(values)
+	buf := make([]byte, 0, bufLen)
 	opened := false
 	var frames []upFrame
 	for {
@@ -822,7 +833,7 @@ func (u *upstream) read(conn net.Conn) {
 			var m int
 			var perr error
 			if opened {
-				f, m, perr = protocol.ParseServerFrameV2(buf[off:])
+				f, m, perr = protocol.ParseServerFrameV2Max(buf[off:], maxLen)
 			} else {
 				f, m, perr = protocol.ParseHelloAnswer(buf[off:])
 			}
@@ -883,6 +894,8 @@ func answers(r upReq, f protocol.Frame) bool {
 		return r.kind == protocol.TypeClaim && r.rc.id == f.Claim
 	case protocol.TypeReleased:
 		return r.kind == protocol.TypeRelease && r.rc.id == f.Claim
+	case protocol.TypeProclaimed:
+		return r.kind == protocol.TypeProclaim && r.rc.id == f.Claim
 	case protocol.TypeRangeAnswer:
 		return r.kind == protocol.TypeRange && r.req == f.Claim
 	}
@@ -932,7 +945,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 		}
 		switch f.Type {
 		case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
-			protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased, protocol.TypeRangeAnswer:
+			protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased, protocol.TypeRangeAnswer, protocol.TypeProclaimed:
 			if len(u.fifo) == 0 || !answers(u.fifo[0], f) || !u.tickets && ticketed(f) {
 				bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
 				break
@@ -983,6 +996,7 @@ func (u *upstream) handle(frames []upFrame) bool {
 					} else {
 						r.rc.ticket = f.Ticket
 					}
+				case protocol.TypeProclaimed: // the claim lives on
 				default: // BUSY, REFUSED, RELEASED: the id is free
 					u.end(rel, r.rc)
 				}
@@ -1000,8 +1014,9 @@ func (u *upstream) handle(frames []upFrame) bool {
 			}
 			u.push(rel, v, &outEntry{b: fr.raw, up: u, claim: f.Claim})
 		case protocol.TypeSessionError, protocol.TypeError:
-			if f.Code == protocol.CodeUnsupportedFeature && u.tickets && !u.opened {
-				// An owner before queue tickets: again, without.
+			if f.Code == protocol.CodeUnsupportedFeature && (u.tickets || u.values) && !u.opened {
+				// An owner before queue tickets or values: again,
+				// without.
 				c := u.reopenLocked(rel)
 				v.omu.Unlock()
 				if c != nil {
@@ -1140,6 +1155,8 @@ func (u *upstream) fail(why error) {
 			}
 			r.slot.b, r.slot.pending = protocol.AppendRefused(nil, r.rc.id, protocol.CodeNotOwner, ""), false
 			u.end(rel, r.rc)
+		case protocol.TypeProclaim:
+			r.slot.b, r.slot.pending = proclaimLost(r, reassert), false
 		case protocol.TypeRelease:
 			if r.slot == nil {
 				continue // its claim moved: the RELEASE goes to the new owner

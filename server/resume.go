@@ -429,11 +429,6 @@ func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
 		case rt.Action == RouteServe:
 		case rt.Action == RouteHold && rt.Gated:
 			gated, since = true, rt.Since
-		case rt.Action == RouteForward && !s.forwarded && f.HasValue():
-			// Relaying values is not built (watch.go).
-			s.reasserted(f, ReassertRefused, protocol.CodeUnsupportedFeature, 0)
-			s.refuse(f, protocol.CodeUnsupportedFeature)
-			return nil
 		case rt.Action == RouteForward && !s.forwarded:
 			s.reasserted(f, ReassertRelayed, 0, 0)
 			s.relayClaim(now, f, rt.Addr) // the owner answers

@@ -156,6 +156,7 @@ type Server struct {
 	// Version 2 claims relayed to their owners now, and the upstream
 	// sessions that carry them (relay2.go).
 	relayedClaims, upstreams atomic.Int64
+	relayedWatches           atomic.Int64 // relaywatch.go
 	hops                     hopPools     // idle hop connections by owner (hoppool.go)
 	hopsKept                 atomic.Int64 // hops put back in a pool after their claim (keepHop)
 	ownerDials               atomic.Int64 // connections opened to owners (dialOwner)

@@ -626,6 +626,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) (next *ses
 		v.ending = true
 		v.omu.Unlock()
 		v.stopWriter()
+		s.endRelayWatches()
 	}
 	if reason != ended {
 		srv.update(func(now time.Time, t *locktable.Table) locktable.Result {

@@ -93,6 +93,12 @@ type v2conn struct {
 	// writer is set (under srv.mu) by the session's first watch: the
 	// goroutine that writes its pushes (watch.go).
 	writer atomic.Pointer[watchWriter]
+	// watches are the session's watches on a cluster node, relayed or
+	// in this node's table, which follow their names (relaywatch.go);
+	// watchesClosed is set when the session ended them. Guarded by
+	// srv.mu.
+	watches       map[uint32]*relayWatch
+	watchesClosed bool
 }
 
 // appendOut appends the answers built by add to the pending output,
@@ -492,7 +498,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		}
 		key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
 		if f.Type == protocol.TypeRelease {
-			if s.relayRelease(f.Claim) || s.answerMoved(f.Claim) {
+			if s.relayRelease(f.Claim) || s.releaseWatch(f.Claim) || s.answerMoved(f.Claim) {
 				continue
 			}
 			res, _ := srv.table.Release(now, key) // not in use: RELEASED all the same

@@ -29,11 +29,11 @@ func (v *v2conn) maxFrame() int {
 
 // welcomeValues takes a HELLO's values flag: the session gets the larger
 // frame limit and a read buffer that holds one such frame. A session
-// relayed from another node is not offered values: relaying them is not
-// built, and its relaying node never asks.
+// relayed from another node asks for them to relay watches
+// (relaywatch.go).
 func (s *session) welcomeValues(hello protocol.Frame, w *protocol.Frame) {
 	v := s.v2
-	if !hello.Values() || s.forwarded {
+	if !hello.Values() {
 		return
 	}
 	v.values = true
@@ -70,7 +70,7 @@ func (s *session) watchFrame(now time.Time, f protocol.Frame, ce *protocol.Claim
 		s.refuse(f, protocol.CodeNotAuthorized)
 		return nil, 0
 	}
-	if !s.servedHere(f) {
+	if !s.watchedHere(f) {
 		return nil, 0
 	}
 	res, err := srv.table.Watch(now, s.id, key.Claim, f.Name)
@@ -84,6 +84,7 @@ func (s *session) watchFrame(now time.Time, f protocol.Frame, ce *protocol.Claim
 		s.refuse(f, claimErrorCode(err))
 		return nil, 0
 	}
+	s.watchedLocally(f.Claim, f.Name)
 	s.startWatchWriter()
 	return srv.commit(now, res), 0
 }
@@ -151,11 +152,7 @@ func (s *session) proclaim(now time.Time, f protocol.Frame, key locktable.Key, c
 		return nil
 	}
 	if s.relayInUse(f.Claim) {
-		// A claim relayed to another node: its value lives there, and
-		// relaying values is not built.
-		v.appendOut(s, func(b []byte) []byte {
-			return protocol.AppendRefused(b, f.Claim, protocol.CodeUnsupportedFeature, "values are not relayed between cluster nodes")
-		})
+		s.relayProclaim(now, f) // its value lives at its owner
 		return nil
 	}
 	status := protocol.ProclaimSet
@@ -174,16 +171,32 @@ func (s *session) idInUse(key locktable.Key) bool {
 	if _, err := s.srv.table.ClaimStatus(key); err == nil {
 		return true
 	}
-	return s.srv.table.Watching(key.Session, key.Claim) || s.relayInUse(uint32(key.Claim))
+	return s.srv.table.Watching(key.Session, key.Claim) || s.relayInUse(uint32(key.Claim)) || s.relayWatchInUse(uint32(key.Claim))
 }
 
-// servedHere reports whether this node serves WATCH or valued CLAIM f
-// itself. On a cluster node that does not, f is answered: REFUSED 0x1e
-// when the name's owner is another node (relaying values and watches is
-// not built), REFUSED 0x03 while the name is warming up or moving (the
-// client retries: a watch must not start from a state that is not the
-// name's yet).
+// servedHere reports whether this node serves valued CLAIM f, itself or
+// through the claim relay (relayvalues.go). On a cluster node that does
+// not, f is answered REFUSED 0x03: the name is warming up or moving (the
+// client retries).
 func (s *session) servedHere(f protocol.Frame) bool {
+	r := s.srv.Router
+	if r == nil {
+		return true
+	}
+	switch rt := r.Route(f.Name, 0, s.forwarded); rt.Action {
+	case RouteServe, RouteForward:
+		return true
+	default:
+		s.refuse(f, protocol.CodeNotOwner)
+	}
+	return false
+}
+
+// watchedHere reports whether this node serves WATCH f from its own
+// table. A name another node owns is watched through it (relaywatch.go);
+// one warming up or moving is refused 0x03, and the client retries: a
+// watch must not start from a state that is not the name's yet.
+func (s *session) watchedHere(f protocol.Frame) bool {
 	r := s.srv.Router
 	if r == nil {
 		return true
@@ -192,7 +205,15 @@ func (s *session) servedHere(f protocol.Frame) bool {
 	case RouteServe:
 		return true
 	case RouteForward:
-		s.refuse(f, protocol.CodeUnsupportedFeature)
+		srv := s.srv
+		// A relayed watch counts against the session's claims, as one
+		// in the table does (its local watches are in v.watches too).
+		if n := srv.MaxSessionClaims; n > 0 && srv.table.ClaimCount(s.id)+len(s.v2.watches) >= n {
+			srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitSessionClaims, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: locktable.ClaimID(f.Claim), Code: protocol.CodeLimitReached})
+			s.refuse(f, protocol.CodeLimitReached)
+			return false
+		}
+		s.relayWatchTo(f)
 	default:
 		s.refuse(f, protocol.CodeNotOwner)
 	}
@@ -244,6 +265,9 @@ func (srv *Server) pushChange(s *session, send locktable.Send, dropped map[*sess
 	}
 	dropped[s] = true
 	now := time.Now()
+	if s.srv.Router != nil {
+		s.endRelayWatchesLocked(protocol.CodeSlowWatcher)
+	}
 	for _, id := range srv.table.EndWatches(s.id) {
 		v.appendPush(s, locktable.Send{Kind: locktable.SendError, Session: s.id, Claim: id, Code: protocol.CodeSlowWatcher})
 		srv.notify(Event{Kind: EventLimit, Time: now, Action: LimitWatchBacklog, Peer: s.peer, Session: s.id, Claim: id, Code: protocol.CodeSlowWatcher})

@@ -48,6 +48,22 @@ func (c *v2client) expectChange(watch uint32, kind protocol.ChangeKind, token ui
 	return f
 }
 
+// expectDropped reads the changes a slow watcher was sent, then expects
+// REVOKED(watch, 0x08).
+func (c *v2client) expectDropped(watch uint32) {
+	c.t.Helper()
+	for {
+		f := c.mustReadValues()
+		if f.Type == protocol.TypeChange {
+			continue
+		}
+		if f.Type != protocol.TypeRevoked || f.Claim != watch || f.Code != protocol.CodeSlowWatcher {
+			c.t.Fatalf("%s: after its changes the slow watcher read %v, want REVOKED(%d 0x08)", c, f, watch)
+		}
+		return
+	}
+}
+
 func (c *v2client) expectValues(typ protocol.Type, claim uint32) protocol.Frame {
 	c.t.Helper()
 	f := c.mustReadValues()
@@ -234,16 +250,7 @@ func TestSlowWatcherDropped(t *testing.T) {
 	}
 	// The slow session, reading at last: its changes, then the REVOKED,
 	// and its own claim is untouched.
-	for {
-		f := slow.mustReadValues()
-		if f.Type == protocol.TypeChange {
-			continue
-		}
-		if f.Type != protocol.TypeRevoked || f.Claim != 7 || f.Code != protocol.CodeSlowWatcher {
-			t.Fatalf("after its changes the slow watcher read %v, want REVOKED(7 0x08)", f)
-		}
-		break
-	}
+	slow.expectDropped(7)
 	slow.mustWrite(protocol.AppendProclaim(nil, 8, "still mine"))
 	if f := slow.expectValues(protocol.TypeProclaimed, 8); f.Proclaim != protocol.ProclaimSet {
 		t.Fatalf("the slow session's claim after the drop: %v", f)

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"time"
+
+	"github.com/batonlock/baton/protocol"
+)
+
+// Values through the claim relay (docs/cluster.md, "Values through a
+// relaying node"). A client session that asked for values has its
+// upstreams ask for them too (upstreamHello), so a CLAIM with a value is
+// relayed like any claim, in frames of up to 2048 bytes, and a PROCLAIM
+// of a relayed claim goes on the claim's upstream; the owner's
+// PROCLAIMED is its answer, in the session's answer order. The claim's
+// CLAIM frame keeps the latest value, which a failover's re-assertion
+// carries to the name's next owner.
+
+// relayProclaim answers PROCLAIM f of a claim the session relays or
+// holds back (relayInUse). Called by the reader with srv.mu held.
+func (s *session) relayProclaim(now time.Time, f protocol.Frame) {
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	rel := v.rel.Load()
+	answer := func(b []byte) { rel.add(v, &outEntry{b: b, at: rel.answerAt()}) }
+	if i := rel.heldIndex(f.Claim); i >= 0 {
+		// Held back (its owner warms the name up): it is claimed with
+		// the new value when it goes.
+		rel.held[i].Value = f.Value
+		rel.held[i].Flags |= protocol.ClaimValue
+		answer(protocol.AppendProclaimed(nil, f.Claim, protocol.ProclaimSet))
+		return
+	}
+	rc := rel.claims[f.Claim]
+	switch {
+	case rc == nil || rc.state == rcReleasing || rc.state == rcEnded:
+		answer(protocol.AppendProclaimed(nil, f.Claim, protocol.ProclaimNotInUse))
+	case rc.state == rcMoving || rc.up == nil || !rc.up.values || rc.up.dead:
+		// Moving to a new owner, or relayed to a node of an earlier
+		// revision: the value cannot be changed there now.
+		answer(protocol.AppendRefused(nil, f.Claim, protocol.CodeUnsupportedFeature, "the claim's owner cannot take a value now"))
+	default:
+		rc.req.Value = f.Value
+		rc.req.Flags |= protocol.ClaimValue
+		slot := &outEntry{pending: true, at: rel.answerAt(), up: rc.up, claim: f.Claim}
+		rel.add(v, slot)
+		rc.up.send(protocol.AppendProclaim(nil, f.Claim, f.Value), upReq{kind: protocol.TypeProclaim, at: now, slot: slot, rc: rc})
+	}
+}
+
+// proclaimLost is the answer to a relayed PROCLAIM whose upstream failed
+// before the owner answered it: set when its claim is re-asserted at the
+// name's next owner (with the new value), else not in use (the claim is
+// revoked, which crossed the PROCLAIM).
+func proclaimLost(r upReq, reassert bool) []byte {
+	status := protocol.ProclaimNotInUse
+	if reassert && r.rc.token != 0 {
+		status = protocol.ProclaimSet
+	}
+	return protocol.AppendProclaimed(nil, r.rc.id, status)
+}
+
+// upstreamFrames returns the largest frame an upstream reads, and its
+// read buffer's size: larger when it asked for values.
+func upstreamFrames(values bool) (maxLen, bufLen int) {
+	if values {
+		return protocol.MaxValuesFrameLen, v2ValuesReadBuf
+	}
+	return protocol.MaxFrameLen, v2ReadBuf
+}
