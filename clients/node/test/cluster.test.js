@@ -4,7 +4,7 @@
 
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client, Codes, ownerOf, BusyError } from '../src/index.js';
+import { Client, ownerOf, BusyError } from '../src/index.js';
 import { startCluster, skipNoBin, once } from './helpers.js';
 
 // Short failure detection, so that a dead node's names move within a
@@ -37,8 +37,7 @@ describe('cluster', { skip: skipNoBin, timeout: 120000 }, () => {
       await s.close();
 
       // An election routed to its name's owner; through n1 unrouted, a
-      // watch of a name n2 owns is refused 0x1e (no relaying of watches
-      // in this revision).
+      // watch of a name n2 owns is relayed to n2.
       {
         const ename = nameOwnedBy('n2', 'elect');
         const [lead, watcher] = [await client.openSession({ lease: 3000 }), await client.openSession({ lease: 3000 })];
@@ -50,11 +49,16 @@ describe('cluster', { skip: skipNoBin, timeout: 120000 }, () => {
         await e.proclaim('again');
         assert.equal((await obs.next()).value.value.toString(), 'again');
         obs.close();
-        await lead.close();
-        await watcher.close();
+        // Not routed: n1 relays the watch to n2, the name's owner.
         const plain = await new Client({ address: n1.addr, routing: 'off' }).openSession({ lease: 3000 });
         assert.ok(plain.values);
-        await assert.rejects(plain.watch(ename), (err) => err.code === Codes.UNSUPPORTED_FEATURE && err.frame === 'refused');
+        const w = await plain.watch(ename);
+        const hs = (await w.next()).value;
+        assert.deepEqual(hs.map((h) => [h.token, h.value.toString()]), [[token, 'again']]);
+        await lead.close();
+        assert.deepEqual((await w.next()).value, []);
+        w.close();
+        await watcher.close();
         await plain.close();
       }
 

@@ -74,6 +74,10 @@ describe('single server', { skip: skipNoBin }, () => {
       assert.ok(r1.held && r2.held);
       assert.notEqual(r1.token, r2.token, 'each shared holder has its own token');
       const w = s3.acquire(name, { mode: 'exclusive' });
+      w.catch(() => {}); // awaited below; a failed assertion must not leave it unhandled
+      // s3's next answer comes after its CLAIM was queued: the server
+      // answers one session's frames in order.
+      await (await s3.acquire(fresh())).release();
       // A reader behind a queued writer waits too (strict FIFO).
       await assert.rejects(s1.tryAcquire(name, { mode: 'shared' }), BusyError);
       await r1.release();

@@ -79,7 +79,7 @@ def test_routing_sends_claims_to_the_owner(cluster):
         assert cl.session is s and s.address == cluster["n1"].addr
 
 
-def test_routed_election_and_a_relayed_watch_refused(cluster):
+def test_routed_election_and_a_relayed_watch(cluster):
     # Before the test that kills a node: every node serves here.
     addrs = [cluster[n].addr for n in ("n1", "n2", "n3")]
     name = name_owned_by("n2", "elect")
@@ -93,14 +93,16 @@ def test_routed_election_and_a_relayed_watch_refused(cluster):
         e.proclaim("again")
         assert obs.get(TIMEOUT).value == b"again"
         obs.close()
-        e.resign()
-    # Through n1 without routing, n1 would have to relay: refused 0x1e.
-    with baton.Client(cluster["n1"].addr, lease=LEASE, routing="off").session() as s:
-        assert s.values
-        with pytest.raises(baton.ClaimRefused) as ei:
-            s.watch(name)
-        assert ei.value.code == baton.Code.UNSUPPORTED_FEATURE
-        assert s.claim(name).held  # the session lives on
+        # Through n1 without routing: n1 relays the watch to n2.
+        with baton.Client(cluster["n1"].addr, lease=LEASE, routing="off").session() as s:
+            assert s.values
+            w = s.watch(name)
+            hs = w.get(TIMEOUT)
+            assert [(h.token, h.value) for h in hs] == [(token, b"again")]
+            e.resign()
+            assert w.get(TIMEOUT) == []
+            w.close()
+            assert s.claim(name).held  # a relayed claim, as before
 
 
 def test_resume_after_relaying_node_killed(cluster):
