@@ -51,8 +51,9 @@ type Config struct {
 	IOTimeout, MaxLease time.Duration
 	// The limits of server.Server (-max-session-claims, -max-waiters,
 	// -max-sessions-per-client, -max-kept-sessions, -max-kept-claims,
-	// -max-watch-backlog).
+	// -max-watch-backlog, -max-relayed-watches).
 	MaxSessionClaims, MaxWaiters, MaxSessionsPerClient, MaxKeptSessions, MaxKeptClaims, MaxWatchBacklog int
+	MaxRelayedWatches                                                                                   int
 	// The range-lock caps (-range-waiting-per-session,
 	// -range-waiting-per-owner, -range-owners-per-session); 0: no cap.
 	RangeWaitingPerSession, RangeWaitingPerOwner, RangeOwnersPerSession int
@@ -183,7 +184,8 @@ func (n *Node) open() error {
 		RangeWaitingPerSession: rangeCap(cfg.RangeWaitingPerSession), RangeWaitingPerOwner: rangeCap(cfg.RangeWaitingPerOwner),
 		RangeOwnersPerSession: rangeCap(cfg.RangeOwnersPerSession),
 		MaxSessionClaims:      cfg.MaxSessionClaims, MaxWaiters: cfg.MaxWaiters, MaxSessionsPerClient: cfg.MaxSessionsPerClient,
-		MaxKeptSessions: cfg.MaxKeptSessions, MaxKeptClaims: cfg.MaxKeptClaims, MaxWatchBacklog: cfg.MaxWatchBacklog}
+		MaxKeptSessions: cfg.MaxKeptSessions, MaxKeptClaims: cfg.MaxKeptClaims, MaxWatchBacklog: cfg.MaxWatchBacklog,
+		MaxRelayedWatches: cfg.MaxRelayedWatches}
 	n.srv = srv
 	var observers server.Observers
 

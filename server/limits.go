@@ -33,21 +33,26 @@ const (
 	// up unsent: thousands of changes, far more than a reader that keeps
 	// up ever has waiting.
 	DefaultMaxWatchBacklog = 256 << 10
+	// DefaultMaxRelayedWatches bounds the watches a cluster node relays
+	// to other nodes, each over a connection of its own: a fifth of the
+	// open files a process may have here (20,000).
+	DefaultMaxRelayedWatches = 4_096
 )
 
 // The limits, as the label of EventLimit's Action and of the metric
 // baton_limit_refusals_total.
 const (
-	LimitSessionClaims = "session_claims"
-	LimitWaiters       = "waiters"
-	LimitClientSession = "client_sessions"
-	LimitKeptSessions  = "kept_sessions"
-	LimitKeptClaims    = "kept_claims"
-	LimitWatchBacklog  = "watch_backlog"
+	LimitSessionClaims  = "session_claims"
+	LimitWaiters        = "waiters"
+	LimitClientSession  = "client_sessions"
+	LimitKeptSessions   = "kept_sessions"
+	LimitKeptClaims     = "kept_claims"
+	LimitWatchBacklog   = "watch_backlog"
+	LimitRelayedWatches = "relayed_watches"
 )
 
 // Limits lists every limit name, for metrics that pre-create their labels.
-var Limits = []string{LimitSessionClaims, LimitWaiters, LimitClientSession, LimitKeptSessions, LimitKeptClaims, LimitWatchBacklog}
+var Limits = []string{LimitSessionClaims, LimitWaiters, LimitClientSession, LimitKeptSessions, LimitKeptClaims, LimitWatchBacklog, LimitRelayedWatches}
 
 // tableLimits are the limits the lock table enforces.
 func (srv *Server) tableLimits() locktable.Limits {

@@ -261,3 +261,28 @@ func TestRelayedSlowWatcherDropped(t *testing.T) {
 	}
 	slow.expectChange(7, protocol.ChangeSynced, 0, "")
 }
+
+// Each relayed watch holds a connection to the owner: a node relays at
+// most MaxRelayedWatches, and refuses the next one 0x07 until one ends.
+func TestRelayedWatchesBounded(t *testing.T) {
+	owner, _ := startWatchOwner(t)
+	relay := startServer(t, func(s *server.Server) {
+		s.NodeID, s.Router = relayNode, &router{route: forwardTo(owner.addr)}
+		s.MaxRelayedWatches = 2
+	})
+	w := relay.dialValues(t, "w")
+	for id := uint32(1); id <= 2; id++ {
+		w.mustWrite(protocol.AppendWatch(nil, id, "db"))
+		w.expectChange(id, protocol.ChangeSynced, 0, "")
+	}
+	other := relay.dialValues(t, "other")
+	other.mustWrite(protocol.AppendWatch(nil, 1, "db"))
+	if f := other.expectValues(protocol.TypeRefused, 1); f.Code != protocol.CodeLimitReached {
+		t.Fatalf("a third relayed watch: %v, want REFUSED 0x07", f)
+	}
+	w.mustWrite(releaseFrame(2))
+	w.expectValues(protocol.TypeReleased, 2)
+	waitCount(t, "relayed watches", relay.RelayedWatches, 1)
+	other.mustWrite(protocol.AppendWatch(nil, 1, "db"))
+	other.expectChange(1, protocol.ChangeSynced, 0, "")
+}

@@ -84,6 +84,11 @@ type Server struct {
 	// holds the server's memory. Zero means no limit; baton serve
 	// applies DefaultMaxWatchBacklog.
 	MaxWatchBacklog int
+	// MaxRelayedWatches is the most watches a cluster node relays to the
+	// names' owners at once, each over a connection of its own; a WATCH
+	// over it is answered REFUSED 0x07. Zero means no limit; baton serve
+	// applies DefaultMaxRelayedWatches.
+	MaxRelayedWatches int
 	// MaxSessionsPerClient is the most open sessions (connections past
 	// their first ACQUIRE or HELLO) of one client: one certificate
 	// identity under mutual TLS, else one remote IP address. One more is

@@ -208,8 +208,17 @@ func (s *session) watchedHere(f protocol.Frame) bool {
 		srv := s.srv
 		// A relayed watch counts against the session's claims, as one
 		// in the table does (its local watches are in v.watches too).
-		if n := srv.MaxSessionClaims; n > 0 && srv.table.ClaimCount(s.id)+len(s.v2.watches) >= n {
-			srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitSessionClaims, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: locktable.ClaimID(f.Claim), Code: protocol.CodeLimitReached})
+		limit := ""
+		switch {
+		case srv.MaxSessionClaims > 0 && srv.table.ClaimCount(s.id)+len(s.v2.watches) >= srv.MaxSessionClaims:
+			limit = LimitSessionClaims
+		case srv.MaxRelayedWatches > 0 && srv.relayedWatches.Load() >= int64(srv.MaxRelayedWatches):
+			// Each relayed watch holds a connection to the owner: the
+			// node's file descriptors are not a client's to spend.
+			limit = LimitRelayedWatches
+		}
+		if limit != "" {
+			srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: limit, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: locktable.ClaimID(f.Claim), Code: protocol.CodeLimitReached})
 			s.refuse(f, protocol.CodeLimitReached)
 			return false
 		}

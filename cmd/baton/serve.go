@@ -100,7 +100,7 @@ type serveConfig struct {
 	maxLease  time.Duration
 	// limits (server.Server's Max* fields)
 	maxSessionClaims, maxWaiters, maxClientSessions, maxKeptSessions, maxKeptClaims int
-	maxWatchBacklog                                                                 int
+	maxWatchBacklog, maxRelayedWatches                                              int
 	opsListen                                                                       string
 	adminListen                                                                     string
 	auditLog                                                                        string
@@ -152,6 +152,7 @@ func serveFlags(stderr io.Writer) (*flagSet, *serveConfig) {
 	fs.IntVar(&cfg.maxKeptSessions, "max-kept-sessions", "BATON_MAX_KEPT_SESSIONS", server.DefaultMaxKeptSessions, "most resumable sessions kept after their connection broke; past it a broken session's claims end at once; 0: no limit")
 	fs.IntVar(&cfg.maxKeptClaims, "max-kept-claims", "BATON_MAX_KEPT_CLAIMS", server.DefaultMaxKeptClaims, "most claims the kept resumable sessions keep together; past it a broken session's claims end at once; 0: no limit")
 	fs.IntVar(&cfg.maxWatchBacklog, "max-watch-backlog", "BATON_MAX_WATCH_BACKLOG", server.DefaultMaxWatchBacklog, "most bytes a session with watches may leave unsent when a change is due; past it its watches end with REVOKED 0x08 (its claims live on); 0: no limit")
+	fs.IntVar(&cfg.maxRelayedWatches, "max-relayed-watches", "BATON_MAX_RELAYED_WATCHES", server.DefaultMaxRelayedWatches, "most watches a cluster node relays to the names' owners at once, each over a connection of its own; more are refused 0x07; 0: no limit")
 	fs.StringVar(&cfg.opsListen, "ops-listen", "BATON_OPS_LISTEN_ADDRESS", "", "address for /metrics, /healthz and /readyz (host:port); empty: off")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "BATON_ADMIN_LISTEN_ADDRESS", "", "address for the admin API (host:port); unauthenticated unless mutual TLS and the ACL's admin rules: keep it on loopback; empty: off")
 	fs.StringVar(&cfg.adminHosts, "admin-allowed-hosts", "BATON_ADMIN_ALLOWED_HOSTS", "", "comma-separated host names the admin API also answers to in the Host header, besides its own address, loopback and localhost ('*': any)")
@@ -198,6 +199,7 @@ func (c *serveConfig) validate(fs *flagSet) error {
 		{"max-session-claims", c.maxSessionClaims}, {"max-waiters", c.maxWaiters},
 		{"max-sessions-per-client", c.maxClientSessions}, {"max-kept-sessions", c.maxKeptSessions},
 		{"max-kept-claims", c.maxKeptClaims}, {"max-watch-backlog", c.maxWatchBacklog},
+		{"max-relayed-watches", c.maxRelayedWatches},
 	} {
 		if l.n < 0 {
 			return fmt.Errorf("%s must be 0 (no limit) or positive, got %d", opt(l.flag), l.n)
@@ -388,7 +390,7 @@ type serveAddrs struct{ protocol, ops, admin string }
 func (c *serveConfig) nodeConfig(env serveEnv) node.Config {
 	return node.Config{Listen: c.listen, IOTimeout: c.ioTimeout, MaxLease: c.maxLease,
 		MaxSessionClaims: c.maxSessionClaims, MaxWaiters: c.maxWaiters, MaxSessionsPerClient: c.maxClientSessions,
-		MaxKeptSessions: c.maxKeptSessions, MaxKeptClaims: c.maxKeptClaims, MaxWatchBacklog: c.maxWatchBacklog,
+		MaxKeptSessions: c.maxKeptSessions, MaxKeptClaims: c.maxKeptClaims, MaxWatchBacklog: c.maxWatchBacklog, MaxRelayedWatches: c.maxRelayedWatches,
 		RangeWaitingPerSession: c.rangeWaitingPerSession, RangeWaitingPerOwner: c.rangeWaitingPerOwner,
 		RangeOwnersPerSession: c.rangeOwnersPerSession,
 		OpsListen:             c.opsListen, AdminListen: c.adminListen, AdminAllowedHosts: c.allowedHosts(), HTTPMaxConns: c.httpMaxConns,
