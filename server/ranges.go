@@ -82,6 +82,22 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 	if srv.Router != nil && s.routeRange(now, f) {
 		return nil
 	}
+	return s.rangeHere(now, f)
+}
+
+// rangeReply is the answer to a RANGE request: its status, a grant's
+// token, the conflicting lock, and whether it is sent now.
+type rangeReply struct {
+	st       protocol.RangeStatus
+	token    uint64
+	conflict protocol.Frame
+	answer   bool
+}
+
+// rangeHere applies RANGE request f to this node's range table and
+// answers it. Called with srv.mu held.
+func (s *session) rangeHere(now time.Time, f protocol.Frame) []delivery {
+	srv := s.srv
 	rs := &srv.ranges
 	sid := rangelock.SessionID(s.id)
 	if _, ok := rs.labels[sid]; !ok {
@@ -97,74 +113,89 @@ func (s *session) rangeOp(now time.Time, f protocol.Frame) []delivery {
 	if ns == rangelock.Flock {
 		r = rangelock.Whole
 	}
-	st, token, conflict := protocol.RangeDone, uint64(0), protocol.Frame{}
-	var res rangelock.Result
-	var err error
-	answer := true
+	rep, res, err := s.rangeApply(now, f, ns, o, r)
+	switch {
+	case err == nil:
+	case errors.Is(err, rangelock.ErrDeadlock):
+		rep.st = protocol.RangeDeadlock
+	case errors.Is(err, rangelock.ErrTagExists):
+		rep.st = protocol.RangeReqInUse
+	case errors.Is(err, rangelock.ErrSessionWaiting), errors.Is(err, rangelock.ErrOwnerWaiting), errors.Is(err, rangelock.ErrOwners):
+		rep.st = protocol.RangeLimit
+	default:
+		rep.st = protocol.RangeInvalid
+	}
+	if reason := rangeRefusal(err); reason != "" {
+		srv.notify(Event{Kind: EventRangeRefused, Time: now, Lock: f.Name, Peer: s.peer, Action: reason,
+			Protocol: protocol.Version2, Session: locktable.SessionID(s.id), Label: s.v2.label})
+	}
+	if rep.answer {
+		s.v2.appendOut(s, func(b []byte) []byte {
+			return protocol.AppendRangeAnswer(b, f.Claim, rep.st, rep.token, rep.conflict)
+		})
+	}
+	return srv.rangePushes(res, s)
+}
+
+// rangeApply calls the range table for request f on owner o's range r
+// of namespace ns. Called with srv.mu held.
+func (s *session) rangeApply(now time.Time, f protocol.Frame, ns rangelock.Namespace, o rangelock.Owner, r rangelock.Range) (rep rangeReply, res rangelock.Result, err error) {
+	rs := &s.srv.ranges
+	rep = rangeReply{st: protocol.RangeDone, answer: true}
 	switch f.Op {
 	case protocol.RangeSet:
-		var a rangelock.Answer
-		a, res, err = rs.table.Set(now, rangelock.Request{Key: f.Name, NS: ns, Owner: o,
-			Type: rangelock.Type(f.LockType), Range: r, Wait: f.Flags&protocol.RangeWait != 0, Tag: uint64(f.Claim)})
-		switch a.State {
-		case rangelock.Granted:
-			st, token = protocol.RangeGranted, a.Token
-			// Reported in table order: a flock conversion's release of
-			// the old lock first, the promotions the set allowed after.
-			srv.rangeEventsLocked(now, rangelock.Result{Released: res.Released}, "", nil)
-			res.Released = nil
-			srv.notifyRangeGrant(now, f.Name, ns, o, rangelock.Type(f.LockType), r, a.Token, 0)
-		case rangelock.Waiting:
-			st = protocol.RangeQueued
-			// A set without wait queued before the token gate: answered
-			// granted when the gate opens (rangePushes).
-			answer = f.Flags&protocol.RangeWait != 0
-		case rangelock.Conflict:
-			st, conflict = protocol.RangeConflict, rs.lockFrame(a.Conflict)
-		}
+		return s.rangeSet(now, f, ns, o, r)
 	case protocol.RangeUnlock:
 		res, err = rs.table.Unlock(now, f.Name, ns, o, r)
 	case protocol.RangeQuery:
 		var l rangelock.Lock
 		var found bool
 		l, found, err = rs.table.Query(f.Name, ns, o, rangelock.Type(f.LockType), r)
-		st = protocol.RangeFree
+		rep.st = protocol.RangeFree
 		if found {
-			st, conflict = protocol.RangeLocked, rs.lockFrame(l)
+			rep.st, rep.conflict = protocol.RangeLocked, rs.lockFrame(l)
 		}
 	case protocol.RangeRelease:
 		res, err = rs.table.ReleaseOwner(now, f.Name, ns, o)
 	case protocol.RangeCancel:
-		res, err = rs.table.Cancel(now, sid, uint64(f.Claim))
-		st = protocol.RangeCancelled
+		res, err = rs.table.Cancel(now, o.Session, uint64(f.Claim))
+		rep.st = protocol.RangeCancelled
 		if errors.Is(err, rangelock.ErrNoWaiter) {
 			// Its final answer is already on the way: nothing to say.
-			answer, err = false, nil
+			rep.answer, err = false, nil
 		}
 	default:
 		err = rangelock.ErrInvalidType
 	}
-	switch {
-	case err == nil:
-	case errors.Is(err, rangelock.ErrDeadlock):
-		st = protocol.RangeDeadlock
-	case errors.Is(err, rangelock.ErrTagExists):
-		st = protocol.RangeReqInUse
-	case errors.Is(err, rangelock.ErrSessionWaiting), errors.Is(err, rangelock.ErrOwnerWaiting), errors.Is(err, rangelock.ErrOwners):
-		st = protocol.RangeLimit
-	default:
-		st = protocol.RangeInvalid
+	return rep, res, err
+}
+
+// rangeSet sets the range lock f asks for (rangeApply's arguments).
+// Called with srv.mu held.
+func (s *session) rangeSet(now time.Time, f protocol.Frame, ns rangelock.Namespace, o rangelock.Owner, r rangelock.Range) (rep rangeReply, res rangelock.Result, err error) {
+	srv := s.srv
+	rs := &srv.ranges
+	rep = rangeReply{st: protocol.RangeDone, answer: true}
+	var a rangelock.Answer
+	a, res, err = rs.table.Set(now, rangelock.Request{Key: f.Name, NS: ns, Owner: o,
+		Type: rangelock.Type(f.LockType), Range: r, Wait: f.Flags&protocol.RangeWait != 0, Tag: uint64(f.Claim)})
+	switch a.State {
+	case rangelock.Granted:
+		rep.st, rep.token = protocol.RangeGranted, a.Token
+		// Reported in table order: a flock conversion's release of
+		// the old lock first, the promotions the set allowed after.
+		srv.rangeEventsLocked(now, rangelock.Result{Released: res.Released}, "", nil)
+		res.Released = nil
+		srv.notifyRangeGrant(now, f.Name, ns, o, rangelock.Type(f.LockType), r, a.Token, 0)
+	case rangelock.Waiting:
+		rep.st = protocol.RangeQueued
+		// A set without wait queued before the token gate: answered
+		// granted when the gate opens (rangePushes).
+		rep.answer = f.Flags&protocol.RangeWait != 0
+	case rangelock.Conflict:
+		rep.st, rep.conflict = protocol.RangeConflict, rs.lockFrame(a.Conflict)
 	}
-	if reason := rangeRefusal(err); reason != "" {
-		srv.notify(Event{Kind: EventRangeRefused, Time: now, Lock: f.Name, Peer: s.peer, Action: reason,
-			Protocol: protocol.Version2, Session: locktable.SessionID(s.id), Label: s.v2.label})
-	}
-	if answer {
-		s.v2.appendOut(s, func(b []byte) []byte {
-			return protocol.AppendRangeAnswer(b, f.Claim, st, token, conflict)
-		})
-	}
-	return srv.rangePushes(res, s)
+	return rep, res, err
 }
 
 // rangeDenied answers RANGE frame f RangeDenied, and reports it, when the

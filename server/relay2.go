@@ -927,109 +927,19 @@ func (u *upstream) handle(frames []upFrame) bool {
 		return false
 	}
 	rel := v.rel.Load()
-	var bad error
-	rangesLost := false // an adoption found no range locks kept (rangemove.go)
-	var reholds []*relayedClaim
+	var out upOutcome
 	for _, fr := range frames {
-		f := fr.f
-		if f.Type == protocol.TypeRevoked && f.Code == codeMoved {
-			if !u.movedFrame(rel, v, f) {
-				bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
-				break
+		if u.frame(rel, v, fr, &out) {
+			// An owner before queue tickets or values: again, without.
+			c := u.reopenLocked(rel)
+			v.omu.Unlock()
+			if c != nil {
+				c.Close() // its reader, this one, ends here
 			}
-			continue
+			s.srv.Logger.Debug("the owner refused queue tickets; opening the upstream session again without", "owner_addr", u.addr, "session", s.id)
+			return false
 		}
-		if f.Type == protocol.TypeRangeAnswer && rangePush(f) {
-			u.rangePushed(rel, v, fr)
-			continue
-		}
-		switch f.Type {
-		case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
-			protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased, protocol.TypeRangeAnswer, protocol.TypeProclaimed:
-			if len(u.fifo) == 0 || !answers(u.fifo[0], f) || !u.tickets && ticketed(f) {
-				bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
-				break
-			}
-			r := u.fifo[0]
-			u.fifo[0] = upReq{}
-			u.fifo = u.fifo[1:]
-			if r.at.After(u.confirmed) {
-				u.confirmed = r.at
-			}
-			switch f.Type {
-			case protocol.TypeWelcome:
-				u.opened = true
-				u.unopened = nil
-				rel.openFails = 0
-			case protocol.TypePong:
-				u.pings--
-			case protocol.TypeRangeAnswer:
-				if r.adopt != "" && r.f.Op == protocol.RangeReassert {
-					rangesLost = u.rangeReasserted(rel, r.adopt, f.Status) || rangesLost
-					break
-				}
-				if r.adopt != "" && r.f.Op == protocol.RangeAdopt {
-					rangesLost = u.rangeAdopted(rel, r.adopt, f.Status) || rangesLost
-					break
-				}
-				u.rangeAnswered(rel, r, fr)
-			default:
-				if r.slot == nil && r.kind == protocol.TypeClaim && r.rc.state == rcMoving { // an adoption (move.go)
-					u.adoptAnswer(rel, v, r, f)
-					break
-				}
-				if r.slot == nil { // a held claim, relayed late
-					u.heldAnswer(rel, v, r, f)
-					break
-				}
-				if r.slot == nil && r.kind == protocol.TypeRelease {
-					break // its claim moved: the RELEASE goes to the new owner
-				}
-				r.slot.b, r.slot.pending = fr.raw, false
-				switch f.Type {
-				case protocol.TypeGranted, protocol.TypeQueued:
-					if r.rc.state == rcPending {
-						r.rc.state = rcLive
-					}
-					if f.Type == protocol.TypeGranted {
-						r.rc.token = f.Token
-					} else {
-						r.rc.ticket = f.Ticket
-					}
-				case protocol.TypeProclaimed: // the claim lives on
-				default: // BUSY, REFUSED, RELEASED: the id is free
-					u.end(rel, r.rc)
-				}
-			}
-		case protocol.TypePromoted, protocol.TypeRevoked:
-			rc := u.claims[f.Claim]
-			if f.Type == protocol.TypeRevoked && reroutable(rc, f) {
-				reholds = append(reholds, rc) // not passed on (rehold)
-				continue
-			}
-			if f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
-				u.end(rel, rc)
-			} else if rc != nil && f.Type == protocol.TypePromoted {
-				rc.token = f.Token
-			}
-			u.push(rel, v, &outEntry{b: fr.raw, up: u, claim: f.Claim})
-		case protocol.TypeSessionError, protocol.TypeError:
-			if f.Code == protocol.CodeUnsupportedFeature && (u.tickets || u.values) && !u.opened {
-				// An owner before queue tickets or values: again,
-				// without.
-				c := u.reopenLocked(rel)
-				v.omu.Unlock()
-				if c != nil {
-					c.Close() // its reader, this one, ends here
-				}
-				s.srv.Logger.Debug("the owner refused queue tickets; opening the upstream session again without", "owner_addr", u.addr, "session", s.id)
-				return false
-			}
-			bad = ownerEnded{f}
-		default:
-			bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
-		}
-		if bad != nil {
+		if out.bad != nil {
 			break
 		}
 	}
@@ -1041,20 +951,145 @@ func (u *upstream) handle(frames []upFrame) bool {
 		rel.kickAll()
 	}
 	v.omu.Unlock()
-	if len(reholds) > 0 {
-		u.rehold(reholds)
+	if len(out.reholds) > 0 {
+		u.rehold(out.reholds)
 	}
-	if rangesLost {
+	if out.rangesLost {
 		s.srv.Logger.Warn("range locks handed over to a key's new owner are no longer kept for the session: ending the client's session",
 			"owner_addr", u.addr, "session", s.id, "remote_addr", s.peer.Addr)
 		s.closeWithError(protocol.CodeNotOwner)
 	}
-	if bad != nil {
-		u.fail(bad)
+	if out.bad != nil {
+		u.fail(out.bad)
 		return false
 	}
 	s.srv.deliver([]delivery{{to: s, flush: true}})
 	return true
+}
+
+// upOutcome is what handling a batch of the owner's frames leaves to do
+// once the session's omu is let go.
+type upOutcome struct {
+	bad        error // the upstream session fails
+	rangesLost bool  // an adoption found no range locks kept (rangemove.go)
+	reholds    []*relayedClaim
+}
+
+// frame handles one frame from the owner, with the session's omu held:
+// an answer, a push, or the owner's end. It tells whether the owner
+// refused the opening's features (the upstream session opens again).
+func (u *upstream) frame(rel *relayState, v *v2conn, fr upFrame, out *upOutcome) (reopen bool) {
+	f := fr.f
+	if f.Type == protocol.TypeRevoked && f.Code == codeMoved {
+		if !u.movedFrame(rel, v, f) {
+			out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
+		}
+		return false
+	}
+	if f.Type == protocol.TypeRangeAnswer && rangePush(f) {
+		u.rangePushed(rel, v, fr)
+		return false
+	}
+	switch f.Type {
+	case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
+		protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased, protocol.TypeRangeAnswer, protocol.TypeProclaimed:
+		u.answer(rel, v, fr, out)
+	case protocol.TypePromoted, protocol.TypeRevoked:
+		u.pushed(rel, v, fr, out)
+	case protocol.TypeSessionError, protocol.TypeError:
+		if f.Code == protocol.CodeUnsupportedFeature && (u.tickets || u.values) && !u.opened {
+			return true
+		}
+		out.bad = ownerEnded{f}
+	default:
+		out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
+	}
+	return false
+}
+
+// answer matches an answer from the owner with the oldest request
+// relayed and not answered yet, with the session's omu held.
+func (u *upstream) answer(rel *relayState, v *v2conn, fr upFrame, out *upOutcome) {
+	f := fr.f
+	if len(u.fifo) == 0 || !answers(u.fifo[0], f) || !u.tickets && ticketed(f) {
+		out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
+		return
+	}
+	r := u.fifo[0]
+	u.fifo[0] = upReq{}
+	u.fifo = u.fifo[1:]
+	if r.at.After(u.confirmed) {
+		u.confirmed = r.at
+	}
+	switch f.Type {
+	case protocol.TypeWelcome:
+		u.opened = true
+		u.unopened = nil
+		rel.openFails = 0
+	case protocol.TypePong:
+		u.pings--
+	case protocol.TypeRangeAnswer:
+		if r.adopt != "" && r.f.Op == protocol.RangeReassert {
+			out.rangesLost = u.rangeReasserted(rel, r.adopt, f.Status) || out.rangesLost
+			break
+		}
+		if r.adopt != "" && r.f.Op == protocol.RangeAdopt {
+			out.rangesLost = u.rangeAdopted(rel, r.adopt, f.Status) || out.rangesLost
+			break
+		}
+		u.rangeAnswered(rel, r, fr)
+	default:
+		u.claimAnswered(rel, v, r, fr)
+	}
+}
+
+// claimAnswered handles the owner's answer to a CLAIM, RELEASE or
+// PROCLAIM r, with the session's omu held.
+func (u *upstream) claimAnswered(rel *relayState, v *v2conn, r upReq, fr upFrame) {
+	f := fr.f
+	if r.slot == nil && r.kind == protocol.TypeClaim && r.rc.state == rcMoving { // an adoption (move.go)
+		u.adoptAnswer(rel, v, r, f)
+		return
+	}
+	if r.slot == nil { // a held claim, relayed late
+		u.heldAnswer(rel, v, r, f)
+		return
+	}
+	if r.slot == nil && r.kind == protocol.TypeRelease {
+		return // its claim moved: the RELEASE goes to the new owner
+	}
+	r.slot.b, r.slot.pending = fr.raw, false
+	switch f.Type {
+	case protocol.TypeGranted, protocol.TypeQueued:
+		if r.rc.state == rcPending {
+			r.rc.state = rcLive
+		}
+		if f.Type == protocol.TypeGranted {
+			r.rc.token = f.Token
+		} else {
+			r.rc.ticket = f.Ticket
+		}
+	case protocol.TypeProclaimed: // the claim lives on
+	default: // BUSY, REFUSED, RELEASED: the id is free
+		u.end(rel, r.rc)
+	}
+}
+
+// pushed handles a PROMOTED or REVOKED from the owner, with the
+// session's omu held: passed on to the client, or the claim re-held.
+func (u *upstream) pushed(rel *relayState, v *v2conn, fr upFrame, out *upOutcome) {
+	f := fr.f
+	rc := u.claims[f.Claim]
+	if f.Type == protocol.TypeRevoked && reroutable(rc, f) {
+		out.reholds = append(out.reholds, rc) // not passed on (rehold)
+		return
+	}
+	if f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
+		u.end(rel, rc)
+	} else if rc != nil && f.Type == protocol.TypePromoted {
+		rc.token = f.Token
+	}
+	u.push(rel, v, &outEntry{b: fr.raw, up: u, claim: f.Claim})
 }
 
 // push places a push from u before the first answer u has not sent yet:
@@ -1129,10 +1164,40 @@ func (u *upstream) fail(why error) {
 	}
 	rel := v.rel.Load()
 	u.markDead(rel)
-	opened, held, moving, adopting := u.opened, 0, 0, 0
+	opened := u.opened
 	now := time.Now()
 	reassert := opened && reassertable(why) && srv.Router != nil &&
 		!rel.closed && !s.closing.Load() && !v.ending && !srv.inShutdown.Load()
+	held, moving, adopting := u.failRequests(rel, reassert)
+	endSession := u.rangesFailed(rel, reassert, now)
+	lost, reasserting := u.failClaims(rel, reassert, now)
+	if !s.closing.Load() && !v.ending {
+		rel.pump(v)
+		rel.kickAll()
+	}
+	s.scheduleRetries(rel, held, moving+reasserting, adopting)
+	fails := 0
+	if !opened {
+		rel.openFails++
+		fails = rel.openFails
+	}
+	v.omu.Unlock()
+	srv.mu.Unlock()
+	u.logFail(why, opened, reasserting, lost, held, fails)
+	u.shutdown()
+	srv.deliver([]delivery{{to: s, flush: true}})
+	if endSession {
+		srv.Logger.Warn("upstream session to the owner ended; the range locks it served are lost: ending the client's session", "owner_addr", u.addr,
+			"session", s.id, "remote_addr", s.peer.Addr, "err", why)
+		s.closeWithError(protocol.CodeNotOwner)
+	}
+}
+
+// failRequests answers the requests relayed through the failed u and not
+// answered yet, or keeps them to be asked again: held claims of an
+// upstream never opened (held), adoptions (moving) and range adoptions
+// (adopting). Called with srv.mu and the session's omu held.
+func (u *upstream) failRequests(rel *relayState, reassert bool) (held, moving, adopting int) {
 	for _, r := range u.fifo {
 		switch r.kind {
 		case protocol.TypeClaim:
@@ -1143,7 +1208,7 @@ func (u *upstream) fail(why error) {
 				moving++
 				continue
 			}
-			if !opened {
+			if !u.opened {
 				held += u.holdUnopened(rel, r)
 				continue
 			}
@@ -1164,33 +1229,48 @@ func (u *upstream) fail(why error) {
 			r.slot.b, r.slot.pending = protocol.AppendReleased(nil, r.rc.id), false
 			u.end(rel, r.rc)
 		case protocol.TypeRange:
-			if r.adopt != "" {
-				if rm := rel.rangeMoves[r.adopt]; rm != nil && rm.up == u {
-					rm.up, rm.pending, rm.retry = nil, 0, false // asked again (rangemove.go)
-					adopting++
-				}
-				continue
-			}
-			if reassert && u.mirror != nil && (r.f.Op == protocol.RangeUnlock || r.f.Op == protocol.RangeRelease) {
-				// Its locks are re-asserted without what it drops.
-				u.mirror.Answered(r.f, protocol.RangeDone)
-				r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeDone, 0, protocol.Frame{}), false
-				continue
-			}
-			if rel.rangeWaits[r.req] == u {
-				delete(rel.rangeWaits, r.req) // its answer is this one
-			}
-			r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeUnavailable, 0, protocol.Frame{}), false
+			adopting += u.failRange(rel, r, reassert)
 		}
 	}
 	u.fifo = nil
-	endSession := u.rangesFailed(rel, reassert, now)
+	return held, moving, adopting
+}
+
+// failRange answers a RANGE request r relayed through the failed u, or
+// keeps a range adoption to be asked again (it returns 1 then). Called
+// with srv.mu and the session's omu held.
+func (u *upstream) failRange(rel *relayState, r upReq, reassert bool) (adopting int) {
+	if r.adopt != "" {
+		if rm := rel.rangeMoves[r.adopt]; rm != nil && rm.up == u {
+			rm.up, rm.pending, rm.retry = nil, 0, false // asked again (rangemove.go)
+			return 1
+		}
+		return 0
+	}
+	if reassert && u.mirror != nil && (r.f.Op == protocol.RangeUnlock || r.f.Op == protocol.RangeRelease) {
+		// Its locks are re-asserted without what it drops.
+		u.mirror.Answered(r.f, protocol.RangeDone)
+		r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeDone, 0, protocol.Frame{}), false
+		return 0
+	}
+	if rel.rangeWaits[r.req] == u {
+		delete(rel.rangeWaits, r.req) // its answer is this one
+	}
+	r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeUnavailable, 0, protocol.Frame{}), false
+	return 0
+}
+
+// failClaims ends the claims relayed through the failed u, in claim id
+// order: re-asserted at the name's next owner (reasserting) when
+// reassert says so, else REVOKED to the client (lost) if granted or
+// queued. Called with srv.mu and the session's omu held.
+func (u *upstream) failClaims(rel *relayState, reassert bool, now time.Time) (lost, reasserting int) {
 	ids := make([]uint32, 0, len(u.claims))
 	for id := range u.claims {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	lost, front, reasserting := 0, 0, 0
+	front := 0
 	for _, id := range ids {
 		rc := u.claims[id]
 		if rc.state == rcLive && reassert && rc.req.Name != "" {
@@ -1215,15 +1295,18 @@ func (u *upstream) fail(why error) {
 		}
 		u.end(rel, rc)
 	}
-	if !s.closing.Load() && !v.ending {
-		rel.pump(v)
-		rel.kickAll()
-	}
+	return lost, reasserting
+}
+
+// scheduleRetries starts the timers that ask again for the held claims,
+// the claims moving or re-asserted, and the range adoptions, unless
+// already running. Called with srv.mu and the session's omu held.
+func (s *session) scheduleRetries(rel *relayState, held, moving, adopting int) {
 	if held > 0 && !rel.holding {
 		rel.holding = true
 		time.AfterFunc(holdRetry, s.retryHeld)
 	}
-	if moving+reasserting > 0 && !rel.moveTimer && !rel.closed {
+	if moving > 0 && !rel.moveTimer && !rel.closed {
 		rel.moveTimer = true
 		time.AfterFunc(moveRetry, s.retryMoving)
 	}
@@ -1231,33 +1314,27 @@ func (u *upstream) fail(why error) {
 		rel.rangeTimer = true
 		time.AfterFunc(moveRetry, s.retryRangeMoves)
 	}
-	fails := 0
-	if !opened {
-		rel.openFails++
-		fails = rel.openFails
-	}
-	v.omu.Unlock()
-	srv.mu.Unlock()
+}
+
+// logFail logs the end of u: its claims re-asserted, lost, or held
+// while the owner cannot be reached (the first failure to open and one
+// in 50 as warnings).
+func (u *upstream) logFail(why error, opened bool, reasserting, lost, held, fails int) {
+	s := u.s
+	log := s.srv.Logger
 	switch {
 	case opened && reasserting > 0:
-		srv.Logger.Warn("upstream session to the owner ended; re-asserting its relayed claims at the names' next owner", "owner_addr", u.addr,
+		log.Warn("upstream session to the owner ended; re-asserting its relayed claims at the names' next owner", "owner_addr", u.addr,
 			"session", s.id, "remote_addr", s.peer.Addr, "claims_reasserting", reasserting, "claims_lost", lost, "claims_held", held, "err", why)
 	case opened || lost > 0:
-		srv.Logger.Warn("upstream session to the owner ended; its relayed claims are lost", "owner_addr", u.addr,
+		log.Warn("upstream session to the owner ended; its relayed claims are lost", "owner_addr", u.addr,
 			"session", s.id, "remote_addr", s.peer.Addr, "claims_lost", lost, "claims_held", held, "err", why)
 	case fails == 1 || fails%50 == 0:
-		srv.Logger.Warn("cannot open an upstream session to the owner; holding its claims", "owner_addr", u.addr,
+		log.Warn("cannot open an upstream session to the owner; holding its claims", "owner_addr", u.addr,
 			"session", s.id, "remote_addr", s.peer.Addr, "claims_held", held, "attempts", fails, "err", why)
 	default:
-		srv.Logger.Debug("cannot open an upstream session to the owner; holding its claims", "owner_addr", u.addr,
+		log.Debug("cannot open an upstream session to the owner; holding its claims", "owner_addr", u.addr,
 			"session", s.id, "remote_addr", s.peer.Addr, "claims_held", held, "attempts", fails, "err", why)
-	}
-	u.shutdown()
-	srv.deliver([]delivery{{to: s, flush: true}})
-	if endSession {
-		srv.Logger.Warn("upstream session to the owner ended; the range locks it served are lost: ending the client's session", "owner_addr", u.addr,
-			"session", s.id, "remote_addr", s.peer.Addr, "err", why)
-		s.closeWithError(protocol.CodeNotOwner)
 	}
 }
 

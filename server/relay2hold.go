@@ -71,9 +71,33 @@ func (s *session) retryHeld() {
 		srv.mu.Unlock()
 		return
 	}
-	now := time.Now()
-	var ds []delivery
-	var others []*session // sessions whose held claims entered with ours
+	ds, others := s.routeHeldLocked(rel, time.Now())
+	if len(rel.held) > 0 {
+		time.AfterFunc(holdRetry, s.retryHeld)
+	} else {
+		rel.holding = false
+	}
+	srv.mu.Unlock()
+	v.omu.Lock()
+	rel.kickAll()
+	v.omu.Unlock()
+	for _, o := range others {
+		if orel := o.v2.rel.Load(); orel != nil {
+			o.v2.omu.Lock()
+			orel.kickAll()
+			o.v2.omu.Unlock()
+		}
+		ds = append(ds, delivery{to: o, flush: true})
+	}
+	srv.deliver(append(ds, delivery{to: s, flush: true}))
+}
+
+// routeHeldLocked routes the held claims again: entered into this
+// node's table (with their name's gated claims of other sessions,
+// others, when a warm-up ends), relayed, kept held, or revoked. Called
+// with srv.mu held.
+func (s *session) routeHeldLocked(rel *relayState, now time.Time) (ds []delivery, others []*session) {
+	srv, v := s.srv, s.v2
 	var entered map[uint32]bool
 	keep := rel.held[:0]
 	for _, f := range rel.held {
@@ -124,24 +148,7 @@ func (s *session) retryHeld() {
 			delete(rel.rerouted, id) // entered, relayed or revoked
 		}
 	}
-	if len(keep) > 0 {
-		time.AfterFunc(holdRetry, s.retryHeld)
-	} else {
-		rel.holding = false
-	}
-	srv.mu.Unlock()
-	v.omu.Lock()
-	rel.kickAll()
-	v.omu.Unlock()
-	for _, o := range others {
-		if orel := o.v2.rel.Load(); orel != nil {
-			o.v2.omu.Lock()
-			orel.kickAll()
-			o.v2.omu.Unlock()
-		}
-		ds = append(ds, delivery{to: o, flush: true})
-	}
-	srv.deliver(append(ds, delivery{to: s, flush: true}))
+	return ds, others
 }
 
 // claimHeld enters held claim f into this node's table, which now serves

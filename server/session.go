@@ -152,17 +152,8 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 	// The TLS handshake and the whole first ACQUIRE must arrive within
 	// io-timeout of accept.
 	s.conn.SetDeadline(time.Now().Add(srv.IOTimeout))
-	if tc, ok := s.conn.(*tls.Conn); ok {
-		if err := tc.Handshake(); err != nil {
-			srv.observe(Event{Kind: EventTLSHandshakeError, Time: time.Now(), Peer: s.peer, Err: err})
-			srv.Logger.Info("TLS handshake failed", "remote_addr", s.peer.Addr, "err", err)
-			return locktable.ReasonGraceful, 0
-		}
-		// Under wmu: closeWithError (shutdown) may read s.peer meanwhile.
-		id := Identity(tc.ConnectionState())
-		s.wmu.Lock()
-		s.peer.Identity = id
-		s.wmu.Unlock()
+	if !s.handshake() {
+		return locktable.ReasonGraceful, 0
 	}
 	req, v2, err := s.readOpening()
 	switch {
@@ -189,120 +180,189 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 	}
 	deadline, err := s.acquire(req, gen)
 	if err != nil {
-		if errors.Is(err, locktable.ErrShutdown) {
-			return locktable.ReasonShutdown, protocol.CodeShuttingDown
-		}
-		if errors.Is(err, errDenied) {
-			return s.denied(req.Name)
-		}
-		if errors.Is(err, errMoved) {
-			return locktable.ReasonGraceful, protocol.CodeShuttingDown
-		}
-		if errors.Is(err, errLeaseTooLong) {
-			return locktable.ReasonProtocolError, protocol.CodeInvalidLease
-		}
-		if errors.Is(err, locktable.ErrModeConflict) {
-			// A semaphore's claims: version 1 cannot express one.
-			return locktable.ReasonProtocolError, protocol.CodeModeConflict
-		}
-		if limit := tableLimit(err); limit != "" {
-			srv.limitHit(limit, s.peer, req.Name, s.id)
-			return locktable.ReasonProtocolError, protocol.CodeLimitReached
-		}
-		return writeFailureReason(err), 0
+		return s.acquireFailure(req, err)
 	}
+	return s.holdV1(deadline)
+}
 
+// handshake runs the TLS handshake of a TLS connection and records the
+// client's identity. It tells whether the session goes on.
+func (s *session) handshake() bool {
+	srv := s.srv
+	tc, ok := s.conn.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	if err := tc.Handshake(); err != nil {
+		srv.observe(Event{Kind: EventTLSHandshakeError, Time: time.Now(), Peer: s.peer, Err: err})
+		srv.Logger.Info("TLS handshake failed", "remote_addr", s.peer.Addr, "err", err)
+		return false
+	}
+	// Under wmu: closeWithError (shutdown) may read s.peer meanwhile.
+	id := Identity(tc.ConnectionState())
+	s.wmu.Lock()
+	s.peer.Identity = id
+	s.wmu.Unlock()
+	return true
+}
+
+// acquireFailure says how a version 1 session ends whose ACQUIRE req
+// failed with err.
+func (s *session) acquireFailure(req protocol.Acquire, err error) (locktable.Reason, protocol.Code) {
+	if errors.Is(err, locktable.ErrShutdown) {
+		return locktable.ReasonShutdown, protocol.CodeShuttingDown
+	}
+	if errors.Is(err, errDenied) {
+		return s.denied(req.Name)
+	}
+	if errors.Is(err, errMoved) {
+		return locktable.ReasonGraceful, protocol.CodeShuttingDown
+	}
+	if errors.Is(err, errLeaseTooLong) {
+		return locktable.ReasonProtocolError, protocol.CodeInvalidLease
+	}
+	if errors.Is(err, locktable.ErrModeConflict) {
+		// A semaphore's claims: version 1 cannot express one.
+		return locktable.ReasonProtocolError, protocol.CodeModeConflict
+	}
+	if limit := tableLimit(err); limit != "" {
+		s.srv.limitHit(limit, s.peer, req.Name, s.id)
+		return locktable.ReasonProtocolError, protocol.CodeLimitReached
+	}
+	return writeFailureReason(err), 0
+}
+
+// v1Hold is a version 1 session's state while it holds its claim.
+type v1Hold struct {
+	s        *session
+	deadline time.Time // the lease's end: the read deadline
 	// orphaned: another goroutine ended the claim (force-release, kick,
 	// shutdown) and is about to send the ERROR frame; closing now would
 	// lose it. Read on until that sender sets closing, for at most linger.
-	orphaned := false
-	orphan := func() {
-		if !orphaned {
-			orphaned = true
-			deadline = time.Now().Add(srv.linger())
-			s.conn.SetReadDeadline(deadline)
-		}
+	orphaned bool
+}
+
+func (h *v1Hold) orphan() {
+	if !h.orphaned {
+		h.orphaned = true
+		h.deadline = time.Now().Add(h.s.srv.linger())
+		h.s.conn.SetReadDeadline(h.deadline)
 	}
+}
+
+// holdV1 reads a version 1 session's heartbeats until its claim ends,
+// from its lease's end deadline on.
+func (s *session) holdV1(deadline time.Time) (locktable.Reason, protocol.Code) {
+	h := &v1Hold{s: s, deadline: deadline}
 	for {
 		n, err := s.conn.Read(s.rbuf[:])
 		if s.closing.Load() {
-			if !s.movedOut.Load() {
-				return ended, 0
+			if reason, done := h.closingRead(n, err); done {
+				return reason, 0
 			}
-			// Told that the name moves: the claim ends when the client
-			// hangs up (it stops its work before it closes) or its lease
-			// runs out; heartbeats that crossed the ERROR go unanswered.
-			// Through a relay, the hang-up is the relaying node's
-			// hopClientGone; a hop that breaks without it is the relaying
-			// node's end, not the client's.
-			switch {
-			case s.forwarded && bytes.IndexByte(s.rbuf[:n], hopClientGone) >= 0:
-				return locktable.ReasonMoved, 0
-			case err == nil:
-				continue
-			case s.forwarded && !errors.Is(err, os.ErrDeadlineExceeded):
-				s.keepUntilLease(deadline)
-				return ended, 0
-			}
-			return locktable.ReasonMoved, 0
+			continue
 		}
-		// Heartbeats first, answered together; then whatever else came.
-		beats := 0
-		for beats < n && protocol.Type(s.rbuf[beats]) == protocol.TypeHeartbeat {
-			beats++
-		}
-		if beats > 0 && !orphaned {
-			d, herr := s.heartbeat(beats)
-			switch {
-			case herr == nil:
-				deadline = d
-			case errors.Is(herr, locktable.ErrNoClaim):
-				orphan()
-			default:
-				return writeFailureReason(herr), 0
-			}
-		}
-		if beats < n {
-			if s.forwarded && s.rbuf[beats] == hopClientGone {
-				// The relayed client hung up. Nothing may follow the
-				// byte until this node's hopAck; if nothing did, the
-				// hop carries the next claim (finish).
-				s.hopEnded = beats+1 == n && err == nil && !orphaned
-				return locktable.ReasonGraceful, 0
-			}
-			if protocol.Type(s.rbuf[beats]) == protocol.TypeAcquire {
-				return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire
-			}
-			return locktable.ReasonProtocolError, protocol.CodeUnknownMessage
+		if reason, code, done := h.frames(n, err); done {
+			return reason, code
 		}
 		if err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				if s.forwarded && !orphaned {
-					// The hop broke without the relaying node's word that
-					// the client hung up: that node died or was cut off,
-					// and its client may still believe.
-					s.keepUntilLease(deadline)
-					return ended, 0
-				}
-				return locktable.ReasonGraceful, 0
+			if reason, done := h.readFailed(err); done {
+				return reason, 0
 			}
-			if orphaned {
-				return ended, 0
-			}
-			switch err := s.expire(); {
-			case err == nil:
-				return ended, 0
-			case errors.Is(err, locktable.ErrNoClaim):
-				orphan()
-				continue
-			default:
-				// The deadline fired a hair early for the table's
-				// strict "more than one lease" rule; look again shortly.
-				deadline = deadline.Add(time.Millisecond)
-			}
-			s.conn.SetReadDeadline(deadline)
 		}
 	}
+}
+
+// closingRead reads on a session another goroutine is closing: it
+// tells whether the session ends, and why.
+func (h *v1Hold) closingRead(n int, err error) (locktable.Reason, bool) {
+	s := h.s
+	if !s.movedOut.Load() {
+		return ended, true
+	}
+	// Told that the name moves: the claim ends when the client
+	// hangs up (it stops its work before it closes) or its lease
+	// runs out; heartbeats that crossed the ERROR go unanswered.
+	// Through a relay, the hang-up is the relaying node's
+	// hopClientGone; a hop that breaks without it is the relaying
+	// node's end, not the client's.
+	switch {
+	case s.forwarded && bytes.IndexByte(s.rbuf[:n], hopClientGone) >= 0:
+		return locktable.ReasonMoved, true
+	case err == nil:
+		return 0, false
+	case s.forwarded && !errors.Is(err, os.ErrDeadlineExceeded):
+		s.keepUntilLease(h.deadline)
+		return ended, true
+	}
+	return locktable.ReasonMoved, true
+}
+
+// frames answers the n bytes read: heartbeats first, answered together;
+// then whatever else came, which ends the session.
+func (h *v1Hold) frames(n int, err error) (locktable.Reason, protocol.Code, bool) {
+	s := h.s
+	beats := 0
+	for beats < n && protocol.Type(s.rbuf[beats]) == protocol.TypeHeartbeat {
+		beats++
+	}
+	if beats > 0 && !h.orphaned {
+		d, herr := s.heartbeat(beats)
+		switch {
+		case herr == nil:
+			h.deadline = d
+		case errors.Is(herr, locktable.ErrNoClaim):
+			h.orphan()
+		default:
+			return writeFailureReason(herr), 0, true
+		}
+	}
+	if beats < n {
+		if s.forwarded && s.rbuf[beats] == hopClientGone {
+			// The relayed client hung up. Nothing may follow the
+			// byte until this node's hopAck; if nothing did, the
+			// hop carries the next claim (finish).
+			s.hopEnded = beats+1 == n && err == nil && !h.orphaned
+			return locktable.ReasonGraceful, 0, true
+		}
+		if protocol.Type(s.rbuf[beats]) == protocol.TypeAcquire {
+			return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire, true
+		}
+		return locktable.ReasonProtocolError, protocol.CodeUnknownMessage, true
+	}
+	return 0, 0, false
+}
+
+// readFailed handles the read's error err: a hang-up, a broken hop, or
+// the lease's end. It tells whether the session ends, and why.
+func (h *v1Hold) readFailed(err error) (locktable.Reason, bool) {
+	s := h.s
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		if s.forwarded && !h.orphaned {
+			// The hop broke without the relaying node's word that
+			// the client hung up: that node died or was cut off,
+			// and its client may still believe.
+			s.keepUntilLease(h.deadline)
+			return ended, true
+		}
+		return locktable.ReasonGraceful, true
+	}
+	if h.orphaned {
+		return ended, true
+	}
+	switch err := s.expire(); {
+	case err == nil:
+		return ended, true
+	case errors.Is(err, locktable.ErrNoClaim):
+		h.orphan()
+		return 0, false
+	default:
+		// The deadline fired a hair early for the table's
+		// strict "more than one lease" rule; look again shortly.
+		h.deadline = h.deadline.Add(time.Millisecond)
+	}
+	s.conn.SetReadDeadline(h.deadline)
+	return 0, false
 }
 
 // readOpening reads the connection's opening: a hop header if a cluster

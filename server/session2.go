@@ -453,20 +453,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			break
 		}
 		off += n
-		if f.Type == protocol.TypePing {
-			srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: s.peer, Protocol: protocol.Version2, Session: s.id})
-			v.appendOut(s, func(b []byte) []byte { return protocol.AppendPong(b, f.Seq) })
-			continue
-		}
-		if f.Type == protocol.TypeRing {
-			s.answerRing(f)
-			continue
-		}
-		if f.Type == protocol.TypeDetach {
-			// The client will come back: the connection's end keeps the
-			// session, whatever follows.
-			v.detached = true
-			v.appendOut(s, protocol.AppendDetached)
+		if s.answerUnlocked(now, f) {
 			continue
 		}
 		if !locked {
@@ -474,121 +461,30 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			locked = true
 			now = time.Now()
 			lockedAt = now
-			// Every frame read in full refreshes the lease; a session
-			// the table no longer has was ended by another goroutine,
-			// and one closing was kept for a resume (resume.go).
-			if _, err := srv.table.Touch(now, s.id); err != nil || s.closing.Load() {
-				orphan = true
+			if orphan = s.touchLocked(now); orphan {
 				break
 			}
-			v.flushed = now
 		}
-		if f.Type == protocol.TypeRange {
-			ds = append(ds, s.rangeOp(now, f)...)
-			continue
+		more, c, o := s.answerLocked(now, f, ce)
+		ds = append(ds, more...)
+		if c != 0 {
+			code, reason = c, locktable.ReasonProtocolError
 		}
-		if f.Type == protocol.TypeProclaim || f.Type == protocol.TypeWatch {
-			more, c := s.watchFrame(now, f, ce)
-			if c != 0 {
-				code, reason = c, locktable.ReasonProtocolError
-				break
-			}
-			ds = append(ds, more...)
-			continue
-		}
-		key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
-		if f.Type == protocol.TypeRelease {
-			if s.relayRelease(f.Claim) || s.releaseWatch(f.Claim) || s.answerMoved(f.Claim) {
-				continue
-			}
-			res, _ := srv.table.Release(now, key) // not in use: RELEASED all the same
-			ds = append(ds, srv.commit(now, res)...)
-			v.appendOut(s, func(b []byte) []byte { return protocol.AppendReleased(b, f.Claim) })
-			continue
-		}
-		// CLAIM: the id in use is a session-level fault, checked before
-		// the claim-level ones (docs/protocol.md, v2 validation 14).
-		if s.idInUse(key) {
-			code, reason = protocol.CodeClaimInUse, locktable.ReasonProtocolError
+		if orphan = o; c != 0 || o {
 			break
 		}
-		s.claimUses(f.Claim)
-		if ce != nil {
-			c, _ := protocol.CodeOf(ce.Err)
-			s.refuse(f, c)
-			continue
-		}
-		if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, f.Name) {
-			srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: s.peer, Protocol: protocol.Version2,
-				Session: s.id, Claim: key.Claim, Mode: locktable.Mode(f.Mode), Label: v.label})
-			s.refuse(f, protocol.CodeNotAuthorized)
-			continue
-		}
-		if f.HasValue() && !s.valuedClaim(f) {
-			continue // refused (watch.go)
-		}
-		if f.Reassert() {
-			ds = append(ds, s.reassert(now, f)...)
-			continue // answered, or relayed to its owner (resume.go)
-		}
-		if s.routeClaim(now, f) {
-			continue // relayed to its owner, or refused (relay2.go)
-		}
-		st, res, err := srv.table.Claim(now, s.id, key.Claim, locktable.ClaimRequest{
-			Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, NoWait: f.NoWait(), Value: f.Value})
-		if err != nil {
-			if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
-				orphan = true
-				break
-			}
-			if errors.Is(err, locktable.ErrClaimExists) {
-				code, reason = protocol.CodeClaimInUse, locktable.ReasonProtocolError
-				break
-			}
-			if limit := tableLimit(err); limit != "" {
-				srv.notify(Event{Kind: EventLimit, Time: now, Action: limit, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: key.Claim, Code: protocol.CodeLimitReached})
-			}
-			s.refuse(f, claimErrorCode(err))
-			continue
-		}
-		if st.State == locktable.Waiting {
-			srv.queued[protocol.Version2]++
-		}
-		ticket := srv.table.Ticket(key)
-		ds = append(ds, srv.commit(now, res)...)
-		v.appendOut(s, func(b []byte) []byte {
-			switch st.State {
-			case locktable.Owner:
-				return protocol.AppendGranted(b, f.Claim, st.Token)
-			case locktable.Waiting:
-				return v.appendQueued(b, f.Claim, ticket)
-			}
-			return protocol.AppendBusy(b, f.Claim)
-		})
 	}
-	v.consume(off)
-	if off > 0 {
-		// A frame still partly read began with the last read.
-		v.partialSince = time.Time{}
-		if len(v.buf) > 0 {
-			v.partialSince = now
-		}
+	if s.endFrames(off, now, locked, code == 0 && !orphan) {
+		orphan = true
 	}
-	if off > 0 && code == 0 && !orphan {
-		v.seen = now
-		if !locked && now.Sub(v.flushed) >= min(leaseFlush, v.lease/4) {
-			srv.mu.Lock()
-			locked = true
-			if _, err := srv.table.Touch(now, s.id); err != nil {
-				orphan = true
-			} else {
-				v.flushed = now
-			}
-		}
-	}
-	if locked {
-		srv.mu.Unlock()
-	}
+	return s.finishBatch(ds, leaseWait, reason, code, orphan)
+}
+
+// finishBatch, srv.mu let go, delivers what the batch's frames pushed
+// and, when the session goes on, flushes its answers; a batch that
+// stopped for the lease (leaseWait) records it and goes on reading.
+func (s *session) finishBatch(ds []delivery, leaseWait bool, reason locktable.Reason, code protocol.Code, orphan bool) (locktable.Reason, protocol.Code, bool) {
+	srv, v := s.srv, s.v2
 	// Pushes to other sessions first: a PROMOTED is on the path of a
 	// handover, this session's own answers only on its own.
 	srv.deliver(othersOnly(ds, s))
@@ -611,6 +507,179 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 		}
 	}
 	return reason, code, orphan
+}
+
+// answerUnlocked answers the frames that need no srv.mu: PING, RING and
+// DETACH. It tells whether f was one of them.
+func (s *session) answerUnlocked(now time.Time, f protocol.Frame) bool {
+	v := s.v2
+	switch f.Type {
+	case protocol.TypePing:
+		s.srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: s.peer, Protocol: protocol.Version2, Session: s.id})
+		v.appendOut(s, func(b []byte) []byte { return protocol.AppendPong(b, f.Seq) })
+	case protocol.TypeRing:
+		s.answerRing(f)
+	case protocol.TypeDetach:
+		// The client will come back: the connection's end keeps the
+		// session, whatever follows.
+		v.detached = true
+		v.appendOut(s, protocol.AppendDetached)
+	default:
+		return false
+	}
+	return true
+}
+
+// touchLocked refreshes the lease as the batch takes srv.mu (held):
+// every frame read in full does. It tells whether the session is
+// orphaned: one the table no longer has was ended by another goroutine,
+// and one closing was kept for a resume (resume.go).
+func (s *session) touchLocked(now time.Time) (orphan bool) {
+	if _, err := s.srv.table.Touch(now, s.id); err != nil || s.closing.Load() {
+		return true
+	}
+	s.v2.flushed = now
+	return false
+}
+
+// answerLocked answers a frame that reads or changes the tables: RANGE,
+// PROCLAIM, WATCH, RELEASE or CLAIM (ce: its claim-level error). Called
+// with srv.mu held. A nonzero code ends the session with a protocol
+// error; orphan tells that the session was ended elsewhere.
+func (s *session) answerLocked(now time.Time, f protocol.Frame, ce *protocol.ClaimError) (ds []delivery, code protocol.Code, orphan bool) {
+	switch f.Type {
+	case protocol.TypeRange:
+		return s.rangeOp(now, f), 0, false
+	case protocol.TypeProclaim, protocol.TypeWatch:
+		ds, code := s.watchFrame(now, f, ce)
+		if code != 0 {
+			return nil, code, false
+		}
+		return ds, 0, false
+	case protocol.TypeRelease:
+		return s.answerRelease(now, f), 0, false
+	}
+	return s.answerClaim(now, f, ce)
+}
+
+// answerRelease answers a RELEASE: relayed to the claim's owner, a
+// watch's end, a claim moved away, or a release in this node's table.
+// Called with srv.mu held.
+func (s *session) answerRelease(now time.Time, f protocol.Frame) []delivery {
+	if s.relayRelease(f.Claim) || s.releaseWatch(f.Claim) || s.answerMoved(f.Claim) {
+		return nil
+	}
+	srv := s.srv
+	key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
+	res, _ := srv.table.Release(now, key) // not in use: RELEASED all the same
+	ds := srv.commit(now, res)
+	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendReleased(b, f.Claim) })
+	return ds
+}
+
+// answerClaim answers a CLAIM (ce: its claim-level error): refused,
+// re-asserted, relayed to its owner, or claimed in this node's table.
+// Called with srv.mu held; results as answerLocked's.
+func (s *session) answerClaim(now time.Time, f protocol.Frame, ce *protocol.ClaimError) (ds []delivery, code protocol.Code, orphan bool) {
+	srv, v := s.srv, s.v2
+	key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
+	// The id in use is a session-level fault, checked before the
+	// claim-level ones (docs/protocol.md, v2 validation 14).
+	if s.idInUse(key) {
+		return nil, protocol.CodeClaimInUse, false
+	}
+	s.claimUses(f.Claim)
+	if ce != nil {
+		c, _ := protocol.CodeOf(ce.Err)
+		s.refuse(f, c)
+		return nil, 0, false
+	}
+	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, f.Name) {
+		srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: s.peer, Protocol: protocol.Version2,
+			Session: s.id, Claim: key.Claim, Mode: locktable.Mode(f.Mode), Label: v.label})
+		s.refuse(f, protocol.CodeNotAuthorized)
+		return nil, 0, false
+	}
+	if f.HasValue() && !s.valuedClaim(f) {
+		return nil, 0, false // refused (watch.go)
+	}
+	if f.Reassert() {
+		return s.reassert(now, f), 0, false // answered, or relayed to its owner (resume.go)
+	}
+	if s.routeClaim(now, f) {
+		return nil, 0, false // relayed to its owner, or refused (relay2.go)
+	}
+	return s.claimHere(now, f)
+}
+
+// claimHere claims f in this node's table and answers GRANTED, QUEUED
+// or BUSY, or refuses it. Called with srv.mu held; results as
+// answerLocked's.
+func (s *session) claimHere(now time.Time, f protocol.Frame) (ds []delivery, code protocol.Code, orphan bool) {
+	srv, v := s.srv, s.v2
+	key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
+	st, res, err := srv.table.Claim(now, s.id, key.Claim, locktable.ClaimRequest{
+		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, NoWait: f.NoWait(), Value: f.Value})
+	if err != nil {
+		if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
+			return nil, 0, true
+		}
+		if errors.Is(err, locktable.ErrClaimExists) {
+			return nil, protocol.CodeClaimInUse, false
+		}
+		if limit := tableLimit(err); limit != "" {
+			srv.notify(Event{Kind: EventLimit, Time: now, Action: limit, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: key.Claim, Code: protocol.CodeLimitReached})
+		}
+		s.refuse(f, claimErrorCode(err))
+		return nil, 0, false
+	}
+	if st.State == locktable.Waiting {
+		srv.queued[protocol.Version2]++
+	}
+	ticket := srv.table.Ticket(key)
+	ds = srv.commit(now, res)
+	v.appendOut(s, func(b []byte) []byte {
+		switch st.State {
+		case locktable.Owner:
+			return protocol.AppendGranted(b, f.Claim, st.Token)
+		case locktable.Waiting:
+			return v.appendQueued(b, f.Claim, ticket)
+		}
+		return protocol.AppendBusy(b, f.Claim)
+	})
+	return ds, 0, false
+}
+
+// endFrames consumes the off bytes of frames the batch read and, when
+// the batch went well (ok), refreshes the lease if no frame did for a
+// while; then it lets go of srv.mu if held (locked). It tells whether
+// the session turned out orphaned.
+func (s *session) endFrames(off int, now time.Time, locked, ok bool) (orphan bool) {
+	srv, v := s.srv, s.v2
+	v.consume(off)
+	if off > 0 {
+		// A frame still partly read began with the last read.
+		v.partialSince = time.Time{}
+		if len(v.buf) > 0 {
+			v.partialSince = now
+		}
+	}
+	if off > 0 && ok {
+		v.seen = now
+		if !locked && now.Sub(v.flushed) >= min(leaseFlush, v.lease/4) {
+			srv.mu.Lock()
+			locked = true
+			if _, err := srv.table.Touch(now, s.id); err != nil {
+				orphan = true
+			} else {
+				v.flushed = now
+			}
+		}
+	}
+	if locked {
+		srv.mu.Unlock()
+	}
+	return orphan
 }
 
 // mayHold tells whether frame f (ce: its claim-level error) may make the
