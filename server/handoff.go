@@ -63,7 +63,7 @@ func (srv *Server) evict(gone func(name string) bool) int {
 }
 
 // Install installs a state another node exported for this one: its
-// version 2 claims, detached until their hosts adopt them (move.go). A
+// version 2 claims, detached until their hosts adopt them (move_install.go). A
 // state of the previous version (a list of locks) must be empty.
 func (srv *Server) Install(from string, state json.RawMessage) error {
 	srv.init()

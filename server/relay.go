@@ -91,7 +91,7 @@ type Route struct {
 // false ends the session with ERROR 0x03.
 //
 // A version 2 claim on a name whose Route is RouteForward is relayed
-// through an upstream session to the owner (relay2.go); on RouteHold it
+// through an upstream session to the owner (relay2.go, relay2upstream.go); on RouteHold it
 // is answered QUEUED and asked about again (relay2hold.go); RouteNotOwner
 // refuses it with REFUSED 0x03 (retryable). It is never granted on a node
 // whose Route does not say RouteServe.

@@ -1,18 +1,11 @@
 package server
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"maps"
-	"net"
-	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
-	"github.com/batonlock/baton/internal/rangemirror"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -44,7 +37,7 @@ import (
 // (its owner closed it, died, shut down, or did not answer for half the
 // lease): when the owner may have died or stops serving, every claim
 // relayed on it is re-asserted at the name's next owner (fail, and
-// failOver in move.go); otherwise it is lost and the client is told
+// failOver in move_host.go); otherwise it is lost and the client is told
 // REVOKED(claim, 0x03). The session and its other claims live on.
 //
 // The pessimism rule through a relay. The client's confirmation anchor
@@ -60,6 +53,10 @@ import (
 // (PROMOTED, REVOKED) never overtakes an earlier frame, and a push from
 // an owner goes before the answers that owner had not sent yet. A
 // session that never relayed a claim keeps the direct path.
+//
+// This file holds the client's side on R: the outbox, the routing of
+// each CLAIM and RELEASE, and the session's end. The upstream sessions
+// to the owners are in relay2upstream.go, held claims in relay2hold.go.
 
 // maxUpstreamPings bounds the PINGs in flight on one upstream.
 const maxUpstreamPings = 2
@@ -105,7 +102,7 @@ type relayState struct {
 	// HELLO asking for queue tickets (ERROR 0x1e: the earlier revision):
 	// this session's upstreams to them open without asking.
 	noTickets map[string]bool
-	// Claims moving to a new owner (move.go): how many are not adopted
+	// Claims moving to a new owner (move_host.go): how many are not adopted
 	// yet (while any is not, no answer is released), the ones the client
 	// released meanwhile (their ids are free), whether a retry is
 	// scheduled, and the secret that adopts them at the new owner.
@@ -147,7 +144,7 @@ const (
 	rcLive                        // answered GRANTED or QUEUED
 	rcReleasing                   // RELEASE sent
 	rcEnded
-	rcMoving // moving to a new owner, not adopted yet (move.go)
+	rcMoving // moving to a new owner, not adopted yet (move_host.go)
 )
 
 // relayedClaim is one relayed claim (one use of a claim id).
@@ -155,7 +152,7 @@ type relayedClaim struct {
 	id    uint32
 	up    *upstream
 	state claimState
-	move  *moveInfo // a claim that moves to a new owner (move.go)
+	move  *moveInfo // a claim that moves to a new owner (move_host.go)
 	// req is the CLAIM sent for it, and token the owner's grant: what a
 	// move needs to adopt it at the new owner.
 	req   protocol.Frame
@@ -166,85 +163,6 @@ type relayedClaim struct {
 	// movedAnswer: a RELEASE of it is in flight on its old upstream,
 	// which answers it MOVED.
 	movedAnswer bool
-}
-
-// upReq is a request sent on an upstream, waiting for its answer.
-type upReq struct {
-	kind protocol.Type // HELLO, PING, CLAIM or RELEASE
-	at   time.Time     // when it was queued to be sent
-	slot *outEntry     // CLAIM, RELEASE: where its answer goes
-	rc   *relayedClaim // CLAIM, RELEASE
-	// CLAIM: what it asks (a re-assertion with its fields), to hold it
-	// again if the upstream cannot be opened.
-	f protocol.Frame
-	// RANGE: its req, which its ANSWER names (relayranges.go), or the
-	// key of an adoption or a re-assertion (rangemove.go; f says which),
-	// whose req is 0.
-	req   uint32
-	adopt string
-}
-
-// sendClaim sends CLAIM f on u; slot is where its answer goes (nil for a
-// held claim relayed late).
-func (u *upstream) sendClaim(f protocol.Frame, slot *outEntry, rc *relayedClaim) {
-	rc.req = f
-	u.send(protocol.AppendFrame(nil, f), upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc, f: f})
-}
-
-// claim returns the CLAIM frame r sent.
-func (r upReq) claim() protocol.Frame {
-	f := r.f
-	f.Claim = r.rc.id
-	return f
-}
-
-// upstream is a version 2 session to an owner, on behalf of one client
-// session. Its fields are guarded by the client session's omu, except
-// the channels.
-type upstream struct {
-	s    *session
-	addr string
-
-	fifo      []upReq // sent, unanswered, in order
-	wbuf      []byte  // frames to send
-	spare     []byte  // the buffer last written, reused for wbuf
-	writing   bool    // a goroutine is bound to write wbuf until it is empty
-	claims    map[uint32]*relayedClaim
-	confirmed time.Time // the send time of the latest request answered
-	lastSent  time.Time
-	pings     int
-	seq       uint64
-	dead      bool
-	opened    bool     // the owner has answered HELLO with WELCOME
-	conn      net.Conn // set once dialled
-	// tickets: the HELLO asked for queue tickets (the client's session
-	// did). Until the WELCOME, unopened keeps every byte queued, to send
-	// again on a new connection without asking should the owner refuse
-	// (reopenLocked); its first helloLen bytes are the hop header, the
-	// preamble and the HELLO.
-	tickets  bool
-	unopened []byte
-	// values: the HELLO asked for values (the client's session did):
-	// valued claims and PROCLAIM are relayed on it, in frames of up to
-	// 2048 bytes (relayvalues.go). Kept until the WELCOME as tickets are.
-	values   bool
-	helloLen int
-	// ranges: the owner granted or queued a RANGE set relayed on it
-	// (relayranges.go): it may hold range locks of the session, so the
-	// upstream protects them (confirmedAfter), and its loss ends the
-	// session. rangeOwners are the lock owners of the sets relayed on
-	// it, by key and namespace: what a hang-up releases there.
-	ranges      bool
-	rangeOwners map[rangeOwner]bool
-	// mirror is what the owner holds of the session's range locks, for
-	// their re-assertion after a failover (internal/rangemirror).
-	mirror *rangemirror.Mirror
-
-	redial chan struct{} // tells the writer to dial again (reopenLocked)
-
-	kick     chan struct{} // wakes the writer
-	stop     chan struct{} // closed when the upstream ends
-	stopOnce sync.Once
 }
 
 // relayLocked returns the session's relay state, creating it.
@@ -331,21 +249,6 @@ func (rel *relayState) pump(v *v2conn) {
 	}
 }
 
-// send queues frame b with its request. The session's reader writes what
-// it queued at the end of its batch (relayPump); other goroutines wake
-// the upstream's writer (kickAll).
-func (u *upstream) send(b []byte, r upReq) {
-	if len(u.fifo) == 0 && u.conn != nil {
-		u.conn.SetReadDeadline(r.at.Add(u.patience()))
-	}
-	u.wbuf = append(u.wbuf, b...)
-	if (u.tickets || u.values) && !u.opened {
-		u.unopened = append(u.unopened, b...)
-	}
-	u.fifo = append(u.fifo, r)
-	u.lastSent = r.at
-}
-
 // kickAll wakes the writer of every upstream with frames to send.
 func (rel *relayState) kickAll() {
 	for _, u := range rel.ups {
@@ -356,114 +259,6 @@ func (rel *relayState) kickAll() {
 			}
 		}
 	}
-}
-
-// flush writes what is queued on u until nothing is. A goroutine that
-// finds another writing leaves its frames to that one, which writes until
-// nothing is left. It returns false when the upstream has ended.
-func (u *upstream) flush() bool {
-	srv, v := u.s.srv, u.s.v2
-	v.omu.Lock()
-	if u.writing || u.conn == nil || u.dead {
-		dead := u.dead // read under omu: markDead may run once it is released
-		v.omu.Unlock()
-		return !dead
-	}
-	u.writing = true
-	conn := u.conn
-	for {
-		b := u.wbuf
-		if len(b) == 0 || u.dead {
-			u.writing = false
-			dead := u.dead
-			v.omu.Unlock()
-			return !dead
-		}
-		u.wbuf, u.spare = u.spare[:0], nil
-		v.omu.Unlock()
-		conn.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
-		_, err := conn.Write(b)
-		v.omu.Lock()
-		if u.spare == nil && cap(b) <= maxSpare {
-			u.spare = b[:0]
-		}
-		if u.conn != conn {
-			// Reopened (reopenLocked): what is queued now is for the
-			// next connection, which the writer dials and then writes
-			// to, woken here should it find this flush still writing.
-			u.writing = false
-			select {
-			case u.kick <- struct{}{}:
-			default:
-			}
-			dead := u.dead
-			v.omu.Unlock()
-			return !dead
-		}
-		if err != nil {
-			u.writing = false
-			v.omu.Unlock()
-			u.fail(ownerLost{fmt.Errorf("writing to the owner: %w", err)})
-			return false
-		}
-	}
-}
-
-// patience is how long a request may go unanswered before the upstream
-// is given up: half the lease, so the client hears of its other claims
-// before it gives up at 0.8 of its lease.
-func (u *upstream) patience() time.Duration { return u.s.v2.lease / 2 }
-
-// upstreamLocked returns the session's live upstream to addr, opening it.
-func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
-	if u := rel.ups[addr]; u != nil {
-		return u
-	}
-	srv, v := s.srv, s.v2
-	now := time.Now()
-	u := &upstream{s: s, addr: addr, claims: map[uint32]*relayedClaim{},
-		// Answers read before it opened need nothing of it: its claims
-		// are granted only after.
-		confirmed: now,
-		// Queue tickets are asked for when the client asked for them
-		// (it then understands a QUEUED with one, passed on as the owner
-		// wrote it), unless this owner refused them before.
-		tickets: v.tickets && !rel.noTickets[addr],
-		values:  v.values && !rel.noTickets[addr],
-		kick:    make(chan struct{}, 1), stop: make(chan struct{}), redial: make(chan struct{}, 1)}
-	b := s.upstreamHello(u.tickets, u.values)
-	u.helloLen = len(b)
-	u.send(b, upReq{kind: protocol.TypeHello, at: now})
-	rel.ups[addr] = u
-	srv.upstreams.Add(1)
-	srv.sessionsWG.Add(1)
-	go u.write()
-	srv.Logger.Debug("opening an upstream session", "owner_addr", addr, "session", s.id, "remote_addr", s.peer.Addr)
-	return u
-}
-
-// attach records claim id as relayed on u.
-func (u *upstream) attach(rel *relayState, id uint32, st claimState) *relayedClaim {
-	rc := &relayedClaim{id: id, up: u, state: st}
-	u.claims[id] = rc
-	rel.claims[id] = rc
-	u.s.srv.relayedClaims.Add(1)
-	return rc
-}
-
-// end marks rc ended and forgets it.
-func (u *upstream) end(rel *relayState, rc *relayedClaim) {
-	if rc.state == rcEnded {
-		return
-	}
-	rc.state = rcEnded
-	if u.claims[rc.id] == rc {
-		delete(u.claims, rc.id)
-	}
-	if rel.claims[rc.id] == rc {
-		delete(rel.claims, rc.id)
-	}
-	u.s.srv.relayedClaims.Add(-1)
 }
 
 // routeClaim asks the Router, on a cluster node, who serves CLAIM f. It
@@ -488,7 +283,7 @@ func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 	case rt.Action == RouteForward && !s.forwarded:
 		if s.releasedMoving(f.Claim) {
 			// Its id's earlier claim moved and was released; that RELEASE
-			// still waits for the adoption (move.go): held until it is
+			// still waits for the adoption (move_host.go): held until it is
 			// sent, so that the owner never sees the id twice.
 			s.holdClaim(f)
 			return true
@@ -563,7 +358,7 @@ func (s *session) relayRelease(id uint32) bool {
 	}
 	delete(rel.claims, id)
 	if rc.state == rcMoving {
-		// Queued until the new owner has adopted the claim (move.go).
+		// Queued until the new owner has adopted the claim (move_host.go).
 		if !s.closing.Load() && !v.ending {
 			slot := &outEntry{pending: true, at: rel.answerAt(), up: rc.up, claim: id}
 			rel.add(v, slot)
@@ -685,656 +480,6 @@ func (s *session) releaseUpstreams() {
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
-	}
-}
-
-// markDead takes u out of the session's live upstreams.
-func (u *upstream) markDead(rel *relayState) {
-	u.dead = true
-	if rel.ups[u.addr] == u {
-		delete(rel.ups, u.addr)
-	}
-	u.s.srv.upstreams.Add(-1)
-}
-
-// shutdown stops u's goroutines; called without omu, once u is dead.
-func (u *upstream) shutdown() {
-	u.stopOnce.Do(func() { close(u.stop) })
-	v := u.s.v2
-	v.omu.Lock()
-	c := u.conn
-	v.omu.Unlock()
-	if c != nil {
-		c.Close()
-	}
-}
-
-// upstreamHello returns what opens an upstream session of s: the hop
-// header, the version 2 preamble and HELLO with the client session's
-// lease and label, asking for queue tickets when tickets is set and for
-// values when values is. Called with omu held.
-func (s *session) upstreamHello(tickets, values bool) []byte {
-	srv, v := s.srv, s.v2
-	// The owner keeps the claims when this hop breaks (resume.go): a
-	// resumable session's client resumes them; a plain session's are
-	// released by this node when its client hangs up (dropUpstreams), so
-	// a break without that is this node's death or a cut, and the
-	// client may still believe. A plain session's hash is of a secret
-	// nobody knows: it is never resumed.
-	hash := v.plainHash
-	if r := v.resume; r != nil {
-		hash = r.hash
-	} else if hash == ([secretHashLen]byte{}) {
-		_, hash = newSecret()
-		v.plainHash = hash
-	}
-	b := protocol.AppendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &hash)
-	b = protocol.AppendPreamble(b)
-	var flags uint8
-	if tickets {
-		flags = protocol.HelloTickets
-	}
-	if values {
-		flags |= protocol.HelloValues
-	}
-	return protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(v.lease), Flags: flags, Label: v.label})
-}
-
-// reopenLocked answers an owner that refused the upstream's HELLO
-// asking for queue tickets (ERROR 0x1e: a node of the earlier revision,
-// which has closed the connection and read nothing after the HELLO):
-// the owner is remembered for the session, and everything queued since
-// the HELLO goes again, in order, on a new connection that opens
-// without asking; the requests keep their places in fifo. The client
-// then gets no ticket for the claims relayed there. It returns the old
-// connection, for the caller to close once it has released omu.
-func (u *upstream) reopenLocked(rel *relayState) net.Conn {
-	if rel.noTickets == nil {
-		rel.noTickets = map[string]bool{}
-	}
-	rel.noTickets[u.addr] = true
-	u.tickets, u.values = false, false
-	rest := u.unopened[u.helloLen:]
-	u.wbuf = append(u.s.upstreamHello(false, false), rest...)
-	u.helloLen, u.unopened = 0, nil
-	c := u.conn
-	u.conn = nil // the writer leaves it (flush) and dials again
-	select {
-	case u.redial <- struct{}{}:
-	default:
-	}
-	return c
-}
-
-// write dials the owner, starts the reader and writes what is queued
-// when woken, until the upstream ends; it dials again when the owner
-// refused queue tickets (reopenLocked).
-func (u *upstream) write() {
-	srv, v := u.s.srv, u.s.v2
-	defer srv.sessionsWG.Done()
-dial:
-	for {
-		conn, err := srv.dialOwner(u.addr)
-		if err != nil {
-			u.fail(fmt.Errorf("dialling the owner: %w", err))
-			return
-		}
-		v.omu.Lock()
-		if u.dead {
-			v.omu.Unlock()
-			conn.Close()
-			return
-		}
-		u.conn = conn
-		if len(u.fifo) > 0 {
-			conn.SetReadDeadline(u.fifo[0].at.Add(u.patience()))
-		}
-		values := u.values
-		v.omu.Unlock()
-		srv.sessionsWG.Add(1)
-		go u.read(conn, values)
-		for u.flush() {
-			select {
-			case <-u.kick:
-			case <-u.redial:
-				continue dial
-			case <-u.stop:
-				return
-			}
-		}
-		return
-	}
-}
-
-// upFrame is a frame read from an upstream, with its bytes.
-type upFrame struct {
-	f   protocol.Frame
-	raw []byte
-}
-
-// errUpstreamAnswer is an upstream frame that does not fit.
-var errUpstreamAnswer = errors.New("server: the owner's frame does not fit the requests sent")
-
-// read reads the owner's frames until the upstream ends; values: the
-// upstream asked for values, and its frames may be larger.
-func (u *upstream) read(conn net.Conn, values bool) {
-	defer u.s.srv.sessionsWG.Done()
-	maxLen, bufLen := upstreamFrames(values)
-	buf := make([]byte, 0, bufLen)
-	opened := false
-	var frames []upFrame
-	for {
-		n, err := conn.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		off := 0
-		frames = frames[:0]
-		for {
-			var f protocol.Frame
-			var m int
-			var perr error
-			if opened {
-				f, m, perr = protocol.ParseServerFrameV2Max(buf[off:], maxLen)
-			} else {
-				f, m, perr = protocol.ParseHelloAnswer(buf[off:])
-			}
-			if perr != nil {
-				u.fail(fmt.Errorf("reading from the owner: %w", perr))
-				return
-			}
-			if m == 0 {
-				break
-			}
-			opened = true
-			frames = append(frames, upFrame{f: f, raw: bytes.Clone(buf[off : off+m])})
-			off += m
-		}
-		buf = buf[:copy(buf, buf[off:])]
-		if len(frames) > 0 && !u.handle(frames) {
-			return
-		}
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && !u.overdue(conn) {
-				continue
-			}
-			u.fail(ownerLost{fmt.Errorf("reading from the owner: %w", err)})
-			return
-		}
-	}
-}
-
-// overdue reports whether the oldest unanswered request has waited past
-// patience; if not, it sets the read deadline for it.
-func (u *upstream) overdue(conn net.Conn) bool {
-	v := u.s.v2
-	v.omu.Lock()
-	defer v.omu.Unlock()
-	if u.dead {
-		return true
-	}
-	if len(u.fifo) == 0 {
-		conn.SetReadDeadline(time.Time{})
-		return false
-	}
-	d := u.fifo[0].at.Add(u.patience())
-	if !time.Now().Before(d) {
-		return true
-	}
-	conn.SetReadDeadline(d)
-	return false
-}
-
-// answers reports whether server frame f answers request r.
-func answers(r upReq, f protocol.Frame) bool {
-	switch f.Type {
-	case protocol.TypeWelcome:
-		return r.kind == protocol.TypeHello
-	case protocol.TypePong:
-		return r.kind == protocol.TypePing
-	case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
-		return r.kind == protocol.TypeClaim && r.rc.id == f.Claim
-	case protocol.TypeReleased:
-		return r.kind == protocol.TypeRelease && r.rc.id == f.Claim
-	case protocol.TypeProclaimed:
-		return r.kind == protocol.TypeProclaim && r.rc.id == f.Claim
-	case protocol.TypeRangeAnswer:
-		return r.kind == protocol.TypeRange && r.req == f.Claim
-	}
-	return false
-}
-
-// ticketed reports whether an owner's frame gives queue tickets: the
-// WELCOME flag, or a QUEUED with a ticket (docs/protocol.md, "v2 queue
-// tickets"). An upstream that did not ask for them must get neither.
-func ticketed(f protocol.Frame) bool {
-	switch f.Type {
-	case protocol.TypeWelcome:
-		return f.Flags&protocol.WelcomeTickets != 0
-	case protocol.TypeQueued:
-		return f.Ticket != 0
-	}
-	return false
-}
-
-// handle applies the owner's frames: answers fill their places in the
-// outbox and confirm the upstream, pushes go before the answers the owner
-// had not sent yet. It returns false when the upstream has ended.
-func (u *upstream) handle(frames []upFrame) bool {
-	s := u.s
-	v := s.v2
-	v.omu.Lock()
-	if u.dead {
-		v.omu.Unlock()
-		return false
-	}
-	rel := v.rel.Load()
-	var out upOutcome
-	for _, fr := range frames {
-		if u.frame(rel, v, fr, &out) {
-			// An owner before queue tickets or values: again, without.
-			c := u.reopenLocked(rel)
-			v.omu.Unlock()
-			if c != nil {
-				c.Close() // its reader, this one, ends here
-			}
-			s.srv.Logger.Debug("the owner refused queue tickets; opening the upstream session again without", "owner_addr", u.addr, "session", s.id)
-			return false
-		}
-		if out.bad != nil {
-			break
-		}
-	}
-	if len(u.fifo) == 0 {
-		u.fifo = nil
-	}
-	if !s.closing.Load() && !v.ending || rel.finishing {
-		rel.pump(v)
-		rel.kickAll()
-	}
-	v.omu.Unlock()
-	if len(out.reholds) > 0 {
-		u.rehold(out.reholds)
-	}
-	if out.rangesLost {
-		s.srv.Logger.Warn("range locks handed over to a key's new owner are no longer kept for the session: ending the client's session",
-			"owner_addr", u.addr, "session", s.id, "remote_addr", s.peer.Addr)
-		s.closeWithError(protocol.CodeNotOwner)
-	}
-	if out.bad != nil {
-		u.fail(out.bad)
-		return false
-	}
-	s.srv.deliver([]delivery{{to: s, flush: true}})
-	return true
-}
-
-// upOutcome is what handling a batch of the owner's frames leaves to do
-// once the session's omu is let go.
-type upOutcome struct {
-	bad        error // the upstream session fails
-	rangesLost bool  // an adoption found no range locks kept (rangemove.go)
-	reholds    []*relayedClaim
-}
-
-// frame handles one frame from the owner, with the session's omu held:
-// an answer, a push, or the owner's end. It tells whether the owner
-// refused the opening's features (the upstream session opens again).
-func (u *upstream) frame(rel *relayState, v *v2conn, fr upFrame, out *upOutcome) (reopen bool) {
-	f := fr.f
-	if f.Type == protocol.TypeRevoked && f.Code == codeMoved {
-		if !u.movedFrame(rel, v, f) {
-			out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
-		}
-		return false
-	}
-	if f.Type == protocol.TypeRangeAnswer && rangePush(f) {
-		u.rangePushed(rel, v, fr)
-		return false
-	}
-	switch f.Type {
-	case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
-		protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased, protocol.TypeRangeAnswer, protocol.TypeProclaimed:
-		u.answer(rel, v, fr, out)
-	case protocol.TypePromoted, protocol.TypeRevoked:
-		u.pushed(rel, v, fr, out)
-	case protocol.TypeSessionError, protocol.TypeError:
-		if f.Code == protocol.CodeUnsupportedFeature && (u.tickets || u.values) && !u.opened {
-			return true
-		}
-		out.bad = ownerEnded{f}
-	default:
-		out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
-	}
-	return false
-}
-
-// answer matches an answer from the owner with the oldest request
-// relayed and not answered yet, with the session's omu held.
-func (u *upstream) answer(rel *relayState, v *v2conn, fr upFrame, out *upOutcome) {
-	f := fr.f
-	if len(u.fifo) == 0 || !answers(u.fifo[0], f) || !u.tickets && ticketed(f) {
-		out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
-		return
-	}
-	r := u.fifo[0]
-	u.fifo[0] = upReq{}
-	u.fifo = u.fifo[1:]
-	if r.at.After(u.confirmed) {
-		u.confirmed = r.at
-	}
-	switch f.Type {
-	case protocol.TypeWelcome:
-		u.opened = true
-		u.unopened = nil
-		rel.openFails = 0
-	case protocol.TypePong:
-		u.pings--
-	case protocol.TypeRangeAnswer:
-		if r.adopt != "" && r.f.Op == protocol.RangeReassert {
-			out.rangesLost = u.rangeReasserted(rel, r.adopt, f.Status) || out.rangesLost
-			break
-		}
-		if r.adopt != "" && r.f.Op == protocol.RangeAdopt {
-			out.rangesLost = u.rangeAdopted(rel, r.adopt, f.Status) || out.rangesLost
-			break
-		}
-		u.rangeAnswered(rel, r, fr)
-	default:
-		u.claimAnswered(rel, v, r, fr)
-	}
-}
-
-// claimAnswered handles the owner's answer to a CLAIM, RELEASE or
-// PROCLAIM r, with the session's omu held.
-func (u *upstream) claimAnswered(rel *relayState, v *v2conn, r upReq, fr upFrame) {
-	f := fr.f
-	if r.slot == nil && r.kind == protocol.TypeClaim && r.rc.state == rcMoving { // an adoption (move.go)
-		u.adoptAnswer(rel, v, r, f)
-		return
-	}
-	if r.slot == nil { // a held claim, relayed late
-		u.heldAnswer(rel, v, r, f)
-		return
-	}
-	if r.slot == nil && r.kind == protocol.TypeRelease {
-		return // its claim moved: the RELEASE goes to the new owner
-	}
-	r.slot.b, r.slot.pending = fr.raw, false
-	switch f.Type {
-	case protocol.TypeGranted, protocol.TypeQueued:
-		if r.rc.state == rcPending {
-			r.rc.state = rcLive
-		}
-		if f.Type == protocol.TypeGranted {
-			r.rc.token = f.Token
-		} else {
-			r.rc.ticket = f.Ticket
-		}
-	case protocol.TypeProclaimed: // the claim lives on
-	default: // BUSY, REFUSED, RELEASED: the id is free
-		u.end(rel, r.rc)
-	}
-}
-
-// pushed handles a PROMOTED or REVOKED from the owner, with the
-// session's omu held: passed on to the client, or the claim re-held.
-func (u *upstream) pushed(rel *relayState, v *v2conn, fr upFrame, out *upOutcome) {
-	f := fr.f
-	rc := u.claims[f.Claim]
-	if f.Type == protocol.TypeRevoked && reroutable(rc, f) {
-		out.reholds = append(out.reholds, rc) // not passed on (rehold)
-		return
-	}
-	if f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
-		u.end(rel, rc)
-	} else if rc != nil && f.Type == protocol.TypePromoted {
-		rc.token = f.Token
-	}
-	u.push(rel, v, &outEntry{b: fr.raw, up: u, claim: f.Claim})
-}
-
-// push places a push from u before the first answer u has not sent yet:
-// the owner sent it before those answers.
-func (u *upstream) push(rel *relayState, v *v2conn, e *outEntry) {
-	for i, x := range rel.q {
-		if x.pending && x.up == u {
-			rel.insert(i, e)
-			return
-		}
-	}
-	rel.add(v, e)
-}
-
-// ownerLost is why an open upstream ended when the connection itself
-// failed (EOF, reset, a read or write error, the patience ran out): the
-// owner may have died, or been cut off. Its claims are re-asserted at the
-// name's next owner (fail).
-type ownerLost struct{ err error }
-
-func (e ownerLost) Error() string { return e.err.Error() }
-func (e ownerLost) Unwrap() error { return e.err }
-
-// ownerEnded is why an upstream ended when the owner sent a
-// session-level ERROR.
-type ownerEnded struct{ f protocol.Frame }
-
-func (e ownerEnded) Error() string { return fmt.Sprintf("the owner ended the session: %v", e.f) }
-
-// reassertable reports whether the claims of an open upstream that ended
-// for why are re-asserted at the name's next owner rather than revoked:
-// the connection failed (the owner died, or a cut), or the owner said it
-// stops serving and another node takes its names over (ERROR 0x01, a
-// shutdown or a node leaving; ERROR 0x03, an owner cut off from its
-// quorum). An owner that ends the session for anything else (a protocol
-// violation, a kick) meant it: the claims are lost.
-func reassertable(why error) bool {
-	var lost ownerLost
-	if errors.As(why, &lost) {
-		return true
-	}
-	var ended ownerEnded
-	if errors.As(why, &ended) {
-		return ended.f.Code == protocol.CodeShuttingDown || ended.f.Code == protocol.CodeNotOwner
-	}
-	return false
-}
-
-// fail ends an upstream that ended without the client: the requests it
-// has not answered are answered here (a CLAIM REFUSED 0x03, a RELEASE
-// RELEASED). An upstream that never opened granted nothing: its CLAIMs
-// are held instead (holdUnopened). When the owner may have died or
-// stopped serving (reassertable), every claim it held or queued is
-// re-asserted at the name's next owner, as a client talking to owners
-// directly would (docs/cluster.md, "Relaying a version 2 session"): the
-// claim moves (move.go, failover) and the client sees nothing but the
-// delay of its answers, unless the re-assertion is refused or not
-// accepted within half the lease. Otherwise, and for a claim that cannot
-// be re-asserted (attached without its CLAIM), the claim is REVOKED 0x03,
-// placed right after the last frame about it still in the outbox (else
-// first): the client hears of the loss before its anchor moves again. The
-// session lives on. Called without srv.mu or omu.
-func (u *upstream) fail(why error) {
-	s := u.s
-	srv, v := s.srv, s.v2
-	srv.mu.Lock() // before omu: the held claims are guarded by it
-	v.omu.Lock()
-	if u.dead {
-		v.omu.Unlock()
-		srv.mu.Unlock()
-		return
-	}
-	rel := v.rel.Load()
-	u.markDead(rel)
-	opened := u.opened
-	now := time.Now()
-	reassert := opened && reassertable(why) && srv.Router != nil &&
-		!rel.closed && !s.closing.Load() && !v.ending && !srv.inShutdown.Load()
-	held, moving, adopting := u.failRequests(rel, reassert)
-	endSession := u.rangesFailed(rel, reassert, now)
-	lost, reasserting := u.failClaims(rel, reassert, now)
-	if !s.closing.Load() && !v.ending {
-		rel.pump(v)
-		rel.kickAll()
-	}
-	s.scheduleRetries(rel, held, moving+reasserting, adopting)
-	fails := 0
-	if !opened {
-		rel.openFails++
-		fails = rel.openFails
-	}
-	v.omu.Unlock()
-	srv.mu.Unlock()
-	u.logFail(why, opened, reasserting, lost, held, fails)
-	u.shutdown()
-	srv.deliver([]delivery{{to: s, flush: true}})
-	if endSession {
-		srv.Logger.Warn("upstream session to the owner ended; the range locks it served are lost: ending the client's session", "owner_addr", u.addr,
-			"session", s.id, "remote_addr", s.peer.Addr, "err", why)
-		s.closeWithError(protocol.CodeNotOwner)
-	}
-}
-
-// failRequests answers the requests relayed through the failed u and not
-// answered yet, or keeps them to be asked again: held claims of an
-// upstream never opened (held), adoptions (moving) and range adoptions
-// (adopting). Called with srv.mu and the session's omu held.
-func (u *upstream) failRequests(rel *relayState, reassert bool) (held, moving, adopting int) {
-	for _, r := range u.fifo {
-		switch r.kind {
-		case protocol.TypeClaim:
-			if r.rc.state == rcMoving {
-				// An adoption not answered: asked again (move.go).
-				delete(u.claims, r.rc.id)
-				r.rc.up = nil
-				moving++
-				continue
-			}
-			if !u.opened {
-				held += u.holdUnopened(rel, r)
-				continue
-			}
-			if r.slot == nil { // a held claim relayed late: told QUEUED
-				if r.rc.state == rcPending {
-					r.rc.state = rcLive // revoked below
-				}
-				continue
-			}
-			r.slot.b, r.slot.pending = protocol.AppendRefused(nil, r.rc.id, protocol.CodeNotOwner, ""), false
-			u.end(rel, r.rc)
-		case protocol.TypeProclaim:
-			r.slot.b, r.slot.pending = proclaimLost(r, reassert), false
-		case protocol.TypeRelease:
-			if r.slot == nil {
-				continue // its claim moved: the RELEASE goes to the new owner
-			}
-			r.slot.b, r.slot.pending = protocol.AppendReleased(nil, r.rc.id), false
-			u.end(rel, r.rc)
-		case protocol.TypeRange:
-			adopting += u.failRange(rel, r, reassert)
-		}
-	}
-	u.fifo = nil
-	return held, moving, adopting
-}
-
-// failRange answers a RANGE request r relayed through the failed u, or
-// keeps a range adoption to be asked again (it returns 1 then). Called
-// with srv.mu and the session's omu held.
-func (u *upstream) failRange(rel *relayState, r upReq, reassert bool) (adopting int) {
-	if r.adopt != "" {
-		if rm := rel.rangeMoves[r.adopt]; rm != nil && rm.up == u {
-			rm.up, rm.pending, rm.retry = nil, 0, false // asked again (rangemove.go)
-			return 1
-		}
-		return 0
-	}
-	if reassert && u.mirror != nil && (r.f.Op == protocol.RangeUnlock || r.f.Op == protocol.RangeRelease) {
-		// Its locks are re-asserted without what it drops.
-		u.mirror.Answered(r.f, protocol.RangeDone)
-		r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeDone, 0, protocol.Frame{}), false
-		return 0
-	}
-	if rel.rangeWaits[r.req] == u {
-		delete(rel.rangeWaits, r.req) // its answer is this one
-	}
-	r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeUnavailable, 0, protocol.Frame{}), false
-	return 0
-}
-
-// failClaims ends the claims relayed through the failed u, in claim id
-// order: re-asserted at the name's next owner (reasserting) when
-// reassert says so, else REVOKED to the client (lost) if granted or
-// queued. Called with srv.mu and the session's omu held.
-func (u *upstream) failClaims(rel *relayState, reassert bool, now time.Time) (lost, reasserting int) {
-	ids := make([]uint32, 0, len(u.claims))
-	for id := range u.claims {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	front := 0
-	for _, id := range ids {
-		rc := u.claims[id]
-		if rc.state == rcLive && reassert && rc.req.Name != "" {
-			rel.failOver(rc, now, u.s.v2.lease)
-			reasserting++
-			continue
-		}
-		if rc.state == rcLive {
-			lost++
-			at := -1
-			for i := len(rel.q) - 1; i >= 0; i-- {
-				if x := rel.q[i]; x.up == u && x.claim == id {
-					at = i + 1
-					break
-				}
-			}
-			if at < 0 { // first, in claim id order
-				at = front
-				front++
-			}
-			rel.insert(at, &outEntry{b: protocol.AppendRevoked(nil, id, protocol.CodeNotOwner, ""), up: u, claim: id})
-		}
-		u.end(rel, rc)
-	}
-	return lost, reasserting
-}
-
-// scheduleRetries starts the timers that ask again for the held claims,
-// the claims moving or re-asserted, and the range adoptions, unless
-// already running. Called with srv.mu and the session's omu held.
-func (s *session) scheduleRetries(rel *relayState, held, moving, adopting int) {
-	if held > 0 && !rel.holding {
-		rel.holding = true
-		time.AfterFunc(holdRetry, s.retryHeld)
-	}
-	if moving > 0 && !rel.moveTimer && !rel.closed {
-		rel.moveTimer = true
-		time.AfterFunc(moveRetry, s.retryMoving)
-	}
-	if adopting > 0 && !rel.rangeTimer && !rel.closed {
-		rel.rangeTimer = true
-		time.AfterFunc(moveRetry, s.retryRangeMoves)
-	}
-}
-
-// logFail logs the end of u: its claims re-asserted, lost, or held
-// while the owner cannot be reached (the first failure to open and one
-// in 50 as warnings).
-func (u *upstream) logFail(why error, opened bool, reasserting, lost, held, fails int) {
-	s := u.s
-	log := s.srv.Logger
-	switch {
-	case opened && reasserting > 0:
-		log.Warn("upstream session to the owner ended; re-asserting its relayed claims at the names' next owner", "owner_addr", u.addr,
-			"session", s.id, "remote_addr", s.peer.Addr, "claims_reasserting", reasserting, "claims_lost", lost, "claims_held", held, "err", why)
-	case opened || lost > 0:
-		log.Warn("upstream session to the owner ended; its relayed claims are lost", "owner_addr", u.addr,
-			"session", s.id, "remote_addr", s.peer.Addr, "claims_lost", lost, "claims_held", held, "err", why)
-	case fails == 1 || fails%50 == 0:
-		log.Warn("cannot open an upstream session to the owner; holding its claims", "owner_addr", u.addr,
-			"session", s.id, "remote_addr", s.peer.Addr, "claims_held", held, "attempts", fails, "err", why)
-	default:
-		log.Debug("cannot open an upstream session to the owner; holding its claims", "owner_addr", u.addr,
-			"session", s.id, "remote_addr", s.peer.Addr, "claims_held", held, "attempts", fails, "err", why)
 	}
 }
 

@@ -53,7 +53,7 @@ type keptSession struct {
 	id    locktable.SessionID
 	timer *time.Timer
 	// moveHash is set for a session whose claims a planned change
-	// installed here (move.go): its host adopts them with the secret
+	// installed here (move_install.go): its host adopts them with the secret
 	// whose hash it is, or through an upstream session of the same
 	// origin (as any relaying node its kept claims).
 	moveHash *[secretHashLen]byte
@@ -237,7 +237,7 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 		// The same origin kept twice: a relaying node re-opened the
 		// upstream of one client session, which broke too, before it
 		// re-asserted all the claims of the first (or a planned change
-		// installed them here, move.go). Their client may still believe
+		// installed them here, move_install.go). Their client may still believe
 		// it has them, and its relaying node may still re-assert them:
 		// this session takes them over, and keeps them for its own
 		// lease, which runs no earlier than the older one's. A claim

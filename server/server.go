@@ -136,7 +136,7 @@ type Server struct {
 	// plain TCP.
 	DialOwner func(ctx context.Context, addr string) (net.Conn, error)
 	// NodeID is this cluster node's id, carried in the hop header of the
-	// upstream sessions that relay version 2 claims (relay2.go).
+	// upstream sessions that relay version 2 claims (relay2upstream.go).
 	NodeID string
 
 	// RangeWaitingPerSession caps the waiting range requests of one
@@ -159,7 +159,7 @@ type Server struct {
 
 	relayed, relayedTotal atomic.Int64
 	// Version 2 claims relayed to their owners now, and the upstream
-	// sessions that carry them (relay2.go).
+	// sessions that carry them (relay2.go, relay2upstream.go).
 	relayedClaims, upstreams atomic.Int64
 	relayedWatches           atomic.Int64 // relaywatch.go
 	hops                     hopPools     // idle hop connections by owner (hoppool.go)

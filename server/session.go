@@ -57,7 +57,7 @@ type session struct {
 
 	// movedOut is set (under srv.mu) when a planned change told this
 	// version 1 holder ERROR 0x01 but left its claim in the table
-	// (move.go): the reader keeps the claim until the client hangs up or
+	// (move_export.go): the reader keeps the claim until the client hangs up or
 	// its lease runs out.
 	movedOut atomic.Bool
 

@@ -81,7 +81,7 @@ type v2conn struct {
 	// secret's hash (relay2.go); set under omu by its first upstream.
 	plainHash [secretHashLen]byte
 	// movedIDs are the claims of an upstream session handed over to a
-	// new owner, whose RELEASE is answered MOVED (move.go). Guarded by
+	// new owner, whose RELEASE is answered MOVED (move_export.go). Guarded by
 	// srv.mu.
 	movedIDs map[uint32]bool
 	// tickets is set (under srv.mu, before the session enters the

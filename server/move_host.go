@@ -1,0 +1,642 @@
+package server
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton/internal/clientrule"
+	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/protocol"
+)
+
+// The host's side of a planned change (docs/cluster.md, "Continuing
+// version 2 claims across a planned change"): the node the client's
+// session is on, the prior owner itself or a relaying node. Its session
+// marks the claims that left their owner moving (startMoving, or MOVED
+// read on an upstream: movedFrame), holds back every answer until they
+// are adopted, and sends each one's adoption (a re-assertion with the
+// move secret) to the name's new owner once its ring routes the name
+// there, or adopts it in its own table when that owner is this node; a
+// claim not adopted in time, or refused, is revoked. The same path
+// re-asserts claims whose owner died (failOver). The prior owner's side
+// is in move_export.go, the new owner's in move_install.go.
+
+// moveRetry is how often a host asks again to adopt its moving claims.
+const moveRetry = 100 * time.Millisecond
+
+// moveInfo is what a host keeps of a moving claim to adopt it.
+type moveInfo struct {
+	name  string
+	mode  protocol.Mode
+	limit uint32
+	token uint64    // the token the client was told; 0 when queued
+	since time.Time // when it began moving
+	// failover: the claim's upstream failed (its owner died, or stopped
+	// serving) and it is re-asserted at the name's next owner (fail),
+	// with ticket, a queued claim's queue ticket from its owner (0: none).
+	failover bool
+	ticket   uint64
+	// believed (failover of a held claim): the end of the window in
+	// which its client may still believe it holds, and its dead owner
+	// cannot yet have expired it: the send time of the latest request
+	// its upstream confirmed, plus 0.8 × the lease. It is re-asserted
+	// only before then: after it, the old owner may have expired the
+	// claim and granted the name to a client who would re-assert a newer
+	// token, and be refused while it believes (internal/modelcheck's
+	// failover model, -relay).
+	believed time.Time
+	// release is the slot of the client's RELEASE, queued until the
+	// claim is adopted.
+	release *outEntry
+}
+
+// startMoving marks claims of s moving and returns the hash of the
+// session's move secret. Called with srv.mu held, in the critical
+// section of the export.
+func (s *session) startMoving(now time.Time, cs []moveClaim) [secretHashLen]byte {
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	rel := v.relayLocked()
+	if !rel.hasMoveSecret {
+		rel.moveSecret, rel.moveHash = newSecret()
+		rel.hasMoveSecret = true
+	}
+	for _, c := range cs {
+		rc := &relayedClaim{id: uint32(c.cs.Claim), state: rcMoving,
+			move: &moveInfo{name: c.name, mode: protocol.Mode(c.cs.Mode), limit: c.limit, token: c.cs.Token, since: now}}
+		rel.claims[rc.id] = rc
+		rel.moving++
+		s.srv.relayedClaims.Add(1)
+	}
+	return rel.moveHash
+}
+
+// kickMoving has the session's moving claims retried soon, unless a
+// retry is already due.
+func (s *session) kickMoving() {
+	v := s.v2
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	rel := v.rel.Load()
+	if rel == nil || rel.moveTimer || rel.moving == 0 || rel.closed {
+		return
+	}
+	rel.moveTimer = true
+	time.AfterFunc(moveRetry, s.retryMoving)
+}
+
+// retryMoving sends the adoption of each moving claim that has none in
+// flight to the name's owner, once this node routes the name there, and
+// gives up the claims that have moved for half their lease.
+func (s *session) retryMoving() {
+	srv, v := s.srv, s.v2
+	v.omu.Lock()
+	rel := v.rel.Load()
+	rel.moveTimer = false
+	if rel.movingOver(s) {
+		v.omu.Unlock()
+		return
+	}
+	now := time.Now()
+	names := rel.unsentMovingNames()
+	v.omu.Unlock()
+	routes := srv.routeMoving(names)
+	srv.mu.Lock() // before omu: an adoption here changes the table
+	v.omu.Lock()
+	if rel.movingOver(s) {
+		v.omu.Unlock()
+		srv.mu.Unlock()
+		return
+	}
+	here, takeHere, gaveUp := s.sendAdoptionsLocked(rel, now, routes)
+	ds := hereLocked(&v.omu, here,
+		func(rc *relayedClaim) adoptedHere { return s.adoptHereLocked(now, rc) },
+		func(rc *relayedClaim, a adoptedHere) { rel.adoptedHere(s, rc, a) })
+	ds = append(ds, hereLocked(&v.omu, takeHere,
+		func(rc *relayedClaim) takenHere { return s.takeOverHereLocked(now, rc) },
+		func(rc *relayedClaim, t takenHere) { rel.takenHere(s, rc, t) })...)
+	rel.pump(v)
+	rel.kickAll()
+	if rel.moving > 0 && !rel.moveTimer && !rel.closed {
+		rel.moveTimer = true
+		time.AfterFunc(moveRetry, s.retryMoving)
+	}
+	v.omu.Unlock()
+	srv.mu.Unlock()
+	srv.deliverAll(ds)
+	if gaveUp > 0 {
+		srv.Logger.Warn("moving claims not adopted by their new owner in half their lease; given up", "session", s.id, "claims", gaveUp)
+	}
+	srv.deliver([]delivery{{to: s, flush: true}})
+}
+
+// movingOver reports whether the moving claims of s are no longer
+// retried: the session has ended, or is ending without its client
+// having hung up while they moved (finishing). Called with omu held.
+func (rel *relayState) movingOver(s *session) bool {
+	return rel.closed || (s.closing.Load() || s.v2.ending) && !rel.finishing
+}
+
+// unsentMovingNames returns the names of the moving claims (released or
+// not) whose adoption is not in flight. Called with omu held.
+func (rel *relayState) unsentMovingNames() []string {
+	var names []string
+	for _, rc := range rel.claims {
+		if rc.state == rcMoving && rc.up == nil {
+			names = append(names, rc.move.name)
+		}
+	}
+	for _, rc := range rel.released {
+		if rc.state == rcMoving && rc.up == nil {
+			names = append(names, rc.move.name)
+		}
+	}
+	return names
+}
+
+// movingRoutes is where this node routes the names of moving claims now.
+type movingRoutes struct {
+	addrs     map[string]string // by name: the owner's address; "" for this node
+	gatedHere map[string]bool   // names this node took over and warms up
+	ring      uint64            // this node's ring version
+}
+
+// routeMoving asks the Router about each name, without a lock held.
+func (srv *Server) routeMoving(names []string) movingRoutes {
+	r := movingRoutes{addrs: map[string]string{}, gatedHere: map[string]bool{}}
+	if rv, ok := srv.Router.(ringVersioner); ok {
+		r.ring = rv.RingVersion()
+	}
+	for _, name := range names {
+		switch rt := srv.Router.Route(name, 0, false); {
+		case rt.Action == RouteForward:
+			r.addrs[name] = rt.Addr
+		case rt.Action == RouteServe:
+			r.addrs[name] = "" // this node is the new owner
+		case rt.Action == RouteHold && rt.Gated:
+			r.gatedHere[name] = true
+		}
+	}
+	return r
+}
+
+// sendAdoptionsLocked gives up each moving claim whose adoption is not
+// in flight and that has moved for half its lease (or past the window
+// its client may believe in), and sends the adoption of the others whose
+// name routes to another node on an upstream to it. It returns the
+// claims this node adopts itself: here, whose name moved to this node;
+// takeHere, failed-over claims whose name this node took over. Called
+// with srv.mu and omu held.
+func (s *session) sendAdoptionsLocked(rel *relayState, now time.Time, routes movingRoutes) (here, takeHere []*relayedClaim, gaveUp int) {
+	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
+		if rc.state != rcMoving || rc.up != nil {
+			continue
+		}
+		if now.Sub(rc.move.since) >= s.v2.lease/2 || !rc.move.believed.IsZero() && !now.Before(rc.move.believed) {
+			rel.giveUp(s, rc)
+			gaveUp++
+			continue
+		}
+		if rc.move.failover && routes.gatedHere[rc.move.name] {
+			takeHere = append(takeHere, rc)
+			continue
+		}
+		addr, ok := routes.addrs[rc.move.name]
+		if !ok {
+			continue
+		}
+		if addr == "" {
+			here = append(here, rc)
+			continue
+		}
+		s.sendAdoptLocked(rel, rc, addr, routes.ring)
+	}
+	return here, takeHere, gaveUp
+}
+
+// sendAdoptLocked sends the adoption of moving claim rc to the owner at
+// addr: a re-assertion on the session's upstream there, naming the
+// session as its origin, with the move secret. Called with srv.mu and
+// omu held.
+func (s *session) sendAdoptLocked(rel *relayState, rc *relayedClaim, addr string, ring uint64) {
+	u := s.upstreamLocked(rel, addr)
+	rc.up = u
+	u.claims[rc.id] = rc
+	f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: rc.move.mode, Limit: rc.move.limit,
+		Flags: protocol.ClaimReassert, Name: rc.move.name, Token: rc.move.token, Ring: ring,
+		Session: uint64(s.id), Secret: rel.moveSecret, Node: s.srv.NodeID}
+	if rc.move.failover && rc.req.HasValue() && u.values {
+		// The next owner took the name without its state: the claim's
+		// latest value goes with it (relayvalues.go).
+		f.Flags |= protocol.ClaimValue
+		f.Value = rc.req.Value
+	}
+	if rc.move.token == 0 && rc.move.ticket != 0 && u.tickets {
+		// A queued claim keeps its place at a new owner that took
+		// the name over (tickets.go).
+		f.Flags |= protocol.ClaimTicket
+		f.Ticket = rc.move.ticket
+	}
+	u.sendClaim(f, nil, rc)
+}
+
+// hereLocked adopts claims cs into this node's own table (do), and then
+// records each adoption in the session (done). do runs without omu,
+// since the table's pushes take it, under srv.mu, which keeps the
+// session's reader out of the table meanwhile. Called with srv.mu and
+// omu held; it returns do's deliveries.
+func hereLocked[R interface{ deliveries() []delivery }](omu *sync.Mutex, cs []*relayedClaim,
+	do func(*relayedClaim) R, done func(*relayedClaim, R)) (ds []delivery) {
+	if len(cs) == 0 {
+		return nil
+	}
+	omu.Unlock()
+	rs := make([]R, len(cs))
+	for i, rc := range cs {
+		rs[i] = do(rc)
+		ds = append(ds, rs[i].deliveries()...)
+	}
+	omu.Lock()
+	for i, rc := range cs {
+		done(rc, rs[i])
+	}
+	return ds
+}
+
+func mapValues(m map[uint32]*relayedClaim) []*relayedClaim {
+	out := make([]*relayedClaim, 0, len(m))
+	for _, rc := range m {
+		out = append(out, rc)
+	}
+	slices.SortFunc(out, func(a, b *relayedClaim) int { return int(a.id) - int(b.id) })
+	return out
+}
+
+// releaseMoving releases the claims of a session whose client hung up
+// while they moved to their new owner: each is adopted there and then
+// released, as the client's own RELEASE would have been, so the new
+// owner ends it at once rather than a lease later. It waits for that, at
+// most until the move would have been given up (half the lease).
+func (s *session) releaseMoving() {
+	srv, v := s.srv, s.v2
+	v.omu.Lock()
+	rel := v.rel.Load()
+	var moving []*relayedClaim
+	var since time.Time
+	for _, rc := range mapValues(rel.claims) {
+		if rc.state == rcMoving {
+			moving = append(moving, rc)
+			if rc.move.since.After(since) {
+				since = rc.move.since
+			}
+		}
+	}
+	if len(moving) == 0 {
+		v.omu.Unlock()
+		return
+	}
+	rel.finishing = true
+	v.omu.Unlock()
+	srv.mu.Lock()
+	for _, rc := range moving {
+		s.relayRelease(rc.id)
+	}
+	srv.mu.Unlock()
+	s.retryMoving()                             // it goes on by its timer while claims move
+	until := since.Add(v.lease/2 + 2*moveRetry) // retryMoving gives them up by then
+	for {
+		v.omu.Lock()
+		left := 0
+		for _, rc := range moving {
+			if rc.state != rcEnded {
+				left++
+			}
+		}
+		rel.kickAll()
+		v.omu.Unlock()
+		if left == 0 || time.Now().After(until) || srv.inShutdown.Load() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// giveUp ends moving claim rc: the client is told REVOKED 0x03 (unless
+// it released it: its RELEASE is answered RELEASED). The REVOKED goes
+// right after the last frame about the claim still in the outbox, else
+// first, as fail places the REVOKED of a lost upstream: the answers
+// waiting there were held back because this claim was not confirmed
+// after their requests were read, and the client must hear of its loss
+// before they move its anchor. Called with omu held.
+func (rel *relayState) giveUp(s *session, rc *relayedClaim) {
+	rel.moved(rc)
+	if rc.move.release != nil {
+		rc.move.release.b, rc.move.release.pending = protocol.AppendReleased(nil, rc.id), false
+	} else {
+		e := &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), claim: rc.id}
+		at := 0
+		for i := len(rel.q) - 1; i >= 0; i-- {
+			// About the claim: an owner's frame, or a push (this node's
+			// own answers, such as a PONG, carry claim 0).
+			if x := rel.q[i]; x.claim == rc.id && (x.up != nil || x.at.IsZero()) {
+				at = i + 1
+				break
+			}
+		}
+		if len(rel.q) == 0 {
+			rel.add(s.v2, e)
+		} else {
+			rel.insert(at, e)
+		}
+	}
+	rel.endMoved(s, rc)
+}
+
+// failOver marks live claim rc, whose upstream failed (fail), moving:
+// it is re-asserted at the name's next owner by retryMoving, as a moving
+// claim is adopted, with its token (a held claim) or its queue ticket (a
+// queued one), the current ring and this node's origin; the owner that
+// took the name over installs it when no conflicting claim holds
+// (resume.go, takeOver). Until then it counts as an upstream not
+// confirmed, and it is given up half a lease after now, a held claim
+// earlier if its client's belief may end first (moveInfo.believed).
+// Called by fail with omu held, rc taken off its dead upstream.
+func (rel *relayState) failOver(rc *relayedClaim, now time.Time, lease time.Duration) {
+	if !rel.hasMoveSecret {
+		rel.moveSecret, rel.moveHash = newSecret()
+		rel.hasMoveSecret = true
+	}
+	var confirmed time.Time
+	if u := rc.up; u != nil {
+		confirmed = u.confirmed
+		if u.claims[rc.id] == rc {
+			delete(u.claims, rc.id)
+		}
+	}
+	rc.up, rc.state = nil, rcMoving
+	rc.move = &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token,
+		since: now, failover: true, ticket: rc.ticket}
+	if rc.token != 0 && !confirmed.IsZero() {
+		rc.move.believed = confirmed.Add(clientrule.GiveUpAfter(lease))
+	}
+	rel.moving++
+}
+
+// moved records that rc no longer moves. Called with omu held.
+func (rel *relayState) moved(rc *relayedClaim) {
+	if rc.state == rcMoving {
+		rel.moving--
+	}
+}
+
+// endMoved forgets rc after its move ended. Called with omu held.
+func (rel *relayState) endMoved(s *session, rc *relayedClaim) {
+	if rc.state == rcEnded {
+		return
+	}
+	if rc.up != nil {
+		rc.up.end(rel, rc)
+	} else {
+		rc.state = rcEnded
+		if rel.claims[rc.id] == rc {
+			delete(rel.claims, rc.id)
+		}
+		s.srv.relayedClaims.Add(-1)
+	}
+	if i := slices.Index(rel.released, rc); i >= 0 {
+		rel.released = slices.Delete(rel.released, i, i+1)
+	}
+}
+
+// adoptAnswer applies N's answer f to the adoption r of moving claim
+// r.rc. Called with omu held.
+func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Frame) {
+	rc := r.rc
+	switch {
+	case f.Type == protocol.TypeGranted, f.Type == protocol.TypeQueued:
+		rel.moved(rc)
+		rc.state = rcLive
+		if f.Type == protocol.TypeGranted {
+			rc.token = f.Token
+		} else {
+			rc.ticket = f.Ticket
+		}
+		if f.Type == protocol.TypeGranted && rc.move.token == 0 && rc.move.release == nil {
+			u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, rc.id, f.Token), up: u, claim: rc.id})
+		}
+		if slot := rc.move.release; slot != nil {
+			// The client released it while it moved: on to N now.
+			if i := slices.Index(rel.released, rc); i >= 0 {
+				rel.released = slices.Delete(rel.released, i, i+1)
+			}
+			rc.state = rcReleasing
+			slot.up = u
+			u.send(protocol.AppendRelease(nil, rc.id), upReq{kind: protocol.TypeRelease, at: time.Now(), slot: slot, rc: rc})
+		}
+	case f.Type == protocol.TypeRefused && (f.Code == protocol.CodeNotOwner ||
+		f.Code == protocol.CodeStaleRing && rc.move.failover):
+		// Not yet: N does not serve the name (its ring is older, or the
+		// name is frozen again). Asked again by retryMoving. A
+		// re-assertion after a failure (fail) whose ring was older than
+		// N's take-over is sent again too, with the ring this node has
+		// then: it read its ring before routing the name.
+		delete(u.claims, rc.id)
+		rc.up = nil
+		if !rel.moveTimer && !rel.closed {
+			rel.moveTimer = true
+			time.AfterFunc(moveRetry, u.s.retryMoving)
+		}
+	default:
+		// N has no such claim: it expired, or N lost it.
+		rel.giveUp(u.s, rc)
+	}
+}
+
+// releasedMoving reports whether claim id was moving when the client
+// released it, and its RELEASE has not been sent on yet. Called with
+// srv.mu held.
+func (s *session) releasedMoving(id uint32) bool {
+	v := s.v2
+	rel := v.rel.Load()
+	if rel == nil {
+		return false
+	}
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	for _, rc := range rel.released {
+		if rc.id == id && rc.state == rcMoving {
+			return true
+		}
+	}
+	return false
+}
+
+// movedFrame applies MOVED(claim) read on upstream u: the first is the
+// owner's push at its export (the claim is taken off u and moves: a
+// RELEASE of it in flight on u is kept for the new owner), a second one
+// answers that RELEASE, which the owner read after its export. Called
+// with omu held; it reports false for a frame that fits neither.
+func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool {
+	if len(u.fifo) > 0 {
+		if r := u.fifo[0]; r.kind == protocol.TypeRelease && r.rc.id == f.Claim && r.rc.movedAnswer {
+			u.fifo[0] = upReq{}
+			u.fifo = u.fifo[1:]
+			if r.at.After(u.confirmed) {
+				u.confirmed = r.at
+			}
+			r.rc.movedAnswer = false
+			return true
+		}
+	}
+	rc := u.claims[f.Claim]
+	if rc == nil || rc.state != rcLive && rc.state != rcReleasing {
+		return rc == nil // a claim already ended here: nothing to do
+	}
+	if rc.req.Name == "" {
+		// Attached without its CLAIM (AttachRelayed): it cannot be
+		// adopted, so its client is told it lost it.
+		if rc.state == rcLive {
+			u.push(rel, v, &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), up: u, claim: rc.id})
+		}
+		u.end(rel, rc)
+		return true
+	}
+	mi := &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token, since: time.Now()}
+	if rc.state == rcReleasing {
+		for i := range u.fifo {
+			if r := &u.fifo[i]; r.kind == protocol.TypeRelease && r.rc == rc && r.slot != nil {
+				mi.release, r.slot = r.slot, nil
+				mi.release.up = nil
+				rc.movedAnswer = true
+				break
+			}
+		}
+		rel.released = append(rel.released, rc)
+	}
+	delete(u.claims, rc.id)
+	rc.up, rc.move, rc.state = nil, mi, rcMoving
+	rel.moving++
+	if !rel.moveTimer && !rel.closed {
+		rel.moveTimer = true
+		time.AfterFunc(moveRetry, u.s.retryMoving)
+	}
+	return true
+}
+
+// takenHere is what takeOverHereLocked did.
+type takenHere struct {
+	err error
+	ds  []delivery
+}
+
+func (t takenHere) deliveries() []delivery { return t.ds }
+
+// takeOverHereLocked re-asserts failed-over claim rc (fail) at this
+// node, which took its name over from the dead owner and warms up: the
+// design's new owner is the relaying node itself. It does what takeOver
+// does for a re-assertion that reaches it (resume.go): a held claim is
+// installed in this session's own table entry with its old token unless
+// a conflicting claim holds the lock; a queued one is held for the
+// warm-up with its queue ticket (tickets.go) and entered with the others
+// when the name is served (retryHeld), the client, told QUEUED long ago,
+// told nothing now. Called with srv.mu held, not omu.
+func (s *session) takeOverHereLocked(now time.Time, rc *relayedClaim) takenHere {
+	srv, mi := s.srv, rc.move
+	if mi.release != nil {
+		return takenHere{err: locktable.ErrNoClaim} // released meanwhile: nothing to continue
+	}
+	if mi.token == 0 {
+		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: mi.mode, Limit: mi.limit, Name: mi.name}
+		if mi.ticket != 0 {
+			f.Flags, f.Ticket = protocol.ClaimTicket, mi.ticket
+		}
+		rel := s.v2.rel.Load()
+		rel.held = append(rel.held, f)
+		srv.recordGatedLocked(s, f)
+		if !rel.holding {
+			rel.holding = true
+			time.AfterFunc(holdRetry, s.retryHeld)
+		}
+		return takenHere{}
+	}
+	_, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(rc.id), locktable.ClaimRequest{
+		Name: mi.name, Mode: locktable.Mode(mi.mode), Limit: mi.limit, Value: rc.req.Value}, mi.token)
+	if err != nil {
+		return takenHere{err: err}
+	}
+	return takenHere{ds: srv.commit(now, res)}
+}
+
+// takenHere updates the session after takeOverHereLocked: the claim is
+// no longer relayed (it is in this node's table, or held), or it is
+// given up. Called with omu held.
+func (rel *relayState) takenHere(s *session, rc *relayedClaim, t takenHere) {
+	if rc.state != rcMoving {
+		return // ended meanwhile
+	}
+	if t.err != nil {
+		rel.giveUp(s, rc)
+		return
+	}
+	rel.moved(rc)
+	rel.endMoved(s, rc)
+}
+
+// adoptedHere is what adoptHereLocked did to the table.
+type adoptedHere struct {
+	st  locktable.Status
+	err error
+	ds  []delivery
+}
+
+func (a adoptedHere) deliveries() []delivery { return a.ds }
+
+// adoptHereLocked adopts moving claim rc into this session's own table
+// entry: the name moved to this node, the host (the design's H = N). The
+// claim becomes direct, with its token and place; a RELEASE queued for
+// it is applied. Called with srv.mu held, not omu (rc's fields it reads
+// change only under srv.mu and omu both).
+func (s *session) adoptHereLocked(now time.Time, rc *relayedClaim) adoptedHere {
+	srv := s.srv
+	o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
+	st, err := srv.table.Adopt(now, o, locktable.ClaimID(rc.id), s.id)
+	if err != nil {
+		return adoptedHere{err: err}
+	}
+	if _, still := srv.table.DetachedSession(o); !still {
+		if k := srv.resume.kept[o]; k != nil {
+			srv.forgetKeptLocked(k)
+		}
+	}
+	var ds []delivery
+	if rc.move.release != nil {
+		res, _ := srv.table.Release(now, locktable.Key{Session: s.id, Claim: locktable.ClaimID(rc.id)})
+		ds = srv.commit(now, res)
+	}
+	return adoptedHere{st: st, ds: ds}
+}
+
+// adoptedHere updates the session after adoptHereLocked: the claim is no
+// longer relayed; a queued RELEASE is answered, a grant the client has
+// not been told is pushed, and a claim the table did not have is
+// revoked. Called with omu held.
+func (rel *relayState) adoptedHere(s *session, rc *relayedClaim, a adoptedHere) {
+	if rc.state != rcMoving {
+		return // ended meanwhile
+	}
+	if a.err != nil {
+		rel.giveUp(s, rc)
+		return
+	}
+	rel.moved(rc)
+	mi := rc.move
+	rel.endMoved(s, rc)
+	switch {
+	case mi.release != nil:
+		mi.release.b, mi.release.pending, mi.release.up = protocol.AppendReleased(nil, rc.id), false, nil
+	case a.st.State == locktable.Owner && mi.token == 0:
+		rel.add(s.v2, &outEntry{b: protocol.AppendPromoted(nil, rc.id, a.st.Token), claim: rc.id})
+	}
+}
