@@ -115,7 +115,13 @@ func testWorkEndsBeforeNextHolder(t *testing.T, prefix string, clients func(vict
 			t.Errorf("the waiter: %v", err)
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // the waiter queues at the owner
+	// The waiter queues at the owner before the stop.
+	for deadline := time.Now().Add(opstest.Timeout); len(adminLock(t, victim, name).Waiters) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter is not queued at the owner %s within %v", victim.id, opstest.Timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	stopped := time.Now()
 	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
