@@ -20,6 +20,7 @@ import (
 // the operation was still under way (the cluster fault suite saw its
 // write refused by the fence).
 func TestClusterV1HolderWorkEndsBeforeMove(t *testing.T) {
+	t.Parallel()
 	testWorkEndsBeforeNextHolder(t, "v1-told", func(victim *clusterProc, live []*clusterProc) (holder, waiter doFunc) {
 		do := func(n *clusterProc, retry bool) doFunc {
 			c := baton.New(baton.Config{Address: n.addr})
@@ -45,6 +46,7 @@ func TestClusterV1HolderWorkEndsBeforeMove(t *testing.T) {
 // stopping its work (for version 1 the owner waits for the holder to
 // hang up instead).
 func TestClusterV2HolderWorkEndsBeforeStop(t *testing.T) {
+	t.Parallel()
 	testWorkEndsBeforeNextHolder(t, "v2-told", func(victim *clusterProc, live []*clusterProc) (holder, waiter doFunc) {
 		do := func(n *clusterProc) doFunc {
 			s, err := baton.New(baton.Config{Address: n.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
