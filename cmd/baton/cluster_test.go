@@ -429,7 +429,9 @@ func checkEpochToken(t *testing.T, owner *clusterProc, tok uint64) {
 // (clients asking for them wait), the other nodes keep serving their own
 // names, directly and relayed, and the cluster elects a new leader.
 func TestClusterKillNode(t *testing.T) {
-	t.Parallel()
+	// Serial (no t.Parallel): it reads the leader from 'baton cluster
+	// status' at one moment, and beside other clusters under -race the two
+	// live nodes' Raft leader stepped down at that moment (one run in three).
 	// An operator's removal: no automatic one meanwhile.
 	nodes := startCluster(t, "-cluster-remove-after", "1h")
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
