@@ -23,6 +23,7 @@ import (
 // granted only when the holder unlocks, with a newer token. The lease
 // (8 s) is longer than the failover (T 1.5 s) plus the resume.
 func TestClusterClientRangesSurviveOwnNodeKilled(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, failoverArgs...)
 	owner, victim := leaderAndFollower(t, nodes)
 	var other *clusterProc

@@ -137,6 +137,7 @@ func busyVia(t *testing.T, n *clusterProc, name string, lease time.Duration) {
 // kill -9 of the node the client is connected to (a relay): the session
 // resumes through the next address, the owner having kept the claim.
 func TestClusterClientResumesAfterRelayKilled(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	victim, owner, other := followerFirst(nodes, st.Leader)
@@ -167,6 +168,7 @@ func TestClusterClientResumesAfterRelayKilled(t *testing.T) {
 // to: once it is removed, the client's re-assertion is accepted by the
 // name's new owner with the old token, and the work goes on.
 func TestClusterClientKeepsLockAfterOwnerKilled(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	var victim *clusterProc

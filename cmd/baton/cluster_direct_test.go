@@ -18,6 +18,7 @@ import (
 // owner, none relayed. When an owner is killed its claims are lost, and
 // a claim on its names goes through another node, which fails closed.
 func TestClusterDirectClients(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n1"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	// front is where the client connects first, victim the owner killed
@@ -161,6 +162,7 @@ func readRing(t *testing.T, s *v2sess) (end protocol.Frame, members []protocol.F
 // and the ring it applied, and pushes the next ring to a session that
 // watches: here when a fourth node joins.
 func TestClusterRingFrames(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	s := dialV2Session(t, nodes["n2"], 30*time.Second)

@@ -55,6 +55,7 @@ func waitRemoved(t *testing.T, n *clusterProc, id string) time.Time {
 // name it owned is granted on its new owner only after T + W (W the
 // warm-up: the largest lease × (1+ρ)/(1−ρ) + 2 s), never before.
 func TestClusterKillFollowerAutoRemoved(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, failoverArgs...)
 	leader, victim := leaderAndFollower(t, nodes)
 	live := others(nodes, victim)
@@ -126,6 +127,7 @@ func TestClusterKillFollowerAutoRemoved(t *testing.T) {
 // leader removes it after T; after SIGCONT it confirms no heartbeat sent
 // meanwhile (no answer but ERROR 0x03 to either) and is not ready.
 func TestClusterSIGSTOPOwnerStopsServing(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, failoverArgs...)
 	leader, victim := leaderAndFollower(t, nodes)
 	const lease = 30 * time.Second // outlives the stop: only the self-stop ends them
@@ -198,6 +200,7 @@ func TestClusterSIGSTOPOwnerStopsServing(t *testing.T) {
 // (c) kill -9 of the Raft leader: the new leader removes it about T after
 // its election (every silence timer starts then).
 func TestClusterKillLeaderAutoRemoved(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, failoverArgs...)
 	victim, _ := leaderAndFollower(t, nodes)
 	live := others(nodes, victim)

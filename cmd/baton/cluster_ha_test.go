@@ -28,6 +28,7 @@ const haLease = 8 * time.Second
 // unchanged, and a client contending through another node is granted
 // only once the holder releases.
 func TestClusterHAHolderKeepsLockThroughOwnerKill(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, failoverArgs...)
 	leader, victim := leaderAndFollower(t, nodes)
 	live := others(nodes, victim)
@@ -144,6 +145,7 @@ func TestClusterHAHolderKeepsLockThroughOwnerKill(t *testing.T) {
 // nothing to a name owned by a surviving node (p50 of a claim and its
 // release, before the kill and during the warm-up).
 func TestClusterHAGrantAfterDeathAndWarmupCost(t *testing.T) {
+	// Serial (no t.Parallel): it compares claim latencies before and during the warm-up, which a change of load beside it would skew.
 	nodes := startCluster(t, failoverArgs...)
 	leader, victim := leaderAndFollower(t, nodes)
 	live := others(nodes, victim)

@@ -190,6 +190,7 @@ func readAll(c net.Conn, v2 bool) <-chan framed {
 // and kept confirming the version 1 holder's heartbeats, and the new
 // owner granted the names after its warm-up: two holders.
 func TestClusterJoinHandsOver(t *testing.T) {
+	t.Parallel()
 	nodes := startClusterLib(t)
 	const lease = 2 * time.Second
 	from := "n1"
@@ -608,6 +609,7 @@ func v2Once(addr, name string, lease, hold time.Duration, g *grantLog, stop <-ch
 // that ended other than by its client's release was told so (ERROR 0x01),
 // and only on a name that moved.
 func TestClusterJoinLeaveUnderLoad(t *testing.T) {
+	t.Parallel()
 	nodes := startClusterLib(t)
 	var names []string
 	for i := range 16 {
@@ -714,6 +716,7 @@ func logTime(t *testing.T, rec map[string]any) time.Time {
 // answered only once its session's claims are adopted (a moving claim
 // is an unconfirmed upstream): the last PONG dates the last adoption.
 func TestClusterJoinHundredThousandClaims(t *testing.T) {
+	// Serial (no t.Parallel): it bounds the hand-off's time.
 	if testing.Short() {
 		t.Skip("100,000 claims: not in -short")
 	}
@@ -919,6 +922,7 @@ func startRestartable(t *testing.T) (ids []string, dirs, rafts map[string]string
 // docs/cluster.md); every other claim that ended other than by its
 // client's release was told so (version 1: ERROR 0x01).
 func TestClusterRollingRestart(t *testing.T) {
+	t.Parallel()
 	ids, dirs, rafts, nodes, logs := startRestartable(t)
 	var names []string
 	for i := range 16 {
@@ -1022,6 +1026,7 @@ func TestClusterRollingRestart(t *testing.T) {
 // half the lease, as when that change waited), and the kept name is
 // granted to a waiter only once the lease has passed since the stop.
 func TestClusterRestartSoonAfterStop(t *testing.T) {
+	// Serial (no t.Parallel): it bounds the time the node takes to be back in the ring.
 	ids, dirs, rafts, nodes, _ := startRestartable(t)
 	const lease = 10 * time.Second
 	kept, relayed := nameOwnedBy(t, "n1", "soon-kept"), nameOwnedBy(t, "n1", "soon-relayed")

@@ -212,6 +212,7 @@ func grantedNow(t *testing.T, s *v2sess, id *uint32, name string) uint64 {
 }
 
 func TestClusterV2RelayHopBreakKeepsClaims(t *testing.T) {
+	// Serial (no t.Parallel): the cut must heal within the lease, a margin that load eats.
 	nodes, p := startProxiedOwner(t)
 	const lease = 4 * time.Second // the relay's patience is L/2
 	name := nameOwnedBy(t, "n1", "hopcut")

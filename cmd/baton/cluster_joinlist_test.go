@@ -93,6 +93,7 @@ func (lc *listCluster) wipe(id string) {
 // list too: it never forms a second cluster (issue: -bootstrap or a
 // -join of itself formed one), and its tokens stay above the old ones.
 func TestClusterJoinListWipedNodeRejoins(t *testing.T) {
+	t.Parallel()
 	lc := newListCluster(t)
 	lc.start("n1", "n2", "n3")
 	for _, id := range []string{"n1", "n2", "n3"} {
@@ -140,6 +141,7 @@ func TestClusterJoinListWipedNodeRejoins(t *testing.T) {
 // with identical flags, it must not form a cluster of its own; it waits,
 // saying for whom, and joins once they are back.
 func TestClusterJoinListWipedNodeWaits(t *testing.T) {
+	t.Parallel()
 	lc := newListCluster(t)
 	lc.start("n1", "n2", "n3")
 	for _, id := range []string{"n1", "n2", "n3"} {
@@ -185,6 +187,7 @@ func TestClusterJoinListWipedNodeWaits(t *testing.T) {
 // kept in a node's configuration, it forms a second cluster the day the
 // node starts on a lost data directory.
 func TestClusterBootstrapRestartWarns(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "n1")
 	args := []string{"-node-id", "n1", "-listen", "127.0.0.1:0", "-raft-listen", freeport.Addr(t),
 		"-admin-listen", "127.0.0.1:0", "-data-dir", dir, "-bootstrap"}

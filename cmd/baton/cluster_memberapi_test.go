@@ -61,6 +61,7 @@ func memberRequest(t *testing.T, admin, method, path, host, body string, header 
 // write with the secret, as a member sends it, is applied. 'baton
 // cluster' needs the secret too.
 func TestClusterMemberAPIRefusesStrangers(t *testing.T) {
+	t.Parallel()
 	secretFile := writeSecretFile(t)
 	f := startServe(t, func(c *serveConfig) {
 		c.nodeID, c.dataDir, c.bootstrap = "n1", t.TempDir(), true
@@ -168,6 +169,7 @@ func TestClusterSecretFileErrors(t *testing.T) {
 // write, but a web page's cross-site POST, a rebound Host name and a body
 // that is not JSON are refused as with one.
 func TestClusterMemberAPIWithoutSecret(t *testing.T) {
+	t.Parallel()
 	f := startServe(t, func(c *serveConfig) {
 		c.nodeID, c.dataDir, c.bootstrap = "n1", t.TempDir(), true
 		c.raftListen, c.adminListen = "127.0.0.1:0", "127.0.0.1:0"
@@ -206,6 +208,7 @@ func TestClusterMemberAPIWithoutSecret(t *testing.T) {
 // epoch through the leader, and 'baton cluster leave' works with the
 // secret and is refused without it.
 func TestClusterSecretThreeNodes(t *testing.T) {
+	t.Parallel()
 	secretFile := writeSecretFile(t)
 	nodes := startCluster(t, "-cluster-secret-file", secretFile)
 	for _, n := range nodes {
@@ -227,6 +230,7 @@ func TestClusterSecretThreeNodes(t *testing.T) {
 // with the new secret alone refuses the old one, and a broken file keeps
 // the secrets in force.
 func TestClusterSecretReload(t *testing.T) {
+	t.Parallel()
 	secretFile := writeSecretFile(t)
 	f := startServe(t, func(c *serveConfig) {
 		c.nodeID, c.dataDir, c.bootstrap = "n1", t.TempDir(), true

@@ -17,6 +17,7 @@ import (
 // new data directory (every pod of a StatefulSet joins pod 0, pod 0
 // included), and on a restart rejoins through itself.
 func TestClusterJoinSelfForms(t *testing.T) {
+	t.Parallel()
 	admin := freeport.Addr(t)
 	dir := filepath.Join(t.TempDir(), "n1")
 	args := []string{"-node-id", "n1", "-listen", "127.0.0.1:0", "-raft-listen", freeport.Addr(t),
@@ -46,6 +47,7 @@ func TestClusterJoinSelfForms(t *testing.T) {
 // resumed; no /readyz of n3 answers 200 while its applied ring version
 // is below the leader's, and it answers 200 once it has caught up.
 func TestClusterReadyzFollowerBehind(t *testing.T) {
+	t.Parallel()
 	// n3 stays a member however long it is stopped.
 	nodes := startCluster(t, "-cluster-remove-after", "1h")
 	n3 := nodes["n3"]

@@ -33,6 +33,7 @@ func openRangeSession(t *testing.T, n *clusterProc, lease time.Duration, label s
 // the failover and the warm-up (about T + W), never within the holder's
 // give-up.
 func TestClusterRangeOwnerKilled(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, failoverArgs...)
 	_, victim := leaderAndFollower(t, nodes)
 	live := others(nodes, victim)
@@ -87,6 +88,7 @@ func TestClusterRangeOwnerKilled(t *testing.T) {
 // on it is stopped (SIGTERM, a planned stop): the lock moves to the key's
 // new owner with its holder's session, which a live node relays.
 func TestClusterRangeHandedOverOnStop(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t)
 	testRangeKeptThrough(t, nodes, 4*time.Second, func(victim *clusterProc) (settle time.Duration) {
 		if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -107,6 +109,7 @@ func TestClusterRangeHandedOverOnStop(t *testing.T) {
 // failover: the re-assertion must come within half of it, and within
 // 0.8 of it after the holder's last confirmed request.
 func TestClusterRangeKeptThroughOwnerKill(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, failoverArgs...)
 	const lease = 6 * time.Second
 	testRangeKeptThrough(t, nodes, lease, func(victim *clusterProc) (settle time.Duration) {

@@ -14,6 +14,7 @@ import (
 // and the client re-asserts it through another node with its token
 // unchanged.
 func TestClusterResumeAfterRelayKilled(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	// The victim relays; it is not the leader, so the live nodes keep a
@@ -89,6 +90,7 @@ func dialResumable(t *testing.T, n *clusterProc, lease time.Duration) resumable 
 // new owner, warming up, accepts the holder's re-assertion with its old
 // token, and grants nobody else the name meanwhile.
 func TestClusterReassertAfterOwnerKilled(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	var victim *clusterProc

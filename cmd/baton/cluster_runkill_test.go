@@ -19,6 +19,7 @@ import (
 // (before DETACH: more than two leases). The owner is the third node,
 // so both claims are relayed.
 func TestClusterRunResumableKilledHolder(t *testing.T) {
+	// Serial (no t.Parallel): it bounds the waiter's time to run after the kill.
 	nodes := startCluster(t)
 	const lease = 5 * time.Second
 	holderNode, waiterNode, owner := nodes["n1"], nodes["n2"], nodes["n3"]

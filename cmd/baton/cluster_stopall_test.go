@@ -13,6 +13,7 @@ import (
 // leave, the last ones find no leader, and must give up soon and stop in
 // the ring (fail closed) rather than wait out the whole stop timeout.
 func TestClusterStopAllAtOnce(t *testing.T) {
+	// Serial (no t.Parallel): it bounds the time the nodes take to exit.
 	nodes := startCluster(t)
 	start := time.Now()
 	for _, n := range nodes {

@@ -44,6 +44,7 @@ func waitShown(t *testing.T, ns []*clusterProc, name string, labels ...string) s
 // the warm-up, X and Y re-assert their queued claims with their tickets,
 // and when the holder releases, the lock goes to X, then Y, then Z.
 func TestClusterClientQueueOrderAfterOwnerKilled(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	var victim *clusterProc

@@ -192,6 +192,7 @@ func tlsGrant(t *testing.T, pki *clusterPKI, addr, name string, lease time.Durat
 // certificate, add a 4th node with 'baton cluster join', and write the
 // membership changes to the audit log.
 func TestClusterTLS(t *testing.T) {
+	// Serial (no t.Parallel): it bounds the relayed acquire's median latency.
 	pki := newClusterPKI(t, "n1", "n2", "n3", "n4")
 	auditPath := filepath.Join(t.TempDir(), "audit.log")
 	n1 := startTLSNode(t, pki, "n1", "", "-audit-log", auditPath)

@@ -20,6 +20,7 @@ import (
 // the operation was still under way (the cluster fault suite saw its
 // write refused by the fence).
 func TestClusterV1HolderWorkEndsBeforeMove(t *testing.T) {
+	t.Parallel()
 	testWorkEndsBeforeNextHolder(t, "v1-told", func(victim *clusterProc, live []*clusterProc) (holder, waiter doFunc) {
 		do := func(n *clusterProc, retry bool) doFunc {
 			c := baton.New(baton.Config{Address: n.addr})
@@ -45,6 +46,7 @@ func TestClusterV1HolderWorkEndsBeforeMove(t *testing.T) {
 // stopping its work (for version 1 the owner waits for the holder to
 // hang up instead).
 func TestClusterV2HolderWorkEndsBeforeStop(t *testing.T) {
+	t.Parallel()
 	testWorkEndsBeforeNextHolder(t, "v2-told", func(victim *clusterProc, live []*clusterProc) (holder, waiter doFunc) {
 		do := func(n *clusterProc) doFunc {
 			s, err := baton.New(baton.Config{Address: n.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
@@ -115,7 +117,13 @@ func testWorkEndsBeforeNextHolder(t *testing.T, prefix string, clients func(vict
 			t.Errorf("the waiter: %v", err)
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // the waiter queues at the owner
+	// The waiter queues at the owner before the stop.
+	for deadline := time.Now().Add(opstest.Timeout); len(adminLock(t, victim, name).Waiters) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter is not queued at the owner %s within %v", victim.id, opstest.Timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	stopped := time.Now()
 	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -118,6 +118,7 @@ func adminLock(t *testing.T, n *clusterProc, name string) admin.Lock {
 // owner when its session's client hangs up. Version 1 clients share the
 // FIFO.
 func TestClusterV2RelayContend(t *testing.T) {
+	// Serial (no t.Parallel): it bounds the relayed claim's median latency.
 	nodes := startCluster(t)
 	name := nameOwnedBy(t, "n1", "v2contend")
 	const lease = 2 * time.Second
@@ -303,6 +304,7 @@ func claimLatency(t *testing.T, n *clusterProc, owner, prefix string, lease time
 // told REVOKED 0x03 for its claims there and keeps its claim on a live
 // node.
 func TestClusterV2RelayOwnerKilled(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	// The victim is not the leader, so the live nodes keep a quorum

@@ -47,6 +47,7 @@ func adminGet[T any](t *testing.T, addr, path string) T {
 // names the owner. After kill -9 of the other follower the view shows it not
 // answering and, as the leader sees it, unreachable.
 func TestDashboardCluster(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t)
 	st := waitStatus(t, nodes["n1"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	var followers []*clusterProc

@@ -16,6 +16,7 @@ import (
 // holds the file against the other (the key's owner serves both, one of
 // them relayed), and a blocked flock(1) proceeds when the holder lets go.
 func TestMountFlockCluster(t *testing.T) {
+	// Serial (no t.Parallel): it bounds the time to the next flock after the kill.
 	flock := needTool(t, "flock")
 	needFUSE(t)
 	nodes := startCluster(t)
@@ -77,6 +78,7 @@ func TestMountFlockCluster(t *testing.T) {
 // or blocked throughout, past the lease, and proceeds only when the
 // holder lets go; the holder never sees an error.
 func TestMountResumableSurvivesNodeKill(t *testing.T) {
+	t.Parallel()
 	flock := needTool(t, "flock")
 	needFUSE(t)
 	nodes := startCluster(t, failoverArgs...)

@@ -243,6 +243,7 @@ func TestMountFlock(t *testing.T) {
 // The same for a blocked flock(1) killed with SIGKILL, and for a POSIX
 // range, with Python's fcntl.lockf and a signal handler that raises.
 func TestMountInterruptedWait(t *testing.T) {
+	t.Parallel()
 	flock := needTool(t, "flock")
 	python := needTool(t, "python3")
 	p := startMountPair(t)
@@ -407,6 +408,7 @@ func TestMountLockf(t *testing.T) {
 // and the run loses rows or ends with "database disk image is malformed"
 // from integrity_check.
 func TestMountSQLite(t *testing.T) {
+	t.Parallel()
 	sqlite := needTool(t, "sqlite3")
 	p := startMountPair(t)
 	const n = 200
@@ -628,6 +630,7 @@ func dbAndLogDirs(t *testing.T) (src, mnt string) {
 // EIO (as Linux's NFS client answers for a lost lock), while files
 // without locks stay usable.
 func TestMountLostLocksFailIO(t *testing.T) {
+	t.Parallel()
 	python := needTool(t, "python3")
 	needFUSE(t)
 	srv, addr := startBatonPastGate(t)
@@ -707,6 +710,7 @@ for line in sys.stdin:
 // that tree, with the file open but no lock, writes on, as does cmd to
 // a file it did not lock.
 func TestMountLostLockFailsIOOfItsChildren(t *testing.T) {
+	t.Parallel()
 	flock := needTool(t, "flock")
 	python := needTool(t, "python3")
 	needFUSE(t)

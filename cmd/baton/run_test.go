@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,7 +31,20 @@ import (
 // about real processes, signals and process groups.
 var batonBin string
 
+// testParallel is how many tests that call t.Parallel run at once when
+// go test is given no -parallel (whose default is GOMAXPROCS, 2 on CI's
+// machine). This package's cluster tests mostly wait, on Raft elections,
+// warm-ups, leases and removals, not on the CPU; those that bound a
+// latency stay serial and so run alone.
+const testParallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", strconv.Itoa(testParallel))
+	}
 	dir, err := os.MkdirTemp("", "baton-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

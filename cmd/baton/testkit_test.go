@@ -22,6 +22,7 @@ func buildTestkitAdapter(t *testing.T, name string) string {
 // TestTestkitGoClient: 'baton testkit' against the Go client's adapter
 // passes every scenario and exits 0.
 func TestTestkitGoClient(t *testing.T) {
+	// Serial (no t.Parallel): the testkit checks the client's timings within a tolerance.
 	bin := buildTestkitAdapter(t, "goadapter")
 	// A lease and tolerance wider than the defaults: this machine runs
 	// other tests beside this one.

@@ -92,7 +92,8 @@ func TestClusterFaultInjection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the cluster fault suite takes one to three minutes; not with -short")
 	}
-	rep, h := runClusterSuite(t, clusterPlan(), false, false)
+	t.Parallel()
+	rep, h := runClusterSuite(t, clusterSuite{plan: clusterPlan()})
 	requireSafe(t, rep, h)
 	if h.steered > 0 && rep.Rejected == 0 {
 		t.Errorf("%d steered faults, but the fence refused no write", h.steered)
@@ -128,7 +129,7 @@ func TestClusterFaultInjectionRanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the cluster fault suite; not with -short")
 	}
-	t.Setenv("BATON_FAULTINJECT_CLUSTER_RANGES", "1")
+	t.Parallel()
 	// Short: it runs beside the other packages' cluster tests in CI, on
 	// two cores, and the load of a longer plan is a suspect in their
 	// flaky timings.
@@ -136,7 +137,7 @@ func TestClusterFaultInjectionRanges(t *testing.T) {
 	if p := os.Getenv("BATON_FAULTINJECT_CLUSTER_RANGES_PLAN"); p != "" {
 		plan = strings.Split(p, ",")
 	}
-	rep, h := runClusterSuite(t, plan, false, false)
+	rep, h := runClusterSuite(t, clusterSuite{plan: plan, ranges: true})
 	requireSafe(t, rep, h)
 }
 
@@ -151,9 +152,8 @@ func TestClusterFaultInjectionRangesLongLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the cluster fault suite; not with -short")
 	}
-	t.Setenv("BATON_FAULTINJECT_CLUSTER_RANGES", "1")
-	t.Setenv("BATON_FAULTINJECT_CLUSTER_LEASE", "8s")
-	rep, h := runClusterSuite(t, []string{"kill-owner", "restart-owner"}, false, false)
+	t.Parallel()
+	rep, h := runClusterSuite(t, clusterSuite{plan: []string{"kill-owner", "restart-owner"}, ranges: true, lease: 8 * time.Second})
 	requireSafe(t, rep, h)
 	logs, _ := filepath.Glob(filepath.Join(h.dir, "*.stderr"))
 	count := func(msg string) (n int) {
@@ -180,14 +180,12 @@ func TestClusterFaultInjectionRangesResumable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the cluster fault suite; not with -short")
 	}
-	t.Setenv("BATON_FAULTINJECT_CLUSTER_RANGES", "1")
-	t.Setenv("BATON_FAULTINJECT_CLUSTER_RESUMABLE", "1")
-	t.Setenv("BATON_FAULTINJECT_CLUSTER_LEASE", "8s")
+	t.Parallel()
 	plan := []string{"kill-follower", "kill-owner", "cut-follower"}
 	if p := os.Getenv("BATON_FAULTINJECT_CLUSTER_RANGES_PLAN"); p != "" {
 		plan = strings.Split(p, ",")
 	}
-	rep, h := runClusterSuite(t, plan, false, false)
+	rep, h := runClusterSuite(t, clusterSuite{plan: plan, ranges: true, resumable: true, lease: 8 * time.Second})
 	requireSafe(t, rep, h)
 	moved := 0
 	for _, r := range h.records {
@@ -209,21 +207,23 @@ func TestClusterFaultInjectionLongLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the cluster fault suite; not with -short")
 	}
+	t.Parallel()
 	for _, tc := range []struct {
-		name, plan, lease string
+		name, plan string
+		lease      time.Duration
 	}{
-		{name: "isolate", plan: "isolate-owner-steered", lease: "6s"},
+		{name: "isolate", plan: "isolate-owner-steered", lease: 6 * time.Second},
 		// A node that joins while the names of a removed node are
 		// warming up on their new owner must not serve them before the
 		// warm-up ends: the isolated owner's holder may still believe
 		// (with a lease of 10 s, for at least 5.5 s after the isolation;
 		// the join comes about 3.5 s after it). The prior owner hands
 		// over only after its warm-up (this case found the bug).
-		{name: "join-during-warmup", plan: "isolate-owner-join-steered", lease: "10s"},
+		{name: "join-during-warmup", plan: "isolate-owner-join-steered", lease: 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("BATON_FAULTINJECT_CLUSTER_LEASE", tc.lease)
-			rep, h := runClusterSuite(t, strings.Split(tc.plan, ","), false, false)
+			t.Parallel()
+			rep, h := runClusterSuite(t, clusterSuite{plan: strings.Split(tc.plan, ","), lease: tc.lease})
 			requireSafe(t, rep, h)
 			if rep.Rejected == 0 {
 				t.Errorf("the fence refused no write: the steered holder's late write got in or was never sent")
@@ -243,6 +243,7 @@ func TestClusterFaultInjectionUnsafe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the cluster fault suite; not with -short")
 	}
+	t.Parallel()
 	for _, tc := range []struct {
 		name                  string
 		independent, lateStop bool
@@ -261,7 +262,8 @@ func TestClusterFaultInjectionUnsafe(t *testing.T) {
 			if tc.lateStop && os.Getenv("BATON_FAULTINJECT_NO_SELF_STOP") != "1" {
 				t.Skip("a chance per fault, missed too often beside other packages; BATON_FAULTINJECT_NO_SELF_STOP=1 runs it")
 			}
-			rep, h := runClusterSuite(t, tc.plan, tc.independent, tc.lateStop)
+			t.Parallel()
+			rep, h := runClusterSuite(t, clusterSuite{plan: tc.plan, independent: tc.independent, lateStop: tc.lateStop})
 			found := false
 			for _, v := range rep.Violations {
 				found = found || strings.Contains(v, "OVERLAP")
@@ -301,10 +303,23 @@ type node struct {
 	p    *proc
 }
 
-// runClusterSuite runs plan on a cluster, or with independent on three
-// single servers, or with lateStop on a cluster whose nodes stop serving
-// only an hour after they lost their quorum.
-func runClusterSuite(t *testing.T, plan []string, independent, lateStop bool) (*faultinject.ClusterReport, *clusterHarness) {
+// clusterSuite is what a run of the cluster suite does: its plan, and
+// what differs from the default cluster. It is passed, not set in the
+// environment, so that runs can go on side by side (t.Parallel).
+type clusterSuite struct {
+	plan []string
+	// independent: three single servers; lateStop: a cluster whose
+	// nodes stop serving only an hour after they lost their quorum.
+	independent, lateStop bool
+	// ranges and resumable: see clusterHarness.
+	ranges, resumable bool
+	// lease is the workers' lease; 0: BATON_FAULTINJECT_CLUSTER_LEASE,
+	// or clusterLease without it.
+	lease time.Duration
+}
+
+// runClusterSuite runs s.plan on a cluster, or on the servers s asks for.
+func runClusterSuite(t *testing.T, s clusterSuite) (*faultinject.ClusterReport, *clusterHarness) {
 	t.Helper()
 	began := time.Now()
 	if err := netlab.Available(); err != nil {
@@ -317,21 +332,25 @@ func runClusterSuite(t *testing.T, plan []string, independent, lateStop bool) (*
 	defer cancel()
 	h := &clusterHarness{
 		harness:     &harness{t: t, dir: t.TempDir(), killed: map[string]int64{}, changed: make(chan struct{})},
-		independent: independent, ctx: ctx, selfStop: clusterSelfStop, removeAfter: clusterRemoveAfter,
-		lease: clusterLease,
+		independent: s.independent, ctx: ctx, selfStop: clusterSelfStop, removeAfter: clusterRemoveAfter,
+		lease: s.lease,
 	}
-	if l := os.Getenv("BATON_FAULTINJECT_CLUSTER_LEASE"); l != "" {
+	if l := os.Getenv("BATON_FAULTINJECT_CLUSTER_LEASE"); l != "" && h.lease == 0 {
 		d, err := time.ParseDuration(l)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.lease = d
 	}
-	if lateStop {
+	if h.lease == 0 {
+		h.lease = clusterLease
+	}
+	if s.lateStop {
 		h.selfStop, h.removeAfter = time.Hour, 2*time.Hour
 	}
-	h.ranges = os.Getenv("BATON_FAULTINJECT_CLUSTER_RANGES") == "1"
-	h.resumable = os.Getenv("BATON_FAULTINJECT_CLUSTER_RESUMABLE") == "1"
+	// The variables run any of the suites with range locks, resumably.
+	h.ranges = s.ranges || os.Getenv("BATON_FAULTINJECT_CLUSTER_RANGES") == "1"
+	h.resumable = s.resumable || os.Getenv("BATON_FAULTINJECT_CLUSTER_RESUMABLE") == "1"
 	building := make(chan error, 1)
 	go func() { building <- h.build(ctx) }()
 	pg := pgtest.New(t)
@@ -390,7 +409,7 @@ func runClusterSuite(t *testing.T, plan []string, independent, lateStop bool) (*
 		}
 		h.startNode(i, "", join)
 	}
-	if !independent {
+	if !s.independent {
 		h.waitRing("the first ring of three", func(st cluster.Status) bool { return len(st.Ring) == clusterNodes })
 	}
 	setup := time.Since(began)
@@ -401,11 +420,11 @@ func runClusterSuite(t *testing.T, plan []string, independent, lateStop bool) (*
 	}
 	h.deadline = time.Now().Add(clusterBudget)
 	h.progress(clusterGrants)
-	if independent {
+	if s.independent {
 		h.progress(4 * clusterGrants)
 	}
 	scenario := time.Now()
-	for _, f := range plan {
+	for _, f := range s.plan {
 		h.inject(f)
 		h.progress(clusterGrants)
 	}
@@ -420,11 +439,11 @@ func runClusterSuite(t *testing.T, plan []string, independent, lateStop bool) (*
 		h.dumpCluster(d, in)
 	}
 	what := fmt.Sprintf("a cluster of three nodes (self-stop %v, removal after %v)", h.selfStop, h.removeAfter)
-	if independent {
+	if s.independent {
 		what = "three independent single servers"
 	}
 	t.Logf("cluster fault injection, %s, lease %v, plan %v: setup %.1fs, scenario %.1fs, total %.1fs\n%s\nsteered faults whose late write the fence refused: %d of %d",
-		what, h.lease, plan, setup.Seconds(), scenarioTime.Seconds(), time.Since(began).Seconds(), rep, h.steeredRefused, h.steered)
+		what, h.lease, s.plan, setup.Seconds(), scenarioTime.Seconds(), time.Since(began).Seconds(), rep, h.steeredRefused, h.steered)
 	return rep, h
 }
 

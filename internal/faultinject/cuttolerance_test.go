@@ -27,6 +27,7 @@ import (
 // that filed this saw nodes stopped after cuts of 3.5–3.9 s and removed
 // after 5.3–5.7 s: the same bounds, measured then without them known.
 func TestClusterCutTolerance(t *testing.T) {
+	// Serial (no t.Parallel): it times cuts against the self-stop and the removal, to the second.
 	if err := netlab.Available(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,9 +33,21 @@ import (
 // its WorkerConfig as JSON.
 const workerEnv = "BATON_FAULTINJECT_WORKER"
 
+// testParallel is how many tests that call t.Parallel run at once when
+// go test is given no -parallel (whose default is GOMAXPROCS, 2 on CI's
+// machine): each suite mostly waits, on its faults, leases, failovers and
+// PostgreSQL, not on the CPU.
+const testParallel = 3
+
 func TestMain(m *testing.M) {
 	if cfg := os.Getenv(workerEnv); cfg != "" {
 		os.Exit(workerMain(cfg))
+	}
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", strconv.Itoa(testParallel))
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
 		if built.dir != "" {
@@ -122,6 +136,7 @@ func TestFaultInjection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fault-injection suite takes about a minute; not with -short")
 	}
+	t.Parallel()
 	rep, h := runSuite(t, plan, "")
 	for _, v := range rep.Violations {
 		t.Errorf("violation: %s", v)
@@ -143,6 +158,7 @@ func TestFaultInjectionMutants(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the fault suite on short plans; not with -short")
 	}
+	t.Parallel()
 	for _, tc := range []struct {
 		mutation string
 		plan     []string
@@ -156,6 +172,7 @@ func TestFaultInjectionMutants(t *testing.T) {
 		{faultinject.MutationIgnoreLost, []string{"reset-reader"}, "IGNORED LOSS"},
 	} {
 		t.Run(tc.mutation, func(t *testing.T) {
+			t.Parallel()
 			rep, h := runSuite(t, tc.plan, tc.mutation)
 			found := false
 			for _, v := range rep.Violations {

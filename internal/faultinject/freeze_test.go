@@ -29,6 +29,7 @@ import (
 // ends, on this process's monotonic clock, and requires that no function
 // starts before the previous one has ended.
 func TestFreezeServerUnderQueue(t *testing.T) {
+	// Serial (no t.Parallel): it times the freeze against the holder's give-up.
 	if testing.Short() {
 		t.Skip("builds the server and freezes it for several seconds; not with -short")
 	}

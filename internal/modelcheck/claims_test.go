@@ -13,6 +13,7 @@ import (
 // model or the table's reachable behaviour changed, which deserves a look
 // (and an update of docs/verification.md).
 func TestClaimsModel(t *testing.T) {
+	t.Parallel()
 	type bound struct {
 		cfg    ClaimsConfig
 		states int // pinned, when not 0
@@ -48,6 +49,7 @@ func TestClaimsModel(t *testing.T) {
 }
 
 func TestClaimsMutantsAreCaught(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mutation string
 		cfg      ClaimsConfig
@@ -99,6 +101,7 @@ func TestClaimsMutantsAreCaught(t *testing.T) {
 // Below the size at which each mutation can act, the wrapped table must
 // pass, or the test above would prove nothing about the checker.
 func TestClaimsMutantsAreOtherwiseFaithful(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mutation string
 		cfg      ClaimsConfig

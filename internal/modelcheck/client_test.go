@@ -10,6 +10,7 @@ import (
 )
 
 func TestClientModel(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []ClientConfig{
 		DefaultClientConfig(),
 		{Lease: 20, MaxDelay: 6, GiveUp: 0.8, TimerLag: 3, WorkStop: 8},
@@ -32,6 +33,7 @@ func TestClientModel(t *testing.T) {
 // give-up (0.8·lease) and the server's expiry (after 1.0·lease) is what
 // keeps the property true.
 func TestClientModelCatchesTooLateGiveUp(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		cfg   ClientConfig
@@ -66,6 +68,7 @@ func TestClientModelCatchesTooLateGiveUp(t *testing.T) {
 // holder while the work still runs. Lock.finish once closed even before
 // cancelling fn.
 func TestClientModelCatchesEarlyClose(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		close   closeRule
@@ -100,6 +103,7 @@ func TestClientModelCatchesEarlyClose(t *testing.T) {
 // The client model copies states by value, clientrule.Rule included; a
 // pointer, slice or map inside Rule would make copies share state.
 func TestRuleIsAPlainValue(t *testing.T) {
+	t.Parallel()
 	var walk func(reflect.Type, string)
 	walk = func(typ reflect.Type, path string) {
 		switch typ.Kind() {

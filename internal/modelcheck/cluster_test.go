@@ -1,10 +1,12 @@
 package modelcheck
 
 import (
+	"sync"
 	"testing"
 )
 
 func TestClusterModel(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg    ClusterConfig
 		states int // pinned so that a change in the model is noticed (docs/cluster.md quotes them)
@@ -28,20 +30,29 @@ func TestClusterModel(t *testing.T) {
 			t.Logf("%v: skipped under -race or -short", tc.cfg)
 			continue
 		}
-		rep := CheckCluster(tc.cfg)
-		t.Log(rep)
-		if rep.Violation != nil {
-			t.Error(rep.Violation)
-		}
-		if rep.States != tc.states {
-			t.Errorf("%v: %d states, docs/cluster.md says %d", tc.cfg, rep.States, tc.states)
-		}
+		t.Run(tc.cfg.String(), func(t *testing.T) {
+			t.Parallel()
+			var rep Report
+			if tc.cfg == DefaultClusterConfig() {
+				rep, _ = defaultClusterRun()
+			} else {
+				rep = CheckCluster(tc.cfg)
+			}
+			t.Log(rep)
+			if rep.Violation != nil {
+				t.Error(rep.Violation)
+			}
+			if rep.States != tc.states {
+				t.Errorf("%v: %d states, docs/cluster.md says %d", tc.cfg, rep.States, tc.states)
+			}
+		})
 	}
 }
 
 // The checker must be able to fail: each mutation drops one rule of the
 // design and must be caught with the property it protects.
 func TestClusterMutations(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mut  string
 		prop string
@@ -60,6 +71,7 @@ func TestClusterMutations(t *testing.T) {
 		{MutWipedForms, PropClusterTokens, 6, "node A restarts on a wiped data directory and forms a cluster of its own"},
 	} {
 		t.Run(tc.mut, func(t *testing.T) {
+			t.Parallel()
 			cfg := DefaultClusterConfig()
 			if tc.mut == MutWipedServes || tc.mut == MutWipedReusesEpoch || tc.mut == MutWipedForms {
 				cfg = wipedClusterConfig()
@@ -75,6 +87,7 @@ func TestClusterMutations(t *testing.T) {
 // the old behaviour is caught at the new owner, which grants the claim
 // the hand-off carried while the told holder has not read its ERROR.
 func TestClusterGrantBeforeToldAtNewOwner(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultClusterConfig()
 	cfg.Deaths, cfg.Restarts, cfg.Mutation = 0, 0, MutGrantBeforeTold
 	expectCounterexample(t, CheckCluster(cfg), PropClusterOneHolder, 8, "node B grants the lock to c1")
@@ -84,14 +97,10 @@ func TestClusterGrantBeforeToldAtNewOwner(t *testing.T) {
 	}
 }
 
-// The properties must not hold for lack of behaviour: the checked model
-// grants on a node that got the name by a hand-off, by a take-over from a
-// dead node (after the gate opens) and after a restart, and a client
-// releases through the new owner; a planned move tells a version 1 holder
-// and ends a version 1 waiter, and a told claim ends, once its client has
-// let go, with a continuing claim queued behind it (which the hand-off
-// then carries) and at a prior owner whose move was called off.
-func TestClusterModelNotVacuous(t *testing.T) {
+// defaultClusterRun explores DefaultClusterConfig once for both
+// TestClusterModel and TestClusterModelNotVacuous, which check the same
+// exploration: the report, and the behaviours it reached.
+var defaultClusterRun = sync.OnceValues(func() (Report, map[string]bool) {
 	reached := map[string]bool{}
 	grant := func(st clStep) bool {
 		return (st.kind == clDeliver && st.what == clGrant) || st.kind == clPromote
@@ -125,6 +134,19 @@ func TestClusterModelNotVacuous(t *testing.T) {
 			reached["release on the new owner"] = true
 		}
 	})
+	return rep, reached
+})
+
+// The properties must not hold for lack of behaviour: the checked model
+// grants on a node that got the name by a hand-off, by a take-over from a
+// dead node (after the gate opens) and after a restart, and a client
+// releases through the new owner; a planned move tells a version 1 holder
+// and ends a version 1 waiter, and a told claim ends, once its client has
+// let go, with a continuing claim queued behind it (which the hand-off
+// then carries) and at a prior owner whose move was called off.
+func TestClusterModelNotVacuous(t *testing.T) {
+	t.Parallel()
+	rep, reached := defaultClusterRun()
 	if rep.Violation != nil {
 		t.Fatal(rep.Violation)
 	}
@@ -139,6 +161,7 @@ func TestClusterModelNotVacuous(t *testing.T) {
 }
 
 func TestClusterConfigValidate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []ClusterConfig{
 		{Nodes: 1, Clients: 1, Lives: 1}, {Nodes: 4, Clients: 1, Lives: 1}, {Nodes: 2, Clients: 0, Lives: 1},
 		{Nodes: 2, Clients: 4, Lives: 1}, {Nodes: 2, Clients: 1, Lives: 3}, {Nodes: 2, Clients: 1, Lives: 1, Changes: 4},

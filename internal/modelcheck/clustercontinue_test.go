@@ -1,10 +1,12 @@
 package modelcheck
 
 import (
+	"sync"
 	"testing"
 )
 
 func TestContinueModel(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg    ContinueConfig
 		states int // pinned so that a change in the model is noticed (docs/verification.md quotes them)
@@ -24,14 +26,22 @@ func TestContinueModel(t *testing.T) {
 			t.Logf("%v: skipped under -race or -short", tc.cfg)
 			continue
 		}
-		rep := CheckContinue(tc.cfg)
-		t.Log(rep)
-		if rep.Violation != nil {
-			t.Error(rep.Violation)
-		}
-		if rep.States != tc.states {
-			t.Errorf("%v: %d states, docs/verification.md says %d", tc.cfg, rep.States, tc.states)
-		}
+		t.Run(tc.cfg.String(), func(t *testing.T) {
+			t.Parallel()
+			var rep Report
+			if tc.cfg == continueVacuityConfig() {
+				rep, _ = continueVacuityRun()
+			} else {
+				rep = CheckContinue(tc.cfg)
+			}
+			t.Log(rep)
+			if rep.Violation != nil {
+				t.Error(rep.Violation)
+			}
+			if rep.States != tc.states {
+				t.Errorf("%v: %d states, docs/verification.md says %d", tc.cfg, rep.States, tc.states)
+			}
+		})
 	}
 }
 
@@ -44,6 +54,7 @@ func continueMutationConfig(mut string) ContinueConfig {
 // The checker must be able to fail: each mutation drops one rule of the
 // design and must be caught with the property it protects.
 func TestContinueMutations(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mut  string
 		prop string
@@ -63,6 +74,7 @@ func TestContinueMutations(t *testing.T) {
 		{MutExportDropsAbandoned, PropClusterOneHolder, 11, "node B dies"},
 	} {
 		t.Run(tc.mut, func(t *testing.T) {
+			t.Parallel()
 			cfg := continueMutationConfig(tc.mut)
 			if tc.mut == MutExportAgain {
 				cfg.Restarts = 1 // N must come back
@@ -73,19 +85,22 @@ func TestContinueMutations(t *testing.T) {
 	}
 }
 
-// The properties must not hold for lack of behaviour: in the checked
-// model claims continue through the new owner in both the direct and the
-// relayed case, a promotion made while detached reaches its client at
-// adoption, releases are queued and replayed, and the failure paths
-// (a fallback that drops installed claims, an expiry, a prior owner that
-// restarted and hands over again) happen.
-func TestContinueModelNotVacuous(t *testing.T) {
-	reached := map[string]bool{}
+// continueVacuityConfig is the configuration TestContinueModelNotVacuous
+// checks: the default, without its restart under -race or -short.
+func continueVacuityConfig() ContinueConfig {
 	cfg := DefaultContinueConfig()
 	if raceEnabled || testing.Short() {
 		cfg.Restarts = 0
 	}
-	rep := checkContinue(cfg, func(s *ccState, st ccStep) {
+	return cfg
+}
+
+// continueVacuityRun explores continueVacuityConfig once for both
+// TestContinueModelNotVacuous and TestContinueModel, which checks the
+// same configuration: the report, and the behaviours it reached.
+var continueVacuityRun = sync.OnceValues(func() (Report, map[string]bool) {
+	reached := map[string]bool{}
+	rep := checkContinue(continueVacuityConfig(), func(s *ccState, st ccStep) {
 		switch st.kind {
 		case ccAdopt:
 			switch st.what {
@@ -129,6 +144,19 @@ func TestContinueModelNotVacuous(t *testing.T) {
 			}
 		}
 	})
+	return rep, reached
+})
+
+// The properties must not hold for lack of behaviour: in the checked
+// model claims continue through the new owner in both the direct and the
+// relayed case, a promotion made while detached reaches its client at
+// adoption, releases are queued and replayed, and the failure paths
+// (a fallback that drops installed claims, an expiry, a prior owner that
+// restarted and hands over again) happen.
+func TestContinueModelNotVacuous(t *testing.T) {
+	t.Parallel()
+	cfg := continueVacuityConfig()
+	rep, reached := continueVacuityRun()
 	if rep.Violation != nil {
 		t.Fatal(rep.Violation)
 	}
@@ -148,6 +176,7 @@ func TestContinueModelNotVacuous(t *testing.T) {
 }
 
 func TestContinueConfigValidate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []ContinueConfig{
 		{Nodes: 1, Clients: 1, Lives: 1}, {Nodes: 4, Clients: 1, Lives: 1}, {Nodes: 2, Clients: 0, Lives: 1},
 		{Nodes: 2, Clients: 4, Lives: 1}, {Nodes: 2, Clients: 1, Lives: 3}, {Nodes: 2, Clients: 1, Lives: 1, Changes: 4},

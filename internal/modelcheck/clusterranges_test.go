@@ -6,6 +6,7 @@ import "testing"
 // the same explorations, that the property does not hold for lack of
 // behaviour.
 func TestClusterRangesModel(t *testing.T) {
+	t.Parallel()
 	behaviours := [...]string{
 		"c2 is granted at N after the gate while c1, which held the lock at the export, no longer believes",
 		"c1 gives up by the client rule with its ERROR unread",
@@ -61,6 +62,7 @@ func TestClusterRangesModel(t *testing.T) {
 
 // Leases of 80 units (eight ticks) instead of 40: finer time.
 func TestClusterRangesModelLarger(t *testing.T) {
+	t.Parallel()
 	if raceEnabled || testing.Short() {
 		t.Skip("skipped under -race or -short")
 	}
@@ -84,6 +86,7 @@ func TestClusterRangesModelLarger(t *testing.T) {
 // The checker must be able to fail: each mutation drops one rule and must
 // be caught, in every default configuration it applies to.
 func TestClusterRangesMutations(t *testing.T) {
+	t.Parallel()
 	tested := map[string]bool{}
 	defer func() {
 		for _, mut := range ClusterRangesMutations {
@@ -141,6 +144,7 @@ func TestClusterRangesMutations(t *testing.T) {
 // fails, the owner's L and N's gate of L no longer outlast a client's
 // 0.8 × L: the model is not blind to drift.
 func TestClusterRangesDriftTooLarge(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg  int
 		n    int
@@ -166,6 +170,7 @@ func TestClusterRangesDriftTooLarge(t *testing.T) {
 // lease is longer than every holder's. The gate counts the waiters'
 // leases too (server/move.go, exportRangesLocked): no violation.
 func TestClusterRangesWaiterLongerLease(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultClusterRangesConfigs()[3]
 	cfg.WaiterLease = 2 * cfg.Lease
 	rep := CheckClusterRanges(cfg)

@@ -18,6 +18,7 @@ func handoverConfigs() map[int]ClusterRangesConfig {
 // always checked and, on the same explorations, that the property does
 // not hold for lack of behaviour.
 func TestClusterRangesHandoverModel(t *testing.T) {
+	t.Parallel()
 	behaviours := [...]string{
 		"c2 is granted at N after the placeholder expired, with c1's key still moving at its host and c1 no longer believing",
 		"the host answers c1's held PING once N adopted the lock and confirmed a send at or after its read",
@@ -80,6 +81,7 @@ func TestClusterRangesHandoverModel(t *testing.T) {
 
 // Leases of 80 units (eight ticks) instead of 40: finer time.
 func TestClusterRangesHandoverModelLarger(t *testing.T) {
+	t.Parallel()
 	if raceEnabled || testing.Short() {
 		t.Skip("skipped under -race or -short")
 	}
@@ -100,6 +102,7 @@ func TestClusterRangesHandoverModelLarger(t *testing.T) {
 // With ρ = 0.2 the placeholder's L from the install no longer outlasts a
 // client's 0.8 × L from an anchor before the export.
 func TestClusterRangesHandoverDriftTooLarge(t *testing.T) {
+	t.Parallel()
 	for i, n := range map[int]int{4: 13, 5: 15, 6: 15} {
 		cfg := DefaultClusterRangesConfigs()[i]
 		cfg.Drift = 2
@@ -118,6 +121,7 @@ func TestClusterRangesHandoverDriftTooLarge(t *testing.T) {
 // without releases when the host ends c1's session (N keeps them L after
 // it read the ADOPT) is safe and leaves no orphan.
 func TestClusterRangesHandoverOrphan(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg            int
 		orphan, unsafe int // steps of the counterexamples

@@ -9,6 +9,7 @@ import (
 // that it holds not for lack of behaviour: each way a connection ends is
 // reached with h believing, and each re-assertion it allows is accepted.
 func TestDetach(t *testing.T) {
+	t.Parallel()
 	for _, relay := range []bool{false, true} {
 		cfg := DefaultDetachConfig()
 		cfg.Relay = relay
@@ -51,6 +52,7 @@ func TestDetach(t *testing.T) {
 // TestDetachMutations: each mutation breaks the property it must, with a
 // counterexample.
 func TestDetachMutations(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		mut, prop string
 	}{

@@ -5,6 +5,7 @@ import (
 )
 
 func TestDirlockSeedModel(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []DirlockConfig{{Hosts: 2, ProcsPerHost: 1}, DefaultDirlockConfig(), {Hosts: 3, ProcsPerHost: 1}} {
 		rep := CheckDirlockSeed(cfg)
 		t.Log(rep)
@@ -23,6 +24,7 @@ func TestDirlockSeedModel(t *testing.T) {
 }
 
 func TestDirlockStepsModel(t *testing.T) {
+	t.Parallel()
 	cfgs := []DirlockConfig{{Hosts: 2, ProcsPerHost: 1}, DefaultDirlockConfig()}
 	if !raceEnabled {
 		cfgs = append(cfgs, DirlockConfig{Hosts: 1, ProcsPerHost: 3})
@@ -45,6 +47,7 @@ func TestDirlockStepsModel(t *testing.T) {
 // The checker must be able to fail: each mutation drops one rule of the
 // design and must be caught with the property it protects.
 func TestDirlockMutations(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		steps bool
 		mut   string
@@ -90,6 +93,7 @@ func TestDirlockMutations(t *testing.T) {
 }
 
 func TestDirlockConfigValidate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []DirlockConfig{{Hosts: 0, ProcsPerHost: 1}, {Hosts: 4, ProcsPerHost: 1}, {Hosts: 1, ProcsPerHost: 0}, {Hosts: 1, ProcsPerHost: 4},
 		{Hosts: 1, ProcsPerHost: 2, ForcedBreak: true, Mutation: "mkdir-lock"}} {
 		if c.Validate() == nil {

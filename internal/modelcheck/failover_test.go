@@ -12,6 +12,7 @@ import (
 // and granting the next, A stopping and learning it was removed, and a
 // re-assertion that arrives after its client gave up.
 func TestFailoverModel(t *testing.T) {
+	t.Parallel()
 	behaviours := [...]string{
 		"a holder re-asserts its claim on B while it believes: accepted with its old token",
 		"B grants after the warm-up", "B promotes a claim re-queued with A's ticket", "A expires a silent holder",
@@ -58,6 +59,7 @@ func TestFailoverModel(t *testing.T) {
 
 // A larger configuration: c2's lease 30 instead of 20.
 func TestFailoverModelLarger(t *testing.T) {
+	t.Parallel()
 	if raceEnabled || testing.Short() {
 		t.Skip("skipped under -race or -short")
 	}
@@ -76,6 +78,7 @@ func TestFailoverModelLarger(t *testing.T) {
 // The checker must be able to fail: each mutation drops one rule of the
 // design and must be caught with the property it protects.
 func TestFailoverMutations(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mut  string
 		prop string
@@ -91,6 +94,7 @@ func TestFailoverMutations(t *testing.T) {
 		{MutFoLeaseUncommitted, PropFailoverOneBeliever, 12, "node A reads c1's CLAIM (sent 0 ticks ago): grants"},
 	} {
 		t.Run(tc.mut, func(t *testing.T) {
+			t.Parallel()
 			cfg := DefaultFailoverConfig()
 			cfg.Mutation = tc.mut
 			rep := CheckFailover(cfg)
@@ -103,6 +107,7 @@ func TestFailoverMutations(t *testing.T) {
 // starts" are caught by that design invariant first; without it, the
 // checker shows what they do to the clients: two holders at once.
 func TestFailoverMutationsReachClients(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mut string
 		n   int
@@ -141,6 +146,7 @@ func TestFailoverMutationsReachClients(t *testing.T) {
 // ticks, is the smallest that holds; the continuous bound,
 // TSelf·(1+ρ)/(1−ρ) = 24.4, is stricter by less than a tick.
 func TestFailoverBounds(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultFailoverConfig()
 	cfg.T = 22
 	rep := CheckFailover(cfg)
@@ -161,6 +167,7 @@ func TestFailoverBounds(t *testing.T) {
 }
 
 func TestFailoverConfigValidate(t *testing.T) {
+	t.Parallel()
 	ok := DefaultFailoverConfig()
 	for _, mut := range []func(*FailoverConfig){
 		func(c *FailoverConfig) { c.Clients = 1 },
@@ -190,6 +197,7 @@ func TestFailoverConfigValidate(t *testing.T) {
 // 10 ± 1 units per tick counts K units after at least ⌈K/11⌉ and at most
 // ⌈K/9⌉ ticks (strictly more than K: K+1).
 func TestFailoverWindows(t *testing.T) {
+	t.Parallel()
 	m := newFoModel(DefaultFailoverConfig())
 	for _, tc := range []struct {
 		what      string

@@ -16,6 +16,7 @@ func relayConfig() FailoverConfig {
 // A adopts only a claim it still keeps) and, on the same exploration,
 // that it holds not for lack of behaviour.
 func TestFailoverRelay(t *testing.T) {
+	t.Parallel()
 	if raceEnabled || testing.Short() {
 		t.Skip("skipped under -race or -short")
 	}
@@ -87,6 +88,7 @@ func TestFailoverRelay(t *testing.T) {
 // and the newer holder, who still believes, is refused. Its shortest
 // counterexample is pinned (docs/verification.md).
 func TestFailoverRelayReassertUnbelieved(t *testing.T) {
+	t.Parallel()
 	if raceEnabled || testing.Short() {
 		t.Skip("skipped under -race or -short")
 	}
@@ -105,6 +107,7 @@ func TestFailoverRelayReassertUnbelieved(t *testing.T) {
 // with the check turned off, 4,437,034 states by hand.) Its shortest
 // counterexample is pinned (docs/verification.md).
 func TestFailoverRelayAdoptExpired(t *testing.T) {
+	t.Parallel()
 	if raceEnabled || testing.Short() {
 		t.Skip("skipped under -race or -short")
 	}
@@ -118,6 +121,7 @@ func TestFailoverRelayAdoptExpired(t *testing.T) {
 // first by a holder its node ends while it believes, and, without that
 // check, by two believers.
 func TestFailoverRelayMutations(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mut   string
 		n, n2 int    // shortest counterexamples: kept; two believers
@@ -127,6 +131,7 @@ func TestFailoverRelayMutations(t *testing.T) {
 		{MutFoRelayAnswersAfterGiveUp, 12, 16, "it gives it up, REVOKED to c2"},
 	} {
 		t.Run(tc.mut, func(t *testing.T) {
+			t.Parallel()
 			cfg := relayConfig()
 			cfg.Mutation = tc.mut
 			expectCounterexample(t, CheckFailover(cfg), PropFailoverKept, tc.n, tc.says)
@@ -137,6 +142,7 @@ func TestFailoverRelayMutations(t *testing.T) {
 }
 
 func TestFailoverRelayConfigValidate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []FailoverConfig{
 		{Clients: 2, Lives: 1, Unit: 10, Drift: 1, Lease: 40, ShortLease: 20, TSelf: 20, T: 25, Relay: 3},
 		{Clients: 2, Lives: 1, Unit: 10, Drift: 1, Lease: 40, ShortLease: 20, TSelf: 20, T: 25, Relay: -1},
@@ -167,6 +173,7 @@ func relayFailsConfig() FailoverConfig {
 // client re-asserts it at the owner, a plain one cannot) and, on the
 // same exploration, that it holds not for lack of behaviour.
 func TestFailoverRelayFails(t *testing.T) {
+	t.Parallel()
 	if raceEnabled || testing.Short() {
 		t.Skip("skipped under -race or -short")
 	}
@@ -251,6 +258,7 @@ func TestFailoverRelayFails(t *testing.T) {
 // died while the client still believes; without that check, it grants the
 // name to the next client while the first still believes.
 func TestFailoverRelayDeathReleases(t *testing.T) {
+	t.Parallel()
 	cfg := relayFailsConfig()
 	cfg.Mutation = MutFoRelayDeathReleases
 	expectCounterexample(t, CheckFailover(cfg), PropFailoverKept, 5, "node R dies")
@@ -263,6 +271,7 @@ func TestFailoverRelayDeathReleases(t *testing.T) {
 // keeps the claim when R dies but refuses the client's re-assertion of it
 // while the client believes.
 func TestFailoverRelayForeignSecret(t *testing.T) {
+	t.Parallel()
 	cfg := relayFailsConfig()
 	cfg.Mutation = MutFoRelayForeignSecret
 	expectCounterexample(t, CheckFailover(cfg), PropFailoverKept, 7,

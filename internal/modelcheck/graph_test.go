@@ -9,6 +9,7 @@ import (
 //
 //	0 → 1 → 2 → 1,  2 → 3 → 3,  0 → 4
 func TestGraphSCCsAndRoute(t *testing.T) {
+	t.Parallel()
 	g := newGraph[string](true)
 	g.add("0", -1, "")
 	for _, e := range []struct {

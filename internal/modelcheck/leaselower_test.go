@@ -3,6 +3,7 @@ package modelcheck
 import "testing"
 
 func TestLeaseLowerModel(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg    LeaseLowerConfig
 		states int // pinned so that a change in the model is noticed (docs/cluster.md quotes them)
@@ -28,6 +29,7 @@ func smallLeaseLowerConfig() LeaseLowerConfig {
 }
 
 func TestLeaseLowerMutations(t *testing.T) {
+	t.Parallel()
 	for _, m := range LeaseLowerMutations {
 		cfg := smallLeaseLowerConfig()
 		cfg.Mutation = m

@@ -139,6 +139,7 @@ func (z *lostPromotion) Counts() locktable.Counts {
 }
 
 func TestTableMutantsAreCaught(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		cfg      TableConfig
@@ -199,6 +200,7 @@ func TestTableMutantsAreCaught(t *testing.T) {
 // above would prove nothing about the checker: below the size at which
 // each mutation can act, the checker must find nothing.
 func TestMutantWrappersAreOtherwiseFaithful(t *testing.T) {
+	t.Parallel()
 	for name, cfg := range map[string]TableConfig{
 		"promoteTail, at most one waiter": {Sessions: 2, Locks: 2, Lives: 3,
 			New: func() Table { return promoteTail{locktable.New(&locktable.CounterTokens{})} }},

@@ -74,6 +74,7 @@ func rfProbe(m *rfModel, reached, never []bool) func(s *rfState, st rfStep) {
 // N is therefore defence in depth here: MutRfAcceptConflict breaks
 // nothing (TestRangeFailoverMutations).
 func TestRangeFailoverModel(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultRangeFailoverConfigs()[0]
 	reached, never := make([]bool, len(rfBehaviours)), make([]bool, len(rfNever))
 	rep := checkRangeFailover(cfg, rfProbe(newRfModel(cfg), reached, never))
@@ -92,6 +93,7 @@ func TestRangeFailoverModel(t *testing.T) {
 // With c3 relayed by R2 (2.2 million states, about 20 s; skipped under
 // -race or -short).
 func TestRangeFailoverModelSecond(t *testing.T) {
+	t.Parallel()
 	if raceEnabled || testing.Short() {
 		t.Skip("skipped under -race or -short")
 	}
@@ -110,6 +112,7 @@ func TestRangeFailoverModelSecond(t *testing.T) {
 
 // Leases of 80 units (eight ticks) instead of 40: finer time.
 func TestRangeFailoverModelLarger(t *testing.T) {
+	t.Parallel()
 	if raceEnabled || testing.Short() {
 		t.Skip("skipped under -race or -short")
 	}
@@ -128,6 +131,7 @@ func TestRangeFailoverModelLarger(t *testing.T) {
 // The checker must be able to fail: each mutation drops one rule and must
 // be caught.
 func TestRangeFailoverMutations(t *testing.T) {
+	t.Parallel()
 	tested := map[string]bool{}
 	defer func() {
 		for _, mut := range RangeFailoverMutations {
@@ -187,6 +191,7 @@ func TestRangeFailoverMutations(t *testing.T) {
 // old owner may still serve when N takes over: the model is not blind to
 // drift or to the removal margin.
 func TestRangeFailoverMargins(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultRangeFailoverConfigs()[0]
 	cfg.Drift, cfg.T = 2, 30 // T ≥ TSelf·(1+ρ)/(1−ρ)
 	expectCounterexample(t, CheckRangeFailover(cfg), PropRfKept, 10, "node O expires c1's range lock")

@@ -148,6 +148,7 @@ func checkRangeResumeReaching(t *testing.T, cfg RangeResumeConfig, states int) {
 // The install path reaches only re-assertions nobody waits for or
 // believes in.
 func TestRangeResumeModel(t *testing.T) {
+	t.Parallel()
 	for i, states := range []int{5802, 154289} {
 		checkRangeResumeReaching(t, DefaultRangeResumeConfigs()[i], states)
 	}
@@ -171,6 +172,7 @@ func TestRangeResumeModel(t *testing.T) {
 // lock there, holds every property (PropRrNamed among them) and the
 // behaviours of the default configurations.
 func TestRangeResumeThirdSession(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultRangeResumeConfigs()[0]
 	cfg.Sessions = 3
 	reached, never := make([]bool, len(rrBehaviours)), make([]bool, len(rrNever))
@@ -194,6 +196,7 @@ func TestRangeResumeThirdSession(t *testing.T) {
 // The checker must be able to fail: each mutation drops one rule and must
 // be caught.
 func TestRangeResumeMutations(t *testing.T) {
+	t.Parallel()
 	tested := map[string]bool{}
 	defer func() {
 		for _, mut := range RangeResumeMutations {
@@ -301,6 +304,7 @@ func TestRangeResumeMutations(t *testing.T) {
 // fails, O's L no longer outlasts c1's 0.8 × L: the model is not blind to
 // drift.
 func TestRangeResumeDrift(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultRangeResumeConfigs()[0]
 	cfg.Drift = 2
 	expectCounterexample(t, CheckRangeResume(cfg), PropRrKept, 7, "drops c1's range lock while c1 still believes")

@@ -11,6 +11,7 @@ import (
 // without it. State counts are pinned: a change means the model or the
 // table's reachable behaviour changed, which deserves a look.
 func TestRangesModel(t *testing.T) {
+	t.Parallel()
 	type bound struct {
 		cfg    RangeConfig
 		states int
@@ -45,6 +46,7 @@ func TestRangesModel(t *testing.T) {
 }
 
 func TestRangeMutantsAreCaught(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mutation string
 		cfg      RangeConfig
@@ -87,6 +89,7 @@ func TestRangeMutantsAreCaught(t *testing.T) {
 // pass, or the test above would prove nothing about the checker: a false
 // deadlock needs an owner that waits for a third one.
 func TestRangeMutantsAreOtherwiseFaithful(t *testing.T) {
+	t.Parallel()
 	cfg := RangeConfig{Owners: 2, Positions: 1, Flock: true, NoWait: true, New: NewRangeMutant(MutFalseDeadlock)}
 	if rep := CheckRanges(cfg); rep.Violation != nil {
 		t.Errorf("%s: %v", MutFalseDeadlock, rep.Violation)
@@ -101,6 +104,7 @@ func TestRangeMutantsAreOtherwiseFaithful(t *testing.T) {
 // checked fully against the reference record. A failing walk is printed
 // step by step.
 func TestRangesRandomWalks(t *testing.T) {
+	t.Parallel()
 	walks, steps := 400, 40
 	if raceEnabled {
 		walks = 100

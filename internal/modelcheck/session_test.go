@@ -6,6 +6,7 @@ import (
 )
 
 func TestSessionModel(t *testing.T) {
+	t.Parallel()
 	cfgs := []SessionConfig{
 		DefaultSessionConfig(),
 		// Work that ignores its cancellation past anchor + lease.
@@ -17,14 +18,17 @@ func TestSessionModel(t *testing.T) {
 		cfgs = append(cfgs, SessionConfig{Lease: 5, MaxDelay: 2, TimerLag: 0, WorkStop: 2})
 	}
 	for _, cfg := range cfgs {
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		rep := CheckSession(cfg)
-		t.Log(rep)
-		if rep.Violation != nil {
-			t.Error(rep.Violation)
-		}
+		t.Run(cfg.String(), func(t *testing.T) {
+			t.Parallel()
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			rep := CheckSession(cfg)
+			t.Log(rep)
+			if rep.Violation != nil {
+				t.Error(rep.Violation)
+			}
+		})
 	}
 }
 
@@ -32,6 +36,7 @@ func TestSessionModel(t *testing.T) {
 // anchor taken at an answer's arrival or moved by a push, a close at the
 // give-up or before the work is told.
 func TestSessionModelMutations(t *testing.T) {
+	t.Parallel()
 	// Delays of 2 steps exceed a 5-step lease's last fifth: an anchor
 	// taken at arrival overshoots the server's expiry. A close at the
 	// give-up needs a lease whose give-up comes before anchor + lease by

@@ -9,6 +9,7 @@ import (
 // included; the larger ones run only without it, to stay well under a
 // minute.
 func TestTableModel(t *testing.T) {
+	t.Parallel()
 	bounds := []TableConfig{
 		{Sessions: 3, Locks: 2, Lives: 2},
 		{Sessions: 4, Locks: 1, Lives: 2},
@@ -39,6 +40,7 @@ func TestTableModel(t *testing.T) {
 // model or the table's reachable behaviour changed, which deserves a look
 // (and an update of docs/verification.md).
 func TestTableModelStateCounts(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg    TableConfig
 		states int
