@@ -337,7 +337,8 @@ func FuzzV2ClientStream(f *testing.F) {
 			case ev.err == "" && i == 0 && ev.f.Type != protocol.TypeHello:
 				t.Fatalf("first frame accepted as %v", ev.f.Type)
 			case ev.err == "" && i > 0 && ev.f.Type != protocol.TypePing && ev.f.Type != protocol.TypeClaim && ev.f.Type != protocol.TypeRelease &&
-				ev.f.Type != protocol.TypeRing && ev.f.Type != protocol.TypeRange && ev.f.Type != protocol.TypeDetach:
+				ev.f.Type != protocol.TypeRing && ev.f.Type != protocol.TypeRange && ev.f.Type != protocol.TypeDetach &&
+				ev.f.Type != protocol.TypeProclaim && ev.f.Type != protocol.TypeWatch:
 				t.Fatalf("client frame accepted as %v", ev.f.Type)
 			case ev.err == "" && ev.f.Type == protocol.TypeClaim && protocol.ValidateClaim(ev.f) != nil:
 				t.Fatalf("accepted %v, which ValidateClaim refuses", ev.f)
@@ -379,7 +380,8 @@ func FuzzV2ServerStream(f *testing.F) {
 			}
 			if ev.f.Type.String() == "UNKNOWN" || ev.f.Type == protocol.TypeHello || ev.f.Type == protocol.TypePing ||
 				ev.f.Type == protocol.TypeClaim || ev.f.Type == protocol.TypeRelease || ev.f.Type == protocol.TypeRing ||
-				ev.f.Type == protocol.TypeRange || ev.f.Type == protocol.TypeDetach {
+				ev.f.Type == protocol.TypeRange || ev.f.Type == protocol.TypeDetach ||
+				ev.f.Type == protocol.TypeProclaim || ev.f.Type == protocol.TypeWatch {
 				t.Fatalf("server frame accepted as %v", ev.f.Type)
 			}
 		}
