@@ -56,7 +56,7 @@ func TestElectAndWatch(t *testing.T) {
 	if l := tw.line(); !strings.HasPrefix(l, "held token=") || !strings.Contains(l, `value="10.0.0.1"`) {
 		t.Fatalf("text line %q", l)
 	}
-	c2 := startCLI(t, []string{"BATON_VALUE=10.0.0.2"}, "elect", "--server", ts.addr, "db", "--", "sh", "-c", cmd)
+	c2 := startCLI(t, []string{"BATON_VALUE=10.0.0.2"}, "elect", "-v", "--server", ts.addr, "db", "--", "sh", "-c", cmd)
 
 	c1.cmd.Process.Signal(syscall.SIGKILL)
 	t2 := tokenOf(t, c2.line(), "leader")
@@ -79,6 +79,9 @@ func TestElectAndWatch(t *testing.T) {
 	io.WriteString(c2.stdin, "done\n")
 	if code, _ := c2.wait(); code != 3 {
 		t.Fatalf("baton elect exit %d, want the command's 3; stderr:\n%s", code, c2.stderr)
+	}
+	if e := c2.stderr.String(); !strings.Contains(e, `baton elect: leading "db" after`) {
+		t.Errorf("baton elect -v said, once elected:\n%s", e)
 	}
 	if w := parseWatch(t, jw.line()); len(w.Holders) != 0 {
 		t.Fatalf("state %+v, want free after the leader exited", w)

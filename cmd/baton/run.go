@@ -324,7 +324,11 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 		return nil, 128 + int(sig.(syscall.Signal))
 	case err == nil:
 		if cfg.verbose || saidWaiting.Load() { // on a terminal, only after a wait
-			fmt.Fprintf(stderr, cfg.progName()+": acquired lock %q after %v (token %d)\n", name, time.Since(start).Round(time.Millisecond), lock.token)
+			got := "acquired lock"
+			if cfg.elect != nil {
+				got = "leading" // an election is won, not a lock taken
+			}
+			fmt.Fprintf(stderr, cfg.progName()+": %s %q after %v (token %d)\n", got, name, time.Since(start).Round(time.Millisecond), lock.token)
 		}
 		return lock, 0
 	case errors.Is(err, baton.ErrBusy):
