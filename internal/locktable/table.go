@@ -541,7 +541,7 @@ func (t *Table) endClaim(now time.Time, c *claim, reason Reason, promote bool, r
 			l.exclusives--
 		}
 		ev.Kind, ev.Token, ev.Held = EventReleased, c.token, now.Sub(c.grantedAt)
-		if t.watches[l.name] != nil {
+		if t.watchCount > 0 && t.watches[l.name] != nil { // no hash of the name on a table without watches
 			t.tell(l.name, protocol.Change{Kind: protocol.ChangeFreed, Mode: c.mode.wire(), Token: c.token}, res)
 		}
 	} else {

@@ -233,7 +233,7 @@ func (t *Table) tell(name string, change protocol.Change, res *Result) {
 
 // told reports a new holder c to its name's watchers.
 func (t *Table) told(c *claim, res *Result) {
-	if t.watches[c.lock.name] != nil {
+	if t.watchCount > 0 && t.watches[c.lock.name] != nil {
 		t.tell(c.lock.name, t.heldChange(c), res)
 	}
 }
