@@ -1,0 +1,24 @@
+// Package clustercore holds the decisions of a cluster node that do not
+// need I/O: how a claim reaches its owner through a relaying node, what
+// is answered to the client and when (the pessimism rule), what a planned
+// hand-off exports and installs, and the policies of hop pools and kept
+// sessions.
+//
+// Like internal/locktable, it reads no clock, opens no socket, starts no
+// goroutine and takes no lock. Each type takes events (a frame read, a
+// connection lost, a timer fired) with the time passed in, and returns
+// what to do as values (bytes for a connection, dials, timers, table
+// calls). Package server keeps the sockets, goroutines and locking, and
+// serialises the calls; the models and the simulator drive this very code.
+//
+// Files are named by role:
+//
+//   - relay_*: the relaying node's side of a version 2 session (its
+//     ordered outbox, its upstream sessions to owners, its relayed claims).
+//   - handoff_*: the owner's side of a planned hand-off (export) and the
+//     new owner's (install).
+//   - hoppool.go, kept.go, tickets.go: the hop pools' sizing, when a kept
+//     session may end, and the order of re-queued claims.
+//
+// docs/cluster.md, "Where the code is", maps these to the server's files.
+package clustercore
