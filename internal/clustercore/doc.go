@@ -20,5 +20,6 @@
 //   - hoppool.go, kept.go, tickets.go: the hop pools' sizing, when a kept
 //     session may end, and the order of re-queued claims.
 //
-// docs/cluster.md, "Where the code is", maps these to the server's files.
+// docs/cluster.md ("Where this lives in the code") maps these to the
+// server's files.
 package clustercore
