@@ -20,7 +20,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // Exit codes shared by every subcommand. Subcommands document their own
@@ -35,24 +38,37 @@ const (
 // command as a child subreaper (run_linux.go).
 const runInitName = "__run-init"
 
-// version is set at build time with -ldflags "-X main.version=..."; when
-// it is not, init takes it from the build information: the module version
-// for 'go install ...@v1.2.3', the VCS revision for a build in a clone.
+// version is set at build time with -ldflags "-X main.version=..." (the
+// release script does); when it is not, init takes it from the build
+// information. commitTime is the VCS commit time when the build recorded
+// one.
 var version = ""
 
+var commitTime string
+
 func init() {
+	info, ok := debug.ReadBuildInfo()
+	v, t := buildVersion(info, ok)
 	if version == "" {
-		version = buildVersion(debug.ReadBuildInfo())
+		version = v
 	}
+	commitTime = t
 }
 
-// buildVersion is the version that info tells, or "dev".
-func buildVersion(info *debug.BuildInfo, ok bool) string {
-	if !ok {
-		return "dev"
-	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
+// pseudoVersion matches the suffix of a Go pseudo-version
+// (v0.0.0-20261207202907-1adf6c2ff1ec), which names a commit, not a
+// release.
+var pseudoVersion = regexp.MustCompile(`[-.][0-9]{14}-[0-9a-f]{12}(\+incompatible)?$`)
+
+// buildVersion returns the version that info tells and the commit time it
+// records: the module version of 'go install ...@v1.2.3', else
+// dev-REVISION (12 hex digits, -dirty for uncommitted changes) for a build
+// in a clone, else "dev". Since Go 1.24 a build in a clone also records a
+// module version (a pseudo-version, or a tag with +dirty); that names no
+// release, so the revision is shown instead.
+func buildVersion(info *debug.BuildInfo, ok bool) (version, commitTime string) {
+	if !ok || info == nil {
+		return "dev", ""
 	}
 	var rev, modified string
 	for _, s := range info.Settings {
@@ -63,15 +79,32 @@ func buildVersion(info *debug.BuildInfo, ok bool) string {
 			if s.Value == "true" {
 				modified = "-dirty"
 			}
+		case "vcs.time":
+			commitTime = s.Value
 		}
+	}
+	v := info.Main.Version
+	local := rev != "" && (pseudoVersion.MatchString(v) || strings.Contains(v, "+dirty"))
+	if v != "" && v != "(devel)" && !local {
+		return v, commitTime
+	}
+	if rev == "" {
+		return "dev", commitTime
 	}
 	if len(rev) > 12 {
 		rev = rev[:12]
 	}
-	if rev == "" {
-		return "dev"
+	return "dev-" + rev + modified, commitTime
+}
+
+// versionLine is what 'baton version' prints: the version, the commit time
+// when known, and the Go toolchain and platform, as 'go version' shows them.
+func versionLine(version, commitTime, goVersion, goos, goarch string) string {
+	line := "baton " + version
+	if commitTime != "" {
+		line += " (commit time " + commitTime + ")"
 	}
-	return "dev-" + rev + modified
+	return line + " " + goVersion + " " + goos + "/" + goarch
 }
 
 type command struct {
@@ -160,12 +193,12 @@ func usage(w io.Writer) {
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
-		fmt.Fprintln(stdout, "Usage: baton version\n\nPrints the version: the one set at build time, the module version of\n'go install', or dev-REVISION for a build in a git clone.")
+		fmt.Fprintln(stdout, "Usage: baton version\n\nPrints the version, the commit time when the build recorded one, and the Go\nversion and platform it was built with. The version is the one the release\nscript set, else the module version of 'go install ...@VERSION', else\ndev-REVISION (with -dirty for uncommitted changes) for a build in a git\nclone, else dev.")
 		return exitOK
 	case len(args) > 0:
 		fmt.Fprintf(stderr, "baton version: unexpected argument %q\nUsage: baton version\n", args[0])
 		return exitUsage
 	}
-	fmt.Fprintln(stdout, "baton", version)
+	fmt.Fprintln(stdout, versionLine(version, commitTime, runtime.Version(), runtime.GOOS, runtime.GOARCH))
 	return exitOK
 }
