@@ -22,6 +22,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -92,20 +93,21 @@ var (
 	buildErr  error
 )
 
-// binary builds baton with the Dockerfile's own build command, run by sh
-// from the repository root as the build stage runs it (with VERSION as
-// the build argument), into a temporary directory.
+// binary builds baton with the Dockerfile's own build command (the
+// release script's), run by sh from the repository root as the build
+// stage runs it (with VERSION as the build argument), into a temporary
+// directory standing for /out.
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		var cmd string
 		for _, in := range dockerInstructions(t) {
-			if in[0] == "RUN" && strings.Contains(in[1], "go build") {
+			if in[0] == "RUN" && strings.Contains(in[1], "scripts/release ") {
 				cmd = in[1]
 			}
 		}
-		if !strings.Contains(cmd, "-o "+dockerOut+" ") {
-			buildErr = fmt.Errorf("the Dockerfile's go build command %q does not write %s", cmd, dockerOut)
+		if !strings.HasSuffix(cmd, " "+dockerOut) {
+			buildErr = fmt.Errorf("the Dockerfile's release command %q does not end by writing %s", cmd, dockerOut)
 			return
 		}
 		dir, err := os.MkdirTemp("", "baton-deploy-test-")
@@ -114,9 +116,10 @@ func binary(t *testing.T) string {
 			return
 		}
 		batonBin = filepath.Join(dir, "baton")
-		sh := exec.Command("sh", "-c", strings.Replace(cmd, "-o "+dockerOut, "-o '"+batonBin+"'", 1))
+		out := path.Dir(dockerOut) + "/"
+		sh := exec.Command("sh", "-c", strings.ReplaceAll(cmd, out, dir+"/"))
 		sh.Dir = ".."
-		sh.Env = append(os.Environ(), "VERSION=v0.0.0-deploytest")
+		sh.Env = append(os.Environ(), "VERSION=v0.0.0-deploytest", "TARGETARCH=")
 		if out, err := sh.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("the Dockerfile's build command failed: %v\n%s\n%s", err, cmd, out)
 		}
@@ -125,6 +128,15 @@ func binary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return batonBin
+}
+
+// fromImage returns the image of a FROM instruction, past a --platform.
+func fromImage(rest string) string {
+	f := strings.Fields(rest)
+	for len(f) > 1 && strings.HasPrefix(f[0], "--") {
+		f = f[1:]
+	}
+	return f[0]
 }
 
 func TestMain(m *testing.M) {
@@ -163,15 +175,15 @@ func TestDockerBuildIsStatic(t *testing.T) {
 
 func TestDockerfile(t *testing.T) {
 	ins := dockerInstructions(t)
-	if ins[0][0] != "FROM" || !strings.HasPrefix(ins[0][1], "golang:") {
+	if ins[0][0] != "FROM" || !strings.HasPrefix(fromImage(ins[0][1]), "golang:") {
 		t.Fatalf("first instruction %v: want FROM golang:...", ins[0])
 	}
 	goVersion := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(read(t, "../go.mod"))
-	if image := strings.Fields(ins[0][1])[0]; goVersion == nil || !strings.HasPrefix(image, "golang:"+goVersion[1]) {
+	if image := fromImage(ins[0][1]); goVersion == nil || !strings.HasPrefix(image, "golang:"+goVersion[1]) {
 		t.Errorf("build stage %s does not match go.mod's go %v", image, goVersion)
 	}
 	final := finalStage(t)
-	base := strings.Fields(final[0][1])[0]
+	base := fromImage(final[0][1])
 	if !strings.HasPrefix(base, "gcr.io/distroless/static") && base != "scratch" {
 		t.Errorf("final stage is FROM %s, want distroless/static or scratch", base)
 	}
@@ -195,6 +207,20 @@ func TestDockerfile(t *testing.T) {
 	}
 	env := dockerEnv(t)
 	checkAddrs(t, "Dockerfile", env)
+
+	// A build without --build-arg VERSION (docker compose's) gets a
+	// version the release script accepts: with it, the script goes on
+	// to refuse the architecture, before building anything.
+	def := ""
+	for _, in := range ins {
+		if k, v, ok := strings.Cut(in[1], "="); in[0] == "ARG" && ok && k == "VERSION" {
+			def = v
+		}
+	}
+	out, err := exec.Command("bash", "../scripts/release", "--allow-dirty", "--arch", "none", "--out", t.TempDir(), def).CombinedOutput()
+	if !strings.Contains(string(out), "architecture none") {
+		t.Errorf("ARG VERSION=%s: scripts/release says %q (%v), want it to accept the version", def, out, err)
+	}
 }
 
 // dockerEnv returns the final stage's ENV settings.
@@ -821,7 +847,7 @@ func TestDockerCompose(t *testing.T) {
 	// Every service builds this Dockerfile, from the repository root;
 	// the workers its build stage, which has a shell and the binary at
 	// dockerOut.
-	stages := regexp.MustCompile(`(?im)^FROM\s+\S+\s+AS\s+(\S+)$`).FindAllStringSubmatch(read(t, "Dockerfile"), -1)
+	stages := regexp.MustCompile(`(?im)^FROM\s+(?:--platform=\S+\s+)?\S+\s+AS\s+(\S+)$`).FindAllStringSubmatch(read(t, "Dockerfile"), -1)
 	for name, svc := range svcs {
 		build := composeMap(t, composeBlock(svc, "build"))
 		ctx := build["context"]
