@@ -40,9 +40,15 @@ func TestReleaseBuildsStampedStaticBinary(t *testing.T) {
 		t.Skipf("the release binaries are for linux/amd64 and linux/arm64, not %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
 	const version = "v0.0.0-releasetest"
-	out := t.TempDir()
-	// --allow-dirty: the test runs in a tree being worked on, too.
-	code, msg := release(t, "release", ".", nil, "--allow-dirty", "--arch", runtime.GOARCH, "--out", out, version)
+	script, err := filepath.Abs("release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Run from elsewhere, with --out relative to there. --allow-dirty:
+	// the test runs in a tree being worked on, too.
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	code, msg := release(t, script, dir, nil, "--allow-dirty", "--arch", runtime.GOARCH, "--out", "out", version)
 	if code != 0 {
 		t.Fatalf("scripts/release exited %d:\n%s", code, msg)
 	}
