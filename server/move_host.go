@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/clientrule"
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -333,23 +334,10 @@ func (s *session) releaseMoving() {
 func (rel *relayState) giveUp(s *session, rc *relayedClaim) {
 	rel.moved(rc)
 	if rc.move.release != nil {
-		rc.move.release.b, rc.move.release.pending = protocol.AppendReleased(nil, rc.id), false
+		rc.move.release.B, rc.move.release.Pending = protocol.AppendReleased(nil, rc.id), false
 	} else {
-		e := &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), claim: rc.id}
-		at := 0
-		for i := len(rel.q) - 1; i >= 0; i-- {
-			// About the claim: an owner's frame, or a push (this node's
-			// own answers, such as a PONG, carry claim 0).
-			if x := rel.q[i]; x.claim == rc.id && (x.up != nil || x.at.IsZero()) {
-				at = i + 1
-				break
-			}
-		}
-		if len(rel.q) == 0 {
-			rel.add(s.v2, e)
-		} else {
-			rel.insert(at, e)
-		}
+		e := &outEntry{B: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), Claim: rc.id}
+		s.v2.out = rel.box.GiveUp(s.v2.out, e, rel.confirmation())
 	}
 	rel.endMoved(s, rc)
 }
@@ -370,7 +358,7 @@ func (rel *relayState) failOver(rc *relayedClaim, now time.Time, lease time.Dura
 	}
 	var confirmed time.Time
 	if u := rc.up; u != nil {
-		confirmed = u.confirmed
+		confirmed = u.led.Confirmed()
 		if u.claims[rc.id] == rc {
 			delete(u.claims, rc.id)
 		}
@@ -424,7 +412,7 @@ func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.F
 			rc.ticket = f.Ticket
 		}
 		if f.Type == protocol.TypeGranted && rc.move.token == 0 && rc.move.release == nil {
-			u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, rc.id, f.Token), up: u, claim: rc.id})
+			u.push(rel, v, &outEntry{B: protocol.AppendPromoted(nil, rc.id, f.Token), Up: u, Claim: rc.id})
 		}
 		if slot := rc.move.release; slot != nil {
 			// The client released it while it moved: on to N now.
@@ -432,8 +420,8 @@ func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.F
 				rel.released = slices.Delete(rel.released, i, i+1)
 			}
 			rc.state = rcReleasing
-			slot.up = u
-			u.send(protocol.AppendRelease(nil, rc.id), upReq{kind: protocol.TypeRelease, at: time.Now(), slot: slot, rc: rc})
+			slot.Up = u
+			u.send(protocol.AppendRelease(nil, rc.id), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: time.Now()}, slot: slot, rc: rc})
 		}
 	case f.Type == protocol.TypeRefused && (f.Code == protocol.CodeNotOwner ||
 		f.Code == protocol.CodeStaleRing && rc.move.failover):
@@ -479,16 +467,10 @@ func (s *session) releasedMoving(id uint32) bool {
 // answers that RELEASE, which the owner read after its export. Called
 // with omu held; it reports false for a frame that fits neither.
 func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool {
-	if len(u.fifo) > 0 {
-		if r := u.fifo[0]; r.kind == protocol.TypeRelease && r.rc.id == f.Claim && r.rc.movedAnswer {
-			u.fifo[0] = upReq{}
-			u.fifo = u.fifo[1:]
-			if r.at.After(u.confirmed) {
-				u.confirmed = r.at
-			}
-			r.rc.movedAnswer = false
-			return true
-		}
+	if r, ok := u.led.Head(); ok && r.Kind == protocol.TypeRelease && r.rc.id == f.Claim && r.rc.movedAnswer {
+		u.led.Pop()
+		r.rc.movedAnswer = false
+		return true
 	}
 	rc := u.claims[f.Claim]
 	if rc == nil || rc.state != rcLive && rc.state != rcReleasing {
@@ -498,17 +480,18 @@ func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool
 		// Attached without its CLAIM (AttachRelayed): it cannot be
 		// adopted, so its client is told it lost it.
 		if rc.state == rcLive {
-			u.push(rel, v, &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), up: u, claim: rc.id})
+			u.push(rel, v, &outEntry{B: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), Up: u, Claim: rc.id})
 		}
 		u.end(rel, rc)
 		return true
 	}
 	mi := &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token, since: time.Now()}
 	if rc.state == rcReleasing {
-		for i := range u.fifo {
-			if r := &u.fifo[i]; r.kind == protocol.TypeRelease && r.rc == rc && r.slot != nil {
+		inFlight := u.led.InFlight()
+		for i := range inFlight {
+			if r := &inFlight[i]; r.Kind == protocol.TypeRelease && r.rc == rc && r.slot != nil {
 				mi.release, r.slot = r.slot, nil
-				mi.release.up = nil
+				mi.release.Up = nil
 				rc.movedAnswer = true
 				break
 			}
@@ -635,8 +618,8 @@ func (rel *relayState) adoptedHere(s *session, rc *relayedClaim, a adoptedHere) 
 	rel.endMoved(s, rc)
 	switch {
 	case mi.release != nil:
-		mi.release.b, mi.release.pending, mi.release.up = protocol.AppendReleased(nil, rc.id), false, nil
+		mi.release.B, mi.release.Pending, mi.release.Up = protocol.AppendReleased(nil, rc.id), false, nil
 	case a.st.State == locktable.Owner && mi.token == 0:
-		rel.add(s.v2, &outEntry{b: protocol.AppendPromoted(nil, rc.id, a.st.Token), claim: rc.id})
+		rel.add(s.v2, &outEntry{B: protocol.AppendPromoted(nil, rc.id, a.st.Token), Claim: rc.id})
 	}
 }

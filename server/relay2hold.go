@@ -218,19 +218,19 @@ func (u *upstream) holdUnopened(rel *relayState, r upReq) int {
 		// A re-assertion is not a new claim to queue: the client retries
 		// it (resume.go).
 		if r.slot != nil {
-			r.slot.b = protocol.AppendRefused(nil, f.Claim, protocol.CodeNotOwner, "")
-			r.slot.pending = false
+			r.slot.B = protocol.AppendRefused(nil, f.Claim, protocol.CodeNotOwner, "")
+			r.slot.Pending = false
 		}
 		u.end(rel, r.rc)
 		return 0
 	}
 	if r.slot != nil {
 		if f.NoWait() {
-			r.slot.b = protocol.AppendBusy(nil, f.Claim)
+			r.slot.B = protocol.AppendBusy(nil, f.Claim)
 		} else {
-			r.slot.b = protocol.AppendQueued(nil, f.Claim)
+			r.slot.B = protocol.AppendQueued(nil, f.Claim)
 		}
-		r.slot.pending = false
+		r.slot.Pending = false
 	}
 	want := r.rc.state == rcPending && !f.NoWait()
 	u.end(rel, r.rc)
@@ -257,7 +257,7 @@ func (u *upstream) heldAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Fr
 	case protocol.TypeGranted:
 		r.rc.state = rcLive
 		r.rc.token = f.Token
-		u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, f.Claim, f.Token), up: u, claim: f.Claim})
+		u.push(rel, v, &outEntry{B: protocol.AppendPromoted(nil, f.Claim, f.Token), Up: u, Claim: f.Claim})
 	case protocol.TypeQueued:
 		r.rc.state = rcLive
 		r.rc.ticket = f.Ticket
@@ -266,7 +266,7 @@ func (u *upstream) heldAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Fr
 		if f.Type == protocol.TypeBusy {
 			code = protocol.CodeNotOwner
 		}
-		u.push(rel, v, &outEntry{b: protocol.AppendRevoked(nil, f.Claim, code, ""), up: u, claim: f.Claim})
+		u.push(rel, v, &outEntry{B: protocol.AppendRevoked(nil, f.Claim, code, ""), Up: u, Claim: f.Claim})
 		u.end(rel, r.rc)
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -22,7 +23,7 @@ func (s *session) relayProclaim(now time.Time, f protocol.Frame) {
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	rel := v.rel.Load()
-	answer := func(b []byte) { rel.add(v, &outEntry{b: b, at: rel.answerAt()}) }
+	answer := func(b []byte) { rel.add(v, &outEntry{B: b, At: rel.answerAt()}) }
 	if i := rel.heldIndex(f.Claim); i >= 0 {
 		// Held back (its owner warms the name up): it is claimed with
 		// the new value when it goes.
@@ -42,9 +43,9 @@ func (s *session) relayProclaim(now time.Time, f protocol.Frame) {
 	default:
 		rc.req.Value = f.Value
 		rc.req.Flags |= protocol.ClaimValue
-		slot := &outEntry{pending: true, at: rel.answerAt(), up: rc.up, claim: f.Claim}
+		slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: f.Claim}
 		rel.add(v, slot)
-		rc.up.send(protocol.AppendProclaim(nil, f.Claim, f.Value), upReq{kind: protocol.TypeProclaim, at: now, slot: slot, rc: rc})
+		rc.up.send(protocol.AppendProclaim(nil, f.Claim, f.Value), upReq{Sent: clustercore.Sent{Kind: protocol.TypeProclaim, At: now}, slot: slot, rc: rc})
 	}
 }
 
