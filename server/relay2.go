@@ -113,33 +113,13 @@ type relayState struct {
 // outEntry is one frame of the ordered outbox.
 type outEntry = clustercore.Entry[*upstream]
 
-// claimState is where a relayed claim stands as the relaying node sees it.
-type claimState uint8
-
-const (
-	rcPending   claimState = iota // CLAIM sent, not answered yet
-	rcLive                        // answered GRANTED or QUEUED
-	rcReleasing                   // RELEASE sent
-	rcEnded
-	rcMoving // moving to a new owner, not adopted yet (move_host.go)
-)
-
-// relayedClaim is one relayed claim (one use of a claim id).
+// relayedClaim is one relayed claim (one use of a claim id): what the
+// relaying node decides about it (clustercore.Claim), its upstream, and
+// its move to a new owner (move_host.go).
 type relayedClaim struct {
-	id    uint32
-	up    *upstream
-	state claimState
-	move  *moveInfo // a claim that moves to a new owner (move_host.go)
-	// req is the CLAIM sent for it, and token the owner's grant: what a
-	// move needs to adopt it at the new owner.
-	req   protocol.Frame
-	token uint64
-	// ticket is the queue ticket of the owner's QUEUED (0: none), for a
-	// re-assertion of a queued claim at a new owner (fail).
-	ticket uint64
-	// movedAnswer: a RELEASE of it is in flight on its old upstream,
-	// which answers it MOVED.
-	movedAnswer bool
+	clustercore.Claim
+	up   *upstream
+	move *moveInfo
 }
 
 // relayLocked returns the session's relay state, creating it.
@@ -253,7 +233,7 @@ func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool 
 	}
 	at := rel.box.Relaying(now)
 	u := s.upstreamLocked(rel, addr)
-	rc := u.attach(rel, f.Claim, rcPending)
+	rc := u.attach(rel, f.Claim, clustercore.ClaimPending)
 	slot := &outEntry{Pending: true, At: at, Up: u, Claim: f.Claim}
 	rel.add(v, slot)
 	u.sendClaim(f, slot, rc)
@@ -296,7 +276,7 @@ func (s *session) relayRelease(id uint32) bool {
 		return false
 	}
 	delete(rel.claims, id)
-	if rc.state == rcMoving {
+	if rc.State == clustercore.ClaimMoving {
 		// Queued until the new owner has adopted the claim (move_host.go).
 		if !s.closing.Load() && !v.ending {
 			slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: id}
@@ -306,7 +286,7 @@ func (s *session) relayRelease(id uint32) bool {
 		rel.released = append(rel.released, rc)
 		return true
 	}
-	rc.state = rcReleasing
+	rc.State = clustercore.ClaimReleasing
 	if s.closing.Load() || v.ending {
 		return true
 	}
@@ -357,7 +337,7 @@ func (s *session) dropUpstreams(release bool) {
 	rel := v.rel.Load()
 	rel.closed = true
 	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
-		if rc.state == rcMoving && rc.up == nil {
+		if rc.State == clustercore.ClaimMoving && rc.up == nil {
 			rel.moved(rc)
 			rel.endMoved(s, rc)
 		}
@@ -395,7 +375,7 @@ func (s *session) releaseUpstreams() {
 		}
 		n := len(u.wbuf)
 		for _, id := range slices.Sorted(maps.Keys(u.claims)) {
-			if st := u.claims[id].state; st == rcPending || st == rcLive {
+			if st := u.claims[id].State; st == clustercore.ClaimPending || st == clustercore.ClaimLive {
 				u.wbuf = protocol.AppendRelease(u.wbuf, id)
 			}
 		}
@@ -451,7 +431,7 @@ func (srv *Server) AttachRelayed(sid locktable.SessionID, claim uint32, addr str
 	case rel.claims[claim] != nil:
 		return locktable.ErrClaimExists
 	}
-	s.upstreamLocked(rel, addr).attach(rel, claim, rcLive)
+	s.upstreamLocked(rel, addr).attach(rel, claim, clustercore.ClaimLive)
 	return nil
 }
 

@@ -44,14 +44,14 @@ type upReq struct {
 // sendClaim sends CLAIM f on u; slot is where its answer goes (nil for a
 // held claim relayed late).
 func (u *upstream) sendClaim(f protocol.Frame, slot *outEntry, rc *relayedClaim) {
-	rc.req = f
+	rc.Req = f
 	u.send(protocol.AppendFrame(nil, f), upReq{Sent: clustercore.Sent{Kind: protocol.TypeClaim, At: time.Now()}, slot: slot, rc: rc, f: f})
 }
 
 // claim returns the CLAIM frame r sent.
 func (r upReq) claim() protocol.Frame {
 	f := r.f
-	f.Claim = r.rc.id
+	f.Claim = r.rc.ID
 	return f
 }
 
@@ -107,7 +107,7 @@ type upstream struct {
 // the upstream's writer (kickAll).
 func (u *upstream) send(b []byte, r upReq) {
 	if r.rc != nil {
-		r.ID = r.rc.id
+		r.ID = r.rc.ID
 	}
 	if d, first := u.led.Send(r); first && u.conn != nil {
 		u.conn.SetReadDeadline(d)
@@ -163,7 +163,7 @@ func (u *upstream) flush() bool {
 		if err != nil {
 			u.writing = false
 			v.omu.Unlock()
-			u.fail(ownerLost{fmt.Errorf("writing to the owner: %w", err)})
+			u.fail(clustercore.OwnerLost{Err: fmt.Errorf("writing to the owner: %w", err)})
 			return false
 		}
 	}
@@ -196,8 +196,8 @@ func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
 }
 
 // attach records claim id as relayed on u.
-func (u *upstream) attach(rel *relayState, id uint32, st claimState) *relayedClaim {
-	rc := &relayedClaim{id: id, up: u, state: st}
+func (u *upstream) attach(rel *relayState, id uint32, st clustercore.ClaimState) *relayedClaim {
+	rc := &relayedClaim{Claim: clustercore.Claim{ID: id, State: st}, up: u}
 	u.claims[id] = rc
 	rel.claims[id] = rc
 	u.s.srv.relayedClaims.Add(1)
@@ -206,15 +206,14 @@ func (u *upstream) attach(rel *relayState, id uint32, st claimState) *relayedCla
 
 // end marks rc ended and forgets it.
 func (u *upstream) end(rel *relayState, rc *relayedClaim) {
-	if rc.state == rcEnded {
+	if !rc.End() {
 		return
 	}
-	rc.state = rcEnded
-	if u.claims[rc.id] == rc {
-		delete(u.claims, rc.id)
+	if u.claims[rc.ID] == rc {
+		delete(u.claims, rc.ID)
 	}
-	if rel.claims[rc.id] == rc {
-		delete(rel.claims, rc.id)
+	if rel.claims[rc.ID] == rc {
+		delete(rel.claims, rc.ID)
 	}
 	u.s.srv.relayedClaims.Add(-1)
 }
@@ -387,7 +386,7 @@ func (u *upstream) read(conn net.Conn, values bool) {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !u.overdue(conn) {
 				continue
 			}
-			u.fail(ownerLost{fmt.Errorf("reading from the owner: %w", err)})
+			u.fail(clustercore.OwnerLost{Err: fmt.Errorf("reading from the owner: %w", err)})
 			return
 		}
 	}
@@ -492,7 +491,7 @@ func (u *upstream) frame(rel *relayState, v *v2conn, fr upFrame, out *upOutcome)
 		if f.Code == protocol.CodeUnsupportedFeature && (u.tickets || u.values) && !u.opened {
 			return true
 		}
-		out.bad = ownerEnded{f}
+		out.bad = clustercore.OwnerEnded{F: f}
 	default:
 		out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
 	}
@@ -533,7 +532,7 @@ func (u *upstream) answer(rel *relayState, v *v2conn, fr upFrame, out *upOutcome
 // PROCLAIM r, with the session's omu held.
 func (u *upstream) claimAnswered(rel *relayState, v *v2conn, r upReq, fr upFrame) {
 	f := fr.f
-	if r.slot == nil && r.Kind == protocol.TypeClaim && r.rc.state == rcMoving { // an adoption (move_host.go)
+	if r.slot == nil && r.Kind == protocol.TypeClaim && r.rc.State == clustercore.ClaimMoving { // an adoption (move_host.go)
 		u.adoptAnswer(rel, v, r, f)
 		return
 	}
@@ -545,19 +544,8 @@ func (u *upstream) claimAnswered(rel *relayState, v *v2conn, r upReq, fr upFrame
 		return // its claim moved: the RELEASE goes to the new owner
 	}
 	r.slot.B, r.slot.Pending = fr.raw, false
-	switch f.Type {
-	case protocol.TypeGranted, protocol.TypeQueued:
-		if r.rc.state == rcPending {
-			r.rc.state = rcLive
-		}
-		if f.Type == protocol.TypeGranted {
-			r.rc.token = f.Token
-		} else {
-			r.rc.ticket = f.Ticket
-		}
-	case protocol.TypeProclaimed: // the claim lives on
-	default: // BUSY, REFUSED, RELEASED: the id is free
-		u.end(rel, r.rc)
+	if r.rc.Answered(f) {
+		u.end(rel, r.rc) // the id is free
 	}
 }
 
@@ -570,10 +558,8 @@ func (u *upstream) pushed(rel *relayState, v *v2conn, fr upFrame, out *upOutcome
 		out.reholds = append(out.reholds, rc) // not passed on (rehold)
 		return
 	}
-	if f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
+	if rc != nil && rc.Pushed(f) {
 		u.end(rel, rc)
-	} else if rc != nil && f.Type == protocol.TypePromoted {
-		rc.token = f.Token
 	}
 	u.push(rel, v, &outEntry{B: fr.raw, Up: u, Claim: f.Claim})
 }
@@ -584,55 +570,17 @@ func (u *upstream) push(rel *relayState, v *v2conn, e *outEntry) {
 	v.out = rel.box.Push(v.out, e, rel.confirmation())
 }
 
-// ownerLost is why an open upstream ended when the connection itself
-// failed (EOF, reset, a read or write error, the patience ran out): the
-// owner may have died, or been cut off. Its claims are re-asserted at the
-// name's next owner (fail).
-type ownerLost struct{ err error }
-
-func (e ownerLost) Error() string { return e.err.Error() }
-
-func (e ownerLost) Unwrap() error { return e.err }
-
-// ownerEnded is why an upstream ended when the owner sent a
-// session-level ERROR.
-type ownerEnded struct{ f protocol.Frame }
-
-func (e ownerEnded) Error() string { return fmt.Sprintf("the owner ended the session: %v", e.f) }
-
-// reassertable reports whether the claims of an open upstream that ended
-// for why are re-asserted at the name's next owner rather than revoked:
-// the connection failed (the owner died, or a cut), or the owner said it
-// stops serving and another node takes its names over (ERROR 0x01, a
-// shutdown or a node leaving; ERROR 0x03, an owner cut off from its
-// quorum). An owner that ends the session for anything else (a protocol
-// violation, a kick) meant it: the claims are lost.
-func reassertable(why error) bool {
-	var lost ownerLost
-	if errors.As(why, &lost) {
-		return true
-	}
-	var ended ownerEnded
-	if errors.As(why, &ended) {
-		return ended.f.Code == protocol.CodeShuttingDown || ended.f.Code == protocol.CodeNotOwner
-	}
-	return false
-}
-
 // fail ends an upstream that ended without the client: the requests it
-// has not answered are answered here (a CLAIM REFUSED 0x03, a RELEASE
-// RELEASED). An upstream that never opened granted nothing: its CLAIMs
-// are held instead (holdUnopened). When the owner may have died or
-// stopped serving (reassertable), every claim it held or queued is
-// re-asserted at the name's next owner, as a client talking to owners
-// directly would (docs/cluster.md, "Relaying a version 2 session"): the
-// claim moves (move_host.go, failOver) and the client sees nothing but the
-// delay of its answers, unless the re-assertion is refused or not
-// accepted within half the lease. Otherwise, and for a claim that cannot
-// be re-asserted (attached without its CLAIM), the claim is REVOKED 0x03,
-// placed right after the last frame about it still in the outbox (else
-// first): the client hears of the loss before its anchor moves again. The
-// session lives on. Called without srv.mu or omu.
+// has not answered are answered here, or held (clustercore.Claim's
+// FailedRequest), and its claims re-asserted at the name's next owner or
+// lost (Failed) when the owner may have died or stopped serving
+// (clustercore.Reassertable; docs/cluster.md, "Relaying a version 2
+// session"): a re-asserted claim moves (move_host.go, failOver) and the
+// client sees nothing but the delay of its answers, unless the
+// re-assertion is refused or not accepted within half the lease; a lost
+// one's REVOKED 0x03 is placed in the outbox by
+// clustercore.Outbox.PlaceLoss. The session lives on. Called without
+// srv.mu or omu.
 func (u *upstream) fail(why error) {
 	s := u.s
 	srv, v := s.srv, s.v2
@@ -647,7 +595,7 @@ func (u *upstream) fail(why error) {
 	u.markDead(rel)
 	opened := u.opened
 	now := time.Now()
-	reassert := opened && reassertable(why) && srv.Router != nil &&
+	reassert := opened && clustercore.Reassertable(why) && srv.Router != nil &&
 		!rel.closed && !s.closing.Load() && !v.ending && !srv.inShutdown.Load()
 	held, moving, adopting := u.failRequests(rel, reassert)
 	endSession := u.rangesFailed(rel, reassert, now)
@@ -680,37 +628,25 @@ func (u *upstream) fail(why error) {
 // (adopting). Called with srv.mu and the session's omu held.
 func (u *upstream) failRequests(rel *relayState, reassert bool) (held, moving, adopting int) {
 	for _, r := range u.led.Drain() {
-		switch r.Kind {
-		case protocol.TypeClaim:
-			if r.rc.state == rcMoving {
-				// An adoption not answered: asked again (move_host.go).
-				delete(u.claims, r.rc.id)
-				r.rc.up = nil
-				moving++
-				continue
+		if r.rc == nil {
+			if r.Kind == protocol.TypeRange {
+				adopting += u.failRange(rel, r, reassert)
 			}
-			if !u.opened {
-				held += u.holdUnopened(rel, r)
-				continue
-			}
-			if r.slot == nil { // a held claim relayed late: told QUEUED
-				if r.rc.state == rcPending {
-					r.rc.state = rcLive // revoked below
-				}
-				continue
-			}
-			r.slot.B, r.slot.Pending = protocol.AppendRefused(nil, r.rc.id, protocol.CodeNotOwner, ""), false
+			continue
+		}
+		fate, answer := r.rc.FailedRequest(r.Kind, u.opened, r.slot != nil, reassert)
+		switch fate {
+		case clustercore.FateAdoptAgain: // asked again (move_host.go)
+			delete(u.claims, r.rc.ID)
+			r.rc.up = nil
+			moving++
+		case clustercore.FateUnopened:
+			held += u.holdUnopened(rel, r)
+		case clustercore.FateAnswered:
+			r.slot.B, r.slot.Pending = answer, false
 			u.end(rel, r.rc)
-		case protocol.TypeProclaim:
-			r.slot.B, r.slot.Pending = proclaimLost(r, reassert), false
-		case protocol.TypeRelease:
-			if r.slot == nil {
-				continue // its claim moved: the RELEASE goes to the new owner
-			}
-			r.slot.B, r.slot.Pending = protocol.AppendReleased(nil, r.rc.id), false
-			u.end(rel, r.rc)
-		case protocol.TypeRange:
-			adopting += u.failRange(rel, r, reassert)
+		case clustercore.FateTold:
+			r.slot.B, r.slot.Pending = answer, false
 		}
 	}
 	return held, moving, adopting
@@ -753,14 +689,15 @@ func (u *upstream) failClaims(rel *relayState, reassert bool, now time.Time) (lo
 	front := 0
 	for _, id := range ids {
 		rc := u.claims[id]
-		if rc.state == rcLive && reassert && rc.req.Name != "" {
+		fate, revoke := rc.Failed(reassert)
+		switch fate {
+		case clustercore.ClaimReassert:
 			rel.failOver(rc, now, u.s.v2.lease)
 			reasserting++
 			continue
-		}
-		if rc.state == rcLive {
+		case clustercore.ClaimLost:
 			lost++
-			rel.box.PlaceLoss(&outEntry{B: protocol.AppendRevoked(nil, id, protocol.CodeNotOwner, ""), Up: u, Claim: id}, &front)
+			rel.box.PlaceLoss(&outEntry{B: revoke, Up: u, Claim: id}, &front)
 		}
 		u.end(rel, rc)
 	}
