@@ -10,77 +10,53 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-func TestClaimAnswered(t *testing.T) {
-	for _, tc := range []struct {
-		name          string
-		st            ClaimState
-		f             protocol.Frame
-		end           bool
-		want          ClaimState
-		token, ticket uint64
-	}{
-		{"GRANTED makes it live with the token", ClaimPending, protocol.Frame{Type: protocol.TypeGranted, Token: 9}, false, ClaimLive, 9, 0},
-		{"QUEUED makes it live with the ticket", ClaimPending, protocol.Frame{Type: protocol.TypeQueued, Ticket: 4}, false, ClaimLive, 0, 4},
-		{"a releasing claim stays releasing", ClaimReleasing, protocol.Frame{Type: protocol.TypeGranted, Token: 9}, false, ClaimReleasing, 9, 0},
-		{"PROCLAIMED: it lives on", ClaimLive, protocol.Frame{Type: protocol.TypeProclaimed}, false, ClaimLive, 0, 0},
-		{"BUSY ends it", ClaimPending, protocol.Frame{Type: protocol.TypeBusy}, true, ClaimPending, 0, 0},
-		{"REFUSED ends it", ClaimPending, protocol.Frame{Type: protocol.TypeRefused}, true, ClaimPending, 0, 0},
-		{"RELEASED ends it", ClaimReleasing, protocol.Frame{Type: protocol.TypeReleased}, true, ClaimReleasing, 0, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := Claim{ID: 1, State: tc.st}
-			if end := c.Answered(tc.f); end != tc.end || c.State != tc.want || c.Token != tc.token || c.Ticket != tc.ticket {
-				t.Fatalf("end %v, claim %+v; want %v, state %d token %d ticket %d", end, c, tc.end, tc.want, tc.token, tc.ticket)
-			}
-		})
-	}
-}
+// relayStep applies an owner's frame to a claim as one of Claim's
+// methods does, as (a push for the client, the claim ends).
+type relayStep func(c *Claim, f protocol.Frame) ([]byte, bool)
 
-func TestClaimHeldAnswer(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		st   ClaimState
-		f    protocol.Frame
-		push []byte
-		end  bool
-		want ClaimState
-	}{
-		{"GRANTED is pushed as PROMOTED", ClaimPending, protocol.Frame{Type: protocol.TypeGranted, Claim: 3, Token: 9},
-			protocol.AppendPromoted(nil, 3, 9), false, ClaimLive},
-		{"QUEUED says nothing new", ClaimPending, protocol.Frame{Type: protocol.TypeQueued, Claim: 3}, nil, false, ClaimLive},
-		{"BUSY is pushed as REVOKED 0x03", ClaimPending, protocol.Frame{Type: protocol.TypeBusy, Claim: 3},
-			protocol.AppendRevoked(nil, 3, protocol.CodeNotOwner, ""), true, ClaimPending},
-		{"REFUSED is pushed as REVOKED with its code", ClaimPending, protocol.Frame{Type: protocol.TypeRefused, Claim: 3, Code: protocol.CodeShuttingDown},
-			protocol.AppendRevoked(nil, 3, protocol.CodeShuttingDown, ""), true, ClaimPending},
-		{"a claim being released hears nothing of a grant", ClaimReleasing, protocol.Frame{Type: protocol.TypeGranted, Claim: 3, Token: 9}, nil, false, ClaimReleasing},
-		{"a claim being released ends on BUSY, silently", ClaimReleasing, protocol.Frame{Type: protocol.TypeBusy, Claim: 3}, nil, true, ClaimReleasing},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := Claim{ID: 3, State: tc.st}
-			push, end := c.HeldAnswer(tc.f)
-			if !bytes.Equal(push, tc.push) || end != tc.end || c.State != tc.want {
-				t.Fatalf("push %x, end %v, state %d; want %x, %v, %d", push, end, c.State, tc.push, tc.end, tc.want)
-			}
-		})
-	}
-}
+var (
+	relayAnswered relayStep = func(c *Claim, f protocol.Frame) ([]byte, bool) { return nil, c.Answered(f) }
+	relayHeldAns  relayStep = (*Claim).HeldAnswer
+	relayPushed   relayStep = func(c *Claim, f protocol.Frame) ([]byte, bool) { return nil, c.Pushed(f) }
+)
 
-func TestClaimPushed(t *testing.T) {
+func TestClaimOwnerFrames(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
+		step  relayStep
 		st    ClaimState
 		f     protocol.Frame
+		push  []byte
 		end   bool
-		token uint64
+		after Claim
 	}{
-		{"REVOKED ends a live claim", ClaimLive, protocol.Frame{Type: protocol.TypeRevoked}, true, 0},
-		{"REVOKED of a claim being released does not end it", ClaimReleasing, protocol.Frame{Type: protocol.TypeRevoked}, false, 0},
-		{"PROMOTED records the token", ClaimLive, protocol.Frame{Type: protocol.TypePromoted, Token: 7}, false, 7},
+		{"GRANTED makes it live with the token", relayAnswered, ClaimPending, protocol.Frame{Type: protocol.TypeGranted, Token: 9}, nil, false, Claim{State: ClaimLive, Token: 9}},
+		{"QUEUED makes it live with the ticket", relayAnswered, ClaimPending, protocol.Frame{Type: protocol.TypeQueued, Ticket: 4}, nil, false, Claim{State: ClaimLive, Ticket: 4}},
+		{"a releasing claim stays releasing", relayAnswered, ClaimReleasing, protocol.Frame{Type: protocol.TypeGranted, Token: 9}, nil, false, Claim{State: ClaimReleasing, Token: 9}},
+		{"PROCLAIMED: it lives on", relayAnswered, ClaimLive, protocol.Frame{Type: protocol.TypeProclaimed}, nil, false, Claim{State: ClaimLive}},
+		{"BUSY ends it", relayAnswered, ClaimPending, protocol.Frame{Type: protocol.TypeBusy}, nil, true, Claim{State: ClaimPending}},
+		{"REFUSED ends it", relayAnswered, ClaimPending, protocol.Frame{Type: protocol.TypeRefused}, nil, true, Claim{State: ClaimPending}},
+		{"RELEASED ends it", relayAnswered, ClaimReleasing, protocol.Frame{Type: protocol.TypeReleased}, nil, true, Claim{State: ClaimReleasing}},
+
+		{"held: GRANTED is pushed as PROMOTED", relayHeldAns, ClaimPending, protocol.Frame{Type: protocol.TypeGranted, Claim: 3, Token: 9},
+			protocol.AppendPromoted(nil, 3, 9), false, Claim{State: ClaimLive, Token: 9}},
+		{"held: QUEUED says nothing new", relayHeldAns, ClaimPending, protocol.Frame{Type: protocol.TypeQueued, Claim: 3, Ticket: 2}, nil, false, Claim{State: ClaimLive, Ticket: 2}},
+		{"held: BUSY is pushed as REVOKED 0x03", relayHeldAns, ClaimPending, protocol.Frame{Type: protocol.TypeBusy, Claim: 3},
+			protocol.AppendRevoked(nil, 3, protocol.CodeNotOwner, ""), true, Claim{State: ClaimPending}},
+		{"held: REFUSED is pushed as REVOKED with its code", relayHeldAns, ClaimPending, protocol.Frame{Type: protocol.TypeRefused, Claim: 3, Code: protocol.CodeShuttingDown},
+			protocol.AppendRevoked(nil, 3, protocol.CodeShuttingDown, ""), true, Claim{State: ClaimPending}},
+		{"held: a claim being released hears nothing of a grant", relayHeldAns, ClaimReleasing, protocol.Frame{Type: protocol.TypeGranted, Claim: 3, Token: 9}, nil, false, Claim{State: ClaimReleasing}},
+		{"held: a claim being released ends on BUSY, silently", relayHeldAns, ClaimReleasing, protocol.Frame{Type: protocol.TypeBusy, Claim: 3}, nil, true, Claim{State: ClaimReleasing}},
+
+		{"REVOKED ends a live claim", relayPushed, ClaimLive, protocol.Frame{Type: protocol.TypeRevoked}, nil, true, Claim{State: ClaimLive}},
+		{"REVOKED of a claim being released does not end it", relayPushed, ClaimReleasing, protocol.Frame{Type: protocol.TypeRevoked}, nil, false, Claim{State: ClaimReleasing}},
+		{"PROMOTED records the token", relayPushed, ClaimLive, protocol.Frame{Type: protocol.TypePromoted, Token: 7}, nil, false, Claim{State: ClaimLive, Token: 7}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Claim{State: tc.st}
-			if end := c.Pushed(tc.f); end != tc.end || c.Token != tc.token {
-				t.Fatalf("end %v, token %d; want %v, %d", end, c.Token, tc.end, tc.token)
+			push, end := tc.step(&c, tc.f)
+			if !bytes.Equal(push, tc.push) || end != tc.end || c != tc.after {
+				t.Fatalf("push %x, end %v, claim %+v; want %x, %v, %+v", push, end, c, tc.push, tc.end, tc.after)
 			}
 		})
 	}
@@ -116,32 +92,32 @@ func TestClaimUnopened(t *testing.T) {
 func TestClaimFailedRequest(t *testing.T) {
 	for _, tc := range []struct {
 		name                       string
-		st                         ClaimState
-		token                      uint64
+		c                          Claim
 		kind                       protocol.Type
 		opened, answered, reassert bool
 		fate                       RequestFate
 		answer                     []byte
 		after                      ClaimState
 	}{
-		{"an adoption is asked again", ClaimMoving, 0, protocol.TypeClaim, true, false, true, FateAdoptAgain, nil, ClaimMoving},
-		{"a CLAIM never sent to an open owner", ClaimPending, 0, protocol.TypeClaim, false, true, false, FateUnopened, nil, ClaimPending},
-		{"a CLAIM is refused 0x03", ClaimPending, 0, protocol.TypeClaim, true, true, false, FateAnswered,
+		{"an adoption is asked again", Claim{State: ClaimMoving}, protocol.TypeClaim, true, false, true, FateAdoptAgain, nil, ClaimMoving},
+		{"a CLAIM on an upstream never opened", Claim{State: ClaimPending}, protocol.TypeClaim, false, true, false, FateUnopened, nil, ClaimPending},
+		{"a CLAIM is refused 0x03", Claim{State: ClaimPending}, protocol.TypeClaim, true, true, false, FateAnswered,
 			protocol.AppendRefused(nil, 6, protocol.CodeNotOwner, ""), ClaimPending},
-		{"a held claim relayed late counts as live", ClaimPending, 0, protocol.TypeClaim, true, false, false, FateRevokeLater, nil, ClaimLive},
-		{"a RELEASE is answered RELEASED", ClaimReleasing, 0, protocol.TypeRelease, true, true, false, FateAnswered,
+		{"a held claim relayed late counts as live", Claim{State: ClaimPending}, protocol.TypeClaim, true, false, false, FateRevokeLater, nil, ClaimLive},
+		{"a RELEASE is answered RELEASED", Claim{State: ClaimReleasing}, protocol.TypeRelease, true, true, false, FateAnswered,
 			protocol.AppendReleased(nil, 6), ClaimReleasing},
-		{"a RELEASE of a claim that moved goes on", ClaimMoving, 0, protocol.TypeRelease, true, false, false, FateKept, nil, ClaimMoving},
-		{"a PROCLAIM of a granted claim re-asserted is set", ClaimLive, 8, protocol.TypeProclaim, true, true, true, FateTold,
+		{"a RELEASE of a claim that moved goes on", Claim{State: ClaimMoving}, protocol.TypeRelease, true, false, false, FateKept, nil, ClaimMoving},
+		{"a PROCLAIM of a granted claim re-asserted is set", Claim{State: ClaimLive, Token: 8}, protocol.TypeProclaim, true, true, true, FateTold,
 			protocol.AppendProclaimed(nil, 6, protocol.ProclaimSet), ClaimLive},
-		{"a PROCLAIM of a queued claim re-asserted is not in use", ClaimLive, 0, protocol.TypeProclaim, true, true, true, FateTold,
+		{"a PROCLAIM of a queued claim re-asserted is not in use", Claim{State: ClaimLive}, protocol.TypeProclaim, true, true, true, FateTold,
 			protocol.AppendProclaimed(nil, 6, protocol.ProclaimNotInUse), ClaimLive},
-		{"a PROCLAIM of a claim lost is not in use", ClaimLive, 8, protocol.TypeProclaim, true, true, false, FateTold,
+		{"a PROCLAIM of a claim lost is not in use", Claim{State: ClaimLive, Token: 8}, protocol.TypeProclaim, true, true, false, FateTold,
 			protocol.AppendProclaimed(nil, 6, protocol.ProclaimNotInUse), ClaimLive},
-		{"a PING is the caller's", ClaimLive, 0, protocol.TypePing, true, false, false, FateOther, nil, ClaimLive},
+		{"a PING is the caller's", Claim{State: ClaimLive}, protocol.TypePing, true, false, false, FateOther, nil, ClaimLive},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Claim{ID: 6, State: tc.st, Token: tc.token}
+			c := tc.c
+			c.ID = 6
 			fate, answer := c.FailedRequest(tc.kind, tc.opened, tc.answered, tc.reassert)
 			if fate != tc.fate || !bytes.Equal(answer, tc.answer) || c.State != tc.after {
 				t.Fatalf("fate %d, answer %x, state %d; want %d, %x, %d", fate, answer, c.State, tc.fate, tc.answer, tc.after)
