@@ -22,9 +22,11 @@ import (
 // requests in order (write, flush); its reader matches each answer from
 // the owner with the oldest request in flight and passes pushes on
 // (read, handle); when the owner ends it, dies or falls silent, fail
-// answers what was in flight and re-asserts or revokes its claims. The
-// client's side (the ordered outbox and the routing of each CLAIM) is in
-// relay2.go.
+// answers what was in flight and re-asserts or revokes its claims. What
+// it decides is in internal/clustercore: the requests in flight and the
+// confirmation in Ledger (relay_upstream.go), what becomes of each claim
+// in Claim (relay_claims.go). The client's side (the ordered outbox and
+// the routing of each CLAIM) is in relay2.go.
 
 // upReq is a request sent on an upstream, waiting for its answer.
 type upReq struct {
@@ -499,7 +501,8 @@ func (u *upstream) frame(rel *relayState, v *v2conn, fr upFrame, out *upOutcome)
 }
 
 // answer matches an answer from the owner with the oldest request
-// relayed and not answered yet, with the session's omu held.
+// relayed and not answered yet (clustercore.Ledger.Match), with the
+// session's omu held.
 func (u *upstream) answer(rel *relayState, v *v2conn, fr upFrame, out *upOutcome) {
 	f := fr.f
 	r, ok := u.led.Match(f, u.tickets)

@@ -97,7 +97,8 @@ func (o *Outbox[U]) Relaying(now time.Time) time.Time {
 
 // AnswerAt is the time an answer built at now must be confirmed after:
 // the read time of the reader's batch, or now when the batch began
-// before the session relayed anything.
+// before the session relayed anything (a claim attached to it meanwhile,
+// by a planned hand-off).
 func (o *Outbox[U]) AnswerAt(now time.Time) time.Time {
 	if o.readAt.IsZero() {
 		return now
