@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/clientrule"
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -64,9 +65,9 @@ func (s *session) startMoving(now time.Time, cs []moveClaim) [secretHashLen]byte
 		rel.hasMoveSecret = true
 	}
 	for _, c := range cs {
-		rc := &relayedClaim{id: uint32(c.cs.Claim), state: rcMoving,
+		rc := &relayedClaim{Claim: clustercore.Claim{ID: uint32(c.cs.Claim), State: clustercore.ClaimMoving},
 			move: &moveInfo{name: c.name, mode: protocol.Mode(c.cs.Mode), limit: c.limit, token: c.cs.Token, since: now}}
-		rel.claims[rc.id] = rc
+		rel.claims[rc.ID] = rc
 		rel.moving++
 		s.srv.relayedClaims.Add(1)
 	}
@@ -144,12 +145,12 @@ func (rel *relayState) movingOver(s *session) bool {
 func (rel *relayState) unsentMovingNames() []string {
 	var names []string
 	for _, rc := range rel.claims {
-		if rc.state == rcMoving && rc.up == nil {
+		if rc.State == clustercore.ClaimMoving && rc.up == nil {
 			names = append(names, rc.move.name)
 		}
 	}
 	for _, rc := range rel.released {
-		if rc.state == rcMoving && rc.up == nil {
+		if rc.State == clustercore.ClaimMoving && rc.up == nil {
 			names = append(names, rc.move.name)
 		}
 	}
@@ -191,7 +192,7 @@ func (srv *Server) routeMoving(names []string) movingRoutes {
 // with srv.mu and omu held.
 func (s *session) sendAdoptionsLocked(rel *relayState, now time.Time, routes movingRoutes) (here, takeHere []*relayedClaim, gaveUp int) {
 	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
-		if rc.state != rcMoving || rc.up != nil {
+		if rc.State != clustercore.ClaimMoving || rc.up != nil {
 			continue
 		}
 		if now.Sub(rc.move.since) >= s.v2.lease/2 || !rc.move.believed.IsZero() && !now.Before(rc.move.believed) {
@@ -223,15 +224,15 @@ func (s *session) sendAdoptionsLocked(rel *relayState, now time.Time, routes mov
 func (s *session) sendAdoptLocked(rel *relayState, rc *relayedClaim, addr string, ring uint64) {
 	u := s.upstreamLocked(rel, addr)
 	rc.up = u
-	u.claims[rc.id] = rc
-	f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: rc.move.mode, Limit: rc.move.limit,
+	u.claims[rc.ID] = rc
+	f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.ID, Mode: rc.move.mode, Limit: rc.move.limit,
 		Flags: protocol.ClaimReassert, Name: rc.move.name, Token: rc.move.token, Ring: ring,
 		Session: uint64(s.id), Secret: rel.moveSecret, Node: s.srv.NodeID}
-	if rc.move.failover && rc.req.HasValue() && u.values {
+	if rc.move.failover && rc.Req.HasValue() && u.values {
 		// The next owner took the name without its state: the claim's
 		// latest value goes with it (relayvalues.go).
 		f.Flags |= protocol.ClaimValue
-		f.Value = rc.req.Value
+		f.Value = rc.Req.Value
 	}
 	if rc.move.token == 0 && rc.move.ticket != 0 && u.tickets {
 		// A queued claim keeps its place at a new owner that took
@@ -270,7 +271,7 @@ func mapValues(m map[uint32]*relayedClaim) []*relayedClaim {
 	for _, rc := range m {
 		out = append(out, rc)
 	}
-	slices.SortFunc(out, func(a, b *relayedClaim) int { return int(a.id) - int(b.id) })
+	slices.SortFunc(out, func(a, b *relayedClaim) int { return int(a.ID) - int(b.ID) })
 	return out
 }
 
@@ -286,7 +287,7 @@ func (s *session) releaseMoving() {
 	var moving []*relayedClaim
 	var since time.Time
 	for _, rc := range mapValues(rel.claims) {
-		if rc.state == rcMoving {
+		if rc.State == clustercore.ClaimMoving {
 			moving = append(moving, rc)
 			if rc.move.since.After(since) {
 				since = rc.move.since
@@ -301,7 +302,7 @@ func (s *session) releaseMoving() {
 	v.omu.Unlock()
 	srv.mu.Lock()
 	for _, rc := range moving {
-		s.relayRelease(rc.id)
+		s.relayRelease(rc.ID)
 	}
 	srv.mu.Unlock()
 	s.retryMoving()                             // it goes on by its timer while claims move
@@ -310,7 +311,7 @@ func (s *session) releaseMoving() {
 		v.omu.Lock()
 		left := 0
 		for _, rc := range moving {
-			if rc.state != rcEnded {
+			if rc.State != clustercore.ClaimEnded {
 				left++
 			}
 		}
@@ -333,23 +334,10 @@ func (s *session) releaseMoving() {
 func (rel *relayState) giveUp(s *session, rc *relayedClaim) {
 	rel.moved(rc)
 	if rc.move.release != nil {
-		rc.move.release.b, rc.move.release.pending = protocol.AppendReleased(nil, rc.id), false
+		rc.move.release.B, rc.move.release.Pending = protocol.AppendReleased(nil, rc.ID), false
 	} else {
-		e := &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), claim: rc.id}
-		at := 0
-		for i := len(rel.q) - 1; i >= 0; i-- {
-			// About the claim: an owner's frame, or a push (this node's
-			// own answers, such as a PONG, carry claim 0).
-			if x := rel.q[i]; x.claim == rc.id && (x.up != nil || x.at.IsZero()) {
-				at = i + 1
-				break
-			}
-		}
-		if len(rel.q) == 0 {
-			rel.add(s.v2, e)
-		} else {
-			rel.insert(at, e)
-		}
+		e := &outEntry{B: protocol.AppendRevoked(nil, rc.ID, protocol.CodeNotOwner, ""), Claim: rc.ID}
+		s.v2.out = rel.box.GiveUp(s.v2.out, e, rel.confirmation())
 	}
 	rel.endMoved(s, rc)
 }
@@ -370,15 +358,15 @@ func (rel *relayState) failOver(rc *relayedClaim, now time.Time, lease time.Dura
 	}
 	var confirmed time.Time
 	if u := rc.up; u != nil {
-		confirmed = u.confirmed
-		if u.claims[rc.id] == rc {
-			delete(u.claims, rc.id)
+		confirmed = u.led.Confirmed()
+		if u.claims[rc.ID] == rc {
+			delete(u.claims, rc.ID)
 		}
 	}
-	rc.up, rc.state = nil, rcMoving
-	rc.move = &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token,
-		since: now, failover: true, ticket: rc.ticket}
-	if rc.token != 0 && !confirmed.IsZero() {
+	rc.up, rc.State = nil, clustercore.ClaimMoving
+	rc.move = &moveInfo{name: rc.Req.Name, mode: rc.Req.Mode, limit: rc.Req.Limit, token: rc.Token,
+		since: now, failover: true, ticket: rc.Ticket}
+	if rc.Token != 0 && !confirmed.IsZero() {
 		rc.move.believed = confirmed.Add(clientrule.GiveUpAfter(lease))
 	}
 	rel.moving++
@@ -386,22 +374,22 @@ func (rel *relayState) failOver(rc *relayedClaim, now time.Time, lease time.Dura
 
 // moved records that rc no longer moves. Called with omu held.
 func (rel *relayState) moved(rc *relayedClaim) {
-	if rc.state == rcMoving {
+	if rc.State == clustercore.ClaimMoving {
 		rel.moving--
 	}
 }
 
 // endMoved forgets rc after its move ended. Called with omu held.
 func (rel *relayState) endMoved(s *session, rc *relayedClaim) {
-	if rc.state == rcEnded {
+	if rc.State == clustercore.ClaimEnded {
 		return
 	}
 	if rc.up != nil {
 		rc.up.end(rel, rc)
 	} else {
-		rc.state = rcEnded
-		if rel.claims[rc.id] == rc {
-			delete(rel.claims, rc.id)
+		rc.State = clustercore.ClaimEnded
+		if rel.claims[rc.ID] == rc {
+			delete(rel.claims, rc.ID)
 		}
 		s.srv.relayedClaims.Add(-1)
 	}
@@ -417,23 +405,23 @@ func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.F
 	switch {
 	case f.Type == protocol.TypeGranted, f.Type == protocol.TypeQueued:
 		rel.moved(rc)
-		rc.state = rcLive
+		rc.State = clustercore.ClaimLive
 		if f.Type == protocol.TypeGranted {
-			rc.token = f.Token
+			rc.Token = f.Token
 		} else {
-			rc.ticket = f.Ticket
+			rc.Ticket = f.Ticket
 		}
 		if f.Type == protocol.TypeGranted && rc.move.token == 0 && rc.move.release == nil {
-			u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, rc.id, f.Token), up: u, claim: rc.id})
+			u.push(rel, v, &outEntry{B: protocol.AppendPromoted(nil, rc.ID, f.Token), Up: u, Claim: rc.ID})
 		}
 		if slot := rc.move.release; slot != nil {
 			// The client released it while it moved: on to N now.
 			if i := slices.Index(rel.released, rc); i >= 0 {
 				rel.released = slices.Delete(rel.released, i, i+1)
 			}
-			rc.state = rcReleasing
-			slot.up = u
-			u.send(protocol.AppendRelease(nil, rc.id), upReq{kind: protocol.TypeRelease, at: time.Now(), slot: slot, rc: rc})
+			rc.State = clustercore.ClaimReleasing
+			slot.Up = u
+			u.send(protocol.AppendRelease(nil, rc.ID), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: time.Now()}, slot: slot, rc: rc})
 		}
 	case f.Type == protocol.TypeRefused && (f.Code == protocol.CodeNotOwner ||
 		f.Code == protocol.CodeStaleRing && rc.move.failover):
@@ -442,7 +430,7 @@ func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.F
 		// re-assertion after a failure (fail) whose ring was older than
 		// N's take-over is sent again too, with the ring this node has
 		// then: it read its ring before routing the name.
-		delete(u.claims, rc.id)
+		delete(u.claims, rc.ID)
 		rc.up = nil
 		if !rel.moveTimer && !rel.closed {
 			rel.moveTimer = true
@@ -466,7 +454,7 @@ func (s *session) releasedMoving(id uint32) bool {
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	for _, rc := range rel.released {
-		if rc.id == id && rc.state == rcMoving {
+		if rc.ID == id && rc.State == clustercore.ClaimMoving {
 			return true
 		}
 	}
@@ -479,44 +467,39 @@ func (s *session) releasedMoving(id uint32) bool {
 // answers that RELEASE, which the owner read after its export. Called
 // with omu held; it reports false for a frame that fits neither.
 func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool {
-	if len(u.fifo) > 0 {
-		if r := u.fifo[0]; r.kind == protocol.TypeRelease && r.rc.id == f.Claim && r.rc.movedAnswer {
-			u.fifo[0] = upReq{}
-			u.fifo = u.fifo[1:]
-			if r.at.After(u.confirmed) {
-				u.confirmed = r.at
-			}
-			r.rc.movedAnswer = false
-			return true
-		}
+	if r, ok := u.led.Head(); ok && r.Kind == protocol.TypeRelease && r.rc.ID == f.Claim && r.rc.MovedAnswer {
+		u.led.Pop()
+		r.rc.MovedAnswer = false
+		return true
 	}
 	rc := u.claims[f.Claim]
-	if rc == nil || rc.state != rcLive && rc.state != rcReleasing {
+	if rc == nil || rc.State != clustercore.ClaimLive && rc.State != clustercore.ClaimReleasing {
 		return rc == nil // a claim already ended here: nothing to do
 	}
-	if rc.req.Name == "" {
+	if rc.Req.Name == "" {
 		// Attached without its CLAIM (AttachRelayed): it cannot be
 		// adopted, so its client is told it lost it.
-		if rc.state == rcLive {
-			u.push(rel, v, &outEntry{b: protocol.AppendRevoked(nil, rc.id, protocol.CodeNotOwner, ""), up: u, claim: rc.id})
+		if rc.State == clustercore.ClaimLive {
+			u.push(rel, v, &outEntry{B: protocol.AppendRevoked(nil, rc.ID, protocol.CodeNotOwner, ""), Up: u, Claim: rc.ID})
 		}
 		u.end(rel, rc)
 		return true
 	}
-	mi := &moveInfo{name: rc.req.Name, mode: rc.req.Mode, limit: rc.req.Limit, token: rc.token, since: time.Now()}
-	if rc.state == rcReleasing {
-		for i := range u.fifo {
-			if r := &u.fifo[i]; r.kind == protocol.TypeRelease && r.rc == rc && r.slot != nil {
+	mi := &moveInfo{name: rc.Req.Name, mode: rc.Req.Mode, limit: rc.Req.Limit, token: rc.Token, since: time.Now()}
+	if rc.State == clustercore.ClaimReleasing {
+		inFlight := u.led.InFlight()
+		for i := range inFlight {
+			if r := &inFlight[i]; r.Kind == protocol.TypeRelease && r.rc == rc && r.slot != nil {
 				mi.release, r.slot = r.slot, nil
-				mi.release.up = nil
-				rc.movedAnswer = true
+				mi.release.Up = nil
+				rc.MovedAnswer = true
 				break
 			}
 		}
 		rel.released = append(rel.released, rc)
 	}
-	delete(u.claims, rc.id)
-	rc.up, rc.move, rc.state = nil, mi, rcMoving
+	delete(u.claims, rc.ID)
+	rc.up, rc.move, rc.State = nil, mi, clustercore.ClaimMoving
 	rel.moving++
 	if !rel.moveTimer && !rel.closed {
 		rel.moveTimer = true
@@ -548,7 +531,7 @@ func (s *session) takeOverHereLocked(now time.Time, rc *relayedClaim) takenHere 
 		return takenHere{err: locktable.ErrNoClaim} // released meanwhile: nothing to continue
 	}
 	if mi.token == 0 {
-		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: mi.mode, Limit: mi.limit, Name: mi.name}
+		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.ID, Mode: mi.mode, Limit: mi.limit, Name: mi.name}
 		if mi.ticket != 0 {
 			f.Flags, f.Ticket = protocol.ClaimTicket, mi.ticket
 		}
@@ -561,8 +544,8 @@ func (s *session) takeOverHereLocked(now time.Time, rc *relayedClaim) takenHere 
 		}
 		return takenHere{}
 	}
-	_, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(rc.id), locktable.ClaimRequest{
-		Name: mi.name, Mode: locktable.Mode(mi.mode), Limit: mi.limit, Value: rc.req.Value}, mi.token)
+	_, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(rc.ID), locktable.ClaimRequest{
+		Name: mi.name, Mode: locktable.Mode(mi.mode), Limit: mi.limit, Value: rc.Req.Value}, mi.token)
 	if err != nil {
 		return takenHere{err: err}
 	}
@@ -573,7 +556,7 @@ func (s *session) takeOverHereLocked(now time.Time, rc *relayedClaim) takenHere 
 // no longer relayed (it is in this node's table, or held), or it is
 // given up. Called with omu held.
 func (rel *relayState) takenHere(s *session, rc *relayedClaim, t takenHere) {
-	if rc.state != rcMoving {
+	if rc.State != clustercore.ClaimMoving {
 		return // ended meanwhile
 	}
 	if t.err != nil {
@@ -601,7 +584,7 @@ func (a adoptedHere) deliveries() []delivery { return a.ds }
 func (s *session) adoptHereLocked(now time.Time, rc *relayedClaim) adoptedHere {
 	srv := s.srv
 	o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
-	st, err := srv.table.Adopt(now, o, locktable.ClaimID(rc.id), s.id)
+	st, err := srv.table.Adopt(now, o, locktable.ClaimID(rc.ID), s.id)
 	if err != nil {
 		return adoptedHere{err: err}
 	}
@@ -612,7 +595,7 @@ func (s *session) adoptHereLocked(now time.Time, rc *relayedClaim) adoptedHere {
 	}
 	var ds []delivery
 	if rc.move.release != nil {
-		res, _ := srv.table.Release(now, locktable.Key{Session: s.id, Claim: locktable.ClaimID(rc.id)})
+		res, _ := srv.table.Release(now, locktable.Key{Session: s.id, Claim: locktable.ClaimID(rc.ID)})
 		ds = srv.commit(now, res)
 	}
 	return adoptedHere{st: st, ds: ds}
@@ -623,7 +606,7 @@ func (s *session) adoptHereLocked(now time.Time, rc *relayedClaim) adoptedHere {
 // not been told is pushed, and a claim the table did not have is
 // revoked. Called with omu held.
 func (rel *relayState) adoptedHere(s *session, rc *relayedClaim, a adoptedHere) {
-	if rc.state != rcMoving {
+	if rc.State != clustercore.ClaimMoving {
 		return // ended meanwhile
 	}
 	if a.err != nil {
@@ -635,8 +618,8 @@ func (rel *relayState) adoptedHere(s *session, rc *relayedClaim, a adoptedHere) 
 	rel.endMoved(s, rc)
 	switch {
 	case mi.release != nil:
-		mi.release.b, mi.release.pending, mi.release.up = protocol.AppendReleased(nil, rc.id), false, nil
+		mi.release.B, mi.release.Pending, mi.release.Up = protocol.AppendReleased(nil, rc.ID), false, nil
 	case a.st.State == locktable.Owner && mi.token == 0:
-		rel.add(s.v2, &outEntry{b: protocol.AppendPromoted(nil, rc.id, a.st.Token), claim: rc.id})
+		rel.add(s.v2, &outEntry{B: protocol.AppendPromoted(nil, rc.ID, a.st.Token), Claim: rc.ID})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/rangelock"
 	"github.com/batonlock/baton/internal/rangemirror"
@@ -458,7 +459,7 @@ func (s *session) adoptRangeMoveLocked(rel *relayState, key string, rm *rangeMov
 		u := s.upstreamLocked(rel, rt.Addr)
 		rm.up = u
 		f := protocol.Frame{Op: protocol.RangeAdopt, Name: key}
-		u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: time.Now(), adopt: key, f: f})
+		u.send(protocol.AppendRange(nil, f), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRange, At: time.Now()}, adopt: key, f: f})
 	case servesOrWarms(rt):
 		o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
 		if st := srv.adoptRangesLocked(s, o, key); st != protocol.RangeDone {
@@ -482,7 +483,7 @@ func (s *session) reassertRangeMoveLocked(rel *relayState, key string, rm *range
 		at := time.Now()
 		for _, kl := range rm.locks {
 			f := rangemirror.Frame(protocol.RangeReassert, kl)
-			u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: at, adopt: key, f: f})
+			u.send(protocol.AppendRange(nil, f), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRange, At: at}, adopt: key, f: f})
 		}
 	case servesOrWarms(rt):
 		ok = true

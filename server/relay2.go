@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -40,51 +41,37 @@ import (
 // failOver in move_host.go); otherwise it is lost and the client is told
 // REVOKED(claim, 0x03). The session and its other claims live on.
 //
-// The pessimism rule through a relay. The client's confirmation anchor
-// is the send time of its latest request whose answer arrived, and any
-// answer moves it, whoever produced it. So R writes the answer to a
-// request it read at r only once every upstream of the session has been
-// confirmed after r: an upstream request sent at or after r has been
-// answered, so the owner read it after r and its lease for the relayed
-// claims runs at least until r + L. R sends a PING on an upstream that
-// has nothing in flight sent after r (at most maxUpstreamPings at a
-// time). The session's frames wait in an ordered outbox (relayState.q):
-// an answer leaves when it is known and its condition holds, a push
-// (PROMOTED, REVOKED) never overtakes an earlier frame, and a push from
-// an owner goes before the answers that owner had not sent yet. A
+// The pessimism rule through a relay: the session's frames wait in an
+// ordered outbox (relayState.box, internal/clustercore's Outbox, where
+// the rule is explained) until every upstream that protects its claims
+// has been confirmed after the request each answers was read; pump sends
+// a PING on an upstream that needs one (clustercore.Ledger.Ping). A
 // session that never relayed a claim keeps the direct path.
 //
 // This file holds the client's side on R: the outbox, the routing of
 // each CLAIM and RELEASE, and the session's end. The upstream sessions
 // to the owners are in relay2upstream.go, held claims in relay2hold.go.
 
-// maxUpstreamPings bounds the PINGs in flight on one upstream.
-const maxUpstreamPings = 2
-
 // relayState is the relaying part of a version 2 session, from its first
 // relayed claim on. Its fields are guarded by the session's omu, except
 // held, holding and rerouted, which are guarded by srv.mu (a retry
 // enters held claims in the table, other sessions' too, enterGated, and
-// the table's pushes take omu), and readAt, which only the session's
-// reader touches.
+// the table's pushes take omu), and the outbox's read time, which only
+// the session's reader touches.
 type relayState struct {
-	// q holds the frames not yet released to out, in the order decided.
-	q []*outEntry
+	// box holds the frames not yet released to out, in the order
+	// decided, and the read time of the reader's batch.
+	box clustercore.Outbox[*upstream]
 	// ups are the live upstream sessions, by owner address.
 	ups map[string]*upstream
 	// claims are the relayed claim ids in use, for RELEASE and the check
 	// of CLAIM ids.
 	claims map[uint32]*relayedClaim
-	// lastAt is the latest read time of an answer queued.
-	lastAt time.Time
 	// closed is set when the session has ended: no upstream opens again.
 	closed bool
 	// finishing is set when the session's client hung up while claims
 	// moved (releaseMoving): their adoption and release go on.
 	finishing bool
-	// readAt is when the batch being answered was read in full. Owned
-	// by the session's reader, which alone builds answers: no lock.
-	readAt time.Time
 	// held are the claims held back because Route said hold, or their
 	// upstream could not be opened, in arrival order, and holding says a
 	// retry is scheduled (relay2hold.go). Guarded by srv.mu, not omu.
@@ -124,45 +111,15 @@ type relayState struct {
 }
 
 // outEntry is one frame of the ordered outbox.
-type outEntry struct {
-	b []byte
-	// at is when the request it answers was read; zero for a push.
-	at time.Time
-	// pending: the answer has not come from the upstream yet.
-	pending bool
-	// up and claim say which upstream and claim id the frame is about
-	// (nil for this node's own frames).
-	up    *upstream
-	claim uint32
-}
+type outEntry = clustercore.Entry[*upstream]
 
-// claimState is where a relayed claim stands as the relaying node sees it.
-type claimState uint8
-
-const (
-	rcPending   claimState = iota // CLAIM sent, not answered yet
-	rcLive                        // answered GRANTED or QUEUED
-	rcReleasing                   // RELEASE sent
-	rcEnded
-	rcMoving // moving to a new owner, not adopted yet (move_host.go)
-)
-
-// relayedClaim is one relayed claim (one use of a claim id).
+// relayedClaim is one relayed claim (one use of a claim id): what the
+// relaying node decides about it (clustercore.Claim), its upstream, and
+// its move to a new owner (move_host.go).
 type relayedClaim struct {
-	id    uint32
-	up    *upstream
-	state claimState
-	move  *moveInfo // a claim that moves to a new owner (move_host.go)
-	// req is the CLAIM sent for it, and token the owner's grant: what a
-	// move needs to adopt it at the new owner.
-	req   protocol.Frame
-	token uint64
-	// ticket is the queue ticket of the owner's QUEUED (0: none), for a
-	// re-assertion of a queued claim at a new owner (fail).
-	ticket uint64
-	// movedAnswer: a RELEASE of it is in flight on its old upstream,
-	// which answers it MOVED.
-	movedAnswer bool
+	clustercore.Claim
+	up   *upstream
+	move *moveInfo
 }
 
 // relayLocked returns the session's relay state, creating it.
@@ -175,76 +132,40 @@ func (v *v2conn) relayLocked() *relayState {
 	return rel
 }
 
-// answerAt is the time an answer built now must be confirmed after: the
-// read time of the reader's batch, or now when the batch began before the
-// session relayed anything (AttachRelayed meanwhile).
-func (rel *relayState) answerAt() time.Time {
-	if rel.readAt.IsZero() {
-		return time.Now()
-	}
-	return rel.readAt
-}
+// answerAt is the time an answer built now must be confirmed after
+// (clustercore.Outbox.AnswerAt).
+func (rel *relayState) answerAt() time.Time { return rel.box.AnswerAt(time.Now()) }
 
-// add appends e to the outbox; a frame with nothing before it and no
-// condition goes straight to out.
-func (rel *relayState) add(v *v2conn, e *outEntry) {
-	if !e.at.IsZero() && e.at.After(rel.lastAt) {
-		rel.lastAt = e.at
-	}
-	if len(rel.q) == 0 && !e.pending && (e.at.IsZero() || rel.confirmedAfter(e.at)) {
-		v.out = append(v.out, e.b...)
-		return
-	}
-	rel.q = append(rel.q, e)
-}
-
-// insert puts e at index i of the outbox.
-func (rel *relayState) insert(i int, e *outEntry) { rel.q = slices.Insert(rel.q, i, e) }
-
-// confirmedAfter reports whether every upstream with a claim has been
-// confirmed at or after at. An upstream with none protects nothing: a
-// claim it gets later is answered after its own CLAIM is confirmed.
-func (rel *relayState) confirmedAfter(at time.Time) bool {
+// confirmation is how far the upstreams that protect the session's
+// claims have been confirmed: one with a claim or range locks protects
+// them, and a claim or key moving is an upstream not confirmed yet.
+func (rel *relayState) confirmation() clustercore.Confirmation {
+	var c clustercore.Confirmation
 	if rel.moving > 0 || len(rel.rangeMoves) > 0 {
-		return false // a moving claim or key is an upstream not confirmed yet
+		c.Block()
 	}
 	for _, u := range rel.ups {
-		if (len(u.claims) > 0 || u.ranges) && u.confirmed.Before(at) {
-			return false
-		}
+		c.Upstream(u.led.Confirmed(), len(u.claims) > 0 || u.ranges)
 	}
-	return true
+	return c
 }
 
-// pump releases the outbox's prefix whose frames are known and whose
-// conditions hold, and sends a PING on each upstream that has not been
-// confirmed after the latest answer and has nothing in flight sent late
-// enough.
+// add appends e to the outbox; what may leave at once goes to out.
+func (rel *relayState) add(v *v2conn, e *outEntry) {
+	v.out = rel.box.Add(v.out, e, rel.confirmation())
+}
+
+// pump releases the outbox's prefix that may leave, and sends a PING on
+// each upstream that needs one to be confirmed after the latest answer.
 func (rel *relayState) pump(v *v2conn) {
-	i := 0
-	for ; i < len(rel.q); i++ {
-		e := rel.q[i]
-		if e.pending || !e.at.IsZero() && !rel.confirmedAfter(e.at) {
-			break
-		}
-		v.out = append(v.out, e.b...)
-	}
-	if i > 0 {
-		n := copy(rel.q, rel.q[i:])
-		clear(rel.q[n:])
-		rel.q = rel.q[:n]
-	}
-	// Every upstream, with claims or not, hears from this node when the
-	// client has spoken: an idle one stays open as long as the session.
+	v.out = rel.box.Release(v.out, rel.confirmation())
 	var now time.Time
 	for _, u := range rel.ups {
-		if u.confirmed.Before(rel.lastAt) && u.lastSent.Before(rel.lastAt) && u.pings < maxUpstreamPings {
+		if seq, ok := u.led.Ping(rel.box.LastAt()); ok {
 			if now.IsZero() {
 				now = time.Now()
 			}
-			u.seq++
-			u.pings++
-			u.send(protocol.AppendPing(nil, u.seq), upReq{kind: protocol.TypePing, at: now})
+			u.send(protocol.AppendPing(nil, seq), upReq{Sent: clustercore.Sent{Kind: protocol.TypePing, At: now}})
 		}
 	}
 }
@@ -310,12 +231,10 @@ func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool 
 	if rel.closed {
 		return true
 	}
-	if rel.readAt.IsZero() || rel.readAt.Before(now) {
-		rel.readAt = now // the session's first relayed claim
-	}
+	at := rel.box.Relaying(now)
 	u := s.upstreamLocked(rel, addr)
-	rc := u.attach(rel, f.Claim, rcPending)
-	slot := &outEntry{pending: true, at: rel.readAt, up: u, claim: f.Claim}
+	rc := u.attach(rel, f.Claim, clustercore.ClaimPending)
+	slot := &outEntry{Pending: true, At: at, Up: u, Claim: f.Claim}
 	rel.add(v, slot)
 	u.sendClaim(f, slot, rc)
 	return true
@@ -357,24 +276,24 @@ func (s *session) relayRelease(id uint32) bool {
 		return false
 	}
 	delete(rel.claims, id)
-	if rc.state == rcMoving {
+	if rc.State == clustercore.ClaimMoving {
 		// Queued until the new owner has adopted the claim (move_host.go).
 		if !s.closing.Load() && !v.ending {
-			slot := &outEntry{pending: true, at: rel.answerAt(), up: rc.up, claim: id}
+			slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: id}
 			rel.add(v, slot)
 			rc.move.release = slot
 		}
 		rel.released = append(rel.released, rc)
 		return true
 	}
-	rc.state = rcReleasing
+	rc.State = clustercore.ClaimReleasing
 	if s.closing.Load() || v.ending {
 		return true
 	}
 	now := time.Now()
-	slot := &outEntry{pending: true, at: rel.answerAt(), up: rc.up, claim: id}
+	slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: id}
 	rel.add(v, slot)
-	rc.up.send(protocol.AppendRelease(nil, id), upReq{kind: protocol.TypeRelease, at: now, slot: slot, rc: rc})
+	rc.up.send(protocol.AppendRelease(nil, id), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: now}, slot: slot, rc: rc})
 	return true
 }
 
@@ -418,7 +337,7 @@ func (s *session) dropUpstreams(release bool) {
 	rel := v.rel.Load()
 	rel.closed = true
 	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
-		if rc.state == rcMoving && rc.up == nil {
+		if rc.State == clustercore.ClaimMoving && rc.up == nil {
 			rel.moved(rc)
 			rel.endMoved(s, rc)
 		}
@@ -430,15 +349,13 @@ func (s *session) dropUpstreams(release bool) {
 		for _, rc := range u.claims {
 			u.end(rel, rc)
 		}
-		for _, r := range u.fifo {
+		for _, r := range u.led.Drain() {
 			if r.rc != nil {
 				u.end(rel, r.rc)
 			}
 		}
-		u.fifo = nil
 	}
-	clear(rel.q)
-	rel.q = nil
+	rel.box.Clear()
 	v.omu.Unlock()
 	for _, u := range ups {
 		u.shutdown()
@@ -458,7 +375,7 @@ func (s *session) releaseUpstreams() {
 		}
 		n := len(u.wbuf)
 		for _, id := range slices.Sorted(maps.Keys(u.claims)) {
-			if st := u.claims[id].state; st == rcPending || st == rcLive {
+			if st := u.claims[id].State; st == clustercore.ClaimPending || st == clustercore.ClaimLive {
 				u.wbuf = protocol.AppendRelease(u.wbuf, id)
 			}
 		}
@@ -514,7 +431,7 @@ func (srv *Server) AttachRelayed(sid locktable.SessionID, claim uint32, addr str
 	case rel.claims[claim] != nil:
 		return locktable.ErrClaimExists
 	}
-	s.upstreamLocked(rel, addr).attach(rel, claim, rcLive)
+	s.upstreamLocked(rel, addr).attach(rel, claim, clustercore.ClaimLive)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -191,7 +192,7 @@ func (s *session) relayHeld(f protocol.Frame, addr string) {
 	// it now is: a plain CLAIM (ClaimTicket alone is no frame's).
 	f.Flags &^= protocol.ClaimTicket
 	f.Ticket = 0
-	u.sendClaim(f, nil, u.attach(rel, f.Claim, rcPending))
+	u.sendClaim(f, nil, u.attach(rel, f.Claim, clustercore.ClaimPending))
 }
 
 // heldTicket returns the queue ticket of a prior owner that held claim f
@@ -203,36 +204,18 @@ func heldTicket(f protocol.Frame) uint64 {
 	return 0
 }
 
-// holdUnopened settles CLAIM r of upstream u, which could not be opened
-// (dialling, the hop header or HELLO failed): the owner granted nothing
-// on it. The client, if it waits for an answer, is told QUEUED (a no-wait
-// claim BUSY), and a claim still wanted is held, as if Route had said
-// hold: retried every holdRetry, relayed once its owner can be reached.
-// A claim the client is releasing is dropped (its RELEASED follows). It
-// returns 1 if it held the claim. Called by fail with srv.mu and omu
-// held, u dead.
+// holdUnopened settles CLAIM r of upstream u, which could not be opened:
+// the client hears what clustercore.Claim.Unopened says, and a claim
+// still wanted is held, as if Route had said hold: retried every
+// holdRetry, relayed once its owner can be reached. It returns 1 if it
+// held the claim. Called by fail with srv.mu and omu held, u dead.
 func (u *upstream) holdUnopened(rel *relayState, r upReq) int {
 	s, v := u.s, u.s.v2
 	f := r.claim()
-	if f.Reassert() {
-		// A re-assertion is not a new claim to queue: the client retries
-		// it (resume.go).
-		if r.slot != nil {
-			r.slot.b = protocol.AppendRefused(nil, f.Claim, protocol.CodeNotOwner, "")
-			r.slot.pending = false
-		}
-		u.end(rel, r.rc)
-		return 0
-	}
+	answer, want := r.rc.Unopened(f)
 	if r.slot != nil {
-		if f.NoWait() {
-			r.slot.b = protocol.AppendBusy(nil, f.Claim)
-		} else {
-			r.slot.b = protocol.AppendQueued(nil, f.Claim)
-		}
-		r.slot.pending = false
+		r.slot.B, r.slot.Pending = answer, false
 	}
-	want := r.rc.state == rcPending && !f.NoWait()
 	u.end(rel, r.rc)
 	if !want || rel.closed || s.closing.Load() || v.ending {
 		return 0
@@ -241,32 +224,15 @@ func (u *upstream) holdUnopened(rel *relayState, r upReq) int {
 	return 1
 }
 
-// heldAnswer turns the owner's answer to a held claim relayed late into
-// what the client, told QUEUED, must hear: GRANTED is pushed as PROMOTED,
-// QUEUED says nothing new, BUSY and REFUSED are pushed as REVOKED. A
-// claim the client is releasing hears nothing: its RELEASED follows.
-// Called with omu held.
+// heldAnswer applies the owner's answer to a held claim relayed late,
+// whose client was told QUEUED (clustercore.Claim.HeldAnswer). Called
+// with omu held.
 func (u *upstream) heldAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Frame) {
-	if r.rc.state != rcPending {
-		if f.Type == protocol.TypeBusy || f.Type == protocol.TypeRefused {
-			u.end(rel, r.rc)
-		}
-		return
+	push, end := r.rc.HeldAnswer(f)
+	if push != nil {
+		u.push(rel, v, &outEntry{B: push, Up: u, Claim: f.Claim})
 	}
-	switch f.Type {
-	case protocol.TypeGranted:
-		r.rc.state = rcLive
-		r.rc.token = f.Token
-		u.push(rel, v, &outEntry{b: protocol.AppendPromoted(nil, f.Claim, f.Token), up: u, claim: f.Claim})
-	case protocol.TypeQueued:
-		r.rc.state = rcLive
-		r.rc.ticket = f.Ticket
-	default:
-		code := f.Code
-		if f.Type == protocol.TypeBusy {
-			code = protocol.CodeNotOwner
-		}
-		u.push(rel, v, &outEntry{b: protocol.AppendRevoked(nil, f.Claim, code, ""), up: u, claim: f.Claim})
+	if end {
 		u.end(rel, r.rc)
 	}
 }
@@ -289,8 +255,8 @@ type reroute struct {
 // there, never granted, so it holds nothing and its client, told QUEUED,
 // waits on. Called with omu held.
 func reroutable(rc *relayedClaim, f protocol.Frame) bool {
-	return rc != nil && f.Code == protocol.CodeNotOwner && rc.state == rcLive && rc.token == 0 &&
-		rc.move == nil && rc.req.Name != "" && !rc.req.NoWait()
+	return rc != nil && f.Code == protocol.CodeNotOwner && rc.State == clustercore.ClaimLive && rc.Token == 0 &&
+		rc.move == nil && rc.Req.Name != "" && !rc.Req.NoWait()
 }
 
 // rehold holds again the claims of u that its owner revoked because their
@@ -309,16 +275,16 @@ func (u *upstream) rehold(rcs []*relayedClaim) {
 	until := time.Now().Add(rerouteWait)
 	n := 0
 	for _, rc := range rcs {
-		if closed || rc.up != u || u.claims[rc.id] != rc || rc.state != rcLive {
+		if closed || rc.up != u || u.claims[rc.ID] != rc || rc.State != clustercore.ClaimLive {
 			continue
 		}
 		u.end(rel, rc)
-		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.id, Mode: rc.req.Mode, Limit: rc.req.Limit, Name: rc.req.Name}
+		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.ID, Mode: rc.Req.Mode, Limit: rc.Req.Limit, Name: rc.Req.Name}
 		rel.held = append(rel.held, f)
 		if rel.rerouted == nil {
 			rel.rerouted = map[uint32]reroute{}
 		}
-		rel.rerouted[rc.id] = reroute{addr: u.addr, until: until}
+		rel.rerouted[rc.ID] = reroute{addr: u.addr, until: until}
 		n++
 	}
 	v.omu.Unlock()

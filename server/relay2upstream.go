@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/rangemirror"
 	"github.com/batonlock/baton/protocol"
 )
@@ -21,37 +22,38 @@ import (
 // requests in order (write, flush); its reader matches each answer from
 // the owner with the oldest request in flight and passes pushes on
 // (read, handle); when the owner ends it, dies or falls silent, fail
-// answers what was in flight and re-asserts or revokes its claims. The
-// client's side (the ordered outbox and the routing of each CLAIM) is in
-// relay2.go.
+// answers what was in flight and re-asserts or revokes its claims. What
+// it decides is in internal/clustercore: the requests in flight and the
+// confirmation in Ledger (relay_upstream.go), what becomes of each claim
+// in Claim (relay_claims.go). The client's side (the ordered outbox and
+// the routing of each CLAIM) is in relay2.go.
 
 // upReq is a request sent on an upstream, waiting for its answer.
 type upReq struct {
-	kind protocol.Type // HELLO, PING, CLAIM or RELEASE
-	at   time.Time     // when it was queued to be sent
-	slot *outEntry     // CLAIM, RELEASE: where its answer goes
-	rc   *relayedClaim // CLAIM, RELEASE
+	// Sent is what the ledger matches answers with: the kind, the send
+	// time, and the claim id or RANGE req the answer names.
+	clustercore.Sent
+	slot *outEntry     // CLAIM, RELEASE, PROCLAIM, RANGE: where its answer goes
+	rc   *relayedClaim // CLAIM, RELEASE, PROCLAIM
 	// CLAIM: what it asks (a re-assertion with its fields), to hold it
 	// again if the upstream cannot be opened.
 	f protocol.Frame
-	// RANGE: its req, which its ANSWER names (relayranges.go), or the
-	// key of an adoption or a re-assertion (rangemove.go; f says which),
-	// whose req is 0.
-	req   uint32
+	// RANGE: the key of an adoption or a re-assertion (rangemove.go; f
+	// says which), whose req (ID) is 0.
 	adopt string
 }
 
 // sendClaim sends CLAIM f on u; slot is where its answer goes (nil for a
 // held claim relayed late).
 func (u *upstream) sendClaim(f protocol.Frame, slot *outEntry, rc *relayedClaim) {
-	rc.req = f
-	u.send(protocol.AppendFrame(nil, f), upReq{kind: protocol.TypeClaim, at: time.Now(), slot: slot, rc: rc, f: f})
+	rc.Req = f
+	u.send(protocol.AppendFrame(nil, f), upReq{Sent: clustercore.Sent{Kind: protocol.TypeClaim, At: time.Now()}, slot: slot, rc: rc, f: f})
 }
 
 // claim returns the CLAIM frame r sent.
 func (r upReq) claim() protocol.Frame {
 	f := r.f
-	f.Claim = r.rc.id
+	f.Claim = r.rc.ID
 	return f
 }
 
@@ -62,18 +64,16 @@ type upstream struct {
 	s    *session
 	addr string
 
-	fifo      []upReq // sent, unanswered, in order
-	wbuf      []byte  // frames to send
-	spare     []byte  // the buffer last written, reused for wbuf
-	writing   bool    // a goroutine is bound to write wbuf until it is empty
-	claims    map[uint32]*relayedClaim
-	confirmed time.Time // the send time of the latest request answered
-	lastSent  time.Time
-	pings     int
-	seq       uint64
-	dead      bool
-	opened    bool     // the owner has answered HELLO with WELCOME
-	conn      net.Conn // set once dialled
+	// led holds the requests sent and not answered, and the upstream's
+	// confirmation (clustercore.Ledger).
+	led     clustercore.Ledger[upReq]
+	wbuf    []byte // frames to send
+	spare   []byte // the buffer last written, reused for wbuf
+	writing bool   // a goroutine is bound to write wbuf until it is empty
+	claims  map[uint32]*relayedClaim
+	dead    bool
+	opened  bool     // the owner has answered HELLO with WELCOME
+	conn    net.Conn // set once dialled
 	// tickets: the HELLO asked for queue tickets (the client's session
 	// did). Until the WELCOME, unopened keeps every byte queued, to send
 	// again on a new connection without asking should the owner refuse
@@ -108,15 +108,16 @@ type upstream struct {
 // it queued at the end of its batch (relayPump); other goroutines wake
 // the upstream's writer (kickAll).
 func (u *upstream) send(b []byte, r upReq) {
-	if len(u.fifo) == 0 && u.conn != nil {
-		u.conn.SetReadDeadline(r.at.Add(u.patience()))
+	if r.rc != nil {
+		r.ID = r.rc.ID
+	}
+	if d, first := u.led.Send(r); first && u.conn != nil {
+		u.conn.SetReadDeadline(d)
 	}
 	u.wbuf = append(u.wbuf, b...)
 	if (u.tickets || u.values) && !u.opened {
 		u.unopened = append(u.unopened, b...)
 	}
-	u.fifo = append(u.fifo, r)
-	u.lastSent = r.at
 }
 
 // flush writes what is queued on u until nothing is. A goroutine that
@@ -164,16 +165,11 @@ func (u *upstream) flush() bool {
 		if err != nil {
 			u.writing = false
 			v.omu.Unlock()
-			u.fail(ownerLost{fmt.Errorf("writing to the owner: %w", err)})
+			u.fail(clustercore.OwnerLost{Err: fmt.Errorf("writing to the owner: %w", err)})
 			return false
 		}
 	}
 }
-
-// patience is how long a request may go unanswered before the upstream
-// is given up: half the lease, so the client hears of its other claims
-// before it gives up at 0.8 of its lease.
-func (u *upstream) patience() time.Duration { return u.s.v2.lease / 2 }
 
 // upstreamLocked returns the session's live upstream to addr, opening it.
 func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
@@ -183,9 +179,7 @@ func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
 	srv, v := s.srv, s.v2
 	now := time.Now()
 	u := &upstream{s: s, addr: addr, claims: map[uint32]*relayedClaim{},
-		// Answers read before it opened need nothing of it: its claims
-		// are granted only after.
-		confirmed: now,
+		led: clustercore.OpenLedger[upReq](now, v.lease),
 		// Queue tickets are asked for when the client asked for them
 		// (it then understands a QUEUED with one, passed on as the owner
 		// wrote it), unless this owner refused them before.
@@ -194,7 +188,7 @@ func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
 		kick:    make(chan struct{}, 1), stop: make(chan struct{}), redial: make(chan struct{}, 1)}
 	b := s.upstreamHello(u.tickets, u.values)
 	u.helloLen = len(b)
-	u.send(b, upReq{kind: protocol.TypeHello, at: now})
+	u.send(b, upReq{Sent: clustercore.Sent{Kind: protocol.TypeHello, At: now}})
 	rel.ups[addr] = u
 	srv.upstreams.Add(1)
 	srv.sessionsWG.Add(1)
@@ -204,8 +198,8 @@ func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
 }
 
 // attach records claim id as relayed on u.
-func (u *upstream) attach(rel *relayState, id uint32, st claimState) *relayedClaim {
-	rc := &relayedClaim{id: id, up: u, state: st}
+func (u *upstream) attach(rel *relayState, id uint32, st clustercore.ClaimState) *relayedClaim {
+	rc := &relayedClaim{Claim: clustercore.Claim{ID: id, State: st}, up: u}
 	u.claims[id] = rc
 	rel.claims[id] = rc
 	u.s.srv.relayedClaims.Add(1)
@@ -214,15 +208,14 @@ func (u *upstream) attach(rel *relayState, id uint32, st claimState) *relayedCla
 
 // end marks rc ended and forgets it.
 func (u *upstream) end(rel *relayState, rc *relayedClaim) {
-	if rc.state == rcEnded {
+	if !rc.End() {
 		return
 	}
-	rc.state = rcEnded
-	if u.claims[rc.id] == rc {
-		delete(u.claims, rc.id)
+	if u.claims[rc.ID] == rc {
+		delete(u.claims, rc.ID)
 	}
-	if rel.claims[rc.id] == rc {
-		delete(rel.claims, rc.id)
+	if rel.claims[rc.ID] == rc {
+		delete(rel.claims, rc.ID)
 	}
 	u.s.srv.relayedClaims.Add(-1)
 }
@@ -284,7 +277,7 @@ func (s *session) upstreamHello(tickets, values bool) []byte {
 // which has closed the connection and read nothing after the HELLO):
 // the owner is remembered for the session, and everything queued since
 // the HELLO goes again, in order, on a new connection that opens
-// without asking; the requests keep their places in fifo. The client
+// without asking; the requests keep their places in the ledger. The client
 // then gets no ticket for the claims relayed there. It returns the old
 // connection, for the caller to close once it has released omu.
 func (u *upstream) reopenLocked(rel *relayState) net.Conn {
@@ -325,8 +318,8 @@ dial:
 			return
 		}
 		u.conn = conn
-		if len(u.fifo) > 0 {
-			conn.SetReadDeadline(u.fifo[0].at.Add(u.patience()))
+		if d, ok := u.led.Deadline(); ok {
+			conn.SetReadDeadline(d)
 		}
 		values := u.values
 		v.omu.Unlock()
@@ -395,14 +388,15 @@ func (u *upstream) read(conn net.Conn, values bool) {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !u.overdue(conn) {
 				continue
 			}
-			u.fail(ownerLost{fmt.Errorf("reading from the owner: %w", err)})
+			u.fail(clustercore.OwnerLost{Err: fmt.Errorf("reading from the owner: %w", err)})
 			return
 		}
 	}
 }
 
 // overdue reports whether the oldest unanswered request has waited past
-// patience; if not, it sets the read deadline for it.
+// the patience (clustercore.Ledger.Overdue); if not, it sets the read
+// deadline for it.
 func (u *upstream) overdue(conn net.Conn) bool {
 	v := u.s.v2
 	v.omu.Lock()
@@ -410,48 +404,11 @@ func (u *upstream) overdue(conn net.Conn) bool {
 	if u.dead {
 		return true
 	}
-	if len(u.fifo) == 0 {
-		conn.SetReadDeadline(time.Time{})
-		return false
+	d, overdue := u.led.Overdue(time.Now())
+	if !overdue {
+		conn.SetReadDeadline(d)
 	}
-	d := u.fifo[0].at.Add(u.patience())
-	if !time.Now().Before(d) {
-		return true
-	}
-	conn.SetReadDeadline(d)
-	return false
-}
-
-// answers reports whether server frame f answers request r.
-func answers(r upReq, f protocol.Frame) bool {
-	switch f.Type {
-	case protocol.TypeWelcome:
-		return r.kind == protocol.TypeHello
-	case protocol.TypePong:
-		return r.kind == protocol.TypePing
-	case protocol.TypeGranted, protocol.TypeQueued, protocol.TypeBusy, protocol.TypeRefused:
-		return r.kind == protocol.TypeClaim && r.rc.id == f.Claim
-	case protocol.TypeReleased:
-		return r.kind == protocol.TypeRelease && r.rc.id == f.Claim
-	case protocol.TypeProclaimed:
-		return r.kind == protocol.TypeProclaim && r.rc.id == f.Claim
-	case protocol.TypeRangeAnswer:
-		return r.kind == protocol.TypeRange && r.req == f.Claim
-	}
-	return false
-}
-
-// ticketed reports whether an owner's frame gives queue tickets: the
-// WELCOME flag, or a QUEUED with a ticket (docs/protocol.md, "v2 queue
-// tickets"). An upstream that did not ask for them must get neither.
-func ticketed(f protocol.Frame) bool {
-	switch f.Type {
-	case protocol.TypeWelcome:
-		return f.Flags&protocol.WelcomeTickets != 0
-	case protocol.TypeQueued:
-		return f.Ticket != 0
-	}
-	return false
+	return overdue
 }
 
 // handle applies the owner's frames: answers fill their places in the
@@ -481,9 +438,6 @@ func (u *upstream) handle(frames []upFrame) bool {
 		if out.bad != nil {
 			break
 		}
-	}
-	if len(u.fifo) == 0 {
-		u.fifo = nil
 	}
 	if !s.closing.Load() && !v.ending || rel.finishing {
 		rel.pump(v)
@@ -539,7 +493,7 @@ func (u *upstream) frame(rel *relayState, v *v2conn, fr upFrame, out *upOutcome)
 		if f.Code == protocol.CodeUnsupportedFeature && (u.tickets || u.values) && !u.opened {
 			return true
 		}
-		out.bad = ownerEnded{f}
+		out.bad = clustercore.OwnerEnded{F: f}
 	default:
 		out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
 	}
@@ -547,26 +501,21 @@ func (u *upstream) frame(rel *relayState, v *v2conn, fr upFrame, out *upOutcome)
 }
 
 // answer matches an answer from the owner with the oldest request
-// relayed and not answered yet, with the session's omu held.
+// relayed and not answered yet (clustercore.Ledger.Match), with the
+// session's omu held.
 func (u *upstream) answer(rel *relayState, v *v2conn, fr upFrame, out *upOutcome) {
 	f := fr.f
-	if len(u.fifo) == 0 || !answers(u.fifo[0], f) || !u.tickets && ticketed(f) {
+	r, ok := u.led.Match(f, u.tickets)
+	if !ok {
 		out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
 		return
-	}
-	r := u.fifo[0]
-	u.fifo[0] = upReq{}
-	u.fifo = u.fifo[1:]
-	if r.at.After(u.confirmed) {
-		u.confirmed = r.at
 	}
 	switch f.Type {
 	case protocol.TypeWelcome:
 		u.opened = true
 		u.unopened = nil
 		rel.openFails = 0
-	case protocol.TypePong:
-		u.pings--
+	case protocol.TypePong: // the ledger counted it
 	case protocol.TypeRangeAnswer:
 		if r.adopt != "" && r.f.Op == protocol.RangeReassert {
 			out.rangesLost = u.rangeReasserted(rel, r.adopt, f.Status) || out.rangesLost
@@ -586,7 +535,7 @@ func (u *upstream) answer(rel *relayState, v *v2conn, fr upFrame, out *upOutcome
 // PROCLAIM r, with the session's omu held.
 func (u *upstream) claimAnswered(rel *relayState, v *v2conn, r upReq, fr upFrame) {
 	f := fr.f
-	if r.slot == nil && r.kind == protocol.TypeClaim && r.rc.state == rcMoving { // an adoption (move_host.go)
+	if r.slot == nil && r.Kind == protocol.TypeClaim && r.rc.State == clustercore.ClaimMoving { // an adoption (move_host.go)
 		u.adoptAnswer(rel, v, r, f)
 		return
 	}
@@ -594,23 +543,12 @@ func (u *upstream) claimAnswered(rel *relayState, v *v2conn, r upReq, fr upFrame
 		u.heldAnswer(rel, v, r, f)
 		return
 	}
-	if r.slot == nil && r.kind == protocol.TypeRelease {
+	if r.slot == nil && r.Kind == protocol.TypeRelease {
 		return // its claim moved: the RELEASE goes to the new owner
 	}
-	r.slot.b, r.slot.pending = fr.raw, false
-	switch f.Type {
-	case protocol.TypeGranted, protocol.TypeQueued:
-		if r.rc.state == rcPending {
-			r.rc.state = rcLive
-		}
-		if f.Type == protocol.TypeGranted {
-			r.rc.token = f.Token
-		} else {
-			r.rc.ticket = f.Ticket
-		}
-	case protocol.TypeProclaimed: // the claim lives on
-	default: // BUSY, REFUSED, RELEASED: the id is free
-		u.end(rel, r.rc)
+	r.slot.B, r.slot.Pending = fr.raw, false
+	if r.rc.Answered(f) {
+		u.end(rel, r.rc) // the id is free
 	}
 }
 
@@ -623,75 +561,29 @@ func (u *upstream) pushed(rel *relayState, v *v2conn, fr upFrame, out *upOutcome
 		out.reholds = append(out.reholds, rc) // not passed on (rehold)
 		return
 	}
-	if f.Type == protocol.TypeRevoked && rc != nil && rc.state == rcLive {
+	if rc != nil && rc.Pushed(f) {
 		u.end(rel, rc)
-	} else if rc != nil && f.Type == protocol.TypePromoted {
-		rc.token = f.Token
 	}
-	u.push(rel, v, &outEntry{b: fr.raw, up: u, claim: f.Claim})
+	u.push(rel, v, &outEntry{B: fr.raw, Up: u, Claim: f.Claim})
 }
 
 // push places a push from u before the first answer u has not sent yet:
 // the owner sent it before those answers.
 func (u *upstream) push(rel *relayState, v *v2conn, e *outEntry) {
-	for i, x := range rel.q {
-		if x.pending && x.up == u {
-			rel.insert(i, e)
-			return
-		}
-	}
-	rel.add(v, e)
-}
-
-// ownerLost is why an open upstream ended when the connection itself
-// failed (EOF, reset, a read or write error, the patience ran out): the
-// owner may have died, or been cut off. Its claims are re-asserted at the
-// name's next owner (fail).
-type ownerLost struct{ err error }
-
-func (e ownerLost) Error() string { return e.err.Error() }
-
-func (e ownerLost) Unwrap() error { return e.err }
-
-// ownerEnded is why an upstream ended when the owner sent a
-// session-level ERROR.
-type ownerEnded struct{ f protocol.Frame }
-
-func (e ownerEnded) Error() string { return fmt.Sprintf("the owner ended the session: %v", e.f) }
-
-// reassertable reports whether the claims of an open upstream that ended
-// for why are re-asserted at the name's next owner rather than revoked:
-// the connection failed (the owner died, or a cut), or the owner said it
-// stops serving and another node takes its names over (ERROR 0x01, a
-// shutdown or a node leaving; ERROR 0x03, an owner cut off from its
-// quorum). An owner that ends the session for anything else (a protocol
-// violation, a kick) meant it: the claims are lost.
-func reassertable(why error) bool {
-	var lost ownerLost
-	if errors.As(why, &lost) {
-		return true
-	}
-	var ended ownerEnded
-	if errors.As(why, &ended) {
-		return ended.f.Code == protocol.CodeShuttingDown || ended.f.Code == protocol.CodeNotOwner
-	}
-	return false
+	v.out = rel.box.Push(v.out, e, rel.confirmation())
 }
 
 // fail ends an upstream that ended without the client: the requests it
-// has not answered are answered here (a CLAIM REFUSED 0x03, a RELEASE
-// RELEASED). An upstream that never opened granted nothing: its CLAIMs
-// are held instead (holdUnopened). When the owner may have died or
-// stopped serving (reassertable), every claim it held or queued is
-// re-asserted at the name's next owner, as a client talking to owners
-// directly would (docs/cluster.md, "Relaying a version 2 session"): the
-// claim moves (move_host.go, failOver) and the client sees nothing but the
-// delay of its answers, unless the re-assertion is refused or not
-// accepted within half the lease. Otherwise, and for a claim that cannot
-// be re-asserted (attached without its CLAIM), the claim is REVOKED 0x03,
-// placed right after the last frame about it still in the outbox (else
-// first): the client hears of the loss before its anchor moves again. The
-// session lives on. Called without srv.mu or omu.
+// has not answered are answered here, or held (clustercore.Claim's
+// FailedRequest), and its claims re-asserted at the name's next owner or
+// lost (Failed) when the owner may have died or stopped serving
+// (clustercore.Reassertable; docs/cluster.md, "Relaying a version 2
+// session"): a re-asserted claim moves (move_host.go, failOver) and the
+// client sees nothing but the delay of its answers, unless the
+// re-assertion is refused or not accepted within half the lease; a lost
+// one's REVOKED 0x03 is placed in the outbox by
+// clustercore.Outbox.PlaceLoss. The session lives on. Called without
+// srv.mu or omu.
 func (u *upstream) fail(why error) {
 	s := u.s
 	srv, v := s.srv, s.v2
@@ -706,7 +598,7 @@ func (u *upstream) fail(why error) {
 	u.markDead(rel)
 	opened := u.opened
 	now := time.Now()
-	reassert := opened && reassertable(why) && srv.Router != nil &&
+	reassert := opened && clustercore.Reassertable(why) && srv.Router != nil &&
 		!rel.closed && !s.closing.Load() && !v.ending && !srv.inShutdown.Load()
 	held, moving, adopting := u.failRequests(rel, reassert)
 	endSession := u.rangesFailed(rel, reassert, now)
@@ -738,41 +630,28 @@ func (u *upstream) fail(why error) {
 // upstream never opened (held), adoptions (moving) and range adoptions
 // (adopting). Called with srv.mu and the session's omu held.
 func (u *upstream) failRequests(rel *relayState, reassert bool) (held, moving, adopting int) {
-	for _, r := range u.fifo {
-		switch r.kind {
-		case protocol.TypeClaim:
-			if r.rc.state == rcMoving {
-				// An adoption not answered: asked again (move_host.go).
-				delete(u.claims, r.rc.id)
-				r.rc.up = nil
-				moving++
-				continue
+	for _, r := range u.led.Drain() {
+		if r.rc == nil {
+			if r.Kind == protocol.TypeRange {
+				adopting += u.failRange(rel, r, reassert)
 			}
-			if !u.opened {
-				held += u.holdUnopened(rel, r)
-				continue
-			}
-			if r.slot == nil { // a held claim relayed late: told QUEUED
-				if r.rc.state == rcPending {
-					r.rc.state = rcLive // revoked below
-				}
-				continue
-			}
-			r.slot.b, r.slot.pending = protocol.AppendRefused(nil, r.rc.id, protocol.CodeNotOwner, ""), false
+			continue
+		}
+		fate, answer := r.rc.FailedRequest(r.Kind, u.opened, r.slot != nil, reassert)
+		switch fate {
+		case clustercore.FateAdoptAgain: // asked again (move_host.go)
+			delete(u.claims, r.rc.ID)
+			r.rc.up = nil
+			moving++
+		case clustercore.FateUnopened:
+			held += u.holdUnopened(rel, r)
+		case clustercore.FateAnswered:
+			r.slot.B, r.slot.Pending = answer, false
 			u.end(rel, r.rc)
-		case protocol.TypeProclaim:
-			r.slot.b, r.slot.pending = proclaimLost(r, reassert), false
-		case protocol.TypeRelease:
-			if r.slot == nil {
-				continue // its claim moved: the RELEASE goes to the new owner
-			}
-			r.slot.b, r.slot.pending = protocol.AppendReleased(nil, r.rc.id), false
-			u.end(rel, r.rc)
-		case protocol.TypeRange:
-			adopting += u.failRange(rel, r, reassert)
+		case clustercore.FateTold:
+			r.slot.B, r.slot.Pending = answer, false
 		}
 	}
-	u.fifo = nil
 	return held, moving, adopting
 }
 
@@ -790,13 +669,13 @@ func (u *upstream) failRange(rel *relayState, r upReq, reassert bool) (adopting 
 	if reassert && u.mirror != nil && (r.f.Op == protocol.RangeUnlock || r.f.Op == protocol.RangeRelease) {
 		// Its locks are re-asserted without what it drops.
 		u.mirror.Answered(r.f, protocol.RangeDone)
-		r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeDone, 0, protocol.Frame{}), false
+		r.slot.B, r.slot.Pending = protocol.AppendRangeAnswer(nil, r.ID, protocol.RangeDone, 0, protocol.Frame{}), false
 		return 0
 	}
-	if rel.rangeWaits[r.req] == u {
-		delete(rel.rangeWaits, r.req) // its answer is this one
+	if rel.rangeWaits[r.ID] == u {
+		delete(rel.rangeWaits, r.ID) // its answer is this one
 	}
-	r.slot.b, r.slot.pending = protocol.AppendRangeAnswer(nil, r.req, protocol.RangeUnavailable, 0, protocol.Frame{}), false
+	r.slot.B, r.slot.Pending = protocol.AppendRangeAnswer(nil, r.ID, protocol.RangeUnavailable, 0, protocol.Frame{}), false
 	return 0
 }
 
@@ -813,25 +692,15 @@ func (u *upstream) failClaims(rel *relayState, reassert bool, now time.Time) (lo
 	front := 0
 	for _, id := range ids {
 		rc := u.claims[id]
-		if rc.state == rcLive && reassert && rc.req.Name != "" {
+		fate, revoke := rc.Failed(reassert)
+		switch fate {
+		case clustercore.ClaimReassert:
 			rel.failOver(rc, now, u.s.v2.lease)
 			reasserting++
 			continue
-		}
-		if rc.state == rcLive {
+		case clustercore.ClaimLost:
 			lost++
-			at := -1
-			for i := len(rel.q) - 1; i >= 0; i-- {
-				if x := rel.q[i]; x.up == u && x.claim == id {
-					at = i + 1
-					break
-				}
-			}
-			if at < 0 { // first, in claim id order
-				at = front
-				front++
-			}
-			rel.insert(at, &outEntry{b: protocol.AppendRevoked(nil, id, protocol.CodeNotOwner, ""), up: u, claim: id})
+			rel.box.PlaceLoss(&outEntry{B: revoke, Up: u, Claim: id}, &front)
 		}
 		u.end(rel, rc)
 	}

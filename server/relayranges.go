@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/rangemirror"
 	"github.com/batonlock/baton/protocol"
 )
@@ -73,9 +74,7 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 	if rel.closed {
 		return
 	}
-	if rel.readAt.IsZero() || rel.readAt.Before(now) {
-		rel.readAt = now
-	}
+	at := rel.box.Relaying(now)
 	u := s.upstreamLocked(rel, addr)
 	holds := f.Op == protocol.RangeSet || f.Op == protocol.RangeResume // may hold a lock there
 	if holds {
@@ -84,7 +83,7 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 		}
 		u.rangeOwners[rangeOwner{key: f.Name, flock: f.Flags&protocol.RangeFlock != 0, owner: f.Owner}] = true
 	}
-	slot := &outEntry{pending: true, at: rel.readAt, up: u}
+	slot := &outEntry{Pending: true, At: at, Up: u}
 	rel.add(v, slot)
 	if f.Op == protocol.RangeSet && f.Flags&protocol.RangeWait != 0 && rel.rangeWaits[f.Claim] == nil {
 		// (A req that names a waiting set already is the owner's to
@@ -97,7 +96,7 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 	if holds && u.mirror == nil {
 		u.mirror = rangemirror.New()
 	}
-	u.send(protocol.AppendRange(nil, f), upReq{kind: protocol.TypeRange, at: time.Now(), slot: slot, req: f.Claim, f: f})
+	u.send(protocol.AppendRange(nil, f), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRange, At: time.Now(), ID: f.Claim}, slot: slot, f: f})
 }
 
 // relayRangeCancel sends cancel f on the upstream where its set waits,
@@ -199,7 +198,7 @@ func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
 		if u.mirror != nil {
 			delete(u.mirror.Waiting, fr.f.Claim)
 		}
-		u.push(rel, v, &outEntry{b: protocol.AppendRangeAnswer(nil, fr.f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{}), up: u})
+		u.push(rel, v, &outEntry{B: protocol.AppendRangeAnswer(nil, fr.f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{}), Up: u})
 		return
 	}
 	if fr.f.Status == protocol.RangePromoted {
@@ -208,14 +207,14 @@ func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
 	if u.mirror != nil {
 		u.mirror.Pushed(fr.f.Claim, fr.f.Status)
 	}
-	u.push(rel, v, &outEntry{b: fr.raw, up: u})
+	u.push(rel, v, &outEntry{B: fr.raw, Up: u})
 }
 
 // rangeAnswered fills the outbox place of relayed RANGE r with the
 // owner's answer. A set that did not wait is done with it. Called with
 // omu held.
 func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
-	r.slot.b, r.slot.pending = fr.raw, false
+	r.slot.B, r.slot.Pending = fr.raw, false
 	if u.mirror != nil {
 		u.mirror.Answered(r.f, fr.f.Status)
 	}
@@ -224,8 +223,8 @@ func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 		st == protocol.RangeDone && r.f.Op == protocol.RangeResume:
 		u.ranges = true
 	}
-	if st := fr.f.Status; st != protocol.RangeQueued && st != protocol.RangeReqInUse && rel.rangeWaits[r.req] == u {
-		delete(rel.rangeWaits, r.req)
+	if st := fr.f.Status; st != protocol.RangeQueued && st != protocol.RangeReqInUse && rel.rangeWaits[r.ID] == u {
+		delete(rel.rangeWaits, r.ID)
 	}
 }
 
@@ -249,7 +248,7 @@ func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (
 		}
 		delete(rel.rangeWaits, req)
 		if live {
-			rel.add(v, &outEntry{b: protocol.AppendRangeAnswer(nil, req, protocol.RangeUnavailable, 0, protocol.Frame{})})
+			rel.add(v, &outEntry{B: protocol.AppendRangeAnswer(nil, req, protocol.RangeUnavailable, 0, protocol.Frame{})})
 		}
 	}
 	if !live || !u.opened || !u.ranges {
@@ -262,7 +261,7 @@ func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (
 		return false // it granted nothing
 	}
 	keys := u.mirror.Keys()
-	believed := u.confirmed.Add(v.lease * 4 / 5)
+	believed := u.led.Confirmed().Add(v.lease * 4 / 5)
 	if len(keys) > 0 && !now.Before(believed) {
 		return true
 	}

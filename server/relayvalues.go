@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -22,7 +23,7 @@ func (s *session) relayProclaim(now time.Time, f protocol.Frame) {
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	rel := v.rel.Load()
-	answer := func(b []byte) { rel.add(v, &outEntry{b: b, at: rel.answerAt()}) }
+	answer := func(b []byte) { rel.add(v, &outEntry{B: b, At: rel.answerAt()}) }
 	if i := rel.heldIndex(f.Claim); i >= 0 {
 		// Held back (its owner warms the name up): it is claimed with
 		// the new value when it goes.
@@ -33,31 +34,19 @@ func (s *session) relayProclaim(now time.Time, f protocol.Frame) {
 	}
 	rc := rel.claims[f.Claim]
 	switch {
-	case rc == nil || rc.state == rcReleasing || rc.state == rcEnded:
+	case rc == nil || rc.State == clustercore.ClaimReleasing || rc.State == clustercore.ClaimEnded:
 		answer(protocol.AppendProclaimed(nil, f.Claim, protocol.ProclaimNotInUse))
-	case rc.state == rcMoving || rc.up == nil || !rc.up.values || rc.up.dead:
+	case rc.State == clustercore.ClaimMoving || rc.up == nil || !rc.up.values || rc.up.dead:
 		// Moving to a new owner, or relayed to a node of an earlier
 		// revision: the value cannot be changed there now.
 		answer(protocol.AppendRefused(nil, f.Claim, protocol.CodeUnsupportedFeature, "the claim's owner cannot take a value now"))
 	default:
-		rc.req.Value = f.Value
-		rc.req.Flags |= protocol.ClaimValue
-		slot := &outEntry{pending: true, at: rel.answerAt(), up: rc.up, claim: f.Claim}
+		rc.Req.Value = f.Value
+		rc.Req.Flags |= protocol.ClaimValue
+		slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: f.Claim}
 		rel.add(v, slot)
-		rc.up.send(protocol.AppendProclaim(nil, f.Claim, f.Value), upReq{kind: protocol.TypeProclaim, at: now, slot: slot, rc: rc})
+		rc.up.send(protocol.AppendProclaim(nil, f.Claim, f.Value), upReq{Sent: clustercore.Sent{Kind: protocol.TypeProclaim, At: now}, slot: slot, rc: rc})
 	}
-}
-
-// proclaimLost is the answer to a relayed PROCLAIM whose upstream failed
-// before the owner answered it: set when its claim is re-asserted at the
-// name's next owner (with the new value), else not in use (the claim is
-// revoked, which crossed the PROCLAIM).
-func proclaimLost(r upReq, reassert bool) []byte {
-	status := protocol.ProclaimNotInUse
-	if reassert && r.rc.token != 0 {
-		status = protocol.ProclaimSet
-	}
-	return protocol.AppendProclaimed(nil, r.rc.id, status)
 }
 
 // upstreamFrames returns the largest frame an upstream reads, and its

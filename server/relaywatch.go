@@ -78,7 +78,7 @@ func (s *session) relayWatchTo(f protocol.Frame) {
 	rw := &relayWatch{s: s, id: f.Claim, name: f.Name, stop: make(chan struct{})}
 	v.omu.Lock()
 	rel := v.relayLocked()
-	rw.slot = &outEntry{pending: true, at: rel.answerAt()}
+	rw.slot = &outEntry{Pending: true, At: rel.answerAt()}
 	rel.add(v, rw.slot)
 	v.omu.Unlock()
 	v.watchesLocked()[f.Claim] = rw
@@ -205,8 +205,8 @@ func (rw *relayWatch) endLocked(answer []byte) {
 func (rw *relayWatch) fillSlotLocked(b []byte) {
 	v := rw.s.v2
 	v.omu.Lock()
-	rw.slot.b = b
-	rw.slot.pending = false
+	rw.slot.B = b
+	rw.slot.Pending = false
 	rw.slot = nil
 	if rel := v.rel.Load(); rel != nil {
 		rel.pump(v)

@@ -112,7 +112,7 @@ func (v *v2conn) appendOut(s *session, add func(b []byte) []byte) {
 		if rel := v.rel.Load(); rel == nil {
 			v.out = add(v.out)
 		} else {
-			rel.add(v, &outEntry{b: add(nil), at: rel.answerAt()})
+			rel.add(v, &outEntry{B: add(nil), At: rel.answerAt()})
 		}
 	}
 	v.omu.Unlock()
@@ -126,7 +126,7 @@ func (v *v2conn) appendPushOut(s *session, add func(b []byte) []byte) {
 		if rel := v.rel.Load(); rel == nil {
 			v.out = add(v.out)
 		} else {
-			rel.add(v, &outEntry{b: add(nil)})
+			rel.add(v, &outEntry{B: add(nil)})
 		}
 	}
 	v.omu.Unlock()
@@ -422,7 +422,7 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 	leaseWait := false
 	now := time.Now()
 	if rel := v.rel.Load(); rel != nil {
-		rel.readAt = now
+		rel.box.Read(now)
 	}
 	locked := false
 	var lockedAt time.Time

@@ -248,9 +248,7 @@ func (s *session) valuedClaim(f protocol.Frame) bool {
 func (v *v2conn) backlogLocked() int {
 	n := len(v.out)
 	if rel := v.rel.Load(); rel != nil {
-		for _, e := range rel.q {
-			n += len(e.b)
-		}
+		n += rel.box.Backlog()
 	}
 	return n
 }
