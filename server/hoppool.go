@@ -55,10 +55,6 @@ import (
 // closed as before. A relayed acquire thus costs no connection at either
 // node once the pool is warm.
 
-// hopReplayMax bounds what a pooled hop records to send again on a fresh
-// connection: the hop header, the ACQUIRE and a few heartbeats.
-const hopReplayMax = 4 << 10
-
 // HopOwners is an optional interface of a Router: the protocol addresses
 // of the owners it may relay to now (the ring's other members). A server
 // whose Router implements it keeps no idle hop connection to any other
@@ -378,23 +374,19 @@ func closeIdle(hs []*idleHop) {
 	}
 }
 
-// pooledHop is a hop taken from a pool. Until the owner has sent a byte,
-// it records what the relay writes, and if the connection fails (the
-// owner had closed it while it sat idle) it dials afresh, once, and sends
-// the recording again; the relay does not notice.
+// pooledHop is a hop taken from a pool. If its connection fails before
+// the owner has sent a byte, it dials afresh and sends what the relay
+// wrote again, as clustercore.HopReplay decides; the relay does not
+// notice.
 type pooledHop struct {
 	srv  *Server
 	addr string
 
 	wmu sync.Mutex // serializes writes and the swap to a fresh connection
 
-	mu       sync.Mutex // guards the fields below
-	c        net.Conn
-	sent     []byte // written, while the owner has not answered
-	answered bool   // the owner sent a byte: no more redials
-	redialed bool   // once only
-	overflow bool   // the recording outgrew hopReplayMax
-	closed   bool
+	mu     sync.Mutex // guards the fields below
+	c      net.Conn
+	replay clustercore.HopReplay // what a fresh dial sends again, and whether one may
 
 	// Owned by the reader (the watcher, turned copier).
 	pending     []byte   // what the watcher's read returned, not yet read
@@ -451,8 +443,7 @@ func (h *pooledHop) Read(b []byte) (int, error) {
 		}
 		if n > 0 {
 			h.mu.Lock()
-			first := !h.answered
-			h.answered, h.sent = true, nil
+			first := h.replay.Answer()
 			h.mu.Unlock()
 			if first {
 				h.refillDue = true
@@ -478,13 +469,7 @@ func (h *pooledHop) Write(b []byte) (int, error) {
 	defer h.wmu.Unlock()
 	h.mu.Lock()
 	c := h.c
-	if !h.answered && !h.redialed && !h.overflow {
-		if len(h.sent)+len(b) > hopReplayMax {
-			h.overflow, h.sent = true, nil
-		} else {
-			h.sent = append(h.sent, b...)
-		}
-	}
+	h.replay.Wrote(b)
 	h.mu.Unlock()
 	n, err := c.Write(b)
 	if err != nil && h.redialLocked(c, err) {
@@ -494,8 +479,7 @@ func (h *pooledHop) Write(b []byte) (int, error) {
 }
 
 // redialLocked replaces failed, the current connection, by a fresh one
-// and sends it the recording, if the owner has not answered and this hop
-// has not redialed yet. It reports whether the caller may go on (on the
+// and sends it the recording, if HopReplay allows. It reports whether the caller may go on (on the
 // new connection, or on one another caller swapped in). h.wmu is held.
 func (h *pooledHop) redialLocked(failed net.Conn, err error) bool {
 	h.mu.Lock()
@@ -503,14 +487,11 @@ func (h *pooledHop) redialLocked(failed net.Conn, err error) bool {
 		h.mu.Unlock()
 		return true // another caller already swapped it
 	}
-	if h.closed || h.answered || h.redialed || h.overflow || errors.Is(err, os.ErrDeadlineExceeded) {
-		h.mu.Unlock()
+	replay, ok := h.replay.Redial(errors.Is(err, os.ErrDeadlineExceeded))
+	h.mu.Unlock()
+	if !ok {
 		return false
 	}
-	h.redialed = true
-	replay := h.sent
-	h.sent = nil
-	h.mu.Unlock()
 	h.srv.Logger.Debug("pooled hop to an owner failed before its answer; dialing afresh", "owner_addr", h.addr, "err", err)
 	failed.Close()
 	fresh, derr := h.srv.dialOwner(h.addr)
@@ -525,7 +506,7 @@ func (h *pooledHop) redialLocked(failed net.Conn, err error) bool {
 	fresh.SetWriteDeadline(time.Time{})
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
+	if h.replay.Closed() {
 		fresh.Close()
 		return false
 	}
@@ -537,8 +518,7 @@ func (h *pooledHop) redialLocked(failed net.Conn, err error) bool {
 // owner answered has its pool refilled now.
 func (h *pooledHop) Close() error {
 	h.mu.Lock()
-	h.closed = true
-	answered := h.answered
+	answered := h.replay.Close()
 	err := h.c.Close()
 	h.mu.Unlock()
 	if !answered {
@@ -552,7 +532,7 @@ func (h *pooledHop) Close() error {
 func (h *pooledHop) detach() net.Conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.closed = true
+	h.replay.Close()
 	return h.c
 }
 

@@ -289,3 +289,65 @@ func hopMinTime(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// HopReplayMax bounds what a pooled hop records to send again on a fresh
+// connection: the hop header, the ACQUIRE and a few heartbeats.
+const HopReplayMax = 4 << 10
+
+// HopReplay is when a hop taken from a pool is dialled afresh. Until the
+// owner has sent a byte, what the relay writes is recorded, and if the
+// connection fails (the owner had closed it while it sat idle) the hop
+// is dialled afresh, once, and the recording sent again: the owner never
+// answered it, and a connection that closes ends its claim, so no claim
+// of it survives. Not after the owner answered, nor once the recording
+// outgrew HopReplayMax, nor on the relay's own deadline, nor once the
+// hop is closed.
+type HopReplay struct {
+	sent     []byte // written, while the owner has not answered
+	answered bool   // the owner sent a byte: no more redials
+	redialed bool   // once only
+	overflow bool   // the recording outgrew HopReplayMax
+	closed   bool
+}
+
+// Wrote records b, written to the owner, while a redial may still send
+// it again.
+func (r *HopReplay) Wrote(b []byte) {
+	switch {
+	case r.answered || r.redialed || r.overflow:
+	case len(r.sent)+len(b) > HopReplayMax:
+		r.overflow, r.sent = true, nil
+	default:
+		r.sent = append(r.sent, b...)
+	}
+}
+
+// Answer records that the owner sent a byte, and reports whether it is
+// the first time.
+func (r *HopReplay) Answer() (first bool) {
+	first = !r.answered
+	r.answered, r.sent = true, nil
+	return first
+}
+
+// Redial reports whether to dial afresh after the connection failed
+// (timedOut: on a deadline of the relay's), and what to send first on
+// the fresh one.
+func (r *HopReplay) Redial(timedOut bool) (replay []byte, ok bool) {
+	if r.closed || r.answered || r.redialed || r.overflow || timedOut {
+		return nil, false
+	}
+	r.redialed = true
+	replay, r.sent = r.sent, nil
+	return replay, true
+}
+
+// Close records that the hop is closed (or handed back to its pool): no
+// redial follows; it reports whether the owner had answered.
+func (r *HopReplay) Close() (answered bool) {
+	r.closed = true
+	return r.answered
+}
+
+// Closed reports whether the hop was closed.
+func (r *HopReplay) Closed() bool { return r.closed }

@@ -194,3 +194,70 @@ func TestHopMaxAge(t *testing.T) {
 		t.Fatalf("HopMaxAge(10s) = %v, want half the io-timeout", got)
 	}
 }
+
+// A pooled hop's replay: what it records, and when it may dial afresh.
+func TestHopReplay(t *testing.T) {
+	big := string(make([]byte, HopReplayMax))
+	cases := []struct {
+		name  string
+		ops   []string // "w:<bytes>", "answer", "close", "timeout" (a failure on a deadline), "fail"
+		want  string   // the last fail or timeout: the replay, or "no"
+		first bool     // whether the last answer was the first
+	}{
+		{"a failure before the answer replays what was written", []string{"w:hdr", "w:acq", "fail"}, "hdracq", false},
+		{"once only", []string{"w:hdr", "fail", "w:more", "fail"}, "no", false},
+		{"not after the owner answered", []string{"w:hdr", "answer", "fail"}, "no", true},
+		{"only the first answer is the first", []string{"w:hdr", "answer", "answer"}, "", false},
+		{"a deadline does not use the one redial up", []string{"w:hdr", "timeout", "fail"}, "hdr", false},
+		{"not on the relay's own deadline", []string{"w:hdr", "timeout"}, "no", false},
+		{"not once the recording outgrew HopReplayMax", []string{"w:hdr", "w:" + big, "fail"}, "no", false},
+		{"up to HopReplayMax is recorded", []string{"w:" + big, "fail"}, big, false},
+		{"not once closed", []string{"w:hdr", "close", "fail"}, "no", false},
+	}
+	for _, c := range cases {
+		var r HopReplay
+		got, first := "", false
+		for _, op := range c.ops {
+			switch {
+			case op == "answer":
+				first = r.Answer()
+			case op == "close":
+				r.Close()
+			case op == "fail", op == "timeout":
+				replay, ok := r.Redial(op == "timeout")
+				got = string(replay)
+				if !ok {
+					got = "no"
+				}
+			default:
+				r.Wrote([]byte(op[2:]))
+			}
+		}
+		if got != c.want || first != c.first {
+			t.Errorf("%s: replay %.20q, first answer %v; want %.20q, %v", c.name, got, first, c.want, c.first)
+		}
+	}
+	var r HopReplay
+	if r.Close() || !r.Closed() {
+		t.Errorf("Close before an answer: answered true or not closed")
+	}
+	r = HopReplay{}
+	r.Answer()
+	if !r.Close() {
+		t.Errorf("Close after an answer: answered false")
+	}
+	// Nothing is recorded once no redial can send it: it would only
+	// hold memory for the hop's life.
+	for _, ops := range []func(*HopReplay){
+		func(r *HopReplay) { r.Answer() },
+		func(r *HopReplay) { r.Redial(false) },
+	} {
+		var r HopReplay
+		r.Wrote([]byte("hdr"))
+		ops(&r)
+		r.Wrote([]byte("heartbeat"))
+		if len(r.sent) != 0 {
+			t.Errorf("recorded %q after the answer or the redial, want nothing", r.sent)
+		}
+	}
+}
