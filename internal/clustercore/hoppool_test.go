@@ -2,18 +2,21 @@ package clustercore
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-// hopStep is one event given to a HopPool at `at` milliseconds, with
-// what it must answer (res) and the pool's length and target after it.
+// hopStep is one event given to a HopPool (testdata/hoppool.txt says
+// how a step reads).
 type hopStep struct {
-	at   int
-	op   string // use, next, took, missed, refill, fill, fillnext, dial, dialfail, remove, return, arm, sweep, drain
-	h    int    // the handle of dial, remove, return
-	born int    // return: when h was born
-	live bool   // fillnext, dial: the caller still has the pool; sweep: its owner is listed
+	at   int // ms since t0
+	op   string
+	h    int  // the handle of dial, remove, return
+	born int  // return: when h was born
+	live bool // fillnext, dial: the caller still has the pool; sweep: its owner is listed
 	res  string
 	len  int
 	tgt  int
@@ -72,114 +75,86 @@ func hopFilled(n int) []hopStep {
 	return steps
 }
 
-func TestHopPoolPolicy(t *testing.T) {
-	cases := []struct {
-		name  string
-		steps []hopStep
-	}{
-		{"a relay takes the oldest; expired ones are dropped first", append(hopFilled(3),
-			hopStep{at: 315, op: "use", res: "[1]", len: 2, tgt: 16},
-			hopStep{at: 315, op: "next", res: "2 true", len: 1, tgt: 16},
-			hopStep{at: 316, op: "next", res: "3 true", len: 0, tgt: 16},
-			hopStep{at: 316, op: "next", res: "0 false", len: 0, tgt: 16},
-		)},
-		{"one filler at a time, up to the target", append(hopFilled(1),
-			hopStep{at: 20, op: "fill", res: "false", len: 1, tgt: 16},
-			hopStep{at: 20, op: "fillnext", live: true, res: "true", len: 1, tgt: 16},
-			hopStep{at: 20, op: "fillnext", live: false, res: "false", len: 1, tgt: 16},
-			hopStep{at: 20, op: "fill", res: "true", len: 1, tgt: 16},
-		)},
-		{"no fill once the owner was not relayed to for IdleAfter", append(hopFilled(1),
-			hopStep{at: 1001, op: "fillnext", live: true, res: "false", len: 1, tgt: 16},
-			hopStep{at: 1001, op: "fill", res: "false", len: 1, tgt: 16},
-			hopStep{at: 1001, op: "use", res: "[1]", len: 0, tgt: 16},
-			hopStep{at: 1001, op: "fill", res: "true", len: 0, tgt: 16},
-		)},
-		{"a failed dial ends the fill and holds fills off for RetryAfter", append(hopFilled(1),
-			hopStep{at: 50, op: "dialfail", live: true, res: "false", len: 1, tgt: 16},
-			hopStep{at: 149, op: "fill", res: "false", len: 1, tgt: 16},
-			hopStep{at: 150, op: "fill", res: "true", len: 1, tgt: 16},
-		)},
-		{"a dial into a pool gone or full is not kept", append(hopFilled(1),
-			hopStep{at: 50, op: "dial", h: 9, live: false, res: "false", len: 1, tgt: 16},
-			hopStep{at: 50, op: "fill", res: "true", len: 1, tgt: 16},
-		)},
-		{"a refill waits until the pool is down to HopPoolLow", append(hopFilled(5),
-			hopStep{at: 60, op: "fillnext", live: false, res: "false", len: 5, tgt: 16},
-			hopStep{at: 60, op: "refill", res: "false", len: 5, tgt: 16},
-			hopStep{at: 60, op: "next", res: "1 true", len: 4, tgt: 16},
-			hopStep{at: 60, op: "refill", res: "true", len: 4, tgt: 16},
-		)},
-		{"a sweep finding expired connections lowers the target to what relays took", append(hopFilled(2),
-			hopStep{at: 30, op: "fillnext", live: false, res: "false", len: 2, tgt: 16},
-			hopStep{at: 310, op: "sweep", live: true, res: "close=[1] drained=false forget=false fill=true", len: 1, tgt: HopPoolLow},
-		)},
-		{"relays that took many keep a high target; the count restarts each sweep", append(hopFilled(2),
-			hopStep{at: 30, op: "fillnext", live: false, res: "false", len: 2, tgt: 16},
-			hopStep{at: 30, op: "took"}, hopStep{at: 30, op: "took"}, hopStep{at: 30, op: "took"},
-			hopStep{at: 30, op: "took"}, hopStep{at: 30, op: "took"}, hopStep{at: 30, op: "took"},
-			hopStep{at: 310, op: "sweep", live: true, res: "close=[1] drained=false forget=false fill=true", len: 1, tgt: 6},
-			hopStep{at: 315, op: "dial", h: 3, live: true, res: "true", len: 2, tgt: 6},
-			hopStep{at: 320, op: "sweep", live: true, res: "close=[2] drained=false forget=false fill=false", len: 1, tgt: HopPoolLow},
-		)},
-		{"a relay finding the pool empty doubles a learned target, up to HopPoolSize", append(hopFilled(1),
-			hopStep{at: 20, op: "fillnext", live: false, res: "false", len: 1, tgt: 16},
-			hopStep{at: 310, op: "sweep", live: true, res: "close=[1] drained=false forget=false fill=true", len: 0, tgt: 4},
-			hopStep{at: 311, op: "missed", res: "false", tgt: 8},
-			hopStep{at: 311, op: "missed", res: "false", tgt: 16},
-			hopStep{at: 311, op: "missed", res: "false", tgt: 16},
-		)},
-		{"a sweep tops up a low pool but not one short of hops out on relays", append(hopFilled(6),
-			hopStep{at: 70, op: "fillnext", live: false, res: "false", len: 6, tgt: 16},
-			hopStep{at: 100, op: "sweep", live: true, res: "close=[] drained=false forget=false fill=false", len: 6, tgt: 16},
-			hopStep{at: 100, op: "next", res: "1 true", len: 5, tgt: 16},
-			hopStep{at: 100, op: "next", res: "2 true", len: 4, tgt: 16},
-			hopStep{at: 100, op: "sweep", live: true, res: "close=[] drained=false forget=false fill=true", len: 4, tgt: 16},
-		)},
-		{"an owner no longer listed: all closed; forgotten once no filler runs", append(hopFilled(2),
-			hopStep{at: 40, op: "sweep", live: false, res: "close=[1 2] drained=true forget=false fill=false", len: 0, tgt: 16},
-			hopStep{at: 40, op: "fillnext", live: false, res: "false", len: 0, tgt: 16},
-			hopStep{at: 40, op: "sweep", live: false, res: "close=[] drained=true forget=true fill=false", len: 0, tgt: 16},
-		)},
-		{"a pool not relayed to for IdleAfter is drained", append(hopFilled(2),
-			hopStep{at: 30, op: "fillnext", live: false, res: "false", len: 2, tgt: 16},
-			hopStep{at: 1001, op: "sweep", live: true, res: "close=[1 2] drained=true forget=true fill=false", len: 0, tgt: 16},
-		)},
-		{"the sweep is armed for the oldest's expiry or the pool's idling, and only moved earlier", []hopStep{
-			{at: 0, op: "use", res: "[]", tgt: 16},
-			{at: 0, op: "arm", res: "1000 true", tgt: 16},
-			{at: 0, op: "arm", res: "1000 false", tgt: 16},
-			{at: 0, op: "missed", res: "true", tgt: 16},
-			{at: 10, op: "dial", h: 1, live: true, res: "true", len: 1, tgt: 16},
-			{at: 10, op: "arm", res: "310 true", len: 1, tgt: 16},
-			{at: 20, op: "dial", h: 2, live: true, res: "true", len: 2, tgt: 16},
-			{at: 20, op: "arm", res: "310 false", len: 2, tgt: 16},
-			{at: 310, op: "sweep", live: true, res: "close=[1] drained=false forget=false fill=false", len: 1, tgt: 4},
-			{at: 310, op: "arm", res: "320 true", len: 1, tgt: 4},
-		}},
-		{"a hop put back is kept in birth order, unless too old or the pool full", append(hopFilled(2),
-			hopStep{at: 30, op: "return", h: 7, born: 15, res: "true", len: 3, tgt: 16},
-			hopStep{at: 315, op: "return", h: 8, born: 15, res: "false", len: 3, tgt: 16},
-			hopStep{at: 40, op: "next", res: "1 true", len: 2, tgt: 16},
-			hopStep{at: 40, op: "next", res: "7 true", len: 1, tgt: 16},
-			hopStep{at: 40, op: "next", res: "2 true", len: 0, tgt: 16},
-		)},
-		{"a hop put back into a full pool is closed", append(hopFilled(HopPoolSize),
-			hopStep{at: 200, op: "return", h: 99, born: 190, res: "false", len: HopPoolSize, tgt: 16},
-			hopStep{at: 200, op: "remove", h: 3, len: HopPoolSize - 1, tgt: 16},
-			hopStep{at: 200, op: "return", h: 99, born: 190, res: "true", len: HopPoolSize, tgt: 16},
-		)},
+// hopParse reads a step: "AT OP [h=H] [born=B] [live] => RESULT | len=L target=T".
+func hopParse(line string) (s hopStep, err error) {
+	left, right, ok := strings.Cut(line, "=>")
+	res, state, ok2 := strings.Cut(right, "|")
+	fs := strings.Fields(left)
+	if !ok || !ok2 || len(fs) < 2 {
+		return s, fmt.Errorf("want AT OP ... => RESULT | len=L target=T")
 	}
-	for _, c := range cases {
+	if s.at, err = strconv.Atoi(fs[0]); err != nil {
+		return s, err
+	}
+	s.op, s.res = fs[1], strings.TrimSpace(res)
+	for _, f := range fs[2:] {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "live":
+			s.live = true
+		case "h":
+			s.h, err = strconv.Atoi(v)
+		case "born":
+			s.born, err = strconv.Atoi(v)
+		default:
+			err = fmt.Errorf("unknown argument %q", f)
+		}
+		if err != nil {
+			return s, err
+		}
+	}
+	_, err = fmt.Sscanf(strings.TrimSpace(state), "len=%d target=%d", &s.len, &s.tgt)
+	return s, err
+}
+
+// hopScenario is a named run of steps from testdata/hoppool.txt.
+type hopScenario struct {
+	name  string
+	steps []hopStep
+}
+
+func hopScenarios(t *testing.T) []hopScenario {
+	b, err := os.ReadFile("testdata/hoppool.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []hopScenario
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "== "):
+			out = append(out, hopScenario{name: line[3:]})
+		case len(out) == 0:
+			t.Fatalf("line %d: a step before the first scenario", i+1)
+		case strings.HasPrefix(line, "filled "):
+			n, err := strconv.Atoi(line[len("filled "):])
+			if err != nil {
+				t.Fatalf("line %d: %v", i+1, err)
+			}
+			out[len(out)-1].steps = append(out[len(out)-1].steps, hopFilled(n)...)
+		default:
+			s, err := hopParse(line)
+			if err != nil {
+				t.Fatalf("line %d: %q: %v", i+1, line, err)
+			}
+			out[len(out)-1].steps = append(out[len(out)-1].steps, s)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("testdata/hoppool.txt has no scenario")
+	}
+	return out
+}
+
+func TestHopPoolPolicy(t *testing.T) {
+	for _, c := range hopScenarios(t) {
 		t.Run(c.name, func(t *testing.T) {
 			var p HopPool[int]
 			t0 := time.Unix(1000, 0)
 			for i, s := range c.steps {
 				if got := hopRun(&p, t0, s); got != s.res {
 					t.Fatalf("step %d (%s at %d ms): got %q, want %q", i, s.op, s.at, got, s.res)
-				}
-				if s.op == "took" {
-					continue
 				}
 				if p.Len() != s.len || p.Target() != s.tgt {
 					t.Fatalf("step %d (%s at %d ms): len %d target %d, want %d and %d", i, s.op, s.at, p.Len(), p.Target(), s.len, s.tgt)
