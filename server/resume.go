@@ -322,7 +322,7 @@ func (srv *Server) expireKept(k *keptSession) {
 func (srv *Server) holdExpiryLocked(k *keptSession, now time.Time) (retryAt time.Time, held bool) {
 	d, err := srv.table.Deadline(k.id)
 	if err != nil || !k.end.MayHold(now, d, srv.Router != nil) {
-		return time.Time{}, false // not expired yet: the table says so
+		return time.Time{}, false // no cluster, or not expired yet: the table says so
 	}
 	for _, cid := range srv.table.SessionClaims(k.id) {
 		c, err := srv.table.DetachedClaim(k.origin, cid)
