@@ -1,9 +1,13 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"github.com/batonlock/baton/internal/clustercore"
+)
 
 // HopPoolSize is the most idle hop connections a server keeps per owner.
-const HopPoolSize = hopPoolSize
+const HopPoolSize = clustercore.HopPoolSize
 
 // HopPoolLen reports how many idle hop connections srv keeps to addr.
 func HopPoolLen(srv *Server, addr string) int { return srv.hopPoolLen(addr) }
@@ -22,7 +26,7 @@ func HopsKept(srv *Server) int64 { return srv.hopsKept.Load() }
 
 // HopPoolLow is the size at or below which a pool is refilled after a
 // relay, and the least a sweep lowers its target to.
-const HopPoolLow = hopPoolLow
+const HopPoolLow = clustercore.HopPoolLow
 
 // HopPoolTarget reports how many idle hop connections srv fills its pool
 // to addr to (0 without a pool).
@@ -31,7 +35,7 @@ func HopPoolTarget(srv *Server, addr string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pool := p.owners[addr]; pool != nil {
-		return pool.target()
+		return pool.core.Target()
 	}
 	return 0
 }

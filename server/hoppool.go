@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonlock/baton/internal/clustercore"
 )
 
 // Pooled hop connections (docs/cluster.md, "Relaying a version 1
@@ -20,15 +22,10 @@ import (
 // the hop header and the ACQUIRE go out on it at once, and the relay adds
 // only the extra hop of each frame.
 //
-// An idle hop connection has sent nothing, and the owner closes a
-// connection whose first ACQUIRE has not arrived within its io-timeout of
-// accept. A node therefore keeps a pooled connection for at most half its
-// own io-timeout (the nodes of a cluster share -io-timeout) and then
-// replaces it, as far as relays use them (hopPool.target), for as long as
-// relays to that owner keep coming: pools are filled after a relay, and
-// not refilled once their owner has not been relayed to for hopPoolIdle,
-// nor when the Router (HopOwners) no longer lists it; their connections
-// are then closed and the pool forgotten.
+// The pools' sizing and ageing (which idle connections are too old,
+// when to fill and how far, when the sweep fires and what it closes) is
+// internal/clustercore's HopPool; this file holds the connections, their
+// watchers, the fillers and the sweep timers.
 //
 // An idle connection is watched: a goroutine reads it, so that the
 // owner's close, a reset or anything the owner sends before an ACQUIRE
@@ -52,28 +49,11 @@ import (
 // on a new connection. Only on that ack, read as the last byte of the
 // owner's stream at a frame boundary, does the relay put the connection
 // back (keepHop), as an idle one born when hopClientGone went out, so
-// that the age limit above still keeps it within the owner's io-timeout.
-// Without the ack (an owner of an earlier version closes the hop, one
+// that its age limit (clustercore.HopMaxAge) still keeps it within the
+// owner's io-timeout. Without the ack (an owner of an earlier version closes the hop, one
 // older still answers ERROR 0x13; or no answer within linger) the hop is
 // closed as before. A relayed acquire thus costs no connection at either
 // node once the pool is warm.
-
-// Bounds of the hop pools.
-const (
-	// hopPoolSize is the most idle hop connections kept per owner.
-	hopPoolSize = 16
-	// hopPoolLow: a pool that gave connections is refilled, in one batch,
-	// once it is down to this many, so that most relays see no dial
-	// running beside them; and the least a sweep lowers a pool's target
-	// to (hopPool.target).
-	hopPoolLow = 4
-	// hopPoolIdle is how long a pool is refilled after the last relay to
-	// its owner.
-	hopPoolIdle = 10 * time.Second
-	// hopReplayMax bounds what a pooled hop records to send again on a
-	// fresh connection: the hop header, the ACQUIRE and a few heartbeats.
-	hopReplayMax = 4 << 10
-)
 
 // HopOwners is an optional interface of a Router: the protocol addresses
 // of the owners it may relay to now (the ring's other members). A server
@@ -89,48 +69,23 @@ type hopPools struct {
 	owners map[string]*hopPool
 	closed bool
 	wg     sync.WaitGroup // fillers, watchers and armed sweeps
-	idle   time.Duration  // hopPoolIdle unless a test sets it
+	idle   time.Duration  // clustercore.HopPoolIdle unless a test sets it
 }
 
-// idleAfter is how long a pool is refilled after the last relay to its
-// owner.
-func (p *hopPools) idleAfter() time.Duration {
-	if p.idle > 0 {
-		return p.idle
-	}
-	return hopPoolIdle
+// hopPolicy is the bounds of srv's hop pools now.
+func (srv *Server) hopPolicy() clustercore.HopPolicy {
+	return clustercore.HopPolicy{MaxAge: clustercore.HopMaxAge(srv.IOTimeout), IdleAfter: srv.hops.idle, RetryAfter: holdRetry}
 }
 
-// hopPool is one owner's idle hop connections.
+// hopPool is one owner's idle hop connections: the policy's state, and
+// the timer of its next sweep when armed.
 type hopPool struct {
-	idle     []*idleHop // oldest first
-	lastUsed time.Time
-	filling  bool
-	retryAt  time.Time   // after a failed dial, no fill before
-	timer    *time.Timer // the next sweep, when armed
-	timerAt  time.Time   // when it fires
-	taken    int         // connections relays took since the last sweep
-	want     int         // how many to fill to (target); 0 before it is learned
-}
-
-// target is how many idle connections pool is filled to. It starts at
-// hopPoolSize and follows the relays' use: a sweep that finds
-// connections expired unused lowers it to the number relays took since
-// the sweep before (at least hopPoolLow), and a relay that finds the
-// pool empty doubles it. So a pool that relays rarely use keeps a few
-// connections warm instead of replacing all hopPoolSize of them every
-// half io-timeout, and one in steady use keeps what it uses, each taken
-// again before it expires.
-func (pool *hopPool) target() int {
-	if pool.want == 0 {
-		return hopPoolSize
-	}
-	return pool.want
+	core  clustercore.HopPool[*idleHop]
+	timer *time.Timer
 }
 
 type idleHop struct {
 	c     net.Conn
-	born  time.Time
 	state atomic.Int32    // watchState
 	relay chan *pooledHop // the relay that took it, sent once
 }
@@ -162,7 +117,7 @@ func (srv *Server) watchHop(addr string, h *idleHop) {
 		defer p.wg.Done()
 		p.mu.Lock()
 		if pool := p.owners[addr]; pool != nil {
-			pool.idle = slices.DeleteFunc(pool.idle, func(x *idleHop) bool { return x == h })
+			pool.core.Remove(h)
 		}
 		p.mu.Unlock()
 		h.c.Close()
@@ -174,10 +129,6 @@ func (srv *Server) watchHop(addr string, h *idleHop) {
 	ph.pending, ph.pendingErr, ph.pendingConn = buf[:n], err, h.c
 	ph.copyBack(buf)
 }
-
-// hopMaxAge is how long an idle hop connection is kept: half the
-// io-timeout within which the owner wants the first ACQUIRE.
-func (srv *Server) hopMaxAge() time.Duration { return srv.IOTimeout / 2 }
 
 // hopConn opens the hop to the owner at addr: a live pooled connection if
 // there is one, else a fresh one from dialOwner.
@@ -192,10 +143,8 @@ func (srv *Server) hopConn(addr string) (net.Conn, error) {
 
 // takeHop takes the oldest live idle connection to addr, or nil. An
 // empty pool is filled at once; one that gave a connection is refilled
-// once the owner has answered on it (refill) and the pool is down to
-// hopPoolLow: the dials and the owner's accepts then do not compete with
-// the relay for the processors, and most relays run with none beside
-// them.
+// once the owner has answered on it (refill; clustercore's
+// HopPool.Refill says when).
 func (srv *Server) takeHop(addr string) *idleHop {
 	p := &srv.hops
 	now := time.Now()
@@ -212,91 +161,67 @@ func (srv *Server) takeHop(addr string) *idleHop {
 		pool = &hopPool{}
 		p.owners[addr] = pool
 	}
-	pool.lastUsed = now
-	stale := pool.dropExpired(now, srv.hopMaxAge())
+	pol := srv.hopPolicy()
+	stale := pool.core.Use(now, pol)
 	var h *idleHop
-	for h == nil && len(pool.idle) > 0 {
-		h = pool.idle[0]
-		pool.idle = slices.Delete(pool.idle, 0, 1)
-		if !h.state.CompareAndSwap(hopWatched, hopTaken) {
-			h = nil // its watcher found it dead and closes it
+	for h == nil {
+		next, ok := pool.core.Next()
+		if !ok {
+			break
 		}
+		if next.state.CompareAndSwap(hopWatched, hopTaken) {
+			h = next
+		} // else its watcher found it dead and closes it
 	}
-	if h == nil {
-		if pool.want > 0 {
-			pool.want = min(2*pool.want, hopPoolSize)
-		}
-		srv.fillLocked(addr, pool, now)
-	} else {
-		pool.taken++
+	if h != nil {
+		pool.core.Took()
+	} else if pool.core.Missed(now, pol) {
+		srv.startFillLocked(addr, pool)
 	}
 	p.mu.Unlock()
-	closeAll(stale)
+	closeIdle(stale)
 	return h
 }
 
-// refill has the pool of addr filled if it is down to hopPoolLow, after
-// a relay on one of its connections got its answer.
+// refill has the pool of addr filled if it is low, after a relay on one
+// of its connections got its answer.
 func (srv *Server) refill(addr string) {
 	p := &srv.hops
 	p.mu.Lock()
-	if pool := p.owners[addr]; pool != nil && len(pool.idle) <= hopPoolLow {
-		srv.fillLocked(addr, pool, time.Now())
+	if pool := p.owners[addr]; pool != nil && !p.closed && pool.core.Refill(time.Now(), srv.hopPolicy()) {
+		srv.startFillLocked(addr, pool)
 	}
 	p.mu.Unlock()
 }
 
-// dropExpired removes the idle connections older than maxAge and returns
-// them, to be closed outside the lock.
-func (pool *hopPool) dropExpired(now time.Time, maxAge time.Duration) []net.Conn {
-	var stale []net.Conn
-	for len(pool.idle) > 0 && now.Sub(pool.idle[0].born) >= maxAge {
-		stale = append(stale, pool.idle[0].c)
-		pool.idle = slices.Delete(pool.idle, 0, 1)
-	}
-	return stale
-}
-
-// fillLocked starts a filler for pool if it lacks connections and its
-// owner is being relayed to. p.mu is held.
-func (srv *Server) fillLocked(addr string, pool *hopPool, now time.Time) {
-	p := &srv.hops
-	if p.closed || pool.filling || len(pool.idle) >= pool.target() ||
-		now.Sub(pool.lastUsed) > p.idleAfter() || now.Before(pool.retryAt) {
-		return
-	}
-	pool.filling = true
-	p.wg.Add(1)
+// startFillLocked starts a filler for pool, which its policy has counted
+// as started. p.mu is held.
+func (srv *Server) startFillLocked(addr string, pool *hopPool) {
+	srv.hops.wg.Add(1)
 	go srv.fillHops(addr, pool)
 }
 
-// fillHops dials idle connections to addr, one at a time, until its pool
-// is full or no longer wanted.
+// fillHops dials idle connections to addr, one at a time, as long as its
+// pool's policy wants more (HopPool.FillNext).
 func (srv *Server) fillHops(addr string, pool *hopPool) {
 	p := &srv.hops
 	defer p.wg.Done()
 	for {
 		kept := srv.hopOwnerKept(addr)
 		p.mu.Lock()
-		if p.closed || p.owners[addr] != pool || !kept || len(pool.idle) >= pool.target() ||
-			time.Since(pool.lastUsed) > p.idleAfter() {
-			pool.filling = false
+		if !pool.core.FillNext(time.Now(), srv.hopPolicy(), !p.closed && p.owners[addr] == pool && kept) {
 			srv.armLocked(addr, pool)
 			p.mu.Unlock()
 			return
 		}
 		p.mu.Unlock()
 		c, err := srv.dialOwner(addr)
+		h := &idleHop{c: c, relay: make(chan *pooledHop, 1)}
 		p.mu.Lock()
-		// A hop put back meanwhile (keepHop) may have filled the pool.
-		if err != nil || p.closed || p.owners[addr] != pool || len(pool.idle) >= pool.target() {
+		if !pool.core.Dialled(time.Now(), srv.hopPolicy(), h, err == nil, !p.closed && p.owners[addr] == pool) {
 			if err != nil {
-				// The relays dial for themselves meanwhile (and hold
-				// their clients when that fails too).
-				pool.retryAt = time.Now().Add(holdRetry)
 				srv.Logger.Debug("cannot open an idle hop to an owner", "owner_addr", addr, "err", err)
 			}
-			pool.filling = false
 			srv.armLocked(addr, pool)
 			p.mu.Unlock()
 			if c != nil {
@@ -304,8 +229,6 @@ func (srv *Server) fillHops(addr string, pool *hopPool) {
 			}
 			return
 		}
-		h := &idleHop{c: c, born: time.Now(), relay: make(chan *pooledHop, 1)}
-		pool.idle = append(pool.idle, h)
 		p.wg.Add(1)
 		go srv.watchHop(addr, h)
 		srv.armLocked(addr, pool)
@@ -313,39 +236,31 @@ func (srv *Server) fillHops(addr string, pool *hopPool) {
 	}
 }
 
-// armLocked sets pool's sweep for when its oldest connection expires or
-// the pool falls idle, unless one is armed no later. p.mu is held.
-//
-// A sweep armed for a later time is moved earlier: a pool swept empty
-// (its connections all expired, as a sweep that fires late finds them,
-// or while its owner refused dials) has its sweep armed for when it
-// would fall idle; the connections a filler or keepHop then adds must
-// still be replaced within their age limit, before the owner's
-// io-timeout closes them.
+// armLocked sets pool's sweep for the time its policy says (HopPool.Arm),
+// unless one is armed no later. p.mu is held.
 func (srv *Server) armLocked(addr string, pool *hopPool) {
 	p := &srv.hops
 	if p.closed || p.owners[addr] != pool {
 		return
 	}
-	at := pool.lastUsed.Add(p.idleAfter())
-	if len(pool.idle) > 0 {
-		at = minTime(at, pool.idle[0].born.Add(srv.hopMaxAge()))
+	at, arm := pool.core.Arm(srv.hopPolicy())
+	if !arm {
+		return
 	}
 	if pool.timer != nil {
-		if !at.Before(pool.timerAt) || !pool.timer.Stop() {
-			// Armed early enough, or its sweep is under way: that sweep
-			// waits for p.mu and then arms the next one from what it
-			// finds.
+		if !pool.timer.Stop() {
+			// Its sweep is under way: that sweep waits for p.mu and
+			// then arms the next one from what it finds.
 			return
 		}
 		p.wg.Done() // the sweep stopped will not run
 	}
 	p.wg.Add(1)
-	pool.timer, pool.timerAt = time.AfterFunc(time.Until(at), func() { srv.sweepHops(addr, pool) }), at
+	pool.timer = time.AfterFunc(time.Until(at), func() { srv.sweepHops(addr, pool) })
 }
 
-// sweepHops closes pool's expired connections and has them replaced
-// while its owner is relayed to; it forgets the pool once it is not.
+// sweepHops runs pool's sweep (HopPool.Sweep): it closes what the policy
+// drops, starts a filler, and arms the next sweep or forgets the pool.
 func (srv *Server) sweepHops(addr string, pool *hopPool) {
 	p := &srv.hops
 	defer p.wg.Done()
@@ -357,32 +272,18 @@ func (srv *Server) sweepHops(addr string, pool *hopPool) {
 		p.mu.Unlock()
 		return
 	}
-	stale := pool.dropExpired(now, srv.hopMaxAge())
-	if !kept || now.Sub(pool.lastUsed) > p.idleAfter() {
-		for _, h := range pool.idle {
-			stale = append(stale, h.c)
-		}
-		pool.idle = nil
-		if !pool.filling {
-			delete(p.owners, addr) // a filler still running finds it gone
-		}
-	} else {
-		if len(stale) > 0 {
-			// Connections expired that no relay took: fill to what
-			// the relays took since the last sweep.
-			pool.want = min(max(pool.taken, hopPoolLow), hopPoolSize)
-		}
-		pool.taken = 0
-		// Replace what expired, or top up a pool that is low; not a
-		// pool short only of the hops out on relays, which come back
-		// (keepHop) and would find it full.
-		if len(stale) > 0 || len(pool.idle) <= hopPoolLow {
-			srv.fillLocked(addr, pool, now)
+	sw := pool.core.Sweep(now, srv.hopPolicy(), kept)
+	if sw.Forget {
+		delete(p.owners, addr)
+	}
+	if !sw.Drained {
+		if sw.Fill {
+			srv.startFillLocked(addr, pool)
 		}
 		srv.armLocked(addr, pool)
 	}
 	p.mu.Unlock()
-	closeAll(stale)
+	closeIdle(sw.Close)
 }
 
 // hopOwnerKept tells whether the Router still lists addr among the owners
@@ -399,12 +300,9 @@ func (srv *Server) closeHops() {
 	p := &srv.hops
 	p.mu.Lock()
 	p.closed = true
-	var conns []net.Conn
+	var idle []*idleHop
 	for _, pool := range p.owners {
-		for _, h := range pool.idle {
-			conns = append(conns, h.c)
-		}
-		pool.idle = nil
+		idle = append(idle, pool.core.Drain()...)
 		if pool.timer != nil && pool.timer.Stop() {
 			p.wg.Done() // the sweep will not run
 		}
@@ -412,7 +310,7 @@ func (srv *Server) closeHops() {
 	}
 	p.owners = nil
 	p.mu.Unlock()
-	closeAll(conns)
+	closeIdle(idle)
 	p.wg.Wait()
 }
 
@@ -420,8 +318,8 @@ func (srv *Server) closeHops() {
 // (hopAck), back into the pool of addr as an idle connection born at
 // born (before hopClientGone went out, so before the owner's io-timeout
 // for the next header began), watched as a new one is. It closes it
-// instead if the pool is full, forgotten or closed, or its owner has
-// left.
+// instead if the pool is forgotten or closed, its owner has left, or
+// the pool's policy does not take it back (HopPool.Return).
 func (srv *Server) keepHop(addr string, up net.Conn, born time.Time) {
 	c := up
 	if ph, ok := up.(*pooledHop); ok {
@@ -432,19 +330,13 @@ func (srv *Server) keepHop(addr string, up net.Conn, born time.Time) {
 	p := &srv.hops
 	p.mu.Lock()
 	pool := p.owners[addr]
-	if !kept || p.closed || srv.inShutdown.Load() || pool == nil || len(pool.idle) >= hopPoolSize ||
-		time.Since(born) >= srv.hopMaxAge() {
+	h := &idleHop{c: c, relay: make(chan *pooledHop, 1)}
+	if !kept || p.closed || srv.inShutdown.Load() || pool == nil ||
+		!pool.core.Return(time.Now(), srv.hopPolicy(), h, born) {
 		p.mu.Unlock()
 		c.Close()
 		return
 	}
-	h := &idleHop{c: c, born: born, relay: make(chan *pooledHop, 1)}
-	// Oldest first, as dropExpired reads them.
-	i := len(pool.idle)
-	for i > 0 && pool.idle[i-1].born.After(born) {
-		i--
-	}
-	pool.idle = slices.Insert(pool.idle, i, h)
 	srv.hopsKept.Add(1)
 	p.wg.Add(1)
 	go srv.watchHop(addr, h)
@@ -459,7 +351,7 @@ func (srv *Server) hopPoolLen(addr string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pool := p.owners[addr]; pool != nil {
-		return len(pool.idle)
+		return pool.core.Len()
 	}
 	return 0
 }
@@ -471,34 +363,30 @@ func (srv *Server) HopPoolIdle() (idle int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pool := range p.owners {
-		idle += len(pool.idle)
+		idle += pool.core.Len()
 	}
 	return idle
 }
 
-func closeAll(cs []net.Conn) {
-	for _, c := range cs {
-		c.Close()
+func closeIdle(hs []*idleHop) {
+	for _, h := range hs {
+		h.c.Close()
 	}
 }
 
-// pooledHop is a hop taken from a pool. Until the owner has sent a byte,
-// it records what the relay writes, and if the connection fails (the
-// owner had closed it while it sat idle) it dials afresh, once, and sends
-// the recording again; the relay does not notice.
+// pooledHop is a hop taken from a pool. If its connection fails before
+// the owner has sent a byte, it dials afresh and sends what the relay
+// wrote again, as clustercore.HopReplay decides; the relay does not
+// notice.
 type pooledHop struct {
 	srv  *Server
 	addr string
 
 	wmu sync.Mutex // serializes writes and the swap to a fresh connection
 
-	mu       sync.Mutex // guards the fields below
-	c        net.Conn
-	sent     []byte // written, while the owner has not answered
-	answered bool   // the owner sent a byte: no more redials
-	redialed bool   // once only
-	overflow bool   // the recording outgrew hopReplayMax
-	closed   bool
+	mu     sync.Mutex // guards the fields below
+	c      net.Conn
+	replay clustercore.HopReplay // what a fresh dial sends again, and whether one may
 
 	// Owned by the reader (the watcher, turned copier).
 	pending     []byte   // what the watcher's read returned, not yet read
@@ -555,8 +443,7 @@ func (h *pooledHop) Read(b []byte) (int, error) {
 		}
 		if n > 0 {
 			h.mu.Lock()
-			first := !h.answered
-			h.answered, h.sent = true, nil
+			first := h.replay.Answer()
 			h.mu.Unlock()
 			if first {
 				h.refillDue = true
@@ -582,13 +469,7 @@ func (h *pooledHop) Write(b []byte) (int, error) {
 	defer h.wmu.Unlock()
 	h.mu.Lock()
 	c := h.c
-	if !h.answered && !h.redialed && !h.overflow {
-		if len(h.sent)+len(b) > hopReplayMax {
-			h.overflow, h.sent = true, nil
-		} else {
-			h.sent = append(h.sent, b...)
-		}
-	}
+	h.replay.Wrote(b)
 	h.mu.Unlock()
 	n, err := c.Write(b)
 	if err != nil && h.redialLocked(c, err) {
@@ -598,8 +479,7 @@ func (h *pooledHop) Write(b []byte) (int, error) {
 }
 
 // redialLocked replaces failed, the current connection, by a fresh one
-// and sends it the recording, if the owner has not answered and this hop
-// has not redialed yet. It reports whether the caller may go on (on the
+// and sends it the recording, if HopReplay allows. It reports whether the caller may go on (on the
 // new connection, or on one another caller swapped in). h.wmu is held.
 func (h *pooledHop) redialLocked(failed net.Conn, err error) bool {
 	h.mu.Lock()
@@ -607,14 +487,11 @@ func (h *pooledHop) redialLocked(failed net.Conn, err error) bool {
 		h.mu.Unlock()
 		return true // another caller already swapped it
 	}
-	if h.closed || h.answered || h.redialed || h.overflow || errors.Is(err, os.ErrDeadlineExceeded) {
-		h.mu.Unlock()
+	replay, ok := h.replay.Redial(errors.Is(err, os.ErrDeadlineExceeded))
+	h.mu.Unlock()
+	if !ok {
 		return false
 	}
-	h.redialed = true
-	replay := h.sent
-	h.sent = nil
-	h.mu.Unlock()
 	h.srv.Logger.Debug("pooled hop to an owner failed before its answer; dialing afresh", "owner_addr", h.addr, "err", err)
 	failed.Close()
 	fresh, derr := h.srv.dialOwner(h.addr)
@@ -629,7 +506,7 @@ func (h *pooledHop) redialLocked(failed net.Conn, err error) bool {
 	fresh.SetWriteDeadline(time.Time{})
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
+	if h.replay.Closed() {
 		fresh.Close()
 		return false
 	}
@@ -641,8 +518,7 @@ func (h *pooledHop) redialLocked(failed net.Conn, err error) bool {
 // owner answered has its pool refilled now.
 func (h *pooledHop) Close() error {
 	h.mu.Lock()
-	h.closed = true
-	answered := h.answered
+	answered := h.replay.Close()
 	err := h.c.Close()
 	h.mu.Unlock()
 	if !answered {
@@ -656,7 +532,7 @@ func (h *pooledHop) Close() error {
 func (h *pooledHop) detach() net.Conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.closed = true
+	h.replay.Close()
 	return h.c
 }
 

@@ -4,6 +4,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -127,13 +128,15 @@ func (srv *Server) leaveClientLocked(s *session) {
 }
 
 // keepAllowedLocked reports whether the server may keep one more
-// resumable session with n claims; called with srv.mu held.
+// resumable session with n claims (clustercore.KeptLimits); called with
+// srv.mu held.
 func (srv *Server) keepAllowedLocked(s *session, n int) bool {
+	limits := clustercore.KeptLimits{MaxSessions: srv.MaxKeptSessions, MaxClaims: srv.MaxKeptClaims}
 	limit := ""
-	switch {
-	case srv.MaxKeptSessions > 0 && len(srv.resume.byID) >= srv.MaxKeptSessions:
+	switch limits.Allow(len(srv.resume.byID), srv.resume.keptClaims, n) {
+	case clustercore.KeptTooManySessions:
 		limit = LimitKeptSessions
-	case srv.MaxKeptClaims > 0 && srv.resume.keptClaims+n > srv.MaxKeptClaims:
+	case clustercore.KeptTooManyClaims:
 		limit = LimitKeptClaims
 	default:
 		return true

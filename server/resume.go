@@ -7,6 +7,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/rangelock"
 	"github.com/batonlock/baton/protocol"
@@ -57,8 +58,8 @@ type keptSession struct {
 	// whose hash it is, or through an upstream session of the same
 	// origin (as any relaying node its kept claims).
 	moveHash *[secretHashLen]byte
-	heldLong bool // its end has waited a lease past its deadline (holdExpiryLocked)
-	claims   int  // its count in resumeState.keptClaims
+	end      clustercore.KeptEnd // when it may end, once its lease has passed
+	claims   int                 // its count in resumeState.keptClaims
 }
 
 // handedOver is what a planned change's hand-off carries of k, whose
@@ -275,13 +276,13 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 	return ds, true
 }
 
-// armKeptLocked sets k's timer for its deadline.
+// armKeptLocked sets k's timer for its deadline (clustercore.KeptTimerAt).
 func (srv *Server) armKeptLocked(k *keptSession) {
 	d, err := srv.table.Deadline(k.id)
 	if err != nil {
 		return
 	}
-	wait := time.Until(d) + time.Millisecond // the table's "more than a lease"
+	wait := time.Until(clustercore.KeptTimerAt(d))
 	if k.timer == nil {
 		k.timer = time.AfterFunc(wait, func() { srv.expireKept(k) })
 	} else {
@@ -297,8 +298,8 @@ func (srv *Server) expireKept(k *keptSession) {
 		return
 	}
 	now := time.Now()
-	if srv.holdExpiryLocked(k, now) {
-		k.timer.Reset(keptRetry)
+	if retryAt, held := srv.holdExpiryLocked(k, now); held {
+		k.timer.Reset(retryAt.Sub(now))
 		srv.mu.Unlock()
 		return
 	}
@@ -314,47 +315,28 @@ func (srv *Server) expireKept(k *keptSession) {
 	srv.deliver(ds)
 }
 
-// keptRetry is how soon a kept session whose end holdExpiryLocked put
-// off is looked at again.
-const keptRetry = 50 * time.Millisecond
-
-// holdExpiryLocked reports whether the end of kept session k, whose lease
-// has passed, must wait because one of its claims is on a name this node
-// may not grant now: ending it would promote the claims queued behind
-// with a token of this node's current epoch, which need not be above the
-// name's earlier tokens. That is the case on a cluster node that has
-// not committed an epoch yet (a restart, whose names the other nodes
-// hand back before it does), has no epoch covering the change that gave
-// it the name, is warming up, or is moving the name (Route holds it); and
-// for claims a planned change installed here before the ring switched
-// (Route forwards the name: the change's commit makes this node serve
-// it, its fallback drops the claim). Waiting is safe: a later end only
-// grants later. A wait longer than a lease past the deadline is logged
-// once, since every such state should pass. Called with srv.mu held.
-func (srv *Server) holdExpiryLocked(k *keptSession, now time.Time) bool {
-	if srv.Router == nil {
-		return false
-	}
+// holdExpiryLocked reports whether the end of kept session k, whose
+// timer fired at now, must wait because one of its claims is on a name
+// this node does not serve now (clustercore.KeptEnd says why and for how
+// long), and when to look again. Called with srv.mu held.
+func (srv *Server) holdExpiryLocked(k *keptSession, now time.Time) (retryAt time.Time, held bool) {
 	d, err := srv.table.Deadline(k.id)
-	if err != nil || !now.After(d) {
-		return false // not expired yet: the table says so
+	if err != nil || !k.end.MayHold(now, d, srv.Router != nil) {
+		return time.Time{}, false // no cluster, or not expired yet: the table says so
 	}
 	for _, cid := range srv.table.SessionClaims(k.id) {
 		c, err := srv.table.DetachedClaim(k.origin, cid)
-		if err != nil {
+		if err != nil || srv.Router.Route(c.Name, 0, false).Action == RouteServe {
 			continue
 		}
-		if srv.Router.Route(c.Name, 0, false).Action == RouteServe {
-			continue
-		}
-		if !k.heldLong && now.After(d.Add(srv.table.SessionLease(k.id))) {
-			k.heldLong = true
+		retryAt, warn := k.end.Hold(now, d, srv.table.SessionLease(k.id))
+		if warn {
 			srv.Logger.Warn("a kept session's lease passed more than a lease ago; its end waits until this node serves its lock",
 				"lock", c.Name, "origin", k.origin)
 		}
-		return true
+		return retryAt, true
 	}
-	return false
+	return time.Time{}, false
 }
 
 // endKeptLocked ends kept session k at once, for reason.

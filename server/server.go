@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/rangelock"
 	"github.com/batonlock/baton/protocol"
@@ -193,7 +194,7 @@ type Server struct {
 	perClient    map[string]int // open sessions by client (limits.go)
 	// gatedHeld are the claims held during a name's warm-up, by name,
 	// entered together when it is served (tickets.go).
-	gatedHeld map[string][]gatedRef
+	gatedHeld clustercore.TicketGates[*session]
 }
 
 // rangeCap is a range-lock cap as the table takes it (0: none) from a

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -23,27 +24,17 @@ import (
 // ClaimReassert and ClaimTicket) on a name this node took over is held
 // for the warm-up like any claim there (resume.go, takeOver), keeping its
 // ticket. Every claim held during a name's warm-up is recorded under the
-// name (holdGated); the first session to find the name served enters
-// them all at once (enterGated, locktable.Enter), and the table puts
-// each at its place: the ticketed ones ahead of those that arrived
-// without a prior owner's ticket, in ticket order, before it grants
-// anyone. The model of this rule is internal/modelcheck's failover
-// model (foNode.enqueue).
+// name (holdGated) and entered together (enterGated), in the order
+// internal/clustercore's TicketGates describes. The model of this rule is
+// internal/modelcheck's failover model (foNode.enqueue).
 
-// gatedRef is a claim held during the warm-up of its name (holdGated):
-// its session and id, and the queue ticket it came with (0: none).
-type gatedRef struct {
-	s      *session
-	claim  uint32
-	ticket uint64
-}
+// gatedRef is a claim held during the warm-up of its name (holdGated).
+type gatedRef = clustercore.TicketRef[*session]
 
 // holdGated holds claim f on a name that is warming up after a
-// take-over, and records it under its name in srv.gatedHeld. Each
-// session asks about its held claims on its own timer (retryHeld), so
-// the first to ask once the name is served would be granted, whatever
-// its place; instead the first to ask enters every claim recorded under
-// the name (enterGated), in ticket order. Called with srv.mu held.
+// take-over, and records it under its name in srv.gatedHeld, for the
+// first session to find the name served to enter with the others
+// (enterGated). Called with srv.mu held.
 func (s *session) holdGated(f protocol.Frame) {
 	s.holdClaim(f)
 	rel := s.v2.rel.Load()
@@ -56,31 +47,13 @@ func (s *session) holdGated(f protocol.Frame) {
 // recordGatedLocked records held claim f of s under its name, once.
 // Called with srv.mu held.
 func (srv *Server) recordGatedLocked(s *session, f protocol.Frame) {
-	refs := srv.gatedHeld[f.Name]
-	if slices.ContainsFunc(refs, func(r gatedRef) bool { return r.s == s && r.claim == f.Claim }) {
-		return
-	}
-	if srv.gatedHeld == nil {
-		srv.gatedHeld = map[string][]gatedRef{}
-	}
-	srv.gatedHeld[f.Name] = append(refs, gatedRef{s: s, claim: f.Claim, ticket: heldTicket(f)})
+	srv.gatedHeld.Record(f.Name, gatedRef{Session: s, Claim: f.Claim, Ticket: heldTicket(f)})
 }
 
 // forgetGatedLocked drops claim id of s, held no more, from the claims
-// recorded under name (holdGated): enterGated would skip it anyway, but
-// a name whose warm-up no session sees end must not keep its sessions.
-// Called with srv.mu held.
+// recorded under name (holdGated). Called with srv.mu held.
 func (srv *Server) forgetGatedLocked(s *session, id uint32, name string) {
-	refs, ok := srv.gatedHeld[name]
-	if !ok {
-		return
-	}
-	refs = slices.DeleteFunc(refs, func(r gatedRef) bool { return r.s == s && r.claim == id })
-	if len(refs) == 0 {
-		delete(srv.gatedHeld, name)
-	} else {
-		srv.gatedHeld[name] = refs
-	}
+	srv.gatedHeld.Forget(name, s, id)
 }
 
 // enterGated enters into the table, now that name is served, the
@@ -97,33 +70,36 @@ func (s *session) enterGated(now time.Time, name string, refs []gatedRef, others
 	var es []locktable.Entry
 	var who []*session
 	for _, r := range refs {
-		v := r.s.v2
+		v := r.Session.v2
 		rel := v.rel.Load()
 		if rel == nil {
 			continue
 		}
 		v.omu.Lock()
-		closed := rel.closed || r.s.closing.Load() || v.ending
+		open := !rel.closed && !r.Session.closing.Load() && !v.ending
 		v.omu.Unlock()
-		i := rel.heldIndex(r.claim)
-		if closed || i < 0 || rel.held[i].Name != name || heldTicket(rel.held[i]) != r.ticket {
-			continue // ended, released, or another claim with its id
+		i := rel.heldIndex(r.Claim)
+		var f protocol.Frame
+		if i >= 0 {
+			f = rel.held[i]
 		}
-		f := rel.held[i]
-		if r.s == s {
+		if !r.Enters(name, open, i >= 0, f.Name, heldTicket(f)) {
+			continue
+		}
+		if r.Session == s {
 			if entered == nil {
 				entered = map[uint32]bool{}
 			}
-			entered[r.claim] = true
+			entered[r.Claim] = true
 		} else {
 			rel.held = slices.Delete(rel.held, i, i+1)
-			if !slices.Contains(others, r.s) {
-				others = append(others, r.s)
+			if !slices.Contains(others, r.Session) {
+				others = append(others, r.Session)
 			}
 		}
-		es = append(es, locktable.Entry{Session: r.s.id, Claim: locktable.ClaimID(f.Claim), Req: locktable.ClaimRequest{
-			Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: r.ticket, Value: f.Value}})
-		who = append(who, r.s)
+		es = append(es, locktable.Entry{Session: r.Session.id, Claim: locktable.ClaimID(f.Claim), Req: locktable.ClaimRequest{
+			Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: r.Ticket, Value: f.Value}})
+		who = append(who, r.Session)
 	}
 	res, errs := srv.table.Enter(now, es)
 	for i, err := range errs {
