@@ -18,7 +18,8 @@
 //   - handoff_*: the owner's side of a planned hand-off (export) and the
 //     new owner's (install).
 //   - hoppool.go, kept.go, tickets.go: the hop pools' sizing, when a kept
-//     session may end, and the order of re-queued claims.
+//     session may end, and which claims held during a warm-up enter the
+//     table together (the table itself orders them by ticket).
 //
 // docs/cluster.md ("Where this lives in the code") maps these to the
 // server's files.
