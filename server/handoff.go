@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -77,7 +78,7 @@ func (srv *Server) Install(from string, state json.RawMessage) error {
 		}
 		return nil
 	}
-	var ms moveState
+	var ms clustercore.HandoffState
 	if err := json.Unmarshal(state, &ms); err != nil {
 		return fmt.Errorf("server: hand-off from %s: %w", from, err)
 	}

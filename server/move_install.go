@@ -5,13 +5,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 )
 
 // The new owner's side of a planned change's hand-off (docs/cluster.md,
 // "Planned changes: the hand-off" and "Continuing version 2 claims across
 // a planned change"). Install (handoff.go) decodes the prior owner's
-// moveState; installMoved puts every claim in the table detached, each
+// state (clustercore.HandoffState); installMoved puts every claim in the table detached, each
 // origin a kept session that a re-assertion with the host's move secret
 // adopts (resume.go) and that expires a lease after the export when
 // nobody does; gateRanges holds back range locks on the keys that moved.
@@ -19,7 +20,7 @@ import (
 
 // gateRanges gates the range locks of the keys a planned change moved
 // here (Install).
-func (srv *Server) gateRanges(gates []rangeGate) {
+func (srv *Server) gateRanges(gates []clustercore.HandoffRangeGate) {
 	if len(gates) == 0 {
 		return
 	}
@@ -32,10 +33,10 @@ func (srv *Server) gateRanges(gates []rangeGate) {
 	srv.Logger.Info("planned change: range locks of keys moved here are gated for their holders' lease", "keys", len(gates))
 }
 
-// installMoved installs a moveState from another node: every claim
+// installMoved installs a hand-off state from another node: every claim
 // detached, each origin a kept session that a re-assertion with one of
 // the state's secrets adopts.
-func (srv *Server) installMoved(from string, ms *moveState) error {
+func (srv *Server) installMoved(from string, ms *clustercore.HandoffState) error {
 	srv.mu.Lock()
 	now := time.Now()
 	ids := map[locktable.SessionID]locktable.SessionID{}
