@@ -46,10 +46,6 @@ import (
 // session, ends the session (ERROR 0x03): its client must stop believing
 // in range locks nobody keeps.
 
-// standInBit marks the range-table session ids of stand-ins: the real
-// sessions' ids count up from 1 and never reach it.
-const standInBit = 1 << 63
-
 // standIn holds, at a new owner, the range locks handed over for one
 // origin until its host adopts them.
 type standIn struct {
@@ -129,8 +125,8 @@ func (srv *Server) rangeHandoffSessionLocked(sid rangelock.SessionID) clustercor
 }
 
 // installRanges installs the range locks a planned change handed over,
-// each origin's under a stand-in that its host adopts (adoptRanges) or
-// that is dropped a lease after now.
+// each origin's under a stand-in (clustercore.PlanHandoffStandIns) that
+// its host adopts (adoptRanges) or that is dropped its lease after now.
 func (srv *Server) installRanges(from string, ranges []clustercore.HandoffRange) {
 	if len(ranges) == 0 {
 		return
@@ -138,37 +134,29 @@ func (srv *Server) installRanges(from string, ranges []clustercore.HandoffRange)
 	srv.mu.Lock()
 	rs := &srv.ranges
 	failed := 0
-	for _, mr := range ranges {
-		st := rs.standIns[mr.Origin]
-		lease := time.Duration(mr.LeaseMS) * time.Millisecond
+	for _, plan := range clustercore.PlanHandoffStandIns(ranges) {
+		st := rs.standIns[plan.Origin]
 		if st == nil {
 			if rs.standIns == nil {
 				rs.standIns = map[locktable.Origin]*standIn{}
 			}
 			rs.lastStandIn++
-			st = &standIn{sid: rangelock.SessionID(standInBit | rs.lastStandIn)}
-			if len(mr.Hash) == secretHashLen {
-				st.hash = (*[secretHashLen]byte)(mr.Hash)
+			st = &standIn{sid: clustercore.StandInID(rs.lastStandIn), hash: plan.Hash}
+			rs.standIns[plan.Origin] = st
+			rs.labels[st.sid] = plan.Label()
+			o := plan.Origin
+			st.timer = time.AfterFunc(plan.Lease, func() { srv.dropStandIn(o, st) })
+		} else if plan.Lease > rs.leases[st.sid] {
+			st.timer.Reset(plan.Lease)
+		}
+		rs.leases[st.sid] = max(rs.leases[st.sid], plan.Lease)
+		for _, kl := range plan.Locks {
+			kl.Lock.Owner.Session = st.sid
+			if err := rs.table.Install(kl); err != nil {
+				failed++
+				srv.Logger.Error("planned change: a handed-over range lock cannot be installed", "from", from,
+					"key", kl.Key, "origin", fmt.Sprintf("%s/%d", plan.Origin.Node, plan.Origin.Session), "err", err)
 			}
-			rs.standIns[mr.Origin] = st
-			rs.labels[st.sid] = fmt.Sprintf("%s/%d (moving)", mr.Origin.Node, mr.Origin.Session)
-			o := mr.Origin
-			st.timer = time.AfterFunc(lease, func() { srv.dropStandIn(o, st) })
-		} else if lease > rs.leases[st.sid] {
-			st.timer.Reset(lease)
-		}
-		rs.leases[st.sid] = max(rs.leases[st.sid], lease)
-		ns := rangelock.POSIX
-		if mr.Flock {
-			ns = rangelock.Flock
-		}
-		err := rs.table.Install(rangelock.KeyLock{Key: mr.Key, NS: ns, Lock: rangelock.Lock{
-			Owner: rangelock.Owner{Session: st.sid, ID: rangelock.OwnerID(mr.Owner)},
-			Type:  rangelock.Type(mr.Type), Range: rangelock.Range{Start: mr.Start, End: mr.End}}})
-		if err != nil {
-			failed++
-			srv.Logger.Error("planned change: a handed-over range lock cannot be installed", "from", from,
-				"key", mr.Key, "origin", fmt.Sprintf("%s/%d", mr.Origin.Node, mr.Origin.Session), "err", err)
 		}
 	}
 	srv.mu.Unlock()
