@@ -196,6 +196,27 @@ func TestMoveInstallBadStateChangesNothing(t *testing.T) {
 	d.expectRange(1, protocol.RangeGranted) // not gated
 }
 
+// Two sessions of one origin in a hand-off (a kept session and the
+// upstream session that replaced it, both with claims at the export)
+// become one detached session at the new owner: nobody adopting it, all
+// its claims expire a lease after the install, and their names are
+// granted again.
+func TestMoveInstallOneSessionPerOrigin(t *testing.T) {
+	mp := startMovePair(t)
+	const state = `{"locks":[{"name":"x","holders":[{"session":1,"claim":1,"mode":1,"token":5,"lease":300000000}]},
+		{"name":"y","holders":[{"session":2,"claim":2,"mode":1,"token":6,"lease":300000000}]}],
+		"sessions":[{"session":1,"origin":{"node":"r","session":9}},{"session":2,"origin":{"node":"r","session":9}}]}`
+	if err := mp.owner.Install(priorNode, json.RawMessage(state)); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	mp.ownerR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
+	b := mp.owner.dialV2(t, longLease, "b")
+	b.mustQueue(1, excl2, 0, "x")
+	b.mustQueue(2, excl2, 0, "y")
+	b.expectPromoted(1)
+	b.expectPromoted(2)
+}
+
 // epochTokens counts up from next.
 type epochTokens struct{ next uint64 }
 

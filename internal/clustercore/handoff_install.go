@@ -1,6 +1,7 @@
 package clustercore
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,18 +107,30 @@ type HandoffKept struct {
 type HandoffInstall struct {
 	Locks   []locktable.LockState // with this node's session ids
 	Origins map[locktable.SessionID]locktable.Origin
-	Kept    []HandoffKept // in the state's order
+	Kept    []HandoffKept // one per origin, in the state's order
 	LastID  uint64        // the last session id the install took
 }
 
-// PlanHandoffInstall maps the state's sessions to this node's: an origin
-// that has a detached session here already (the same state installed
-// again) keeps it, the others take new ids after lastID. The locks are
-// copied with those ids; the state is not changed.
+// PlanHandoffInstall maps the state's sessions to this node's, one per
+// origin: an origin that has a detached session here already (the same
+// state installed again) keeps it, the others take new ids after lastID.
+// Sessions of one origin become one (a kept session and the upstream
+// session that replaced it, both with claims when the export came): the
+// table keeps one detached session per origin, and a second would hold
+// its claims with nobody to adopt or expire them. Either's secret adopts
+// them. The locks are copied with those ids; the state is not changed.
 func PlanHandoffInstall(st *HandoffState, detached func(locktable.Origin) (locktable.SessionID, bool), lastID uint64) *HandoffInstall {
 	in := &HandoffInstall{Origins: map[locktable.SessionID]locktable.Origin{}, LastID: lastID}
 	ids := map[locktable.SessionID]locktable.SessionID{}
+	kept := map[locktable.Origin]int{} // index in in.Kept
 	for _, m := range st.Sessions {
+		if i, ok := kept[m.Origin]; ok {
+			k := &in.Kept[i]
+			ids[m.Session] = k.Session
+			k.Adopt = cmp.Or(handoffHash(m.Adopt), k.Adopt)
+			k.Resume = cmp.Or(k.Resume, handoffHash(m.Resume))
+			continue
+		}
 		sid, ok := detached(m.Origin)
 		if !ok {
 			in.LastID++
@@ -127,6 +140,7 @@ func PlanHandoffInstall(st *HandoffState, detached func(locktable.Origin) (lockt
 		in.Origins[sid] = m.Origin
 		in.Kept = append(in.Kept, HandoffKept{Origin: m.Origin, Session: sid,
 			Adopt: handoffHash(m.Adopt), Resume: handoffHash(m.Resume)})
+		kept[m.Origin] = len(in.Kept) - 1
 	}
 	in.Locks = make([]locktable.LockState, len(st.Locks))
 	for i, ls := range st.Locks {

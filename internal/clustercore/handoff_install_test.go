@@ -67,11 +67,15 @@ func TestPlanHandoffInstall(t *testing.T) {
 	st := &HandoffState{
 		Locks: []locktable.LockState{{Name: "a",
 			Holders: []locktable.ClaimState{{Session: 10, Claim: 1, Token: 40}},
-			Waiters: []locktable.ClaimState{{Session: 20, Claim: 2, Ticket: 3}, {Session: 30, Claim: 3}}}},
+			Waiters: []locktable.ClaimState{{Session: 20, Claim: 2, Ticket: 3}, {Session: 30, Claim: 3}, {Session: 40, Claim: 4}}}},
 		Sessions: []HandoffSession{
 			{Session: 10, Origin: o1, Adopt: adopt},
 			{Session: 20, Origin: o2, Resume: adopt},
 			{Session: 30, Origin: o3},
+			// A second session of o1 (a kept session and the upstream
+			// session that replaced it): one session here, either's
+			// secret adopts.
+			{Session: 40, Origin: o1, Resume: adopt},
 		},
 	}
 	// o2 was installed here before (the same state again): it keeps its id.
@@ -85,12 +89,12 @@ func TestPlanHandoffInstall(t *testing.T) {
 		resume  bool
 		inState locktable.SessionID
 	}{
-		{o1, 501, true, false, 10},
+		{o1, 501, true, true, 10},
 		{o2, 77, false, true, 20},
 		{o3, 502, false, false, 30},
 	}
-	if in.LastID != 502 {
-		t.Errorf("last id %d, want 502 (two new sessions after 500)", in.LastID)
+	if in.LastID != 502 || len(in.Kept) != len(tests) {
+		t.Errorf("last id %d, %d kept, want 502 (two new sessions after 500), %d", in.LastID, len(in.Kept), len(tests))
 	}
 	for i, tt := range tests {
 		k := in.Kept[i]
@@ -103,7 +107,7 @@ func TestPlanHandoffInstall(t *testing.T) {
 	}
 	ls := in.Locks[0]
 	if ls.Holders[0].Session != 501 || ls.Holders[0].Token != 40 || ls.Waiters[0].Session != 77 ||
-		ls.Waiters[0].Ticket != 3 || ls.Waiters[1].Session != 502 {
+		ls.Waiters[0].Ticket != 3 || ls.Waiters[1].Session != 502 || ls.Waiters[2].Session != 501 {
 		t.Errorf("installed lock %+v", ls)
 	}
 	if st.Locks[0].Holders[0].Session != 10 || st.Locks[0].Waiters[0].Session != 20 {
@@ -203,6 +207,13 @@ func FuzzDecodeHandoff(f *testing.F) {
 					t.Fatalf("claim %+v installed without an origin", cs)
 				}
 			}
+		}
+		seen := map[locktable.Origin]bool{}
+		for _, o := range in.Origins {
+			if seen[o] {
+				t.Fatalf("two sessions of origin %v", o)
+			}
+			seen[o] = true
 		}
 		for _, s := range PlanHandoffStandIns(st.Ranges) {
 			_ = s.Label()
