@@ -22,30 +22,22 @@ import (
 // answer a RELEASE of one MOVED too.
 // The new owner's side is in move_install.go, the host's in move_host.go.
 
-// continues reports whether the claims of session sid continue across a
-// move: an open version 2 session, of a client connected to this node or
-// relayed by another (whose origin the hop header named). Called with
-// srv.mu held.
-func (srv *Server) continues(sid locktable.SessionID) bool {
-	s := srv.claims[sid]
-	if s == nil || s.v2 == nil || s.closing.Load() || srv.isKeptLocked(sid) || srv.Router == nil {
-		return false
+// handoffFactsLocked is what the hand-off's rules need to know of
+// session sid (clustercore.HandoffSessionFacts). Called with srv.mu held.
+func (srv *Server) handoffFactsLocked(sid locktable.SessionID) clustercore.HandoffSessionFacts {
+	f := clustercore.HandoffSessionFacts{Clustered: srv.Router != nil, Kept: srv.isKeptLocked(sid)}
+	if s := srv.claims[sid]; s != nil {
+		f.Closing, f.V2, f.Forwarded = s.closing.Load(), s.v2 != nil, s.forwarded
+		_, f.HasOrigin = s.origin()
 	}
-	_, ok := s.origin()
-	return ok
+	return f
 }
 
 // movesOn reports whether the claims of session sid are handed over in
-// a planned change rather than ended: those of a session that continues,
-// and those of a kept session (resume.go, or claims a planned change
-// installed here that nobody adopted yet). A kept session's client
-// cannot be told, so its claims go to the new owner as they are, still
-// kept for the session's origin, expiring a lease after it was last
-// heard (the continuation model hands abandoned records over the same
-// way; its mutation export-drops-abandoned ends them instead). Called
+// a planned change rather than ended (clustercore's MovesOn). Called
 // with srv.mu held.
 func (srv *Server) movesOn(sid locktable.SessionID) bool {
-	return srv.Router != nil && (srv.isKeptLocked(sid) || srv.continues(sid))
+	return srv.handoffFactsLocked(sid).MovesOn()
 }
 
 // origin returns the origin a session stands for: this node and its id,
@@ -172,7 +164,9 @@ func (srv *Server) handOverSessionsLocked(now time.Time, plan *clustercore.Hando
 	hashes map[locktable.SessionID]moveSession, delivered, kept []delivery) {
 	hashes = map[locktable.SessionID]moveSession{}
 	for _, sid := range plan.Sessions() {
-		if k := srv.resume.byID[sid]; k != nil {
+		tell := srv.handoffFactsLocked(sid).Tell()
+		if tell == clustercore.HandoffAsKept {
+			k := srv.resume.byID[sid]
 			hashes[sid] = k.handedOver()
 			if len(srv.table.SessionClaims(sid)) == 0 {
 				kept = append(kept, srv.endKeptLocked(now, k, locktable.ReasonMoved)...)
@@ -182,7 +176,7 @@ func (srv *Server) handOverSessionsLocked(now time.Time, plan *clustercore.Hando
 		s := srv.claims[sid]
 		o, _ := s.origin()
 		ms := moveSession{Session: sid, Origin: o}
-		if s.forwarded {
+		if tell == clustercore.HandoffTellMoved {
 			s.sendMovedLocked(plan.MovedIDs(sid))
 			delivered = append(delivered, delivery{to: s, flush: true})
 		} else {

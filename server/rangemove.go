@@ -18,7 +18,7 @@ import (
 //
 // At the export the prior owner P takes every moving key out of its
 // range table (rangelock.TakeKeys): it grants nothing there again. The
-// held ranges of sessions that continue (srv.continues: an open version
+// held ranges of sessions that continue (clustercore's Continues: an open version
 // 2 session, on P or relayed by another node) go to the new owner N in
 // the move state, each with its session's origin and lease; a waiting
 // set is answered unavailable (the client asks again, at N: range
@@ -111,15 +111,13 @@ func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) 
 // rangeHandoffSessionLocked is what a range export needs to know of
 // session sid (clustercore.PlanHandoffRanges). Called with srv.mu held.
 func (srv *Server) rangeHandoffSessionLocked(sid rangelock.SessionID) clustercore.HandoffRangeSession {
-	s := srv.claims[locktable.SessionID(sid)]
-	hs := clustercore.HandoffRangeSession{Lease: srv.ranges.leases[sid]}
-	if s == nil {
-		return hs
-	}
-	hs.Continues, hs.Forwarded, hs.V2 = srv.continues(s.id), s.forwarded, s.v2 != nil
-	hs.Origin, _ = s.origin()
-	if hs.V2 && s.v2.resume != nil {
-		hs.Resume = s.v2.resume.hash[:]
+	hs := clustercore.HandoffRangeSession{HandoffSessionFacts: srv.handoffFactsLocked(locktable.SessionID(sid)),
+		Lease: srv.ranges.leases[sid]}
+	if s := srv.claims[locktable.SessionID(sid)]; s != nil {
+		hs.Origin, _ = s.origin()
+		if s.v2 != nil && s.v2.resume != nil {
+			hs.Resume = s.v2.resume.hash[:]
+		}
 	}
 	return hs
 }

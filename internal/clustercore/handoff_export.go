@@ -85,6 +85,64 @@ func (e HandoffLater) Error() string {
 // waits at most this much longer.
 func (HandoffLater) RetryAfter() time.Duration { return 20 * time.Millisecond }
 
+// HandoffSessionFacts is what the hand-off's rules need to know of a
+// session with claims or range locks on moving names.
+type HandoffSessionFacts struct {
+	Clustered bool // the node is a cluster node (it has a router)
+	V2        bool // a version 2 session registered here (it may be closing)
+	Closing   bool
+	// Kept: a kept session (its connection broke, or a planned change
+	// installed its claims here and nobody adopted them yet).
+	Kept      bool
+	Forwarded bool // relayed by another node, its host
+	HasOrigin bool // the origin it stands for is known (a relayed session's hop header named it)
+}
+
+// Continues reports whether the claims of the session continue across a
+// move: an open version 2 session, of a client connected to this node or
+// relayed by another (whose origin the hop header named).
+func (f HandoffSessionFacts) Continues() bool {
+	return f.Clustered && f.V2 && !f.Closing && !f.Kept && f.HasOrigin
+}
+
+// MovesOn reports whether the claims of the session are handed over in a
+// planned change rather than ended: those of a session that continues,
+// and those of a kept session. A kept session's client cannot be told,
+// so its claims go to the new owner as they are, still kept for the
+// session's origin, expiring a lease after it was last heard (the
+// continuation model hands abandoned records over the same way; its
+// mutation export-drops-abandoned ends them instead).
+func (f HandoffSessionFacts) MovesOn() bool {
+	return f.Clustered && (f.Kept || f.Continues())
+}
+
+// HandoffTell is how a session whose claims were exported hears of it.
+type HandoffTell int
+
+const (
+	// HandoffAsKept: a kept session's record goes to the new owner as it
+	// is (its origin and hashes); it ends here once it has no claim left.
+	HandoffAsKept HandoffTell = iota
+	// HandoffTellMoved: the relaying node of an upstream session is told
+	// MOVED for each claim (MovedIDs), in order with everything else.
+	HandoffTellMoved
+	// HandoffStartMoving: the claims of a session on this node start
+	// moving; its host adopts them at the new owner with a move secret,
+	// whose hash the new owner gets.
+	HandoffStartMoving
+)
+
+// Tell says how the session hears that its exported claims moved.
+func (f HandoffSessionFacts) Tell() HandoffTell {
+	switch {
+	case f.Kept:
+		return HandoffAsKept
+	case f.Forwarded:
+		return HandoffTellMoved
+	}
+	return HandoffStartMoving
+}
+
 // HandoffClaim is one exported claim of a session, with its lock's name
 // and limit.
 type HandoffClaim struct {
@@ -192,14 +250,10 @@ func (p *HandoffExport) Encode(sessions map[locktable.SessionID]HandoffSession, 
 // HandoffRangeSession is what a range export needs to know of a session
 // with range locks on a moving key.
 type HandoffRangeSession struct {
-	// Continues: an open version 2 session, of a client on this node or
-	// relayed by another, whose range locks go to the new owner.
-	Continues bool
-	Forwarded bool // relayed by another node (its host)
-	V2        bool
-	Origin    locktable.Origin
-	Lease     time.Duration
-	Resume    []byte // the hash of a resumable session's own secret, or nil
+	HandoffSessionFacts
+	Origin locktable.Origin
+	Lease  time.Duration
+	Resume []byte // the hash of a resumable session's own secret, or nil
 }
 
 // HandoffKeyRanges are the range locks of one continuing session on one
@@ -255,7 +309,7 @@ func PlanHandoffRanges(on map[string][]rangelock.SessionID, held []rangelock.Key
 	// before which the relaying node still mirrors the key's locks.
 	for _, w := range waiting {
 		ss := session(w.Owner.Session)
-		if !ss.Continues {
+		if !ss.Continues() {
 			continue // it ends
 		}
 		a := HandoffRangeAnswer{Session: w.Owner.Session, Tag: uint32(w.Tag), Status: protocol.RangeUnavailable}
@@ -284,7 +338,7 @@ func handoffRangeGates(on map[string][]rangelock.SessionID, newOwner func(key st
 		var lease time.Duration
 		for _, sid := range on[key] {
 			ss := session(sid)
-			if ss.Continues {
+			if ss.Continues() {
 				continue
 			}
 			lease = max(lease, ss.Lease)
@@ -318,7 +372,7 @@ func handoffHeldRanges(held []rangelock.KeyLock, newOwner func(key string) strin
 	for _, kl := range held {
 		sid := kl.Lock.Owner.Session
 		ss := session(sid)
-		if !ss.Continues {
+		if !ss.Continues() {
 			continue // its session ends; the key is gated
 		}
 		to := newOwner(kl.Key)

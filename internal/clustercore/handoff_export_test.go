@@ -108,6 +108,43 @@ func TestPlanHandoffExport(t *testing.T) {
 	}
 }
 
+func TestHandoffSessionFacts(t *testing.T) {
+	direct := HandoffSessionFacts{Clustered: true, V2: true, HasOrigin: true}
+	with := func(change func(*HandoffSessionFacts)) HandoffSessionFacts {
+		f := direct
+		change(&f)
+		return f
+	}
+	tests := []struct {
+		name               string
+		f                  HandoffSessionFacts
+		continues, movesOn bool
+		tell               HandoffTell
+	}{
+		{"version 2 session on this node", direct, true, true, HandoffStartMoving},
+		{"relayed session", with(func(f *HandoffSessionFacts) { f.Forwarded = true }), true, true, HandoffTellMoved},
+		{"kept session", HandoffSessionFacts{Clustered: true, Kept: true}, false, true, HandoffAsKept},
+		{"kept, its upstream still registered", with(func(f *HandoffSessionFacts) { f.Kept, f.Forwarded = true, true }), false, true, HandoffAsKept},
+		{"kept, not a cluster node", HandoffSessionFacts{Kept: true}, false, false, HandoffAsKept},
+		{"not a cluster node", with(func(f *HandoffSessionFacts) { f.Clustered = false }), false, false, HandoffStartMoving},
+		{"version 1", with(func(f *HandoffSessionFacts) { f.V2 = false }), false, false, HandoffStartMoving},
+		{"closing", with(func(f *HandoffSessionFacts) { f.Closing = true }), false, false, HandoffStartMoving},
+		{"gone", HandoffSessionFacts{Clustered: true}, false, false, HandoffStartMoving},
+		{"relayed without an origin", with(func(f *HandoffSessionFacts) { f.Forwarded, f.HasOrigin = true, false }), false, false, HandoffTellMoved},
+	}
+	for _, tt := range tests {
+		if got := tt.f.Continues(); got != tt.continues {
+			t.Errorf("%s: continues %v, want %v", tt.name, got, tt.continues)
+		}
+		if got := tt.f.MovesOn(); got != tt.movesOn {
+			t.Errorf("%s: moves on %v, want %v", tt.name, got, tt.movesOn)
+		}
+		if got := tt.f.Tell(); got != tt.tell {
+			t.Errorf("%s: told %v, want %v", tt.name, got, tt.tell)
+		}
+	}
+}
+
 func TestHandoffLater(t *testing.T) {
 	var later interface{ RetryAfter() time.Duration }
 	var err error = HandoffLater{Holders: 2}
@@ -125,12 +162,15 @@ func TestHandoffLater(t *testing.T) {
 }
 
 func TestPlanHandoffRanges(t *testing.T) {
+	continuing := HandoffSessionFacts{Clustered: true, V2: true, HasOrigin: true}
+	relayed, closing, v1 := continuing, continuing, continuing
+	relayed.Forwarded, closing.Closing, v1.V2 = true, true, false
 	hash := make([]byte, protocol.SecretHashLen)
 	sessions := map[rangelock.SessionID]HandoffRangeSession{
-		1: {Continues: true, V2: true, Origin: locktable.Origin{Node: "n0", Session: 1}, Lease: 2 * time.Second, Resume: hash},
-		2: {Continues: true, V2: true, Forwarded: true, Origin: locktable.Origin{Node: "r", Session: 9}, Lease: time.Second},
-		3: {V2: true, Lease: 5 * time.Second}, // does not continue: ends
-		4: {Lease: 3 * time.Second},           // version 1: its lease gates, no end here
+		1: {HandoffSessionFacts: continuing, Origin: locktable.Origin{Node: "n0", Session: 1}, Lease: 2 * time.Second, Resume: hash},
+		2: {HandoffSessionFacts: relayed, Origin: locktable.Origin{Node: "r", Session: 9}, Lease: time.Second},
+		3: {HandoffSessionFacts: closing, Lease: 5 * time.Second}, // does not continue: ends
+		4: {HandoffSessionFacts: v1, Lease: 3 * time.Second},      // version 1: its lease gates, no end here
 	}
 	session := func(sid rangelock.SessionID) HandoffRangeSession { return sessions[sid] }
 	lock := func(key string, sid rangelock.SessionID, owner rangelock.OwnerID, start uint64) rangelock.KeyLock {
