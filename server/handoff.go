@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -63,22 +63,14 @@ func (srv *Server) evict(gone func(name string) bool) int {
 }
 
 // Install installs a state another node exported for this one: its
-// version 2 claims, detached until their hosts adopt them (move_install.go). A
-// state of the previous version (a list of locks) must be empty.
+// version 2 claims, detached until their hosts adopt them
+// (move_install.go), its range gates and ranges. The state is decoded
+// and checked first (clustercore.DecodeHandoff): a bad one changes
+// nothing.
 func (srv *Server) Install(from string, state json.RawMessage) error {
 	srv.init()
-	if len(state) > 0 && state[0] == '[' {
-		var locks []locktable.LockState
-		if err := json.Unmarshal(state, &locks); err != nil {
-			return fmt.Errorf("server: hand-off from %s: %w", from, err)
-		}
-		if len(locks) > 0 {
-			return fmt.Errorf("server: hand-off from %s carries %d locks without their sessions", from, len(locks))
-		}
-		return nil
-	}
-	var ms moveState
-	if err := json.Unmarshal(state, &ms); err != nil {
+	ms, err := clustercore.DecodeHandoff(state)
+	if err != nil {
 		return fmt.Errorf("server: hand-off from %s: %w", from, err)
 	}
 	srv.gateRanges(ms.RangeGates)
@@ -86,5 +78,5 @@ func (srv *Server) Install(from string, state json.RawMessage) error {
 	if len(ms.Locks) == 0 {
 		return nil
 	}
-	return srv.installMoved(from, &ms)
+	return srv.installMoved(from, ms)
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -43,42 +44,23 @@ import (
 // an idle time of zero: N's lease of a detached claim runs from the
 // install, after every confirmation the client was given (late is safe).
 //
-// This file holds what the roles share: the hand-off's format (moveState)
-// and MOVED's code. Each role has its own file: move_export.go (the prior
-// owner), move_install.go (the new owner), move_host.go (the node whose
-// session re-routes its moving claims to the new owner).
+// This file holds what the roles share: MOVED's code and the names the
+// roles use for the hand-off's format, which is internal/clustercore's
+// (HandoffState, handoff_export.go): the core decides what each side
+// exports and installs. Each role has its own file: move_export.go (the
+// prior owner), move_install.go (the new owner), move_host.go (the node
+// whose session re-routes its moving claims to the new owner).
 
-// moveState is the state a prior owner hands to one new owner: the locks
-// (claims named by the prior owner's session ids) and, per session, its
-// origin and the hashes of the secrets that may adopt its claims.
-type moveState struct {
-	Locks    []locktable.LockState `json:"locks"`
-	Sessions []moveSession         `json:"sessions"`
-	// RangeGates are the keys that move with range locks or waiting
-	// requests on them, which the new owner grants no range lock on for
-	// LeaseMS after the install (relayranges.go): the prior owner ends
-	// the sessions that held or waited for them, whose clients may
-	// believe until their give-up.
-	RangeGates []rangeGate `json:"range_gates,omitempty"`
-	// Ranges are the range locks held on moving keys by sessions that
-	// continue, which the new owner keeps for their hosts to adopt
-	// (rangemove.go).
-	Ranges []movedRange `json:"ranges,omitempty"`
-}
+// moveSession is one session of a hand-off's state: its origin and the
+// hashes of the secrets that may adopt its claims.
+type moveSession = clustercore.HandoffSession
 
-// rangeGate is one key of moveState.RangeGates: the longest lease of the
-// sessions that held or waited for range locks on it.
-type rangeGate struct {
-	Key     string `json:"key"`
-	LeaseMS uint32 `json:"lease_ms"`
-}
-
-// moveSession is one session of a moveState.
-type moveSession struct {
-	Session locktable.SessionID `json:"session"` // as in Locks
-	Origin  locktable.Origin    `json:"origin"`
-	Adopt   []byte              `json:"adopt"`            // SHA-256 of the host's move secret
-	Resume  []byte              `json:"resume,omitempty"` // SHA-256 of a resumable session's own secret
+// moveClaim is one exported claim of a session, with its lock's name and
+// limit.
+type moveClaim struct {
+	cs    locktable.ClaimState
+	name  string
+	limit uint32
 }
 
 // codeMoved is the claim-level code of MOVED, a hop-only frame

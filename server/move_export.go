@@ -2,13 +2,11 @@ package server
 
 import (
 	"encoding/json"
-	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -18,35 +16,28 @@ import (
 // a planned change"). Export tells the version 1 holders on the moving
 // names and waits for them to go (tellMoving), ends the claims that do
 // not continue, and takes the others out of the table with their
-// sessions' origins, encoding a moveState for each new owner. Its
-// upstream sessions tell their relaying nodes MOVED for the claims that
-// left (sendMovedLocked) and answer a RELEASE of one MOVED too.
+// sessions' origins, encoding a state for each new owner as the core
+// plans it (clustercore.HandoffExport). Its upstream sessions tell their
+// relaying nodes MOVED for the claims that left (sendMovedLocked) and
+// answer a RELEASE of one MOVED too.
 // The new owner's side is in move_install.go, the host's in move_host.go.
 
-// continues reports whether the claims of session sid continue across a
-// move: an open version 2 session, of a client connected to this node or
-// relayed by another (whose origin the hop header named). Called with
-// srv.mu held.
-func (srv *Server) continues(sid locktable.SessionID) bool {
-	s := srv.claims[sid]
-	if s == nil || s.v2 == nil || s.closing.Load() || srv.isKeptLocked(sid) || srv.Router == nil {
-		return false
+// handoffFactsLocked is what the hand-off's rules need to know of
+// session sid (clustercore.HandoffSessionFacts). Called with srv.mu held.
+func (srv *Server) handoffFactsLocked(sid locktable.SessionID) clustercore.HandoffSessionFacts {
+	f := clustercore.HandoffSessionFacts{Clustered: srv.Router != nil, Kept: srv.isKeptLocked(sid)}
+	if s := srv.claims[sid]; s != nil {
+		f.Closing, f.V2, f.Forwarded = s.closing.Load(), s.v2 != nil, s.forwarded
+		_, f.HasOrigin = s.origin()
 	}
-	_, ok := s.origin()
-	return ok
+	return f
 }
 
 // movesOn reports whether the claims of session sid are handed over in
-// a planned change rather than ended: those of a session that continues,
-// and those of a kept session (resume.go, or claims a planned change
-// installed here that nobody adopted yet). A kept session's client
-// cannot be told, so its claims go to the new owner as they are, still
-// kept for the session's origin, expiring a lease after it was last
-// heard (the continuation model hands abandoned records over the same
-// way; its mutation export-drops-abandoned ends them instead). Called
+// a planned change rather than ended (clustercore's MovesOn). Called
 // with srv.mu held.
 func (srv *Server) movesOn(sid locktable.SessionID) bool {
-	return srv.Router != nil && (srv.isKeptLocked(sid) || srv.continues(sid))
+	return srv.handoffFactsLocked(sid).MovesOn()
 }
 
 // origin returns the origin a session stands for: this node and its id,
@@ -120,25 +111,27 @@ func (s *session) claimUses(id uint32) {
 // at the new owner); the others are ended for the reason "moved", as
 // before: version 1 sessions get ERROR 0x01 and are closed, other
 // version 2 claims REVOKED(claim, 0x03). It returns the state to install
-// on each new owner.
+// on each new owner. What leaves, and how, is clustercore's
+// (handoff_export.go); this takes it out of the tables and tells the
+// sessions.
 func (srv *Server) Export(newOwner func(name string) string) (map[string]json.RawMessage, error) {
 	srv.init()
 	moving := func(name string) bool { return newOwner(name) != "" }
 	if n := srv.tellMoving(moving); n > 0 {
-		return nil, exportLater{holders: n}
+		return nil, clustercore.HandoffLater{Holders: n}
 	}
 	srv.mu.Lock()
 	now := time.Now()
-	handedRanges, gates, rangeSessions, rangeDs := srv.exportRangesLocked(now, newOwner)
+	rx, rangeSessions, rangeDs := srv.exportRangesLocked(now, newOwner)
 	res := srv.table.EvictExcept(now, moving, srv.movesOn, protocol.CodeShuttingDown, protocol.CodeNotOwner)
 	ended := len(res.Events)
 	ds := srv.commit(now, res)
 	locks := srv.table.Export(now, moving)
 	ds = append(ds, srv.commit(now, srv.table.Evict(now, moving, 0, 0))...)
-	plan := srv.planExportLocked(locks, newOwner)
-	hashes, delivered, keptDs := srv.handOverSessionsLocked(now, plan.perSession)
+	plan := clustercore.PlanHandoffExport(locks, newOwner, srv.isKeptLocked)
+	hashes, delivered, keptDs := srv.handOverSessionsLocked(now, plan)
 	ds = append(ds, keptDs...)
-	out, err := plan.encode(hashes, gates, handedRanges)
+	out, err := plan.Encode(hashes, rx.Gates, rx.Handed)
 	srv.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -149,58 +142,15 @@ func (srv *Server) Export(newOwner func(name string) string) (map[string]json.Ra
 	for _, s := range rangeSessions {
 		s.closeWithError(protocol.CodeShuttingDown)
 	}
-	for sid := range plan.perSession {
+	for sid := range plan.PerSession {
 		if s := srv.session(sid); s != nil && !s.forwarded {
 			s.kickMoving()
 		}
 	}
-	if ended > 0 || plan.claims > 0 {
-		srv.Logger.Info("planned change: claims on names moving to another node handed over", "continuing", plan.claims, "ended", ended)
+	if ended > 0 || plan.Claims > 0 {
+		srv.Logger.Info("planned change: claims on names moving to another node handed over", "continuing", plan.Claims, "ended", ended)
 	}
 	return out, nil
-}
-
-// exportPlan is what Export hands over: the state for each new owner,
-// and the exported claims of each session.
-type exportPlan struct {
-	states     map[string]*moveState // by new owner
-	perSession map[locktable.SessionID][]moveClaim
-	sessionsOf map[string]map[locktable.SessionID]bool // by new owner
-	claims     int                                     // the claims exported
-}
-
-// planExportLocked sorts the exported locks by new owner and their
-// claims by session. A continuing session is heard from by its host
-// until its claims are adopted, so their idle time becomes zero; a kept
-// one keeps the time it was last heard. Called with srv.mu held.
-func (srv *Server) planExportLocked(locks []locktable.LockState, newOwner func(name string) string) *exportPlan {
-	p := &exportPlan{
-		states:     map[string]*moveState{},
-		perSession: map[locktable.SessionID][]moveClaim{},
-		sessionsOf: map[string]map[locktable.SessionID]bool{},
-	}
-	for _, ls := range locks {
-		to := newOwner(ls.Name)
-		st := p.states[to]
-		if st == nil {
-			st = &moveState{}
-			p.states[to] = st
-			p.sessionsOf[to] = map[locktable.SessionID]bool{}
-		}
-		for _, claims := range [][]locktable.ClaimState{ls.Holders, ls.Waiters} {
-			for i := range claims {
-				if !srv.isKeptLocked(claims[i].Session) {
-					claims[i].Idle = 0
-				}
-				cs := claims[i]
-				p.perSession[cs.Session] = append(p.perSession[cs.Session], moveClaim{cs, ls.Name, ls.Limit})
-				p.sessionsOf[to][cs.Session] = true
-			}
-		}
-		p.claims += len(ls.Holders) + len(ls.Waiters)
-		st.Locks = append(st.Locks, ls)
-	}
-	return p
 }
 
 // handOverSessionsLocked marks the exported claims of each session as
@@ -210,11 +160,13 @@ func (srv *Server) planExportLocked(locks []locktable.LockState, newOwner func(n
 // relaying node is told MOVED, delivered), and those of a session on
 // this node, whose claims start moving (startMoving). Called with srv.mu
 // held.
-func (srv *Server) handOverSessionsLocked(now time.Time, perSession map[locktable.SessionID][]moveClaim) (
+func (srv *Server) handOverSessionsLocked(now time.Time, plan *clustercore.HandoffExport) (
 	hashes map[locktable.SessionID]moveSession, delivered, kept []delivery) {
 	hashes = map[locktable.SessionID]moveSession{}
-	for sid, cs := range perSession {
-		if k := srv.resume.byID[sid]; k != nil {
+	for _, sid := range plan.Sessions() {
+		tell := srv.handoffFactsLocked(sid).Tell()
+		if tell == clustercore.HandoffAsKept {
+			k := srv.resume.byID[sid]
 			hashes[sid] = k.handedOver()
 			if len(srv.table.SessionClaims(sid)) == 0 {
 				kept = append(kept, srv.endKeptLocked(now, k, locktable.ReasonMoved)...)
@@ -224,14 +176,14 @@ func (srv *Server) handOverSessionsLocked(now time.Time, perSession map[locktabl
 		s := srv.claims[sid]
 		o, _ := s.origin()
 		ms := moveSession{Session: sid, Origin: o}
-		if s.forwarded {
-			ids := make([]locktable.ClaimID, len(cs))
-			for i, c := range cs {
-				ids[i] = c.cs.Claim
-			}
-			s.sendMovedLocked(ids)
+		if tell == clustercore.HandoffTellMoved {
+			s.sendMovedLocked(plan.MovedIDs(sid))
 			delivered = append(delivered, delivery{to: s, flush: true})
 		} else {
+			cs := make([]moveClaim, 0, len(plan.PerSession[sid]))
+			for _, c := range plan.PerSession[sid] {
+				cs = append(cs, moveClaim{c.State, c.Name, c.Limit})
+			}
 			hash := s.startMoving(now, cs)
 			ms.Adopt = hash[:]
 		}
@@ -241,36 +193,6 @@ func (srv *Server) handOverSessionsLocked(now time.Time, perSession map[locktabl
 		hashes[sid] = ms
 	}
 	return hashes, delivered, kept
-}
-
-// encode adds the sessions (by id), the range gates and the handed-over
-// ranges to the state of each new owner, and encodes it.
-func (p *exportPlan) encode(hashes map[locktable.SessionID]moveSession, gates map[string][]rangeGate,
-	ranges map[string][]movedRange) (map[string]json.RawMessage, error) {
-	stateFor := func(to string) *moveState {
-		if p.states[to] == nil {
-			p.states[to] = &moveState{}
-		}
-		return p.states[to]
-	}
-	for to, gs := range gates {
-		stateFor(to).RangeGates = gs
-	}
-	for to, rs := range ranges {
-		stateFor(to).Ranges = rs
-	}
-	out := map[string]json.RawMessage{}
-	for to, st := range p.states {
-		for _, sid := range slices.Sorted(maps.Keys(p.sessionsOf[to])) {
-			st.Sessions = append(st.Sessions, hashes[sid])
-		}
-		b, err := json.Marshal(st)
-		if err != nil {
-			return nil, err
-		}
-		out[to] = b
-	}
-	return out, nil
 }
 
 // tellMoving tells the version 1 holders on the moving names that the
@@ -307,34 +229,9 @@ func (srv *Server) tellMoving(moving func(name string) bool) (left int) {
 	return left
 }
 
-// exportLater is Export's error while holders of moving names that do
-// not continue are still there (tellMoving): the hand-off is tried again
-// after RetryAfter, and meanwhile whatever else a node must do (end the
-// claims on names it no longer owns once the change commits without its
-// hand-off) is not held up.
-type exportLater struct{ holders int }
-
-func (e exportLater) Error() string {
-	return fmt.Sprintf("server: %d holders of moving names told, not gone yet", e.holders)
-}
-
-// RetryAfter is how soon Export may be called again. Each call scans
-// the table for the moving names under srv.mu, so not too often: a told
-// holder hangs up in about a round trip, and the move waits at most this
-// much longer.
-func (exportLater) RetryAfter() time.Duration { return 20 * time.Millisecond }
-
 // session returns open session sid, or nil.
 func (srv *Server) session(sid locktable.SessionID) *session {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	return srv.claims[sid]
-}
-
-// moveClaim is one exported claim of a session, with its lock's name and
-// limit.
-type moveClaim struct {
-	cs    locktable.ClaimState
-	name  string
-	limit uint32
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,6 +169,52 @@ func TestMoveInstallFormats(t *testing.T) {
 	if err := mp.owner.Install(priorNode, json.RawMessage(`[{"name":"x"}]`)); err == nil {
 		t.Error("install of locks without sessions succeeded")
 	}
+}
+
+// A hand-off state that no prior owner exports (here a session's adopt
+// hash of the wrong size) is refused before anything of it is installed:
+// neither its range locks nor its range gates.
+func TestMoveInstallBadStateChangesNothing(t *testing.T) {
+	mp := startMovePair(t)
+	const state = `{"locks":[{"name":"x","holders":[{"session":1,"claim":1,"mode":1,"token":5,"lease":60000000000}]}],
+		"sessions":[{"session":1,"origin":{"node":"p1","session":1},"adopt":"AAAA"}],
+		"range_gates":[{"key":"g","lease_ms":60000}],
+		"ranges":[{"key":"f","origin":{"node":"p1","session":1},"owner":7,"type":2,"start":0,"end":9,"lease_ms":60000}]}`
+	err := mp.owner.Install(priorNode, json.RawMessage(state))
+	if err == nil || !strings.Contains(err.Error(), "bad secret hash") {
+		t.Fatalf("install of a bad state: %v, want an error naming the bad secret hash", err)
+	}
+	if keys := mp.owner.RangeKeys(); len(keys) != 0 {
+		t.Errorf("range locks installed from a refused state: %v", keys)
+	}
+	if _, ok := mp.owner.Lock("x"); ok {
+		t.Error("lock x installed from a refused state")
+	}
+	mp.commit(only("g"))
+	d := mp.owner.dialV2(t, longLease, "host-d")
+	d.mustWrite(rangeFrame(1, protocol.RangeSet, 0, protocol.LockWrite, 1, 0, 0, "g"))
+	d.expectRange(1, protocol.RangeGranted) // not gated
+}
+
+// Two sessions of one origin in a hand-off (a kept session and the
+// upstream session that replaced it, both with claims at the export)
+// become one detached session at the new owner: nobody adopting it, all
+// its claims expire a lease after the install, and their names are
+// granted again.
+func TestMoveInstallOneSessionPerOrigin(t *testing.T) {
+	mp := startMovePair(t)
+	const state = `{"locks":[{"name":"x","holders":[{"session":1,"claim":1,"mode":1,"token":5,"lease":300000000}]},
+		{"name":"y","holders":[{"session":2,"claim":2,"mode":1,"token":6,"lease":300000000}]}],
+		"sessions":[{"session":1,"origin":{"node":"r","session":9}},{"session":2,"origin":{"node":"r","session":9}}]}`
+	if err := mp.owner.Install(priorNode, json.RawMessage(state)); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	mp.ownerR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
+	b := mp.owner.dialV2(t, longLease, "b")
+	b.mustQueue(1, excl2, 0, "x")
+	b.mustQueue(2, excl2, 0, "y")
+	b.expectPromoted(1)
+	b.expectPromoted(2)
 }
 
 // epochTokens counts up from next.

@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 //
 // At the export the prior owner P takes every moving key out of its
 // range table (rangelock.TakeKeys): it grants nothing there again. The
-// held ranges of sessions that continue (srv.continues: an open version
+// held ranges of sessions that continue (clustercore's Continues: an open version
 // 2 session, on P or relayed by another node) go to the new owner N in
 // the move state, each with its session's origin and lease; a waiting
 // set is answered unavailable (the client asks again, at N: range
@@ -46,25 +45,6 @@ import (
 // after it began moving at the host, or that N no longer keeps for the
 // session, ends the session (ERROR 0x03): its client must stop believing
 // in range locks nobody keeps.
-
-// standInBit marks the range-table session ids of stand-ins: the real
-// sessions' ids count up from 1 and never reach it.
-const standInBit = 1 << 63
-
-// movedRange is one held range of a moveState (Export, Install).
-type movedRange struct {
-	Key     string           `json:"key"`
-	Flock   bool             `json:"flock,omitempty"`
-	Origin  locktable.Origin `json:"origin"`
-	Owner   uint64           `json:"owner"`
-	Type    uint8            `json:"type"`
-	Start   uint64           `json:"start"`
-	End     uint64           `json:"end"`
-	LeaseMS uint32           `json:"lease_ms"`
-	// Hash is the secret hash of a resumable session: its client may
-	// re-assert the ranges through another node (rangeresume.go).
-	Hash []byte `json:"hash,omitempty"`
-}
 
 // standIn holds, at a new owner, the range locks handed over for one
 // origin until its host adopts them.
@@ -93,178 +73,88 @@ type rangeMove struct {
 }
 
 // exportRangesLocked takes the moving keys out of the range table and
-// returns, per new owner, the held ranges of the sessions that continue
-// and the gates of the keys where a session that does not continue held
-// or waited, with the sessions to end (ERROR 0x01) and the deliveries of
-// the answers it appended. A gate lasts the longest lease of those
-// sessions: each such client stops believing within 0.8 of it after the
-// send time of its last request answered here, which came before the
-// export, so before the install. The waiters count too, although this
-// node grants nothing on the key after the export: a session's lease
-// is as long as its belief, whatever it held (cluster-ranges,
-// range-gate-holders-only). Called with srv.mu held.
+// returns what clustercore decides of them (PlanHandoffRanges): per new
+// owner, the held ranges of the sessions that continue and the gates of
+// the keys where a session that does not continue held or waited; with
+// the sessions to end (ERROR 0x01) and the deliveries of the answers it
+// appended. Called with srv.mu held.
 func (srv *Server) exportRangesLocked(now time.Time, newOwner func(name string) string) (
-	handed map[string][]movedRange, gates map[string][]rangeGate, ending []*session, ds []delivery) {
+	x *clustercore.HandoffRangeExport, ending []*session, ds []delivery) {
 	rs := &srv.ranges
 	moving := func(key string) bool { return newOwner(key) != "" }
 	on := rs.table.SessionsOn(moving)
 	if on == nil {
-		return nil, nil, nil, nil
+		return &clustercore.HandoffRangeExport{}, nil, nil
 	}
-	gates, ends := srv.rangeGatesLocked(on, newOwner)
 	held, waiting := rs.table.TakeKeys(moving)
-	handed, moved := srv.handOverRangesLocked(held, newOwner)
-	flushed := map[*session]bool{}
-	for _, m := range moved {
-		if m.s.forwarded {
-			m.s.v2.appendPushOut(m.s, func(b []byte) []byte {
-				return protocol.AppendRangeAnswer(b, 0, protocol.RangeMoved, 0, protocol.Frame{Label: m.key})
-			})
-			flushed[m.s] = true
-		} else {
-			m.s.startRangeMove(now, m.key, m.locks)
-		}
+	x = clustercore.PlanHandoffRanges(on, held, waiting, newOwner, srv.rangeHandoffSessionLocked)
+	for _, m := range x.Moving {
+		srv.claims[locktable.SessionID(m.Session)].startRangeMove(now, m.Key, m.Locks)
 	}
-	// The waiting sets after the MOVED of their session's held ranges,
-	// before which the relaying node still mirrors the key's locks.
-	for _, w := range waiting {
-		s := srv.claims[locktable.SessionID(w.Owner.Session)]
-		if s == nil || s.v2 == nil || ends[s] {
-			continue
-		}
-		st, l := protocol.RangeUnavailable, protocol.Frame{}
-		if s.forwarded {
-			st, l.Label = protocol.RangeMoved, w.Key // the relaying node answers unavailable
-		}
+	flushed := map[*session]bool{}
+	for _, a := range x.Answers {
+		s := srv.claims[locktable.SessionID(a.Session)]
 		s.v2.appendPushOut(s, func(b []byte) []byte {
-			return protocol.AppendRangeAnswer(b, uint32(w.Tag), st, 0, l)
+			return protocol.AppendRangeAnswer(b, a.Tag, a.Status, 0, protocol.Frame{Label: a.Label})
 		})
 		flushed[s] = true
 	}
 	for s := range flushed {
 		ds = append(ds, delivery{to: s, flush: true})
 	}
-	for s := range ends {
-		ending = append(ending, s)
+	for _, sid := range x.Ending {
+		ending = append(ending, srv.claims[locktable.SessionID(sid)])
 	}
-	return handed, gates, ending, ds
+	return x, ending, ds
 }
 
-// rangeGatesLocked returns, per new owner, the gates of the moving keys
-// (on: the sessions on each) where a session that does not continue held
-// or waited, and the version 2 sessions among those, which end. Called
-// with srv.mu held.
-func (srv *Server) rangeGatesLocked(on map[string][]rangelock.SessionID, newOwner func(name string) string) (
-	gates map[string][]rangeGate, ends map[*session]bool) {
-	rs := &srv.ranges
-	ends = map[*session]bool{}
-	gates = map[string][]rangeGate{}
-	for _, key := range slices.Sorted(maps.Keys(on)) {
-		var lease time.Duration
-		for _, sid := range on[key] {
-			if srv.continues(locktable.SessionID(sid)) {
-				continue
-			}
-			lease = max(lease, rs.leases[sid])
-			if s := srv.claims[locktable.SessionID(sid)]; s != nil && s.v2 != nil {
-				ends[s] = true
-			}
-		}
-		if lease > 0 {
-			to := newOwner(key)
-			gates[to] = append(gates[to], rangeGate{Key: key, LeaseMS: protocol.LeaseMS(lease)})
+// rangeHandoffSessionLocked is what a range export needs to know of
+// session sid (clustercore.PlanHandoffRanges). Called with srv.mu held.
+func (srv *Server) rangeHandoffSessionLocked(sid rangelock.SessionID) clustercore.HandoffRangeSession {
+	hs := clustercore.HandoffRangeSession{HandoffSessionFacts: srv.handoffFactsLocked(locktable.SessionID(sid)),
+		Lease: srv.ranges.leases[sid]}
+	if s := srv.claims[locktable.SessionID(sid)]; s != nil {
+		hs.Origin, _ = s.origin()
+		if s.v2 != nil && s.v2.resume != nil {
+			hs.Resume = s.v2.resume.hash[:]
 		}
 	}
-	return gates, ends
-}
-
-// sessionRanges are the range locks of one session on one moving key.
-type sessionRanges struct {
-	s     *session
-	key   string
-	locks []rangelock.KeyLock
-}
-
-// handOverRangesLocked returns, per new owner, the held range locks of
-// the sessions that continue, and those locks by session and key, in the
-// order of their first lock in held. The others' sessions end, and their
-// keys are gated. Called with srv.mu held.
-func (srv *Server) handOverRangesLocked(held []rangelock.KeyLock, newOwner func(name string) string) (
-	handed map[string][]movedRange, moved []sessionRanges) {
-	rs := &srv.ranges
-	handed = map[string][]movedRange{}
-	type sessionKey struct {
-		s   *session
-		key string
-	}
-	at := map[sessionKey]int{} // index in moved
-	for _, kl := range held {
-		s := srv.claims[locktable.SessionID(kl.Lock.Owner.Session)]
-		if s == nil || !srv.continues(s.id) {
-			continue // its session ends; the key is gated
-		}
-		o, _ := s.origin()
-		to := newOwner(kl.Key)
-		mr := movedRange{Key: kl.Key, Flock: kl.NS == rangelock.Flock, Origin: o,
-			Owner: uint64(kl.Lock.Owner.ID), Type: uint8(kl.Lock.Type), Start: kl.Lock.Range.Start, End: kl.Lock.Range.End,
-			LeaseMS: protocol.LeaseMS(rs.leases[kl.Lock.Owner.Session])}
-		if r := s.v2.resume; r != nil {
-			mr.Hash = r.hash[:]
-		}
-		handed[to] = append(handed[to], mr)
-		sk := sessionKey{s, kl.Key}
-		i, ok := at[sk]
-		if !ok {
-			i = len(moved)
-			at[sk] = i
-			moved = append(moved, sessionRanges{s: s, key: kl.Key})
-		}
-		moved[i].locks = append(moved[i].locks, kl)
-	}
-	return handed, moved
+	return hs
 }
 
 // installRanges installs the range locks a planned change handed over,
-// each origin's under a stand-in that its host adopts (adoptRanges) or
-// that is dropped a lease after now.
-func (srv *Server) installRanges(from string, ranges []movedRange) {
+// each origin's under a stand-in (clustercore.PlanHandoffStandIns) that
+// its host adopts (adoptRanges) or that is dropped its lease after now.
+func (srv *Server) installRanges(from string, ranges []clustercore.HandoffRange) {
 	if len(ranges) == 0 {
 		return
 	}
 	srv.mu.Lock()
 	rs := &srv.ranges
 	failed := 0
-	for _, mr := range ranges {
-		st := rs.standIns[mr.Origin]
-		lease := time.Duration(mr.LeaseMS) * time.Millisecond
+	for _, plan := range clustercore.PlanHandoffStandIns(ranges) {
+		st := rs.standIns[plan.Origin]
 		if st == nil {
 			if rs.standIns == nil {
 				rs.standIns = map[locktable.Origin]*standIn{}
 			}
 			rs.lastStandIn++
-			st = &standIn{sid: rangelock.SessionID(standInBit | rs.lastStandIn)}
-			if len(mr.Hash) == secretHashLen {
-				st.hash = (*[secretHashLen]byte)(mr.Hash)
+			st = &standIn{sid: clustercore.StandInID(rs.lastStandIn), hash: plan.Hash}
+			rs.standIns[plan.Origin] = st
+			rs.labels[st.sid] = plan.Label()
+			o := plan.Origin
+			st.timer = time.AfterFunc(plan.Lease, func() { srv.dropStandIn(o, st) })
+		} else if plan.Lease > rs.leases[st.sid] {
+			st.timer.Reset(plan.Lease)
+		}
+		rs.leases[st.sid] = max(rs.leases[st.sid], plan.Lease)
+		for _, kl := range plan.Locks {
+			kl.Lock.Owner.Session = st.sid
+			if err := rs.table.Install(kl); err != nil {
+				failed++
+				srv.Logger.Error("planned change: a handed-over range lock cannot be installed", "from", from,
+					"key", kl.Key, "origin", fmt.Sprintf("%s/%d", plan.Origin.Node, plan.Origin.Session), "err", err)
 			}
-			rs.standIns[mr.Origin] = st
-			rs.labels[st.sid] = fmt.Sprintf("%s/%d (moving)", mr.Origin.Node, mr.Origin.Session)
-			o := mr.Origin
-			st.timer = time.AfterFunc(lease, func() { srv.dropStandIn(o, st) })
-		} else if lease > rs.leases[st.sid] {
-			st.timer.Reset(lease)
-		}
-		rs.leases[st.sid] = max(rs.leases[st.sid], lease)
-		ns := rangelock.POSIX
-		if mr.Flock {
-			ns = rangelock.Flock
-		}
-		err := rs.table.Install(rangelock.KeyLock{Key: mr.Key, NS: ns, Lock: rangelock.Lock{
-			Owner: rangelock.Owner{Session: st.sid, ID: rangelock.OwnerID(mr.Owner)},
-			Type:  rangelock.Type(mr.Type), Range: rangelock.Range{Start: mr.Start, End: mr.End}}})
-		if err != nil {
-			failed++
-			srv.Logger.Error("planned change: a handed-over range lock cannot be installed", "from", from,
-				"key", mr.Key, "origin", fmt.Sprintf("%s/%d", mr.Origin.Node, mr.Origin.Session), "err", err)
 		}
 	}
 	srv.mu.Unlock()
