@@ -11,7 +11,7 @@
 // rebooted since). A lock held by a dead process on a machine that never
 // comes back waits for an operator ('baton dirlock break').
 //
-// The steps, all in the shared directory DIR (see docs/dirlock.md; the
+// The steps, all in the shared directory DIR (see docs/design/2026-12-07-dirlock.md; the
 // model in internal/modelcheck, CheckDirlockSteps, checks them with a
 // crash between any two):
 //

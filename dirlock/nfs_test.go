@@ -15,7 +15,7 @@ const nfsSuperMagic = 0x6969
 
 // The contention test through NFS, where the atomic steps are the
 // server's: BATON_TEST_NFS_DIR names a writable directory on an NFS
-// mount (docs/dirlock.md "Testing on NFS" shows one way to make one).
+// mount (docs/design/2026-12-07-dirlock.md, "Testing on NFS", shows one way to make one).
 func TestContentionNFS(t *testing.T) {
 	dir := os.Getenv("BATON_TEST_NFS_DIR")
 	if dir == "" {

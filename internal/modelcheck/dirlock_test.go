@@ -13,13 +13,13 @@ func TestDirlockSeedModel(t *testing.T) {
 			t.Error(rep.Violation)
 		}
 	}
-	// Pinned so that a change in the model is noticed (docs/dirlock.md
+	// Pinned so that a change in the model is noticed (docs/design/2026-12-07-dirlock.md
 	// quotes it).
 	if rep := CheckDirlockSeed(DefaultDirlockConfig()); rep.States != 80 {
-		t.Errorf("seed model, 2 hosts × 2 processes: %d states, docs/dirlock.md says 80", rep.States)
+		t.Errorf("seed model, 2 hosts × 2 processes: %d states, docs/design/2026-12-07-dirlock.md says 80", rep.States)
 	}
 	if rep := CheckDirlockSeed(DirlockConfig{Hosts: 3, ProcsPerHost: 1}); rep.States != 44 {
-		t.Errorf("seed model, 3 hosts × 1 process: %d states, docs/dirlock.md says 44", rep.States)
+		t.Errorf("seed model, 3 hosts × 1 process: %d states, docs/design/2026-12-07-dirlock.md says 44", rep.States)
 	}
 }
 
@@ -39,7 +39,7 @@ func TestDirlockStepsModel(t *testing.T) {
 			t.Error(rep.Violation)
 		}
 		if cfg == DefaultDirlockConfig() && rep.States != 162756 {
-			t.Errorf("steps model, 2 hosts × 2 processes: %d states, docs/dirlock.md says 162,756", rep.States)
+			t.Errorf("steps model, 2 hosts × 2 processes: %d states, docs/design/2026-12-07-dirlock.md says 162,756", rep.States)
 		}
 	}
 }
