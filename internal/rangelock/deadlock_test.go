@@ -33,7 +33,7 @@ func TestDeadlockNoFalseAlarmFourOwners(t *testing.T) {
 	}
 }
 
-// refGraph is the wait-for graph of docs/posix-locks.md built from the
+// refGraph is the wait-for graph of docs/design/2026-12-07-range-locks.md built from the
 // table's public view, for reference: every waiting request's edges to
 // the owners of the conflicting holders and earlier waiters of its file.
 type refGraph struct {
