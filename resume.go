@@ -13,7 +13,8 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Resumable sessions (SessionOptions.Resumable; docs/client.md).
+// Resumable sessions (SessionOptions.Resumable; docs/client.md, and in
+// detail docs/design/2026-12-07-go-client.md).
 //
 // When the connection of a resumable session breaks (EOF, a reset, a
 // failed read or write, or the server's ERROR 0x01 or 0x03), the reader

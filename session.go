@@ -90,8 +90,8 @@ type SessionOptions struct {
 // range locks are re-asserted after its claims, each naming the session
 // it was held on; a range lock has no Lost of its own, so one that
 // cannot be kept ends the whole session (ErrReassertRefused, or
-// ErrNotResumed at the give-up at the break). See docs/client.md,
-// "Resumable sessions".
+// ErrNotResumed at the give-up at the break). See
+// docs/design/2026-12-07-go-client.md, "Resumable sessions".
 //
 // Against a server that speaks version 1 only, OpenSession falls back
 // (unless SessionOptions.NoFallback): the Session then makes each claim
