@@ -58,7 +58,7 @@ type SessionOptions struct {
 	NoResume bool
 	// Addrs are the addresses a resumable session may resume on, tried
 	// in turn starting with the one it was connected to; empty means the
-	// Client's Address only. The session opens on Addrs[0] when it is
+	// Client's Address and then its Nodes. The session opens on Addrs[0] when it is
 	// set, else on the Client's Address.
 	Addrs []string
 }
