@@ -176,14 +176,10 @@ func FuzzV2Range(f *testing.F) {
 }
 
 // TestV2DocRangeStatuses checks the status table of "v2 range locks" in
-// docs/protocol.md against the RangeStatus constants: every status, in
+// docs/protocol-v2-ranges.md against the RangeStatus constants: every status, in
 // order, by its name, and none more.
 func TestV2DocRangeStatuses(t *testing.T) {
-	_, sec, ok := strings.Cut(v2Doc(t), "\n## v2 range locks\n")
-	if !ok {
-		t.Fatal("no v2 range locks section")
-	}
-	sec, _, _ = strings.Cut(sec, "\n## ")
+	sec := section(t, v2Doc(t), "v2 range locks")
 	row := regexp.MustCompile("(?m)^\\| `0x([0-9a-f]{2})` \\| ([a-z][a-z ]*) \\|")
 	rows := row.FindAllStringSubmatch(sec, -1)
 	for i, m := range rows {
