@@ -17,7 +17,7 @@ func init() {
 }
 
 // rangeExampleField sets the range-frame field key of an example line in
-// docs/protocol.md; it reports whether key is one.
+// docs/protocol-v2-ranges.md; it reports whether key is one.
 func rangeExampleField(f *protocol.Frame, key string, n uint64) bool {
 	switch key {
 	case "req":
@@ -96,7 +96,7 @@ func TestRangeResumeMalformed(t *testing.T) {
 	}
 }
 
-// TestRangeStatusNames: every status of docs/protocol.md has its name,
+// TestRangeStatusNames: every status of docs/protocol-v2-ranges.md has its name,
 // through 0x0c (unavailable: a cluster node cannot serve the key now),
 // the hop-only 0x0d (moved), 0x0e (limit) and 0x0f (denied).
 func TestRangeStatusNames(t *testing.T) {
