@@ -103,7 +103,7 @@ func (cl *Claim) ID() uint32 { return cl.id }
 func (cl *Claim) Mode() Mode { return cl.mode }
 
 // Token returns the fencing token of the grant. Every holder, shared ones
-// included, has its own; see docs/protocol.md ("v2 fencing with several
+// included, has its own; see docs/protocol-v2-client.md ("v2 fencing with several
 // holders") for how a resource uses the tokens of several readers.
 func (cl *Claim) Token() uint64 {
 	if cl.lock != nil {

@@ -11,7 +11,7 @@ import (
 
 // A server that knows DETACH ends a resumable session at once when its
 // connection closes without one: a killed process says nothing, and its
-// locks pass on in a round trip rather than a lease (docs/protocol.md,
+// locks pass on in a round trip rather than a lease (docs/protocol-v2-resume.md,
 // "v2 detach"). So every close this client makes on purpose while it
 // means to re-assert the session's claims elsewhere goes through retire.
 

@@ -471,7 +471,7 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, ticket uint64, now 
 		case late:
 			lost(notResumed(s.breakCause, s.lastAttempt))
 		case granted && cl.held && ev.Token != cl.token:
-			// docs/protocol.md, v2 client obligation 9.
+			// docs/protocol-v2-client.md, v2 client obligation 9.
 			return fmt.Errorf("%w: re-assertion of claim %d with token %d answered with token %d", ErrProtocolViolation, cl.id, cl.token, ev.Token)
 		case !granted && cl.held:
 			lost(fmt.Errorf("%w: answered with a queue place", ErrReassertRefused))
@@ -548,7 +548,7 @@ func (s *Session) reasserted(cl *Claim, ev clientrule.Event, ticket uint64, now 
 // turn: those its re-assertions were cut off on since it was confirmed,
 // the latest first (each may have moved the claim into itself, and one
 // cut off earlier may still arrive and move it again), then the session
-// it was confirmed on (docs/protocol.md, v2 client obligation 9). s.mu
+// it was confirmed on (docs/protocol-v2-client.md, v2 client obligation 9). s.mu
 // is held.
 func (cl *Claim) reassertNames() []*resumeIdent {
 	if cl.sentOn != nil && cl.sentOn != cl.home && !slices.Contains(cl.cutOff, cl.sentOn) {

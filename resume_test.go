@@ -644,7 +644,7 @@ func TestResumeClaimGivesUpWhileReconnecting(t *testing.T) {
 // A re-assertion whose connection breaks before its answer may have
 // moved the claim into the session that sent it: the next one names that
 // session first and, refused there, the session the claim was confirmed
-// on (docs/protocol.md, v2 client obligation 9).
+// on (docs/protocol-v2-client.md, v2 client obligation 9).
 func TestResumeCutReassertNamesBothSessions(t *testing.T) {
 	fake := newFakeV2(t)
 	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
@@ -774,7 +774,7 @@ func TestResumeClaimRefusedEverywhereUntilGiveUp(t *testing.T) {
 }
 
 // A re-asserted holder granted with another token is a violation: the
-// session ends (docs/protocol.md, v2 client obligation 9).
+// session ends (docs/protocol-v2-client.md, v2 client obligation 9).
 func TestResumeOtherTokenIsViolation(t *testing.T) {
 	fake := newFakeV2(t)
 	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})

@@ -8,7 +8,7 @@ import (
 )
 
 // resumeIdent names a resumable session: what a re-assertion gives as
-// its prior session (docs/protocol.md, "v2 resumable sessions and
+// its prior session (docs/protocol-v2-resume.md, "v2 resumable sessions and
 // re-assertion").
 type resumeIdent struct {
 	session uint64
@@ -71,7 +71,7 @@ func readHelloAnswer(r io.Reader, resumable, tickets, detach, values bool) (welc
 
 // appendReassert appends the CLAIM that re-asserts claim id of the
 // prior session, with its token (0 unless it was held) or, for a queued
-// claim, its queue ticket (0: none; docs/protocol.md, "v2 queue
+// claim, its queue ticket (0: none; docs/protocol-v2-tickets.md, "v2 queue
 // tickets"), and the ring of the session that sends it. A claim made
 // with a value carries its latest one (value non-nil).
 func appendReassert(b []byte, id uint32, m Mode, noWait bool, name string, token, ticket, ring uint64, prior *resumeIdent, value *string) []byte {

@@ -326,7 +326,7 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 
 // asksTickets reports whether the session's HELLO asks for queue
 // tickets: a resumable session does, unless a server refused them before
-// (docs/protocol.md, "v2 queue tickets"). Only a resumable session
+// (docs/protocol-v2-tickets.md, "v2 queue tickets"). Only a resumable session
 // re-asserts a queued claim, the one use of its ticket.
 func (s *Session) asksTickets() bool {
 	return s.opts.Resumable && !s.c.noTickets.Load()
@@ -334,7 +334,7 @@ func (s *Session) asksTickets() bool {
 
 // asksDetach reports whether the session's HELLO asks for detach: a
 // resumable session does, unless a server refused it before
-// (docs/protocol.md, "v2 detach").
+// (docs/protocol-v2-resume.md, "v2 detach").
 func (s *Session) asksDetach() bool {
 	return s.opts.Resumable && !s.c.noDetach.Load()
 }
@@ -545,7 +545,7 @@ func (s *Session) write(conn net.Conn, buf []byte, set time.Time) (written int, 
 	}
 }
 
-// read is the permanent reader (docs/protocol.md, v2 client obligation
+// read is the permanent reader (docs/protocol-v2-client.md, v2 client obligation
 // 1). The read deadline is the give-up deadline, so the netpoller
 // enforces it. It is set lazily: the give-up deadline only moves later
 // (each answer moves the anchor to its request's send time), so a

@@ -8,7 +8,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Queue tickets in the client (docs/protocol.md, "v2 queue tickets";
+// Queue tickets in the client (docs/protocol-v2-tickets.md, "v2 queue tickets";
 // docs/high-availability.md, rule 5), against the scripted fake server.
 
 // A resumable session asks for tickets; the ticket of a queued claim's

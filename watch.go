@@ -12,7 +12,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Values and watches (docs/protocol.md, "v2 values and watches";
+// Values and watches (docs/protocol-v2-watches.md, "v2 values and watches";
 // docs/election.md): a claim may carry a small value (AcquireValue,
 // Claim.SetValue), and a session may watch a name's holders
 // (Session.Watch) without claiming it. Every session asks for both in

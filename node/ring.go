@@ -10,7 +10,7 @@ import (
 
 // RingView implements server.RingSource: the ring this node has applied,
 // with every member's lock protocol address, for the RING frame
-// (docs/protocol.md, "v2 ring"). Before the node is open it answers an
+// (docs/protocol-v2-ring.md, "v2 ring"). Before the node is open it answers an
 // empty ring, as a single server does: the client sends its claims here,
 // and they are relayed.
 func (c *clusterRuntime) RingView() server.RingView {

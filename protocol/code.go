@@ -72,7 +72,7 @@ const (
 
 // Codes lists every code defined by protocol version 1, in numeric order.
 // A version 1 server sends only these (and, where version 1 and version 2
-// claims meet on one name, CodeModeConflict; docs/protocol.md).
+// claims meet on one name, CodeModeConflict; docs/protocol-v2.md).
 var Codes = []Code{
 	CodeShuttingDown, CodeClosedByAdmin, CodeNotOwner, CodeLimitReached,
 	CodeUnsupportedVersion, CodeFirstNotAcquire, CodeDuplicateAcquire,

@@ -1,6 +1,6 @@
 package protocol
 
-// Version2 is the version byte of a version 2 opening (docs/protocol.md,
+// Version2 is the version byte of a version 2 opening (docs/protocol-v2.md,
 // "Version 2").
 const Version2 = 2
 
@@ -36,7 +36,7 @@ const (
 )
 
 // Version 2 server-to-client frame types. TypeSessionError is the frame
-// docs/protocol.md calls ERROR in version 2; it is not version 1's
+// docs/protocol-v2.md calls ERROR in version 2; it is not version 1's
 // TypeError.
 const (
 	TypeWelcome      Type = 0x31
@@ -99,13 +99,13 @@ const ClaimNoWait uint8 = 0x01
 // name is followed by its token (0 for a queued claim), the ring version
 // of the WELCOME of the session that sends it, the prior session's id and
 // secret, and the node it lived on (Frame.Token, Ring, Session, Secret,
-// Node). docs/protocol.md, "v2 resumable sessions and re-assertion".
+// Node). docs/protocol-v2-resume.md, "v2 resumable sessions and re-assertion".
 const ClaimReassert uint8 = 0x02
 
 // ClaimTicket is the CLAIM flag, valid only with ClaimReassert, of a
 // re-assertion of a claim the client knows as queued with a queue ticket:
 // the field that carries a held claim's token carries the ticket instead
-// (Frame.Ticket). docs/protocol.md, "v2 queue tickets".
+// (Frame.Ticket). docs/protocol-v2-tickets.md, "v2 queue tickets".
 const ClaimTicket uint8 = 0x04
 
 // HelloResumable is the HELLO flag that asks for a resumable session:
@@ -123,7 +123,7 @@ const HelloTickets uint8 = 0x02
 // server that knows it answers WELCOME with WelcomeDetach, and then ends
 // the session, and its claims, at once when the client's side of the
 // connection closes (FIN or reset) without a DETACH before it, as it
-// ends a plain session. docs/protocol.md, "v2 detach".
+// ends a plain session. docs/protocol-v2-resume.md, "v2 detach".
 const HelloDetach uint8 = 0x04
 
 // WELCOME flags. WelcomeResumable: the session is resumable, and the
@@ -153,7 +153,7 @@ const reassertFixedLen = 8 + 8 + 8 + SecretLen + 1
 const MaxReassertText = MaxFrameLen - 1 - claimFixedLen - reassertFixedLen
 
 // Reserved flag bits: set in a frame of this revision, they are refused
-// with CodeUnsupportedFeature (docs/protocol.md).
+// with CodeUnsupportedFeature (docs/protocol-v2.md).
 const (
 	helloReservedFlags   uint8 = ^(HelloResumable | HelloTickets | HelloDetach | HelloValues)
 	claimReservedFlags   uint8 = ^(ClaimNoWait | ClaimReassert | ClaimTicket | ClaimValue)

@@ -1,6 +1,6 @@
 package protocol
 
-// DETACH and DETACHED (docs/protocol.md, "v2 detach"): a client whose
+// DETACH and DETACHED (docs/protocol-v2-resume.md, "v2 detach"): a client whose
 // session was opened with HelloDetach says, before it closes a
 // connection on purpose, that it will come back and re-assert its claims
 // elsewhere; the server keeps them and answers DETACHED. Without it, the

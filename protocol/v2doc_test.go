@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,18 +14,71 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// v2Doc returns the Version 2 part of docs/protocol.md.
-func v2Doc(t *testing.T) string {
+// protocolPages are the pages of the protocol specification that follow
+// docs/protocol.md (version 2, one page per part, the one that opens it
+// first) and the implementer's guide, whose exchanges are examples too.
+var protocolPages = []string{
+	"protocol-v2.md", "protocol-v2-server.md", "protocol-v2-client.md",
+	"protocol-v2-ranges.md", "protocol-v2-watches.md", "protocol-v2-resume.md",
+	"protocol-v2-tickets.md", "protocol-v2-ring.md", "protocol-guide.md",
+}
+
+// docPage is one page of protocolPages and its text.
+type docPage struct{ name, text string }
+
+// v2Pages reads protocolPages and fails
+// when docs/ has a protocol page the list leaves out, so that no page's
+// examples go unchecked.
+func v2Pages(t *testing.T) []docPage {
 	t.Helper()
-	doc, err := os.ReadFile("../docs/protocol.md")
+	all, err := filepath.Glob("../docs/protocol*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, v2, ok := strings.Cut(string(doc), "\n# Version 2\n")
-	if !ok {
-		t.Fatal(`docs/protocol.md has no "# Version 2" section`)
+	for _, p := range all {
+		if name := filepath.Base(p); name != "protocol.md" && !slices.Contains(protocolPages, name) {
+			t.Errorf("docs/%s is not in protocolPages: its examples would go unchecked", name)
+		}
 	}
-	return v2
+	var pages []docPage
+	for _, name := range protocolPages {
+		b, err := os.ReadFile("../docs/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(b), "# ") {
+			t.Fatalf("docs/%s does not open with a title", name)
+		}
+		pages = append(pages, docPage{name, string(b)})
+	}
+	return pages
+}
+
+// v2Doc returns the pages of v2Pages as one text, without their titles:
+// it opens with the first paragraph of docs/protocol-v2.md.
+func v2Doc(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range v2Pages(t) {
+		_, text, _ := strings.Cut(p.text, "\n")
+		b.WriteString(text)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// section returns the text of doc's section headed "## heading", up to
+// the next heading of level 1 or 2.
+func section(t *testing.T, doc, heading string) string {
+	t.Helper()
+	_, sec, ok := strings.Cut(doc, "\n## "+heading+"\n")
+	if !ok {
+		t.Fatalf("no %q section", heading)
+	}
+	if i := regexp.MustCompile(`\n##? `).FindStringIndex(sec); i != nil {
+		sec = sec[:i[0]]
+	}
+	return sec
 }
 
 var (
@@ -139,100 +194,110 @@ func exampleFrame(t *testing.T, name, rest string) protocol.Frame {
 // docs/protocol.md against the encoders and the decoders, so that the
 // document and the code cannot drift apart.
 func TestV2DocExamples(t *testing.T) {
-	doc := v2Doc(t)
 	seen := map[string]int{}
 	lines := 0
-	inBlock := false
 	type refusal struct {
+		page       string
 		line       int
 		err        error
 		code       protocol.Code
 		claimLevel bool
 	}
 	var pending *refusal
-	for i, line := range strings.Split(doc, "\n") {
-		if strings.HasPrefix(line, "```") {
-			inBlock = !inBlock
-			continue
-		}
-		if !inBlock || !(strings.HasPrefix(line, "C→S") || strings.HasPrefix(line, "S→C")) {
-			continue
-		}
-		if strings.Contains(line, "(close)") {
-			continue
-		}
-		m := exampleLine.FindStringSubmatch(line)
-		if m == nil {
-			t.Errorf("Version 2 line %d is not an example this test understands: %q", i+1, line)
-			continue
-		}
-		lines++
-		dir, hexText, name, rest := m[1], m[2], m[3], m[4]
-		want := unhex(t, hexText)
-		seen[name]++
-		var got []byte
-		switch name {
-		case "PREAMBLE":
-			got = protocol.AppendPreamble(nil)
-		case "V1-ACQUIRE":
-			f := exampleFrame(t, name, rest)
-			got = protocol.AppendAcquire(nil, protocol.Acquire{Version: protocol.Version, LeaseMS: f.LeaseMS, Name: f.Name})
-		case "V1-ERROR":
-			f := exampleFrame(t, name, rest)
-			f.Type = protocol.TypeError
-			got = protocol.AppendError(nil, f.Code, f.Reason)
-			if d, n, err := protocol.ParseHelloAnswer(want); err != nil || d != f || n != len(want) {
-				t.Errorf("line %d: ParseHelloAnswer = %v, %d, %v; want %v", i+1, d, n, err, f)
-			}
-		default:
-			if _, ok := v2TypeByName[name]; !ok {
-				t.Errorf("line %d: unknown frame name %s", i+1, name)
+	for _, page := range v2Pages(t) {
+		inBlock := false
+		for i, line := range strings.Split(page.text, "\n") {
+			if strings.HasPrefix(line, "```") {
+				inBlock = !inBlock
 				continue
 			}
-			f := exampleFrame(t, name, rest)
-			got = protocol.AppendFrame(nil, f)
-			parse := protocol.ParseServerFrameV2
-			switch {
-			case dir == "C→S" && name == "HELLO":
-				parse = protocol.ParseHello
-			case dir == "C→S":
-				parse = protocol.ParseClientFrame
+			if !inBlock || !(strings.HasPrefix(line, "C→S") || strings.HasPrefix(line, "S→C")) {
+				continue
 			}
-			if pending != nil && (f.Type == protocol.TypeRefused || f.Type == protocol.TypeSessionError) {
-				if f.Code != pending.code || (f.Type == protocol.TypeRefused) != pending.claimLevel {
-					t.Errorf("line %d: %v answers line %d, whose frame the decoder refuses with %v", i+1, f, pending.line, pending.err)
+			if strings.Contains(line, "(close)") {
+				continue
+			}
+			m := exampleLine.FindStringSubmatch(line)
+			if m == nil {
+				t.Errorf("%s line %d is not an example this test understands: %q", page.name, i+1, line)
+				continue
+			}
+			lines++
+			dir, hexText, name, rest := m[1], m[2], m[3], m[4]
+			want := unhex(t, hexText)
+			seen[name]++
+			var got []byte
+			switch name {
+			case "PREAMBLE":
+				got = protocol.AppendPreamble(nil)
+			case "V1-ACQUIRE":
+				f := exampleFrame(t, name, rest)
+				got = protocol.AppendAcquire(nil, protocol.Acquire{Version: protocol.Version, LeaseMS: f.LeaseMS, Name: f.Name})
+			case "V1-WAITING":
+				got = protocol.AppendWaiting(nil)
+			case "V1-HEARTBEAT":
+				got = protocol.AppendHeartbeat(nil)
+			case "V1-ACQUIRED":
+				got = protocol.AppendAcquired(nil, exampleFrame(t, name, rest).Token)
+			case "V1-ERROR":
+				f := exampleFrame(t, name, rest)
+				f.Type = protocol.TypeError
+				got = protocol.AppendError(nil, f.Code, f.Reason)
+				if d, n, err := protocol.ParseHelloAnswer(want); err != nil || d != f || n != len(want) {
+					t.Errorf("%s:%d: ParseHelloAnswer = %v, %d, %v; want %v", page.name, i+1, d, n, err, f)
 				}
-				pending = nil
+			default:
+				if _, ok := v2TypeByName[name]; !ok {
+					t.Errorf("%s:%d: unknown frame name %s", page.name, i+1, name)
+					continue
+				}
+				f := exampleFrame(t, name, rest)
+				got = protocol.AppendFrame(nil, f)
+				parse := protocol.ParseServerFrameV2
+				switch {
+				case dir == "C→S" && name == "HELLO":
+					parse = protocol.ParseHello
+				case dir == "C→S":
+					parse = protocol.ParseClientFrame
+				}
+				if pending != nil && (f.Type == protocol.TypeRefused || f.Type == protocol.TypeSessionError) {
+					if f.Code != pending.code || (f.Type == protocol.TypeRefused) != pending.claimLevel {
+						t.Errorf("%s:%d: %v answers line %d, whose frame the decoder refuses with %v", page.name, i+1, f, pending.line, pending.err)
+					}
+					pending = nil
+				}
+				d, n, err := parse(want)
+				if (err == nil && d != f) || n != len(want) {
+					t.Errorf("%s:%d: decoded %v, %d, %v; want %v", page.name, i+1, d, n, err, f)
+				}
+				if err != nil {
+					// An example of a refused request: the next REFUSED
+					// or ERROR must carry the decoder's code.
+					code, _ := protocol.CodeOf(err)
+					var ce *protocol.ClaimError
+					pending = &refusal{page.name, i + 1, err, code, errors.As(err, &ce)}
+				}
 			}
-			d, n, err := parse(want)
-			if (err == nil && d != f) || n != len(want) {
-				t.Errorf("line %d: decoded %v, %d, %v; want %v", i+1, d, n, err, f)
-			}
-			if err != nil {
-				// An example of a refused request: the next REFUSED
-				// or ERROR must carry the decoder's code.
-				code, _ := protocol.CodeOf(err)
-				var ce *protocol.ClaimError
-				pending = &refusal{i + 1, err, code, errors.As(err, &ce)}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s:%d: %s %s\n  doc:     %s\n  encoder: %s", page.name, i+1, name, rest, spaced(want), spaced(got))
 			}
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("line %d: %s %s\n  doc:     %s\n  encoder: %s", i+1, name, rest, spaced(want), spaced(got))
+		if inBlock {
+			t.Errorf("unterminated code block in %s", page.name)
 		}
 	}
 	if pending != nil {
-		t.Errorf("line %d: the decoder refuses it with %v, and no REFUSED or ERROR follows", pending.line, pending.err)
-	}
-	if inBlock {
-		t.Errorf("unterminated code block in the Version 2 part")
+		t.Errorf("%s:%d: the decoder refuses it with %v, and no REFUSED or ERROR follows", pending.page, pending.line, pending.err)
 	}
 	for name := range v2TypeByName {
 		if seen[name] == 0 {
-			t.Errorf("no example of %s in the Version 2 part", name)
+			t.Errorf("no example of %s in the protocol pages", name)
 		}
 	}
-	if seen["PREAMBLE"] == 0 || seen["V1-ERROR"] == 0 {
-		t.Errorf("no example of the preamble or of the fallback: %v", seen)
+	for _, name := range []string{"PREAMBLE", "V1-ACQUIRE", "V1-WAITING", "V1-HEARTBEAT", "V1-ACQUIRED", "V1-ERROR"} {
+		if seen[name] == 0 {
+			t.Errorf("no example of %s in the protocol pages: %v", name, seen)
+		}
 	}
 	t.Logf("%d example lines checked", lines)
 }
@@ -258,11 +323,7 @@ func TestV2DocTables(t *testing.T) {
 		t.Errorf("doc lists %d frame types, the code defines %d", len(types), len(v2TypeByName))
 	}
 
-	_, codes, ok := strings.Cut(doc, "\n## v2 error codes\n")
-	if !ok {
-		t.Fatal("no v2 error codes section")
-	}
-	codes, _, _ = strings.Cut(codes, "\n## ")
+	codes := section(t, doc, "v2 error codes")
 	codeRow := regexp.MustCompile(`(?m)^\| 0x([0-9a-f]{2}) \| ([^|]+) \|`)
 	var listed []protocol.Code
 	for _, m := range codeRow.FindAllStringSubmatch(codes, -1) {

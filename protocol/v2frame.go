@@ -28,7 +28,7 @@ type Frame struct {
 	// that asked for tickets (0: the frame has none), and in a
 	// re-assertion with ClaimTicket, in the place of its token.
 	Ticket uint64
-	// Resumable sessions and re-assertion (docs/protocol.md): a WELCOME
+	// Resumable sessions and re-assertion (docs/protocol-v2-resume.md): a WELCOME
 	// with WelcomeResumable and a re-assertion (CLAIM with ClaimReassert)
 	// carry the session's secret and node; a WELCOME with WelcomeRing and
 	// a re-assertion carry a ring version.
@@ -341,7 +341,7 @@ const (
 )
 
 // ReadHello reads the first frame after the preamble, which must be
-// HELLO, and checks it in the order of docs/protocol.md. Every error it
+// HELLO, and checks it in the order of docs/protocol-v2-server.md. Every error it
 // returns carries the code of the session-level ERROR to send (CodeOf),
 // except I/O errors (io.ErrUnexpectedEOF for a frame cut short). It
 // reads exactly one frame, or only its length field when that is 0 or
@@ -505,7 +505,7 @@ func payloadLen(t Type, p []byte, want int) error {
 }
 
 // decodeBody decodes a frame's type byte and payload, in the order of
-// docs/protocol.md, and returns the fields decoded before any fault.
+// docs/protocol-v2.md, and returns the fields decoded before any fault.
 func decodeBody(body []byte, kind reader) (Frame, error) {
 	f := Frame{Type: Type(body[0])}
 	p := body[1:]
@@ -707,7 +707,7 @@ func decodeReassert(f *Frame, r []byte) (int, error) {
 }
 
 // ValidateClaim checks the claim-level rules of a CLAIM that the frame
-// alone decides, in the order of docs/protocol.md: flags, mode, limit,
+// alone decides, in the order of docs/protocol-v2-server.md: flags, mode, limit,
 // name, value. It returns the sentinel of the first rule broken. The access
 // check (0x18) and the lock's own rules (0x22, 0x23) are the server's.
 func ValidateClaim(f Frame) error {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Range-lock frames of version 2 (docs/protocol.md, "v2 range locks"):
+// Range-lock frames of version 2 (docs/protocol-v2-ranges.md, "v2 range locks"):
 // POSIX fcntl byte-range locks and flock locks on a session. One client
 // frame, RANGE, carries every operation; one server frame, ANSWER,
 // carries every answer and the push that grants a waiting request.
@@ -33,8 +33,8 @@ const (
 	// RangeCancel withdraws the session's waiting request whose req is
 	// this frame's.
 	RangeCancel RangeOp = 0x05
-	// RangeAdopt is hop-only (docs/protocol.md, "Range locks across a
-	// planned change"): sent by a relaying node on its upstream session
+	// RangeAdopt is hop-only (docs/protocol-v2-ring.md, "v2 hop-only
+	// frames"): sent by a relaying node on its upstream session
 	// to a key's new owner, it takes over the range locks on Key that a
 	// planned change handed over for the session the upstream relays.
 	// Answers: RangeDone (adopted), RangeUnavailable (the node does not
@@ -50,7 +50,7 @@ const (
 	// node does not serve the key, or not yet: ask again).
 	RangeReassert RangeOp = 0x07
 	// RangeResume is a resumable session's re-assertion of one range
-	// lock it held on an earlier session of its own (docs/protocol.md,
+	// lock it held on an earlier session of its own (docs/protocol-v2-resume.md,
 	// "v2 resumable sessions and re-assertion"): the lock fields as a set
 	// has them, then the earlier session's id, secret and node, as a
 	// CLAIM re-assertion names them (Frame.Session, Secret, Node). It

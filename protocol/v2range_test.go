@@ -17,7 +17,7 @@ func init() {
 }
 
 // rangeExampleField sets the range-frame field key of an example line in
-// docs/protocol.md; it reports whether key is one.
+// docs/protocol-v2-ranges.md; it reports whether key is one.
 func rangeExampleField(f *protocol.Frame, key string, n uint64) bool {
 	switch key {
 	case "req":
@@ -96,7 +96,7 @@ func TestRangeResumeMalformed(t *testing.T) {
 	}
 }
 
-// TestRangeStatusNames: every status of docs/protocol.md has its name,
+// TestRangeStatusNames: every status of docs/protocol-v2-ranges.md has its name,
 // through 0x0c (unavailable: a cluster node cannot serve the key now),
 // the hop-only 0x0d (moved), 0x0e (limit) and 0x0f (denied).
 func TestRangeStatusNames(t *testing.T) {
@@ -176,14 +176,10 @@ func FuzzV2Range(f *testing.F) {
 }
 
 // TestV2DocRangeStatuses checks the status table of "v2 range locks" in
-// docs/protocol.md against the RangeStatus constants: every status, in
+// docs/protocol-v2-ranges.md against the RangeStatus constants: every status, in
 // order, by its name, and none more.
 func TestV2DocRangeStatuses(t *testing.T) {
-	_, sec, ok := strings.Cut(v2Doc(t), "\n## v2 range locks\n")
-	if !ok {
-		t.Fatal("no v2 range locks section")
-	}
-	sec, _, _ = strings.Cut(sec, "\n## ")
+	sec := section(t, v2Doc(t), "v2 range locks")
 	row := regexp.MustCompile("(?m)^\\| `0x([0-9a-f]{2})` \\| ([a-z][a-z ]*) \\|")
 	rows := row.FindAllStringSubmatch(sec, -1)
 	for i, m := range rows {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Ring frames of version 2 (docs/protocol.md, "v2 ring"): a session asks
+// Ring frames of version 2 (docs/protocol-v2-ring.md, "v2 ring"): a session asks
 // the node it is connected to for the cluster's ring (its members, their
 // lock protocol addresses, and which of them own names), so that a client
 // can send each claim to its name's owner. One request, RING, is answered

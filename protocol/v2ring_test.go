@@ -16,7 +16,7 @@ func init() {
 }
 
 // ringExampleField sets the numeric ring-frame field key of an example
-// line in docs/protocol.md; it reports whether key is one.
+// line in docs/protocol-v2-ring.md; it reports whether key is one.
 func ringExampleField(f *protocol.Frame, key string, n uint64) bool {
 	switch key {
 	case "version":

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Values and watches (docs/protocol.md, "v2 values and watches"): a claim
+// Values and watches (docs/protocol-v2-watches.md, "v2 values and watches"): a claim
 // may carry a small value that its holder sets when it claims (CLAIM with
 // ClaimValue) and changes while the claim lives (PROCLAIM); any session
 // may watch a name (WATCH) and is pushed every change of its holders

@@ -9,7 +9,7 @@ import (
 	"github.com/batonlock/baton/server"
 )
 
-// Sessions opened with the detach flag over real TCP (docs/protocol.md,
+// Sessions opened with the detach flag over real TCP (docs/protocol-v2-resume.md,
 // "v2 detach"): the connection's end without DETACH is the client's
 // death and releases at once; with DETACH, or silence, the claims are
 // kept for a re-assertion.

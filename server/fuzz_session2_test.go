@@ -309,7 +309,7 @@ func fuzzV2Expect(in []byte) (want []protocol.Frame, lease time.Duration) {
 }
 
 // fuzzRangeExpect is what a single server sends for RANGE frame f of
-// session sid (docs/protocol.md, "v2 range locks"), decided by table:
+// session sid (docs/protocol-v2-ranges.md, "v2 range locks"), decided by table:
 // the ANSWER to f, unless f is a cancel that finds no waiting request,
 // then the pushes it causes (CANCELLED, then PROMOTED). Only the frames'
 // types and reqs are checked.
@@ -363,7 +363,7 @@ func fuzzV2Check(in []byte, got []protocol.Frame, holderToken uint64) error {
 	for i, g := range got {
 		w := want[i]
 		// A QUEUED carries a ticket exactly when the session asked for
-		// tickets (docs/protocol.md, "v2 queue tickets").
+		// tickets (docs/protocol-v2-tickets.md, "v2 queue tickets").
 		if g.Type == protocol.TypeQueued && (g.Ticket != 0) != hello.Tickets() {
 			return fmt.Errorf("frame %d is %v, to a HELLO with flags 0x%02x", i+1, g, hello.Flags)
 		}

@@ -64,7 +64,7 @@ type moveClaim struct {
 }
 
 // codeMoved is the claim-level code of MOVED, a hop-only frame
-// (docs/protocol.md): REVOKED(claim, 0x06) sent only on an upstream
+// (docs/protocol-v2-ring.md): REVOKED(claim, 0x06) sent only on an upstream
 // session, telling its relaying node that the claim was handed over to
 // a new owner and continues there. A relaying node never passes it on.
 const codeMoved protocol.Code = 0x06

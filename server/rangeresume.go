@@ -10,7 +10,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Range locks of resumable sessions (docs/protocol.md, "v2 resumable
+// Range locks of resumable sessions (docs/protocol-v2-resume.md, "v2 resumable
 // sessions and re-assertion"; internal/modelcheck, cluster-ranges-resume).
 //
 // When the connection of a resumable session breaks (on this node, or

@@ -9,7 +9,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// rangeState is the server's POSIX range-lock table (docs/protocol.md,
+// rangeState is the server's POSIX range-lock table (docs/protocol-v2-ranges.md,
 // "v2 range locks"), guarded by srv.mu like the named-lock table, with
 // the labels of the sessions that have used it (for conflict answers).
 type rangeState struct {

@@ -13,7 +13,7 @@ import (
 	"github.com/batonlock/baton/server"
 )
 
-// Queue tickets through a relaying node (docs/protocol.md, "v2 queue
+// Queue tickets through a relaying node (docs/protocol-v2-tickets.md, "v2 queue
 // tickets", "Tickets through a relay"; relay2.go): the relaying node
 // asks the owner for tickets on an upstream session when the client's
 // session asked, and passes the owner's QUEUED on with its ticket.

@@ -13,7 +13,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Resumable sessions and re-assertion (docs/protocol.md, "v2 resumable
+// Resumable sessions and re-assertion (docs/protocol-v2-resume.md, "v2 resumable
 // sessions and re-assertion"; docs/high-availability.md, rules 4 and 6).
 //
 // A version 2 session opened with HELLO flags bit 0 gets a secret, of

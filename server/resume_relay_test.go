@@ -11,7 +11,7 @@ import (
 )
 
 // Resumable sessions through a relay, and re-assertion on a node that
-// took a name over (docs/protocol.md, "v2 resumable sessions and
+// took a name over (docs/protocol-v2-resume.md, "v2 resumable sessions and
 // re-assertion").
 
 // startRelayTrio starts an owner and two relaying nodes, r1 and r2, that

@@ -14,7 +14,7 @@ import (
 	"github.com/batonlock/baton/server"
 )
 
-// Resumable sessions and re-assertion over real TCP (docs/protocol.md,
+// Resumable sessions and re-assertion over real TCP (docs/protocol-v2-resume.md,
 // "v2 resumable sessions and re-assertion").
 
 const (

@@ -4,7 +4,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Learning the ring (docs/protocol.md, "v2 ring"): a version 2 session
+// Learning the ring (docs/protocol-v2-ring.md, "v2 ring"): a version 2 session
 // sends RING and the server answers the cluster's members, one MEMBER
 // frame each, and a RINGEND with the ring's version; a session that asked
 // with the watch flag gets the ring again, pushed, whenever the node

@@ -46,7 +46,7 @@ type v2conn struct {
 	// detach: the session was opened with the detach flag, so a hang-up
 	// ends it unless detached is set (a DETACH was read): the client
 	// promised to say DETACH before any close it makes on purpose, and a
-	// killed client says nothing (docs/protocol.md, "v2 detach").
+	// killed client says nothing (docs/protocol-v2-resume.md, "v2 detach").
 	detach, detached bool
 	// leaseRecorded: a cluster node has recorded this session's lease
 	// (Router.RecordLease), which it does at the first claim the ACL
@@ -584,7 +584,7 @@ func (s *session) answerClaim(now time.Time, f protocol.Frame, ce *protocol.Clai
 	srv, v := s.srv, s.v2
 	key := locktable.Key{Session: s.id, Claim: locktable.ClaimID(f.Claim)}
 	// The id in use is a session-level fault, checked before the
-	// claim-level ones (docs/protocol.md, v2 validation 14).
+	// claim-level ones (docs/protocol-v2-server.md, v2 validation 14).
 	if s.idInUse(key) {
 		return nil, protocol.CodeClaimInUse, false
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Queue tickets (docs/protocol.md, "v2 queue tickets";
+// Queue tickets (docs/protocol-v2-tickets.md, "v2 queue tickets";
 // docs/high-availability.md, rule 5). A version 2 session whose HELLO
 // sets HelloTickets is answered WELCOME with WelcomeTickets, and every
 // QUEUED it is sent carries the claim's queue ticket when the claim has

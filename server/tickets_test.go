@@ -9,7 +9,7 @@ import (
 	"github.com/batonlock/baton/server"
 )
 
-// Queue tickets over real TCP (docs/protocol.md, "v2 queue tickets";
+// Queue tickets over real TCP (docs/protocol-v2-tickets.md, "v2 queue tickets";
 // docs/high-availability.md, rule 5).
 
 // dialTickets opens a resumable session that asks for queue tickets and

@@ -17,7 +17,7 @@ import (
 // opens, a no-wait one is BUSY, and another session's claim on the same
 // name keeps its place behind it. A server that held every frame of the
 // session until the gate gave a client with a short lease reason to give
-// up its claims (docs/protocol.md, v2 client obligations).
+// up its claims (docs/protocol-v2-client.md, v2 client obligations).
 func TestV2GateHoldsGrantsNotAnswers(t *testing.T) {
 	t.Parallel()
 	const gateIn = 500 * time.Millisecond

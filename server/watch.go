@@ -8,7 +8,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Values and watches (docs/protocol.md, "v2 values and watches"): a
+// Values and watches (docs/protocol-v2-watches.md, "v2 values and watches"): a
 // session that asked for them with HELLO flag 0x08 may claim with a
 // value, change it (PROCLAIM) and watch names (WATCH); the lock table
 // decides every CHANGE (locktable/watch.go), and this file only answers

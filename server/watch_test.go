@@ -1,6 +1,6 @@
 package server_test
 
-// Values and watches over real TCP (docs/protocol.md, "v2 values and
+// Values and watches over real TCP (docs/protocol-v2-watches.md, "v2 values and
 // watches").
 
 import (

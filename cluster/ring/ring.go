@@ -1,7 +1,7 @@
 // Package ring is baton's cluster ring: the pure function that maps a
 // lock name to the node that owns it. Cluster nodes and clients use this
 // same code, so a client that learns the ring's members from any node
-// (docs/protocol.md, "v2 ring") computes the owner every node computes.
+// (docs/protocol-v2-ring.md, "v2 ring") computes the owner every node computes.
 // It imports nothing but the standard library.
 package ring
 

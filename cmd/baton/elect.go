@@ -31,8 +31,9 @@ signals are forwarded as by 'baton run'. With --resumable, a broken
 connection does not end the leadership if the session is resumed in
 time.
 
-The server must support values and watches (docs/protocol.md, "v2 values
-and watches"); an older one is reported as unavailable (exit 69).
+The server must support values and watches
+(docs/protocol-v2-watches.md); an older one is reported as unavailable
+(exit 69).
 
 Exit status:
   N        COMMAND's own status, when it ran as the leader throughout

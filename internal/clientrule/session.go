@@ -8,9 +8,10 @@ import (
 )
 
 // This file is the version 2 rule: one session, many claims
-// (docs/protocol.md, "v2 client obligations" and "v2 client state
-// machine"). Like Rule it does no I/O, starts no goroutines and reads no
-// clock: the caller stamps every input with a monotonic time.
+// (docs/protocol-v2-client.md, "v2 client obligations"; the state
+// machine of docs/protocol-guide.md). Like Rule it does no I/O, starts
+// no goroutines and reads no clock: the caller stamps every input with a
+// monotonic time.
 //
 //	SentHello(t)            the preamble and HELLO are about to be written
 //	SentPing(t)             a PING is about to be written (returns its seq)

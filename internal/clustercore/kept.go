@@ -2,7 +2,7 @@ package clustercore
 
 import "time"
 
-// The policy of kept sessions (docs/protocol.md, "v2 resumable sessions
+// The policy of kept sessions (docs/protocol-v2-resume.md, "v2 resumable sessions
 // and re-assertion"): when a resumable session whose connection broke
 // may be kept, and when a kept session may end. The table keeps the
 // session and ends it; package server (server/resume.go) holds the

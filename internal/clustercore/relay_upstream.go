@@ -175,7 +175,7 @@ func Answers(r Sent, f protocol.Frame) bool {
 }
 
 // Ticketed reports whether an owner's frame gives queue tickets: the
-// WELCOME flag, or a QUEUED with a ticket (docs/protocol.md, "v2 queue
+// WELCOME flag, or a QUEUED with a ticket (docs/protocol-v2-tickets.md, "v2 queue
 // tickets"). An upstream that did not ask for them must get neither.
 func Ticketed(f protocol.Frame) bool {
 	switch f.Type {

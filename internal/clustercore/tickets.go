@@ -2,7 +2,7 @@ package clustercore
 
 import "slices"
 
-// The claims held during their names' warm-up (docs/protocol.md, "v2
+// The claims held during their names' warm-up (docs/protocol-v2-tickets.md, "v2
 // queue tickets"; docs/high-availability.md, rule 5). Each session asks
 // about its held claims on its own timer, so the first to ask once the
 // name is served would be granted, whatever its place; instead every

@@ -15,7 +15,7 @@ import (
 )
 
 // TestFenceSQL drives the suite's fence statements in PostgreSQL through
-// the rules of docs/protocol.md ("v2 fencing with several holders"): a
+// the rules of docs/protocol-v2-client.md ("v2 fencing with several holders"): a
 // write is accepted only if its token is at least M, a read only if its
 // token is above W; readers do not refuse each other. The mutant without
 // the W rule must accept the stale read, so the suite's mutant run tests

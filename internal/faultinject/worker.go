@@ -60,7 +60,7 @@ const (
 
 // The resource: one row of the fence table, updated only by WriteSQL
 // (an exclusive holder's write) and ReadSQL (a shared holder's read).
-// The row keeps the two numbers of docs/protocol.md ("v2 fencing with
+// The row keeps the two numbers of docs/protocol-v2-client.md ("v2 fencing with
 // several holders"): max_token is M, the largest token accepted from
 // anyone, write_token is W, the largest accepted from an exclusive
 // holder. A write is accepted only if its token is at least M, a read

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Resumable sessions and re-assertion (docs/protocol.md, "v2 resumable
+// Resumable sessions and re-assertion (docs/protocol-v2-resume.md, "v2 resumable
 // sessions and re-assertion"). A resumable session whose connection
 // broke is kept as a detached session (detached.go) standing for its own
 // origin, the node it lives on and its id: its claims stay in their

@@ -7,7 +7,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Watches and values (docs/protocol.md, "v2 values and watches"). A claim
+// Watches and values (docs/protocol-v2-watches.md, "v2 values and watches"). A claim
 // carries a value its holder chose (ClaimRequest.Value, SetValue); a
 // watch of a name is told every change of the name's holders, as
 // SendChange frames to its session, in the order this table makes them:

@@ -3,7 +3,7 @@ package modelcheck
 import "fmt"
 
 // The detach model: how a resumable session's claim ends with its
-// connection (docs/protocol.md, "v2 detach"; server/session2.go
+// connection (docs/protocol-v2-resume.md, "v2 detach"; server/session2.go
 // diedUnannounced, server/session.go dropUpstreams; the Go client's
 // retire, detach.go). It extends the resumable-session rules the
 // failover models check (a node keeps a silent client's claims for the

@@ -45,7 +45,7 @@
 //
 //   - The session model (CheckSession) is the client-rule model for
 //     protocol version 2: a client that follows internal/clientrule's
-//     Session (docs/protocol.md "v2 client obligations" 2-5, the rule of
+//     Session (docs/protocol-v2-client.md "v2 client obligations" 2-5, the rule of
 //     baton.Session) with two claims on one connection, pipelined
 //     requests, PINGs, QUEUED and pushed PROMOTED, RELEASE, the work of
 //     each claim, a server session and delayed channels. It checks that a

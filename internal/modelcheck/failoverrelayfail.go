@@ -54,7 +54,7 @@ import "fmt"
 // of c1's at A that A reads after c1 stopped waiting for it (A adopts
 // the claim into that broken session and keeps it for the lease from
 // then; c1's next re-assertion names that session first, v2 client
-// obligation 9 in docs/protocol.md, and is adopted as here; after c1's
+// obligation 9 in docs/protocol-v2-client.md, and is adopted as here; after c1's
 // give-up A holds the name longer for nobody); c1's connection to R
 // breaking while R lives (R then re-asserts too, and the second of the
 // two re-assertions of one token finds the claim in the other's

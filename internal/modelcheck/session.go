@@ -13,7 +13,7 @@ import (
 )
 
 // SessionConfig bounds the version 2 client-rule model: one client
-// session following internal/clientrule's Session (docs/protocol.md, "v2
+// session following internal/clientrule's Session (docs/protocol-v2-client.md, "v2
 // client obligations" 2-5) with two claims on two locks, the work each
 // guards, the server's session and a FIFO channel each way, in discrete
 // time steps. It is the v2 counterpart of ClientConfig, and the client

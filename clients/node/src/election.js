@@ -1,5 +1,5 @@
 // Watches of a name's holders and leader election on top of them
-// (docs/protocol.md, "v2 values and watches"; docs/election.md).
+// (docs/protocol-v2-watches.md, "v2 values and watches"; docs/election.md).
 
 import { EventEmitter } from 'node:events';
 import * as P from './protocol.js';

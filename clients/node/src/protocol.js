@@ -1,4 +1,4 @@
-// Frames of protocol version 2 (docs/protocol.md, "v2 frames"): encoders
+// Frames of protocol version 2 (docs/protocol-v2.md, "v2 frames"): encoders
 // for the client's frames and a decoder for the server's.
 
 import { ProtocolViolationError, ValidationError } from './errors.js';

@@ -1,5 +1,5 @@
 // The owner of a lock name in a cluster: rendezvous hashing, exactly as
-// the nodes compute it (docs/protocol.md, "v2 ring"; Go package
+// the nodes compute it (docs/protocol-v2-ring.md, "v2 ring"; Go package
 // cluster/ring). All arithmetic is on unsigned 64-bit integers.
 
 const M64 = (1n << 64n) - 1n;

@@ -1,5 +1,5 @@
 // A version 2 session: one connection carrying many claims, the client
-// rule of docs/protocol.md ("v2 client obligations") and, for a resumable
+// rule of docs/protocol-v2-client.md ("v2 client obligations") and, for a resumable
 // session, reconnection with re-assertion of every claim.
 
 import { EventEmitter } from 'node:events';

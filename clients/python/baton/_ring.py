@@ -1,4 +1,4 @@
-"""The owner of a lock name in a cluster's ring (docs/protocol.md, "v2 ring").
+"""The owner of a lock name in a cluster's ring (docs/protocol-v2-ring.md, "v2 ring").
 
 Rendezvous hashing exactly as the Go package cluster/ring computes it.
 """

@@ -1,7 +1,7 @@
 """Exceptions of the baton client and the protocol's error codes.
 
 Branch on the exception class or on ``code``, never on the reason text,
-which is human-readable and may change (docs/protocol.md, "v2 error
+which is human-readable and may change (docs/protocol-v2-client.md, "v2 error
 codes"). Codes below 0x10 are server conditions (retry, with backoff);
 0x10 and above are client errors (report, do not retry).
 """
