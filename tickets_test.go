@@ -9,7 +9,7 @@ import (
 )
 
 // Queue tickets in the client (docs/protocol-v2-tickets.md, "v2 queue tickets";
-// docs/high-availability.md, rule 5), against the scripted fake server.
+// docs/design/2026-12-01-ha-failover-design.md, rule 5), against the scripted fake server.
 
 // A resumable session asks for tickets; the ticket of a queued claim's
 // QUEUED is kept and sent back when the claim is re-asserted on a server

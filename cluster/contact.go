@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Quorum contact, self-stop and automatic removal (docs/high-availability.md,
+// Quorum contact, self-stop and automatic removal (docs/design/2026-12-01-ha-failover-design.md,
 // "Failover design, as modelled", rules 2 and 3).
 //
 // A node serves only while it is in contact with a Raft quorum. Its
@@ -99,7 +99,7 @@ func MinRemoveAfter(selfStop time.Duration) time.Duration {
 // ValidateFailover checks the failover timings: both positive, and
 // removeAfter > selfStop·(1+ρ)/(1−ρ) + a tick, so that a node cut off
 // from the quorum stops serving before the leader gives its names to
-// another node (docs/high-availability.md, "The timing argument").
+// another node (docs/design/2026-12-01-ha-failover-design.md, "The timing argument").
 func ValidateFailover(selfStop, removeAfter time.Duration) error {
 	switch {
 	case selfStop <= 0:

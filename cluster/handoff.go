@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Planned ring changes (docs/cluster.md, "Planned moves"), as the cluster
+// Planned ring changes (docs/design/2026-12-02-cluster-fail-closed-model.md, "Planned moves"), as the cluster
 // model checks them (internal/modelcheck/cluster.go):
 //
 //  1. The leader proposes the new ring V as pending, through Raft (the
@@ -286,7 +286,7 @@ func (n *Node) handoffLoop() {
 // second export for the same change would find the moving names empty
 // (the first one took their claims out of the table) and hand over
 // nothing, and the change would then commit handed over while the moved
-// claims' clients still believe they hold them (docs/cluster.md,
+// claims' clients still believe they hold them (docs/design/2026-12-02-cluster-handoff.md,
 // "Failures"; the continuation model's mutation export-again).
 type exported struct {
 	version uint64

@@ -88,7 +88,7 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	// GateSlack is added to the largest lease granted to make the warm-up
-	// of names this node takes without their state (docs/cluster.md,
+	// of names this node takes without their state (docs/design/2026-12-02-cluster-fail-closed-model.md,
 	// "Fail closed"); zero means DefaultGateSlack.
 	GateSlack time.Duration
 	// SnapshotThreshold and SnapshotInterval: zero means Raft's defaults.

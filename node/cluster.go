@@ -463,7 +463,7 @@ func (c *clusterRuntime) Next() uint64 { return c.node.Load().Tokens().Next() }
 
 // NextTicket implements locktable.TicketSource: queue tickets under the
 // node's epoch, so that a later owner's are above its predecessor's
-// (docs/high-availability.md, rule 5). 0 before the node is open.
+// (docs/design/2026-12-01-ha-failover-design.md, rule 5). 0 before the node is open.
 func (c *clusterRuntime) NextTicket() uint64 {
 	if n := c.node.Load(); n != nil {
 		return n.Tokens().NextTicket()

@@ -6,7 +6,7 @@ import (
 	"io"
 )
 
-// Hop headers (docs/cluster.md, "Relaying a version 1 connection",
+// Hop headers (docs/design/2026-12-07-cluster-relay.md, "Relaying a version 1 connection",
 // "Relaying a version 2 session" and "Resumable sessions and
 // re-assertion in a cluster").
 //

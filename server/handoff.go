@@ -10,7 +10,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The server side of a cluster node's planned changes (docs/cluster.md,
+// The server side of a cluster node's planned changes (docs/design/2026-12-02-cluster-fail-closed-model.md,
 // "Planned moves"; cluster.Mover): the node freezes the names that move
 // (its Router stops answering serve for them), then asks the server to
 // export them, and the new owner's server installs what it gets.

@@ -12,7 +12,7 @@ import (
 	"github.com/batonlock/baton/internal/clustercore"
 )
 
-// Pooled hop connections (docs/cluster.md, "Relaying a version 1
+// Pooled hop connections (docs/design/2026-12-07-cluster-relay.md, "Relaying a version 1
 // connection").
 //
 // Opening the hop is most of what a relay costs over a direct acquire: a

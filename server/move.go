@@ -7,7 +7,7 @@ import (
 )
 
 // Version 2 claims that continue across a planned change
-// (docs/cluster.md, "Continuing version 2 claims across a planned
+// (docs/design/2026-12-02-cluster-handoff.md, "Continuing version 2 claims across a planned
 // change"), for the claims whose session is on the prior owner itself
 // (the direct case: the host is the prior owner P).
 //

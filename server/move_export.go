@@ -11,7 +11,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The prior owner's side of a planned change's hand-off (docs/cluster.md,
+// The prior owner's side of a planned change's hand-off (docs/design/2026-12-02-cluster-handoff.md,
 // "Planned changes: the hand-off" and "Continuing version 2 claims across
 // a planned change"). Export tells the version 1 holders on the moving
 // names and waits for them to go (tellMoving), ends the claims that do

@@ -11,7 +11,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The host's side of a planned change (docs/cluster.md, "Continuing
+// The host's side of a planned change (docs/design/2026-12-02-cluster-handoff.md, "Continuing
 // version 2 claims across a planned change"): the node the client's
 // session is on, the prior owner itself or a relaying node. Its session
 // marks the claims that left their owner moving (startMoving, or MOVED

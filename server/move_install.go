@@ -8,7 +8,7 @@ import (
 	"github.com/batonlock/baton/internal/locktable"
 )
 
-// The new owner's side of a planned change's hand-off (docs/cluster.md,
+// The new owner's side of a planned change's hand-off (docs/design/2026-12-02-cluster-handoff.md,
 // "Planned changes: the hand-off" and "Continuing version 2 claims across
 // a planned change"). Install (handoff.go) has clustercore decode and
 // check the prior owner's state (handoff_install.go); installMoved puts

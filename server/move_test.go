@@ -16,7 +16,7 @@ import (
 )
 
 // Version 2 claims that continue across a planned change
-// (docs/cluster.md, "Continuing version 2 claims across a planned
+// (docs/design/2026-12-02-cluster-handoff.md, "Continuing version 2 claims across a planned
 // change"): prior is the prior owner P, whose clients' sessions are the
 // claims' hosts; owner is the new owner N. Routes: P serves until the
 // test freezes the names; N answers a relayed request "not yet" (forward,

@@ -10,7 +10,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Cluster routing of version 2 claims (docs/cluster.md, "Relaying a
+// Cluster routing of version 2 claims (docs/design/2026-12-07-cluster-relay.md, "Relaying a
 // version 2 session").
 //
 // A version 2 session stays on the node the client connected to (the

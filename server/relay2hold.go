@@ -9,7 +9,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Held version 2 claims (docs/cluster.md, "Relaying a version 2
+// Held version 2 claims (docs/design/2026-12-07-cluster-relay.md, "Relaying a version 2
 // session"). When Route says hold (the name's owner is warming up, has no
 // epoch for it yet, or there is no ring), a waiting CLAIM is answered
 // QUEUED and kept out of every table; so is one whose upstream to the

@@ -15,7 +15,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The upstream side of relaying a version 2 session (docs/cluster.md,
+// The upstream side of relaying a version 2 session (docs/design/2026-12-07-cluster-relay.md,
 // "Relaying a version 2 session" and its "When the owner dies"): one
 // upstream session per client session and owner, opened on the first
 // claim for that owner (upstreamLocked). Its writer sends the relayed
@@ -577,7 +577,7 @@ func (u *upstream) push(rel *relayState, v *v2conn, e *outEntry) {
 // has not answered are answered here, or held (clustercore.Claim's
 // FailedRequest), and its claims re-asserted at the name's next owner or
 // lost (Failed) when the owner may have died or stopped serving
-// (clustercore.Reassertable; docs/cluster.md, "Relaying a version 2
+// (clustercore.Reassertable; docs/design/2026-12-07-cluster-relay.md, "Relaying a version 2
 // session"): a re-asserted claim moves (move_host.go, failOver) and the
 // client sees nothing but the delay of its answers, unless the
 // re-assertion is refused or not accepted within half the lease; a lost

@@ -17,7 +17,7 @@ import (
 // The upstream between a relaying node and a live owner breaks (a reset,
 // a cut that heals): the relaying node re-asserts its claims at the same
 // owner, which adopts them from the upstream session it kept, with their
-// tokens and queue places (resume.go, adopt; docs/cluster.md, "When the
+// tokens and queue places (resume.go, adopt; docs/design/2026-12-07-cluster-relay.md, "When the
 // owner dies"). The client sees a delay, not a REVOKED.
 
 // cutProxy stands between a relaying node and its owner: each upstream

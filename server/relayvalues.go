@@ -7,7 +7,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Values through the claim relay (docs/cluster.md, "Values through a
+// Values through the claim relay (docs/design/2026-12-07-cluster-relay.md, "Values through a
 // relaying node"). A client session that asked for values has its
 // upstreams ask for them too (upstreamHello), so a CLAIM with a value is
 // relayed like any claim, in frames of up to 2048 bytes, and a PROCLAIM

@@ -14,7 +14,7 @@ import (
 )
 
 // Resumable sessions and re-assertion (docs/protocol-v2-resume.md, "v2 resumable
-// sessions and re-assertion"; docs/high-availability.md, rules 4 and 6).
+// sessions and re-assertion"; docs/design/2026-12-01-ha-failover-design.md, rules 4 and 6).
 //
 // A version 2 session opened with HELLO flags bit 0 gets a secret, of
 // which the server keeps only a hash. When its connection breaks (EOF,

@@ -9,7 +9,7 @@ import (
 )
 
 // Self-stop of a cluster node cut off from its Raft quorum
-// (docs/high-availability.md, "Failover design", rule 2): after T_self
+// (docs/design/2026-12-01-ha-failover-design.md, "Failover design", rule 2): after T_self
 // without quorum contact it serves nothing. Its names may then be given
 // to another node, so it must not confirm anything a client would count
 // as held: by the pessimism rule any answer confirms the request it

@@ -11,7 +11,7 @@ import (
 )
 
 // Queue tickets (docs/protocol-v2-tickets.md, "v2 queue tickets";
-// docs/high-availability.md, rule 5). A version 2 session whose HELLO
+// docs/design/2026-12-01-ha-failover-design.md, rule 5). A version 2 session whose HELLO
 // sets HelloTickets is answered WELCOME with WelcomeTickets, and every
 // QUEUED it is sent carries the claim's queue ticket when the claim has
 // one in this node's table (or came with one): a claim queued here, one

@@ -10,7 +10,7 @@ import (
 )
 
 // Queue tickets over real TCP (docs/protocol-v2-tickets.md, "v2 queue tickets";
-// docs/high-availability.md, rule 5).
+// docs/design/2026-12-01-ha-failover-design.md, rule 5).
 
 // dialTickets opens a resumable session that asks for queue tickets and
 // returns it with its WELCOME.

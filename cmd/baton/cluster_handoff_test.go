@@ -20,13 +20,13 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Planned changes with real processes (docs/cluster.md, "Planned
+// Planned changes with real processes (docs/design/2026-12-02-cluster-fail-closed-model.md, "Planned
 // moves"): a join or a leave freezes the names that move on their prior
 // owner, ends the version 1 claims on them there (ERROR 0x01) and hands
 // the version 2 claims over, and only then switches the ring; the new
 // owner serves them at once, never while a client of the prior owner
 // still holds one, and the version 2 claims continue there with their
-// tokens (docs/cluster.md, "Continuing version 2 claims across a planned
+// tokens (docs/design/2026-12-02-cluster-handoff.md, "Continuing version 2 claims across a planned
 // change").
 
 // v2Claim claims name on session s until it is granted: a new cluster

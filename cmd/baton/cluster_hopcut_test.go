@@ -15,7 +15,7 @@ import (
 // The link between a relaying node and a live owner breaks (a reset, or
 // a cut that heals within the lease) while both keep their quorum
 // contact: the relaying node re-asserts its claims at the same owner,
-// which kept them and adopts them (docs/cluster.md, "When the owner is
+// which kept them and adopts them (docs/design/2026-12-07-cluster-relay.md, "When the owner is
 // alive"). Real processes; the owner's other members reach it through a
 // proxy the test breaks, on the protocol port only.
 

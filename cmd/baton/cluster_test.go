@@ -160,7 +160,7 @@ func nameOwnedBy(t *testing.T, owner, prefix string) string {
 // waitGrant acquires name at addr, heartbeating while it waits, until it
 // is granted: a node gates the names it took without their state (every
 // name, on a new cluster) for the largest lease plus 2 s after the ring
-// change (docs/cluster.md, "Fail closed").
+// change (docs/design/2026-12-02-cluster-fail-closed-model.md, "Fail closed").
 func waitGrant(t *testing.T, addr, name string, lease time.Duration) (*opstest.Conn, uint64) {
 	t.Helper()
 	start := time.Now()

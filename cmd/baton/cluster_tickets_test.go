@@ -11,7 +11,7 @@ import (
 	"github.com/batonlock/baton/internal/opstest"
 )
 
-// Queue tickets on a real 3-node cluster (docs/high-availability.md,
+// Queue tickets on a real 3-node cluster (docs/design/2026-12-01-ha-failover-design.md,
 // rule 5): claims queued on a node that is killed keep their order on
 // the node that takes their name over.
 

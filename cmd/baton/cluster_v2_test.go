@@ -122,7 +122,7 @@ func TestClusterV2RelayContend(t *testing.T) {
 	nodes := startCluster(t)
 	name := nameOwnedBy(t, "n1", "v2contend")
 	const lease = 2 * time.Second
-	// A new cluster gates its names for a warm-up (docs/cluster.md, "Fail
+	// A new cluster gates its names for a warm-up (docs/design/2026-12-02-cluster-fail-closed-model.md, "Fail
 	// closed"): a version 2 claim relayed to the owner meanwhile is held
 	// there, answered QUEUED, and promoted once the warm-up is over.
 	w := dialV2Session(t, nodes["n2"], lease)

@@ -12,7 +12,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The prior owner's side of a planned change's hand-off (docs/cluster.md,
+// The prior owner's side of a planned change's hand-off (docs/design/2026-12-02-cluster-handoff.md,
 // "Planned changes: the hand-off" and "Continuing version 2 claims across
 // a planned change"): which claims and range locks leave for which new
 // owner, what each session is told, and the state each new owner gets.

@@ -13,7 +13,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The new owner's side of a planned change's hand-off (docs/cluster.md,
+// The new owner's side of a planned change's hand-off (docs/design/2026-12-02-cluster-handoff.md,
 // "Planned changes: the hand-off" and "Continuing version 2 claims across
 // a planned change"): DecodeHandoff reads and checks the prior owner's
 // HandoffState; PlanHandoffInstall says what goes into the lock table:

@@ -6,7 +6,7 @@ import (
 )
 
 // The policy of a relaying node's pools of idle hop connections, one pool
-// per owner (docs/cluster.md, "Relaying a version 1 connection"; the
+// per owner (docs/design/2026-12-07-cluster-relay.md, "Relaying a version 1 connection"; the
 // connections, their watchers and the sweep timer are package server's,
 // server/hoppool.go).
 //

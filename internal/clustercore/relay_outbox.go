@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The pessimism rule through a relay (docs/cluster.md, "Relaying a
+// The pessimism rule through a relay (docs/design/2026-12-07-cluster-relay.md, "Relaying a
 // version 2 session"). The client's confirmation anchor is the send time
 // of its latest request whose answer arrived, and any answer moves it,
 // whoever produced it. So the relaying node writes the answer to a

@@ -3,7 +3,7 @@ package clustercore
 import "slices"
 
 // The claims held during their names' warm-up (docs/protocol-v2-tickets.md, "v2
-// queue tickets"; docs/high-availability.md, rule 5). Each session asks
+// queue tickets"; docs/design/2026-12-01-ha-failover-design.md, rule 5). Each session asks
 // about its held claims on its own timer, so the first to ask once the
 // name is served would be granted, whatever its place; instead every
 // claim held during a name's warm-up is recorded under the name, and the

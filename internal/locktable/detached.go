@@ -2,7 +2,7 @@ package locktable
 
 import "time"
 
-// Detached claims (docs/cluster.md, "Continuing version 2 claims across a
+// Detached claims (docs/design/2026-12-02-cluster-handoff.md, "Continuing version 2 claims across a
 // planned change (design)"): the new owner of a moving name installs the
 // claims handed over under sessions that no connection serves, one per
 // origin (the node the client's session is on, and its id there), until

@@ -9,7 +9,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Hand-off of lock state between cluster nodes (docs/cluster.md, "Planned
+// Hand-off of lock state between cluster nodes (docs/design/2026-12-02-cluster-fail-closed-model.md, "Planned
 // moves"): the prior owner of a name describes its lock with Export and
 // ends its claims with Evict; the new owner installs the description with
 // Import. All three are pure, like every other operation of the table.

@@ -12,7 +12,7 @@ import (
 // one (ERROR(v1) to a version 1 session, which ends; ERROR(v2) to a
 // version 2 claim), then promotes the waiters their ends let in: the
 // claims keep accepts stay, to be exported and continue elsewhere
-// (docs/cluster.md, "Continuing version 2 claims across a planned
+// (docs/design/2026-12-02-cluster-handoff.md, "Continuing version 2 claims across a planned
 // change"), and what is left has no waiter that could be granted. Locks
 // are visited in name order.
 func (t *Table) EvictExcept(now time.Time, match func(name string) bool, keep func(SessionID) bool, v1, v2 protocol.Code) Result {

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Queue tickets (docs/high-availability.md, rule 5; docs/protocol-v2-tickets.md, "v2
+// Queue tickets (docs/design/2026-12-01-ha-failover-design.md, rule 5; docs/protocol-v2-tickets.md, "v2
 // queue tickets"). Every claim that joins a queue gets a ticket: a number
 // that orders the waiters of one lock at this table, drawn when it
 // queues. A client that asked for tickets is told its claim's ticket in

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// The cluster-ownership model (package cluster, docs/cluster.md "Planned
+// The cluster-ownership model (package cluster, docs/design/2026-12-02-cluster-fail-closed-model.md "Planned
 // moves and fail-closed, as modelled"): one lock name, owned by one node of
 // a ring that Raft commits and that every node applies at its own pace.
 //

@@ -9,7 +9,7 @@ func TestClusterModel(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		cfg    ClusterConfig
-		states int // pinned so that a change in the model is noticed (docs/cluster.md quotes them)
+		states int // pinned so that a change in the model is noticed (docs/design/2026-12-02-cluster-fail-closed-model.md quotes them)
 		big    bool
 	}{
 		// One client continues through a planned move, the other, a
@@ -43,7 +43,7 @@ func TestClusterModel(t *testing.T) {
 				t.Error(rep.Violation)
 			}
 			if rep.States != tc.states {
-				t.Errorf("%v: %d states, docs/cluster.md says %d", tc.cfg, rep.States, tc.states)
+				t.Errorf("%v: %d states, docs/design/2026-12-02-cluster-fail-closed-model.md says %d", tc.cfg, rep.States, tc.states)
 			}
 		})
 	}

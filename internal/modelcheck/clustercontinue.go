@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// The continuation model (docs/cluster.md, "Continuing version 2 claims
+// The continuation model (docs/design/2026-12-02-cluster-handoff.md, "Continuing version 2 claims
 // across a planned change (design)", its subsection "The model
 // extension"): the cluster model's one lock name, nodes, committed ring
 // applied at each node's pace, token epochs, deaths, removals and

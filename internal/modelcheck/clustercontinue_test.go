@@ -9,7 +9,7 @@ func TestContinueModel(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		cfg    ContinueConfig
-		states int // pinned so that a change in the model is noticed (docs/verification.md quotes them)
+		states int // pinned so that a change in the model is noticed (docs/design/2026-12-07-verification-models-cluster.md quotes them)
 		big    bool
 	}{
 		{ContinueConfig{Nodes: 3, Clients: 2, Lives: 1, Changes: 1, Deaths: 1}, 213274, false},
@@ -39,7 +39,7 @@ func TestContinueModel(t *testing.T) {
 				t.Error(rep.Violation)
 			}
 			if rep.States != tc.states {
-				t.Errorf("%v: %d states, docs/verification.md says %d", tc.cfg, rep.States, tc.states)
+				t.Errorf("%v: %d states, docs/design/2026-12-07-verification-models-cluster.md says %d", tc.cfg, rep.States, tc.states)
 			}
 		})
 	}

@@ -18,7 +18,7 @@ func TestClusterRangesModel(t *testing.T) {
 		"c2 is granted at N after a gate counted from w's session",
 	}
 	var reached [len(behaviours)]bool
-	// Pinned so that a change in the model is noticed (docs/verification.md
+	// Pinned so that a change in the model is noticed (docs/design/2026-12-07-verification-models-cluster.md
 	// quotes them).
 	states := []int{366, 1020, 4902, 17432}
 	for i, cfg := range DefaultClusterRangesConfigs() {
@@ -50,7 +50,7 @@ func TestClusterRangesModel(t *testing.T) {
 			t.Error(rep.Violation)
 		}
 		if rep.States != states[i] {
-			t.Errorf("%s: %d states, docs/verification.md says %d", cfg, rep.States, states[i])
+			t.Errorf("%s: %d states, docs/design/2026-12-07-verification-models-cluster.md says %d", cfg, rep.States, states[i])
 		}
 	}
 	for i, ok := range reached {
@@ -78,7 +78,7 @@ func TestClusterRangesModelLarger(t *testing.T) {
 			t.Error(rep.Violation)
 		}
 		if rep.States != states[i] {
-			t.Errorf("%s: %d states, docs/verification.md says %d", cfg, rep.States, states[i])
+			t.Errorf("%s: %d states, docs/design/2026-12-07-verification-models-cluster.md says %d", cfg, rep.States, states[i])
 		}
 	}
 }

@@ -32,7 +32,7 @@ func TestClusterRangesHandoverModel(t *testing.T) {
 		"N adopts for a host that has ended c1's session (the orphan)",
 	}
 	var reached [len(behaviours)]bool
-	// Pinned so that a change in the model is noticed (docs/verification.md
+	// Pinned so that a change in the model is noticed (docs/design/2026-12-07-verification-models-cluster.md
 	// quotes them).
 	states := map[int]int{4: 3232, 5: 18531, 6: 12392}
 	cfgs := handoverConfigs()
@@ -69,7 +69,7 @@ func TestClusterRangesHandoverModel(t *testing.T) {
 			t.Error(rep.Violation)
 		}
 		if rep.States != states[i] {
-			t.Errorf("%s: %d states, docs/verification.md says %d", cfg, rep.States, states[i])
+			t.Errorf("%s: %d states, docs/design/2026-12-07-verification-models-cluster.md says %d", cfg, rep.States, states[i])
 		}
 	}
 	for i, ok := range reached {
@@ -94,7 +94,7 @@ func TestClusterRangesHandoverModelLarger(t *testing.T) {
 			t.Error(rep.Violation)
 		}
 		if rep.States != states[i] {
-			t.Errorf("%s: %d states, docs/verification.md says %d", cfg, rep.States, states[i])
+			t.Errorf("%s: %d states, docs/design/2026-12-07-verification-models-cluster.md says %d", cfg, rep.States, states[i])
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The failover model (cluster mode part 2, docs/high-availability.md
+// The failover model (cluster mode part 2, docs/design/2026-12-01-ha-failover-design.md
 // "Failover design, as modelled"): one lock name whose owner node A is cut
 // off from the Raft quorum, a leader that takes the silent A out of the
 // ring, and node B that takes the name over without A's state, while

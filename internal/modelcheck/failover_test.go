@@ -45,10 +45,10 @@ func TestFailoverModel(t *testing.T) {
 	if rep.Violation != nil {
 		t.Fatal(rep.Violation)
 	}
-	// Pinned so that a change in the model is noticed (docs/verification.md
+	// Pinned so that a change in the model is noticed (docs/design/2026-12-07-verification-models-cluster.md
 	// quotes it).
 	if want := 771076; rep.States != want {
-		t.Errorf("%d states, docs/verification.md says %d", rep.States, want)
+		t.Errorf("%d states, docs/design/2026-12-07-verification-models-cluster.md says %d", rep.States, want)
 	}
 	for i, ok := range reached {
 		if !ok {
@@ -71,7 +71,7 @@ func TestFailoverModelLarger(t *testing.T) {
 		t.Error(rep.Violation)
 	}
 	if want := 1367136; rep.States != want {
-		t.Errorf("%d states, docs/verification.md says %d", rep.States, want)
+		t.Errorf("%d states, docs/design/2026-12-07-verification-models-cluster.md says %d", rep.States, want)
 	}
 }
 

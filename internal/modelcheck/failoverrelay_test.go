@@ -68,10 +68,10 @@ func TestFailoverRelay(t *testing.T) {
 	if rep.Violation != nil {
 		t.Fatal(rep.Violation)
 	}
-	// Pinned so that a change in the model is noticed (docs/verification.md
+	// Pinned so that a change in the model is noticed (docs/design/2026-12-07-verification-models-cluster.md
 	// quotes it).
 	if want := 4281786; rep.States != want {
-		t.Errorf("%d states, docs/verification.md says %d", rep.States, want)
+		t.Errorf("%d states, docs/design/2026-12-07-verification-models-cluster.md says %d", rep.States, want)
 	}
 	for i, ok := range reached {
 		if !ok {
@@ -240,10 +240,10 @@ func TestFailoverRelayFails(t *testing.T) {
 	if rep.Violation != nil {
 		t.Fatal(rep.Violation)
 	}
-	// Pinned so that a change in the model is noticed (docs/verification.md
+	// Pinned so that a change in the model is noticed (docs/design/2026-12-07-verification-models-cluster.md
 	// quotes it).
 	if want := 6343789; rep.States != want {
-		t.Errorf("%d states, docs/verification.md says %d", rep.States, want)
+		t.Errorf("%d states, docs/design/2026-12-07-verification-models-cluster.md says %d", rep.States, want)
 	}
 	for i, ok := range reached {
 		if !ok {

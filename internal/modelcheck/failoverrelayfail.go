@@ -5,7 +5,7 @@ import "fmt"
 // The relaying node's failure (FailoverConfig.RelayFails, with Relay):
 // node R may die at any moment while it or its client c1 (c<Relay> in
 // the traces) has a claim, and never comes back (server/relay2.go,
-// server/resume.go; docs/cluster.md "Resumable sessions and
+// server/resume.go; docs/design/2026-12-07-cluster-relay.md "Resumable sessions and
 // re-assertion in a cluster"). As built:
 //
 //   - Every upstream R opens carries hop header version 3: for a

@@ -6,7 +6,7 @@ func TestLeaseLowerModel(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		cfg    LeaseLowerConfig
-		states int // pinned so that a change in the model is noticed (docs/cluster.md quotes them)
+		states int // pinned so that a change in the model is noticed (docs/design/2026-12-07-cluster-tokens.md quotes them)
 	}{
 		{DefaultLeaseLowerConfig(), 104694},
 		{smallLeaseLowerConfig(), 14574},
@@ -17,7 +17,7 @@ func TestLeaseLowerModel(t *testing.T) {
 			t.Error(rep.Violation)
 		}
 		if rep.States != tc.states {
-			t.Errorf("%v: %d states, docs/cluster.md says %d", tc.cfg, rep.States, tc.states)
+			t.Errorf("%v: %d states, docs/design/2026-12-07-cluster-tokens.md says %d", tc.cfg, rep.States, tc.states)
 		}
 	}
 }

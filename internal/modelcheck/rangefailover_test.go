@@ -82,10 +82,10 @@ func TestRangeFailoverModel(t *testing.T) {
 	if rep.Violation != nil {
 		t.Error(rep.Violation)
 	}
-	// Pinned so that a change in the model is noticed (docs/verification.md
+	// Pinned so that a change in the model is noticed (docs/design/2026-12-07-verification-models-cluster.md
 	// quotes it).
 	if rep.States != 14673 {
-		t.Errorf("%s: %d states, docs/verification.md says 14673", cfg, rep.States)
+		t.Errorf("%s: %d states, docs/design/2026-12-07-verification-models-cluster.md says 14673", cfg, rep.States)
 	}
 	expectReached(t, reached[:len(reached)-1], rfBehaviours[:], never, rfNever[:])
 }
@@ -105,7 +105,7 @@ func TestRangeFailoverModelSecond(t *testing.T) {
 		t.Error(rep.Violation)
 	}
 	if rep.States != 2219794 {
-		t.Errorf("%s: %d states, docs/verification.md says 2219794", cfg, rep.States)
+		t.Errorf("%s: %d states, docs/design/2026-12-07-verification-models-cluster.md says 2219794", cfg, rep.States)
 	}
 	expectReached(t, reached, rfBehaviours[:], never, rfNever[:])
 }
@@ -124,7 +124,7 @@ func TestRangeFailoverModelLarger(t *testing.T) {
 		t.Error(rep.Violation)
 	}
 	if rep.States != 444274 {
-		t.Errorf("%s: %d states, docs/verification.md says 444274", cfg, rep.States)
+		t.Errorf("%s: %d states, docs/design/2026-12-07-verification-models-cluster.md says 444274", cfg, rep.States)
 	}
 }
 

@@ -125,10 +125,10 @@ func checkRangeResumeReaching(t *testing.T, cfg RangeResumeConfig, states int) {
 	if rep.Violation != nil {
 		t.Error(rep.Violation)
 	}
-	// Pinned so that a change in the model is noticed (docs/verification.md
+	// Pinned so that a change in the model is noticed (docs/design/2026-12-07-verification-models-cluster.md
 	// quotes it).
 	if rep.States != states {
-		t.Errorf("%s: %d states, docs/verification.md says %d", cfg, rep.States, states)
+		t.Errorf("%s: %d states, docs/design/2026-12-07-verification-models-cluster.md says %d", cfg, rep.States, states)
 	}
 	if !cfg.Second {
 		reached = reached[:len(reached)-2]
@@ -188,7 +188,7 @@ func TestRangeResumeThirdSession(t *testing.T) {
 		t.Error(rep.Violation)
 	}
 	if rep.States != 17348 {
-		t.Errorf("%s: %d states, docs/verification.md says %d", cfg, rep.States, 17348)
+		t.Errorf("%s: %d states, docs/design/2026-12-07-verification-models-cluster.md says %d", cfg, rep.States, 17348)
 	}
 	expectReached(t, append(reached[:len(reached)-2], third...), append(rrBehaviours[:len(rrBehaviours)-2:len(rrBehaviours)-2], rrThird[:]...), never, rrNever[:])
 }
