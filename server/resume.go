@@ -511,7 +511,7 @@ func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []deli
 	st, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
 		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Value: f.Value}, f.Token)
 	if err != nil {
-		code := clustercore.TakeOverRefusal(err)
+		code := clustercore.TakeOverRefusal(err, claimErrorCode(err))
 		s.reasserted(f, ReassertRefused, code, 0)
 		s.refuse(f, code)
 		return nil

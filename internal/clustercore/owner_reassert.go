@@ -199,14 +199,12 @@ func TakeOverFor(f protocol.Frame, since uint64) (_ TakeOver, held protocol.Fram
 }
 
 // TakeOverRefusal is the code of a re-assertion the table would not
-// install (locktable Reassert's err): the claim's own mistakes keep their
-// codes, everything else (a conflicting holder, an unknown name) is 0x04.
-func TakeOverRefusal(err error) protocol.Code {
-	switch {
-	case errors.Is(err, locktable.ErrModeConflict):
-		return protocol.CodeModeConflict
-	case errors.Is(err, locktable.ErrLimitMismatch):
-		return protocol.CodeLimitMismatch
+// install (locktable Reassert's err): the claim's own mistakes (its mode
+// or limit against the lock's) keep claimCode, the code a new claim would
+// get; everything else (a conflicting holder, an unknown name) is 0x04.
+func TakeOverRefusal(err error, claimCode protocol.Code) protocol.Code {
+	if errors.Is(err, locktable.ErrModeConflict) || errors.Is(err, locktable.ErrLimitMismatch) {
+		return claimCode
 	}
 	return protocol.CodeReassertRefused
 }

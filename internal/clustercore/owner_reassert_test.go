@@ -30,11 +30,7 @@ func TestWelcomeFor(t *testing.T) {
 		{"relayed resumable: no secret, no detach", hello(all), true, true,
 			OwnerWelcome{Flags: protocol.WelcomeTickets, Tickets: true}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := WelcomeFor(tc.hello, tc.relayed, tc.ring); got != tc.want {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
-		})
+		ownerCheck(t, tc.name, WelcomeFor(tc.hello, tc.relayed, tc.ring), tc.want)
 	}
 }
 
@@ -53,36 +49,28 @@ func TestReassertStepFor(t *testing.T) {
 		{"a relayed one is not relayed again", true, OwnerRoute{Forward: true}, true, ReassertNotNow},
 		{"held without a take-over: 0x03", true, OwnerRoute{}, false, ReassertNotNow},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := ReassertStepFor(tc.cluster, tc.rt, tc.forwarded); got != tc.want {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-		})
+		ownerCheck(t, tc.name, ReassertStepFor(tc.cluster, tc.rt, tc.forwarded), tc.want)
 	}
 }
 
 func TestReassertHolder(t *testing.T) {
-	for _, tc := range []struct {
-		name string
+	// Each case: what the owner holds for the origin, and whose claims the re-assertion takes.
+	for name, tc := range map[string]struct {
 		h    ReassertHolders
 		want ReassertHolder
 	}{
-		{"nothing held", ReassertHolders{}, HolderNone},
-		{"kept, secret matches", ReassertHolders{Kept: true, KeptMatches: true}, HolderKept},
-		{"kept, its relaying node's upstream", ReassertHolders{Kept: true, Relays: true}, HolderKept},
-		{"kept, wrong secret: nothing, not the open one", ReassertHolders{Kept: true, Live: true, LiveMatches: true}, HolderNone},
-		{"kept before open", ReassertHolders{Kept: true, KeptMatches: true, Live: true, LiveMatches: true}, HolderKept},
-		{"open, secret matches", ReassertHolders{Live: true, LiveMatches: true}, HolderLive},
-		{"open, its relaying node's upstream", ReassertHolders{Live: true, Relays: true}, HolderLive},
-		{"open, wrong secret", ReassertHolders{Live: true}, HolderNone},
-		{"open with a wrong secret: the stand-in's", ReassertHolders{Live: true, StandIn: true, StandInMatches: true}, HolderStandIn},
-		{"a stand-in needs the secret", ReassertHolders{StandIn: true, Relays: true}, HolderNone},
+		"nothing held":                                  {ReassertHolders{}, HolderNone},
+		"kept, secret matches":                          {ReassertHolders{Kept: true, KeptMatches: true}, HolderKept},
+		"kept, its relaying node's upstream":            {ReassertHolders{Kept: true, Relays: true}, HolderKept},
+		"kept, wrong secret: nothing, not the open one": {ReassertHolders{Kept: true, Live: true, LiveMatches: true}, HolderNone},
+		"kept before open":                              {ReassertHolders{Kept: true, KeptMatches: true, Live: true, LiveMatches: true}, HolderKept},
+		"open, secret matches":                          {ReassertHolders{Live: true, LiveMatches: true}, HolderLive},
+		"open, its relaying node's upstream":            {ReassertHolders{Live: true, Relays: true}, HolderLive},
+		"open, wrong secret":                            {ReassertHolders{Live: true}, HolderNone},
+		"open with a wrong secret: the stand-in's":      {ReassertHolders{Live: true, StandIn: true, StandInMatches: true}, HolderStandIn},
+		"a stand-in needs the secret":                   {ReassertHolders{StandIn: true, Relays: true}, HolderNone},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.h.Holder(); got != tc.want {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-		})
+		ownerCheck(t, name, tc.h.Holder(), tc.want)
 	}
 }
 
@@ -107,11 +95,7 @@ func TestAdoptFits(t *testing.T) {
 		{"queued, no token", queued, f(locktable.Exclusive, 0, 0), true},
 		{"queued, a token", queued, f(locktable.Exclusive, 0, 7), false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := AdoptFits(tc.c, tc.f); got != tc.want {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-		})
+		ownerCheck(t, tc.name, AdoptFits(tc.c, tc.f), tc.want)
 	}
 }
 
@@ -145,12 +129,21 @@ func TestTakeOverFor(t *testing.T) {
 func TestTakeOverRefusal(t *testing.T) {
 	for err, want := range map[error]protocol.Code{
 		locktable.ErrModeConflict:                       protocol.CodeModeConflict,
-		fmt.Errorf("x: %w", locktable.ErrLimitMismatch): protocol.CodeLimitMismatch,
+		fmt.Errorf("x: %w", locktable.ErrLimitMismatch): protocol.CodeModeConflict,
 		locktable.ErrReassertConflict:                   protocol.CodeReassertRefused,
 		errors.New("anything else"):                     protocol.CodeReassertRefused,
 	} {
-		if got := TakeOverRefusal(err); got != want {
+		if got := TakeOverRefusal(err, protocol.CodeModeConflict); got != want {
 			t.Errorf("%v: got %v, want %v", err, got, want)
 		}
 	}
+}
+
+// ownerCheck runs one case of a table: got is what the rule decided.
+func ownerCheck[T comparable](t *testing.T, name string, got, want T) {
+	t.Run(name, func(t *testing.T) {
+		if got != want {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
 }

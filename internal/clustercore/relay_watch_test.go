@@ -67,11 +67,7 @@ func TestWatchFollowsLocal(t *testing.T) {
 		{"ended", Watch{Local: true, Ended: true}, protocol.CodeNotOwner, false, false},
 		{"a relayed watch is not the table's", NewRelayedWatch(1, "a"), protocol.CodeNotOwner, false, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.w.FollowsLocal(tc.code, tc.closed); got != tc.want {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-		})
+		ownerCheck(t, tc.name, tc.w.FollowsLocal(tc.code, tc.closed), tc.want)
 	}
 }
 
