@@ -73,9 +73,9 @@ func (s *session) watchedLocally(id uint32, name string) {
 
 // followLocal takes the table's REVOKED for claim id of s: when id is a
 // local watch that follows its name (clustercore.Watch.FollowsLocal),
-// the client is sent a reset instead and the watch is relayed; it
-// reports whether it did. Any other end of a local watch forgets its
-// record. Called with srv.mu held.
+// the client is sent a reset instead and the watch is relayed, or, over
+// MaxRelayedWatches, REVOKED 0x07; it reports whether it did. Any other
+// end of a local watch forgets its record. Called with srv.mu held.
 func (srv *Server) followLocal(s *session, id uint32, code protocol.Code) bool {
 	v := s.v2
 	rw := v.watches[id]
@@ -85,6 +85,12 @@ func (srv *Server) followLocal(s *session, id uint32, code protocol.Code) bool {
 	if !rw.FollowsLocal(code, v.watchesClosed) {
 		delete(v.watches, id)
 		return false
+	}
+	if !clustercore.WatchRelayRoom(srv.MaxRelayedWatches, srv.relayedWatches.Load()) {
+		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitRelayedWatches, Peer: s.peer, Lock: rw.Name,
+			Session: s.id, Claim: locktable.ClaimID(id), Code: protocol.CodeLimitReached})
+		rw.failLocked(protocol.CodeLimitReached)
+		return true
 	}
 	rw.send(rw.Follow())
 	srv.relayedWatches.Add(1)

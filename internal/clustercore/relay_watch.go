@@ -228,6 +228,15 @@ func WatchOverBacklog(bound int, backlog func() int) bool {
 	return bound > 0 && backlog() > bound
 }
 
+// WatchRelayRoom reports whether a node that relays relayed watches may
+// relay one more under bound (0: none): each holds a connection to the
+// owner, and the node's file descriptors are not a client's to spend. A
+// new WATCH over it is refused 0x07; a local watch whose name leaves
+// while the node is over it ends with REVOKED 0x07 instead of following.
+func WatchRelayRoom(bound int, relayed int64) bool {
+	return bound <= 0 || relayed < int64(bound)
+}
+
 // WatchBackoff spaces the attempts of a watch whose owner does not serve
 // its name yet.
 type WatchBackoff struct{ wait time.Duration }

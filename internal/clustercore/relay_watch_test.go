@@ -3,6 +3,7 @@ package clustercore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -177,5 +178,15 @@ func TestWatchBackoff(t *testing.T) {
 	}
 	if got := b.Next(true); got != WatchRetryMin {
 		t.Fatalf("after a served attempt: %v, want %v", got, WatchRetryMin)
+	}
+}
+
+func TestWatchRelayRoom(t *testing.T) {
+	for _, tc := range []struct {
+		bound   int
+		relayed int64
+		want    bool
+	}{{0, 1 << 20, true}, {2, 1, true}, {2, 2, false}, {2, 3, false}} {
+		ownerCheck(t, fmt.Sprintf("bound %d, %d relayed", tc.bound, tc.relayed), WatchRelayRoom(tc.bound, tc.relayed), tc.want)
 	}
 }
