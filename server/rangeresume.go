@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/rangelock"
 	"github.com/batonlock/baton/internal/rangemirror"
@@ -128,21 +129,26 @@ func (srv *Server) resumeRangeLocked(s *session, f protocol.Frame, now time.Time
 	rs := &srv.ranges
 	sid := rangelock.SessionID(s.id)
 	o := locktable.Origin{Node: f.Node, Session: f.Session}
-	var ds []delivery
+	h := s.reassertHolders(o, f.Secret)
 	if k := rs.kept[o]; k != nil {
-		if secretMatches(&k.hash, f.Secret) || s.relaysFor(o) {
-			srv.takeKeptRangesLocked(o, sid, f.Name)
-		}
-	} else if live := srv.liveSession(o); live != nil && live != s &&
-		(secretMatches(&live.v2.resume.hash, f.Secret) || s.relaysFor(o)) {
+		h.Kept, h.KeptMatches = true, secretMatches(&k.hash, f.Secret)
+	}
+	if st := rs.standIns[o]; st != nil && st.hash != nil {
+		h.StandIn, h.StandInMatches = true, secretMatches(st.hash, f.Secret)
+	}
+	var ds []delivery
+	switch h.Holder() {
+	case clustercore.HolderKept:
+		srv.takeKeptRangesLocked(o, sid, f.Name)
+	case clustercore.HolderLive:
 		// Its client saw the connection break first: the session's
 		// waiting sets end, its locks on the key are s's.
-		from := rangelock.SessionID(live.id)
+		from := rangelock.SessionID(srv.liveSession(o).id)
 		ds = srv.dropWaitingLocked(now, from, s)
 		rs.table.MoveSession(from, sid, f.Name)
-	} else if st := rs.standIns[o]; st != nil && st.hash != nil && secretMatches(st.hash, f.Secret) {
+	case clustercore.HolderStandIn:
 		// A planned change handed them over here, and the node that
-		// was to adopt them for the client is gone.
+		// was to adopt them is gone.
 		srv.adoptRangesLocked(s, o, f.Name)
 	}
 	ns, own, r := rangemirror.Target(f, sid)

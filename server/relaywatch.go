@@ -7,56 +7,28 @@ import (
 	"os"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
 
 // Watches on a cluster node (docs/cluster.md, "Watches in a cluster").
 //
-// A WATCH whose name another node owns is served by this node through an
-// upstream values session of its own (the watcher): one connection to
-// the owner per relayed watch, opened with a version 2 hop header
-// without a resume hash (the owner keeps nothing of it when it breaks),
-// HELLO with the values flag, and WATCH with the client's id. The
-// owner's CHANGEs go to the client unchanged. The first state (the held
-// frames and synced) is the WATCH's answer, in its place in the
-// session's answer order (an outbox slot, relay2.go); later changes are
-// pushes.
-//
-// A watch follows its name. When the upstream breaks, the owner revokes
-// the watch with 0x03 (the name left it), or ends the session, the
-// client is sent CHANGE kind 5 (reset) and the watch starts again where
-// the name now lives: through a new upstream, or in this node's table
-// when this node owns it now. A node that warms the name up or moves it
-// refuses the watch with 0x03 and is asked again with backoff, so the
-// next state the client gets is the new owner's, never an older one. A
-// watch in this node's table follows the same way when the table ends it
-// with 0x03 (the name left this node: followLocal).
+// A relayed watch's upstream is a connection to the owner opened with a
+// version 2 hop header without a resume hash (the owner keeps nothing of
+// it when it breaks), HELLO with the values flag, and WATCH with the
+// client's id. When it resets, follows its name, ends, and with which
+// code, is clustercore.Watch's (internal/clustercore/relay_watch.go);
+// this file holds its goroutine, its connection and its outbox slot.
 
-// Backoff between two attempts to watch a name whose owner does not
-// serve it yet (warming up, moving, unreachable, no route).
-const (
-	watchRetryMin = 20 * time.Millisecond
-	watchRetryMax = 250 * time.Millisecond
-)
-
-// relayWatch is one watch of a client session on a cluster node: relayed
-// to the name's owner, or in this node's table (local). Its fields are
+// relayWatch is one watch of a client session on a cluster node, as
+// clustercore.Watch, with what the shell needs for it. Its fields are
 // guarded by srv.mu.
 type relayWatch struct {
-	s    *session
-	id   uint32
-	name string
-	// local: the watch is in this node's table now.
-	local bool
-	// ended: released, or the session ended; nothing more is sent for it.
-	ended bool
-	// slot is the WATCH's answer in the outbox until it is given; pre the
-	// held frames read for it so far.
+	clustercore.Watch
+	s *session
+	// slot is the WATCH's answer in the outbox until it is given.
 	slot *outEntry
-	pre  []byte
-	// told: the client was sent frames of a state since its last reset.
-	told bool
 	// conn is the current upstream connection, if any.
 	conn net.Conn
 	stop chan struct{} // closed when the watch ends
@@ -75,7 +47,7 @@ func (v *v2conn) watchesLocked() map[uint32]*relayWatch {
 // Its answer waits in the outbox. Called by the reader with srv.mu held.
 func (s *session) relayWatchTo(f protocol.Frame) {
 	srv, v := s.srv, s.v2
-	rw := &relayWatch{s: s, id: f.Claim, name: f.Name, stop: make(chan struct{})}
+	rw := &relayWatch{Watch: clustercore.NewRelayedWatch(f.Claim, f.Name), s: s, stop: make(chan struct{})}
 	v.omu.Lock()
 	rel := v.relayLocked()
 	rw.slot = &outEntry{Pending: true, At: rel.answerAt()}
@@ -96,26 +68,31 @@ func (s *session) watchedLocally(id uint32, name string) {
 	if s.srv.Router == nil || s.forwarded {
 		return
 	}
-	s.v2.watchesLocked()[id] = &relayWatch{s: s, id: id, name: name, local: true, told: true, stop: make(chan struct{})}
+	s.v2.watchesLocked()[id] = &relayWatch{Watch: clustercore.NewLocalWatch(id, name), s: s, stop: make(chan struct{})}
 }
 
 // followLocal takes the table's REVOKED for claim id of s: when id is a
-// local watch ended with 0x03 (its name left this node), the client is
-// sent a reset instead and the watch follows its name; it reports
-// whether it did. Any other end of a local watch forgets its record.
-// Called with srv.mu held.
+// local watch that follows its name (clustercore.Watch.FollowsLocal),
+// the client is sent a reset instead and the watch is relayed, or, over
+// MaxRelayedWatches, REVOKED 0x07; it reports whether it did. Any other
+// end of a local watch forgets its record. Called with srv.mu held.
 func (srv *Server) followLocal(s *session, id uint32, code protocol.Code) bool {
 	v := s.v2
 	rw := v.watches[id]
-	if rw == nil || !rw.local {
+	if rw == nil || !rw.Local {
 		return false
 	}
-	if code != protocol.CodeNotOwner || rw.ended || v.watchesClosed {
+	if !rw.FollowsLocal(code, v.watchesClosed) {
 		delete(v.watches, id)
 		return false
 	}
-	rw.local = false
-	rw.resetLocked()
+	if !clustercore.WatchRelayRoom(srv.MaxRelayedWatches, srv.relayedWatches.Load()) {
+		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitRelayedWatches, Peer: s.peer, Lock: rw.Name,
+			Session: s.id, Claim: locktable.ClaimID(id), Code: protocol.CodeLimitReached})
+		rw.failLocked(protocol.CodeLimitReached)
+		return true
+	}
+	rw.send(rw.Follow())
 	srv.relayedWatches.Add(1)
 	srv.sessionsWG.Add(1)
 	go rw.follow()
@@ -132,10 +109,10 @@ func (s *session) releaseWatch(id uint32) bool {
 		return false
 	}
 	delete(v.watches, id)
-	if rw.local {
+	if rw.Local {
 		return false
 	}
-	rw.endLocked(protocol.AppendRefused(nil, id, protocol.CodeNotOwner, "watch released before its state"))
+	rw.finish(rw.Release())
 	v.appendOut(s, func(b []byte) []byte { return protocol.AppendReleased(b, id) })
 	return true
 }
@@ -144,12 +121,12 @@ func (s *session) releaseWatch(id uint32) bool {
 // srv.mu held.
 func (s *session) relayWatchInUse(id uint32) bool {
 	rw := s.v2.watches[id]
-	return rw != nil && !rw.local
+	return rw != nil && !rw.Local
 }
 
-// endRelayWatches ends every watch the session relays, when the session
-// ends, or with REVOKED code (the slow watcher's 0x08) when code is not
-// 0. Called with srv.mu held.
+// endRelayWatchesLocked ends every watch the session relays, when the
+// session ends, or with REVOKED code (the slow watcher's 0x08) when code
+// is not 0. Called with srv.mu held.
 func (s *session) endRelayWatchesLocked(code protocol.Code) {
 	v := s.v2
 	if code == 0 {
@@ -157,13 +134,9 @@ func (s *session) endRelayWatchesLocked(code protocol.Code) {
 	}
 	for id, rw := range v.watches {
 		delete(v.watches, id)
-		if rw.local {
-			continue
+		if !rw.Local {
+			rw.finish(rw.Revoke(code))
 		}
-		if code != 0 && !rw.ended {
-			v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, id, code, "") })
-		}
-		rw.endLocked(nil)
 	}
 }
 
@@ -177,102 +150,57 @@ func (s *session) endRelayWatches() {
 	s.srv.mu.Unlock()
 }
 
-// endLocked ends the watch: its goroutine stops and its upstream closes.
-// answer fills its outbox slot when the WATCH was not answered yet.
-// Called with srv.mu held.
-func (rw *relayWatch) endLocked(answer []byte) {
-	if rw.ended {
-		return
-	}
-	rw.ended = true
-	close(rw.stop)
-	if rw.conn != nil {
-		rw.conn.Close()
-	}
-	if !rw.local {
-		rw.s.srv.relayedWatches.Add(-1)
-	}
-	if rw.slot != nil {
-		if answer == nil {
-			answer = protocol.AppendRefused(nil, rw.id, protocol.CodeNotOwner, "")
+// finish applies out of a step that may have ended the watch (ok): its
+// goroutine stops, its upstream closes, and out is sent. Called with
+// srv.mu held.
+func (rw *relayWatch) finish(out clustercore.WatchOut, ok bool) {
+	if ok {
+		close(rw.stop)
+		if rw.conn != nil {
+			rw.conn.Close()
 		}
-		rw.fillSlotLocked(answer)
+		if !rw.Local {
+			rw.s.srv.relayedWatches.Add(-1)
+		}
 	}
+	rw.send(out)
 }
 
-// fillSlotLocked gives the WATCH its answer b and releases what the
-// outbox can. Called with srv.mu held.
-func (rw *relayWatch) fillSlotLocked(b []byte) {
+// send sends the client what a step of the watch decided: the push, then
+// the WATCH's answer into its outbox slot, releasing what the outbox
+// can. Called with srv.mu held.
+func (rw *relayWatch) send(out clustercore.WatchOut) {
 	v := rw.s.v2
-	v.omu.Lock()
-	rw.slot.B = b
-	rw.slot.Pending = false
-	rw.slot = nil
-	if rel := v.rel.Load(); rel != nil {
-		rel.pump(v)
+	if out.Push != nil {
+		v.appendPushOut(rw.s, func(b []byte) []byte { return append(b, out.Push...) })
 	}
-	v.omu.Unlock()
-	v.wakeWriter()
-}
-
-// resetLocked sends the client CHANGE reset when it was told a state
-// since the last one. Called with srv.mu held.
-func (rw *relayWatch) resetLocked() {
-	rw.pre = rw.pre[:0]
-	if !rw.told {
-		return
-	}
-	rw.told = false
-	rw.s.v2.appendPushOut(rw.s, func(b []byte) []byte {
-		return protocol.AppendChange(b, rw.id, protocol.Change{Kind: protocol.ChangeReset})
-	})
-	rw.s.v2.wakeWriter()
-}
-
-// passLocked sends the client the owner's CHANGE c: into the WATCH's
-// answer while it has not been given (synced gives it), else as a push.
-// Called with srv.mu held.
-func (rw *relayWatch) passLocked(c protocol.Change) {
-	if rw.slot != nil {
-		rw.pre = protocol.AppendChange(rw.pre, rw.id, c)
-		if c.Kind == protocol.ChangeSynced {
-			rw.told = true
-			rw.fillSlotLocked(rw.pre)
-			rw.pre = nil
+	if out.Answered && rw.slot != nil {
+		v.omu.Lock()
+		rw.slot.B = out.Answer
+		rw.slot.Pending = false
+		rw.slot = nil
+		if rel := v.rel.Load(); rel != nil {
+			rel.pump(v)
 		}
-		return
+		v.omu.Unlock()
 	}
-	rw.told = true
-	rw.s.v2.appendPushOut(rw.s, func(b []byte) []byte { return protocol.AppendChange(b, rw.id, c) })
-	rw.s.v2.wakeWriter()
+	if out.Push != nil || out.Answered {
+		v.wakeWriter()
+	}
 }
 
-// failLocked ends the watch for good with code: REFUSED when the WATCH
-// was not answered yet, else REVOKED. Called with srv.mu held.
+// failLocked ends the watch for good with code (clustercore.Watch.Fail).
+// Called with srv.mu held.
 func (rw *relayWatch) failLocked(code protocol.Code) {
 	v := rw.s.v2
-	if v.watches[rw.id] == rw {
-		delete(v.watches, rw.id)
+	if v.watches[rw.ID] == rw {
+		delete(v.watches, rw.ID)
 	}
-	if rw.slot != nil {
-		rw.endLocked(protocol.AppendRefused(nil, rw.id, code, ""))
-		return
-	}
-	rw.endLocked(nil)
-	v.appendPushOut(rw.s, func(b []byte) []byte { return protocol.AppendRevoked(b, rw.id, code, "") })
-	v.wakeWriter()
+	rw.finish(rw.Fail(code))
 }
 
 // errWatchEnded: the watch ended while an attempt ran.
 var errWatchEnded = errors.New("server: the watch ended")
-
-// watchOutcome is how one attempt to watch at the owner ended.
-type watchOutcome struct {
-	again  bool          // watch again where the name lives (reset first)
-	served bool          // the owner served the watch before it ended
-	code   protocol.Code // else: end the watch with this code
-	err    error
-}
 
 // follow watches the name where it lives until the watch ends: each
 // attempt either serves it from this node's table (and returns), or
@@ -280,44 +208,42 @@ type watchOutcome struct {
 func (rw *relayWatch) follow() {
 	srv := rw.s.srv
 	defer srv.sessionsWG.Done()
-	wait := watchRetryMin
+	var backoff clustercore.WatchBackoff
 	for {
 		srv.mu.Lock()
-		if rw.ended {
+		if rw.Ended {
 			srv.mu.Unlock()
 			return
 		}
-		rt := srv.Router.Route(rw.name, 0, false)
+		rt := srv.Router.Route(rw.Name, 0, false)
 		if rt.Action == RouteServe {
 			rw.watchHereLocked()
 			srv.mu.Unlock()
 			return
 		}
 		srv.mu.Unlock()
+		served := false
 		if rt.Action == RouteForward {
 			out := rw.attempt(rt.Addr)
 			srv.mu.Lock()
 			switch {
-			case rw.ended:
-			case !out.again:
-				rw.failLocked(out.code)
+			case rw.Ended:
+			case !out.Again:
+				rw.failLocked(out.Code)
 			default:
-				rw.resetLocked()
+				rw.send(rw.Reset())
 			}
 			srv.mu.Unlock()
-			if out.err != nil && !errors.Is(out.err, errWatchEnded) {
-				srv.Logger.Debug("watching again at the name's owner", "lock", rw.name, "owner_addr", rt.Addr, "err", out.err)
+			if out.Err != nil && !errors.Is(out.Err, errWatchEnded) {
+				srv.Logger.Debug("watching again at the name's owner", "lock", rw.Name, "owner_addr", rt.Addr, "err", out.Err)
 			}
-			if out.served {
-				wait = watchRetryMin
-			}
+			served = out.Served
 		}
 		select {
 		case <-rw.stop:
 			return
-		case <-time.After(wait):
+		case <-time.After(backoff.Next(served)):
 		}
-		wait = min(2*wait, watchRetryMax)
 	}
 }
 
@@ -326,37 +252,30 @@ func (rw *relayWatch) follow() {
 func (rw *relayWatch) watchHereLocked() {
 	srv, s := rw.s.srv, rw.s
 	now := time.Now()
-	res, err := srv.table.Watch(now, s.id, locktable.ClaimID(rw.id), rw.name)
+	res, err := srv.table.Watch(now, s.id, locktable.ClaimID(rw.ID), rw.Name)
 	if err != nil {
 		rw.failLocked(claimErrorCode(err))
 		return
 	}
-	// Whatever the table sends from now on is the state's, and the
-	// WATCH's answer, if still due, is the table's synced: the slot is
-	// released as an empty answer before it (ordered by the outbox).
 	srv.relayedWatches.Add(-1)
-	rw.local = true
-	if rw.slot != nil {
-		rw.fillSlotLocked(nil)
-	}
-	rw.told = true
+	rw.send(rw.Here())   // the slot, if still due, before the table's CHANGEs
 	srv.commit(now, res) // the table's CHANGEs to s, appended now
 	s.v2.wakeWriter()
 }
 
 // attempt watches the name at the owner at addr, passing its CHANGEs on,
 // until the upstream ends; the outcome says whether to watch again.
-func (rw *relayWatch) attempt(addr string) (out watchOutcome) {
+func (rw *relayWatch) attempt(addr string) (out clustercore.WatchAttempt) {
 	srv, s := rw.s.srv, rw.s
 	conn, err := srv.dialOwner(addr)
 	if err != nil {
-		return watchOutcome{again: true, err: fmt.Errorf("dialling the owner: %w", err)}
+		return clustercore.WatchAttempt{Again: true, Err: fmt.Errorf("dialling the owner: %w", err)}
 	}
 	srv.mu.Lock()
-	if rw.ended {
+	if rw.Ended {
 		srv.mu.Unlock()
 		conn.Close()
-		return watchOutcome{err: errWatchEnded}
+		return clustercore.WatchAttempt{Err: errWatchEnded}
 	}
 	rw.conn = conn
 	srv.mu.Unlock()
@@ -374,10 +293,10 @@ func (rw *relayWatch) attempt(addr string) (out watchOutcome) {
 	b := protocol.AppendHopV2(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id))
 	b = protocol.AppendPreamble(b)
 	b = protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(v.lease), Flags: protocol.HelloValues, Label: v.label})
-	b = protocol.AppendWatch(b, rw.id, rw.name)
+	b = protocol.AppendWatch(b, rw.ID, rw.Name)
 	conn.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
 	if _, err := conn.Write(b); err != nil {
-		return watchOutcome{again: true, err: fmt.Errorf("writing to the owner: %w", err)}
+		return clustercore.WatchAttempt{Again: true, Err: fmt.Errorf("writing to the owner: %w", err)}
 	}
 	done := make(chan struct{})
 	defer close(done)
@@ -412,7 +331,7 @@ func (rw *relayWatch) ping(conn net.Conn, done chan struct{}) {
 // read reads the owner's frames on conn and passes the watch's CHANGEs
 // on until the upstream ends. The owner answers every PING: a lease
 // without a frame from it is an owner lost.
-func (rw *relayWatch) read(conn net.Conn) watchOutcome {
+func (rw *relayWatch) read(conn net.Conn) clustercore.WatchAttempt {
 	lease := rw.s.v2.lease
 	buf := make([]byte, 0, v2ValuesReadBuf)
 	opened, served := false, false
@@ -431,7 +350,7 @@ func (rw *relayWatch) read(conn net.Conn) watchOutcome {
 				f, m, perr = protocol.ParseHelloAnswer(buf[off:])
 			}
 			if perr != nil {
-				return watchOutcome{again: true, served: served, err: fmt.Errorf("reading from the owner: %w", perr)}
+				return clustercore.WatchAttempt{Again: true, Served: served, Err: fmt.Errorf("reading from the owner: %w", perr)}
 			}
 			if m == 0 {
 				break
@@ -443,7 +362,7 @@ func (rw *relayWatch) read(conn net.Conn) watchOutcome {
 				served = true
 			}
 			if done {
-				out.served = served
+				out.Served = served
 				return out
 			}
 		}
@@ -452,71 +371,45 @@ func (rw *relayWatch) read(conn net.Conn) watchOutcome {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				err = fmt.Errorf("the owner was silent for the lease: %w", err)
 			}
-			return watchOutcome{again: true, served: served, err: err}
+			return clustercore.WatchAttempt{Again: true, Served: served, Err: err}
 		}
 	}
 }
 
-// handle takes one frame of the owner; done reports the upstream's end.
-func (rw *relayWatch) handle(f protocol.Frame) (out watchOutcome, done bool) {
+// handle takes one frame of the owner (clustercore.WatchOwnerFrame);
+// done reports the upstream's end.
+func (rw *relayWatch) handle(f protocol.Frame) (out clustercore.WatchAttempt, done bool) {
 	srv := rw.s.srv
-	switch f.Type {
-	case protocol.TypeWelcome:
-		if f.Flags&protocol.WelcomeValues == 0 {
-			// A node of an earlier revision: it cannot serve a watch.
-			return watchOutcome{code: protocol.CodeUnsupportedFeature}, true
-		}
-		return out, false
-	case protocol.TypePong:
-		return out, false
-	case protocol.TypeError:
-		// The owner ends the session (it stops, or shuts down): the
-		// name goes elsewhere.
-		return watchOutcome{again: true, err: fmt.Errorf("the owner ended the session: %v", f.Code)}, true
+	pass, done, out := clustercore.WatchOwnerFrame(rw.ID, f)
+	if !pass {
+		return out, done
 	}
-	if f.Claim != rw.id {
-		return watchOutcome{again: true, err: errUpstreamAnswer}, true
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if rw.Ended {
+		return clustercore.WatchAttempt{Err: errWatchEnded}, true
 	}
-	switch f.Type {
-	case protocol.TypeChange:
-		srv.mu.Lock()
-		if rw.ended {
-			srv.mu.Unlock()
-			return watchOutcome{err: errWatchEnded}, true
-		}
-		if rw.overBacklogLocked() {
-			s := rw.s
-			srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitWatchBacklog, Peer: s.peer, Lock: rw.name,
-				Session: s.id, Claim: locktable.ClaimID(rw.id), Code: protocol.CodeSlowWatcher})
-			rw.failLocked(protocol.CodeSlowWatcher)
-			srv.mu.Unlock()
-			return watchOutcome{err: errWatchEnded}, true
-		}
-		rw.passLocked(f.ChangeOf())
-		srv.mu.Unlock()
-		return out, false
-	case protocol.TypeRefused, protocol.TypeRevoked:
-		if f.Code == protocol.CodeNotOwner {
-			// Not served there now (warming up, moving), or no longer
-			// (the name left it): ask again where it lives.
-			return watchOutcome{again: true, err: fmt.Errorf("the owner answered %v", f.Code)}, true
-		}
-		return watchOutcome{code: f.Code}, true
+	if rw.overBacklogLocked() {
+		s := rw.s
+		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitWatchBacklog, Peer: s.peer, Lock: rw.Name,
+			Session: s.id, Claim: locktable.ClaimID(rw.ID), Code: protocol.CodeSlowWatcher})
+		rw.failLocked(protocol.CodeSlowWatcher)
+		return clustercore.WatchAttempt{Err: errWatchEnded}, true
 	}
-	return watchOutcome{again: true, err: errUpstreamAnswer}, true
+	rw.send(rw.Pass(f.ChangeOf()))
+	return out, false
 }
 
 // overBacklogLocked reports whether the client's session has more than
 // MaxWatchBacklog bytes unsent: the bound of a slow watcher (watch.go).
 // Called with srv.mu held.
 func (rw *relayWatch) overBacklogLocked() bool {
-	srv, v := rw.s.srv, rw.s.v2
-	if srv.MaxWatchBacklog <= 0 {
-		return false
-	}
-	v.omu.Lock()
-	defer v.omu.Unlock()
-	return v.backlogLocked() > srv.MaxWatchBacklog
+	v := rw.s.v2
+	return clustercore.WatchOverBacklog(rw.s.srv.MaxWatchBacklog, func() int {
+		v.omu.Lock()
+		defer v.omu.Unlock()
+		return v.backlogLocked()
+	})
 }
 
 // RelayedWatches returns how many watches this node relays to their

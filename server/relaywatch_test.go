@@ -286,3 +286,39 @@ func TestRelayedWatchesBounded(t *testing.T) {
 	other.mustWrite(protocol.AppendWatch(nil, 1, "db"))
 	other.expectChange(1, protocol.ChangeSynced, 0, "")
 }
+
+// A local watch whose name leaves follows it only while the node may
+// relay one more watch (-max-relayed-watches): over it, the watch ends
+// with REVOKED 0x07 instead of opening one more connection to the owner.
+func TestLocalWatchFollowsNameBounded(t *testing.T) {
+	a, _ := startWatchOwner(t)
+	nodeR := &router{route: serveUnlessWarming(new(bool))}
+	node := startServer(t, func(s *server.Server) {
+		s.NodeID, s.Router, s.TrustHop = relayNode, nodeR, trustAll
+		s.MaxRelayedWatches = 1
+	})
+	w := node.dialValues(t, "w")
+	for id := uint32(1); id <= 2; id++ {
+		w.mustWrite(protocol.AppendWatch(nil, id, "db"))
+		w.expectChange(id, protocol.ChangeSynced, 0, "")
+	}
+
+	nodeR.set(forwardTo(a.addr))
+	node.Evict(func(name string) bool { return name == "db" })
+	seen := map[uint32][]protocol.Frame{}
+	for len(seen[1])+len(seen[2]) < 3 {
+		f := w.mustReadValues()
+		seen[f.Claim] = append(seen[f.Claim], f)
+	}
+	followed, revoked := seen[1], seen[2]
+	if len(revoked) > 1 {
+		followed, revoked = revoked, followed
+	}
+	if len(revoked) != 1 || revoked[0].Type != protocol.TypeRevoked || revoked[0].Code != protocol.CodeLimitReached {
+		t.Fatalf("over the bound: %v, want one REVOKED 0x07 (the other: %v)", revoked, followed)
+	}
+	if followed[0].Change != protocol.ChangeReset || followed[1].Change != protocol.ChangeSynced {
+		t.Fatalf("the watch that follows: %v, want reset then synced", followed)
+	}
+	waitCount(t, "relayed watches", node.RelayedWatches, 1)
+}

@@ -27,14 +27,10 @@ import (
 // connection stays open: the kept session is the table's state, this
 // node's keptSession and its timer.
 //
-// A CLAIM with flags bit 1 re-asserts a claim on the node that owns its
-// name (relayed there like any claim): the kept session of the origin it
-// names, whose secret hash matches, gives the claim up to the new session
-// (locktable Adopt: same token, same queue place). On a cluster node that
-// took the name over without its state and is warming up, a re-asserted
-// holder is installed with its old token when no conflicting claim holds
-// the lock (locktable Reassert), unless its ring is older than the
-// take-over (0x05). Everything else is refused 0x04.
+// What an owner decides about a re-assertion (whose claims it adopts,
+// what a node that took its name over answers) is
+// internal/clustercore/owner_reassert.go; this file holds the kept
+// sessions, their timers and the table calls.
 
 // secretHashLen is the size of the hash of a session secret that the
 // server keeps (SHA-256), and that a hop header version 3 carries.
@@ -116,33 +112,23 @@ type ringVersioner interface {
 // (a HELLO with none gets none, as before). Called with srv.mu held.
 func (s *session) welcome(now time.Time, hello protocol.Frame) (_ protocol.Frame, ds []delivery) {
 	srv, v := s.srv, s.v2
-	w := protocol.Frame{Type: protocol.TypeWelcome, Session: uint64(s.id)}
+	_, ring := srv.Router.(ringVersioner)
+	ws := clustercore.WelcomeFor(hello, s.hopResume != nil, ring)
+	w := protocol.Frame{Type: protocol.TypeWelcome, Session: uint64(s.id), Flags: ws.Flags}
 	switch {
 	case s.hopResume != nil:
-		// A relayed resumable session: kept under the relaying node's
-		// origin and the client's secret. The relaying node needs no
-		// secret of its own.
 		k := *s.hopResume
 		k.label = hello.Label
 		v.resume = &k
-	case hello.Resumable():
+	case ws.Secret:
 		secret, hash := newSecret()
 		v.resume = &resumeKey{origin: locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}, hash: hash, label: hello.Label}
-		w.Flags |= protocol.WelcomeResumable
 		w.Secret, w.Node = secret, srv.NodeID
-		if rv, ok := srv.Router.(ringVersioner); ok {
-			w.Flags |= protocol.WelcomeRing
-			w.Ring = rv.RingVersion()
+		if ring {
+			w.Ring = srv.Router.(ringVersioner).RingVersion()
 		}
 	}
-	if hello.Detach() && v.resume != nil && s.hopResume == nil {
-		v.detach = true
-		w.Flags |= protocol.WelcomeDetach
-	}
-	if hello.Tickets() {
-		v.tickets = true
-		w.Flags |= protocol.WelcomeTickets
-	}
+	v.detach, v.tickets = ws.Detach, ws.Tickets
 	s.welcomeValues(hello, &w)
 	if v.resume != nil {
 		if srv.resume.live == nil {
@@ -399,73 +385,75 @@ const (
 var ReassertResults = [reassertResultsLen]string{ReassertAdopted, ReassertInstalled, ReassertRequeued,
 	ReassertRefused, ReassertStaleRing, ReassertRetry, ReassertRelayed}
 
-// reassert answers re-assertion f (CLAIM with flags bit 1). now is when
-// its batch was read. Called by the reader with srv.mu held; the claim
-// id is not in use.
+// reassert answers re-assertion f (CLAIM with flags bit 1) as
+// clustercore decides. now is when its batch was read. Called by the
+// reader with srv.mu held; the claim id is not in use.
 func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
 	srv := s.srv
-	gated, since := false, uint64(0)
-	if r := srv.Router; r != nil {
-		rt := r.Route(f.Name, 0, s.forwarded)
-		switch {
-		case rt.Action == RouteServe:
-		case rt.Action == RouteHold && rt.Gated:
-			gated, since = true, rt.Since
-		case rt.Action == RouteForward && !s.forwarded:
-			s.reasserted(f, ReassertRelayed, 0, 0)
-			s.relayClaim(now, f, rt.Addr) // the owner answers
-			return nil
-		default:
-			// Warming up without an epoch, moving, no ring, or a relayed
-			// re-assertion for a name this node does not own.
-			s.reasserted(f, ReassertRetry, protocol.CodeNotOwner, 0)
-			s.refuse(f, protocol.CodeNotOwner)
-			return nil
-		}
+	var rt Route
+	if srv.Router != nil {
+		rt = srv.Router.Route(f.Name, 0, s.forwarded)
+	}
+	gated := rt.Action == RouteHold && rt.Gated
+	switch clustercore.ReassertStepFor(srv.Router != nil, clustercore.OwnerRoute{Serve: rt.Action == RouteServe,
+		Gated: gated, Since: rt.Since, Forward: rt.Action == RouteForward}, s.forwarded) {
+	case clustercore.ReassertForward:
+		s.reasserted(f, ReassertRelayed, 0, 0)
+		s.relayClaim(now, f, rt.Addr) // the owner answers
+		return nil
+	case clustercore.ReassertNotNow:
+		s.reasserted(f, ReassertRetry, protocol.CodeNotOwner, 0)
+		s.refuse(f, protocol.CodeNotOwner)
+		return nil
 	}
 	ds, ok := s.adopt(now, f)
 	if ok {
 		return ds
 	}
 	if gated {
-		return append(ds, s.takeOver(now, f, since)...)
+		return append(ds, s.takeOver(now, f, rt.Since)...)
 	}
 	s.reasserted(f, ReassertRefused, protocol.CodeReassertRefused, 0)
 	s.refuse(f, protocol.CodeReassertRefused)
 	return ds
 }
 
+// reassertHolders describes the open session of origin o and s's part
+// in it, for a re-assertion with secret; the caller adds what it keeps
+// for o. Called with srv.mu held.
+func (s *session) reassertHolders(o locktable.Origin, secret [protocol.SecretLen]byte) clustercore.ReassertHolders {
+	h := clustercore.ReassertHolders{Relays: s.relaysFor(o)}
+	if live := s.srv.liveSession(o); live != nil && live != s {
+		h.Live, h.LiveMatches = true, secretMatches(&live.v2.resume.hash, secret)
+	}
+	return h
+}
+
 // adopt moves the claim that f re-asserts from the kept session of its
-// origin into s, and answers it, if that session is kept here, the
-// secret matches (or s is the upstream session its own relaying node
-// opened again for that origin: the one that relayed the claim before)
-// and the claim is f's; it reports whether it did. A resumable session
-// of that origin still open here (its client saw the connection break
-// first) is kept first, its connection closed.
+// origin into s (clustercore.ReassertHolders says when), and answers it,
+// when that claim fits f (clustercore.AdoptFits); it reports whether it
+// did. A resumable session of that origin still open here is kept
+// first, its connection closed.
 func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 	srv := s.srv
 	o := locktable.Origin{Node: f.Node, Session: f.Session}
 	var ds []delivery
+	h := s.reassertHolders(o, f.Secret)
+	if k := srv.resume.kept[o]; k != nil {
+		h.Kept, h.KeptMatches = true, k.matches(f.Secret)
+	}
+	switch h.Holder() {
+	case clustercore.HolderNone:
+		return nil, false
+	case clustercore.HolderLive:
+		ds = srv.keepAbandonedLocked(now, srv.liveSession(o))
+	}
 	k := srv.resume.kept[o]
 	if k == nil {
-		live := srv.liveSession(o)
-		if live == nil || live == s || !secretMatches(&live.v2.resume.hash, f.Secret) && !s.relaysFor(o) {
-			return nil, false
-		}
-		ds = srv.keepAbandonedLocked(now, live)
-		if k = srv.resume.kept[o]; k == nil {
-			return ds, false
-		}
-	} else if !k.matches(f.Secret) && !s.relaysFor(o) {
-		return nil, false
+		return ds, false
 	}
 	cid := locktable.ClaimID(f.Claim)
-	c, err := srv.table.DetachedClaim(o, cid)
-	switch {
-	case err != nil, c.Name != f.Name, c.Mode != locktable.Mode(f.Mode),
-		c.Mode == locktable.Semaphore && c.Limit != f.Limit,
-		c.Status.State == locktable.Waiting && f.Token != 0,
-		c.Status.State == locktable.Owner && f.Token != 0 && f.Token != c.Status.Token:
+	if c, err := srv.table.DetachedClaim(o, cid); err != nil || !clustercore.AdoptFits(c, f) {
 		return ds, false
 	}
 	st, err := srv.table.Adopt(now, o, cid, s.id)
@@ -507,37 +495,23 @@ func (srv *Server) liveSession(o locktable.Origin) *session {
 
 // takeOver answers re-assertion f for a name this node took over without
 // its state (a removed node's, or its own before a restart) at ring
-// since, and is warming up: a held claim is installed with its old token
-// unless a conflicting claim holds the lock; a queued one queues again
-// (held until the warm-up ends), with its queue ticket when it has one:
-// it then enters the queue at its old place (tickets.go), else at the
-// back, as a new claim would.
+// since, and is warming up, as clustercore.TakeOverFor decides.
 func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []delivery {
 	srv := s.srv
-	if f.Ring < since {
+	switch how, held := clustercore.TakeOverFor(f, since); how {
+	case clustercore.TakeOverStaleRing:
 		s.reasserted(f, ReassertStaleRing, protocol.CodeStaleRing, 0)
 		s.refuse(f, protocol.CodeStaleRing)
 		return nil
-	}
-	if f.Token == 0 {
+	case clustercore.TakeOverRequeue:
 		s.reasserted(f, ReassertRequeued, 0, 0)
-		// A held claim with ClaimTicket alone keeps its ticket for the
-		// table (claimHeld); it is never sent so.
-		f.Flags &^= protocol.ClaimReassert
-		if f.Ticket == 0 {
-			f.Flags &^= protocol.ClaimTicket
-		}
-		s.holdGated(f)
+		s.holdGated(held)
 		return nil
 	}
 	st, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
 		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Value: f.Value}, f.Token)
 	if err != nil {
-		code := protocol.CodeReassertRefused
-		switch {
-		case errors.Is(err, locktable.ErrModeConflict), errors.Is(err, locktable.ErrLimitMismatch):
-			code = claimErrorCode(err)
-		}
+		code := clustercore.TakeOverRefusal(err, claimErrorCode(err))
 		s.reasserted(f, ReassertRefused, code, 0)
 		s.refuse(f, code)
 		return nil

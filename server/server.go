@@ -87,8 +87,9 @@ type Server struct {
 	MaxWatchBacklog int
 	// MaxRelayedWatches is the most watches a cluster node relays to the
 	// names' owners at once, each over a connection of its own; a WATCH
-	// over it is answered REFUSED 0x07. Zero means no limit; baton serve
-	// applies DefaultMaxRelayedWatches.
+	// over it is answered REFUSED 0x07, and a local watch whose name
+	// leaves while at it ends with REVOKED 0x07 instead of following.
+	// Zero means no limit; baton serve applies DefaultMaxRelayedWatches.
 	MaxRelayedWatches int
 	// MaxSessionsPerClient is the most open sessions (connections past
 	// their first ACQUIRE or HELLO) of one client: one certificate

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -212,9 +213,7 @@ func (s *session) watchedHere(f protocol.Frame) bool {
 		switch {
 		case srv.MaxSessionClaims > 0 && srv.table.ClaimCount(s.id)+len(s.v2.watches) >= srv.MaxSessionClaims:
 			limit = LimitSessionClaims
-		case srv.MaxRelayedWatches > 0 && srv.relayedWatches.Load() >= int64(srv.MaxRelayedWatches):
-			// Each relayed watch holds a connection to the owner: the
-			// node's file descriptors are not a client's to spend.
+		case !clustercore.WatchRelayRoom(srv.MaxRelayedWatches, srv.relayedWatches.Load()):
 			limit = LimitRelayedWatches
 		}
 		if limit != "" {

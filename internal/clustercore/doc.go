@@ -14,7 +14,10 @@
 // Files are named by role:
 //
 //   - relay_*: the relaying node's side of a version 2 session (its
-//     ordered outbox, its upstream sessions to owners, its relayed claims).
+//     ordered outbox, its upstream sessions to owners, its relayed claims
+//     and watches).
+//   - owner_*: the owner's side of a claim that comes back (re-assertion,
+//     adoption from a kept session, a take-over's answer).
 //   - handoff_*: the owner's side of a planned hand-off (export) and the
 //     new owner's (install).
 //   - hoppool.go, kept.go, tickets.go: the hop pools' sizing, when a kept
