@@ -391,14 +391,20 @@ func (r *hopRelay) copyBack(buf []byte) {
 	}
 }
 
-// copyToOwner copies the client's bytes to the owner until the client's
-// side ends, and returns the read error that ended it.
+// copyToOwner copies the client's bytes to the owner, as far as
+// clustercore.V1FromClient lets them pass, until the client's side ends,
+// and returns the read error that ended it.
 func (r *hopRelay) copyToOwner() error {
 	buf := make([]byte, relayBuf)
+	more := true // nothing after the first byte that is no heartbeat
 	for {
 		n, err := r.s.conn.Read(buf)
-		if n > 0 && !r.upDone.Load() {
-			if _, werr := r.up.Write(buf[:n]); werr != nil && !r.upDone.Load() {
+		var pass []byte
+		if more {
+			pass, more = clustercore.V1FromClient(buf[:n])
+		}
+		if len(pass) > 0 && !r.upDone.Load() {
+			if _, werr := r.up.Write(pass); werr != nil && !r.upDone.Load() {
 				return nil
 			}
 		}

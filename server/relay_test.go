@@ -107,6 +107,22 @@ func TestRelayLeaseExpires(t *testing.T) {
 	b.mustOwn("x", longLease)
 }
 
+// A client's own 0x7e byte through a relay is what it is on a direct
+// connection, an unknown message (ERROR 0x13), not the relaying node's
+// word that its client hung up: the owner would otherwise release the
+// claim without an ERROR and read the client's next bytes as a hop
+// header from a trusted member, with an address and identity the client
+// chose.
+func TestRelayClientSendsHopByte(t *testing.T) {
+	owner, relay := startPair(t)
+	a := relay.dial(t)
+	a.mustOwn("x", longLease)
+	a.mustWrite([]byte{protocol.HopClientGone})
+	a.expectError(protocol.CodeUnknownMessage)
+	b := owner.dial(t)
+	b.mustOwn("x", longLease)
+}
+
 // A relayed request for a name the receiver does not own gets ERROR 0x03
 // and is never relayed again.
 func TestRelayNotOwner(t *testing.T) {

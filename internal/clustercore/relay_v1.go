@@ -148,6 +148,33 @@ func (c *V1Copy) Owner(b []byte, last, goneSent bool) (pass []byte, end, acked b
 // HopClientGone is seen, and passes nothing more.
 func (c *V1Copy) ClientFailed() { c.clientClosed = true }
 
+// v1NoFrame is a byte that starts no version 1 frame and is no hop's
+// word: the owner answers it ERROR 0x13, as a direct server does.
+const v1NoFrame = 0x00
+
+// V1FromClient is what of b, bytes a relayed version 1 client sent
+// after its ACQUIRE, goes to the owner: its heartbeats, and the first
+// other byte, which the owner answers with the ERROR a direct server
+// sends and after which it reads nothing of the claim; more is false
+// from that byte on, and the caller passes nothing more. HopClientGone
+// is the relaying node's word alone: a client's own goes as v1NoFrame,
+// so that no client can end its claim as though it hung up (without its
+// ERROR), nor have the owner read its next bytes as a hop header from a
+// trusted member, carrying an address and identity the client chose.
+// b is changed in place.
+func V1FromClient(b []byte) (pass []byte, more bool) {
+	for i, c := range b {
+		if protocol.Type(c) == protocol.TypeHeartbeat {
+			continue
+		}
+		if c == protocol.HopClientGone {
+			b[i] = v1NoFrame
+		}
+		return b[:i+1], false
+	}
+	return b, true
+}
+
 // V1End is how a version 1 claim in this node's table ends by what its
 // connection brings, once the heartbeats read with it are answered. A
 // direct client's connection (Relayed false) ends it by a hang-up or a

@@ -271,3 +271,32 @@ func TestV1End(t *testing.T) {
 		}
 	}
 }
+
+// What of a relayed client's bytes goes to the owner: heartbeats, then
+// the first other byte and nothing after; a client's own 0x7e never goes
+// as the relaying node's word.
+func TestV1FromClient(t *testing.T) {
+	gone := byte(protocol.HopClientGone)
+	cases := []struct {
+		name string
+		b    []byte
+		pass []byte
+		more bool
+	}{
+		{"nothing", nil, nil, true},
+		{"heartbeats", []byte{2, 2, 2}, []byte{2, 2, 2}, true},
+		{"a second ACQUIRE ends it", []byte{2, 1, 1, 2}, []byte{2, 1}, false},
+		{"an unknown byte ends it", []byte{0x55, 2}, []byte{0x55}, false},
+		{"the client's 0x7e goes as no frame", []byte{2, gone}, []byte{2, v1NoFrame}, false},
+		{"a hop header after it does not go", append([]byte{gone}, protocol.AppendHop(nil, "1.2.3.4:5", "root")...), []byte{v1NoFrame}, false},
+	}
+	for _, c := range cases {
+		pass, more := V1FromClient(clone(c.b))
+		if !bytes.Equal(pass, c.pass) || more != c.more {
+			t.Errorf("%s: V1FromClient(% x) = % x, %v; want % x, %v", c.name, c.b, pass, more, c.pass, c.more)
+		}
+		if V1Unexpected(v1NoFrame) != protocol.CodeUnknownMessage || v1NoFrame == protocol.HopClientGone {
+			t.Fatalf("v1NoFrame %#x is read as a frame or the hop's word", v1NoFrame)
+		}
+	}
+}
