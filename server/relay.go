@@ -162,9 +162,13 @@ func (s *session) acceptHop(o *opening) error {
 
 // route asks the Router what to do with req until it says serve, relays
 // or refuses. It returns serve=true when the claim is to enter this
-// node's table; otherwise the session is over with reason and code.
+// node's table (always on a server without a Router); otherwise the
+// session is over with reason and code.
 func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reason, code protocol.Code) {
 	srv := s.srv
+	if srv.Router == nil {
+		return true, 0, 0
+	}
 	hold := clustercore.V1Hold{Lease: req.Lease(), Retry: holdRetry}
 	for attempt := 0; ; attempt++ {
 		if srv.inShutdown.Load() {
@@ -457,16 +461,20 @@ func (r *hopRelay) finish(addr string, rerr error) {
 }
 
 // passHop, on the owner, ends a relayed claim's use of its hop after the
-// claim left the table on the relaying node's hopClientGone: it writes
-// hopAck, after which nothing of the claim can be written (the session is
-// closing), and returns the session that reads the next hop header on the
-// connection, with the same checks as on an accepted one. passed tells
-// that the ack was attempted; next is nil when the connection is to be
-// closed. An ERROR another goroutine sent first (the claim was ended by a
-// force-release, kick, move or shutdown, and the connection half-closed)
-// leaves passed false: the hop closes as before.
-func (s *session) passHop() (next *session, passed bool) {
+// claim left the table on the relaying node's HopClientGone with nothing
+// after it (hopEnded) and no ERROR to send (code): it writes HopAck,
+// after which nothing of the claim can be written (the session is
+// closing), and returns the session that reads the next hop header on
+// the connection, with the same checks as on an accepted one. passed
+// tells that the ack was attempted; next is nil when the connection is
+// to be closed. An ERROR another goroutine sent first (the claim was
+// ended by a force-release, kick, move or shutdown, and the connection
+// half-closed) leaves passed false: the hop closes as before.
+func (s *session) passHop(code protocol.Code) (next *session, passed bool) {
 	srv := s.srv
+	if !s.hopEnded || code != 0 {
+		return nil, false
+	}
 	s.wmu.Lock()
 	if s.closing.Swap(true) {
 		s.wmu.Unlock()

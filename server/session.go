@@ -83,8 +83,8 @@ type session struct {
 	v2 *v2conn
 
 	// hopEnded is set by the reader when a relayed claim ended on the
-	// relaying node's word that its client hung up (hopClientGone), with
-	// nothing after it: finish acknowledges it (hopAck) and the
+	// relaying node's word that its client hung up (HopClientGone), with
+	// nothing after it: finish acknowledges it (HopAck) and the
 	// connection carries the next hop header (relay.go, passHop).
 	hopEnded bool
 	// passedOn: the connection came from the session before it on the
@@ -173,10 +173,8 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		srv.limitHit(LimitClientSession, s.peer, req.Name, 0)
 		return locktable.ReasonProtocolError, protocol.CodeLimitReached
 	}
-	if srv.Router != nil {
-		if serve, reason, code := s.route(req); !serve {
-			return reason, code
-		}
+	if serve, reason, code := s.route(req); !serve {
+		return reason, code
 	}
 	deadline, err := s.acquire(req, gen)
 	if err != nil {
@@ -639,9 +637,9 @@ func (s *session) closeWithError(code protocol.Code) error {
 
 // finish ends the claim (promoting the next waiter), sends the error code
 // if there is one, and closes the connection; or, for a relayed claim
-// that ended by the relaying node's word (hopEnded), acknowledges it and
-// returns the session that reads the connection's next hop header.
-func (s *session) finish(reason locktable.Reason, code protocol.Code) (next *session) {
+// that ended by the relaying node's word, passes the connection on to
+// the session that reads its next hop header (passHop).
+func (s *session) finish(reason locktable.Reason, code protocol.Code) *session {
 	srv := s.srv
 	if v := s.v2; v != nil {
 		v.omu.Lock()
@@ -659,10 +657,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) (next *ses
 		srv.Logger.Debug("closing connection with error", "remote_addr", s.peer.Addr, "code", code)
 		s.closeWithError(code)
 	}
-	passed := false
-	if s.hopEnded && code == 0 {
-		next, passed = s.passHop()
-	}
+	next, passed := s.passHop(code)
 	if !passed && s.closing.Load() {
 		// Let an ERROR frame that another goroutine is writing go out
 		// first; closeWithError then also bounds the drain.
