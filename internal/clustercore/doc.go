@@ -14,7 +14,9 @@
 // Files are named by role:
 //
 //   - relay_*: the relaying node's side of a version 2 session (its
-//     ordered outbox, its upstream sessions to owners, its relayed claims).
+//     ordered outbox, its upstream sessions to owners, its relayed claims);
+//     relay_v1.go: a relayed version 1 connection's, and how the owner
+//     ends a claim that came through a hop.
 //   - handoff_*: the owner's side of a planned hand-off (export) and the
 //     new owner's (install).
 //   - hoppool.go, kept.go, tickets.go: the hop pools' sizing, when a kept
