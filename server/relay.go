@@ -29,12 +29,17 @@ import (
 //
 // The relaying node opens a connection to the owner's protocol address,
 // sends the hop header, then the client's ACQUIRE, and from then on copies
-// bytes both ways: the owner sees the client's heartbeats and silence, so
+// bytes both ways (the client's heartbeats, and its first other byte,
+// clustercore.V1FromClient): the owner sees the client's heartbeats and silence, so
 // it ends the claim exactly when it would end a direct one (the client's
-// connection closes: the relay sends hopClientGone, the claim is released
-// at once, and the owner's hopAck returns the hop to the relay's pool for
+// connection closes: the relay sends HopClientGone, the claim is released
+// at once, and the owner's HopAck returns the hop to the relay's pool for
 // the next claim; the client falls silent: the owner's lease expires and
 // it closes the hop, the relay the client's connection).
+//
+// What is held, passed and ended is decided in
+// internal/clustercore/relay_v1.go; this file holds the connections, the
+// copying goroutines and the deadlines.
 //
 // The relaying node sends a hop header (version 1, protocol/hop.go)
 // before the ACQUIRE: the client's address and TLS identity. The owner
@@ -286,8 +291,8 @@ func (srv *Server) dialOwner(addr string) (net.Conn, error) {
 // connection (hoppool.go), whose read is already waiting for the answer;
 // otherwise a new one.
 //
-// When the client hangs up, this node sends hopClientGone; an owner of
-// this version answers hopAck after the claim's last byte, and the hop
+// When the client hangs up, this node sends HopClientGone; an owner of
+// this version answers HopAck after the claim's last byte, and the hop
 // goes back to the pool for the next relay (finish, keepHop) instead of
 // being closed and replaced by a new connection.
 func (s *session) relay(up net.Conn, addr string, req protocol.Acquire) (locktable.Reason, protocol.Code) {
@@ -328,9 +333,9 @@ type hopRelay struct {
 	told bool // the client was told WAITING while the claim was held
 	// upDone: the copier has ended (the owner's side is closed).
 	upDone atomic.Bool
-	// goneSent: hopClientGone is on its way, the client gone (the
+	// goneSent: HopClientGone is on its way, the client gone (the
 	// owner's bytes are not passed on); acked: the owner's stream ended
-	// with hopAck.
+	// with HopAck.
 	goneSent, acked atomic.Bool
 	sent            chan bool     // whether the opening went out
 	done            chan struct{} // closed when the copier has ended
@@ -357,7 +362,7 @@ func (r *hopRelay) open(peer locktable.Peer, req protocol.Acquire) error {
 }
 
 // copyBack copies the owner's bytes to the client until the owner's
-// stream ends, or ends with hopAck. It runs on its own goroutine: the
+// stream ends, or ends with HopAck. It runs on its own goroutine: the
 // watcher of a pooled hop, or a new one.
 func (r *hopRelay) copyBack(buf []byte) {
 	s, up := r.s, r.up
@@ -386,7 +391,7 @@ func (r *hopRelay) copyBack(buf []byte) {
 		}
 		if len(pass) > 0 && s.writeRelayed(pass) != nil {
 			// The client's connection is closed: read on, so that
-			// the owner's answer to hopClientGone is seen.
+			// the owner's answer to HopClientGone is seen.
 			cp.ClientFailed()
 		}
 		if err != nil {
@@ -420,10 +425,10 @@ func (r *hopRelay) copyToOwner() error {
 
 // finish ends the relay once the client's side has ended with rerr.
 //
-// The client hung up: say so on the hop (hopClientGone) so the owner
+// The client hung up: say so on the hop (HopClientGone) so the owner
 // releases at once (also after an ERROR, this node's or the owner's:
 // the hang-up is the client's acknowledgement), and wait, for at most
-// linger, for the owner's hopAck: the hop then goes back to the pool of
+// linger, for the owner's HopAck: the hop then goes back to the pool of
 // addr. Anything else (a linger or write deadline, this node closing the
 // connection, a failed write to the owner) closes the hop without it,
 // and the owner keeps the claim until the client's lease has passed, as
@@ -433,7 +438,7 @@ func (r *hopRelay) finish(addr string, rerr error) {
 	var born time.Time
 	if clientHungUp(rerr) {
 		// The owner's io-timeout for the next header starts when it
-		// writes hopAck, after this: the pool's age limit holds.
+		// writes HopAck, after this: the pool's age limit holds.
 		born = time.Now()
 		r.goneSent.Store(true)
 		up.SetWriteDeadline(born.Add(srv.IOTimeout))
@@ -548,7 +553,7 @@ func (s *session) writeRelayed(b []byte) error {
 
 // wroteToHungUp reports whether a write error means that the client's
 // side has closed: its reader sees the hang-up too, and must, to send
-// hopClientGone (closing the connection under it would read as this
+// HopClientGone (closing the connection under it would read as this
 // node's own close, and the owner would keep the claim for the lease).
 func wroteToHungUp(err error) bool {
 	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
