@@ -180,6 +180,12 @@ func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reas
 			return false, locktable.ReasonShutdown, protocol.CodeShuttingDown
 		}
 		r := srv.Router.Route(req.Name, req.Lease(), s.forwarded)
+		if r.Action == RouteForward && s.forwarded {
+			// Relayed here already: never relayed again, whatever the
+			// Router says, as for version 2; two nodes that disagree
+			// about the owner would relay the client in a loop.
+			r.Action = RouteNotOwner
+		}
 		switch r.Action {
 		case RouteServe:
 			return true, 0, 0
