@@ -237,3 +237,60 @@ func ParseHop(b []byte) (h Hop, n int, err error) {
 	}
 	return h, len(b) - len(rest), nil
 }
+
+// HopClientGone is the byte a relaying node sends on a version 1 hop
+// when the client hung up: the owner ends the claim at once. A hop that
+// closes without it (the relaying node died, shut down, or was cut off)
+// leaves the claim until the client's lease has passed.
+const HopClientGone = HopMarker
+
+// HopAck is the owner's answer to HopClientGone on a version 1 hop: the
+// claim has ended, this is the last byte the owner writes for it, and the
+// connection now waits for the next hop header as a fresh one would
+// (within the owner's io-timeout). A relaying node puts a hop back in its
+// pool only after reading it, as the last byte of the owner's stream at a
+// frame boundary; an owner of an earlier version closes the hop instead,
+// or answers ERROR 0x13, and the relaying node closes it as before.
+const HopAck = HopMarker
+
+// HopScan follows the frame boundaries of what an owner sends on a
+// version 1 hop (WAITING, ACQUIRED, ERROR), to find HopAck: a byte that
+// no frame type starts with, seen where a frame would start. Its zero
+// value is at the start of the stream; feed it the stream's bytes in
+// order, in chunks of any size.
+type HopScan struct {
+	rem    int  // bytes of the current frame still to come
+	errHdr int  // an ERROR's code and reason length still to come
+	lost   bool // a byte no frame starts with: no ack is recognised
+}
+
+// Scan follows b and returns the index of HopAck in it, or -1. After a
+// byte that starts no frame, it finds none: the stream is not the
+// protocol.
+func (f *HopScan) Scan(b []byte) int {
+	for i := 0; i < len(b) && !f.lost; i++ {
+		switch {
+		case f.errHdr == 2:
+			f.errHdr = 1
+		case f.errHdr == 1:
+			f.errHdr, f.rem = 0, int(b[i])
+		case f.rem > 0:
+			k := min(f.rem, len(b)-i)
+			f.rem -= k
+			i += k - 1
+		default:
+			switch Type(b[i]) {
+			case TypeWaiting:
+			case TypeAcquired:
+				f.rem = AcquiredLen - 1
+			case TypeError:
+				f.errHdr = 2
+			case HopAck:
+				return i
+			default:
+				f.lost = true
+			}
+		}
+	}
+	return -1
+}

@@ -282,3 +282,90 @@ func FuzzHopRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// hopScanOracle finds HopAck in an owner's stream by decoding its
+// frames one by one with ReadServerFrame: the index of the first HopAck
+// at a frame boundary, or -1 if the stream ends, or turns out not to be
+// the protocol, before one.
+func hopScanOracle(data []byte) int {
+	r := bytes.NewReader(data)
+	for r.Len() > 0 {
+		at := len(data) - r.Len()
+		if data[at] == protocol.HopAck {
+			return at
+		}
+		if _, err := protocol.ReadServerFrame(r); err != nil {
+			return -1
+		}
+	}
+	return -1
+}
+
+// hopScanSplit scans data in the chunks that cuts (ascending offsets)
+// make, and returns the index of HopAck in data, or -1.
+func hopScanSplit(data []byte, cuts ...int) int {
+	var s protocol.HopScan
+	from := 0
+	for _, to := range append(cuts, len(data)) {
+		to = max(from, min(to, len(data)))
+		if at := s.Scan(data[from:to]); at >= 0 {
+			return from + at
+		}
+		from = to
+	}
+	return -1
+}
+
+func TestHopScan(t *testing.T) {
+	ack := []byte{protocol.HopAck}
+	acquired := protocol.AppendAcquired(nil, 0x7e7e7e7e7e7e7e7e)
+	errFrame := protocol.AppendError(nil, protocol.CodeShuttingDown, "~~~")
+	tests := []struct {
+		name string
+		data []byte
+		want int
+	}{
+		{"ack alone", ack, 0},
+		{"after WAITING", append(protocol.AppendWaiting(nil), ack...), 1},
+		{"inside a token", acquired, -1},
+		{"after a token of 0x7e bytes", append(slices.Clone(acquired), ack...), 9},
+		{"inside an ERROR's reason", errFrame, -1},
+		{"after an ERROR", append(slices.Clone(errFrame), ack...), len(errFrame)},
+		{"ERROR's code is 0x7e", []byte{0x13, 0x7e, 0, 0x7e}, 3},
+		{"ERROR's reason length is 0x7e", append([]byte{0x13, 0x01, 0x7e}, bytes.Repeat(ack, 0x7e+1)...), 3 + 0x7e},
+		{"after a byte no frame starts with", []byte{0x55, 0x7e}, -1},
+		{"empty", nil, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := hopScanSplit(tt.data); got != tt.want {
+				t.Fatalf("Scan(%s) = %d, want %d", spaced(tt.data), got, tt.want)
+			}
+			// Any split gives the same answer: a frame may come in
+			// pieces.
+			for cut := range len(tt.data) {
+				if got := hopScanSplit(tt.data, cut); got != tt.want {
+					t.Fatalf("Scan(%s) cut at %d = %d, want %d", spaced(tt.data), cut, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// FuzzHopScan feeds arbitrary bytes, cut anywhere, to HopScan: it must
+// never panic, and find HopAck where decoding the frames one by one
+// finds it.
+func FuzzHopScan(f *testing.F) {
+	f.Add([]byte{protocol.HopAck}, 0, 0)
+	f.Add(append(protocol.AppendAcquired(nil, 0x7e), protocol.HopAck), 3, 9)
+	f.Add(append(protocol.AppendError(nil, 0x7e, "~"), protocol.HopAck), 1, 2)
+	f.Add([]byte{0x11, 0x99, 0x7e}, 1, 2)
+	f.Fuzz(func(t *testing.T, data []byte, cut1, cut2 int) {
+		cut1 = min(max(cut1, 0), len(data))
+		cut2 = min(max(cut2, cut1), len(data))
+		want := hopScanOracle(data)
+		if got := hopScanSplit(data, cut1, cut2); got != want {
+			t.Fatalf("Scan(%s) cut at %d, %d = %d; decoding frames: %d", spaced(data), cut1, cut2, got, want)
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -28,20 +29,22 @@ import (
 //
 // The relaying node opens a connection to the owner's protocol address,
 // sends the hop header, then the client's ACQUIRE, and from then on copies
-// bytes both ways: the owner sees the client's heartbeats and silence, so
+// bytes both ways (the client's heartbeats, and its first other byte,
+// clustercore.V1FromClient): the owner sees the client's heartbeats and silence, so
 // it ends the claim exactly when it would end a direct one (the client's
-// connection closes: the relay sends hopClientGone, the claim is released
-// at once, and the owner's hopAck returns the hop to the relay's pool for
+// connection closes: the relay sends HopClientGone, the claim is released
+// at once, and the owner's HopAck returns the hop to the relay's pool for
 // the next claim; the client falls silent: the owner's lease expires and
 // it closes the hop, the relay the client's connection).
+//
+// What is held, passed and ended is decided in
+// internal/clustercore/relay_v1.go; this file holds the connections, the
+// copying goroutines and the deadlines.
 //
 // The relaying node sends a hop header (version 1, protocol/hop.go)
 // before the ACQUIRE: the client's address and TLS identity. The owner
 // uses both for the ACL, audit and the admin API, and treats the request
 // as forwarded: it never relays it again.
-
-// hopMarker is the first byte of a hop header.
-const hopMarker = protocol.HopMarker
 
 // RouteAction is a Router's answer.
 type RouteAction int
@@ -164,15 +167,25 @@ func (s *session) acceptHop(o *opening) error {
 
 // route asks the Router what to do with req until it says serve, relays
 // or refuses. It returns serve=true when the claim is to enter this
-// node's table; otherwise the session is over with reason and code.
+// node's table (always on a server without a Router); otherwise the
+// session is over with reason and code.
 func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reason, code protocol.Code) {
 	srv := s.srv
-	var seen time.Time // when the client was last heard from, while held
+	if srv.Router == nil {
+		return true, 0, 0
+	}
+	hold := clustercore.V1Hold{Lease: req.Lease(), Retry: holdRetry}
 	for attempt := 0; ; attempt++ {
 		if srv.inShutdown.Load() {
 			return false, locktable.ReasonShutdown, protocol.CodeShuttingDown
 		}
 		r := srv.Router.Route(req.Name, req.Lease(), s.forwarded)
+		if r.Action == RouteForward && s.forwarded {
+			// Relayed here already: never relayed again, whatever the
+			// Router says, as for version 2; two nodes that disagree
+			// about the owner would relay the client in a loop.
+			r.Action = RouteNotOwner
+		}
 		switch r.Action {
 		case RouteServe:
 			return true, 0, 0
@@ -192,11 +205,7 @@ func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reas
 				srv.Logger.Warn("cannot reach the owner of a lock; holding the claim", "lock", req.Name, "owner_addr", r.Addr, "err", err)
 			}
 		}
-		// Hold: WAITING once, then answer heartbeats with WAITING, and
-		// ask again every holdRetry, ending the connection when the
-		// client is silent for its lease.
-		if seen.IsZero() {
-			seen = time.Now()
+		if hold.Round(time.Now()) {
 			s.wmu.Lock()
 			s.state = locktable.Waiting
 			err := s.writeStateLocked()
@@ -205,56 +214,44 @@ func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reas
 				return false, writeFailureReason(err), 0
 			}
 		}
-		if reason, code, done := s.holdFor(&seen, req.Lease()); done {
+		if reason, code, done := s.holdFor(&hold); done {
 			return false, reason, code
 		}
 	}
 }
 
-// holdFor reads heartbeats for up to holdRetry, answering each WAITING.
-func (s *session) holdFor(seen *time.Time, lease time.Duration) (locktable.Reason, protocol.Code, bool) {
-	until := time.Now().Add(holdRetry)
+// holdFor reads the held client's heartbeats until the hold's round is
+// over, answering each WAITING (clustercore.V1Hold).
+func (s *session) holdFor(hold *clustercore.V1Hold) (locktable.Reason, protocol.Code, bool) {
 	for {
-		d := until
-		if e := seen.Add(lease); e.Before(d) {
-			d = e
-		}
-		s.conn.SetReadDeadline(d)
+		s.conn.SetReadDeadline(hold.Deadline())
 		n, err := s.conn.Read(s.rbuf[:])
 		if s.closing.Load() {
 			return ended, 0, true
 		}
-		for i := range n {
-			if protocol.Type(s.rbuf[i]) != protocol.TypeHeartbeat {
-				if protocol.Type(s.rbuf[i]) == protocol.TypeAcquire {
-					return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire, true
-				}
-				return locktable.ReasonProtocolError, protocol.CodeUnknownMessage, true
-			}
+		now := time.Now()
+		s.wmu.Lock()
+		b, code := hold.Heard(now, s.rbuf[:n], s.wbuf[:0])
+		var werr error
+		if code == 0 && len(b) > 0 {
+			werr = s.writeLocked(b)
 		}
-		if n > 0 {
-			*seen = time.Now()
-			s.wmu.Lock()
-			b := s.wbuf[:0]
-			for range n {
-				b = protocol.AppendWaiting(b)
-			}
-			werr := s.writeLocked(b)
-			s.wmu.Unlock()
-			if werr != nil {
-				return writeFailureReason(werr), 0, true
-			}
+		s.wmu.Unlock()
+		switch {
+		case code != 0:
+			return locktable.ReasonProtocolError, code, true
+		case werr != nil:
+			return writeFailureReason(werr), 0, true
+		case err == nil:
+			continue
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return locktable.ReasonGraceful, 0, true
 		}
-		if err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				return locktable.ReasonGraceful, 0, true
-			}
-			if time.Since(*seen) > lease {
-				return ended, 0, true // silent for its lease: no claim to end
-			}
-			if !time.Now().Before(until) {
-				return 0, 0, false
-			}
+		switch hold.Timeout(now) {
+		case clustercore.V1HoldEnd:
+			return ended, 0, true // silent for its lease: no claim to end
+		case clustercore.V1HoldAsk:
+			return 0, 0, false
 		}
 	}
 }
@@ -300,8 +297,8 @@ func (srv *Server) dialOwner(addr string) (net.Conn, error) {
 // connection (hoppool.go), whose read is already waiting for the answer;
 // otherwise a new one.
 //
-// When the client hangs up, this node sends hopClientGone; an owner of
-// this version answers hopAck after the claim's last byte, and the hop
+// When the client hangs up, this node sends HopClientGone; an owner of
+// this version answers HopAck after the claim's last byte, and the hop
 // goes back to the pool for the next relay (finish, keepHop) instead of
 // being closed and replaced by a new connection.
 func (s *session) relay(up net.Conn, addr string, req protocol.Acquire) (locktable.Reason, protocol.Code) {
@@ -342,9 +339,9 @@ type hopRelay struct {
 	told bool // the client was told WAITING while the claim was held
 	// upDone: the copier has ended (the owner's side is closed).
 	upDone atomic.Bool
-	// goneSent: hopClientGone is on its way, the client gone (the
+	// goneSent: HopClientGone is on its way, the client gone (the
 	// owner's bytes are not passed on); acked: the owner's stream ended
-	// with hopAck.
+	// with HopAck.
 	goneSent, acked atomic.Bool
 	sent            chan bool     // whether the opening went out
 	done            chan struct{} // closed when the copier has ended
@@ -371,7 +368,7 @@ func (r *hopRelay) open(peer locktable.Peer, req protocol.Acquire) error {
 }
 
 // copyBack copies the owner's bytes to the client until the owner's
-// stream ends, or ends with hopAck. It runs on its own goroutine: the
+// stream ends, or ends with HopAck. It runs on its own goroutine: the
 // watcher of a pooled hop, or a new one.
 func (r *hopRelay) copyBack(buf []byte) {
 	s, up := r.s, r.up
@@ -390,29 +387,18 @@ func (r *hopRelay) copyBack(buf []byte) {
 		}
 		s.conn.SetReadDeadline(time.Now().Add(s.srv.linger()))
 	}()
-	skip := r.told // the owner's first WAITING, if it is one
-	var frames frameScan
-	writeErr := false
+	cp := clustercore.NewV1Copy(r.told)
 	for {
 		n, err := up.Read(buf)
-		b := buf[:n]
-		if at := frames.scan(b); at >= 0 {
-			// The owner's last byte of the claim, answering the
-			// client's hang-up: what came before it is for a client
-			// that has gone, nothing may come after it.
-			r.acked.Store(r.goneSent.Load() && at == n-1 && err == nil)
+		pass, end, acked := cp.Owner(buf[:n], err != nil, r.goneSent.Load())
+		if end {
+			r.acked.Store(acked)
 			return
 		}
-		if skip && n > 0 {
-			skip = false
-			if protocol.Type(b[0]) == protocol.TypeWaiting {
-				b = b[1:]
-			}
-		}
-		if len(b) > 0 && !writeErr && !r.goneSent.Load() && s.writeRelayed(b) != nil {
+		if len(pass) > 0 && s.writeRelayed(pass) != nil {
 			// The client's connection is closed: read on, so that
-			// the owner's answer to hopClientGone is seen.
-			writeErr = true
+			// the owner's answer to HopClientGone is seen.
+			cp.ClientFailed()
 		}
 		if err != nil {
 			return
@@ -420,14 +406,20 @@ func (r *hopRelay) copyBack(buf []byte) {
 	}
 }
 
-// copyToOwner copies the client's bytes to the owner until the client's
-// side ends, and returns the read error that ended it.
+// copyToOwner copies the client's bytes to the owner, as far as
+// clustercore.V1FromClient lets them pass, until the client's side ends,
+// and returns the read error that ended it.
 func (r *hopRelay) copyToOwner() error {
 	buf := make([]byte, relayBuf)
+	more := true // nothing after the first byte that is no heartbeat
 	for {
 		n, err := r.s.conn.Read(buf)
-		if n > 0 && !r.upDone.Load() {
-			if _, werr := r.up.Write(buf[:n]); werr != nil && !r.upDone.Load() {
+		var pass []byte
+		if more {
+			pass, more = clustercore.V1FromClient(buf[:n])
+		}
+		if len(pass) > 0 && !r.upDone.Load() {
+			if _, werr := r.up.Write(pass); werr != nil && !r.upDone.Load() {
 				return nil
 			}
 		}
@@ -439,10 +431,10 @@ func (r *hopRelay) copyToOwner() error {
 
 // finish ends the relay once the client's side has ended with rerr.
 //
-// The client hung up: say so on the hop (hopClientGone) so the owner
+// The client hung up: say so on the hop (HopClientGone) so the owner
 // releases at once (also after an ERROR, this node's or the owner's:
 // the hang-up is the client's acknowledgement), and wait, for at most
-// linger, for the owner's hopAck: the hop then goes back to the pool of
+// linger, for the owner's HopAck: the hop then goes back to the pool of
 // addr. Anything else (a linger or write deadline, this node closing the
 // connection, a failed write to the owner) closes the hop without it,
 // and the owner keeps the claim until the client's lease has passed, as
@@ -452,13 +444,13 @@ func (r *hopRelay) finish(addr string, rerr error) {
 	var born time.Time
 	if clientHungUp(rerr) {
 		// The owner's io-timeout for the next header starts when it
-		// writes hopAck, after this: the pool's age limit holds.
+		// writes HopAck, after this: the pool's age limit holds.
 		born = time.Now()
 		r.goneSent.Store(true)
 		up.SetWriteDeadline(born.Add(srv.IOTimeout))
 		// Waited for even when the copier has ended already (upDone):
 		// it sets upDone before done closes, and may have read the ack.
-		if _, err := up.Write([]byte{hopClientGone}); err == nil {
+		if _, err := up.Write([]byte{protocol.HopClientGone}); err == nil {
 			t := time.NewTimer(srv.linger())
 			select {
 			case <-r.done:
@@ -479,70 +471,21 @@ func (r *hopRelay) finish(addr string, rerr error) {
 	<-r.done
 }
 
-// frameScan follows the frame boundaries of what an owner sends on a
-// version 1 hop, to find hopAck: a byte that no frame type starts with,
-// seen where a frame would start.
-type frameScan struct {
-	rem    int  // bytes of the current frame still to come
-	errHdr int  // an ERROR's code and reason length still to come
-	lost   bool // a byte no frame starts with: no ack is recognised
-}
-
-// scan follows b and returns the index of hopAck in it, or -1.
-func (f *frameScan) scan(b []byte) int {
-	for i := 0; i < len(b) && !f.lost; i++ {
-		switch {
-		case f.errHdr == 2:
-			f.errHdr = 1
-		case f.errHdr == 1:
-			f.errHdr, f.rem = 0, int(b[i])
-		case f.rem > 0:
-			k := min(f.rem, len(b)-i)
-			f.rem -= k
-			i += k - 1
-		default:
-			switch protocol.Type(b[i]) {
-			case protocol.TypeWaiting:
-			case protocol.TypeAcquired:
-				f.rem = protocol.AcquiredLen - 1
-			case protocol.TypeError:
-				f.errHdr = 2
-			case hopAck:
-				return i
-			default:
-				f.lost = true
-			}
-		}
-	}
-	return -1
-}
-
-// hopClientGone is the byte a relaying node sends on a version 1 hop when
-// the client hung up: the owner ends the claim at once. A hop that closes
-// without it (the relaying node died, shut down, or was cut off) leaves
-// the claim until the client's lease has passed.
-const hopClientGone = hopMarker
-
-// hopAck is the owner's answer to hopClientGone on a version 1 hop: the
-// claim has ended, this is the last byte the owner writes for it, and the
-// connection now waits for the next hop header as a fresh one would
-// (within the owner's io-timeout). A relaying node puts a hop back in its
-// pool only after reading it, as the last byte of the owner's stream at a
-// frame boundary; an owner of an earlier version closes the hop instead,
-// or answers ERROR 0x13, and the relaying node closes it as before.
-const hopAck = hopMarker
-
 // passHop, on the owner, ends a relayed claim's use of its hop after the
-// claim left the table on the relaying node's hopClientGone: it writes
-// hopAck, after which nothing of the claim can be written (the session is
-// closing), and returns the session that reads the next hop header on the
-// connection, with the same checks as on an accepted one. passed tells
-// that the ack was attempted; next is nil when the connection is to be
-// closed. An ERROR another goroutine sent first (the claim was ended by a
-// force-release, kick, move or shutdown, and the connection half-closed)
-// leaves passed false: the hop closes as before.
-func (s *session) passHop() (next *session, passed bool) {
+// claim left the table on the relaying node's HopClientGone with nothing
+// after it (hopEnded) and no ERROR to send (code): it writes HopAck,
+// after which nothing of the claim can be written (the session is
+// closing), and returns the session that reads the next hop header on
+// the connection, with the same checks as on an accepted one. passed
+// tells that the ack was attempted; next is nil when the connection is
+// to be closed. An ERROR another goroutine sent first (the claim was
+// ended by a force-release, kick, move or shutdown, and the connection
+// half-closed) leaves passed false: the hop closes as before.
+func (s *session) passHop(code protocol.Code) (next *session, passed bool) {
 	srv := s.srv
+	if !s.hopEnded || code != 0 {
+		return nil, false
+	}
 	s.wmu.Lock()
 	if s.closing.Swap(true) {
 		s.wmu.Unlock()
@@ -550,7 +493,7 @@ func (s *session) passHop() (next *session, passed bool) {
 	}
 	err := ErrServerClosed
 	if !srv.inShutdown.Load() {
-		err = s.writeLocked([]byte{hopAck})
+		err = s.writeLocked([]byte{protocol.HopAck})
 	}
 	s.wmu.Unlock()
 	if err != nil {
@@ -561,6 +504,35 @@ func (s *session) passHop() (next *session, passed bool) {
 		next.passedOn = true
 	}
 	return next, true
+}
+
+// end applies how a version 1 claim in this node's table ends
+// (clustercore.V1End): a relayed claim whose hop broke stays until its
+// lease has passed; one whose relaying node said its client hung up may
+// pass the hop on to the next claim (finish, passHop).
+func (h *v1Hold) end(e clustercore.V1Ending) (locktable.Reason, protocol.Code) {
+	if e.KeepUntilLease {
+		h.s.keepUntilLease(h.deadline)
+	}
+	h.s.hopEnded = e.PassHop
+	return e.Reason, e.Code
+}
+
+// keepUntilLease leaves the claim of a relayed session whose hop broke in
+// the table until the client's lease has passed since it was last heard
+// (deadline, the reader's), then ends it as expired: no one is promoted
+// while the client may still believe. The session's goroutine and
+// connection end now; a timer does the rest.
+func (s *session) keepUntilLease(deadline time.Time) {
+	s.srv.Logger.Debug("hop to a relaying node broke; keeping the claim for the client's lease", "remote_addr", s.peer.Addr, "until", deadline)
+	var expire func()
+	expire = func() {
+		if err := s.expire(); errors.Is(err, locktable.ErrNotExpired) {
+			// The timer fired a hair early for the table's strict rule.
+			time.AfterFunc(time.Millisecond, expire)
+		}
+	}
+	time.AfterFunc(time.Until(deadline), expire)
 }
 
 // clientHungUp reports whether a read error means that the client's side
@@ -587,7 +559,7 @@ func (s *session) writeRelayed(b []byte) error {
 
 // wroteToHungUp reports whether a write error means that the client's
 // side has closed: its reader sees the hang-up too, and must, to send
-// hopClientGone (closing the connection under it would read as this
+// HopClientGone (closing the connection under it would read as this
 // node's own close, and the owner would keep the claim for the lease).
 func wroteToHungUp(err error) bool {
 	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)

@@ -107,6 +107,22 @@ func TestRelayLeaseExpires(t *testing.T) {
 	b.mustOwn("x", longLease)
 }
 
+// A client's own 0x7e byte through a relay is what it is on a direct
+// connection, an unknown message (ERROR 0x13), not the relaying node's
+// word that its client hung up: the owner would otherwise release the
+// claim without an ERROR and read the client's next bytes as a hop
+// header from a trusted member, with an address and identity the client
+// chose.
+func TestRelayClientSendsHopByte(t *testing.T) {
+	owner, relay := startPair(t)
+	a := relay.dial(t)
+	a.mustOwn("x", longLease)
+	a.mustWrite([]byte{protocol.HopClientGone})
+	a.expectError(protocol.CodeUnknownMessage)
+	b := owner.dial(t)
+	b.mustOwn("x", longLease)
+}
+
 // A relayed request for a name the receiver does not own gets ERROR 0x03
 // and is never relayed again.
 func TestRelayNotOwner(t *testing.T) {
@@ -114,6 +130,42 @@ func TestRelayNotOwner(t *testing.T) {
 	a := relay.dial(t)
 	a.mustWrite(acquireFrame("elsewhere", longLease))
 	a.expectError(protocol.CodeNotOwner)
+}
+
+// A relayed request is never relayed again, whatever the Router says:
+// two nodes that disagree about a name's owner (each routes it to the
+// other) answer ERROR 0x03 instead of relaying the client in a loop. As
+// a bound on that loop should the rule break, each Router forwards a
+// relayed request at most three times.
+func TestRelayNeverRelaysAgain(t *testing.T) {
+	var mu sync.Mutex
+	forwardedAsks := 0
+	to := func(addr *string) func(string, bool) server.Route {
+		return func(_ string, forwarded bool) server.Route {
+			mu.Lock()
+			defer mu.Unlock()
+			if forwarded {
+				if forwardedAsks++; forwardedAsks > 3 {
+					return server.Route{Action: server.RouteNotOwner}
+				}
+			}
+			return server.Route{Action: server.RouteForward, Addr: *addr}
+		}
+	}
+	var addrA, addrB string
+	a := startServer(t, func(s *server.Server) { s.Router = &router{route: to(&addrB)}; s.TrustHop = trustAll })
+	b := startServer(t, func(s *server.Server) { s.Router = &router{route: to(&addrA)}; s.TrustHop = trustAll })
+	mu.Lock()
+	addrA, addrB = a.addr, b.addr
+	mu.Unlock()
+	c := a.dial(t)
+	c.mustWrite(acquireFrame("x", longLease))
+	c.expectError(protocol.CodeNotOwner)
+	_, fromA := a.Relayed()
+	_, fromB := b.Relayed()
+	if fromA != 1 || fromB != 0 {
+		t.Fatalf("relayed %d times from the client's node, %d from the owner's; want 1, 0", fromA, fromB)
+	}
 }
 
 // A hop header from a peer the server does not trust is refused.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -83,8 +83,8 @@ type session struct {
 	v2 *v2conn
 
 	// hopEnded is set by the reader when a relayed claim ended on the
-	// relaying node's word that its client hung up (hopClientGone), with
-	// nothing after it: finish acknowledges it (hopAck) and the
+	// relaying node's word that its client hung up (HopClientGone), with
+	// nothing after it: finish acknowledges it (HopAck) and the
 	// connection carries the next hop header (relay.go, passHop).
 	hopEnded bool
 	// passedOn: the connection came from the session before it on the
@@ -173,10 +173,8 @@ func (s *session) run() (locktable.Reason, protocol.Code) {
 		srv.limitHit(LimitClientSession, s.peer, req.Name, 0)
 		return locktable.ReasonProtocolError, protocol.CodeLimitReached
 	}
-	if srv.Router != nil {
-		if serve, reason, code := s.route(req); !serve {
-			return reason, code
-		}
+	if serve, reason, code := s.route(req); !serve {
+		return reason, code
 	}
 	deadline, err := s.acquire(req, gen)
 	if err != nil {
@@ -240,6 +238,9 @@ type v1Hold struct {
 	// shutdown) and is about to send the ERROR frame; closing now would
 	// lose it. Read on until that sender sets closing, for at most linger.
 	orphaned bool
+	// ends says how what the connection brings ends the claim: a direct
+	// client's, or a relaying node's hop (relay.go).
+	ends clustercore.V1End
 }
 
 func (h *v1Hold) orphan() {
@@ -253,7 +254,7 @@ func (h *v1Hold) orphan() {
 // holdV1 reads a version 1 session's heartbeats until its claim ends,
 // from its lease's end deadline on.
 func (s *session) holdV1(deadline time.Time) (locktable.Reason, protocol.Code) {
-	h := &v1Hold{s: s, deadline: deadline}
+	h := &v1Hold{s: s, deadline: deadline, ends: clustercore.V1End{Relayed: s.forwarded}}
 	for {
 		n, err := s.conn.Read(s.rbuf[:])
 		if s.closing.Load() {
@@ -280,22 +281,13 @@ func (h *v1Hold) closingRead(n int, err error) (locktable.Reason, bool) {
 	if !s.movedOut.Load() {
 		return ended, true
 	}
-	// Told that the name moves: the claim ends when the client
-	// hangs up (it stops its work before it closes) or its lease
-	// runs out; heartbeats that crossed the ERROR go unanswered.
-	// Through a relay, the hang-up is the relaying node's
-	// hopClientGone; a hop that breaks without it is the relaying
-	// node's end, not the client's.
-	switch {
-	case s.forwarded && bytes.IndexByte(s.rbuf[:n], hopClientGone) >= 0:
-		return locktable.ReasonMoved, true
-	case err == nil:
+	// Told that the name moves (clustercore.V1End.Moved).
+	e, done := h.ends.Moved(s.rbuf[:n], err != nil, errors.Is(err, os.ErrDeadlineExceeded))
+	if !done {
 		return 0, false
-	case s.forwarded && !errors.Is(err, os.ErrDeadlineExceeded):
-		s.keepUntilLease(h.deadline)
-		return ended, true
 	}
-	return locktable.ReasonMoved, true
+	reason, _ := h.end(e)
+	return reason, true
 }
 
 // frames answers the n bytes read: heartbeats first, answered together;
@@ -318,17 +310,8 @@ func (h *v1Hold) frames(n int, err error) (locktable.Reason, protocol.Code, bool
 		}
 	}
 	if beats < n {
-		if s.forwarded && s.rbuf[beats] == hopClientGone {
-			// The relayed client hung up. Nothing may follow the
-			// byte until this node's hopAck; if nothing did, the
-			// hop carries the next claim (finish).
-			s.hopEnded = beats+1 == n && err == nil && !h.orphaned
-			return locktable.ReasonGraceful, 0, true
-		}
-		if protocol.Type(s.rbuf[beats]) == protocol.TypeAcquire {
-			return locktable.ReasonProtocolError, protocol.CodeDuplicateAcquire, true
-		}
-		return locktable.ReasonProtocolError, protocol.CodeUnknownMessage, true
+		reason, code := h.end(h.ends.Other(s.rbuf[beats:n], err == nil, h.orphaned))
+		return reason, code, true
 	}
 	return 0, 0, false
 }
@@ -338,14 +321,8 @@ func (h *v1Hold) frames(n int, err error) (locktable.Reason, protocol.Code, bool
 func (h *v1Hold) readFailed(err error) (locktable.Reason, bool) {
 	s := h.s
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		if s.forwarded && !h.orphaned {
-			// The hop broke without the relaying node's word that
-			// the client hung up: that node died or was cut off,
-			// and its client may still believe.
-			s.keepUntilLease(h.deadline)
-			return ended, true
-		}
-		return locktable.ReasonGraceful, true
+		reason, _ := h.end(h.ends.Broke(h.orphaned))
+		return reason, true
 	}
 	if h.orphaned {
 		return ended, true
@@ -376,7 +353,7 @@ func (s *session) readOpening() (req protocol.Acquire, v2 bool, err error) {
 	if err := o.readFull(s.rbuf[:1], openingMin-1); err != nil {
 		return req, false, err
 	}
-	if s.rbuf[0] == hopMarker {
+	if s.rbuf[0] == protocol.HopMarker {
 		if err := s.acceptHop(&o); err != nil {
 			return req, false, err
 		}
@@ -408,23 +385,6 @@ func (s *session) openingFailure(err error) (locktable.Reason, protocol.Code) {
 		return locktable.ReasonProtocolError, code
 	}
 	return s.readFailure(err)
-}
-
-// keepUntilLease leaves the claim of a relayed session whose hop broke in
-// the table until the client's lease has passed since it was last heard
-// (deadline, the reader's), then ends it as expired: no one is promoted
-// while the client may still believe. The session's goroutine and
-// connection end now; a timer does the rest.
-func (s *session) keepUntilLease(deadline time.Time) {
-	s.srv.Logger.Debug("hop to a relaying node broke; keeping the claim for the client's lease", "remote_addr", s.peer.Addr, "until", deadline)
-	var expire func()
-	expire = func() {
-		if err := s.expire(); errors.Is(err, locktable.ErrNotExpired) {
-			// The timer fired a hair early for the table's strict rule.
-			time.AfterFunc(time.Millisecond, expire)
-		}
-	}
-	time.AfterFunc(time.Until(deadline), expire)
 }
 
 // errDenied is acquire's error when a Revoke since the ACQUIRE's check
@@ -677,9 +637,9 @@ func (s *session) closeWithError(code protocol.Code) error {
 
 // finish ends the claim (promoting the next waiter), sends the error code
 // if there is one, and closes the connection; or, for a relayed claim
-// that ended by the relaying node's word (hopEnded), acknowledges it and
-// returns the session that reads the connection's next hop header.
-func (s *session) finish(reason locktable.Reason, code protocol.Code) (next *session) {
+// that ended by the relaying node's word, passes the connection on to
+// the session that reads its next hop header (passHop).
+func (s *session) finish(reason locktable.Reason, code protocol.Code) *session {
 	srv := s.srv
 	if v := s.v2; v != nil {
 		v.omu.Lock()
@@ -697,10 +657,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) (next *ses
 		srv.Logger.Debug("closing connection with error", "remote_addr", s.peer.Addr, "code", code)
 		s.closeWithError(code)
 	}
-	passed := false
-	if s.hopEnded && code == 0 {
-		next, passed = s.passHop()
-	}
+	next, passed := s.passHop(code)
 	if !passed && s.closing.Load() {
 		// Let an ERROR frame that another goroutine is writing go out
 		// first; closeWithError then also bounds the drain.

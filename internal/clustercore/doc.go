@@ -15,7 +15,8 @@
 //
 //   - relay_*: the relaying node's side of a version 2 session (its
 //     ordered outbox, its upstream sessions to owners, its relayed claims
-//     and watches).
+//     and watches); relay_v1.go: a relayed version 1 connection's, and
+//     how the owner ends a claim that came through a hop.
 //   - owner_*: the owner's side of a claim that comes back (re-assertion,
 //     adoption from a kept session, a take-over's answer).
 //   - handoff_*: the owner's side of a planned hand-off (export) and the
