@@ -72,7 +72,7 @@ directly), and baton run takes it back when COMMAND exits.
 On Linux, COMMAND runs under a small baton process that keeps every
 process COMMAND starts in its tree (--isolate): if baton run dies, even by
 SIGKILL, and when COMMAND exits, it kills them all, so that none outlives
-the lock; see docs/cli.md for limits.
+the lock; see docs/cli-run.md for limits.
 
 Exit status:
   N        COMMAND's own status, when it ran with the lock held throughout

@@ -407,17 +407,25 @@ func TestServeAdminNotLoopbackWarning(t *testing.T) {
 	}
 }
 
-// TestDocsCoverFlagsAndMetrics: docs/operations.md mentions every flag of
-// 'baton serve -h' and of the admin subcommands, with its environment
-// variable, and every baton_ metric.
+// TestDocsCoverFlagsAndMetrics: the reference pages mention every flag
+// of 'baton serve -h' (docs/flags.md) and of the admin subcommands
+// (docs/cli-admin.md), each with its environment variable, and every
+// baton_ metric (docs/metrics.md).
 func TestDocsCoverFlagsAndMetrics(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", "docs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
 	}
-	doc := string(b)
+	flags, admin, metrics := read("flags.md"), read("cli-admin.md"), read("metrics.md")
 	row := regexp.MustCompile(`(?m)^\s+-([a-z0-9-]+)\s+(BATON_[A-Z0-9_]+)\s`)
 	for _, cmd := range []string{"serve", "locks", "show", "release", "kick", "info"} {
+		doc, page := admin, "docs/cli-admin.md"
+		if cmd == "serve" {
+			doc, page = flags, "docs/flags.md"
+		}
 		code, out, _ := cli(cmd, "-h")
 		rows := row.FindAllStringSubmatch(out, -1)
 		if code != 0 || len(rows) == 0 {
@@ -425,10 +433,10 @@ func TestDocsCoverFlagsAndMetrics(t *testing.T) {
 		}
 		for _, r := range rows {
 			if !strings.Contains(doc, "`-"+r[1]+"`") {
-				t.Errorf("docs/operations.md lacks flag `-%s` of baton %s", r[1], cmd)
+				t.Errorf("%s lacks flag `-%s` of baton %s", page, r[1], cmd)
 			}
 			if !strings.Contains(doc, "`"+r[2]+"`") {
-				t.Errorf("docs/operations.md lacks `%s` (baton %s -%s)", r[2], cmd, r[1])
+				t.Errorf("%s lacks `%s` (baton %s -%s)", page, r[2], cmd, r[1])
 			}
 		}
 	}
@@ -440,8 +448,8 @@ func TestDocsCoverFlagsAndMetrics(t *testing.T) {
 	for _, mf := range mfs {
 		if name := mf.GetName(); strings.HasPrefix(name, "baton_") {
 			n++
-			if !strings.Contains(doc, "`"+name+"`") {
-				t.Errorf("docs/operations.md lacks metric `%s`", name)
+			if !strings.Contains(metrics, "`"+name+"`") {
+				t.Errorf("docs/metrics.md lacks metric `%s`", name)
 			}
 		}
 	}
