@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/batonlock/baton/internal/clustercore"
+	"github.com/batonlock/baton/protocol"
 )
 
 // The failover model (cluster mode part 2, docs/design/2026-12-01-ha-failover-design.md
@@ -173,7 +176,9 @@ const (
 	// the drift margin.
 	MutFoRemoveAtTSelf = "remove-at-tself"
 	// MutFoStaleReassert accepts a re-assertion that names the old ring
-	// (it may have been sent before the ring changed).
+	// (it may have been sent before the ring changed): the real rule,
+	// clustercore.TakeOverFor, is given the re-assertion as if it named
+	// the take-over's ring.
 	MutFoStaleReassert = "stale-reassert"
 	// MutFoContactAtReceive anchors a node's quorum contact at the arrival
 	// of the leader's answer instead of the send time of its request.
@@ -690,11 +695,17 @@ func (m *foModel) handle(s *foState, n, c int8, out, tok, ver, mtick uint8) (uin
 func (m *foModel) reassert(s *foState, n, c int8, tok, ver uint8, orphan bool) (uint8, uint8, *failure) {
 	nd := &s.n[n]
 	r := &nd.rec[c]
+	if s.bVer < 2 {
+		return frRetry, s.bVer, nil
+	}
+	// B took the name over at ring 2; how it answers a held claim's
+	// re-assertion is the real node's rule.
+	reassertion := protocol.Frame{Type: protocol.TypeClaim, Flags: protocol.ClaimReassert, Name: "m",
+		Token: uint64(tok), Ring: uint64(ver)}
+	if m.takeOver(reassertion) == clustercore.TakeOverStaleRing {
+		return frRetry, s.bVer, nil
+	}
 	switch {
-	case s.bVer < 2:
-		return frRetry, s.bVer, nil
-	case ver < 2 && m.cfg.Mutation != MutFoStaleReassert:
-		return frRetry, s.bVer, nil
 	case r.st == frecHeld && r.tok == tok:
 		r.seen = 0
 		return frHeld, tok, nil
@@ -730,6 +741,19 @@ func (m *foModel) reassert(s *foState, n, c int8, tok, ver uint8, orphan bool) (
 	}
 	*r = foRec{st: frecHeld, tok: tok}
 	return frHeld, tok, f
+}
+
+// takeOver is B's decision on a re-assertion (clustercore.TakeOverFor,
+// the name taken over at ring 2). MutFoStaleReassert breaks the real
+// rule the way a bug would: the ring the re-assertion names is not
+// compared.
+func (m *foModel) takeOver(f protocol.Frame) clustercore.TakeOver {
+	const since = 2
+	if m.cfg.Mutation == MutFoStaleReassert {
+		f.Ring = since
+	}
+	answer, _ := clustercore.TakeOverFor(f, since)
+	return answer
 }
 
 func cmp(a, b *failure) *failure {
