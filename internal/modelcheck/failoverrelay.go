@@ -3,6 +3,9 @@ package modelcheck
 import (
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/batonlock/baton/internal/clustercore"
 )
 
 // The relay option of the failover model (FailoverConfig.Relay): one
@@ -14,7 +17,8 @@ import (
 // unless FailoverConfig.RelayFails lets it die (failoverrelayfail.go),
 // which may then combine with A's failure. R's rules, as built:
 //
-//   - The anchor rule through the relay (relayState.confirmedAfter): R
+//   - The anchor rule through the relay (clustercore's Outbox and
+//     Confirmation, which the model runs: relayReleases): R
 //     answers a request of c1's that it read at r (its CLAIM; its
 //     HEARTBEAT, a PING answered PONG) only once the upstream holding the
 //     claim has been confirmed at or after r: an upstream request sent at
@@ -103,7 +107,7 @@ import (
 const (
 	// MutFoRelayUnconfirmed lets R answer c1's heartbeat without an
 	// owner's confirmation of an upstream request sent at or after it
-	// was read.
+	// was read: the real outbox is handed the PONG as a push.
 	MutFoRelayUnconfirmed = "relay-answers-unconfirmed"
 	// MutFoRelayAnswersAfterGiveUp lets R, having given the moving claim
 	// up, answer c1's heartbeat with a plain PONG, its REVOKED lost (the
@@ -175,6 +179,31 @@ func (m *foModel) isRelayed(s *foState, c int8) bool {
 	return m.cfg.Relay != 0 && c == m.rc && !s.r.dead
 }
 
+// relayReleases reports whether R's ordered outbox releases the answer
+// to c1's request now: the real rule (clustercore's Outbox and
+// Confirmation), given the upstream's confirmation and the request's
+// read time, counted back in ticks from an arbitrary present. A moving
+// claim is an upstream not confirmed yet. MutFoRelayUnconfirmed breaks
+// it as a bug in the server would: a heartbeat's PONG is queued as a
+// push, with no read time, so no confirmation holds it back.
+func (m *foModel) relayReleases(s *foState) bool {
+	cl, r := &s.c[m.rc], &s.r
+	now := time.Unix(1<<20, 0)
+	ago := func(ticks int16) time.Time { return now.Add(-time.Duration(ticks) * time.Second) }
+	var c clustercore.Confirmation
+	if r.cst == frcMoving {
+		c.Block()
+	} else {
+		c.Upstream(ago(r.conf), true)
+	}
+	answer := &clustercore.Entry[int8]{B: []byte{byte(cl.out)}, At: ago(r.idle)}
+	if cl.out == fmHeartbeat && m.cfg.Mutation == MutFoRelayUnconfirmed {
+		answer.At = time.Time{}
+	}
+	var box clustercore.Outbox[int8]
+	return len(box.Add(nil, answer, c)) > 0
+}
+
 // relayAnswer is R's answer to c1's outstanding request when R may send
 // it now (frNone: not yet).
 func (m *foModel) relayAnswer(s *foState) (uint8, uint8) {
@@ -184,9 +213,8 @@ func (m *foModel) relayAnswer(s *foState) (uint8, uint8) {
 	}
 	mut := m.cfg.Mutation
 	switch r.cst {
-	case frcLive:
-		confirmed := r.conf <= r.idle // sent at or after the read
-		if !confirmed && !(cl.out == fmHeartbeat && mut == MutFoRelayUnconfirmed) {
+	case frcLive, frcMoving:
+		if !m.relayReleases(s) {
 			return frNone, 0
 		}
 		switch {
@@ -196,13 +224,6 @@ func (m *foModel) relayAnswer(s *foState) (uint8, uint8) {
 			return frGranted, r.tok
 		}
 		return frHeld, r.tok
-	case frcMoving:
-		if cl.out == fmHeartbeat && mut == MutFoRelayUnconfirmed {
-			if r.tok == 0 {
-				return frQueued, r.ticket
-			}
-			return frHeld, r.tok
-		}
 	case frcGone:
 		if cl.out == fmHeartbeat && mut == MutFoRelayAnswersAfterGiveUp && r.tok != 0 {
 			return frHeld, r.tok
