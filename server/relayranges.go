@@ -127,10 +127,10 @@ func (s *session) relayRangeCancel(f protocol.Frame) bool {
 
 // rangeMoving answers RANGE f, and reports true, when the session's
 // range locks on its key are moving to the key's new owner
-// (rangemove.go). A request is answered unavailable until they are
-// there, except an unlock or release of locks that are re-asserted after
-// a failover: it applies to what is re-asserted (answered done here),
-// and is sent on after the re-assertions in flight, if any.
+// (rangemove.go; clustercore.RangeMove.Unavailable). An unlock or
+// release of locks re-asserted after a failover applies to what is
+// re-asserted (answered done here), and is sent on after the
+// re-assertions in flight, if any.
 func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 	v := s.v2
 	rel := v.rel.Load()
@@ -143,17 +143,14 @@ func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 		v.omu.Unlock()
 		return false
 	}
-	if !rm.failover || f.Op != protocol.RangeUnlock && f.Op != protocol.RangeRelease {
+	if rm.Unavailable(f) {
 		v.omu.Unlock()
 		s.rangeUnavailable(f)
 		return true
 	}
-	m := rangemirror.New()
-	m.Put(rm.locks)
-	m.Answered(f, protocol.RangeDone)
-	rm.locks = m.Take(f.Name)
+	left := rm.Drop(f)
 	up := rm.up
-	done := up == nil && len(rm.locks) == 0
+	done := up == nil && left == 0
 	if done {
 		delete(rel.rangeMoves, f.Name) // nothing left to re-assert
 	}
@@ -232,13 +229,9 @@ func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 // reports whether the session must end. The sets waiting there are
 // answered unavailable (the client asks again, at the key's next owner).
 // The range locks u's owner held for the session (its mirror) are
-// re-asserted at each key's next owner (rangemove.go) when reassert says
-// the owner may have died or stopped serving, and the client may still
-// believe in them and the owner cannot yet have expired them: before
-// 0.8 × the lease after the send time of the latest request u's owner
-// answered (moveInfo.believed; internal/modelcheck's failover model).
-// Otherwise, when the owner may hold range locks of the session, the
-// session ends: nobody keeps them. Called by fail with omu held.
+// re-asserted at each key's next owner (rangemove.go), or the session
+// ends, as clustercore.RangesFailed decides. Called by fail with omu
+// held.
 func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (end bool) {
 	v := u.s.v2
 	live := !rel.closed && !u.s.closing.Load() && !v.ending
@@ -251,25 +244,21 @@ func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (
 			rel.add(v, &outEntry{B: protocol.AppendRangeAnswer(nil, req, protocol.RangeUnavailable, 0, protocol.Frame{})})
 		}
 	}
-	if !live || !u.opened || !u.ranges {
-		return false
+	var keys []string
+	if u.mirror != nil {
+		keys = u.mirror.Keys()
 	}
-	if !reassert {
-		return true
-	}
-	if u.mirror == nil {
-		return false // it granted nothing
-	}
-	keys := u.mirror.Keys()
-	believed := u.led.Confirmed().Add(v.lease * 4 / 5)
-	if len(keys) > 0 && !now.Before(believed) {
-		return true
+	ru := clustercore.RangeUpstream{Opened: u.opened, Holds: u.ranges, Mirrored: u.mirror != nil,
+		Keys: len(keys), Confirmed: u.led.Confirmed()}
+	fate, believed := clustercore.RangesFailed(ru, live, reassert, now, v.lease)
+	if fate != clustercore.RangesReassert {
+		return fate == clustercore.RangesEnd
 	}
 	slices.Sort(keys)
 	for _, key := range keys {
 		u.forgetRangeKey(key)
 		rm := rel.startRangeMove(u.s, now, key, u.mirror.Take(key))
-		rm.failover, rm.believed = true, believed
+		rm.Failover, rm.Believed = true, believed
 	}
 	if len(keys) > 0 {
 		u.s.srv.Logger.Warn("upstream session to the owner ended; re-asserting its range locks at the keys' next owner", "owner_addr", u.addr,
