@@ -659,8 +659,7 @@ func (u *upstream) failRange(rel *relayState, r upReq, reassert bool) (adopting 
 	switch fate {
 	case clustercore.RangeAskAgain:
 		if rm := rel.rangeMoves[r.adopt]; rm != nil && rm.up == u {
-			rm.up = nil
-			rm.AskAgain() // (rangemove.go)
+			rm.up = nil // asked again (rangemove.go)
 			return 1
 		}
 		return 0

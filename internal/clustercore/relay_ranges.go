@@ -58,10 +58,6 @@ func (rm *RangeMove) Requests(key string) []protocol.Frame {
 	return fs
 }
 
-// AskAgain forgets the requests in flight: their upstream failed, and
-// they are sent again.
-func (rm *RangeMove) AskAgain() { rm.Pending, rm.again = 0, false }
-
 // RangeOutcome is what an answer about a moving key leads to.
 type RangeOutcome uint8
 
@@ -132,7 +128,7 @@ type RangeFate uint8
 
 const (
 	// RangeAskAgain: an adoption or re-assertion of a moving key: asked
-	// again (AskAgain).
+	// again (Requests starts afresh).
 	RangeAskAgain RangeFate = iota
 	// RangeDropped: an unlock or release whose locks are re-asserted
 	// without what it drops (the mirror applies it); answered done.
