@@ -161,13 +161,13 @@ func (srv *Server) routeMoving(names []string) movingRoutes {
 func moveRoute(rt Route) clustercore.MoveRoute {
 	switch {
 	case rt.Action == RouteForward:
-		return clustercore.RouteThere
+		return clustercore.MoveRouteThere
 	case rt.Action == RouteServe:
-		return clustercore.RouteHere
+		return clustercore.MoveRouteHere
 	case rt.Action == RouteHold && rt.Gated:
-		return clustercore.RouteWarming
+		return clustercore.MoveRouteWarming
 	}
-	return clustercore.RouteNowhere
+	return clustercore.MoveRouteNowhere
 }
 
 // sendAdoptionsLocked takes the next step (clustercore.Move.Step) for
@@ -182,7 +182,7 @@ func (s *session) sendAdoptionsLocked(rel *relayState, now time.Time, routes mov
 			continue
 		}
 		rt, routed := routes.routes[rc.move.Name]
-		route := clustercore.RouteNowhere
+		route := clustercore.MoveRouteNowhere
 		if routed {
 			route = moveRoute(rt)
 		}

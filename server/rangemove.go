@@ -440,7 +440,7 @@ func (rel *relayState) unsentRangeMoves(now time.Time, lease time.Duration) (key
 // srv.mu and omu held.
 func (s *session) moveRangeLocked(rel *relayState, key string, rm *rangeMove, rt Route, now time.Time) (here, ok bool) {
 	switch route := moveRoute(rt); {
-	case route == clustercore.RouteThere:
+	case route == clustercore.MoveRouteThere:
 		u := s.upstreamLocked(rel, rt.Addr)
 		rm.up = u
 		at := time.Now()

@@ -479,7 +479,7 @@ func (u *upstream) frame(rel *relayState, v *v2conn, fr upFrame, out *upOutcome)
 		}
 		return false
 	}
-	if f.Type == protocol.TypeRangeAnswer && rangePush(f) {
+	if f.Type == protocol.TypeRangeAnswer && clustercore.RangeIsPush(f) {
 		u.rangePushed(rel, v, fr)
 		return false
 	}

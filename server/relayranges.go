@@ -50,10 +50,11 @@ func (s *session) routeRange(now time.Time, f protocol.Frame) (done bool) {
 	if s.rangeMoving(now, f) {
 		return true
 	}
-	switch rt := srv.Router.Route(f.Name, 0, s.forwarded); {
-	case rt.Action == RouteServe && !srv.ranges.gatedLocked(f.Name, now):
+	rt := srv.Router.Route(f.Name, 0, s.forwarded)
+	switch clustercore.RouteRange(moveRoute(rt), srv.ranges.gatedLocked(f.Name, now), s.forwarded) {
+	case clustercore.RangeServe:
 		return false
-	case rt.Action == RouteForward && !s.forwarded:
+	case clustercore.RangeRelay:
 		s.relayRange(now, f, rt.Addr)
 		return true
 	}
@@ -76,7 +77,7 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 	}
 	at := rel.box.Relaying(now)
 	u := s.upstreamLocked(rel, addr)
-	holds := f.Op == protocol.RangeSet || f.Op == protocol.RangeResume // may hold a lock there
+	holds := clustercore.RangeHolds(f)
 	if holds {
 		if u.rangeOwners == nil {
 			u.rangeOwners = map[rangeOwner]bool{}
@@ -85,7 +86,7 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 	}
 	slot := &outEntry{Pending: true, At: at, Up: u}
 	rel.add(v, slot)
-	if f.Op == protocol.RangeSet && f.Flags&protocol.RangeWait != 0 && rel.rangeWaits[f.Claim] == nil {
+	if clustercore.RangeWaits(f) && rel.rangeWaits[f.Claim] == nil {
 		// (A req that names a waiting set already is the owner's to
 		// refuse, 0x0b; the set keeps its place here.)
 		if rel.rangeWaits == nil {
@@ -168,13 +169,6 @@ func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 	return true
 }
 
-// rangePush reports whether ANSWER f is a push: the final answer of a
-// set that waited (PROMOTED, CANCELLED), or the hop-only MOVED, not the
-// answer of a request.
-func rangePush(f protocol.Frame) bool {
-	return f.Status == protocol.RangePromoted || f.Status == protocol.RangeCancelled || f.Status == protocol.RangeMoved
-}
-
 // rangePushed passes the owner's push about a relayed set to the client,
 // before the answers the owner had not sent yet. MOVED is the owner's
 // news that the session's range locks on a key, or a set waiting there,
@@ -215,12 +209,10 @@ func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 	if u.mirror != nil {
 		u.mirror.Answered(r.f, fr.f.Status)
 	}
-	switch st := fr.f.Status; {
-	case st == protocol.RangeGranted, st == protocol.RangeQueued,
-		st == protocol.RangeDone && r.f.Op == protocol.RangeResume:
+	if clustercore.RangeAnswerHolds(r.f, fr.f.Status) {
 		u.ranges = true
 	}
-	if st := fr.f.Status; st != protocol.RangeQueued && st != protocol.RangeReqInUse && rel.rangeWaits[r.ID] == u {
+	if clustercore.RangeWaitEnds(fr.f.Status) && rel.rangeWaits[r.ID] == u {
 		delete(rel.rangeWaits, r.ID)
 	}
 }

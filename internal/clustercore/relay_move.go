@@ -76,23 +76,23 @@ func (m *Move) Expired(now time.Time, lease time.Duration) bool {
 type MoveRoute uint8
 
 const (
-	// RouteNowhere: no node serves it yet (it is frozen, or the ring
+	// MoveRouteNowhere: no node serves it yet (it is frozen, or the ring
 	// has not changed here yet).
-	RouteNowhere MoveRoute = iota
-	// RouteThere: another node serves it.
-	RouteThere
-	// RouteHere: this node serves it.
-	RouteHere
-	// RouteWarming: this node took it over without its state and warms
+	MoveRouteNowhere MoveRoute = iota
+	// MoveRouteThere: another node serves it.
+	MoveRouteThere
+	// MoveRouteHere: this node serves it.
+	MoveRouteHere
+	// MoveRouteWarming: this node took it over without its state and warms
 	// up.
-	RouteWarming
+	MoveRouteWarming
 )
 
 // Owns reports whether r says this node owns the name: it serves it, or
 // warms it up after taking it over without its state. Either way it may
 // take up what was held (a hand-over's, a re-assertion's), but grants
 // anew only in the first case.
-func (r MoveRoute) Owns() bool { return r == RouteHere || r == RouteWarming }
+func (r MoveRoute) Owns() bool { return r == MoveRouteHere || r == MoveRouteWarming }
 
 // MoveStep is what the host does next with a moving claim whose
 // adoption is not in flight.
@@ -114,11 +114,11 @@ func (m *Move) Step(now time.Time, lease time.Duration, route MoveRoute) MoveSte
 	switch {
 	case m.Expired(now, lease):
 		return MoveGiveUp
-	case route == RouteWarming && m.Failover:
+	case route == MoveRouteWarming && m.Failover:
 		return MoveTakeOver
-	case route == RouteThere:
+	case route == MoveRouteThere:
 		return MoveSend
-	case route == RouteHere:
+	case route == MoveRouteHere:
 		return MoveAdoptHere
 	}
 	return MoveWait

@@ -21,16 +21,16 @@ func TestMoveStep(t *testing.T) {
 		route MoveRoute
 		want  MoveStep
 	}{
-		{"served there: its adoption is sent", planned, time.Second, RouteThere, MoveSend},
-		{"served here: adopted in this node's table", planned, time.Second, RouteHere, MoveAdoptHere},
-		{"routed nowhere yet: wait", planned, time.Second, RouteNowhere, MoveWait},
-		{"a planned move waits while this node warms the name up", planned, time.Second, RouteWarming, MoveWait},
-		{"a failover is taken over by a node warming the name up", failed, time.Second, RouteWarming, MoveTakeOver},
-		{"half the lease: given up", planned, lease / 2, RouteThere, MoveGiveUp},
-		{"just before half the lease: still sent", planned, lease/2 - time.Nanosecond, RouteThere, MoveSend},
-		{"past its client's belief: given up", failed, 3 * time.Second, RouteThere, MoveGiveUp},
-		{"within its client's belief: sent", failed, 3*time.Second - time.Nanosecond, RouteThere, MoveSend},
-		{"a queued claim has no belief window", Move{Since: moveT0, Failover: true}, 4 * time.Second, RouteThere, MoveSend},
+		{"served there: its adoption is sent", planned, time.Second, MoveRouteThere, MoveSend},
+		{"served here: adopted in this node's table", planned, time.Second, MoveRouteHere, MoveAdoptHere},
+		{"routed nowhere yet: wait", planned, time.Second, MoveRouteNowhere, MoveWait},
+		{"a planned move waits while this node warms the name up", planned, time.Second, MoveRouteWarming, MoveWait},
+		{"a failover is taken over by a node warming the name up", failed, time.Second, MoveRouteWarming, MoveTakeOver},
+		{"half the lease: given up", planned, lease / 2, MoveRouteThere, MoveGiveUp},
+		{"just before half the lease: still sent", planned, lease/2 - time.Nanosecond, MoveRouteThere, MoveSend},
+		{"past its client's belief: given up", failed, 3 * time.Second, MoveRouteThere, MoveGiveUp},
+		{"within its client's belief: sent", failed, 3*time.Second - time.Nanosecond, MoveRouteThere, MoveSend},
+		{"a queued claim has no belief window", Move{Since: moveT0, Failover: true}, 4 * time.Second, MoveRouteThere, MoveSend},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.m.Step(moveT0.Add(tc.after), lease, tc.route); got != tc.want {

@@ -201,3 +201,69 @@ func RangesFailed(u RangeUpstream, live, reassert bool, now time.Time, lease tim
 	}
 	return RangesReassert, believed
 }
+
+// RangeWay is where a client session's RANGE request goes on a cluster
+// node (RouteRange).
+type RangeWay uint8
+
+const (
+	// RangeServe: this node's own range table serves it.
+	RangeServe RangeWay = iota
+	// RangeRelay: relayed on the session's upstream to the key's owner.
+	RangeRelay
+	// RangeNotNow: answered unavailable: nothing changed, ask again
+	// later (the key held in a warm-up, gated by a planned change, an
+	// owner out of quorum contact, or a relayed session asking for a key
+	// this node does not own).
+	RangeNotNow
+)
+
+// RouteRange decides where a RANGE request on a key goes, as a claim
+// goes to its name's owner: served here when this node serves the key
+// and no planned change gates its range locks (gated), relayed when
+// another node serves it and the session is a client's own (not
+// forwarded: a relayed session is never relayed on).
+func RouteRange(route MoveRoute, gated, forwarded bool) RangeWay {
+	switch {
+	case route == MoveRouteHere && !gated:
+		return RangeServe
+	case route == MoveRouteThere && !forwarded:
+		return RangeRelay
+	}
+	return RangeNotNow
+}
+
+// RangeHolds reports whether a relayed RANGE request f may hold a lock
+// at the owner (a set, or a resume): its lock owner is released there
+// when the client hangs up, and its upstream keeps a mirror.
+func RangeHolds(f protocol.Frame) bool {
+	return f.Op == protocol.RangeSet || f.Op == protocol.RangeResume
+}
+
+// RangeWaits reports whether relayed RANGE request f may wait at the
+// owner: a cancel of it goes there.
+func RangeWaits(f protocol.Frame) bool {
+	return f.Op == protocol.RangeSet && f.Flags&protocol.RangeWait != 0
+}
+
+// RangeIsPush reports whether ANSWER f is a push: the final answer of a
+// set that waited (PROMOTED, CANCELLED), or the hop-only MOVED, not the
+// answer of a request.
+func RangeIsPush(f protocol.Frame) bool {
+	return f.Status == protocol.RangePromoted || f.Status == protocol.RangeCancelled || f.Status == protocol.RangeMoved
+}
+
+// RangeAnswerHolds reports whether the owner's answer st to relayed
+// RANGE request f leaves the session holding (or waiting for) a range
+// lock there: its upstream then protects the session's range locks.
+func RangeAnswerHolds(f protocol.Frame, st protocol.RangeStatus) bool {
+	return st == protocol.RangeGranted || st == protocol.RangeQueued ||
+		st == protocol.RangeDone && f.Op == protocol.RangeResume
+}
+
+// RangeWaitEnds reports whether answer st ends the wait of the set that
+// asked: it did not queue (a req that names a waiting set already is
+// the owner's to refuse, 0x0b, and the set keeps its place).
+func RangeWaitEnds(st protocol.RangeStatus) bool {
+	return st != protocol.RangeQueued && st != protocol.RangeReqInUse
+}

@@ -190,3 +190,60 @@ func TestRangesFailed(t *testing.T) {
 		})
 	}
 }
+
+func TestRouteRange(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		route            MoveRoute
+		gated, forwarded bool
+		want             RangeWay
+	}{
+		{"served here", MoveRouteHere, false, false, RangeServe},
+		{"served here for a relayed session", MoveRouteHere, false, true, RangeServe},
+		{"gated by a planned change", MoveRouteHere, true, false, RangeNotNow},
+		{"owned elsewhere: relayed", MoveRouteThere, false, false, RangeRelay},
+		{"a relayed session is not relayed on", MoveRouteThere, false, true, RangeNotNow},
+		{"warming up: not now", MoveRouteWarming, false, false, RangeNotNow},
+		{"nobody serves it: not now", MoveRouteNowhere, false, false, RangeNotNow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RouteRange(tc.route, tc.gated, tc.forwarded); got != tc.want {
+				t.Fatalf("way %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRangeRelayRules(t *testing.T) {
+	set := protocol.Frame{Op: protocol.RangeSet}
+	wait := protocol.Frame{Op: protocol.RangeSet, Flags: protocol.RangeWait}
+	resume := protocol.Frame{Op: protocol.RangeResume}
+	unlock := protocol.Frame{Op: protocol.RangeUnlock}
+	for _, tc := range []struct {
+		name string
+		got  bool
+		want bool
+	}{
+		{"a set may hold", RangeHolds(set), true},
+		{"a resume may hold", RangeHolds(resume), true},
+		{"an unlock holds nothing", RangeHolds(unlock), false},
+		{"a set with wait may wait", RangeWaits(wait), true},
+		{"a set without wait does not", RangeWaits(set), false},
+		{"PROMOTED is a push", RangeIsPush(protocol.Frame{Status: protocol.RangePromoted}), true},
+		{"CANCELLED is a push", RangeIsPush(protocol.Frame{Status: protocol.RangeCancelled}), true},
+		{"MOVED is a push", RangeIsPush(protocol.Frame{Status: protocol.RangeMoved}), true},
+		{"GRANTED answers a request", RangeIsPush(protocol.Frame{Status: protocol.RangeGranted}), false},
+		{"granted: holds", RangeAnswerHolds(set, protocol.RangeGranted), true},
+		{"queued: waits", RangeAnswerHolds(wait, protocol.RangeQueued), true},
+		{"a resume done: holds", RangeAnswerHolds(resume, protocol.RangeDone), true},
+		{"an unlock done: holds nothing new", RangeAnswerHolds(unlock, protocol.RangeDone), false},
+		{"a conflict: holds nothing", RangeAnswerHolds(set, protocol.RangeConflict), false},
+		{"queued: the wait goes on", RangeWaitEnds(protocol.RangeQueued), false},
+		{"req in use: the set keeps its place", RangeWaitEnds(protocol.RangeReqInUse), false},
+		{"granted: the wait ends", RangeWaitEnds(protocol.RangeGranted), true},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
