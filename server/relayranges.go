@@ -170,29 +170,30 @@ func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 }
 
 // rangePushed passes the owner's push about a relayed set to the client,
-// before the answers the owner had not sent yet. MOVED is the owner's
-// news that the session's range locks on a key, or a set waiting there,
-// moved to the key's new owner (rangemove.go): the key moves here, and
-// the set is answered unavailable. Called with omu held.
+// before the answers the owner had not sent yet, or does what
+// clustercore.RangePushed decides of a MOVED: the key moves here
+// (rangemove.go), or the set is answered unavailable. Called with omu
+// held.
 func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
-	if fr.f.Status == protocol.RangeMoved && fr.f.Claim == 0 {
+	fate, tell, holds := clustercore.RangePushed(fr.f)
+	if fate == clustercore.RangeKeyMoved {
 		u.rangesMovedAway(rel, fr.f.Label)
 		return
 	}
 	if rel.rangeWaits[fr.f.Claim] == u {
 		delete(rel.rangeWaits, fr.f.Claim)
 	}
-	if fr.f.Status == protocol.RangeMoved {
-		// The set's key has no state of the session at u any more: a
-		// range lock it held there moved first (MOVED(0) before this).
+	if fate == clustercore.RangeSetMoved {
+		// A range lock the session held there moved first (MOVED(0)
+		// before this).
 		u.forgetRangeKey(fr.f.Label)
 		if u.mirror != nil {
 			delete(u.mirror.Waiting, fr.f.Claim)
 		}
-		u.push(rel, v, &outEntry{B: protocol.AppendRangeAnswer(nil, fr.f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{}), Up: u})
+		u.push(rel, v, &outEntry{B: tell, Up: u})
 		return
 	}
-	if fr.f.Status == protocol.RangePromoted {
+	if holds {
 		u.ranges = true
 	}
 	if u.mirror != nil {

@@ -267,3 +267,32 @@ func RangeAnswerHolds(f protocol.Frame, st protocol.RangeStatus) bool {
 func RangeWaitEnds(st protocol.RangeStatus) bool {
 	return st != protocol.RangeQueued && st != protocol.RangeReqInUse
 }
+
+// RangePushFate is what the owner's range push does (RangePushed).
+type RangePushFate uint8
+
+const (
+	// RangePassOn: the client hears it as it is.
+	RangePassOn RangePushFate = iota
+	// RangeKeyMoved: MOVED with req 0, the owner's news that the
+	// session's range locks on key f.Label moved to the key's new owner
+	// (a planned change): the key moves here; the client hears nothing.
+	RangeKeyMoved
+	// RangeSetMoved: MOVED of a set waiting on key f.Label, which has no
+	// state of the session at the owner any more: the set is answered
+	// unavailable (the client asks again, at the new owner).
+	RangeSetMoved
+)
+
+// RangePushed decides what the owner's push f about a relayed range
+// lock does, and what the client is told in its place (RangeSetMoved).
+// holds says the session holds a range lock there now (PROMOTED).
+func RangePushed(f protocol.Frame) (fate RangePushFate, tell []byte, holds bool) {
+	switch {
+	case f.Status == protocol.RangeMoved && f.Claim == 0:
+		return RangeKeyMoved, nil, false
+	case f.Status == protocol.RangeMoved:
+		return RangeSetMoved, protocol.AppendRangeAnswer(nil, f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{}), false
+	}
+	return RangePassOn, nil, f.Status == protocol.RangePromoted
+}

@@ -247,3 +247,26 @@ func TestRangeRelayRules(t *testing.T) {
 		}
 	}
 }
+
+func TestRangePushed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		f     protocol.Frame
+		fate  RangePushFate
+		tell  []byte
+		holds bool
+	}{
+		{"MOVED(0): the key moves here, nothing told", protocol.Frame{Status: protocol.RangeMoved, Label: "k"}, RangeKeyMoved, nil, false},
+		{"MOVED of a waiting set: answered unavailable", protocol.Frame{Status: protocol.RangeMoved, Claim: 5, Label: "k"}, RangeSetMoved,
+			protocol.AppendRangeAnswer(nil, 5, protocol.RangeUnavailable, 0, protocol.Frame{}), false},
+		{"PROMOTED: passed on, held there", protocol.Frame{Status: protocol.RangePromoted, Claim: 5}, RangePassOn, nil, true},
+		{"CANCELLED: passed on", protocol.Frame{Status: protocol.RangeCancelled, Claim: 5}, RangePassOn, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fate, tell, holds := RangePushed(tc.f)
+			if fate != tc.fate || !bytes.Equal(tell, tc.tell) || holds != tc.holds {
+				t.Fatalf("fate %d, tell %x, holds %v; want %d, %x, %v", fate, tell, holds, tc.fate, tc.tell, tc.holds)
+			}
+		})
+	}
+}
