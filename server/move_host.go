@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonlock/baton/internal/clientrule"
 	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
@@ -26,29 +25,11 @@ import (
 // moveRetry is how often a host asks again to adopt its moving claims.
 const moveRetry = 100 * time.Millisecond
 
-// moveInfo is what a host keeps of a moving claim to adopt it.
+// moveInfo is what a host keeps of a moving claim to adopt it: what
+// the core decides with (clustercore.Move), and the slot of the client's
+// RELEASE, queued until the claim is adopted.
 type moveInfo struct {
-	name  string
-	mode  protocol.Mode
-	limit uint32
-	token uint64    // the token the client was told; 0 when queued
-	since time.Time // when it began moving
-	// failover: the claim's upstream failed (its owner died, or stopped
-	// serving) and it is re-asserted at the name's next owner (fail),
-	// with ticket, a queued claim's queue ticket from its owner (0: none).
-	failover bool
-	ticket   uint64
-	// believed (failover of a held claim): the end of the window in
-	// which its client may still believe it holds, and its dead owner
-	// cannot yet have expired it: the send time of the latest request
-	// its upstream confirmed, plus 0.8 × the lease. It is re-asserted
-	// only before then: after it, the old owner may have expired the
-	// claim and granted the name to a client who would re-assert a newer
-	// token, and be refused while it believes (internal/modelcheck's
-	// failover model, -relay).
-	believed time.Time
-	// release is the slot of the client's RELEASE, queued until the
-	// claim is adopted.
+	clustercore.Move
 	release *outEntry
 }
 
@@ -66,7 +47,7 @@ func (s *session) startMoving(now time.Time, cs []moveClaim) [secretHashLen]byte
 	}
 	for _, c := range cs {
 		rc := &relayedClaim{Claim: clustercore.Claim{ID: uint32(c.cs.Claim), State: clustercore.ClaimMoving},
-			move: &moveInfo{name: c.name, mode: protocol.Mode(c.cs.Mode), limit: c.limit, token: c.cs.Token, since: now}}
+			move: &moveInfo{Move: clustercore.Move{Name: c.name, Mode: protocol.Mode(c.cs.Mode), Limit: c.limit, Token: c.cs.Token, Since: now}}}
 		rel.claims[rc.ID] = rc
 		rel.moving++
 		s.srv.relayedClaims.Add(1)
@@ -146,12 +127,12 @@ func (rel *relayState) unsentMovingNames() []string {
 	var names []string
 	for _, rc := range rel.claims {
 		if rc.State == clustercore.ClaimMoving && rc.up == nil {
-			names = append(names, rc.move.name)
+			names = append(names, rc.move.Name)
 		}
 	}
 	for _, rc := range rel.released {
 		if rc.State == clustercore.ClaimMoving && rc.up == nil {
-			names = append(names, rc.move.name)
+			names = append(names, rc.move.Name)
 		}
 	}
 	return names
@@ -159,88 +140,75 @@ func (rel *relayState) unsentMovingNames() []string {
 
 // movingRoutes is where this node routes the names of moving claims now.
 type movingRoutes struct {
-	addrs     map[string]string // by name: the owner's address; "" for this node
-	gatedHere map[string]bool   // names this node took over and warms up
-	ring      uint64            // this node's ring version
+	routes map[string]Route
+	ring   uint64 // this node's ring version
 }
 
 // routeMoving asks the Router about each name, without a lock held.
 func (srv *Server) routeMoving(names []string) movingRoutes {
-	r := movingRoutes{addrs: map[string]string{}, gatedHere: map[string]bool{}}
+	r := movingRoutes{routes: map[string]Route{}}
 	if rv, ok := srv.Router.(ringVersioner); ok {
 		r.ring = rv.RingVersion()
 	}
 	for _, name := range names {
-		switch rt := srv.Router.Route(name, 0, false); {
-		case rt.Action == RouteForward:
-			r.addrs[name] = rt.Addr
-		case rt.Action == RouteServe:
-			r.addrs[name] = "" // this node is the new owner
-		case rt.Action == RouteHold && rt.Gated:
-			r.gatedHere[name] = true
-		}
+		r.routes[name] = srv.Router.Route(name, 0, false)
 	}
 	return r
 }
 
-// sendAdoptionsLocked gives up each moving claim whose adoption is not
-// in flight and that has moved for half its lease (or past the window
-// its client may believe in), and sends the adoption of the others whose
-// name routes to another node on an upstream to it. It returns the
-// claims this node adopts itself: here, whose name moved to this node;
-// takeHere, failed-over claims whose name this node took over. Called
-// with srv.mu and omu held.
+// moveRoute is what Route rt says of a moving name or key
+// (clustercore.MoveRoute).
+func moveRoute(rt Route) clustercore.MoveRoute {
+	switch {
+	case rt.Action == RouteForward:
+		return clustercore.MoveRouteThere
+	case rt.Action == RouteServe:
+		return clustercore.MoveRouteHere
+	case rt.Action == RouteHold && rt.Gated:
+		return clustercore.MoveRouteWarming
+	}
+	return clustercore.MoveRouteNowhere
+}
+
+// sendAdoptionsLocked takes the next step (clustercore.Move.Step) for
+// each moving claim whose adoption is not in flight: it gives it up,
+// sends its adoption on an upstream to the owner there, or returns it
+// to be adopted here (here: the name moved to this node; takeHere: a
+// failed-over claim whose name this node took over). Called with srv.mu
+// and omu held.
 func (s *session) sendAdoptionsLocked(rel *relayState, now time.Time, routes movingRoutes) (here, takeHere []*relayedClaim, gaveUp int) {
 	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
 		if rc.State != clustercore.ClaimMoving || rc.up != nil {
 			continue
 		}
-		if now.Sub(rc.move.since) >= s.v2.lease/2 || !rc.move.believed.IsZero() && !now.Before(rc.move.believed) {
+		rt, routed := routes.routes[rc.move.Name]
+		route := clustercore.MoveRouteNowhere
+		if routed {
+			route = moveRoute(rt)
+		}
+		switch rc.move.Step(now, s.v2.lease, route) {
+		case clustercore.MoveGiveUp:
 			rel.giveUp(s, rc)
 			gaveUp++
-			continue
-		}
-		if rc.move.failover && routes.gatedHere[rc.move.name] {
+		case clustercore.MoveTakeOver:
 			takeHere = append(takeHere, rc)
-			continue
-		}
-		addr, ok := routes.addrs[rc.move.name]
-		if !ok {
-			continue
-		}
-		if addr == "" {
+		case clustercore.MoveAdoptHere:
 			here = append(here, rc)
-			continue
+		case clustercore.MoveSend:
+			s.sendAdoptLocked(rel, rc, rt.Addr, routes.ring)
 		}
-		s.sendAdoptLocked(rel, rc, addr, routes.ring)
 	}
 	return here, takeHere, gaveUp
 }
 
 // sendAdoptLocked sends the adoption of moving claim rc to the owner at
-// addr: a re-assertion on the session's upstream there, naming the
-// session as its origin, with the move secret. Called with srv.mu and
-// omu held.
+// addr on the session's upstream there. Called with srv.mu and omu held.
 func (s *session) sendAdoptLocked(rel *relayState, rc *relayedClaim, addr string, ring uint64) {
 	u := s.upstreamLocked(rel, addr)
 	rc.up = u
 	u.claims[rc.ID] = rc
-	f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.ID, Mode: rc.move.mode, Limit: rc.move.limit,
-		Flags: protocol.ClaimReassert, Name: rc.move.name, Token: rc.move.token, Ring: ring,
-		Session: uint64(s.id), Secret: rel.moveSecret, Node: s.srv.NodeID}
-	if rc.move.failover && rc.Req.HasValue() && u.values {
-		// The next owner took the name without its state: the claim's
-		// latest value goes with it (relayvalues.go).
-		f.Flags |= protocol.ClaimValue
-		f.Value = rc.Req.Value
-	}
-	if rc.move.token == 0 && rc.move.ticket != 0 && u.tickets {
-		// A queued claim keeps its place at a new owner that took
-		// the name over (tickets.go).
-		f.Flags |= protocol.ClaimTicket
-		f.Ticket = rc.move.ticket
-	}
-	u.sendClaim(f, nil, rc)
+	o := clustercore.MoveOrigin{Session: uint64(s.id), Node: s.srv.NodeID, Secret: rel.moveSecret, Ring: ring}
+	u.sendClaim(rc.move.Adoption(&rc.Claim, o, u.values, u.tickets), nil, rc)
 }
 
 // hereLocked adopts claims cs into this node's own table (do), and then
@@ -289,8 +257,8 @@ func (s *session) releaseMoving() {
 	for _, rc := range mapValues(rel.claims) {
 		if rc.State == clustercore.ClaimMoving {
 			moving = append(moving, rc)
-			if rc.move.since.After(since) {
-				since = rc.move.since
+			if rc.move.Since.After(since) {
+				since = rc.move.Since
 			}
 		}
 	}
@@ -324,33 +292,31 @@ func (s *session) releaseMoving() {
 	}
 }
 
-// giveUp ends moving claim rc: the client is told REVOKED 0x03 (unless
-// it released it: its RELEASE is answered RELEASED). The REVOKED goes
-// right after the last frame about the claim still in the outbox, else
-// first, as fail places the REVOKED of a lost upstream: the answers
-// waiting there were held back because this claim was not confirmed
-// after their requests were read, and the client must hear of its loss
-// before they move its anchor. Called with omu held.
+// giveUp ends moving claim rc with what the client is told
+// (clustercore.GiveUpAnswer). The REVOKED goes right after the last
+// frame about the claim still in the outbox, else first, as fail places
+// the REVOKED of a lost upstream: the answers waiting there were held
+// back because this claim was not confirmed after their requests were
+// read, and the client must hear of its loss before they move its
+// anchor. Called with omu held.
 func (rel *relayState) giveUp(s *session, rc *relayedClaim) {
 	rel.moved(rc)
+	b := clustercore.GiveUpAnswer(rc.ID, rc.move.release != nil)
 	if rc.move.release != nil {
-		rc.move.release.B, rc.move.release.Pending = protocol.AppendReleased(nil, rc.ID), false
+		rc.move.release.B, rc.move.release.Pending = b, false
 	} else {
-		e := &outEntry{B: protocol.AppendRevoked(nil, rc.ID, protocol.CodeNotOwner, ""), Claim: rc.ID}
-		s.v2.out = rel.box.GiveUp(s.v2.out, e, rel.confirmation())
+		s.v2.out = rel.box.GiveUp(s.v2.out, &outEntry{B: b, Claim: rc.ID}, rel.confirmation())
 	}
 	rel.endMoved(s, rc)
 }
 
-// failOver marks live claim rc, whose upstream failed (fail), moving:
-// it is re-asserted at the name's next owner by retryMoving, as a moving
-// claim is adopted, with its token (a held claim) or its queue ticket (a
-// queued one), the current ring and this node's origin; the owner that
-// took the name over installs it when no conflicting claim holds
-// (resume.go, takeOver). Until then it counts as an upstream not
-// confirmed, and it is given up half a lease after now, a held claim
-// earlier if its client's belief may end first (moveInfo.believed).
-// Called by fail with omu held, rc taken off its dead upstream.
+// failOver marks live claim rc, whose upstream failed (fail), moving
+// (clustercore.Claim.FailOver): it is re-asserted at the name's next
+// owner by retryMoving, with the current ring and this node's origin;
+// the owner that took the name over installs it when no conflicting
+// claim holds (resume.go, takeOver). Until then it counts as an upstream
+// not confirmed. Called by fail with omu held, rc taken off its dead
+// upstream.
 func (rel *relayState) failOver(rc *relayedClaim, now time.Time, lease time.Duration) {
 	if !rel.hasMoveSecret {
 		rel.moveSecret, rel.moveHash = newSecret()
@@ -363,12 +329,8 @@ func (rel *relayState) failOver(rc *relayedClaim, now time.Time, lease time.Dura
 			delete(u.claims, rc.ID)
 		}
 	}
-	rc.up, rc.State = nil, clustercore.ClaimMoving
-	rc.move = &moveInfo{name: rc.Req.Name, mode: rc.Req.Mode, limit: rc.Req.Limit, token: rc.Token,
-		since: now, failover: true, ticket: rc.Ticket}
-	if rc.Token != 0 && !confirmed.IsZero() {
-		rc.move.believed = confirmed.Add(clientrule.GiveUpAfter(lease))
-	}
+	rc.up = nil
+	rc.move = &moveInfo{Move: rc.FailOver(now, lease, confirmed)}
 	rel.moving++
 }
 
@@ -399,37 +361,25 @@ func (rel *relayState) endMoved(s *session, rc *relayedClaim) {
 }
 
 // adoptAnswer applies N's answer f to the adoption r of moving claim
-// r.rc. Called with omu held.
+// r.rc (clustercore.Move.AdoptAnswer). Called with omu held.
 func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Frame) {
 	rc := r.rc
-	switch {
-	case f.Type == protocol.TypeGranted, f.Type == protocol.TypeQueued:
+	switch rc.move.AdoptAnswer(f) {
+	case clustercore.Adopted:
 		rel.moved(rc)
-		rc.State = clustercore.ClaimLive
-		if f.Type == protocol.TypeGranted {
-			rc.Token = f.Token
-		} else {
-			rc.Ticket = f.Ticket
+		slot := rc.move.release
+		if push := rc.move.Adopted(&rc.Claim, f, slot != nil); push != nil {
+			u.push(rel, v, &outEntry{B: push, Up: u, Claim: rc.ID})
 		}
-		if f.Type == protocol.TypeGranted && rc.move.token == 0 && rc.move.release == nil {
-			u.push(rel, v, &outEntry{B: protocol.AppendPromoted(nil, rc.ID, f.Token), Up: u, Claim: rc.ID})
-		}
-		if slot := rc.move.release; slot != nil {
+		if slot != nil {
 			// The client released it while it moved: on to N now.
 			if i := slices.Index(rel.released, rc); i >= 0 {
 				rel.released = slices.Delete(rel.released, i, i+1)
 			}
-			rc.State = clustercore.ClaimReleasing
 			slot.Up = u
 			u.send(protocol.AppendRelease(nil, rc.ID), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: time.Now()}, slot: slot, rc: rc})
 		}
-	case f.Type == protocol.TypeRefused && (f.Code == protocol.CodeNotOwner ||
-		f.Code == protocol.CodeStaleRing && rc.move.failover):
-		// Not yet: N does not serve the name (its ring is older, or the
-		// name is frozen again). Asked again by retryMoving. A
-		// re-assertion after a failure (fail) whose ring was older than
-		// N's take-over is sent again too, with the ring this node has
-		// then: it read its ring before routing the name.
+	case clustercore.AdoptNotYet: // asked again by retryMoving
 		delete(u.claims, rc.ID)
 		rc.up = nil
 		if !rel.moveTimer && !rel.closed {
@@ -437,7 +387,6 @@ func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.F
 			time.AfterFunc(moveRetry, u.s.retryMoving)
 		}
 	default:
-		// N has no such claim: it expired, or N lost it.
 		rel.giveUp(u.s, rc)
 	}
 }
@@ -473,20 +422,22 @@ func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool
 		return true
 	}
 	rc := u.claims[f.Claim]
-	if rc == nil || rc.State != clustercore.ClaimLive && rc.State != clustercore.ClaimReleasing {
-		return rc == nil // a claim already ended here: nothing to do
+	if rc == nil {
+		return true // a claim already ended here: nothing to do
 	}
-	if rc.Req.Name == "" {
-		// Attached without its CLAIM (AttachRelayed): it cannot be
-		// adopted, so its client is told it lost it.
-		if rc.State == clustercore.ClaimLive {
-			u.push(rel, v, &outEntry{B: protocol.AppendRevoked(nil, rc.ID, protocol.CodeNotOwner, ""), Up: u, Claim: rc.ID})
+	switch fate, revoke := rc.Moved(); fate {
+	case clustercore.MovedStray:
+		return false
+	case clustercore.MovedLost:
+		if revoke != nil {
+			u.push(rel, v, &outEntry{B: revoke, Up: u, Claim: rc.ID})
 		}
 		u.end(rel, rc)
 		return true
 	}
-	mi := &moveInfo{name: rc.Req.Name, mode: rc.Req.Mode, limit: rc.Req.Limit, token: rc.Token, since: time.Now()}
-	if rc.State == clustercore.ClaimReleasing {
+	releasing := rc.State == clustercore.ClaimReleasing
+	mi := &moveInfo{Move: rc.StartMove(time.Now())}
+	if releasing {
 		inFlight := u.led.InFlight()
 		for i := range inFlight {
 			if r := &inFlight[i]; r.Kind == protocol.TypeRelease && r.rc == rc && r.slot != nil {
@@ -499,7 +450,7 @@ func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool
 		rel.released = append(rel.released, rc)
 	}
 	delete(u.claims, rc.ID)
-	rc.up, rc.move, rc.State = nil, mi, clustercore.ClaimMoving
+	rc.up, rc.move = nil, mi
 	rel.moving++
 	if !rel.moveTimer && !rel.closed {
 		rel.moveTimer = true
@@ -518,23 +469,16 @@ func (t takenHere) deliveries() []delivery { return t.ds }
 
 // takeOverHereLocked re-asserts failed-over claim rc (fail) at this
 // node, which took its name over from the dead owner and warms up: the
-// design's new owner is the relaying node itself. It does what takeOver
-// does for a re-assertion that reaches it (resume.go): a held claim is
-// installed in this session's own table entry with its old token unless
-// a conflicting claim holds the lock; a queued one is held for the
-// warm-up with its queue ticket (tickets.go) and entered with the others
-// when the name is served (retryHeld), the client, told QUEUED long ago,
-// told nothing now. Called with srv.mu held, not omu.
+// design's new owner is the relaying node itself. It does what the core
+// decides (clustercore.Move.TakeOverHere): a held claim enters this
+// session's own table entry with its old token; a queued one is held
+// for the warm-up (retryHeld). Called with srv.mu held, not omu.
 func (s *session) takeOverHereLocked(now time.Time, rc *relayedClaim) takenHere {
 	srv, mi := s.srv, rc.move
-	if mi.release != nil {
+	switch how, f := mi.TakeOverHere(rc.ID, mi.release != nil); how {
+	case clustercore.HereNothing:
 		return takenHere{err: locktable.ErrNoClaim} // released meanwhile: nothing to continue
-	}
-	if mi.token == 0 {
-		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.ID, Mode: mi.mode, Limit: mi.limit, Name: mi.name}
-		if mi.ticket != 0 {
-			f.Flags, f.Ticket = protocol.ClaimTicket, mi.ticket
-		}
+	case clustercore.HereHold:
 		rel := s.v2.rel.Load()
 		rel.held = append(rel.held, f)
 		srv.recordGatedLocked(s, f)
@@ -545,7 +489,7 @@ func (s *session) takeOverHereLocked(now time.Time, rc *relayedClaim) takenHere 
 		return takenHere{}
 	}
 	_, res, err := srv.table.Reassert(now, s.id, locktable.ClaimID(rc.ID), locktable.ClaimRequest{
-		Name: mi.name, Mode: locktable.Mode(mi.mode), Limit: mi.limit, Value: rc.Req.Value}, mi.token)
+		Name: mi.Name, Mode: locktable.Mode(mi.Mode), Limit: mi.Limit, Value: rc.Req.Value}, mi.Token)
 	if err != nil {
 		return takenHere{err: err}
 	}
@@ -616,10 +560,11 @@ func (rel *relayState) adoptedHere(s *session, rc *relayedClaim, a adoptedHere) 
 	rel.moved(rc)
 	mi := rc.move
 	rel.endMoved(s, rc)
-	switch {
-	case mi.release != nil:
-		mi.release.B, mi.release.Pending, mi.release.Up = protocol.AppendReleased(nil, rc.ID), false, nil
-	case a.st.State == locktable.Owner && mi.token == 0:
-		rel.add(s.v2, &outEntry{B: protocol.AppendPromoted(nil, rc.ID, a.st.Token), Claim: rc.ID})
+	answer, push := mi.AdoptedHere(rc.ID, mi.release != nil, a.st.State == locktable.Owner, a.st.Token)
+	if answer != nil {
+		mi.release.B, mi.release.Pending, mi.release.Up = answer, false, nil
+	}
+	if push != nil {
+		rel.add(s.v2, &outEntry{B: push, Claim: rc.ID})
 	}
 }

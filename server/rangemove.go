@@ -55,21 +55,12 @@ type standIn struct {
 }
 
 // rangeMove is a key whose range locks moved to a new owner, as the
-// session's host sees it until it has adopted them there.
+// session's host sees it until it has adopted them there: what the core
+// decides with (clustercore.RangeMove), and up, the upstream where the
+// adoption or re-assertions are in flight.
 type rangeMove struct {
-	since time.Time           // when it began moving here
-	up    *upstream           // where the adoption is in flight
-	locks []rangelock.KeyLock // the session's locks on the key
-	// failover: the key's owner was lost, and locks are re-asserted at
-	// its next owner (RangeReassert, one per lock) rather than adopted,
-	// until believed: the end of the window in which the client may
-	// still believe and the lost owner cannot yet have expired them
-	// (moveInfo.believed). pending counts the re-assertions in flight
-	// on up, and retry says one was answered "not yet".
-	failover bool
-	believed time.Time
-	pending  int
-	retry    bool
+	clustercore.RangeMove
+	up *upstream
 }
 
 // exportRangesLocked takes the moving keys out of the range table and
@@ -216,7 +207,7 @@ func (s *session) adoptRanges(f protocol.Frame) {
 	st := protocol.RangeInvalid
 	if o, ok := s.origin(); ok && s.forwarded && srv.Router != nil {
 		st = protocol.RangeUnavailable
-		if servesOrWarms(srv.Router.Route(f.Name, 0, true)) {
+		if moveRoute(srv.Router.Route(f.Name, 0, true)).Owns() {
 			st = srv.adoptRangesLocked(s, o, f.Name)
 		}
 	}
@@ -234,10 +225,10 @@ func (rel *relayState) startRangeMove(s *session, now time.Time, key string, loc
 	}
 	rm := rel.rangeMoves[key]
 	if rm == nil {
-		rm = &rangeMove{since: now}
+		rm = &rangeMove{RangeMove: clustercore.RangeMove{Since: now}}
 		rel.rangeMoves[key] = rm
 	}
-	rm.locks = append(rm.locks, locks...)
+	rm.Locks = append(rm.Locks, locks...)
 	if !rel.rangeTimer && !rel.closed {
 		rel.rangeTimer = true
 		time.AfterFunc(moveRetry, s.retryRangeMoves)
@@ -289,19 +280,13 @@ func (s *session) retryRangeMoves() {
 		if rm == nil || rm.up != nil || rel.closed {
 			continue
 		}
-		if !rm.failover {
-			if !s.adoptRangeMoveLocked(rel, key, rm, routes[key]) {
-				lost = key
-			}
-			continue
-		}
-		here, ok := s.reassertRangeMoveLocked(rel, key, rm, routes[key], now)
+		here, ok := s.moveRangeLocked(rel, key, rm, routes[key], now)
 		if !ok {
 			lost = key
 		}
-		if here && lost == "" {
+		if here && rm.Failover && lost == "" {
 			srv.Logger.Info("range locks re-asserted at the key's next owner, this node", "session", s.id,
-				"key", key, "locks", len(rm.locks), "took", now.Sub(rm.since))
+				"key", key, "locks", len(rm.Locks), "took", now.Sub(rm.Since))
 		}
 	}
 	if lost == "" {
@@ -324,12 +309,11 @@ func (s *session) retryRangeMoves() {
 }
 
 // unsentRangeMoves returns the moving keys whose adoption is not in
-// flight, and whether any key has moved for half the lease or, after a
-// failure, past the window its client may believe in. Called with omu
-// held.
+// flight, and whether any key expired (clustercore.RangeMove.Expired).
+// Called with omu held.
 func (rel *relayState) unsentRangeMoves(now time.Time, lease time.Duration) (keys []string, expired bool) {
 	for key, rm := range rel.rangeMoves {
-		expired = expired || now.Sub(rm.since) >= lease/2 || rm.failover && !now.Before(rm.believed)
+		expired = expired || rm.Expired(now, lease)
 		if rm.up == nil {
 			keys = append(keys, key)
 		}
@@ -337,76 +321,77 @@ func (rel *relayState) unsentRangeMoves(now time.Time, lease time.Duration) (key
 	return keys, expired
 }
 
-// adoptRangeMoveLocked has the range locks of key, handed over by a
-// planned change (rm), adopted where rt routes the key: RANGE adopt on
-// the upstream to its new owner, or here, from their stand-in, when this
-// node is that owner. It reports false when they are no longer kept
-// here. Called with srv.mu and omu held.
-func (s *session) adoptRangeMoveLocked(rel *relayState, key string, rm *rangeMove, rt Route) bool {
-	srv := s.srv
-	switch {
-	case rt.Action == RouteForward:
+// moveRangeLocked has the range locks of moving key rm taken up where rt
+// routes the key: the core's requests (RANGE adopt after a planned
+// change, one RANGE reassert per lock after a failover) on the upstream
+// to the owner there, or here (here), from their stand-in or installed
+// as the session's own, when this node owns the key. ok is false when
+// they are no longer kept here, or one cannot be installed. Called with
+// srv.mu and omu held.
+func (s *session) moveRangeLocked(rel *relayState, key string, rm *rangeMove, rt Route, now time.Time) (here, ok bool) {
+	switch route := moveRoute(rt); {
+	case route == clustercore.MoveRouteThere:
 		u := s.upstreamLocked(rel, rt.Addr)
 		rm.up = u
-		f := protocol.Frame{Op: protocol.RangeAdopt, Name: key}
-		u.send(protocol.AppendRange(nil, f), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRange, At: time.Now()}, adopt: key, f: f})
-	case servesOrWarms(rt):
-		o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
-		if st := srv.adoptRangesLocked(s, o, key); st != protocol.RangeDone {
-			return false
-		}
-		delete(rel.rangeMoves, key)
-	}
-	return true
-}
-
-// reassertRangeMoveLocked re-asserts the range locks of key, whose owner
-// was lost (rm.failover), where rt routes the key: one RANGE re-assert a
-// lock on the upstream to its next owner, or, when this node took the key
-// over (here), installed as the session's own. ok is false when one of
-// them cannot be installed here. Called with srv.mu and omu held.
-func (s *session) reassertRangeMoveLocked(rel *relayState, key string, rm *rangeMove, rt Route, now time.Time) (here, ok bool) {
-	switch {
-	case rt.Action == RouteForward:
-		u := s.upstreamLocked(rel, rt.Addr)
-		rm.up, rm.pending, rm.retry = u, len(rm.locks), false
 		at := time.Now()
-		for _, kl := range rm.locks {
-			f := rangemirror.Frame(protocol.RangeReassert, kl)
+		for _, f := range rm.Requests(key) {
 			u.send(protocol.AppendRange(nil, f), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRange, At: at}, adopt: key, f: f})
 		}
-	case servesOrWarms(rt):
-		ok = true
-		for _, kl := range rm.locks {
-			if s.srv.installRangeLocked(s, kl, now) != protocol.RangeDone {
-				ok = false
-				break
-			}
+	case route.Owns():
+		ok = s.takeRangesHereLocked(key, rm, now)
+		if ok || rm.Failover {
+			delete(rel.rangeMoves, key)
 		}
-		delete(rel.rangeMoves, key)
 		return true, ok
 	}
 	return false, true
 }
 
-// rangeAdopted applies the new owner's answer to RANGE adopt(key) on u:
-// adopted (the key's ranges are u's from now: a hang-up releases them
-// there, and u's loss ends the session), not served yet (asked again),
-// or lost (it reports true: the session must end). Called with omu held.
-func (u *upstream) rangeAdopted(rel *relayState, key string, st protocol.RangeStatus) (lost bool) {
+// takeRangesHereLocked takes the range locks of moving key rm into this
+// node's range table for the session: a planned change's from their
+// stand-in, a failover's installed as the session's own. It reports
+// false when they are no longer kept, or one cannot be installed.
+// Called with srv.mu and omu held.
+func (s *session) takeRangesHereLocked(key string, rm *rangeMove, now time.Time) bool {
+	srv := s.srv
+	if !rm.Failover {
+		o := locktable.Origin{Node: srv.NodeID, Session: uint64(s.id)}
+		return srv.adoptRangesLocked(s, o, key) == protocol.RangeDone
+	}
+	for _, kl := range rm.Locks {
+		if srv.installRangeLocked(s, kl, now) != protocol.RangeDone {
+			return false
+		}
+	}
+	return true
+}
+
+// rangeMoveAnswered applies the new owner's answer st to a RANGE adopt or
+// reassert of key on u (clustercore.RangeMove.Answered): once the locks
+// are held there they are u's; "not yet" has them asked again by
+// retryRangeMoves; lost reports true: the session must end. Called with
+// omu held.
+func (u *upstream) rangeMoveAnswered(rel *relayState, key string, st protocol.RangeStatus) (lost bool) {
 	rm := rel.rangeMoves[key]
 	if rm == nil || rm.up != u {
 		return false
 	}
-	rm.up = nil
-	switch st {
-	case protocol.RangeDone:
-		u.tookOver(rel, key, rm)
+	switch rm.Answered(st) {
+	case clustercore.RangeLost:
+		return true
+	case clustercore.RangeWaiting:
 		return false
-	case protocol.RangeUnavailable:
-		return false // retryRangeMoves asks again
+	case clustercore.RangeAgain:
+		rm.up = nil
+		return false
 	}
-	return true
+	rm.up = nil
+	u.tookOver(rel, key, rm)
+	if rm.Failover {
+		u.s.srv.Logger.Info("range locks re-asserted at the key's next owner", "owner_addr", u.addr, "session", u.s.id,
+			"key", key, "locks", len(rm.Locks), "took", time.Since(rm.Since))
+	}
+	return false
 }
 
 // tookOver records that u's owner holds the range locks of moving key
@@ -418,54 +403,13 @@ func (u *upstream) tookOver(rel *relayState, key string, rm *rangeMove) {
 	if u.rangeOwners == nil {
 		u.rangeOwners = map[rangeOwner]bool{}
 	}
-	for _, kl := range rm.locks {
+	for _, kl := range rm.Locks {
 		u.rangeOwners[rangeOwner{key: kl.Key, flock: kl.NS == rangelock.Flock, owner: uint64(kl.Lock.Owner.ID)}] = true
 	}
 	if u.mirror == nil {
 		u.mirror = rangemirror.New()
 	}
-	u.mirror.Put(rm.locks)
-}
-
-// rangeReasserted applies the new owner's answer st to one RANGE
-// reassert of key's locks on u: once every one is held there, they are
-// u's; one answered "not yet" has them all sent again; one refused (a
-// conflicting lock holds there) reports true: the session must end.
-// Called with omu held.
-func (u *upstream) rangeReasserted(rel *relayState, key string, st protocol.RangeStatus) (lost bool) {
-	rm := rel.rangeMoves[key]
-	if rm == nil || rm.up != u {
-		return false
-	}
-	rm.pending--
-	switch st {
-	case protocol.RangeDone:
-	case protocol.RangeUnavailable:
-		rm.retry = true
-	default:
-		return true
-	}
-	if rm.pending > 0 {
-		return false
-	}
-	rm.up = nil
-	if rm.retry {
-		rm.retry = false
-		return false // retryRangeMoves asks again
-	}
-	u.tookOver(rel, key, rm)
-	u.s.srv.Logger.Info("range locks re-asserted at the key's next owner", "owner_addr", u.addr, "session", u.s.id,
-		"key", key, "locks", len(rm.locks), "took", time.Since(rm.since))
-	return false
-}
-
-// servesOrWarms reports whether rt says this node owns the key: it
-// serves it, or warms it up after taking it over without its state
-// (Route.Gated). Either way it may take up range locks that were held
-// (a hand-over's, a re-assertion's), but grants new ones only in the
-// first case.
-func servesOrWarms(rt Route) bool {
-	return rt.Action == RouteServe || rt.Action == RouteHold && rt.Gated
+	u.mirror.Put(rm.Locks)
 }
 
 // reassertRange answers RANGE reassert f on upstream session s: the
@@ -478,7 +422,7 @@ func (s *session) reassertRange(now time.Time, f protocol.Frame) {
 	st := protocol.RangeInvalid
 	if s.forwarded && srv.Router != nil {
 		st = protocol.RangeUnavailable
-		if servesOrWarms(srv.Router.Route(f.Name, 0, true)) {
+		if moveRoute(srv.Router.Route(f.Name, 0, true)).Owns() {
 			if origin, ok := s.origin(); ok {
 				// A break of the link to a live owner: the ranges it
 				// kept for the upstream session of the same origin.

@@ -107,7 +107,7 @@ func (s *session) resumeRange(now time.Time, f protocol.Frame) []delivery {
 		case rt.Action == RouteForward && !s.forwarded:
 			s.relayRange(now, f, rt.Addr)
 			return nil
-		case !servesOrWarms(rt):
+		case !moveRoute(rt).Owns():
 			s.rangeUnavailable(f)
 			return nil
 		}

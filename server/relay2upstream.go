@@ -479,7 +479,7 @@ func (u *upstream) frame(rel *relayState, v *v2conn, fr upFrame, out *upOutcome)
 		}
 		return false
 	}
-	if f.Type == protocol.TypeRangeAnswer && rangePush(f) {
+	if f.Type == protocol.TypeRangeAnswer && clustercore.RangeIsPush(f) {
 		u.rangePushed(rel, v, fr)
 		return false
 	}
@@ -517,12 +517,8 @@ func (u *upstream) answer(rel *relayState, v *v2conn, fr upFrame, out *upOutcome
 		rel.openFails = 0
 	case protocol.TypePong: // the ledger counted it
 	case protocol.TypeRangeAnswer:
-		if r.adopt != "" && r.f.Op == protocol.RangeReassert {
-			out.rangesLost = u.rangeReasserted(rel, r.adopt, f.Status) || out.rangesLost
-			break
-		}
-		if r.adopt != "" && r.f.Op == protocol.RangeAdopt {
-			out.rangesLost = u.rangeAdopted(rel, r.adopt, f.Status) || out.rangesLost
+		if r.adopt != "" {
+			out.rangesLost = u.rangeMoveAnswered(rel, r.adopt, f.Status) || out.rangesLost
 			break
 		}
 		u.rangeAnswered(rel, r, fr)
@@ -655,27 +651,26 @@ func (u *upstream) failRequests(rel *relayState, reassert bool) (held, moving, a
 	return held, moving, adopting
 }
 
-// failRange answers a RANGE request r relayed through the failed u, or
-// keeps a range adoption to be asked again (it returns 1 then). Called
-// with srv.mu and the session's omu held.
+// failRange answers a RANGE request r relayed through the failed u
+// (clustercore.FailedRange), or keeps a range adoption to be asked again
+// (it returns 1 then). Called with srv.mu and the session's omu held.
 func (u *upstream) failRange(rel *relayState, r upReq, reassert bool) (adopting int) {
-	if r.adopt != "" {
+	fate, answer := clustercore.FailedRange(r.f, r.adopt != "", reassert, u.mirror != nil)
+	switch fate {
+	case clustercore.RangeAskAgain:
 		if rm := rel.rangeMoves[r.adopt]; rm != nil && rm.up == u {
-			rm.up, rm.pending, rm.retry = nil, 0, false // asked again (rangemove.go)
+			rm.up = nil // asked again (rangemove.go)
 			return 1
 		}
 		return 0
-	}
-	if reassert && u.mirror != nil && (r.f.Op == protocol.RangeUnlock || r.f.Op == protocol.RangeRelease) {
-		// Its locks are re-asserted without what it drops.
+	case clustercore.RangeDropped:
 		u.mirror.Answered(r.f, protocol.RangeDone)
-		r.slot.B, r.slot.Pending = protocol.AppendRangeAnswer(nil, r.ID, protocol.RangeDone, 0, protocol.Frame{}), false
-		return 0
+	case clustercore.RangeNotServed:
+		if rel.rangeWaits[r.ID] == u {
+			delete(rel.rangeWaits, r.ID) // its answer is this one
+		}
 	}
-	if rel.rangeWaits[r.ID] == u {
-		delete(rel.rangeWaits, r.ID) // its answer is this one
-	}
-	r.slot.B, r.slot.Pending = protocol.AppendRangeAnswer(nil, r.ID, protocol.RangeUnavailable, 0, protocol.Frame{}), false
+	r.slot.B, r.slot.Pending = answer, false
 	return 0
 }
 

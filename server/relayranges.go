@@ -50,10 +50,11 @@ func (s *session) routeRange(now time.Time, f protocol.Frame) (done bool) {
 	if s.rangeMoving(now, f) {
 		return true
 	}
-	switch rt := srv.Router.Route(f.Name, 0, s.forwarded); {
-	case rt.Action == RouteServe && !srv.ranges.gatedLocked(f.Name, now):
+	rt := srv.Router.Route(f.Name, 0, s.forwarded)
+	switch clustercore.RouteRange(moveRoute(rt), srv.ranges.gatedLocked(f.Name, now), s.forwarded) {
+	case clustercore.RangeServe:
 		return false
-	case rt.Action == RouteForward && !s.forwarded:
+	case clustercore.RangeRelay:
 		s.relayRange(now, f, rt.Addr)
 		return true
 	}
@@ -76,7 +77,7 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 	}
 	at := rel.box.Relaying(now)
 	u := s.upstreamLocked(rel, addr)
-	holds := f.Op == protocol.RangeSet || f.Op == protocol.RangeResume // may hold a lock there
+	holds := clustercore.RangeHolds(f)
 	if holds {
 		if u.rangeOwners == nil {
 			u.rangeOwners = map[rangeOwner]bool{}
@@ -85,7 +86,7 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 	}
 	slot := &outEntry{Pending: true, At: at, Up: u}
 	rel.add(v, slot)
-	if f.Op == protocol.RangeSet && f.Flags&protocol.RangeWait != 0 && rel.rangeWaits[f.Claim] == nil {
+	if clustercore.RangeWaits(f) && rel.rangeWaits[f.Claim] == nil {
 		// (A req that names a waiting set already is the owner's to
 		// refuse, 0x0b; the set keeps its place here.)
 		if rel.rangeWaits == nil {
@@ -127,10 +128,10 @@ func (s *session) relayRangeCancel(f protocol.Frame) bool {
 
 // rangeMoving answers RANGE f, and reports true, when the session's
 // range locks on its key are moving to the key's new owner
-// (rangemove.go). A request is answered unavailable until they are
-// there, except an unlock or release of locks that are re-asserted after
-// a failover: it applies to what is re-asserted (answered done here),
-// and is sent on after the re-assertions in flight, if any.
+// (rangemove.go; clustercore.RangeMove.Unavailable). An unlock or
+// release of locks re-asserted after a failover applies to what is
+// re-asserted (answered done here), and is sent on after the
+// re-assertions in flight, if any.
 func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 	v := s.v2
 	rel := v.rel.Load()
@@ -143,17 +144,14 @@ func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 		v.omu.Unlock()
 		return false
 	}
-	if !rm.failover || f.Op != protocol.RangeUnlock && f.Op != protocol.RangeRelease {
+	if rm.Unavailable(f) {
 		v.omu.Unlock()
 		s.rangeUnavailable(f)
 		return true
 	}
-	m := rangemirror.New()
-	m.Put(rm.locks)
-	m.Answered(f, protocol.RangeDone)
-	rm.locks = m.Take(f.Name)
+	left := rm.Drop(f)
 	up := rm.up
-	done := up == nil && len(rm.locks) == 0
+	done := up == nil && left == 0
 	if done {
 		delete(rel.rangeMoves, f.Name) // nothing left to re-assert
 	}
@@ -171,37 +169,31 @@ func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 	return true
 }
 
-// rangePush reports whether ANSWER f is a push: the final answer of a
-// set that waited (PROMOTED, CANCELLED), or the hop-only MOVED, not the
-// answer of a request.
-func rangePush(f protocol.Frame) bool {
-	return f.Status == protocol.RangePromoted || f.Status == protocol.RangeCancelled || f.Status == protocol.RangeMoved
-}
-
 // rangePushed passes the owner's push about a relayed set to the client,
-// before the answers the owner had not sent yet. MOVED is the owner's
-// news that the session's range locks on a key, or a set waiting there,
-// moved to the key's new owner (rangemove.go): the key moves here, and
-// the set is answered unavailable. Called with omu held.
+// before the answers the owner had not sent yet, or does what
+// clustercore.RangePushed decides of a MOVED: the key moves here
+// (rangemove.go), or the set is answered unavailable. Called with omu
+// held.
 func (u *upstream) rangePushed(rel *relayState, v *v2conn, fr upFrame) {
-	if fr.f.Status == protocol.RangeMoved && fr.f.Claim == 0 {
+	fate, tell, holds := clustercore.RangePushed(fr.f)
+	if fate == clustercore.RangeKeyMoved {
 		u.rangesMovedAway(rel, fr.f.Label)
 		return
 	}
 	if rel.rangeWaits[fr.f.Claim] == u {
 		delete(rel.rangeWaits, fr.f.Claim)
 	}
-	if fr.f.Status == protocol.RangeMoved {
-		// The set's key has no state of the session at u any more: a
-		// range lock it held there moved first (MOVED(0) before this).
+	if fate == clustercore.RangeSetMoved {
+		// A range lock the session held there moved first (MOVED(0)
+		// before this).
 		u.forgetRangeKey(fr.f.Label)
 		if u.mirror != nil {
 			delete(u.mirror.Waiting, fr.f.Claim)
 		}
-		u.push(rel, v, &outEntry{B: protocol.AppendRangeAnswer(nil, fr.f.Claim, protocol.RangeUnavailable, 0, protocol.Frame{}), Up: u})
+		u.push(rel, v, &outEntry{B: tell, Up: u})
 		return
 	}
-	if fr.f.Status == protocol.RangePromoted {
+	if holds {
 		u.ranges = true
 	}
 	if u.mirror != nil {
@@ -218,12 +210,10 @@ func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 	if u.mirror != nil {
 		u.mirror.Answered(r.f, fr.f.Status)
 	}
-	switch st := fr.f.Status; {
-	case st == protocol.RangeGranted, st == protocol.RangeQueued,
-		st == protocol.RangeDone && r.f.Op == protocol.RangeResume:
+	if clustercore.RangeAnswerHolds(r.f, fr.f.Status) {
 		u.ranges = true
 	}
-	if st := fr.f.Status; st != protocol.RangeQueued && st != protocol.RangeReqInUse && rel.rangeWaits[r.ID] == u {
+	if clustercore.RangeWaitEnds(fr.f.Status) && rel.rangeWaits[r.ID] == u {
 		delete(rel.rangeWaits, r.ID)
 	}
 }
@@ -232,13 +222,9 @@ func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 // reports whether the session must end. The sets waiting there are
 // answered unavailable (the client asks again, at the key's next owner).
 // The range locks u's owner held for the session (its mirror) are
-// re-asserted at each key's next owner (rangemove.go) when reassert says
-// the owner may have died or stopped serving, and the client may still
-// believe in them and the owner cannot yet have expired them: before
-// 0.8 × the lease after the send time of the latest request u's owner
-// answered (moveInfo.believed; internal/modelcheck's failover model).
-// Otherwise, when the owner may hold range locks of the session, the
-// session ends: nobody keeps them. Called by fail with omu held.
+// re-asserted at each key's next owner (rangemove.go), or the session
+// ends, as clustercore.RangesFailed decides. Called by fail with omu
+// held.
 func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (end bool) {
 	v := u.s.v2
 	live := !rel.closed && !u.s.closing.Load() && !v.ending
@@ -251,25 +237,21 @@ func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (
 			rel.add(v, &outEntry{B: protocol.AppendRangeAnswer(nil, req, protocol.RangeUnavailable, 0, protocol.Frame{})})
 		}
 	}
-	if !live || !u.opened || !u.ranges {
-		return false
+	var keys []string
+	if u.mirror != nil {
+		keys = u.mirror.Keys()
 	}
-	if !reassert {
-		return true
-	}
-	if u.mirror == nil {
-		return false // it granted nothing
-	}
-	keys := u.mirror.Keys()
-	believed := u.led.Confirmed().Add(v.lease * 4 / 5)
-	if len(keys) > 0 && !now.Before(believed) {
-		return true
+	ru := clustercore.RangeUpstream{Opened: u.opened, Holds: u.ranges, Mirrored: u.mirror != nil,
+		Keys: len(keys), Confirmed: u.led.Confirmed()}
+	fate, believed := clustercore.RangesFailed(ru, live, reassert, now, v.lease)
+	if fate != clustercore.RangesReassert {
+		return fate == clustercore.RangesEnd
 	}
 	slices.Sort(keys)
 	for _, key := range keys {
 		u.forgetRangeKey(key)
 		rm := rel.startRangeMove(u.s, now, key, u.mirror.Take(key))
-		rm.failover, rm.believed = true, believed
+		rm.Failover, rm.Believed = true, believed
 	}
 	if len(keys) > 0 {
 		u.s.srv.Logger.Warn("upstream session to the owner ended; re-asserting its range locks at the keys' next owner", "owner_addr", u.addr,

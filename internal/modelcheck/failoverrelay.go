@@ -68,8 +68,8 @@ import (
 //
 // R re-asserts a moving claim, at A or at B, only while its clock has
 // counted at most 0.8 × c1's lease since the send time of the latest
-// request answered on the claim's old upstream (server/move.go,
-// moveInfo.believed): the window in which c1 may still believe and in
+// request answered on the claim's old upstream (internal/clustercore/relay_move.go,
+// Move.Believed): the window in which c1 may still believe and in
 // which the old owner cannot have expired the claim. Without that rule
 // (MutFoRelayReassertUnbelieved) R re-asserts a claim the old owner may
 // already have expired and granted anew, and the newer holder is refused
