@@ -7,8 +7,10 @@ import (
 )
 
 // The cluster-ranges model: POSIX range locks on a cluster
-// (server/relayranges.go, server/ranges.go, server/move.go
-// exportRangesLocked and gateRanges, server/relay2.go fail()). A key's
+// (server/relayranges.go, server/ranges.go, server/rangemove.go
+// exportRangesLocked, server/move_install.go gateRanges,
+// server/relay2upstream.go fail(); their decisions in
+// internal/clustercore's handoff_* and relay_ranges.go). A key's
 // range locks are served by its owner node alone and are never
 // re-asserted or handed over: every path that could lose them fails
 // closed. The model checks two of those paths on one key, with two

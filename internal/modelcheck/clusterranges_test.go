@@ -168,7 +168,7 @@ func TestClusterRangesDriftTooLarge(t *testing.T) {
 // runs out, before Export's loop has ended the waiter's session), told
 // PROMOTED and missing its ERROR 0x01, believe past the gate when its
 // lease is longer than every holder's. The gate counts the waiters'
-// leases too (server/move.go, exportRangesLocked): no violation.
+// leases too (server/rangemove.go, exportRangesLocked): no violation.
 func TestClusterRangesWaiterLongerLease(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultClusterRangesConfigs()[3]

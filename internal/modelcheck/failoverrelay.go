@@ -12,7 +12,7 @@ import (
 // client (the relayed client, "c1" in the comments below; c<Relay> in the
 // traces) is a version 2 client connected to node R, which owns nothing
 // and relays its claim through an upstream session to the name's owner
-// (server/relay2.go, server/move.go; docs/design/2026-12-07-cluster-relay.md "Relaying a version
+// (server/relay2.go, server/move_host.go; docs/design/2026-12-07-cluster-relay.md "Relaying a version
 // 2 session"). R stays in contact with Q and B, and never fails itself
 // unless FailoverConfig.RelayFails lets it die (failoverrelayfail.go),
 // which may then combine with A's failure. R's rules, as built:
