@@ -163,7 +163,7 @@ func readRing(t *testing.T, s *v2sess) (end protocol.Frame, members []protocol.F
 // watches: here when a fourth node joins.
 func TestClusterRingFrames(t *testing.T) {
 	t.Parallel()
-	nodes := startCluster(t)
+	nodes := startClusterLib(t)
 	st := waitStatus(t, nodes["n2"], "a leader", func(st cluster.Status) bool { return st.Leader != "" })
 	s := dialV2Session(t, nodes["n2"], 30*time.Second)
 	s.Send(protocol.AppendRing(nil, protocol.RingWatch))
@@ -178,7 +178,7 @@ func TestClusterRingFrames(t *testing.T) {
 		}
 	}
 
-	n4 := startNode(t, "n4", nodes["n1"].admin)
+	n4 := startNodeLib(t, "n4", nodes["n1"].admin)
 	for range 10 { // a push per ring the node applies; n4 is in the last
 		end, members = readRing(t, s)
 		if end.Flags != protocol.RingPushed || end.RingVersion() <= st.AppliedRingVersion {

@@ -47,7 +47,8 @@ func watchUntil(t *testing.T, p *runProc, tok uint64, newest *uint64) timedWatch
 // next candidate leads with a larger token and its value, and both
 // watchers print it; the times from the kill are logged.
 func TestClusterElectCLI(t *testing.T) {
-	nodes := startCluster(t)
+	t.Parallel()
+	nodes := startClusterLib(t) // the candidates are processes, the nodes need not be
 	owner, x, y := nodes["n1"], nodes["n2"], nodes["n3"]
 	name := nameOwnedBy(t, owner.id, "cli-elect")
 	for range 2 { // past the new cluster's warm-up of the name

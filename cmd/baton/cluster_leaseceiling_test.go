@@ -11,12 +11,12 @@ import (
 )
 
 // TestClusterLeaseCeiling lowers the largest lease a client raised, with
-// 'baton cluster lease-ceiling' on three real processes: it waits while
+// 'baton cluster lease-ceiling' on a cluster of three: it waits while
 // the session with the longer lease is open, lowers the lease once it has
 // ended, and the nodes then refuse a longer lease.
 func TestClusterLeaseCeiling(t *testing.T) {
 	t.Parallel()
-	nodes := startCluster(t)
+	nodes := startClusterLib(t)
 	n1 := nodes["n1"]
 	long := opstest.DialV2(t, n1.addr, 10*time.Minute, "long lease")
 	long.Claim(1, protocol.ModeExclusive, 0, nameOwnedBy(t, "n1", "ceiling"))

@@ -203,14 +203,14 @@ func TestClusterMemberAPIWithoutSecret(t *testing.T) {
 	}
 }
 
-// Three real processes with one secret file: n3 joins through n2, a
+// Three nodes with one secret file: n3 joins through n2, a
 // follower that forwards the join to the leader, every node takes its
 // epoch through the leader, and 'baton cluster leave' works with the
 // secret and is refused without it.
 func TestClusterSecretThreeNodes(t *testing.T) {
 	t.Parallel()
 	secretFile := writeSecretFile(t)
-	nodes := startCluster(t, "-cluster-secret-file", secretFile)
+	nodes := startClusterLib(t, func(c *serveConfig) { c.clusterSecretFile = secretFile })
 	for _, n := range nodes {
 		if st := waitStatus(t, n, "an epoch", func(st cluster.Status) bool { return st.Epochs[n.id] != 0 }); len(st.Members) != 3 {
 			t.Errorf("%s: members %+v", n.id, st.Members)

@@ -51,14 +51,18 @@ func startNode(t *testing.T, id, join string, extra ...string) *clusterProc {
 }
 
 // startNodeLib starts node id as startNode does, in this process through
-// package node: the flags' defaults, a temporary data directory, every
-// address on a port of its own. It returns once the node serves; the
-// test's end closes it (no planned leave: as a killed process).
-func startNodeLib(t *testing.T, id, join string) *clusterProc {
+// package node: the flags' defaults changed by edits (startNode's extra
+// flags), a temporary data directory, every address on a port of its
+// own. It returns once the node serves; the test's end closes it (no
+// planned leave: as a killed process).
+func startNodeLib(t *testing.T, id, join string, edits ...func(*serveConfig)) *clusterProc {
 	t.Helper()
 	fs, cfg := testServeConfig(t, func(c *serveConfig) {
 		c.nodeID, c.raftListen, c.adminListen, c.opsListen = id, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 		c.dataDir, c.bootstrap, c.join = filepath.Join(t.TempDir(), id), join == "", join
+		for _, edit := range edits {
+			edit(c)
+		}
 	})
 	logs := &syncBuffer{}
 	logger, err := ops.NewLogger(logs, "info", "json")
@@ -95,9 +99,9 @@ func startCluster(t *testing.T, extra ...string) map[string]*clusterProc {
 
 // startClusterLib forms the cluster of startCluster in this process,
 // through package node: for tests that need no real process.
-func startClusterLib(t *testing.T) map[string]*clusterProc {
+func startClusterLib(t *testing.T, edits ...func(*serveConfig)) map[string]*clusterProc {
 	t.Helper()
-	return formCluster(t, func(id, join string) *clusterProc { return startNodeLib(t, id, join) })
+	return formCluster(t, func(id, join string) *clusterProc { return startNodeLib(t, id, join, edits...) })
 }
 
 // formCluster forms a cluster of three nodes started by start: n1

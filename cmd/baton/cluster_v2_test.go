@@ -119,7 +119,7 @@ func adminLock(t *testing.T, n *clusterProc, name string) admin.Lock {
 // FIFO.
 func TestClusterV2RelayContend(t *testing.T) {
 	// Serial (no t.Parallel): it bounds the relayed claim's median latency.
-	nodes := startCluster(t)
+	nodes := startClusterLib(t)
 	name := nameOwnedBy(t, "n1", "v2contend")
 	const lease = 2 * time.Second
 	// A new cluster gates its names for a warm-up (docs/design/2026-12-02-cluster-fail-closed-model.md, "Fail

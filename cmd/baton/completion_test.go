@@ -298,6 +298,7 @@ printf '%s\n' "${COMPREPLY[@]}"
 // TestBashCompletion drives the real bash completion function and checks
 // COMPREPLY, including the words bash splits at '=' and ':'.
 func TestBashCompletion(t *testing.T) {
+	t.Parallel()
 	script := completionScript(t, "bash")
 	dir := t.TempDir()
 	for _, name := range []string{"server.crt", "server.key"} {
@@ -360,6 +361,7 @@ func TestBashCompletion(t *testing.T) {
 // and its function offers the right words (compadd and _files stubbed,
 // since zsh completes only inside its line editor).
 func TestZshCompletion(t *testing.T) {
+	t.Parallel()
 	zsh := needTool(t, "zsh")
 	script := completionScript(t, "zsh")
 	env := shellEnv(t, "BATON_ADMIN_ADDRESS=127.0.0.1:1")
@@ -398,6 +400,7 @@ _baton
 // TestFishCompletion: the script parses, and fish itself completes with
 // it ('complete -C').
 func TestFishCompletion(t *testing.T) {
+	t.Parallel()
 	fish := needTool(t, "fish")
 	script := completionScript(t, "fish")
 	env := shellEnv(t, "BATON_ADMIN_ADDRESS=127.0.0.1:1")

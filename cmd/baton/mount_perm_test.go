@@ -59,6 +59,7 @@ func denyACL(path string) error {
 // kernel checks only modes: the mount itself acts as the caller). A
 // mount without --allow-other lets no one but root in.
 func TestMountPermissions(t *testing.T) {
+	t.Parallel()
 	needFUSE(t)
 	srv := startBaton(t, "-listen", "127.0.0.1:0")
 	addr, _ := srv.waitLog(t, "baton listening")["addr"].(string)

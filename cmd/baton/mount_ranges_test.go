@@ -20,6 +20,7 @@ import (
 // locked descriptor fail with EIO, while a file without locks stays
 // usable, and another client can take the lock.
 func TestMountRangesReleasedByOperator(t *testing.T) {
+	t.Parallel()
 	python := needTool(t, "python3")
 	needFUSE(t)
 	srv := startBaton(t, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0")

@@ -207,6 +207,7 @@ func waitBlocked(t *testing.T, pid int) {
 // TestMountFlock: flock(1) through one mount excludes flock(1) through
 // the other, and a blocked flock proceeds once the holder lets go.
 func TestMountFlock(t *testing.T) {
+	t.Parallel()
 	flock := needTool(t, "flock")
 	p := startMountPair(t)
 	if err := os.WriteFile(filepath.Join(p.a, "f"), nil, 0o644); err != nil {
@@ -373,6 +374,7 @@ print("promoted", flush=True)
 // range is refused across mounts, a disjoint one granted, and a waiting
 // one promoted when the holder's process ends (its close releases).
 func TestMountLockf(t *testing.T) {
+	t.Parallel()
 	python := needTool(t, "python3")
 	p := startMountPair(t)
 	if err := os.WriteFile(filepath.Join(p.src, "r"), make([]byte, 100), 0o644); err != nil {

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/batonlock/baton/internal/testkit"
 )
 
 // buildTestkitAdapter compiles an adapter of internal/testkit.
@@ -22,16 +25,25 @@ func buildTestkitAdapter(t *testing.T, name string) string {
 // TestTestkitGoClient: 'baton testkit' against the Go client's adapter
 // passes every scenario and exits 0.
 func TestTestkitGoClient(t *testing.T) {
-	// Serial (no t.Parallel): the testkit checks the client's timings within a tolerance.
+	// Not beside other tests (no t.Parallel): the testkit checks the
+	// client's timings within a tolerance. Its scenarios run side by side
+	// (one 'baton testkit --run' each): each has its own fake server and
+	// adapter process, which mostly sleep, and run one after another they
+	// took 30 s.
 	bin := buildTestkitAdapter(t, "goadapter")
-	// A lease and tolerance wider than the defaults: this machine runs
-	// other tests beside this one.
-	code, out, errOut := cli("testkit", "--lease", "2s", "--tolerance", "300ms", "--", bin)
-	if code != exitOK {
-		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errOut)
-	}
-	if strings.Contains(out, "FAIL") || !strings.Contains(out, "0 failed, 0 skipped") {
-		t.Fatalf("not every scenario passed:\n%s", out)
+	for _, sc := range testkit.Scenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			t.Parallel()
+			// A lease and tolerance wider than the defaults: this machine
+			// runs other tests beside this one.
+			code, out, errOut := cli("testkit", "--run", "^"+regexp.QuoteMeta(sc.Name)+"$", "--lease", "2s", "--tolerance", "300ms", "--", bin)
+			if code != exitOK {
+				t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errOut)
+			}
+			if !strings.Contains(out, "PASS  "+sc.Name+" ") || !strings.Contains(out, "1 passed, 0 failed, 0 skipped") {
+				t.Fatalf("the scenario did not pass:\n%s", out)
+			}
+		})
 	}
 }
 
@@ -39,9 +51,10 @@ func TestTestkitGoClient(t *testing.T) {
 // claim is lost fails, the exit status is 1, and --json reports each
 // scenario with its times.
 func TestTestkitFailsABrokenClient(t *testing.T) {
+	t.Parallel() // a client that never reports lost fails however late it runs
 	bin := buildTestkitAdapter(t, "mutant")
-	t.Setenv("BATON_TESTKIT_MUTANT", "never-lost")
-	code, out, errOut := cli("testkit", "--json", "--run", "^(silent-after-grant|revoked)$", "--", bin)
+	// The mutation through env(1), not t.Setenv, which forbids t.Parallel.
+	code, out, errOut := cli("testkit", "--json", "--run", "^(silent-after-grant|revoked)$", "--", "env", "BATON_TESTKIT_MUTANT=never-lost", bin)
 	if code != exitError {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errOut)
 	}
@@ -69,6 +82,7 @@ func TestTestkitFailsABrokenClient(t *testing.T) {
 // TestTestkitSkipsWhatTheClientLacks: an adapter that prints unsupported
 // makes its scenario a skip, and a run of skips exits 0.
 func TestTestkitSkipsWhatTheClientLacks(t *testing.T) {
+	t.Parallel()
 	bin := buildTestkitAdapter(t, "mutant")
 	code, out, errOut := cli("testkit", "--run", "resumable", "--", bin)
 	if code != exitOK || !strings.Contains(out, "SKIP  resumable-reassert") || !strings.Contains(out, "0 passed, 0 failed, 1 skipped") {
