@@ -12,48 +12,16 @@ import (
 	"github.com/batonlock/baton/internal/clustercore"
 )
 
-// Pooled hop connections (docs/design/2026-12-07-cluster-relay.md, "Relaying a version 1
-// connection").
-//
-// Opening the hop is most of what a relay costs over a direct acquire: a
-// TCP handshake (and a TLS one, with TLS) before the hop header can go.
-// So a node keeps a few idle hop connections, opened ahead with
-// dialOwner, for each owner it relays to, and a relayed ACQUIRE takes one:
-// the hop header and the ACQUIRE go out on it at once, and the relay adds
-// only the extra hop of each frame.
-//
-// The pools' sizing and ageing (which idle connections are too old,
-// when to fill and how far, when the sweep fires and what it closes) is
-// internal/clustercore's HopPool; this file holds the connections, their
-// watchers, the fillers and the sweep timers.
-//
-// An idle connection is watched: a goroutine reads it, so that the
-// owner's close, a reset or anything the owner sends before an ACQUIRE
-// (its ERROR 0x01 when it shuts down) closes it at once and takes it out
-// of the pool; the owner then need not wait for this node to hang up.
-// Taking a connection does not stop its watcher: the relay hands it the
-// copying of the owner's bytes to the client, so the watcher's pending
-// read returns the owner's answer and the watcher writes it on. A relayed
-// ACQUIRE thus costs no wake-up of a goroutine to take the connection and
-// no new goroutine to read it, only the read that any relay needs.
-// Whether the watcher's read or the relay came first is settled by one
-// compare-and-swap on the connection's state (watchState). One that
-// still fails before the owner has sent a byte (it died between the watch
-// and the relay) is replaced by a fresh dial under the relay's feet, and
-// what was written to it is sent again: the owner never answered it, and
-// a connection that closes ends its claim, so no claim of it survives.
-//
-// A hop outlives its claim: when the client hangs up, the relay sends
-// hopClientGone and the owner, having released the claim, answers hopAck
-// as the last byte it writes for it and waits for the next hop header as
-// on a new connection. Only on that ack, read as the last byte of the
-// owner's stream at a frame boundary, does the relay put the connection
-// back (keepHop), as an idle one born when hopClientGone went out, so
-// that its age limit (clustercore.HopMaxAge) still keeps it within the
-// owner's io-timeout. Without the ack (an owner of an earlier version closes the hop, one
-// older still answers ERROR 0x13; or no answer within linger) the hop is
-// closed as before. A relayed acquire thus costs no connection at either
-// node once the pool is warm.
+// Pooled hop connections: a node keeps a few idle connections, opened
+// ahead, to each owner it relays to, so a relayed ACQUIRE goes out at once
+// instead of after a TCP (and TLS) handshake. Sizing and ageing are
+// clustercore's HopPool; this file holds the connections, their watchers,
+// the fillers and the sweep timers. A hop goes back to the pool only on the
+// owner's hopAck, and an idle one never outlives half the owner's
+// io-timeout (clustercore.HopMaxAge).
+// The rule is "The hop pool" in docs/design/2026-12-07-cluster-relay.md;
+// how the watcher hands over and a dead hop is retried under the relay is
+// in docs/design/2026-12-07-cluster-relay.md#serverhoppoolgo.
 
 // HopOwners is an optional interface of a Router: the protocol addresses
 // of the owners it may relay to now (the ring's other members). A server

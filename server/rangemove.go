@@ -13,38 +13,15 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Range locks that continue across a planned change (docs/cluster.md,
-// "Range locks"; internal/modelcheck, cluster-ranges -range-handover).
-//
-// At the export the prior owner P takes every moving key out of its
-// range table (rangelock.TakeKeys): it grants nothing there again. The
-// held ranges of sessions that continue (clustercore's Continues: an open version
-// 2 session, on P or relayed by another node) go to the new owner N in
-// the move state, each with its session's origin and lease; a waiting
-// set is answered unavailable (the client asks again, at N: range
-// waiters lose their place across a planned change); a session that
-// does not continue is ended and the key gated at N for its lease, as
-// before (exportRangesLocked). N installs the held ranges under a
-// stand-in session per origin, which conflicts with everyone as the
-// holder did, and which it drops a lease after the install unless the
-// origin's host adopts them first.
-//
-// The host is the node the client is connected to: P itself, which
-// marks the key moving in the same critical section as the export, or a
-// relaying node R, which P tells with a hop-only push on R's upstream
-// session (ANSWER req 0, RangeMoved, the key as label), in order with
-// everything else P sends there: R reads it before any answer P gives
-// after the export. While a session has a key moving, its host releases
-// no answer to the client (a moving key is an upstream not confirmed),
-// answers its range requests on the key unavailable, and, once its ring
-// routes the key to N, sends RANGE adopt(key) on its upstream session to
-// N (or, when the host is N, moves the stand-in's ranges to the session
-// itself). N gives the stand-in's ranges on the key to the upstream
-// session of the same origin: from then they are that session's, kept
-// as a relayed session's are. A key not adopted within half the lease
-// after it began moving at the host, or that N no longer keeps for the
-// session, ends the session (ERROR 0x03): its client must stop believing
-// in range locks nobody keeps.
+// Range locks that continue across a planned change. At the export the
+// prior owner P takes the moving keys out of its range table; the held
+// ranges of sessions that continue go to the new owner N, which keeps them
+// under a stand-in session per origin until the origin's host adopts them
+// (RANGE adopt) or a lease passes. Waiters lose their place, and a session
+// that does not continue is ended with the key gated at N for its lease.
+// A key not adopted within half the lease ends its session (ERROR 0x03).
+// User docs: docs/cluster.md, "Range locks"; design:
+// docs/design/2026-12-02-cluster-range-locks.md#serverrangemovego.
 
 // standIn holds, at a new owner, the range locks handed over for one
 // origin until its host adopts them.

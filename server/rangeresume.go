@@ -11,26 +11,15 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Range locks of resumable sessions (docs/protocol-v2-resume.md, "v2 resumable
-// sessions and re-assertion"; internal/modelcheck, cluster-ranges-resume).
-//
-// When the connection of a resumable session breaks (on this node, or
-// between a relaying node and this owner: an upstream session of a
-// resumable client session), the node that holds its range locks keeps
-// them, under the session's origin and secret hash, for the lease after
-// it last heard from it (dropRangesLater); its waiting sets end, since a
-// grant would reach nobody. Its client, resumed on a new session on any
-// node, re-asserts each lock it holds with RANGE resume, naming the
-// earlier session; the frame goes to the key's owner like any RANGE.
-// There the ranges on the key that the named session holds (kept, or
-// still open when the client saw the break first) become the new
-// session's when the secret matches, and the lock is held for it unless
-// another session holds a conflicting one. A key's owner that took the
-// key over from a failed node holds nothing for the earlier session:
-// the lock is installed, during its warm-up or after it, unless a
-// conflicting lock holds (as a relaying node's RANGE reassert is). A key's
-// new owner that a planned change handed the session's ranges to gives
-// them up the same way, from the stand-in that keeps them (rangemove.go).
+// Range locks of resumable sessions: when such a session's connection
+// breaks, the node holding its range locks keeps them under the session's
+// origin and secret hash for the lease (dropRangesLater), and the resumed
+// client re-asserts each with RANGE resume naming the earlier session. The
+// key's owner moves the named session's ranges to the new one when the
+// secret matches, unless a conflicting lock holds.
+// Protocol: docs/protocol-v2-resume.md, "v2 resumable sessions and
+// re-assertion"; design:
+// docs/design/2026-12-02-cluster-range-locks.md#serverrangeresumego.
 
 // keptRanges are the range locks of a resumable session whose
 // connection broke.

@@ -18,33 +18,16 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Cluster routing of version 1 connections (docs/cluster.md).
-//
-// A server with a Router asks it, for every ACQUIRE, what to do with the
-// lock name: serve it here, relay the connection one hop to the node that
-// owns the name, hold it (answer WAITING and ask again: the owner is
-// warming up, not ready or cannot be reached; nothing is granted
-// elsewhere), or refuse a relayed request for a name this node does not
-// own with ERROR 0x03.
-//
-// The relaying node opens a connection to the owner's protocol address,
-// sends the hop header, then the client's ACQUIRE, and from then on copies
-// bytes both ways (the client's heartbeats, and its first other byte,
-// clustercore.V1FromClient): the owner sees the client's heartbeats and silence, so
-// it ends the claim exactly when it would end a direct one (the client's
-// connection closes: the relay sends HopClientGone, the claim is released
-// at once, and the owner's HopAck returns the hop to the relay's pool for
-// the next claim; the client falls silent: the owner's lease expires and
-// it closes the hop, the relay the client's connection).
-//
-// What is held, passed and ended is decided in
-// internal/clustercore/relay_v1.go; this file holds the connections, the
-// copying goroutines and the deadlines.
-//
-// The relaying node sends a hop header (version 1, protocol/hop.go)
-// before the ACQUIRE: the client's address and TLS identity. The owner
-// uses both for the ACL, audit and the admin API, and treats the request
-// as forwarded: it never relays it again.
+// Cluster routing of version 1 connections: for every ACQUIRE the Router
+// says serve here, relay the connection one hop to the name's owner, hold
+// it (WAITING, nothing granted elsewhere), or refuse a relayed request for
+// a name this node does not own (ERROR 0x03). A relay sends the hop header
+// and the ACQUIRE, then copies bytes both ways, so the owner ends the
+// claim exactly when it would end a direct one. What is held, passed and
+// ended is decided in internal/clustercore/relay_v1.go; this file holds
+// the connections, the copying goroutines and the deadlines.
+// Design: "Relaying a version 1 connection" and #serverrelaygo in
+// docs/design/2026-12-07-cluster-relay.md.
 
 // RouteAction is a Router's answer.
 type RouteAction int

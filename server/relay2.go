@@ -10,47 +10,16 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Cluster routing of version 2 claims (docs/design/2026-12-07-cluster-relay.md, "Relaying a
-// version 2 session").
-//
-// A version 2 session stays on the node the client connected to (the
-// relaying node, R). Each CLAIM whose name another node owns (Route says
-// RouteForward) goes to that owner (O) through an upstream session: one
-// per client session and owner, opened on the first claim for that owner
-// with a hop header (protocol/hop.go), the version 2 preamble and HELLO
-// with the client session's lease and label, asking for queue tickets
-// when the client's session did (an owner that refuses them, ERROR 0x1e, gets the
-// upstream again without: reopenLocked). The claim keeps the client's claim
-// id upstream (one upstream per client session keeps the ids unique).
-// CLAIM and RELEASE of relayed claims are forwarded; the owner's answers
-// and pushes about them (GRANTED with the owner's token, QUEUED, BUSY,
-// REFUSED, PROMOTED, REVOKED, RELEASED) reach the client unchanged. The
-// owner sees a forwarded session and never relays it again. A claim on a
-// name Route holds waits as QUEUED (relay2hold.go), and so does a claim
-// whose upstream cannot be opened (the dial, the hop header or HELLO
-// fails): the owner granted nothing on it.
-//
-// Ending: the client's session ends at R (it hung up, fell silent for its
-// lease, an ERROR, a shutdown): R closes every upstream of it and each
-// owner releases at once, unless the session is resumable (hop header
-// version 3, resume.go): then each owner keeps its claims for a
-// re-assertion until the lease passes. An upstream ends without the client once open
-// (its owner closed it, died, shut down, or did not answer for half the
-// lease): when the owner may have died or stops serving, every claim
-// relayed on it is re-asserted at the name's next owner (fail, and
-// failOver in move_host.go); otherwise it is lost and the client is told
-// REVOKED(claim, 0x03). The session and its other claims live on.
-//
-// The pessimism rule through a relay: the session's frames wait in an
-// ordered outbox (relayState.box, internal/clustercore's Outbox, where
-// the rule is explained) until every upstream that protects its claims
-// has been confirmed after the request each answers was read; pump sends
-// a PING on an upstream that needs one (clustercore.Ledger.Ping). A
-// session that never relayed a claim keeps the direct path.
-//
-// This file holds the client's side on R: the outbox, the routing of
-// each CLAIM and RELEASE, and the session's end. The upstream sessions
-// to the owners are in relay2upstream.go, held claims in relay2hold.go.
+// Cluster routing of version 2 claims, the client's side on the relaying
+// node R: each CLAIM whose name another node owns goes to that owner on an
+// upstream session (one per client session and owner, opened with a hop
+// header), and the owner's answers and pushes reach the client unchanged.
+// The session's frames wait in an ordered outbox until every upstream that
+// protects its claims is confirmed after the request each answers was read
+// (the pessimism rule, clustercore's Outbox). The upstreams are in
+// relay2upstream.go, held claims in relay2hold.go.
+// Design: "Relaying a version 2 session" and #serverrelay2go in
+// docs/design/2026-12-07-cluster-relay.md.
 
 // relayState is the relaying part of a version 2 session, from its first
 // relayed claim on. Its fields are guarded by the session's omu, except

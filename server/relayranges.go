@@ -11,32 +11,15 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Range locks on a cluster node (docs/cluster.md, "Range locks").
-//
-// A RANGE frame goes to the owner of its key, as a claim goes to the
-// owner of its name: a node serves it when Route says it serves the key
-// (and no planned change gates the key's range locks, rangeGatedLocked);
-// otherwise it relays it on the session's upstream session to the owner
-// (Route says forward), where the owner serves it in the upstream
-// session's range table, with the client's lock owners (one upstream per
-// client session keeps them apart). Everything else (the key held in a
-// warm-up, moving, an owner out of quorum contact, a relayed session
-// asking for a key this node does not own) is answered RangeUnavailable:
-// nothing changed, ask again later. A cancel goes where its set waits.
-//
-// A planned change hands the range locks of sessions that continue over
-// to the key's new owner (rangemove.go). They are not re-asserted after
-// a failure: when the upstream that carried a session's range requests
-// ends (its owner died, stopped or was cut off, or ended the session),
-// the session is ended with ERROR 0x03, so that its client stops
-// believing in its range locks, as a client of a single server whose
-// server goes. The owner keeps the range locks of a relayed session for
-// the lease after it last heard from it (dropRangesLater): it cannot
-// tell the relaying node's death, or a cut, from a client that still
-// believes; a relaying node whose client hangs up releases them first
-// (appendRangeReleases). A key that moved with range locks of a session
-// that does not continue is gated at its new owner for that session's
-// lease (the old owner ends it).
+// Range locks on a cluster node: a RANGE frame goes to the owner of its
+// key, as a claim goes to the owner of its name, and is relayed on the
+// session's upstream when another node owns it; anything else (warm-up,
+// moving, no quorum contact, a key not owned here) is RangeUnavailable.
+// Range locks are handed over at a planned change (rangemove.go) but not
+// re-asserted after a failure: the session whose upstream ends is ended
+// with ERROR 0x03, so its client stops believing in them.
+// User docs: docs/cluster.md, "Range locks"; design:
+// docs/design/2026-12-02-cluster-range-locks.md#serverrelayrangesgo.
 
 // routeRange routes RANGE frame f of session s on a cluster node: it
 // returns done when f was relayed or answered here, false when this

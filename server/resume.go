@@ -13,24 +13,15 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Resumable sessions and re-assertion (docs/protocol-v2-resume.md, "v2 resumable
-// sessions and re-assertion"; docs/design/2026-12-01-ha-failover-design.md, rules 4 and 6).
-//
-// A version 2 session opened with HELLO flags bit 0 gets a secret, of
-// which the server keeps only a hash. When its connection breaks (EOF,
-// reset, a read or write error, a frame not completed within the
-// io-timeout; never a session-level ERROR), its reader does not end it:
-// the table keeps it as a detached session standing for its origin (this
-// node and its id; for a session relayed by another node, that node and
-// the client's session id there), and a timer ends it once its lease has
-// passed since it was last heard from. No goroutine reads for it and no
-// connection stays open: the kept session is the table's state, this
-// node's keptSession and its timer.
-//
-// What an owner decides about a re-assertion (whose claims it adopts,
-// what a node that took its name over answers) is
-// internal/clustercore/owner_reassert.go; this file holds the kept
-// sessions, their timers and the table calls.
+// Resumable sessions: a version 2 session opened with HELLO flags bit 0
+// gets a secret (the server keeps its hash), and when its connection
+// breaks the table keeps it as a detached session for its origin until a
+// lease has passed since it was last heard from. This file holds the kept
+// sessions, their timers and the table calls; what an owner decides about
+// a re-assertion is internal/clustercore/owner_reassert.go.
+// Protocol: docs/protocol-v2-resume.md; design: "Resumable sessions and
+// re-assertion in a cluster" and #serverresumego in
+// docs/design/2026-12-07-cluster-relay.md.
 
 // secretHashLen is the size of the hash of a session secret that the
 // server keeps (SHA-256), and that a hop header version 3 carries.

@@ -10,23 +10,13 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Queue tickets (docs/protocol-v2-tickets.md, "v2 queue tickets";
-// docs/design/2026-12-01-ha-failover-design.md, rule 5). A version 2 session whose HELLO
-// sets HelloTickets is answered WELCOME with WelcomeTickets, and every
-// QUEUED it is sent carries the claim's queue ticket when the claim has
-// one in this node's table (or came with one): a claim queued here, one
-// adopted from a kept session, one re-asserted with a ticket. A claim
-// held out of the table (a name warming up, an owner out of reach) that
-// came without a ticket is told QUEUED without one. Sessions that did not
-// ask get the plain QUEUED of the earlier revision.
-//
-// A re-assertion of a queued claim with its ticket (CLAIM with
-// ClaimReassert and ClaimTicket) on a name this node took over is held
-// for the warm-up like any claim there (resume.go, takeOver), keeping its
-// ticket. Every claim held during a name's warm-up is recorded under the
-// name (holdGated) and entered together (enterGated), in the order
-// internal/clustercore's TicketGates describes. The model of this rule is
-// internal/modelcheck's failover model (foNode.enqueue).
+// Queue tickets: a version 2 session that asks for them (HelloTickets) is
+// told each queued claim's ticket in QUEUED, and a queued claim re-asserted
+// with its ticket on a name this node took over keeps its place: every
+// claim held during the warm-up is entered together, in the order
+// internal/clustercore's TicketGates describes.
+// Protocol: docs/protocol-v2-tickets.md; design:
+// docs/design/2026-12-01-ha-queue-tickets.md#serverticketsgo.
 
 // gatedRef is a claim held during the warm-up of its name (holdGated).
 type gatedRef = clustercore.TicketRef[*session]
