@@ -6,59 +6,15 @@ import (
 	"strings"
 )
 
-// The cluster-ownership model (package cluster, docs/design/2026-12-02-cluster-fail-closed-model.md "Planned
-// moves and fail-closed, as modelled"): one lock name, owned by one node of
-// a ring that Raft commits and that every node applies at its own pace.
-//
-// Clients send a request for the lock to any live node. A node that
-// believes (from the ring it has applied) that it owns the name serves it;
-// one that does not forwards the request one hop, marked forwarded, to the
-// node it believes owns it; a node that receives a forwarded request and
-// does not believe it owns the name answers a retryable error. A node
-// serves a name only with a token epoch committed for its current
-// incarnation after it took the name (tokens are epoch<<40 | counter; the
-// model orders them as (epoch, counter)).
-//
-// A planned move (a join or a leave) freezes the name on the prior owner,
-// hands its state (holder with token, queue in order) to the new owner,
-// and only then commits the new ring. A node death loses the node's lock
-// state; its holders still believe they hold the lock until they give up.
-// The dead node stays in the ring (no live owner: fail closed) until it is
-// removed; its names then go to a live node, which grants nothing on them
-// until a gate opens. The gate is the abstraction of part 2's warm-up: it
-// opens only when no client still believes a grant of a dead incarnation
-// (the largest lease has elapsed). A restarted node has lost its lock
-// state: names it still owns are gated the same way. So are they when it
-// restarts on a wiped data directory (new Raft state): it has lost its
-// epoch too, and it rejoins under its old id, still the owner in the
-// ring, without any hand-off to this incarnation.
-//
-// Version 1 clients (ClusterConfig.V1, counted from the last client) are
-// the same clients except at a planned move: one connection is one claim,
-// and it does not continue through the new owner. The prior owner P tells
-// them as it freezes the name (the server tells them at the start of its
-// export, after the freeze; nothing enters a frozen name in between, so
-// the model makes it one step; server.tellMoving, locktable.TellMoving).
-// A version 1 waiter is ended with ERROR 0x01: it never held, it is idle
-// and acquires again. A version 1 holder is sent ERROR 0x01 and still
-// believes it holds until it reads it, so P keeps its record, marked
-// told: a told record is a holder, P grants nothing in its place and
-// does not hand over while it is there. The client reads the ERROR, stops
-// its work and hangs up (that acquisition is over, as a give-up's is; it
-// acquires again if it has acquisitions left). The record ends when the
-// hang-up reaches P, or when its lease runs out at P; the lease is
-// abstracted as everywhere in this model, P never expires a record whose
-// client may still believe, so the two are one step (EndTold), enabled
-// once the client no longer believes: they end the same record the same
-// way, and a death of P loses either. Then P hands over what is left, or,
-// if the move was called off meanwhile (its new owner died), grants to
-// its queue itself. (The server's table may promote the next claim at P
-// as soon as the record ends, before the export; the model, here as for
-// any release during a freeze, grants nothing on a frozen name and leaves
-// that grant to the new owner.) Mutation grant-before-told is the server
-// before it was fixed: the told holder's record ends as the ERROR is
-// sent; mutation handoff-before-hangup drops the wait: the export ends
-// the told record.
+// The cluster-ownership model (package cluster): one lock name owned by
+// one node of a ring that Raft commits and each node applies at its own
+// pace. Requests are forwarded one hop to the believed owner; a planned
+// move freezes the name and hands its state over before the ring commits;
+// a dead owner fails closed until removed, and its names' new owner grants
+// nothing until no client can still believe a dead incarnation's grant.
+// It checks one holder, increasing tokens, no lost claim and no loop.
+// Design: docs/design/2026-12-02-cluster-fail-closed-model.md and its
+// #internalmodelcheckclustergo.
 
 // ClusterConfig bounds the cluster-ownership model.
 type ClusterConfig struct {

@@ -6,56 +6,15 @@ import (
 	"strings"
 )
 
-// The continuation model (docs/design/2026-12-02-cluster-handoff.md, "Continuing version 2 claims
-// across a planned change (design)", its subsection "The model
-// extension"): the cluster model's one lock name, nodes, committed ring
-// applied at each node's pace, token epochs, deaths, removals and
-// restarts, with version 2 sessions that continue through a planned move.
-//
-// Each client has a host: the node its session is on, chosen when it
-// sends its acquire. The host sends the claim to the owner in its ring
-// (itself when it owns the name: the direct case; otherwise relayed on its
-// upstream session). A planned move is four steps: MoveBegin (the prior
-// owner P freezes the name), Export (P's state leaves P into a hand-off in
-// flight, every claim detached; a direct client's host marks its claim
-// moving at once, a relayed client's host is sent MOVED on its upstream
-// and marks it moving when it reads it), Install (the new owner N installs
-// the claims detached, before the ring switches) and Commit (P records its
-// hand-off and the ring switches, handed over); a Fallback step is the
-// leader's wait ending instead (a death or a timeout after Export): the
-// ring switches gated, and N drops what it installed when it applies it.
-// Then each host adopts its moving claims at the owner in its ring
-// (Adopt); N answers only once it has applied the ring that gave it the
-// name, handed over.
-//
-// A client's release goes through its host: to the owner while the claim
-// is attached, queued at the host while it is moving and replayed to N
-// with the adoption. The lease is abstracted as in the cluster model: a
-// client whose record ended without it being told has given up unless it
-// was answered after its claim began moving without N's confirmation
-// (fresh); an Expire step ends a record whose session N cannot hear (a
-// detached one, or one whose host died), and its client, if not fresh, has
-// given up by then (it is idle), if fresh still believes (an orphan).
-//
-// A host's death ends its sessions: its clients that held are orphans
-// until their lease runs out, and the records their sessions leave at live
-// nodes are abandoned: they expire. The host's give-up of a claim not
-// adopted within half a lease is not a step: the model gives a moving
-// claim up only when its record is gone (the node that had it died, or N
-// dropped it), at the moment it is gone.
-//
-// Deaths follow the state: before Export a death of N ends the move (the
-// state is still on P); after it, a death of P loses what is in flight, a
-// death of N only what N installed (P keeps what it exported until N
-// acknowledges it, and resends it), and the change falls back. A prior
-// owner that restarts while its change is pending keeps the name frozen
-// and hands over again only after its warm-up.
-//
-// Checking the model found two rules the design lacked, each pinned by a
-// mutation: a RELEASE that P answers MOVED after the host has adopted
-// the claim goes on to the adopting owner (MutReleaseAfterAdopt), and P
-// resends what it exported rather than exporting again
-// (MutExportAgain).
+// The continuation model: the cluster model with version 2 sessions that
+// continue through a planned move. Each client's session is on a host
+// node; the hand-off is split into export, install and commit (or a gated
+// fallback), hosts adopt their moving claims at the new owner, and
+// releases of moving claims are queued and replayed. It checks one
+// holder, increasing tokens, no lost claim and no stale claim.
+// Design: "Model 5b: version 2 claims across a planned move" and
+// #internalmodelcheckclustercontinuego in docs/design/2026-12-07-verification-models-cluster.md;
+// the rule is in docs/design/2026-12-02-cluster-handoff.md.
 
 // ContinueConfig bounds the continuation model.
 type ContinueConfig struct {

@@ -7,78 +7,14 @@ import (
 )
 
 // The cluster-ranges model: POSIX range locks on a cluster
-// (server/relayranges.go, server/ranges.go, server/rangemove.go
-// exportRangesLocked, server/move_install.go gateRanges,
-// server/relay2upstream.go fail(); their decisions in
-// internal/clustercore's handoff_* and relay_ranges.go). A key's
-// range locks are served by its owner node alone and are never
-// re-asserted or handed over: every path that could lose them fails
-// closed. The model checks two of those paths on one key, with two
-// clients whose range locks conflict:
-//
-//   - The planned move (Move): c1 holds a range lock on the key through
-//     its owner P, directly or (Relay) relayed through node R on R's
-//     upstream session. P freezes the key (every range request on it is
-//     answered "unavailable" from then on), then exports: it ends every
-//     session holding a range lock on the key (ERROR 0x01 to a direct
-//     client; the end of R's upstream session, which R notices at any
-//     later moment) and hands N a gate of G = the longest lease of those
-//     sessions and of those waiting there (none when none holds or
-//     waits). N installs the gate after the
-//     export, and grants no range lock on the key until its own clock has
-//     counted G since the install; the ring then switches and c2 asks N.
-//   - A waiter (Waiter, with the move and a direct c1): client w's
-//     blocking set waits at P behind c1's lock. The export names both
-//     sessions, and P ends them one at a time, in any order (Export's
-//     closeWithError loop runs after it has released the server's lock),
-//     before N installs the gate. P drops a direct session's locks when
-//     it sees its connection end (its client gave up or read its ERROR
-//     and hung up) or after its lease of silence, and then grants w,
-//     pushing PROMOTED unless w's session is ended already. So the gate
-//     counts the waiters' leases too: counting the holders' alone (the
-//     rule first built, MutCrGateHoldersOnly), a waiter with a longer
-//     lease than every holder may still believe when the gate opens
-//     (TestClusterRangesWaiterLongerLease).
-//   - Relay loss (Relay): c1 talks to R only; R relays its LOCK and its
-//     heartbeats (PING) upstream to the owner O (P, the same node). R
-//     answers c1 only under the pessimism rule: an answer to a request R
-//     read at r leaves only once an upstream request sent at or after r
-//     has been answered. The upstream ends at any moment, and each side
-//     notices it independently at any moment or never (a cut, R's death,
-//     O ending the session, a reset): R, when it notices, ends c1's
-//     session with ERROR 0x03 and answers nothing more; O, when it notices,
-//     reads nothing more from it but keeps the session's range lock until
-//     its clock has counted L since it last read from the upstream session
-//     (it cannot tell R's death or a cut from a client that still
-//     believes). c2, a direct client of the owner, asks it at any moment.
-//
-// Clients follow the client rule (internal/clientrule): c1's anchor is
-// the send time of its latest request answered (its LOCK, granted, or a
-// PING answered PONG); it believes it holds its lock until its clock may
-// be past anchor + 0.8 × L, and gives up then. It also stops believing
-// when it reads an ERROR ending its session, which it may read at any
-// later moment or never. c1 locks once, has one request outstanding at a
-// time, and may abandon it at any moment (its connection broke); a LOCK
-// it waits for longer than 0.8 × L it gives up on. c2 is granted at the
-// moment it asks, when the owner may grant, and believes from then on
-// forever: the earliest and longest belief c2 could have, which can only
-// add violations.
-//
-// Time and drift follow the failover model (failover.go's header): real
-// time advances in ticks, each process's clock counts Unit ± Drift units
-// per tick, a timed condition may take effect from the first tick at
-// which the fastest clock could satisfy it and must from the first at
-// which the slowest does, and what must have happened (c1's give-up) is
-// applied at the tick, before anything else at that boundary. Counters
-// are clamped where larger values change no decision. The timer windows
-// are the failover model's own (foModel.mayReach and friends).
-//
-// Messages (c1's requests, R's upstream requests) wait in transit for
-// any number of ticks or are lost; answers are read the moment they are
-// sent, since an answer that takes longer only starts a belief later (the
-// anchor is the request's send time either way), and may be withheld or
-// lost (the sender's step is optional). An ERROR is read at any moment
-// or never.
+// (server/relayranges.go, server/rangemove.go, server/move_install.go;
+// their decisions in internal/clustercore). A key's range locks are served
+// by its owner alone, and every path that could lose them fails closed: a
+// planned move gates the key at the new owner for the longest lease of its
+// holders and waiters, and a relay loss ends the client's session.
+// Clients follow the client rule; time and drift are the failover model's.
+// Design: "Range locks on a cluster" and #internalmodelcheckclusterrangesgo
+// in docs/design/2026-12-07-verification-models-cluster.md.
 
 // ClusterRangesConfig bounds the cluster-ranges model. Durations are in
 // units of the processes' clocks; a tick of real time is Unit units at

@@ -2,60 +2,14 @@ package modelcheck
 
 import "fmt"
 
-// The hand-over option of the cluster-ranges model (Handover): the rule,
-// being built, by which the range locks of a session that continues (an
-// open version 2 session whose host node stays up) are handed over to the
-// new owner N at a planned move P→N instead of ending the session. One
-// key, c1's range lock on it and c2's conflicting request at N, with the
-// cluster-ranges model's time, drift, clocks and client rule:
-//
-//  1. P freezes the key: every range request on it at P is answered
-//     "unavailable".
-//  2. P exports in one atomic step: it takes the held range locks of the
-//     key out of its table (it grants nothing on the key after this) and
-//     hands them, with their origin (host node, client's session) and
-//     lease L, to N in the move state, delivered at any later moment
-//     (before the ring switches). A direct client's host is P: it marks
-//     the session's key moving in the same step. A relayed client's host
-//     is R: P appends MOVED(key) to R's upstream session, in order with
-//     every frame P sends on it after (a PONG to a PING P reads after the
-//     export is read after MOVED), and R marks the key moving when it
-//     reads MOVED.
-//  3. N installs the locks under a placeholder, which conflicts with
-//     every other session's request as a held lock does and expires when
-//     N's clock has counted L since the install, unless adopted first.
-//  4. The host holds back every answer to its client (PONG included)
-//     while the key is moving: a moving key counts as an upstream that
-//     has not confirmed. Once its ring routes the key to N it sends
-//     ADOPT(key) on its upstream session to N (lost or delayed; sent
-//     again after a loss or an "unavailable"). N answers "adopted" (the
-//     locks now belong to the host's upstream session at N, kept as any
-//     relayed session's: until L after N last read from it; the ADOPT is
-//     an upstream request answered, so it confirms the host's reads up to
-//     its send, and the pessimism rule applies from then on),
-//     "unavailable" (N does not serve the key yet) or "none" (the
-//     placeholder expired: the host ends the client's session with ERROR
-//     0x03). The "adopted" answer may be lost (the upstream breaks): the
-//     host then sends ADOPT again and N, which has no placeholder any
-//     more, answers "none". The host gives the move up when its clock may
-//     have counted L/2 since the key began moving there (ERROR 0x03 too;
-//     the model never forces it, which only adds behaviours). With R = N
-//     (RelayAtN), N adopts locally once its ring says it serves the key:
-//     the locks become c1's session's at N, kept as a direct session's
-//     (until L after N last read from c1).
-//  5. c2, a direct client of N, is granted after N's ring switch when no
-//     held or placeholder lock conflicts.
-//
-// Not modelled here: the hop's end (R or N noticing its upstream session
-// end only adds an ERROR; the owner keeps the lock L after its last read
-// either way: the relay-loss configuration checks it), the gate of the
-// sessions that do not continue (the other move configurations), waiters
-// (P answers a waiting request "unavailable" at the export, finally: the
-// waiter had no belief), an abandoned move, several keys or upstreams of
-// one session, and answers that travel (they are read the moment they are
-// sent, so an answer read late is not modelled: the rule that the ADOPT
-// confirms only reads up to its send is checked by the pessimism rule,
-// not by a mutation).
+// The hand-over option of the cluster-ranges model (Handover): at a
+// planned move P→N the range locks of a session that continues go to N
+// under a placeholder instead of ending the session; the host holds back
+// every answer while the key moves and adopts the locks with ADOPT once
+// its ring routes the key to N, or ends the session (ERROR 0x03) when the
+// placeholder expired or half the lease passed.
+// Design: "Range locks handed over at a planned move" and
+// #internalmodelcheckclusterrangeshandovergo in docs/design/2026-12-07-verification-models-cluster.md.
 
 // PropClusterRangesNoOrphan, checked by the tests only (orphanCheck): N
 // holds no range lock for a live upstream session whose host has ended

@@ -3,55 +3,14 @@ package modelcheck
 import "fmt"
 
 // The detach model: how a resumable session's claim ends with its
-// connection (docs/protocol-v2-resume.md, "v2 detach"; server/session2.go
-// diedUnannounced, server/session.go dropUpstreams; the Go client's
-// retire, detach.go). It extends the resumable-session rules the
-// failover models check (a node keeps a silent client's claims for the
-// lease and the client re-asserts them before its give-up) with the rule
-// of a session opened with the detach flag:
-//
-//   - The client h holds one claim on a name that owner O serves; a
-//     waiter w is queued behind it. h's session lives on O, or (Relay) on
-//     node R, which relays the claim to O on an upstream session.
-//   - h's connection ends in one of these ways, each a step:
-//     h is killed (its kernel sends FIN or a reset, nothing else; it
-//     reaches the node at once); h detaches (it says DETACH, then closes:
-//     both reach the node, in order); the link goes silent (nothing more
-//     reaches the node, and h's DETACH, written later, is lost with the
-//     rest); R dies (Relay: h sees its connection end, O sees its
-//     upstream end).
-//   - The node h's session lives on ends the session and releases the
-//     claim at once at a FIN or reset that no DETACH came before (R does
-//     so at O with a RELEASE before it closes the upstream), and keeps it
-//     otherwise: after DETACH, on a silent link, and at O when an
-//     upstream ends. A kept claim ends when O's clock has counted the
-//     lease L since O last heard from h. O grants w the moment the claim
-//     is released or ends.
-//   - h follows the client rule: it believes while its clock has counted
-//     less than the give-up G (0.8 × L) since its anchor (the send time of
-//     its latest answered request: a heartbeat or an accepted
-//     re-assertion), and gives up then. h heartbeats while its connection
-//     is open. After a break (detach, silence, R's death) it re-asserts
-//     the claim at O (directly, or through any live node: the model has
-//     it reach O) while it believes; O accepts when it keeps the claim
-//     for h (h's new anchor), and refuses otherwise (h has lost the
-//     claim).
-//
-// Time is one clock for all (no drift: the failover model checks drift
-// for these timers; here the question is which end keeps and which
-// releases). Every step is optional except a give-up and an expiry,
-// which happen when due, and a release, which the node does in the step
-// that delivers the FIN or reset.
-//
-// Properties: PropDetachOneBeliever (h believes while w holds: two
-// holders) and PropDetachSuccessor (after h was killed while its
-// connection was open and not detached, w is granted within Successor
-// ticks: the release of a plain session's connection scope, here for a
-// resumable one). Not modelled: a connection reset by the network while
-// h lives (the server sees a death and releases, while h believes until
-// its re-assertion is refused: the documented gap of a plain session
-// whose connection is reset); a re-assertion in flight across other
-// events (it is sent and answered in one step).
+// connection (docs/protocol-v2-resume.md, "v2 detach"; server/session2.go,
+// the Go client's detach.go): which ends of a connection release the
+// claim at once and which keep it for the lease so the client can
+// re-assert it. It checks that the holder never believes while the waiter
+// holds, and that a waiter is granted promptly after a killed holder's
+// connection ends.
+// Design: "How a resumable session's claim ends with its connection" and
+// #internalmodelcheckdetachgo in docs/design/2026-12-07-verification-models-cluster.md.
 
 // Properties of the detach model.
 const (

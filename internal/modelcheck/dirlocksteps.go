@@ -6,37 +6,13 @@ import (
 )
 
 // The steps model: the file-system steps package dirlock really takes
-// (docs/dirlock.md "The steps"), with a crash possible between any two
-// of them. The lock is the directory LOCK; when it exists it holds one
-// entry whose name says what it is and whose it is:
-//
-//	owner.ID    held by process ID
-//	release.ID  ID is releasing it
-//	break.ID    ID is breaking it (the previous entry's process is dead)
-//
-// Acquire (dirlock.(*Mutex).prepare and try): mkdir a staging directory of the
-// caller's own, write the record owner.ID into it, rename the staging
-// directory to LOCK (fails if LOCK exists: a directory is never renamed
-// over a non-empty one). On failure, read LOCK's entry; if its process
-// is on this machine and provably dead, claim the entry by renaming it to
-// break.ME (fails if that exact entry is gone), move that entry out of
-// LOCK to a private trash name (fails if it is gone) and rmdir LOCK
-// (fails unless empty), remove the trash, and retry (dirlock.breakLock).
-// Release (dirlock.(*Mutex).Unlock): rename the own entry to release.ME,
-// move it out of LOCK and rmdir LOCK, remove the trash. An empty LOCK is
-// free (the next Lock removes it), so the model counts it as absent.
-// Staging and trash directories are private: a crash leaves them as
-// garbage that no step reads, so the model drops them.
-//
-// Machines: every host of the model has the same host name (cloned
-// machines, containers with a fixed host name); only the machine id
-// tells them apart, and a crash stands for a reboot as well (its boot id
-// differs, so the machine itself knows the process is dead).
-//
-// With ForcedBreak an operator runs 'baton dirlock break --force' once,
-// at any moment: it reads LOCK's entry, renames that exact entry to
-// break.OPERATOR, and removes LOCK the same way. A holder whose entry it
-// took is no longer a holder (it learns so at its Unlock).
+// (mkdir a staging directory, write the owner record, rename it to LOCK;
+// break and release by renaming the entry, moving it out and removing
+// LOCK), with a crash possible between any two. Only a process on the
+// holder's own machine may break its lock, and with ForcedBreak an
+// operator may break it once at any moment.
+// User docs: docs/dirlock.md, "The steps"; design:
+// docs/design/2026-12-07-dirlock.md#internalmodelcheckdirlockstepsgo.
 
 // Entry kinds of LOCK (stNoRecord only in the "mkdir-lock" mutation).
 const (

@@ -10,109 +10,16 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The failover model (cluster mode part 2, docs/design/2026-12-01-ha-failover-design.md
-// "Failover design, as modelled"): one lock name whose owner node A is cut
-// off from the Raft quorum, a leader that takes the silent A out of the
-// ring, and node B that takes the name over without A's state, while
-// clients that follow the give-up rule hold, heartbeat, lose A, re-assert
-// their claims on B, re-queue and claim anew. Time is explicit and every
-// process has its own drifting clock.
-//
-// Processes: clients c1..cn, the old owner A, the Raft leader Q (an
-// abstraction of the quorum: it records when it last heard from A and
-// commits the ring and the largest lease) and the new owner B. B is
-// always in contact with Q (one failure at a time); A, the clients and
-// every message may be slow, silent or cut off.
-//
-// The rules modelled, each a setting or a rule of the design:
-//
-//   - A serves (answers, grants, expires, promotes) only while its quorum
-//     contact is fresh: less than TSelf on its own clock since the send
-//     time of its latest ping that Q answered (the anchor rule of the
-//     clients: an answer confirms the moment its request left). After
-//     that it answers nothing; it resumes if contact comes back before it
-//     is removed, and stops for good once an answer tells it it was
-//     removed, keeping nothing.
-//   - Q removes A from the ring once it has not heard from A for T on its
-//     own clock (at any moment after that: removal is never forced).
-//   - B takes the name over when it applies the new ring (at any moment
-//     after the commit), with a fresh token epoch, and grants nothing on
-//     it for W on its own clock: W = the largest lease committed through
-//     Q + Slack. A grant whose lease is above the largest committed lease
-//     waits until A has committed it (A's next ping carries it).
-//   - A holder that loses A re-asserts (name, mode, token) on B. B accepts
-//     it, with the old token, when no conflicting claim is held on B,
-//     during the warm-up or after it, and refuses it otherwise: the first
-//     of two conflicting re-assertions keeps the name. A re-assertion
-//     names the ring version its client knows; B answers one naming an
-//     older ring with the new version and the client re-asserts again, so
-//     an accepted re-assertion was sent after the ring changed.
-//   - A client queued on A re-queues on B with the queue ticket A gave it;
-//     B keeps claims with tickets of its predecessor in ticket order,
-//     ahead of claims without one (the old order, where it is known).
-//   - Sessions are resumable: a node keeps a silent client's claims (held
-//     or queued) until its clock has counted the lease since it last
-//     heard from the client, and the client may come back (heartbeat) at
-//     any moment before its give-up.
-//
-// Clients follow internal/clientrule: the anchor is the send time of the
-// latest request answered (claim, heartbeat, accepted re-assertion; a
-// retry confirms nothing; a pushed promotion does not move it); a client
-// believes it holds its claim until its clock may be past anchor + 0.8 ×
-// lease, and gives up then (an answer that arrives later is ignored).
-// Each client has one request outstanding at a time and may abandon it at
-// any moment (its connection broke). A re-assertion it abandons or gives
-// up on may still reach B (one per client); other abandoned requests are
-// lost, which loses nothing that matters here: a late claim is granted to
-// no one who waits (B grants only after the warm-up), a late heartbeat
-// only keeps a claim longer, a late release frees what no one believes in.
-//
-// Faults are the absence of steps: every step of A, Q, B and the clients
-// is optional, and every request waits in transit for any number of ticks
-// or is lost. A freeze (no steps while the clock runs on), a partition
-// (messages lost), a death (no steps ever again), a one-way cut and
-// delays of any length are behaviours of the model: no rule relies on a
-// bound on message delays. Answers (and pushed promotions) are read the
-// moment they are sent: an answer that takes longer only starts its
-// client's belief later, since the anchor is the request's send time
-// either way. A's ping reaches Q and is answered at once: a delay on the
-// way to Q only makes Q hear A later than A's anchor (the safe side), and
-// one on the way back leaves A on its older anchor meanwhile. Only under
-// MutFoContactAtReceive, where that delay is the point, does the answer
-// travel.
-//
-// Time and drift. Real time advances in ticks, and every event happens at
-// a tick boundary, any number of them in any order at one boundary. Each
-// process's clock advances between Unit−Drift and Unit+Drift units per
-// tick, so n ticks after a timer started its clock has counted between
-// n·(Unit−Drift) and n·(Unit+Drift) units: its rate is anywhere in
-// [1−ρ, 1+ρ], ρ = Drift/Unit. A timed condition "the clock has counted K
-// since the start" may therefore hold from the first n with
-// n·(Unit+Drift) ≥ K and must hold from the first n with
-// n·(Unit−Drift) ≥ K; the model lets it take effect anywhere in that
-// window (a step that may happen from the first tick: an expiry, A
-// stopping, a removal, the gate opening, a client giving up), and applies
-// what must have happened at the tick itself (a client's give-up, A's
-// stop), before any other event of that boundary. All arithmetic is on
-// integers. Each timer's window is chosen independently of the same
-// process's other timers, which over-approximates a real clock (whose
-// rate is one for two timers running at once); the design's arguments
-// never compare two timers of one process. This is exact for clocks of
-// bounded rate drift whose events fall on tick boundaries. A real event
-// falls inside a tick, so a bound the model proves holds for real clocks
-// with one tick of margin per timed comparison, which the derived
-// settings of docs/high-availability.md carry explicitly (a tick there is
-// the implementation's timer resolution, a millisecond against leases of
-// seconds; here it is a quarter of the longest lease, so the model's
-// boundaries are coarse: it checks the logic of the rules under drift,
-// and the derived inequalities give the numbers). Counters of elapsed
-// ticks are clamped where larger values cannot change a decision, which
-// keeps the state space finite.
-//
-// The model is monotone in its settings: a longer W or T or a shorter
-// TSelf only narrows the windows of optional steps, so it removes
-// behaviours and adds none; checking at a bound checks every safer
-// setting.
+// The failover model: one lock name whose owner A is cut off from the
+// Raft quorum, a leader Q that removes the silent A, and node B that takes
+// the name over without A's state after a warm-up, while clients that
+// follow the give-up rule re-assert their claims on B or re-queue. Time is
+// explicit, every process's clock drifts within [1−ρ, 1+ρ], and every
+// step is optional, so freezes, partitions, deaths and unbounded delays
+// are behaviours of the model. It is monotone in its settings: checking
+// at a bound checks every safer setting.
+// Design: "Model 7: failover, timed, with clock drift" and
+// #internalmodelcheckfailovergo in docs/design/2026-12-07-verification-models-cluster.md.
 
 // FailoverConfig bounds the failover model. Durations are in units of
 // the processes' clocks; a tick of real time is Unit units at the nominal

@@ -8,100 +8,15 @@ import (
 	"github.com/batonlock/baton/internal/clustercore"
 )
 
-// The relay option of the failover model (FailoverConfig.Relay): one
-// client (the relayed client, "c1" in the comments below; c<Relay> in the
-// traces) is a version 2 client connected to node R, which owns nothing
-// and relays its claim through an upstream session to the name's owner
-// (server/relay2.go, server/move_host.go; docs/design/2026-12-07-cluster-relay.md "Relaying a version
-// 2 session"). R stays in contact with Q and B, and never fails itself
-// unless FailoverConfig.RelayFails lets it die (failoverrelayfail.go),
-// which may then combine with A's failure. R's rules, as built:
-//
-//   - The anchor rule through the relay (clustercore's Outbox and
-//     Confirmation, which the model runs: relayReleases): R
-//     answers a request of c1's that it read at r (its CLAIM; its
-//     HEARTBEAT, a PING answered PONG) only once the upstream holding the
-//     claim has been confirmed at or after r: an upstream request sent at
-//     or after r has been answered (upstream.confirmed is the send time of
-//     the latest request answered). R sends a PING upstream when a
-//     heartbeat waits and the upstream is not confirmed after it (pump).
-//     While the claim moves (below) nothing is answered (moving > 0).
-//   - The session: R ends c1's session once its clock has counted the
-//     lease since it last heard from c1 (dropping the claim and closing
-//     the upstream; the owner keeps the claim for the lease, as a
-//     resumable session's).
-//   - The upstream to A ends at any moment while it carries the claim (A
-//     died or was cut off from R, A's ERROR 0x03 when it stops, R's
-//     patience of L/2 ran out; R may also be slow to notice), and A may
-//     go on serving, in contact with Q, meanwhile: a transient break
-//     between R and A, or A's connection reset. A keeps the claim, held
-//     or queued and not promoted, as a silent relayed session's, until
-//     its clock has counted the lease since it last heard from R on that
-//     upstream (then it expires it). A live claim then moves (fail,
-//     failOver): R re-asserts it, held with its token, queued with A's
-//     queue ticket, naming the ring R knows, where its ring routes the
-//     name (retryMoving). While the ring names A, at A itself, on a new
-//     upstream: A, still the owner and serving, adopts it into the new
-//     upstream (same token, same queue place) if and only if it still
-//     keeps that very claim (held with that token; queued with that
-//     ticket; a queued claim A promoted while the upstream was broken,
-//     its PROMOTED lost with it, is adopted as held with its new token,
-//     and R pushes PROMOTED), and refuses it otherwise (expired): c1 is
-//     then told REVOKED, as for a refusal by B. A that does not serve (stopped, or
-//     cut off from R) leaves the re-assertion unanswered until its
-//     upstream ends, and R asks again: the "not yet" refusal. Once R's
-//     ring names B, at B; a refusal for want of the ring is asked again.
-//     A claim still being claimed when its upstream ends is REFUSED 0x03
-//     to c1.
-//   - R gives the moving claim up once its own clock has counted L/2 (c1's
-//     lease) since the claim began moving, when no re-assertion is in
-//     flight (retryMoving skips those); an in-flight one ends only with
-//     its upstream (the patience), and may still reach B afterwards. After
-//     a give-up, and after the owner refused the re-assertion or had no
-//     such claim, c1 is told REVOKED, placed before every later answer of
-//     R's (giveUp): the model has R answer c1's later heartbeats "no such
-//     claim". The REVOKED push itself may be read at any moment or never
-//     (lost): c1's own give-up rule still bounds its belief.
-//   - An owner's push (PROMOTED) reaches c1 at once when R's claim is live
-//     on that owner; a RELEASE R reads ends the claim at R and may reach
-//     its owner.
-//
-// R re-asserts a moving claim, at A or at B, only while its clock has
-// counted at most 0.8 × c1's lease since the send time of the latest
-// request answered on the claim's old upstream (internal/clustercore/relay_move.go,
-// Move.Believed): the window in which c1 may still believe and in
-// which the old owner cannot have expired the claim. Without that rule
-// (MutFoRelayReassertUnbelieved) R re-asserts a claim the old owner may
-// already have expired and granted anew, and the newer holder is refused
-// while it believes. A's own check, adopting only a claim it still keeps,
-// is what makes a re-assertion at A safe however late it arrives: an A
-// that adopts a claim it expired (MutFoRelayAdoptExpired) holds the old
-// token beside the newer holder's, and R's re-assertion of it later wins
-// at B over the newer holder, who is refused while it believes.
-//
-// c1 itself follows the client rule, talks only to R (claim, heartbeat,
-// release) and never re-asserts: R does, in its place. Its requests and
-// R's answers may be late or lost (a broken connection abandons its
-// request), except that a CLAIM waits for its answer or c1's give-up: the
-// claim it would send instead has a new claim id, and R relays one claim
-// at a time (a new CLAIM makes R forget an earlier claim, which c1 no
-// longer believes in; its owner's record expires). Every step of R's is
-// optional and each upstream request may wait any number of ticks. An
-// owner's answer on an upstream is read by R at once: a later reading
-// only delays R's answers to c1, which are optional steps anyway, and R's
-// give-up waits for an in-flight re-assertion either way. One upstream
-// request is in flight at a time, and the upstream to B ends only by the
-// patience of an in-flight re-assertion (R stays in contact with B).
-//
-// Not modelled: more than one relayed claim or relayed client; a relaying
-// node that fails, except with RelayFails (failoverrelayfail.go, which
-// says what it leaves out); a re-assertion at A whose upstream ended before
-// A answered it and that A reads afterwards (it would only refresh A's
-// record of a claim A still keeps, as a late heartbeat does); planned
-// moves (MOVED); claims attached without their CLAIM (AttachRelayed:
-// REVOKED at once); and a RELEASE of a moving claim (held until the
-// adoption in the code; here it ends the claim at R, whose record then
-// expires at its owner).
+// The relay option of the failover model (FailoverConfig.Relay): the
+// relayed client c1 talks only to node R, which relays its claim to the
+// owner on an upstream session (server/relay2.go, server/move_host.go). R
+// answers under the pessimism rule, re-asserts a claim whose upstream
+// ended at the name's owner in its ring, and only while c1 may still
+// believe (clustercore's Move.Believed); the owner adopts only a claim it
+// still keeps. The mutations drop each of those rules.
+// Design: "The relay option" and #internalmodelcheckfailoverrelaygo in
+// docs/design/2026-12-07-verification-models-cluster.md.
 
 // Mutations of the relay option.
 const (

@@ -11,21 +11,12 @@ import (
 
 // The lease-lowering model: an operator lowers the cluster's largest lease
 // (cluster.LeaseBound, the bound of every take-over's warm-up) while nodes
-// open and end sessions, die, restart and are removed, and their names are
-// taken over. It runs the real rules: cluster.LeaseBound's SetCeiling,
-// Raise, Ack and MemberRemoved, and cluster.AckDue.
-//
-// The property (warmup-covers): while a warm-up gate protects the names of
-// a node's dead incarnation, the lease the gate is computed from is at
-// least the longest lease of the sessions that incarnation had when it
-// died, so that no holder it granted can still believe when the gate
-// opens (the failover model proves that a gate of that length is enough).
-// A take-over gate keeps the lease recorded when it began; a restart gate
-// reads the largest lease at each request (cluster/route.go), so a
-// lowering shortens it.
-//
-// Time is abstract: a gate may end at any step; a session's lease is
-// short (the ceiling's target) or long.
+// open and end sessions, die, restart, are removed and have their names
+// taken over, running the real LeaseBound and AckDue rules. The property
+// (warmup-covers): a warm-up gate's lease is at least the longest lease of
+// the sessions the dead incarnation had when it died.
+// Design: "Model 5c: lowering the cluster's largest lease" and
+// #internalmodelcheckleaselowergo in docs/design/2026-12-07-verification-models-cluster.md.
 
 // LeaseLowerConfig bounds the lease-lowering model.
 type LeaseLowerConfig struct {

@@ -6,75 +6,14 @@ import (
 	"strings"
 )
 
-// The cluster-ranges-failover model: range locks (POSIX byte ranges,
-// flock) re-asserted after a failover by the relaying node of their
-// session. Range locks carry no token, so the new owner can only check
-// conflicts, not which lock is newer; the rule therefore rests on R's
+// The cluster-ranges-failover model: range locks re-asserted after a
+// failover by the relaying node of their session. Range locks carry no
+// token, so the new owner can only check conflicts; the rule rests on R's
 // believed window (failoverrelay.go) and the new owner's warm-up
-// (failover.go). One key K, whose range locks all conflict:
-//
-//   - Node O owns K (ring 1). Relayed client c1 talks to node R only; R
-//     relays its LOCK and its PINGs on an upstream session to O and keeps
-//     a mirror of what O granted that session (in O's answer order), and
-//     u.confirmed, the send time of the latest upstream request O
-//     answered. R answers c1 under the pessimism rule: an answer to a
-//     request read at r leaves once an upstream request sent at or after
-//     r has been answered. With Second, client c3 is relayed the same way
-//     by node R2 (its own upstream session to O).
-//   - O serves only while its quorum contact is fresh (TSelf, as in the
-//     failover model); the leader Q removes it after T of silence; N
-//     applies the new ring at any moment after the commit and grants
-//     nothing on K for its warm-up W = the lease + Slack (every lease is
-//     L here, so L is the largest committed lease). O learns of its
-//     removal at its next ping and keeps nothing. O keeps a relayed
-//     session's range lock until its clock has counted L since it last
-//     read from that upstream, and grants a LOCK when no other session
-//     holds a lock on K there.
-//   - R notices the end of its upstream to O at any moment (O died, was
-//     cut off, stopped, or a transient break), or never. A pending LOCK is
-//     then answered "unavailable". If the mirror holds c1's lock and R's
-//     clock may still be before u.confirmed + 0.8·L (the believed
-//     window), K is re-asserting: R holds every answer to c1 and, once
-//     it knows ring 2, sends RANGE reassert(K, the mirrored lock) to N on
-//     an upstream session there; otherwise R ends c1's session (ERROR
-//     0x03, which c1 reads at any later moment or never).
-//   - N answers a reassert "unavailable" before it applied the ring (R
-//     asks again), refuses it when another session holds a lock on K at
-//     N (R then ends c1's session), and accepts it otherwise, during the
-//     warm-up or after it, installing the lock into R's upstream session
-//     at N, which it keeps until its clock has counted L since it last
-//     read from that upstream.
-//   - R gives up re-asserting (ends c1's session) once its clock reaches
-//     u.confirmed + 0.8·L, or L/2 after it noticed, whichever first,
-//     without acceptance; a reassert in flight may still reach N (an
-//     acceptance then installs a lock nobody believes in, which N drops
-//     L after it read it). After acceptance R answers c1 under the
-//     pessimism rule with N as the confirming upstream, the reassert
-//     counting as a request answered.
-//   - c2, a direct client of N, asks N for a conflicting lock at any
-//     moment: granted after the warm-up when no session holds one there,
-//     and believed from then on forever (the earliest and longest belief
-//     it could have). Direct clients of O are not modelled: their
-//     sessions are not resumable, their locks are never re-asserted, and
-//     the warm-up covers them as it covers c1's that is not re-asserted.
-//
-// Clients follow the client rule as in the cluster-ranges model: the
-// anchor is the send time of the latest request answered (LOCK granted,
-// PING answered PONG), belief lasts until the clock may be past anchor +
-// 0.8·L, an ERROR read ends it. Each relayed client locks once, has one
-// request outstanding, and may abandon it at any moment; a LOCK read by a
-// relaying node that knows ring 2 is answered "unavailable" (locks at N
-// are c2's part). Time and drift, the timer windows and clamping are the
-// failover model's (failover.go's header). Upstream requests wait any
-// number of ticks or are lost; answers are read at once (a later reading
-// only starts a belief later); R's upstream to N ends only with R's
-// give-up (R stays in contact with N).
-//
-// Not modelled: a release of a range lock (a client that stops believing
-// only gives up), several locks or keys per session (the mirror of one
-// lock), the merging and splitting of ranges (one range, which conflicts
-// with every other client's), R's own death (its client's session is
-// then lost: nothing is re-asserted), a second failover.
+// (failover.go). One key, one relayed client (two with Second), and a
+// direct client of the new owner that asks at any moment.
+// Design: "Range locks re-asserted after a failover" and
+// #internalmodelcheckrangefailovergo in docs/design/2026-12-07-verification-models-cluster.md.
 
 // RangeFailoverConfig bounds the cluster-ranges-failover model. Durations
 // are in units of the processes' clocks; a tick of real time is Unit units

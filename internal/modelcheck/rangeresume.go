@@ -6,120 +6,15 @@ import (
 )
 
 // The cluster-ranges-resume model: a client re-asserts its range locks
-// itself after its own node dies, while the key's owner lives (case B),
-// as built (server/rangeresume.go, and the Go client's resume_ranges.go).
-// One key K, whose range locks all conflict (one range each):
-//
-//   - Node O owns K throughout and stays alive and in quorum contact.
-//   - Client c1 has a resumable session s1 at node R, its own node. R
-//     relays c1's LOCK and PINGs on an upstream session u to O, which
-//     carries c1's origin (R, s1) and the hash of s1's secret. R answers
-//     c1 under the pessimism rule (rangefailover.go). Every client
-//     session has its own secret, and each upstream session at O carries
-//     its client session's origin and secret hash; the model names a
-//     client session after its upstream session: u at R, then v, w (x)
-//     at Y.
-//   - R dies at any moment (a crash: it knows nothing and sends nothing
-//     afterwards); its upstream requests in flight may still reach O, or
-//     be lost. O keeps a broken or abandoned session's range lock under
-//     that session's origin and secret hash until its clock has counted
-//     L since it last read from it (dropRangesLater). O grants a LOCK
-//     when no other session holds a lock on K there.
-//   - c1 notices its connection's end at any moment after R's death; or
-//     the connection breaks while R lives, which R sees as its client
-//     hanging up: R then keeps the relayed range locks of a resumable
-//     session at O as they are, as if it had died (releasing them drops
-//     them while c1 believes: MutRrReleaseOnBreak).
-//   - While it still believes (its clock not past anchor + 0.8·L) c1
-//     opens a session at node Y (alive) and sends RANGE resume(K, its
-//     lock, the earlier session named: its origin and secret), which Y
-//     relays to O on an upstream session of its own. A re-assertion
-//     names exactly one earlier session. O: if it has a session (kept,
-//     or still open) of that origin whose hash matches the secret, the
-//     lock that session holds on K moves into the re-asserting session;
-//     then the lock is held for the re-asserting session unless another
-//     session holds a lock on K, "done"; else "conflict". O remembers
-//     nothing of the origins a lock was adopted under. Y answers c1 only
-//     after O's answer; "done" re-anchors c1 at the send of the
-//     re-assertion answered. Then c1 PINGs through Y, or stops (and gives
-//     up by its rule); O keeps the lock L after its last read from the
-//     session holding it. c1 never re-asserts after its give-up.
-//   - The client keeps home, the session its lock was last confirmed on
-//     (answered), and the list of every session its re-assertions were
-//     sent on since (oldest first), each cut off before an answer
-//     done. On a new session it names them the latest first, then home;
-//     on each "conflict" it names the next in that list, wrapping around
-//     (a pause after each full round, which any delay covers), until
-//     "done" or its give-up. A "conflict" with only one session to name
-//     (home) is a refusal: c1's session ends, it stops believing. On
-//     "done", home := the session answered on, the list cleared.
-//   - c1's connection to Y may end at any moment (Y dies, or it breaks);
-//     Y keeps the relayed locks as R does. A request c1 stopped waiting
-//     for may still reach O, and c1 re-asserts again on its next session
-//     at Y (v, then w, then x: Sessions bounds them), naming the session
-//     it was last cut off on first. Found by the model of the design as
-//     first written (MutRrNameHomeOnly): a client naming only the
-//     session its lock was confirmed on is refused while it believes
-//     when its cut-off first re-assertion arrives first and moves the
-//     lock there; and naming each once is refused when that late
-//     re-assertion arrives between the two tries (MutRrNameOnce). The
-//     design first closed this with an alias at O (an adopted lock stays
-//     adoptable under the origin it was re-asserted with); the client's
-//     turns close it instead, with nothing kept at O: while c1 believes,
-//     O keeps its lock in one of c1's sessions from home on (nobody else
-//     can hold it), and a late cut-off re-assertion can only move it
-//     forward between them (a re-assertion on a session names only
-//     earlier ones), so it is always in one c1 names (PropRrNamed); a
-//     re-assertion never moves it out of the session c1 is confirmed on,
-//     except c1's own on a newer session (PropRrNoSteal). Naming only
-//     the latest cut-off session and home (the client's rule before, now
-//     MutRrNameLatestOnly: the same with two sessions at Y) loses the
-//     lock with three: re-assertions cut off on v and on w, the one from
-//     v arriving late, move it to v while c1 on x names w and u, and is
-//     answered "conflict" until its give-up (safe, but the lock is lost;
-//     9 steps to the state).
-//   - c2, a direct client of O, asks for a conflicting lock at any moment:
-//     granted when no session holds a lock on K at O, believed from then
-//     on forever (the longest belief it could have).
-//   - c4, an impostor at Y, sends one RANGE resume naming the session
-//     that holds c1's lock with a wrong secret at any moment; what O
-//     installs for it is believed forever.
-//   - With Second, client c3 (session s3 at R, its own upstream session
-//     to O, one per client session as the server does) asks for a
-//     conflicting lock too and re-asserts under the same rules with its
-//     own sessions and secrets.
-//
-// The relaying nodes are folded into their clients' requests: a request
-// travels to O as the upstream request its node relays, sent when the
-// client sent it (a later relay, or a relay of a later upstream request,
-// only moves O's read later, which the transit delay covers), and the
-// node's answer is read when O's answer comes (the pessimism rule: the
-// anchor, the client's send, is never after O's read of an upstream
-// request it answered). A request waits any number of ticks or is lost;
-// one the client stopped waiting for (it noticed R's death, its
-// connection to Y ended, it gave up) may still reach O, one at a time per
-// client (a second is lost). Time, drift, the timer windows and clamping are the failover
-// model's (failover.go's header); the client rule is the cluster-ranges
-// model's.
-//
-// Case A, a client connected directly to O when O dies, is the
-// cluster-ranges-failover model with R identified with c1's own process:
-// R's u.confirmed is the send of the latest upstream request O answered,
-// which for a client without a relay is its anchor, and R's believed
-// window u.confirmed + 0.8·L is then c1's own give-up (both timers run on
-// one clock there, which the model over-approximates with independent
-// windows). R holds c1's answers while it re-asserts and, after N's
-// acceptance, answers a PING read at or before the reassert's send,
-// anchoring c1 no later than that send; a client re-asserting itself
-// anchors at the reassert's send exactly, an instant rangefailover
-// reaches (c1's PING read at the tick the reassert leaves). What differs:
-// R also gives up L/2 after it noticed the loss, which a client need not
-// do. That bound carries no safety: with it raised to 3·L the
-// cluster-ranges-failover configurations (L = 40 with and without c3, L =
-// 80) still hold every property (15,156, 2,297,052 and 497,816 states,
-// checked by hand for this model, not kept as a mutation). A client that
-// re-asserts through another node Z relaying to N is covered as c1's
-// reassert through Y is here: Z answers after N did.
+// itself, through another node, after its own relaying node dies while the
+// key's owner lives (server/rangeresume.go, the Go client's
+// resume_ranges.go). The owner moves a lock to the re-asserting session
+// only when the named earlier session and its secret match, and the client
+// names every session its re-assertions were cut off on, latest first,
+// then the one its lock was confirmed on; the mutations show why naming
+// fewer loses the lock. Time and drift are the failover model's.
+// Design: "Range locks re-asserted by their client after its own node
+// dies" and #internalmodelcheckrangeresumego in docs/design/2026-12-07-verification-models-cluster.md.
 
 // Not modelled: c1 resuming at R itself (Y = R), releases, several
 // locks, ranges or keys per session, O's death (case A), a re-assertion

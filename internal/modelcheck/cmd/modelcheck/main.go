@@ -1,24 +1,12 @@
 // Command modelcheck runs baton's exhaustive model checker on one bounded
 // configuration and prints the number of distinct states, transitions and
-// the time it took.
+// the time it took, for example:
 //
 //	modelcheck -model=table -sessions=3 -locks=2
-//	modelcheck -model=claims -sessions=3 -claims=2 -rw=1 -sems=1 -limit=2 [-nowait] [-watches=1 [-values]] [-mutation=reader-overtakes]
-//	modelcheck -model=client -giveup=1.0
-//	modelcheck -model=session -lease=10 -delay=1 -lag=1 -workstop=3 [-mutation=anchor-on-push]
-//	modelcheck -model=dirlock-seed -hosts=3 -procs=1 [-mutation=tempting]
-//	modelcheck -model=dirlock-steps -hosts=2 -procs=2 [-forced-break] [-mutation=no-claim]
-//	modelcheck -model=cluster -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 -v1=1 [-mutation=grant-before-told]
-//	modelcheck -model=cluster-continue -nodes=3 -clients=2 -changes=1 -deaths=1 -restarts=1 [-mutation=release-at-host]
-//	modelcheck -model=ranges -owners=3 -positions=2 [-files=2] [-flock] [-nowait] [-mutation=overtake-waiter]
-//	modelcheck -model=cluster-ranges [-range-move] [-range-relay] [-waiter [-waiter-lease=80]] [-lease=40 -unit=10 -drift=1] [-mutation=range-gate-short]
-//	modelcheck -model=cluster-ranges -range-handover [-range-relay [-range-host-n]] [-lease=40 -unit=10 -drift=1] [-mutation=range-placeholder-short]
-//	modelcheck -model=detach [-relay=1] [-lease=5] [-mutation=fin-keeps]
-//	modelcheck -model=cluster-ranges-failover [-range-second] [-lease=40 -unit=10 -drift=1 -tself=20 -removal=25 -slack=0] [-mutation=range-warmup-short]
-//	modelcheck -model=cluster-ranges-resume [-resume-second] [-resume-sessions=2] [-lease=40 -unit=10 -drift=1] [-mutation=resume-drop-at-once]
-//	modelcheck -model=lease-lower -nodes=3 -deaths=2 -restarts=1 -settings=2 [-mutation=remove-completes]
-//	modelcheck -model=failover -clients=2 -lease=40 -short-lease=20 -tself=20 -removal=25 [-unit=10 -drift=1 -slack=0 -shared=0] [-relay=2 [-relay-fails]] [-mutation=no-tself]
 //
+// -model names one of the models of package modelcheck; a command line
+// for each is in
+// docs/design/2026-12-07-verification-models-single-server.md#internalmodelcheckcmdmodelcheckmaingo.
 // It exits 0 when every property holds, 1 on a violation (after printing
 // the shortest counterexample) and 2 on bad flags.
 package main
