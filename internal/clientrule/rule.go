@@ -1,30 +1,13 @@
 // Package clientrule is the decision logic of one baton client connection,
 // free of sockets, goroutines and clocks: the client obligations of
 // docs/protocol.md ("Client obligations", items 2 to 4) as a state machine.
-//
-// The caller feeds it three kinds of input, each stamped with a monotonic
-// time it read itself:
-//
-//	SentAcquire(t)      the ACQUIRE frame is about to be written
-//	SentHeartbeat(t)    a HEARTBEAT frame is about to be written
-//	Received(f, t)      a WAITING or ACQUIRED frame arrived
-//
-// and reads back what to do: State, NextHeartbeat (when to send the next
-// heartbeat, if one may be sent), Deadline (when to give up), CloseBy (when
-// the connection must be closed at the latest) and the error of Received
-// (a protocol violation or an expired deadline). After a protocol
-// violation the state is Closed and the caller must close the connection
-// at once. After a give-up (Expire reports true, or Received returns
-// ErrExpired) the state is Closed too, but the caller closes the
-// connection only once the guarded work has stopped, and at CloseBy at the
-// latest: the lease's last fifth is the margin in which the work is told
-// to stop while the server still keeps the lock for it.
-//
-// ERROR frames, read errors and local release are the caller's business:
-// they end the connection, and the caller reports that with Close.
-//
-// Because nothing here reads the clock or blocks, a test or a model checker
-// can drive a Rule through any interleaving with synthetic times.
+// The caller stamps each input (SentAcquire, SentHeartbeat, Received) with
+// a monotonic time and reads back State, NextHeartbeat, Deadline and
+// CloseBy. After a give-up the caller stops the guarded work and closes the
+// connection by CloseBy: the lease's last fifth is the margin in which the
+// server still keeps the lock. Nothing here blocks, so tests and the model
+// checker drive it with synthetic times. The inputs in full:
+// docs/design/2026-12-07-go-client.md#internalclientrulerulego.
 package clientrule
 
 import (

@@ -7,34 +7,14 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// This file is the version 2 rule: one session, many claims
-// (docs/protocol-v2-client.md, "v2 client obligations"; the state
-// machine of docs/protocol-guide.md). Like Rule it does no I/O, starts
-// no goroutines and reads no clock: the caller stamps every input with a
-// monotonic time.
-//
-//	SentHello(t)            the preamble and HELLO are about to be written
-//	SentPing(t)             a PING is about to be written (returns its seq)
-//	SentClaim(id, t)        a CLAIM is about to be written
-//	SentRelease(id, t)      a RELEASE is about to be written
-//	SentWatch(id, t)        a WATCH is about to be written
-//	SentProclaim(id, t)     a PROCLAIM is about to be written
-//	Received(f, t)          a version 2 server frame arrived
-//	Expire(t)               the caller's give-up timer fired
-//
+// The version 2 rule: one session, many claims (docs/protocol-v2-client.md,
+// "v2 client obligations"). Like Rule it does no I/O and reads no clock.
 // Received matches every answer against the FIFO of unanswered requests
-// and checks every push against the claim it names; anything that does
-// not fit is a violation and leaves the Session closed. The anchor is the
-// send time of the latest request whose answer arrived; pushes never move
-// it. A caller whose deadline passes (Expire, or Received returning
-// ErrExpired) treats every claim as lost at once, stops the guarded work,
-// and closes the connection when that work has stopped and at CloseBy at
-// the latest, in that order: the cancellation first.
-//
-// baton.Session is the client that follows this rule; internal/modelcheck's
-// CheckSession explores it with a server and delayed channels, and shows
-// with mutations (NewSessionMutant) that dropping any part of it breaks
-// the client's safety.
+// and every push against its claim; anything that does not fit closes the
+// Session. The anchor is the send time of the latest request answered, and
+// pushes never move it. baton.Session follows this rule, and
+// internal/modelcheck's CheckSession checks it. The inputs in full:
+// docs/design/2026-12-07-go-client.md#internalclientrulesessiongo.
 
 // SessionState is the client's view of its session.
 type SessionState uint8

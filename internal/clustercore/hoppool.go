@@ -5,20 +5,14 @@ import (
 	"time"
 )
 
-// The policy of a relaying node's pools of idle hop connections, one pool
-// per owner (docs/design/2026-12-07-cluster-relay.md, "Relaying a version 1 connection"; the
-// connections, their watchers and the sweep timer are package server's,
-// server/hoppool.go).
-//
-// An idle hop connection has sent nothing, and the owner closes a
-// connection whose first ACQUIRE has not arrived within its io-timeout of
-// accept. A node therefore keeps a pooled connection for at most half its
-// own io-timeout (the nodes of a cluster share -io-timeout) and then
-// replaces it, as far as relays use them (HopPool.Target), for as long as
-// relays to that owner keep coming: pools are filled after a relay, and
-// not refilled once their owner has not been relayed to for IdleAfter,
-// nor when the Router no longer lists it; their connections are then
-// closed and the pool forgotten.
+// The policy of a relaying node's pools of idle hop connections, one per
+// owner: a pooled connection is kept for at most half the io-timeout (the
+// owner closes one that sent nothing within its io-timeout), replaced only
+// as far as relays use them (HopPool.Target), and the pool is dropped once
+// its owner goes unrelayed for IdleAfter or leaves the Router's list. The
+// connections themselves are server/hoppool.go's.
+// Design: "The hop pool" and #internalclustercorehoppoolgo in
+// docs/design/2026-12-07-cluster-relay.md.
 
 // Bounds of the hop pools.
 const (

@@ -7,21 +7,15 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// The owner's side of resumable sessions and re-assertion (docs/protocol.md,
-// "v2 resumable sessions and re-assertion"; docs/high-availability.md,
-// rules 4 and 6): what a WELCOME sets up, where a re-assertion goes, whose
-// claims it adopts, and what a node that took its name over without its
-// state answers. Package server (server/resume.go, server/rangeresume.go)
-// holds the sessions and the table, and makes the calls.
-//
-// A CLAIM with flags bit 1 re-asserts a claim on the node that owns its
-// name (relayed there like any claim): the kept session of the origin it
-// names, whose secret hash matches, gives the claim up to the new session
-// (locktable Adopt: same token, same queue place). On a cluster node that
-// took the name over without its state and is warming up, a re-asserted
-// holder is installed with its old token when no conflicting claim holds
-// the lock (locktable Reassert), unless its ring is older than the
-// take-over (0x05). Everything else is refused 0x04.
+// The owner's side of resumable sessions and re-assertion: a CLAIM with
+// flags bit 1 adopts the claim from the kept session of the origin it
+// names when the secret hash matches (same token, same queue place); a
+// node that took the name over and is warming up installs a re-asserted
+// holder with its old token unless a conflicting claim holds or its ring
+// is older (0x05); everything else is refused 0x04. Package server
+// (resume.go, rangeresume.go) holds the sessions and makes the calls.
+// Protocol: docs/protocol-v2-resume.md; design:
+// docs/design/2026-12-07-cluster-relay.md#internalclustercoreowner_reassertgo.
 
 // OwnerWelcome is what the WELCOME to a version 2 session sets up.
 type OwnerWelcome struct {

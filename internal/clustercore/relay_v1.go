@@ -8,20 +8,14 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Version 1 relaying (docs/cluster.md, "Relaying a version 1
-// connection"): one connection, one claim, copied byte for byte through
-// a hop to the name's owner, so that the owner sees the client's
-// heartbeats and silence and ends the claim exactly when it would end a
-// direct one.
-//
-// On the relaying node, V1Hold is a claim held while no node may grant
-// its name or its owner cannot be reached, and V1Copy what of the
-// owner's bytes reaches the client and where the claim's stream on the
-// hop ends. On the node whose table holds the claim, V1End is how the
-// claim ends by what its connection brings: a direct client's, or a hop
-// whose relaying node says when its client hung up. Package server
-// (server/relay.go, server/session.go) holds the connections, the
-// copying goroutines, the deadlines and the table calls.
+// Version 1 relaying: one connection, one claim, copied byte for byte
+// through a hop to the name's owner, so the owner ends the claim exactly
+// when it would end a direct one. V1Hold is a claim held while no node may
+// grant its name, V1Copy what of the owner's bytes reaches the client, and
+// V1End how the owner's claim ends by what its connection brings. Package
+// server (relay.go, session.go) holds the connections and goroutines.
+// Design: "Relaying a version 1 connection" and
+// #internalclustercorerelay_v1go in docs/design/2026-12-07-cluster-relay.md.
 
 // V1Unexpected is the ERROR code for byte b where a version 1 client
 // may send only HEARTBEAT (after its ACQUIRE): a second ACQUIRE, or a

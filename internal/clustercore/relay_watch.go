@@ -8,26 +8,14 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Watches on a cluster node (docs/cluster.md, "Watches in a cluster").
-//
-// A WATCH whose name another node owns is served by this node through an
-// upstream values session of its own (the watcher): one connection to
-// the owner per relayed watch. The owner's CHANGEs go to the client
-// unchanged. The first state (the held frames and synced) is the WATCH's
-// answer, in its place in the session's answer order (an outbox slot);
-// later changes are pushes.
-//
-// A watch follows its name. When the upstream breaks, the owner revokes
-// the watch with 0x03 (the name left it), or ends the session, the
-// client is sent CHANGE kind 5 (reset) and the watch starts again where
-// the name now lives: through a new upstream, or in this node's table
-// when this node owns it now. A node that warms the name up or moves it
-// refuses the watch with 0x03 and is asked again with backoff, so the
-// next state the client gets is the new owner's, never an older one. A
-// watch in this node's table follows the same way when the table ends it
-// with 0x03 (the name left this node). Package server
-// (server/relaywatch.go) holds the upstream connections, the goroutine
-// of each watch and the outbox, and applies what Watch returns.
+// Watches on a cluster node: a WATCH whose name another node owns is
+// served through an upstream values session of this node's, and the
+// owner's CHANGEs reach the client unchanged. A watch follows its name:
+// when its upstream breaks or the name moves, the client gets CHANGE kind
+// 5 (reset) and the watch starts again where the name now lives, so the
+// next state it sees is never older. server/relaywatch.go does the I/O.
+// User docs: docs/cluster.md, "Watches in a cluster"; design:
+// docs/design/2026-12-07-cluster-relay.md#internalclustercorerelay_watchgo.
 
 // Backoff between two attempts to watch a name whose owner does not
 // serve it yet (warming up, moving, unreachable, no route).

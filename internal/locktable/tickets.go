@@ -5,22 +5,14 @@ import (
 	"time"
 )
 
-// Queue tickets (docs/design/2026-12-01-ha-failover-design.md, rule 5; docs/protocol-v2-tickets.md, "v2
-// queue tickets"). Every claim that joins a queue gets a ticket: a number
-// that orders the waiters of one lock at this table, drawn when it
-// queues. A client that asked for tickets is told its claim's ticket in
-// QUEUED. When the name's owner dies, the node that takes the name over
-// has none of its state; a client re-asserts its queued claim there with
-// its ticket (ClaimRequest.Ticket), and the claim takes its old place:
-// ahead of every waiter that arrived without a ticket of a prior owner
-// (those came after the take-over, so later), and in ticket order among
-// those that have one. A ticket is only compared with tickets; holders
-// are not affected.
-//
-// Tickets of one source increase. In a cluster they come from the node's
-// token epoch (epoch<<40 | a counter of their own), so a later owner's
-// tickets, carried on after a second failure, are above its
-// predecessor's.
+// Queue tickets: every claim that joins a queue gets a ticket that orders
+// the waiters of one lock here. A queued claim re-asserted with its ticket
+// at the node that took its name over keeps its old place: ahead of every
+// waiter without a predecessor's ticket, in ticket order among those with
+// one. In a cluster tickets come from the node's token epoch, so a later
+// owner's are above its predecessor's.
+// Protocol: docs/protocol-v2-tickets.md; design:
+// docs/design/2026-12-01-ha-queue-tickets.md#internallocktableticketsgo.
 
 // TicketSource issues queue tickets. Every call returns a value larger
 // than every earlier one from the same source, or 0 when it has none to

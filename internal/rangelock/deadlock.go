@@ -1,33 +1,12 @@
 package rangelock
 
-// The wait-for graph has an owner per node (Owner: session and owner id,
-// the same node in both namespaces) and an edge o → p for every waiting
-// request of o and every other owner p such that p holds a range on the
-// request's file that conflicts with it, or p has an earlier waiting
-// request on that file that conflicts with it (strict FIFO: the request
-// cannot be granted before that one).
-//
-// The graph is kept acyclic. Only a new waiting request adds edges out of
-// an owner; a grant (at once or from a queue) never adds an edge, because
-// a request is granted only when it conflicts with no earlier waiter, and
-// every waiter conflicting with it is then later and already waits for
-// it; unlocks, releases and cancels only remove edges. So a new waiting
-// request of o closes a cycle exactly when one of the owners it would
-// wait for reaches o in the graph as it is, which wouldDeadlock checks by
-// a depth-first search: sound (a refused request would have closed a
-// cycle) and complete (no cycle ever forms).
-//
-// The search is bounded, as Linux's is (it follows at most 10 blocked
-// locks): it examines at most Limits.SearchBound holders and waiting
-// requests, and a search that reaches the bound answers ErrSearchBound,
-// an ErrDeadlock, without knowing: conservative, never a cycle queued.
-// What keeps ordinary queues far under the bound: an owner that holds
-// and waits for nothing, or whose ranges and requests no other waiting
-// request conflicts with (waitedFor), has no edge into it, so its
-// request needs no search at all; and each file's queue is read once per search from
-// its front, skipping the waiters whose owners the search has already
-// reached, so a queue of n writers on one byte costs about 2n steps,
-// not n².
+// Deadlock detection: the wait-for graph among owners is kept acyclic, so
+// a new waiting request is refused with ErrDeadlock exactly when one of
+// the owners it would wait for already reaches its owner (wouldDeadlock, a
+// depth-first search). The search is bounded, as Linux's is: one that
+// reaches Limits.SearchBound answers ErrSearchBound, never queuing a cycle.
+// Design: "Deadlock detection" and #internalrangelockdeadlockgo in
+// docs/design/2026-12-07-range-locks.md.
 
 // DefaultSearchBound is the most holders and waiting requests one
 // deadlock search examines (Limits.SearchBound's default): about a
