@@ -14,33 +14,14 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Quorum contact, self-stop and automatic removal (docs/design/2026-12-01-ha-failover-design.md,
-// "Failover design, as modelled", rules 2 and 3).
-//
-// A node serves only while it is in contact with a Raft quorum. Its
-// contact is anchored at a SEND time, like a client's lease: a follower's
-// anchor is the send time of its latest contact request (POST
-// /cluster/v1/contact) that the leader answered OK, and the leader answers
-// OK only after a raft.VerifyLeader that began after the request arrived
-// succeeded (a quorum still followed it in its term after it heard the
-// request); the leader's own anchor is the start of its latest successful
-// VerifyLeader. Anchoring at the receive time of anything (Raft's
-// LastContact) is unsafe: the model's mutation contact-at-receive finds an
-// old owner serving after the take-over.
-//
-// After SelfStop on its own clock without fresh contact a node serves
-// nothing (InContact is false): Route answers Stopped, and the server it
-// runs in confirms no heartbeat and ends its sessions. It serves again if
-// contact comes back before it is removed, gating every name it owns for
-// the warm-up (it ended its claims, and their holders may still believe);
-// once it has applied its own removal it never serves again in this run.
-//
-// The leader records, on its own clock, when it last heard a contact
-// request from each member, and removes a member it has not heard from
-// for RemoveAfter (a removal that is not handed over: the new owners gate
-// the names for the warm-up). A new leader starts every silence timer at
-// its election; a member marked stopped (a planned stop) is never
-// removed this way.
+// Quorum contact, self-stop and automatic removal. A node serves only
+// while in contact with a Raft quorum, and that contact is anchored at a
+// send time, like a client's lease (never at Raft's receive time, which
+// the model's contact-at-receive mutation shows unsafe). After SelfStop
+// without fresh contact it serves nothing; the leader removes a member it
+// has not heard from for RemoveAfter, and the new owners gate its names.
+// Design: docs/design/2026-12-01-ha-failover-design.md, rules 2 and 3; as
+// built: docs/design/2026-12-07-ha-self-stop-and-removal.md#clustercontactgo.
 
 // Drift is ρ, the bound on the rate drift of every process's clock that
 // the failover timings assume: a clock runs at a rate within [1−ρ, 1+ρ]

@@ -11,31 +11,14 @@ import (
 	"time"
 )
 
-// Planned ring changes (docs/design/2026-12-02-cluster-fail-closed-model.md, "Planned moves"), as the cluster
-// model checks them (internal/modelcheck/cluster.go):
-//
-//  1. The leader proposes the new ring V as pending, through Raft (the
-//     member that joins is "joining", the one that leaves "leaving").
-//  2. Every node that owns names which move under V (a prior owner)
-//     freezes them as soon as it applies the pending change (Route
-//     answers Frozen: nothing is granted), hands their state to each new
-//     owner (POST /cluster/v1/handoff, carrying V and the ring version the
-//     hand-off is based on), and, once each has acknowledged, records
-//     through Raft that it handed V over.
-//  3. The new owner applies the ring up to the hand-off's base before it
-//     installs the state, and refuses a hand-off for a change that is no
-//     longer pending.
-//  4. When every prior owner has handed over, or after a bounded wait
-//     (Config.HandoffTimeout), the leader commits V. Committed after a
-//     complete hand-off, V is marked handed over (RingHandedOver) and its
-//     new owners serve the names at once; committed after the wait ran
-//     out, they gate them for the warm-up, as after a node's death (fail
-//     closed).
-//
-// Every step is idempotent: a prior owner that restarts, or a leader that
-// changes, re-runs it from what Raft holds. A prior owner that restarted
-// hands over only after its own warm-up (it lost the state of its names,
-// and their holders may still believe they hold them).
+// Planned ring changes: the leader proposes the new ring as pending; each
+// prior owner freezes its moving names, hands their state to each new
+// owner and records the hand-over through Raft; the leader then commits
+// the ring, marked handed over (served at once), or after
+// Config.HandoffTimeout without it (the names gated for the warm-up, fail
+// closed). Every step is idempotent and re-runs from what Raft holds.
+// Checked by internal/modelcheck/cluster.go. The steps in full:
+// docs/design/2026-12-02-cluster-handoff.md#clusterhandoffgo.
 
 // Pending is a planned ring change in progress.
 type Pending struct {

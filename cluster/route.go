@@ -4,20 +4,12 @@ import (
 	"time"
 )
 
-// Routing: what a node does with a request for a lock name. The rules are
-// those of internal/modelcheck's cluster model (docs/cluster.md):
-//
-//   - a node serves a name only if it owns it in the ring it has applied,
-//     with a token epoch committed after the ring change that gave it the
-//     name (else NotReady: retryable); names it owned before keep being
-//     served under its current epoch;
-//   - a name it took without its state handed over (the prior owner was
-//     removed dead, or this node restarted and lost its memory) is gated:
-//     its claims queue and nothing is granted until the warm-up has
-//     passed (Queue, fail closed);
-//   - a node that does not own the name forwards the request one hop,
-//     marked forwarded; a forwarded request for a name the receiver does
-//     not own gets a retryable error (NotOwner), never a second hop.
+// Routing: what a node does with a request for a lock name. It serves a
+// name it owns in its applied ring once its token epoch is committed (else
+// NotReady); a name it took without its state is gated until the warm-up
+// has passed (Queue, fail closed); any other name is forwarded one hop,
+// marked forwarded, and never a second (NotOwner). The rules are the
+// cluster model's: docs/design/2026-12-02-cluster-fail-closed-model.md#clusterroutego.
 
 // Action is the outcome of Route.
 type Action int

@@ -6,22 +6,14 @@ import (
 	"time"
 )
 
-// Fencing tokens without clocks.
-//
-// A token is epoch<<EpochShift | counter. Epochs are handed out through
-// Raft, each one larger than every epoch before it (Metadata.LastEpoch
-// never goes back, a removed node's epoch included); a node commits a
-// fresh epoch before it serves after a start and after a ring change that
-// gives it names, and counts from 1 under it. So every token a node issues
-// is above every token issued under an earlier epoch, by any node, and
-// tokens of one lock strictly increase across owner changes and restarts
-// without any assumption about wall clocks. The model of this rule is
-// internal/modelcheck's cluster model (mutation stale-epoch).
-//
-// The first epoch of a cluster is floored at bootstrap from the wall
-// clock (EpochFloor), so that tokens stay above the clock-based tokens
-// (unix_seconds << 20, locktable.ClockTokens) of a single server the
-// cluster replaces. That is the only use of a clock, and only once.
+// Fencing tokens without clocks: a token is epoch<<EpochShift | counter,
+// and each node commits a fresh epoch through Raft, larger than every
+// earlier one, before it serves after a start or a ring change that gives
+// it names. So tokens of one lock strictly increase across owners and
+// restarts with no assumption about clocks. The first epoch alone is
+// floored from the wall clock (EpochFloor), to stay above a replaced
+// single server's clock-based tokens.
+// Design: docs/design/2026-12-07-cluster-tokens.md#clustertokensgo.
 
 // EpochShift is the number of counter bits in a token: 2^40 tokens per
 // epoch (about 12 days at a million grants per second), and 2^24 epochs.

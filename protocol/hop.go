@@ -6,29 +6,14 @@ import (
 	"io"
 )
 
-// Hop headers (docs/design/2026-12-07-cluster-relay.md, "Relaying a version 1 connection",
-// "Relaying a version 2 session" and "Resumable sessions and
-// re-assertion in a cluster").
-//
-// A cluster node that relays a client's connection to the node that owns
-// the lock sends a hop header before the client's opening (a version 1
-// ACQUIRE, or the version 2 preamble):
-//
-//	0x7e                 HopMarker (no frame type starts with it)
-//	u8                   version: 1, 2 or 3
-//	u8 n, n bytes        the client's address as the relaying node saw it
-//	u16 m, m bytes       the client's TLS identity (empty without one)
-//	version 2 and 3:
-//	u8 k, k bytes        the relaying node's id (its -node-id)
-//	u64                  the client session's id on the relaying node
-//	version 3:
-//	u8                   flags: bit 0 (HopResumable) set or the byte is 0
-//	32 bytes             with HopResumable: the SHA-256 of the client
-//	                     session's secret
-//
-// Version 1 opens a relayed version 1 connection; version 2 an upstream
-// session of a relayed version 2 session; version 3 an upstream session
-// whose claims the owner keeps when the hop breaks.
+// Hop headers: a cluster node that relays a client's connection to the
+// name's owner sends one before the client's opening. It starts with
+// HopMarker (0x7e, which no frame type starts with) and a version, then
+// the client's address and TLS identity; versions 2 and 3 add the relaying
+// node's id and the client session's id, and version 3 a flags byte and,
+// for a resumable session, the SHA-256 of its secret, so the owner keeps
+// its claims when the hop breaks. The byte layout:
+// docs/design/2026-12-07-cluster-relay.md#protocolhopgo.
 
 // HopMarker is the first byte of a hop header. On a version 1 hop it is
 // also the relaying node's "the client hung up" and the owner's answer to

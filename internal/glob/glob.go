@@ -1,25 +1,14 @@
 // Package glob matches lock names against shell-like patterns, for the
-// admin API's filters and the access-control list.
-//
-// The syntax is deliberately small:
-//
-//	'*' matches any run of characters, including none and including '/'
-//	'?' matches exactly one character (one UTF-8 encoded rune)
-//
-// Every other character stands for itself; there is no escape and no
-// character class. A pattern matches the whole name, case sensitively.
-//
-// A run of stars means the same as one star and is compiled as one. A
-// pattern is at most MaxLen bytes with at most MaxStars runs of stars;
-// Compile refuses longer or busier ones (ErrTooLong, ErrTooManyStars), so
-// that a pattern from an untrusted request costs a bounded amount of work.
-//
-// Matching never backtracks: a pattern is split at its stars into literal
-// segments, and each segment is placed at its leftmost possible position,
-// which is always the right choice. Each position of the name is tried at
-// most once per segment boundary, so a match costs at most
-// len(name)·(longest segment) + len(pattern) steps: linear in the name
-// for a given pattern, and never more than len(pattern)·len(name).
+// admin API's filters and the access-control list: '*' matches any run of
+// characters (none and '/' included; a run of stars is one star), '?'
+// exactly one UTF-8 encoded rune, every other character itself (no escape,
+// no class), and a pattern matches the whole name, case sensitively.
+// Compile refuses a pattern over MaxLen bytes or MaxStars runs of stars
+// (ErrTooLong, ErrTooManyStars), so an untrusted pattern costs bounded
+// work. Matching never backtracks: each segment between stars is placed at
+// its leftmost possible position, so a match costs at most
+// len(name)·(longest segment) + len(pattern) steps.
+// User docs: docs/security.md, "Access-control list".
 package glob
 
 import (

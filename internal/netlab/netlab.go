@@ -1,23 +1,13 @@
 //go:build linux
 
-// Package netlab builds a private network of Linux network namespaces
-// for tests that cut real links: one namespace per node, a namespace for
-// the clients, and a hub namespace whose bridge joins the nodes' cluster
-// links. Every node has two links, each a veth pair:
-//
-//   - its cluster link, from the node to the hub's bridge (10.77.0.N/24):
-//     the nodes reach each other only over it;
-//   - its client link, a point-to-point link from the node (10.78.N.1/30)
-//     to the clients' namespace (10.78.N.2/30).
-//
-// A cut takes one end of a link down, so that the other end keeps its
-// address and route and its packets are dropped without an error: TCP
-// connections hang, as in a real partition, and new ones time out. Heal
-// brings it up again. Nothing outside the lab's own namespaces is
-// touched: no address or link is added to the namespace the test runs in.
-//
-// It needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and ip(8) from
-// iproute2. Available says whether both are there.
+// Package netlab builds a private network of Linux network namespaces for
+// tests that cut real links: one namespace per node, one for the clients,
+// and a hub whose bridge joins the nodes' cluster links; every node has a
+// cluster link and a client link, each a veth pair. A cut takes one end of
+// a link down, so packets are dropped without an error, as in a real
+// partition. Nothing outside the lab's namespaces is touched. It needs
+// root and ip(8); Available says whether both are there. The addressing:
+// docs/design/2026-12-02-fault-injection-cluster.md#internalnetlabnetlabgo.
 package netlab
 
 import (
