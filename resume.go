@@ -13,22 +13,14 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Resumable sessions (SessionOptions.Resumable; docs/client.md, and in
-// detail docs/design/2026-12-07-go-client.md).
-//
-// When the connection of a resumable session breaks (EOF, a reset, a
-// failed read or write, or the server's ERROR 0x01 or 0x03), the reader
-// does not end the session: it reconnects (any of the addresses, with
-// backoff and jitter), opens a new resumable session and re-asserts
-// every claim that was held or queued, naming the session the claim
-// lived on (its id, secret and node) and the ring of the new session's
-// WELCOME. A held claim answered GRANTED with its own token goes on as
-// if nothing had happened: Lost is not closed, Do's function is not
-// cancelled, the token is unchanged. Until its re-assertion is answered
-// a claim is believed held only until its last anchor + 0.8 × lease (the
-// client rule, unchanged): past that it is lost, and a later answer is
-// ignored (a grant is released at once). Range locks are re-asserted
-// after the claims, under the same give-up (resume_ranges.go).
+// Resumable sessions (SessionOptions.Resumable): when the connection
+// breaks, the reader reconnects with backoff, opens a new resumable
+// session and re-asserts every held or queued claim, naming the session it
+// lived on. A claim re-granted with its own token goes on unnoticed; one
+// not confirmed by anchor + 0.8 × lease is lost, as the client rule says.
+// Range locks follow, under the same give-up (resume_ranges.go).
+// User docs: docs/client.md; design: "Resumable sessions" and
+// #resumego in docs/design/2026-12-07-go-client.md.
 
 var (
 	// ErrReassertRefused: after the connection broke, the server refused

@@ -1,40 +1,13 @@
 // Package acl is baton's access-control list: which client identities may
-// take which locks, and which may use the admin API on which locks.
-//
-// The file is JSON:
-//
-//	{"rules": [
-//	  {"identity": "spiffe://prod/ns/batch/*", "locks": ["batch/*", "nightly-import"]},
-//	  {"identity": "deployer.example.com",     "locks": ["deploy/*"]}
-//	],
-//	 "admin": [
-//	  {"identity": "spiffe://prod/ns/sre/*", "actions": ["read", "release", "kick"], "locks": ["*"]},
-//	  {"identity": "dashboard.example.com",  "actions": ["read"],                    "locks": ["*"]}
-//	]}
-//
-// "rules" are for the lock protocol. Deny by default: a lock is allowed
-// when any rule whose identity pattern matches the client has a lock
-// pattern that matches the name. Rule order does not matter.
-//
-// "admin" (optional) is for the admin HTTP API, with the same deny by
-// default: an action on a lock is allowed when any admin rule whose
-// identity pattern matches the caller lists the action and has a lock
-// pattern that matches the name. The actions are
-//
-//	read      list locks (only the names the rule covers are shown), show a
-//	          lock, and /api/info (any read rule suffices)
-//	release   force-release the owner of a lock
-//	kick      remove a waiter from the queue of a lock
-//
-// A file without "admin" rules, like every file written before they
-// existed, still loads and still governs the protocol, and grants no admin
-// access at all: with an ACL in force the admin API refuses every request.
-// Being allowed to take a lock grants nothing in the admin API, and the
-// other way round.
-//
-// Patterns use the glob language of the admin API ('*' any run of
-// characters including '/', '?' one character, whole string, case
-// sensitive; see internal/glob for the limits on length and stars).
+// take which locks ("rules"), and which may use which admin API actions
+// (read, release, kick) on which locks ("admin"). The file is JSON, and
+// both parts deny by default: a request is allowed when any rule whose
+// identity pattern matches the caller has a lock pattern that matches the
+// name (and, for "admin", lists the action). A file without "admin" rules
+// grants no admin access at all, and a right in one part grants nothing
+// in the other. Patterns are internal/glob's.
+// The file format, with an example: docs/security.md, "Access-control
+// list" and "Admin API roles".
 package acl
 
 import (

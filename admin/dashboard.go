@@ -15,21 +15,13 @@ import (
 	"github.com/batonlock/baton/server"
 )
 
-// The endpoints the web dashboard polls:
-//
-//	GET /api/locks?match=GLOB&limit=N&offset=M   one page of the locks, with the total
-//	GET /api/sessions[?limit=N&offset=M]          sessions: label, address, claims, lease, last heard
-//	GET /api/summary                              counters for the dashboard's chart
-//	GET /api/cluster                              the cluster's status, when Config.Cluster is set (cluster.go)
-//	GET /api/cluster/owner?name=X                 the member owning a name, likewise
-//
-// When the Backend is a Pager (*server.Server is one), a page costs a
-// copy of the lock names and of the page's locks, never of every holder
-// and queue. Otherwise, and for /api/sessions under an Authorizer (which
-// must see each session's locks), they read one snapshot of the whole
-// table shared by every caller for Config.SnapshotMaxAge, so that any
-// number of open dashboards copy the table at most once per period; a
-// release or kick through the API discards it.
+// The endpoints the web dashboard polls (/api/locks pages, /api/sessions,
+// /api/summary, /api/cluster). A page from a Pager (*server.Server is one)
+// copies only the lock names and the page's locks; otherwise the handlers
+// share one snapshot of the table for Config.SnapshotMaxAge, discarded by
+// a release or kick, so open dashboards copy the table at most once per
+// period. Endpoints: docs/admin-api.md; cost:
+// docs/design/2026-12-07-dashboard-cost.md.
 
 // Pager is what a Backend offers to page through a large lock table
 // without copying it. *server.Server is one.

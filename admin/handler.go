@@ -1,54 +1,13 @@
 // Package admin is baton's administrative HTTP API and its Go client:
-// introspection of locks and queues, force-release of an owner and
-// removal ("kick") of a waiter.
-//
-//	GET    /api/info                                   version, uptime, configuration, counts
-//	GET    /api/locks[?match=GLOB]                     every lock with an owner or a queue
-//	GET    /api/locks?match=GLOB&limit=N&offset=M      one page of them, with the total
-//	       (both: the first waiters_limit=K waiters of each, default 100)
-//	GET    /api/sessions[?limit=N&offset=M]            sessions with a claim (dashboard.go)
-//	GET    /api/summary                                counters for a chart (dashboard.go)
-//	GET    /api/cluster                                cluster status, when Config.Cluster is set
-//	GET    /api/cluster/owner?name=X                   the member owning name X (ClusterHandler)
-//	GET    /api/locks/{name}                           one lock: holder and waiters in FIFO order
-//	GET    /api/locks/{name}?waiters_offset=M&waiters_limit=K  one page of its waiters
-//	POST   /api/locks/{name}/release                   force-release: the owner gets ERROR 0x02
-//	POST   /api/locks/{name}/release?token=T           force-release the holder granted token T
-//	POST   /api/locks/{name}/release?claim=S/C         force-release the holder claim C of session S
-//	DELETE /api/locks/{name}/waiters/{remote_addr}     kick a waiter: it gets ERROR 0x02
-//	DELETE /api/locks/{name}/waiters/{S%2FC}           kick the waiting claim C of session S
-//	GET    /api/ranges[?key=K|match=GLOB&limit=N&offset=M]  range locks (fcntl, flock) by key (ranges.go)
-//	POST   /api/ranges/{key}/release?owner=S/O         release owner O of session S's range locks on key
-//
+// introspection of locks, queues, sessions and range locks, force-release
+// of a holder and removal ("kick") of a waiter, one claim per request.
 // Every other GET path is Config.UI, the web dashboard, when it is set.
-//
-// One claim is ended per request. A version 1 claim's session is sent
-// ERROR 0x02 and closed; a version 2 claim is sent REVOKED(0x02) and its
-// session and other claims live on. Listings name every claim by its
-// session and claim id (a version 1 connection's one claim is claim 0);
-// a lock with several holders (shared, semaphore) must be released by
-// token or claim: a bare release answers 409.
-//
-// Path segments are URL-encoded, so a name containing '/' is written with
-// %2F. Errors are JSON bodies {"error": "..."}: 404 for an unknown lock or
-// waiter, 405 for a wrong method, 400 for a bad request, 403 for a
-// request refused by one of the protections below.
-//
-// Without an Authorizer the API has no authentication of its own: serve
-// it on a loopback address or behind something that authenticates.
-// Cross-origin browser requests that change state are refused, so a web
-// page cannot use a browser on the same host to release locks, and so are
-// requests whose Host header names some other host (DNS rebinding: a page
-// of evil.example whose name now resolves to 127.0.0.1). The API answers
-// only to a Host that is its listener's own address, a loopback address,
-// "localhost", the TLS server name the client asked for (which the client
-// verified against the certificate), or one of Config.AllowedHosts.
-//
-// With an Authorizer (mutual TLS and an ACL with admin rules), every
-// request is checked against the caller's certificate identity: "read"
-// for /api/info and the lock views (a listing shows only the locks the
-// caller may read), "release" and "kick" for the actions. Refusals are
-// 403, logged, and passed to Config.Observer as server.EventAdminDenied.
+// Without an Authorizer the API has no authentication of its own (serve it
+// on loopback), but it refuses cross-origin requests that change state and
+// any Host that is not its own (DNS rebinding). With one, every request is
+// checked against the caller's certificate identity and the ACL's admin
+// rules, and a refusal is a 403 passed to Config.Observer.
+// The endpoints, their answers and errors: docs/admin-api.md.
 package admin
 
 import (

@@ -1,32 +1,12 @@
 // Package audit writes baton's audit log: one JSON line for every change
-// of lock ownership and every administrative action.
-//
-// The Logger is a server.Observer. Observe runs under the server's table
-// lock, so it only copies the event into a bounded buffer, never blocking;
-// a single goroutine encodes and writes. Because events reach Observe in
-// table order and one goroutine writes them in buffer order, the file
-// shows them in the order they happened: for one lock a "released" always
-// precedes the next "granted".
-//
-// When the disk is slow the buffer absorbs bursts; when it is full, new
-// events are dropped and counted (Dropped), never waited for. A write that
-// fails (a full disk) loses the records of that write that did not reach
-// the file, which are counted the same way, record by record. Both are
-// logged.
-//
-// Nothing waits for a stalled sink (a FIFO nobody reads, a hung network
-// mount) for longer than Config.StallTimeout: writes to a pipe or FIFO
-// carry that deadline, and Reopen, Flush and Close give up after it with
-// ErrStalled. Waiting reports how long records have waited without a
-// successful write, for readiness probes and metrics.
-//
-// A torn last line (a short write after a full disk or a file-size
-// limit, or a crash) is never glued to the next record: the file is
-// checked at open and reopen, and after a short write, and the next write
-// starts on a fresh line. A file that is deleted while open (its
-// directory removed, say) is noticed after the next write: those records
-// are counted as dropped, logged, and the Logger tries to create the file
-// at its path again after every write until it can.
+// of lock ownership and every administrative action. The Logger is a
+// server.Observer: Observe runs under the server's table lock, so it only
+// copies the event into a bounded buffer, and a single goroutine writes,
+// which keeps the file in table order. Nothing waits for the log: a full
+// buffer or a failed write drops records and counts them (Dropped), and a
+// stalled sink is given up after Config.StallTimeout (ErrStalled).
+// Torn lines and a file deleted while open are handled as
+// docs/audit-log.md describes ("Torn lines", "Rotation").
 package audit
 
 import (
