@@ -1,45 +1,13 @@
 // Package dirlock is a mutual-exclusion lock kept in a shared directory,
 // for processes on several hosts that share a file system (NFS, for
-// example) and have no lock server.
-//
-// The lock never asks whether a process on another machine is dead: no
-// remote observer can tell a dead process from a slow one. A lock whose
-// holder died is taken back only by a process on the holder's own
-// machine (same machine id and host name; the host name alone is shared
-// by cloned machines), after an exact local check (the pid is gone, or
-// belongs to a process that started at another time, or the machine
-// rebooted since). A lock held by a dead process on a machine that never
-// comes back waits for an operator ('baton dirlock break').
-//
-// The steps, all in the shared directory DIR (see docs/design/2026-12-07-dirlock.md; the
-// model in internal/modelcheck, CheckDirlockSteps, checks them with a
-// crash between any two):
-//
-//   - Acquire: mkdir DIR/.baton-tmp.ID (private to this acquisition),
-//     write the record DIR/.baton-tmp.ID/owner.ID, then rename that
-//     directory to DIR/.baton-lock. The rename fails if .baton-lock
-//     exists: a directory is never renamed over a non-empty one, and NFS
-//     performs a rename on the server. The lock therefore appears with
-//     its record complete, or not at all.
-//   - Release: rename the own entry .baton-lock/owner.ID to
-//     .baton-lock/release.ID (from then on the lock is no longer held),
-//     move that entry out to DIR/.baton-gone.ID, rmdir .baton-lock
-//     (fails unless empty), remove the entry.
-//   - Break (only the entry's own machine, only after proof of death):
-//     rename the exact entry judged to .baton-lock/break.ID (two breakers
-//     cannot both succeed, and a new holder's entry has another name),
-//     then remove the lock as a release does, and try to acquire.
-//
-// The last steps of a release or break name only the own entry, so an
-// operator's forced break in between followed by a new holder never
-// loses that holder's lock. An empty .baton-lock is free.
-//
-// ID names the process: host name, machine id, boot id, pid namespace,
-// pid, start time and a random nonce. The lock directory's one entry,
-// whatever its kind, names the process responsible for it; if that
-// process is dead, its machine breaks the lock. Leftover .baton-tmp and
-// .baton-gone entries of dead processes are not the lock; a later Lock on
-// their machine removes them, and Inspect lists them.
+// example) and have no lock server. The lock never asks whether a process
+// on another machine is dead: a dead holder's lock is taken back only on
+// its own machine, after an exact local check, and one whose machine never
+// comes back waits for an operator ('baton dirlock break'). Acquiring is a
+// rename of a complete private directory to .baton-lock, so the lock
+// appears with its record or not at all. User docs: docs/dirlock.md; the
+// steps, checked by internal/modelcheck with a crash between any two:
+// docs/design/2026-12-07-dirlock.md#dirlockdirlockgo.
 package dirlock
 
 import (

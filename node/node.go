@@ -1,17 +1,11 @@
 // Package node runs a baton server, a single server or a node of a
-// cluster, from a Config: what 'baton serve' runs, as a library. It
-// wires the lock server (package server) to its listeners, the ops and
-// admin HTTP servers, the audit log, TLS and the ACL, and, with
-// Config.NodeID, to the cluster runtime: Raft membership (package
-// cluster), the router that sends each name to its owner, lease
-// recording, token epochs, the self-stop on lost quorum contact and the
-// trust of relay hops.
-//
-// Start binds every listener and returns; Ready is closed once the node
-// serves (a cluster node: once it has joined and committed its first
-// token epoch). Reload does what SIGHUP does to 'baton serve', Shutdown
-// what SIGTERM does (a cluster node's planned stop first), Close stops
-// at once. Tests use it to run a whole cluster in one process.
+// cluster, from a Config: what 'baton serve' runs, as a library. It wires
+// the lock server to its listeners, the ops and admin HTTP servers, the
+// audit log, TLS and the ACL, and, with Config.NodeID, to the cluster
+// runtime (Raft membership, routing, token epochs, self-stop). Start binds
+// every listener and returns; Ready is closed once the node serves; Reload
+// and Shutdown do what SIGHUP and SIGTERM do to 'baton serve', and Close
+// stops at once. User docs: docs/cluster.md, "Embedding a node".
 package node
 
 import (

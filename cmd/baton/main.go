@@ -1,19 +1,9 @@
-// Command baton is the baton lock server and its command-line tools.
-//
-//	baton serve            run the server
-//	baton run NAME -- CMD  run a command while holding a lock
-//	baton elect NAME --value V -- CMD  run a command while leading an election
-//	baton watch NAME       print who holds a lock at each change
-//	baton status           check a server's protocol port
-//	baton dirlock status PATH  show the lock kept in a shared directory
-//	baton testkit -- ADAPTER   check a client library against a fake server
-//	baton version          print the version (also: baton --version)
-//	baton help COMMAND     the flags of a command (also: baton COMMAND -h)
-//	baton completion SHELL the completion script for bash, zsh or fish
-//	baton man              the manual page
-//
+// Command baton is the baton lock server and its command-line tools:
+// serve, run, elect, watch, status, dirlock, testkit, version, help,
+// completion and man ('baton help COMMAND' prints a command's flags).
 // Every flag also reads a BATON_* environment variable; a flag on the
 // command line beats the environment, which beats the default.
+// The commands: docs/cli.md; every flag: docs/flags.md.
 package main
 
 import (

@@ -1,22 +1,12 @@
 // Command fenced-postgres shows fencing tokens at work: every write to
 // PostgreSQL carries the token of the lock it was made under, and the
-// database refuses a write whose token is older than one it has already
-// accepted. That stops a holder that was frozen (a GC pause, SIGSTOP, a VM
-// migration) past the loss of its lock from overwriting the work of the
-// holder that came after it.
-//
-// The program plays two workers, A and B, against a baton server and a
-// PostgreSQL database:
-//
-//  1. A takes the lock and writes a report with its token.
-//  2. A freezes. While it is frozen, the server ends its claim and grants
-//     the lock to B (here A's claim is simply released: a real frozen
-//     process loses it when its lease runs out in silence).
-//  3. B writes a report with its token, which is larger.
-//  4. A wakes up, still believing it holds the lock, and writes with its
-//     old token. PostgreSQL refuses the write.
-//
-// It exits 0 when the stale write was refused.
+// database refuses a write whose token is older than one it has accepted,
+// so a holder frozen past the loss of its lock cannot overwrite its
+// successor's work. It plays two workers: A takes the lock and freezes, B
+// is granted it and writes with a larger token, and A wakes and writes
+// with its old one, which PostgreSQL refuses. It exits 0 when the stale
+// write was refused. The recipe: docs/fencing.md, "SQL (PostgreSQL, MySQL,
+// SQLite)".
 package main
 
 import (
