@@ -19,34 +19,15 @@ import (
 	"time"
 )
 
-// The inter-node HTTP API, served by Handler on a member's admin address.
-//
-//	POST /cluster/v1/join    body: Member                       add a node (any member; forwarded to the leader)
-//	POST /cluster/v1/remove  body: {"id": "node-3"}             remove a member (a dead node; "planned": true for a leave)
-//	POST /cluster/v1/epoch   body: {"id": "node-2"}             a fresh token epoch for a member
-//	POST /cluster/v1/lease   body: {"lease_ms": 20000}          raise the cluster's largest lease
-//	POST /cluster/v1/handed  body: {"id": "node-2", "version": 7} a prior owner handed its moving names over
-//	POST /cluster/v1/handoff body: handoffRequest               a prior owner's hand-off of moving names (handoff.go)
-//	POST /cluster/v1/contact body: {"id": "node-2"}             a member's quorum contact, answered by the leader (contact.go)
-//	GET  /cluster/v1/status                                     this node's view: Status
-//	GET  /cluster/v1/cluster                                    does this node belong to a cluster, which: Belonging (formation.go)
-//
-// There is no raw log entry over HTTP: each write is one typed operation,
-// decoded strictly (unknown fields refused) and checked before the leader
-// turns it into a log entry; a member is added only by join, and the
-// epoch floor of a new cluster is set only by Bootstrap, locally.
-//
-// Every POST must be Content-Type application/json (415 otherwise), so a
-// web page cannot send one without a CORS preflight, and, when the
-// cluster has a secret (Config.Secret), carry it (SetRequestSecret): 401 without
-// it, 403 with another. The Host check and the cross-origin protection
-// of the admin listener are its server's (cmd/baton).
-//
-// A write that reaches a follower is forwarded once to the leader, with
-// the header Baton-Forwarded: 1; a node that receives a forwarded write
-// and is not the leader answers 503 (retryable) instead of forwarding it
-// again, so two nodes that disagree about the leader cannot loop. Errors
-// are JSON {"error": "..."}; 503 means "retry, perhaps elsewhere".
+// The inter-node HTTP API (/cluster/v1/...), served by Handler on a
+// member's admin address: join, remove, epoch, lease, handed, handoff and
+// contact writes, and the status and cluster reads. Each write is one
+// typed operation, decoded strictly; every POST must be application/json
+// and carry the cluster's secret when it has one (401 without, 403 with
+// another). A write that reaches a follower is forwarded once to the
+// leader (Baton-Forwarded: 1), never twice; 503 means retry elsewhere.
+// The endpoints and their bodies:
+// docs/design/2026-12-07-security.md#clusterhttpgo.
 const (
 	pathJoin   = "/cluster/v1/join"
 	pathRemove = "/cluster/v1/remove"
