@@ -1,13 +1,12 @@
 // Package glob matches lock names against shell-like patterns, for the
 // admin API's filters and the access-control list: '*' matches any run of
-// characters (none and '/' included; a run of stars is one star), '?'
-// exactly one UTF-8 encoded rune, every other character itself (no escape,
-// no class), and a pattern matches the whole name, case sensitively.
-// Compile refuses a pattern over MaxLen bytes or MaxStars runs of stars
-// (ErrTooLong, ErrTooManyStars), so an untrusted pattern costs bounded
-// work. Matching never backtracks: each segment between stars is placed at
-// its leftmost possible position, so a match costs at most
-// len(name)·(longest segment) + len(pattern) steps.
+// characters (none and '/' included; a run of stars is one star), '?' one
+// UTF-8 encoded rune, every other character itself (no escape, no class),
+// and a pattern matches the whole name, case sensitively. Compile refuses
+// a pattern over MaxLen bytes or MaxStars runs of stars, so an untrusted
+// pattern costs bounded work. Matching never backtracks: each segment
+// between stars goes at its leftmost possible position, so a match costs
+// at most len(name)·(longest segment) + len(pattern) steps.
 // User docs: docs/security.md, "Access-control list".
 package glob
 

@@ -4,11 +4,10 @@
 //
 //	modelcheck -model=table -sessions=3 -locks=2
 //
-// -model names one of the models of package modelcheck; a command line
-// for each is in
-// docs/design/2026-12-07-verification-models-single-server.md#internalmodelcheckcmdmodelcheckmaingo.
 // It exits 0 when every property holds, 1 on a violation (after printing
-// the shortest counterexample) and 2 on bad flags.
+// the shortest counterexample) and 2 on bad flags. A command line for
+// each model:
+// docs/design/2026-12-07-verification-models-single-server.md#internalmodelcheckcmdmodelcheckmaingo.
 package main
 
 import (
