@@ -55,3 +55,27 @@ func LiveResumable(srv *Server) int {
 	defer srv.mu.Unlock()
 	return len(srv.resume.live)
 }
+
+// ForceRelease is ForceReleaseBy with no administrator named.
+func (srv *Server) ForceRelease(name string) error { return srv.ForceReleaseBy(name, Peer{}) }
+
+// Kick is KickBy with no administrator named.
+func (srv *Server) Kick(name, addr string) error { return srv.KickBy(name, addr, Peer{}) }
+
+// RevokeRanges applies a changed Authorizer to the range locks alone.
+func (srv *Server) RevokeRanges(holders bool) int { return srv.revokeRanges(holders) }
+
+// AttachRelayed, DetachRelayed and RelayedSession reach the relay's
+// bookkeeping of version 2 claims, which no caller outside the server
+// drives.
+func (srv *Server) AttachRelayed(sid SessionID, claim uint32, addr string) error {
+	return srv.attachRelayed(sid, claim, addr)
+}
+
+func (srv *Server) DetachRelayed(sid SessionID, claim uint32) (string, error) {
+	return srv.detachRelayed(sid, claim)
+}
+
+func (srv *Server) RelayedSession(origin string, clientSession uint64) (SessionID, bool) {
+	return srv.relayedSession(origin, clientSession)
+}

@@ -116,7 +116,7 @@ type Server struct {
 	// entering the table; a version 2 CLAIM is answered at once, QUEUED
 	// (BUSY if no-wait) when it would be granted before the gate, and
 	// granted by a PROMOTED when the gate opens.
-	Tokens locktable.TokenSource
+	Tokens TokenSource
 	// Observer receives events for metrics, audit and logs; may be nil.
 	Observer Observer
 	// Logger receives the server's logs; nil means slog.Default().
@@ -366,7 +366,7 @@ func (srv *Server) addSession(conn net.Conn) *session {
 // With holders, an owner it refuses is ended the same way and the next
 // permitted waiter is promoted; without, owners keep their locks. It
 // returns how many claims it ended; with no Authorizer it does nothing.
-// It applies the same rules to the range locks (RevokeRanges), whose
+// It applies the same rules to the range locks (revokeRanges), whose
 // revocations it counts too.
 func (srv *Server) Revoke(holders bool) int {
 	srv.init()
@@ -385,7 +385,7 @@ func (srv *Server) Revoke(holders bool) int {
 		}
 		return res
 	})
-	return n + srv.RevokeRanges(holders)
+	return n + srv.revokeRanges(holders)
 }
 
 // Shutdown stops the server gracefully: it stops accepting, stops
