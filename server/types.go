@@ -10,8 +10,8 @@ import (
 // here because code outside this module cannot import internal/.
 
 type (
-	// Peer is who a session's client is: its certificate identity
-	// (empty without mutual TLS), its address (host:port), and, for a
+	// Peer is who a session's client is: Identity from its certificate
+	// (empty without mutual TLS), Addr (host:port), and Via, for a
 	// version 2 session relayed by another cluster node, that node and
 	// the client's session id there ("n2/17"). An administrator action
 	// names its caller with one; the zero Peer names nobody.
@@ -28,20 +28,25 @@ type (
 	// Reason is why a claim ended or left a queue (its String method
 	// gives the label of the metrics and the audit log).
 	Reason = locktable.Reason
-	// LockInfo describes one lock: its name, its holders (Holder is the
-	// earliest granted), its waiters in queue order (all of them, or a
-	// page) with WaiterCount counting the whole queue, and the number of
-	// watches on the name.
+	// LockInfo describes one lock: Name, Limit (a semaphore's; else 0),
+	// Holders in grant order (Holder is the first of them), Waiters in
+	// queue order (all of them, or a page) with WaiterCount counting the
+	// whole queue, and Watchers, the watches on the name.
 	LockInfo = locktable.LockInfo
-	// HolderInfo is one holder of a lock: its session and claim, mode,
-	// label, peer, when it was granted, its lease and fencing token.
+	// HolderInfo is one holder of a lock: Session, Claim, Mode, Label,
+	// Peer, Since (when it was granted), Lease and Token (its fencing
+	// token).
 	HolderInfo = locktable.HolderInfo
-	// WaiterInfo is one waiter of a lock.
+	// WaiterInfo is one waiter of a lock: Session, Claim, Mode, Label,
+	// Peer, QueuedAt, Lease, LastSeen, and V1 for a version 1 session.
 	WaiterInfo = locktable.WaiterInfo
-	// Counts is the number of locks with a holder and of claims waiting.
+	// Counts is the number of locks with a holder (Locks) and of claims
+	// in a queue (Waiters).
 	Counts = locktable.Counts
-	// SessionInfo describes one session with its numbers of held and
-	// waiting claims.
+	// SessionInfo describes one session: ID, V1, Label, Peer, Lease,
+	// LastSeen, its claims Held and Waiting, and Detached for a session
+	// without a connection (kept to be resumed, or claims moved here
+	// that no session adopted yet).
 	SessionInfo = locktable.SessionInfo
 	// TokenSource issues fencing tokens (Server.Tokens): Next returns a
 	// token greater than every token it returned before.
