@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,4 +134,45 @@ func exportedRecv(fl *ast.FieldList) bool {
 		id = embeddedName(ix.X)
 	}
 	return id != nil && id.IsExported()
+}
+
+// TestServerMethods: *Server's exported methods are an embedder's API:
+// serve and stop, the views, the administrator actions, the counts of
+// the metrics. What only a cluster node calls is reached through
+// internal/serverhook, what only tests call through export_test.go. A
+// method added here should be one an embedder needs.
+func TestServerMethods(t *testing.T) {
+	want := []string{
+		"Close", "Counts", "ForceReleaseBy", "ForceReleaseClaimBy", "KeptSessions",
+		"KickBy", "KickClaimBy", "ListenAndServe", "Lock", "LockNames", "LockPage",
+		"Locks", "OldestQueued", "ProtocolCounts", "RangeCounts", "RangeKeys",
+		"RangeSessionCounts", "RangeViews", "ReleaseRangesBy", "Revoke", "Serve",
+		"SessionInfos", "Sessions", "Shutdown", "ShuttingDown", "Snapshot", "Watches",
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil && fd.Name.IsExported() {
+				if id := embeddedName(fd.Recv.List[0].Type); id != nil && id.Name == "Server" {
+					got = append(got, fd.Name.Name)
+				}
+			}
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("exported methods of *Server:\n got %q\nwant %q", got, want)
+	}
 }

@@ -476,8 +476,8 @@ func (srv *Server) relayedSession(origin string, clientSession uint64) (locktabl
 	return 0, false
 }
 
-// RelayedClaims returns the number of version 2 claims this node relays
+// relayedClaimCount returns the number of version 2 claims this node relays
 // to their owners now, and of the upstream sessions that carry them.
-func (srv *Server) RelayedClaims() (claims, upstreams int64) {
+func (srv *Server) relayedClaimCount() (claims, upstreams int64) {
 	return srv.relayedClaims.Load(), srv.upstreams.Load()
 }

@@ -514,17 +514,17 @@ func (srv *Server) leaseTooLong(lease time.Duration) bool {
 // after the opening's check.
 var errLeaseTooLong = errors.New("server: lease above the ceiling")
 
-// SetLeaseCeiling makes the server refuse, with ERROR 0x17, a session
+// setLeaseCeiling makes the server refuse, with ERROR 0x17, a session
 // whose lease is above d, as MaxLease does (0: no ceiling beyond
 // MaxLease): a cluster's ceiling, set by an operator to lower the
 // cluster's largest lease. Sessions open already keep their lease.
-func (srv *Server) SetLeaseCeiling(d time.Duration) { srv.leaseCeiling.Store(int64(d)) }
+func (srv *Server) setLeaseCeiling(d time.Duration) { srv.leaseCeiling.Store(int64(d)) }
 
-// LongestLease is the longest lease among the server's sessions, open or
+// longestLease is the longest lease among the server's sessions, open or
 // kept for re-assertion (0 for none): what a cluster's lowering of its
 // largest lease waits for. It takes the server's mutex for a walk of the
 // sessions, so it is for a slow poll, not a hot path.
-func (srv *Server) LongestLease() time.Duration {
+func (srv *Server) longestLease() time.Duration {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	return srv.table.LongestLease()
