@@ -59,7 +59,7 @@ func TestOnLostLock(t *testing.T) {
 	lc.mu.Lock()
 	lc.lost = l.Lost
 	lc.mu.Unlock()
-	if err := srv.ForceRelease("x"); err != nil {
+	if err := srv.ForceReleaseBy("x", server.Peer{}); err != nil {
 		t.Fatal(err)
 	}
 	<-l.Lost()

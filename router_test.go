@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/cluster/ring"
+	"github.com/batonlock/baton/internal/serverhook"
 	"github.com/batonlock/baton/server"
 )
 
@@ -339,7 +340,7 @@ func TestRouterWatch(t *testing.T) {
 		t.Fatalf("ring version %d after OpenSession, want 1", v)
 	}
 	views.set(2, nodes, "n1")
-	nodes["n1"].srv.RingChanged()
+	serverhook.Of(nodes["n1"].srv).RingChanged()
 	for i := 0; c.rc.version() != 2; i++ { // the push crosses a socket: poll, bounded
 		if i == 1000 {
 			t.Fatalf("ring version %d 10 s after the push, want 2", c.rc.version())
@@ -373,7 +374,7 @@ func TestRouterWatchKeepsAlive(t *testing.T) {
 	defer s.Close()
 	start := time.Now()
 	for time.Since(start) < 4*lease { // bounded: 4 leases of pushes
-		nodes["n1"].srv.RingChanged()
+		serverhook.Of(nodes["n1"].srv).RingChanged()
 		time.Sleep(lease / 5)
 	}
 	nodes["n1"].mu.Lock()

@@ -30,12 +30,12 @@ type Pager interface {
 	LockNames() []string
 	// Locks describes the locks of names that are still held, each
 	// with at most its first waiters waiters.
-	Locks(names []string, waiters int) []locktable.LockInfo
+	Locks(names []string, waiters int) []server.LockInfo
 	// LockPage describes one lock with the waiters [offset,
 	// offset+limit) of its queue.
-	LockPage(name string, offset, limit int) (locktable.LockInfo, bool)
+	LockPage(name string, offset, limit int) (server.LockInfo, bool)
 	// SessionInfos describes every session, unsorted.
-	SessionInfos() []locktable.SessionInfo
+	SessionInfos() []server.SessionInfo
 	// OldestQueued returns when the longest-waiting claim arrived.
 	OldestQueued() (time.Time, bool)
 }

@@ -32,14 +32,14 @@ import (
 // Backend is the server the API inspects and steers. *server.Server is
 // one.
 type Backend interface {
-	Snapshot(match func(name string) bool) []locktable.LockInfo
-	Lock(name string) (locktable.LockInfo, bool)
-	Counts() locktable.Counts
+	Snapshot(match func(name string) bool) []server.LockInfo
+	Lock(name string) (server.LockInfo, bool)
+	Counts() server.Counts
 	Sessions() int
-	ForceReleaseBy(name string, by locktable.Peer) error
-	KickBy(name, addr string, by locktable.Peer) error
-	ForceReleaseClaimBy(name string, ref server.ClaimRef, by locktable.Peer) error
-	KickClaimBy(name string, ref server.ClaimRef, by locktable.Peer) error
+	ForceReleaseBy(name string, by server.Peer) error
+	KickBy(name, addr string, by server.Peer) error
+	ForceReleaseClaimBy(name string, ref server.ClaimRef, by server.Peer) error
+	KickClaimBy(name string, ref server.ClaimRef, by server.Peer) error
 	ShuttingDown() bool
 }
 

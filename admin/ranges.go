@@ -30,16 +30,16 @@ import (
 // locks. *server.Server is one; without it /api/ranges answers 404.
 type RangeBackend interface {
 	// RangeKeys returns every key with a holder or a waiting request.
-	RangeKeys() []rangelock.Key
+	RangeKeys() []server.RangeKey
 	// RangeViews describes the keys still in use, each with at most held
 	// held ranges and waiting waiting requests.
-	RangeViews(keys []rangelock.Key, held, waiting int) []server.RangeView
+	RangeViews(keys []server.RangeKey, held, waiting int) []server.RangeView
 	// RangeSessionCounts returns the held ranges and waiting requests of
 	// each session on keys (nil: all).
-	RangeSessionCounts(keys []rangelock.Key) map[locktable.SessionID]rangelock.SessionCount
+	RangeSessionCounts(keys []server.RangeKey) map[server.SessionID]server.RangeSessionCount
 	// ReleaseRangesBy releases owner's range locks on key and ends its
-	// session (locktable.ErrNoHolder: the owner has nothing there).
-	ReleaseRangesBy(key string, session, owner uint64, by locktable.Peer) error
+	// session (server.ErrNoHolder: the owner has nothing there).
+	ReleaseRangesBy(key string, session, owner uint64, by server.Peer) error
 }
 
 // RangeOwner names one lock owner of a range lock: its session (as

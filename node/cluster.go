@@ -16,6 +16,7 @@ import (
 	"github.com/batonlock/baton/audit"
 	"github.com/batonlock/baton/cluster"
 	"github.com/batonlock/baton/internal/memberclient"
+	"github.com/batonlock/baton/internal/serverhook"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,7 +63,7 @@ type clusterRuntime struct {
 	mover cluster.Mover
 	// srv is the server whose sessions a node without quorum contact
 	// ends (selfStopLoop); nil in tests of the runtime alone.
-	srv *server.Server
+	srv serverhook.Cluster
 	// selfStops counts the lapses of quorum contact (self-stops);
 	// autoRemovals the silent members this node removed as leader.
 	selfStops, autoRemovals prometheus.Counter
@@ -630,7 +631,7 @@ func (c *clusterRuntime) readiness() error {
 var raftStates = []string{"Follower", "Candidate", "Leader", "Shutdown"}
 
 // register adds the cluster metrics to reg.
-func (c *clusterRuntime) register(reg *prometheus.Registry, srv *server.Server) {
+func (c *clusterRuntime) register(reg *prometheus.Registry, srv serverhook.Cluster) {
 	status := func() (cluster.Status, bool) {
 		n := c.node.Load()
 		if n == nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/batonlock/baton/audit"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/memberclient"
+	"github.com/batonlock/baton/internal/serverhook"
 	"github.com/batonlock/baton/internal/tlsfiles"
 	"github.com/batonlock/baton/internal/tokenstore"
 	"github.com/batonlock/baton/ops"
@@ -188,7 +189,8 @@ func (n *Node) open() error {
 		// A cluster node's tokens come from epochs committed through
 		// Raft (set once the node is open).
 		cl = newClusterRuntime(logger)
-		cl.mover, cl.srv = srv, srv
+		side := serverhook.Of(srv) // what only a cluster runtime calls
+		cl.mover, cl.srv = side, side
 		srv.Router, srv.TrustHop, srv.Tokens, srv.NodeID = cl, cl.trustHop, cl, cfg.NodeID
 		n.cl = cl
 	} else {
@@ -340,7 +342,7 @@ func (n *Node) serveOps() (server.Observer, error) {
 	}
 	metrics := ops.NewMetrics(mcfg)
 	if cl != nil {
-		cl.register(metrics.Registry(), srv)
+		cl.register(metrics.Registry(), cl.srv)
 	}
 	n.startHTTP(l, ops.Handler(metrics, srv, checks...))
 	return metrics, nil

@@ -17,7 +17,7 @@ import (
 
 // Source is what the gauges read at scrape time. *server.Server is one.
 type Source interface {
-	Counts() locktable.Counts
+	Counts() server.Counts
 	Sessions() int
 }
 

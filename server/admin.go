@@ -12,7 +12,7 @@ import (
 //
 // match runs after the table mutex is released, on a copy: a slow filter
 // (an administrator's pattern) never stalls acquires and heartbeats.
-func (srv *Server) Snapshot(match func(name string) bool) []locktable.LockInfo {
+func (srv *Server) Snapshot(match func(name string) bool) []LockInfo {
 	srv.init()
 	srv.mu.Lock()
 	all := srv.table.Snapshot(nil)
@@ -30,7 +30,7 @@ func (srv *Server) Snapshot(match func(name string) bool) []locktable.LockInfo {
 }
 
 // Lock describes one lock, or reports false when nobody holds it.
-func (srv *Server) Lock(name string) (locktable.LockInfo, bool) {
+func (srv *Server) Lock(name string) (LockInfo, bool) {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -38,7 +38,7 @@ func (srv *Server) Lock(name string) (locktable.LockInfo, bool) {
 }
 
 // Counts returns the number of held locks and of waiters.
-func (srv *Server) Counts() locktable.Counts {
+func (srv *Server) Counts() Counts {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -88,19 +88,13 @@ func (srv *Server) Sessions() int {
 	return len(srv.sessions)
 }
 
-// ForceRelease takes lock name from its owner, who receives ERROR 0x02 and
-// is closed; the next waiter is promoted at once. It returns
-// locktable.ErrNoLock when nobody holds the lock. It is ForceReleaseBy
-// with no administrator named.
-func (srv *Server) ForceRelease(name string) error {
-	return srv.ForceReleaseBy(name, locktable.Peer{})
-}
-
-// ForceReleaseBy is ForceRelease on behalf of administrator by, who is
-// named in the EventForceRelease that precedes the release. A lock with
-// several holders (shared or semaphore) returns locktable.ErrManyHolders:
-// name one with ForceReleaseClaimBy.
-func (srv *Server) ForceReleaseBy(name string, by locktable.Peer) error {
+// ForceReleaseBy takes lock name from its owner, who receives ERROR 0x02
+// and is closed; the next waiter is promoted at once. Administrator by
+// (the zero Peer: nobody named) is named in the EventForceRelease that
+// precedes the release. It returns ErrNoLock when nobody holds the lock,
+// and ErrManyHolders for a lock with several holders (shared or
+// semaphore): name one with ForceReleaseClaimBy.
+func (srv *Server) ForceReleaseBy(name string, by Peer) error {
 	return srv.adminOp(func(now time.Time, t *locktable.Table) (locktable.Result, error) {
 		info, held := t.Lock(name)
 		res, err := t.ForceRelease(now, name)
@@ -117,8 +111,8 @@ func (srv *Server) ForceReleaseBy(name string, by locktable.Peer) error {
 // 1 connection's one claim has claim id 0).
 type ClaimRef struct {
 	Token   uint64 // when not 0, the holder granted this token
-	Session locktable.SessionID
-	Claim   locktable.ClaimID
+	Session SessionID
+	Claim   ClaimID
 }
 
 func (r ClaimRef) matches(session locktable.SessionID, claim locktable.ClaimID, token uint64) bool {
@@ -131,9 +125,9 @@ func (r ClaimRef) matches(session locktable.SessionID, claim locktable.ClaimID, 
 // ForceReleaseClaimBy takes lock name from the one holder ref names. A
 // version 2 claim is sent REVOKED(0x02) and its session lives on; a
 // version 1 session is sent ERROR 0x02 and closed. The waiters it blocked
-// are granted at once. It returns locktable.ErrNoLock when nobody holds
-// the lock, locktable.ErrNoHolder when ref names none of its holders.
-func (srv *Server) ForceReleaseClaimBy(name string, ref ClaimRef, by locktable.Peer) error {
+// are granted at once. It returns ErrNoLock when nobody holds
+// the lock, ErrNoHolder when ref names none of its holders.
+func (srv *Server) ForceReleaseClaimBy(name string, ref ClaimRef, by Peer) error {
 	return srv.adminOp(func(now time.Time, t *locktable.Table) (locktable.Result, error) {
 		info, held := t.Lock(name)
 		if !held {
@@ -155,8 +149,8 @@ func (srv *Server) ForceReleaseClaimBy(name string, ref ClaimRef, by locktable.P
 // KickClaimBy removes the waiter ref names (by session and claim id) from
 // the queue of lock name. A version 2 claim is sent REVOKED(0x02) and its
 // session lives on; a version 1 session is sent ERROR 0x02 and closed.
-// It returns locktable.ErrNoLock or locktable.ErrNoWaiter.
-func (srv *Server) KickClaimBy(name string, ref ClaimRef, by locktable.Peer) error {
+// It returns ErrNoLock or ErrNoWaiter.
+func (srv *Server) KickClaimBy(name string, ref ClaimRef, by Peer) error {
 	return srv.adminOp(func(now time.Time, t *locktable.Table) (locktable.Result, error) {
 		info, held := t.Lock(name)
 		if !held {
@@ -193,17 +187,12 @@ func (srv *Server) waiterEvent(k EventKind, now time.Time, name string, w lockta
 		Protocol: srv.protocolOf(w.V1), Session: w.Session, Claim: w.Claim, Mode: w.Mode, Label: w.Label}
 }
 
-// Kick removes the waiter with remote address addr from the queue of lock
-// name; it receives ERROR 0x02 and is closed, and the others keep their
-// order. It returns locktable.ErrNoLock or locktable.ErrNoWaiter. It is
-// KickBy with no administrator named.
-func (srv *Server) Kick(name, addr string) error {
-	return srv.KickBy(name, addr, locktable.Peer{})
-}
-
-// KickBy is Kick on behalf of administrator by, who is named in the
-// EventKick that precedes the waiter's EventDequeued.
-func (srv *Server) KickBy(name, addr string, by locktable.Peer) error {
+// KickBy removes the waiter with remote address addr from the queue of
+// lock name; it receives ERROR 0x02 and is closed, and the others keep
+// their order. Administrator by (the zero Peer: nobody named) is named in
+// the EventKick that precedes the waiter's EventDequeued. It returns
+// ErrNoLock or ErrNoWaiter.
+func (srv *Server) KickBy(name, addr string, by Peer) error {
 	return srv.adminOp(func(now time.Time, t *locktable.Table) (locktable.Result, error) {
 		info, _ := t.Lock(name)
 		res, err := t.Kick(now, name, addr)

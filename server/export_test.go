@@ -1,10 +1,12 @@
 package server
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/rangelock"
+	"github.com/batonlock/baton/protocol"
 )
 
 // SetAfterTableEntry sets the hook that runs between an ACQUIRE's entry
@@ -55,3 +57,45 @@ func LiveResumable(srv *Server) int {
 	defer srv.mu.Unlock()
 	return len(srv.resume.live)
 }
+
+// ForceRelease is ForceReleaseBy with no administrator named.
+func (srv *Server) ForceRelease(name string) error { return srv.ForceReleaseBy(name, Peer{}) }
+
+// Kick is KickBy with no administrator named.
+func (srv *Server) Kick(name, addr string) error { return srv.KickBy(name, addr, Peer{}) }
+
+// RevokeRanges applies a changed Authorizer to the range locks alone.
+func (srv *Server) RevokeRanges(holders bool) int { return srv.revokeRanges(holders) }
+
+// AttachRelayed, DetachRelayed and RelayedSession reach the relay's
+// bookkeeping of version 2 claims, which no caller outside the server
+// drives.
+func (srv *Server) AttachRelayed(sid SessionID, claim uint32, addr string) error {
+	return srv.attachRelayed(sid, claim, addr)
+}
+
+func (srv *Server) DetachRelayed(sid SessionID, claim uint32) (string, error) {
+	return srv.detachRelayed(sid, claim)
+}
+
+func (srv *Server) RelayedSession(origin string, clientSession uint64) (SessionID, bool) {
+	return srv.relayedSession(origin, clientSession)
+}
+
+// The cluster side (clusterhook.go), as the server's tests call it.
+func (srv *Server) Export(newOwner func(name string) string) (map[string]json.RawMessage, error) {
+	return srv.exportNames(newOwner)
+}
+func (srv *Server) Install(from string, state json.RawMessage) error {
+	return srv.installState(from, state)
+}
+func (srv *Server) Evict(gone func(name string) bool)        { srv.evictNames(gone) }
+func (srv *Server) SetLeaseCeiling(d time.Duration)          { srv.setLeaseCeiling(d) }
+func (srv *Server) LongestLease() time.Duration              { return srv.longestLease() }
+func (srv *Server) EndSessions(code protocol.Code) int       { return srv.endSessions(code) }
+func (srv *Server) RingChanged()                             { srv.ringChanged() }
+func (srv *Server) Relayed() (now, total int64)              { return srv.relayedConns() }
+func (srv *Server) RelayedClaims() (claims, upstreams int64) { return srv.relayedClaimCount() }
+func (srv *Server) RelayedWatches() int64                    { return srv.relayedWatchCount() }
+func (srv *Server) HopPoolIdle() int                         { return srv.hopPoolIdle() }
+func (srv *Server) OwnerDials() int64                        { return srv.ownerDialCount() }

@@ -43,9 +43,10 @@ func (srv *Server) servesLocked(name string, forwarded bool) bool {
 	return true
 }
 
-// Evict ends every claim on the names gone reports, as Export does: names
-// this node no longer owns (a change committed without its hand-off).
-func (srv *Server) Evict(gone func(name string) bool) {
+// evictNames ends every claim on the names gone reports, as exportNames
+// does: names this node no longer owns (a change committed without its
+// hand-off).
+func (srv *Server) evictNames(gone func(name string) bool) {
 	srv.init()
 	if n := srv.evict(gone); n > 0 {
 		srv.Logger.Info("claims on names this node no longer owns ended", "claims", n)
@@ -62,12 +63,12 @@ func (srv *Server) evict(gone func(name string) bool) int {
 	return len(res.Events)
 }
 
-// Install installs a state another node exported for this one: its
+// installState installs a state another node exported for this one: its
 // version 2 claims, detached until their hosts adopt them
 // (move_install.go), its range gates and ranges. The state is decoded
 // and checked first (clustercore.DecodeHandoff): a bad one changes
 // nothing.
-func (srv *Server) Install(from string, state json.RawMessage) error {
+func (srv *Server) installState(from string, state json.RawMessage) error {
 	srv.init()
 	ms, err := clustercore.DecodeHandoff(state)
 	if err != nil {

@@ -324,9 +324,9 @@ func (srv *Server) hopPoolLen(addr string) int {
 	return 0
 }
 
-// HopPoolIdle returns the number of idle hop connections this node keeps
+// hopPoolIdle returns the number of idle hop connections this node keeps
 // open to owners now, in all its pools.
-func (srv *Server) HopPoolIdle() (idle int) {
+func (srv *Server) hopPoolIdle() (idle int) {
 	p := &srv.hops
 	p.mu.Lock()
 	defer p.mu.Unlock()

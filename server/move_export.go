@@ -105,7 +105,7 @@ func (s *session) claimUses(id uint32) {
 	}
 }
 
-// Export hands over the claims on the names newOwner maps to another
+// exportNames hands over the claims on the names newOwner maps to another
 // node ("" for a name that stays): the version 2 claims of this node's
 // own sessions continue (they are exported and their sessions adopt them
 // at the new owner); the others are ended for the reason "moved", as
@@ -114,7 +114,7 @@ func (s *session) claimUses(id uint32) {
 // on each new owner. What leaves, and how, is clustercore's
 // (handoff_export.go); this takes it out of the tables and tells the
 // sessions.
-func (srv *Server) Export(newOwner func(name string) string) (map[string]json.RawMessage, error) {
+func (srv *Server) exportNames(newOwner func(name string) string) (map[string]json.RawMessage, error) {
 	srv.init()
 	moving := func(name string) bool { return newOwner(name) != "" }
 	if n := srv.tellMoving(moving); n > 0 {

@@ -135,16 +135,16 @@ type Event struct {
 	Kind   EventKind
 	Time   time.Time
 	Lock   string
-	Peer   locktable.Peer
+	Peer   Peer
 	Token  uint64
-	Reason locktable.Reason
+	Reason Reason
 	Code   protocol.Code
 	Waited time.Duration
 	Held   time.Duration
 	Err    error
 	// Admin is who asked for an administrative action: the caller's
 	// certificate identity (empty without mTLS) and address.
-	Admin locktable.Peer
+	Admin Peer
 	// Action is the admin action refused (EventAdminDenied), such as
 	// "read", "release" or "kick", or the limit behind EventRangeRefused
 	// or EventLimit.
@@ -156,9 +156,9 @@ type Event struct {
 	// administrator event: the server's session id, the claim id the
 	// client chose (0 for version 1), the claim's mode and the session's
 	// label (empty for version 1).
-	Session locktable.SessionID
-	Claim   locktable.ClaimID
-	Mode    locktable.Mode
+	Session SessionID
+	Claim   ClaimID
+	Mode    Mode
 	Label   string
 	// Range is the range lock of a range event (EventRange*); nil for
 	// the others.

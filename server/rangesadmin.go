@@ -13,7 +13,7 @@ import (
 // RangeKeys returns every range-lock key (with its namespace) that has a
 // holder or a waiting request, unsorted: the admin API's listing sorts
 // and filters it outside the mutex.
-func (srv *Server) RangeKeys() []rangelock.Key {
+func (srv *Server) RangeKeys() []RangeKey {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -22,21 +22,21 @@ func (srv *Server) RangeKeys() []rangelock.Key {
 
 // RangeSession names a session of a range lock for the admin API.
 type RangeSession struct {
-	Peer  locktable.Peer
+	Peer  Peer
 	Label string
 }
 
 // RangeView is one range-lock key as the admin API shows it: a page of
 // its held ranges and waiting requests, and who their sessions are.
 type RangeView struct {
-	rangelock.View
-	Sessions map[rangelock.SessionID]RangeSession
+	RangePage
+	Sessions map[RangeSessionID]RangeSession
 }
 
 // RangeViews describes the keys that still have a holder or a waiting
 // request, each with at most held held ranges and waiting waiting
 // requests: a key of any size costs one page under the mutex.
-func (srv *Server) RangeViews(keys []rangelock.Key, held, waiting int) []RangeView {
+func (srv *Server) RangeViews(keys []RangeKey, held, waiting int) []RangeView {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -46,7 +46,7 @@ func (srv *Server) RangeViews(keys []rangelock.Key, held, waiting int) []RangeVi
 		if !ok {
 			continue
 		}
-		rv := RangeView{View: v, Sessions: map[rangelock.SessionID]RangeSession{}}
+		rv := RangeView{RangePage: v, Sessions: map[rangelock.SessionID]RangeSession{}}
 		name := func(sid rangelock.SessionID) {
 			if _, ok := rv.Sessions[sid]; !ok {
 				rv.Sessions[sid] = srv.rangeSessionLocked(sid, nil)
@@ -65,7 +65,7 @@ func (srv *Server) RangeViews(keys []rangelock.Key, held, waiting int) []RangeVi
 
 // RangeSessionCounts returns, by session, the held ranges and waiting
 // range requests on keys (nil: on every key).
-func (srv *Server) RangeSessionCounts(keys []rangelock.Key) map[locktable.SessionID]rangelock.SessionCount {
+func (srv *Server) RangeSessionCounts(keys []RangeKey) map[SessionID]RangeSessionCount {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -95,9 +95,9 @@ func (srv *Server) RangeSessionCounts(keys []rangelock.Key) map[locktable.Sessio
 // version 1 claim is on force-release: its client treats every lock of
 // the session as lost (a mount fails I/O on the files it locked with
 // EIO), and its other range locks and claims end with it. It returns
-// locktable.ErrNoHolder when the owner holds nothing and waits for
+// ErrNoHolder when the owner holds nothing and waits for
 // nothing on key.
-func (srv *Server) ReleaseRangesBy(key string, session, owner uint64, by locktable.Peer) error {
+func (srv *Server) ReleaseRangesBy(key string, session, owner uint64, by Peer) error {
 	srv.init()
 	srv.mu.Lock()
 	now := time.Now()
@@ -166,14 +166,14 @@ func (srv *Server) endRangeSessionLocked(sid rangelock.SessionID, code protocol.
 	return []delivery{{to: s, send: locktable.Send{Kind: locktable.SendSessionError, Session: s.id, Code: code}}}
 }
 
-// RevokeRanges applies a changed Authorizer (after an ACL reload) to the
+// revokeRanges applies a changed Authorizer (after an ACL reload) to the
 // range locks, as Revoke does to claims: every waiting range request on
 // a key the new rules refuse its session's identity is answered 0x0f
 // (denied); with holders, the owners holding range locks there lose
 // them and their session is ended with ERROR 0x18, its client treating
 // its locks as lost. It returns how many held locks (per owner and key)
 // and waiting requests it ended; with no Authorizer it does nothing.
-func (srv *Server) RevokeRanges(holders bool) int {
+func (srv *Server) revokeRanges(holders bool) int {
 	srv.init()
 	a := srv.Authorizer
 	if a == nil {

@@ -244,10 +244,10 @@ func (s *session) holdFor(hold *clustercore.V1Hold) (locktable.Reason, protocol.
 // keep them unanswered for long.
 const dialTimeout = time.Second
 
-// OwnerDials returns how many connections this node has opened to
+// ownerDialCount returns how many connections this node has opened to
 // owners: version 1 hops (for its pools, or by a relay that found none)
 // and version 2 upstream sessions.
-func (srv *Server) OwnerDials() int64 { return srv.ownerDials.Load() }
+func (srv *Server) ownerDialCount() int64 { return srv.ownerDials.Load() }
 
 // dialOwner opens the hop to an owner.
 func (srv *Server) dialOwner(addr string) (net.Conn, error) {
@@ -548,9 +548,11 @@ func wroteToHungUp(err error) bool {
 	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// Relayed returns the number of version 1 connections this node is
+// relayedConns returns the number of version 1 connections this node is
 // relaying to other nodes now, and how many it has relayed in all.
-func (srv *Server) Relayed() (now, total int64) { return srv.relayed.Load(), srv.relayedTotal.Load() }
+func (srv *Server) relayedConns() (now, total int64) {
+	return srv.relayed.Load(), srv.relayedTotal.Load()
+}
 
 // String names a route action.
 func (a RouteAction) String() string {

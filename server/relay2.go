@@ -369,17 +369,17 @@ func (s *session) releaseUpstreams() {
 	}
 }
 
-// AttachRelayed records that claim of version 2 session sid, which is
+// attachRelayed records that claim of version 2 session sid, which is
 // not (or no longer) in this node's table, is from now on served by the
 // owner at addr, through the session's upstream session there (opened
 // if need be): the client's RELEASE of it goes there, the owner's pushes
 // about it come back, and the loss of the upstream revokes it. It sends
 // nothing: it is for a planned hand-off that has moved the claim's state
 // to the owner under the upstream session (identified there by
-// RelayedSession). The relay uses the same path for each claim it
+// relayedSession). The relay uses the same path for each claim it
 // relays. It returns locktable.ErrNoSession when sid is not an open
 // version 2 session, locktable.ErrClaimExists when the id is in use.
-func (srv *Server) AttachRelayed(sid locktable.SessionID, claim uint32, addr string) error {
+func (srv *Server) attachRelayed(sid locktable.SessionID, claim uint32, addr string) error {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -404,12 +404,12 @@ func (srv *Server) AttachRelayed(sid locktable.SessionID, claim uint32, addr str
 	return nil
 }
 
-// DetachRelayed forgets that claim of version 2 session sid is relayed,
+// detachRelayed forgets that claim of version 2 session sid is relayed,
 // without a frame to the client or the owner, and returns the owner's
 // address: for a planned hand-off that has moved the claim's state away
-// from that owner (to this node, or to another, then AttachRelayed). It
+// from that owner (to this node, or to another, then attachRelayed). It
 // returns locktable.ErrNoSession or locktable.ErrNoClaim.
-func (srv *Server) DetachRelayed(sid locktable.SessionID, claim uint32) (string, error) {
+func (srv *Server) detachRelayed(sid locktable.SessionID, claim uint32) (string, error) {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -429,10 +429,10 @@ func (srv *Server) DetachRelayed(sid locktable.SessionID, claim uint32) (string,
 	return rc.up.addr, nil
 }
 
-// RelayedSession returns the session of this node that node origin opened
+// relayedSession returns the session of this node that node origin opened
 // to relay the claims of its client session clientSession (a version 2
 // hop header), if it is open.
-func (srv *Server) RelayedSession(origin string, clientSession uint64) (locktable.SessionID, bool) {
+func (srv *Server) relayedSession(origin string, clientSession uint64) (locktable.SessionID, bool) {
 	srv.init()
 	via := hopVia(protocol.Hop{Version: protocol.HopVersion2, Origin: origin, Session: clientSession})
 	srv.mu.Lock()
@@ -445,8 +445,8 @@ func (srv *Server) RelayedSession(origin string, clientSession uint64) (locktabl
 	return 0, false
 }
 
-// RelayedClaims returns the number of version 2 claims this node relays
+// relayedClaimCount returns the number of version 2 claims this node relays
 // to their owners now, and of the upstream sessions that carry them.
-func (srv *Server) RelayedClaims() (claims, upstreams int64) {
+func (srv *Server) relayedClaimCount() (claims, upstreams int64) {
 	return srv.relayedClaims.Load(), srv.upstreams.Load()
 }

@@ -412,7 +412,7 @@ func (rw *relayWatch) overBacklogLocked() bool {
 	})
 }
 
-// RelayedWatches returns how many watches this node relays to their
+// relayedWatchCount returns how many watches this node relays to their
 // names' owners now, one upstream connection each: the metric
 // baton_cluster_relayed_watches.
-func (srv *Server) RelayedWatches() int64 { return srv.relayedWatches.Load() }
+func (srv *Server) relayedWatchCount() int64 { return srv.relayedWatches.Load() }

@@ -65,10 +65,10 @@ func (s *session) answerRing(f protocol.Frame) {
 	s.v2.appendOut(s, func(b []byte) []byte { return appendRingView(b, view, 0) })
 }
 
-// RingChanged pushes the ring to every version 2 session that watches it.
+// ringChanged pushes the ring to every version 2 session that watches it.
 // A cluster node calls it when it applies a new ring version. A session
 // whose write fails is ended, as for any push.
-func (srv *Server) RingChanged() {
+func (srv *Server) ringChanged() {
 	srv.init() // a node may apply a ring before it serves
 	view := srv.ringView()
 	srv.mu.Lock()

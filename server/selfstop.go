@@ -71,12 +71,12 @@ func (s *session) stopLocked() error {
 	return errSelfStopped
 }
 
-// EndSessions ends every open session, version 1 and 2, direct and
+// endSessions ends every open session, version 1 and 2, direct and
 // relayed, with ERROR(code): a cluster node that lost its quorum contact
 // ends them with 0x03 (retryable: the client goes to another node). Their
 // claims end with the reason "shutdown". New sessions are the Router's
 // to refuse. It returns how many sessions it ended.
-func (srv *Server) EndSessions(code protocol.Code) int {
+func (srv *Server) endSessions(code protocol.Code) int {
 	srv.init()
 	srv.mu.Lock()
 	now := time.Now()

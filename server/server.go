@@ -116,7 +116,7 @@ type Server struct {
 	// entering the table; a version 2 CLAIM is answered at once, QUEUED
 	// (BUSY if no-wait) when it would be granted before the gate, and
 	// granted by a PROMOTED when the gate opens.
-	Tokens locktable.TokenSource
+	Tokens TokenSource
 	// Observer receives events for metrics, audit and logs; may be nil.
 	Observer Observer
 	// Logger receives the server's logs; nil means slog.Default().
@@ -366,7 +366,7 @@ func (srv *Server) addSession(conn net.Conn) *session {
 // With holders, an owner it refuses is ended the same way and the next
 // permitted waiter is promoted; without, owners keep their locks. It
 // returns how many claims it ended; with no Authorizer it does nothing.
-// It applies the same rules to the range locks (RevokeRanges), whose
+// It applies the same rules to the range locks (revokeRanges), whose
 // revocations it counts too.
 func (srv *Server) Revoke(holders bool) int {
 	srv.init()
@@ -385,7 +385,7 @@ func (srv *Server) Revoke(holders bool) int {
 		}
 		return res
 	})
-	return n + srv.RevokeRanges(holders)
+	return n + srv.revokeRanges(holders)
 }
 
 // Shutdown stops the server gracefully: it stops accepting, stops
@@ -514,17 +514,17 @@ func (srv *Server) leaseTooLong(lease time.Duration) bool {
 // after the opening's check.
 var errLeaseTooLong = errors.New("server: lease above the ceiling")
 
-// SetLeaseCeiling makes the server refuse, with ERROR 0x17, a session
+// setLeaseCeiling makes the server refuse, with ERROR 0x17, a session
 // whose lease is above d, as MaxLease does (0: no ceiling beyond
 // MaxLease): a cluster's ceiling, set by an operator to lower the
 // cluster's largest lease. Sessions open already keep their lease.
-func (srv *Server) SetLeaseCeiling(d time.Duration) { srv.leaseCeiling.Store(int64(d)) }
+func (srv *Server) setLeaseCeiling(d time.Duration) { srv.leaseCeiling.Store(int64(d)) }
 
-// LongestLease is the longest lease among the server's sessions, open or
+// longestLease is the longest lease among the server's sessions, open or
 // kept for re-assertion (0 for none): what a cluster's lowering of its
 // largest lease waits for. It takes the server's mutex for a walk of the
 // sessions, so it is for a slow poll, not a hot path.
-func (srv *Server) LongestLease() time.Duration {
+func (srv *Server) longestLease() time.Duration {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	return srv.table.LongestLease()

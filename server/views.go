@@ -21,7 +21,7 @@ func (srv *Server) LockNames() []string {
 // Locks describes the locks of names that are still held, in the order
 // of names, each with at most its first waiters waiters, under one
 // acquisition of the table mutex.
-func (srv *Server) Locks(names []string, waiters int) []locktable.LockInfo {
+func (srv *Server) Locks(names []string, waiters int) []LockInfo {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -37,7 +37,7 @@ func (srv *Server) Locks(names []string, waiters int) []locktable.LockInfo {
 // LockPage describes one lock with only its waiters from queue index
 // offset, at most limit of them (LockInfo.WaiterCount counts them all),
 // or reports false when nobody holds or waits for it.
-func (srv *Server) LockPage(name string, offset, limit int) (locktable.LockInfo, bool) {
+func (srv *Server) LockPage(name string, offset, limit int) (LockInfo, bool) {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -46,7 +46,7 @@ func (srv *Server) LockPage(name string, offset, limit int) (locktable.LockInfo,
 
 // SessionInfos describes every session of the lock table with its
 // numbers of held and waiting claims, unsorted.
-func (srv *Server) SessionInfos() []locktable.SessionInfo {
+func (srv *Server) SessionInfos() []SessionInfo {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()

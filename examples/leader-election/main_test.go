@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/examples/internal/exampletest"
+	"github.com/batonlock/baton/server"
 )
 
 // The test runs copies of this test binary as the program: with
@@ -94,7 +95,7 @@ func TestCampaignAgain(t *testing.T) {
 	b := startCopy(t, "second copy", addr)
 	exampletest.WaitFor(t, "the second copy to queue", func() bool { return srv.Counts().Waiters == 1 })
 
-	if err := srv.ForceRelease("leader"); err != nil {
+	if err := srv.ForceReleaseBy("leader", server.Peer{}); err != nil {
 		t.Fatal(err)
 	}
 	t2 := token(t, b.Line(t, leaderLine))
