@@ -159,7 +159,7 @@ func (cl *Claim) Err() error {
 // was held throughout.
 func (cl *Claim) Release(ctx context.Context) error {
 	if cl.lock != nil {
-		err := cl.lock.Release()
+		err := cl.lock.release()
 		cl.s.mu.Lock()
 		delete(cl.s.v1claims, cl)
 		cl.s.mu.Unlock()
@@ -400,7 +400,7 @@ func (s *Session) claimV1(ctx context.Context, name string, m Mode, noWait bool)
 	s.mu.Lock()
 	if s.err != nil { // closed meanwhile
 		s.mu.Unlock()
-		l.Release()
+		l.release()
 		return nil, s.err
 	}
 	s.v1claims[cl] = struct{}{}

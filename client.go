@@ -148,10 +148,10 @@ func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, 
 	case <-l.granted:
 		return l, nil
 	case <-l.lost:
-		l.Release()
+		l.release()
 		return nil, l.Err()
 	case <-ctx.Done():
-		l.Release()
+		l.release()
 		// The grant may have raced with ctx: without it, the lock is gone.
 		return nil, ctx.Err()
 	}
@@ -191,7 +191,7 @@ func (c *Client) do(ctx context.Context, name string, lease time.Duration, fn fu
 	if err != nil {
 		return false, err
 	}
-	defer l.Release() // also when fn panics
+	defer l.release() // also when fn panics
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}

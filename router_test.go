@@ -194,7 +194,7 @@ func TestRouterPlainByDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Release()
+	l.Release(context.Background())
 	if n1, n2 := nodes["n1"].grants(name), nodes["n2"].grants(name); n1 != 2 || n2 != 0 {
 		t.Errorf("grants n1 %d, n2 %d; want 2 on n1 (the address given)", n1, n2)
 	}
@@ -246,7 +246,7 @@ func TestRouterLockDialsOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Release()
+	l.Release(context.Background())
 	if n1, n2 := nodes["n1"].grants(name), nodes["n2"].grants(name); n1 != 0 || n2 != 1 {
 		t.Fatalf("grants n1 %d, n2 %d; want 1 on n2, the owner", n1, n2)
 	}
@@ -258,7 +258,7 @@ func TestRouterLockDialsOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Release()
+	l.Release(context.Background())
 	if n1 := nodes["n1"].grants(name); n1 != 1 {
 		t.Errorf("after n2 stopped: %d grants on n1, want 1", n1)
 	}

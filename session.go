@@ -404,7 +404,7 @@ func (s *Session) Close() error {
 		}
 		s.mu.Unlock()
 		for _, cl := range locks {
-			cl.lock.Release()
+			cl.lock.release()
 		}
 		return prev
 	}

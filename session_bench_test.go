@@ -52,7 +52,7 @@ func BenchmarkClientAcquireRelease(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		l.Release()
+		l.Release(context.Background())
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
 }
@@ -105,7 +105,7 @@ func BenchmarkHandover(b *testing.B) {
 			if err != nil {
 				return nil, err
 			}
-			return func() { l.Release() }, nil
+			return func() { l.Release(context.Background()) }, nil
 		})
 	})
 }

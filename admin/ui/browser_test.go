@@ -132,7 +132,7 @@ func TestHoldersWaitersAndActions(t *testing.T) {
 	go func() {
 		l, err := v1c.Acquire(t.Context(), name, time.Minute)
 		if err == nil {
-			l.Release()
+			l.Release(context.Background())
 			err = errors.New("granted")
 		}
 		v1Got <- err
