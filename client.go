@@ -42,7 +42,7 @@ type Config struct {
 	// a connection that cannot be made to Address is made to the first of
 	// them that accepts it, and with Nodes the client routes by default
 	// (see Routing) and its sessions are resumable by default (see
-	// SessionOptions.Resumable).
+	// SessionOptions.Resume).
 	Nodes []string
 	// Routing says whether the client learns a cluster's ring and sends
 	// each claim to its name's owner directly (router.go). The zero value,

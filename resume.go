@@ -13,7 +13,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Resumable sessions (SessionOptions.Resumable; docs/client.md, and in
+// Resumable sessions (SessionOptions.Resume; docs/client.md, and in
 // detail docs/design/2026-12-07-go-client.md).
 //
 // When the connection of a resumable session breaks (EOF, a reset, a
@@ -70,7 +70,7 @@ var errFreshSession = errors.New("baton: re-assertion to be made again on a fres
 func (s *Session) resumable() bool { return s.ident != nil && !s.closing }
 
 // Resumable reports whether the session is resumable: it asked for it
-// (SessionOptions.Resumable) and the server granted it.
+// (SessionOptions.Resume) and the server granted it.
 func (s *Session) Resumable() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -86,7 +86,7 @@ func TestResumeRealConnectionKilled(t *testing.T) {
 	proxy := newBlackhole(t, addr)
 	const lease = 3 * time.Second
 	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
-		SessionOptions{Lease: lease, Label: "resumable", Resumable: true})
+		SessionOptions{Lease: lease, Label: "resumable", Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestResumeRealCloseReleases(t *testing.T) {
 	t.Parallel()
 	addr := startServer(t)
 	const lease = 10 * time.Second
-	s, err := New(Config{Address: addr}).OpenSession(t.Context(), SessionOptions{Lease: lease, Resumable: true})
+	s, err := New(Config{Address: addr}).OpenSession(t.Context(), SessionOptions{Lease: lease, Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestResumeRealShutdownRefused(t *testing.T) {
 	addrA, srvA := startServerSrv(t)
 	addrB := startServer(t)
 	s, err := New(Config{Address: addrA}).OpenSession(t.Context(),
-		SessionOptions{Lease: 3 * time.Second, Resumable: true, Addrs: []string{addrA, addrB}})
+		SessionOptions{Lease: 3 * time.Second, Resume: ResumeOn, Addrs: []string{addrA, addrB}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestResumeRealRangeLocksReasserted(t *testing.T) {
 	addr := startServer(t)
 	proxy := newBlackhole(t, addr)
 	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
-		SessionOptions{Lease: 3 * time.Second, Resumable: true})
+		SessionOptions{Lease: 3 * time.Second, Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestResumeRealResetReleases(t *testing.T) {
 	proxy := newBlackhole(t, addr)
 	const lease = 5 * time.Second
 	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
-		SessionOptions{Lease: lease, Label: "resumable", Resumable: true})
+		SessionOptions{Lease: lease, Label: "resumable", Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestResumeRealSilentServerDetaches(t *testing.T) {
 	proxy := newBlackhole(t, addr)
 	const lease = 2 * time.Second
 	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
-		SessionOptions{Lease: lease, Label: "resumable", Resumable: true})
+		SessionOptions{Lease: lease, Label: "resumable", Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}

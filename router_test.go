@@ -213,7 +213,7 @@ func TestRouterAutoWhenServerIsClusterNode(t *testing.T) {
 	c := New(DefaultConfig(nodes["n1"].addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second, Label: "auto", Resumable: true})
+	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second, Label: "auto", Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}

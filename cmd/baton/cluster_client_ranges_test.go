@@ -36,7 +36,7 @@ func TestClusterClientRangesSurviveOwnNodeKilled(t *testing.T) {
 	relayed := nameOwnedBy(t, owner.id, "ranges-resume-relayed")
 	own := nameOwnedBy(t, victim.id, "ranges-resume-own")
 	holder, err := baton.New(baton.Config{Address: victim.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
-		baton.SessionOptions{Lease: lease, Label: "range-holder", Resumable: true, Addrs: []string{victim.addr, other.addr, owner.addr}})
+		baton.SessionOptions{Lease: lease, Label: "range-holder", Resume: baton.ResumeOn, Addrs: []string{victim.addr, other.addr, owner.addr}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	s, err := c.OpenSession(ctx, baton.SessionOptions{
 		Lease:      cfg.lease,
 		Label:      fmt.Sprintf("baton watch %s pid %d", host, os.Getpid()),
-		Resumable:  true,
+		Resume:     baton.ResumeOn,
 		NoFallback: true,
 	})
 	if err != nil {
