@@ -32,9 +32,6 @@ var (
 // (protocol.ErrModeConflict). n must be at least 1.
 func Semaphore(n uint32) Mode { return Mode{kind: protocol.ModeSemaphore, limit: n} }
 
-// Kind returns the protocol's mode.
-func (m Mode) Kind() protocol.Mode { return m.kind }
-
 // Limit returns the semaphore limit, 0 for the other modes.
 func (m Mode) Limit() uint32 { return m.limit }
 
@@ -384,7 +381,7 @@ func (s *Session) claimHere(ctx context.Context, name string, m Mode, noWait boo
 // claimV1 makes an exclusive claim on a version 1 connection of its own.
 func (s *Session) claimV1(ctx context.Context, name string, m Mode, noWait bool) (*Claim, error) {
 	if m.kind != protocol.ModeExclusive {
-		return nil, ErrVersion2Required
+		return nil, ErrServerTooOld
 	}
 	s.mu.Lock()
 	err := s.err

@@ -278,7 +278,7 @@ func rangeStatusErr(f protocol.Frame) error {
 // does: the request goes after the re-assertions.
 func (s *Session) sendRange(ctx context.Context, op protocol.RangeOp, flags uint8, l RangeLock) (uint32, chan protocol.Frame, error) {
 	if s.v1 {
-		return 0, nil, ErrVersion2Required
+		return 0, nil, ErrServerTooOld
 	}
 	f := rangeFrame(op, flags, l)
 	s.mu.Lock()

@@ -21,10 +21,12 @@ import (
 // ErrSessionClosed: Session.Close ended the session and every claim on it.
 var ErrSessionClosed = errors.New("baton: session closed")
 
-// ErrVersion2Required: the server speaks protocol version 1 only and the
-// claim cannot be expressed in it (a shared or semaphore claim). It wraps
-// protocol.ErrUnsupportedVersion, so errors.Is matches either.
-var ErrVersion2Required = fmt.Errorf("%w: the server speaks version 1 only, which has exclusive claims only", protocol.ErrUnsupportedVersion)
+// ErrServerTooOld: the server is too old for what was asked. It has
+// exclusive locks only, one per connection: no shared or semaphore
+// claims and no range locks; and OpenSession with RefuseOldServer
+// refuses it. It wraps protocol.ErrUnsupportedVersion, so errors.Is
+// matches either.
+var ErrServerTooOld = fmt.Errorf("%w: the server is too old: it has exclusive locks only, one per connection", protocol.ErrUnsupportedVersion)
 
 // SessionOptions configures a Session.
 type SessionOptions struct {
@@ -36,10 +38,10 @@ type SessionOptions struct {
 	// Label names the session for operators (admin API, audit log); at
 	// most 255 bytes of UTF-8. Optional.
 	Label string
-	// NoFallback makes OpenSession fail with protocol.ErrUnsupportedVersion
-	// (in a *ServerError) instead of falling back to version 1 when the
-	// server does not speak version 2.
-	NoFallback bool
+	// RefuseOldServer makes OpenSession fail with ErrServerTooOld when the
+	// server is too old for sessions, instead of making each exclusive
+	// claim on a connection of its own (see Session).
+	RefuseOldServer bool
 	// Resume says whether the session is resumable (see Session, and
 	// docs/client.md): when its connection breaks, the server keeps its
 	// claims for the lease, and the Session reconnects, opens a new
@@ -101,12 +103,12 @@ const (
 // ErrNotResumed at the give-up at the break). See
 // docs/design/2026-12-07-go-client.md, "Resumable sessions".
 //
-// Against a server that speaks version 1 only, OpenSession falls back
-// (unless SessionOptions.NoFallback): the Session then makes each claim
-// on a version 1 connection of its own, with the session lease, as
-// Client.Acquire does. Exclusive claims, waiting or not, work as on a
-// version 2 session; shared and semaphore claims fail with
-// ErrVersion2Required. Version reports which protocol is in use.
+// Against a server too old for sessions (protocol version 1 only),
+// OpenSession falls back (unless SessionOptions.RefuseOldServer): the
+// Session then makes each claim on a connection of its own, with the
+// session lease, as Client.Acquire does. Exclusive claims, waiting or
+// not, work as on a newer server; shared and semaphore claims and range
+// locks fail with ErrServerTooOld.
 type Session struct {
 	c     *Client
 	opts  SessionOptions
@@ -238,8 +240,11 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 	switch f.Type {
 	case protocol.TypeError: // a version 1 server
 		conn.Close()
-		if f.Code != protocol.CodeUnsupportedVersion || opts.NoFallback {
+		if f.Code != protocol.CodeUnsupportedVersion {
 			return nil, &ServerError{Code: f.Code, Reason: f.Reason}
+		}
+		if opts.RefuseOldServer {
+			return nil, fmt.Errorf("%w (%w)", ErrServerTooOld, &ServerError{Code: f.Code, Reason: f.Reason})
 		}
 		s.v1, s.conn = true, nil
 		s.v1claims = map[*Claim]struct{}{}
@@ -354,9 +359,9 @@ func (s *Session) asksDetach() bool {
 	return s.opts.Resume == ResumeOn && !s.c.noDetach.Load()
 }
 
-// Version returns the protocol version the session speaks: 2, or 1 after
+// version returns the protocol version the session speaks: 2, or 1 after
 // a fallback.
-func (s *Session) Version() int {
+func (s *Session) version() int {
 	if s.v1 {
 		return 1
 	}

@@ -100,7 +100,7 @@ func takeElection(ctx context.Context, cfg *runConfig, c *baton.Client, name str
 		Label:  fmt.Sprintf("baton elect %s pid %d", host, os.Getpid()),
 		Resume: resumeMode(cfg.resumable),
 		// A version 1 server has no values: say so rather than fall back.
-		NoFallback: true,
+		RefuseOldServer: true,
 	})
 	if err != nil {
 		return nil, err

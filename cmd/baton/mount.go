@@ -141,7 +141,7 @@ func runMount(args []string, stdout, stderr io.Writer) int {
 		bc.Dialer = &tls.Dialer{Config: tlsCfg}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := baton.SessionOptions{Lease: cfg.lease, Label: cfg.label, NoFallback: true, Resume: resumeMode(cfg.resumable)}
+	opts := baton.SessionOptions{Lease: cfg.lease, Label: cfg.label, RefuseOldServer: true, Resume: resumeMode(cfg.resumable)}
 	if cfg.resumable {
 		opts.Addrs = servers
 	}

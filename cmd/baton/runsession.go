@@ -31,7 +31,7 @@ func takeSessionLock(ctx context.Context, cfg *runConfig, c *baton.Client, name 
 		Resume: resumeMode(cfg.resumable),
 		// A version 1 server cannot resume: refuse rather than hold
 		// the lock on a connection whose break would lose it.
-		NoFallback: cfg.resumable,
+		RefuseOldServer: cfg.resumable,
 	})
 	if err != nil {
 		return nil, err

@@ -220,7 +220,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 // actor's fn (Session.Do's contract), and session returns once all have
 // stopped and the session is closed.
 func (w *worker) session(ctx context.Context, c *baton.Client) {
-	opts := baton.SessionOptions{Lease: w.cfg.Lease, Label: w.cfg.ID, NoFallback: true, Addrs: w.cfg.Addrs}
+	opts := baton.SessionOptions{Lease: w.cfg.Lease, Label: w.cfg.ID, RefuseOldServer: true, Addrs: w.cfg.Addrs}
 	if len(w.cfg.Addrs) > 0 {
 		opts.Resume = baton.ResumeOn
 	}
