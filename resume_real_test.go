@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"github.com/batonlock/baton/internal/rangeapi"
 	"net"
 	"testing"
 	"time"
@@ -269,8 +270,8 @@ func TestResumeRealRangeLocksReasserted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	l := RangeLock{Key: "f", Owner: 1, Type: WriteLock, End: 9}
-	if _, err := s.SetRange(t.Context(), l, false); err != nil {
+	l := rangeLock{Key: "f", Owner: 1, Type: protocol.LockWrite, End: 9}
+	if _, err := s.setRangeWait(t.Context(), l, false); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := s.Acquire(t.Context(), "job", Exclusive)
@@ -293,7 +294,7 @@ func TestResumeRealRangeLocksReasserted(t *testing.T) {
 		t.Fatalf("claim %v, %d ranges believed", cl.Err(), s.mirrorLen())
 	}
 	other := openReal(t, addr, 3*time.Second, "other")
-	if _, err := other.SetRange(t.Context(), RangeLock{Key: "f", Owner: 2, Type: WriteLock, Start: 5, End: 5}, false); !errors.Is(err, ErrRangeConflict) {
+	if _, err := other.setRangeWait(t.Context(), rangeLock{Key: "f", Owner: 2, Type: protocol.LockWrite, Start: 5, End: 5}, false); !errors.Is(err, rangeapi.ErrConflict) {
 		t.Fatalf("another session's set over the kept lock: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/batonlock/baton/ranges"
 	"io"
 	"log/slog"
 	"os"
@@ -222,7 +223,13 @@ func (m *mountSession) get(ctx context.Context) (*baton.Session, error) {
 	return s, nil
 }
 
-func (m *mountSession) locker(ctx context.Context) (fusefs.Locker, error) { return m.get(ctx) }
+func (m *mountSession) locker(ctx context.Context) (fusefs.Locker, error) {
+	s, err := m.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ranges.New(s), nil
+}
 
 func (m *mountSession) close() {
 	m.mu.Lock()
