@@ -57,6 +57,30 @@ func BenchmarkClientAcquireRelease(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
 }
 
+// BenchmarkOneClaimSession is what Client.Acquire would cost as a
+// convenience over a one-claim session: a connection, HELLO, the claim,
+// its release and the close per lock (issue 38; compare with
+// BenchmarkClientAcquireRelease).
+func BenchmarkOneClaimSession(b *testing.B) {
+	addr := startServer(b)
+	c := New(Config{Address: addr})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := c.OpenSession(ctx, SessionOptions{Lease: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cl, err := s.Acquire(ctx, "bench", Exclusive)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cl.Release(ctx)
+		s.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+}
+
 // BenchmarkSessionParallel: 64 goroutines on one session, claim and
 // release over 1,000 names; reports claims per second.
 func BenchmarkSessionParallel(b *testing.B) {
