@@ -32,9 +32,6 @@ var (
 // (protocol.ErrModeConflict). n must be at least 1.
 func Semaphore(n uint32) Mode { return Mode{kind: protocol.ModeSemaphore, limit: n} }
 
-// Kind returns the protocol's mode.
-func (m Mode) Kind() protocol.Mode { return m.kind }
-
 // Limit returns the semaphore limit, 0 for the other modes.
 func (m Mode) Limit() uint32 { return m.limit }
 
@@ -159,7 +156,7 @@ func (cl *Claim) Err() error {
 // was held throughout.
 func (cl *Claim) Release(ctx context.Context) error {
 	if cl.lock != nil {
-		err := cl.lock.Release()
+		err := cl.lock.release()
 		cl.s.mu.Lock()
 		delete(cl.s.v1claims, cl)
 		cl.s.mu.Unlock()
@@ -384,7 +381,7 @@ func (s *Session) claimHere(ctx context.Context, name string, m Mode, noWait boo
 // claimV1 makes an exclusive claim on a version 1 connection of its own.
 func (s *Session) claimV1(ctx context.Context, name string, m Mode, noWait bool) (*Claim, error) {
 	if m.kind != protocol.ModeExclusive {
-		return nil, ErrVersion2Required
+		return nil, ErrServerTooOld
 	}
 	s.mu.Lock()
 	err := s.err
@@ -400,7 +397,7 @@ func (s *Session) claimV1(ctx context.Context, name string, m Mode, noWait bool)
 	s.mu.Lock()
 	if s.err != nil { // closed meanwhile
 		s.mu.Unlock()
-		l.Release()
+		l.release()
 		return nil, s.err
 	}
 	s.v1claims[cl] = struct{}{}

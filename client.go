@@ -42,7 +42,7 @@ type Config struct {
 	// a connection that cannot be made to Address is made to the first of
 	// them that accepts it, and with Nodes the client routes by default
 	// (see Routing) and its sessions are resumable by default (see
-	// SessionOptions.Resumable).
+	// SessionOptions.Resume).
 	Nodes []string
 	// Routing says whether the client learns a cluster's ring and sends
 	// each claim to its name's owner directly (router.go). The zero value,
@@ -148,10 +148,10 @@ func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, 
 	case <-l.granted:
 		return l, nil
 	case <-l.lost:
-		l.Release()
+		l.release()
 		return nil, l.Err()
 	case <-ctx.Done():
-		l.Release()
+		l.release()
 		// The grant may have raced with ctx: without it, the lock is gone.
 		return nil, ctx.Err()
 	}
@@ -191,7 +191,7 @@ func (c *Client) do(ctx context.Context, name string, lease time.Duration, fn fu
 	if err != nil {
 		return false, err
 	}
-	defer l.Release() // also when fn panics
+	defer l.release() // also when fn panics
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}

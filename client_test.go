@@ -548,7 +548,7 @@ func TestValidationBeforeDial(t *testing.T) {
 		}
 		if l, err := c.Acquire(ctx, tc.name, tc.lease); err != tc.want {
 			if l != nil {
-				l.Release()
+				l.Release(context.Background())
 			}
 			t.Errorf("Acquire(%.20q, %v) = %v, want %v", tc.name, tc.lease, err, tc.want)
 		}
@@ -808,7 +808,7 @@ func TestWorkDoesNotStartAfterGiveUpIsDue(t *testing.T) {
 	if l == nil {
 		return
 	}
-	defer l.Release()
+	defer l.Release(context.Background())
 	time.Sleep(20 * time.Millisecond) // the reader is back in its read
 	l.conn.SetReadDeadline(time.Now().Add(time.Hour))
 	time.Sleep(time.Until(l.CloseBy().Add(-lease / 10))) // past anchor + 0.8·lease
@@ -852,7 +852,7 @@ func TestAcquireWriteFailure(t *testing.T) {
 	l, err := c.Acquire(ctx, "job", 5*time.Second)
 	took := time.Since(start)
 	if l != nil {
-		l.Release()
+		l.Release(context.Background())
 	}
 	if !errors.Is(err, ErrConnectionClosed) || !errors.Is(err, errWrite) {
 		t.Fatalf("Acquire: %v, want ErrConnectionClosed wrapping the write error", err)

@@ -22,9 +22,9 @@ func ExampleSessionOptions_resumable() {
 	c := baton.New(baton.Config{Address: addr})
 	ctx := context.Background()
 	s, err := c.OpenSession(ctx, baton.SessionOptions{
-		Lease:     20 * time.Second,
-		Resumable: true,
-		Addrs:     []string{addr}, // in a cluster: every node's address
+		Lease:  20 * time.Second,
+		Resume: baton.ResumeOn,
+		Addrs:  []string{addr}, // in a cluster: every node's address
 	})
 	if err != nil {
 		log.Fatal(err)

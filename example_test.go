@@ -56,7 +56,7 @@ func ExampleClient_Acquire() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer lock.Release()
+	defer lock.Release(context.Background())
 
 	select {
 	case <-lock.Lost():
@@ -76,7 +76,7 @@ func ExampleClient_TryAcquire() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer held.Release()
+	defer held.Release(context.Background())
 
 	_, err = c.TryAcquire(context.Background(), "deploy", 2*time.Second)
 	fmt.Println(errors.Is(err, baton.ErrBusy))

@@ -2,6 +2,7 @@ package baton
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -101,8 +102,12 @@ func (l *Lock) Err() error {
 // Lock's goroutines have stopped. It is idempotent and safe to call
 // concurrently. It returns the same as Err: nil, or the cause if the lock
 // had been lost before it was released, so a caller can tell whether the
-// lock was held throughout.
-func (l *Lock) Release() error {
+// lock was held throughout. As with Claim.Release, ctx is not waited on:
+// the release is a close, which the server does not acknowledge.
+func (l *Lock) Release(ctx context.Context) error { return l.release() }
+
+// release is Release, for callers inside the package that have no context.
+func (l *Lock) release() error {
 	l.finish(nil)
 	l.mu.Lock()
 	t := l.closeTimer

@@ -57,7 +57,7 @@ func TestAcquireAndRelease(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			if err := l.Release(); err != nil {
+			if err := l.Release(context.Background()); err != nil {
 				t.Errorf("Release: %v", err)
 			}
 		})
@@ -65,7 +65,7 @@ func TestAcquireAndRelease(t *testing.T) {
 	wg.Wait()
 	fc.waitEOF()
 	<-l.Lost()
-	if l.Err() != nil || l.Release() != nil {
+	if l.Err() != nil || l.Release(context.Background()) != nil {
 		t.Errorf("after Release: Err %v", l.Err())
 	}
 }
@@ -82,7 +82,7 @@ func TestLockLost(t *testing.T) {
 	if !errors.Is(l.Err(), protocol.ErrClosedByAdmin) {
 		t.Errorf("Err: %v", l.Err())
 	}
-	if err := l.Release(); !errors.Is(err, protocol.ErrClosedByAdmin) {
+	if err := l.Release(context.Background()); !errors.Is(err, protocol.ErrClosedByAdmin) {
 		t.Errorf("Release after loss: %v, want the cause", err)
 	}
 }
@@ -95,7 +95,7 @@ func TestTryAcquire(t *testing.T) {
 	go func() {
 		l, err := c.TryAcquire(t.Context(), "job", time.Second)
 		if l != nil {
-			l.Release()
+			l.Release(context.Background())
 		}
 		errc <- err
 	}()
@@ -139,7 +139,7 @@ func TestLockGiveUpKeepsConnectionUntilCloseBy(t *testing.T) {
 			}
 			if release {
 				releasedAt := time.Now()
-				if err := l.Release(); !errors.Is(err, ErrHeartbeatTimeout) {
+				if err := l.Release(context.Background()); !errors.Is(err, ErrHeartbeatTimeout) {
 					t.Errorf("Release: %v, want the cause", err)
 				}
 				eof := fc.waitEOF()
@@ -153,7 +153,7 @@ func TestLockGiveUpKeepsConnectionUntilCloseBy(t *testing.T) {
 			if d := eof.Sub(acq.at); d < lease-100*time.Millisecond || d > lease+300*time.Millisecond {
 				t.Errorf("connection closed %v after ACQUIRE; want at anchor + lease, about %v", d, lease)
 			}
-			if err := l.Release(); !errors.Is(err, ErrHeartbeatTimeout) {
+			if err := l.Release(context.Background()); !errors.Is(err, ErrHeartbeatTimeout) {
 				t.Errorf("Release after the close: %v, want the cause", err)
 			}
 			t.Logf("gave up %v after ACQUIRE, closed %v after it", lostAt.Sub(acq.at), eof.Sub(acq.at))

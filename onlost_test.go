@@ -51,7 +51,7 @@ func TestOnLostLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept.Release()
+	kept.Release(context.Background())
 	l, err := c.Acquire(ctx, "x", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestOnLostLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-l.Lost()
-	l.Release()
+	l.Release(context.Background())
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if len(lc.calls) != 1 || lc.calls[0] != "x" || lc.late {

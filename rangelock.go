@@ -6,105 +6,36 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batonlock/baton/internal/rangeapi"
 	"github.com/batonlock/baton/internal/rangemirror"
 	"github.com/batonlock/baton/protocol"
 )
 
-// Errors of the range-lock operations of a Session.
-var (
-	// ErrRangeConflict: a set without waiting found a conflicting lock
-	// (EAGAIN). The error is a *RangeConflictError naming it.
-	ErrRangeConflict = errors.New("baton: range lock held by another owner")
-	// ErrDeadlock: waiting would close a cycle of owners waiting for each
-	// other (EDEADLK); nothing changed.
-	ErrDeadlock = errors.New("baton: waiting for the range lock would deadlock")
-	// ErrInvalidRange: the server refused the request as invalid: an
-	// unknown type, start after end, an end past protocol.MaxRangeEnd or
-	// an empty key (EINVAL).
-	ErrInvalidRange = errors.New("baton: invalid range lock request")
-	// ErrRangeCancelled: a waiting set ended without a grant because its
-	// owner's locks on the key were released meanwhile (ReleaseOwner).
-	ErrRangeCancelled = errors.New("baton: waiting range lock cancelled")
-	// ErrRangeUnavailable: a cluster node cannot serve the key's range
-	// locks now (the node taking the key over warms up after a failure,
-	// or a planned change moved it with range locks on it, for their
-	// holders' lease; docs/cluster.md, "Range locks"); nothing changed
-	// (ENOLCK). SetRange with wait asks again until it can.
-	ErrRangeUnavailable = errors.New("baton: range locks of this key are not served now (a cluster node taking the key over): ask again later")
-	// ErrRangeLimit: the server refused the set because the session or
-	// its owner already has as many waiting requests, or the session as
-	// many lock owners, as the server allows (ENOLCK); nothing changed,
-	// except that a flock conversion has dropped the old lock. It lasts
-	// until the session's own requests end, so SetRange does not retry.
-	ErrRangeLimit = errors.New("baton: too many waiting range requests or lock owners on this session")
+// rangeLock and rangeHolder are package ranges' Lock and Holder, as
+// the session carries them (internal/rangeapi).
+type (
+	rangeLock   = rangeapi.Lock
+	rangeHolder = rangeapi.Holder
 )
 
-// LockType is a range lock's type.
-type LockType uint8
+// rangeOps are a Session's range operations, for package ranges.
+type rangeOps struct{ s *Session }
 
-// The lock types: ReadLock is shared (F_RDLCK, LOCK_SH), WriteLock
-// exclusive (F_WRLCK, LOCK_EX).
-const (
-	ReadLock  LockType = LockType(protocol.LockRead)
-	WriteLock LockType = LockType(protocol.LockWrite)
-)
-
-func (t LockType) String() string {
-	switch t {
-	case ReadLock:
-		return "read"
-	case WriteLock:
-		return "write"
-	}
-	return fmt.Sprintf("LockType(%d)", uint8(t))
+func init() {
+	rangeapi.For = func(s any) rangeapi.Ops { return rangeOps{s.(*Session)} }
 }
 
-// ToEnd is the End of a range that runs to the end of the file, however
-// large it grows (fcntl's l_len 0).
-const ToEnd = protocol.MaxRangeEnd
-
-// RangeLock names a range lock: what a FUSE server's GetLk, SetLk and
-// SetLkw receive (the file, the lock owner, the range, the type, and
-// whether it is a flock lock).
-type RangeLock struct {
-	// Key is the file, 1 to 255 bytes. Every client that locks the same
-	// file must use the same key.
-	Key string
-	// Flock puts the lock in flock(2)'s namespace: whole file, one lock
-	// per owner (an open file description). Otherwise it is an fcntl
-	// byte-range lock. The two never conflict with each other.
-	Flock bool
-	// Owner is the lock owner within the session (the POSIX lock owner, or
-	// the open file description for OFD and flock locks). Locks of one
-	// owner never conflict with each other.
-	Owner uint64
-	// Type is ReadLock or WriteLock; Unlock and ReleaseOwner ignore it.
-	Type LockType
-	// Start and End are the first and last byte, both included; End ToEnd
-	// means to the end of the file. Ignored for flock.
-	Start, End uint64
+func (o rangeOps) Set(ctx context.Context, l rangeLock, wait bool) (uint64, error) {
+	return o.s.setRangeWait(ctx, l, wait)
 }
-
-// RangeHolder is a lock that conflicts with a request.
-type RangeHolder struct {
-	Type       LockType
-	Owner      uint64 // its owner within its session
-	Session    uint64 // its owner's session id
-	Label      string // that session's label
-	Start, End uint64
+func (o rangeOps) Unlock(ctx context.Context, l rangeLock) error { return o.s.unlockRange(ctx, l) }
+func (o rangeOps) Query(ctx context.Context, l rangeLock) (rangeHolder, bool, error) {
+	return o.s.queryRange(ctx, l)
 }
-
-// RangeConflictError is a set refused because Holder conflicts with it.
-// It matches ErrRangeConflict with errors.Is.
-type RangeConflictError struct{ Holder RangeHolder }
-
-func (e *RangeConflictError) Error() string {
-	h := e.Holder
-	return fmt.Sprintf("baton: range lock held: %v lock on [%d,%d] by owner %d of session %d (%q)",
-		h.Type, h.Start, h.End, h.Owner, h.Session, h.Label)
+func (o rangeOps) ReleaseOwner(ctx context.Context, key string, flock bool, owner uint64) error {
+	return o.s.releaseOwner(ctx, key, flock, owner)
 }
-
-func (e *RangeConflictError) Is(target error) bool { return target == ErrRangeConflict }
+func (o rangeOps) Lost() <-chan struct{} { return o.s.Lost() }
 
 // rangeReqs are a session's range requests awaiting answers and, on a
 // resumable session, its record of its range locks (resume_ranges.go).
@@ -127,27 +58,12 @@ type rangeReqs struct {
 	closeReqs map[uint32]struct{} // Close's releases not answered yet
 }
 
-// SetRange takes the lock l (F_SETLK; with wait, F_SETLKW or flock without
-// LOCK_NB) and returns its fencing token. Without wait, a conflict is a
-// *RangeConflictError at once. With wait, it waits in the server's FIFO
-// until the lock is pushed, or ctx ends: then the wait is withdrawn and
-// ctx.Err() returned, unless the grant crossed the withdrawal, in which
-// case the lock is held and its token returned. A wait that would
-// deadlock is ErrDeadlock. A new lock over the owner's own ranges
-// replaces them (merge, split, upgrade, downgrade). On a cluster, a key
-// whose range locks are not served for now is ErrRangeUnavailable
-// without wait; with wait, the request is sent again, at most a second
-// apart, until it is served or ctx ends.
-//
-// On a resumable session the lock survives a broken connection: the
-// session re-asserts it on its new session (see Session). A request in
-// flight at the break is sent again after the re-assertions, a waiting
-// set losing its place in the queue; one made while the session
-// resumes waits for the resume.
-func (s *Session) SetRange(ctx context.Context, l RangeLock, wait bool) (token uint64, err error) {
+// setRangeWait is ranges.Locker.Set (documented there): setRange,
+// asked again while the key is unavailable if wait.
+func (s *Session) setRangeWait(ctx context.Context, l rangeLock, wait bool) (token uint64, err error) {
 	for pause := 20 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		token, err = s.setRange(ctx, l, wait)
-		if !wait || !errors.Is(err, ErrRangeUnavailable) {
+		if !wait || !errors.Is(err, rangeapi.ErrUnavailable) {
 			return token, err
 		}
 		select {
@@ -160,8 +76,8 @@ func (s *Session) SetRange(ctx context.Context, l RangeLock, wait bool) (token u
 	}
 }
 
-// setRange is one SetRange request.
-func (s *Session) setRange(ctx context.Context, l RangeLock, wait bool) (token uint64, err error) {
+// setRange is one set request.
+func (s *Session) setRange(ctx context.Context, l rangeLock, wait bool) (token uint64, err error) {
 	flags := uint8(0)
 	if wait {
 		flags |= protocol.RangeWait
@@ -194,44 +110,44 @@ func (s *Session) setRange(ctx context.Context, l RangeLock, wait bool) (token u
 		case protocol.RangeQueued:
 			continue
 		case protocol.RangeConflict:
-			return 0, &RangeConflictError{holderOf(f)}
+			return 0, &rangeapi.ConflictError{Holder: holderOf(f)}
 		case protocol.RangeCancelled:
 			if cancelled != nil {
 				return 0, cancelled
 			}
-			return 0, ErrRangeCancelled
+			return 0, rangeapi.ErrCancelled
 		}
 		return 0, rangeStatusErr(f)
 	}
 }
 
-// UnlockRange removes the bytes of l from its owner's locks on l.Key
+// unlockRange removes the bytes of l from its owner's locks on l.Key
 // (F_UNLCK; flock: LOCK_UN), splitting ranges where l cuts them.
-func (s *Session) UnlockRange(ctx context.Context, l RangeLock) error {
+func (s *Session) unlockRange(ctx context.Context, l rangeLock) error {
 	_, err := s.rangeOnce(ctx, protocol.RangeUnlock, l)
 	return err
 }
 
-// QueryRange is F_GETLK: the first lock of another owner that conflicts
+// queryRange is F_GETLK: the first lock of another owner that conflicts
 // with l, and true; or false when l could be granted now.
-func (s *Session) QueryRange(ctx context.Context, l RangeLock) (RangeHolder, bool, error) {
+func (s *Session) queryRange(ctx context.Context, l rangeLock) (rangeHolder, bool, error) {
 	f, err := s.rangeOnce(ctx, protocol.RangeQuery, l)
 	if err != nil || f.Status != protocol.RangeLocked {
-		return RangeHolder{}, false, err
+		return rangeHolder{}, false, err
 	}
 	return holderOf(f), true, nil
 }
 
-// ReleaseOwner drops every lock of owner on key in the namespace (flock
+// releaseOwner drops every lock of owner on key in the namespace (flock
 // or fcntl) and ends its waiting requests there: what closing a file
 // does to its owner's locks.
-func (s *Session) ReleaseOwner(ctx context.Context, key string, flock bool, owner uint64) error {
-	_, err := s.rangeOnce(ctx, protocol.RangeRelease, RangeLock{Key: key, Flock: flock, Owner: owner})
+func (s *Session) releaseOwner(ctx context.Context, key string, flock bool, owner uint64) error {
+	_, err := s.rangeOnce(ctx, protocol.RangeRelease, rangeLock{Key: key, Flock: flock, Owner: owner})
 	return err
 }
 
 // rangeOnce sends one request answered by one frame and waits for it.
-func (s *Session) rangeOnce(ctx context.Context, op protocol.RangeOp, l RangeLock) (protocol.Frame, error) {
+func (s *Session) rangeOnce(ctx context.Context, op protocol.RangeOp, l rangeLock) (protocol.Frame, error) {
 	req, ch, err := s.sendRange(ctx, op, 0, l)
 	if err != nil {
 		return protocol.Frame{}, err
@@ -253,20 +169,20 @@ func (s *Session) rangeOnce(ctx context.Context, op protocol.RangeOp, l RangeLoc
 	}
 }
 
-func holderOf(f protocol.Frame) RangeHolder {
-	return RangeHolder{Type: LockType(f.LockType), Owner: f.Owner, Session: f.Session, Label: f.Label, Start: f.Start, End: f.End}
+func holderOf(f protocol.Frame) rangeHolder {
+	return rangeHolder{Type: f.LockType, Owner: f.Owner, Session: f.Session, Label: f.Label, Start: f.Start, End: f.End}
 }
 
 func rangeStatusErr(f protocol.Frame) error {
 	switch f.Status {
 	case protocol.RangeDeadlock:
-		return ErrDeadlock
+		return rangeapi.ErrDeadlock
 	case protocol.RangeInvalid:
-		return ErrInvalidRange
+		return rangeapi.ErrInvalid
 	case protocol.RangeUnavailable:
-		return ErrRangeUnavailable
+		return rangeapi.ErrUnavailable
 	case protocol.RangeLimit:
-		return ErrRangeLimit
+		return rangeapi.ErrLimit
 	case protocol.RangeDenied:
 		return protocol.ErrNotAuthorized
 	}
@@ -276,9 +192,9 @@ func rangeStatusErr(f protocol.Frame) error {
 // sendRange allocates a request id and sends a RANGE frame. On a
 // session being resumed it waits for the resume to end, as a new claim
 // does: the request goes after the re-assertions.
-func (s *Session) sendRange(ctx context.Context, op protocol.RangeOp, flags uint8, l RangeLock) (uint32, chan protocol.Frame, error) {
+func (s *Session) sendRange(ctx context.Context, op protocol.RangeOp, flags uint8, l rangeLock) (uint32, chan protocol.Frame, error) {
 	if s.v1 {
-		return 0, nil, ErrVersion2Required
+		return 0, nil, ErrServerTooOld
 	}
 	f := rangeFrame(op, flags, l)
 	s.mu.Lock()
@@ -311,8 +227,8 @@ func (s *Session) sendRange(ctx context.Context, op protocol.RangeOp, flags uint
 // cancelRange withdraws the waiting set req (RangeCancel). While the
 // session is being resumed nothing is sent: the set, not asked again,
 // is answered cancelled when the resume ends.
-func (s *Session) cancelRange(req uint32, l RangeLock) error {
-	f := rangeFrame(protocol.RangeCancel, 0, RangeLock{Key: l.Key, Flock: l.Flock})
+func (s *Session) cancelRange(req uint32, l rangeLock) error {
+	f := rangeFrame(protocol.RangeCancel, 0, rangeLock{Key: l.Key, Flock: l.Flock})
 	f.Claim = req
 	s.mu.Lock()
 	if s.err != nil {
@@ -335,7 +251,7 @@ func (s *Session) cancelRange(req uint32, l RangeLock) error {
 }
 
 // rangeFrame is the RANGE frame of op on l, its request id not set.
-func rangeFrame(op protocol.RangeOp, flags uint8, l RangeLock) protocol.Frame {
+func rangeFrame(op protocol.RangeOp, flags uint8, l rangeLock) protocol.Frame {
 	if l.Flock {
 		flags |= protocol.RangeFlock
 		l.Start, l.End = 0, 0

@@ -2,6 +2,7 @@ package baton
 
 import (
 	"context"
+	"github.com/batonlock/baton/protocol"
 	"slices"
 	"testing"
 	"time"
@@ -16,15 +17,15 @@ func BenchmarkRangeVsClaim(b *testing.B) {
 	addr := startServer(b)
 	s := openReal(b, addr, time.Minute, "bench")
 	ctx := context.Background()
-	l := RangeLock{Key: "bench", Owner: 1, Type: WriteLock, Start: 0, End: 99}
+	l := rangeLock{Key: "bench", Owner: 1, Type: protocol.LockWrite, Start: 0, End: 99}
 	var rs, cs []time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
 		t0 := time.Now()
-		if _, err := s.SetRange(ctx, l, false); err != nil {
+		if _, err := s.setRangeWait(ctx, l, false); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.UnlockRange(ctx, l); err != nil {
+		if err := s.unlockRange(ctx, l); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()

@@ -2,13 +2,15 @@ package baton
 
 import (
 	"errors"
+	"github.com/batonlock/baton/internal/rangeapi"
+	"github.com/batonlock/baton/protocol"
 	"testing"
 	"time"
 )
 
 // TestSessionRangeNotServedNow: a cluster node that cannot serve a key's
 // range locks for now (here its Route refuses the key) answers each
-// range operation ErrRangeUnavailable, and a waiting SetRange asks again
+// range operation rangeapi.ErrUnavailable, and a waiting SetRange asks again
 // until the key is served, then holds it; the session stays usable.
 func TestSessionRangeNotServedNow(t *testing.T) {
 	nodes := startRing(t, "n1")
@@ -18,15 +20,15 @@ func TestSessionRangeNotServedNow(t *testing.T) {
 	n1.mu.Unlock()
 	s := openReal(t, n1.addr, 5*time.Second, "host-a")
 	ctx := t.Context()
-	l := RangeLock{Key: "f", Owner: 1, Type: WriteLock, End: ToEnd}
-	if _, err := s.SetRange(ctx, l, false); !errors.Is(err, ErrRangeUnavailable) {
-		t.Fatalf("SetRange on a key not served: %v, want ErrRangeUnavailable", err)
+	l := rangeLock{Key: "f", Owner: 1, Type: protocol.LockWrite, End: protocol.MaxRangeEnd}
+	if _, err := s.setRangeWait(ctx, l, false); !errors.Is(err, rangeapi.ErrUnavailable) {
+		t.Fatalf("SetRange on a key not served: %v, want rangeapi.ErrUnavailable", err)
 	}
-	if _, _, err := s.QueryRange(ctx, l); !errors.Is(err, ErrRangeUnavailable) {
-		t.Fatalf("QueryRange on a key not served: %v, want ErrRangeUnavailable", err)
+	if _, _, err := s.queryRange(ctx, l); !errors.Is(err, rangeapi.ErrUnavailable) {
+		t.Fatalf("QueryRange on a key not served: %v, want rangeapi.ErrUnavailable", err)
 	}
-	if err := s.UnlockRange(ctx, l); !errors.Is(err, ErrRangeUnavailable) {
-		t.Fatalf("UnlockRange on a key not served: %v, want ErrRangeUnavailable", err)
+	if err := s.unlockRange(ctx, l); !errors.Is(err, rangeapi.ErrUnavailable) {
+		t.Fatalf("UnlockRange on a key not served: %v, want rangeapi.ErrUnavailable", err)
 	}
 	const servedAfter = 300 * time.Millisecond
 	start := time.Now()
@@ -35,7 +37,7 @@ func TestSessionRangeNotServedNow(t *testing.T) {
 		n1.refuse = nil
 		n1.mu.Unlock()
 	})
-	tok, err := s.SetRange(ctx, l, true)
+	tok, err := s.setRangeWait(ctx, l, true)
 	if err != nil || tok == 0 {
 		t.Fatalf("waiting SetRange: %d, %v", tok, err)
 	}

@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"github.com/batonlock/baton/internal/rangeapi"
 	"log/slog"
 	"net"
 	"testing"
@@ -21,30 +22,30 @@ func TestSessionRangeLocks(t *testing.T) {
 	a := openReal(t, addr, 5*time.Second, "host-a")
 	b := openReal(t, addr, 5*time.Second, "host-b")
 	ctx := t.Context()
-	w := func(owner, start, end uint64) RangeLock {
-		return RangeLock{Key: "f", Owner: owner, Type: WriteLock, Start: start, End: end}
+	w := func(owner, start, end uint64) rangeLock {
+		return rangeLock{Key: "f", Owner: owner, Type: protocol.LockWrite, Start: start, End: end}
 	}
-	t1, err := a.SetRange(ctx, w(1, 0, 99), false)
+	t1, err := a.setRangeWait(ctx, w(1, 0, 99), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.SetRange(ctx, w(2, 50, ToEnd), false)
-	var ce *RangeConflictError
-	if !errors.As(err, &ce) || !errors.Is(err, ErrRangeConflict) || ce.Holder.Label != "host-a" || ce.Holder.Owner != 1 || ce.Holder.Session != a.ID() {
+	_, err = b.setRangeWait(ctx, w(2, 50, protocol.MaxRangeEnd), false)
+	var ce *rangeapi.ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, rangeapi.ErrConflict) || ce.Holder.Label != "host-a" || ce.Holder.Owner != 1 || ce.Holder.Session != a.ID() {
 		t.Fatalf("conflicting set: %v", err)
 	}
-	if h, ok, err := b.QueryRange(ctx, w(2, 100, 200)); err != nil || ok {
+	if h, ok, err := b.queryRange(ctx, w(2, 100, 200)); err != nil || ok {
 		t.Fatalf("query of free bytes: %v %v %v", h, ok, err)
 	}
 	got := make(chan error, 1)
 	var t2 uint64
 	go func() {
 		var err error
-		t2, err = b.SetRange(ctx, w(2, 50, ToEnd), true)
+		t2, err = b.setRangeWait(ctx, w(2, 50, protocol.MaxRangeEnd), true)
 		got <- err
 	}()
 	// b waits (queued now or a moment later); a's unlock lets it in.
-	if err := a.UnlockRange(ctx, w(1, 0, 99)); err != nil {
+	if err := a.unlockRange(ctx, w(1, 0, 99)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {
@@ -54,11 +55,11 @@ func TestSessionRangeLocks(t *testing.T) {
 		t.Errorf("promoted token %d not above %d", t2, t1)
 	}
 	// Deadlock: a holds g, b waits for it, a waits for b's f.
-	if _, err := a.SetRange(ctx, RangeLock{Key: "g", Owner: 1, Type: WriteLock, End: ToEnd}, false); err != nil {
+	if _, err := a.setRangeWait(ctx, rangeLock{Key: "g", Owner: 1, Type: protocol.LockWrite, End: protocol.MaxRangeEnd}, false); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		_, err := b.SetRange(ctx, RangeLock{Key: "g", Owner: 2, Type: WriteLock, End: ToEnd}, true)
+		_, err := b.setRangeWait(ctx, rangeLock{Key: "g", Owner: 2, Type: protocol.LockWrite, End: protocol.MaxRangeEnd}, true)
 		got <- err
 	}()
 	// Whichever of the two waits reaches the server second closes the
@@ -67,29 +68,29 @@ func TestSessionRangeLocks(t *testing.T) {
 	defer acancel()
 	aGot := make(chan error, 1)
 	go func() {
-		_, err := a.SetRange(actx, w(1, 60, 60), true)
+		_, err := a.setRangeWait(actx, w(1, 60, 60), true)
 		aGot <- err
 	}()
 	select {
 	case err := <-aGot: // a's wait came second
-		if !errors.Is(err, ErrDeadlock) {
-			t.Fatalf("a waiting for b's range while b waits for a's: %v (want ErrDeadlock)", err)
+		if !errors.Is(err, rangeapi.ErrDeadlock) {
+			t.Fatalf("a waiting for b's range while b waits for a's: %v (want rangeapi.ErrDeadlock)", err)
 		}
-		if err := a.ReleaseOwner(ctx, "g", false, 1); err != nil {
+		if err := a.releaseOwner(ctx, "g", false, 1); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-got; err != nil {
 			t.Fatalf("b's wait for g after a released: %v", err)
 		}
 	case err := <-got: // b's wait came second
-		if !errors.Is(err, ErrDeadlock) {
-			t.Fatalf("b waiting for a's g while a waits for b's range: %v (want ErrDeadlock)", err)
+		if !errors.Is(err, rangeapi.ErrDeadlock) {
+			t.Fatalf("b waiting for a's g while a waits for b's range: %v (want rangeapi.ErrDeadlock)", err)
 		}
 		acancel()
 		if err := <-aGot; !errors.Is(err, context.Canceled) {
 			t.Fatalf("a's withdrawn wait: %v", err)
 		}
-		if err := a.ReleaseOwner(ctx, "g", false, 1); err != nil {
+		if err := a.releaseOwner(ctx, "g", false, 1); err != nil {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
@@ -98,32 +99,32 @@ func TestSessionRangeLocks(t *testing.T) {
 	// A wait withdrawn by its context.
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := a.SetRange(cctx, w(1, 60, 60), true); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := a.setRangeWait(cctx, w(1, 60, 60), true); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("wait with a deadline: %v", err)
 	}
 	// flock is its own namespace; closing b's session releases all.
-	fl := RangeLock{Key: "f", Flock: true, Owner: 9, Type: WriteLock}
-	if _, err := b.SetRange(ctx, fl, false); err != nil {
+	fl := rangeLock{Key: "f", Flock: true, Owner: 9, Type: protocol.LockWrite}
+	if _, err := b.setRangeWait(ctx, fl, false); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		_, err := a.SetRange(ctx, RangeLock{Key: "f", Flock: true, Owner: 3, Type: ReadLock}, true)
+		_, err := a.setRangeWait(ctx, rangeLock{Key: "f", Flock: true, Owner: 3, Type: protocol.LockRead}, true)
 		got <- err
 	}()
 	b.Close()
 	if err := <-got; err != nil {
 		t.Fatalf("a's flock after b closed: %v", err)
 	}
-	if _, err := a.SetRange(ctx, w(1, 0, ToEnd), false); err != nil {
+	if _, err := a.setRangeWait(ctx, w(1, 0, protocol.MaxRangeEnd), false); err != nil {
 		t.Fatalf("b's fcntl ranges outlived its session: %v", err)
 	}
-	if _, err := a.SetRange(ctx, RangeLock{Key: "", Owner: 1, Type: WriteLock}, false); !errors.Is(err, ErrInvalidRange) {
+	if _, err := a.setRangeWait(ctx, rangeLock{Key: "", Owner: 1, Type: protocol.LockWrite}, false); !errors.Is(err, rangeapi.ErrInvalid) {
 		t.Fatalf("empty key: %v", err)
 	}
 }
 
 // TestSetRangeLimit: a set past a server's range-lock cap is
-// ErrRangeLimit, at once even with wait (a cap is not a node that cannot
+// rangeapi.ErrLimit, at once even with wait (a cap is not a node that cannot
 // serve the key for now, which SetRange asks again), and nothing changed.
 func TestSetRangeLimit(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -137,15 +138,15 @@ func TestSetRangeLimit(t *testing.T) {
 	s := openReal(t, ln.Addr().String(), 5*time.Second, "capped")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	l := RangeLock{Key: "f", Owner: 1, Type: WriteLock, End: 9}
-	if _, err := s.SetRange(ctx, l, false); err != nil {
+	l := rangeLock{Key: "f", Owner: 1, Type: protocol.LockWrite, End: 9}
+	if _, err := s.setRangeWait(ctx, l, false); err != nil {
 		t.Fatal(err)
 	}
 	l.Owner, l.Start, l.End = 2, 20, 29
-	if _, err := s.SetRange(ctx, l, true); !errors.Is(err, ErrRangeLimit) {
-		t.Fatalf("a second owner's set: %v, want ErrRangeLimit", err)
+	if _, err := s.setRangeWait(ctx, l, true); !errors.Is(err, rangeapi.ErrLimit) {
+		t.Fatalf("a second owner's set: %v, want rangeapi.ErrLimit", err)
 	}
-	if h, ok, err := s.QueryRange(ctx, RangeLock{Key: "f", Owner: 3, Type: WriteLock, Start: 20, End: 29}); err != nil || ok {
+	if h, ok, err := s.queryRange(ctx, rangeLock{Key: "f", Owner: 3, Type: protocol.LockWrite, Start: 20, End: 29}); err != nil || ok {
 		t.Fatalf("the refused range is held: %v %v %v", h, ok, err)
 	}
 }
@@ -170,12 +171,12 @@ func TestSetRangeNotAuthorized(t *testing.T) {
 	s := openReal(t, ln.Addr().String(), 5*time.Second, "refused")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	l := RangeLock{Key: "mount:etc/passwd", Owner: 1, Type: WriteLock, End: 9}
-	if _, err := s.SetRange(ctx, l, true); !errors.Is(err, protocol.ErrNotAuthorized) {
+	l := rangeLock{Key: "mount:etc/passwd", Owner: 1, Type: protocol.LockWrite, End: 9}
+	if _, err := s.setRangeWait(ctx, l, true); !errors.Is(err, protocol.ErrNotAuthorized) {
 		t.Fatalf("a set on a refused key: %v, want ErrNotAuthorized", err)
 	}
 	l.Key = "mount:home/report"
-	if _, err := s.SetRange(ctx, l, false); err != nil {
+	if _, err := s.setRangeWait(ctx, l, false); err != nil {
 		t.Fatalf("a set on an allowed key after the refusal: %v", err)
 	}
 }

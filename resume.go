@@ -13,7 +13,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Resumable sessions (SessionOptions.Resumable): when the connection
+// Resumable sessions (SessionOptions.Resume): when the connection
 // breaks, the reader reconnects with backoff, opens a new resumable
 // session and re-asserts every held or queued claim, naming the session it
 // lived on. A claim re-granted with its own token goes on unnoticed; one
@@ -62,7 +62,7 @@ var errFreshSession = errors.New("baton: re-assertion to be made again on a fres
 func (s *Session) resumable() bool { return s.ident != nil && !s.closing }
 
 // Resumable reports whether the session is resumable: it asked for it
-// (SessionOptions.Resumable) and the server granted it.
+// (SessionOptions.Resume) and the server granted it.
 func (s *Session) Resumable() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

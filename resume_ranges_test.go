@@ -18,17 +18,17 @@ type rangeRes struct {
 	err   error
 }
 
-func goSetRange(ctx context.Context, s *Session, l RangeLock, wait bool) chan rangeRes {
+func goSetRange(ctx context.Context, s *Session, l rangeLock, wait bool) chan rangeRes {
 	ch := make(chan rangeRes, 1)
 	go func() {
-		tok, err := s.SetRange(ctx, l, wait)
+		tok, err := s.setRangeWait(ctx, l, wait)
 		ch <- rangeRes{tok, err}
 	}()
 	return ch
 }
 
 // expectRange reads the next RANGE frame and checks its op and lock.
-func expectRange(t *testing.T, fc *fakeV2Conn, op protocol.RangeOp, l RangeLock) protocol.Frame {
+func expectRange(t *testing.T, fc *fakeV2Conn, op protocol.RangeOp, l rangeLock) protocol.Frame {
 	t.Helper()
 	f := fc.expect(protocol.TypeRange)
 	want := rangeFrame(op, 0, l)
@@ -41,7 +41,7 @@ func expectRange(t *testing.T, fc *fakeV2Conn, op protocol.RangeOp, l RangeLock)
 
 // expectRangeResume reads the next RANGE frame and checks it re-asserts
 // lock l naming the earlier session prior, with secret sec, on node n1.
-func expectRangeResume(t *testing.T, fc *fakeV2Conn, l RangeLock, prior uint64, sec byte) protocol.Frame {
+func expectRangeResume(t *testing.T, fc *fakeV2Conn, l rangeLock, prior uint64, sec byte) protocol.Frame {
 	t.Helper()
 	f := expectRange(t, fc, protocol.RangeResume, l)
 	if f.Session != prior || f.Secret != secretOf(sec) || f.Node != "n1" || f.Flags&protocol.RangeWait != 0 {
@@ -51,7 +51,7 @@ func expectRangeResume(t *testing.T, fc *fakeV2Conn, l RangeLock, prior uint64, 
 }
 
 // holdRange makes s hold range lock l, granted with token.
-func holdRange(t *testing.T, s *Session, fc *fakeV2Conn, l RangeLock, token uint64) {
+func holdRange(t *testing.T, s *Session, fc *fakeV2Conn, l rangeLock, token uint64) {
 	t.Helper()
 	res := goSetRange(t.Context(), s, l, false)
 	f := expectRange(t, fc, protocol.RangeSet, l)
@@ -81,8 +81,8 @@ func (s *Session) rangesConfirmed() bool {
 }
 
 var (
-	posixF = RangeLock{Key: "f", Owner: 1, Type: WriteLock, Start: 0, End: 99}
-	flockG = RangeLock{Key: "g", Flock: true, Owner: 2, Type: ReadLock}
+	posixF = rangeLock{Key: "f", Owner: 1, Type: protocol.LockWrite, Start: 0, End: 99}
+	flockG = rangeLock{Key: "g", Flock: true, Owner: 2, Type: protocol.LockRead}
 )
 
 // A resumable session keeps its range locks through a broken
@@ -109,7 +109,7 @@ func TestResumeRangeLocksReasserted(t *testing.T) {
 	answerRange(fc2, r2.Claim, protocol.RangeDone)
 
 	// Exactly two: the next RANGE is the new request.
-	l := RangeLock{Key: "h", Owner: 3, Type: WriteLock, Start: 5, End: 5}
+	l := rangeLock{Key: "h", Owner: 3, Type: protocol.LockWrite, Start: 5, End: 5}
 	res := goSetRange(t.Context(), s, l, false)
 	f := expectRange(t, fc2, protocol.RangeSet, l)
 	fc2.send(protocol.AppendRangeAnswer(nil, f.Claim, protocol.RangeGranted, 202, protocol.Frame{}))
@@ -123,7 +123,7 @@ func TestResumeRangeLocksReasserted(t *testing.T) {
 		t.Fatalf("confirmed %v, %d ranges believed", s.rangesConfirmed(), s.mirrorLen())
 	}
 	unlocked := make(chan error, 1)
-	go func() { unlocked <- s.UnlockRange(t.Context(), posixF) }()
+	go func() { unlocked <- s.unlockRange(t.Context(), posixF) }()
 	u := expectRange(t, fc2, protocol.RangeUnlock, posixF)
 	answerRange(fc2, u.Claim, protocol.RangeDone)
 	if err := wait(t, unlocked); err != nil {
@@ -161,7 +161,7 @@ func TestResumeRangeConflictEndsSession(t *testing.T) {
 		t.Fatalf("session %v, claim %v", s.Err(), cl.Err())
 	}
 	fc2.waitEOF()
-	if _, err := s.SetRange(t.Context(), posixF, false); !errors.Is(err, ErrReassertRefused) {
+	if _, err := s.setRangeWait(t.Context(), posixF, false); !errors.Is(err, ErrReassertRefused) {
 		t.Fatalf("SetRange on the ended session: %v", err)
 	}
 }
@@ -264,20 +264,20 @@ func TestResumeRangeRequestsInFlight(t *testing.T) {
 	fake := newFakeV2(t)
 	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
 	holdRange(t, s, fc, posixF, 200)
-	other := RangeLock{Key: "k", Owner: 4, Type: WriteLock, Start: 10, End: 19}
+	other := rangeLock{Key: "k", Owner: 4, Type: protocol.LockWrite, Start: 10, End: 19}
 	holdRange(t, s, fc, other, 201)
 
 	unlocked := make(chan error, 1)
-	go func() { unlocked <- s.UnlockRange(t.Context(), posixF) }()
+	go func() { unlocked <- s.unlockRange(t.Context(), posixF) }()
 	u := expectRange(t, fc, protocol.RangeUnlock, posixF)
 
-	waiting := RangeLock{Key: "w", Owner: 5, Type: WriteLock, End: ToEnd}
+	waiting := rangeLock{Key: "w", Owner: 5, Type: protocol.LockWrite, End: protocol.MaxRangeEnd}
 	set := goSetRange(t.Context(), s, waiting, true)
 	w := expectRange(t, fc, protocol.RangeSet, waiting)
 	answerRange(fc, w.Claim, protocol.RangeQueued)
 
 	// Withdrawn before the break.
-	withdrawn := RangeLock{Key: "x", Owner: 6, Type: ReadLock, Start: 1, End: 2}
+	withdrawn := rangeLock{Key: "x", Owner: 6, Type: protocol.LockRead, Start: 1, End: 2}
 	xctx, xcancel := context.WithCancel(t.Context())
 	gone := goSetRange(xctx, s, withdrawn, true)
 	x := expectRange(t, fc, protocol.RangeSet, withdrawn)
@@ -287,7 +287,7 @@ func TestResumeRangeRequestsInFlight(t *testing.T) {
 		t.Fatalf("%v, want the cancel of %d", c, x.Claim)
 	}
 	// Withdrawn while resuming.
-	later := RangeLock{Key: "y", Owner: 7, Type: ReadLock}
+	later := rangeLock{Key: "y", Owner: 7, Type: protocol.LockRead}
 	yctx, ycancel := context.WithCancel(t.Context())
 	goneLater := goSetRange(yctx, s, later, true)
 	y := expectRange(t, fc, protocol.RangeSet, later)
@@ -326,7 +326,7 @@ func TestResumeRangeRequestsInFlight(t *testing.T) {
 		t.Fatalf("waiting set: %d, %v", res.token, res.err)
 	}
 	// Nothing else was asked again: the next frame is a new request.
-	l := RangeLock{Key: "z", Owner: 8, Type: WriteLock}
+	l := rangeLock{Key: "z", Owner: 8, Type: protocol.LockWrite}
 	res := goSetRange(t.Context(), s, l, false)
 	f := expectRange(t, fc2, protocol.RangeSet, l)
 	fc2.send(protocol.AppendRangeAnswer(nil, f.Claim, protocol.RangeGranted, 206, protocol.Frame{}))
@@ -445,12 +445,12 @@ func TestResumeCloseReleasesRanges(t *testing.T) {
 	fake := newFakeV2(t)
 	s, fc := openResumable(t, fake, SessionOptions{Lease: 2 * time.Second})
 	holdRange(t, s, fc, posixF, 200)
-	holdRange(t, s, fc, RangeLock{Key: "f", Owner: 1, Type: ReadLock, Start: 500, End: 600}, 201)
+	holdRange(t, s, fc, rangeLock{Key: "f", Owner: 1, Type: protocol.LockRead, Start: 500, End: 600}, 201)
 	holdRange(t, s, fc, flockG, 202)
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	a := expectRange(t, fc, protocol.RangeRelease, RangeLock{Key: "f", Owner: 1})
-	b := expectRange(t, fc, protocol.RangeRelease, RangeLock{Key: "g", Flock: true, Owner: 2})
+	a := expectRange(t, fc, protocol.RangeRelease, rangeLock{Key: "f", Owner: 1})
+	b := expectRange(t, fc, protocol.RangeRelease, rangeLock{Key: "g", Flock: true, Owner: 2})
 	answerRange(fc, a.Claim, protocol.RangeDone)
 	select {
 	case err := <-closed:
@@ -512,7 +512,7 @@ func TestResumeRangeAnswerToGoneCaller(t *testing.T) {
 	holdRange(t, s, fc, flockG, 201)
 	ctx, cancel := context.WithCancel(t.Context())
 	unlocked := make(chan error, 1)
-	go func() { unlocked <- s.UnlockRange(ctx, posixF) }()
+	go func() { unlocked <- s.unlockRange(ctx, posixF) }()
 	u := expectRange(t, fc, protocol.RangeUnlock, posixF)
 	cancel()
 	if err := wait(t, unlocked); !errors.Is(err, context.Canceled) {
@@ -520,12 +520,12 @@ func TestResumeRangeAnswerToGoneCaller(t *testing.T) {
 	}
 	answerRange(fc, u.Claim, protocol.RangeDone)
 	// A round trip after it: the answer has been read.
-	holdRange(t, s, fc, RangeLock{Key: "h", Owner: 3, Type: WriteLock}, 202)
+	holdRange(t, s, fc, rangeLock{Key: "h", Owner: 3, Type: protocol.LockWrite}, 202)
 	if n := s.mirrorLen(); n != 2 {
 		t.Fatalf("%d ranges believed, want g and h", n)
 	}
 	fc.c.Close()
 	fc2 := resumeConn(t, fake, 8, 0x22, 0)
 	expectRangeResume(t, fc2, flockG, 7, 0x11)
-	expectRangeResume(t, fc2, RangeLock{Key: "h", Owner: 3, Type: WriteLock}, 7, 0x11)
+	expectRangeResume(t, fc2, rangeLock{Key: "h", Owner: 3, Type: protocol.LockWrite}, 7, 0x11)
 }

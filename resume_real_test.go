@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"github.com/batonlock/baton/internal/rangeapi"
 	"net"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestResumeRealConnectionKilled(t *testing.T) {
 	proxy := newBlackhole(t, addr)
 	const lease = 3 * time.Second
 	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
-		SessionOptions{Lease: lease, Label: "resumable", Resumable: true})
+		SessionOptions{Lease: lease, Label: "resumable", Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestResumeRealCloseReleases(t *testing.T) {
 	t.Parallel()
 	addr := startServer(t)
 	const lease = 10 * time.Second
-	s, err := New(Config{Address: addr}).OpenSession(t.Context(), SessionOptions{Lease: lease, Resumable: true})
+	s, err := New(Config{Address: addr}).OpenSession(t.Context(), SessionOptions{Lease: lease, Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestResumeRealShutdownRefused(t *testing.T) {
 	addrA, srvA := startServerSrv(t)
 	addrB := startServer(t)
 	s, err := New(Config{Address: addrA}).OpenSession(t.Context(),
-		SessionOptions{Lease: 3 * time.Second, Resumable: true, Addrs: []string{addrA, addrB}})
+		SessionOptions{Lease: 3 * time.Second, Resume: ResumeOn, Addrs: []string{addrA, addrB}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,13 +265,13 @@ func TestResumeRealRangeLocksReasserted(t *testing.T) {
 	addr := startServer(t)
 	proxy := newBlackhole(t, addr)
 	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
-		SessionOptions{Lease: 3 * time.Second, Resumable: true})
+		SessionOptions{Lease: 3 * time.Second, Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	l := RangeLock{Key: "f", Owner: 1, Type: WriteLock, End: 9}
-	if _, err := s.SetRange(t.Context(), l, false); err != nil {
+	l := rangeLock{Key: "f", Owner: 1, Type: protocol.LockWrite, End: 9}
+	if _, err := s.setRangeWait(t.Context(), l, false); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := s.Acquire(t.Context(), "job", Exclusive)
@@ -293,7 +294,7 @@ func TestResumeRealRangeLocksReasserted(t *testing.T) {
 		t.Fatalf("claim %v, %d ranges believed", cl.Err(), s.mirrorLen())
 	}
 	other := openReal(t, addr, 3*time.Second, "other")
-	if _, err := other.SetRange(t.Context(), RangeLock{Key: "f", Owner: 2, Type: WriteLock, Start: 5, End: 5}, false); !errors.Is(err, ErrRangeConflict) {
+	if _, err := other.setRangeWait(t.Context(), rangeLock{Key: "f", Owner: 2, Type: protocol.LockWrite, Start: 5, End: 5}, false); !errors.Is(err, rangeapi.ErrConflict) {
 		t.Fatalf("another session's set over the kept lock: %v", err)
 	}
 }
@@ -307,7 +308,7 @@ func TestResumeRealResetReleases(t *testing.T) {
 	proxy := newBlackhole(t, addr)
 	const lease = 5 * time.Second
 	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
-		SessionOptions{Lease: lease, Label: "resumable", Resumable: true})
+		SessionOptions{Lease: lease, Label: "resumable", Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestResumeRealSilentServerDetaches(t *testing.T) {
 	proxy := newBlackhole(t, addr)
 	const lease = 2 * time.Second
 	s, err := New(Config{Address: proxy.ln.Addr().String()}).OpenSession(t.Context(),
-		SessionOptions{Lease: lease, Label: "resumable", Resumable: true})
+		SessionOptions{Lease: lease, Label: "resumable", Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func openResumable(t *testing.T, fake *fakeV2, opts SessionOptions) (*Session, *
 // openResumableFlags is openResumable with more WELCOME flags.
 func openResumableFlags(t *testing.T, fake *fakeV2, opts SessionOptions, flags uint8) (*Session, *fakeV2Conn) {
 	t.Helper()
-	opts.Resumable = true
+	opts.Resume = ResumeOn
 	type res struct {
 		s   *Session
 		err error
@@ -509,7 +509,7 @@ func TestResumeOnAnotherAddress(t *testing.T) {
 	}
 }
 
-// Without Resumable a broken connection loses every claim at once and
+// Without Resume a broken connection loses every claim at once and
 // the client does not reconnect: a killed process's locks pass on.
 func TestResumeOffByDefault(t *testing.T) {
 	fake := newFakeV2(t)

@@ -517,7 +517,7 @@ func (rt *router) sessionFor(ctx context.Context, name string) *Session {
 		return s
 	}
 	opts := rt.front.opts
-	opts.NoFallback = true
+	opts.RefuseOldServer = true
 	s, err := rt.c.openSession(ctx, opts, addr)
 	if err != nil {
 		if ctx.Err() == nil {

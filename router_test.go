@@ -195,7 +195,7 @@ func TestRouterPlainByDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Release()
+	l.Release(context.Background())
 	if n1, n2 := nodes["n1"].grants(name), nodes["n2"].grants(name); n1 != 2 || n2 != 0 {
 		t.Errorf("grants n1 %d, n2 %d; want 2 on n1 (the address given)", n1, n2)
 	}
@@ -214,7 +214,7 @@ func TestRouterAutoWhenServerIsClusterNode(t *testing.T) {
 	c := New(DefaultConfig(nodes["n1"].addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second, Label: "auto", Resumable: true})
+	s, err := c.OpenSession(ctx, SessionOptions{Lease: 5 * time.Second, Label: "auto", Resume: ResumeOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestRouterLockDialsOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Release()
+	l.Release(context.Background())
 	if n1, n2 := nodes["n1"].grants(name), nodes["n2"].grants(name); n1 != 0 || n2 != 1 {
 		t.Fatalf("grants n1 %d, n2 %d; want 1 on n2, the owner", n1, n2)
 	}
@@ -259,7 +259,7 @@ func TestRouterLockDialsOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Release()
+	l.Release(context.Background())
 	if n1 := nodes["n1"].grants(name); n1 != 1 {
 		t.Errorf("after n2 stopped: %d grants on n1, want 1", n1)
 	}

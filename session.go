@@ -21,10 +21,12 @@ import (
 // ErrSessionClosed: Session.Close ended the session and every claim on it.
 var ErrSessionClosed = errors.New("baton: session closed")
 
-// ErrVersion2Required: the server speaks protocol version 1 only and the
-// claim cannot be expressed in it (a shared or semaphore claim). It wraps
-// protocol.ErrUnsupportedVersion, so errors.Is matches either.
-var ErrVersion2Required = fmt.Errorf("%w: the server speaks version 1 only, which has exclusive claims only", protocol.ErrUnsupportedVersion)
+// ErrServerTooOld: the server is too old for what was asked. It has
+// exclusive locks only, one per connection: no shared or semaphore
+// claims and no range locks; and OpenSession with RefuseOldServer
+// refuses it. It wraps protocol.ErrUnsupportedVersion, so errors.Is
+// matches either.
+var ErrServerTooOld = fmt.Errorf("%w: the server is too old: it has exclusive locks only, one per connection", protocol.ErrUnsupportedVersion)
 
 // SessionOptions configures a Session.
 type SessionOptions struct {
@@ -36,32 +38,40 @@ type SessionOptions struct {
 	// Label names the session for operators (admin API, audit log); at
 	// most 255 bytes of UTF-8. Optional.
 	Label string
-	// NoFallback makes OpenSession fail with protocol.ErrUnsupportedVersion
-	// (in a *ServerError) instead of falling back to version 1 when the
-	// server does not speak version 2.
-	NoFallback bool
-	// Resumable asks for a resumable session (see Session, and
+	// RefuseOldServer makes OpenSession fail with ErrServerTooOld when the
+	// server is too old for sessions, instead of making each exclusive
+	// claim on a connection of its own (see Session).
+	RefuseOldServer bool
+	// Resume says whether the session is resumable (see Session, and
 	// docs/client.md): when its connection breaks, the server keeps its
 	// claims for the lease, and the Session reconnects, opens a new
 	// session and re-asserts every claim with its token, so that the
-	// guarded work goes on uninterrupted. It is what lets a holder keep
-	// its locks through the death of its node in a cluster, so a Client
-	// given a cluster (Config.Nodes set, or Routing RoutingDirect) makes
-	// every session resumable unless NoResume is set. With a single
-	// Address and no routing it is off unless set: closing the
-	// connection (a killed process) then releases every claim at once.
-	Resumable bool
-	// NoResume turns off the resumable default of a Client given a
-	// cluster: the session's claims are then released as soon as its
-	// connection breaks, as on a single server. Resumable wins when both
-	// are set.
-	NoResume bool
+	// guarded work goes on uninterrupted. The zero value, ResumeAuto,
+	// makes it resumable on a cluster only.
+	Resume ResumeMode
 	// Addrs are the addresses a resumable session may resume on, tried
 	// in turn starting with the one it was connected to; empty means the
 	// Client's Address and then its Nodes. The session opens on Addrs[0] when it is
 	// set, else on the Client's Address.
 	Addrs []string
 }
+
+// ResumeMode says whether a Session is resumable (SessionOptions.Resume).
+type ResumeMode uint8
+
+const (
+	// ResumeAuto makes the session resumable when the Client is given a
+	// cluster (Config.Nodes set, or Routing RoutingDirect): that is what
+	// lets a holder keep its locks through the death of its node. With a
+	// single Address and no routing it is not resumable: closing the
+	// connection (a killed process) then releases every claim at once.
+	ResumeAuto ResumeMode = iota
+	// ResumeOn makes the session resumable on any server.
+	ResumeOn
+	// ResumeOff makes it not resumable, also on a cluster: its claims
+	// are released as soon as its connection breaks.
+	ResumeOff
+)
 
 // Session is one connection to the server carrying any number of claims
 // (protocol version 2). It is safe for concurrent use by many goroutines:
@@ -79,7 +89,7 @@ type SessionOptions struct {
 // protocol violation by the server loses every claim at once and closes
 // the connection. An administrator's REVOKED ends one claim only.
 //
-// A resumable session (SessionOptions.Resumable, the default of a Client
+// A resumable session (SessionOptions.Resume, resumable by default on a Client
 // given a cluster) survives a broken connection, a shutdown (ERROR 0x01)
 // and a node that stops serving (ERROR 0x03): it reconnects, opens a new
 // session and re-asserts every claim with its token, and a claim the
@@ -93,12 +103,12 @@ type SessionOptions struct {
 // ErrNotResumed at the give-up at the break). See
 // docs/design/2026-12-07-go-client.md, "Resumable sessions".
 //
-// Against a server that speaks version 1 only, OpenSession falls back
-// (unless SessionOptions.NoFallback): the Session then makes each claim
-// on a version 1 connection of its own, with the session lease, as
-// Client.Acquire does. Exclusive claims, waiting or not, work as on a
-// version 2 session; shared and semaphore claims fail with
-// ErrVersion2Required. Version reports which protocol is in use.
+// Against a server too old for sessions (protocol version 1 only),
+// OpenSession falls back (unless SessionOptions.RefuseOldServer): the
+// Session then makes each claim on a connection of its own, with the
+// session lease, as Client.Acquire does. Exclusive claims, waiting or
+// not, work as on a newer server; shared and semaphore claims and range
+// locks fail with ErrServerTooOld.
 type Session struct {
 	c     *Client
 	opts  SessionOptions
@@ -196,7 +206,14 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 	if addr == "" && len(opts.Addrs) > 0 {
 		addr = opts.Addrs[0]
 	}
-	opts.Resumable = opts.Resumable || (c.routes() && !opts.NoResume)
+	switch {
+	case opts.Resume > ResumeOff:
+		return nil, fmt.Errorf("baton: SessionOptions.Resume %d: want ResumeAuto, ResumeOn or ResumeOff", opts.Resume)
+	case opts.Resume == ResumeAuto && c.routes():
+		opts.Resume = ResumeOn
+	case opts.Resume == ResumeAuto:
+		opts.Resume = ResumeOff
+	}
 	conn, addr, err := c.dialNode(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -223,8 +240,11 @@ func (c *Client) openSession(ctx context.Context, opts SessionOptions, addr stri
 	switch f.Type {
 	case protocol.TypeError: // a version 1 server
 		conn.Close()
-		if f.Code != protocol.CodeUnsupportedVersion || opts.NoFallback {
+		if f.Code != protocol.CodeUnsupportedVersion {
 			return nil, &ServerError{Code: f.Code, Reason: f.Reason}
+		}
+		if opts.RefuseOldServer {
+			return nil, fmt.Errorf("%w (%w)", ErrServerTooOld, &ServerError{Code: f.Code, Reason: f.Reason})
 		}
 		s.v1, s.conn = true, nil
 		s.v1claims = map[*Claim]struct{}{}
@@ -264,7 +284,7 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 	b := protocol.AppendPreamble(make([]byte, 0, protocol.PreambleLen+protocol.MaxFrameSize))
 	var helloFlags uint8
 	tickets := s.asksTickets()
-	if s.opts.Resumable {
+	if s.opts.Resume == ResumeOn {
 		helloFlags = protocol.HelloResumable
 	}
 	if tickets {
@@ -285,7 +305,7 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 		_, err = conn.Write(b)
 	}
 	if err == nil {
-		w, err = readHelloAnswer(conn, s.opts.Resumable, tickets, detach, values)
+		w, err = readHelloAnswer(conn, s.opts.Resume == ResumeOn, tickets, detach, values)
 	}
 	f := w.frame
 	// The watch on ctx must be over before the deadline is cleared: a
@@ -329,19 +349,19 @@ func (s *Session) open(ctx context.Context, conn net.Conn, rule *clientrule.Sess
 // (docs/protocol-v2-tickets.md, "v2 queue tickets"). Only a resumable session
 // re-asserts a queued claim, the one use of its ticket.
 func (s *Session) asksTickets() bool {
-	return s.opts.Resumable && !s.c.noTickets.Load()
+	return s.opts.Resume == ResumeOn && !s.c.noTickets.Load()
 }
 
 // asksDetach reports whether the session's HELLO asks for detach: a
 // resumable session does, unless a server refused it before
 // (docs/protocol-v2-resume.md, "v2 detach").
 func (s *Session) asksDetach() bool {
-	return s.opts.Resumable && !s.c.noDetach.Load()
+	return s.opts.Resume == ResumeOn && !s.c.noDetach.Load()
 }
 
-// Version returns the protocol version the session speaks: 2, or 1 after
+// version returns the protocol version the session speaks: 2, or 1 after
 // a fallback.
-func (s *Session) Version() int {
+func (s *Session) version() int {
 	if s.v1 {
 		return 1
 	}
@@ -404,7 +424,7 @@ func (s *Session) Close() error {
 		}
 		s.mu.Unlock()
 		for _, cl := range locks {
-			cl.lock.Release()
+			cl.lock.release()
 		}
 		return prev
 	}

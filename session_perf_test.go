@@ -131,7 +131,7 @@ func TestLockReadsEachAnswerOnce(t *testing.T) {
 	// Each write is a heartbeat, answered by one ACQUIRED; the last may
 	// be unanswered yet, and one written before w0 answered after r0.
 	reads, heartbeats := d.reads.Load()-r0, d.writes.Load()-w0
-	l.Release()
+	l.Release(context.Background())
 	t.Logf("%d heartbeats, %d reads with bytes", heartbeats, reads)
 	if heartbeats < 2 {
 		t.Fatalf("%d heartbeats in 1.6s on a 2s lease; want at least 2", heartbeats)

@@ -32,8 +32,8 @@ func openReal(t testing.TB, addr string, lease time.Duration, label string) *Ses
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Version() != 2 {
-		t.Fatalf("the server answered version %d", s.Version())
+	if s.version() != 2 {
+		t.Fatalf("the server answered version %d", s.version())
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
@@ -529,8 +529,8 @@ func TestSessionRealTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.Do(t.Context(), "tls", Shared, func(context.Context, uint64) error { return nil }); err != nil || s.Version() != 2 {
-		t.Fatalf("Do over TLS: %v (version %d)", err, s.Version())
+	if err := s.Do(t.Context(), "tls", Shared, func(context.Context, uint64) error { return nil }); err != nil || s.version() != 2 {
+		t.Fatalf("Do over TLS: %v (version %d)", err, s.version())
 	}
 	untrusting := New(Config{Address: addr, Dialer: &tls.Dialer{Config: &tls.Config{RootCAs: x509.NewCertPool()}}})
 	_, err = untrusting.OpenSession(t.Context(), SessionOptions{Lease: 5 * time.Second})

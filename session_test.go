@@ -78,8 +78,8 @@ func wait[T any](t *testing.T, ch <-chan T) T {
 
 func TestSessionClaimModes(t *testing.T) {
 	s, fc := openFake(t, 10*time.Second)
-	if s.Version() != 2 || s.ID() != 7 {
-		t.Fatalf("version %d id %d", s.Version(), s.ID())
+	if s.version() != 2 || s.ID() != 7 {
+		t.Fatalf("version %d id %d", s.version(), s.ID())
 	}
 	for i, m := range []Mode{Exclusive, Shared, Semaphore(4)} {
 		res := goAcquire(t.Context(), s, "job", m, false)
@@ -759,13 +759,13 @@ func TestSessionFallbackToV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.Version() != 1 {
+	if s.version() != 1 {
 		t.Fatal("no fallback")
 	}
-	if _, err := s.Acquire(t.Context(), "job", Shared); !errors.Is(err, ErrVersion2Required) || !errors.Is(err, protocol.ErrUnsupportedVersion) {
+	if _, err := s.Acquire(t.Context(), "job", Shared); !errors.Is(err, ErrServerTooOld) || !errors.Is(err, protocol.ErrUnsupportedVersion) {
 		t.Fatalf("shared on v1: %v", err)
 	}
-	if _, err := s.Acquire(t.Context(), "job", Semaphore(2)); !errors.Is(err, ErrVersion2Required) {
+	if _, err := s.Acquire(t.Context(), "job", Semaphore(2)); !errors.Is(err, ErrServerTooOld) {
 		t.Fatalf("semaphore on v1: %v", err)
 	}
 	// Exclusive, waiting.
@@ -814,16 +814,20 @@ func TestSessionFallbackToV1(t *testing.T) {
 	}
 }
 
-func TestSessionNoFallback(t *testing.T) {
+// RefuseOldServer turns a server too old for sessions into
+// ErrServerTooOld, which still carries the server's answer.
+func TestSessionRefuseOldServer(t *testing.T) {
 	fake := newFakeV2(t)
 	res := make(chan error, 1)
 	go func() {
-		_, err := fake.client().OpenSession(t.Context(), SessionOptions{Lease: time.Second, NoFallback: true})
+		_, err := fake.client().OpenSession(t.Context(), SessionOptions{Lease: time.Second, RefuseOldServer: true})
 		res <- err
 	}()
 	v1Only(t, fake)
-	if err := wait(t, res); !errors.Is(err, protocol.ErrUnsupportedVersion) {
-		t.Fatal(err)
+	err := wait(t, res)
+	var se *ServerError
+	if !errors.Is(err, ErrServerTooOld) || !errors.Is(err, protocol.ErrUnsupportedVersion) || !errors.As(err, &se) {
+		t.Fatalf("OpenSession on a version 1 server: %v; want ErrServerTooOld with the server's *ServerError", err)
 	}
 }
 

@@ -74,7 +74,7 @@ func TestTicketsRefusedByOlderServer(t *testing.T) {
 	ch := make(chan res, 1)
 	c := fake.client()
 	go func() {
-		s, err := c.OpenSession(context.Background(), SessionOptions{Lease: 2 * time.Second, Resumable: true})
+		s, err := c.OpenSession(context.Background(), SessionOptions{Lease: 2 * time.Second, Resume: ResumeOn})
 		ch <- res{s, err}
 	}()
 	fcv, hello := fake.acceptV2()
@@ -111,7 +111,7 @@ func TestTicketsRefusedByOlderServer(t *testing.T) {
 	// them is a violation.
 	ch2 := make(chan res, 1)
 	go func() {
-		s, err := c.OpenSession(context.Background(), SessionOptions{Lease: 2 * time.Second, Resumable: true})
+		s, err := c.OpenSession(context.Background(), SessionOptions{Lease: 2 * time.Second, Resume: ResumeOn})
 		ch2 <- res{s, err}
 	}()
 	fc3, hello := fake.acceptV2()

@@ -48,7 +48,7 @@ func TestRouterWatchAtOwnerAgainAfterBreak(t *testing.T) {
 		opts SessionOptions
 	}{
 		{"resumed", SessionOptions{Lease: 5 * time.Second}},
-		{"new session", SessionOptions{Lease: 5 * time.Second, NoResume: true}},
+		{"new session", SessionOptions{Lease: 5 * time.Second, Resume: ResumeOff}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ids := []string{"n1", "n2"}

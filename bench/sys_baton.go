@@ -94,7 +94,7 @@ func (b *batonLocker) close() {}
 
 type batonHeld struct{ l *baton.Lock }
 
-func (h batonHeld) unlock() error { return h.l.Release() }
+func (h batonHeld) unlock() error { return h.l.Release(context.Background()) }
 
 // benchLimits lifts the server's per-client limits: every client of a
 // bench run comes from one loopback address, and the capacity scenarios

@@ -232,7 +232,7 @@ func warmCluster(ctx context.Context, addr string) error {
 			if err != nil {
 				return fmt.Errorf("warm-up: %s at %s: %w", name, a, err)
 			}
-			if err := l.Release(); err != nil {
+			if err := l.Release(context.Background()); err != nil {
 				return fmt.Errorf("warm-up: releasing %s: %w", name, err)
 			}
 		}

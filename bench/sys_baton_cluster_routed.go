@@ -56,7 +56,7 @@ func batonClusterSessionSystem(routed bool) *system {
 		if err != nil {
 			return nil, err
 		}
-		ss, err := baton.New(cfg).OpenSession(ctx, baton.SessionOptions{Lease: sessionLease(o), Label: "bench", NoFallback: true})
+		ss, err := baton.New(cfg).OpenSession(ctx, baton.SessionOptions{Lease: sessionLease(o), Label: "bench", RefuseOldServer: true})
 		if err != nil {
 			return nil, err
 		}

@@ -59,7 +59,7 @@ func openSession(ctx context.Context, addr string, o clientOpts) (*baton.Session
 	} else {
 		cfg.Dialer = &net.Dialer{}
 	}
-	return baton.New(cfg).OpenSession(ctx, baton.SessionOptions{Lease: sessionLease(o), Label: "bench", NoFallback: true})
+	return baton.New(cfg).OpenSession(ctx, baton.SessionOptions{Lease: sessionLease(o), Label: "bench", RefuseOldServer: true})
 }
 
 type sessionLocker struct {

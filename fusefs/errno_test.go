@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/ranges"
 )
 
 // TestErrnoRangeUnavailable: a cluster node's "not served for now" is
@@ -19,7 +19,7 @@ func TestErrnoRangeUnavailable(t *testing.T) {
 	var logs bytes.Buffer
 	l := &lockFS{o: Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
 	for _, op := range []string{"setlk", "getlk", "unlock", "release", "setlk"} {
-		if got := l.errno(op, fmt.Errorf("wrapped: %w", baton.ErrRangeUnavailable)); got != syscall.ENOLCK {
+		if got := l.errno(op, fmt.Errorf("wrapped: %w", ranges.ErrUnavailable)); got != syscall.ENOLCK {
 			t.Errorf("%s: ErrRangeUnavailable is %v, want ENOLCK", op, got)
 		}
 	}
@@ -28,10 +28,10 @@ func TestErrnoRangeUnavailable(t *testing.T) {
 		t.Errorf("logged %d lines, want one saying why:\n%s", n, out)
 	}
 	for err, want := range map[error]syscall.Errno{
-		baton.ErrRangeConflict: syscall.EAGAIN,
-		baton.ErrDeadlock:      syscall.EDEADLK,
-		baton.ErrInvalidRange:  syscall.EINVAL,
-		baton.ErrRangeLimit:    syscall.ENOLCK,
+		ranges.ErrConflict: syscall.EAGAIN,
+		ranges.ErrDeadlock: syscall.EDEADLK,
+		ranges.ErrInvalid:  syscall.EINVAL,
+		ranges.ErrLimit:    syscall.ENOLCK,
 		// A key the server's ACL refuses (docs/security.md).
 		protocol.ErrNotAuthorized: syscall.EACCES,
 	} {

@@ -28,8 +28,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/protocol"
+	"github.com/batonlock/baton/ranges"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -38,12 +38,12 @@ import (
 // module failed).
 var ErrNoFUSE = errors.New("fusefs: FUSE is not available: no /dev/fuse (load the fuse module, or run where FUSE is allowed)")
 
-// Locker is where the file system takes its locks: a *baton.Session
+// Locker is where the file system takes its locks: a *ranges.Locker
 // does; Options.Session returns the one to use now.
 type Locker interface {
-	SetRange(ctx context.Context, l baton.RangeLock, wait bool) (uint64, error)
-	UnlockRange(ctx context.Context, l baton.RangeLock) error
-	QueryRange(ctx context.Context, l baton.RangeLock) (baton.RangeHolder, bool, error)
+	Set(ctx context.Context, l ranges.Lock, wait bool) (uint64, error)
+	Unlock(ctx context.Context, l ranges.Lock) error
+	Query(ctx context.Context, l ranges.Lock) (ranges.Holder, bool, error)
 	ReleaseOwner(ctx context.Context, key string, flock bool, owner uint64) error
 	// Lost is closed when the locks taken through this locker are gone
 	// (its session ended): I/O through the files that held them then
@@ -184,7 +184,7 @@ func (c *closeUnlocker) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Sta
 	c.mu.Unlock()
 	if held {
 		c.RawFileSystem.SetLk(cancel, &fuse.LkIn{InHeader: in.InHeader, Fh: in.Fh, Owner: in.LockOwner,
-			Lk: fuse.FileLock{Start: 0, End: baton.ToEnd, Typ: syscall.F_UNLCK}})
+			Lk: fuse.FileLock{Start: 0, End: ranges.ToEnd, Typ: syscall.F_UNLCK}})
 	}
 	return c.RawFileSystem.Flush(cancel, in)
 }
@@ -429,22 +429,22 @@ var (
 	_ fs.FileFsyncer  = (*file)(nil)
 )
 
-func (f *file) lock(owner uint64, lk *fuse.FileLock, flags uint32) baton.RangeLock {
-	l := baton.RangeLock{
+func (f *file) lock(owner uint64, lk *fuse.FileLock, flags uint32) ranges.Lock {
+	l := ranges.Lock{
 		Key:   f.n.fs.key(f.n.Path(nil)),
 		Flock: flags&fuse.FUSE_LK_FLOCK != 0,
 		Owner: owner,
 		Start: lk.Start,
 		End:   lk.End,
 	}
-	if l.End > baton.ToEnd {
-		l.End = baton.ToEnd
+	if l.End > ranges.ToEnd {
+		l.End = ranges.ToEnd
 	}
 	switch lk.Typ {
 	case syscall.F_RDLCK:
-		l.Type = baton.ReadLock
+		l.Type = ranges.ReadLock
 	case syscall.F_WRLCK:
-		l.Type = baton.WriteLock
+		l.Type = ranges.WriteLock
 	}
 	return l
 }
@@ -455,7 +455,7 @@ func (f *file) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags
 	if err != nil {
 		return lf.errno("getlk", err)
 	}
-	h, found, err := lockr.QueryRange(ctx, f.lock(owner, lk, flags))
+	h, found, err := lockr.Query(ctx, f.lock(owner, lk, flags))
 	if err != nil {
 		return lf.errno("getlk", err)
 	}
@@ -464,7 +464,7 @@ func (f *file) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags
 		return 0
 	}
 	typ := uint32(syscall.F_WRLCK)
-	if h.Type == baton.ReadLock {
+	if h.Type == ranges.ReadLock {
 		typ = syscall.F_RDLCK
 	}
 	*out = fuse.FileLock{Start: h.Start, End: h.End, Typ: typ}
@@ -487,17 +487,17 @@ func (f *file) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags
 	}
 	l := f.lock(owner, lk, flags)
 	if lk.Typ == syscall.F_UNLCK {
-		if err := lockr.UnlockRange(ctx, l); err != nil {
+		if err := lockr.Unlock(ctx, l); err != nil {
 			return lf.errno("unlock", err)
 		}
-		if l.Flock || l.Start == 0 && l.End == baton.ToEnd {
+		if l.Flock || l.Start == 0 && l.End == ranges.ToEnd {
 			f.mu.Lock()
 			delete(f.held, heldKey(l))
 			f.mu.Unlock()
 		}
 		return 0
 	}
-	if _, err := lockr.SetRange(ctx, l, wait); err != nil {
+	if _, err := lockr.Set(ctx, l, wait); err != nil {
 		return lf.errno("setlk", err)
 	}
 	f.mu.Lock()
@@ -531,7 +531,7 @@ func (f *file) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags
 	return 0
 }
 
-func heldKey(l baton.RangeLock) uint64 {
+func heldKey(l ranges.Lock) uint64 {
 	if l.Flock {
 		return l.Owner | flockBit
 	}
@@ -679,13 +679,13 @@ func (f *file) Release(ctx context.Context) syscall.Errno {
 // errno maps a lock error onto the errno fcntl and flock return.
 func (l *lockFS) errno(op string, err error) syscall.Errno {
 	switch {
-	case errors.Is(err, baton.ErrRangeConflict):
+	case errors.Is(err, ranges.ErrConflict):
 		return syscall.EAGAIN
-	case errors.Is(err, baton.ErrDeadlock):
+	case errors.Is(err, ranges.ErrDeadlock):
 		return syscall.EDEADLK
-	case errors.Is(err, baton.ErrInvalidRange):
+	case errors.Is(err, ranges.ErrInvalid):
 		return syscall.EINVAL
-	case errors.Is(err, baton.ErrRangeUnavailable):
+	case errors.Is(err, ranges.ErrUnavailable):
 		// A cluster node that cannot serve the key's range locks for
 		// now (a take-over's warm-up, a planned change): logged at most
 		// once a minute, as it may last a lease or so.
@@ -695,7 +695,7 @@ func (l *lockFS) errno(op string, err error) syscall.Errno {
 				"fcntl and flock on it fail with ENOLCK, waiting requests wait", "op", op, "err", err)
 		}
 		return syscall.ENOLCK
-	case errors.Is(err, baton.ErrRangeLimit):
+	case errors.Is(err, ranges.ErrLimit):
 		// Linux's answer when it has no room for another lock.
 		return syscall.ENOLCK
 	case errors.Is(err, protocol.ErrNotAuthorized):

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/batonlock/baton/ranges"
 	"io"
 	"log/slog"
 	"net"
@@ -132,7 +133,7 @@ func TestHoldersWaitersAndActions(t *testing.T) {
 	go func() {
 		l, err := v1c.Acquire(t.Context(), name, time.Minute)
 		if err == nil {
-			l.Release()
+			l.Release(context.Background())
 			err = errors.New("granted")
 		}
 		v1Got <- err
@@ -420,7 +421,7 @@ func TestRangeLocksView(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sess.Close() })
-	if _, err := sess.SetRange(t.Context(), baton.RangeLock{Key: key, Owner: 7, Type: baton.WriteLock, Start: 0, End: 99}, false); err != nil {
+	if _, err := ranges.New(sess).Set(t.Context(), ranges.Lock{Key: key, Owner: 7, Type: ranges.WriteLock, Start: 0, End: 99}, false); err != nil {
 		t.Fatal(err)
 	}
 	w := opstest.DialV2(t, f.addr, time.Minute, "mount-b")

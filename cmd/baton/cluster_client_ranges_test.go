@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/batonlock/baton/ranges"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ func TestClusterClientRangesSurviveOwnNodeKilled(t *testing.T) {
 	relayed := nameOwnedBy(t, owner.id, "ranges-resume-relayed")
 	own := nameOwnedBy(t, victim.id, "ranges-resume-own")
 	holder, err := baton.New(baton.Config{Address: victim.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
-		baton.SessionOptions{Lease: lease, Label: "range-holder", Resumable: true, Addrs: []string{victim.addr, other.addr, owner.addr}})
+		baton.SessionOptions{Lease: lease, Label: "range-holder", Resume: baton.ResumeOn, Addrs: []string{victim.addr, other.addr, owner.addr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,16 +46,16 @@ func TestClusterClientRangesSurviveOwnNodeKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*opstest.Timeout)
 	defer cancel()
 
-	fcntl := baton.RangeLock{Key: relayed, Owner: 1, Type: baton.WriteLock, End: 99}
-	flock := baton.RangeLock{Key: own, Flock: true, Owner: 2, Type: baton.WriteLock}
-	tok, err := holder.SetRange(ctx, fcntl, true) // waits out a new cluster's warm-up
+	fcntl := ranges.Lock{Key: relayed, Owner: 1, Type: ranges.WriteLock, End: 99}
+	flock := ranges.Lock{Key: own, Flock: true, Owner: 2, Type: ranges.WriteLock}
+	tok, err := ranges.New(holder).Set(ctx, fcntl, true) // waits out a new cluster's warm-up
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := holder.SetRange(ctx, flock, true); err != nil {
+	if _, err := ranges.New(holder).Set(ctx, flock, true); err != nil {
 		t.Fatal(err)
 	}
-	granted := setRangeAsync(ctx, waiter, baton.RangeLock{Key: relayed, Owner: 7, Type: baton.WriteLock, Start: 50, End: 50})
+	granted := setRangeAsync(ctx, waiter, ranges.Lock{Key: relayed, Owner: 7, Type: ranges.WriteLock, Start: 50, End: 50})
 
 	if err := victim.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -73,18 +74,18 @@ func TestClusterClientRangesSurviveOwnNodeKilled(t *testing.T) {
 	// Past the give-up of every request answered on the dead node's
 	// session (and through the next owner's warm-up, which answers
 	// unavailable): only re-assertions answered in time keep the locks.
-	probe := baton.RangeLock{Key: own, Flock: true, Owner: 9, Type: baton.WriteLock}
+	probe := ranges.Lock{Key: own, Flock: true, Owner: 9, Type: ranges.WriteLock}
 	limit := deadline.Add(failRemoveAfter + cluster.WarmupFor(lease, cluster.DefaultGateSlack) + opstest.Timeout)
 	var conflictAt time.Time
 	for conflict := false; !conflict || time.Now().Before(deadline); {
-		_, err := waiter.SetRange(ctx, probe, false)
+		_, err := ranges.New(waiter).Set(ctx, probe, false)
 		switch {
-		case errors.Is(err, baton.ErrRangeConflict):
+		case errors.Is(err, ranges.ErrConflict):
 			if !conflict {
 				conflictAt = time.Now()
 			}
 			conflict = true
-		case errors.Is(err, baton.ErrRangeUnavailable):
+		case errors.Is(err, ranges.ErrUnavailable):
 		case err == nil:
 			t.Fatalf("the flock on %s was granted to another client %v after the kill, while the holder keeps it", own, time.Since(killed))
 		default:
@@ -108,7 +109,7 @@ func TestClusterClientRangesSurviveOwnNodeKilled(t *testing.T) {
 	// The locks are the resumed session's: its unlock and release let
 	// the others in, with newer tokens.
 	unlocked := time.Now()
-	if err := holder.UnlockRange(ctx, fcntl); err != nil {
+	if err := ranges.New(holder).Unlock(ctx, fcntl); err != nil {
 		t.Fatal(err)
 	}
 	r := <-granted
@@ -119,10 +120,10 @@ func TestClusterClientRangesSurviveOwnNodeKilled(t *testing.T) {
 		t.Errorf("the waiter's token %d, want above the holder's %d", r.tok, tok)
 	}
 	t.Logf("the waiter granted %v after the holder unlocked", r.at.Sub(unlocked).Round(time.Microsecond))
-	if err := holder.ReleaseOwner(ctx, own, true, 2); err != nil {
+	if err := ranges.New(holder).ReleaseOwner(ctx, own, true, 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := waiter.SetRange(ctx, probe, false); err != nil {
+	if _, err := ranges.New(waiter).Set(ctx, probe, false); err != nil {
 		t.Fatalf("another client's flock on %s after the holder released it: %v", own, err)
 	}
 	if err := holder.Err(); err != nil {

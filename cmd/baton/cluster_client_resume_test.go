@@ -31,7 +31,7 @@ type resumableHolder struct {
 func holdResumable(t *testing.T, name string, lease time.Duration, addrs []string) *resumableHolder {
 	t.Helper()
 	s, err := baton.New(baton.Config{Address: addrs[0]}).OpenSession(t.Context(),
-		baton.SessionOptions{Lease: lease, Label: "resumable-holder", Resumable: true, Addrs: addrs})
+		baton.SessionOptions{Lease: lease, Label: "resumable-holder", Resume: baton.ResumeOn, Addrs: addrs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func TestClusterDirectClients(t *testing.T) {
 	if h := adminLock(t, victim, v1name).Holder; h == nil || h.Protocol != 1 || h.RelayedBy != "" {
 		t.Errorf("%s at its owner %s: holder %+v; want the version 1 lock, not relayed", v1name, victim.id, h)
 	}
-	l.Release()
+	l.Release(context.Background())
 	for id, n := range nodes {
 		if m := scrape(t, n.ops); m["baton_cluster_relayed_connections_total"] != 0 {
 			t.Errorf("%s relayed %v version 1 connections; want none", id, m["baton_cluster_relayed_connections_total"])

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/batonlock/baton/ranges"
 	"syscall"
 	"testing"
 	"time"
@@ -42,12 +43,12 @@ func TestClusterRangeOwnerKilled(t *testing.T) {
 	holder, other := openRangeSession(t, live[0], lease, "range-holder"), openRangeSession(t, live[1], lease, "range-waiter")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*opstest.Timeout)
 	defer cancel()
-	l := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, End: baton.ToEnd}
-	tok, err := holder.SetRange(ctx, l, true) // waits out a new cluster's warm-up
+	l := ranges.Lock{Key: key, Owner: 1, Type: ranges.WriteLock, End: ranges.ToEnd}
+	tok, err := ranges.New(holder).Set(ctx, l, true) // waits out a new cluster's warm-up
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.SetRange(ctx, l, false); !errors.Is(err, baton.ErrRangeConflict) {
+	if _, err := ranges.New(other).Set(ctx, l, false); !errors.Is(err, ranges.ErrConflict) {
 		t.Fatalf("a second client's set on %s via %s: %v, want a conflict", key, live[1].id, err)
 	}
 
@@ -60,7 +61,7 @@ func TestClusterRangeOwnerKilled(t *testing.T) {
 	var newTok uint64
 	go func() {
 		var err error
-		newTok, err = other.SetRange(ctx, l, true)
+		newTok, err = ranges.New(other).Set(ctx, l, true)
 		granted <- err
 	}()
 	select {
@@ -122,7 +123,7 @@ func TestClusterRangeKeptThroughOwnerKill(t *testing.T) {
 	})
 }
 
-// rangeResult is the end of a waiting SetRange: its token or error, and
+// rangeResult is the end of a waiting ranges.Locker.Set: its token or error, and
 // when it returned.
 type rangeResult struct {
 	tok uint64
@@ -132,10 +133,10 @@ type rangeResult struct {
 
 // setRangeAsync sets l on s, waiting, in a goroutine, and returns where
 // its result comes; it gives the request 100 ms to queue at the owner.
-func setRangeAsync(ctx context.Context, s *baton.Session, l baton.RangeLock) <-chan rangeResult {
+func setRangeAsync(ctx context.Context, s *baton.Session, l ranges.Lock) <-chan rangeResult {
 	granted := make(chan rangeResult, 1)
 	go func() {
-		tok, err := s.SetRange(ctx, l, true)
+		tok, err := ranges.New(s).Set(ctx, l, true)
 		granted <- rangeResult{tok, err, time.Now()}
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -156,12 +157,12 @@ func testRangeKeptThrough(t *testing.T, nodes map[string]*clusterProc, lease tim
 	holder, other := openRangeSession(t, live[0], lease, "range-holder"), openRangeSession(t, live[1], lease, "range-waiter")
 	ctx, cancel := context.WithTimeout(t.Context(), 4*opstest.Timeout)
 	defer cancel()
-	l := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, End: 99}
-	tok, err := holder.SetRange(ctx, l, true) // waits out a new cluster's warm-up
+	l := ranges.Lock{Key: key, Owner: 1, Type: ranges.WriteLock, End: 99}
+	tok, err := ranges.New(holder).Set(ctx, l, true) // waits out a new cluster's warm-up
 	if err != nil {
 		t.Fatal(err)
 	}
-	granted := setRangeAsync(ctx, other, baton.RangeLock{Key: key, Owner: 2, Type: baton.WriteLock, Start: 50, End: 50})
+	granted := setRangeAsync(ctx, other, ranges.Lock{Key: key, Owner: 2, Type: ranges.WriteLock, Start: 50, End: 50})
 
 	hit := time.Now()
 	settle := fault(victim)
@@ -173,20 +174,20 @@ func testRangeKeptThrough(t *testing.T, nodes map[string]*clusterProc, lease tim
 		t.Fatalf("the holder's session ended: %v", holder.Err())
 	case <-time.After(time.Until(hit.Add(settle))):
 	}
-	ext := baton.RangeLock{Key: key, Owner: 1, Type: baton.WriteLock, Start: 200, End: 299}
+	ext := ranges.Lock{Key: key, Owner: 1, Type: ranges.WriteLock, Start: 200, End: 299}
 	for {
-		_, err := holder.SetRange(ctx, ext, false)
+		_, err := ranges.New(holder).Set(ctx, ext, false)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, baton.ErrRangeUnavailable) {
+		if !errors.Is(err, ranges.ErrUnavailable) {
 			t.Fatalf("the holder's set after the fault: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("the holder's set served at the key's new owner %v after the fault", time.Since(hit).Round(time.Millisecond))
 	unlocked := time.Now()
-	if err := holder.UnlockRange(ctx, l); err != nil {
+	if err := ranges.New(holder).Unlock(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	r := <-granted

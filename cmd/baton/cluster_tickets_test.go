@@ -66,7 +66,7 @@ func TestClusterClientQueueOrderAfterOwnerKilled(t *testing.T) {
 	granted := make(chan string, 3)
 	queue := func(label string, addrs []string, resumable bool) {
 		s, err := baton.New(baton.Config{Address: addrs[0]}).OpenSession(t.Context(),
-			baton.SessionOptions{Lease: lease, Label: label, Resumable: resumable, Addrs: addrs})
+			baton.SessionOptions{Lease: lease, Label: label, Resume: resumeMode(resumable), Addrs: addrs})
 		if err != nil {
 			t.Fatal(err)
 		}

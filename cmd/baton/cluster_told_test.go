@@ -50,7 +50,7 @@ func TestClusterV2HolderWorkEndsBeforeStop(t *testing.T) {
 	testWorkEndsBeforeNextHolder(t, "v2-told", func(victim *clusterProc, live []*clusterProc) (holder, waiter doFunc) {
 		do := func(n *clusterProc) doFunc {
 			s, err := baton.New(baton.Config{Address: n.addr, Routing: baton.RoutingOff}).OpenSession(t.Context(),
-				baton.SessionOptions{Lease: tellLease, NoResume: true})
+				baton.SessionOptions{Lease: tellLease, Resume: baton.ResumeOff})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -107,7 +108,7 @@ func TestDashboardCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Release()
+	defer held.Release(context.Background())
 	go baton.New(baton.DefaultConfig(asked.addr)).Acquire(t.Context(), name, lease) // waits until the test ends
 
 	p := browsertest.Open(t, 1280, 900)

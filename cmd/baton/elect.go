@@ -96,11 +96,11 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 func takeElection(ctx context.Context, cfg *runConfig, c *baton.Client, name string) (*takenLock, error) {
 	host, _ := os.Hostname()
 	s, err := c.OpenSession(ctx, baton.SessionOptions{
-		Lease:     cfg.lease,
-		Label:     fmt.Sprintf("baton elect %s pid %d", host, os.Getpid()),
-		Resumable: cfg.resumable,
+		Lease:  cfg.lease,
+		Label:  fmt.Sprintf("baton elect %s pid %d", host, os.Getpid()),
+		Resume: resumeMode(cfg.resumable),
 		// A version 1 server has no values: say so rather than fall back.
-		NoFallback: true,
+		RefuseOldServer: true,
 	})
 	if err != nil {
 		return nil, err

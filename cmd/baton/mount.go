@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/batonlock/baton/ranges"
 	"io"
 	"log/slog"
 	"os"
@@ -141,7 +142,7 @@ func runMount(args []string, stdout, stderr io.Writer) int {
 		bc.Dialer = &tls.Dialer{Config: tlsCfg}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := baton.SessionOptions{Lease: cfg.lease, Label: cfg.label, NoFallback: true, Resumable: cfg.resumable}
+	opts := baton.SessionOptions{Lease: cfg.lease, Label: cfg.label, RefuseOldServer: true, Resume: resumeMode(cfg.resumable)}
 	if cfg.resumable {
 		opts.Addrs = servers
 	}
@@ -222,7 +223,13 @@ func (m *mountSession) get(ctx context.Context) (*baton.Session, error) {
 	return s, nil
 }
 
-func (m *mountSession) locker(ctx context.Context) (fusefs.Locker, error) { return m.get(ctx) }
+func (m *mountSession) locker(ctx context.Context) (fusefs.Locker, error) {
+	s, err := m.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ranges.New(s), nil
+}
 
 func (m *mountSession) close() {
 	m.mu.Lock()

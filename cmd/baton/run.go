@@ -385,7 +385,7 @@ func takeLock(ctx context.Context, cfg *runConfig, c *baton.Client, name string)
 	if err != nil {
 		return nil, err
 	}
-	return &takenLock{held: serverLock(lock), token: lock.Token(), drop: func() { lock.Release() }}, nil
+	return &takenLock{held: serverLock(lock), token: lock.Token(), drop: func() { lock.Release(context.Background()) }}, nil
 }
 
 // serverLock is lock as runCommand needs it.
@@ -401,7 +401,7 @@ func serverLock(lock *baton.Lock) heldLock {
 		// open while the command stopped, so the next holder could not
 		// start before the command had exited (or the Lock's CloseBy
 		// passed).
-		release: lock.Release,
+		release: func() error { return lock.Release(context.Background()) },
 	}
 }
 

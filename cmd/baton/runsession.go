@@ -26,12 +26,12 @@ func takeSessionLock(ctx context.Context, cfg *runConfig, c *baton.Client, name 
 	}
 	host, _ := os.Hostname()
 	s, err := c.OpenSession(ctx, baton.SessionOptions{
-		Lease:     cfg.lease,
-		Label:     fmt.Sprintf("baton run %s pid %d", host, os.Getpid()),
-		Resumable: cfg.resumable,
+		Lease:  cfg.lease,
+		Label:  fmt.Sprintf("baton run %s pid %d", host, os.Getpid()),
+		Resume: resumeMode(cfg.resumable),
 		// A version 1 server cannot resume: refuse rather than hold
 		// the lock on a connection whose break would lose it.
-		NoFallback: cfg.resumable,
+		RefuseOldServer: cfg.resumable,
 	})
 	if err != nil {
 		return nil, err
@@ -72,4 +72,13 @@ func sessionLock(s *baton.Session, cl *baton.Claim) heldLock {
 			return err
 		},
 	}
+}
+
+// resumeMode is the session's Resume for a --resumable flag: on when
+// given, else the client's default (resumable on a cluster).
+func resumeMode(resumable bool) baton.ResumeMode {
+	if resumable {
+		return baton.ResumeOn
+	}
+	return baton.ResumeAuto
 }

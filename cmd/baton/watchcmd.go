@@ -118,10 +118,10 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	c := baton.New(baton.Config{Address: cfg.server, Dialer: dialer})
 	host, _ := os.Hostname()
 	s, err := c.OpenSession(ctx, baton.SessionOptions{
-		Lease:      cfg.lease,
-		Label:      fmt.Sprintf("baton watch %s pid %d", host, os.Getpid()),
-		Resumable:  true,
-		NoFallback: true,
+		Lease:           cfg.lease,
+		Label:           fmt.Sprintf("baton watch %s pid %d", host, os.Getpid()),
+		Resume:          baton.ResumeOn,
+		RefuseOldServer: true,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

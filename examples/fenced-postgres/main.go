@@ -91,7 +91,7 @@ func run(ctx context.Context, server, dsn, name string) error {
 
 	// 2. A freezes and its claim ends behind its back.
 	fmt.Println("A: frozen; meanwhile the server ends its claim")
-	a.Release()
+	a.Release(ctx)
 
 	// 3. B takes the lock and writes. This is the usual shape of guarded
 	// work: Do runs the function only while the lock is held.

@@ -135,7 +135,7 @@ func requireSafe(t *testing.T, rep *faultinject.ClusterReport, h *clusterHarness
 }
 
 // TestClusterFaultInjectionRanges runs the cluster suite with range
-// locks (fcntl's, through the Go client's Session.SetRange) in the place
+// locks (fcntl's, through the Go client's ranges.Locker.Set) in the place
 // of claims: every worker takes a write range lock over the whole of the
 // key clusterLock, which the ring gives to the same owner as the name.
 // With the suite's 2 s lease, range locks are too short-lived to be

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/batonlock/baton/ranges"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -220,8 +221,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, stdin io.Reader, stdout io
 // actor's fn (Session.Do's contract), and session returns once all have
 // stopped and the session is closed.
 func (w *worker) session(ctx context.Context, c *baton.Client) {
-	s, err := c.OpenSession(ctx, baton.SessionOptions{Lease: w.cfg.Lease, Label: w.cfg.ID, NoFallback: true,
-		Resumable: len(w.cfg.Addrs) > 0, Addrs: w.cfg.Addrs})
+	opts := baton.SessionOptions{Lease: w.cfg.Lease, Label: w.cfg.ID, RefuseOldServer: true, Addrs: w.cfg.Addrs}
+	if len(w.cfg.Addrs) > 0 {
+		opts.Resume = baton.ResumeOn
+	}
+	s, err := c.OpenSession(ctx, opts)
 	if err != nil {
 		w.log(Record{Ev: "session", Err: err.Error()})
 		backoff(ctx)
@@ -331,21 +335,21 @@ func (rt *rangeTenures) end(cause error) {
 }
 
 // ranges loops, until ctx is done or s is lost, on a write range lock
-// over the whole of the key Lock (baton.Session.SetRange, owner owner):
+// over the whole of the key Lock (ranges.Locker.Set, owner owner):
 // its tenure's context ends when the session is lost (tenures), the
 // moment its client stops believing in its range locks (a range lock
 // has no context of its own).
 func (a *actor) ranges(ctx context.Context, s *baton.Session, owner uint64, tenures *rangeTenures) {
-	l := baton.RangeLock{Key: a.w.cfg.Lock, Owner: owner, Type: baton.WriteLock, End: baton.ToEnd}
+	l := ranges.Lock{Key: a.w.cfg.Lock, Owner: owner, Type: ranges.WriteLock, End: ranges.ToEnd}
 	for ctx.Err() == nil && s.Err() == nil {
 		a.w.log(Record{Ev: "request", W: a.id})
-		tok, err := s.SetRange(ctx, l, true)
+		tok, err := ranges.New(s).Set(ctx, l, true)
 		if err == nil {
 			held, done := tenures.start(ctx)
 			err = a.tenure(held, tok)
 			done()
 			if s.Err() == nil {
-				s.UnlockRange(context.WithoutCancel(ctx), l)
+				ranges.New(s).Unlock(context.WithoutCancel(ctx), l)
 			}
 		}
 		a.done(ctx, tok, err)

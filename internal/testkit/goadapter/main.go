@@ -55,11 +55,11 @@ func main() {
 
 	ctx := context.Background()
 	c := baton.New(baton.DefaultConfig(addr))
-	s, err := c.OpenSession(ctx, baton.SessionOptions{
-		Lease:     lease,
-		Label:     "testkit " + os.Getenv("BATON_TESTKIT_SCENARIO"),
-		Resumable: os.Getenv("BATON_TESTKIT_RESUMABLE") == "1",
-	})
+	opts := baton.SessionOptions{Lease: lease, Label: "testkit " + os.Getenv("BATON_TESTKIT_SCENARIO")}
+	if os.Getenv("BATON_TESTKIT_RESUMABLE") == "1" {
+		opts.Resume = baton.ResumeOn
+	}
+	s, err := c.OpenSession(ctx, opts)
 	if err != nil {
 		emit(map[string]any{"event": "error", "message": err.Error()})
 		drain(lines)
