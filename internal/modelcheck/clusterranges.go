@@ -41,9 +41,10 @@ import (
 //     (TestClusterRangesWaiterLongerLease).
 //   - Relay loss (Relay): c1 talks to R only; R relays its LOCK and its
 //     heartbeats (PING) upstream to the owner O (P, the same node). R
-//     answers c1 only under the pessimism rule: an answer to a request R
-//     read at r leaves only once an upstream request sent at or after r
-//     has been answered. The upstream ends at any moment, and each side
+//     answers c1 only under the pessimism rule, which the model runs
+//     (clustercore's Outbox and Confirmation: outboxReleases): an answer
+//     to a request R read at r leaves only once an upstream request sent
+//     at or after r has been answered. The upstream ends at any moment, and each side
 //     notices it independently at any moment or never (a cut, R's death,
 //     O ending the session, a reset): R, when it notices, ends c1's
 //     session with ERROR 0x03 and answers nothing more; O, when it notices,
@@ -145,7 +146,8 @@ const (
 	// read from it.
 	MutCrOwnerDropsRelayed = "range-owner-drops-relayed"
 	// MutCrRelayUnconfirmed lets R answer c1's heartbeat without an
-	// upstream request sent at or after its read having been answered.
+	// upstream request sent at or after its read having been answered:
+	// the real outbox is handed the PONG as a push.
 	MutCrRelayUnconfirmed = "range-relay-unconfirmed"
 	// MutCrGateHoldersOnly counts only the sessions holding a range lock
 	// at the export in the gate, not those waiting (the rule first built):
@@ -719,7 +721,9 @@ func (m *crModel) relaySteps(s *crState, emit func(crState, crStep)) {
 		}
 	}
 	if s.rq != crNone && !s.upEnd {
-		confirmed := s.conf <= s.rRead || s.rq == crPing && m.cfg.Mutation == MutCrRelayUnconfirmed
+		// R's outbox releases the PONG by the real rule (outboxReleases):
+		// the upstream carries c1's range lock, so it protects the session.
+		confirmed := outboxReleases(int(s.conf), int(s.rRead), false, s.rq == crPing && m.cfg.Mutation == MutCrRelayUnconfirmed)
 		switch {
 		case s.rq == crLock && s.rRes != crResNone:
 			t := *s

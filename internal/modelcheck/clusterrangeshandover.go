@@ -227,7 +227,9 @@ func (m *hoModel) mut(name string) bool { return m.cfg.Mutation == name }
 // directly.
 func (m *hoModel) local(s *hoState) bool { return m.cfg.RelayAtN && s.hm == hmAdopted }
 
-// blocked: the host holds back its answers to c1.
+// blocked: the key is moving, so the host's confirmation is blocked
+// (Confirmation.Block) and its outbox holds back every answer to c1.
+// MutCrHostAnswersMoving leaves the Block out, as a bug in the host would.
 func (m *hoModel) blocked(s *hoState) bool {
 	return s.hm == hmMoving && !m.mut(MutCrHostAnswersMoving)
 }
@@ -347,10 +349,13 @@ func (m *hoModel) next(s *hoState) []succ[hoState, hoStep] {
 		}
 		emit(t, hoStep{hkHostRead, what})
 	}
-	// The host answers c1.
-	if s.hq != crNone && s.hm != hmEnded && !m.blocked(s) {
+	// The host answers c1 when its outbox releases the answer, by the
+	// real rule (outboxReleases). A LOCK's answer confirms its own
+	// request, relayed after the read; MutCrRelayUnconfirmed queues a PONG
+	// as a push.
+	if s.hq != crNone && s.hm != hmEnded {
 		switch {
-		case s.hq == crLock && s.hRes != crResNone:
+		case s.hq == crLock && s.hRes != crResNone && outboxReleases(int(s.hRead), int(s.hRead), m.blocked(s), false):
 			t := *s
 			if t.hRes == crResGranted {
 				t.c1, t.anc = crHeld, t.sent
@@ -359,7 +364,7 @@ func (m *hoModel) next(s *hoState) []succ[hoState, hoStep] {
 				m.done(&t)
 			}
 			emit(t, hoStep{hkAnswer, s.hRes})
-		case s.hq == crPing && (s.conf <= s.hRead || m.mut(MutCrRelayUnconfirmed)):
+		case s.hq == crPing && outboxReleases(int(s.conf), int(s.hRead), m.blocked(s), m.mut(MutCrRelayUnconfirmed)):
 			t := *s
 			t.anc = min(t.anc, t.sent)
 			t.out, t.sent, t.hq, t.hRead = crNone, 0, crNone, 0
