@@ -30,7 +30,9 @@ import (
 //
 // A client's release goes through its host: to the owner while the claim
 // is attached, queued at the host while it is moving and replayed to N
-// with the adoption. The lease is abstracted as in the cluster model: a
+// with the adoption. While a claim moves, the host's outbox holds back
+// every answer to its client (the real rule, clustercore's
+// Confirmation.Block: outboxReleases). The lease is abstracted as in the cluster model: a
 // client whose record ended without it being told has given up unless it
 // was answered after its claim began moving without N's confirmation
 // (fresh); an Expire step ends a record whose session N cannot hear (a
@@ -91,7 +93,8 @@ const (
 	// before it: the move ends and P, unfrozen, serves the name.
 	MutAbortAfterExport = "abort-after-export"
 	// MutAnswerUnconfirmed lets the host answer a client whose claim is
-	// moving (a PONG) without N's confirmation.
+	// moving (a PONG) without N's confirmation: the real outbox is handed
+	// the PONG as a push.
 	MutAnswerUnconfirmed = "answer-unconfirmed"
 	// MutAdoptBeforeCommit lets a host adopt at the new owner of the
 	// pending change and N answer before the change has committed.
@@ -595,7 +598,11 @@ func (m *ccModel) next(s ccState) []succ[ccState, ccStep] {
 				tc.st, tc.to = ccReleasing, cl.at
 			}
 			emit(t, st, nil)
-			if cl.mv == ccMoving && m.mut(MutAnswerUnconfirmed) && !cl.fresh {
+			// The host answers the client (a PONG) while the claim moves
+			// only when its outbox releases it (outboxReleases, the real
+			// rule: Confirmation.Block holds it back); the model has no
+			// clock here, so only the Block decides.
+			if cl.mv == ccMoving && !cl.fresh && outboxReleases(0, 0, true, m.mut(MutAnswerUnconfirmed)) {
 				t := s
 				t.c[c].fresh = true
 				emit(t, ccStep{kind: ccAnswer, n: h, c: c}, nil)
