@@ -3,6 +3,8 @@ package modelcheck
 import (
 	"fmt"
 	"strings"
+
+	"github.com/batonlock/baton/internal/clustercore"
 )
 
 // The cluster-ranges-resume model: a client re-asserts its range locks
@@ -35,8 +37,9 @@ import (
 //     lock, the earlier session named: its origin and secret), which Y
 //     relays to O on an upstream session of its own. A re-assertion
 //     names exactly one earlier session. O: if it has a session (kept,
-//     or still open) of that origin whose hash matches the secret, the
-//     lock that session holds on K moves into the re-asserting session;
+//     or still open) of that origin whose hash matches the secret (the
+//     real rule, clustercore.ReassertHolders: oTakes), the lock that
+//     session holds on K moves into the re-asserting session;
 //     then the lock is held for the re-asserting session unless another
 //     session holds a lock on K, "done"; else "conflict". O remembers
 //     nothing of the origins a lock was adopted under. Y answers c1 only
@@ -170,7 +173,7 @@ const (
 	// MutRrDropAtOnce: O drops u's lock as soon as it notices u's end.
 	MutRrDropAtOnce = "resume-drop-at-once"
 	// MutRrAdoptAnySecret: O moves the lock of the session named
-	// whatever the secret.
+	// whatever the secret: the real rule (oTakes) is told it matches.
 	MutRrAdoptAnySecret = "resume-adopt-any-secret"
 	// MutRrAnswerEarly: Y answers c1's reassert and PINGs as it relays
 	// them, before O answered.
@@ -472,7 +475,7 @@ func (m *rrModel) next(s *rrState) []succ[rrState, rrStep] {
 		p := &t.p[0]
 		var f *failure
 		switch {
-		case p.lk != snNone && m.cfg.Mutation == MutRrAdoptAnySecret:
+		case p.lk != snNone && m.oTakes(false):
 			f = fail(PropRrAdopt, "node O moves %s's lock (session %s) to c4, whose re-assertion names %s with a wrong secret",
 				clientName(0), sessName(0, p.lk), sessName(0, p.lk))
 			p.lk, p.seen, t.c4 = snNone, 0, 2
@@ -626,6 +629,21 @@ func (m *rrModel) answer(p *rrClient, what, a uint8) {
 	p.up, p.sent = rqNone, 0
 }
 
+// oTakes reports whether O takes the range locks of the session a
+// re-assertion names, by the real rule (clustercore.ReassertHolders):
+// matches says the re-assertion carries that session's secret. O keeps
+// the named session's locks whether its connection is open or not, and
+// the rule treats both alike, so the model names it kept.
+// MutRrAdoptAnySecret breaks the rule's input: the secret is not
+// compared.
+func (m *rrModel) oTakes(matches bool) bool {
+	if m.cfg.Mutation == MutRrAdoptAnySecret {
+		matches = true
+	}
+	h := clustercore.ReassertHolders{Kept: true, KeptMatches: matches}
+	return h.Holder() == clustercore.HolderKept
+}
+
 // oReads has O read client i's request (old: one it stopped waiting for)
 // and the client read the answer if it waits for it.
 func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep, *failure)) {
@@ -654,7 +672,7 @@ func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep
 		// The named session's lock on K moves into sess (the secret
 		// matches: it is the client's); then it is held for sess unless
 		// another session holds a lock on K.
-		if tp.lk == nm {
+		if tp.lk == nm && m.oTakes(true) {
 			tp.lk = sess
 		}
 		switch {
