@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/batonlock/baton/internal/clustercore"
 )
 
 // The continuation model (docs/design/2026-12-02-cluster-handoff.md, "Continuing version 2 claims
@@ -109,7 +111,8 @@ const (
 	MutExportAgain = "export-again"
 	// MutExportDropsAbandoned makes P end, at the export, the records of
 	// sessions it cannot hear (a host died, or a kept session's
-	// connection broke) instead of handing them over with their lease.
+	// connection broke) instead of handing them over with their lease:
+	// the real rule (exportFacts) is told such a session is closing.
 	MutExportDropsAbandoned = "export-drops-abandoned"
 )
 
@@ -406,6 +409,22 @@ func (st ccStep) String() string {
 type ccModel struct{ cfg ContinueConfig }
 
 func (m *ccModel) mut(name string) bool { return m.cfg.Mutation == name }
+
+// exportFacts is what the real hand-off rules (clustercore's
+// HandoffSessionFacts: MovesOn, Tell) know of the session of client
+// c's record at prior owner p when p exports: a version 2 session whose
+// origin is known, kept when it is abandoned (its host died, or its
+// connection broke), relayed when its host is another node.
+// MutExportDropsAbandoned breaks the rule's input as a bug would: an
+// abandoned session is taken for one closing, not kept.
+func (m *ccModel) exportFacts(cl *ccClient, p int8) clustercore.HandoffSessionFacts {
+	f := clustercore.HandoffSessionFacts{Clustered: true, V2: true, HasOrigin: true,
+		Kept: cl.aband, Forwarded: cl.host != p}
+	if cl.aband && m.mut(MutExportDropsAbandoned) {
+		f.Kept, f.Closing = false, true
+	}
+	return f
+}
 
 func (m *ccModel) owner(s *ccState, n int8) int8 { return s.ring[s.n[n].view].owner }
 
@@ -781,20 +800,20 @@ func (m *ccModel) next(s ccState) []succ[ccState, ccStep] {
 			for _, c := range fl.clients() {
 				fl.det |= 1 << c
 				tc := &t.c[c]
-				if tc.aband && m.mut(MutExportDropsAbandoned) {
+				f := m.exportFacts(tc, n)
+				if !f.MovesOn() {
 					fl.remove(c)
-					tc.aband = false // its client, an orphan, still believes
+					tc.aband = false // its client, an orphan, may still believe
 					continue
 				}
-				if tc.aband {
+				switch tell := f.Tell(); {
+				case tell == clustercore.HandoffAsKept:
 					continue // handed over with its lease: it expires at N
-				}
-				switch {
 				case tc.mv != ccAttached:
 					// Moving again: same move key, the newer change.
-				case tc.host == n:
+				case tell == clustercore.HandoffStartMoving:
 					tc.mv = ccMoving
-				default:
+				default: // HandoffTellMoved: its host reads MOVED
 					tc.mv = ccMovedSent
 				}
 				tc.mvV = t.nring
