@@ -49,10 +49,10 @@ import (
 //     read from that upstream.
 //   - R gives up re-asserting (ends c1's session) once its clock reaches
 //     u.confirmed + 0.8·L, or L/2 after it noticed, whichever first,
-//     without acceptance (the real rules, clustercore.RangesFailed at the
-//     notice and RangeMove.Expired after it: rEnds); a reassert in flight may still reach N (an
-//     acceptance then installs a lock nobody believes in, which N drops
-//     L after it read it). After acceptance R answers c1 under the
+//     without acceptance (the real rules, clustercore.RangesFailed at
+//     the notice and RangeMove.Expired after it: rEnds); a reassert in
+//     flight may still reach N (an acceptance then installs a lock nobody
+//     believes in, which N drops L after it read it). After acceptance R answers c1 under the
 //     pessimism rule with N as the confirming upstream, the reassert
 //     counting as a request answered.
 //   - c2, a direct client of N, asks N for a conflicting lock at any
@@ -347,7 +347,9 @@ func newRfModel(cfg RangeFailoverConfig) *rfModel {
 // the send time of the latest request O answered. R's clock counts
 // between Unit−Drift and Unit+Drift units a tick (a unit is a second
 // here, from an arbitrary present): fast asks whether it may have ended
-// (its fastest clock), else whether it must have (its slowest).
+// (its fastest clock), else whether it must have (its slowest). The
+// real rule ends the window when R's clock reaches 0.8·L, where the
+// model's copy waited until it passed it: the same tick at 10±1 units.
 func (m *rfModel) rEnds(p *rfPair, fast bool) bool {
 	rate := m.cfg.Unit - m.cfg.Drift
 	if fast {
