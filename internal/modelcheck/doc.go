@@ -118,6 +118,16 @@
 //     catches a waiter overtaken, a deadlock queued, a false deadlock and
 //     an unlock that drops too much.
 //
+// The cluster models run the cluster core's rules (internal/clustercore)
+// where a rule of theirs is one the core now decides, mapping their ticks
+// to times from an arbitrary present: the relaying node's outbox
+// (relayoutbox.go: failover -relay, cluster-ranges, cluster-continue),
+// the take-over's answer (failover), the range re-assertion's window
+// (cluster-ranges-failover), whose locks a re-assertion takes
+// (cluster-ranges-resume) and what a hand-off's export does with each
+// session (cluster-continue). A mutation that bent such a rule now
+// changes its input or output, and docs/verification.md lists the rules.
+//
 // A violation is reported with the shortest counterexample (breadth-first
 // order makes the first one found the shortest) as a readable trace; a
 // liveness violation is a lasso: a path to a cycle and the cycle.
