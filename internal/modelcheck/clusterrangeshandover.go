@@ -1,6 +1,11 @@
 package modelcheck
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/batonlock/baton/internal/clustercore"
+	"github.com/batonlock/baton/protocol"
+)
 
 // The hand-over option of the cluster-ranges model (Handover): the rule,
 // being built, by which the range locks of a session that continues (an
@@ -26,7 +31,8 @@ import "fmt"
 //     N's clock has counted L since the install, unless adopted first.
 //  4. The host holds back every answer to its client (PONG included)
 //     while the key is moving: a moving key counts as an upstream that
-//     has not confirmed. Once its ring routes the key to N it sends
+//     has not confirmed (clustercore's Confirmation.Block, which the
+//     model runs, as it runs RangeMove.Answered for N's answers). Once its ring routes the key to N it sends
 //     ADOPT(key) on its upstream session to N (lost or delayed; sent
 //     again after a loss or an "unavailable"). N answers "adopted" (the
 //     locks now belong to the host's upstream session at N, kept as any
@@ -509,22 +515,25 @@ func (m *hoModel) next(s *hoState) []succ[hoState, hoStep] {
 			for _, ans := range m.adoptAnswers(s) {
 				t := *s
 				t.upN = crNone
-				switch ans {
-				case adAdopted, adAdoptedLost:
+				if ans == adAdopted || ans == adAdoptedLost {
 					t.ph, t.nLk, t.nSeen, t.nDead = false, true, 0, ans == adAdoptedLost
-					switch {
-					case ans == adAdopted && t.hm == hmMoving:
+				}
+				switch {
+				case ans == adAdoptedLost: // the host never reads it
+				case t.hm == hmMoving:
+					// The host applies the answer by the real rule; on
+					// RangeAgain it sends ADOPT again.
+					switch hostAdoptOutcome(ans) {
+					case clustercore.RangeTaken:
 						t.hm, t.conf = hmAdopted, t.upNSt
-					case ans == adAdopted && m.cfg.orphanFix == ofRelease:
-						t.nLk = false
-					case ans == adAdopted && m.cfg.orphanFix == ofClose:
-						// The ADOPT is the last frame N reads on it.
-						t.nDead = true
-					}
-				case adNone:
-					if t.hm == hmMoving {
+					case clustercore.RangeLost:
 						m.endSession(&t)
 					}
+				case ans == adAdopted && m.cfg.orphanFix == ofRelease:
+					t.nLk = false
+				case ans == adAdopted && m.cfg.orphanFix == ofClose:
+					// The ADOPT is the last frame N reads on it.
+					t.nDead = true
 				}
 				t.upNSt = 0
 				emit(t, hoStep{hkUpNRead, ans})
@@ -571,6 +580,22 @@ func (m *hoModel) next(s *hoState) []succ[hoState, hoStep] {
 
 // crAdopt is the ADOPT request on the host's upstream session to N.
 const crAdopt uint8 = crPing + 1
+
+// hostAdoptOutcome is what N's answer to the host's ADOPT leads to, by
+// the real rule (clustercore.RangeMove.Answered after a planned change):
+// N answers "adopted" RangeDone, "unavailable" RangeUnavailable, and
+// "none" RangeFree (server/rangemove.go adoptRangesLocked).
+func hostAdoptOutcome(ans uint8) clustercore.RangeOutcome {
+	st := protocol.RangeFree
+	switch ans {
+	case adAdopted:
+		st = protocol.RangeDone
+	case adUnavailable:
+		st = protocol.RangeUnavailable
+	}
+	var rm clustercore.RangeMove
+	return rm.Answered(st)
+}
 
 // adoptAnswers are N's possible answers to an ADOPT it reads in s.
 func (m *hoModel) adoptAnswers(s *hoState) []uint8 {
