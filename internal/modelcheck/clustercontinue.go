@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/batonlock/baton/internal/clustercore"
 )
 
 // The continuation model: the cluster model with version 2 sessions that
@@ -12,6 +14,7 @@ import (
 // fallback), hosts adopt their moving claims at the new owner, and
 // releases of moving claims are queued and replayed. It checks one
 // holder, increasing tokens, no lost claim and no stale claim.
+// Real rules run: clustercore's Confirmation.Block and HandoffSessionFacts.
 // Design: "Model 5b: version 2 claims across a planned move" and
 // #internalmodelcheckclustercontinuego in docs/design/2026-12-07-verification-models-cluster.md;
 // the rule is in docs/design/2026-12-02-cluster-handoff.md.
@@ -50,7 +53,8 @@ const (
 	// before it: the move ends and P, unfrozen, serves the name.
 	MutAbortAfterExport = "abort-after-export"
 	// MutAnswerUnconfirmed lets the host answer a client whose claim is
-	// moving (a PONG) without N's confirmation.
+	// moving (a PONG) without N's confirmation: the real outbox is handed
+	// the PONG as a push.
 	MutAnswerUnconfirmed = "answer-unconfirmed"
 	// MutAdoptBeforeCommit lets a host adopt at the new owner of the
 	// pending change and N answer before the change has committed.
@@ -65,7 +69,8 @@ const (
 	MutExportAgain = "export-again"
 	// MutExportDropsAbandoned makes P end, at the export, the records of
 	// sessions it cannot hear (a host died, or a kept session's
-	// connection broke) instead of handing them over with their lease.
+	// connection broke) instead of handing them over with their lease:
+	// the real rule (exportFacts) is told such a session is closing.
 	MutExportDropsAbandoned = "export-drops-abandoned"
 )
 
@@ -363,6 +368,22 @@ type ccModel struct{ cfg ContinueConfig }
 
 func (m *ccModel) mut(name string) bool { return m.cfg.Mutation == name }
 
+// exportFacts is what the real hand-off rules (clustercore's
+// HandoffSessionFacts: MovesOn, Tell) know of the session of client
+// c's record at prior owner p when p exports: a version 2 session whose
+// origin is known, kept when it is abandoned (its host died, or its
+// connection broke), relayed when its host is another node.
+// MutExportDropsAbandoned breaks the rule's input as a bug would: an
+// abandoned session is taken for one closing, not kept.
+func (m *ccModel) exportFacts(cl *ccClient, p int8) clustercore.HandoffSessionFacts {
+	f := clustercore.HandoffSessionFacts{Clustered: true, V2: true, HasOrigin: true,
+		Kept: cl.aband, Forwarded: cl.host != p}
+	if cl.aband && m.mut(MutExportDropsAbandoned) {
+		f.Kept, f.Closing = false, true
+	}
+	return f
+}
+
 func (m *ccModel) owner(s *ccState, n int8) int8 { return s.ring[s.n[n].view].owner }
 
 func (m *ccModel) ready(s *ccState, n int8) bool {
@@ -554,7 +575,11 @@ func (m *ccModel) next(s ccState) []succ[ccState, ccStep] {
 				tc.st, tc.to = ccReleasing, cl.at
 			}
 			emit(t, st, nil)
-			if cl.mv == ccMoving && m.mut(MutAnswerUnconfirmed) && !cl.fresh {
+			// The host answers the client (a PONG) while the claim moves
+			// only when its outbox releases it (outboxReleases, the real
+			// rule: Confirmation.Block holds it back); the model has no
+			// clock here, so only the Block decides.
+			if cl.mv == ccMoving && !cl.fresh && outboxReleases(0, 0, true, m.mut(MutAnswerUnconfirmed)) {
 				t := s
 				t.c[c].fresh = true
 				emit(t, ccStep{kind: ccAnswer, n: h, c: c}, nil)
@@ -733,20 +758,20 @@ func (m *ccModel) next(s ccState) []succ[ccState, ccStep] {
 			for _, c := range fl.clients() {
 				fl.det |= 1 << c
 				tc := &t.c[c]
-				if tc.aband && m.mut(MutExportDropsAbandoned) {
+				f := m.exportFacts(tc, n)
+				if !f.MovesOn() {
 					fl.remove(c)
-					tc.aband = false // its client, an orphan, still believes
+					tc.aband = false // its client, an orphan, may still believe
 					continue
 				}
-				if tc.aband {
+				switch tell := f.Tell(); {
+				case tell == clustercore.HandoffAsKept:
 					continue // handed over with its lease: it expires at N
-				}
-				switch {
 				case tc.mv != ccAttached:
 					// Moving again: same move key, the newer change.
-				case tc.host == n:
+				case tell == clustercore.HandoffStartMoving:
 					tc.mv = ccMoving
-				default:
+				default: // HandoffTellMoved: its host reads MOVED
 					tc.mv = ccMovedSent
 				}
 				tc.mvV = t.nring

@@ -13,6 +13,7 @@ import (
 // planned move gates the key at the new owner for the longest lease of its
 // holders and waiters, and a relay loss ends the client's session.
 // Clients follow the client rule; time and drift are the failover model's.
+// Real rules run: clustercore's Outbox and Confirmation (outboxReleases).
 // Design: "Range locks on a cluster" and #internalmodelcheckclusterrangesgo
 // in docs/design/2026-12-07-verification-models-cluster.md.
 
@@ -81,7 +82,8 @@ const (
 	// read from it.
 	MutCrOwnerDropsRelayed = "range-owner-drops-relayed"
 	// MutCrRelayUnconfirmed lets R answer c1's heartbeat without an
-	// upstream request sent at or after its read having been answered.
+	// upstream request sent at or after its read having been answered:
+	// the real outbox is handed the PONG as a push.
 	MutCrRelayUnconfirmed = "range-relay-unconfirmed"
 	// MutCrGateHoldersOnly counts only the sessions holding a range lock
 	// at the export in the gate, not those waiting (the rule first built):
@@ -655,7 +657,9 @@ func (m *crModel) relaySteps(s *crState, emit func(crState, crStep)) {
 		}
 	}
 	if s.rq != crNone && !s.upEnd {
-		confirmed := s.conf <= s.rRead || s.rq == crPing && m.cfg.Mutation == MutCrRelayUnconfirmed
+		// R's outbox releases the PONG by the real rule (outboxReleases):
+		// the upstream carries c1's range lock, so it protects the session.
+		confirmed := outboxReleases(int(s.conf), int(s.rRead), false, s.rq == crPing && m.cfg.Mutation == MutCrRelayUnconfirmed)
 		switch {
 		case s.rq == crLock && s.rRes != crResNone:
 			t := *s

@@ -1,6 +1,11 @@
 package modelcheck
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/batonlock/baton/internal/clustercore"
+	"github.com/batonlock/baton/protocol"
+)
 
 // The hand-over option of the cluster-ranges model (Handover): at a
 // planned move P→N the range locks of a session that continues go to N
@@ -8,6 +13,7 @@ import "fmt"
 // every answer while the key moves and adopts the locks with ADOPT once
 // its ring routes the key to N, or ends the session (ERROR 0x03) when the
 // placeholder expired or half the lease passed.
+// Real rules run: clustercore's Confirmation.Block and RangeMove.Answered.
 // Design: "Range locks handed over at a planned move" and
 // #internalmodelcheckclusterrangeshandovergo in docs/design/2026-12-07-verification-models-cluster.md.
 
@@ -181,7 +187,9 @@ func (m *hoModel) mut(name string) bool { return m.cfg.Mutation == name }
 // directly.
 func (m *hoModel) local(s *hoState) bool { return m.cfg.RelayAtN && s.hm == hmAdopted }
 
-// blocked: the host holds back its answers to c1.
+// blocked: the key is moving, so the host's confirmation is blocked
+// (Confirmation.Block) and its outbox holds back every answer to c1.
+// MutCrHostAnswersMoving leaves the Block out, as a bug in the host would.
 func (m *hoModel) blocked(s *hoState) bool {
 	return s.hm == hmMoving && !m.mut(MutCrHostAnswersMoving)
 }
@@ -301,10 +309,13 @@ func (m *hoModel) next(s *hoState) []succ[hoState, hoStep] {
 		}
 		emit(t, hoStep{hkHostRead, what})
 	}
-	// The host answers c1.
-	if s.hq != crNone && s.hm != hmEnded && !m.blocked(s) {
+	// The host answers c1 when its outbox releases the answer, by the
+	// real rule (outboxReleases). A LOCK's answer confirms its own
+	// request, relayed after the read; MutCrRelayUnconfirmed queues a PONG
+	// as a push.
+	if s.hq != crNone && s.hm != hmEnded {
 		switch {
-		case s.hq == crLock && s.hRes != crResNone:
+		case s.hq == crLock && s.hRes != crResNone && outboxReleases(int(s.hRead), int(s.hRead), m.blocked(s), false):
 			t := *s
 			if t.hRes == crResGranted {
 				t.c1, t.anc = crHeld, t.sent
@@ -313,7 +324,7 @@ func (m *hoModel) next(s *hoState) []succ[hoState, hoStep] {
 				m.done(&t)
 			}
 			emit(t, hoStep{hkAnswer, s.hRes})
-		case s.hq == crPing && (s.conf <= s.hRead || m.mut(MutCrRelayUnconfirmed)):
+		case s.hq == crPing && outboxReleases(int(s.conf), int(s.hRead), m.blocked(s), m.mut(MutCrRelayUnconfirmed)):
 			t := *s
 			t.anc = min(t.anc, t.sent)
 			t.out, t.sent, t.hq, t.hRead = crNone, 0, crNone, 0
@@ -458,22 +469,25 @@ func (m *hoModel) next(s *hoState) []succ[hoState, hoStep] {
 			for _, ans := range m.adoptAnswers(s) {
 				t := *s
 				t.upN = crNone
-				switch ans {
-				case adAdopted, adAdoptedLost:
+				if ans == adAdopted || ans == adAdoptedLost {
 					t.ph, t.nLk, t.nSeen, t.nDead = false, true, 0, ans == adAdoptedLost
-					switch {
-					case ans == adAdopted && t.hm == hmMoving:
+				}
+				switch {
+				case ans == adAdoptedLost: // the host never reads it
+				case t.hm == hmMoving:
+					// The host applies the answer by the real rule; on
+					// RangeAgain it sends ADOPT again.
+					switch hostAdoptOutcome(ans) {
+					case clustercore.RangeTaken:
 						t.hm, t.conf = hmAdopted, t.upNSt
-					case ans == adAdopted && m.cfg.orphanFix == ofRelease:
-						t.nLk = false
-					case ans == adAdopted && m.cfg.orphanFix == ofClose:
-						// The ADOPT is the last frame N reads on it.
-						t.nDead = true
-					}
-				case adNone:
-					if t.hm == hmMoving {
+					case clustercore.RangeLost:
 						m.endSession(&t)
 					}
+				case ans == adAdopted && m.cfg.orphanFix == ofRelease:
+					t.nLk = false
+				case ans == adAdopted && m.cfg.orphanFix == ofClose:
+					// The ADOPT is the last frame N reads on it.
+					t.nDead = true
 				}
 				t.upNSt = 0
 				emit(t, hoStep{hkUpNRead, ans})
@@ -520,6 +534,22 @@ func (m *hoModel) next(s *hoState) []succ[hoState, hoStep] {
 
 // crAdopt is the ADOPT request on the host's upstream session to N.
 const crAdopt uint8 = crPing + 1
+
+// hostAdoptOutcome is what N's answer to the host's ADOPT leads to, by
+// the real rule (clustercore.RangeMove.Answered after a planned change):
+// N answers "adopted" RangeDone, "unavailable" RangeUnavailable, and
+// "none" RangeFree (server/rangemove.go adoptRangesLocked).
+func hostAdoptOutcome(ans uint8) clustercore.RangeOutcome {
+	st := protocol.RangeFree
+	switch ans {
+	case adAdopted:
+		st = protocol.RangeDone
+	case adUnavailable:
+		st = protocol.RangeUnavailable
+	}
+	var rm clustercore.RangeMove
+	return rm.Answered(st)
+}
 
 // adoptAnswers are N's possible answers to an ADOPT it reads in s.
 func (m *hoModel) adoptAnswers(s *hoState) []uint8 {

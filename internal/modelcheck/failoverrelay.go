@@ -3,9 +3,6 @@ package modelcheck
 import (
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/batonlock/baton/internal/clustercore"
 )
 
 // The relay option of the failover model (FailoverConfig.Relay): the
@@ -95,28 +92,14 @@ func (m *foModel) isRelayed(s *foState, c int8) bool {
 }
 
 // relayReleases reports whether R's ordered outbox releases the answer
-// to c1's request now: the real rule (clustercore's Outbox and
-// Confirmation), given the upstream's confirmation and the request's
-// read time, counted back in ticks from an arbitrary present. A moving
-// claim is an upstream not confirmed yet. MutFoRelayUnconfirmed breaks
-// it as a bug in the server would: a heartbeat's PONG is queued as a
-// push, with no read time, so no confirmation holds it back.
+// to c1's request now (outboxReleases: the real rule), given the
+// upstream's confirmation and the request's read time. A moving claim is
+// an upstream not confirmed yet. MutFoRelayUnconfirmed queues a
+// heartbeat's PONG as a push.
 func (m *foModel) relayReleases(s *foState) bool {
 	cl, r := &s.c[m.rc], &s.r
-	now := time.Unix(1<<20, 0)
-	ago := func(ticks int16) time.Time { return now.Add(-time.Duration(ticks) * time.Second) }
-	var c clustercore.Confirmation
-	if r.cst == frcMoving {
-		c.Block()
-	} else {
-		c.Upstream(ago(r.conf), true)
-	}
-	answer := &clustercore.Entry[int8]{B: []byte{byte(cl.out)}, At: ago(r.idle)}
-	if cl.out == fmHeartbeat && m.cfg.Mutation == MutFoRelayUnconfirmed {
-		answer.At = time.Time{}
-	}
-	var box clustercore.Outbox[int8]
-	return len(box.Add(nil, answer, c)) > 0
+	return outboxReleases(int(r.conf), int(r.idle), r.cst == frcMoving,
+		cl.out == fmHeartbeat && m.cfg.Mutation == MutFoRelayUnconfirmed)
 }
 
 // relayAnswer is R's answer to c1's outstanding request when R may send

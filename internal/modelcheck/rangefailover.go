@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/batonlock/baton/internal/clustercore"
 )
 
 // The cluster-ranges-failover model: range locks re-asserted after a
@@ -12,6 +15,7 @@ import (
 // believed window (failoverrelay.go) and the new owner's warm-up
 // (failover.go). One key, one relayed client (two with Second), and a
 // direct client of the new owner that asks at any moment.
+// Real rules run: clustercore's RangesFailed and RangeMove.Expired (rEnds).
 // Design: "Range locks re-asserted after a failover" and
 // #internalmodelcheckrangefailovergo in docs/design/2026-12-07-verification-models-cluster.md.
 
@@ -50,7 +54,8 @@ func DefaultRangeFailoverConfigs() []RangeFailoverConfig {
 const (
 	// MutRfReassertUnbelieved drops the believed window: R re-asserts for
 	// L/2 after it noticed the loss, however long ago O last confirmed a
-	// request on the upstream.
+	// request on the upstream. The real rules (rEnds) are given the
+	// notice as the upstream's last confirmation.
 	MutRfReassertUnbelieved = "range-reassert-unbelieved"
 	// MutRfWarmupShort sets N's warm-up to L/2.
 	MutRfWarmupShort = "range-warmup-short"
@@ -244,13 +249,12 @@ func (st rfStep) String() string { return fmt.Sprintf("%d/%d/%d", st.kind, st.i,
 type rfModel struct {
 	cfg        RangeFailoverConfig
 	np         int8
-	gMin, gMax int8 // a clock passes 0.8·L: a client's give-up, R's believed window
+	gMin, gMax int8 // a clock passes 0.8·L: a client's give-up
 	eMin       int8 // an owner's clock passes L since it last read
 	sMin, sMax int8 // O's clock reaches TSelf
 	rMin       int8 // Q's clock reaches T
 	gate       int8 // N's clock may have counted W
-	rgMin      int8 // R's clock reaches L/2 since it noticed
-	rgMax      int8
+	rgMax      int8 // R's clock must have reached L/2 since it noticed (the clamp of mv)
 	cap        int8 // clamp of conf and upSent
 }
 
@@ -270,9 +274,43 @@ func newRfModel(cfg RangeFailoverConfig) *rfModel {
 		w = l / 2
 	}
 	m.gate = int8(clk.mayReach(w))
-	m.rgMin, m.rgMax = int8(clk.mayReach(l/2)), int8(clk.mustReach(l/2))
+	m.rgMax = int8(clk.mustReach(l / 2))
 	m.cap = m.gMax + 1
 	return m
+}
+
+// rEnds reports whether R ends c1's session rather than re-assert its
+// range locks, by the real rules: at the notice of the upstream's loss
+// (p.ust == usO) clustercore.RangesFailed, then the re-assertion's
+// RangeMove.Expired, p.mv ticks after the notice and p.conf ticks after
+// the send time of the latest request O answered. R's clock counts
+// between Unit−Drift and Unit+Drift units a tick (a unit is a second
+// here, from an arbitrary present): fast asks whether it may have ended
+// (its fastest clock), else whether it must have (its slowest). The
+// real rule ends the window when R's clock reaches 0.8·L, where the
+// model's copy waited until it passed it: the same tick at 10±1 units.
+func (m *rfModel) rEnds(p *rfPair, fast bool) bool {
+	rate := m.cfg.Unit - m.cfg.Drift
+	if fast {
+		rate = m.cfg.Unit + m.cfg.Drift
+	}
+	now := time.Unix(1<<20, 0)
+	ago := func(ticks int8) time.Time { return now.Add(-time.Duration(int(ticks)*rate) * time.Second) }
+	lease := time.Duration(m.cfg.Lease) * time.Second
+	noticed := now
+	if p.ust == usRe {
+		noticed = ago(p.mv)
+	}
+	u := clustercore.RangeUpstream{Opened: true, Holds: true, Mirrored: true, Keys: 1, Confirmed: ago(p.conf)}
+	if m.cfg.Mutation == MutRfReassertUnbelieved {
+		u.Confirmed = noticed
+	}
+	fate, believed := clustercore.RangesFailed(u, true, true, noticed, lease)
+	if fate != clustercore.RangesReassert {
+		return true
+	}
+	rm := clustercore.RangeMove{Since: noticed, Failover: true, Believed: believed}
+	return rm.Expired(now, lease)
 }
 
 func (m *rfModel) initial() rfState {
@@ -485,8 +523,8 @@ func (m *rfModel) pairSteps(s *rfState, i int8, emit func(rfState, rfStep, *fail
 	}
 	// R notices its upstream to O ended.
 	if p.ust == usO {
-		inWindow := p.conf < m.gMax || mut == MutRfReassertUnbelieved
-		mayBePast := p.conf >= m.gMin && mut != MutRfReassertUnbelieved
+		inWindow := !m.rEnds(p, false)
+		mayBePast := m.rEnds(p, true)
 		base := *s
 		bp := &base.p[i]
 		bp.up, bp.upSent = rqNone, 0
@@ -511,12 +549,12 @@ func (m *rfModel) pairSteps(s *rfState, i int8, emit func(rfState, rfStep, *fail
 		emit(t, rfStep{kind: rkRLearn, i: i}, nil)
 	}
 	if p.ust == usRe {
-		if p.up == rqNone && p.ver == 2 && p.mv < m.rgMax && (p.conf < m.gMax || mut == MutRfReassertUnbelieved) {
+		if p.up == rqNone && p.ver == 2 && !m.rEnds(p, false) {
 			t := *s
 			t.p[i].up, t.p[i].upSent = rqReassert, 0
 			emit(t, rfStep{kind: rkRReassert, i: i}, nil)
 		}
-		if p.mv >= m.rgMin || p.conf >= m.gMin && mut != MutRfReassertUnbelieved {
+		if m.rEnds(p, true) {
 			t := *s
 			t.p[i].endSession()
 			emit(t, rfStep{kind: rkRGiveUp, i: i}, nil)
@@ -690,7 +728,7 @@ func (m *rfModel) tick(s *rfState) {
 func (m *rfModel) norm(s *rfState) {
 	for i := range m.np {
 		p := &s.p[i]
-		if p.ust == usRe && (p.mv >= m.rgMax || p.conf >= m.gMax && m.cfg.Mutation != MutRfReassertUnbelieved) {
+		if p.ust == usRe && m.rEnds(p, false) {
 			p.endSession() // R's clock must have reached its deadline
 		}
 		if p.out == rqNone {

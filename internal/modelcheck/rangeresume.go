@@ -3,6 +3,8 @@ package modelcheck
 import (
 	"fmt"
 	"strings"
+
+	"github.com/batonlock/baton/internal/clustercore"
 )
 
 // The cluster-ranges-resume model: a client re-asserts its range locks
@@ -13,6 +15,7 @@ import (
 // names every session its re-assertions were cut off on, latest first,
 // then the one its lock was confirmed on; the mutations show why naming
 // fewer loses the lock. Time and drift are the failover model's.
+// Real rule run: clustercore's ReassertHolders (oTakes).
 // Design: "Range locks re-asserted by their client after its own node
 // dies" and #internalmodelcheckrangeresumego in docs/design/2026-12-07-verification-models-cluster.md.
 
@@ -65,7 +68,7 @@ const (
 	// MutRrDropAtOnce: O drops u's lock as soon as it notices u's end.
 	MutRrDropAtOnce = "resume-drop-at-once"
 	// MutRrAdoptAnySecret: O moves the lock of the session named
-	// whatever the secret.
+	// whatever the secret: the real rule (oTakes) is told it matches.
 	MutRrAdoptAnySecret = "resume-adopt-any-secret"
 	// MutRrAnswerEarly: Y answers c1's reassert and PINGs as it relays
 	// them, before O answered.
@@ -367,7 +370,7 @@ func (m *rrModel) next(s *rrState) []succ[rrState, rrStep] {
 		p := &t.p[0]
 		var f *failure
 		switch {
-		case p.lk != snNone && m.cfg.Mutation == MutRrAdoptAnySecret:
+		case p.lk != snNone && m.oTakes(false):
 			f = fail(PropRrAdopt, "node O moves %s's lock (session %s) to c4, whose re-assertion names %s with a wrong secret",
 				clientName(0), sessName(0, p.lk), sessName(0, p.lk))
 			p.lk, p.seen, t.c4 = snNone, 0, 2
@@ -521,6 +524,21 @@ func (m *rrModel) answer(p *rrClient, what, a uint8) {
 	p.up, p.sent = rqNone, 0
 }
 
+// oTakes reports whether O takes the range locks of the session a
+// re-assertion names, by the real rule (clustercore.ReassertHolders):
+// matches says the re-assertion carries that session's secret. O keeps
+// the named session's locks whether its connection is open or not, and
+// the rule treats both alike, so the model names it kept.
+// MutRrAdoptAnySecret breaks the rule's input: the secret is not
+// compared.
+func (m *rrModel) oTakes(matches bool) bool {
+	if m.cfg.Mutation == MutRrAdoptAnySecret {
+		matches = true
+	}
+	h := clustercore.ReassertHolders{Kept: true, KeptMatches: matches}
+	return h.Holder() == clustercore.HolderKept
+}
+
 // oReads has O read client i's request (old: one it stopped waiting for)
 // and the client read the answer if it waits for it.
 func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep, *failure)) {
@@ -549,7 +567,7 @@ func (m *rrModel) oReads(s *rrState, i int8, old bool, emit func(rrState, rrStep
 		// The named session's lock on K moves into sess (the secret
 		// matches: it is the client's); then it is held for sess unless
 		// another session holds a lock on K.
-		if tp.lk == nm {
+		if tp.lk == nm && m.oTakes(true) {
 			tp.lk = sess
 		}
 		switch {
