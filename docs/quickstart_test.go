@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/internal/freeport"
 )
 
 // The quick start's tested blocks: a ```console fence right after this
@@ -203,23 +204,16 @@ func TestQuickstart(t *testing.T) {
 }
 
 // qsPorts maps every loopback port the doc names, and the defaults, to a
-// free port of this machine.
+// free port of this machine, below the ephemeral range (internal/freeport:
+// a port from a listen on port 0 may be handed to another test's process
+// before the node meant to bind it starts, as happened in CI).
 func qsPorts(t *testing.T, doc string) map[string]string {
 	ports := map[string]string{"7070": "", "7072": ""}
 	for _, m := range qsAddr.FindAllStringSubmatch(doc, -1) {
 		ports[m[1]] = ""
 	}
-	var ls []net.Listener
 	for p := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports[p] = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+		ports[p] = freeport.Port(t)
 	}
 	return ports
 }
