@@ -108,14 +108,12 @@ func testWorkEndsBeforeNextHolder(t *testing.T, prefix string, clients func(vict
 		t.Fatal("the holder was not granted")
 	}
 	granted := make(chan held, 1)
+	waiterDone := make(chan error, 1)
 	go func() {
-		err := waiter(ctx, name, func(_ context.Context, tok uint64) error {
+		waiterDone <- waiter(ctx, name, func(_ context.Context, tok uint64) error {
 			granted <- held{tok, time.Now()}
 			return nil
 		})
-		if err != nil {
-			t.Errorf("the waiter: %v", err)
-		}
 	}()
 	// The waiter queues at the owner before the stop.
 	for deadline := time.Now().Add(opstest.Timeout); len(adminLock(t, victim, name).Waiters) == 0; {
@@ -153,6 +151,11 @@ func testWorkEndsBeforeNextHolder(t *testing.T, prefix string, clients func(vict
 		ret.Sub(stopped).Round(time.Millisecond), g.at.Sub(ret).Round(time.Millisecond))
 	if err := <-holderDone; err == nil {
 		t.Error("the holder's Do returned nil, want the loss")
+	}
+	// Awaited before the test's cleanup closes the waiter's session: its
+	// release, relayed under load, may still be on its way.
+	if err := <-waiterDone; err != nil {
+		t.Errorf("the waiter: %v", err)
 	}
 	<-victim.exited
 }
