@@ -419,6 +419,13 @@ func runClusterSuite(t *testing.T, s clusterSuite) (*faultinject.ClusterReport, 
 			}
 		})
 	}
+	// Without a dump directory (CI), a short account in the test's own
+	// output: a failure seen once under load must still be diagnosable.
+	t.Cleanup(func() {
+		if t.Failed() {
+			h.logState()
+		}
+	})
 
 	h.nodes = make([]*node, clusterNodes+1)
 	for i := range clusterNodes {
@@ -690,6 +697,7 @@ func (h *clusterHarness) spawnWorker(i int) {
 // inject applies one fault of the plan.
 func (h *clusterHarness) inject(f string) {
 	h.t.Helper()
+	h.lastFault = f
 	kind, role, ok := strings.Cut(f, "-")
 	if kind == "client" {
 		var rest string
@@ -1205,18 +1213,42 @@ func (h *clusterHarness) dumpState(dir string) {
 			continue
 		}
 		for _, path := range []string{"/api/locks/" + clusterLock, "/api/sessions", "/api/cluster"} {
-			resp, err := h.http.Get("http://" + h.lab.ClientIP(n.slot) + ":" + adminPort + path)
-			var body []byte
-			if err == nil {
-				body, _ = io.ReadAll(resp.Body)
-				resp.Body.Close()
-			} else {
+			body, err := h.get(n, path)
+			if err != nil {
 				body = []byte(err.Error())
 			}
 			name := fmt.Sprintf("failed-state-%s%s.json", n.id, strings.ReplaceAll(path, "/", "_"))
 			os.WriteFile(filepath.Join(dir, name), body, 0o644)
 		}
 	}
+}
+
+// logState logs the lock's state on each live node and the workers'
+// last records.
+func (h *clusterHarness) logState() {
+	for _, n := range h.nodes {
+		if n == nil {
+			continue
+		}
+		body, err := h.get(n, "/api/locks/"+clusterLock)
+		h.t.Logf("%s (slot %d) /api/locks/%s: %s %v", n.id, n.slot, clusterLock, body, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.records[max(len(h.records)-40, 0):] {
+		line, _ := json.Marshal(r)
+		h.t.Logf("record %s", line)
+	}
+}
+
+// get returns the body of an admin API GET on node n.
+func (h *clusterHarness) get(n *node, path string) ([]byte, error) {
+	resp, err := h.http.Get("http://" + h.lab.ClientIP(n.slot) + ":" + adminPort + path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }
 
 // killNodes kills every node process still running (nodes are not

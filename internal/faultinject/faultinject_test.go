@@ -4,6 +4,7 @@ package faultinject_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -281,6 +282,7 @@ type harness struct {
 	steered, steeredRefused int       // steered faults, and those whose late write was refused
 	mutation                string    // WorkerConfig.Mutation of every worker
 	deadline                time.Time // the scenario's time budget ends; zero: no budget yet
+	lastFault               string    // the fault injected last, for failure messages
 
 	mu       sync.Mutex
 	records  []faultinject.Record
@@ -505,7 +507,7 @@ func (h *harness) waitFor(from int, what string, match func(faultinject.Record) 
 		select {
 		case <-changed:
 		case <-timeout:
-			h.t.Fatalf("no %s within %v%s", what, limit, why)
+			h.t.Fatalf("no %s within %v%s (last fault: %s)", what, limit, why, cmp.Or(h.lastFault, "none"))
 		}
 	}
 }
