@@ -83,6 +83,14 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 	return out, c.do(ctx, http.MethodGet, "/api/info", &out)
 }
 
+// Owner returns the member that owns lock name in the ring of the
+// cluster node the client calls; an error matching ErrNotFound when the
+// server is not a cluster node.
+func (c *Client) Owner(ctx context.Context, name string) (ClusterOwner, error) {
+	var out ClusterOwner
+	return out, c.do(ctx, http.MethodGet, "/api/cluster/owner?name="+url.QueryEscape(name), &out)
+}
+
 // Locks returns every lock with an owner or a queue whose name matches
 // the glob pattern; an empty pattern returns all.
 func (c *Client) Locks(ctx context.Context, match string) ([]Lock, error) {

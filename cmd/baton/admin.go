@@ -47,6 +47,7 @@ type adminCommand struct {
 	summary string
 	match   bool // has --match
 	holder  bool // has --token and --claim (release)
+	owned   bool // its first argument is a name: a cluster node's owner of it is asked
 	run     func(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error
 }
 
@@ -90,9 +91,9 @@ func newAdminClient(cfg *adminConfig) (*admin.Client, error) {
 func adminCommands() []adminCommand {
 	return []adminCommand{
 		{name: "locks", summary: "list held locks and their queues", match: true, run: cmdLocks},
-		{name: "show", args: []string{"NAME"}, summary: "show a lock's holder and waiters", run: cmdLock},
-		{name: "release", args: []string{"NAME"}, summary: "force-release a lock, or one holder with --token or --claim (version 1: ERROR 0x02; version 2: REVOKED 0x02, the session lives on)", holder: true, run: cmdRelease},
-		{name: "kick", args: []string{"NAME", "WAITER"}, summary: "remove a waiter from a lock's queue: WAITER is a remote address (the first waiter from it) or SESSION/CLAIM as 'baton show' lists it", run: cmdKick},
+		{name: "show", args: []string{"NAME"}, summary: "show a lock's holder and waiters", owned: true, run: cmdLock},
+		{name: "release", args: []string{"NAME"}, summary: "force-release a lock, or one holder with --token or --claim (version 1: ERROR 0x02; version 2: REVOKED 0x02, the session lives on)", holder: true, owned: true, run: cmdRelease},
+		{name: "kick", args: []string{"NAME", "WAITER"}, summary: "remove a waiter from a lock's queue: WAITER is a remote address (the first waiter from it) or SESSION/CLAIM as 'baton show' lists it", owned: true, run: cmdKick},
 		{name: "info", summary: "show server version, uptime, configuration and counts", run: cmdInfo},
 		{name: "ranges", summary: "list byte-range (fcntl) and flock locks by key: holders and waiting requests", match: true, run: cmdRanges},
 		{name: "release-ranges", args: []string{"KEY", "OWNER"}, summary: "release the range locks of OWNER (SESSION/OWNER, as 'baton ranges' lists it) on KEY; its session is ended with ERROR 0x02", run: cmdReleaseRanges},
@@ -232,7 +233,13 @@ func runAdmin(ac adminCommand, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
-	if err := ac.run(ctx, client, cfg, pos, stdout); err != nil {
+	if ac.owned {
+		client, err = ownerClient(ctx, client, cfg, ac.name, pos[0], stderr)
+	}
+	if err == nil {
+		err = ac.run(ctx, client, cfg, pos, stdout)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "baton %s: %v\n", ac.name, err)
 		switch {
 		case errors.Is(err, admin.ErrNotFound):
@@ -247,6 +254,37 @@ func runAdmin(ac adminCommand, args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// ownerClient returns the admin client of the node that owns name when
+// client calls a cluster node that does not: only the owner has the
+// name's holders and queue, and any other node would answer that it is
+// not held. A server that is not a cluster node is asked itself.
+func ownerClient(ctx context.Context, client *admin.Client, cfg *adminConfig, cmd, name string, stderr io.Writer) (*admin.Client, error) {
+	o, err := client.Owner(ctx, name)
+	switch {
+	case errors.Is(err, admin.ErrNotFound): // not a cluster node
+		return client, nil
+	case err != nil:
+		return nil, fmt.Errorf("asking which node owns %q: %w", name, err)
+	case o.Owner == nil:
+		return nil, fmt.Errorf("the node has applied no ring yet, so it cannot tell which node owns %q; try again", name)
+	case o.Owner.Self:
+		return client, nil
+	case o.Owner.AdminAddr == "":
+		return nil, fmt.Errorf("%q is owned by node %s, which has no admin API (-admin-listen)", name, o.Owner.ID)
+	}
+	owner := *cfg
+	owner.addr = o.Owner.AdminAddr
+	if u, err := url.Parse(client.BaseURL); err == nil && u.Scheme == "https" {
+		owner.addr = "https://" + owner.addr
+	}
+	oc, err := newAdminClient(&owner)
+	if err != nil {
+		return nil, fmt.Errorf("the admin API of node %s, which owns %q: %w", o.Owner.ID, name, err)
+	}
+	fmt.Fprintf(stderr, "baton %s: %q is owned by node %s; asking its admin API at %s\n", cmd, name, o.Owner.ID, o.Owner.AdminAddr)
+	return oc, nil
 }
 
 // parseInterspersed parses the flags that follow positional arguments

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/protocol"
+)
+
+// TestClusterAdminAsksTheOwner: 'baton show' and 'baton release', given
+// the admin API of a node that does not own the name, act at the name's
+// owner and say so on stderr. Before, that node answered "not held"
+// (exit 3), which a script reads as nobody holding the lock.
+func TestClusterAdminAsksTheOwner(t *testing.T) {
+	t.Parallel()
+	nodes := startClusterLib(t)
+	name := nameOwnedBy(t, "n2", "admin-cli")
+	holder, tok := waitGrant(t, nodes["n2"].addr, name, 10*time.Second)
+	other := "--admin=" + nodes["n1"].admin
+
+	code, out, errOut := cli("show", name, other)
+	if code != exitOK || !strings.Contains(out, itoa(tok)) || !strings.Contains(out, holder.Addr()) {
+		t.Fatalf("show through n1 = %d\n%s\n%s", code, out, errOut)
+	}
+	if want := `is owned by node n2; asking its admin API at ` + nodes["n2"].admin; !strings.Contains(errOut, want) {
+		t.Errorf("show's stderr = %q, want %q", errOut, want)
+	}
+	// The owner itself is asked directly, with nothing on stderr.
+	if code, _, errOut := cli("show", name, "--admin="+nodes["n2"].admin); code != exitOK || errOut != "" {
+		t.Errorf("show at the owner = %d, stderr %q", code, errOut)
+	}
+
+	if code, out, errOut := cli("release", name, other); code != exitOK {
+		t.Fatalf("release through n1 = %d\n%s\n%s", code, out, errOut)
+	}
+	holder.Expect(protocol.TypeError, protocol.CodeClosedByAdmin)
+	code, _, errOut = cli("show", name, "--admin="+nodes["n3"].admin)
+	if code != exitAdminNotFound || !strings.Contains(errOut, "owned by node n2") {
+		t.Errorf("show after the release = %d (want %d), stderr %q", code, exitAdminNotFound, errOut)
+	}
+}
