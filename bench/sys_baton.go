@@ -92,7 +92,7 @@ func (b *batonLocker) lock(ctx context.Context, name string) (unlocker, error) {
 
 func (b *batonLocker) close() {}
 
-type batonHeld struct{ l *baton.Lock }
+type batonHeld struct{ l *baton.Claim }
 
 func (h batonHeld) unlock() error { return h.l.Release(context.Background()) }
 
