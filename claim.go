@@ -58,7 +58,9 @@ type Claim struct {
 	id   uint32
 	name string
 	mode Mode
-	lock *v1Lock // Client.Acquire's, or after a fallback to version 1: the claim's own connection; s is nil for Client.Acquire's
+	// lock is the claim's own connection: Client.Acquire's (s is nil
+	// then), or every claim's after a fallback to version 1.
+	lock *v1Lock
 
 	ready chan struct{} // closed when held or ended
 	lost  chan struct{} // closed when ended
@@ -100,8 +102,8 @@ func (cl *Claim) Name() string { return cl.name }
 
 // ID returns the claim id on its session, as the admin API lists it with
 // Session.ID. It is 0 for a claim with a connection of its own
-// (Client.Acquire's, or after a fallback to version 1): the admin API
-// lists such a claim by its connection's session id alone.
+// (Client.Acquire's, or after a fallback to version 1), which has no
+// claim id.
 func (cl *Claim) ID() uint32 { return cl.id }
 
 // Mode returns the claim's mode: Exclusive for a claim of Client.Acquire.
@@ -157,11 +159,10 @@ func (cl *Claim) Err() error {
 // acknowledged before Release returns.
 //
 // A claim with a connection of its own (Client.Acquire's, or after a
-// fallback to version 1) is released by
-// closing that connection, and the server promotes the next waiter at
-// once; after a heartbeat timeout, this closes the connection that was
-// kept open for the work to stop. Release waits until the claim's
-// goroutines have stopped.
+// fallback to version 1) is released by closing that connection, and the
+// server promotes the next waiter at once; after a heartbeat timeout,
+// this closes the connection that was kept open for the work to stop.
+// Release waits until the claim's goroutines have stopped.
 //
 // A claim on a Session is released by sending RELEASE, without waiting
 // for the server's RELEASED; the server applies the release when the
@@ -238,12 +239,13 @@ func (cl *Claim) Released() <-chan struct{} {
 // It is meaningful once Lost is closed by a heartbeat timeout.
 //
 // For a claim with a connection of its own (Client.Acquire's, or after
-// a fallback to version 1) it is that connection's, and also holds after a held lock's ERROR 0x01 (a server
-// shutting down, or a cluster moving the name), which keeps the
-// connection open in the same way. For a claim on a Session it is the
-// Session's CloseBy: the connection, shared by every claim on it, is
-// closed by then after the session's give-up; a claim that ended
-// otherwise (REVOKED, or the session's ERROR) has no such grace.
+// a fallback to version 1) it is that connection's, and it also holds
+// after a held lock's ERROR 0x01 (a server shutting down, or a cluster
+// moving the name), which keeps the connection open in the same way.
+// For a claim on a Session it is the Session's CloseBy: after the
+// session's give-up, the connection that every claim on it shares is
+// closed by then; a claim that ended otherwise (REVOKED, or the
+// session's ERROR) has no such grace.
 func (cl *Claim) CloseBy() time.Time {
 	if cl.lock != nil {
 		return cl.lock.CloseBy()
