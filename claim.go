@@ -42,17 +42,25 @@ func (m Mode) String() string {
 	return m.kind.String()
 }
 
-// Claim is one claim on a Session, returned by Acquire or TryAcquire once
-// it is held. Its methods are safe for concurrent use. It owns no
-// goroutine or timer: the session's reader and PING timer serve every
-// claim. (After a fallback to version 1 it is a Lock, with a connection,
-// a goroutine and a timer of its own.)
+// Claim is a held claim on a lock, returned once it is held by
+// Client.Acquire and TryAcquire, or by a Session's Acquire, TryAcquire and
+// AcquireValue. Its methods are safe for concurrent use.
+//
+// A claim of Client.Acquire (and every claim of a Session fallen back to
+// version 1) is exclusive and has a connection of its own, with a reader
+// goroutine and a heartbeat timer that Release stops: its lease is its
+// own failure detector, and it has no ID and no value. A claim on a
+// Session owns no goroutine or timer: the session's reader and PING
+// timer serve every claim, and the session lease is the failure detector
+// of them all (see Session).
 type Claim struct {
 	s    *Session
 	id   uint32
 	name string
 	mode Mode
-	lock *Lock // after a fallback to version 1: the claim's own connection
+	// lock is the claim's own connection: Client.Acquire's (s is nil
+	// then), or every claim's after a fallback to version 1.
+	lock *v1Lock
 
 	ready chan struct{} // closed when held or ended
 	lost  chan struct{} // closed when ended
@@ -93,14 +101,18 @@ type Claim struct {
 func (cl *Claim) Name() string { return cl.name }
 
 // ID returns the claim id on its session, as the admin API lists it with
-// Session.ID (0 after a fallback to version 1).
+// Session.ID. It is 0 for a claim with a connection of its own
+// (Client.Acquire's, or after a fallback to version 1), which has no
+// claim id.
 func (cl *Claim) ID() uint32 { return cl.id }
 
-// Mode returns the claim's mode.
+// Mode returns the claim's mode: Exclusive for a claim of Client.Acquire.
 func (cl *Claim) Mode() Mode { return cl.mode }
 
-// Token returns the fencing token of the grant. Every holder, shared ones
-// included, has its own; see docs/protocol-v2-client.md ("v2 fencing with several
+// Token returns the fencing token of the grant. Tokens of one lock
+// increase with every grant; pass the token to storage that can reject
+// writes carrying an older one. Every holder, shared ones included, has
+// its own; see docs/protocol-v2-client.md ("v2 fencing with several
 // holders") for how a resource uses the tokens of several readers.
 func (cl *Claim) Token() uint64 {
 	if cl.lock != nil {
@@ -112,8 +124,11 @@ func (cl *Claim) Token() uint64 {
 }
 
 // Lost returns a channel closed the moment the claim stops being held:
-// session loss (see Session), REVOKED by an administrator, or Release.
-// The guarded work must stop then.
+// a heartbeat timeout, a lost connection, an ERROR frame or a protocol
+// violation (for a claim on a Session: the session's loss, see Session),
+// REVOKED by an administrator, or Release. The guarded work must stop
+// then; after a heartbeat timeout, call Release once it has stopped (see
+// CloseBy).
 func (cl *Claim) Lost() <-chan struct{} {
 	if cl.lock != nil {
 		return cl.lock.Lost()
@@ -123,9 +138,10 @@ func (cl *Claim) Lost() <-chan struct{} {
 
 // Err returns why the claim was lost, or nil while it is held and after
 // a Release that came first: ErrHeartbeatTimeout, ErrConnectionClosed,
-// ErrProtocolViolation, ErrSessionClosed or a *ServerError (REVOKED's
-// code, or the session's ERROR); on a resumable session also
-// ErrReassertRefused or ErrNotResumed.
+// ErrProtocolViolation (each possibly wrapped with details), a
+// *ServerError (an ERROR frame, or REVOKED's code) or, on a Session,
+// ErrSessionClosed; on a resumable session also ErrReassertRefused or
+// ErrNotResumed.
 func (cl *Claim) Err() error {
 	if cl.lock != nil {
 		return cl.lock.Err()
@@ -135,31 +151,38 @@ func (cl *Claim) Err() error {
 	return cl.err
 }
 
-// Release gives the claim up. It sends RELEASE and returns without
-// waiting for the server's RELEASED: the claim stops being held at once
-// (Lost is closed, Err stays nil), and the server applies the release
-// when the frame arrives. The server applies one session's frames in
-// order, so every later request on this session finds the claim
-// released; another session may be granted the lock a round trip later
-// at most, as after Lock.Release, whose close is not acknowledged
-// either. Released tells when the server has applied it. Release waits
-// only for its own write, if it makes one (frames of concurrent
-// requests share writes: when another goroutine's write is in
-// progress, RELEASE goes out in that writer's next write, in order);
-// ctx is not waited on.
+// Release gives the claim up: the claim stops being held at once (Lost
+// is closed, Err stays nil). It is idempotent and safe to call
+// concurrently. It returns nil, or why the claim had been lost before
+// Release was called (as Err), so a caller can tell whether the claim was
+// held throughout. ctx is not waited on: neither way of releasing is
+// acknowledged before Release returns.
 //
-// It also tells the Session that the claim's work has stopped: after a
-// give-up, the connection closes once every held claim's work has
-// stopped. It is idempotent and safe to call concurrently. Like
-// Lock.Release it returns nil, or why the claim had been lost before
-// Release was called (as Err), so a caller can tell whether the claim
-// was held throughout.
+// A claim with a connection of its own (Client.Acquire's, or after a
+// fallback to version 1) is released by closing that connection, and the
+// server promotes the next waiter at once; after a heartbeat timeout,
+// this closes the connection that was kept open for the work to stop.
+// Release waits until the claim's goroutines have stopped.
+//
+// A claim on a Session is released by sending RELEASE, without waiting
+// for the server's RELEASED; the server applies the release when the
+// frame arrives. The server applies one session's frames in order, so
+// every later request on this session finds the claim released; another
+// session may be granted the lock a round trip later at most, as after a
+// close. Released tells when the server has applied it. Release waits
+// only for its own write, if it makes one (frames of concurrent requests
+// share writes: when another goroutine's write is in progress, RELEASE
+// goes out in that writer's next write, in order). It also tells the
+// Session that the claim's work has stopped: after a give-up, the
+// connection closes once every held claim's work has stopped.
 func (cl *Claim) Release(ctx context.Context) error {
 	if cl.lock != nil {
 		err := cl.lock.release()
-		cl.s.mu.Lock()
-		delete(cl.s.v1claims, cl)
-		cl.s.mu.Unlock()
+		if cl.s != nil { // a fallen-back Session's: it closes no more
+			cl.s.mu.Lock()
+			delete(cl.s.v1claims, cl)
+			cl.s.mu.Unlock()
+		}
 		return err
 	}
 	s := cl.s
@@ -190,8 +213,9 @@ func (cl *Claim) Release(ctx context.Context) error {
 // server too: the server's RELEASED for it has arrived, or it ended
 // otherwise (REVOKED, the session's end, which releases every claim).
 // After Release, until then, another session may still find the lock
-// held. After a fallback to version 1, whose release is a close that
-// the server does not acknowledge, it is Lost: closed by Release.
+// held. For a claim with a connection of its own (Client.Acquire's, or
+// after a fallback to version 1), whose release is a close that the
+// server does not acknowledge, it is Lost: closed by Release.
 func (cl *Claim) Released() <-chan struct{} {
 	if cl.lock != nil {
 		return cl.lock.Lost()
@@ -205,6 +229,28 @@ func (cl *Claim) Released() <-chan struct{} {
 		}
 	}
 	return cl.released
+}
+
+// CloseBy returns the time by which the connection is closed after a
+// heartbeat timeout, whether or not Release was called: the confirmation
+// anchor + the lease (docs/protocol.md, client obligation 3). Until then
+// the server keeps the lock for this claim, so work that stops before
+// CloseBy and then calls Release is never overlapped by the next holder.
+// It is meaningful once Lost is closed by a heartbeat timeout.
+//
+// For a claim with a connection of its own (Client.Acquire's, or after
+// a fallback to version 1) it is that connection's, and it also holds
+// after a held lock's ERROR 0x01 (a server shutting down, or a cluster
+// moving the name), which keeps the connection open in the same way.
+// For a claim on a Session it is the Session's CloseBy: after the
+// session's give-up, the connection that every claim on it shares is
+// closed by then; a claim that ended otherwise (REVOKED, or the
+// session's ERROR) has no such grace.
+func (cl *Claim) CloseBy() time.Time {
+	if cl.lock != nil {
+		return cl.lock.CloseBy()
+	}
+	return cl.s.CloseBy()
 }
 
 // releaseLocked sends RELEASE unless the claim has ended or one was sent.

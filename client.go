@@ -85,8 +85,13 @@ func New(cfg Config) *Client {
 
 // Acquire connects, claims the lock name with the given lease, and waits
 // in the lock's queue until it is held, the claim fails, or ctx is done.
-// ctx bounds only the acquisition: once Acquire has returned, the Lock
+// ctx bounds only the acquisition: once Acquire has returned, the Claim
 // heartbeats until Release or loss, whatever happens to ctx.
+//
+// The claim is exclusive and has a connection of its own (protocol
+// version 1, which every server speaks): one round trip to the grant, no
+// session to open first. For many claims on one connection, or shared
+// and semaphore modes, open a Session.
 //
 // The lease is the failure detector: if the server hears nothing for a
 // lease, it ends the claim; the client gives up 0.8 of a lease after its
@@ -96,18 +101,27 @@ func New(cfg Config) *Client {
 //
 // When ctx is done before the lock is held, Acquire closes the connection
 // (leaving the queue) and returns ctx.Err().
-func (c *Client) Acquire(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
-	return c.acquire(ctx, name, lease, false)
+func (c *Client) Acquire(ctx context.Context, name string, lease time.Duration) (*Claim, error) {
+	return c.acquireClaim(ctx, name, lease, false)
 }
 
 // TryAcquire is Acquire without waiting: if the server's first answer is
 // that the lock is held by someone else, it leaves the queue and returns
 // ErrBusy.
-func (c *Client) TryAcquire(ctx context.Context, name string, lease time.Duration) (*Lock, error) {
-	return c.acquire(ctx, name, lease, true)
+func (c *Client) TryAcquire(ctx context.Context, name string, lease time.Duration) (*Claim, error) {
+	return c.acquireClaim(ctx, name, lease, true)
 }
 
-func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, noWait bool) (*Lock, error) {
+// acquireClaim is acquire, its lock wrapped in a Claim of no Session.
+func (c *Client) acquireClaim(ctx context.Context, name string, lease time.Duration, noWait bool) (*Claim, error) {
+	l, err := c.acquire(ctx, name, lease, noWait)
+	if err != nil {
+		return nil, err
+	}
+	return &Claim{name: name, mode: Exclusive, lock: l}, nil
+}
+
+func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, noWait bool) (*v1Lock, error) {
 	if err := protocol.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -118,7 +132,7 @@ func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, 
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{
+	l := &v1Lock{
 		name:       name,
 		lostHook:   c.cfg.OnLost,
 		conn:       conn,
@@ -168,7 +182,7 @@ func (c *Client) acquire(ctx context.Context, name string, lease time.Duration, 
 // ctx is cancelled. fn must stop its guarded work then. The cancellation
 // always comes before the connection is closed; after a heartbeat timeout
 // the connection stays open until fn returns, and at most until one lease
-// after the last confirmed heartbeat (Lock.CloseBy), so the server cannot
+// after the last confirmed heartbeat (Claim.CloseBy), so the server cannot
 // promote the next waiter while fn is still stopping.
 //
 // Cancelling ctx while waiting returns ctx.Err() at once. Cancelling ctx
@@ -200,7 +214,7 @@ func (c *Client) do(ctx context.Context, name string, lease time.Duration, fn fu
 
 // run runs fn while l is held, its context cancelled when l is lost, and
 // reports whether fn ran. The caller releases l.
-func (l *Lock) run(ctx context.Context, fn func(ctx context.Context, token uint64) error) (ran bool, err error) {
+func (l *v1Lock) run(ctx context.Context, fn func(ctx context.Context, token uint64) error) (ran bool, err error) {
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	l.mu.Lock()

@@ -794,7 +794,7 @@ func TestWorkDoesNotStartAfterGiveUpIsDue(t *testing.T) {
 	t.Parallel()
 	const lease = 300 * time.Millisecond
 	fake := newFake(t)
-	got := make(chan *Lock, 1)
+	got := make(chan *Claim, 1)
 	go func() {
 		l, err := fake.client().Acquire(t.Context(), "job", lease)
 		if err != nil {
@@ -810,9 +810,9 @@ func TestWorkDoesNotStartAfterGiveUpIsDue(t *testing.T) {
 	}
 	defer l.Release(context.Background())
 	time.Sleep(20 * time.Millisecond) // the reader is back in its read
-	l.conn.SetReadDeadline(time.Now().Add(time.Hour))
+	l.lock.conn.SetReadDeadline(time.Now().Add(time.Hour))
 	time.Sleep(time.Until(l.CloseBy().Add(-lease / 10))) // past anchor + 0.8·lease
-	ran, err := l.run(t.Context(), func(context.Context, uint64) error { return nil })
+	ran, err := l.lock.run(t.Context(), func(context.Context, uint64) error { return nil })
 	if ran || !errors.Is(err, ErrHeartbeatTimeout) {
 		t.Fatalf("fn ran: %v, err %v; want not run and ErrHeartbeatTimeout", ran, err)
 	}

@@ -14,7 +14,7 @@ var (
 	// lease, so the client gave it up before the server could hand the
 	// lock to someone else. It closes the connection once the guarded
 	// work has stopped (Do's function returned, Release called), and at
-	// the latest one lease after the last confirmation (Lock.CloseBy).
+	// the latest one lease after the last confirmation (Claim.CloseBy).
 	ErrHeartbeatTimeout = errors.New("baton: heartbeat timeout: claim not confirmed within 0.8 of the lease")
 	// ErrConnectionClosed: the connection ended without an ERROR frame (EOF,
 	// reset, failed write). The error returned wraps the I/O error too.

@@ -6,7 +6,7 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// heartbeatFrame is shared read-only by every Lock.
+// heartbeatFrame is shared read-only by every v1Lock.
 var heartbeatFrame = protocol.AppendHeartbeat(nil)
 
 // scheduleHeartbeat arms the timer for the next heartbeat if one may be
@@ -14,7 +14,7 @@ var heartbeatFrame = protocol.AppendHeartbeat(nil)
 //
 // The timer is a time.AfterFunc: no goroutine exists between heartbeats,
 // and at most one heartbeat is ever in flight, so callbacks never overlap.
-func (l *Lock) scheduleHeartbeat() {
+func (l *v1Lock) scheduleHeartbeat() {
 	next, ok := l.rule.NextHeartbeat()
 	if !ok {
 		return
@@ -30,7 +30,7 @@ func (l *Lock) scheduleHeartbeat() {
 // heartbeat sends one HEARTBEAT. The send is recorded before the write so
 // that its reply can never arrive first. The write may take until the
 // give-up deadline; a write that fails ends the claim (close on doubt).
-func (l *Lock) heartbeat() {
+func (l *v1Lock) heartbeat() {
 	l.mu.Lock()
 	if l.done {
 		l.mu.Unlock()

@@ -2,7 +2,6 @@ package baton
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,16 +14,16 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Lock is a claim on a named lock, returned by Client.Acquire once it is
-// held. It keeps itself alive with heartbeats until Release or loss.
+// v1Lock is the backend of a Claim made on a connection of its own, as
+// Client.Acquire makes it (and a Session fallen back to version 1): one
+// exclusive claim per version 1 connection, kept alive with heartbeats
+// until release or loss. It runs one reader goroutine for the life of its
+// connection and a timer for heartbeats; release stops both. Its methods
+// are safe for concurrent use.
 //
-// A Lock runs one reader goroutine for the life of its connection and a
-// timer for heartbeats; Release stops both. Its methods are safe for
-// concurrent use.
-//
-// When the Lock gives up on its own (no confirmed heartbeat within 0.8 of
-// the lease, ErrHeartbeatTimeout), it stops believing at once (Lost is
-// closed, heartbeats stop) but keeps the connection open until Release or
+// When it gives up on its own (no confirmed heartbeat within 0.8 of the
+// lease, ErrHeartbeatTimeout), it stops believing at once (Lost is
+// closed, heartbeats stop) but keeps the connection open until release or
 // CloseBy, whichever comes first: the server cannot hand the lock to the
 // next waiter while the connection is open and the lease runs, so the
 // guarded work has the lease's last fifth to stop. A held lock's ERROR
@@ -33,7 +32,7 @@ import (
 // hangs up, so the work stops first. Every other end of the claim (any
 // other ERROR frame, a protocol violation, a lost connection) closes the
 // connection at once.
-type Lock struct {
+type v1Lock struct {
 	name       string
 	conn       net.Conn
 	noWait     bool          // TryAcquire: a first WAITING ends the claim with ErrBusy
@@ -54,60 +53,35 @@ type Lock struct {
 	lostHook   func(name string, token uint64, cause error) // Config.OnLost
 }
 
-// Name returns the name of the lock.
-func (l *Lock) Name() string { return l.name }
+// Name, Token, Lost, CloseBy and Err are documented on Claim, which
+// hands them on.
+func (l *v1Lock) Name() string { return l.name }
 
-// Token returns the fencing token of the grant. Tokens of one lock increase
-// with every grant; pass the token to storage that can reject writes
-// carrying an older one.
-func (l *Lock) Token() uint64 {
+func (l *v1Lock) Token() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.rule.Token()
 }
 
-// Lost returns a channel that is closed the moment ownership stops being
-// confirmed: on heartbeat timeout, connection loss, an ERROR frame from
-// the server, a protocol violation, or Release. The work the lock guards
-// must stop then; after a heartbeat timeout or an ERROR 0x01, call
-// Release once it has stopped (see CloseBy).
-func (l *Lock) Lost() <-chan struct{} { return l.lost }
+func (l *v1Lock) Lost() <-chan struct{} { return l.lost }
 
-// CloseBy returns the time by which the connection is closed after a
-// heartbeat timeout or a held lock's ERROR 0x01, whether or not Release
-// was called: the confirmation anchor + the lease (docs/protocol.md,
-// client obligation 3). Until then the server keeps the lock for this
-// claim, so work that stops before CloseBy and then calls Release is
-// never overlapped by the next holder. It is meaningful once Lost is
-// closed by either.
-func (l *Lock) CloseBy() time.Time {
+func (l *v1Lock) CloseBy() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.rule.CloseBy()
 }
 
-// Err returns why the lock was lost, or nil while it is held and after a
-// Release that came first. The cause is ErrHeartbeatTimeout,
-// ErrConnectionClosed, ErrProtocolViolation (each possibly wrapped with
-// details) or a *ServerError.
-func (l *Lock) Err() error {
+func (l *v1Lock) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
 }
 
-// Release gives the lock up by closing the connection; the server promotes
-// the next waiter at once. After a heartbeat timeout it closes the
-// connection that was kept open for the work to stop. It waits until the
-// Lock's goroutines have stopped. It is idempotent and safe to call
-// concurrently. It returns the same as Err: nil, or the cause if the lock
-// had been lost before it was released, so a caller can tell whether the
-// lock was held throughout. As with Claim.Release, ctx is not waited on:
-// the release is a close, which the server does not acknowledge.
-func (l *Lock) Release(ctx context.Context) error { return l.release() }
-
-// release is Release, for callers inside the package that have no context.
-func (l *Lock) release() error {
+// release gives the lock up by closing the connection (the server
+// promotes the next waiter at once; after a give-up it closes the
+// connection kept open for the work to stop) and waits until the
+// goroutines have stopped. It is idempotent and returns the same as Err.
+func (l *v1Lock) release() error {
 	l.finish(nil)
 	l.mu.Lock()
 	t := l.closeTimer
@@ -132,7 +106,7 @@ func (l *Lock) release() error {
 // holder to hang up before anyone else may have it (docs/cluster.md), so
 // the guarded work, an operation in flight included, ends first. Every
 // other cause closes it at once.
-func (l *Lock) finish(cause error) {
+func (l *v1Lock) finish(cause error) {
 	l.mu.Lock()
 	if l.done {
 		l.mu.Unlock()
@@ -174,16 +148,16 @@ func (l *Lock) finish(cause error) {
 }
 
 // closeConn closes the connection once.
-func (l *Lock) closeConn() { l.closeOnce.Do(func() { l.conn.Close() }) }
+func (l *v1Lock) closeConn() { l.closeOnce.Do(func() { l.conn.Close() }) }
 
-// frameReadBuf is the size of a Lock's read buffer: a few WAITING and
+// frameReadBuf is the size of a v1Lock's read buffer: a few WAITING and
 // ACQUIRED frames (an ERROR's longer reason is read through it).
 const frameReadBuf = 64
 
 // read is the permanent reader (docs/protocol.md, client obligation 1). The
 // read deadline is the give-up deadline, so the netpoller, not a timer,
 // enforces it; only a reply moves the deadline, and only here.
-func (l *Lock) read() {
+func (l *v1Lock) read() {
 	defer close(l.readerDone)
 	l.mu.Lock()
 	deadline := l.rule.Deadline()
@@ -217,7 +191,7 @@ func (l *Lock) read() {
 // received feeds a WAITING or ACQUIRED frame to the rule and acts on the
 // outcome. It returns the new give-up deadline, or the cause if the claim
 // must end.
-func (l *Lock) received(f protocol.ServerFrame, now time.Time) (time.Time, error) {
+func (l *v1Lock) received(f protocol.ServerFrame, now time.Time) (time.Time, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.done { // released meanwhile: the close will end the read loop

@@ -12,8 +12,8 @@ import (
 )
 
 // heldFromFake acquires "job" (lease 1s) from a fake server that grants
-// it with token 11, and returns the fake's side and the held Lock.
-func heldFromFake(t *testing.T) (*fakeConn, *Lock) {
+// it with token 11, and returns the fake's side and the held Claim.
+func heldFromFake(t *testing.T) (*fakeConn, *Claim) {
 	t.Helper()
 	fc, l, _ := heldFromFakeLease(t, time.Second)
 	return fc, l
@@ -21,11 +21,11 @@ func heldFromFake(t *testing.T) (*fakeConn, *Lock) {
 
 // heldFromFakeLease is heldFromFake with the given lease; it also returns
 // the ACQUIRE as the fake read it.
-func heldFromFakeLease(t *testing.T, lease time.Duration) (*fakeConn, *Lock, clientFrame) {
+func heldFromFakeLease(t *testing.T, lease time.Duration) (*fakeConn, *Claim, clientFrame) {
 	t.Helper()
 	fake := newFake(t)
 	c := fake.client()
-	got := make(chan *Lock, 1)
+	got := make(chan *Claim, 1)
 	go func() {
 		l, err := c.Acquire(t.Context(), "job", lease)
 		if err != nil {
@@ -48,9 +48,20 @@ func TestAcquireAndRelease(t *testing.T) {
 	if l.Name() != "job" || l.Token() != 11 || l.Err() != nil {
 		t.Errorf("Name %q Token %d Err %v", l.Name(), l.Token(), l.Err())
 	}
+	// A claim with a connection of its own is exclusive, has no claim id
+	// and carries no value: SetValue says so without a frame (the fake
+	// would fail on an unexpected one).
+	if l.Mode() != Exclusive || l.ID() != 0 {
+		t.Errorf("Mode %v ID %d, want exclusive and 0", l.Mode(), l.ID())
+	}
+	if err := l.SetValue(t.Context(), "v"); !errors.Is(err, ErrValuesNotSupported) {
+		t.Errorf("SetValue: %v, want ErrValuesNotSupported", err)
+	}
 	select {
 	case <-l.Lost():
 		t.Fatal("Lost closed while held")
+	case <-l.Released():
+		t.Fatal("Released closed while held")
 	default:
 	}
 	// Release is idempotent and safe concurrently.
@@ -65,6 +76,7 @@ func TestAcquireAndRelease(t *testing.T) {
 	wg.Wait()
 	fc.waitEOF()
 	<-l.Lost()
+	<-l.Released() // a close, not acknowledged: it is Lost
 	if l.Err() != nil || l.Release(context.Background()) != nil {
 		t.Errorf("after Release: Err %v", l.Err())
 	}
@@ -110,7 +122,7 @@ func TestTryAcquire(t *testing.T) {
 	}
 }
 
-// A bare Lock that gives up keeps its connection open until anchor +
+// A claim of Client.Acquire that gives up keeps its connection open until anchor +
 // lease, so that its holder can stop its work before the server hands the
 // lock on; a Release before that closes it at once.
 func TestLockGiveUpKeepsConnectionUntilCloseBy(t *testing.T) {

@@ -233,7 +233,7 @@ func TestRouterAutoWhenServerIsClusterNode(t *testing.T) {
 	}
 }
 
-// TestRouterLockDialsOwner: a version 1 Lock of a routing client is a
+// TestRouterLockDialsOwner: a claim of a routing Client.Acquire is a
 // connection to its name's owner; with the owner unreachable it goes to
 // any node.
 func TestRouterLockDialsOwner(t *testing.T) {
@@ -251,7 +251,7 @@ func TestRouterLockDialsOwner(t *testing.T) {
 	if n1, n2 := nodes["n1"].grants(name), nodes["n2"].grants(name); n1 != 0 || n2 != 1 {
 		t.Fatalf("grants n1 %d, n2 %d; want 1 on n2, the owner", n1, n2)
 	}
-	// n2 goes away: the next Lock on its name is made through n1.
+	// n2 goes away: the next Client.Acquire of its name is made through n1.
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	nodes["n2"].srv.Shutdown(sctx)

@@ -597,7 +597,7 @@ func TestSessionGiveUpWaitsForEveryClaimsWork(t *testing.T) {
 }
 
 // Work that ignores its cancellation does not keep the connection open
-// beyond anchor + lease.
+// beyond anchor + lease, the claim's CloseBy (the session's).
 func TestSessionGiveUpClosesByAnchorPlusLease(t *testing.T) {
 	lease := 400 * time.Millisecond
 	s, fc := openFake(t, lease)
@@ -606,7 +606,10 @@ func TestSessionGiveUpClosesByAnchorPlusLease(t *testing.T) {
 	fc.send(protocol.AppendGranted(nil, f.Claim, 1))
 	cl := wait(t, res).cl
 	wait(t, cl.Lost())
-	closeBy := s.CloseBy()
+	closeBy := cl.CloseBy()
+	if !closeBy.Equal(s.CloseBy()) {
+		t.Fatalf("claim's CloseBy %v, session's %v", closeBy, s.CloseBy())
+	}
 	eofAt := fc.waitEOF()
 	t.Logf("closed %v after CloseBy", eofAt.Sub(closeBy))
 	if eofAt.Before(closeBy.Add(-5*time.Millisecond)) || eofAt.After(closeBy.Add(lease/2)) {

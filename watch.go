@@ -32,6 +32,10 @@ var (
 	ErrWatchClosed = errors.New("baton: watch closed")
 )
 
+// errOwnConnValue is SetValue on a claim with a connection of its own:
+// its version 1 connection has no frame for a value, whatever the server.
+var errOwnConnValue = fmt.Errorf("%w: a claim of Client.Acquire (or of a session fallen back to version 1) carries no value; make it with Session.AcquireValue", ErrValuesNotSupported)
+
 // maxWatchQueue bounds the states a Watch keeps for a reader that has
 // fallen behind; past it, a new state replaces the latest one queued, so
 // the reader misses intermediate states but always gets the latest.
@@ -61,14 +65,15 @@ func (s *Session) AcquireValue(ctx context.Context, name string, m Mode, value s
 // new value before SetValue returns. A value over protocol.MaxValueLen is
 // protocol.ErrValueTooLong, without a round trip. A claim that has ended
 // gives ErrClaimEnded (or why it was lost); a server without values
-// ErrValuesNotSupported. When ctx ends first, SetValue returns ctx.Err()
-// and the value may still be set.
+// ErrValuesNotSupported, and so does a claim with a connection of its
+// own (Client.Acquire's), which carries no value. When ctx ends first,
+// SetValue returns ctx.Err() and the value may still be set.
 func (cl *Claim) SetValue(ctx context.Context, value string) error {
 	if len(value) > protocol.MaxValueLen {
 		return protocol.ErrValueTooLong
 	}
 	if cl.lock != nil {
-		return ErrValuesNotSupported
+		return errOwnConnValue
 	}
 	s := cl.s
 	s.mu.Lock()

@@ -21,7 +21,7 @@ const batonCapacityLease = time.Hour
 func batonSystem() *system {
 	return &system{
 		name:   "baton",
-		client: "github.com/batonlock/baton (this repository): Client.Acquire + Lock.Release; one TCP connection per claim",
+		client: "github.com/batonlock/baton (this repository): Client.Acquire + Claim.Release; one TCP connection per claim",
 		start:  startBaton,
 		dial:   dialBaton,
 		// The lease is the client's choice; the protocol accepts 1ms. 1s
@@ -92,7 +92,7 @@ func (b *batonLocker) lock(ctx context.Context, name string) (unlocker, error) {
 
 func (b *batonLocker) close() {}
 
-type batonHeld struct{ l *baton.Lock }
+type batonHeld struct{ l *baton.Claim }
 
 func (h batonHeld) unlock() error { return h.l.Release(context.Background()) }
 

@@ -39,13 +39,13 @@ var clusterNodes = []string{"n1", "n2", "n3"}
 func batonClusterSystem(ownerAware bool) *system {
 	s := batonSystem()
 	s.name, s.start = clusterName, startBatonCluster
-	s.client = "github.com/batonlock/baton: Client.Acquire + Lock.Release, one TCP connection per claim, each acquire to a node picked at random (2 of 3 relayed to the owner)"
+	s.client = "github.com/batonlock/baton: Client.Acquire + Claim.Release, one TCP connection per claim, each acquire to a node picked at random (2 of 3 relayed to the owner)"
 	s.dial = func(ctx context.Context, addr string, o clientOpts) (locker, error) {
 		return dialBatonCluster(ctx, addr, o, ownerAware)
 	}
 	if ownerAware {
 		s.name = clusterOwnerName
-		s.client = "github.com/batonlock/baton: Client.Acquire + Lock.Release, one TCP connection per claim, each acquire to the owner of its name (cluster.Ring over the member list)"
+		s.client = "github.com/batonlock/baton: Client.Acquire + Claim.Release, one TCP connection per claim, each acquire to the owner of its name (cluster.Ring over the member list)"
 	}
 	s.skipCapacity = "a cluster of three processes: the capacity scenario is run on a single server"
 	s.capacityNote = "not run (" + s.skipCapacity + ")"

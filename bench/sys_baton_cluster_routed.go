@@ -31,7 +31,7 @@ const (
 func batonClusterRoutedSystem() *system {
 	s := batonClusterSystem(false)
 	s.name = clusterRoutedName
-	s.client = "github.com/batonlock/baton: Client.Acquire + Lock.Release, one TCP connection per claim, with Config.Nodes: the client learns the ring (RING) and dials each name's owner"
+	s.client = "github.com/batonlock/baton: Client.Acquire + Claim.Release, one TCP connection per claim, with Config.Nodes: the client learns the ring (RING) and dials each name's owner"
 	s.dial = func(ctx context.Context, addr string, o clientOpts) (locker, error) {
 		cfg, err := clusterConfig(addr, o, baton.RoutingAuto)
 		if err != nil {

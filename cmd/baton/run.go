@@ -359,8 +359,8 @@ type heldLock struct {
 	release func() error
 }
 
-// takenLock is a lock runAcquire took: a version 1 Lock, or a claim on a
-// version 2 session (runsession.go).
+// takenLock is a lock runAcquire took: a claim of Client.Acquire, or a
+// claim on a session (runsession.go).
 type takenLock struct {
 	held  heldLock
 	token uint64
@@ -375,7 +375,7 @@ func takeLock(ctx context.Context, cfg *runConfig, c *baton.Client, name string)
 	if cfg.shared || cfg.semaphore > 0 || cfg.resumable {
 		return takeSessionLock(ctx, cfg, c, name)
 	}
-	var lock *baton.Lock
+	var lock *baton.Claim
 	var err error
 	if cfg.noWait {
 		lock, err = c.TryAcquire(ctx, name, cfg.lease)
@@ -388,8 +388,8 @@ func takeLock(ctx context.Context, cfg *runConfig, c *baton.Client, name string)
 	return &takenLock{held: serverLock(lock), token: lock.Token(), drop: func() { lock.Release(context.Background()) }}, nil
 }
 
-// serverLock is lock as runCommand needs it.
-func serverLock(lock *baton.Lock) heldLock {
+// serverLock is a claim of Client.Acquire as runCommand needs it.
+func serverLock(lock *baton.Claim) heldLock {
 	return heldLock{
 		what: fmt.Sprintf("lock %q", lock.Name()),
 		env: []string{"BATON_LOCK=" + lock.Name(),
@@ -397,9 +397,9 @@ func serverLock(lock *baton.Lock) heldLock {
 		lost:  lock.Lost(),
 		cause: func() string { return lock.Err().Error() },
 		// Release closes the connection. After a heartbeat timeout, or
-		// an ERROR 0x01 (a cluster moving the name), the Lock kept it
+		// an ERROR 0x01 (a cluster moving the name), the claim kept it
 		// open while the command stopped, so the next holder could not
-		// start before the command had exited (or the Lock's CloseBy
+		// start before the command had exited (or the claim's CloseBy
 		// passed).
 		release: func() error { return lock.Release(context.Background()) },
 	}
