@@ -55,9 +55,11 @@ type Config struct {
 // other field at its default.
 func DefaultConfig(address string) Config { return Config{Address: address} }
 
-// Client makes claims on locks of one server. It holds no connection of its
-// own: every claim is a connection of its own. A Client is safe for
-// concurrent use and cheap; there is nothing to close.
+// Client makes claims on locks of one server (or, with Config.Nodes, of
+// a cluster). It holds no connection of its own: Acquire and Do open a
+// connection per claim, and OpenSession one per session, which carries
+// many claims. A Client is safe for concurrent use and cheap; there is
+// nothing to close.
 type Client struct {
 	cfg        Config
 	minBackoff time.Duration // DoRetry's first backoff; 0 means minBackoff (tests set it)

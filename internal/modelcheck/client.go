@@ -45,12 +45,12 @@ type closeRule uint8
 const (
 	// closeWhenStopped: tell the work at once, close when it has stopped
 	// and at anchor + lease at the latest (docs/protocol.md, client
-	// obligation 3; baton.Lock.finish).
+	// obligation 3; the v1 claim's finish in lock.go).
 	closeWhenStopped closeRule = iota
 	// closeAtGiveUp (a mutation): tell the work and close at once.
 	closeAtGiveUp
 	// closeBeforeCancel (a mutation): close at once, tell the work
-	// afterwards, as Lock.finish once did.
+	// afterwards, as the v1 claim's finish once did.
 	closeBeforeCancel
 )
 
