@@ -91,6 +91,13 @@ func (c *Client) Owner(ctx context.Context, name string) (ClusterOwner, error) {
 	return out, c.do(ctx, http.MethodGet, "/api/cluster/owner?name="+url.QueryEscape(name), &out)
 }
 
+// Cluster returns the cluster as the node the client calls sees it; an
+// error matching ErrNotFound when the server is not a cluster node.
+func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
+	var out ClusterStatus
+	return out, c.do(ctx, http.MethodGet, "/api/cluster", &out)
+}
+
 // Locks returns every lock with an owner or a queue whose name matches
 // the glob pattern; an empty pattern returns all.
 func (c *Client) Locks(ctx context.Context, match string) ([]Lock, error) {

@@ -56,6 +56,10 @@ type Lock struct {
 	WaitersOffset int `json:"waiters_offset,omitempty"`
 	// Watchers is how many sessions watch the name (docs/election.md).
 	Watchers int `json:"watchers"`
+	// Node is the cluster node that owns the name, set by 'baton locks'
+	// when it lists a cluster (each node's API lists the names it owns
+	// and leaves Node empty).
+	Node string `json:"node,omitempty"`
 }
 
 // Claim names one claim: the protocol version of its session, the

@@ -274,17 +274,72 @@ func ownerClient(ctx context.Context, client *admin.Client, cfg *adminConfig, cm
 	case o.Owner.AdminAddr == "":
 		return nil, fmt.Errorf("%q is owned by node %s, which has no admin API (-admin-listen)", name, o.Owner.ID)
 	}
-	owner := *cfg
-	owner.addr = o.Owner.AdminAddr
-	if u, err := url.Parse(client.BaseURL); err == nil && u.Scheme == "https" {
-		owner.addr = "https://" + owner.addr
-	}
-	oc, err := newAdminClient(&owner)
+	oc, err := memberClient(client, cfg, *o.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("the admin API of node %s, which owns %q: %w", o.Owner.ID, name, err)
 	}
 	fmt.Fprintf(stderr, "baton %s: %q is owned by node %s; asking its admin API at %s\n", cmd, name, o.Owner.ID, o.Owner.AdminAddr)
 	return oc, nil
+}
+
+// memberClient returns an admin client for cluster member m, with the
+// scheme and TLS settings of client.
+func memberClient(client *admin.Client, cfg *adminConfig, m admin.ClusterMember) (*admin.Client, error) {
+	if m.Self {
+		return client, nil
+	}
+	mc := *cfg
+	mc.addr = m.AdminAddr
+	if u, err := url.Parse(client.BaseURL); err == nil && u.Scheme == "https" {
+		mc.addr = "https://" + mc.addr
+	}
+	return newAdminClient(&mc)
+}
+
+// listLocks returns the locks client's server lists. On a cluster node
+// it asks every node of the ring, since each lists only the names it
+// owns, and sets each lock's Node; a node that does not answer is
+// reported in the error, after the others' locks.
+func listLocks(ctx context.Context, client *admin.Client, cfg *adminConfig) ([]admin.Lock, bool, error) {
+	st, err := client.Cluster(ctx)
+	if errors.Is(err, admin.ErrNotFound) { // a single server
+		locks, err := client.Locks(ctx, cfg.match)
+		return locks, false, err
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("reading the cluster's members: %w", err)
+	}
+	var all []admin.Lock
+	var errs []error
+	for _, m := range st.Members {
+		if !slices.Contains(st.Ring, m.ID) {
+			continue // owns no names
+		}
+		locks, err := memberLocks(ctx, client, cfg, m)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s at %s: %w", m.ID, m.AdminAddr, err))
+			continue
+		}
+		all = append(all, locks...)
+	}
+	slices.SortFunc(all, func(a, b admin.Lock) int { return strings.Compare(a.Name, b.Name) })
+	return all, true, errors.Join(errs...)
+}
+
+// memberLocks returns the locks member m owns, each with its Node.
+func memberLocks(ctx context.Context, client *admin.Client, cfg *adminConfig, m admin.ClusterMember) ([]admin.Lock, error) {
+	if m.AdminAddr == "" && !m.Self {
+		return nil, errors.New("no admin API (-admin-listen)")
+	}
+	mc, err := memberClient(client, cfg, m)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := mc.Locks(ctx, cfg.match)
+	for i := range locks {
+		locks[i].Node = m.ID
+	}
+	return locks, err
 }
 
 // parseInterspersed parses the flags that follow positional arguments
@@ -319,27 +374,45 @@ func terminated(in, rest []string) bool {
 	return used > 0 && in[used-1] == "--"
 }
 
+// cmdLocks lists the locks, on a cluster those of every node with a
+// NODE column. When a node did not answer, the others' locks are
+// printed and the error is returned: the list is incomplete.
 func cmdLocks(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []string, out io.Writer) error {
-	locks, err := c.Locks(ctx, cfg.match)
-	if err != nil {
-		return err
+	locks, clustered, listErr := listLocks(ctx, c, cfg)
+	if locks == nil && listErr != nil {
+		return listErr
 	}
 	if cfg.json {
-		return printJSON(out, admin.LockList{Locks: locks})
+		if locks == nil {
+			locks = []admin.Lock{} // "locks": [], as the API answers
+		}
+		if err := printJSON(out, admin.LockList{Locks: locks}); err != nil {
+			return err
+		}
+		return listErr
 	}
+	node := func(admin.Lock) string { return "" }
 	tw := newTable(out)
-	fmt.Fprintln(tw, "NAME\tHOLDER\tIDENTITY\tTOKEN\tSINCE\tLEASE\tWAITERS\tHOLDERS\tMODE\tCLAIM\tLABEL")
+	head := "NAME\tHOLDER\tIDENTITY\tTOKEN\tSINCE\tLEASE\tWAITERS\tHOLDERS\tMODE\tCLAIM\tLABEL"
+	if clustered {
+		head += "\tNODE"
+		node = func(l admin.Lock) string { return "\t" + cell(l.Node) }
+	}
+	fmt.Fprintln(tw, head)
 	for _, l := range locks {
 		h := l.Holder
 		if h == nil {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%d\t0\t-\t-\t-\n", cell(l.Name), l.QueueLength())
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%d\t0\t-\t-\t-%s\n", cell(l.Name), l.QueueLength(), node(l))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", cell(l.Name), cell(h.RemoteAddr), cell(h.Identity),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s%s\n", cell(l.Name), cell(h.RemoteAddr), cell(h.Identity),
 			h.Token, timeCell(h.Since), leaseCell(h.LeaseMS), l.QueueLength(), len(l.Holders), modeCell(l, h.Mode),
-			h.Claim.Ref(), cell(h.Label))
+			h.Claim.Ref(), cell(h.Label), node(l))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return listErr
 }
 
 // modeCell is a claim's mode, with the lock's limit for a semaphore.

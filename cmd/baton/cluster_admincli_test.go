@@ -10,8 +10,9 @@ import (
 
 // TestClusterAdminAsksTheOwner: 'baton show' and 'baton release', given
 // the admin API of a node that does not own the name, act at the name's
-// owner and say so on stderr. Before, that node answered "not held"
-// (exit 3), which a script reads as nobody holding the lock.
+// owner and say so on stderr, and 'baton locks' lists every node's
+// locks. Before, that node answered "not held" (exit 3), which a script
+// reads as nobody holding the lock, and listed only its own names.
 func TestClusterAdminAsksTheOwner(t *testing.T) {
 	t.Parallel()
 	nodes := startClusterLib(t)
@@ -29,6 +30,17 @@ func TestClusterAdminAsksTheOwner(t *testing.T) {
 	// The owner itself is asked directly, with nothing on stderr.
 	if code, _, errOut := cli("show", name, "--admin="+nodes["n2"].admin); code != exitOK || errOut != "" {
 		t.Errorf("show at the owner = %d, stderr %q", code, errOut)
+	}
+
+	// 'baton locks' lists every node's locks, with the owner's id.
+	code, out, errOut = cli("locks", other)
+	rows := fields(out)
+	if code != exitOK || len(rows) != 2 || rows[0][len(rows[0])-1] != "NODE" || rows[1][0] != name || rows[1][len(rows[1])-1] != "n2" {
+		t.Errorf("locks through n1 = %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = cli("locks", "--json", "--match", "admin-cli-*", other)
+	if code != exitOK || !strings.Contains(out, `"node": "n2"`) {
+		t.Errorf("locks --json through n1 = %d\n%s", code, out)
 	}
 
 	if code, out, errOut := cli("release", name, other); code != exitOK {
