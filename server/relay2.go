@@ -1,7 +1,6 @@
 package server
 
 import (
-	"maps"
 	"slices"
 	"time"
 
@@ -50,10 +49,10 @@ type relayState struct {
 	// name moved (rehold), by id: the owner's address and until when this
 	// node, whose ring may still name that owner, waits for its ring
 	// rather than ask that owner again. Guarded by srv.mu, not omu.
-	rerouted map[uint32]reroute
+	rerouted map[uint32]clustercore.Relay2Reroute
 	// openFails counts the upstreams that could not be opened since one
-	// last opened, to log the first and then one in 50.
-	openFails int
+	// last opened, for the log (clustercore.UpstreamEnd.Log).
+	openFails clustercore.UpstreamOpenFails
 	// noTickets are the owners, by address, that refused an upstream
 	// HELLO asking for queue tickets (ERROR 0x1e: the earlier revision):
 	// this session's upstreams to them open without asking.
@@ -151,54 +150,64 @@ func (rel *relayState) kickAll() {
 	}
 }
 
-// routeClaim asks the Router, on a cluster node, who serves CLAIM f. It
-// returns false when this node does; otherwise it has relayed the claim
-// to its owner, held it (QUEUED, relay2hold.go), or answered it REFUSED
-// 0x03 (a relayed session asks for a name this node does not own).
-// Called by the reader with srv.mu held.
+// routeClaim asks the Router, on a cluster node, who serves CLAIM f
+// (clustercore.Relay2ClaimWay). It returns false when this node does;
+// otherwise it has relayed the claim to its owner, held it (QUEUED,
+// relay2hold.go), or answered it REFUSED 0x03. Called by the reader with
+// srv.mu held.
 func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 	r := s.srv.Router
 	if r == nil {
 		return false
 	}
-	switch rt := r.Route(f.Name, 0, s.forwarded); {
-	case rt.Action == RouteServe:
+	rt := r.Route(f.Name, 0, s.forwarded)
+	switch clustercore.Relay2ClaimWay(claimRoute(rt), s.forwarded, func() bool { return s.releasedMoving(f.Claim) }) {
+	case clustercore.Relay2Serve:
 		return false
-	case rt.Action == RouteHold && rt.Gated:
+	case clustercore.Relay2HoldGated:
 		s.holdGated(f) // entered with the re-asserted ones (tickets.go)
-		return true
-	case rt.Action == RouteHold, rt.Action == RouteMoving:
+	case clustercore.Relay2Hold:
 		s.holdClaim(f)
-		return true
-	case rt.Action == RouteForward && !s.forwarded:
-		if s.releasedMoving(f.Claim) {
-			// Its id's earlier claim moved and was released; that RELEASE
-			// still waits for the adoption (move_host.go): held until it is
-			// sent, so that the owner never sees the id twice.
-			s.holdClaim(f)
-			return true
-		}
-		if s.relayClaim(now, f, rt.Addr) {
-			return true
-		}
+	case clustercore.Relay2Relay:
+		s.relayClaim(now, f, rt.Addr)
+	default:
+		s.refuse(f, protocol.CodeNotOwner)
 	}
-	s.refuse(f, protocol.CodeNotOwner)
 	return true
+}
+
+// claimRoute is what Route rt says of a claim's name
+// (clustercore.Relay2Route).
+func claimRoute(rt Route) clustercore.Relay2Route {
+	switch rt.Action {
+	case RouteServe:
+		return clustercore.Relay2RouteHere
+	case RouteForward:
+		return clustercore.Relay2RouteThere
+	case RouteHold:
+		if rt.Gated {
+			return clustercore.Relay2RouteWarming
+		}
+		return clustercore.Relay2RouteHold
+	case RouteMoving:
+		return clustercore.Relay2RouteMoving
+	}
+	return clustercore.Relay2RouteNotOwner
 }
 
 // relayClaim sends CLAIM f to the owner at addr through the session's
 // upstream there, and leaves a place for its answer in the outbox. now
 // is when its batch was read.
-func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool {
+func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) {
 	v := s.v2
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	if s.closing.Load() || v.ending {
-		return true // nothing more is sent
+		return // nothing more is sent
 	}
 	rel := v.relayLocked()
 	if rel.closed {
-		return true
+		return
 	}
 	at := rel.box.Relaying(now)
 	u := s.upstreamLocked(rel, addr)
@@ -206,7 +215,6 @@ func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool 
 	slot := &outEntry{Pending: true, At: at, Up: u, Claim: f.Claim}
 	rel.add(v, slot)
 	u.sendClaim(f, slot, rc)
-	return true
 }
 
 // relayInUse reports whether claim id is relayed or held, and in use.
@@ -343,11 +351,7 @@ func (s *session) releaseUpstreams() {
 			continue // not open: its frames never reach the owner
 		}
 		n := len(u.wbuf)
-		for _, id := range slices.Sorted(maps.Keys(u.claims)) {
-			if st := u.claims[id].State; st == clustercore.ClaimPending || st == clustercore.ClaimLive {
-				u.wbuf = protocol.AppendRelease(u.wbuf, id)
-			}
-		}
+		u.wbuf = clustercore.UpstreamAppendReleases(u.wbuf, u.claims, claimOf)
 		u.wbuf = u.appendRangeReleases(u.wbuf)
 		if len(u.wbuf) > n {
 			ups = append(ups, u)

@@ -34,13 +34,20 @@ func (s *session) holdClaim(f protocol.Frame) {
 	if closed {
 		return
 	}
-	if f.NoWait() {
+	if !clustercore.Relay2Holds(f) {
 		v.appendOut(s, func(b []byte) []byte { return protocol.AppendBusy(b, f.Claim) })
 		return
 	}
 	rel.held = append(rel.held, f)
 	v.appendOut(s, func(b []byte) []byte { return v.appendQueued(b, f.Claim, heldTicket(f)) })
-	if !rel.holding {
+	s.scheduleHeld(rel, 1)
+}
+
+// scheduleHeld starts the timer that asks again for the held claims
+// when n were held and it does not run (clustercore.Relay2Retry). Called
+// with srv.mu held.
+func (s *session) scheduleHeld(rel *relayState, n int) {
+	if hold, _, _ := (clustercore.Relay2Retry{Held: n, Holding: rel.holding}).Start(); hold {
 		rel.holding = true
 		time.AfterFunc(holdRetry, s.retryHeld)
 	}
@@ -106,8 +113,9 @@ func (s *session) routeHeldLocked(rel *relayState, now time.Time) (ds []delivery
 			continue // entered the table with its name's gated claims
 		}
 		rt := srv.Router.Route(f.Name, 0, s.forwarded)
+		route := claimRoute(rt)
 		if rr, ok := rel.rerouted[f.Claim]; ok {
-			if rt.Action == RouteForward && rt.Addr == rr.addr && now.Before(rr.until) {
+			if rr.Waits(route, rt.Addr, now) {
 				keep = append(keep, f) // this node's ring is behind the owner's
 				continue
 			}
@@ -126,17 +134,17 @@ func (s *session) routeHeldLocked(rel *relayState, now time.Time) (ds []delivery
 				}
 			}
 		}
-		switch {
-		case rt.Action == RouteServe:
+		switch clustercore.Relay2ClaimWay(route, s.forwarded, nil) {
+		case clustercore.Relay2Serve:
 			ds = append(ds, s.claimHeld(now, f)...)
-		case rt.Action == RouteForward && !s.forwarded:
+		case clustercore.Relay2Relay:
 			s.relayHeld(f, rt.Addr)
-		case rt.Action == RouteHold, rt.Action == RouteMoving:
-			if rt.Gated {
-				// Held for another reason first (an owner out of reach
-				// that was removed since): it enters with the others.
-				srv.recordGatedLocked(s, f)
-			}
+		case clustercore.Relay2HoldGated:
+			// Held for another reason first (an owner out of reach
+			// that was removed since): it enters with the others.
+			srv.recordGatedLocked(s, f)
+			keep = append(keep, f)
+		case clustercore.Relay2Hold:
 			keep = append(keep, f)
 		default:
 			v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, f.Claim, protocol.CodeNotOwner, "") })
@@ -188,21 +196,12 @@ func (s *session) relayHeld(f protocol.Frame, addr string) {
 		return
 	}
 	u := s.upstreamLocked(rel, addr)
-	// A re-asserted claim held with its ticket is relayed as the claim
-	// it now is: a plain CLAIM (ClaimTicket alone is no frame's).
-	f.Flags &^= protocol.ClaimTicket
-	f.Ticket = 0
-	u.sendClaim(f, nil, u.attach(rel, f.Claim, clustercore.ClaimPending))
+	u.sendClaim(clustercore.Relay2Late(f), nil, u.attach(rel, f.Claim, clustercore.ClaimPending))
 }
 
-// heldTicket returns the queue ticket of a prior owner that held claim f
-// came with: a re-asserted queued claim (takeOver), else 0.
-func heldTicket(f protocol.Frame) uint64 {
-	if f.Flags&protocol.ClaimTicket != 0 {
-		return f.Ticket
-	}
-	return 0
-}
+// heldTicket returns the queue ticket a held claim came with
+// (clustercore.Relay2HeldTicket).
+func heldTicket(f protocol.Frame) uint64 { return clustercore.Relay2HeldTicket(f) }
 
 // holdUnopened settles CLAIM r of upstream u, which could not be opened:
 // the client hears what clustercore.Claim.Unopened says, and a claim
@@ -237,28 +236,6 @@ func (u *upstream) heldAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Fr
 	}
 }
 
-// rerouteWait bounds how long a claim an owner revoked because its name
-// moved is held while this node's ring still names that owner: a ring
-// change reaches every node within a Raft commit, well within it.
-const rerouteWait = time.Second
-
-// reroute is why a held claim was held again (rehold): the owner that
-// revoked it, and until when this node waits for a ring naming another.
-type reroute struct {
-	addr  string
-	until time.Time
-}
-
-// reroutable reports whether the owner's REVOKED f of rc is held again
-// here and relayed to the name's next owner (rehold) rather than passed
-// on: the owner no longer owns the name (0x03), and the claim was queued
-// there, never granted, so it holds nothing and its client, told QUEUED,
-// waits on. Called with omu held.
-func reroutable(rc *relayedClaim, f protocol.Frame) bool {
-	return rc != nil && f.Code == protocol.CodeNotOwner && rc.State == clustercore.ClaimLive && rc.Token == 0 &&
-		rc.move == nil && rc.Req.Name != "" && !rc.Req.NoWait()
-}
-
 // rehold holds again the claims of u that its owner revoked because their
 // names moved (a planned change committed while the owner held or queued
 // them: it exported the names before they came): retryHeld relays each to
@@ -272,26 +249,23 @@ func (u *upstream) rehold(rcs []*relayedClaim) {
 	v.omu.Lock()
 	rel := v.rel.Load()
 	closed := rel.closed || s.closing.Load() || v.ending
-	until := time.Now().Add(rerouteWait)
+	now := time.Now()
 	n := 0
 	for _, rc := range rcs {
 		if closed || rc.up != u || u.claims[rc.ID] != rc || rc.State != clustercore.ClaimLive {
 			continue
 		}
 		u.end(rel, rc)
-		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.ID, Mode: rc.Req.Mode, Limit: rc.Req.Limit, Name: rc.Req.Name}
+		f, why := clustercore.Relay2Rehold(&rc.Claim, u.addr, now)
 		rel.held = append(rel.held, f)
 		if rel.rerouted == nil {
-			rel.rerouted = map[uint32]reroute{}
+			rel.rerouted = map[uint32]clustercore.Relay2Reroute{}
 		}
-		rel.rerouted[rc.ID] = reroute{addr: u.addr, until: until}
+		rel.rerouted[rc.ID] = why
 		n++
 	}
 	v.omu.Unlock()
-	if n > 0 && !rel.holding {
-		rel.holding = true
-		time.AfterFunc(holdRetry, s.retryHeld)
-	}
+	s.scheduleHeld(rel, n)
 	if n > 0 {
 		srv.Logger.Info("queued claims revoked by an owner that no longer owns their names; claiming them at the new owner",
 			"owner_addr", u.addr, "session", s.id, "claims", n)
