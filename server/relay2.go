@@ -56,7 +56,7 @@ type relayState struct {
 	// noTickets are the owners, by address, that refused an upstream
 	// HELLO asking for queue tickets (ERROR 0x1e: the earlier revision):
 	// this session's upstreams to them open without asking.
-	noTickets map[string]bool
+	noTickets clustercore.UpstreamRefusals
 	// Claims moving to a new owner (move_host.go): how many are not adopted
 	// yet (while any is not, no answer is released), the ones the client
 	// released meanwhile (their ids are free), whether a retry is
@@ -108,14 +108,13 @@ func (rel *relayState) answerAt() time.Time { return rel.box.AnswerAt(time.Now()
 // claims have been confirmed: one with a claim or range locks protects
 // them, and a claim or key moving is an upstream not confirmed yet.
 func (rel *relayState) confirmation() clustercore.Confirmation {
-	var c clustercore.Confirmation
-	if rel.moving > 0 || len(rel.rangeMoves) > 0 {
-		c.Block()
-	}
-	for _, u := range rel.ups {
-		c.Upstream(u.led.Confirmed(), len(u.claims) > 0 || u.ranges)
-	}
-	return c
+	return clustercore.Relay2Confirmation(rel.moving > 0 || len(rel.rangeMoves) > 0, rel.ups, upstreamProtects)
+}
+
+// upstreamProtects is u's confirmation, and whether it protects any of
+// the session's claims or range locks.
+func upstreamProtects(u *upstream) (time.Time, bool) {
+	return u.led.Confirmed(), len(u.claims) > 0 || u.ranges
 }
 
 // add appends e to the outbox; what may leave at once goes to out.
@@ -240,22 +239,25 @@ func (s *session) relayRelease(id uint32) bool {
 	if rel == nil {
 		return false
 	}
-	if i := rel.heldIndex(id); i >= 0 {
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	i, rc := rel.heldIndex(id), rel.claims[id]
+	var c *clustercore.Claim
+	if rc != nil {
+		c = &rc.Claim
+	}
+	live := !s.closing.Load() && !v.ending
+	switch clustercore.Relay2ReleaseOf(i >= 0, c) {
+	case clustercore.Relay2ReleaseHere:
+		return false
+	case clustercore.Relay2ReleaseHeld:
 		s.srv.forgetGatedLocked(s, id, rel.held[i].Name)
 		rel.held = append(rel.held[:i], rel.held[i+1:]...)
 		delete(rel.rerouted, id)
 		return false
-	}
-	v.omu.Lock()
-	defer v.omu.Unlock()
-	rc := rel.claims[id]
-	if rc == nil {
-		return false
-	}
-	delete(rel.claims, id)
-	if rc.State == clustercore.ClaimMoving {
-		// Queued until the new owner has adopted the claim (move_host.go).
-		if !s.closing.Load() && !v.ending {
+	case clustercore.Relay2ReleaseAfterAdoption: // move_host.go
+		delete(rel.claims, id)
+		if live {
 			slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: id}
 			rel.add(v, slot)
 			rc.move.release = slot
@@ -263,14 +265,12 @@ func (s *session) relayRelease(id uint32) bool {
 		rel.released = append(rel.released, rc)
 		return true
 	}
-	rc.State = clustercore.ClaimReleasing
-	if s.closing.Load() || v.ending {
-		return true
+	delete(rel.claims, id)
+	if live {
+		slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: id}
+		rel.add(v, slot)
+		rc.up.send(protocol.AppendRelease(nil, id), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: time.Now()}, slot: slot, rc: rc})
 	}
-	now := time.Now()
-	slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: id}
-	rel.add(v, slot)
-	rc.up.send(protocol.AppendRelease(nil, id), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: now}, slot: slot, rc: rc})
 	return true
 }
 
@@ -391,18 +391,14 @@ func (srv *Server) attachRelayed(sid locktable.SessionID, claim uint32, addr str
 	if s == nil || s.v2 == nil {
 		return locktable.ErrNoSession
 	}
-	if _, err := srv.table.ClaimStatus(locktable.Key{Session: sid, Claim: locktable.ClaimID(claim)}); err == nil {
-		return locktable.ErrClaimExists
-	}
+	_, err := srv.table.ClaimStatus(locktable.Key{Session: sid, Claim: locktable.ClaimID(claim)})
 	v := s.v2
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	rel := v.relayLocked()
-	switch {
-	case s.closing.Load() || v.ending || rel.closed:
-		return locktable.ErrNoSession
-	case rel.claims[claim] != nil:
-		return locktable.ErrClaimExists
+	open := !s.closing.Load() && !v.ending && !rel.closed
+	if err := clustercore.Relay2Attach(open, err == nil, rel.claims[claim] != nil); err != nil {
+		return err
 	}
 	s.upstreamLocked(rel, addr).attach(rel, claim, clustercore.ClaimLive)
 	return nil

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"time"
 
 	"github.com/batonlock/baton/internal/clustercore"
@@ -167,19 +166,18 @@ func (s *session) claimHeld(now time.Time, f protocol.Frame) []delivery {
 	srv, v := s.srv, s.v2
 	st, res, err := srv.table.Claim(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
 		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: heldTicket(f), Value: f.Value})
-	if err != nil {
-		if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
-			return nil // the session is ending
+	var ds []delivery
+	if err == nil {
+		if st.State == locktable.Waiting {
+			srv.queued[protocol.Version2]++
 		}
+		ds = srv.commit(now, res)
+	}
+	switch clustercore.Relay2HeldEntered(st.State == locktable.Owner, err) {
+	case clustercore.Relay2HeldRevoked:
 		code := claimErrorCode(err)
 		v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, f.Claim, code, "") })
-		return nil
-	}
-	if st.State == locktable.Waiting {
-		srv.queued[protocol.Version2]++
-	}
-	ds := srv.commit(now, res)
-	if st.State == locktable.Owner {
+	case clustercore.Relay2HeldPromoted:
 		v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendPromoted(b, f.Claim, st.Token) })
 	}
 	return ds

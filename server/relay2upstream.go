@@ -177,13 +177,9 @@ func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
 	srv, v := s.srv, s.v2
 	now := time.Now()
 	u := &upstream{s: s, addr: addr, claims: map[uint32]*relayedClaim{},
-		led: clustercore.OpenLedger[upReq](now, v.lease),
-		// Queue tickets are asked for when the client asked for them
-		// (it then understands a QUEUED with one, passed on as the owner
-		// wrote it), unless this owner refused them before.
-		tickets: v.tickets && !rel.noTickets[addr],
-		values:  v.values && !rel.noTickets[addr],
-		kick:    make(chan struct{}, 1), stop: make(chan struct{}), redial: make(chan struct{}, 1)}
+		led:  clustercore.OpenLedger[upReq](now, v.lease),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), redial: make(chan struct{}, 1)}
+	u.tickets, u.values = rel.noTickets.Asks(addr, v.tickets, v.values)
 	b := s.upstreamHello(u.tickets, u.values)
 	u.helloLen = len(b)
 	u.send(b, upReq{Sent: clustercore.Sent{Kind: protocol.TypeHello, At: now}})
@@ -273,13 +269,9 @@ func (s *session) upstreamHello(tickets, values bool) []byte {
 // then gets no ticket for the claims relayed there. It returns the old
 // connection, for the caller to close once it has released omu.
 func (u *upstream) reopenLocked(rel *relayState) net.Conn {
-	if rel.noTickets == nil {
-		rel.noTickets = map[string]bool{}
-	}
-	rel.noTickets[u.addr] = true
+	rel.noTickets.Refused(u.addr)
 	u.tickets, u.values = false, false
-	rest := u.unopened[u.helloLen:]
-	u.wbuf = append(u.s.upstreamHello(false, false), rest...)
+	u.wbuf = clustercore.UpstreamReopenBytes(u.s.upstreamHello(false, false), u.unopened, u.helloLen)
 	u.helloLen, u.unopened = 0, nil
 	c := u.conn
 	u.conn = nil // the writer leaves it (flush) and dials again
