@@ -90,6 +90,12 @@ type relayedClaim struct {
 	move *moveInfo
 }
 
+// relayOpen reports whether the session relays on: neither it nor its
+// relaying has ended. Called with omu held.
+func (s *session) relayOpen(rel *relayState) bool {
+	return !rel.closed && !s.closing.Load() && !s.v2.ending
+}
+
 // relayLocked returns the session's relay state, creating it.
 func (v *v2conn) relayLocked() *relayState {
 	rel := v.rel.Load()
@@ -396,8 +402,7 @@ func (srv *Server) attachRelayed(sid locktable.SessionID, claim uint32, addr str
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	rel := v.relayLocked()
-	open := !s.closing.Load() && !v.ending && !rel.closed
-	if err := clustercore.Relay2Attach(open, err == nil, rel.claims[claim] != nil); err != nil {
+	if err := clustercore.Relay2Attach(s.relayOpen(rel), err == nil, rel.claims[claim] != nil); err != nil {
 		return err
 	}
 	s.upstreamLocked(rel, addr).attach(rel, claim, clustercore.ClaimLive)

@@ -28,7 +28,7 @@ func (s *session) holdClaim(f protocol.Frame) {
 	v := s.v2
 	v.omu.Lock()
 	rel := v.relayLocked()
-	closed := rel.closed || s.closing.Load() || v.ending
+	closed := !s.relayOpen(rel)
 	v.omu.Unlock()
 	if closed {
 		return
@@ -68,7 +68,7 @@ func (s *session) retryHeld() {
 	rel := v.rel.Load()
 	srv.mu.Lock()
 	v.omu.Lock()
-	closed := rel.closed || s.closing.Load() || v.ending
+	closed := !s.relayOpen(rel)
 	v.omu.Unlock()
 	if closed {
 		for _, f := range rel.held {
@@ -190,7 +190,7 @@ func (s *session) relayHeld(f protocol.Frame, addr string) {
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	rel := v.rel.Load()
-	if rel.closed || s.closing.Load() || v.ending {
+	if !s.relayOpen(rel) {
 		return
 	}
 	u := s.upstreamLocked(rel, addr)
@@ -207,14 +207,14 @@ func heldTicket(f protocol.Frame) uint64 { return clustercore.Relay2HeldTicket(f
 // holdRetry, relayed once its owner can be reached. It returns 1 if it
 // held the claim. Called by fail with srv.mu and omu held, u dead.
 func (u *upstream) holdUnopened(rel *relayState, r upReq) int {
-	s, v := u.s, u.s.v2
+	s := u.s
 	f := r.claim()
 	answer, want := r.rc.Unopened(f)
 	if r.slot != nil {
 		r.slot.B, r.slot.Pending = answer, false
 	}
 	u.end(rel, r.rc)
-	if !want || rel.closed || s.closing.Load() || v.ending {
+	if !want || !s.relayOpen(rel) {
 		return 0
 	}
 	rel.held = append(rel.held, f)
@@ -246,7 +246,7 @@ func (u *upstream) rehold(rcs []*relayedClaim) {
 	defer srv.mu.Unlock()
 	v.omu.Lock()
 	rel := v.rel.Load()
-	closed := rel.closed || s.closing.Load() || v.ending
+	closed := !s.relayOpen(rel)
 	now := time.Now()
 	n := 0
 	for _, rc := range rcs {

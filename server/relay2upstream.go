@@ -541,7 +541,7 @@ func (u *upstream) fail(why error) {
 	rel := v.rel.Load()
 	u.markDead(rel)
 	end := clustercore.UpstreamEnd{Why: why, Opened: u.opened, Cluster: srv.Router != nil,
-		Live: !rel.closed && !s.closing.Load() && !v.ending && !srv.inShutdown.Load()}
+		Live: s.relayOpen(rel) && !srv.inShutdown.Load()}
 	reassert, now := end.Reassert(), time.Now()
 	held, moving, adopting := u.failRequests(rel, reassert)
 	endSession := u.rangesFailed(rel, reassert, now)
