@@ -15,8 +15,10 @@ import (
 // header), and the owner's answers and pushes reach the client unchanged.
 // The session's frames wait in an ordered outbox until every upstream that
 // protects its claims is confirmed after the request each answers was read
-// (the pessimism rule, clustercore's Outbox). The upstreams are in
-// relay2upstream.go, held claims in relay2hold.go.
+// (the pessimism rule, clustercore's Outbox). Where each claim goes and
+// what a RELEASE does are decided in clustercore (relay2_route.go,
+// relay2_session.go). The upstreams are in relay2upstream.go, held claims
+// in relay2hold.go.
 // Design: "Relaying a version 2 session" and #serverrelay2go in
 // docs/design/2026-12-07-cluster-relay.md.
 

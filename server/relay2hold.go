@@ -19,7 +19,9 @@ import (
 // refusal is pushed as REVOKED), anything else revokes it with 0x03. A
 // no-wait CLAIM on a held name is answered BUSY. Nothing is granted
 // anywhere while the name is held. A queued claim that its owner revokes
-// because the name moved is held again here (rehold).
+// because the name moved is held again here (rehold). The rules are
+// clustercore's (relay2_route.go); this file holds the timer and the
+// locks.
 
 // holdClaim answers CLAIM f QUEUED and holds it. Called by the reader
 // with srv.mu held; rel.held, rel.holding and rel.rerouted are guarded

@@ -22,9 +22,11 @@ import (
 // (read, handle); when the owner ends it, dies or falls silent, fail
 // answers what was in flight and re-asserts or revokes its claims. What
 // it decides is in internal/clustercore: the requests in flight and the
-// confirmation in Ledger (relay_upstream.go), what becomes of each claim
-// in Claim (relay_claims.go). The client's side (the ordered outbox and
-// the routing of each CLAIM) is in relay2.go.
+// confirmation in Ledger (relay_upstream.go), what each owner's frame is
+// and where an answer goes (upstream_frames.go), what the owner's loss
+// does (upstream_fail.go), what becomes of each claim in Claim
+// (relay_claims.go). The client's side (the ordered outbox and the
+// routing of each CLAIM) is in relay2.go.
 
 // upReq is a request sent on an upstream, waiting for its answer.
 type upReq struct {
