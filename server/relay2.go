@@ -130,6 +130,14 @@ func (rel *relayState) add(v *v2conn, e *outEntry) {
 	v.out = rel.box.Add(v.out, e, rel.confirmation())
 }
 
+// place leaves a place in the outbox for the answer to a request about
+// claim id relayed on u, read at at, and returns it.
+func (rel *relayState) place(v *v2conn, at time.Time, u *upstream, id uint32) *outEntry {
+	slot := &outEntry{Pending: true, At: at, Up: u, Claim: id}
+	rel.add(v, slot)
+	return slot
+}
+
 // pump releases the outbox's prefix that may leave, and sends a PING on
 // each upstream that needs one to be confirmed after the latest answer.
 func (rel *relayState) pump(v *v2conn) {
@@ -219,9 +227,7 @@ func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) {
 	at := rel.box.Relaying(now)
 	u := s.upstreamLocked(rel, addr)
 	rc := u.attach(rel, f.Claim, clustercore.ClaimPending)
-	slot := &outEntry{Pending: true, At: at, Up: u, Claim: f.Claim}
-	rel.add(v, slot)
-	u.sendClaim(f, slot, rc)
+	u.sendClaim(f, rel.place(v, at, u, f.Claim), rc)
 }
 
 // relayInUse reports whether claim id is relayed or held, and in use.
@@ -250,12 +256,8 @@ func (s *session) relayRelease(id uint32) bool {
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	i, rc := rel.heldIndex(id), rel.claims[id]
-	var c *clustercore.Claim
-	if rc != nil {
-		c = &rc.Claim
-	}
 	live := !s.closing.Load() && !v.ending
-	switch clustercore.Relay2ReleaseOf(i >= 0, c) {
+	switch clustercore.Relay2ReleaseOf(i >= 0, claimOf(rc)) {
 	case clustercore.Relay2ReleaseHere:
 		return false
 	case clustercore.Relay2ReleaseHeld:
@@ -266,17 +268,14 @@ func (s *session) relayRelease(id uint32) bool {
 	case clustercore.Relay2ReleaseAfterAdoption: // move_host.go
 		delete(rel.claims, id)
 		if live {
-			slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: id}
-			rel.add(v, slot)
-			rc.move.release = slot
+			rc.move.release = rel.place(v, rel.answerAt(), rc.up, id)
 		}
 		rel.released = append(rel.released, rc)
 		return true
 	}
 	delete(rel.claims, id)
 	if live {
-		slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: id}
-		rel.add(v, slot)
+		slot := rel.place(v, rel.answerAt(), rc.up, id)
 		rc.up.send(protocol.AppendRelease(nil, id), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: time.Now()}, slot: slot, rc: rc})
 	}
 	return true

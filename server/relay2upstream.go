@@ -643,8 +643,13 @@ func (u *upstream) failClaims(rel *relayState, reassert bool, now time.Time) (lo
 	return lost, reasserting
 }
 
-// claimOf is what the core decides about rc.
-func claimOf(rc *relayedClaim) *clustercore.Claim { return &rc.Claim }
+// claimOf is what the core decides about rc (nil: no claim).
+func claimOf(rc *relayedClaim) *clustercore.Claim {
+	if rc == nil {
+		return nil
+	}
+	return &rc.Claim
+}
 
 // scheduleRetries starts the timers that ask again for the held claims,
 // the claims moving or re-asserted, and the range adoptions, unless

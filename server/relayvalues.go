@@ -25,12 +25,8 @@ func (s *session) relayProclaim(now time.Time, f protocol.Frame) {
 	rel := v.rel.Load()
 	i := rel.heldIndex(f.Claim)
 	rc := rel.claims[f.Claim]
-	var c *clustercore.Claim
-	if rc != nil {
-		c = &rc.Claim
-	}
 	upValues := rc != nil && rc.up != nil && rc.up.values && !rc.up.dead
-	switch way, answer := clustercore.Relay2ProclaimOf(f, c, i >= 0, upValues); way {
+	switch way, answer := clustercore.Relay2ProclaimOf(f, claimOf(rc), i >= 0, upValues); way {
 	case clustercore.Relay2ProclaimHeld:
 		clustercore.Relay2SetValue(&rel.held[i], f.Value)
 		rel.add(v, &outEntry{B: answer, At: rel.answerAt()})
@@ -38,8 +34,7 @@ func (s *session) relayProclaim(now time.Time, f protocol.Frame) {
 		rel.add(v, &outEntry{B: answer, At: rel.answerAt()})
 	default:
 		clustercore.Relay2SetValue(&rc.Req, f.Value)
-		slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: f.Claim}
-		rel.add(v, slot)
+		slot := rel.place(v, rel.answerAt(), rc.up, f.Claim)
 		rc.up.send(protocol.AppendProclaim(nil, f.Claim, f.Value), upReq{Sent: clustercore.Sent{Kind: protocol.TypeProclaim, At: now}, slot: slot, rc: rc})
 	}
 }
