@@ -1,7 +1,6 @@
 package server
 
 import (
-	"maps"
 	"slices"
 	"time"
 
@@ -16,8 +15,10 @@ import (
 // header), and the owner's answers and pushes reach the client unchanged.
 // The session's frames wait in an ordered outbox until every upstream that
 // protects its claims is confirmed after the request each answers was read
-// (the pessimism rule, clustercore's Outbox). The upstreams are in
-// relay2upstream.go, held claims in relay2hold.go.
+// (the pessimism rule, clustercore's Outbox). Where each claim goes and
+// what a RELEASE does are decided in clustercore (relay2_route.go,
+// relay2_session.go). The upstreams are in relay2upstream.go, held claims
+// in relay2hold.go.
 // Design: "Relaying a version 2 session" and #serverrelay2go in
 // docs/design/2026-12-07-cluster-relay.md.
 
@@ -50,14 +51,14 @@ type relayState struct {
 	// name moved (rehold), by id: the owner's address and until when this
 	// node, whose ring may still name that owner, waits for its ring
 	// rather than ask that owner again. Guarded by srv.mu, not omu.
-	rerouted map[uint32]reroute
+	rerouted map[uint32]clustercore.Relay2Reroute
 	// openFails counts the upstreams that could not be opened since one
-	// last opened, to log the first and then one in 50.
-	openFails int
+	// last opened, for the log (clustercore.UpstreamEnd.Log).
+	openFails clustercore.UpstreamOpenFails
 	// noTickets are the owners, by address, that refused an upstream
 	// HELLO asking for queue tickets (ERROR 0x1e: the earlier revision):
 	// this session's upstreams to them open without asking.
-	noTickets map[string]bool
+	noTickets clustercore.UpstreamRefusals
 	// Claims moving to a new owner (move_host.go): how many are not adopted
 	// yet (while any is not, no answer is released), the ones the client
 	// released meanwhile (their ids are free), whether a retry is
@@ -91,6 +92,12 @@ type relayedClaim struct {
 	move *moveInfo
 }
 
+// relayOpen reports whether the session relays on: neither it nor its
+// relaying has ended. Called with omu held.
+func (s *session) relayOpen(rel *relayState) bool {
+	return !rel.closed && !s.closing.Load() && !s.v2.ending
+}
+
 // relayLocked returns the session's relay state, creating it.
 func (v *v2conn) relayLocked() *relayState {
 	rel := v.rel.Load()
@@ -109,19 +116,26 @@ func (rel *relayState) answerAt() time.Time { return rel.box.AnswerAt(time.Now()
 // claims have been confirmed: one with a claim or range locks protects
 // them, and a claim or key moving is an upstream not confirmed yet.
 func (rel *relayState) confirmation() clustercore.Confirmation {
-	var c clustercore.Confirmation
-	if rel.moving > 0 || len(rel.rangeMoves) > 0 {
-		c.Block()
-	}
-	for _, u := range rel.ups {
-		c.Upstream(u.led.Confirmed(), len(u.claims) > 0 || u.ranges)
-	}
-	return c
+	return clustercore.Relay2Confirmation(rel.moving > 0 || len(rel.rangeMoves) > 0, rel.ups, upstreamProtects)
+}
+
+// upstreamProtects is u's confirmation, and whether it protects any of
+// the session's claims or range locks.
+func upstreamProtects(u *upstream) (time.Time, bool) {
+	return u.led.Confirmed(), len(u.claims) > 0 || u.ranges
 }
 
 // add appends e to the outbox; what may leave at once goes to out.
 func (rel *relayState) add(v *v2conn, e *outEntry) {
 	v.out = rel.box.Add(v.out, e, rel.confirmation())
+}
+
+// place leaves a place in the outbox for the answer to a request about
+// claim id relayed on u, read at at, and returns it.
+func (rel *relayState) place(v *v2conn, at time.Time, u *upstream, id uint32) *outEntry {
+	slot := &outEntry{Pending: true, At: at, Up: u, Claim: id}
+	rel.add(v, slot)
+	return slot
 }
 
 // pump releases the outbox's prefix that may leave, and sends a PING on
@@ -151,62 +165,69 @@ func (rel *relayState) kickAll() {
 	}
 }
 
-// routeClaim asks the Router, on a cluster node, who serves CLAIM f. It
-// returns false when this node does; otherwise it has relayed the claim
-// to its owner, held it (QUEUED, relay2hold.go), or answered it REFUSED
-// 0x03 (a relayed session asks for a name this node does not own).
-// Called by the reader with srv.mu held.
+// routeClaim asks the Router, on a cluster node, who serves CLAIM f
+// (clustercore.Relay2ClaimWay). It returns false when this node does;
+// otherwise it has relayed the claim to its owner, held it (QUEUED,
+// relay2hold.go), or answered it REFUSED 0x03. Called by the reader with
+// srv.mu held.
 func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 	r := s.srv.Router
 	if r == nil {
 		return false
 	}
-	switch rt := r.Route(f.Name, 0, s.forwarded); {
-	case rt.Action == RouteServe:
+	rt := r.Route(f.Name, 0, s.forwarded)
+	switch clustercore.Relay2ClaimWay(claimRoute(rt), s.forwarded, func() bool { return s.releasedMoving(f.Claim) }) {
+	case clustercore.Relay2Serve:
 		return false
-	case rt.Action == RouteHold && rt.Gated:
+	case clustercore.Relay2HoldGated:
 		s.holdGated(f) // entered with the re-asserted ones (tickets.go)
-		return true
-	case rt.Action == RouteHold, rt.Action == RouteMoving:
+	case clustercore.Relay2Hold:
 		s.holdClaim(f)
-		return true
-	case rt.Action == RouteForward && !s.forwarded:
-		if s.releasedMoving(f.Claim) {
-			// Its id's earlier claim moved and was released; that RELEASE
-			// still waits for the adoption (move_host.go): held until it is
-			// sent, so that the owner never sees the id twice.
-			s.holdClaim(f)
-			return true
-		}
-		if s.relayClaim(now, f, rt.Addr) {
-			return true
-		}
+	case clustercore.Relay2Relay:
+		s.relayClaim(now, f, rt.Addr)
+	default:
+		s.refuse(f, protocol.CodeNotOwner)
 	}
-	s.refuse(f, protocol.CodeNotOwner)
 	return true
+}
+
+// claimRoute is what Route rt says of a claim's name
+// (clustercore.Relay2Route).
+func claimRoute(rt Route) clustercore.Relay2Route {
+	switch rt.Action {
+	case RouteServe:
+		return clustercore.Relay2RouteHere
+	case RouteForward:
+		return clustercore.Relay2RouteThere
+	case RouteHold:
+		if rt.Gated {
+			return clustercore.Relay2RouteWarming
+		}
+		return clustercore.Relay2RouteHold
+	case RouteMoving:
+		return clustercore.Relay2RouteMoving
+	}
+	return clustercore.Relay2RouteNotOwner
 }
 
 // relayClaim sends CLAIM f to the owner at addr through the session's
 // upstream there, and leaves a place for its answer in the outbox. now
 // is when its batch was read.
-func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) bool {
+func (s *session) relayClaim(now time.Time, f protocol.Frame, addr string) {
 	v := s.v2
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	if s.closing.Load() || v.ending {
-		return true // nothing more is sent
+		return // nothing more is sent
 	}
 	rel := v.relayLocked()
 	if rel.closed {
-		return true
+		return
 	}
 	at := rel.box.Relaying(now)
 	u := s.upstreamLocked(rel, addr)
 	rc := u.attach(rel, f.Claim, clustercore.ClaimPending)
-	slot := &outEntry{Pending: true, At: at, Up: u, Claim: f.Claim}
-	rel.add(v, slot)
-	u.sendClaim(f, slot, rc)
-	return true
+	u.sendClaim(f, rel.place(v, at, u, f.Claim), rc)
 }
 
 // relayInUse reports whether claim id is relayed or held, and in use.
@@ -232,37 +253,31 @@ func (s *session) relayRelease(id uint32) bool {
 	if rel == nil {
 		return false
 	}
-	if i := rel.heldIndex(id); i >= 0 {
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	i, rc := rel.heldIndex(id), rel.claims[id]
+	live := !s.closing.Load() && !v.ending
+	switch clustercore.Relay2ReleaseOf(i >= 0, claimOf(rc)) {
+	case clustercore.Relay2ReleaseHere:
+		return false
+	case clustercore.Relay2ReleaseHeld:
 		s.srv.forgetGatedLocked(s, id, rel.held[i].Name)
 		rel.held = append(rel.held[:i], rel.held[i+1:]...)
 		delete(rel.rerouted, id)
 		return false
-	}
-	v.omu.Lock()
-	defer v.omu.Unlock()
-	rc := rel.claims[id]
-	if rc == nil {
-		return false
-	}
-	delete(rel.claims, id)
-	if rc.State == clustercore.ClaimMoving {
-		// Queued until the new owner has adopted the claim (move_host.go).
-		if !s.closing.Load() && !v.ending {
-			slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: id}
-			rel.add(v, slot)
-			rc.move.release = slot
+	case clustercore.Relay2ReleaseAfterAdoption: // move_host.go
+		delete(rel.claims, id)
+		if live {
+			rc.move.release = rel.place(v, rel.answerAt(), rc.up, id)
 		}
 		rel.released = append(rel.released, rc)
 		return true
 	}
-	rc.State = clustercore.ClaimReleasing
-	if s.closing.Load() || v.ending {
-		return true
+	delete(rel.claims, id)
+	if live {
+		slot := rel.place(v, rel.answerAt(), rc.up, id)
+		rc.up.send(protocol.AppendRelease(nil, id), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: time.Now()}, slot: slot, rc: rc})
 	}
-	now := time.Now()
-	slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: id}
-	rel.add(v, slot)
-	rc.up.send(protocol.AppendRelease(nil, id), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: now}, slot: slot, rc: rc})
 	return true
 }
 
@@ -343,11 +358,7 @@ func (s *session) releaseUpstreams() {
 			continue // not open: its frames never reach the owner
 		}
 		n := len(u.wbuf)
-		for _, id := range slices.Sorted(maps.Keys(u.claims)) {
-			if st := u.claims[id].State; st == clustercore.ClaimPending || st == clustercore.ClaimLive {
-				u.wbuf = protocol.AppendRelease(u.wbuf, id)
-			}
-		}
+		u.wbuf = clustercore.UpstreamAppendReleases(u.wbuf, u.claims, claimOf)
 		u.wbuf = u.appendRangeReleases(u.wbuf)
 		if len(u.wbuf) > n {
 			ups = append(ups, u)
@@ -387,18 +398,13 @@ func (srv *Server) attachRelayed(sid locktable.SessionID, claim uint32, addr str
 	if s == nil || s.v2 == nil {
 		return locktable.ErrNoSession
 	}
-	if _, err := srv.table.ClaimStatus(locktable.Key{Session: sid, Claim: locktable.ClaimID(claim)}); err == nil {
-		return locktable.ErrClaimExists
-	}
+	_, err := srv.table.ClaimStatus(locktable.Key{Session: sid, Claim: locktable.ClaimID(claim)})
 	v := s.v2
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	rel := v.relayLocked()
-	switch {
-	case s.closing.Load() || v.ending || rel.closed:
-		return locktable.ErrNoSession
-	case rel.claims[claim] != nil:
-		return locktable.ErrClaimExists
+	if err := clustercore.Relay2Attach(s.relayOpen(rel), err == nil, rel.claims[claim] != nil); err != nil {
+		return err
 	}
 	s.upstreamLocked(rel, addr).attach(rel, claim, clustercore.ClaimLive)
 	return nil

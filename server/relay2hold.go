@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"time"
 
 	"github.com/batonlock/baton/internal/clustercore"
@@ -20,7 +19,9 @@ import (
 // refusal is pushed as REVOKED), anything else revokes it with 0x03. A
 // no-wait CLAIM on a held name is answered BUSY. Nothing is granted
 // anywhere while the name is held. A queued claim that its owner revokes
-// because the name moved is held again here (rehold).
+// because the name moved is held again here (rehold). The rules are
+// clustercore's (relay2_route.go); this file holds the timer and the
+// locks.
 
 // holdClaim answers CLAIM f QUEUED and holds it. Called by the reader
 // with srv.mu held; rel.held, rel.holding and rel.rerouted are guarded
@@ -29,18 +30,25 @@ func (s *session) holdClaim(f protocol.Frame) {
 	v := s.v2
 	v.omu.Lock()
 	rel := v.relayLocked()
-	closed := rel.closed || s.closing.Load() || v.ending
+	closed := !s.relayOpen(rel)
 	v.omu.Unlock()
 	if closed {
 		return
 	}
-	if f.NoWait() {
+	if !clustercore.Relay2Holds(f) {
 		v.appendOut(s, func(b []byte) []byte { return protocol.AppendBusy(b, f.Claim) })
 		return
 	}
 	rel.held = append(rel.held, f)
 	v.appendOut(s, func(b []byte) []byte { return v.appendQueued(b, f.Claim, heldTicket(f)) })
-	if !rel.holding {
+	s.scheduleHeld(rel, 1)
+}
+
+// scheduleHeld starts the timer that asks again for the held claims
+// when n were held and it does not run (clustercore.Relay2Retry). Called
+// with srv.mu held.
+func (s *session) scheduleHeld(rel *relayState, n int) {
+	if hold, _, _ := (clustercore.Relay2Retry{Held: n, Holding: rel.holding}).Start(); hold {
 		rel.holding = true
 		time.AfterFunc(holdRetry, s.retryHeld)
 	}
@@ -62,7 +70,7 @@ func (s *session) retryHeld() {
 	rel := v.rel.Load()
 	srv.mu.Lock()
 	v.omu.Lock()
-	closed := rel.closed || s.closing.Load() || v.ending
+	closed := !s.relayOpen(rel)
 	v.omu.Unlock()
 	if closed {
 		for _, f := range rel.held {
@@ -106,8 +114,9 @@ func (s *session) routeHeldLocked(rel *relayState, now time.Time) (ds []delivery
 			continue // entered the table with its name's gated claims
 		}
 		rt := srv.Router.Route(f.Name, 0, s.forwarded)
+		route := claimRoute(rt)
 		if rr, ok := rel.rerouted[f.Claim]; ok {
-			if rt.Action == RouteForward && rt.Addr == rr.addr && now.Before(rr.until) {
+			if rr.Waits(route, rt.Addr, now) {
 				keep = append(keep, f) // this node's ring is behind the owner's
 				continue
 			}
@@ -126,17 +135,17 @@ func (s *session) routeHeldLocked(rel *relayState, now time.Time) (ds []delivery
 				}
 			}
 		}
-		switch {
-		case rt.Action == RouteServe:
+		switch clustercore.Relay2ClaimWay(route, s.forwarded, nil) {
+		case clustercore.Relay2Serve:
 			ds = append(ds, s.claimHeld(now, f)...)
-		case rt.Action == RouteForward && !s.forwarded:
+		case clustercore.Relay2Relay:
 			s.relayHeld(f, rt.Addr)
-		case rt.Action == RouteHold, rt.Action == RouteMoving:
-			if rt.Gated {
-				// Held for another reason first (an owner out of reach
-				// that was removed since): it enters with the others.
-				srv.recordGatedLocked(s, f)
-			}
+		case clustercore.Relay2HoldGated:
+			// Held for another reason first (an owner out of reach
+			// that was removed since): it enters with the others.
+			srv.recordGatedLocked(s, f)
+			keep = append(keep, f)
+		case clustercore.Relay2Hold:
 			keep = append(keep, f)
 		default:
 			v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, f.Claim, protocol.CodeNotOwner, "") })
@@ -159,19 +168,18 @@ func (s *session) claimHeld(now time.Time, f protocol.Frame) []delivery {
 	srv, v := s.srv, s.v2
 	st, res, err := srv.table.Claim(now, s.id, locktable.ClaimID(f.Claim), locktable.ClaimRequest{
 		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Ticket: heldTicket(f), Value: f.Value})
-	if err != nil {
-		if errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession) {
-			return nil // the session is ending
+	var ds []delivery
+	if err == nil {
+		if st.State == locktable.Waiting {
+			srv.queued[protocol.Version2]++
 		}
+		ds = srv.commit(now, res)
+	}
+	switch clustercore.Relay2HeldEntered(st.State == locktable.Owner, err) {
+	case clustercore.Relay2HeldRevoked:
 		code := claimErrorCode(err)
 		v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, f.Claim, code, "") })
-		return nil
-	}
-	if st.State == locktable.Waiting {
-		srv.queued[protocol.Version2]++
-	}
-	ds := srv.commit(now, res)
-	if st.State == locktable.Owner {
+	case clustercore.Relay2HeldPromoted:
 		v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendPromoted(b, f.Claim, st.Token) })
 	}
 	return ds
@@ -184,25 +192,16 @@ func (s *session) relayHeld(f protocol.Frame, addr string) {
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	rel := v.rel.Load()
-	if rel.closed || s.closing.Load() || v.ending {
+	if !s.relayOpen(rel) {
 		return
 	}
 	u := s.upstreamLocked(rel, addr)
-	// A re-asserted claim held with its ticket is relayed as the claim
-	// it now is: a plain CLAIM (ClaimTicket alone is no frame's).
-	f.Flags &^= protocol.ClaimTicket
-	f.Ticket = 0
-	u.sendClaim(f, nil, u.attach(rel, f.Claim, clustercore.ClaimPending))
+	u.sendClaim(clustercore.Relay2Late(f), nil, u.attach(rel, f.Claim, clustercore.ClaimPending))
 }
 
-// heldTicket returns the queue ticket of a prior owner that held claim f
-// came with: a re-asserted queued claim (takeOver), else 0.
-func heldTicket(f protocol.Frame) uint64 {
-	if f.Flags&protocol.ClaimTicket != 0 {
-		return f.Ticket
-	}
-	return 0
-}
+// heldTicket returns the queue ticket a held claim came with
+// (clustercore.Relay2HeldTicket).
+func heldTicket(f protocol.Frame) uint64 { return clustercore.Relay2HeldTicket(f) }
 
 // holdUnopened settles CLAIM r of upstream u, which could not be opened:
 // the client hears what clustercore.Claim.Unopened says, and a claim
@@ -210,14 +209,14 @@ func heldTicket(f protocol.Frame) uint64 {
 // holdRetry, relayed once its owner can be reached. It returns 1 if it
 // held the claim. Called by fail with srv.mu and omu held, u dead.
 func (u *upstream) holdUnopened(rel *relayState, r upReq) int {
-	s, v := u.s, u.s.v2
+	s := u.s
 	f := r.claim()
 	answer, want := r.rc.Unopened(f)
 	if r.slot != nil {
 		r.slot.B, r.slot.Pending = answer, false
 	}
 	u.end(rel, r.rc)
-	if !want || rel.closed || s.closing.Load() || v.ending {
+	if !want || !s.relayOpen(rel) {
 		return 0
 	}
 	rel.held = append(rel.held, f)
@@ -237,28 +236,6 @@ func (u *upstream) heldAnswer(rel *relayState, v *v2conn, r upReq, f protocol.Fr
 	}
 }
 
-// rerouteWait bounds how long a claim an owner revoked because its name
-// moved is held while this node's ring still names that owner: a ring
-// change reaches every node within a Raft commit, well within it.
-const rerouteWait = time.Second
-
-// reroute is why a held claim was held again (rehold): the owner that
-// revoked it, and until when this node waits for a ring naming another.
-type reroute struct {
-	addr  string
-	until time.Time
-}
-
-// reroutable reports whether the owner's REVOKED f of rc is held again
-// here and relayed to the name's next owner (rehold) rather than passed
-// on: the owner no longer owns the name (0x03), and the claim was queued
-// there, never granted, so it holds nothing and its client, told QUEUED,
-// waits on. Called with omu held.
-func reroutable(rc *relayedClaim, f protocol.Frame) bool {
-	return rc != nil && f.Code == protocol.CodeNotOwner && rc.State == clustercore.ClaimLive && rc.Token == 0 &&
-		rc.move == nil && rc.Req.Name != "" && !rc.Req.NoWait()
-}
-
 // rehold holds again the claims of u that its owner revoked because their
 // names moved (a planned change committed while the owner held or queued
 // them: it exported the names before they came): retryHeld relays each to
@@ -271,27 +248,24 @@ func (u *upstream) rehold(rcs []*relayedClaim) {
 	defer srv.mu.Unlock()
 	v.omu.Lock()
 	rel := v.rel.Load()
-	closed := rel.closed || s.closing.Load() || v.ending
-	until := time.Now().Add(rerouteWait)
+	closed := !s.relayOpen(rel)
+	now := time.Now()
 	n := 0
 	for _, rc := range rcs {
 		if closed || rc.up != u || u.claims[rc.ID] != rc || rc.State != clustercore.ClaimLive {
 			continue
 		}
 		u.end(rel, rc)
-		f := protocol.Frame{Type: protocol.TypeClaim, Claim: rc.ID, Mode: rc.Req.Mode, Limit: rc.Req.Limit, Name: rc.Req.Name}
+		f, why := clustercore.Relay2Rehold(&rc.Claim, u.addr, now)
 		rel.held = append(rel.held, f)
 		if rel.rerouted == nil {
-			rel.rerouted = map[uint32]reroute{}
+			rel.rerouted = map[uint32]clustercore.Relay2Reroute{}
 		}
-		rel.rerouted[rc.ID] = reroute{addr: u.addr, until: until}
+		rel.rerouted[rc.ID] = why
 		n++
 	}
 	v.omu.Unlock()
-	if n > 0 && !rel.holding {
-		rel.holding = true
-		time.AfterFunc(holdRetry, s.retryHeld)
-	}
+	s.scheduleHeld(rel, n)
 	if n > 0 {
 		srv.Logger.Info("queued claims revoked by an owner that no longer owns their names; claiming them at the new owner",
 			"owner_addr", u.addr, "session", s.id, "claims", n)

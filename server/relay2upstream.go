@@ -1,12 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -24,9 +22,11 @@ import (
 // (read, handle); when the owner ends it, dies or falls silent, fail
 // answers what was in flight and re-asserts or revokes its claims. What
 // it decides is in internal/clustercore: the requests in flight and the
-// confirmation in Ledger (relay_upstream.go), what becomes of each claim
-// in Claim (relay_claims.go). The client's side (the ordered outbox and
-// the routing of each CLAIM) is in relay2.go.
+// confirmation in Ledger (relay_upstream.go), what each owner's frame is
+// and where an answer goes (upstream_frames.go), what the owner's loss
+// does (upstream_fail.go), what becomes of each claim in Claim
+// (relay_claims.go). The client's side (the ordered outbox and the
+// routing of each CLAIM) is in relay2.go.
 
 // upReq is a request sent on an upstream, waiting for its answer.
 type upReq struct {
@@ -115,7 +115,7 @@ func (u *upstream) send(b []byte, r upReq) {
 		u.conn.SetReadDeadline(d)
 	}
 	u.wbuf = append(u.wbuf, b...)
-	if (u.tickets || u.values) && !u.opened {
+	if clustercore.UpstreamKeepsOpening(u.tickets || u.values, u.opened) {
 		u.unopened = append(u.unopened, b...)
 	}
 }
@@ -179,13 +179,9 @@ func (s *session) upstreamLocked(rel *relayState, addr string) *upstream {
 	srv, v := s.srv, s.v2
 	now := time.Now()
 	u := &upstream{s: s, addr: addr, claims: map[uint32]*relayedClaim{},
-		led: clustercore.OpenLedger[upReq](now, v.lease),
-		// Queue tickets are asked for when the client asked for them
-		// (it then understands a QUEUED with one, passed on as the owner
-		// wrote it), unless this owner refused them before.
-		tickets: v.tickets && !rel.noTickets[addr],
-		values:  v.values && !rel.noTickets[addr],
-		kick:    make(chan struct{}, 1), stop: make(chan struct{}), redial: make(chan struct{}, 1)}
+		led:  clustercore.OpenLedger[upReq](now, v.lease),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), redial: make(chan struct{}, 1)}
+	u.tickets, u.values = rel.noTickets.Asks(addr, v.tickets, v.values)
 	b := s.upstreamHello(u.tickets, u.values)
 	u.helloLen = len(b)
 	u.send(b, upReq{Sent: clustercore.Sent{Kind: protocol.TypeHello, At: now}})
@@ -262,13 +258,7 @@ func (s *session) upstreamHello(tickets, values bool) []byte {
 	}
 	b := protocol.AppendHopV3(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id), &hash)
 	b = protocol.AppendPreamble(b)
-	var flags uint8
-	if tickets {
-		flags = protocol.HelloTickets
-	}
-	if values {
-		flags |= protocol.HelloValues
-	}
+	flags := clustercore.UpstreamHelloFlags(tickets, values)
 	return protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(v.lease), Flags: flags, Label: v.label})
 }
 
@@ -281,13 +271,9 @@ func (s *session) upstreamHello(tickets, values bool) []byte {
 // then gets no ticket for the claims relayed there. It returns the old
 // connection, for the caller to close once it has released omu.
 func (u *upstream) reopenLocked(rel *relayState) net.Conn {
-	if rel.noTickets == nil {
-		rel.noTickets = map[string]bool{}
-	}
-	rel.noTickets[u.addr] = true
+	rel.noTickets.Refused(u.addr)
 	u.tickets, u.values = false, false
-	rest := u.unopened[u.helloLen:]
-	u.wbuf = append(u.s.upstreamHello(false, false), rest...)
+	u.wbuf = clustercore.UpstreamReopenBytes(u.s.upstreamHello(false, false), u.unopened, u.helloLen)
 	u.helloLen, u.unopened = 0, nil
 	c := u.conn
 	u.conn = nil // the writer leaves it (flush) and dials again
@@ -355,31 +341,17 @@ func (u *upstream) read(conn net.Conn, values bool) {
 	buf := make([]byte, 0, bufLen)
 	opened := false
 	var frames []upFrame
+	collect := func(f protocol.Frame, raw []byte) { frames = append(frames, upFrame{f: f, raw: raw}) }
 	for {
 		n, err := conn.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		off := 0
 		frames = frames[:0]
-		for {
-			var f protocol.Frame
-			var m int
-			var perr error
-			if opened {
-				f, m, perr = protocol.ParseServerFrameV2Max(buf[off:], maxLen)
-			} else {
-				f, m, perr = protocol.ParseHelloAnswer(buf[off:])
-			}
-			if perr != nil {
-				u.fail(fmt.Errorf("reading from the owner: %w", perr))
-				return
-			}
-			if m == 0 {
-				break
-			}
-			opened = true
-			frames = append(frames, upFrame{f: f, raw: bytes.Clone(buf[off : off+m])})
-			off += m
+		off, nowOpened, perr := clustercore.UpstreamParse(buf, opened, maxLen, collect)
+		if perr != nil {
+			u.fail(fmt.Errorf("reading from the owner: %w", perr))
+			return
 		}
+		opened = nowOpened
 		buf = buf[:copy(buf, buf[off:])]
 		if len(frames) > 0 && !u.handle(frames) {
 			return
@@ -473,26 +445,20 @@ type upOutcome struct {
 // refused the opening's features (the upstream session opens again).
 func (u *upstream) frame(rel *relayState, v *v2conn, fr upFrame, out *upOutcome) (reopen bool) {
 	f := fr.f
-	if f.Type == protocol.TypeRevoked && f.Code == codeMoved {
+	switch clustercore.UpstreamFrameKindOf(f, codeMoved, u.tickets || u.values, u.opened) {
+	case clustercore.UpstreamMoved:
 		if !u.movedFrame(rel, v, f) {
 			out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
 		}
-		return false
-	}
-	if f.Type == protocol.TypeRangeAnswer && clustercore.RangeIsPush(f) {
+	case clustercore.UpstreamRangePush:
 		u.rangePushed(rel, v, fr)
-		return false
-	}
-	switch f.Type {
-	case protocol.TypeWelcome, protocol.TypePong, protocol.TypeGranted, protocol.TypeQueued,
-		protocol.TypeBusy, protocol.TypeRefused, protocol.TypeReleased, protocol.TypeRangeAnswer, protocol.TypeProclaimed:
+	case clustercore.UpstreamAnswer:
 		u.answer(rel, v, fr, out)
-	case protocol.TypePromoted, protocol.TypeRevoked:
+	case clustercore.UpstreamPush:
 		u.pushed(rel, v, fr, out)
-	case protocol.TypeSessionError, protocol.TypeError:
-		if f.Code == protocol.CodeUnsupportedFeature && (u.tickets || u.values) && !u.opened {
-			return true
-		}
+	case clustercore.UpstreamReopen:
+		return true
+	case clustercore.UpstreamEnded:
 		out.bad = clustercore.OwnerEnded{F: f}
 	default:
 		out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
@@ -510,41 +476,25 @@ func (u *upstream) answer(rel *relayState, v *v2conn, fr upFrame, out *upOutcome
 		out.bad = fmt.Errorf("%w: %v", errUpstreamAnswer, f)
 		return
 	}
-	switch f.Type {
-	case protocol.TypeWelcome:
+	way := clustercore.UpstreamAnswerWayOf(f, r.Sent, r.slot != nil, r.adopt != "", r.rc != nil && r.rc.State == clustercore.ClaimMoving)
+	switch way {
+	case clustercore.UpstreamOpened:
 		u.opened = true
 		u.unopened = nil
-		rel.openFails = 0
-	case protocol.TypePong: // the ledger counted it
-	case protocol.TypeRangeAnswer:
-		if r.adopt != "" {
-			out.rangesLost = u.rangeMoveAnswered(rel, r.adopt, f.Status) || out.rangesLost
-			break
-		}
+		rel.openFails.Opened()
+	case clustercore.UpstreamRangeAdopted:
+		out.rangesLost = u.rangeMoveAnswered(rel, r.adopt, f.Status) || out.rangesLost
+	case clustercore.UpstreamRangeAnswered:
 		u.rangeAnswered(rel, r, fr)
-	default:
-		u.claimAnswered(rel, v, r, fr)
-	}
-}
-
-// claimAnswered handles the owner's answer to a CLAIM, RELEASE or
-// PROCLAIM r, with the session's omu held.
-func (u *upstream) claimAnswered(rel *relayState, v *v2conn, r upReq, fr upFrame) {
-	f := fr.f
-	if r.slot == nil && r.Kind == protocol.TypeClaim && r.rc.State == clustercore.ClaimMoving { // an adoption (move_host.go)
+	case clustercore.UpstreamAdoptAnswered: // move_host.go
 		u.adoptAnswer(rel, v, r, f)
-		return
-	}
-	if r.slot == nil { // a held claim, relayed late
+	case clustercore.UpstreamHeldAnswered:
 		u.heldAnswer(rel, v, r, f)
-		return
-	}
-	if r.slot == nil && r.Kind == protocol.TypeRelease {
-		return // its claim moved: the RELEASE goes to the new owner
-	}
-	r.slot.B, r.slot.Pending = fr.raw, false
-	if r.rc.Answered(f) {
-		u.end(rel, r.rc) // the id is free
+	case clustercore.UpstreamToClient:
+		r.slot.B, r.slot.Pending = fr.raw, false
+		if r.rc.Answered(f) {
+			u.end(rel, r.rc) // the id is free
+		}
 	}
 }
 
@@ -553,7 +503,7 @@ func (u *upstream) claimAnswered(rel *relayState, v *v2conn, r upReq, fr upFrame
 func (u *upstream) pushed(rel *relayState, v *v2conn, fr upFrame, out *upOutcome) {
 	f := fr.f
 	rc := u.claims[f.Claim]
-	if f.Type == protocol.TypeRevoked && reroutable(rc, f) {
+	if f.Type == protocol.TypeRevoked && rc != nil && clustercore.Relay2Reroutable(&rc.Claim, f, rc.move != nil) {
 		out.reholds = append(out.reholds, rc) // not passed on (rehold)
 		return
 	}
@@ -592,10 +542,9 @@ func (u *upstream) fail(why error) {
 	}
 	rel := v.rel.Load()
 	u.markDead(rel)
-	opened := u.opened
-	now := time.Now()
-	reassert := opened && clustercore.Reassertable(why) && srv.Router != nil &&
-		!rel.closed && !s.closing.Load() && !v.ending && !srv.inShutdown.Load()
+	end := clustercore.UpstreamEnd{Why: why, Opened: u.opened, Cluster: srv.Router != nil,
+		Live: s.relayOpen(rel) && !srv.inShutdown.Load()}
+	reassert, now := end.Reassert(), time.Now()
 	held, moving, adopting := u.failRequests(rel, reassert)
 	endSession := u.rangesFailed(rel, reassert, now)
 	lost, reasserting := u.failClaims(rel, reassert, now)
@@ -605,13 +554,12 @@ func (u *upstream) fail(why error) {
 	}
 	s.scheduleRetries(rel, held, moving+reasserting, adopting)
 	fails := 0
-	if !opened {
-		rel.openFails++
-		fails = rel.openFails
+	if !end.Opened {
+		fails = rel.openFails.Failed()
 	}
 	v.omu.Unlock()
 	srv.mu.Unlock()
-	u.logFail(why, opened, reasserting, lost, held, fails)
+	u.logFail(end, reasserting, lost, held, fails)
 	u.shutdown()
 	srv.deliver([]delivery{{to: s, flush: true}})
 	if endSession {
@@ -679,42 +627,42 @@ func (u *upstream) failRange(rel *relayState, r upReq, reassert bool) (adopting 
 // reassert says so, else REVOKED to the client (lost) if granted or
 // queued. Called with srv.mu and the session's omu held.
 func (u *upstream) failClaims(rel *relayState, reassert bool, now time.Time) (lost, reasserting int) {
-	ids := make([]uint32, 0, len(u.claims))
-	for id := range u.claims {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
 	front := 0
-	for _, id := range ids {
-		rc := u.claims[id]
-		fate, revoke := rc.Failed(reassert)
-		switch fate {
+	for _, e := range clustercore.UpstreamFailClaims(u.claims, claimOf, reassert) {
+		switch e.Fate {
 		case clustercore.ClaimReassert:
-			rel.failOver(rc, now, u.s.v2.lease)
+			rel.failOver(e.C, now, u.s.v2.lease)
 			reasserting++
 			continue
 		case clustercore.ClaimLost:
 			lost++
-			rel.box.PlaceLoss(&outEntry{B: revoke, Up: u, Claim: id}, &front)
+			rel.box.PlaceLoss(&outEntry{B: e.Revoke, Up: u, Claim: e.ID}, &front)
 		}
-		u.end(rel, rc)
+		u.end(rel, e.C)
 	}
 	return lost, reasserting
+}
+
+// claimOf is what the core decides about rc (nil: no claim).
+func claimOf(rc *relayedClaim) *clustercore.Claim {
+	if rc == nil {
+		return nil
+	}
+	return &rc.Claim
 }
 
 // scheduleRetries starts the timers that ask again for the held claims,
 // the claims moving or re-asserted, and the range adoptions, unless
 // already running. Called with srv.mu and the session's omu held.
 func (s *session) scheduleRetries(rel *relayState, held, moving, adopting int) {
-	if held > 0 && !rel.holding {
-		rel.holding = true
-		time.AfterFunc(holdRetry, s.retryHeld)
-	}
-	if moving > 0 && !rel.moveTimer && !rel.closed {
+	s.scheduleHeld(rel, held)
+	_, move, ranges := clustercore.Relay2Retry{Moving: moving, Adopting: adopting,
+		MoveTimer: rel.moveTimer, RangeTimer: rel.rangeTimer, Closed: rel.closed}.Start()
+	if move {
 		rel.moveTimer = true
 		time.AfterFunc(moveRetry, s.retryMoving)
 	}
-	if adopting > 0 && !rel.rangeTimer && !rel.closed {
+	if ranges {
 		rel.rangeTimer = true
 		time.AfterFunc(moveRetry, s.retryRangeMoves)
 	}
@@ -723,21 +671,22 @@ func (s *session) scheduleRetries(rel *relayState, held, moving, adopting int) {
 // logFail logs the end of u: its claims re-asserted, lost, or held
 // while the owner cannot be reached (the first failure to open and one
 // in 50 as warnings).
-func (u *upstream) logFail(why error, opened bool, reasserting, lost, held, fails int) {
+func (u *upstream) logFail(end clustercore.UpstreamEnd, reasserting, lost, held, fails int) {
 	s := u.s
 	log := s.srv.Logger
-	switch {
-	case opened && reasserting > 0:
-		log.Warn("upstream session to the owner ended; re-asserting its relayed claims at the names' next owner", "owner_addr", u.addr,
-			"session", s.id, "remote_addr", s.peer.Addr, "claims_reasserting", reasserting, "claims_lost", lost, "claims_held", held, "err", why)
-	case opened || lost > 0:
-		log.Warn("upstream session to the owner ended; its relayed claims are lost", "owner_addr", u.addr,
-			"session", s.id, "remote_addr", s.peer.Addr, "claims_lost", lost, "claims_held", held, "err", why)
-	case fails == 1 || fails%50 == 0:
-		log.Warn("cannot open an upstream session to the owner; holding its claims", "owner_addr", u.addr,
-			"session", s.id, "remote_addr", s.peer.Addr, "claims_held", held, "attempts", fails, "err", why)
+	attrs := []any{"owner_addr", u.addr, "session", s.id, "remote_addr", s.peer.Addr}
+	switch end.Log(reasserting, lost, fails) {
+	case clustercore.UpstreamLogReasserting:
+		log.Warn("upstream session to the owner ended; re-asserting its relayed claims at the names' next owner",
+			append(attrs, "claims_reasserting", reasserting, "claims_lost", lost, "claims_held", held, "err", end.Why)...)
+	case clustercore.UpstreamLogLost:
+		log.Warn("upstream session to the owner ended; its relayed claims are lost",
+			append(attrs, "claims_lost", lost, "claims_held", held, "err", end.Why)...)
+	case clustercore.UpstreamLogUnreachable:
+		log.Warn("cannot open an upstream session to the owner; holding its claims",
+			append(attrs, "claims_held", held, "attempts", fails, "err", end.Why)...)
 	default:
-		log.Debug("cannot open an upstream session to the owner; holding its claims", "owner_addr", u.addr,
-			"session", s.id, "remote_addr", s.peer.Addr, "claims_held", held, "attempts", fails, "err", why)
+		log.Debug("cannot open an upstream session to the owner; holding its claims",
+			append(attrs, "claims_held", held, "attempts", fails, "err", end.Why)...)
 	}
 }

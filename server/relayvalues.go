@@ -23,28 +23,18 @@ func (s *session) relayProclaim(now time.Time, f protocol.Frame) {
 	v.omu.Lock()
 	defer v.omu.Unlock()
 	rel := v.rel.Load()
-	answer := func(b []byte) { rel.add(v, &outEntry{B: b, At: rel.answerAt()}) }
-	if i := rel.heldIndex(f.Claim); i >= 0 {
-		// Held back (its owner warms the name up): it is claimed with
-		// the new value when it goes.
-		rel.held[i].Value = f.Value
-		rel.held[i].Flags |= protocol.ClaimValue
-		answer(protocol.AppendProclaimed(nil, f.Claim, protocol.ProclaimSet))
-		return
-	}
+	i := rel.heldIndex(f.Claim)
 	rc := rel.claims[f.Claim]
-	switch {
-	case rc == nil || rc.State == clustercore.ClaimReleasing || rc.State == clustercore.ClaimEnded:
-		answer(protocol.AppendProclaimed(nil, f.Claim, protocol.ProclaimNotInUse))
-	case rc.State == clustercore.ClaimMoving || rc.up == nil || !rc.up.values || rc.up.dead:
-		// Moving to a new owner, or relayed to a node of an earlier
-		// revision: the value cannot be changed there now.
-		answer(protocol.AppendRefused(nil, f.Claim, protocol.CodeUnsupportedFeature, "the claim's owner cannot take a value now"))
+	upValues := rc != nil && rc.up != nil && rc.up.values && !rc.up.dead
+	switch way, answer := clustercore.Relay2ProclaimOf(f, claimOf(rc), i >= 0, upValues); way {
+	case clustercore.Relay2ProclaimHeld:
+		clustercore.Relay2SetValue(&rel.held[i], f.Value)
+		rel.add(v, &outEntry{B: answer, At: rel.answerAt()})
+	case clustercore.Relay2ProclaimAnswer:
+		rel.add(v, &outEntry{B: answer, At: rel.answerAt()})
 	default:
-		rc.Req.Value = f.Value
-		rc.Req.Flags |= protocol.ClaimValue
-		slot := &outEntry{Pending: true, At: rel.answerAt(), Up: rc.up, Claim: f.Claim}
-		rel.add(v, slot)
+		clustercore.Relay2SetValue(&rc.Req, f.Value)
+		slot := rel.place(v, rel.answerAt(), rc.up, f.Claim)
 		rc.up.send(protocol.AppendProclaim(nil, f.Claim, f.Value), upReq{Sent: clustercore.Sent{Kind: protocol.TypeProclaim, At: now}, slot: slot, rc: rc})
 	}
 }
