@@ -221,7 +221,7 @@ func (rw *relayWatch) follow() {
 			return
 		}
 		rt := srv.Router.Route(rw.Name, 0, false)
-		step := clustercore.WatchRoute(relayRoute(rt.Action))
+		step := clustercore.WatchRoute(rt.Action)
 		if step == clustercore.WatchHere {
 			rw.watchHereLocked()
 			srv.mu.Unlock()

@@ -184,7 +184,7 @@ func (s *session) servedHere(f protocol.Frame) bool {
 	if r == nil {
 		return true
 	}
-	if clustercore.ValuedServed(relayRoute(r.Route(f.Name, 0, s.forwarded).Action)) {
+	if clustercore.ValuedServed(r.Route(f.Name, 0, s.forwarded).Action) {
 		return true
 	}
 	s.refuse(f, protocol.CodeNotOwner)
@@ -200,7 +200,7 @@ func (s *session) watchedHere(f protocol.Frame) bool {
 	if srv.Router == nil {
 		return true
 	}
-	switch clustercore.WatchRoute(relayRoute(srv.Router.Route(f.Name, 0, s.forwarded).Action)) {
+	switch clustercore.WatchRoute(srv.Router.Route(f.Name, 0, s.forwarded).Action) {
 	case clustercore.WatchHere:
 		return true
 	case clustercore.WatchRefuse:

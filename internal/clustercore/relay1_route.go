@@ -1,6 +1,8 @@
 package clustercore
 
 import (
+	"fmt"
+
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -12,22 +14,59 @@ import (
 // Design: "Relaying a version 1 connection" in
 // docs/design/2026-12-07-cluster-relay.md.
 
-// RelayRoute is a Router's answer for a name as the relaying node's
-// rules read it (package server's RouteAction).
-type RelayRoute uint8
+// RouteAction is a Router's answer for a lock name: who serves it now.
+// Package server's Router gives it; the rules here read it.
+type RouteAction int
 
+// Route actions.
 const (
-	// RelayRouteServe: this node owns the name and grants it.
-	RelayRouteServe RelayRoute = iota
-	// RelayRouteHold: the name must not be granted now (its owner is
-	// warming up, not ready, or a planned change moves it).
-	RelayRouteHold
-	// RelayRouteForward: another node owns the name: relay to it.
-	RelayRouteForward
-	// RelayRouteNotOwner: a relayed request for a name this node does
-	// not own, or any request on a node without quorum contact.
-	RelayRouteNotOwner
+	// RouteServe: this node owns the name and grants it.
+	RouteServe RouteAction = iota
+	// RouteHold: the name must not be granted now (its owner is warming
+	// up or not ready); answer WAITING and ask again shortly.
+	RouteHold
+	// RouteForward: relay the connection to Route.Addr, the owner's
+	// protocol address; if it cannot be reached, hold.
+	RouteForward
+	// RouteNotOwner: a relayed request for a name this node does not own,
+	// or any request on a node without quorum contact: answer ERROR 0x03
+	// (retryable), never relay again.
+	RouteNotOwner
+	// RouteMoving: a planned change is moving the name to another node:
+	// hold, like RouteHold (a version 2 claim is held QUEUED, then
+	// relayed to the new owner); a claim routed before the move began
+	// does not enter the table.
+	RouteMoving
 )
+
+// Route is a Router's decision for one lock name.
+type Route struct {
+	Action RouteAction
+	Addr   string // RouteForward: the owner's protocol address
+	// Gated (with RouteHold): this node owns the name but took it over
+	// without its state (its prior owner was removed, or this node
+	// restarted) and is warming up; Since is the ring version of that
+	// take-over (0 for a restart). A re-assertion is answered on it.
+	Gated bool
+	Since uint64
+}
+
+// String names a route action.
+func (a RouteAction) String() string {
+	switch a {
+	case RouteServe:
+		return "serve"
+	case RouteHold:
+		return "hold"
+	case RouteForward:
+		return "forward"
+	case RouteNotOwner:
+		return "not-owner"
+	case RouteMoving:
+		return "moving"
+	}
+	return fmt.Sprintf("RouteAction(%d)", int(a))
+}
 
 // V1RouteStep is what a version 1 ACQUIRE does on one answer of the
 // Router.
@@ -66,17 +105,17 @@ type V1Route struct {
 	asked     int // answers of the Router taken so far
 }
 
-// Step takes the Router's answer r. A request relayed here already is
+// Step takes the Router's answer r (RouteMoving holds, as RouteHold). A request relayed here already is
 // never relayed again, whatever the Router says, as for version 2: two
 // nodes that disagree about the owner would relay the client in a loop.
-func (v *V1Route) Step(r RelayRoute) V1RouteStep {
+func (v *V1Route) Step(r RouteAction) V1RouteStep {
 	v.asked++
 	switch {
-	case r == RelayRouteServe:
+	case r == RouteServe:
 		return V1StepServe
-	case r == RelayRouteNotOwner, r == RelayRouteForward && v.Forwarded:
+	case r == RouteNotOwner, r == RouteForward && v.Forwarded:
 		return V1StepRefuse
-	case r == RelayRouteForward:
+	case r == RouteForward:
 		return V1StepRelay
 	}
 	return V1StepHold

@@ -6,18 +6,20 @@ import "testing"
 // here: a relayed request is never relayed again.
 func TestV1RouteStep(t *testing.T) {
 	cases := []struct {
-		r         RelayRoute
+		r         RouteAction
 		forwarded bool
 		want      V1RouteStep
 	}{
-		{RelayRouteServe, false, V1StepServe},
-		{RelayRouteServe, true, V1StepServe},
-		{RelayRouteHold, false, V1StepHold},
-		{RelayRouteHold, true, V1StepHold},
-		{RelayRouteForward, false, V1StepRelay},
-		{RelayRouteForward, true, V1StepRefuse},
-		{RelayRouteNotOwner, false, V1StepRefuse},
-		{RelayRouteNotOwner, true, V1StepRefuse},
+		{RouteServe, false, V1StepServe},
+		{RouteServe, true, V1StepServe},
+		{RouteHold, false, V1StepHold},
+		{RouteHold, true, V1StepHold},
+		{RouteForward, false, V1StepRelay},
+		{RouteForward, true, V1StepRefuse},
+		{RouteNotOwner, false, V1StepRefuse},
+		{RouteNotOwner, true, V1StepRefuse},
+		{RouteMoving, false, V1StepHold},
+		{RouteMoving, true, V1StepHold},
 	}
 	for _, c := range cases {
 		v := V1Route{Forwarded: c.forwarded}
@@ -33,9 +35,9 @@ func TestV1RouteUnreachableWarns(t *testing.T) {
 	var v V1Route
 	var warned []int
 	for i := range 120 {
-		r := RelayRouteForward
+		r := RouteForward
 		if i%3 == 1 {
-			r = RelayRouteHold
+			r = RouteHold
 		}
 		if v.Step(r) == V1StepRelay && v.Unreachable() {
 			warned = append(warned, i)
@@ -83,6 +85,15 @@ func TestHopTrust(t *testing.T) {
 	for _, c := range cases {
 		if got := c.trust.Trusted(c.tls, c.id); got != c.want {
 			t.Errorf("%s: Trusted = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRouteActionString(t *testing.T) {
+	for a, want := range map[RouteAction]string{RouteServe: "serve", RouteHold: "hold", RouteForward: "forward",
+		RouteNotOwner: "not-owner", RouteMoving: "moving", RouteAction(9): "RouteAction(9)"} {
+		if got := a.String(); got != want {
+			t.Errorf("%d: %q, want %q", int(a), got, want)
 		}
 	}
 }

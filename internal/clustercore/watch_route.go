@@ -31,11 +31,11 @@ const (
 
 // WatchRoute is where a watch on a name is served on the Router's answer
 // r.
-func WatchRoute(r RelayRoute) WatchStep {
+func WatchRoute(r RouteAction) WatchStep {
 	switch r {
-	case RelayRouteServe:
+	case RouteServe:
 		return WatchHere
-	case RelayRouteForward:
+	case RouteForward:
 		return WatchRelay
 	}
 	return WatchRefuse
@@ -44,8 +44,8 @@ func WatchRoute(r RelayRoute) WatchStep {
 // ValuedServed reports whether a node serves a valued CLAIM on the
 // Router's answer r, itself or through the claim relay; else the claim
 // is refused 0x03: its name is warming up or moving (the client retries).
-func ValuedServed(r RelayRoute) bool {
-	return r == RelayRouteServe || r == RelayRouteForward
+func ValuedServed(r RouteAction) bool {
+	return r == RouteServe || r == RouteForward
 }
 
 // WatchLimit is the bound a new relayed watch would pass.

@@ -12,14 +12,15 @@ import (
 
 func TestWatchRoute(t *testing.T) {
 	cases := []struct {
-		r      RelayRoute
+		r      RouteAction
 		watch  WatchStep
 		valued bool
 	}{
-		{RelayRouteServe, WatchHere, true},
-		{RelayRouteForward, WatchRelay, true},
-		{RelayRouteHold, WatchRefuse, false},
-		{RelayRouteNotOwner, WatchRefuse, false},
+		{RouteServe, WatchHere, true},
+		{RouteForward, WatchRelay, true},
+		{RouteHold, WatchRefuse, false},
+		{RouteNotOwner, WatchRefuse, false},
+		{RouteMoving, WatchRefuse, false},
 	}
 	for _, c := range cases {
 		if got := WatchRoute(c.r); got != c.watch {
