@@ -6,6 +6,7 @@ import (
 
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/rangelock"
+	"github.com/batonlock/baton/internal/rangemirror"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -104,15 +105,7 @@ func (s *session) rangeHere(now time.Time, f protocol.Frame) []delivery {
 		rs.labels[sid] = s.v2.label
 		rs.leases[sid] = s.v2.lease
 	}
-	ns := rangelock.POSIX
-	if f.Flags&protocol.RangeFlock != 0 {
-		ns = rangelock.Flock
-	}
-	o := rangelock.Owner{Session: sid, ID: rangelock.OwnerID(f.Owner)}
-	r := rangelock.Range{Start: f.Start, End: f.End}
-	if ns == rangelock.Flock {
-		r = rangelock.Whole
-	}
+	ns, o, r := rangemirror.Target(f, sid)
 	rep, res, err := s.rangeApply(now, f, ns, o, r)
 	if err != nil {
 		rep.st = rangelock.ErrStatus(err)
