@@ -6,6 +6,7 @@ import (
 
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/rangelock"
+	"github.com/batonlock/baton/internal/rangemirror"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -104,28 +105,12 @@ func (s *session) rangeHere(now time.Time, f protocol.Frame) []delivery {
 		rs.labels[sid] = s.v2.label
 		rs.leases[sid] = s.v2.lease
 	}
-	ns := rangelock.POSIX
-	if f.Flags&protocol.RangeFlock != 0 {
-		ns = rangelock.Flock
-	}
-	o := rangelock.Owner{Session: sid, ID: rangelock.OwnerID(f.Owner)}
-	r := rangelock.Range{Start: f.Start, End: f.End}
-	if ns == rangelock.Flock {
-		r = rangelock.Whole
-	}
+	ns, o, r := rangemirror.Target(f, sid)
 	rep, res, err := s.rangeApply(now, f, ns, o, r)
-	switch {
-	case err == nil:
-	case errors.Is(err, rangelock.ErrDeadlock):
-		rep.st = protocol.RangeDeadlock
-	case errors.Is(err, rangelock.ErrTagExists):
-		rep.st = protocol.RangeReqInUse
-	case errors.Is(err, rangelock.ErrSessionWaiting), errors.Is(err, rangelock.ErrOwnerWaiting), errors.Is(err, rangelock.ErrOwners):
-		rep.st = protocol.RangeLimit
-	default:
-		rep.st = protocol.RangeInvalid
+	if err != nil {
+		rep.st = rangelock.ErrStatus(err)
 	}
-	if reason := rangeRefusal(err); reason != "" {
+	if reason := rangelock.Refusal(err); reason != "" {
 		srv.notify(Event{Kind: EventRangeRefused, Time: now, Lock: f.Name, Peer: s.peer, Action: reason,
 			Protocol: protocol.Version2, Session: locktable.SessionID(s.id), Label: s.v2.label})
 	}
@@ -179,21 +164,20 @@ func (s *session) rangeSet(now time.Time, f protocol.Frame, ns rangelock.Namespa
 	var a rangelock.Answer
 	a, res, err = rs.table.Set(now, rangelock.Request{Key: f.Name, NS: ns, Owner: o,
 		Type: rangelock.Type(f.LockType), Range: r, Wait: f.Flags&protocol.RangeWait != 0, Tag: uint64(f.Claim)})
+	if err != nil {
+		return rep, res, err
+	}
+	rep.st, rep.answer = a.Status(f.Flags&protocol.RangeWait != 0)
 	switch a.State {
 	case rangelock.Granted:
-		rep.st, rep.token = protocol.RangeGranted, a.Token
+		rep.token = a.Token
 		// Reported in table order: a flock conversion's release of
 		// the old lock first, the promotions the set allowed after.
 		srv.rangeEventsLocked(now, rangelock.Result{Released: res.Released}, "", nil)
 		res.Released = nil
 		srv.notifyRangeGrant(now, f.Name, ns, o, rangelock.Type(f.LockType), r, a.Token, 0)
-	case rangelock.Waiting:
-		rep.st = protocol.RangeQueued
-		// A set without wait queued before the token gate: answered
-		// granted when the gate opens (rangePushes).
-		rep.answer = f.Flags&protocol.RangeWait != 0
 	case rangelock.Conflict:
-		rep.st, rep.conflict = protocol.RangeConflict, rs.lockFrame(a.Conflict)
+		rep.conflict = rs.lockFrame(a.Conflict)
 	}
 	return rep, res, err
 }
@@ -217,23 +201,8 @@ func (s *session) rangeDenied(now time.Time, f protocol.Frame) bool {
 
 // RangeRefusals are the reasons of EventRangeRefused: a range set
 // refused by a cap (answered 0x0e), or as a deadlock because the
-// deadlock search reached its bound (0x08).
-var RangeRefusals = []string{"waiting_per_session", "waiting_per_owner", "owners_per_session", "search_bound"}
-
-// rangeRefusal names the cap or bound behind err, or "".
-func rangeRefusal(err error) string {
-	switch {
-	case errors.Is(err, rangelock.ErrSessionWaiting):
-		return RangeRefusals[0]
-	case errors.Is(err, rangelock.ErrOwnerWaiting):
-		return RangeRefusals[1]
-	case errors.Is(err, rangelock.ErrOwners):
-		return RangeRefusals[2]
-	case errors.Is(err, rangelock.ErrSearchBound):
-		return RangeRefusals[3]
-	}
-	return ""
-}
+// deadlock search reached its bound (0x08) (rangelock.Refusals).
+var RangeRefusals = rangelock.Refusals
 
 // rangeUnavailable answers RANGE frame f, which a cluster node neither
 // serves nor relays now (relayranges.go), RangeUnavailable: nothing
@@ -282,11 +251,7 @@ func (srv *Server) rangePushesFor(res rangelock.Result, self *session, reason st
 		push(c.Owner.Session, c.Tag, protocol.RangeCancelled, 0)
 	}
 	for _, g := range res.Grants {
-		st := protocol.RangePromoted
-		if g.NoWait {
-			st = protocol.RangeGranted
-		}
-		push(g.Owner.Session, g.Tag, st, g.Token)
+		push(g.Owner.Session, g.Tag, g.Status(), g.Token)
 	}
 	return ds
 }

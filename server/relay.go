@@ -29,42 +29,21 @@ import (
 // Design: "Relaying a version 1 connection" and #serverrelaygo in
 // docs/design/2026-12-07-cluster-relay.md.
 
-// RouteAction is a Router's answer.
-type RouteAction int
-
-// Route actions.
-const (
-	// RouteServe: this node owns the name and grants it.
-	RouteServe RouteAction = iota
-	// RouteHold: the name must not be granted now (its owner is warming
-	// up or not ready); answer WAITING and ask again shortly.
-	RouteHold
-	// RouteForward: relay the connection to Route.Addr, the owner's
-	// protocol address; if it cannot be reached, hold.
-	RouteForward
-	// RouteNotOwner: a relayed request for a name this node does not own,
-	// or any request on a node without quorum contact: answer ERROR 0x03
-	// (retryable), never relay again.
-	RouteNotOwner
-	// RouteMoving: a planned change is moving the name to another node
-	// (handoff.go): hold, like RouteHold (a version 2 claim is held
-	// QUEUED, then relayed to the new owner); a claim routed before the
-	// move began does not enter the table.
-	RouteMoving
+// RouteAction and Route, a Router's answer, are clustercore's: the
+// cluster's rules read them there (relay1_route.go).
+type (
+	RouteAction = clustercore.RouteAction
+	Route       = clustercore.Route
 )
 
-// Route is a Router's decision for one lock name.
-type Route struct {
-	Action RouteAction
-	Addr   string // RouteForward: the owner's protocol address
-	// Gated (with RouteHold): this node owns the name but took it over
-	// without its state (its prior owner was removed, or this node
-	// restarted) and is warming up; Since is the ring version of that
-	// take-over (0 for a restart). A re-assertion is answered on it
-	// (resume.go).
-	Gated bool
-	Since uint64
-}
+// Route actions (clustercore.RouteAction).
+const (
+	RouteServe    = clustercore.RouteServe
+	RouteHold     = clustercore.RouteHold
+	RouteForward  = clustercore.RouteForward
+	RouteNotOwner = clustercore.RouteNotOwner
+	RouteMoving   = clustercore.RouteMoving
+)
 
 // Router decides, for a cluster node, who serves a lock name. lease is
 // the client's lease (a node records the largest granted before it
@@ -119,16 +98,15 @@ func hopVia(h protocol.Hop) string {
 // member's host passes it.
 func (s *session) acceptHop(o *opening) error {
 	srv := s.srv
-	trusted := false
-	if _, ok := s.conn.(*tls.Conn); ok {
-		s.wmu.Lock()
-		id := s.peer.Identity
-		s.wmu.Unlock()
-		trusted = id != "" && srv.TrustHopIdentity != nil && srv.TrustHopIdentity(id)
-	} else {
-		trusted = srv.TrustHop != nil && srv.TrustHop(s.conn.RemoteAddr())
+	_, isTLS := s.conn.(*tls.Conn)
+	s.wmu.Lock()
+	id := s.peer.Identity
+	s.wmu.Unlock()
+	trust := clustercore.HopTrust{Routed: srv.Router != nil, ByIdentity: srv.TrustHopIdentity}
+	if srv.TrustHop != nil {
+		trust.ByAddr = func() bool { return srv.TrustHop(s.conn.RemoteAddr()) }
 	}
-	if srv.Router == nil || !trusted {
+	if !trust.Trusted(isTLS, id) {
 		srv.Logger.Info("hop header from a peer that may not relay", "remote_addr", s.peer.Addr, "identity", s.peer.Identity)
 		return errUntrustedHop
 	}
@@ -149,42 +127,35 @@ func (s *session) acceptHop(o *opening) error {
 }
 
 // route asks the Router what to do with req until it says serve, relays
-// or refuses. It returns serve=true when the claim is to enter this
-// node's table (always on a server without a Router); otherwise the
-// session is over with reason and code.
+// or refuses (clustercore.V1Route). It returns serve=true when the claim
+// is to enter this node's table (always on a server without a Router);
+// otherwise the session is over with reason and code.
 func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reason, code protocol.Code) {
 	srv := s.srv
 	if srv.Router == nil {
 		return true, 0, 0
 	}
 	hold := clustercore.V1Hold{Lease: req.Lease(), Retry: holdRetry}
-	for attempt := 0; ; attempt++ {
+	way := clustercore.V1Route{Forwarded: s.forwarded}
+	for {
 		if srv.inShutdown.Load() {
-			return false, locktable.ReasonShutdown, protocol.CodeShuttingDown
+			return false, clustercore.V1ShutDown.Reason, clustercore.V1ShutDown.Code
 		}
 		r := srv.Router.Route(req.Name, req.Lease(), s.forwarded)
-		if r.Action == RouteForward && s.forwarded {
-			// Relayed here already: never relayed again, whatever the
-			// Router says, as for version 2; two nodes that disagree
-			// about the owner would relay the client in a loop.
-			r.Action = RouteNotOwner
-		}
-		switch r.Action {
-		case RouteServe:
+		switch way.Step(r.Action) {
+		case clustercore.V1StepServe:
 			return true, 0, 0
-		case RouteNotOwner:
-			// A relayed request for a name owned elsewhere, or any request
-			// on a node without quorum contact (the Router says the same).
+		case clustercore.V1StepRefuse:
 			srv.Logger.Info("ACQUIRE refused with ERROR 0x03: relayed for a lock this node does not own, or no quorum contact",
 				"lock", req.Name, "remote_addr", s.peer.Addr, "relayed", s.forwarded)
-			return false, locktable.ReasonProtocolError, protocol.CodeNotOwner
-		case RouteForward:
+			return false, clustercore.V1Refused.Reason, clustercore.V1Refused.Code
+		case clustercore.V1StepRelay:
 			up, err := srv.hopConn(r.Addr)
 			if err == nil {
 				reason, code := s.relay(up, r.Addr, req)
 				return false, reason, code
 			}
-			if attempt == 0 || attempt%50 == 0 {
+			if way.Unreachable() {
 				srv.Logger.Warn("cannot reach the owner of a lock; holding the claim", "lock", req.Name, "owner_addr", r.Addr, "err", err)
 			}
 		}
@@ -307,7 +278,7 @@ func (s *session) relay(up net.Conn, addr string, req protocol.Acquire) (locktab
 	defer srv.relayed.Add(-1)
 	if err := r.open(peer, req); err != nil {
 		srv.Logger.Warn("cannot write to the owner of a lock", "lock", req.Name, "err", err)
-		return locktable.ReasonShutdown, protocol.CodeShuttingDown
+		return clustercore.V1ShutDown.Reason, clustercore.V1ShutDown.Code
 	}
 	srv.Logger.Debug("relaying to the owner", "lock", req.Name, "remote_addr", peer.Addr, "owner_addr", up.RemoteAddr().String())
 	r.finish(addr, r.copyToOwner())
@@ -552,19 +523,4 @@ func wroteToHungUp(err error) bool {
 // relaying to other nodes now, and how many it has relayed in all.
 func (srv *Server) relayedConns() (now, total int64) {
 	return srv.relayed.Load(), srv.relayedTotal.Load()
-}
-
-// String names a route action.
-func (a RouteAction) String() string {
-	switch a {
-	case RouteServe:
-		return "serve"
-	case RouteHold:
-		return "hold"
-	case RouteForward:
-		return "forward"
-	case RouteNotOwner:
-		return "not-owner"
-	}
-	return fmt.Sprintf("RouteAction(%d)", int(a))
 }

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"cmp"
-	"maps"
 	"slices"
 	"time"
 
@@ -65,7 +63,8 @@ func (s *session) relayRange(now time.Time, f protocol.Frame, addr string) {
 		if u.rangeOwners == nil {
 			u.rangeOwners = map[rangeOwner]bool{}
 		}
-		u.rangeOwners[rangeOwner{key: f.Name, flock: f.Flags&protocol.RangeFlock != 0, owner: f.Owner}] = true
+		o := clustercore.RangeOwnerOf(f)
+		u.rangeOwners[rangeOwner{key: o.Key, flock: o.Flock, owner: o.Owner}] = true
 	}
 	slot := &outEntry{Pending: true, At: at, Up: u}
 	rel.add(v, slot)
@@ -127,28 +126,25 @@ func (s *session) rangeMoving(now time.Time, f protocol.Frame) bool {
 		v.omu.Unlock()
 		return false
 	}
-	if rm.Unavailable(f) {
-		v.omu.Unlock()
-		s.rangeUnavailable(f)
-		return true
-	}
-	left := rm.Drop(f)
 	up := rm.up
-	done := up == nil && left == 0
-	if done {
-		delete(rel.rangeMoves, f.Name) // nothing left to re-assert
+	step, forget := rm.Request(f, up != nil)
+	if forget {
+		delete(rel.rangeMoves, f.Name)
 	}
 	v.omu.Unlock()
-	if done {
-		s.srv.Logger.Info("range locks re-asserted no more: the client let them go", "session", s.id, "key", f.Name)
-	}
-	if up != nil {
+	switch step {
+	case clustercore.RangeMoveUnavailable:
+		s.rangeUnavailable(f)
+	case clustercore.RangeMoveRelay:
 		s.relayRange(now, f, up.addr)
-		return true
+	default:
+		if forget {
+			s.srv.Logger.Info("range locks re-asserted no more: the client let them go", "session", s.id, "key", f.Name)
+		}
+		s.v2.appendOut(s, func(b []byte) []byte {
+			return protocol.AppendRangeAnswer(b, f.Claim, protocol.RangeDone, 0, protocol.Frame{})
+		})
 	}
-	s.v2.appendOut(s, func(b []byte) []byte {
-		return protocol.AppendRangeAnswer(b, f.Claim, protocol.RangeDone, 0, protocol.Frame{})
-	})
 	return true
 }
 
@@ -211,13 +207,9 @@ func (u *upstream) rangeAnswered(rel *relayState, r upReq, fr upFrame) {
 func (u *upstream) rangesFailed(rel *relayState, reassert bool, now time.Time) (end bool) {
 	v := u.s.v2
 	live := !rel.closed && !u.s.closing.Load() && !v.ending
-	for _, req := range slices.Sorted(maps.Keys(rel.rangeWaits)) {
-		if rel.rangeWaits[req] != u {
-			continue
-		}
-		delete(rel.rangeWaits, req)
+	for _, req := range clustercore.RangeWaitsOn(rel.rangeWaits, u) {
 		if live {
-			rel.add(v, &outEntry{B: protocol.AppendRangeAnswer(nil, req, protocol.RangeUnavailable, 0, protocol.Frame{})})
+			rel.add(v, &outEntry{B: clustercore.RangeUnavailable(req)})
 		}
 	}
 	var keys []string
@@ -250,27 +242,15 @@ type rangeOwner struct {
 	owner uint64
 }
 
-// appendRangeReleases appends, for each lock owner of a set relayed on
-// u, a RANGE release of its locks and waiting requests on the key: what
-// a client that hangs up would have done itself, so that the owner ends
-// them at once rather than a lease later (the claims' RELEASE, in
-// releaseUpstreams). Their answers are not read. Called with omu held.
+// appendRangeReleases appends the RANGE releases of the lock owners of
+// the sets relayed on u (clustercore.AppendRangeReleases), so that the
+// owner ends them at once rather than a lease later (the claims'
+// RELEASE, in releaseUpstreams). Their answers are not read. Called with
+// omu held.
 func (u *upstream) appendRangeReleases(b []byte) []byte {
-	for _, o := range slices.SortedFunc(maps.Keys(u.rangeOwners), func(a, b rangeOwner) int {
-		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(b2i(a.flock), b2i(b.flock)), cmp.Compare(a.owner, b.owner))
-	}) {
-		var flags uint8
-		if o.flock {
-			flags = protocol.RangeFlock
-		}
-		b = protocol.AppendRange(b, protocol.Frame{Op: protocol.RangeRelease, Flags: flags, Owner: o.owner, Name: o.key})
+	owners := make([]clustercore.RangeOwner, 0, len(u.rangeOwners))
+	for o := range u.rangeOwners {
+		owners = append(owners, clustercore.RangeOwner{Key: o.key, Flock: o.flock, Owner: o.owner})
 	}
-	return b
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return clustercore.AppendRangeReleases(b, owners)
 }

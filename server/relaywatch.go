@@ -192,11 +192,16 @@ func (rw *relayWatch) send(out clustercore.WatchOut) {
 // failLocked ends the watch for good with code (clustercore.Watch.Fail).
 // Called with srv.mu held.
 func (rw *relayWatch) failLocked(code protocol.Code) {
-	v := rw.s.v2
-	if v.watches[rw.ID] == rw {
+	rw.finishLocked(rw.Fail(code))
+}
+
+// finishLocked is finish for a step that may have ended the watch for
+// good (ended): the session forgets it. Called with srv.mu held.
+func (rw *relayWatch) finishLocked(out clustercore.WatchOut, ended bool) {
+	if v := rw.s.v2; ended && v.watches[rw.ID] == rw {
 		delete(v.watches, rw.ID)
 	}
-	rw.finish(rw.Fail(code))
+	rw.finish(out, ended)
 }
 
 // errWatchEnded: the watch ended while an attempt ran.
@@ -216,23 +221,18 @@ func (rw *relayWatch) follow() {
 			return
 		}
 		rt := srv.Router.Route(rw.Name, 0, false)
-		if rt.Action == RouteServe {
+		step := clustercore.WatchRoute(rt.Action)
+		if step == clustercore.WatchHere {
 			rw.watchHereLocked()
 			srv.mu.Unlock()
 			return
 		}
 		srv.mu.Unlock()
 		served := false
-		if rt.Action == RouteForward {
+		if step == clustercore.WatchRelay {
 			out := rw.attempt(rt.Addr)
 			srv.mu.Lock()
-			switch {
-			case rw.Ended:
-			case !out.Again:
-				rw.failLocked(out.Code)
-			default:
-				rw.send(rw.Reset())
-			}
+			rw.finishLocked(rw.Attempted(out))
 			srv.mu.Unlock()
 			if out.Err != nil && !errors.Is(out.Err, errWatchEnded) {
 				srv.Logger.Debug("watching again at the name's owner", "lock", rw.Name, "owner_addr", rt.Addr, "err", out.Err)
@@ -266,7 +266,7 @@ func (rw *relayWatch) watchHereLocked() {
 // attempt watches the name at the owner at addr, passing its CHANGEs on,
 // until the upstream ends; the outcome says whether to watch again.
 func (rw *relayWatch) attempt(addr string) (out clustercore.WatchAttempt) {
-	srv, s := rw.s.srv, rw.s
+	srv := rw.s.srv
 	conn, err := srv.dialOwner(addr)
 	if err != nil {
 		return clustercore.WatchAttempt{Again: true, Err: fmt.Errorf("dialling the owner: %w", err)}
@@ -287,30 +287,32 @@ func (rw *relayWatch) attempt(addr string) (out clustercore.WatchAttempt) {
 		srv.mu.Unlock()
 		conn.Close()
 	}()
-	v := s.v2
-	// The hop header names this node and the client session, without a
-	// resume hash: the owner keeps nothing of this session when it ends.
-	b := protocol.AppendHopV2(nil, s.peer.Addr, s.peer.Identity, srv.NodeID, uint64(s.id))
-	b = protocol.AppendPreamble(b)
-	b = protocol.AppendFrame(b, protocol.Frame{Type: protocol.TypeHello, LeaseMS: protocol.LeaseMS(v.lease), Flags: protocol.HelloValues, Label: v.label})
-	b = protocol.AppendWatch(b, rw.ID, rw.Name)
+	up := rw.upstream()
 	conn.SetWriteDeadline(time.Now().Add(srv.IOTimeout))
-	if _, err := conn.Write(b); err != nil {
+	if _, err := conn.Write(up.Opening(rw.ID, rw.Name)); err != nil {
 		return clustercore.WatchAttempt{Again: true, Err: fmt.Errorf("writing to the owner: %w", err)}
 	}
 	done := make(chan struct{})
 	defer close(done)
 	srv.sessionsWG.Add(1)
-	go rw.ping(conn, done)
+	go rw.ping(conn, up.PingEvery(), done)
 	return rw.read(conn)
 }
 
-// ping keeps the upstream session alive: a PING every third of the
-// client's lease, until done.
-func (rw *relayWatch) ping(conn net.Conn, done chan struct{}) {
+// upstream is the client's session that the watch's upstream speaks
+// for.
+func (rw *relayWatch) upstream() clustercore.WatchUpstream {
+	s := rw.s
+	return clustercore.WatchUpstream{Addr: s.peer.Addr, Identity: s.peer.Identity, Node: s.srv.NodeID,
+		Session: uint64(s.id), Lease: s.v2.lease, Label: s.v2.label}
+}
+
+// ping keeps the upstream session alive: a PING every period, until
+// done.
+func (rw *relayWatch) ping(conn net.Conn, every time.Duration, done chan struct{}) {
 	srv := rw.s.srv
 	defer srv.sessionsWG.Done()
-	t := time.NewTicker(rw.s.v2.lease / 3)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	var seq uint64
 	for {
@@ -329,55 +331,39 @@ func (rw *relayWatch) ping(conn net.Conn, done chan struct{}) {
 }
 
 // read reads the owner's frames on conn and passes the watch's CHANGEs
-// on until the upstream ends. The owner answers every PING: a lease
-// without a frame from it is an owner lost.
+// on until the upstream ends (clustercore.WatchReader). The owner
+// answers every PING: a lease without a frame from it is an owner lost.
 func (rw *relayWatch) read(conn net.Conn) clustercore.WatchAttempt {
 	lease := rw.s.v2.lease
 	buf := make([]byte, 0, v2ValuesReadBuf)
-	opened, served := false, false
+	var rd clustercore.WatchReader
 	for {
 		conn.SetReadDeadline(time.Now().Add(lease))
 		n, err := conn.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		off := 0
 		for {
-			var f protocol.Frame
-			var m int
-			var perr error
-			if opened {
-				f, m, perr = protocol.ParseServerFrameV2Max(buf[off:], protocol.MaxValuesFrameLen)
-			} else {
-				f, m, perr = protocol.ParseHelloAnswer(buf[off:])
-			}
+			f, m, perr := rd.Parse(buf[off:])
 			if perr != nil {
-				return clustercore.WatchAttempt{Again: true, Served: served, Err: fmt.Errorf("reading from the owner: %w", perr)}
+				return rd.Malformed(perr)
 			}
 			if m == 0 {
 				break
 			}
 			off += m
-			opened = true
-			out, done := rw.handle(f)
-			if f.Type == protocol.TypeChange && f.ChangeOf().Kind == protocol.ChangeSynced {
-				served = true
-			}
-			if done {
-				out.Served = served
-				return out
+			if out, done := rw.handle(f); done {
+				return rd.Ended(out)
 			}
 		}
 		buf = buf[:copy(buf, buf[off:])]
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				err = fmt.Errorf("the owner was silent for the lease: %w", err)
-			}
-			return clustercore.WatchAttempt{Again: true, Served: served, Err: err}
+			return rd.Broke(err, errors.Is(err, os.ErrDeadlineExceeded))
 		}
 	}
 }
 
-// handle takes one frame of the owner (clustercore.WatchOwnerFrame);
-// done reports the upstream's end.
+// handle takes one frame of the owner (clustercore.WatchOwnerFrame,
+// Watch.Changed); done reports the upstream's end.
 func (rw *relayWatch) handle(f protocol.Frame) (out clustercore.WatchAttempt, done bool) {
 	srv := rw.s.srv
 	pass, done, out := clustercore.WatchOwnerFrame(rw.ID, f)
@@ -386,17 +372,16 @@ func (rw *relayWatch) handle(f protocol.Frame) (out clustercore.WatchAttempt, do
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	if rw.Ended {
-		return clustercore.WatchAttempt{Err: errWatchEnded}, true
-	}
-	if rw.overBacklogLocked() {
+	sent, stop, slow := rw.Changed(f.ChangeOf(), rw.overBacklogLocked())
+	if slow {
 		s := rw.s
 		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitWatchBacklog, Peer: s.peer, Lock: rw.Name,
 			Session: s.id, Claim: locktable.ClaimID(rw.ID), Code: protocol.CodeSlowWatcher})
-		rw.failLocked(protocol.CodeSlowWatcher)
+	}
+	rw.finishLocked(sent, slow)
+	if stop {
 		return clustercore.WatchAttempt{Err: errWatchEnded}, true
 	}
-	rw.send(rw.Pass(f.ChangeOf()))
 	return out, false
 }
 

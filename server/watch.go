@@ -184,47 +184,43 @@ func (s *session) servedHere(f protocol.Frame) bool {
 	if r == nil {
 		return true
 	}
-	switch rt := r.Route(f.Name, 0, s.forwarded); rt.Action {
-	case RouteServe, RouteForward:
+	if clustercore.ValuedServed(r.Route(f.Name, 0, s.forwarded).Action) {
 		return true
-	default:
-		s.refuse(f, protocol.CodeNotOwner)
 	}
+	s.refuse(f, protocol.CodeNotOwner)
 	return false
 }
 
 // watchedHere reports whether this node serves WATCH f from its own
-// table. A name another node owns is watched through it (relaywatch.go);
-// one warming up or moving is refused 0x03, and the client retries: a
-// watch must not start from a state that is not the name's yet.
+// table. A name another node owns is watched through it (relaywatch.go)
+// unless a bound refuses it 0x07 (clustercore.WatchBounds); one warming
+// up or moving is refused 0x03 (clustercore.WatchRoute).
 func (s *session) watchedHere(f protocol.Frame) bool {
-	r := s.srv.Router
-	if r == nil {
+	srv := s.srv
+	if srv.Router == nil {
 		return true
 	}
-	switch rt := r.Route(f.Name, 0, s.forwarded); rt.Action {
-	case RouteServe:
+	switch clustercore.WatchRoute(srv.Router.Route(f.Name, 0, s.forwarded).Action) {
+	case clustercore.WatchHere:
 		return true
-	case RouteForward:
-		srv := s.srv
-		// A relayed watch counts against the session's claims, as one
-		// in the table does (its local watches are in v.watches too).
-		limit := ""
-		switch {
-		case srv.MaxSessionClaims > 0 && srv.table.ClaimCount(s.id)+len(s.v2.watches) >= srv.MaxSessionClaims:
-			limit = LimitSessionClaims
-		case !clustercore.WatchRelayRoom(srv.MaxRelayedWatches, srv.relayedWatches.Load()):
-			limit = LimitRelayedWatches
-		}
-		if limit != "" {
-			srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: limit, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: locktable.ClaimID(f.Claim), Code: protocol.CodeLimitReached})
-			s.refuse(f, protocol.CodeLimitReached)
-			return false
-		}
-		s.relayWatchTo(f)
-	default:
+	case clustercore.WatchRefuse:
 		s.refuse(f, protocol.CodeNotOwner)
+		return false
 	}
+	b := clustercore.WatchBounds{MaxClaims: srv.MaxSessionClaims, MaxRelayed: srv.MaxRelayedWatches, Relayed: srv.relayedWatches.Load()}
+	if b.MaxClaims > 0 {
+		b.Claims = srv.table.ClaimCount(s.id) + len(s.v2.watches) // its local watches are in v.watches too
+	}
+	if limit := b.Relay(); limit != clustercore.WatchNoLimit {
+		action := LimitSessionClaims
+		if limit == clustercore.WatchLimitRelayed {
+			action = LimitRelayedWatches
+		}
+		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: action, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: locktable.ClaimID(f.Claim), Code: protocol.CodeLimitReached})
+		s.refuse(f, protocol.CodeLimitReached)
+		return false
+	}
+	s.relayWatchTo(f)
 	return false
 }
 
