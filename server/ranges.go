@@ -126,8 +126,8 @@ func (s *session) rangeHere(now time.Time, f protocol.Frame) []delivery {
 		rep.st = protocol.RangeInvalid
 	}
 	if reason := rangeRefusal(err); reason != "" {
-		srv.notify(Event{Kind: EventRangeRefused, Time: now, Lock: f.Name, Peer: s.peer, Action: reason,
-			Protocol: protocol.Version2, Session: locktable.SessionID(s.id), Label: s.v2.label})
+		srv.notify(Event{Kind: EventRangeRefused, Time: now, Lock: f.Name, Peer: Peer(s.peer), Action: reason,
+			Protocol: protocol.Version2, Session: SessionID(s.id), Label: s.v2.label})
 	}
 	if rep.answer {
 		s.v2.appendOut(s, func(b []byte) []byte {
@@ -207,8 +207,8 @@ func (s *session) rangeDenied(now time.Time, f protocol.Frame) bool {
 	if a == nil || f.Op == protocol.RangeCancel || a.Allow(s.peer.Identity, f.Name) {
 		return false
 	}
-	s.srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: s.peer, Protocol: protocol.Version2,
-		Session: locktable.SessionID(s.id), Label: s.v2.label})
+	s.srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: Peer(s.peer), Protocol: protocol.Version2,
+		Session: SessionID(s.id), Label: s.v2.label})
 	s.v2.appendOut(s, func(b []byte) []byte {
 		return protocol.AppendRangeAnswer(b, f.Claim, protocol.RangeDenied, 0, protocol.Frame{})
 	})

@@ -87,8 +87,8 @@ func (srv *Server) followLocal(s *session, id uint32, code protocol.Code) bool {
 		return false
 	}
 	if !clustercore.WatchRelayRoom(srv.MaxRelayedWatches, srv.relayedWatches.Load()) {
-		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitRelayedWatches, Peer: s.peer, Lock: rw.Name,
-			Session: s.id, Claim: locktable.ClaimID(id), Code: protocol.CodeLimitReached})
+		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitRelayedWatches, Peer: Peer(s.peer), Lock: rw.Name,
+			Session: SessionID(s.id), Claim: ClaimID(id), Code: protocol.CodeLimitReached})
 		rw.failLocked(protocol.CodeLimitReached)
 		return true
 	}
@@ -391,8 +391,8 @@ func (rw *relayWatch) handle(f protocol.Frame) (out clustercore.WatchAttempt, do
 	}
 	if rw.overBacklogLocked() {
 		s := rw.s
-		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitWatchBacklog, Peer: s.peer, Lock: rw.Name,
-			Session: s.id, Claim: locktable.ClaimID(rw.ID), Code: protocol.CodeSlowWatcher})
+		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitWatchBacklog, Peer: Peer(s.peer), Lock: rw.Name,
+			Session: SessionID(s.id), Claim: ClaimID(rw.ID), Code: protocol.CodeSlowWatcher})
 		rw.failLocked(protocol.CodeSlowWatcher)
 		return clustercore.WatchAttempt{Err: errWatchEnded}, true
 	}

@@ -24,12 +24,17 @@ func (srv *Server) LockNames() []string {
 func (srv *Server) Locks(names []string, waiters int) []LockInfo {
 	srv.init()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	out := make([]locktable.LockInfo, 0, len(names))
+	found := make([]locktable.LockInfo, 0, len(names))
 	for _, n := range names {
 		if l, ok := srv.table.LockPage(n, 0, waiters); ok {
-			out = append(out, l)
+			found = append(found, l)
 		}
+	}
+	srv.mu.Unlock()
+	// Converted outside the mutex: the walk above is all it holds.
+	out := make([]LockInfo, len(found))
+	for i, l := range found {
+		out[i] = lockInfoOf(l)
 	}
 	return out
 }
@@ -40,8 +45,12 @@ func (srv *Server) Locks(names []string, waiters int) []LockInfo {
 func (srv *Server) LockPage(name string, offset, limit int) (LockInfo, bool) {
 	srv.init()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.table.LockPage(name, offset, limit)
+	l, ok := srv.table.LockPage(name, offset, limit)
+	srv.mu.Unlock()
+	if !ok {
+		return LockInfo{}, false
+	}
+	return lockInfoOf(l), true
 }
 
 // SessionInfos describes every session of the lock table with its
@@ -49,8 +58,13 @@ func (srv *Server) LockPage(name string, offset, limit int) (LockInfo, bool) {
 func (srv *Server) SessionInfos() []SessionInfo {
 	srv.init()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.table.SessionInfos()
+	infos := srv.table.SessionInfos()
+	srv.mu.Unlock()
+	out := make([]SessionInfo, len(infos))
+	for i, s := range infos {
+		out[i] = sessionInfoOf(s)
+	}
+	return out
 }
 
 // OldestQueued returns when the longest-waiting claim arrived; false when
