@@ -17,13 +17,16 @@ func (srv *Server) Snapshot(match func(name string) bool) []LockInfo {
 	srv.mu.Lock()
 	all := srv.table.Snapshot(nil)
 	srv.mu.Unlock()
-	out := make([]LockInfo, 0, len(all))
-	for _, l := range all {
-		if match == nil || match(l.Name) {
-			out = append(out, lockInfoOf(l))
+	if match != nil {
+		kept := all[:0]
+		for _, l := range all {
+			if match(l.Name) {
+				kept = append(kept, l)
+			}
 		}
+		all = kept
 	}
-	return out
+	return lockInfosOf(all)
 }
 
 // Lock describes one lock, or reports false when nobody holds it.

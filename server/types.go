@@ -206,20 +206,35 @@ func adminErr(err error) error {
 // RangeSessionCount have the same fields as the table's and convert
 // directly.
 
-func lockInfoOf(l locktable.LockInfo) LockInfo {
-	out := LockInfo{Name: l.Name, Limit: l.Limit, Holder: holderOf(l.Holder), WaiterCount: l.WaiterCount, Watchers: l.Watchers}
-	if l.Holders != nil {
-		out.Holders = make([]HolderInfo, len(l.Holders))
-		for i, h := range l.Holders {
-			out.Holders[i] = holderOf(h)
-		}
+func lockInfoOf(l locktable.LockInfo) LockInfo { return lockInfosOf([]locktable.LockInfo{l})[0] }
+
+// lockInfosOf converts ls with three allocations in all: a dashboard
+// copies thousands of locks.
+func lockInfosOf(ls []locktable.LockInfo) []LockInfo {
+	nh, nw := 0, 0
+	for _, l := range ls {
+		nh, nw = nh+len(l.Holders), nw+len(l.Waiters)
 	}
-	if l.Waiters != nil {
-		out.Waiters = make([]WaiterInfo, len(l.Waiters))
-		for i, w := range l.Waiters {
-			out.Waiters[i] = WaiterInfo{Session: SessionID(w.Session), Claim: ClaimID(w.Claim), Mode: Mode(w.Mode), Label: w.Label,
-				Peer: Peer(w.Peer), QueuedAt: w.QueuedAt, Lease: w.Lease, LastSeen: w.LastSeen, V1: w.V1}
+	out := make([]LockInfo, 0, len(ls))
+	hs, ws := make([]HolderInfo, nh), make([]WaiterInfo, nw)
+	for _, l := range ls {
+		li := LockInfo{Name: l.Name, Limit: l.Limit, Holder: holderOf(l.Holder), WaiterCount: l.WaiterCount, Watchers: l.Watchers}
+		if l.Holders != nil {
+			// Each lock's part of hs and ws is capped: an append to one
+			// never writes into the next.
+			li.Holders, hs = hs[:len(l.Holders):len(l.Holders)], hs[len(l.Holders):]
+			for i, h := range l.Holders {
+				li.Holders[i] = holderOf(h)
+			}
 		}
+		if l.Waiters != nil {
+			li.Waiters, ws = ws[:len(l.Waiters):len(l.Waiters)], ws[len(l.Waiters):]
+			for i, w := range l.Waiters {
+				li.Waiters[i] = WaiterInfo{Session: SessionID(w.Session), Claim: ClaimID(w.Claim), Mode: Mode(w.Mode), Label: w.Label,
+					Peer: Peer(w.Peer), QueuedAt: w.QueuedAt, Lease: w.Lease, LastSeen: w.LastSeen, V1: w.V1}
+			}
+		}
+		out = append(out, li)
 	}
 	return out
 }

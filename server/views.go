@@ -32,11 +32,7 @@ func (srv *Server) Locks(names []string, waiters int) []LockInfo {
 	}
 	srv.mu.Unlock()
 	// Converted outside the mutex: the walk above is all it holds.
-	out := make([]LockInfo, len(found))
-	for i, l := range found {
-		out[i] = lockInfoOf(l)
-	}
-	return out
+	return lockInfosOf(found)
 }
 
 // LockPage describes one lock with only its waiters from queue index
