@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -90,7 +89,7 @@ func TestOnLostClaim(t *testing.T) {
 	lc.mu.Lock()
 	lc.lost = cl.Lost
 	lc.mu.Unlock()
-	if err := srv.ForceReleaseClaimBy("a", server.ClaimRef{Token: cl.Token()}, locktable.Peer{}); err != nil {
+	if err := srv.ForceReleaseClaimBy("a", server.ClaimRef{Token: cl.Token()}, server.Peer{}); err != nil {
 		t.Fatal(err)
 	}
 	<-cl.Lost()

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/clientrule"
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -641,7 +640,7 @@ func TestSessionRealForceReleaseOneClaim(t *testing.T) {
 	}
 	w := goAcquire(t.Context(), other, "a", Exclusive, false)
 	waitAllQueued(t, other, 1)
-	if err := srv.ForceReleaseClaimBy("a", server.ClaimRef{Token: a.Token()}, locktable.Peer{}); err != nil {
+	if err := srv.ForceReleaseClaimBy("a", server.ClaimRef{Token: a.Token()}, server.Peer{}); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, a.Lost())

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/acl"
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/server"
 )
 
@@ -141,12 +140,12 @@ type SessionList struct {
 type snapCache struct {
 	mu  sync.Mutex
 	at  time.Time
-	all []locktable.LockInfo
+	all []server.LockInfo
 }
 
 // snapshot returns the shared snapshot, taking a new one when it is older
 // than the maximum age. Concurrent callers wait for one copy.
-func (h *handler) snapshot() ([]locktable.LockInfo, time.Time) {
+func (h *handler) snapshot() ([]server.LockInfo, time.Time) {
 	c := h.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -248,13 +247,13 @@ func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 	if p, ok := h.Server.(Pager); ok && h.Authorizer == nil {
 		at := time.Now()
 		infos := p.SessionInfos()
-		slices.SortFunc(infos, func(a, b locktable.SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
+		slices.SortFunc(infos, func(a, b server.SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
 		lo, hi := window(len(infos), limit, offset)
 		out := SessionList{Sessions: make([]Session, 0, hi-lo), Total: len(infos), Offset: offset, SnapshotAt: Time{at}}
 		ranges := h.rangeCounts(r)
 		for _, x := range infos[lo:hi] {
 			s := Session{Protocol: 2, Session: uint64(x.ID), Label: x.Label, Identity: x.Peer.Identity, RemoteAddr: x.Peer.Addr, RelayedBy: x.Peer.Via,
-				LeaseMS: x.Lease.Milliseconds(), LastSeen: Time{x.LastSeen}, Held: x.Held, Waiting: x.Waiting, Detached: x.Detached != nil,
+				LeaseMS: x.Lease.Milliseconds(), LastSeen: Time{x.LastSeen}, Held: x.Held, Waiting: x.Waiting, Detached: x.Detached,
 				RangesHeld: ranges[x.ID].Held, RangesWaiting: ranges[x.ID].Waiting}
 			if x.V1 {
 				s.Protocol = 1
@@ -267,7 +266,7 @@ func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 	all, at := h.snapshot()
 	may := h.readable(r)
 	byID := map[uint64]*Session{}
-	add := func(id locktable.SessionID, v1 bool, label string, p locktable.Peer, lease time.Duration, seen time.Time) *Session {
+	add := func(id server.SessionID, v1 bool, label string, p server.Peer, lease time.Duration, seen time.Time) *Session {
 		s := byID[uint64(id)]
 		if s == nil {
 			s = &Session{Protocol: 2, Session: uint64(id), Label: label, Identity: p.Identity, RemoteAddr: p.Addr, RelayedBy: p.Via,
@@ -290,12 +289,12 @@ func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 			add(x.Session, x.V1, x.Label, x.Peer, x.Lease, x.LastSeen).Waiting++
 		}
 	}
-	var infos map[locktable.SessionID]locktable.SessionInfo // of sessions with range locks alone
+	var infos map[server.SessionID]server.SessionInfo // of sessions with range locks alone
 	for id, c := range h.rangeCounts(r) {
 		s := byID[uint64(id)]
 		if s == nil {
 			if infos == nil {
-				infos = map[locktable.SessionID]locktable.SessionInfo{}
+				infos = map[server.SessionID]server.SessionInfo{}
 				if p, ok := h.Server.(Pager); ok {
 					for _, x := range p.SessionInfos() {
 						infos[x.ID] = x

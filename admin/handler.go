@@ -25,7 +25,6 @@ import (
 
 	"github.com/batonlock/baton/acl"
 	"github.com/batonlock/baton/internal/glob"
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/server"
 )
 
@@ -226,8 +225,8 @@ func (h hostPolicy) hostAllowed(r *http.Request) bool {
 
 // caller returns who made r: the identity of its verified client
 // certificate (empty without one) and its address.
-func caller(r *http.Request) locktable.Peer {
-	p := locktable.Peer{Addr: r.RemoteAddr}
+func caller(r *http.Request) server.Peer {
+	p := server.Peer{Addr: r.RemoteAddr}
 	if r.TLS != nil {
 		p.Identity = server.Identity(*r.TLS)
 	}
@@ -408,7 +407,7 @@ func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := LockList{Locks: []Lock{}}
-	var all []locktable.LockInfo
+	var all []server.LockInfo
 	if p, ok := h.Server.(Pager); ok {
 		// Only each lock's page of waiters is copied under the mutex.
 		names := p.LockNames()
@@ -458,7 +457,7 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request, name string) {
 			writeError(w, http.StatusBadRequest, perr.Error())
 			return
 		}
-		ref.Session, ref.Claim = locktable.SessionID(sess), locktable.ClaimID(claim)
+		ref.Session, ref.Claim = server.SessionID(sess), server.ClaimID(claim)
 		which = strings.TrimPrefix(which+" claim "+c, " ")
 	}
 	if which == "" {
@@ -479,7 +478,7 @@ func (h *handler) kick(w http.ResponseWriter, r *http.Request, name, waiter stri
 	by := caller(r)
 	var err error
 	if sess, claim, perr := ParseClaimRef(waiter); perr == nil {
-		err = h.Server.KickClaimBy(name, server.ClaimRef{Session: locktable.SessionID(sess), Claim: locktable.ClaimID(claim)}, by)
+		err = h.Server.KickClaimBy(name, server.ClaimRef{Session: server.SessionID(sess), Claim: server.ClaimID(claim)}, by)
 	} else {
 		err = h.Server.KickBy(name, waiter, by)
 	}
@@ -516,13 +515,13 @@ func (h *handler) current(name string, offset, limit int) *Lock {
 
 func (h *handler) opError(w http.ResponseWriter, err error, name, addr string) {
 	switch {
-	case errors.Is(err, locktable.ErrNoLock):
+	case errors.Is(err, server.ErrNoLock):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q is not held", name))
-	case errors.Is(err, locktable.ErrNoWaiter):
+	case errors.Is(err, server.ErrNoWaiter):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q has no waiter %s", name, addr))
-	case errors.Is(err, locktable.ErrNoHolder):
+	case errors.Is(err, server.ErrNoHolder):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("lock %q has no holder %s", name, addr))
-	case errors.Is(err, locktable.ErrManyHolders):
+	case errors.Is(err, server.ErrManyHolders):
 		writeError(w, http.StatusConflict, fmt.Sprintf("lock %q has several holders: name one with ?token=T or ?claim=SESSION/CLAIM", name))
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/glob"
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/rangelock"
 	"github.com/batonlock/baton/server"
 )
@@ -104,22 +103,20 @@ type RangesReleased struct {
 	Ranges   []RangeKey `json:"ranges"`
 }
 
-func lengthOf(r rangelock.Range) uint64 { return r.Len() }
-
 func fromView(v server.RangeView) RangeKey {
-	out := RangeKey{Key: v.Key.Key, Namespace: v.NS.String(), Holders: make([]RangeHeld, 0, len(v.Holders)),
+	out := RangeKey{Key: v.Key, Namespace: v.Namespace(), Holders: make([]RangeHeld, 0, len(v.Holders)),
 		HoldersTotal: v.HeldTotal, Waiters: make([]RangeWaiting, 0, len(v.Waiters)), WaitersTotal: v.WaitingTotal}
-	owner := func(o rangelock.Owner) RangeOwner {
-		who := v.Sessions[o.Session]
-		return RangeOwner{Session: uint64(o.Session), Owner: uint64(o.ID), Label: who.Label, Identity: who.Peer.Identity,
-			RemoteAddr: who.Peer.Addr, RelayedBy: who.Peer.Via}
+	held := func(h server.RangeHolder) RangeHeld {
+		who := v.Sessions[h.Session]
+		return RangeHeld{RangeOwner: RangeOwner{Session: uint64(h.Session), Owner: h.Owner, Label: who.Label, Identity: who.Peer.Identity,
+			RemoteAddr: who.Peer.Addr, RelayedBy: who.Peer.Via},
+			Type: h.Type, Start: h.Start, Length: rangelock.Range{Start: h.Start, End: h.End}.Len()}
 	}
 	for _, h := range v.Holders {
-		out.Holders = append(out.Holders, RangeHeld{RangeOwner: owner(h.Owner), Type: h.Type.String(), Start: h.Range.Start, Length: lengthOf(h.Range)})
+		out.Holders = append(out.Holders, held(h))
 	}
 	for _, w := range v.Waiters {
-		out.Waiters = append(out.Waiters, RangeWaiting{RangeHeld: RangeHeld{RangeOwner: owner(w.Owner), Type: w.Type.String(),
-			Start: w.Range.Start, Length: lengthOf(w.Range)}, Req: w.Tag, Since: Time{w.Since}})
+		out.Waiters = append(out.Waiters, RangeWaiting{RangeHeld: held(w.RangeHolder), Req: w.Req, Since: Time{w.Since}})
 	}
 	return out
 }
@@ -178,9 +175,17 @@ func (h *handler) ranges(w http.ResponseWriter, r *http.Request, rb RangeBackend
 	at := time.Now()
 	keys := rb.RangeKeys()
 	if match != nil {
-		keys = slices.DeleteFunc(keys, func(k rangelock.Key) bool { return !match(k.Key) })
+		keys = slices.DeleteFunc(keys, func(k server.RangeKey) bool { return !match(k.Key) })
 	}
-	slices.SortFunc(keys, func(a, b rangelock.Key) int { return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.NS, b.NS)) })
+	slices.SortFunc(keys, func(a, b server.RangeKey) int {
+		if c := cmp.Compare(a.Key, b.Key); c != 0 || a.Flock == b.Flock {
+			return c
+		}
+		if a.Flock { // fcntl's namespace first
+			return 1
+		}
+		return -1
+	})
 	lo, hi := window(len(keys), limit, offset)
 	out := RangeList{Ranges: []RangeKey{}, Total: len(keys), Offset: offset, SnapshotAt: Time{at}}
 	for _, v := range rb.RangeViews(keys[lo:hi], held, waiting) {
@@ -214,7 +219,7 @@ func (h *handler) releaseRanges(w http.ResponseWriter, r *http.Request, rb Range
 		return
 	}
 	if err := rb.ReleaseRangesBy(key, session, owner, by); err != nil {
-		if errors.Is(err, locktable.ErrNoHolder) {
+		if errors.Is(err, server.ErrNoHolder) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("range key %q has no lock or waiting request of owner %s", key, ref))
 			return
 		}
@@ -223,10 +228,7 @@ func (h *handler) releaseRanges(w http.ResponseWriter, r *http.Request, rb Range
 	}
 	h.Logger.Warn("admin: range locks released", "key", key, "owner", ref, "admin_identity", by.Identity, "admin_addr", by.Addr)
 	out := RangesReleased{Released: key, Owner: ref, Ranges: []RangeKey{}}
-	var keys []rangelock.Key
-	for _, ns := range []rangelock.Namespace{rangelock.POSIX, rangelock.Flock} {
-		keys = append(keys, rangelock.Key{Key: key, NS: ns})
-	}
+	keys := []server.RangeKey{{Key: key}, {Key: key, Flock: true}}
 	for _, v := range rb.RangeViews(keys, DefaultWaiterPage, DefaultWaiterPage) {
 		out.Ranges = append(out.Ranges, fromView(v))
 	}
@@ -236,7 +238,7 @@ func (h *handler) releaseRanges(w http.ResponseWriter, r *http.Request, rb Range
 // rangeCounts returns the range counts of the sessions for GET
 // /api/sessions, counted on the keys the caller of r may read; nil
 // without a RangeBackend.
-func (h *handler) rangeCounts(r *http.Request) map[locktable.SessionID]rangelock.SessionCount {
+func (h *handler) rangeCounts(r *http.Request) map[server.SessionID]server.RangeSessionCount {
 	rb, ok := h.Server.(RangeBackend)
 	if !ok {
 		return nil
@@ -245,6 +247,6 @@ func (h *handler) rangeCounts(r *http.Request) map[locktable.SessionID]rangelock
 	if may == nil {
 		return rb.RangeSessionCounts(nil)
 	}
-	keys := slices.DeleteFunc(rb.RangeKeys(), func(k rangelock.Key) bool { return !may(k.Key) })
+	keys := slices.DeleteFunc(rb.RangeKeys(), func(k server.RangeKey) bool { return !may(k.Key) })
 	return rb.RangeSessionCounts(keys)
 }

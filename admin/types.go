@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
+	"github.com/batonlock/baton/server"
 )
 
 // TimeFormat is how the API writes times: RFC 3339 in UTC with
@@ -156,7 +156,7 @@ type ErrorBody struct {
 
 // fromInfo converts l, keeping the waiters [offset, offset+limit) of
 // l.Waiters.
-func fromInfo(l locktable.LockInfo, offset, limit int) Lock {
+func fromInfo(l server.LockInfo, offset, limit int) Lock {
 	lo := min(offset, len(l.Waiters))
 	waiters := l.Waiters[lo:min(lo+limit, len(l.Waiters))]
 	out := Lock{
@@ -188,7 +188,7 @@ func fromInfo(l locktable.LockInfo, offset, limit int) Lock {
 // is a page (an older server sends them all, without waiters_total).
 func (l Lock) QueueLength() int { return max(l.WaitersTotal, l.WaitersOffset+len(l.Waiters)) }
 
-func claimOf(v1 bool, session locktable.SessionID, claim locktable.ClaimID, mode locktable.Mode, label string) Claim {
+func claimOf(v1 bool, session server.SessionID, claim server.ClaimID, mode server.Mode, label string) Claim {
 	p := 2
 	if v1 {
 		p = 1

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/audit"
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
@@ -177,7 +176,7 @@ func TestAdminActions(t *testing.T) {
 	w2.Acquire("jobs/nightly", 10*time.Second)
 	w2.Expect(protocol.TypeWaiting, 0)
 
-	by := locktable.Peer{Identity: "spiffe://prod/sre", Addr: "127.0.0.1:50000"}
+	by := server.Peer{Identity: "spiffe://prod/sre", Addr: "127.0.0.1:50000"}
 	if err := srv.KickBy("jobs/nightly", w2.Addr(), by); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +249,7 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 
 func granted(lock string, token uint64) server.Event {
 	return server.Event{Kind: server.EventGranted, Time: time.Now(), Lock: lock,
-		Peer: locktable.Peer{Addr: "127.0.0.1:1"}, Token: token}
+		Peer: server.Peer{Addr: "127.0.0.1:1"}, Token: token}
 }
 
 // TestSlowDiskDrops: with the writer stuck, Observe still returns at once;
@@ -417,20 +416,20 @@ func TestRecordShapes(t *testing.T) {
 	var out bytes.Buffer
 	al := audit.New(&out, audit.Config{})
 	at := time.Date(2025, 3, 1, 12, 0, 0, 123456789, time.FixedZone("CET", 3600))
-	p := locktable.Peer{Identity: "spiffe://prod/worker", Addr: "10.0.0.7:41000"}
-	sre := locktable.Peer{Identity: "spiffe://prod/sre", Addr: "127.0.0.1:50000"}
+	p := server.Peer{Identity: "spiffe://prod/worker", Addr: "10.0.0.7:41000"}
+	sre := server.Peer{Identity: "spiffe://prod/sre", Addr: "127.0.0.1:50000"}
 	for _, e := range []server.Event{
 		{Kind: server.EventConnected, Time: at, Peer: p},
 		{Kind: server.EventGranted, Time: at, Lock: "db<&>", Peer: p, Token: 7, Waited: 1500 * time.Millisecond},
 		{Kind: server.EventHeartbeat, Time: at, Peer: p},
-		{Kind: server.EventDequeued, Time: at, Lock: "db", Peer: p, Reason: locktable.ReasonGraceful},
+		{Kind: server.EventDequeued, Time: at, Lock: "db", Peer: p, Reason: server.ReasonGraceful},
 		{Kind: server.EventKick, Time: at, Lock: "db", Peer: p, Admin: sre},
-		{Kind: server.EventDequeued, Time: at, Lock: "db", Peer: p, Reason: locktable.ReasonKick},
-		{Kind: server.EventReleased, Time: at, Lock: "db", Peer: p, Token: 7, Reason: locktable.ReasonExpired, Held: 2 * time.Second},
+		{Kind: server.EventDequeued, Time: at, Lock: "db", Peer: p, Reason: server.ReasonKick},
+		{Kind: server.EventReleased, Time: at, Lock: "db", Peer: p, Token: 7, Reason: server.ReasonExpired, Held: 2 * time.Second},
 		{Kind: server.EventForceRelease, Time: at, Lock: "db", Peer: p, Token: 8, Admin: sre},
-		{Kind: server.EventReleased, Time: at, Lock: "db", Peer: p, Token: 8, Reason: locktable.ReasonForce, Held: 10 * time.Millisecond},
+		{Kind: server.EventReleased, Time: at, Lock: "db", Peer: p, Token: 8, Reason: server.ReasonForce, Held: 10 * time.Millisecond},
 		{Kind: server.EventDenied, Time: at, Lock: "secret", Peer: p},
-		{Kind: server.EventAdminDenied, Time: at, Lock: "deploy/prod", Admin: locktable.Peer{Addr: "127.0.0.1:50001"}, Action: "release"},
+		{Kind: server.EventAdminDenied, Time: at, Lock: "deploy/prod", Admin: server.Peer{Addr: "127.0.0.1:50001"}, Action: "release"},
 	} {
 		al.Observe(e)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/audit"
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -21,8 +20,8 @@ func TestRangeRecordShapes(t *testing.T) {
 	var out bytes.Buffer
 	al := audit.New(&out, audit.Config{})
 	at := time.Date(2025, 3, 1, 11, 0, 0, 123000000, time.UTC)
-	p := locktable.Peer{Identity: "spiffe://prod/mount", Addr: "10.0.0.7:41000"}
-	sre := locktable.Peer{Identity: "spiffe://prod/sre", Addr: "127.0.0.1:50000"}
+	p := server.Peer{Identity: "spiffe://prod/mount", Addr: "10.0.0.7:41000"}
+	sre := server.Peer{Identity: "spiffe://prod/sre", Addr: "127.0.0.1:50000"}
 	base := server.Event{Time: at, Lock: "mount:etc/passwd", Peer: p, Protocol: protocol.Version2, Session: 12, Label: "host-a"}
 	ev := func(k server.EventKind, r server.RangeLock, f func(*server.Event)) server.Event {
 		e := base

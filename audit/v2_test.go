@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/audit"
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
@@ -28,7 +27,7 @@ func TestV2ClaimFields(t *testing.T) {
 	r.ExpectV2(protocol.TypeQueued, 5, 0)
 	v1.Close()
 	tok := r.ExpectV2(protocol.TypePromoted, 5, 0).Token
-	by := locktable.Peer{Addr: "127.0.0.1:1"}
+	by := server.Peer{Addr: "127.0.0.1:1"}
 	info, _ := srv.Lock("rw")
 	if err := srv.ForceReleaseClaimBy("rw", server.ClaimRef{Token: tok}, by); err != nil {
 		t.Fatal(err)

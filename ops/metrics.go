@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -64,8 +63,8 @@ type Metrics struct {
 
 	// The pre-created children, looked up without the vectors' locks.
 	// Read-only after NewMetrics.
-	releasesBy map[locktable.Reason]prometheus.Counter
-	dequeuesBy map[locktable.Reason]prometheus.Counter
+	releasesBy map[server.Reason]prometheus.Counter
+	dequeuesBy map[server.Reason]prometheus.Counter
 	errorsBy   map[protocol.Code]prometheus.Counter
 }
 
@@ -169,14 +168,14 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	}
 	// Pre-create every label value, so that rate() and alerts see a zero
 	// series before the first event rather than no series at all.
-	m.releasesBy = map[locktable.Reason]prometheus.Counter{}
-	m.dequeuesBy = map[locktable.Reason]prometheus.Counter{}
+	m.releasesBy = map[server.Reason]prometheus.Counter{}
+	m.dequeuesBy = map[server.Reason]prometheus.Counter{}
 	m.errorsBy = map[protocol.Code]prometheus.Counter{}
-	for _, r := range locktable.Reasons {
-		if r != locktable.ReasonKick { // a kick removes a waiter, never an owner
+	for _, r := range server.Reasons {
+		if r != server.ReasonKick { // a kick removes a waiter, never an owner
 			m.releasesBy[r] = m.releases.WithLabelValues(r.String())
 		}
-		if r != locktable.ReasonForce { // a force-release removes an owner
+		if r != server.ReasonForce { // a force-release removes an owner
 			m.dequeuesBy[r] = m.dequeues.WithLabelValues(r.String())
 		}
 	}

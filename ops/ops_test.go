@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/ops"
 	"github.com/batonlock/baton/protocol"
@@ -331,8 +330,8 @@ func TestObserveRareEvents(t *testing.T) {
 		{Kind: server.EventErrorSent, Code: protocol.CodeNotAuthorized},
 		{Kind: server.EventErrorSent, Code: protocol.CodeClosedByAdmin}, // a server condition: not counted
 		{Kind: server.EventErrorSent, Code: 0x7f},                       // unknown client error: its own series
-		{Kind: server.EventReleased, Reason: locktable.ReasonIOTimeout, Held: 2 * time.Second},
-		{Kind: server.EventDequeued, Reason: locktable.ReasonExpired},
+		{Kind: server.EventReleased, Reason: server.ReasonIOTimeout, Held: 2 * time.Second},
+		{Kind: server.EventDequeued, Reason: server.ReasonExpired},
 		{Kind: server.EventShutdown},
 		{Kind: server.EventDisconnected},
 		{Kind: server.EventLimit, Action: server.LimitWaiters},

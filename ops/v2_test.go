@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
@@ -211,7 +210,7 @@ func TestMetricsRangeCounters(t *testing.T) {
 	if a := w.ReadV2(); a.Status != protocol.RangeQueued {
 		t.Fatalf("waiter's set answered %v", a)
 	}
-	if err := f.srv.ReleaseRangesBy("f", conflict.Session, 1, locktable.Peer{}); err != nil {
+	if err := f.srv.ReleaseRangesBy("f", conflict.Session, 1, server.Peer{}); err != nil {
 		t.Fatal(err)
 	}
 	if a := w.ReadV2(); a.Status != protocol.RangePromoted {

@@ -17,24 +17,28 @@ func (srv *Server) Snapshot(match func(name string) bool) []LockInfo {
 	srv.mu.Lock()
 	all := srv.table.Snapshot(nil)
 	srv.mu.Unlock()
-	if match == nil {
-		return all
-	}
-	out := all[:0]
-	for _, l := range all {
-		if match(l.Name) {
-			out = append(out, l)
+	if match != nil {
+		kept := all[:0]
+		for _, l := range all {
+			if match(l.Name) {
+				kept = append(kept, l)
+			}
 		}
+		all = kept
 	}
-	return out
+	return lockInfosOf(all)
 }
 
 // Lock describes one lock, or reports false when nobody holds it.
 func (srv *Server) Lock(name string) (LockInfo, bool) {
 	srv.init()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.table.Lock(name)
+	l, ok := srv.table.Lock(name)
+	srv.mu.Unlock()
+	if !ok {
+		return LockInfo{}, false
+	}
+	return lockInfoOf(l), true
 }
 
 // Counts returns the number of held locks and of waiters.
@@ -42,7 +46,7 @@ func (srv *Server) Counts() Counts {
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	return srv.table.Counts()
+	return Counts(srv.table.Counts())
 }
 
 // ProtocolCount is the number of sessions and claims of one protocol
@@ -117,9 +121,9 @@ type ClaimRef struct {
 
 func (r ClaimRef) matches(session locktable.SessionID, claim locktable.ClaimID, token uint64) bool {
 	if r.Token != 0 {
-		return token == r.Token && (r.Session == 0 || r.Session == session && r.Claim == claim)
+		return token == r.Token && (r.Session == 0 || r.Session == SessionID(session) && r.Claim == ClaimID(claim))
 	}
-	return r.Session == session && r.Claim == claim
+	return r.Session == SessionID(session) && r.Claim == ClaimID(claim)
 }
 
 // ForceReleaseClaimBy takes lock name from the one holder ref names. A
@@ -177,14 +181,14 @@ func (srv *Server) protocolOf(v1 bool) uint8 {
 	return protocol.Version2
 }
 
-func (srv *Server) holderEvent(k EventKind, now time.Time, name string, h locktable.HolderInfo, by locktable.Peer) Event {
-	return Event{Kind: k, Time: now, Lock: name, Peer: h.Peer, Token: h.Token, Admin: by,
-		Protocol: srv.protocolOf(h.V1), Session: h.Session, Claim: h.Claim, Mode: h.Mode, Label: h.Label}
+func (srv *Server) holderEvent(k EventKind, now time.Time, name string, h locktable.HolderInfo, by Peer) Event {
+	return Event{Kind: k, Time: now, Lock: name, Peer: Peer(h.Peer), Token: h.Token, Admin: by,
+		Protocol: srv.protocolOf(h.V1), Session: SessionID(h.Session), Claim: ClaimID(h.Claim), Mode: Mode(h.Mode), Label: h.Label}
 }
 
-func (srv *Server) waiterEvent(k EventKind, now time.Time, name string, w locktable.WaiterInfo, by locktable.Peer) Event {
-	return Event{Kind: k, Time: now, Lock: name, Peer: w.Peer, Admin: by,
-		Protocol: srv.protocolOf(w.V1), Session: w.Session, Claim: w.Claim, Mode: w.Mode, Label: w.Label}
+func (srv *Server) waiterEvent(k EventKind, now time.Time, name string, w locktable.WaiterInfo, by Peer) Event {
+	return Event{Kind: k, Time: now, Lock: name, Peer: Peer(w.Peer), Admin: by,
+		Protocol: srv.protocolOf(w.V1), Session: SessionID(w.Session), Claim: ClaimID(w.Claim), Mode: Mode(w.Mode), Label: w.Label}
 }
 
 // KickBy removes the waiter with remote address addr from the queue of
@@ -197,7 +201,7 @@ func (srv *Server) KickBy(name, addr string, by Peer) error {
 		info, _ := t.Lock(name)
 		res, err := t.Kick(now, name, addr)
 		if err == nil {
-			ev := Event{Kind: EventKick, Time: now, Lock: name, Peer: locktable.Peer{Addr: addr}, Admin: by}
+			ev := Event{Kind: EventKick, Time: now, Lock: name, Peer: Peer{Addr: addr}, Admin: by}
 			for _, w := range info.Waiters {
 				if w.Peer.Addr == addr {
 					ev = srv.waiterEvent(EventKick, now, name, w, by)
@@ -211,7 +215,8 @@ func (srv *Server) KickBy(name, addr string, by Peer) error {
 }
 
 // adminOp runs op under the table mutex; events that op notifies reach
-// the observers before those of the result it returns.
+// the observers before those of the result it returns. The table's
+// errors come back as the server's (ErrNoLock, ...).
 func (srv *Server) adminOp(op func(time.Time, *locktable.Table) (locktable.Result, error)) error {
 	srv.init()
 	var opErr error
@@ -220,5 +225,5 @@ func (srv *Server) adminOp(op func(time.Time, *locktable.Table) (locktable.Resul
 		opErr = err
 		return res
 	})
-	return opErr
+	return adminErr(opErr)
 }

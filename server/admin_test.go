@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -41,7 +40,7 @@ func TestForceRelease(t *testing.T) {
 	}
 	owner.expectError(protocol.CodeClosedByAdmin)
 	e := ts.events.wait(t, "released", peerEvent(server.EventReleased, owner))
-	if e.Reason != locktable.ReasonForce || e.Token != token {
+	if e.Reason != server.ReasonForce || e.Token != token {
 		t.Errorf("released %s, want reason force token %d", formatEvent(e), token)
 	}
 	if info, ok := ts.Lock("fr"); !ok || info.Holder.Peer.Addr != waiter.addr() || info.Holder.Token != tok {
@@ -66,18 +65,18 @@ func TestForceReleaseWithoutWaiters(t *testing.T) {
 func TestAdminErrors(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t)
-	if err := ts.ForceRelease("nobody"); !errors.Is(err, locktable.ErrNoLock) {
+	if err := ts.ForceRelease("nobody"); !errors.Is(err, server.ErrNoLock) {
 		t.Errorf("ForceRelease(unknown) = %v, want ErrNoLock", err)
 	}
-	if err := ts.Kick("nobody", "127.0.0.1:1"); !errors.Is(err, locktable.ErrNoLock) {
+	if err := ts.Kick("nobody", "127.0.0.1:1"); !errors.Is(err, server.ErrNoLock) {
 		t.Errorf("Kick(unknown lock) = %v, want ErrNoLock", err)
 	}
 	owner := ts.dial(t)
 	owner.mustOwn("held", longLease)
-	if err := ts.Kick("held", "127.0.0.1:1"); !errors.Is(err, locktable.ErrNoWaiter) {
+	if err := ts.Kick("held", "127.0.0.1:1"); !errors.Is(err, server.ErrNoWaiter) {
 		t.Errorf("Kick(unknown waiter) = %v, want ErrNoWaiter", err)
 	}
-	if err := ts.Kick("held", owner.addr()); !errors.Is(err, locktable.ErrNoWaiter) {
+	if err := ts.Kick("held", owner.addr()); !errors.Is(err, server.ErrNoWaiter) {
 		t.Errorf("Kick(owner) = %v, want ErrNoWaiter: kick is for waiters", err)
 	}
 	owner.expectSilence(time.Millisecond)
@@ -102,7 +101,7 @@ func TestKickMiddleWaiter(t *testing.T) {
 	}
 	kicked.expectError(protocol.CodeClosedByAdmin)
 	e := ts.events.wait(t, "dequeued", peerEvent(server.EventDequeued, kicked))
-	if e.Reason != locktable.ReasonKick {
+	if e.Reason != server.ReasonKick {
 		t.Errorf("dequeued for %v, want kick", e.Reason)
 	}
 	rest := []*client{ws[0], ws[2], ws[3]}

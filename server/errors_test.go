@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -106,7 +105,7 @@ func TestFirstFrameErrors(t *testing.T) {
 	}
 	// Cleanups run after the parallel subtests, before the shutdown.
 	t.Cleanup(func() {
-		if n := ts.Counts(); n != (locktable.Counts{}) {
+		if n := ts.Counts(); n != (server.Counts{}) {
 			t.Errorf("after only bad ACQUIREs the table has %+v, want empty", n)
 		}
 	})
@@ -137,7 +136,7 @@ func TestDuplicateAcquireAsWaiter(t *testing.T) {
 	waiter.mustWrite(acquireFrame("dup", longLease))
 	waiter.expectErrorBytes(protocol.CodeDuplicateAcquire)
 	e := ts.events.wait(t, "dequeued", peerEvent(server.EventDequeued, waiter))
-	if e.Reason != locktable.ReasonProtocolError {
+	if e.Reason != server.ReasonProtocolError {
 		t.Errorf("dequeued with reason %v, want protocol_error", e.Reason)
 	}
 
@@ -168,7 +167,7 @@ func TestDuplicateAcquireAsOwner(t *testing.T) {
 		t.Fatalf("waiter got token %d, want > %d", tok, token)
 	}
 	e := ts.events.wait(t, "released", peerEvent(server.EventReleased, owner))
-	if e.Reason != locktable.ReasonProtocolError || e.Token != token {
+	if e.Reason != server.ReasonProtocolError || e.Token != token {
 		t.Errorf("released %s, want reason protocol_error token %d", formatEvent(e), token)
 	}
 }

@@ -71,15 +71,16 @@ func (srv *Server) RevokeRanges(holders bool) int { return srv.revokeRanges(hold
 // bookkeeping of version 2 claims, which no caller outside the server
 // drives.
 func (srv *Server) AttachRelayed(sid SessionID, claim uint32, addr string) error {
-	return srv.attachRelayed(sid, claim, addr)
+	return srv.attachRelayed(locktable.SessionID(sid), claim, addr)
 }
 
 func (srv *Server) DetachRelayed(sid SessionID, claim uint32) (string, error) {
-	return srv.detachRelayed(sid, claim)
+	return srv.detachRelayed(locktable.SessionID(sid), claim)
 }
 
 func (srv *Server) RelayedSession(origin string, clientSession uint64) (SessionID, bool) {
-	return srv.relayedSession(origin, clientSession)
+	sid, ok := srv.relayedSession(origin, clientSession)
+	return SessionID(sid), ok
 }
 
 // The cluster side (clusterhook.go), as the server's tests call it.

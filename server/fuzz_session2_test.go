@@ -167,7 +167,7 @@ func (fs *fuzzV2Server) baselineErr() error {
 	if n := fs.srv.Sessions(); n != 1 {
 		return fmt.Errorf("%d sessions open, want 1 (the holder's)", n)
 	}
-	if c := fs.srv.Counts(); c != (locktable.Counts{Locks: 1}) {
+	if c := fs.srv.Counts(); c != (server.Counts{Locks: 1}) {
 		return fmt.Errorf("lock table counts %+v, want the held lock only", c)
 	}
 	if c := server.RangeCounts(fs.srv); c != (rangelock.Counts{}) {

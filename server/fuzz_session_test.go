@@ -19,7 +19,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -253,7 +252,7 @@ func (fs *fuzzServer) baselineErr() error {
 	if n := fs.srv.Sessions(); n != fs.baseline {
 		return fmt.Errorf("%d sessions open, want %d (the holder's)", n, fs.baseline)
 	}
-	if c := fs.srv.Counts(); c != (locktable.Counts{Locks: 1}) {
+	if c := fs.srv.Counts(); c != (server.Counts{Locks: 1}) {
 		return fmt.Errorf("lock table counts %+v, want the held lock only", c)
 	}
 	info, ok := fs.srv.Lock(fuzzHeld)

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -131,7 +130,7 @@ func TestStoppedReaderIsDropped(t *testing.T) {
 		}
 		released := ts.events.wait(t, "released", peerEvent(server.EventReleased, owner))
 		stall := m.worst()
-		if released.Reason != locktable.ReasonIOTimeout {
+		if released.Reason != server.ReasonIOTimeout {
 			t.Errorf("owner released for %v, want io_timeout", released.Reason)
 		}
 		// The last heartbeat the server handled is the one whose reply
@@ -255,7 +254,7 @@ func TestStalledPushIsIOTimeout(t *testing.T) {
 			granted := ts.events.wait(t, "granted", peerEvent(server.EventGranted, stuck))
 			released := ts.events.wait(t, "released", peerEvent(server.EventReleased, stuck))
 			t.Logf("push stalled; released after %v", released.Time.Sub(granted.Time))
-			if released.Reason != locktable.ReasonIOTimeout {
+			if released.Reason != server.ReasonIOTimeout {
 				t.Errorf("the session whose push timed out was released for %v, want io_timeout", released.Reason)
 			}
 			stuck.readUntilClosed()
@@ -293,7 +292,7 @@ func TestSlowReaderBoundedByIOTimeout(t *testing.T) {
 	}
 	held, stall := released.Time.Sub(granted.Time), m.worst()
 	t.Logf("slow reader held the lock for %v (io-timeout %v, process stalled up to %v)", held, ioTimeout, stall)
-	if released.Reason != locktable.ReasonIOTimeout {
+	if released.Reason != server.ReasonIOTimeout {
 		t.Errorf("released for %v, want io_timeout", released.Reason)
 	}
 	if bound := ioTimeout + ioTimeoutSlack + stall; held > bound {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -73,7 +72,7 @@ func TestSilentOwnerExpires(t *testing.T) {
 			t.Errorf("waiter got token %d, want > %d", tok, token)
 		}
 		e := ts.events.wait(t, "released", peerEvent(server.EventReleased, owner))
-		if e.Reason != locktable.ReasonExpired {
+		if e.Reason != server.ReasonExpired {
 			t.Errorf("released for %v, want expired", e.Reason)
 		}
 		if n := ts.events.count(peerEvent(server.EventErrorSent, owner)); n != 0 {
@@ -120,7 +119,7 @@ func TestHeartbeatsKeepClaims(t *testing.T) {
 		t.Errorf("waiter got token %d, want > %d", tok, token)
 	}
 	e := ts.events.wait(t, "released", peerEvent(server.EventReleased, owner))
-	if e.Reason != locktable.ReasonGraceful || e.Held < 4*heartbeatLease {
+	if e.Reason != server.ReasonGraceful || e.Held < 4*heartbeatLease {
 		t.Errorf("released %s after %v, want graceful after at least %v", formatEvent(e), e.Held, 4*heartbeatLease)
 	}
 	if n := ts.events.count(peerEvent(server.EventHeartbeat, owner)); n != beats {
@@ -145,7 +144,7 @@ func TestSilentWaiterExpires(t *testing.T) {
 
 		silent.expectExpiry(m, sent, replied, testLease, late)
 		e := ts.events.wait(t, "dequeued", peerEvent(server.EventDequeued, silent))
-		if e.Reason != locktable.ReasonExpired {
+		if e.Reason != server.ReasonExpired {
 			t.Errorf("dequeued for %v, want expired", e.Reason)
 		}
 		if info, _ := ts.Lock("queue"); len(info.Waiters) != 1 || info.Waiters[0].Peer.Addr != next.addr() {

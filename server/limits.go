@@ -75,7 +75,7 @@ func tableLimit(err error) string {
 // one is involved). It only observes and logs at debug level: under an
 // attack a line per refusal would flood the log; the metric counts them.
 func (srv *Server) limitHit(limit string, peer locktable.Peer, lock string, sid locktable.SessionID) {
-	srv.observe(Event{Kind: EventLimit, Time: time.Now(), Action: limit, Peer: peer, Lock: lock, Session: sid, Code: protocol.CodeLimitReached})
+	srv.observe(Event{Kind: EventLimit, Time: time.Now(), Action: limit, Peer: Peer(peer), Lock: lock, Session: SessionID(sid), Code: protocol.CodeLimitReached})
 	srv.Logger.Debug("limit reached", "limit", limit, "lock", lock, "identity", peer.Identity, "remote_addr", peer.Addr)
 }
 
@@ -141,7 +141,7 @@ func (srv *Server) keepAllowedLocked(s *session, n int) bool {
 	default:
 		return true
 	}
-	srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: limit, Peer: s.peer, Session: s.id})
+	srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: limit, Peer: Peer(s.peer), Session: SessionID(s.id)})
 	srv.Logger.Debug("limit reached: a resumable session's claims end with its connection", "limit", limit, "session", s.id, "claims", n, "remote_addr", s.peer.Addr)
 	return false
 }

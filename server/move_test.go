@@ -137,7 +137,7 @@ func TestMoveDirectClaimsContinue(t *testing.T) {
 	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 5 {
 		t.Fatalf("after the adoption: %v, want PONG 5", f)
 	}
-	waitHolder(t, mp.owner, "m", func(h locktable.HolderInfo) bool { return h.Peer.Via != "" })
+	waitHolder(t, mp.owner, "m", func(h server.HolderInfo) bool { return h.Peer.Via != "" })
 	if l, _ := mp.owner.Lock("m"); l.Holder.Token != tokA {
 		t.Errorf("m at N: token %#x, want the client's %#x", l.Holder.Token, tokA)
 	}
@@ -338,7 +338,7 @@ func TestMoveKeptUpstreamTakesDetachedClaims(t *testing.T) {
 		}
 		return server.Route{Action: server.RouteServe}
 	})
-	waitHolder(t, mp.owner, "m", func(h locktable.HolderInfo) bool { return h.Peer.Via != "" })
+	waitHolder(t, mp.owner, "m", func(h server.HolderInfo) bool { return h.Peer.Via != "" })
 	a.breakConn() // P stops: its upstream to N breaks
 	mp.owner.events.wait(t, "the upstream kept", func(e server.Event) bool { return e.Kind == server.EventSessionKept })
 	mp.ownerR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
@@ -410,7 +410,7 @@ func TestMoveRelayedClaimsContinue(t *testing.T) {
 	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 5 {
 		t.Fatalf("after the adoption: %v, want PONG 5", f)
 	}
-	h := waitHolder(t, mt.owner, "m", func(h locktable.HolderInfo) bool { return h.Peer.Via != "" })
+	h := waitHolder(t, mt.owner, "m", func(h server.HolderInfo) bool { return h.Peer.Via != "" })
 	if h.Token != tokA || h.Peer.Via != fmt.Sprintf("%s/%d", relayNode, a.session) {
 		t.Errorf("m at N: token %#x via %q, want %#x via R", h.Token, h.Peer.Via, tokA)
 	}
@@ -481,7 +481,7 @@ func TestMoveRelayedToItsHost(t *testing.T) {
 	if f := a.mustReadV2(); f.Type != protocol.TypePong || f.Seq != 4 {
 		t.Fatalf("after the adoption: %v, want PONG 4", f)
 	}
-	h := waitHolder(t, mt.relay, "m", func(h locktable.HolderInfo) bool { return h.Peer.Via == "" })
+	h := waitHolder(t, mt.relay, "m", func(h server.HolderInfo) bool { return h.Peer.Via == "" })
 	if h.Token != tokA || h.Claim != 1 {
 		t.Errorf("m at R: claim %d token %#x, want claim 1 with %#x", h.Claim, h.Token, tokA)
 	}

@@ -226,7 +226,7 @@ func fromTable(now time.Time, e locktable.Event) Event {
 	case locktable.EventDequeued:
 		kind = EventDequeued
 	}
-	return Event{Kind: kind, Time: now, Lock: e.Lock, Peer: e.Peer, Token: e.Token,
-		Reason: e.Reason, Waited: e.Waited, Held: e.Held, Protocol: protocol.Version,
-		Session: e.Session, Claim: e.Claim, Mode: e.Mode, Label: e.Label}
+	return Event{Kind: kind, Time: now, Lock: e.Lock, Peer: Peer(e.Peer), Token: e.Token,
+		Reason: Reason(e.Reason), Waited: e.Waited, Held: e.Held, Protocol: protocol.Version,
+		Session: SessionID(e.Session), Claim: ClaimID(e.Claim), Mode: Mode(e.Mode), Label: e.Label}
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -169,7 +168,7 @@ func TestObserverOrderUnderHandovers(t *testing.T) {
 			if h == nil || h.peer != e.Peer.Addr || h.token != e.Token {
 				t.Fatalf("lock %s released by %s (token %d), but the holder is %+v", e.Lock, e.Peer.Addr, e.Token, h)
 			}
-			if e.Reason != locktable.ReasonGraceful {
+			if e.Reason != server.ReasonGraceful {
 				t.Errorf("lock %s released for %v, want graceful", e.Lock, e.Reason)
 			}
 			current[e.Lock] = nil

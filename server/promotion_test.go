@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -54,7 +53,7 @@ func TestPromotionOnClose(t *testing.T) {
 				t.Errorf("promoted token %d, want > %d", f.Token, token)
 			}
 			e := ts.events.wait(t, "released", peerEvent(server.EventReleased, owner))
-			if e.Reason != locktable.ReasonGraceful || e.Token != token {
+			if e.Reason != server.ReasonGraceful || e.Token != token {
 				t.Errorf("released %s, want reason graceful token %d", formatEvent(e), token)
 			}
 			g := ts.events.wait(t, "granted", peerEvent(server.EventGranted, waiter))

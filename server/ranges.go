@@ -111,8 +111,8 @@ func (s *session) rangeHere(now time.Time, f protocol.Frame) []delivery {
 		rep.st = rangelock.ErrStatus(err)
 	}
 	if reason := rangelock.Refusal(err); reason != "" {
-		srv.notify(Event{Kind: EventRangeRefused, Time: now, Lock: f.Name, Peer: s.peer, Action: reason,
-			Protocol: protocol.Version2, Session: locktable.SessionID(s.id), Label: s.v2.label})
+		srv.notify(Event{Kind: EventRangeRefused, Time: now, Lock: f.Name, Peer: Peer(s.peer), Action: reason,
+			Protocol: protocol.Version2, Session: SessionID(s.id), Label: s.v2.label})
 	}
 	if rep.answer {
 		s.v2.appendOut(s, func(b []byte) []byte {
@@ -191,8 +191,8 @@ func (s *session) rangeDenied(now time.Time, f protocol.Frame) bool {
 	if a == nil || f.Op == protocol.RangeCancel || a.Allow(s.peer.Identity, f.Name) {
 		return false
 	}
-	s.srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: s.peer, Protocol: protocol.Version2,
-		Session: locktable.SessionID(s.id), Label: s.v2.label})
+	s.srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: Peer(s.peer), Protocol: protocol.Version2,
+		Session: SessionID(s.id), Label: s.v2.label})
 	s.v2.appendOut(s, func(b []byte) []byte {
 		return protocol.AppendRangeAnswer(b, f.Claim, protocol.RangeDenied, 0, protocol.Frame{})
 	})
@@ -201,8 +201,9 @@ func (s *session) rangeDenied(now time.Time, f protocol.Frame) bool {
 
 // RangeRefusals are the reasons of EventRangeRefused: a range set
 // refused by a cap (answered 0x0e), or as a deadlock because the
-// deadlock search reached its bound (0x08) (rangelock.Refusals).
-var RangeRefusals = rangelock.Refusals
+// deadlock search reached its bound (0x08). They are the range table's
+// (TestRangeRefusalsAreTheTables).
+var RangeRefusals = []string{"waiting_per_session", "waiting_per_owner", "owners_per_session", "search_bound"}
 
 // rangeUnavailable answers RANGE frame f, which a cluster node neither
 // serves nor relays now (relayranges.go), RangeUnavailable: nothing

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -160,7 +159,7 @@ func TestRangeLimits(t *testing.T) {
 	refused := func(reason, key string) {
 		t.Helper()
 		ts.events.wait(t, "EventRangeRefused "+reason, func(e server.Event) bool {
-			return e.Kind == server.EventRangeRefused && e.Action == reason && e.Lock == key && e.Session == locktable.SessionID(a.session) && e.Label == "a"
+			return e.Kind == server.EventRangeRefused && e.Action == reason && e.Lock == key && e.Session == server.SessionID(a.session) && e.Label == "a"
 		})
 	}
 	a.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 1, 0, 0, "f"))

@@ -16,8 +16,13 @@ import (
 func (srv *Server) RangeKeys() []RangeKey {
 	srv.init()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.ranges.table.Keys()
+	keys := srv.ranges.table.Keys()
+	srv.mu.Unlock()
+	out := make([]RangeKey, len(keys))
+	for i, k := range keys {
+		out[i] = rangeKeyOf(k)
+	}
+	return out
 }
 
 // RangeSession names a session of a range lock for the admin API.
@@ -27,10 +32,15 @@ type RangeSession struct {
 }
 
 // RangeView is one range-lock key as the admin API shows it: a page of
-// its held ranges and waiting requests, and who their sessions are.
+// its held ranges and waiting requests, their totals, and who their
+// sessions are.
 type RangeView struct {
-	RangePage
-	Sessions map[RangeSessionID]RangeSession
+	RangeKey
+	Holders      []RangeHolder // by owner, then by start
+	HeldTotal    int           // held ranges of every owner
+	Waiters      []RangeWaiter // in queue order
+	WaitingTotal int
+	Sessions     map[SessionID]RangeSession // of every holder and waiter listed
 }
 
 // RangeViews describes the keys that still have a holder or a waiting
@@ -42,21 +52,23 @@ func (srv *Server) RangeViews(keys []RangeKey, held, waiting int) []RangeView {
 	defer srv.mu.Unlock()
 	out := make([]RangeView, 0, len(keys))
 	for _, k := range keys {
-		v, ok := srv.ranges.table.View(k.Key, k.NS, held, waiting)
+		v, ok := srv.ranges.table.View(k.Key, k.ns(), held, waiting)
 		if !ok {
 			continue
 		}
-		rv := RangeView{RangePage: v, Sessions: map[rangelock.SessionID]RangeSession{}}
+		rv := RangeView{RangeKey: k, HeldTotal: v.HeldTotal, WaitingTotal: v.WaitingTotal, Sessions: map[SessionID]RangeSession{}}
 		name := func(sid rangelock.SessionID) {
-			if _, ok := rv.Sessions[sid]; !ok {
-				rv.Sessions[sid] = srv.rangeSessionLocked(sid, nil)
+			if _, ok := rv.Sessions[SessionID(sid)]; !ok {
+				rv.Sessions[SessionID(sid)] = srv.rangeSessionLocked(sid, nil)
 			}
 		}
 		for _, h := range v.Holders {
 			name(h.Owner.Session)
+			rv.Holders = append(rv.Holders, rangeHolderOf(h.Owner, h.Type, h.Range))
 		}
 		for _, w := range v.Waiters {
 			name(w.Owner.Session)
+			rv.Waiters = append(rv.Waiters, RangeWaiter{RangeHolder: rangeHolderOf(w.Owner, w.Type, w.Range), Req: w.Tag, Since: w.Since})
 		}
 		out = append(out, rv)
 	}
@@ -69,19 +81,19 @@ func (srv *Server) RangeSessionCounts(keys []RangeKey) map[SessionID]RangeSessio
 	srv.init()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	out := map[locktable.SessionID]rangelock.SessionCount{}
+	out := map[SessionID]RangeSessionCount{}
 	if keys == nil {
 		for sid, c := range srv.ranges.table.SessionCounts() {
-			out[locktable.SessionID(sid)] = c
+			out[SessionID(sid)] = RangeSessionCount(c)
 		}
 		return out
 	}
 	for _, k := range keys {
-		for _, c := range srv.ranges.table.CountsOn(k.Key, k.NS) {
-			sc := out[locktable.SessionID(c.Session)]
+		for _, c := range srv.ranges.table.CountsOn(k.Key, k.ns()) {
+			sc := out[SessionID(c.Session)]
 			sc.Held += c.Held
 			sc.Waiting += c.Waiting
-			out[locktable.SessionID(c.Session)] = sc
+			out[SessionID(c.Session)] = sc
 		}
 	}
 	return out
@@ -122,7 +134,7 @@ func (srv *Server) ReleaseRangesBy(key string, session, owner uint64, by Peer) e
 	}
 	if !found {
 		srv.mu.Unlock()
-		return locktable.ErrNoHolder
+		return ErrNoHolder
 	}
 	srv.revokedLocked(now, "admin", res, o)
 	ds := srv.rangePushesFor(res, nil, RangeReleaseReasons[4], nil)

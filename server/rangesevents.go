@@ -59,7 +59,7 @@ func (srv *Server) notifyRangeGrant(now time.Time, key string, ns rangelock.Name
 // rangeSessionLocked names it.
 func (srv *Server) rangeEvent(k EventKind, now time.Time, key string, sid rangelock.SessionID, gone *session, r *RangeLock) Event {
 	who := srv.rangeSessionLocked(sid, gone)
-	return Event{Kind: k, Time: now, Lock: key, Protocol: protocol.Version2, Session: locktable.SessionID(sid),
+	return Event{Kind: k, Time: now, Lock: key, Protocol: protocol.Version2, Session: SessionID(sid),
 		Peer: who.Peer, Label: who.Label, Range: r}
 }
 
@@ -74,7 +74,7 @@ func (srv *Server) rangeSessionLocked(sid rangelock.SessionID, gone *session) Ra
 	if s == nil {
 		return RangeSession{Label: srv.ranges.labels[sid]}
 	}
-	who := RangeSession{Peer: s.peer}
+	who := RangeSession{Peer: Peer(s.peer)}
 	if s.v2 != nil {
 		who.Label = s.v2.label
 	}

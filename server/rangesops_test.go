@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -94,11 +93,11 @@ func TestRangeForceRelease(t *testing.T) {
 	b.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 1, 10, 10, "f"))
 	b.expectRange(1, protocol.RangeQueued)
 
-	sre := locktable.Peer{Identity: "sre", Addr: "127.0.0.1:1"}
-	if err := ts.ReleaseRangesBy("f", a.session, 8, sre); !errors.Is(err, locktable.ErrNoHolder) {
+	sre := server.Peer{Identity: "sre", Addr: "127.0.0.1:1"}
+	if err := ts.ReleaseRangesBy("f", a.session, 8, sre); !errors.Is(err, server.ErrNoHolder) {
 		t.Fatalf("release of an owner with nothing on the key: %v, want ErrNoHolder", err)
 	}
-	if err := ts.ReleaseRangesBy("g", a.session, 7, sre); !errors.Is(err, locktable.ErrNoHolder) {
+	if err := ts.ReleaseRangesBy("g", a.session, 7, sre); !errors.Is(err, server.ErrNoHolder) {
 		t.Fatalf("release on a key with no lock: %v, want ErrNoHolder", err)
 	}
 	if err := ts.ReleaseRangesBy("f", a.session, 7, sre); err != nil {

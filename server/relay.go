@@ -29,21 +29,49 @@ import (
 // Design: "Relaying a version 1 connection" and #serverrelaygo in
 // docs/design/2026-12-07-cluster-relay.md.
 
-// RouteAction and Route, a Router's answer, are clustercore's: the
-// cluster's rules read them there (relay1_route.go).
-type (
-	RouteAction = clustercore.RouteAction
-	Route       = clustercore.Route
+// RouteAction is a Router's answer. Its values are those of
+// clustercore.RouteAction, which the cluster's rules read
+// (TestRouteActionsAreTheCores).
+type RouteAction int
+
+// Route actions.
+const (
+	// RouteServe: this node owns the name and grants it.
+	RouteServe RouteAction = iota
+	// RouteHold: the name must not be granted now (its owner is warming
+	// up or not ready); answer WAITING and ask again shortly.
+	RouteHold
+	// RouteForward: relay the connection to Route.Addr, the owner's
+	// protocol address; if it cannot be reached, hold.
+	RouteForward
+	// RouteNotOwner: a relayed request for a name this node does not own,
+	// or any request on a node without quorum contact: answer ERROR 0x03
+	// (retryable), never relay again.
+	RouteNotOwner
+	// RouteMoving: a planned change is moving the name to another node:
+	// hold, like RouteHold (a version 2 claim is held QUEUED, then
+	// relayed to the new owner); a claim routed before the move began
+	// does not enter the table.
+	RouteMoving
 )
 
-// Route actions (clustercore.RouteAction).
-const (
-	RouteServe    = clustercore.RouteServe
-	RouteHold     = clustercore.RouteHold
-	RouteForward  = clustercore.RouteForward
-	RouteNotOwner = clustercore.RouteNotOwner
-	RouteMoving   = clustercore.RouteMoving
-)
+// String names a route action.
+func (a RouteAction) String() string { return a.core().String() }
+
+// core is the action as the cluster's rules take it.
+func (a RouteAction) core() clustercore.RouteAction { return clustercore.RouteAction(a) }
+
+// Route is a Router's decision for one lock name.
+type Route struct {
+	Action RouteAction
+	Addr   string // RouteForward: the owner's protocol address
+	// Gated (with RouteHold): this node owns the name but took it over
+	// without its state (its prior owner was removed, or this node
+	// restarted) and is warming up; Since is the ring version of that
+	// take-over (0 for a restart). A re-assertion is answered on it.
+	Gated bool
+	Since uint64
+}
 
 // Router decides, for a cluster node, who serves a lock name. lease is
 // the client's lease (a node records the largest granted before it
@@ -142,7 +170,7 @@ func (s *session) route(req protocol.Acquire) (serve bool, reason locktable.Reas
 			return false, clustercore.V1ShutDown.Reason, clustercore.V1ShutDown.Code
 		}
 		r := srv.Router.Route(req.Name, req.Lease(), s.forwarded)
-		switch way.Step(r.Action) {
+		switch way.Step(r.Action.core()) {
 		case clustercore.V1StepServe:
 			return true, 0, 0
 		case clustercore.V1StepRefuse:

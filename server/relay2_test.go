@@ -183,7 +183,7 @@ func waitRelayed(t *testing.T, ts *testServer, claims, ups int64) {
 
 // waitHolder waits until the owner's lock name is held by a claim whose
 // peer satisfies ok, and returns it.
-func waitHolder(t *testing.T, ts *testServer, name string, ok func(locktable.HolderInfo) bool) locktable.HolderInfo {
+func waitHolder(t *testing.T, ts *testServer, name string, ok func(server.HolderInfo) bool) server.HolderInfo {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
@@ -218,7 +218,7 @@ func TestRelayV2Claims(t *testing.T) {
 	owner, relay := startRelayPair(t, nil)
 	a := relay.dialV2(t, longLease, "via-relay")
 	tokA := a.mustHold(1, protocol.ModeExclusive, 0, "x")
-	h := waitHolder(t, owner, "x", func(locktable.HolderInfo) bool { return true })
+	h := waitHolder(t, owner, "x", func(server.HolderInfo) bool { return true })
 	if h.Peer.Addr != a.addr() || h.Label != "via-relay" || h.Token != tokA || h.Claim != 1 ||
 		h.Peer.Via != fmt.Sprintf("%s/%d", relayNode, a.session) {
 		t.Fatalf("owner's holder %+v; want the client's address %s, label, token %d, claim 1, via %s/%d",
@@ -516,7 +516,7 @@ func TestRelayV2RelayShutdown(t *testing.T) {
 func TestAttachRelayed(t *testing.T) {
 	owner, relay := startRelayPair(t, nil)
 	a := relay.dialV2(t, longLease, "a")
-	sid := locktable.SessionID(a.session)
+	sid := server.SessionID(a.session)
 	if err := relay.AttachRelayed(sid+100, 7, owner.addr); err != locktable.ErrNoSession {
 		t.Fatalf("unknown session: %v", err)
 	}
@@ -657,7 +657,7 @@ func TestRelayV2HopHeader(t *testing.T) {
 		t.Fatalf("a forwarded session's claim for a name not owned here: %v, want REFUSED 0x03", f)
 	}
 	l, _ := ts.Lock("mine")
-	if p := l.Holders[0].Peer; p != (locktable.Peer{Addr: "10.0.0.1:1", Identity: "alice", Via: "n9/42"}) || l.Holders[0].Label != "lbl" {
+	if p := l.Holders[0].Peer; p != (server.Peer{Addr: "10.0.0.1:1", Identity: "alice", Via: "n9/42"}) || l.Holders[0].Label != "lbl" {
 		t.Fatalf("holder %+v, want the client's address and identity, via n9/42, label lbl", l.Holders[0])
 	}
 	if sid, ok := ts.RelayedSession("n9", 42); !ok || sid != l.Holders[0].Session {
@@ -675,7 +675,7 @@ func TestRelayV2AdminRevoke(t *testing.T) {
 	a := relay.dialV2(t, longLease, "a")
 	tok := a.mustHold(1, protocol.ModeExclusive, 0, "x")
 	a.mustHold(2, protocol.ModeExclusive, 0, "y")
-	if err := owner.ForceReleaseClaimBy("x", server.ClaimRef{Token: tok}, locktable.Peer{}); err != nil {
+	if err := owner.ForceReleaseClaimBy("x", server.ClaimRef{Token: tok}, server.Peer{}); err != nil {
 		t.Fatal(err)
 	}
 	a.expectCode(protocol.TypeRevoked, 1, protocol.CodeClosedByAdmin)
@@ -822,7 +822,7 @@ func TestRelayV2OwnerHolds(t *testing.T) {
 	a.expectSilenceV2(300 * time.Millisecond)
 	ownerR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
 	a.expectPromoted(1)
-	waitHolder(t, owner, "warm", func(h locktable.HolderInfo) bool { return h.Peer.Via != "" })
+	waitHolder(t, owner, "warm", func(h server.HolderInfo) bool { return h.Peer.Via != "" })
 	a.release(1)
 	waitRelayed(t, relay, 0, 1)
 }
@@ -865,7 +865,7 @@ func TestRelayV2QueuedClaimFollowsItsName(t *testing.T) {
 	a.expectSilenceV2(300 * time.Millisecond)
 	relayR.set(func(string, bool) server.Route { return server.Route{Action: server.RouteForward, Addr: ownerB.addr} })
 	tok := a.expectPromoted(1)
-	if h := waitHolder(t, ownerB, "m", func(h locktable.HolderInfo) bool { return h.Peer.Via != "" }); h.Token != tok {
+	if h := waitHolder(t, ownerB, "m", func(h server.HolderInfo) bool { return h.Peer.Via != "" }); h.Token != tok {
 		t.Fatalf("B's holder of m: %+v, want token %d", h, tok)
 	}
 	a.release(1)

@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -172,7 +171,7 @@ func TestRelayV2OwnerUnreachable(t *testing.T) {
 			up := time.Now()
 			tok := a.expectPromoted(1)
 			t.Logf("owner listening: held claim promoted after %v", time.Since(up))
-			h := waitHolder(t, owner, "x", func(h locktable.HolderInfo) bool { return h.Peer.Via != "" })
+			h := waitHolder(t, owner, "x", func(h server.HolderInfo) bool { return h.Peer.Via != "" })
 			if h.Token != tok || h.Claim != 1 || h.Peer.Addr != a.addr() {
 				t.Fatalf("owner's holder %+v; want claim 1 of %s with token %d", h, a.addr(), tok)
 			}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -165,7 +164,7 @@ func TestRelayCutLiveOwnerKeepsClaims(t *testing.T) {
 				l.owner.Close()
 			}
 			p.link(t, 1) // the relaying node re-asserts on a new upstream
-			h := waitHolder(t, owner, "x", func(h locktable.HolderInfo) bool { return h.Label == "a" && h.Session != 0 })
+			h := waitHolder(t, owner, "x", func(h server.HolderInfo) bool { return h.Label == "a" && h.Session != 0 })
 			if h.Token != tok {
 				t.Fatalf("x's holder after the cut has token %d, want the old %d", h.Token, tok)
 			}
@@ -219,7 +218,7 @@ func testRelayCutTwice(t *testing.T, resumable bool) {
 	p.link(t, 2)
 	ping(a, 2)
 	for name, tok := range map[string]uint64{"x": tx, "y": ty} {
-		h := waitHolder(t, owner, name, func(h locktable.HolderInfo) bool { return h.Label == "a" })
+		h := waitHolder(t, owner, name, func(h server.HolderInfo) bool { return h.Label == "a" })
 		if h.Token != tok {
 			t.Errorf("%s's holder has token %d, want %d", name, h.Token, tok)
 		}
@@ -296,7 +295,7 @@ func TestRelayAbandonedUpstreamKept(t *testing.T) {
 	if f.Type != protocol.TypeGranted || f.Token != tok {
 		t.Fatalf("re-assertion on the second upstream answered %v, want GRANTED(%d)", f, tok)
 	}
-	h := waitHolder(t, owner, "x", func(locktable.HolderInfo) bool { return true })
+	h := waitHolder(t, owner, "x", func(server.HolderInfo) bool { return true })
 	if !strings.HasPrefix(h.Peer.Via, "r9/") || h.Token != tok {
 		t.Errorf("x held by %+v", h)
 	}

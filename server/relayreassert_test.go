@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -70,11 +69,11 @@ func TestRelayReassertAfterOwnerDies(t *testing.T) {
 	a.Close()
 	time.Sleep(3 * moveRetryTest) // the relay dials the dead owner meanwhile
 	toB(rr, b)
-	h := waitHolder(t, b, "x", func(h locktable.HolderInfo) bool { return h.Label == "c" })
+	h := waitHolder(t, b, "x", func(h server.HolderInfo) bool { return h.Label == "c" })
 	if h.Token != tok {
 		t.Fatalf("re-asserted holder at b has token %d, want the old %d", h.Token, tok)
 	}
-	waitHolder(t, b, "y", func(h locktable.HolderInfo) bool { return h.Label == "c" })
+	waitHolder(t, b, "y", func(h server.HolderInfo) bool { return h.Label == "c" })
 	ping(c, 1) // no REVOKED before it
 	rb.set(func(string, bool) server.Route { return server.Route{Action: server.RouteServe} })
 	d := b.dialV2(t, longLease, "d")
@@ -111,7 +110,7 @@ func TestRelayReassertConflictRevokes(t *testing.T) {
 		t.Errorf("revoked %v after b could be reached; want the refusal's answer, not the give-up", d)
 	}
 	ping(c, 1)
-	h := waitHolder(t, b, "x", func(locktable.HolderInfo) bool { return true })
+	h := waitHolder(t, b, "x", func(server.HolderInfo) bool { return true })
 	if h.Label != "o" {
 		t.Fatalf("x held at b by %q, want the first re-assertion's", h.Label)
 	}
@@ -175,7 +174,7 @@ func TestRelayReassertAtRelayItself(t *testing.T) {
 	a.Close()
 	time.Sleep(2 * moveRetryTest)
 	rr.set(func(string, bool) server.Route { return server.Route{Action: server.RouteHold, Gated: true, Since: 5} })
-	h := waitHolder(t, r1, "x", func(h locktable.HolderInfo) bool { return h.Label == "c" })
+	h := waitHolder(t, r1, "x", func(h server.HolderInfo) bool { return h.Label == "c" })
 	if h.Token != tok {
 		t.Fatalf("re-asserted holder at r1 has token %d, want the old %d", h.Token, tok)
 	}
@@ -212,7 +211,7 @@ func TestRelayReassertStaleRingRetried(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	ring.Store(5)
-	h := waitHolder(t, b, "x", func(h locktable.HolderInfo) bool { return h.Label == "c" })
+	h := waitHolder(t, b, "x", func(h server.HolderInfo) bool { return h.Label == "c" })
 	if h.Token != tok {
 		t.Fatalf("re-asserted holder at b has token %d, want the old %d", h.Token, tok)
 	}

@@ -87,8 +87,8 @@ func (srv *Server) followLocal(s *session, id uint32, code protocol.Code) bool {
 		return false
 	}
 	if !clustercore.WatchRelayRoom(srv.MaxRelayedWatches, srv.relayedWatches.Load()) {
-		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitRelayedWatches, Peer: s.peer, Lock: rw.Name,
-			Session: s.id, Claim: locktable.ClaimID(id), Code: protocol.CodeLimitReached})
+		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitRelayedWatches, Peer: Peer(s.peer), Lock: rw.Name,
+			Session: SessionID(s.id), Claim: ClaimID(id), Code: protocol.CodeLimitReached})
 		rw.failLocked(protocol.CodeLimitReached)
 		return true
 	}
@@ -221,7 +221,7 @@ func (rw *relayWatch) follow() {
 			return
 		}
 		rt := srv.Router.Route(rw.Name, 0, false)
-		step := clustercore.WatchRoute(rt.Action)
+		step := clustercore.WatchRoute(rt.Action.core())
 		if step == clustercore.WatchHere {
 			rw.watchHereLocked()
 			srv.mu.Unlock()
@@ -375,8 +375,8 @@ func (rw *relayWatch) handle(f protocol.Frame) (out clustercore.WatchAttempt, do
 	sent, stop, slow := rw.Changed(f.ChangeOf(), rw.overBacklogLocked())
 	if slow {
 		s := rw.s
-		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitWatchBacklog, Peer: s.peer, Lock: rw.Name,
-			Session: s.id, Claim: locktable.ClaimID(rw.ID), Code: protocol.CodeSlowWatcher})
+		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: LimitWatchBacklog, Peer: Peer(s.peer), Lock: rw.Name,
+			Session: SessionID(s.id), Claim: ClaimID(rw.ID), Code: protocol.CodeSlowWatcher})
 	}
 	rw.finishLocked(sent, slow)
 	if stop {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -211,12 +210,12 @@ func TestRelayedValues(t *testing.T) {
 		t.Fatalf("relayed PROCLAIM: %v", f)
 	}
 	w.expectChange(1, protocol.ChangeValue, tok, "10.0.0.6")
-	if h := waitHolder(t, owner, "db", func(h locktable.HolderInfo) bool { return h.Value == "10.0.0.6" }); h.Token != tok {
+	if h := waitHolder(t, owner, "db", func(h server.HolderInfo) bool { return h.Value == "10.0.0.6" }); h.Token != tok {
 		t.Fatalf("owner's holder %+v", h)
 	}
 	long := strings.Repeat("v", protocol.MaxValueLen)
 	c.claimValue(2, strings.Repeat("n", 255), long)
-	if h := waitHolder(t, owner, strings.Repeat("n", 255), func(locktable.HolderInfo) bool { return true }); h.Value != long {
+	if h := waitHolder(t, owner, strings.Repeat("n", 255), func(server.HolderInfo) bool { return true }); h.Value != long {
 		t.Fatalf("the longest value through the relay: %d bytes at the owner", len(h.Value))
 	}
 	c.mustWrite(releaseFrame(1))

@@ -248,7 +248,7 @@ func (srv *Server) keepLocked(now time.Time, s *session) (ds []delivery, kept bo
 	srv.resume.byID[k.id] = k
 	delete(srv.claims, s.id)
 	srv.armKeptLocked(k)
-	srv.notify(Event{Kind: EventSessionKept, Time: now, Peer: s.peer, Protocol: protocol.Version2, Session: s.id, Label: key.label})
+	srv.notify(Event{Kind: EventSessionKept, Time: now, Peer: Peer(s.peer), Protocol: protocol.Version2, Session: SessionID(s.id), Label: key.label})
 	srv.Logger.Debug("keeping a resumable session", "session", s.id, "origin", k.origin, "remote_addr", s.peer.Addr)
 	return ds, true
 }
@@ -515,7 +515,7 @@ func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []deli
 
 // reasserted reports the outcome of re-assertion f to the observers.
 func (s *session) reasserted(f protocol.Frame, result string, code protocol.Code, token uint64) {
-	s.srv.notify(Event{Kind: EventReasserted, Time: time.Now(), Lock: f.Name, Peer: s.peer, Token: token, Code: code,
-		Action: result, Protocol: protocol.Version2, Session: s.id, Claim: locktable.ClaimID(f.Claim),
-		Mode: locktable.Mode(f.Mode), Label: s.v2.label})
+	s.srv.notify(Event{Kind: EventReasserted, Time: time.Now(), Lock: f.Name, Peer: Peer(s.peer), Token: token, Code: code,
+		Action: result, Protocol: protocol.Version2, Session: SessionID(s.id), Claim: ClaimID(f.Claim),
+		Mode: Mode(f.Mode), Label: s.v2.label})
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -59,7 +58,7 @@ func TestResumeRelayedOnAnotherNode(t *testing.T) {
 	if f := a2.reassert(1, excl2, "x", tok, w); f.Type != protocol.TypeGranted || f.Token != tok {
 		t.Fatalf("re-assertion through r2 answered %v, want GRANTED(%d)", f, tok)
 	}
-	h := waitHolder(t, owner, "x", func(h2 locktable.HolderInfo) bool { return strings.HasPrefix(h2.Peer.Via, "r2/") })
+	h := waitHolder(t, owner, "x", func(h2 server.HolderInfo) bool { return strings.HasPrefix(h2.Peer.Via, "r2/") })
 	if h.Token != tok {
 		t.Errorf("the owner's holder of x has token %d, want %d", h.Token, tok)
 	}

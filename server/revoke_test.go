@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -42,7 +41,7 @@ func TestRevokeWaiters(t *testing.T) {
 	}
 	waiter.expectError(protocol.CodeNotAuthorized)
 	e := ts.events.wait(t, "dequeued", peerEvent(server.EventDequeued, waiter))
-	if e.Reason != locktable.ReasonRevoked {
+	if e.Reason != server.ReasonRevoked {
 		t.Errorf("waiter dequeued for %v, want revoked", e.Reason)
 	}
 
@@ -84,7 +83,7 @@ func TestRevokeHolders(t *testing.T) {
 	holder.expectError(protocol.CodeNotAuthorized)
 	waiter.expectError(protocol.CodeNotAuthorized)
 	e := ts.events.wait(t, "released", peerEvent(server.EventReleased, holder))
-	if e.Reason != locktable.ReasonRevoked {
+	if e.Reason != server.ReasonRevoked {
 		t.Errorf("holder released for %v, want revoked", e.Reason)
 	}
 	other.mustWrite(protocol.AppendHeartbeat(nil))

@@ -62,7 +62,7 @@ func (s *session) stopLocked() error {
 		b = protocol.AppendError(make([]byte, 0, protocol.MaxErrorLen), protocol.CodeNotOwner, "")
 	}
 	if err := s.writeLocked(b); err == nil {
-		s.srv.observe(Event{Kind: EventErrorSent, Time: time.Now(), Peer: s.peer, Code: protocol.CodeNotOwner})
+		s.srv.observe(Event{Kind: EventErrorSent, Time: time.Now(), Peer: Peer(s.peer), Code: protocol.CodeNotOwner})
 		if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		}

@@ -1,6 +1,7 @@
 // Package server is baton's I/O shell: it accepts connections, turns
-// frames into calls on the pure lock table and the table's results into
-// writes and closes. All lock semantics live in internal/locktable.
+// frames into calls on the lock table, where all lock semantics live,
+// and the table's results into writes and closes. Its views (Snapshot,
+// Locks, SessionInfos) return copies in the server's own types.
 package server
 
 import (
@@ -107,11 +108,12 @@ type Server struct {
 	TLSConfig *tls.Config
 	// Authorizer, when set, is asked for every ACQUIRE; nil allows all.
 	Authorizer Authorizer
-	// Tokens issues fencing tokens; nil means a locktable.ClockTokens that
-	// began when this process started, so that tokens increase across a
+	// Tokens issues fencing tokens; nil means tokens from the wall clock
+	// since this process started, so that tokens increase across a
 	// restart of any speed on a wall clock that does not step back: in
 	// the process's first second an ACQUIRE waits (up to a second) for
-	// the next. A source that is a locktable.Gate is waited for never
+	// the next. A source that also has a method NotBefore() time.Time
+	// (the first instant its Next returns at once) is waited for never
 	// under the table's mutex: a version 1 ACQUIRE waits for it before
 	// entering the table; a version 2 CLAIM is answered at once, QUEUED
 	// (BUSY if no-wait) when it would be granted before the gate, and

@@ -142,7 +142,7 @@ const openedV2 locktable.Reason = 255
 //
 //go:noinline
 func (s *session) connected() {
-	s.srv.observe(Event{Kind: EventConnected, Time: time.Now(), Peer: s.peer})
+	s.srv.observe(Event{Kind: EventConnected, Time: time.Now(), Peer: Peer(s.peer)})
 }
 
 // run reads frames until the session ends. It returns why, and the error
@@ -192,7 +192,7 @@ func (s *session) handshake() bool {
 		return true
 	}
 	if err := tc.Handshake(); err != nil {
-		srv.observe(Event{Kind: EventTLSHandshakeError, Time: time.Now(), Peer: s.peer, Err: err})
+		srv.observe(Event{Kind: EventTLSHandshakeError, Time: time.Now(), Peer: Peer(s.peer), Err: err})
 		srv.Logger.Info("TLS handshake failed", "remote_addr", s.peer.Addr, "err", err)
 		return false
 	}
@@ -393,7 +393,7 @@ var errDenied = errors.New("server: not authorized")
 
 func (s *session) denied(lock string) (locktable.Reason, protocol.Code) {
 	srv := s.srv
-	srv.observe(Event{Kind: EventDenied, Time: time.Now(), Lock: lock, Peer: s.peer})
+	srv.observe(Event{Kind: EventDenied, Time: time.Now(), Lock: lock, Peer: Peer(s.peer)})
 	srv.Logger.Info("ACQUIRE denied by ACL", "lock", lock, "identity", s.peer.Identity, "remote_addr", s.peer.Addr)
 	return locktable.ReasonProtocolError, protocol.CodeNotAuthorized
 }
@@ -485,7 +485,7 @@ func (s *session) heartbeat(k int) (deadline time.Time, err error) {
 		s.flushed = now
 	}
 	for range k {
-		srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: s.peer})
+		srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: Peer(s.peer)})
 	}
 
 	s.wmu.Lock()
@@ -624,7 +624,7 @@ func (s *session) closeWithError(code protocol.Code) error {
 	}
 	err := s.writeLocked(b)
 	if err == nil {
-		s.srv.observe(Event{Kind: EventErrorSent, Time: time.Now(), Peer: s.peer, Code: code})
+		s.srv.observe(Event{Kind: EventErrorSent, Time: time.Now(), Peer: Peer(s.peer), Code: code})
 		if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		}
@@ -681,7 +681,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) *session {
 	}
 	srv.mu.Unlock()
 	if next == nil { // the connection closed
-		srv.observe(Event{Kind: EventDisconnected, Time: time.Now(), Peer: s.peer})
+		srv.observe(Event{Kind: EventDisconnected, Time: time.Now(), Peer: Peer(s.peer)})
 	}
 	return next
 }

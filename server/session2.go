@@ -515,7 +515,7 @@ func (s *session) answerUnlocked(now time.Time, f protocol.Frame) bool {
 	v := s.v2
 	switch f.Type {
 	case protocol.TypePing:
-		s.srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: s.peer, Protocol: protocol.Version2, Session: s.id})
+		s.srv.observe(Event{Kind: EventHeartbeat, Time: now, Peer: Peer(s.peer), Protocol: protocol.Version2, Session: SessionID(s.id)})
 		v.appendOut(s, func(b []byte) []byte { return protocol.AppendPong(b, f.Seq) })
 	case protocol.TypeRing:
 		s.answerRing(f)
@@ -595,8 +595,8 @@ func (s *session) answerClaim(now time.Time, f protocol.Frame, ce *protocol.Clai
 		return nil, 0, false
 	}
 	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, f.Name) {
-		srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: s.peer, Protocol: protocol.Version2,
-			Session: s.id, Claim: key.Claim, Mode: locktable.Mode(f.Mode), Label: v.label})
+		srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: Peer(s.peer), Protocol: protocol.Version2,
+			Session: SessionID(s.id), Claim: ClaimID(key.Claim), Mode: Mode(f.Mode), Label: v.label})
 		s.refuse(f, protocol.CodeNotAuthorized)
 		return nil, 0, false
 	}
@@ -628,7 +628,7 @@ func (s *session) claimHere(now time.Time, f protocol.Frame) (ds []delivery, cod
 			return nil, protocol.CodeClaimInUse, false
 		}
 		if limit := tableLimit(err); limit != "" {
-			srv.notify(Event{Kind: EventLimit, Time: now, Action: limit, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: key.Claim, Code: protocol.CodeLimitReached})
+			srv.notify(Event{Kind: EventLimit, Time: now, Action: limit, Peer: Peer(s.peer), Lock: f.Name, Session: SessionID(s.id), Claim: ClaimID(key.Claim), Code: protocol.CodeLimitReached})
 		}
 		s.refuse(f, claimErrorCode(err))
 		return nil, 0, false
@@ -710,8 +710,8 @@ func othersOnly(ds []delivery, self *session) []delivery {
 
 // refuse appends REFUSED(claim, code) for CLAIM f.
 func (s *session) refuse(f protocol.Frame, code protocol.Code) {
-	s.srv.observe(Event{Kind: EventRefused, Time: time.Now(), Lock: f.Name, Peer: s.peer, Code: code,
-		Protocol: protocol.Version2, Session: s.id, Claim: locktable.ClaimID(f.Claim), Mode: locktable.Mode(f.Mode), Label: s.v2.label})
+	s.srv.observe(Event{Kind: EventRefused, Time: time.Now(), Lock: f.Name, Peer: Peer(s.peer), Code: code,
+		Protocol: protocol.Version2, Session: SessionID(s.id), Claim: ClaimID(f.Claim), Mode: Mode(f.Mode), Label: s.v2.label})
 	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendRefused(b, f.Claim, code, "") })
 }
 

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -89,7 +88,7 @@ func noGrantAfterShutdown(t *testing.T, evs []server.Event) {
 				t.Errorf("granted after shutdown began: %s", formatEvent(e))
 			}
 		case server.EventReleased, server.EventDequeued:
-			if !began || e.Reason != locktable.ReasonShutdown {
+			if !began || e.Reason != server.ReasonShutdown {
 				t.Errorf("%s, want it during shutdown with reason shutdown", formatEvent(e))
 			}
 		}
@@ -299,11 +298,11 @@ func TestShutdownMeetsExpiry(t *testing.T) {
 			e := ts.events.wait(t, "released", peerEvent(server.EventReleased, c))
 			r := got[c]
 			switch e.Reason {
-			case locktable.ReasonShutdown:
+			case server.ReasonShutdown:
 				if len(r.frames) != 1 || r.frames[0].Code != protocol.CodeShuttingDown || r.end != nil {
 					t.Errorf("run %d: %s released for shutdown read %v then %v, want ERROR(0x01) then EOF", i, c, r.frames, r.end)
 				}
-			case locktable.ReasonExpired:
+			case server.ReasonExpired:
 				if len(r.frames) != 0 {
 					t.Errorf("run %d: %s released as expired read %v, want a plain close", i, c, r.frames)
 				}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -108,7 +107,7 @@ func TestV2SessionErrors(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() {
-		if n := ts.Counts(); n != (locktable.Counts{}) {
+		if n := ts.Counts(); n != (server.Counts{}) {
 			t.Errorf("after only faulty sessions the table has %+v, want empty", n)
 		}
 	})
@@ -353,7 +352,7 @@ func TestV2ExpiryEndsEveryClaim(t *testing.T) {
 		t.Fatalf("claims ended after %v, before the lease %v", took, lease)
 	}
 	ts.events.wait(t, "expired", func(e server.Event) bool {
-		return e.Kind == server.EventDequeued && e.Lock == "q" && e.Reason == locktable.ReasonExpired
+		return e.Kind == server.EventDequeued && e.Lock == "q" && e.Reason == server.ReasonExpired
 	})
 	blocker.release(1)
 	waiter.expectPromoted(6) // the expired waiter left the queue
@@ -479,7 +478,7 @@ func TestV2EOFInsideFrame(t *testing.T) {
 	c.conn.CloseWrite()
 	c.expectEOFV2()
 	e := ts.events.wait(t, "released", lockEvent(server.EventReleased, "eof"))
-	if took := time.Since(start); took > time.Second || e.Reason != locktable.ReasonGraceful || e.Token != tok {
+	if took := time.Since(start); took > time.Second || e.Reason != server.ReasonGraceful || e.Token != tok {
 		t.Fatalf("session ended after %v with %v, want at once, graceful", took, e.Reason)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -41,7 +40,7 @@ func TestV2PartialFrameTimesOut(t *testing.T) {
 		e := ts.events.wait(t, "released", lockEvent(server.EventReleased, "half"))
 		elapsed, stall := time.Since(start), m.worst()
 		t.Logf("session ended %v after the partial frame (io-timeout %v, stall %v)", elapsed, ioTimeout, stall)
-		if e.Reason != locktable.ReasonIOTimeout {
+		if e.Reason != server.ReasonIOTimeout {
 			t.Errorf("released for %v, want io_timeout", e.Reason)
 		}
 		if elapsed < ioTimeout {
@@ -83,7 +82,7 @@ func TestV2StoppedReaderIsDropped(t *testing.T) {
 	}()
 	waiter.expectPromoted(1)
 	e := ts.events.wait(t, "released", lockEvent(server.EventReleased, "stuck"))
-	if e.Reason != locktable.ReasonIOTimeout {
+	if e.Reason != server.ReasonIOTimeout {
 		t.Errorf("owner released for %v, want io_timeout", e.Reason)
 	}
 	owner.close()

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 	"github.com/batonlock/baton/server"
 )
@@ -19,7 +18,7 @@ import (
 // limit, or a token not above every earlier one.
 type holderCheck struct {
 	mu      sync.Mutex
-	holders map[string]map[uint64]locktable.Mode // lock -> token -> mode
+	holders map[string]map[uint64]server.Mode // lock -> token -> mode
 	last    uint64
 	grants  int
 	err     error
@@ -29,7 +28,7 @@ func (h *holderCheck) Observe(e server.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.holders == nil {
-		h.holders = map[string]map[uint64]locktable.Mode{}
+		h.holders = map[string]map[uint64]server.Mode{}
 	}
 	switch e.Kind {
 	case server.EventGranted:
@@ -40,12 +39,12 @@ func (h *holderCheck) Observe(e server.Event) {
 		h.last = e.Token
 		hs := h.holders[e.Lock]
 		if hs == nil {
-			hs = map[uint64]locktable.Mode{}
+			hs = map[uint64]server.Mode{}
 			h.holders[e.Lock] = hs
 		}
 		for _, m := range hs {
-			conflict := m == locktable.Exclusive || e.Mode == locktable.Exclusive
-			if m == locktable.Semaphore && e.Mode == locktable.Semaphore {
+			conflict := m == server.Exclusive || e.Mode == server.Exclusive
+			if m == server.Semaphore && e.Mode == server.Semaphore {
 				conflict = len(hs) >= 3 // the semaphore names below have limit 3
 			}
 			if conflict && h.err == nil {
@@ -152,17 +151,17 @@ func contend(addr string, seed uint64, rounds int) error {
 
 // TestHolderCheckFails shows that TestV2Contention's observer can fail.
 func TestHolderCheckFails(t *testing.T) {
-	g := func(lock string, tok uint64, m locktable.Mode) server.Event {
+	g := func(lock string, tok uint64, m server.Mode) server.Event {
 		return server.Event{Kind: server.EventGranted, Lock: lock, Token: tok, Mode: m}
 	}
 	for _, tc := range []struct {
 		name string
 		evs  []server.Event
 	}{
-		{"two exclusive", []server.Event{g("a", 1, locktable.Exclusive), g("a", 2, locktable.Exclusive)}},
-		{"shared under exclusive", []server.Event{g("a", 1, locktable.Exclusive), g("a", 2, locktable.Shared)}},
-		{"semaphore over 3", []server.Event{g("s", 1, locktable.Semaphore), g("s", 2, locktable.Semaphore), g("s", 3, locktable.Semaphore), g("s", 4, locktable.Semaphore)}},
-		{"token not increasing", []server.Event{g("a", 2, locktable.Shared), g("b", 2, locktable.Shared)}},
+		{"two exclusive", []server.Event{g("a", 1, server.Exclusive), g("a", 2, server.Exclusive)}},
+		{"shared under exclusive", []server.Event{g("a", 1, server.Exclusive), g("a", 2, server.Shared)}},
+		{"semaphore over 3", []server.Event{g("s", 1, server.Semaphore), g("s", 2, server.Semaphore), g("s", 3, server.Semaphore), g("s", 4, server.Semaphore)}},
+		{"token not increasing", []server.Event{g("a", 2, server.Shared), g("b", 2, server.Shared)}},
 	} {
 		var h holderCheck
 		for _, e := range tc.evs {
@@ -173,8 +172,8 @@ func TestHolderCheckFails(t *testing.T) {
 		}
 	}
 	var ok holderCheck
-	for _, e := range []server.Event{g("a", 1, locktable.Shared), g("a", 2, locktable.Shared),
-		{Kind: server.EventReleased, Lock: "a", Token: 1}, {Kind: server.EventReleased, Lock: "a", Token: 2}, g("a", 3, locktable.Exclusive)} {
+	for _, e := range []server.Event{g("a", 1, server.Shared), g("a", 2, server.Shared),
+		{Kind: server.EventReleased, Lock: "a", Token: 1}, {Kind: server.EventReleased, Lock: "a", Token: 2}, g("a", 3, server.Exclusive)} {
 		ok.Observe(e)
 	}
 	if ok.err != nil {

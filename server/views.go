@@ -24,14 +24,15 @@ func (srv *Server) LockNames() []string {
 func (srv *Server) Locks(names []string, waiters int) []LockInfo {
 	srv.init()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	out := make([]locktable.LockInfo, 0, len(names))
+	found := make([]locktable.LockInfo, 0, len(names))
 	for _, n := range names {
 		if l, ok := srv.table.LockPage(n, 0, waiters); ok {
-			out = append(out, l)
+			found = append(found, l)
 		}
 	}
-	return out
+	srv.mu.Unlock()
+	// Converted outside the mutex: the walk above is all it holds.
+	return lockInfosOf(found)
 }
 
 // LockPage describes one lock with only its waiters from queue index
@@ -40,8 +41,12 @@ func (srv *Server) Locks(names []string, waiters int) []LockInfo {
 func (srv *Server) LockPage(name string, offset, limit int) (LockInfo, bool) {
 	srv.init()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.table.LockPage(name, offset, limit)
+	l, ok := srv.table.LockPage(name, offset, limit)
+	srv.mu.Unlock()
+	if !ok {
+		return LockInfo{}, false
+	}
+	return lockInfoOf(l), true
 }
 
 // SessionInfos describes every session of the lock table with its
@@ -49,8 +54,13 @@ func (srv *Server) LockPage(name string, offset, limit int) (LockInfo, bool) {
 func (srv *Server) SessionInfos() []SessionInfo {
 	srv.init()
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.table.SessionInfos()
+	infos := srv.table.SessionInfos()
+	srv.mu.Unlock()
+	out := make([]SessionInfo, len(infos))
+	for i, s := range infos {
+		out[i] = sessionInfoOf(s)
+	}
+	return out
 }
 
 // OldestQueued returns when the longest-waiting claim arrived; false when

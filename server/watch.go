@@ -66,8 +66,8 @@ func (s *session) watchFrame(now time.Time, f protocol.Frame, ce *protocol.Claim
 		return nil, 0
 	}
 	if a := srv.Authorizer; a != nil && !a.Allow(s.peer.Identity, f.Name) {
-		srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: s.peer, Protocol: protocol.Version2,
-			Session: s.id, Claim: key.Claim, Label: v.label})
+		srv.notify(Event{Kind: EventDenied, Time: now, Lock: f.Name, Peer: Peer(s.peer), Protocol: protocol.Version2,
+			Session: SessionID(s.id), Claim: ClaimID(key.Claim), Label: v.label})
 		s.refuse(f, protocol.CodeNotAuthorized)
 		return nil, 0
 	}
@@ -80,7 +80,7 @@ func (s *session) watchFrame(now time.Time, f protocol.Frame, ce *protocol.Claim
 		return nil, protocol.CodeClaimInUse
 	case err != nil:
 		if limit := tableLimit(err); limit != "" {
-			srv.notify(Event{Kind: EventLimit, Time: now, Action: limit, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: key.Claim, Code: protocol.CodeLimitReached})
+			srv.notify(Event{Kind: EventLimit, Time: now, Action: limit, Peer: Peer(s.peer), Lock: f.Name, Session: SessionID(s.id), Claim: ClaimID(key.Claim), Code: protocol.CodeLimitReached})
 		}
 		s.refuse(f, claimErrorCode(err))
 		return nil, 0
@@ -184,7 +184,7 @@ func (s *session) servedHere(f protocol.Frame) bool {
 	if r == nil {
 		return true
 	}
-	if clustercore.ValuedServed(r.Route(f.Name, 0, s.forwarded).Action) {
+	if clustercore.ValuedServed(r.Route(f.Name, 0, s.forwarded).Action.core()) {
 		return true
 	}
 	s.refuse(f, protocol.CodeNotOwner)
@@ -200,7 +200,7 @@ func (s *session) watchedHere(f protocol.Frame) bool {
 	if srv.Router == nil {
 		return true
 	}
-	switch clustercore.WatchRoute(srv.Router.Route(f.Name, 0, s.forwarded).Action) {
+	switch clustercore.WatchRoute(srv.Router.Route(f.Name, 0, s.forwarded).Action.core()) {
 	case clustercore.WatchHere:
 		return true
 	case clustercore.WatchRefuse:
@@ -216,7 +216,7 @@ func (s *session) watchedHere(f protocol.Frame) bool {
 		if limit == clustercore.WatchLimitRelayed {
 			action = LimitRelayedWatches
 		}
-		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: action, Peer: s.peer, Lock: f.Name, Session: s.id, Claim: locktable.ClaimID(f.Claim), Code: protocol.CodeLimitReached})
+		srv.notify(Event{Kind: EventLimit, Time: time.Now(), Action: action, Peer: Peer(s.peer), Lock: f.Name, Session: SessionID(s.id), Claim: ClaimID(f.Claim), Code: protocol.CodeLimitReached})
 		s.refuse(f, protocol.CodeLimitReached)
 		return false
 	}
@@ -272,7 +272,7 @@ func (srv *Server) pushChange(s *session, send locktable.Send, dropped map[*sess
 	}
 	for _, id := range srv.table.EndWatches(s.id) {
 		v.appendPush(s, locktable.Send{Kind: locktable.SendError, Session: s.id, Claim: id, Code: protocol.CodeSlowWatcher})
-		srv.notify(Event{Kind: EventLimit, Time: now, Action: LimitWatchBacklog, Peer: s.peer, Session: s.id, Claim: id, Code: protocol.CodeSlowWatcher})
+		srv.notify(Event{Kind: EventLimit, Time: now, Action: LimitWatchBacklog, Peer: Peer(s.peer), Session: SessionID(s.id), Claim: ClaimID(id), Code: protocol.CodeSlowWatcher})
 	}
 	return true // the REVOKEDs need the flush
 }
