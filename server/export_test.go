@@ -100,3 +100,23 @@ func (srv *Server) RelayedClaims() (claims, upstreams int64) { return srv.relaye
 func (srv *Server) RelayedWatches() int64                    { return srv.relayedWatchCount() }
 func (srv *Server) HopPoolIdle() int                         { return srv.hopPoolIdle() }
 func (srv *Server) OwnerDials() int64                        { return srv.ownerDialCount() }
+
+// HoldAgain holds claim id on name again on the session with label, as
+// if an upstream's failure had handed it back while it was also entered
+// (the duplicate a hold must survive), and starts the hold's retries.
+func HoldAgain(srv *Server, label string, id uint32, name string) bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for _, s := range srv.claims {
+		if s.v2 == nil || s.v2.label != label {
+			continue
+		}
+		rel := s.v2.rel.Load()
+		s.v2.omu.Lock()
+		rel.held = append(rel.held, protocol.Frame{Type: protocol.TypeClaim, Claim: id, Name: name, Mode: protocol.ModeExclusive})
+		s.v2.omu.Unlock()
+		s.scheduleHeld(rel, 1)
+		return true
+	}
+	return false
+}

@@ -480,7 +480,7 @@ func (s *session) takeOverHereLocked(now time.Time, rc *relayedClaim) takenHere 
 		return takenHere{err: locktable.ErrNoClaim} // released meanwhile: nothing to continue
 	case clustercore.HereHold:
 		rel := s.v2.rel.Load()
-		rel.held = append(rel.held, f)
+		rel.hold(f)
 		srv.recordGatedLocked(s, f)
 		if !rel.holding {
 			rel.holding = true

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+	"slices"
 	"time"
 
 	"github.com/batonlock/baton/internal/clustercore"
@@ -52,6 +54,21 @@ func (s *session) scheduleHeld(rel *relayState, n int) {
 		rel.holding = true
 		time.AfterFunc(holdRetry, s.retryHeld)
 	}
+}
+
+// hold holds claim f, once: an id held already keeps its place (a failed
+// upstream may hand back a claim a retry holds again).
+func (rel *relayState) hold(f protocol.Frame) bool {
+	if rel.heldIndex(f.Claim) >= 0 {
+		return false
+	}
+	rel.held = append(rel.held, f)
+	return true
+}
+
+// unhold drops held claim id, every copy, and returns the held claims.
+func (rel *relayState) unhold(id uint32) []protocol.Frame {
+	return slices.DeleteFunc(rel.held, func(f protocol.Frame) bool { return f.Claim == id })
 }
 
 // heldIndex returns the index of held claim id, or -1.
@@ -175,6 +192,10 @@ func (s *session) claimHeld(now time.Time, f protocol.Frame) []delivery {
 		}
 		ds = srv.commit(now, res)
 	}
+	if errors.Is(err, locktable.ErrClaimExists) { // a second copy: a bookkeeping slip to find
+		srv.Logger.Warn("a held claim was in the table already; its second copy is dropped",
+			"session", s.id, "claim", f.Claim, "lock", f.Name)
+	}
 	switch clustercore.Relay2HeldEntered(st.State == locktable.Owner, err) {
 	case clustercore.Relay2HeldRevoked:
 		code := claimErrorCode(err)
@@ -216,10 +237,9 @@ func (u *upstream) holdUnopened(rel *relayState, r upReq) int {
 		r.slot.B, r.slot.Pending = answer, false
 	}
 	u.end(rel, r.rc)
-	if !want || !s.relayOpen(rel) {
+	if !want || !s.relayOpen(rel) || !rel.hold(f) {
 		return 0
 	}
-	rel.held = append(rel.held, f)
 	return 1
 }
 
@@ -257,7 +277,9 @@ func (u *upstream) rehold(rcs []*relayedClaim) {
 		}
 		u.end(rel, rc)
 		f, why := clustercore.Relay2Rehold(&rc.Claim, u.addr, now)
-		rel.held = append(rel.held, f)
+		if !rel.hold(f) {
+			continue
+		}
 		if rel.rerouted == nil {
 			rel.rerouted = map[uint32]clustercore.Relay2Reroute{}
 		}

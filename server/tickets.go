@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"slices"
 	"time"
 
@@ -82,7 +81,7 @@ func (s *session) enterGated(now time.Time, name string, refs []gatedRef, others
 			}
 			entered[r.Claim] = true
 		} else {
-			rel.held = slices.Delete(rel.held, i, i+1)
+			rel.held = rel.unhold(r.Claim)
 			if !slices.Contains(others, r.Session) {
 				others = append(others, r.Session)
 			}
@@ -97,8 +96,8 @@ func (s *session) enterGated(now time.Time, name string, refs []gatedRef, others
 		switch {
 		case err == nil:
 			srv.queued[protocol.Version2]++ // a grant below counts it out
-		case errors.Is(err, locktable.ErrShutdown), errors.Is(err, locktable.ErrNoSession):
-			// the session is ending
+		case clustercore.Relay2HeldEntered(false, err) == clustercore.Relay2HeldQuiet:
+			// the session is ending, or the claim is in the table already
 		default:
 			code := claimErrorCode(err)
 			o.v2.appendPushOut(o, func(b []byte) []byte { return protocol.AppendRevoked(b, claim, code, "") })

@@ -127,10 +127,16 @@ const (
 // Relay2HeldEntered decides what the client hears when this node's table
 // answers held claim's Claim with owner (granted) or err: a refusal is
 // pushed as REVOKED, except when the session or table is ending
-// (ErrNoSession, ErrShutdown), whose end tells it.
+// (ErrNoSession, ErrShutdown), whose end tells it, and when the table
+// has the claim already (ErrClaimExists).
 func Relay2HeldEntered(owner bool, err error) Relay2HeldEntry {
 	switch {
 	case errors.Is(err, locktable.ErrShutdown) || errors.Is(err, locktable.ErrNoSession):
+		return Relay2HeldQuiet
+	case errors.Is(err, locktable.ErrClaimExists):
+		// A second copy of a claim the table has (Relay2HeldAgain): its
+		// client heard the table's answers; a REVOKED would make it stop
+		// believing in a claim the table keeps.
 		return Relay2HeldQuiet
 	case err != nil:
 		return Relay2HeldRevoked

@@ -106,6 +106,7 @@ func TestRelay2HeldEntered(t *testing.T) {
 		{"refused: REVOKED", false, locktable.ErrModeConflict, Relay2HeldRevoked},
 		{"the table shuts down", false, locktable.ErrShutdown, Relay2HeldQuiet},
 		{"the session ends", false, locktable.ErrNoSession, Relay2HeldQuiet},
+		{"in the table already: its answers stand", false, locktable.ErrClaimExists, Relay2HeldQuiet},
 	} {
 		if got := Relay2HeldEntered(tc.owner, tc.err); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
