@@ -122,12 +122,7 @@ func (s *session) serveOne() *session {
 		// feels.
 		reason, code = s.runV2()
 		s.dropRangesLater()
-		// A plain session whose client hung up, or broke the protocol,
-		// and a detach session whose client hung up without DETACH,
-		// release their relayed claims at once, as a direct session's
-		// are; otherwise each owner keeps them until the lease passes.
-		v := s.v2
-		s.dropUpstreams(v.resume == nil && (v.hungUp || reason == locktable.ReasonProtocolError) || v.diedUnannounced())
+		s.dropUpstreams(s.v2.sessionEnd().ReleasesRelayed(reason))
 	}
 	return s.finish(reason, code)
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -40,13 +41,10 @@ type v2conn struct {
 	seen         time.Time // when the last frame was read in full
 	flushed      time.Time // the last seen the table has been told
 	partialSince time.Time // when the frame now partly read began; zero if none
-	// hungUp: a read found the client's side closed (its process closed
-	// the connection or died), not a deadline or this node's close.
-	hungUp bool
-	// detach: the session was opened with the detach flag, so a hang-up
-	// ends it unless detached is set (a DETACH was read): the client
-	// promised to say DETACH before any close it makes on purpose, and a
-	// killed client says nothing (docs/protocol-v2-resume.md, "v2 detach").
+	// hungUp, detach and detached: what decides how the session ends
+	// with its connection (clustercore.SessionEnd, which says what each
+	// means).
+	hungUp           bool
 	detach, detached bool
 	// leaseRecorded: a cluster node has recorded this session's lease
 	// (Router.RecordLease), which it does at the first claim the ACL
@@ -210,7 +208,7 @@ func (v *v2conn) keepSpare(b []byte) {
 // stack of every idle session.
 func (s *session) runV2() (locktable.Reason, protocol.Code) {
 	reason, code := s.runV2Frames()
-	if code == 0 && (reason == locktable.ReasonGraceful || reason == locktable.ReasonIOTimeout) && !s.v2.diedUnannounced() {
+	if s.v2.sessionEnd().Keeps(reason, code) {
 		s.markRangesKept()
 		if s.keepV2() {
 			return ended, 0 // kept for a resume (resume.go)
@@ -219,12 +217,10 @@ func (s *session) runV2() (locktable.Reason, protocol.Code) {
 	return reason, code
 }
 
-// diedUnannounced reports whether the client's side closed the
-// connection (FIN or reset) without the DETACH it promised: its process
-// ended, and its claims and range locks are released at once, as a plain
-// session's are, rather than kept for a re-assertion nobody will make.
-func (v *v2conn) diedUnannounced() bool {
-	return v.detach && !v.detached && v.hungUp
+// sessionEnd is what decides how the session ends with its connection
+// (clustercore.SessionEnd). Called by the reader.
+func (v *v2conn) sessionEnd() clustercore.SessionEnd {
+	return clustercore.SessionEnd{Resumable: v.resume != nil, Detach: v.detach, Detached: v.detached, HungUp: v.hungUp}
 }
 
 // runV2Frames is runV2 until the session ends.
@@ -492,12 +488,9 @@ func (s *session) finishBatch(ds []delivery, leaseWait bool, reason locktable.Re
 		if v.rel.Load() != nil {
 			s.relayPump()
 		}
-		if err := s.flushV2(true); err != nil && !(v.detach && wroteToHungUp(err)) {
+		if err := s.flushV2(true); err != nil && v.sessionEnd().WriteEnds(wroteToHungUp(err)) {
 			return writeFailureReason(err), 0, false
 		}
-		// A detach session whose client's side has closed reads on: the
-		// reader sees the hang-up after whatever came before it, a
-		// DETACH included, and that decides whether the session is kept.
 		if leaseWait {
 			if !srv.Router.RecordLease(v.lease) {
 				return locktable.ReasonProtocolError, protocol.CodeNotOwner, false
