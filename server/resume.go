@@ -138,28 +138,25 @@ func (s *session) welcome(now time.Time, hello protocol.Frame) (_ protocol.Frame
 }
 
 // keepAbandonedLocked keeps open session s as if its connection had
-// broken now, and closes that connection: its client has gone elsewhere.
+// broken now, and closes that connection: its client has gone elsewhere
+// (clustercore.SessionAbandon decides what is kept and what ends).
 // Its lease runs from now: its reader may have read frames the table has
 // not been told of (leaseFlush), and nothing else may read its time, so
 // now is the one time known to be no earlier than its last read. Called
 // with srv.mu held.
 func (srv *Server) keepAbandonedLocked(now time.Time, s *session) []delivery {
 	var ds []delivery
-	kept, claimsKept := false, false
+	var a clustercore.SessionAbandon
 	if _, err := srv.table.Touch(now, s.id); err == nil {
-		ds, claimsKept = srv.keepLocked(now, s)
-		kept = claimsKept
+		ds, a.ClaimsKept = srv.keepLocked(now, s)
 	}
-	if srv.ranges.table.HasSession(rangelock.SessionID(s.id)) {
+	if a.Ranges = srv.ranges.table.HasSession(rangelock.SessionID(s.id)); a.Ranges {
 		ds = append(ds, srv.keepRangesLocked(s)...)
-		kept = true
 	}
-	if kept && !claimsKept && srv.table.ClaimCount(s.id) > 0 {
-		// Claims a kept-session limit did not keep end with the
-		// connection: its reader will not end them.
+	if a.ClaimsLeft = srv.table.ClaimCount(s.id) > 0; a.EndsClaims() {
 		ds = append(ds, srv.commit(now, srv.table.End(now, s.id, locktable.ReasonGraceful))...)
 	}
-	if kept {
+	if a.Kept() {
 		s.v2.keepRanges = true
 		s.closing.Store(true) // its reader ends without ending its claims
 		go s.conn.Close()
@@ -301,19 +298,19 @@ func (srv *Server) holdExpiryLocked(k *keptSession, now time.Time) (retryAt time
 	if err != nil || !k.end.MayHold(now, d, srv.Router != nil) {
 		return time.Time{}, false // no cluster, or not expired yet: the table says so
 	}
+	var names []string
 	for _, cid := range srv.table.SessionClaims(k.id) {
-		c, err := srv.table.DetachedClaim(k.origin, cid)
-		if err != nil || srv.Router.Route(c.Name, 0, false).Action == RouteServe {
-			continue
+		if c, err := srv.table.DetachedClaim(k.origin, cid); err == nil {
+			names = append(names, c.Name)
 		}
-		retryAt, warn := k.end.Hold(now, d, srv.table.SessionLease(k.id))
-		if warn {
-			srv.Logger.Warn("a kept session's lease passed more than a lease ago; its end waits until this node serves its lock",
-				"lock", c.Name, "origin", k.origin)
-		}
-		return retryAt, true
 	}
-	return time.Time{}, false
+	serves := func(name string) bool { return srv.Router.Route(name, 0, false).Action == RouteServe }
+	retryAt, warn, held := k.end.HoldFor(now, d, srv.table.SessionLease(k.id), names, serves)
+	if warn != "" {
+		srv.Logger.Warn("a kept session's lease passed more than a lease ago; its end waits until this node serves its lock",
+			"lock", warn, "origin", k.origin)
+	}
+	return retryAt, held
 }
 
 // endKeptLocked ends kept session k at once, for reason.
