@@ -463,12 +463,7 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 		srv.forgetKeptLocked(k) // every claim of it has been taken over
 	}
 	s.reasserted(f, ReassertAdopted, 0, st.Token)
-	s.v2.appendOut(s, func(b []byte) []byte {
-		if st.State == locktable.Owner {
-			return protocol.AppendGranted(b, f.Claim, st.Token)
-		}
-		return s.v2.appendQueued(b, f.Claim, ticket)
-	})
+	s.v2.appendOut(s, func(b []byte) []byte { return s.v2.appendClaimed(b, f.Claim, st, ticket) })
 	return ds, true
 }
 

@@ -711,16 +711,21 @@ func (s *session) claimHere(now time.Time, f protocol.Frame) (ds []delivery, cod
 	}
 	ticket := srv.table.Ticket(key)
 	ds = srv.commit(now, res)
-	v.appendOut(s, func(b []byte) []byte {
-		switch st.State {
-		case locktable.Owner:
-			return protocol.AppendGranted(b, f.Claim, st.Token)
-		case locktable.Waiting:
-			return v.appendQueued(b, f.Claim, ticket)
-		}
-		return protocol.AppendBusy(b, f.Claim)
-	})
+	v.appendOut(s, func(b []byte) []byte { return v.appendClaimed(b, f.Claim, st, ticket) })
 	return ds, 0, false
+}
+
+// appendClaimed appends the answer to a CLAIM of claim that the table
+// took as st: GRANTED, QUEUED (with ticket, if the session asked for
+// tickets), or BUSY.
+func (v *v2conn) appendClaimed(b []byte, claim uint32, st locktable.Status, ticket uint64) []byte {
+	switch st.State {
+	case locktable.Owner:
+		return protocol.AppendGranted(b, claim, st.Token)
+	case locktable.Waiting:
+		return v.appendQueued(b, claim, ticket)
+	}
+	return protocol.AppendBusy(b, claim)
 }
 
 // endFrames consumes the off bytes of frames the batch read and, when

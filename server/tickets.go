@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"slices"
 	"time"
 
@@ -94,12 +93,10 @@ func (s *session) enterGated(now time.Time, name string, refs []gatedRef, others
 	res, errs := srv.table.Enter(now, es)
 	for i, err := range errs {
 		o, claim := who[i], uint32(es[i].Claim)
-		switch {
-		case err == nil:
+		switch clustercore.TicketEntryFor(err) {
+		case clustercore.TicketEntered:
 			srv.queued[protocol.Version2]++ // a grant below counts it out
-		case errors.Is(err, locktable.ErrShutdown), errors.Is(err, locktable.ErrNoSession):
-			// the session is ending
-		default:
+		case clustercore.TicketRevoked:
 			code := claimErrorCode(err)
 			o.v2.appendPushOut(o, func(b []byte) []byte { return protocol.AppendRevoked(b, claim, code, "") })
 		}
