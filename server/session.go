@@ -122,7 +122,7 @@ func (s *session) serveOne() *session {
 		// feels.
 		reason, code = s.runV2()
 		s.dropRangesLater()
-		s.dropUpstreams(s.v2.sessionEnd().ReleasesRelayed(reason))
+		s.node().ended(s, reason)
 	}
 	return s.finish(reason, code)
 }
@@ -650,7 +650,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) *session {
 		v.ending = true
 		v.omu.Unlock()
 		v.stopWriter()
-		s.endRelayWatches()
+		s.node().finishing(s)
 	}
 	if reason != ended {
 		srv.update(func(now time.Time, t *locktable.Table) locktable.Result {

@@ -522,6 +522,12 @@ type v2Node interface {
 	release(s *session, id uint32) bool
 	// pump sends what the batch relayed, before its answers are flushed.
 	pump(s *session)
+	// ended closes the upstreams of a session whose frames ended for
+	// reason, releasing its relayed claims first when it does not keep
+	// them (clustercore.SessionEnd.ReleasesRelayed).
+	ended(s *session, reason locktable.Reason)
+	// finishing ends the session's relayed watches as it finishes.
+	finishing(s *session)
 }
 
 // node returns the session's v2Node; neither takes room in a session.
@@ -541,6 +547,8 @@ func (v2Single) claimUses(*session, uint32)                                     
 func (v2Single) claim(*session, time.Time, protocol.Frame) bool                 { return false }
 func (v2Single) release(*session, uint32) bool                                  { return false }
 func (v2Single) pump(*session)                                                  {}
+func (v2Single) ended(*session, locktable.Reason)                               {}
+func (v2Single) finishing(*session)                                             {}
 
 type v2Cluster struct{}
 
@@ -575,6 +583,12 @@ func (v2Cluster) pump(s *session) {
 		s.relayPump()
 	}
 }
+
+func (v2Cluster) ended(s *session, reason locktable.Reason) {
+	s.dropUpstreams(s.v2.sessionEnd().ReleasesRelayed(reason))
+}
+
+func (v2Cluster) finishing(s *session) { s.endRelayWatches() }
 
 // aclAllows tells whether the ACL allows the session's client the name.
 func (s *session) aclAllows(name string) bool {
