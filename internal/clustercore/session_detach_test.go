@@ -7,83 +7,59 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-func TestSessionEndDiedUnannounced(t *testing.T) {
-	for _, tc := range []struct {
-		e    SessionEnd
-		want bool
+// Each case is one way a version 2 session's connection ends, with what
+// must happen to its claims here (kept) and to those it relayed
+// (released at once), and whether its client died without its DETACH.
+func TestSessionEnd(t *testing.T) {
+	const (
+		hungUp   = locktable.ReasonGraceful
+		timedOut = locktable.ReasonIOTimeout
+		violated = locktable.ReasonProtocolError
+	)
+	plain, res := SessionEnd{}, SessionEnd{Resumable: true}
+	hung := SessionEnd{HungUp: true}
+	resHung := SessionEnd{Resumable: true, HungUp: true}
+	died := SessionEnd{Resumable: true, Detach: true, HungUp: true}
+	said := SessionEnd{Resumable: true, Detach: true, Detached: true, HungUp: true}
+	silent := SessionEnd{Resumable: true, Detach: true}
+	cases := map[string]struct {
+		e                    SessionEnd
+		reason               locktable.Reason
+		code                 protocol.Code
+		died, keeps, release bool
 	}{
-		{SessionEnd{Detach: true, HungUp: true}, true},
-		{SessionEnd{Detach: true, Detached: true, HungUp: true}, false}, // said DETACH first
-		{SessionEnd{Detach: true}, false},                               // a deadline, not a hang-up
-		{SessionEnd{HungUp: true}, false},                               // no promise made
-	} {
-		if got := tc.e.DiedUnannounced(); got != tc.want {
-			t.Errorf("%+v.DiedUnannounced() = %v, want %v", tc.e, got, tc.want)
-		}
+		"plain, hung up":            {hung, hungUp, 0, false, false, true},
+		"plain, protocol error":     {plain, violated, protocol.CodeInvalidFrame, false, false, true},
+		"plain, lease passed":       {plain, locktable.ReasonExpired, 0, false, false, false},
+		"plain, write timed out":    {plain, timedOut, 0, false, false, false},
+		"resumable, hung up":        {resHung, hungUp, 0, false, true, false},
+		"resumable, write timeout":  {res, timedOut, 0, false, true, false},
+		"resumable, protocol error": {res, violated, protocol.CodeInvalidFrame, false, false, false},
+		"resumable, ERROR sent":     {res, hungUp, protocol.CodeNotOwner, false, false, false},
+		"resumable, expired":        {res, locktable.ReasonExpired, 0, false, false, false},
+		"resumable, shut down":      {res, locktable.ReasonShutdown, 0, false, false, false},
+		"detach, died unannounced":  {died, hungUp, 0, true, false, true},
+		"detach, DETACH then FIN":   {said, hungUp, 0, false, true, false},
+		"detach, silent":            {silent, timedOut, 0, false, true, false},
+		"detach flag, no hang-up":   {SessionEnd{Detach: true}, timedOut, 0, false, false, false},
 	}
-}
-
-func TestSessionEndKeeps(t *testing.T) {
-	res := SessionEnd{Resumable: true}
-	for _, tc := range []struct {
-		name   string
-		e      SessionEnd
-		reason locktable.Reason
-		code   protocol.Code
-		want   bool
-	}{
-		{"hang-up", SessionEnd{Resumable: true, HungUp: true}, locktable.ReasonGraceful, 0, true},
-		{"write timed out", res, locktable.ReasonIOTimeout, 0, true},
-		{"not resumable", SessionEnd{HungUp: true}, locktable.ReasonGraceful, 0, false},
-		{"protocol error", res, locktable.ReasonProtocolError, protocol.CodeInvalidFrame, false},
-		{"ERROR sent", res, locktable.ReasonGraceful, protocol.CodeNotOwner, false},
-		{"expired", res, locktable.ReasonExpired, 0, false},
-		{"shut down", res, locktable.ReasonShutdown, 0, false},
-		{"died unannounced", SessionEnd{Resumable: true, Detach: true, HungUp: true}, locktable.ReasonGraceful, 0, false},
-		{"detached, then hung up", SessionEnd{Resumable: true, Detach: true, Detached: true, HungUp: true}, locktable.ReasonGraceful, 0, true},
-		{"detach session, silent", SessionEnd{Resumable: true, Detach: true}, locktable.ReasonIOTimeout, 0, true},
-	} {
-		if got := tc.e.Keeps(tc.reason, tc.code); got != tc.want {
-			t.Errorf("%s: Keeps = %v, want %v", tc.name, got, tc.want)
+	for name, tc := range cases {
+		if got := tc.e.DiedUnannounced(); got != tc.died {
+			t.Errorf("%s: DiedUnannounced = %v, want %v", name, got, tc.died)
 		}
-	}
-}
-
-func TestSessionEndReleasesRelayed(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		e      SessionEnd
-		reason locktable.Reason
-		want   bool
-	}{
-		{"plain, hung up", SessionEnd{HungUp: true}, locktable.ReasonGraceful, true},
-		{"plain, protocol error", SessionEnd{}, locktable.ReasonProtocolError, true},
-		{"plain, lease passed", SessionEnd{}, locktable.ReasonExpired, false},
-		{"plain, write timed out", SessionEnd{}, locktable.ReasonIOTimeout, false},
-		{"resumable, hung up", SessionEnd{Resumable: true, HungUp: true}, locktable.ReasonGraceful, false},
-		{"resumable, protocol error", SessionEnd{Resumable: true}, locktable.ReasonProtocolError, false},
-		{"detach, died unannounced", SessionEnd{Resumable: true, Detach: true, HungUp: true}, locktable.ReasonGraceful, true},
-		{"detach, detached", SessionEnd{Resumable: true, Detach: true, Detached: true, HungUp: true}, locktable.ReasonGraceful, false},
-	} {
-		if got := tc.e.ReleasesRelayed(tc.reason); got != tc.want {
-			t.Errorf("%s: ReleasesRelayed = %v, want %v", tc.name, got, tc.want)
+		if got := tc.e.Keeps(tc.reason, tc.code); got != tc.keeps {
+			t.Errorf("%s: Keeps = %v, want %v", name, got, tc.keeps)
 		}
-	}
-}
-
-func TestSessionEndWriteEnds(t *testing.T) {
-	for _, tc := range []struct {
-		e        SessionEnd
-		toHungUp bool
-		want     bool
-	}{
-		{SessionEnd{Detach: true}, true, false}, // its reader sees the hang-up next
-		{SessionEnd{Detach: true}, false, true},
-		{SessionEnd{Resumable: true}, true, true},
-		{SessionEnd{}, false, true},
-	} {
-		if got := tc.e.WriteEnds(tc.toHungUp); got != tc.want {
-			t.Errorf("%+v.WriteEnds(%v) = %v, want %v", tc.e, tc.toHungUp, got, tc.want)
+		if got := tc.e.ReleasesRelayed(tc.reason); got != tc.release {
+			t.Errorf("%s: ReleasesRelayed = %v, want %v", name, got, tc.release)
+		}
+		// A failed write ends the session, except a detach session's
+		// to a client that hung up: its reader sees the hang-up next.
+		if got, want := tc.e.WriteEnds(true), !tc.e.Detach; got != want {
+			t.Errorf("%s: WriteEnds(to a hung-up client) = %v, want %v", name, got, want)
+		}
+		if !tc.e.WriteEnds(false) {
+			t.Errorf("%s: WriteEnds(other failure) = false, want true", name)
 		}
 	}
 }

@@ -8,18 +8,16 @@ import (
 )
 
 func TestTicketEntryFor(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want TicketEntry
-	}{
-		{nil, TicketEntered},
-		{locktable.ErrShutdown, TicketEnding},
-		{fmt.Errorf("entering: %w", locktable.ErrNoSession), TicketEnding},
-		{locktable.ErrModeConflict, TicketRevoked},
-		{locktable.ErrLimitMismatch, TicketRevoked},
-	} {
-		if got := TicketEntryFor(tc.err); got != tc.want {
-			t.Errorf("TicketEntryFor(%v) = %v, want %v", tc.err, got, tc.want)
+	want := map[error]TicketEntry{
+		nil:                   TicketEntered,
+		locktable.ErrShutdown: TicketEnding,
+		fmt.Errorf("entering: %w", locktable.ErrNoSession): TicketEnding, // wrapped
+		locktable.ErrModeConflict:                          TicketRevoked,
+		locktable.ErrLimitMismatch:                         TicketRevoked,
+	}
+	for err, w := range want {
+		if got := TicketEntryFor(err); got != w {
+			t.Errorf("TicketEntryFor(%v) = %v, want %v", err, got, w)
 		}
 	}
 }
