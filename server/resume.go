@@ -390,8 +390,7 @@ func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
 		s.relayClaim(now, f, rt.Addr) // the owner answers
 		return nil
 	case clustercore.ReassertNotNow:
-		s.reasserted(f, ReassertRetry, protocol.CodeNotOwner, 0)
-		s.refuse(f, protocol.CodeNotOwner)
+		s.reassertRefused(f, ReassertRetry, protocol.CodeNotOwner)
 		return nil
 	}
 	ds, ok := s.adopt(now, f)
@@ -401,8 +400,7 @@ func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
 	if gated {
 		return append(ds, s.takeOver(now, f, rt.Since)...)
 	}
-	s.reasserted(f, ReassertRefused, protocol.CodeReassertRefused, 0)
-	s.refuse(f, protocol.CodeReassertRefused)
+	s.reassertRefused(f, ReassertRefused, protocol.CodeReassertRefused)
 	return ds
 }
 
@@ -483,8 +481,7 @@ func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []deli
 	srv := s.srv
 	switch how, held := clustercore.TakeOverFor(f, since); how {
 	case clustercore.TakeOverStaleRing:
-		s.reasserted(f, ReassertStaleRing, protocol.CodeStaleRing, 0)
-		s.refuse(f, protocol.CodeStaleRing)
+		s.reassertRefused(f, ReassertStaleRing, protocol.CodeStaleRing)
 		return nil
 	case clustercore.TakeOverRequeue:
 		s.reasserted(f, ReassertRequeued, 0, 0)
@@ -495,14 +492,20 @@ func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []deli
 		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Value: f.Value}, f.Token)
 	if err != nil {
 		code := clustercore.TakeOverRefusal(err, claimErrorCode(err))
-		s.reasserted(f, ReassertRefused, code, 0)
-		s.refuse(f, code)
+		s.reassertRefused(f, ReassertRefused, code)
 		return nil
 	}
 	ds := srv.commit(now, res)
 	s.reasserted(f, ReassertInstalled, 0, st.Token)
 	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendGranted(b, f.Claim, st.Token) })
 	return ds
+}
+
+// reassertRefused answers re-assertion f REFUSED(code) and reports it
+// with result.
+func (s *session) reassertRefused(f protocol.Frame, result string, code protocol.Code) {
+	s.reasserted(f, result, code, 0)
+	s.refuse(f, code)
 }
 
 // reasserted reports the outcome of re-assertion f to the observers.
