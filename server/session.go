@@ -31,6 +31,12 @@ const readBatch = 16
 // the lease itself is exact.
 const leaseFlush = 100 * time.Millisecond
 
+// flushDue reports whether a frame read at now, from a client of lease
+// whose last time the table was told at flushed, tells the table now.
+func flushDue(now, flushed time.Time, lease time.Duration) bool {
+	return now.Sub(flushed) >= min(leaseFlush, lease/4)
+}
+
 // session is one connection and its one claim. A single goroutine reads
 // the socket (serve); any goroutine may write to it through push and
 // closeWithError, serialized by wmu.
@@ -470,7 +476,7 @@ func (s *session) heartbeat(k int) (deadline time.Time, err error) {
 	srv := s.srv
 	now := time.Now()
 	s.seen = now
-	if now.Sub(s.flushed) >= min(leaseFlush, s.lease/4) {
+	if flushDue(now, s.flushed, s.lease) {
 		srv.mu.Lock()
 		_, err := srv.table.Heartbeat(now, s.id)
 		srv.mu.Unlock()

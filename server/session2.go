@@ -758,7 +758,7 @@ func (s *session) endFrames(off int, now time.Time, locked, ok bool) (orphan boo
 	}
 	if off > 0 && ok {
 		v.seen = now
-		if !locked && now.Sub(v.flushed) >= min(leaseFlush, v.lease/4) {
+		if !locked && flushDue(now, v.flushed, v.lease) {
 			srv.mu.Lock()
 			locked = true
 			if _, err := srv.table.Touch(now, s.id); err != nil {
