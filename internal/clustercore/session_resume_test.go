@@ -5,24 +5,26 @@ import (
 	"time"
 )
 
+// What an open session whose client went elsewhere keeps: each case
+// gives Kept, then EndsClaims.
 func TestSessionAbandon(t *testing.T) {
-	for _, tc := range []struct {
-		name             string
+	cases := map[string]struct {
 		a                SessionAbandon
 		kept, endsClaims bool
 	}{
-		{"claims kept", SessionAbandon{ClaimsKept: true, ClaimsLeft: true}, true, false},
-		{"claims and ranges kept", SessionAbandon{ClaimsKept: true, Ranges: true, ClaimsLeft: true}, true, false},
-		{"ranges kept, claims over the limit", SessionAbandon{Ranges: true, ClaimsLeft: true}, true, true},
-		{"ranges kept, no claims", SessionAbandon{Ranges: true}, true, false},
-		{"nothing kept: stays open", SessionAbandon{ClaimsLeft: true}, false, false},
-		{"nothing at all", SessionAbandon{}, false, false},
-	} {
+		"claims kept":                        {SessionAbandon{ClaimsKept: true, ClaimsLeft: true}, true, false},
+		"claims and ranges kept":             {SessionAbandon{ClaimsKept: true, Ranges: true, ClaimsLeft: true}, true, false},
+		"ranges kept, claims over the limit": {SessionAbandon{Ranges: true, ClaimsLeft: true}, true, true},
+		"ranges kept, no claims":             {SessionAbandon{Ranges: true}, true, false},
+		"nothing kept: stays open":           {SessionAbandon{ClaimsLeft: true}, false, false},
+		"nothing at all":                     {SessionAbandon{}, false, false},
+	}
+	for name, tc := range cases {
 		if got := tc.a.Kept(); got != tc.kept {
-			t.Errorf("%s: Kept = %v, want %v", tc.name, got, tc.kept)
+			t.Errorf("%s: Kept = %v, want %v", name, got, tc.kept)
 		}
 		if got := tc.a.EndsClaims(); got != tc.endsClaims {
-			t.Errorf("%s: EndsClaims = %v, want %v", tc.name, got, tc.endsClaims)
+			t.Errorf("%s: EndsClaims = %v, want %v", name, got, tc.endsClaims)
 		}
 	}
 }
