@@ -138,28 +138,25 @@ func (s *session) welcome(now time.Time, hello protocol.Frame) (_ protocol.Frame
 }
 
 // keepAbandonedLocked keeps open session s as if its connection had
-// broken now, and closes that connection: its client has gone elsewhere.
+// broken now, and closes that connection: its client has gone elsewhere
+// (clustercore.SessionAbandon decides what is kept and what ends).
 // Its lease runs from now: its reader may have read frames the table has
 // not been told of (leaseFlush), and nothing else may read its time, so
 // now is the one time known to be no earlier than its last read. Called
 // with srv.mu held.
 func (srv *Server) keepAbandonedLocked(now time.Time, s *session) []delivery {
 	var ds []delivery
-	kept, claimsKept := false, false
+	var a clustercore.SessionAbandon
 	if _, err := srv.table.Touch(now, s.id); err == nil {
-		ds, claimsKept = srv.keepLocked(now, s)
-		kept = claimsKept
+		ds, a.ClaimsKept = srv.keepLocked(now, s)
 	}
-	if srv.ranges.table.HasSession(rangelock.SessionID(s.id)) {
+	if a.Ranges = srv.ranges.table.HasSession(rangelock.SessionID(s.id)); a.Ranges {
 		ds = append(ds, srv.keepRangesLocked(s)...)
-		kept = true
 	}
-	if kept && !claimsKept && srv.table.ClaimCount(s.id) > 0 {
-		// Claims a kept-session limit did not keep end with the
-		// connection: its reader will not end them.
+	if a.ClaimsLeft = srv.table.ClaimCount(s.id) > 0; a.EndsClaims() {
 		ds = append(ds, srv.commit(now, srv.table.End(now, s.id, locktable.ReasonGraceful))...)
 	}
-	if kept {
+	if a.Kept() {
 		s.v2.keepRanges = true
 		s.closing.Store(true) // its reader ends without ending its claims
 		go s.conn.Close()
@@ -301,19 +298,19 @@ func (srv *Server) holdExpiryLocked(k *keptSession, now time.Time) (retryAt time
 	if err != nil || !k.end.MayHold(now, d, srv.Router != nil) {
 		return time.Time{}, false // no cluster, or not expired yet: the table says so
 	}
+	var names []string
 	for _, cid := range srv.table.SessionClaims(k.id) {
-		c, err := srv.table.DetachedClaim(k.origin, cid)
-		if err != nil || srv.Router.Route(c.Name, 0, false).Action == RouteServe {
-			continue
+		if c, err := srv.table.DetachedClaim(k.origin, cid); err == nil {
+			names = append(names, c.Name)
 		}
-		retryAt, warn := k.end.Hold(now, d, srv.table.SessionLease(k.id))
-		if warn {
-			srv.Logger.Warn("a kept session's lease passed more than a lease ago; its end waits until this node serves its lock",
-				"lock", c.Name, "origin", k.origin)
-		}
-		return retryAt, true
 	}
-	return time.Time{}, false
+	serves := func(name string) bool { return srv.Router.Route(name, 0, false).Action == RouteServe }
+	retryAt, warn, held := k.end.HoldFor(now, d, srv.table.SessionLease(k.id), names, serves)
+	if warn != "" {
+		srv.Logger.Warn("a kept session's lease passed more than a lease ago; its end waits until this node serves its lock",
+			"lock", warn, "origin", k.origin)
+	}
+	return retryAt, held
 }
 
 // endKeptLocked ends kept session k at once, for reason.
@@ -393,8 +390,7 @@ func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
 		s.relayClaim(now, f, rt.Addr) // the owner answers
 		return nil
 	case clustercore.ReassertNotNow:
-		s.reasserted(f, ReassertRetry, protocol.CodeNotOwner, 0)
-		s.refuse(f, protocol.CodeNotOwner)
+		s.reassertRefused(f, ReassertRetry, protocol.CodeNotOwner)
 		return nil
 	}
 	ds, ok := s.adopt(now, f)
@@ -404,8 +400,7 @@ func (s *session) reassert(now time.Time, f protocol.Frame) []delivery {
 	if gated {
 		return append(ds, s.takeOver(now, f, rt.Since)...)
 	}
-	s.reasserted(f, ReassertRefused, protocol.CodeReassertRefused, 0)
-	s.refuse(f, protocol.CodeReassertRefused)
+	s.reassertRefused(f, ReassertRefused, protocol.CodeReassertRefused)
 	return ds
 }
 
@@ -466,12 +461,7 @@ func (s *session) adopt(now time.Time, f protocol.Frame) ([]delivery, bool) {
 		srv.forgetKeptLocked(k) // every claim of it has been taken over
 	}
 	s.reasserted(f, ReassertAdopted, 0, st.Token)
-	s.v2.appendOut(s, func(b []byte) []byte {
-		if st.State == locktable.Owner {
-			return protocol.AppendGranted(b, f.Claim, st.Token)
-		}
-		return s.v2.appendQueued(b, f.Claim, ticket)
-	})
+	s.v2.appendOut(s, func(b []byte) []byte { return s.v2.appendClaimed(b, f.Claim, st, ticket) })
 	return ds, true
 }
 
@@ -491,8 +481,7 @@ func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []deli
 	srv := s.srv
 	switch how, held := clustercore.TakeOverFor(f, since); how {
 	case clustercore.TakeOverStaleRing:
-		s.reasserted(f, ReassertStaleRing, protocol.CodeStaleRing, 0)
-		s.refuse(f, protocol.CodeStaleRing)
+		s.reassertRefused(f, ReassertStaleRing, protocol.CodeStaleRing)
 		return nil
 	case clustercore.TakeOverRequeue:
 		s.reasserted(f, ReassertRequeued, 0, 0)
@@ -503,14 +492,20 @@ func (s *session) takeOver(now time.Time, f protocol.Frame, since uint64) []deli
 		Name: f.Name, Mode: locktable.Mode(f.Mode), Limit: f.Limit, Value: f.Value}, f.Token)
 	if err != nil {
 		code := clustercore.TakeOverRefusal(err, claimErrorCode(err))
-		s.reasserted(f, ReassertRefused, code, 0)
-		s.refuse(f, code)
+		s.reassertRefused(f, ReassertRefused, code)
 		return nil
 	}
 	ds := srv.commit(now, res)
 	s.reasserted(f, ReassertInstalled, 0, st.Token)
 	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendGranted(b, f.Claim, st.Token) })
 	return ds
+}
+
+// reassertRefused answers re-assertion f REFUSED(code) and reports it
+// with result.
+func (s *session) reassertRefused(f protocol.Frame, result string, code protocol.Code) {
+	s.reasserted(f, result, code, 0)
+	s.refuse(f, code)
 }
 
 // reasserted reports the outcome of re-assertion f to the observers.

@@ -8,18 +8,9 @@ import (
 	"github.com/batonlock/baton/protocol"
 )
 
-// Self-stop of a cluster node cut off from its Raft quorum
-// (docs/design/2026-12-01-ha-failover-design.md, "Failover design", rule 2): after T_self
-// without quorum contact it serves nothing. Its names may then be given
-// to another node, so it must not confirm anything a client would count
-// as held: by the pessimism rule any answer confirms the request it
-// answers (a client's lease is anchored at the send time of its latest
-// answered request). So the check is made on the one path every answer
-// takes, writeLocked, after the request was read and before its answer is
-// written: a node out of contact writes, instead of the answer, the
-// retryable ERROR 0x03 and ends the session. A request read before the
-// check was sent before the node stopped, so an answer written after a
-// passing check (however late the write) confirms no later send time.
+// Self-stop of a cluster node cut off from its Raft quorum: what it
+// writes, and when, is internal/clustercore's (owner_selfstop.go); this
+// asks the Router for the contact and makes the writes.
 
 // QuorumContact is an optional interface of a Router: a cluster node
 // tells whether it is in contact with its quorum now. A server whose
@@ -41,33 +32,10 @@ func (srv *Server) inContact() bool {
 }
 
 // stopLocked, with wmu held, writes ERROR 0x03 in place of whatever was
-// to be written (a version 2 session's pending frames are dropped), marks
-// the session closing, half-closes it and bounds its reader's wait, as
-// closeWithError does. It returns errSelfStopped.
+// to be written (a version 2 session's pending frames are dropped), and
+// closes the session as closeWithError does. It returns errSelfStopped.
 func (s *session) stopLocked() error {
-	var b []byte
-	if v := s.v2; v != nil {
-		v.omu.Lock()
-		first := !s.closing.Swap(true)
-		v.out = nil
-		v.omu.Unlock()
-		if !first {
-			return errSelfStopped
-		}
-		b = protocol.AppendSessionError(nil, protocol.CodeNotOwner, "")
-	} else {
-		if s.closing.Swap(true) {
-			return errSelfStopped
-		}
-		b = protocol.AppendError(make([]byte, 0, protocol.MaxErrorLen), protocol.CodeNotOwner, "")
-	}
-	if err := s.writeLocked(b); err == nil {
-		s.srv.observe(Event{Kind: EventErrorSent, Time: time.Now(), Peer: Peer(s.peer), Code: protocol.CodeNotOwner})
-		if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		}
-	}
-	s.conn.SetReadDeadline(time.Now().Add(s.srv.linger()))
+	s.closeLocked(protocol.CodeNotOwner, false, false)
 	return errSelfStopped
 }
 

@@ -31,6 +31,12 @@ const readBatch = 16
 // the lease itself is exact.
 const leaseFlush = 100 * time.Millisecond
 
+// flushDue reports whether a frame read at now, from a client of lease
+// whose last time the table was told at flushed, tells the table now.
+func flushDue(now, flushed time.Time, lease time.Duration) bool {
+	return now.Sub(flushed) >= min(leaseFlush, lease/4)
+}
+
 // session is one connection and its one claim. A single goroutine reads
 // the socket (serve); any goroutine may write to it through push and
 // closeWithError, serialized by wmu.
@@ -122,12 +128,7 @@ func (s *session) serveOne() *session {
 		// feels.
 		reason, code = s.runV2()
 		s.dropRangesLater()
-		// A plain session whose client hung up, or broke the protocol,
-		// and a detach session whose client hung up without DETACH,
-		// release their relayed claims at once, as a direct session's
-		// are; otherwise each owner keeps them until the lease passes.
-		v := s.v2
-		s.dropUpstreams(v.resume == nil && (v.hungUp || reason == locktable.ReasonProtocolError) || v.diedUnannounced())
+		s.node().ended(s, reason)
 	}
 	return s.finish(reason, code)
 }
@@ -475,7 +476,7 @@ func (s *session) heartbeat(k int) (deadline time.Time, err error) {
 	srv := s.srv
 	now := time.Now()
 	s.seen = now
-	if now.Sub(s.flushed) >= min(leaseFlush, s.lease/4) {
+	if flushDue(now, s.flushed, s.lease) {
 		srv.mu.Lock()
 		_, err := srv.table.Heartbeat(now, s.id)
 		srv.mu.Unlock()
@@ -573,7 +574,7 @@ var errWriteBudget = fmt.Errorf("server: writes to the session blocked for io-ti
 // client reading and refills the budget, so a holder of many days never
 // loses its lock to scheduling noise that happened to slow a few writes.
 func (s *session) writeLocked(b []byte) error {
-	if !s.closing.Load() && !s.srv.inContact() {
+	if clustercore.SelfStopBlocks(s.srv.inContact(), s.closing.Load()) {
 		return s.stopLocked() // no answer from a node cut off from its quorum (selfstop.go)
 	}
 	budget := s.srv.IOTimeout - s.blocked
@@ -600,39 +601,48 @@ func (s *session) writeLocked(b []byte) error {
 func (s *session) closeWithError(code protocol.Code) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	var b []byte
-	if v := s.v2; v != nil {
-		// Version 2: the frames still pending, then the session-level
-		// ERROR, in one write; nothing is appended after it.
-		v.omu.Lock()
-		if s.closing.Swap(true) {
-			v.omu.Unlock()
-			return nil
-		}
-		b = v.out
-		if !s.srv.inContact() {
-			b = nil // no answer from a node cut off from its quorum (selfstop.go)
-		}
-		b = protocol.AppendSessionError(b, code, "")
-		v.out = nil
-		v.omu.Unlock()
-	} else {
-		if s.closing.Swap(true) {
-			return nil
-		}
-		b = protocol.AppendError(make([]byte, 0, protocol.MaxErrorLen), code, "")
+	_, err := s.closeLocked(code, s.srv.inContact(), s.movedOut.Load())
+	return err
+}
+
+// closeLocked is closeWithError with wmu held; first is false when the
+// session was closing already (nothing is written). A self-stop's
+// (inContact false) drops the pending frames. A moved-out holder's
+// reader (movedOut) keeps its lease deadline.
+func (s *session) closeLocked(code protocol.Code, inContact, movedOut bool) (first bool, err error) {
+	pending, first := s.markClosing()
+	if !first {
+		return false, nil
 	}
-	err := s.writeLocked(b)
+	err = s.writeLocked(clustercore.SessionLastWrite(pending, s.v2 != nil, code, inContact))
 	if err == nil {
 		s.srv.observe(Event{Kind: EventErrorSent, Time: time.Now(), Peer: Peer(s.peer), Code: code})
 		if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		}
 	}
-	if !s.movedOut.Load() { // a moved-out holder's reader keeps its lease deadline
+	if !movedOut {
 		s.conn.SetReadDeadline(time.Now().Add(s.srv.linger()))
 	}
-	return err
+	return true, err
+}
+
+// markClosing marks the session closing and takes a version 2 session's
+// pending frames, under omu so that nothing is appended after them; first
+// is false (and nothing taken) when it was closing already. Called with
+// wmu held.
+func (s *session) markClosing() (pending []byte, first bool) {
+	v := s.v2
+	if v == nil {
+		return nil, !s.closing.Swap(true)
+	}
+	v.omu.Lock()
+	defer v.omu.Unlock()
+	if s.closing.Swap(true) {
+		return nil, false
+	}
+	pending, v.out = v.out, nil
+	return pending, true
 }
 
 // finish ends the claim (promoting the next waiter), sends the error code
@@ -646,7 +656,7 @@ func (s *session) finish(reason locktable.Reason, code protocol.Code) *session {
 		v.ending = true
 		v.omu.Unlock()
 		v.stopWriter()
-		s.endRelayWatches()
+		s.node().finishing(s)
 	}
 	if reason != ended {
 		srv.update(func(now time.Time, t *locktable.Table) locktable.Result {

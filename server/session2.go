@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
 	"github.com/batonlock/baton/protocol"
 )
@@ -40,18 +41,13 @@ type v2conn struct {
 	seen         time.Time // when the last frame was read in full
 	flushed      time.Time // the last seen the table has been told
 	partialSince time.Time // when the frame now partly read began; zero if none
-	// hungUp: a read found the client's side closed (its process closed
-	// the connection or died), not a deadline or this node's close.
-	hungUp bool
-	// detach: the session was opened with the detach flag, so a hang-up
-	// ends it unless detached is set (a DETACH was read): the client
-	// promised to say DETACH before any close it makes on purpose, and a
-	// killed client says nothing (docs/protocol-v2-resume.md, "v2 detach").
+	// hungUp, detach and detached: what decides how the session ends
+	// with its connection (clustercore.SessionEnd, which says what each
+	// means).
+	hungUp           bool
 	detach, detached bool
 	// leaseRecorded: a cluster node has recorded this session's lease
-	// (Router.RecordLease), which it does at the first claim the ACL
-	// allows, not at HELLO: a client allowed nothing cannot raise every
-	// take-over's warm-up.
+	// (clustercore.SessionLeaseFirst).
 	leaseRecorded bool
 
 	omu   sync.Mutex
@@ -210,7 +206,7 @@ func (v *v2conn) keepSpare(b []byte) {
 // stack of every idle session.
 func (s *session) runV2() (locktable.Reason, protocol.Code) {
 	reason, code := s.runV2Frames()
-	if code == 0 && (reason == locktable.ReasonGraceful || reason == locktable.ReasonIOTimeout) && !s.v2.diedUnannounced() {
+	if s.v2.sessionEnd().Keeps(reason, code) {
 		s.markRangesKept()
 		if s.keepV2() {
 			return ended, 0 // kept for a resume (resume.go)
@@ -219,12 +215,10 @@ func (s *session) runV2() (locktable.Reason, protocol.Code) {
 	return reason, code
 }
 
-// diedUnannounced reports whether the client's side closed the
-// connection (FIN or reset) without the DETACH it promised: its process
-// ended, and its claims and range locks are released at once, as a plain
-// session's are, rather than kept for a re-assertion nobody will make.
-func (v *v2conn) diedUnannounced() bool {
-	return v.detach && !v.detached && v.hungUp
+// sessionEnd is what decides how the session ends with its connection
+// (clustercore.SessionEnd). Called by the reader.
+func (v *v2conn) sessionEnd() clustercore.SessionEnd {
+	return clustercore.SessionEnd{Resumable: v.resume != nil, Detach: v.detach, Detached: v.detached, HungUp: v.hungUp}
 }
 
 // runV2Frames is runV2 until the session ends.
@@ -417,13 +411,10 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 	// a CLAIM or RANGE set they would grant before the gate
 	// (locktable.Table.SetGate, rangelock.Table.SetGate), so requests
 	// keep their order across connections.
-	// A cluster node records the session's lease before the first frame
-	// that may hold something (below): it and those after it wait.
+	node := s.node()
 	leaseWait := false
 	now := time.Now()
-	if rel := v.rel.Load(); rel != nil {
-		rel.box.Read(now)
-	}
+	node.begin(s, now)
 	locked := false
 	var lockedAt time.Time
 	var ds []delivery
@@ -448,8 +439,8 @@ func (s *session) batch() (reason locktable.Reason, code protocol.Code, orphan b
 			reason = locktable.ReasonProtocolError
 			break
 		}
-		if srv.Router != nil && !v.leaseRecorded && s.mayHold(f, ce) {
-			leaseWait = true
+		if node.leaseFirst(s, f, ce) {
+			leaseWait = true // it and the frames after it wait
 			break
 		}
 		off += n
@@ -489,24 +480,120 @@ func (s *session) finishBatch(ds []delivery, leaseWait bool, reason locktable.Re
 	// handover, this session's own answers only on its own.
 	srv.deliver(othersOnly(ds, s))
 	if code == 0 && !orphan {
-		if v.rel.Load() != nil {
-			s.relayPump()
-		}
-		if err := s.flushV2(true); err != nil && !(v.detach && wroteToHungUp(err)) {
+		node := s.node()
+		node.pump(s)
+		if err := s.flushV2(true); err != nil && v.sessionEnd().WriteEnds(wroteToHungUp(err)) {
 			return writeFailureReason(err), 0, false
 		}
-		// A detach session whose client's side has closed reads on: the
-		// reader sees the hang-up after whatever came before it, a
-		// DETACH included, and that decides whether the session is kept.
 		if leaseWait {
-			if !srv.Router.RecordLease(v.lease) {
+			if !node.recordLease(s) {
 				return locktable.ReasonProtocolError, protocol.CodeNotOwner, false
 			}
-			v.leaseRecorded = true
 			return s.batch()
 		}
 	}
 	return reason, code, orphan
+}
+
+// v2Node is what a version 2 session's batch does beyond this node's
+// own tables. A single server's (v2Single) does nothing, so that the
+// batch reads as the single server's; a cluster node's (v2Cluster)
+// records the session's lease before it may hold anything, relays
+// claims to their owners (relay2.go) and answers for the claims a
+// planned change moved away (move_export.go).
+type v2Node interface {
+	// begin starts a batch read at now.
+	begin(s *session, now time.Time)
+	// leaseFirst tells whether frame f (ce: its claim-level error)
+	// waits for the session's lease to be recorded (recordLease).
+	leaseFirst(s *session, f protocol.Frame, ce *protocol.ClaimError) bool
+	// recordLease records the session's lease, with srv.mu let go;
+	// false ends the session with ERROR 0x03.
+	recordLease(s *session) bool
+	// claimUses tells that a CLAIM uses id (again).
+	claimUses(s *session, id uint32)
+	// claim answers CLAIM f when this node does not claim it in its own
+	// table (relayed to its owner, held, or refused), and tells whether
+	// it did. Called with srv.mu held.
+	claim(s *session, now time.Time, f protocol.Frame) bool
+	// release answers RELEASE id when the claim is not in this node's
+	// table (relayed, a relayed watch's, or moved away), and tells
+	// whether it did. Called with srv.mu held.
+	release(s *session, id uint32) bool
+	// pump sends what the batch relayed, before its answers are flushed.
+	pump(s *session)
+	// ended closes the upstreams of a session whose frames ended for
+	// reason, releasing its relayed claims first when it does not keep
+	// them (clustercore.SessionEnd.ReleasesRelayed).
+	ended(s *session, reason locktable.Reason)
+	// finishing ends the session's relayed watches as it finishes.
+	finishing(s *session)
+}
+
+// node returns the session's v2Node; neither takes room in a session.
+func (s *session) node() v2Node {
+	if s.srv.Router != nil {
+		return v2Cluster{}
+	}
+	return v2Single{}
+}
+
+type v2Single struct{}
+
+func (v2Single) begin(*session, time.Time)                                      {}
+func (v2Single) leaseFirst(*session, protocol.Frame, *protocol.ClaimError) bool { return false }
+func (v2Single) recordLease(*session) bool                                      { return true }
+func (v2Single) claimUses(*session, uint32)                                     {}
+func (v2Single) claim(*session, time.Time, protocol.Frame) bool                 { return false }
+func (v2Single) release(*session, uint32) bool                                  { return false }
+func (v2Single) pump(*session)                                                  {}
+func (v2Single) ended(*session, locktable.Reason)                               {}
+func (v2Single) finishing(*session)                                             {}
+
+type v2Cluster struct{}
+
+func (v2Cluster) begin(s *session, now time.Time) {
+	if rel := s.v2.rel.Load(); rel != nil {
+		rel.box.Read(now)
+	}
+}
+
+func (v2Cluster) leaseFirst(s *session, f protocol.Frame, ce *protocol.ClaimError) bool {
+	return !s.v2.leaseRecorded && clustercore.SessionLeaseFirst(f, ce != nil, s.aclAllows)
+}
+
+func (v2Cluster) recordLease(s *session) bool {
+	if !s.srv.Router.RecordLease(s.v2.lease) {
+		return false
+	}
+	s.v2.leaseRecorded = true
+	return true
+}
+
+func (v2Cluster) claimUses(s *session, id uint32) { s.claimUses(id) }
+
+func (v2Cluster) claim(s *session, now time.Time, f protocol.Frame) bool { return s.routeClaim(now, f) }
+
+func (v2Cluster) release(s *session, id uint32) bool {
+	return s.relayRelease(id) || s.releaseWatch(id) || s.answerMoved(id)
+}
+
+func (v2Cluster) pump(s *session) {
+	if s.v2.rel.Load() != nil {
+		s.relayPump()
+	}
+}
+
+func (v2Cluster) ended(s *session, reason locktable.Reason) {
+	s.dropUpstreams(s.v2.sessionEnd().ReleasesRelayed(reason))
+}
+
+func (v2Cluster) finishing(s *session) { s.endRelayWatches() }
+
+// aclAllows tells whether the ACL allows the session's client the name.
+func (s *session) aclAllows(name string) bool {
+	a := s.srv.Authorizer
+	return a == nil || a.Allow(s.peer.Identity, name)
 }
 
 // answerUnlocked answers the frames that need no srv.mu: PING, RING and
@@ -566,7 +653,7 @@ func (s *session) answerLocked(now time.Time, f protocol.Frame, ce *protocol.Cla
 // watch's end, a claim moved away, or a release in this node's table.
 // Called with srv.mu held.
 func (s *session) answerRelease(now time.Time, f protocol.Frame) []delivery {
-	if s.relayRelease(f.Claim) || s.releaseWatch(f.Claim) || s.answerMoved(f.Claim) {
+	if s.node().release(s, f.Claim) {
 		return nil
 	}
 	srv := s.srv
@@ -588,7 +675,7 @@ func (s *session) answerClaim(now time.Time, f protocol.Frame, ce *protocol.Clai
 	if s.idInUse(key) {
 		return nil, protocol.CodeClaimInUse, false
 	}
-	s.claimUses(f.Claim)
+	s.node().claimUses(s, f.Claim)
 	if ce != nil {
 		c, _ := protocol.CodeOf(ce.Err)
 		s.refuse(f, c)
@@ -606,8 +693,8 @@ func (s *session) answerClaim(now time.Time, f protocol.Frame, ce *protocol.Clai
 	if f.Reassert() {
 		return s.reassert(now, f), 0, false // answered, or relayed to its owner (resume.go)
 	}
-	if s.routeClaim(now, f) {
-		return nil, 0, false // relayed to its owner, or refused (relay2.go)
+	if s.node().claim(s, now, f) {
+		return nil, 0, false // relayed to its owner, held, or refused (relay2.go)
 	}
 	return s.claimHere(now, f)
 }
@@ -638,16 +725,21 @@ func (s *session) claimHere(now time.Time, f protocol.Frame) (ds []delivery, cod
 	}
 	ticket := srv.table.Ticket(key)
 	ds = srv.commit(now, res)
-	v.appendOut(s, func(b []byte) []byte {
-		switch st.State {
-		case locktable.Owner:
-			return protocol.AppendGranted(b, f.Claim, st.Token)
-		case locktable.Waiting:
-			return v.appendQueued(b, f.Claim, ticket)
-		}
-		return protocol.AppendBusy(b, f.Claim)
-	})
+	v.appendOut(s, func(b []byte) []byte { return v.appendClaimed(b, f.Claim, st, ticket) })
 	return ds, 0, false
+}
+
+// appendClaimed appends the answer to a CLAIM of claim that the table
+// took as st: GRANTED, QUEUED (with ticket, if the session asked for
+// tickets), or BUSY.
+func (v *v2conn) appendClaimed(b []byte, claim uint32, st locktable.Status, ticket uint64) []byte {
+	switch st.State {
+	case locktable.Owner:
+		return protocol.AppendGranted(b, claim, st.Token)
+	case locktable.Waiting:
+		return v.appendQueued(b, claim, ticket)
+	}
+	return protocol.AppendBusy(b, claim)
 }
 
 // endFrames consumes the off bytes of frames the batch read and, when
@@ -666,7 +758,7 @@ func (s *session) endFrames(off int, now time.Time, locked, ok bool) (orphan boo
 	}
 	if off > 0 && ok {
 		v.seen = now
-		if !locked && now.Sub(v.flushed) >= min(leaseFlush, v.lease/4) {
+		if !locked && flushDue(now, v.flushed, v.lease) {
 			srv.mu.Lock()
 			locked = true
 			if _, err := srv.table.Touch(now, s.id); err != nil {
@@ -680,20 +772,6 @@ func (s *session) endFrames(off int, now time.Time, locked, ok bool) (orphan boo
 		srv.mu.Unlock()
 	}
 	return orphan
-}
-
-// mayHold tells whether frame f (ce: its claim-level error) may make the
-// session hold or wait for something: a valid CLAIM, or a RANGE request
-// other than a cancel, on a name the ACL allows.
-func (s *session) mayHold(f protocol.Frame, ce *protocol.ClaimError) bool {
-	switch {
-	case f.Type == protocol.TypeRange && f.Op != protocol.RangeCancel:
-	case f.Type == protocol.TypeClaim && ce == nil:
-	default:
-		return false
-	}
-	a := s.srv.Authorizer
-	return a == nil || a.Allow(s.peer.Identity, f.Name)
 }
 
 // othersOnly drops the flushes of session self from ds: its reader

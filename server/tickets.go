@@ -93,12 +93,10 @@ func (s *session) enterGated(now time.Time, name string, refs []gatedRef, others
 	res, errs := srv.table.Enter(now, es)
 	for i, err := range errs {
 		o, claim := who[i], uint32(es[i].Claim)
-		switch {
-		case err == nil:
+		switch clustercore.TicketEntryFor(err) {
+		case clustercore.TicketEntered:
 			srv.queued[protocol.Version2]++ // a grant below counts it out
-		case clustercore.Relay2HeldEntered(false, err) == clustercore.Relay2HeldQuiet:
-			// the session is ending, or the claim is in the table already
-		default:
+		case clustercore.TicketRevoked:
 			code := claimErrorCode(err)
 			o.v2.appendPushOut(o, func(b []byte) []byte { return protocol.AppendRevoked(b, claim, code, "") })
 		}
