@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -13,23 +14,13 @@ import (
 // view is advice only: a node that is sent a claim it does not own
 // relays it as for any client.
 
-// RingMember is one member of a cluster as a RING answer gives it.
-type RingMember struct {
-	// ID is the member's node id.
-	ID string
-	// Addr is the member's lock protocol address (host:port) as it
-	// advertised it.
-	Addr string
-	// InRing is true for a member that owns names: the owner of a name
-	// is computed over these members only.
-	InRing bool
-}
+// RingMember is one member of a cluster as a RING answer gives it
+// (clustercore.RingMember).
+type RingMember = clustercore.RingMember
 
-// RingView is the ring a node has applied: its version and every member.
-type RingView struct {
-	Version uint64
-	Members []RingMember
-}
+// RingView is the ring a node has applied: its version and every member
+// (clustercore.RingView).
+type RingView = clustercore.RingView
 
 // RingSource is an optional interface of a Router: the ring that a RING
 // frame is answered with. A server without a Router, or whose Router does
@@ -46,23 +37,14 @@ func (srv *Server) ringView() RingView {
 	return RingView{}
 }
 
-// appendRingView appends the MEMBER frames of view and the RINGEND that
-// closes them, with flags (protocol.RingPushed for a push).
-func appendRingView(b []byte, view RingView, flags uint8) []byte {
-	for _, m := range view.Members {
-		b = protocol.AppendRingMember(b, m.ID, m.Addr, m.InRing)
-	}
-	return protocol.AppendRingEnd(b, view.Version, len(view.Members), flags)
-}
-
 // answerRing answers RING frame f in the session's answer order, and
 // records a watch.
 func (s *session) answerRing(f protocol.Frame) {
 	view := s.srv.ringView()
-	if f.Flags&protocol.RingWatch != 0 {
+	if clustercore.RingWatches(f) {
 		s.v2.ringWatch.Store(true)
 	}
-	s.v2.appendOut(s, func(b []byte) []byte { return appendRingView(b, view, 0) })
+	s.v2.appendOut(s, func(b []byte) []byte { return view.Append(b, false) })
 }
 
 // ringChanged pushes the ring to every version 2 session that watches it.
@@ -75,7 +57,7 @@ func (srv *Server) ringChanged() {
 	var ds []delivery
 	for _, s := range srv.claims {
 		if s.v2 != nil && s.v2.ringWatch.Load() {
-			s.v2.appendPushOut(s, func(b []byte) []byte { return appendRingView(b, view, protocol.RingPushed) })
+			s.v2.appendPushOut(s, func(b []byte) []byte { return view.Append(b, true) })
 			ds = append(ds, delivery{to: s, flush: true})
 		}
 	}
