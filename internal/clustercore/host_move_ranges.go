@@ -79,3 +79,20 @@ func (rm *RangeMove) HostStep(route MoveRoute) HostRangeStep {
 func (rm *RangeMove) HostTakenHere(ok bool) (done, end bool) {
 	return ok || rm.Failover, !ok
 }
+
+// HostResumeRange decides where a RANGE resume on a key goes, which
+// re-asserts a lock of an earlier session of the client: relayed to the
+// key's owner when another node serves it and the session is a client's
+// own; served here when this node owns the key, warming it up included
+// (the lock was held before the take-over, as a re-asserted claim's);
+// else not now, asked again later. A planned change's gate does not
+// stop it here: the install refuses a gated key (HandoffInstalled).
+func HostResumeRange(route MoveRoute, forwarded bool) RangeWay {
+	switch {
+	case route == MoveRouteThere && !forwarded:
+		return RangeRelay
+	case !route.Owns():
+		return RangeNotNow
+	}
+	return RangeServe
+}

@@ -73,3 +73,25 @@ func TestRangeMoveHostTakenHere(t *testing.T) {
 		})
 	}
 }
+
+func TestHostResumeRange(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		route     MoveRoute
+		forwarded bool
+		want      RangeWay
+	}{
+		{"another node serves it: relayed", MoveRouteThere, false, RangeRelay},
+		{"a relayed session is never relayed on", MoveRouteThere, true, RangeNotNow},
+		{"served here", MoveRouteHere, false, RangeServe},
+		{"served here for a relayed session", MoveRouteHere, true, RangeServe},
+		{"warming up after a take-over: served here", MoveRouteWarming, true, RangeServe},
+		{"nobody serves it now", MoveRouteNowhere, false, RangeNotNow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := HostResumeRange(tc.route, tc.forwarded); got != tc.want {
+				t.Fatalf("way %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -77,12 +77,9 @@ func TestHostAdopted(t *testing.T) {
 		state     ClaimState
 		push, rel []byte
 	}{
-		{"held, adopted: nothing to tell", Move{Token: 9}, granted, false, ClaimLive, nil, nil},
-		{"queued, now held: PROMOTED", Move{}, granted, false, ClaimLive, protocol.AppendPromoted(nil, 4, 9), nil},
-		{"queued, still queued", Move{}, queued, false, ClaimLive, nil, nil},
+		{"not released: no RELEASE, the promotion still told", Move{}, granted, false, ClaimLive, protocol.AppendPromoted(nil, 4, 9), nil},
 		{"released while it moved: the RELEASE goes on to the new owner now", Move{Token: 9}, granted, true, ClaimReleasing, nil, protocol.AppendRelease(nil, 4)},
-		{"released while queued and moving: no PROMOTED, the RELEASE goes on", Move{}, granted, true, ClaimReleasing, nil, protocol.AppendRelease(nil, 4)},
-		{"released while queued, still queued: the RELEASE goes on", Move{}, queued, true, ClaimReleasing, nil, protocol.AppendRelease(nil, 4)},
+		{"released while queued, still queued there: the RELEASE goes on", Move{}, queued, true, ClaimReleasing, nil, protocol.AppendRelease(nil, 4)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Claim{ID: 4, State: ClaimMoving}
