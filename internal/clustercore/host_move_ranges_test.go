@@ -19,8 +19,9 @@ func TestHostRangeRetryFor(t *testing.T) {
 		after time.Duration
 		want  HostRangeRetry
 	}{
-		{"keys not in flight, sorted", map[string]*mv{"b": {rm: RangeMove{Since: moveT0}}, "a": {rm: RangeMove{Since: moveT0}},
-			"c": {rm: RangeMove{Since: moveT0}, inFlight: true}}, time.Second, HostRangeRetry{Keys: []string{"a", "b"}}},
+		{"keys not in flight, sorted", map[string]*mv{"e": {rm: RangeMove{Since: moveT0}}, "b": {rm: RangeMove{Since: moveT0}},
+			"d": {rm: RangeMove{Since: moveT0}}, "a": {rm: RangeMove{Since: moveT0}}, "f": {rm: RangeMove{Since: moveT0}},
+			"c": {rm: RangeMove{Since: moveT0}, inFlight: true}}, time.Second, HostRangeRetry{Keys: []string{"a", "b", "d", "e", "f"}}},
 		{"one key moved for half the lease: the session ends", map[string]*mv{"a": {rm: RangeMove{Since: moveT0}},
 			"b": {rm: RangeMove{Since: moveT0}, inFlight: true}}, lease / 2, HostRangeRetry{End: true}},
 		{"a key in flight expires too", map[string]*mv{"a": {rm: RangeMove{Since: moveT0.Add(time.Second)}},
