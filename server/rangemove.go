@@ -196,11 +196,8 @@ func (s *session) adoptRanges(f protocol.Frame) {
 // locks on key (clustercore.HandoffRangeAsked). Called with srv.mu held.
 func (s *session) rangeAsk(key string, hasOrigin bool) clustercore.HandoffRangeAsk {
 	srv := s.srv
-	a := clustercore.HandoffRangeAsk{Clustered: srv.Router != nil, Forwarded: s.forwarded, HasOrigin: hasOrigin}
-	if a.Clustered && a.Forwarded {
-		a.Owns = moveRoute(srv.Router.Route(key, 0, true)).Owns()
-	}
-	return a
+	return clustercore.HandoffRangeAsk{Clustered: srv.Router != nil, Forwarded: s.forwarded, HasOrigin: hasOrigin,
+		Owns: func() bool { return moveRoute(srv.Router.Route(key, 0, true)).Owns() }}
 }
 
 // startRangeMove marks key moving for session s, whose range locks on

@@ -21,7 +21,9 @@ type HandoffRangeAsk struct {
 	Clustered bool // this node is a cluster node
 	Forwarded bool // the session is an upstream session a relaying node opened
 	HasOrigin bool // its hop header names the client's session there
-	Owns      bool // this node serves the key, or warms it up after a take-over
+	// Owns asks the Router whether this node serves the key, or warms it
+	// up after a take-over; asked only of a session that may ask.
+	Owns func() bool
 }
 
 // HandoffRangeAsked decides the answer to a RANGE adopt (adopt) or
@@ -33,7 +35,7 @@ func HandoffRangeAsked(a HandoffRangeAsk, adopt bool) (st protocol.RangeStatus, 
 	switch {
 	case !a.Clustered || !a.Forwarded || adopt && !a.HasOrigin:
 		return protocol.RangeInvalid, false
-	case !a.Owns:
+	case !a.Owns():
 		return protocol.RangeUnavailable, false
 	}
 	return 0, true

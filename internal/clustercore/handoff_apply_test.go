@@ -10,7 +10,8 @@ import (
 )
 
 func TestHandoffRangeAsked(t *testing.T) {
-	all := HandoffRangeAsk{Clustered: true, Forwarded: true, HasOrigin: true, Owns: true}
+	yes, no := func() bool { return true }, func() bool { return false }
+	all := HandoffRangeAsk{Clustered: true, Forwarded: true, HasOrigin: true, Owns: yes}
 	for _, tc := range []struct {
 		name    string
 		a       HandoffRangeAsk
@@ -20,12 +21,12 @@ func TestHandoffRangeAsked(t *testing.T) {
 	}{
 		{"adopt of a key served here", all, true, 0, true},
 		{"reassert of a key served here", all, false, 0, true},
-		{"not a cluster node", HandoffRangeAsk{Forwarded: true, HasOrigin: true, Owns: true}, true, protocol.RangeInvalid, false},
-		{"a client's own session may not adopt", HandoffRangeAsk{Clustered: true, HasOrigin: true, Owns: true}, true, protocol.RangeInvalid, false},
-		{"a client's own session may not reassert", HandoffRangeAsk{Clustered: true, HasOrigin: true, Owns: true}, false, protocol.RangeInvalid, false},
-		{"an adopt must name its origin", HandoffRangeAsk{Clustered: true, Forwarded: true, Owns: true}, true, protocol.RangeInvalid, false},
-		{"a reassert needs no origin", HandoffRangeAsk{Clustered: true, Forwarded: true, Owns: true}, false, 0, true},
-		{"a key not owned here: not now", HandoffRangeAsk{Clustered: true, Forwarded: true, HasOrigin: true}, true, protocol.RangeUnavailable, false},
+		{"not a cluster node", HandoffRangeAsk{Forwarded: true, HasOrigin: true, Owns: yes}, true, protocol.RangeInvalid, false},
+		{"a client's own session may not adopt", HandoffRangeAsk{Clustered: true, HasOrigin: true, Owns: yes}, true, protocol.RangeInvalid, false},
+		{"a client's own session may not reassert", HandoffRangeAsk{Clustered: true, HasOrigin: true, Owns: yes}, false, protocol.RangeInvalid, false},
+		{"an adopt must name its origin", HandoffRangeAsk{Clustered: true, Forwarded: true, Owns: yes}, true, protocol.RangeInvalid, false},
+		{"a reassert needs no origin", HandoffRangeAsk{Clustered: true, Forwarded: true, Owns: yes}, false, 0, true},
+		{"a key not owned here: not now", HandoffRangeAsk{Clustered: true, Forwarded: true, HasOrigin: true, Owns: no}, true, protocol.RangeUnavailable, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, proceed := HandoffRangeAsked(tc.a, tc.adopt)
@@ -33,6 +34,18 @@ func TestHandoffRangeAsked(t *testing.T) {
 				t.Fatalf("status %d proceed %v, want %d %v", st, proceed, tc.want, tc.proceed)
 			}
 		})
+	}
+}
+
+// The Router is asked only for a session that may take up range locks:
+// nothing else changes on a refused request.
+func TestHandoffRangeAskedRoutesOnlyWhenAllowed(t *testing.T) {
+	for _, a := range []HandoffRangeAsk{{Forwarded: true, HasOrigin: true}, {Clustered: true, HasOrigin: true}, {Clustered: true, Forwarded: true}} {
+		asked := false
+		a.Owns = func() bool { asked = true; return true }
+		if HandoffRangeAsked(a, true); asked {
+			t.Errorf("%+v: the Router was asked for a refused adopt", a)
+		}
 	}
 }
 
