@@ -80,3 +80,15 @@ func HandoffStandInLease(existing bool, cur, lease time.Duration) (keep time.Dur
 	}
 	return max(cur, lease), lease > cur
 }
+
+// HandoffStillServes reports whether a claim the node routed before
+// may still enter its table, by what the Router says of the name now,
+// under the server's lock: not when the name moves (a planned change
+// froze it before exporting it under that lock), goes to another node,
+// or is not this node's, so that a claim routed before the freeze never
+// enters the table after the export. A hold is not a move: a longer
+// warm-up, after the claim's own lease was recorded, does not refuse
+// it.
+func HandoffStillServes(moving, forward, notOwner bool) bool {
+	return !moving && !forward && !notOwner
+}

@@ -107,3 +107,22 @@ func TestHandoffStandInLease(t *testing.T) {
 		})
 	}
 }
+
+func TestHandoffStillServes(t *testing.T) {
+	for _, tc := range []struct {
+		name                      string
+		moving, forward, notOwner bool
+		want                      bool
+	}{
+		{"served, or held for a warm-up: it enters", false, false, false, true},
+		{"frozen by a planned change: refused", true, false, false, false},
+		{"another node's now: refused", false, true, false, false},
+		{"not this node's: refused", false, false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := HandoffStillServes(tc.moving, tc.forward, tc.notOwner); got != tc.want {
+				t.Fatalf("serves %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
