@@ -28,19 +28,13 @@ import (
 var errMoved = errors.New("server: the lock is moving to another node")
 
 // servesLocked asks the Router again, under srv.mu, whether the name is
-// still this node's: a planned change freezes names before it exports
-// them under srv.mu, so a claim routed before the freeze never enters the
-// table after the export. (A hold is not a move: a longer warm-up, after
-// the claim's own lease was recorded, does not refuse it.)
+// still this node's (clustercore.HandoffStillServes).
 func (srv *Server) servesLocked(name string, forwarded bool) bool {
 	if srv.Router == nil {
 		return true
 	}
-	switch srv.Router.Route(name, 0, forwarded).Action {
-	case RouteMoving, RouteForward, RouteNotOwner:
-		return false
-	}
-	return true
+	a := srv.Router.Route(name, 0, forwarded).Action
+	return clustercore.HandoffStillServes(a == RouteMoving, a == RouteForward, a == RouteNotOwner)
 }
 
 // evictNames ends every claim on the names gone reports, as exportNames

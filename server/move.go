@@ -3,7 +3,6 @@ package server
 import (
 	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/internal/locktable"
-	"github.com/batonlock/baton/protocol"
 )
 
 // Version 2 claims that continue across a planned change, in the direct
@@ -30,7 +29,5 @@ type moveClaim struct {
 }
 
 // codeMoved is the claim-level code of MOVED, a hop-only frame
-// (docs/protocol-v2-ring.md): REVOKED(claim, 0x06) sent only on an upstream
-// session, telling its relaying node that the claim was handed over to
-// a new owner and continues there. A relaying node never passes it on.
-const codeMoved protocol.Code = 0x06
+// (clustercore.CodeMoved).
+const codeMoved = clustercore.CodeMoved

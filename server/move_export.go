@@ -2,8 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/batonlock/baton/internal/clustercore"
@@ -43,20 +41,9 @@ func (srv *Server) movesOn(sid locktable.SessionID) bool {
 // origin returns the origin a session stands for: this node and its id,
 // or, for a relayed session, the relaying node and the client's session
 // there (from the hop header).
+// (clustercore.HandoffOrigin).
 func (s *session) origin() (locktable.Origin, bool) {
-	if !s.forwarded {
-		return locktable.Origin{Node: s.srv.NodeID, Session: uint64(s.id)}, true
-	}
-	via := s.peer.Via
-	i := strings.LastIndexByte(via, '/')
-	if i <= 0 {
-		return locktable.Origin{}, false
-	}
-	n, err := strconv.ParseUint(via[i+1:], 10, 64)
-	if err != nil {
-		return locktable.Origin{}, false
-	}
-	return locktable.Origin{Node: via[:i], Session: n}, true
+	return clustercore.HandoffOrigin(s.srv.NodeID, uint64(s.id), s.forwarded, s.peer.Via)
 }
 
 // relaysFor reports whether s is the upstream session that origin o's
@@ -75,12 +62,9 @@ func (s *session) relaysFor(o locktable.Origin) bool {
 // Called with srv.mu held, in the critical section of the export.
 func (s *session) sendMovedLocked(ids []locktable.ClaimID) {
 	v := s.v2
-	if v.movedIDs == nil {
-		v.movedIDs = map[uint32]bool{}
-	}
+	v.movedIDs = clustercore.HandoffMoved(v.movedIDs).Mark(ids)
 	for _, id := range ids {
-		v.movedIDs[uint32(id)] = true
-		v.appendPushOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, uint32(id), codeMoved, "moved") })
+		v.appendPushOut(s, func(b []byte) []byte { return clustercore.AppendMoved(b, uint32(id)) })
 	}
 }
 
@@ -89,20 +73,17 @@ func (s *session) sendMovedLocked(ids []locktable.ClaimID) {
 // the relaying node sends the RELEASE next. Called by the reader with
 // srv.mu held.
 func (s *session) answerMoved(id uint32) bool {
-	v := s.v2
-	if !v.movedIDs[id] {
+	moved := clustercore.HandoffMoved(s.v2.movedIDs).Release(id)
+	if moved == nil {
 		return false
 	}
-	delete(v.movedIDs, id)
-	v.appendOut(s, func(b []byte) []byte { return protocol.AppendRevoked(b, id, codeMoved, "moved") })
+	s.v2.appendOut(s, func(b []byte) []byte { return append(b, moved...) })
 	return true
 }
 
 // claimUses forgets that id was handed over: a CLAIM uses it again.
 func (s *session) claimUses(id uint32) {
-	if v := s.v2; v.movedIDs != nil {
-		delete(v.movedIDs, id)
-	}
+	clustercore.HandoffMoved(s.v2.movedIDs).Claimed(id)
 }
 
 // exportNames hands over the claims on the names newOwner maps to another

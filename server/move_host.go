@@ -22,8 +22,9 @@ import (
 // re-asserts claims whose owner died (failOver). The prior owner's side
 // is in move_export.go, the new owner's in move_install.go.
 
-// moveRetry is how often a host asks again to adopt its moving claims.
-const moveRetry = 100 * time.Millisecond
+// moveRetry is how often a host asks again to adopt its moving claims
+// and keys (clustercore.MoveRetry).
+const moveRetry = clustercore.MoveRetry
 
 // moveInfo is what a host keeps of a moving claim to adopt it: what
 // the core decides with (clustercore.Move), and the slot of the client's
@@ -61,12 +62,19 @@ func (s *session) kickMoving() {
 	v := s.v2
 	v.omu.Lock()
 	defer v.omu.Unlock()
-	rel := v.rel.Load()
-	if rel == nil || rel.moveTimer || rel.moving == 0 || rel.closed {
-		return
+	if rel := v.rel.Load(); rel != nil {
+		rel.scheduleMoving(s)
 	}
-	rel.moveTimer = true
-	time.AfterFunc(moveRetry, s.retryMoving)
+}
+
+// scheduleMoving has the session's moving claims retried after
+// moveRetry, unless a retry is already due (clustercore.HostRetryDue).
+// Called with omu held.
+func (rel *relayState) scheduleMoving(s *session) {
+	if clustercore.HostRetryDue(rel.moving > 0, rel.moveTimer, rel.closed) {
+		rel.moveTimer = true
+		time.AfterFunc(moveRetry, s.retryMoving)
+	}
 }
 
 // retryMoving sends the adoption of each moving claim that has none in
@@ -101,10 +109,7 @@ func (s *session) retryMoving() {
 		func(rc *relayedClaim, t takenHere) { rel.takenHere(s, rc, t) })...)
 	rel.pump(v)
 	rel.kickAll()
-	if rel.moving > 0 && !rel.moveTimer && !rel.closed {
-		rel.moveTimer = true
-		time.AfterFunc(moveRetry, s.retryMoving)
-	}
+	rel.scheduleMoving(s)
 	v.omu.Unlock()
 	srv.mu.Unlock()
 	srv.deliverAll(ds)
@@ -115,23 +120,17 @@ func (s *session) retryMoving() {
 }
 
 // movingOver reports whether the moving claims of s are no longer
-// retried: the session has ended, or is ending without its client
-// having hung up while they moved (finishing). Called with omu held.
+// retried (clustercore.HostMovingOver). Called with omu held.
 func (rel *relayState) movingOver(s *session) bool {
-	return rel.closed || (s.closing.Load() || s.v2.ending) && !rel.finishing
+	return clustercore.HostMovingOver(rel.closed, s.closing.Load() || s.v2.ending, rel.finishing)
 }
 
 // unsentMovingNames returns the names of the moving claims (released or
 // not) whose adoption is not in flight. Called with omu held.
 func (rel *relayState) unsentMovingNames() []string {
 	var names []string
-	for _, rc := range rel.claims {
-		if rc.State == clustercore.ClaimMoving && rc.up == nil {
-			names = append(names, rc.move.Name)
-		}
-	}
-	for _, rc := range rel.released {
-		if rc.State == clustercore.ClaimMoving && rc.up == nil {
+	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
+		if clustercore.HostAwaits(rc.State, rc.up != nil) {
 			names = append(names, rc.move.Name)
 		}
 	}
@@ -157,17 +156,10 @@ func (srv *Server) routeMoving(names []string) movingRoutes {
 }
 
 // moveRoute is what Route rt says of a moving name or key
-// (clustercore.MoveRoute).
+// (clustercore.HostMoveRoute).
 func moveRoute(rt Route) clustercore.MoveRoute {
-	switch {
-	case rt.Action == RouteForward:
-		return clustercore.MoveRouteThere
-	case rt.Action == RouteServe:
-		return clustercore.MoveRouteHere
-	case rt.Action == RouteHold && rt.Gated:
-		return clustercore.MoveRouteWarming
-	}
-	return clustercore.MoveRouteNowhere
+	return clustercore.HostMoveRoute(clustercore.HostRoute{Forward: rt.Action == RouteForward,
+		Serve: rt.Action == RouteServe, Gated: rt.Action == RouteHold && rt.Gated})
 }
 
 // sendAdoptionsLocked takes the next step (clustercore.Move.Step) for
@@ -178,7 +170,7 @@ func moveRoute(rt Route) clustercore.MoveRoute {
 // and omu held.
 func (s *session) sendAdoptionsLocked(rel *relayState, now time.Time, routes movingRoutes) (here, takeHere []*relayedClaim, gaveUp int) {
 	for _, rc := range slices.Concat(mapValues(rel.claims), rel.released) {
-		if rc.State != clustercore.ClaimMoving || rc.up != nil {
+		if !clustercore.HostAwaits(rc.State, rc.up != nil) {
 			continue
 		}
 		rt, routed := routes.routes[rc.move.Name]
@@ -253,13 +245,11 @@ func (s *session) releaseMoving() {
 	v.omu.Lock()
 	rel := v.rel.Load()
 	var moving []*relayedClaim
-	var since time.Time
+	var since []time.Time
 	for _, rc := range mapValues(rel.claims) {
 		if rc.State == clustercore.ClaimMoving {
 			moving = append(moving, rc)
-			if rc.move.Since.After(since) {
-				since = rc.move.Since
-			}
+			since = append(since, rc.move.Since)
 		}
 	}
 	if len(moving) == 0 {
@@ -273,8 +263,8 @@ func (s *session) releaseMoving() {
 		s.relayRelease(rc.ID)
 	}
 	srv.mu.Unlock()
-	s.retryMoving()                             // it goes on by its timer while claims move
-	until := since.Add(v.lease/2 + 2*moveRetry) // retryMoving gives them up by then
+	s.retryMoving() // it goes on by its timer while claims move
+	until := clustercore.HostFinishUntil(since, v.lease)
 	for {
 		v.omu.Lock()
 		left := 0
@@ -368,24 +358,21 @@ func (u *upstream) adoptAnswer(rel *relayState, v *v2conn, r upReq, f protocol.F
 	case clustercore.Adopted:
 		rel.moved(rc)
 		slot := rc.move.release
-		if push := rc.move.Adopted(&rc.Claim, f, slot != nil); push != nil {
+		push, release := rc.move.HostAdopted(&rc.Claim, f, slot != nil)
+		if push != nil {
 			u.push(rel, v, &outEntry{B: push, Up: u, Claim: rc.ID})
 		}
-		if slot != nil {
-			// The client released it while it moved: on to N now.
+		if release != nil {
 			if i := slices.Index(rel.released, rc); i >= 0 {
 				rel.released = slices.Delete(rel.released, i, i+1)
 			}
 			slot.Up = u
-			u.send(protocol.AppendRelease(nil, rc.ID), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: time.Now()}, slot: slot, rc: rc})
+			u.send(release, upReq{Sent: clustercore.Sent{Kind: protocol.TypeRelease, At: time.Now()}, slot: slot, rc: rc})
 		}
 	case clustercore.AdoptNotYet: // asked again by retryMoving
 		delete(u.claims, rc.ID)
 		rc.up = nil
-		if !rel.moveTimer && !rel.closed {
-			rel.moveTimer = true
-			time.AfterFunc(moveRetry, u.s.retryMoving)
-		}
+		rel.scheduleMoving(u.s)
 	default:
 		rel.giveUp(u.s, rc)
 	}
@@ -416,9 +403,8 @@ func (s *session) releasedMoving(id uint32) bool {
 // answers that RELEASE, which the owner read after its export. Called
 // with omu held; it reports false for a frame that fits neither.
 func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool {
-	if r, ok := u.led.Head(); ok && r.Kind == protocol.TypeRelease && r.rc.ID == f.Claim && r.rc.MovedAnswer {
+	if r, ok := u.led.Head(); ok && r.rc != nil && clustercore.HostMovedAnswers(r.Kind, &r.rc.Claim, f.Claim) {
 		u.led.Pop()
-		r.rc.MovedAnswer = false
 		return true
 	}
 	rc := u.claims[f.Claim]
@@ -435,15 +421,15 @@ func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool
 		u.end(rel, rc)
 		return true
 	}
-	releasing := rc.State == clustercore.ClaimReleasing
-	mi := &moveInfo{Move: rc.StartMove(time.Now())}
-	if releasing {
+	m, keepRelease := rc.HostStartMove(time.Now())
+	mi := &moveInfo{Move: m}
+	if keepRelease {
 		inFlight := u.led.InFlight()
 		for i := range inFlight {
 			if r := &inFlight[i]; r.Kind == protocol.TypeRelease && r.rc == rc && r.slot != nil {
 				mi.release, r.slot = r.slot, nil
 				mi.release.Up = nil
-				rc.MovedAnswer = true
+				rc.HostKeptRelease()
 				break
 			}
 		}
@@ -452,10 +438,7 @@ func (u *upstream) movedFrame(rel *relayState, v *v2conn, f protocol.Frame) bool
 	delete(u.claims, rc.ID)
 	rc.up, rc.move = nil, mi
 	rel.moving++
-	if !rel.moveTimer && !rel.closed {
-		rel.moveTimer = true
-		time.AfterFunc(moveRetry, u.s.retryMoving)
-	}
+	rel.scheduleMoving(u.s)
 	return true
 }
 

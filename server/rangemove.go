@@ -1,9 +1,7 @@
 package server
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/batonlock/baton/internal/clustercore"
@@ -102,6 +100,11 @@ func (srv *Server) installRanges(from string, ranges []clustercore.HandoffRange)
 	failed := 0
 	for _, plan := range clustercore.PlanHandoffStandIns(ranges) {
 		st := rs.standIns[plan.Origin]
+		var cur time.Duration
+		if st != nil {
+			cur = rs.leases[st.sid]
+		}
+		lease, reset := clustercore.HandoffStandInLease(st != nil, cur, plan.Lease)
 		if st == nil {
 			if rs.standIns == nil {
 				rs.standIns = map[locktable.Origin]*standIn{}
@@ -111,11 +114,11 @@ func (srv *Server) installRanges(from string, ranges []clustercore.HandoffRange)
 			rs.standIns[plan.Origin] = st
 			rs.labels[st.sid] = plan.Label()
 			o := plan.Origin
-			st.timer = time.AfterFunc(plan.Lease, func() { srv.dropStandIn(o, st) })
-		} else if plan.Lease > rs.leases[st.sid] {
-			st.timer.Reset(plan.Lease)
+			st.timer = time.AfterFunc(lease, func() { srv.dropStandIn(o, st) })
+		} else if reset {
+			st.timer.Reset(lease)
 		}
-		rs.leases[st.sid] = max(rs.leases[st.sid], plan.Lease)
+		rs.leases[st.sid] = lease
 		for _, kl := range plan.Locks {
 			kl.Lock.Owner.Session = st.sid
 			if err := rs.table.Install(kl); err != nil {
@@ -156,12 +159,13 @@ func (srv *Server) dropStandIn(o locktable.Origin, st *standIn) {
 func (srv *Server) adoptRangesLocked(s *session, o locktable.Origin, key string) protocol.RangeStatus {
 	rs := &srv.ranges
 	st := rs.standIns[o]
-	if st == nil {
-		return protocol.RangeFree
-	}
 	sid := rangelock.SessionID(s.id)
-	if rs.table.MoveSession(st.sid, sid, key) == 0 {
-		return protocol.RangeFree
+	moved := 0
+	if st != nil {
+		moved = rs.table.MoveSession(st.sid, sid, key)
+	}
+	if status := clustercore.HandoffAdopted(st != nil, moved); status != protocol.RangeDone {
+		return status
 	}
 	if _, ok := rs.labels[sid]; !ok {
 		rs.labels[sid] = s.v2.label
@@ -180,15 +184,20 @@ func (srv *Server) adoptRangesLocked(s *session, o locktable.Origin, key string)
 // serves the key, and the ranges kept for s's origin there become s's.
 // Called by the reader with srv.mu held.
 func (s *session) adoptRanges(f protocol.Frame) {
-	srv := s.srv
-	st := protocol.RangeInvalid
-	if o, ok := s.origin(); ok && s.forwarded && srv.Router != nil {
-		st = protocol.RangeUnavailable
-		if moveRoute(srv.Router.Route(f.Name, 0, true)).Owns() {
-			st = srv.adoptRangesLocked(s, o, f.Name)
-		}
+	o, hasOrigin := s.origin()
+	st, proceed := clustercore.HandoffRangeAsked(s.rangeAsk(f.Name, hasOrigin), true)
+	if proceed {
+		st = s.srv.adoptRangesLocked(s, o, f.Name)
 	}
 	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendRangeAnswer(b, f.Claim, st, 0, protocol.Frame{}) })
+}
+
+// rangeAsk is what this node knows when session s asks to take up range
+// locks on key (clustercore.HandoffRangeAsked). Called with srv.mu held.
+func (s *session) rangeAsk(key string, hasOrigin bool) clustercore.HandoffRangeAsk {
+	srv := s.srv
+	return clustercore.HandoffRangeAsk{Clustered: srv.Router != nil, Forwarded: s.forwarded, HasOrigin: hasOrigin,
+		Owns: func() bool { return moveRoute(srv.Router.Route(key, 0, true)).Owns() }}
 }
 
 // startRangeMove marks key moving for session s, whose range locks on
@@ -231,20 +240,22 @@ func (s *session) retryRangeMoves() {
 	v.omu.Lock()
 	rel := v.rel.Load()
 	rel.rangeTimer = false
-	if rel.closed || s.closing.Load() || v.ending || len(rel.rangeMoves) == 0 {
+	if clustercore.HostMovingOver(rel.closed, s.closing.Load() || v.ending, false) || len(rel.rangeMoves) == 0 {
 		v.omu.Unlock()
 		return
 	}
 	now := time.Now()
-	keys, expired := rel.unsentRangeMoves(now, v.lease)
+	r := clustercore.HostRangeRetryFor(rel.rangeMoves, func(rm *rangeMove) (*clustercore.RangeMove, bool) {
+		return &rm.RangeMove, rm.up != nil
+	}, now, v.lease)
 	v.omu.Unlock()
-	if expired {
+	if r.End {
 		srv.Logger.Warn("range locks handed over to a key's new owner not adopted in half the lease: ending the client's session",
 			"session", s.id, "remote_addr", s.peer.Addr)
 		s.closeWithError(protocol.CodeNotOwner)
 		return
 	}
-	slices.Sort(keys)
+	keys := r.Keys
 	routes := map[string]Route{}
 	for _, key := range keys {
 		routes[key] = srv.Router.Route(key, 0, false)
@@ -269,7 +280,7 @@ func (s *session) retryRangeMoves() {
 	if lost == "" {
 		rel.pump(v)
 		rel.kickAll()
-		if len(rel.rangeMoves) > 0 && !rel.rangeTimer {
+		if clustercore.HostRetryDue(len(rel.rangeMoves) > 0, rel.rangeTimer, rel.closed) {
 			rel.rangeTimer = true
 			time.AfterFunc(moveRetry, s.retryRangeMoves)
 		}
@@ -285,19 +296,6 @@ func (s *session) retryRangeMoves() {
 	srv.deliver([]delivery{{to: s, flush: true}})
 }
 
-// unsentRangeMoves returns the moving keys whose adoption is not in
-// flight, and whether any key expired (clustercore.RangeMove.Expired).
-// Called with omu held.
-func (rel *relayState) unsentRangeMoves(now time.Time, lease time.Duration) (keys []string, expired bool) {
-	for key, rm := range rel.rangeMoves {
-		expired = expired || rm.Expired(now, lease)
-		if rm.up == nil {
-			keys = append(keys, key)
-		}
-	}
-	return keys, expired
-}
-
 // moveRangeLocked has the range locks of moving key rm taken up where rt
 // routes the key: the core's requests (RANGE adopt after a planned
 // change, one RANGE reassert per lock after a failover) on the upstream
@@ -306,20 +304,20 @@ func (rel *relayState) unsentRangeMoves(now time.Time, lease time.Duration) (key
 // they are no longer kept here, or one cannot be installed. Called with
 // srv.mu and omu held.
 func (s *session) moveRangeLocked(rel *relayState, key string, rm *rangeMove, rt Route, now time.Time) (here, ok bool) {
-	switch route := moveRoute(rt); {
-	case route == clustercore.MoveRouteThere:
+	switch rm.HostStep(moveRoute(rt)) {
+	case clustercore.HostRangeSend:
 		u := s.upstreamLocked(rel, rt.Addr)
 		rm.up = u
 		at := time.Now()
 		for _, f := range rm.Requests(key) {
 			u.send(protocol.AppendRange(nil, f), upReq{Sent: clustercore.Sent{Kind: protocol.TypeRange, At: at}, adopt: key, f: f})
 		}
-	case route.Owns():
-		ok = s.takeRangesHereLocked(key, rm, now)
-		if ok || rm.Failover {
+	case clustercore.HostRangeHere:
+		done, end := rm.HostTakenHere(s.takeRangesHereLocked(key, rm, now))
+		if done {
 			delete(rel.rangeMoves, key)
 		}
-		return true, ok
+		return true, !end
 	}
 	return false, true
 }
@@ -396,19 +394,17 @@ func (u *upstream) tookOver(rel *relayState, key string, rm *rangeMove) {
 // by the reader with srv.mu held.
 func (s *session) reassertRange(now time.Time, f protocol.Frame) {
 	srv := s.srv
-	st := protocol.RangeInvalid
-	if s.forwarded && srv.Router != nil {
-		st = protocol.RangeUnavailable
-		if moveRoute(srv.Router.Route(f.Name, 0, true)).Owns() {
-			if origin, ok := s.origin(); ok {
-				// A break of the link to a live owner: the ranges it
-				// kept for the upstream session of the same origin.
-				srv.takeKeptRangesLocked(origin, rangelock.SessionID(s.id), f.Name)
-			}
-			ns, o, r := rangemirror.Target(f, rangelock.SessionID(s.id))
-			st = srv.installRangeLocked(s, rangelock.KeyLock{Key: f.Name, NS: ns,
-				Lock: rangelock.Lock{Owner: o, Type: rangelock.Type(f.LockType), Range: r}}, now)
+	origin, hasOrigin := s.origin()
+	st, proceed := clustercore.HandoffRangeAsked(s.rangeAsk(f.Name, hasOrigin), false)
+	if proceed {
+		if hasOrigin {
+			// A break of the link to a live owner: the ranges it
+			// kept for the upstream session of the same origin.
+			srv.takeKeptRangesLocked(origin, rangelock.SessionID(s.id), f.Name)
 		}
+		ns, o, r := rangemirror.Target(f, rangelock.SessionID(s.id))
+		st = srv.installRangeLocked(s, rangelock.KeyLock{Key: f.Name, NS: ns,
+			Lock: rangelock.Lock{Owner: o, Type: rangelock.Type(f.LockType), Range: r}}, now)
 	}
 	s.v2.appendOut(s, func(b []byte) []byte { return protocol.AppendRangeAnswer(b, f.Claim, st, 0, protocol.Frame{}) })
 }
@@ -419,15 +415,12 @@ func (s *session) reassertRange(now time.Time, f protocol.Frame) {
 func (srv *Server) installRangeLocked(s *session, kl rangelock.KeyLock, now time.Time) protocol.RangeStatus {
 	rs := &srv.ranges
 	if rs.gatedLocked(kl.Key, now) {
-		return protocol.RangeUnavailable
+		return clustercore.HandoffInstalled(true, nil)
 	}
 	sid := rangelock.SessionID(s.id)
 	kl.Lock.Owner.Session = sid
-	switch err := rs.table.Install(kl); {
-	case errors.Is(err, rangelock.ErrConflict):
-		return protocol.RangeConflict
-	case err != nil:
-		return protocol.RangeInvalid
+	if st := clustercore.HandoffInstalled(false, rs.table.Install(kl)); st != protocol.RangeDone {
+		return st
 	}
 	if _, ok := rs.labels[sid]; !ok {
 		rs.labels[sid] = s.v2.label

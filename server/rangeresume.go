@@ -92,11 +92,12 @@ func (s *session) resumeRange(now time.Time, f protocol.Frame) []delivery {
 		if s.rangeMoving(now, f) {
 			return nil
 		}
-		switch rt := srv.Router.Route(f.Name, 0, s.forwarded); {
-		case rt.Action == RouteForward && !s.forwarded:
+		rt := srv.Router.Route(f.Name, 0, s.forwarded)
+		switch clustercore.HostResumeRange(moveRoute(rt), s.forwarded) {
+		case clustercore.RangeRelay:
 			s.relayRange(now, f, rt.Addr)
 			return nil
-		case !moveRoute(rt).Owns():
+		case clustercore.RangeNotNow:
 			s.rangeUnavailable(f)
 			return nil
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/batonlock/baton/internal/clustercore"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -26,9 +27,20 @@ type RingMember struct {
 }
 
 // RingView is the ring a node has applied: its version and every member.
+// The zero view (version 0, no member) is what a node that is not a
+// cluster's answers.
 type RingView struct {
 	Version uint64
 	Members []RingMember
+}
+
+// core is the view as clustercore writes it on the wire.
+func (v RingView) core() clustercore.RingView {
+	out := clustercore.RingView{Version: v.Version, Members: make([]clustercore.RingMember, len(v.Members))}
+	for i, m := range v.Members {
+		out.Members[i] = clustercore.RingMember(m)
+	}
+	return out
 }
 
 // RingSource is an optional interface of a Router: the ring that a RING
@@ -39,30 +51,21 @@ type RingSource interface {
 }
 
 // ringView returns the ring to answer RING with.
-func (srv *Server) ringView() RingView {
+func (srv *Server) ringView() clustercore.RingView {
 	if rs, ok := srv.Router.(RingSource); ok {
-		return rs.RingView()
+		return rs.RingView().core()
 	}
-	return RingView{}
-}
-
-// appendRingView appends the MEMBER frames of view and the RINGEND that
-// closes them, with flags (protocol.RingPushed for a push).
-func appendRingView(b []byte, view RingView, flags uint8) []byte {
-	for _, m := range view.Members {
-		b = protocol.AppendRingMember(b, m.ID, m.Addr, m.InRing)
-	}
-	return protocol.AppendRingEnd(b, view.Version, len(view.Members), flags)
+	return clustercore.RingView{}
 }
 
 // answerRing answers RING frame f in the session's answer order, and
 // records a watch.
 func (s *session) answerRing(f protocol.Frame) {
 	view := s.srv.ringView()
-	if f.Flags&protocol.RingWatch != 0 {
+	if clustercore.RingWatches(f) {
 		s.v2.ringWatch.Store(true)
 	}
-	s.v2.appendOut(s, func(b []byte) []byte { return appendRingView(b, view, 0) })
+	s.v2.appendOut(s, func(b []byte) []byte { return view.Append(b, false) })
 }
 
 // ringChanged pushes the ring to every version 2 session that watches it.
@@ -75,7 +78,7 @@ func (srv *Server) ringChanged() {
 	var ds []delivery
 	for _, s := range srv.claims {
 		if s.v2 != nil && s.v2.ringWatch.Load() {
-			s.v2.appendPushOut(s, func(b []byte) []byte { return appendRingView(b, view, protocol.RingPushed) })
+			s.v2.appendPushOut(s, func(b []byte) []byte { return view.Append(b, true) })
 			ds = append(ds, delivery{to: s, flush: true})
 		}
 	}
