@@ -114,6 +114,13 @@ func (u *upstream) send(b []byte, r upReq) {
 	if d, first := u.led.Send(r); first && u.conn != nil {
 		u.conn.SetReadDeadline(d)
 	}
+	u.sendUnanswered(b)
+}
+
+// sendUnanswered queues frame b, which the owner answers nothing to (a
+// RANGE cancel), keeping it for a reopen as every frame sent before the
+// WELCOME is kept.
+func (u *upstream) sendUnanswered(b []byte) {
 	u.wbuf = append(u.wbuf, b...)
 	if clustercore.UpstreamKeepsOpening(u.tickets || u.values, u.opened) {
 		u.unopened = append(u.unopened, b...)

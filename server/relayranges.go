@@ -100,10 +100,7 @@ func (s *session) relayRangeCancel(f protocol.Frame) bool {
 		return false
 	}
 	if !s.closing.Load() && !v.ending && !u.dead {
-		u.wbuf = append(u.wbuf, protocol.AppendRange(nil, f)...)
-		if u.tickets && !u.opened {
-			u.unopened = append(u.unopened, protocol.AppendRange(nil, f)...)
-		}
+		u.sendUnanswered(protocol.AppendRange(nil, f))
 	}
 	return true
 }
