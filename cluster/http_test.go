@@ -39,6 +39,7 @@ func memberPost(t *testing.T, n *testNode, path, ctype, secret, body string) (in
 // cannot join; with the secret a follower's write is forwarded to the
 // leader and applied.
 func TestMemberAPISecret(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
 	follower := nodes[0]
@@ -110,6 +111,7 @@ func TestMemberAPISecret(t *testing.T) {
 // know, no lease or epoch out of range; the cluster is unchanged by all
 // of them, and a legitimate epoch still commits.
 func TestMemberAPITypedWrites(t *testing.T) {
+	t.Parallel()
 	refusedCh := make(chan string, 64)
 	nodes := startClusterWith(t, 3, func(c *Config) {
 		c.OnRefused = func(r string) {
@@ -187,6 +189,7 @@ func TestMemberAPITypedWrites(t *testing.T) {
 // first, then sends it, then drops the old one; members' writes go
 // through at each step, and the old secret is refused at the end.
 func TestMemberAPISecretRotation(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
 	var follower *testNode
