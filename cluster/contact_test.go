@@ -18,6 +18,7 @@ const (
 )
 
 func TestValidateFailover(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		selfStop, removeAfter time.Duration
 		ok                    bool
@@ -45,6 +46,7 @@ func TestValidateFailover(t *testing.T) {
 }
 
 func TestWarmupScaledForDrift(t *testing.T) {
+	t.Parallel()
 	got := WarmupFor(10*time.Second, 2*time.Second)
 	want := 10*time.Second*101/99 + 2*time.Second // 12.202 s
 	if got < want || got > want+time.Millisecond {
@@ -85,8 +87,8 @@ func (c *cuttable) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // startCuttableCluster starts size nodes with the short failover timings
 // (removeAfter for T) whose member API calls can be cut, one switch per
-// node.
-func startCuttableCluster(t *testing.T, size int, removeAfter time.Duration) ([]*testNode, map[string]*cuttable) {
+// node; changes follow.
+func startCuttableCluster(t *testing.T, size int, removeAfter time.Duration, changes ...func(*Config)) ([]*testNode, map[string]*cuttable) {
 	t.Helper()
 	cuts := map[string]*cuttable{}
 	nodes := startClusterWith(t, size, func(c *Config) {
@@ -94,6 +96,9 @@ func startCuttableCluster(t *testing.T, size int, removeAfter time.Duration) ([]
 		cuts[c.ID] = cut
 		c.HTTPClient = &http.Client{Timeout: c.HTTPClient.Timeout, Transport: cut}
 		c.SelfStop, c.RemoveAfter = testSelfStop, removeAfter
+		for _, change := range changes {
+			change(c)
+		}
 	})
 	for _, n := range nodes {
 		if err := n.WaitContact(ctxT(t)); err != nil {
@@ -121,6 +126,7 @@ func splitLeader(t *testing.T, nodes []*testNode) (leader *testNode, others []*t
 // T_self, before the leader removes it after T; it applies its removal
 // and never serves again, even once it is heard again.
 func TestFollowerCutOffStopsBeforeRemoval(t *testing.T) {
+	// Serial (no t.Parallel): it bounds the time to the self-stop, which load beside it would stretch.
 	nodes, cuts := startCuttableCluster(t, 3, testRemoveAfter)
 	ctx := ctxT(t)
 	leader, others := splitLeader(t, nodes)
@@ -203,6 +209,7 @@ func TestFollowerCutOffStopsBeforeRemoval(t *testing.T) {
 // gates the names it owns for the warm-up: it ended its claims, and their
 // holders may still believe they hold them.
 func TestContactBackGatesNames(t *testing.T) {
+	// Serial (no t.Parallel): the warm-up it reads must start within a second of the contact's return.
 	nodes, cuts := startCuttableCluster(t, 3, time.Hour)
 	ctx := ctxT(t)
 	leader, others := splitLeader(t, nodes)
@@ -236,6 +243,7 @@ func TestContactBackGatesNames(t *testing.T) {
 // A killed leader is removed by the new leader about T after its
 // election (every silence timer starts then).
 func TestKilledLeaderRemovedByNewLeader(t *testing.T) {
+	t.Parallel()
 	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter)
 	ctx := ctxT(t)
 	dead, alive := splitLeader(t, nodes)
@@ -262,9 +270,9 @@ func TestKilledLeaderRemovedByNewLeader(t *testing.T) {
 // A member stopped by a planned stop (SIGTERM: marked stopped, out of the
 // ring) is not removed however long it is silent, and comes back.
 func TestStoppedMemberNotRemoved(t *testing.T) {
-	testHandoff = 2 * time.Second
-	t.Cleanup(func() { testHandoff = 10 * time.Second })
-	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter)
+	t.Parallel()
+	shortHandoff := func(c *Config) { c.HandoffTimeout = 2 * time.Second }
+	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter, shortHandoff)
 	ctx := ctxT(t)
 	leader, others := splitLeader(t, nodes)
 	f := others[len(others)-1]
@@ -283,6 +291,7 @@ func TestStoppedMemberNotRemoved(t *testing.T) {
 	}
 	r := startNodeWith(t, f.ID(), f.dir, f.raftAddr, f.admin.Addr().String(), func(c *Config) {
 		c.SelfStop, c.RemoveAfter = testSelfStop, testRemoveAfter
+		shortHandoff(c)
 	})
 	r.SetMover(newFakeMover(r.ID()))
 	if err := r.Rejoin(ctx); err != nil {
@@ -300,6 +309,7 @@ func TestStoppedMemberNotRemoved(t *testing.T) {
 // A contact request is answered OK only by the leader and only for a
 // member.
 func TestContactRequestNeedsLeaderAndMember(t *testing.T) {
+	t.Parallel()
 	nodes, _ := startCuttableCluster(t, 2, testRemoveAfter)
 	ctx := ctxT(t)
 	leader := leaderOf(t, nodes)
@@ -329,6 +339,7 @@ func TestContactRequestNeedsLeaderAndMember(t *testing.T) {
 // (-join) or, told none, through the members it knows: removed, it
 // hears from no leader.
 func TestRemovedNodeRestartedServes(t *testing.T) {
+	t.Parallel()
 	for _, via := range []string{"join", "rejoin"} {
 		t.Run(via, func(t *testing.T) { testRemovedNodeRestartedServes(t, via == "join") })
 	}
@@ -365,8 +376,11 @@ func testRemovedNodeRestartedServes(t *testing.T, join bool) {
 	if err := back.WaitContact(ctx); err != nil {
 		t.Fatalf("no quorum contact after the join (removed: %v): %v", back.Removed(), err)
 	}
+	// The warm-up runs from the join, not from the start: under load the
+	// join alone took seconds, so the bound counts from the contact.
+	contact := time.Now()
 	name := nameOwnedBy(t, back.Ring(), back.ID())
-	limit := back.Warmup() + 2*time.Second
+	limit := contact.Sub(returned) + back.Warmup() + 2*time.Second
 	for {
 		d := back.Route(name, false, time.Now())
 		if d.Action == Serve {
@@ -389,6 +403,7 @@ func testRemovedNodeRestartedServes(t *testing.T, join bool) {
 // is then removed as silent while it catches up. WaitServing joins it
 // again instead of waiting for contact that never comes.
 func TestRemovedWhileStartingJoinsAgain(t *testing.T) {
+	t.Parallel()
 	nodes, _ := startCuttableCluster(t, 3, testRemoveAfter)
 	ctx := ctxT(t)
 	leader, others := splitLeader(t, nodes)
@@ -430,6 +445,7 @@ func TestRemovedWhileStartingJoinsAgain(t *testing.T) {
 // timeout; contact must come back with the first request sent after the
 // cut heals, not after that timeout.
 func TestShortCutKeepsContact(t *testing.T) {
+	// Serial (no t.Parallel): a cut shorter than the self-stop by two contact intervals must not stop the node, a margin that load eats.
 	const selfStop, removeAfter = 3 * time.Second, 3500 * time.Millisecond
 	var holes []*cuttable
 	nodes := startClusterWith(t, 3, func(c *Config) {

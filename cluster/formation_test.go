@@ -20,6 +20,7 @@ import (
 // now follows, above every epoch used, after the warm-up of new Raft
 // state (issue: it kept its epoch and reissued old tokens).
 func TestFormedNodeAbsorbedTakesFreshEpoch(t *testing.T) {
+	t.Parallel()
 	// Its epoch at or below the old cluster's last (the clock floor's, as
 	// the issue saw), or above it (it took many in its own cluster):
 	// either way the next one is above both.
@@ -112,6 +113,7 @@ func testFormedNodeAbsorbed(t *testing.T, ownEpochs int) {
 // cluster and which; only with the cluster's secret, since the answer
 // decides whether another node forms one.
 func TestBelongsAnswer(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	n := startNode(t, "node-1", filepath.Join(t.TempDir(), "n1"), "127.0.0.1:0", "127.0.0.1:0")
 	get := func(secret string) (int, Belonging) {
@@ -149,6 +151,7 @@ func TestBelongsAnswer(t *testing.T) {
 
 // TestSplitJoinList: the -join list's parsing refuses what it cannot use.
 func TestSplitJoinList(t *testing.T) {
+	t.Parallel()
 	if got, err := SplitJoinList(" a:1, b:2 ,c:3"); err != nil || !slices.Equal(got, []string{"a:1", "b:2", "c:3"}) {
 		t.Errorf("a list of three: %q, %v", got, err)
 	}
@@ -164,6 +167,7 @@ func TestSplitJoinList(t *testing.T) {
 // applied its log yet stamps none) is not another cluster's, and the id
 // stays; an entry or a snapshot with another id is.
 func TestFSMClusterID(t *testing.T) {
+	t.Parallel()
 	f := newFSM()
 	var foreign []bool
 	f.onApplied = func(md *Metadata, fo, _ bool) { foreign = append(foreign, fo) }
@@ -193,6 +197,7 @@ func TestFSMClusterID(t *testing.T) {
 // at all, not even after a fresh epoch and a warm-up, and say to start
 // it again on an empty data directory.
 func TestFormedNodeOverwrittenEntryByEntryServesNothing(t *testing.T) {
+	t.Parallel()
 	noCompaction := func(c *Config) { c.SnapshotThreshold, c.SnapshotInterval = 1<<20, time.Hour }
 	nodes := startClusterWith(t, 3, noCompaction)
 	ctx := ctxT(t)

@@ -35,6 +35,7 @@ func (s *bufSink) Cancel() error { s.cancelled = true; return nil }
 func (s *bufSink) Close() error  { return nil }
 
 func TestFSMApplySnapshotRestore(t *testing.T) {
+	t.Parallel()
 	f := newFSM()
 	var rings []uint64
 	f.onRing = func(prev, cur *Ring) { rings = append(rings, cur.Version()) }
@@ -101,6 +102,7 @@ func TestFSMApplySnapshotRestore(t *testing.T) {
 }
 
 func TestTokens(t *testing.T) {
+	t.Parallel()
 	low := 0
 	tk := NewTokens(5, func() { low++ })
 	prev := uint64(0)
@@ -154,6 +156,7 @@ func TestTokens(t *testing.T) {
 }
 
 func TestHandlerErrors(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	follower := nodes[0]
 	if leader := leaderOf(t, nodes); follower == leader {
@@ -211,6 +214,7 @@ func TestHandlerErrors(t *testing.T) {
 // tokens': a node's increase, a later epoch's are above every earlier
 // one's, and none are given without an epoch.
 func TestTokensTickets(t *testing.T) {
+	t.Parallel()
 	if tk := NewTokens(0, nil).NextTicket(); tk != 0 {
 		t.Fatalf("a ticket without an epoch: %d", tk)
 	}
@@ -233,6 +237,7 @@ func TestTokensTickets(t *testing.T) {
 // The log never hands out an epoch whose tokens would wrap, nor records
 // a lease no client can have, whatever entry reaches it.
 func TestFSMBounds(t *testing.T) {
+	t.Parallel()
 	f := newFSM()
 	var index uint64
 	apply := func(c command) applyResult {

@@ -110,6 +110,7 @@ func withMovers(nodes []*testNode) map[string]*fakeMover {
 // to the joiner, which installs each state; only then is the ring
 // committed, marked handed over, and the joiner serves the names at once.
 func TestPlannedJoinHandsOver(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	movers := withMovers(nodes)
@@ -192,17 +193,17 @@ func TestPlannedJoinHandsOver(t *testing.T) {
 // not hold the change up forever: the leader commits it, not handed over,
 // and the new owner gates the names for the warm-up (fail closed).
 func TestPlannedJoinTimesOutGated(t *testing.T) {
-	old := testHandoff
-	testHandoff = time.Second
-	defer func() { testHandoff = old }()
-	nodes := startCluster(t, 3)
+	t.Parallel()
+	const handoff = time.Second
+	short := func(c *Config) { c.HandoffTimeout = handoff }
+	nodes := startClusterWith(t, 3, short)
 	ctx := ctxT(t)
 	movers := withMovers(nodes)
 	block, _ := releaser(t)
 	movers["node-3"].mu.Lock()
 	movers["node-3"].block = block
 	movers["node-3"].mu.Unlock()
-	n4 := startNode(t, "node-4", filepath.Join(t.TempDir(), "node-4"), "127.0.0.1:0", "127.0.0.1:0")
+	n4 := startNodeWith(t, "node-4", filepath.Join(t.TempDir(), "node-4"), "127.0.0.1:0", "127.0.0.1:0", short)
 	start := time.Now()
 	if err := n4.Join(ctx, nodes[0].admin.Addr().String()); err != nil {
 		t.Fatalf("join: %v", err)
@@ -210,8 +211,8 @@ func TestPlannedJoinTimesOutGated(t *testing.T) {
 	took := time.Since(start)
 	all := append(slices.Clone(nodes), n4)
 	waitSameRing(t, all, 4)
-	t.Logf("joined, not handed over, after %v (hand-off timeout %v)", took, testHandoff)
-	if took < testHandoff {
+	t.Logf("joined, not handed over, after %v (hand-off timeout %v)", took, handoff)
+	if took < handoff {
 		t.Errorf("the join committed after %v, before the hand-off timeout", took)
 	}
 	if md := n4.Metadata(); md.RingHandedOver {
@@ -240,6 +241,7 @@ func TestPlannedJoinTimesOutGated(t *testing.T) {
 // of the leaving node's names: the change then commits without the
 // hand-off, gated, as TestPlannedJoinTimesOutGated shows.)
 func TestPlannedLeaveSurvivesLeaderChange(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	movers := withMovers(nodes)
@@ -303,6 +305,7 @@ func TestPlannedLeaveSurvivesLeaderChange(t *testing.T) {
 // node too, whose log, replayed at its restart, starts with a ring that
 // gave it every name with no hand-off.
 func TestStopAndRejoin(t *testing.T) {
+	t.Parallel()
 	for _, i := range []int{2, 0} {
 		t.Run(fmt.Sprintf("node-%d", i+1), func(t *testing.T) { testStopAndRejoin(t, i) })
 	}
@@ -364,6 +367,7 @@ func testStopAndRejoin(t *testing.T, i int) {
 // the names it owns: it gates them for the warm-up, even after a planned
 // change hands it more.
 func TestCrashRestartStaysGated(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	withMovers(nodes)
@@ -413,6 +417,7 @@ func TestCrashRestartStaysGated(t *testing.T) {
 // so a late or repeated hand-off cannot put state on a node that owns the
 // names, or no longer will; a malformed one gets 400.
 func TestHandoffRefusedWhenNotPending(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	movers := withMovers(nodes)
@@ -442,6 +447,7 @@ func TestHandoffRefusedWhenNotPending(t *testing.T) {
 // this: TestClusterFaultInjectionLongLease/join). The joiner gets such a
 // name only once the warm-up has passed, or gated.
 func TestJoinDuringTakeoverWarmupStaysGated(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	withMovers(nodes)
@@ -499,6 +505,7 @@ func TestJoinDuringTakeoverWarmupStaysGated(t *testing.T) {
 // their clients still believe they hold them (the continuation model's
 // mutation export-again).
 func TestHandoffRetryResendsTheSameExport(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	movers := withMovers(nodes)
@@ -537,6 +544,7 @@ func TestHandoffRetryResendsTheSameExport(t *testing.T) {
 // moving names told, not gone yet) is called again shortly, not treated
 // as a failure, and the change is handed over once it exports.
 func TestHandoffExportLater(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	movers := withMovers(nodes)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestLeaseBoundLowering(t *testing.T) {
+	t.Parallel()
 	members := []string{"a", "b", "c"}
 	var b LeaseBound
 	b.Raise(time.Hour)
@@ -48,6 +49,7 @@ func TestLeaseBoundLowering(t *testing.T) {
 }
 
 func TestLeaseBoundRemovalCancelsOrCompletes(t *testing.T) {
+	t.Parallel()
 	var b LeaseBound
 	b.Raise(time.Hour)
 	b.SetCeiling(time.Minute)
@@ -94,6 +96,7 @@ func (f *fakeSessions) get() time.Duration  { f.mu.Lock(); defer f.mu.Unlock(); 
 // largest lease comes down only once the node with a longer session has
 // none left.
 func TestLowerLeaseWaitsForSessions(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	sessions := make([]*fakeSessions, len(nodes))

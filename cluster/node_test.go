@@ -33,9 +33,9 @@ const (
 // testSecret is the test nodes' cluster secret (Config.Secret).
 const testSecret = "a test cluster's secret"
 
-// testHandoff is the nodes' hand-off timeout; a test may shorten it
-// before it starts its nodes.
-var testHandoff = 10 * time.Second
+// testHandoff is the nodes' hand-off timeout; a test that shortens it
+// does so in its nodes' Config (the tests run side by side).
+const testHandoff = 10 * time.Second
 
 type testNode struct {
 	*Node
@@ -208,6 +208,7 @@ func waitUntil(ctx context.Context, cond func() bool) error {
 }
 
 func TestBootstrapJoinSameRing(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	want := []string{"node-1", "node-2", "node-3"}
@@ -276,6 +277,7 @@ func TestBootstrapJoinSameRing(t *testing.T) {
 // the ring still lists the dead node, and its names have no live owner
 // until it is removed (fail closed).
 func TestLeaderKillFailsClosed(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	dead := leaderOf(t, nodes)
@@ -350,6 +352,7 @@ func TestLeaderKillFailsClosed(t *testing.T) {
 // A node restarted from its data directory rejoins by itself, and its
 // next epoch is above the one it had.
 func TestRestartRejoinsEpochRises(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	n3 := nodes[2]
@@ -398,6 +401,7 @@ func TestRestartRejoinsEpochRises(t *testing.T) {
 // A planned leave, of a follower and then of the leader: each leaves the
 // ring and the Raft configuration, and the rest keep a leader.
 func TestLeave(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 4)
 	ctx := ctxT(t)
 	leader := leaderOf(t, nodes)
@@ -451,6 +455,7 @@ func TestLeave(t *testing.T) {
 // Raft panic ("failed to save current term: database not open") in a run
 // of these tests under load.
 func TestHeartbeatFastPathOff(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, "node-1", t.TempDir(), "127.0.0.1:0", "127.0.0.1:0")
 	fn := reflect.ValueOf(n.trans).Elem().FieldByName("heartbeatFn")
 	if !fn.IsValid() {
@@ -465,6 +470,7 @@ func TestHeartbeatFastPathOff(t *testing.T) {
 // AcquireEpoch, and the next epoch committed by itself when half of one
 // is used.
 func TestNodeTokensRenew(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 1)
 	ctx := ctxT(t)
 	n := nodes[0]
@@ -498,6 +504,7 @@ func TestNodeTokensRenew(t *testing.T) {
 // A serving member restarted on another admin address joins again to
 // record it: its record changes, the ring does not.
 func TestRejoinNewAddressKeepsRing(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	n3 := nodes[2]

@@ -13,6 +13,7 @@ import (
 // A follower whose state machine is paused falls behind a ring change:
 // CaughtUp says so until it has applied the leader's ring, then nil.
 func TestCaughtUpFollowerBehind(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	leader := leaderOf(t, nodes)
@@ -75,6 +76,7 @@ func TestCaughtUpFollowerBehind(t *testing.T) {
 // node restarted from its data directory reports what it applies again
 // as replayed.
 func TestMembershipEvents(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	base := t.TempDir()
 	type rec struct {
@@ -149,6 +151,7 @@ func TestMembershipEvents(t *testing.T) {
 // applies again as replayed (from its log, or the ring of its snapshot
 // at index 0), and a change made after the restart as new.
 func TestMembershipEventsReplayed(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	dir := t.TempDir()
 	var mu sync.Mutex

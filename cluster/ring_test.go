@@ -37,6 +37,7 @@ func moved(a, b *Ring, ns []string) (int, map[string]bool) {
 }
 
 func TestHistory(t *testing.T) {
+	t.Parallel()
 	h := NewHistory(3)
 	if _, ok := h.Latest(); ok {
 		t.Fatal("empty history has a latest ring")

@@ -19,6 +19,7 @@ func nameOwnedBy(t *testing.T, r *Ring, id string) string {
 }
 
 func TestRouteOneHopEpochAndWarmup(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	n1, n2 := nodes[0], nodes[1]
@@ -63,6 +64,7 @@ func TestRouteOneHopEpochAndWarmup(t *testing.T) {
 // until a fresh epoch, then queued for the largest lease plus the slack;
 // names the survivor owned before are served all along.
 func TestRouteTakeoverFailsClosed(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	for _, n := range nodes {
@@ -168,6 +170,7 @@ func raiseLease(t *testing.T, via, on *testNode, lease time.Duration) {
 // A node restarted from its data directory lost its lock state: all its
 // names warm up.
 func TestRouteRestartWarmsUp(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	const lease = 5 * time.Second
@@ -206,6 +209,7 @@ func TestRouteRestartWarmsUp(t *testing.T) {
 // has forgotten who held its names. It warms them up as any restarted
 // node does (model: cluster, mutation wiped-serves).
 func TestRouteWipedNodeWarmsUp(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	const lease = 5 * time.Second
@@ -240,6 +244,7 @@ func TestRouteWipedNodeWarmsUp(t *testing.T) {
 // then its removal) needs a fresh epoch: the other owner issued tokens
 // under a later epoch meanwhile.
 func TestRouteNameBackNeedsFreshEpoch(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	n1 := nodes[0]
@@ -295,6 +300,7 @@ func TestRouteNameBackNeedsFreshEpoch(t *testing.T) {
 // lease recorded later (a client's first long lease) does not gate them
 // again.
 func TestRouteLaterLeaseDoesNotRegate(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	n1 := nodes[0]

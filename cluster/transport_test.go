@@ -68,6 +68,7 @@ func (p *testPKI) withTLS(id string) func(*Config) {
 // handshake, a peer without a certificate, one with a certificate of
 // another CA, and one with a valid certificate that is not a node's.
 func TestMutualTLSCluster(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	ctx := ctxT(t)
 	base := t.TempDir()
@@ -170,6 +171,7 @@ func TestMutualTLSCluster(t *testing.T) {
 // A node started with an advertised Raft address records it, not the
 // wildcard it binds; one that binds a wildcard without it fails to open.
 func TestRaftAdvertise(t *testing.T) {
+	t.Parallel()
 	_, err := Open(Config{ID: "n", RaftAddr: "0.0.0.0:0", DataDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "cannot dial") {
 		t.Fatalf("Open on a wildcard without an advertised address: %v", err)
@@ -187,6 +189,7 @@ func TestRaftAdvertise(t *testing.T) {
 // With TLS, a peer that connects to the Raft listener and never finishes
 // the handshake is closed after the handshake timeout, not kept forever.
 func TestRaftHandshakeTimeout(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	srvCfg, cliCfg := pki.peerTLS("node-1")
 	s, err := newStreamLayer("127.0.0.1:0", "", srvCfg, cliCfg)

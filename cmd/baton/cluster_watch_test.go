@@ -318,6 +318,8 @@ func nextLeader(t *testing.T, granted <-chan leadership, after uint64, limit tim
 //     new leader then, and none ever sees a leader older than one it has
 //     seen.
 func TestClusterElectionWatchers(t *testing.T) {
+	// Serial (no t.Parallel): it bounds a watcher's news to 250 ms after
+	// the waiter's promotion, a margin that load beside it would eat.
 	nodes := startCluster(t, failoverArgs...)
 	const from = "n1"
 	name := movingName(t, from, "elect")
