@@ -11,6 +11,6 @@
 // owner, and the two ends of a hand-off), session_* (a session's end,
 // lease and resumption), watch_* and ranges_* (relayed watches and
 // range locks), and the policies hoppool, kept and tickets.
-// Map to the server's files: docs/cluster.md, "For contributors"; the
+// Map to the server's files: docs/design/2026-12-08-cluster-code-map.md; the
 // roles: docs/design/2026-12-07-cluster-relay.md#internalclustercoredocgo.
 package clustercore
