@@ -176,7 +176,9 @@ func (s *session) routeClaim(now time.Time, f protocol.Frame) bool {
 		return false
 	}
 	rt := r.Route(f.Name, 0, s.forwarded)
-	switch clustercore.Relay2ClaimWay(claimRoute(rt), s.forwarded, func() bool { return s.releasedMoving(f.Claim) }) {
+	idBusy := func() bool { return s.releasedMoving(f.Claim) }
+	nameHeld := func() bool { return s.v2.rel.Load().holdsName(f.Name) }
+	switch clustercore.Relay2ClaimWay(claimRoute(rt), s.forwarded, idBusy, nameHeld) {
 	case clustercore.Relay2Serve:
 		return false
 	case clustercore.Relay2HoldGated:

@@ -71,6 +71,12 @@ func (rel *relayState) unhold(id uint32) []protocol.Frame {
 	return slices.DeleteFunc(rel.held, func(f protocol.Frame) bool { return f.Claim == id })
 }
 
+// holdsName reports whether a claim on name is held (rel may be nil: a
+// session that never relayed holds none). Called with srv.mu held.
+func (rel *relayState) holdsName(name string) bool {
+	return rel != nil && slices.ContainsFunc(rel.held, func(f protocol.Frame) bool { return f.Name == name })
+}
+
 // heldIndex returns the index of held claim id, or -1.
 func (rel *relayState) heldIndex(id uint32) int {
 	for i, f := range rel.held {
@@ -152,7 +158,7 @@ func (s *session) routeHeldLocked(rel *relayState, now time.Time) (ds []delivery
 				}
 			}
 		}
-		switch clustercore.Relay2ClaimWay(route, s.forwarded, nil) {
+		switch clustercore.Relay2ClaimWay(route, s.forwarded, nil, nil) {
 		case clustercore.Relay2Serve:
 			ds = append(ds, s.claimHeld(now, f)...)
 		case clustercore.Relay2Relay:

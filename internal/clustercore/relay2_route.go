@@ -61,10 +61,16 @@ const (
 // relayed on), idBusy (asked only of a claim to relay; nil: no) that
 // its id's earlier claim moved and was released, and that RELEASE waits
 // for the adoption: the CLAIM is held until it is sent, so that the
-// owner never sees the id twice.
-func Relay2ClaimWay(route Relay2Route, forwarded bool, idBusy func() bool) Relay2Way {
+// owner never sees the id twice. nameHeld (asked of a claim to serve or
+// relay; nil: no) says the session holds earlier claims on the name: the
+// CLAIM is held behind them, so that it does not overtake them when they
+// are asked about again.
+func Relay2ClaimWay(route Relay2Route, forwarded bool, idBusy, nameHeld func() bool) Relay2Way {
 	switch route {
 	case Relay2RouteHere:
+		if nameHeld != nil && nameHeld() {
+			return Relay2Hold
+		}
 		return Relay2Serve
 	case Relay2RouteWarming:
 		return Relay2HoldGated
@@ -74,7 +80,7 @@ func Relay2ClaimWay(route Relay2Route, forwarded bool, idBusy func() bool) Relay
 		switch {
 		case forwarded:
 			return Relay2Refuse
-		case idBusy != nil && idBusy():
+		case idBusy != nil && idBusy(), nameHeld != nil && nameHeld():
 			return Relay2Hold
 		}
 		return Relay2Relay

@@ -16,25 +16,29 @@ func TestRelay2ClaimWay(t *testing.T) {
 		route     Relay2Route
 		forwarded bool
 		idBusy    func() bool
+		nameHeld  func() bool
 		want      Relay2Way
 	}{
-		{"this node serves it", Relay2RouteHere, false, free, Relay2Serve},
-		{"a relayed session's claim served here", Relay2RouteHere, true, free, Relay2Serve},
-		{"another node owns it: relayed", Relay2RouteThere, false, free, Relay2Relay},
-		{"no question asked: relayed", Relay2RouteThere, false, nil, Relay2Relay},
-		{"a relayed session is never relayed on", Relay2RouteThere, true, free, Relay2Refuse},
-		{"its id's RELEASE waits for an adoption: held", Relay2RouteThere, false, busy, Relay2Hold},
-		{"the owner warms up: held", Relay2RouteHold, false, free, Relay2Hold},
-		{"the name moves: held", Relay2RouteMoving, false, free, Relay2Hold},
-		{"this node warms the name up: held for its warm-up", Relay2RouteWarming, false, free, Relay2HoldGated},
-		{"not the owner: refused", Relay2RouteNotOwner, false, free, Relay2Refuse},
+		{"this node serves it", Relay2RouteHere, false, free, free, Relay2Serve},
+		{"a relayed session's claim served here", Relay2RouteHere, true, free, free, Relay2Serve},
+		{"another node owns it: relayed", Relay2RouteThere, false, free, free, Relay2Relay},
+		{"no question asked: relayed", Relay2RouteThere, false, nil, free, Relay2Relay},
+		{"a relayed session is never relayed on", Relay2RouteThere, true, free, free, Relay2Refuse},
+		{"its id's RELEASE waits for an adoption: held", Relay2RouteThere, false, busy, free, Relay2Hold},
+		{"the owner warms up: held", Relay2RouteHold, false, free, free, Relay2Hold},
+		{"the name moves: held", Relay2RouteMoving, false, free, free, Relay2Hold},
+		{"this node warms the name up: held for its warm-up", Relay2RouteWarming, false, free, free, Relay2HoldGated},
+		{"not the owner: refused", Relay2RouteNotOwner, false, free, free, Relay2Refuse},
+		{"earlier claims on the name held: served behind them", Relay2RouteHere, false, free, busy, Relay2Hold},
+		{"earlier claims on the name held: relayed behind them", Relay2RouteThere, false, free, busy, Relay2Hold},
+		{"a relayed session is refused, held claims or not", Relay2RouteThere, true, free, busy, Relay2Refuse},
 	} {
-		if got := Relay2ClaimWay(tc.route, tc.forwarded, tc.idBusy); got != tc.want {
+		if got := Relay2ClaimWay(tc.route, tc.forwarded, tc.idBusy, tc.nameHeld); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	asked := false
-	Relay2ClaimWay(Relay2RouteHere, false, func() bool { asked = true; return true })
+	Relay2ClaimWay(Relay2RouteHere, false, func() bool { asked = true; return true }, nil)
 	if asked {
 		t.Error("asked whether the id is busy for a claim that is not relayed")
 	}
