@@ -85,6 +85,9 @@ type RangeKey struct {
 	HoldersTotal int            `json:"holders_total"`
 	Waiters      []RangeWaiting `json:"waiters"`
 	WaitersTotal int            `json:"waiters_total"`
+	// Node is the cluster node that owns the key, set by 'baton ranges'
+	// when it lists a cluster (each node's API leaves it empty).
+	Node string `json:"node,omitempty"`
 }
 
 // RangeList is the answer of GET /api/ranges.

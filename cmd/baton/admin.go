@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -96,7 +97,7 @@ func adminCommands() []adminCommand {
 		{name: "kick", args: []string{"NAME", "WAITER"}, summary: "remove a waiter from a lock's queue: WAITER is a remote address (the first waiter from it) or SESSION/CLAIM as 'baton show' lists it", owned: true, run: cmdKick},
 		{name: "info", summary: "show server version, uptime, configuration and counts", run: cmdInfo},
 		{name: "ranges", summary: "list byte-range (fcntl) and flock locks by key: holders and waiting requests", match: true, run: cmdRanges},
-		{name: "release-ranges", args: []string{"KEY", "OWNER"}, summary: "release the range locks of OWNER (SESSION/OWNER, as 'baton ranges' lists it) on KEY; its session is ended with ERROR 0x02", run: cmdReleaseRanges},
+		{name: "release-ranges", args: []string{"KEY", "OWNER"}, summary: "release the range locks of OWNER (SESSION/OWNER, as 'baton ranges' lists it) on KEY; its session is ended with ERROR 0x02", owned: true, run: cmdReleaseRanges},
 	}
 }
 
@@ -261,6 +262,9 @@ func runAdmin(ac adminCommand, args []string, stdout, stderr io.Writer) int {
 // name's holders and queue, and any other node would answer that it is
 // not held. A server that is not a cluster node is asked itself.
 func ownerClient(ctx context.Context, client *admin.Client, cfg *adminConfig, cmd, name string, stderr io.Writer) (*admin.Client, error) {
+	if protocol.ValidateName(name) != nil {
+		return client, nil // a range key that is no lock name: the node asked cannot look it up
+	}
 	o, err := client.Owner(ctx, name)
 	switch {
 	case errors.Is(err, admin.ErrNotFound): // not a cluster node
@@ -296,50 +300,76 @@ func memberClient(client *admin.Client, cfg *adminConfig, m admin.ClusterMember)
 	return newAdminClient(&mc)
 }
 
-// listLocks returns the locks client's server lists. On a cluster node
-// it asks every node of the ring, since each lists only the names it
-// owns, and sets each lock's Node; a node that does not answer is
-// reported in the error, after the others' locks.
-func listLocks(ctx context.Context, client *admin.Client, cfg *adminConfig) ([]admin.Lock, bool, error) {
+// eachNode calls visit with the admin client of every node of the ring
+// when client calls a cluster node (each lists only the names or keys it
+// owns), or with client alone, node "", on a single server. A node that
+// fails is reported in the error, after the others are visited.
+func eachNode(ctx context.Context, client *admin.Client, cfg *adminConfig, visit func(node string, c *admin.Client) error) (clustered bool, err error) {
 	st, err := client.Cluster(ctx)
 	if errors.Is(err, admin.ErrNotFound) { // a single server
-		locks, err := client.Locks(ctx, cfg.match)
-		return locks, false, err
+		return false, visit("", client)
 	}
 	if err != nil {
-		return nil, true, fmt.Errorf("reading the cluster's members: %w", err)
+		return true, fmt.Errorf("reading the cluster's members: %w", err)
 	}
-	var all []admin.Lock
 	var errs []error
 	for _, m := range st.Members {
 		if !slices.Contains(st.Ring, m.ID) {
 			continue // owns no names
 		}
-		locks, err := memberLocks(ctx, client, cfg, m)
+		err := errors.New("no admin API (-admin-listen)")
+		if m.AdminAddr != "" || m.Self {
+			var mc *admin.Client
+			if mc, err = memberClient(client, cfg, m); err == nil {
+				err = visit(m.ID, mc)
+			}
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("node %s at %s: %w", m.ID, m.AdminAddr, err))
-			continue
 		}
-		all = append(all, locks...)
 	}
-	slices.SortFunc(all, func(a, b admin.Lock) int { return strings.Compare(a.Name, b.Name) })
-	return all, true, errors.Join(errs...)
+	return true, errors.Join(errs...)
 }
 
-// memberLocks returns the locks member m owns, each with its Node.
-func memberLocks(ctx context.Context, client *admin.Client, cfg *adminConfig, m admin.ClusterMember) ([]admin.Lock, error) {
-	if m.AdminAddr == "" && !m.Self {
-		return nil, errors.New("no admin API (-admin-listen)")
+// listLocks returns the locks of client's server, or of every node of
+// its cluster, each with its Node, in name order.
+func listLocks(ctx context.Context, client *admin.Client, cfg *adminConfig) ([]admin.Lock, bool, error) {
+	var all []admin.Lock
+	clustered, err := eachNode(ctx, client, cfg, func(node string, c *admin.Client) error {
+		locks, err := c.Locks(ctx, cfg.match)
+		for i := range locks {
+			locks[i].Node = node
+		}
+		all = append(all, locks...)
+		return err
+	})
+	slices.SortFunc(all, func(a, b admin.Lock) int { return strings.Compare(a.Name, b.Name) })
+	return all, clustered, err
+}
+
+// listRanges returns the range locks of client's server, or of every
+// node of its cluster, each key with its Node, in key order.
+func listRanges(ctx context.Context, client *admin.Client, cfg *adminConfig) (admin.RangeList, bool, error) {
+	var all admin.RangeList
+	clustered, err := eachNode(ctx, client, cfg, func(node string, c *admin.Client) error {
+		list, err := c.Ranges(ctx, cfg.match)
+		for i := range list.Ranges {
+			list.Ranges[i].Node = node
+		}
+		all.Ranges = append(all.Ranges, list.Ranges...)
+		all.Total += list.Total
+		if all.SnapshotAt.IsZero() {
+			all.SnapshotAt = list.SnapshotAt
+		}
+		return err
+	})
+	slices.SortFunc(all.Ranges, func(a, b admin.RangeKey) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), strings.Compare(a.Namespace, b.Namespace))
+	})
+	if all.Ranges == nil {
+		all.Ranges = []admin.RangeKey{}
 	}
-	mc, err := memberClient(client, cfg, m)
-	if err != nil {
-		return nil, err
-	}
-	locks, err := mc.Locks(ctx, cfg.match)
-	for i := range locks {
-		locks[i].Node = m.ID
-	}
-	return locks, err
+	return all, clustered, err
 }
 
 // parseInterspersed parses the flags that follow positional arguments
@@ -515,22 +545,31 @@ func printAfter(out io.Writer, l *admin.Lock, name string) {
 }
 
 func cmdRanges(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []string, out io.Writer) error {
-	list, err := c.Ranges(ctx, cfg.match)
-	if err != nil {
-		return err
+	list, clustered, listErr := listRanges(ctx, c, cfg)
+	if len(list.Ranges) == 0 && listErr != nil {
+		return listErr
 	}
 	if cfg.json {
-		return printJSON(out, list)
+		if err := printJSON(out, list); err != nil {
+			return err
+		}
+		return listErr
+	}
+	node := func(admin.RangeKey) string { return "" }
+	head := "KEY\tNS\tSTATE\tOWNER\tTYPE\tSTART\tLENGTH\tLABEL\tADDRESS\tIDENTITY"
+	if clustered {
+		head += "\tNODE"
+		node = func(k admin.RangeKey) string { return "\t" + cell(k.Node) }
 	}
 	tw := newTable(out)
-	fmt.Fprintln(tw, "KEY	NS	STATE	OWNER	TYPE	START	LENGTH	LABEL	ADDRESS	IDENTITY")
+	fmt.Fprintln(tw, head)
 	row := func(k admin.RangeKey, state string, h admin.RangeHeld) {
 		length := "EOF"
 		if h.Length != 0 {
 			length = strconv.FormatUint(h.Length, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(k.Key), k.Namespace, state, h.Ref(), h.Type,
-			h.Start, length, cell(h.Label), cell(h.RemoteAddr), cell(h.Identity))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s%s\n", cell(k.Key), k.Namespace, state, h.Ref(), h.Type,
+			h.Start, length, cell(h.Label), cell(h.RemoteAddr), cell(h.Identity), node(k))
 	}
 	for _, k := range list.Ranges {
 		for _, h := range k.Holders {
@@ -540,7 +579,7 @@ func cmdRanges(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []strin
 			row(k, "waiting", w.RangeHeld)
 		}
 		if more := k.HoldersTotal - len(k.Holders) + k.WaitersTotal - len(k.Waiters); more > 0 {
-			fmt.Fprintf(tw, "%s\t%s\t(and %d more)\t\t\t\t\t\t\t\n", cell(k.Key), k.Namespace, more)
+			fmt.Fprintf(tw, "%s\t%s\t(and %d more)\t\t\t\t\t\t\t%s\n", cell(k.Key), k.Namespace, more, node(k))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -549,7 +588,7 @@ func cmdRanges(ctx context.Context, c *admin.Client, cfg *adminConfig, _ []strin
 	if more := list.Total - len(list.Ranges); more > 0 {
 		fmt.Fprintf(out, "(and %d more keys: narrow with --match)\n", more)
 	}
-	return nil
+	return listErr
 }
 
 func cmdReleaseRanges(ctx context.Context, c *admin.Client, cfg *adminConfig, args []string, out io.Writer) error {

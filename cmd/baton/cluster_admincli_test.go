@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/internal/opstest"
 	"github.com/batonlock/baton/protocol"
 )
 
@@ -41,6 +42,23 @@ func TestClusterAdminAsksTheOwner(t *testing.T) {
 	code, out, _ = cli("locks", "--json", "--match", "admin-cli-*", other)
 	if code != exitOK || !strings.Contains(out, `"node": "n2"`) {
 		t.Errorf("locks --json through n1 = %d\n%s", code, out)
+	}
+
+	// Range locks: 'baton ranges' lists every node's, 'release-ranges'
+	// acts at the key's owner.
+	key := nameOwnedBy(t, "n2", "admin-cli-key")
+	r := opstest.DialV2(t, nodes["n2"].addr, time.Minute, "ranges-holder")
+	r.Send(protocol.AppendRange(nil, protocol.Frame{Claim: 1, Op: protocol.RangeSet, LockType: protocol.LockWrite, Owner: 7, Start: 0, End: 99, Name: key}))
+	if a := r.ReadV2(); a.Status != protocol.RangeGranted {
+		t.Fatalf("range set at n2 answered %v", a)
+	}
+	code, out, errOut = cli("ranges", other)
+	rows = fields(out)
+	if code != exitOK || len(rows) != 2 || rows[0][len(rows[0])-1] != "NODE" || rows[1][0] != key || rows[1][len(rows[1])-1] != "n2" {
+		t.Fatalf("ranges through n1 = %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := cli("release-ranges", key, rows[1][3], other); code != exitOK || !strings.Contains(errOut, "owned by node n2") {
+		t.Errorf("release-ranges through n1 = %d\n%s\n%s", code, out, errOut)
 	}
 
 	if code, out, errOut := cli("release", name, other); code != exitOK {
