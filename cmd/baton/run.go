@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -334,7 +335,7 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	case errors.Is(err, baton.ErrBusy):
 		fmt.Fprintf(stderr, cfg.progName()+": lock %q is busy\n", name)
 		return nil, cfg.conflict
-	case errors.Is(err, context.DeadlineExceeded) && last != nil && !errors.Is(last, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) && unreachedAtDeadline(last):
 		// --wait ended between retries: the server was not reachable, so
 		// nobody can say the lock was busy.
 		fmt.Fprintf(stderr, cfg.progName()+": lock %q: server still unavailable when --wait %v ended: %v\n", name, cfg.wait, last)
@@ -345,6 +346,22 @@ func runAcquire(cfg *runConfig, name string, sigs <-chan os.Signal, stderr io.Wr
 	}
 	fmt.Fprintf(stderr, cfg.progName()+": lock %q: %v\n", name, err)
 	return nil, exitUnavailable
+}
+
+// unreachedAtDeadline reports whether the last attempt before --wait
+// ended never reached the server: it failed on its own, or the deadline
+// cut its dial short (a loaded machine may not finish a refused dial in
+// time). An attempt the deadline ended while queued at the server says
+// the lock was busy.
+func unreachedAtDeadline(last error) bool {
+	var op *net.OpError
+	switch {
+	case last == nil:
+		return false
+	case errors.As(last, &op) && op.Op == "dial":
+		return true
+	}
+	return !errors.Is(last, context.DeadlineExceeded)
 }
 
 // heldLock is what runCommand needs of a held lock, whichever kind.

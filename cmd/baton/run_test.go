@@ -986,3 +986,26 @@ func TestRunVerboseNamesHolder(t *testing.T) {
 		}
 	}
 }
+
+// unreachedAtDeadline: --wait ending during a dial says the server was
+// unavailable, as a refused dial before it does; only a wait in the
+// server's queue says the lock was busy. (CI saw exit 75 under load: the
+// deadline came while the first dial was still under way.)
+func TestRunUnreachedAtDeadline(t *testing.T) {
+	dialCut := &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, tc := range []struct {
+		last error
+		want bool
+	}{
+		{nil, false},
+		{refused, true},
+		{fmt.Errorf("baton: %w", dialCut), true},
+		{context.DeadlineExceeded, false}, // queued when --wait ended
+		{fmt.Errorf("waiting: %w", context.DeadlineExceeded), false},
+	} {
+		if got := unreachedAtDeadline(tc.last); got != tc.want {
+			t.Errorf("unreachedAtDeadline(%v) = %v, want %v", tc.last, got, tc.want)
+		}
+	}
+}
