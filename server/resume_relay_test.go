@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -251,5 +252,34 @@ func TestResumableEndsOnSessionErrorRelayed(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A server condition is not the client's fault: a relaying node that
+// shuts down (ERROR 0x01) leaves a resumable session's relayed claims
+// kept at their owner, even when its client then hangs up, and the
+// client re-asserts them through another node with their tokens.
+func TestResumeRelayedAfterRelayShutdown(t *testing.T) {
+	owner, r1, r2 := startRelayTrio(t)
+	a, wel := r1.dialResumable(t, longLease, "a")
+	tok := a.mustHold(1, excl2, 0, "x")
+	b := owner.dialV2(t, longLease, "b")
+	b.mustQueue(1, excl2, 0, "x")
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r1.Shutdown(ctx) }()
+	a.expectSessionError(protocol.CodeShuttingDown)
+	a.close()
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	owner.events.wait(t, "relayed session kept", func(e server.Event) bool {
+		return e.Kind == server.EventSessionKept && strings.HasPrefix(e.Peer.Via, "r1/")
+	})
+	b.expectSilenceV2(200 * time.Millisecond)
+	a2, _ := r2.dialResumable(t, longLease, "a")
+	if f := a2.reassert(1, excl2, "x", tok, wel); f.Type != protocol.TypeGranted || f.Token != tok {
+		t.Fatalf("re-assertion through r2 after r1's shutdown answered %v, want GRANTED(%d)", f, tok)
 	}
 }
