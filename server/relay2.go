@@ -307,9 +307,10 @@ func (s *session) relayPump() {
 // dropUpstreams closes every upstream of a session that has ended. Each
 // owner keeps the claims it relayed until their lease has passed (hop
 // header version 3: it cannot tell this node's death from the client's
-// hang-up), unless release is set: the client hung up, and the claims
-// are released first (RELEASE for each, written before the close), so
-// each owner ends them at once, as it would a direct client's.
+// hang-up), unless release is set: the client hung up or broke the
+// protocol (clustercore.SessionEnd.ReleasesRelayed), and the claims are
+// released first (RELEASE for each, written before the close), so each
+// owner ends them at once, as it would a direct client's.
 func (s *session) dropUpstreams(release bool) {
 	v := s.v2
 	if v == nil || v.rel.Load() == nil {

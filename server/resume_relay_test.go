@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +200,86 @@ func TestReassertTakeOver(t *testing.T) {
 	})
 	if got != 3 {
 		t.Errorf("%d installed re-assertions reported, want 3", got)
+	}
+}
+
+// A resumable session that breaks the protocol ends at once with its
+// claims and range locks, on the node that serves them and at the owner
+// of those it relayed, with or without the detach flag: its client
+// stops believing at the ERROR, so nobody waits a lease behind it. The
+// relaying node releases them at each owner before it closes the
+// upstream, which the owner would otherwise keep for a resume.
+func TestResumableEndsOnSessionErrorRelayed(t *testing.T) {
+	w := protocol.LockWrite
+	for _, relayed := range []bool{false, true} {
+		for _, detach := range []bool{false, true} {
+			t.Run(fmt.Sprintf("relayed=%v,detach=%v", relayed, detach), func(t *testing.T) {
+				owner, r1, _ := startRelayTrio(t)
+				via := owner
+				if relayed {
+					via = r1
+				}
+				dial := via.dialResumable
+				if detach {
+					dial = via.dialDetach
+				}
+				a, wel := dial(t, longLease, "a")
+				tok := a.mustHold(1, excl2, 0, "x")
+				a.mustWrite(rangeFrame(2, protocol.RangeSet, 0, w, 7, 0, 99, "f"))
+				a.expectRange(2, protocol.RangeGranted)
+				b := owner.dialV2(t, longLease, "b")
+				b.mustQueue(1, excl2, 0, "x")
+				c := owner.dialV2(t, longLease, "c")
+				c.mustWrite(rangeFrame(1, protocol.RangeSet, protocol.RangeWait, w, 1, 0, 9, "f"))
+				c.expectRange(1, protocol.RangeQueued)
+
+				start := time.Now()
+				a.mustWrite([]byte{0, 1, 0x7f}) // unknown frame type
+				a.expectSessionError(protocol.CodeUnknownMessage)
+				// Within waitLimit, far below the lease.
+				if got := b.expectPromoted(1); got <= tok {
+					t.Errorf("b promoted with %d, want above %d", got, tok)
+				}
+				c.expectRange(1, protocol.RangePromoted)
+				t.Logf("waiters promoted %v after the session error (lease %v)", time.Since(start), longLease)
+				// Nothing is left for a re-assertion.
+				a2, _ := via.dialResumable(t, longLease, "a")
+				if f := a2.reassert(1, excl2, "x", tok, wel); f.Type != protocol.TypeRefused || f.Code != protocol.CodeReassertRefused {
+					t.Errorf("re-assertion after the session error answered %v, want REFUSED 0x04", f)
+				}
+				if n := owner.KeptSessions(); n != 0 {
+					t.Errorf("the owner keeps %d sessions, want 0", n)
+				}
+			})
+		}
+	}
+}
+
+// A server condition is not the client's fault: a relaying node that
+// shuts down (ERROR 0x01) leaves a resumable session's relayed claims
+// kept at their owner, even when its client then hangs up, and the
+// client re-asserts them through another node with their tokens.
+func TestResumeRelayedAfterRelayShutdown(t *testing.T) {
+	owner, r1, r2 := startRelayTrio(t)
+	a, wel := r1.dialResumable(t, longLease, "a")
+	tok := a.mustHold(1, excl2, 0, "x")
+	b := owner.dialV2(t, longLease, "b")
+	b.mustQueue(1, excl2, 0, "x")
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r1.Shutdown(ctx) }()
+	a.expectSessionError(protocol.CodeShuttingDown)
+	a.close()
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	owner.events.wait(t, "relayed session kept", func(e server.Event) bool {
+		return e.Kind == server.EventSessionKept && strings.HasPrefix(e.Peer.Via, "r1/")
+	})
+	b.expectSilenceV2(200 * time.Millisecond)
+	a2, _ := r2.dialResumable(t, longLease, "a")
+	if f := a2.reassert(1, excl2, "x", tok, wel); f.Type != protocol.TypeGranted || f.Token != tok {
+		t.Fatalf("re-assertion through r2 after r1's shutdown answered %v, want GRANTED(%d)", f, tok)
 	}
 }

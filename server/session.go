@@ -128,7 +128,7 @@ func (s *session) serveOne() *session {
 		// feels.
 		reason, code = s.runV2()
 		s.dropRangesLater()
-		s.node().ended(s, reason)
+		s.node().ended(s, reason, code)
 	}
 	return s.finish(reason, code)
 }

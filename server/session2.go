@@ -523,9 +523,10 @@ type v2Node interface {
 	// pump sends what the batch relayed, before its answers are flushed.
 	pump(s *session)
 	// ended closes the upstreams of a session whose frames ended for
-	// reason, releasing its relayed claims first when it does not keep
-	// them (clustercore.SessionEnd.ReleasesRelayed).
-	ended(s *session, reason locktable.Reason)
+	// reason, with session-level ERROR code (0: none), releasing its
+	// relayed claims first when it does not keep them
+	// (clustercore.SessionEnd.ReleasesRelayed).
+	ended(s *session, reason locktable.Reason, code protocol.Code)
 	// finishing ends the session's relayed watches as it finishes.
 	finishing(s *session)
 }
@@ -547,7 +548,7 @@ func (v2Single) claimUses(*session, uint32)                                     
 func (v2Single) claim(*session, time.Time, protocol.Frame) bool                 { return false }
 func (v2Single) release(*session, uint32) bool                                  { return false }
 func (v2Single) pump(*session)                                                  {}
-func (v2Single) ended(*session, locktable.Reason)                               {}
+func (v2Single) ended(*session, locktable.Reason, protocol.Code)                {}
 func (v2Single) finishing(*session)                                             {}
 
 type v2Cluster struct{}
@@ -584,8 +585,8 @@ func (v2Cluster) pump(s *session) {
 	}
 }
 
-func (v2Cluster) ended(s *session, reason locktable.Reason) {
-	s.dropUpstreams(s.v2.sessionEnd().ReleasesRelayed(reason))
+func (v2Cluster) ended(s *session, reason locktable.Reason, code protocol.Code) {
+	s.dropUpstreams(s.v2.sessionEnd().ReleasesRelayed(reason, code))
 }
 
 func (v2Cluster) finishing(s *session) { s.endRelayWatches() }

@@ -51,15 +51,20 @@ func (e SessionEnd) Keeps(reason locktable.Reason, code protocol.Code) bool {
 	return reason == locktable.ReasonGraceful || reason == locktable.ReasonIOTimeout
 }
 
-// ReleasesRelayed reports whether a session that ended for reason
-// releases the claims it relayed to their owners at once (a RELEASE
-// for each before its upstreams close), as a direct session's are: a
-// plain session whose client hung up or broke the protocol, and a
-// detach session whose client died unannounced. Otherwise each owner
-// keeps them until their lease passes (it cannot tell this node's death
-// from its client's hang-up), for the client's resume.
-func (e SessionEnd) ReleasesRelayed(reason locktable.Reason) bool {
-	if e.DiedUnannounced() {
+// ReleasesRelayed reports whether a session that ended for reason, with
+// session-level ERROR code (0: none), releases the claims it relayed to
+// their owners at once (a RELEASE for each before its upstreams close),
+// as a direct session's are: any session whose client broke the
+// protocol (a client-error code: it stops believing at the ERROR, and
+// the session is not kept here either, Keeps), a plain session whose
+// client hung up, and a detach session whose client died unannounced.
+// Otherwise each owner keeps them until their lease passes (it cannot
+// tell this node's death from its client's hang-up), for the client's
+// resume: after a hang-up or a broken connection, and after a server
+// condition (this node's shutdown, 0x01, or self-stop, 0x03), which a
+// resumable client answers by re-asserting through another node.
+func (e SessionEnd) ReleasesRelayed(reason locktable.Reason, code protocol.Code) bool {
+	if e.DiedUnannounced() || code != 0 && !code.Temporary() {
 		return true
 	}
 	return !e.Resumable && (e.HungUp || reason == locktable.ReasonProtocolError)

@@ -34,10 +34,11 @@ func TestSessionEnd(t *testing.T) {
 		"plain, write timed out":    {plain, timedOut, 0, false, false, false},
 		"resumable, hung up":        {resHung, hungUp, 0, false, true, false},
 		"resumable, write timeout":  {res, timedOut, 0, false, true, false},
-		"resumable, protocol error": {res, violated, protocol.CodeInvalidFrame, false, false, false},
+		"resumable, protocol error": {res, violated, protocol.CodeInvalidFrame, false, false, true},
 		"resumable, ERROR sent":     {res, hungUp, protocol.CodeNotOwner, false, false, false},
 		"resumable, expired":        {res, locktable.ReasonExpired, 0, false, false, false},
 		"resumable, shut down":      {res, locktable.ReasonShutdown, 0, false, false, false},
+		"detach, protocol error":    {silent, violated, protocol.CodeUnknownMessage, false, false, true},
 		"detach, died unannounced":  {died, hungUp, 0, true, false, true},
 		"detach, DETACH then FIN":   {said, hungUp, 0, false, true, false},
 		"detach, silent":            {silent, timedOut, 0, false, true, false},
@@ -50,7 +51,7 @@ func TestSessionEnd(t *testing.T) {
 		if got := tc.e.Keeps(tc.reason, tc.code); got != tc.keeps {
 			t.Errorf("%s: Keeps = %v, want %v", name, got, tc.keeps)
 		}
-		if got := tc.e.ReleasesRelayed(tc.reason); got != tc.release {
+		if got := tc.e.ReleasesRelayed(tc.reason, tc.code); got != tc.release {
 			t.Errorf("%s: ReleasesRelayed = %v, want %v", name, got, tc.release)
 		}
 		// A failed write ends the session, except a detach session's
