@@ -333,6 +333,7 @@ type holding struct {
 	lost       bool
 	v2         bool
 	code       protocol.Code // lost: the ERROR or REVOKED code
+	revoked    bool          // lost by a REVOKED of the claim, not its session's end
 }
 
 // grantLog collects holdings from many clients.
@@ -584,7 +585,7 @@ func v2Once(addr, name string, lease, hold time.Duration, g *grantLog, stop <-ch
 			case (f.v2.Type == protocol.TypeRevoked || f.v2.Type == protocol.TypeSessionError) && h != nil && !released:
 				// REVOKED ends the claim; a session-level ERROR (a node
 				// shutting down) ends the session and its claims.
-				h.end, h.lost, h.code = f.at, true, f.v2.Code
+				h.end, h.lost, h.code, h.revoked = f.at, true, f.v2.Code, f.v2.Type == protocol.TypeRevoked
 				g.add(*h)
 				return errRetry
 			case f.v2.Type == protocol.TypeRevoked:
@@ -605,9 +606,12 @@ func v2Once(addr, name string, lease, hold time.Duration, g *grantLog, stop <-ch
 // version 2; 10 of them holding for longer than a take-over's warm-up)
 // take and release 16 names through every node: never two
 // holders of a name, tokens increasing in grant order; no version 2 claim
-// lost (those held across a change are counted); every version 1 claim
-// that ended other than by its client's release was told so (ERROR 0x01),
-// and only on a name that moved.
+// lost but by the documented bound, a claim not adopted at its new owner
+// within half its lease of its prior owner's export, which a loaded
+// machine can exceed at these 2 s leases (those held across a change,
+// and those given up, are counted); every version 1 claim that ended
+// other than by its client's release was told so (ERROR 0x01), and only
+// on a name that moved.
 func TestClusterJoinLeaveUnderLoad(t *testing.T) {
 	t.Parallel()
 	nodes := startClusterLib(t)
@@ -661,7 +665,35 @@ func TestClusterJoinLeaveUnderLoad(t *testing.T) {
 
 	g.check(t)
 	moved := func(name string) bool { return threeRing.Owner(name) != fourRing.Owner(name) }
-	var v1, v2, lost1, continued int
+	procs := map[string]*clusterProc{"n1": nodes["n1"], "n2": nodes["n2"], "n3": nodes["n3"], "n4": n4}
+	// exported is when node id exported the claims on its moving names for
+	// the change that began at from (before to, unless zero): a moving
+	// claim's host starts its half-lease clock then or later.
+	in := func(at, from, to time.Time) bool { return !at.Before(from) && (to.IsZero() || at.Before(to)) }
+	exported := func(id string, from, to time.Time) time.Time {
+		for _, r := range procs[id].logged("planned change: claims on names moving to another node handed over") {
+			if at := logTime(t, r); in(at, from, to) {
+				return at
+			}
+		}
+		return time.Time{}
+	}
+	// settled is when that change last took effect on a node: its ring
+	// applied, or a new owner serving (its first or a fresh token epoch).
+	// Only then can the last moving claims be adopted.
+	settled := func(from, to time.Time) (last time.Time) {
+		for _, p := range procs {
+			for _, msg := range []string{"ring applied", "cluster node serving", "fresh token epoch for names gained"} {
+				for _, r := range p.logged(msg) {
+					if at := logTime(t, r); in(at, from, to) && at.After(last) {
+						last = at
+					}
+				}
+			}
+		}
+		return last
+	}
+	var v1, v2, lost1, continued, gaveUp int
 	for _, h := range g.hs {
 		if h.v2 {
 			v2++
@@ -678,15 +710,41 @@ func TestClusterJoinLeaveUnderLoad(t *testing.T) {
 		case !moved(h.name):
 			t.Errorf("%s, which did not move, lost token %#x (code 0x%02x)", h.name, h.token, uint8(h.code))
 		case h.v2:
-			t.Errorf("%s: version 2 token %#x lost across a planned change (code 0x%02x)", h.name, h.token, uint8(h.code))
+			// The only loss allowed (docs/cluster.md, "What is
+			// guaranteed"): REVOKED 0x03 from a host that waited half the
+			// lease after the prior owner's export for the adoption.
+			prior, from, to := "n4", leaveBegan, time.Time{}
+			if h.end.Before(leaveBegan) {
+				prior, from, to = threeRing.Owner(h.name), joinBegan, leaveBegan
+			}
+			at := exported(prior, from, to)
+			switch {
+			case !h.revoked || h.code != protocol.CodeNotOwner:
+				t.Errorf("%s: version 2 token %#x lost across a planned change (code 0x%02x, revoked %v)", h.name, h.token, uint8(h.code), h.revoked)
+			case at.IsZero():
+				t.Errorf("%s: version 2 token %#x revoked (0x03), but %s logged no export for the change", h.name, h.token, prior)
+			case h.end.Sub(at) < loadLease/2:
+				t.Errorf("%s: version 2 token %#x revoked (0x03) %v after %s's export, before half its lease (%v)",
+					h.name, h.token, h.end.Sub(at).Round(time.Millisecond), prior, loadLease/2)
+			case settled(from, to).Sub(at) < loadLease/4:
+				// A hand-off that took effect everywhere well within the
+				// bound (a quarter lease of slack for the hosts' 100 ms
+				// retries, late on a loaded machine) must adopt its claims.
+				t.Errorf("%s: version 2 token %#x revoked (0x03), though the change took effect everywhere %v after %s's export",
+					h.name, h.token, settled(from, to).Sub(at).Round(time.Millisecond), prior)
+			default:
+				gaveUp++
+				t.Logf("%s: version 2 token %#x not adopted within half its lease: revoked (0x03) %v after %s's export; the change took effect everywhere %v after it",
+					h.name, h.token, h.end.Sub(at).Round(time.Millisecond), prior, settled(from, to).Sub(at).Round(time.Millisecond))
+			}
 		case h.code != protocol.CodeShuttingDown:
 			t.Errorf("%s lost token %#x with code 0x%02x (v1)", h.name, h.token, uint8(h.code))
 		default:
 			lost1++
 		}
 	}
-	t.Logf("%d holdings (%d v1, %d v2), no two holders; claims ended by the moves: %d v1 (ERROR 0x01), no v2; "+
-		"%d v2 holdings on moved names held across a change with their tokens", len(g.hs), v1, v2, lost1, continued)
+	t.Logf("%d holdings (%d v1, %d v2), no two holders; claims ended by the moves: %d v1 (ERROR 0x01), %d v2 not adopted in half their lease (REVOKED 0x03); "+
+		"%d v2 holdings on moved names held across a change with their tokens", len(g.hs), v1, v2, lost1, gaveUp, continued)
 	if v1 == 0 || v2 == 0 {
 		t.Errorf("v1 holdings %d, v2 holdings %d: the load missed a protocol", v1, v2)
 	}

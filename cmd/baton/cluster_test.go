@@ -27,6 +27,20 @@ import (
 type clusterProc struct {
 	*batonProc
 	id, addr, admin, ops string
+	logs                 *syncBuffer // an in-process node's log records (JSON lines)
+}
+
+// logged returns the records with message msg that in-process node p
+// has logged so far.
+func (p *clusterProc) logged(msg string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(p.logs.String(), "\n") {
+		var r map[string]any
+		if json.Unmarshal([]byte(line), &r) == nil && r["msg"] == msg {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // startNode starts node id with a temporary data directory; join is the
@@ -87,7 +101,7 @@ func startNodeLib(t *testing.T, id, join string, edits ...func(*serveConfig)) *c
 		t.Fatalf("%s not serving after %v:\n%s", id, 2*opstest.Timeout, logs.String())
 	}
 	a := n.Addrs()
-	return &clusterProc{id: id, addr: a.Protocol, admin: a.Admin, ops: a.Ops}
+	return &clusterProc{id: id, addr: a.Protocol, admin: a.Admin, ops: a.Ops, logs: logs}
 }
 
 // startCluster forms a cluster of three real processes: n1 bootstraps,
